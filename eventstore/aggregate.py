@@ -1,0 +1,131 @@
+"""A memory's current state, folded from its own stream.
+
+Command handlers validate against this, never against a projection: the
+stream is the truth and reading one stream is an indexed lookup. A memory's
+version is its stream version: every change, content or status, is one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import msgspec
+
+from . import catalogue as c
+from .model import MemoryContent, NotFound, Status
+from .store import EventStore, RecordedEvent
+
+
+class MemoryVersion(msgspec.Struct, frozen=True):
+    version: int
+    position: int
+    event_type: str
+    content: MemoryContent
+    status: str
+    reason: str
+    recorded_at: str
+    actor: str | None
+    correlation_id: str | None
+
+
+class MemoryState(msgspec.Struct):
+    memory_id: str
+    tenant: str
+    version: int = 0
+    status: str = Status.ACTIVATED.value
+    content: MemoryContent | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    working_binding: str | None = None
+    merged_into: str | None = None
+    superseded_by: str | None = None
+    evolve_to: str | None = None
+    versions: list[MemoryVersion] = []
+
+    def at(self, version: int) -> MemoryVersion:
+        if not 1 <= version <= len(self.versions):
+            raise NotFound("version", f"{self.memory_id}@{version}")
+        return self.versions[version - 1]
+
+
+def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
+    state: MemoryState | None = None
+    for recorded in events:
+        event = recorded.event
+        if state is None:
+            state = MemoryState(memory_id=memory_id, tenant=recorded.tenant)
+        reason = ""
+        if isinstance(event, (c.MemoryAdded, c.MemoriesMerged)):
+            state.content = event.content
+            state.created_at = state.updated_at = event.created_at
+            state.status = Status.ACTIVATED.value
+            if isinstance(event, c.MemoryAdded):
+                state.working_binding = event.working_binding
+            else:
+                reason = "merged from " + ", ".join(event.source_ids)
+                if event.decision is not None:
+                    reason += f" ({event.decision.judge}: {event.decision.reason})"
+        elif isinstance(event, c.MemoryUpdated):
+            state.content = event.content
+            state.updated_at = event.updated_at
+            reason = event.reason or "updated " + ", ".join(event.changed)
+        elif isinstance(event, c.MemoryRolledBack):
+            state.content = event.content
+            state.status = event.status
+            state.updated_at = event.updated_at
+            reason = event.reason or f"rolled back to version {event.to_version}"
+        elif isinstance(event, c.MemoryMergedInto):
+            state.status = Status.ARCHIVED.value
+            state.merged_into = event.merged_into
+            state.updated_at = event.updated_at
+            reason = f"merged into {event.merged_into}"
+        elif isinstance(event, c.MemorySuperseded):
+            state.status = Status.ARCHIVED.value
+            state.superseded_by = event.superseded_by
+            state.updated_at = event.updated_at
+            reason = f"conflict: superseded by {event.superseded_by}"
+            if event.decision is not None:
+                reason += f" ({event.decision.judge}: {event.decision.reason})"
+        elif isinstance(event, c.MemoryArchived):
+            state.status = Status.ARCHIVED.value
+            state.updated_at = event.updated_at
+            reason = event.reason or "archived"
+        elif isinstance(event, c.MemorySoftDeleted):
+            state.status = Status.DELETED.value
+            state.evolve_to = event.evolve_to
+            state.updated_at = event.updated_at
+            reason = event.reason or "deleted"
+        elif isinstance(event, c.MemoryRestored):
+            state.status = Status.ACTIVATED.value
+            state.updated_at = event.updated_at
+            reason = event.reason or "restored"
+        else:
+            continue
+        if state.status == Status.ACTIVATED.value:
+            state.merged_into = state.superseded_by = None
+        state.version = recorded.stream_version
+        state.versions.append(
+            MemoryVersion(
+                version=recorded.stream_version,
+                position=recorded.position,
+                event_type=recorded.type,
+                content=state.content,
+                status=state.status,
+                reason=reason,
+                recorded_at=recorded.recorded_at.isoformat(),
+                actor=recorded.metadata.actor,
+                correlation_id=recorded.metadata.correlation_id,
+            )
+        )
+    return state
+
+
+def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = None) -> MemoryState:
+    """The memory's state (as of position ``until``), or :class:`NotFound` for other tenants too."""
+    events = store.read_stream(c.memory_stream(memory_id))
+    if until is not None:
+        events = [e for e in events if e.position <= until]
+    state = fold(memory_id, events)
+    if state is None or state.tenant != tenant:
+        raise NotFound("memory", memory_id)
+    return state

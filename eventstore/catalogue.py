@@ -1,0 +1,220 @@
+"""The event catalogue: every fact memledger records, as frozen tagged Structs.
+
+Streams (one scheme, kept everywhere):
+
+- ``memory-<memory_id>``: one memory's life (added, updated, merged into,
+  superseded, archived, deleted, restored, rolled back);
+- ``edges-<tenant>``: the tenant's edge changes (link, unlink, undo of a
+  namespace, re-pointing after a merge);
+- ``working-<tenant>``: working-memory evictions;
+- ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
+- ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
+  knowledge-graph side (see :mod:`eventstore.catalogue_graph`).
+
+An event holds everything its projectors need, so replay never calls a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .events import DomainEvent
+from .model import MemoryContent
+
+
+def memory_stream(memory_id: str) -> str:
+    return f"memory-{memory_id}"
+
+
+def edges_stream(tenant: str) -> str:
+    return f"edges-{tenant}"
+
+
+def working_stream(tenant: str) -> str:
+    return f"working-{tenant}"
+
+
+def tenant_stream(tenant: str) -> str:
+    return f"tenant-{tenant}"
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Why an automatic change was made, and by whom: every organizer event carries one."""
+
+    judge: str
+    judge_version: str = ""
+    similarity: float | None = None
+    reason: str = ""
+    fallback: str | None = None
+
+
+class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A typed, weighted edge with a namespaced id (``<namespace>:<run>:<n>``)."""
+
+    edge_id: str
+    edge_type: str
+    source: str
+    target: str
+    weight: float = 1.0
+    properties: dict[str, Any] = {}
+
+
+# -- memories ---------------------------------------------------------------
+
+
+class MemoryAdded(DomainEvent, frozen=True):
+    memory_id: str
+    content: MemoryContent
+    created_at: str
+    working_binding: str | None = None
+    origin: str = "add"  # add | import | topic
+
+
+class MemoryUpdated(DomainEvent, frozen=True):
+    memory_id: str
+    content: MemoryContent
+    changed: tuple[str, ...]
+    updated_at: str
+    reason: str = ""
+
+
+class MemoriesMerged(DomainEvent, frozen=True):
+    """A new memory made from several; recorded on the new memory's stream."""
+
+    memory_id: str
+    source_ids: tuple[str, ...]
+    content: MemoryContent
+    created_at: str
+    decision: Decision | None = None
+
+
+class MemoryMergedInto(DomainEvent, frozen=True):
+    """A source of a merge: archived, pointing at the merged memory."""
+
+    memory_id: str
+    merged_into: str
+    updated_at: str
+
+
+class MemorySuperseded(DomainEvent, frozen=True):
+    """An older memory replaced by a newer contradictory one: archived with reason ``conflict``."""
+
+    memory_id: str
+    superseded_by: str
+    updated_at: str
+    decision: Decision | None = None
+
+
+class MemoryArchived(DomainEvent, frozen=True):
+    memory_id: str
+    updated_at: str
+    reason: str = ""
+
+
+class MemorySoftDeleted(DomainEvent, frozen=True):
+    memory_id: str
+    updated_at: str
+    reason: str = ""
+    evolve_to: str | None = None
+
+
+class MemoryRestored(DomainEvent, frozen=True):
+    memory_id: str
+    updated_at: str
+    reason: str = ""
+
+
+class MemoryRolledBack(DomainEvent, frozen=True):
+    """A new version whose content and status equal those of ``to_version``."""
+
+    memory_id: str
+    to_version: int
+    content: MemoryContent
+    status: str
+    updated_at: str
+    reason: str = ""
+
+
+class WorkingMemoryEvicted(DomainEvent, frozen=True):
+    """The oldest working-memory entries left the FIFO (capacity reached)."""
+
+    bindings: tuple[str, ...]
+    memory_ids: tuple[str, ...]
+    capacity: int
+
+
+# -- edges --------------------------------------------------------------------
+
+
+class EdgeLinked(DomainEvent, frozen=True):
+    edge: EdgeRecord
+
+
+class EdgeUnlinked(DomainEvent, frozen=True):
+    edge: EdgeRecord  # the edge as it was, so that an undo can link it again
+    reason: str = ""
+
+
+class EdgesRepointed(DomainEvent, frozen=True):
+    """Edges of merged memories moved to the merged node: old ids end, new ones start."""
+
+    previous: tuple[EdgeRecord, ...]
+    current: tuple[EdgeRecord, ...]
+    merged_into: str = ""
+
+
+class NamespaceUndone(DomainEvent, frozen=True):
+    """Every live edge under ``prefix`` removed at once; ``edges`` keeps them for an undo."""
+
+    prefix: str
+    edges: tuple[EdgeRecord, ...]
+    reason: str = ""
+
+
+class NamespaceRestored(DomainEvent, frozen=True):
+    """The edges a namespace undo removed, linked again."""
+
+    prefix: str
+    edges: tuple[EdgeRecord, ...]
+    undo_position: int
+
+
+# -- tenant-wide ----------------------------------------------------------------
+
+
+class CorrelationReverted(DomainEvent, frozen=True):
+    """Marks that a correlation's events were compensated; the compensations follow it."""
+
+    correlation_id: str
+    reverted_positions: tuple[int, ...]
+    forced: bool = False
+    conflicts: tuple[str, ...] = ()
+
+
+class TenantDropped(DomainEvent, frozen=True):
+    """A tombstone: the tenant's data is gone from every projection."""
+
+    backup: str
+    events_backed_up: int
+    reason: str = ""
+
+
+MemoryEvent = (
+    MemoryAdded
+    | MemoryUpdated
+    | MemoriesMerged
+    | MemoryMergedInto
+    | MemorySuperseded
+    | MemoryArchived
+    | MemorySoftDeleted
+    | MemoryRestored
+    | MemoryRolledBack
+)
+EdgeEvent = EdgeLinked | EdgeUnlinked | EdgesRepointed | NamespaceUndone | NamespaceRestored
+TenantEvent = WorkingMemoryEvicted | CorrelationReverted | TenantDropped
+Event = MemoryEvent | EdgeEvent | TenantEvent
+
+MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)
+EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)

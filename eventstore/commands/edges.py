@@ -1,0 +1,110 @@
+"""Edge commands: link, unlink, undo a namespace (and undo that undo)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .. import catalogue as c
+from ..model import Conflict, NotFound, ValidationError
+from ..store import EventStore, StreamAppend
+from .context import CommandContext, CommandResult, commit, nothing_done
+from .facts import GraphFacts
+
+EDGE_ID_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]+$")
+EDGE_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]*$")
+
+
+def check_edge(edge: c.EdgeRecord) -> None:
+    if not EDGE_ID_RE.match(edge.edge_id) or len(edge.edge_id) > 255:
+        raise ValidationError("edge_id", "must be namespaced as <namespace>:<run-or-source>:<n>, e.g. user:notes:1")
+    if not EDGE_TYPE_RE.match(edge.edge_type):
+        raise ValidationError("edge_type", "must be UPPER_SNAKE_CASE, e.g. RELATED or MENTIONS")
+    if not isinstance(edge.weight, (int, float)) or not math.isfinite(edge.weight) or not 0.0 <= edge.weight <= 1.0:
+        raise ValidationError("weight", "must be a number between 0 and 1")
+    if edge.source == edge.target:
+        raise ValidationError("target", "an edge cannot start and end at the same node")
+
+
+class EdgeCommands:
+    def __init__(self, store: EventStore, facts: GraphFacts):
+        self.store = store
+        self.facts = facts
+
+    def link(
+        self,
+        ctx: CommandContext,
+        source: str,
+        target: str,
+        edge_type: str,
+        *,
+        weight: float = 1.0,
+        edge_id: str | None = None,
+        properties: dict | None = None,
+    ) -> CommandResult:
+        edge = c.EdgeRecord(
+            edge_id=edge_id or f"user:{ctx.correlation_id}:1",
+            edge_type=edge_type,
+            source=source,
+            target=target,
+            weight=float(weight) if isinstance(weight, (int, float)) and not isinstance(weight, bool) else weight,
+            properties=properties or {},
+        )
+        return self.link_many(ctx, [edge])
+
+    def link_many(self, ctx: CommandContext, edges: list[c.EdgeRecord]) -> CommandResult:
+        """Link edges atomically; every endpoint must exist and every id be new among live edges."""
+        if not edges:
+            raise ValidationError("edges", "at least one edge is needed")
+        seen: set[str] = set()
+        for edge in edges:
+            check_edge(edge)
+            if edge.edge_id in seen:
+                raise ValidationError("edge_id", f"{edge.edge_id!r} appears twice")
+            seen.add(edge.edge_id)
+            for field, node in (("source", edge.source), ("target", edge.target)):
+                if not self.facts.node_exists(ctx.tenant, node):
+                    raise NotFound("node", node)
+            if self.facts.live_edge(ctx.tenant, edge.edge_id) is not None:
+                raise Conflict(f"edge {edge.edge_id!r} already exists; unlink it first")
+        events = [c.EdgeLinked(edge=e) for e in edges]
+        return commit(
+            self.store,
+            ctx,
+            "link",
+            [StreamAppend(c.edges_stream(ctx.tenant), events)],
+            request=edges,
+            data={"edge_ids": [e.edge_id for e in edges]},
+        )
+
+    def unlink(self, ctx: CommandContext, edge_id: str, *, reason: str = "") -> CommandResult:
+        edge = self.facts.live_edge(ctx.tenant, edge_id)
+        if edge is None:
+            raise NotFound("edge", edge_id)
+        return commit(
+            self.store,
+            ctx,
+            "unlink",
+            [StreamAppend(c.edges_stream(ctx.tenant), [c.EdgeUnlinked(edge=edge, reason=reason)])],
+            request=[edge_id, reason],
+            data={"edge_ids": [edge_id]},
+        )
+
+    def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
+        """Remove every live edge whose id starts with ``prefix``, in one event."""
+        if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
+            raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
+        edges = self.facts.live_edges_with_prefix(ctx.tenant, prefix)
+        if not edges:
+            return nothing_done(ctx, removed=0, prefix=prefix)
+        event = c.NamespaceUndone(prefix=prefix, edges=tuple(edges), reason=reason)
+        result = commit(
+            self.store,
+            ctx,
+            "undo-namespace",
+            [StreamAppend(c.edges_stream(ctx.tenant), [event])],
+            request=[prefix, reason],
+        )
+        result.data.update(removed=len(edges), prefix=prefix)
+        return result

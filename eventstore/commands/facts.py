@@ -1,0 +1,28 @@
+"""The narrow read-side interface that some commands need.
+
+Edges and working memory span many streams, so a command asks the read side
+for them through this protocol; the write side never imports projections.
+The implementation must answer from projections caught up with the log.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from ..catalogue import EdgeRecord
+
+
+class GraphFacts(Protocol):
+    def live_edges_of(self, tenant: str, node_ids: Sequence[str]) -> list[EdgeRecord]:
+        """Live edges that start or end at any of ``node_ids``."""
+
+    def live_edges_with_prefix(self, tenant: str, prefix: str) -> list[EdgeRecord]:
+        """Live edges whose id starts with ``prefix``."""
+
+    def live_edge(self, tenant: str, edge_id: str) -> EdgeRecord | None: ...
+
+    def node_exists(self, tenant: str, node_id: str) -> bool:
+        """A memory, entity, document or topic of this tenant with this id."""
+
+    def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
+        """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""

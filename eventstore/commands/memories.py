@@ -1,0 +1,363 @@
+"""Memory commands: add, update, merge, supersede, archive, delete, restore, rollback."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import msgspec
+
+from .. import catalogue as c
+from ..aggregate import MemoryState, load
+from ..ids import new_ids
+from ..model import (
+    CONTENT_FIELDS,
+    ENTERS_WORKING_MEMORY,
+    Conflict,
+    MemoryContent,
+    MemoryType,
+    Status,
+    ValidationError,
+    merge_contents,
+    validate_content,
+)
+from ..store import NO_STREAM, EventStore, StreamAppend
+from .context import CommandContext, CommandResult, commit, now_iso
+from .facts import GraphFacts
+
+UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
+MAX_BATCH = 10_000
+
+
+class MemoryCommands:
+    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int = 20):
+        self.store = store
+        self.facts = facts
+        self.working_capacity = working_capacity
+
+    # -- add -------------------------------------------------------------------
+
+    def add(self, ctx: CommandContext, items: Sequence[MemoryContent]) -> CommandResult:
+        """Add one memory or a batch, atomically: a single add is a batch of one."""
+        if not items:
+            raise ValidationError("memories", "at least one memory is needed")
+        if len(items) > MAX_BATCH:
+            raise ValidationError("memories", f"at most {MAX_BATCH} memories per batch")
+        contents = []
+        for i, item in enumerate(items):
+            prefix = f"memories[{i}]." if len(items) > 1 else ""
+            content = validate_content(item, field_prefix=prefix)
+            if content.memory_type == MemoryType.TOPIC.value:
+                raise ValidationError(prefix + "memory_type", "TopicMemory is written by the organizer only")
+            contents.append(content)
+        ids = new_ids(len(contents) * 2)
+        memory_ids, bindings = ids[0::2], ids[1::2]
+        created = now_iso()
+        writes: list[StreamAppend] = []
+        entered: list[tuple[str, str, str]] = []
+        for memory_id, binding, content in zip(memory_ids, bindings, contents):
+            enters = content.memory_type in ENTERS_WORKING_MEMORY or content.memory_type == MemoryType.WORKING.value
+            writes.append(
+                StreamAppend(
+                    c.memory_stream(memory_id),
+                    [c.MemoryAdded(memory_id=memory_id, content=content, created_at=created, working_binding=binding if enters else None)],
+                    NO_STREAM,
+                )
+            )
+            if enters:
+                entered.append((binding, memory_id, content.memory_type))
+        evicted = self._evictions(ctx.tenant, entered, created)
+        writes.extend(evicted)
+        return commit(
+            self.store,
+            ctx,
+            "add",
+            writes,
+            request=contents,
+            memory_ids=memory_ids,
+            data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0},
+        )
+
+    def _evictions(self, tenant: str, entered: list[tuple[str, str, str]], stamp: str) -> list[StreamAppend]:
+        """Events that keep the tenant's working memory within its capacity (FIFO)."""
+        if not entered:
+            return []
+        fifo = self.facts.working_memory(tenant) + entered
+        overflow = len(fifo) - self.working_capacity
+        if overflow <= 0:
+            return []
+        leaving = fifo[:overflow]
+        writes = [
+            StreamAppend(
+                c.working_stream(tenant),
+                [
+                    c.WorkingMemoryEvicted(
+                        bindings=tuple(b for b, _, _ in leaving),
+                        memory_ids=tuple(m for _, m, _ in leaving),
+                        capacity=self.working_capacity,
+                    )
+                ],
+            )
+        ]
+        # A WorkingMemory item lives only in working memory: leaving it archives it.
+        for _, memory_id, memory_type in leaving:
+            if memory_type == MemoryType.WORKING.value:
+                writes.append(
+                    StreamAppend(
+                        c.memory_stream(memory_id),
+                        [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
+                    )
+                )
+        return writes
+
+    # -- content changes ---------------------------------------------------------
+
+    def update(
+        self,
+        ctx: CommandContext,
+        memory_id: str,
+        changes: dict[str, Any],
+        *,
+        expected_version: int | None = None,
+        reason: str = "",
+    ) -> CommandResult:
+        """A new version with new text and/or metadata; the old one stays in history."""
+        unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
+        if unknown:
+            raise ValidationError(unknown[0], "cannot be updated" if unknown[0] == "memory_type" else "unknown field")
+        if not changes:
+            raise ValidationError("changes", "nothing to update")
+        state = self._load(ctx, memory_id, expected_version)
+        if state.status == Status.DELETED.value:
+            raise Conflict(f"memory {memory_id} is deleted; restore it first", current_version=state.version)
+        try:
+            content = msgspec.structs.replace(state.content, **changes)
+        except (TypeError, msgspec.ValidationError) as exc:
+            raise ValidationError(next(iter(changes)), str(exc)) from None
+        content = validate_content(_convert(content))
+        changed = tuple(f for f in UPDATABLE_FIELDS if getattr(content, f) != getattr(state.content, f))
+        if not changed:
+            return CommandResult(correlation_id=ctx.correlation_id, memory_ids=(memory_id,), data={"version": state.version, "changed": []})
+        if "memory" in changed and "embedding" not in changes:
+            content = msgspec.structs.replace(content, embedding=None)  # a stale caller embedding would lie
+        event = c.MemoryUpdated(memory_id=memory_id, content=content, changed=changed, updated_at=now_iso(), reason=reason)
+        result = commit(
+            self.store,
+            ctx,
+            "update",
+            [StreamAppend(c.memory_stream(memory_id), [event], state.version)],
+            request=[memory_id, changes, reason],
+            memory_ids=[memory_id],
+        )
+        return _with(result, version=state.version + 1, changed=list(changed))
+
+    def rollback(self, ctx: CommandContext, memory_id: str, to_version: int, *, expected_version: int | None = None, reason: str = "") -> CommandResult:
+        """A new version whose content and status equal version ``to_version``'s."""
+        state = self._load(ctx, memory_id, expected_version)
+        if not isinstance(to_version, int) or not 1 <= to_version <= state.version:
+            raise ValidationError("to_version", f"must be between 1 and {state.version}")
+        if to_version == state.version:
+            raise Conflict(f"memory {memory_id} is already at version {to_version}", current_version=state.version)
+        target = state.at(to_version)
+        event = c.MemoryRolledBack(
+            memory_id=memory_id,
+            to_version=to_version,
+            content=target.content,
+            status=target.status,
+            updated_at=now_iso(),
+            reason=reason or f"rolled back to version {to_version}",
+        )
+        result = commit(
+            self.store,
+            ctx,
+            "rollback",
+            [StreamAppend(c.memory_stream(memory_id), [event], state.version)],
+            request=[memory_id, to_version],
+            memory_ids=[memory_id],
+        )
+        return _with(result, version=state.version + 1)
+
+    # -- merge and supersede -----------------------------------------------------------
+
+    def merge(
+        self,
+        ctx: CommandContext,
+        memory_ids: Sequence[str],
+        *,
+        text: str | None = None,
+        decision: c.Decision | None = None,
+        expected_versions: dict[str, int] | None = None,
+    ) -> CommandResult:
+        """Merge two or more memories into a new one, in one atomic batch.
+
+        The sources are archived with a ``MERGED_TO`` edge to the new memory,
+        and every other live edge of theirs is re-pointed to it.
+        """
+        ids = list(dict.fromkeys(memory_ids))
+        if len(ids) < 2:
+            raise ValidationError("memory_ids", "a merge needs at least two distinct memories")
+        if text is not None and not text.strip():
+            raise ValidationError("text", "must not be empty")
+        expected_versions = expected_versions or {}
+        states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
+        for state in states:
+            if state.status != Status.ACTIVATED.value:
+                raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
+        content = validate_content(merge_contents([s.content for s in states], text))
+        merged_id = new_ids(1)[0]
+        stamp = now_iso()
+        writes = [
+            StreamAppend(
+                c.memory_stream(merged_id),
+                [c.MemoriesMerged(memory_id=merged_id, source_ids=tuple(ids), content=content, created_at=stamp, decision=decision)],
+                NO_STREAM,
+            )
+        ]
+        for state in states:
+            writes.append(
+                StreamAppend(
+                    c.memory_stream(state.memory_id),
+                    [c.MemoryMergedInto(memory_id=state.memory_id, merged_into=merged_id, updated_at=stamp)],
+                    state.version,
+                )
+            )
+        edge_events: list = []
+        previous, current = [], []
+        source_set = set(ids)
+        for edge in self.facts.live_edges_of(ctx.tenant, ids):
+            source = merged_id if edge.source in source_set else edge.source
+            target = merged_id if edge.target in source_set else edge.target
+            previous.append(edge)
+            if source != target:  # an edge between two sources would loop on the merged node
+                current.append(msgspec.structs.replace(edge, source=source, target=target))
+        if previous:
+            edge_events.append(c.EdgesRepointed(previous=tuple(previous), current=tuple(current), merged_into=merged_id))
+        for n, state in enumerate(states, 1):
+            edge_events.append(
+                c.EdgeLinked(
+                    edge=c.EdgeRecord(
+                        edge_id=f"merged:{ctx.correlation_id}:{n}",
+                        edge_type="MERGED_TO",
+                        source=state.memory_id,
+                        target=merged_id,
+                        weight=1.0,
+                    )
+                )
+            )
+        writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
+        result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
+        return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
+
+    def supersede(
+        self,
+        ctx: CommandContext,
+        older_id: str,
+        newer_id: str,
+        *,
+        decision: c.Decision | None = None,
+    ) -> CommandResult:
+        """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
+        if older_id == newer_id:
+            raise ValidationError("newer_id", "a memory cannot supersede itself")
+        older = self._load(ctx, older_id, None)
+        newer = self._load(ctx, newer_id, None)
+        if older.status != Status.ACTIVATED.value:
+            raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
+        if newer.status != Status.ACTIVATED.value:
+            raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version)
+        stamp = now_iso()
+        writes = [
+            StreamAppend(
+                c.memory_stream(older_id),
+                [c.MemorySuperseded(memory_id=older_id, superseded_by=newer_id, updated_at=stamp, decision=decision)],
+                older.version,
+            ),
+            StreamAppend(
+                c.edges_stream(ctx.tenant),
+                [
+                    c.EdgeLinked(
+                        edge=c.EdgeRecord(
+                            edge_id=f"superseded:{ctx.correlation_id}:1",
+                            edge_type="SUPERSEDED_BY",
+                            source=older_id,
+                            target=newer_id,
+                            weight=1.0,
+                            properties={"reason": "conflict"},
+                        )
+                    )
+                ],
+            ),
+        ]
+        return commit(self.store, ctx, "supersede", writes, request=[older_id, newer_id], memory_ids=[older_id, newer_id])
+
+    # -- status ----------------------------------------------------------------------
+
+    def archive(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
+        state = self._load(ctx, memory_id, expected_version)
+        if state.status != Status.ACTIVATED.value:
+            raise Conflict(f"memory {memory_id} is {state.status}; only an activated memory can be archived", current_version=state.version)
+        event = c.MemoryArchived(memory_id=memory_id, updated_at=now_iso(), reason=reason)
+        return self._status_change(ctx, "archive", state, event)
+
+    def soft_delete(
+        self,
+        ctx: CommandContext,
+        memory_id: str,
+        *,
+        reason: str = "",
+        evolve_to: str | None = None,
+        expected_version: int | None = None,
+    ) -> CommandResult:
+        state = self._load(ctx, memory_id, expected_version)
+        if state.status == Status.DELETED.value:
+            raise Conflict(f"memory {memory_id} is already deleted", current_version=state.version)
+        if evolve_to is not None:
+            if evolve_to == memory_id:
+                raise ValidationError("evolve_to", "a memory cannot evolve into itself")
+            self._load(ctx, evolve_to, None)
+        event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=now_iso(), reason=reason, evolve_to=evolve_to)
+        return self._status_change(ctx, "delete", state, event)
+
+    def restore(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
+        state = self._load(ctx, memory_id, expected_version)
+        if state.status == Status.ACTIVATED.value:
+            raise Conflict(f"memory {memory_id} is already activated", current_version=state.version)
+        event = c.MemoryRestored(memory_id=memory_id, updated_at=now_iso(), reason=reason)
+        return self._status_change(ctx, "restore", state, event)
+
+    def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event) -> CommandResult:
+        result = commit(
+            self.store,
+            ctx,
+            command,
+            [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)],
+            request=[state.memory_id, type(event).__name__, getattr(event, "reason", "")],
+            memory_ids=[state.memory_id],
+        )
+        return _with(result, version=state.version + 1)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _load(self, ctx: CommandContext, memory_id: str, expected_version: int | None) -> MemoryState:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ValidationError("memory_id", "must be a non-empty string")
+        state = load(self.store, ctx.tenant, memory_id)
+        if expected_version is not None and expected_version != state.version:
+            raise Conflict(
+                f"memory {memory_id} is at version {state.version}, not {expected_version}",
+                current_version=state.version,
+            )
+        return state
+
+
+def _convert(content: MemoryContent) -> MemoryContent:
+    """Re-validate field types after a replace (msgspec does not check on replace)."""
+    try:
+        return msgspec.convert(msgspec.to_builtins(content), MemoryContent)
+    except msgspec.ValidationError as exc:
+        path = str(exc).rsplit("`$.", 1)
+        field = path[1].rstrip("`").split(".")[0].split("[")[0] if len(path) == 2 else "changes"
+        raise ValidationError(field, str(exc)) from None
+
+
+def _with(result: CommandResult, **data: Any) -> CommandResult:
+    return msgspec.structs.replace(result, data={**result.data, **data})

@@ -1,0 +1,114 @@
+"""Everything in the log that depends on the database dialect lives here.
+
+The rest of :mod:`eventstore` speaks SQLAlchemy Core only. SQLite needs
+connection pragmas, ``BEGIN IMMEDIATE`` for the single writer, and triggers
+that make the log append-only in the database itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.pool import NullPool, QueuePool
+
+from .schema import APPEND_ONLY_TABLES
+
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def sqlite_url(path: Path | str) -> str:
+    return f"sqlite:///{Path(path)}"
+
+
+def is_sqlite(engine_or_conn: Engine | Connection) -> bool:
+    return engine_or_conn.dialect.name == "sqlite"
+
+
+def create_log_engines(url: str, *, synchronous: str = "FULL") -> tuple[Engine, Engine]:
+    """Return ``(writer, reader)`` engines for the log.
+
+    On SQLite the writer is one connection whose transactions start with
+    ``BEGIN IMMEDIATE``, and readers are a pool of WAL connections that a
+    writer never blocks.
+    """
+    level = synchronous.upper()
+    if level not in SYNCHRONOUS_LEVELS:
+        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}")
+    if not url.startswith("sqlite"):
+        writer = create_engine(url, pool_size=1, max_overflow=0)
+        reader = create_engine(url, pool_size=8)
+        return writer, reader
+    args = {"check_same_thread": False, "timeout": 30}
+    writer = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=1, max_overflow=0)
+    reader = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=8, max_overflow=8)
+    _configure_sqlite(writer, synchronous=level, begin="BEGIN IMMEDIATE")
+    _configure_sqlite(reader, synchronous=level, begin="BEGIN")
+    return writer, reader
+
+
+def create_migration_engine(url: str) -> Engine:
+    if not url.startswith("sqlite"):
+        return create_engine(url, poolclass=NullPool)
+    engine = create_engine(url, connect_args={"timeout": 30}, poolclass=NullPool)
+    _configure_sqlite(engine, synchronous="FULL", begin="BEGIN IMMEDIATE")
+    return engine
+
+
+def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
+        # Take transaction control away from the sqlite3 module, so that the
+        # "begin" hook below decides how a transaction starts.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # pragma: no cover - exercised by every test
+        conn.exec_driver_sql(begin)
+
+
+def lock_log(conn: Connection) -> None:
+    """Serialise writers for the rest of the transaction.
+
+    SQLite already holds the write lock (``BEGIN IMMEDIATE``); PostgreSQL
+    would take an exclusive table lock so that positions stay gap-free in
+    commit order.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
+
+
+def append_only_ddl(dialect_name: str) -> tuple[list[str], list[str]]:
+    """``(create, drop)`` statements that make the log's tables append-only."""
+    create: list[str] = []
+    drop: list[str] = []
+    if dialect_name == "sqlite":
+        for table in APPEND_ONLY_TABLES:
+            for op in ("UPDATE", "DELETE"):
+                name = f"{table}_no_{op.lower()}"
+                create.append(
+                    f"CREATE TRIGGER {name} BEFORE {op} ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, 'memledger: {table} is append-only; {op} is refused'); END"
+                )
+                drop.append(f"DROP TRIGGER IF EXISTS {name}")
+    elif dialect_name == "postgresql":
+        create.append(
+            "CREATE OR REPLACE FUNCTION memledger_append_only() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'memledger: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
+            "$$ LANGUAGE plpgsql"
+        )
+        for table in APPEND_ONLY_TABLES:
+            name = f"{table}_append_only"
+            create.append(
+                f"CREATE TRIGGER {name} BEFORE UPDATE OR DELETE OR TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION memledger_append_only()"
+            )
+            drop.append(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        drop.append("DROP FUNCTION IF EXISTS memledger_append_only()")
+    return create, drop

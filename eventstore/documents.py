@@ -1,0 +1,329 @@
+"""Reading and chunking documents for import.
+
+This module is pure: it reads a file into a :class:`ParsedDocument` and cuts
+that into :class:`Chunk` objects. Turning them into events is the write
+side's job.
+
+Offsets
+    Every chunk satisfies ``doc.text_pages[page_index][chunk.start:chunk.end]
+    == chunk.text`` where ``page_index`` is ``chunk.page - 1`` for PDFs and 0
+    otherwise. Chunk text never starts or ends with whitespace (``str.strip``
+    semantics). Page text is stored with newlines normalised to ``"\\n"``, so
+    offsets refer to that text, not to the raw bytes.
+
+Chunking
+    A page is cut into blocks: blank-line separated paragraphs and, for
+    Markdown, heading lines (ATX ``# ...`` and setext underlines). Fenced code
+    (````` or ``~~~``) stays one block, and ``#`` lines inside it are not
+    headings. A block longer than ``max_chars`` is split on sentence ends and
+    line breaks, and a piece still too long is cut at the last space that fits
+    (or hard-cut). Blocks are then packed in order while the slice from the
+    first to the last stays within ``max_chars``. A heading always starts a new
+    chunk unless the chunk so far holds only headings, so a heading is packed
+    with the text under it. ``Chunk.heading`` is the innermost heading the
+    chunk's text sits under. Chunks never span pages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "read_document"]
+
+_DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
+              ".pdf": "pdf"}
+PDF_INSTALL_HINT = "pip install 'memledger[pdf]'"
+
+
+class DocumentError(Exception):
+    """A document cannot be read or parsed.
+
+    ``reason`` is a stable code for callers: ``unsupported``, ``unreadable``,
+    ``empty``, ``decode``, ``missing-dependency``, ``corrupt``, ``encrypted``,
+    ``no-text``.
+    """
+
+    def __init__(self, message: str, *, reason: str, path: str | None = None) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.reason = reason
+        self.path = path
+
+
+class ParsedDocument(msgspec.Struct, frozen=True):
+    path: str
+    title: str
+    text_pages: list[str]
+    doc_type: str  # "text" | "markdown" | "pdf"
+    content_hash: str  # sha256 hex of the raw file bytes
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    index: int  # 0-based, across the whole document
+    text: str
+    page: int | None  # 1-based for PDFs, None otherwise
+    start: int  # offsets into the page text
+    end: int
+    heading: str | None
+
+
+# --------------------------------------------------------------------- reading
+
+
+def _normalise_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
+    """Read a ``.txt``/``.md``/``.markdown``/``.pdf`` file.
+
+    Raises :class:`DocumentError` (and nothing else for bad content) when the
+    file type is unsupported, the file is unreadable or empty, text is not
+    valid UTF-8, ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
+    no extractable text.
+    """
+    p = Path(path)
+    where = str(p)
+    doc_type = _DOC_TYPES.get(p.suffix.lower())
+    if doc_type is None:
+        supported = ", ".join(sorted(_DOC_TYPES))
+        raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
+                            f"supported: {supported}", reason="unsupported", path=where)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise DocumentError(f"cannot read file: {exc.strerror or exc}", reason="unreadable",
+                            path=where) from exc
+    if not raw:
+        raise DocumentError("empty file", reason="empty", path=where)
+    content_hash = hashlib.sha256(raw).hexdigest()
+
+    if doc_type == "pdf":
+        pages, title = _read_pdf(raw, where)
+    else:
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            bad = raw[exc.start : exc.start + 1]
+            raise DocumentError(f"not valid UTF-8 (byte {exc.start}: {bad!r})",
+                                reason="decode", path=where) from exc
+        text = _normalise_newlines(text)
+        if not text.strip():
+            raise DocumentError("empty file (whitespace only)", reason="empty", path=where)
+        pages = [text]
+        title = _markdown_title(text) if doc_type == "markdown" else None
+    return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+
+
+def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:
+    try:
+        import pypdf
+    except ImportError as exc:
+        raise DocumentError(
+            f"reading PDF files needs the optional pypdf package: {PDF_INSTALL_HINT}",
+            reason="missing-dependency",
+            path=where,
+        ) from exc
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")
+            except Exception:  # unsupported cipher, missing crypto backend, ...
+                opened = 0
+            if not opened:
+                raise DocumentError("PDF is encrypted", reason="encrypted", path=where)
+        pages = [_normalise_newlines(page.extract_text() or "") for page in reader.pages]
+        meta = reader.metadata
+        title = str(meta.title).strip() if meta is not None and meta.title else None
+    except DocumentError:
+        raise
+    except Exception as exc:
+        # pypdf raises many exception types on malformed input (PdfReadError,
+        # KeyError, ValueError, ...); callers get exactly one.
+        raise DocumentError(f"corrupt or unreadable PDF: {type(exc).__name__}: {exc}",
+                            reason="corrupt", path=where) from exc
+    if not any(page.strip() for page in pages):
+        raise DocumentError("PDF has no extractable text (scanned images?)", reason="no-text",
+                            path=where)
+    return pages, title or None
+
+
+def _markdown_title(text: str) -> str | None:
+    """First level-1 heading, else the first heading of any level."""
+    headings = [(b.level, b.heading) for b in _blocks(text, markdown=True) if b.heading]
+    for level, heading in headings:
+        if level == 1:
+            return heading
+    return headings[0][1] if headings else None
+
+
+# -------------------------------------------------------------------- blocks
+
+
+class _Block(msgspec.Struct):
+    start: int
+    end: int
+    heading: str | None = None  # set when the block is a heading
+    level: int = 0
+
+
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_LINE = re.compile(r"[^\n]*\n?")
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` to exclude surrounding whitespace."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _blocks(text: str, *, markdown: bool) -> list[_Block]:
+    """Split a page into paragraph and heading blocks (trimmed spans)."""
+    blocks: list[_Block] = []
+    para: list[int] | None = None  # [start, end] of the open paragraph
+    fence: str | None = None
+
+    def close() -> None:
+        nonlocal para
+        if para is not None:
+            blocks.append(_Block(*_trim(text, para[0], para[1])))
+            para = None
+
+    for m in _LINE.finditer(text):
+        line_start, line_end = m.start(), m.end()
+        if line_start == line_end:
+            break
+        line = text[line_start:line_end].rstrip("\n")
+        if fence is not None:  # fenced code is one block, blank lines and all
+            para[1] = line_end  # type: ignore[index]
+            fm = _FENCE.match(line)
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence) \
+                    and not line[fm.end():].strip():
+                fence = None
+                close()
+            continue
+        if not line.strip():
+            close()
+            continue
+        if markdown:
+            atx = _ATX.match(line)
+            if atx:
+                close()
+                start, end = _trim(text, line_start, line_end)
+                title = (atx.group(2) or "").strip() or atx.group(1)
+                blocks.append(_Block(start, end, heading=title, level=len(atx.group(1))))
+                continue
+            setext = _SETEXT.match(line)
+            if setext and para is not None:
+                start, _ = _trim(text, para[0], para[1])
+                title = " ".join(text[start:para[1]].split())
+                para = None
+                start, end = _trim(text, start, line_end)
+                level = 1 if setext.group(1)[0] == "=" else 2
+                blocks.append(_Block(start, end, heading=title, level=level))
+                continue
+            fm = _FENCE.match(line)
+            if fm:
+                close()
+                fence = fm.group(1)
+        if para is None:
+            para = [line_start, line_end]
+        else:
+            para[1] = line_end
+    close()
+    return [b for b in blocks if b.end > b.start]
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|(?<=[。！？])|\n")
+
+
+def _split_oversized(text: str, block: _Block, max_chars: int) -> list[_Block]:
+    """Cut a too-long block on sentence ends / line breaks, then on spaces, then hard."""
+    pieces: list[tuple[int, int]] = []
+    pos = block.start
+    for m in _SENTENCE_BREAK.finditer(text, block.start, block.end):
+        if m.end() > pos:
+            pieces.append(_trim(text, pos, m.end()))
+            pos = m.end()
+    pieces.append(_trim(text, pos, block.end))
+
+    out: list[_Block] = []
+    for start, end in pieces:
+        while end - start > max_chars:
+            cut = start + max_chars
+            space = max((i for i in range(cut, start, -1) if text[i].isspace()), default=None)
+            piece_end = _trim(text, start, space if space is not None else cut)[1]
+            if piece_end <= start:  # nothing but whitespace before the space
+                piece_end = cut
+            out.append(_Block(start, piece_end))
+            start = _trim(text, piece_end, end)[0]
+        if end > start:
+            out.append(_Block(start, end))
+    if out and block.heading is not None:
+        out[0].heading, out[0].level = block.heading, block.level
+    return out
+
+
+# ------------------------------------------------------------------ chunking
+
+
+def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]:
+    """Cut ``doc`` into chunks of at most ``max_chars`` characters each.
+
+    See the module docstring for the rules and the offset guarantee.
+    """
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    markdown = doc.doc_type == "markdown"
+    chunks: list[Chunk] = []
+    heading: str | None = None  # heading in effect, carried across pages
+
+    for page_index, text in enumerate(doc.text_pages):
+        page = page_index + 1 if doc.doc_type == "pdf" else None
+        blocks: list[_Block] = []
+        for block in _blocks(text, markdown=markdown):
+            if block.end - block.start > max_chars:
+                blocks.extend(_split_oversized(text, block, max_chars))
+            else:
+                blocks.append(block)
+
+        first: _Block | None = None
+        last: _Block | None = None
+        only_headings = True
+        chunk_heading: str | None = None
+
+        def flush() -> None:
+            nonlocal first, last
+            if first is not None and last is not None:
+                chunks.append(Chunk(len(chunks), text[first.start:last.end], page,
+                                    first.start, last.end, chunk_heading or None))
+            first = last = None
+
+        for block in blocks:
+            is_heading = block.heading is not None
+            if first is not None and (
+                (is_heading and not only_headings) or block.end - first.start > max_chars
+            ):
+                flush()
+            if is_heading:
+                heading = block.heading
+            if first is None:
+                first, only_headings, chunk_heading = block, True, heading
+            last = block
+            if is_heading:
+                chunk_heading = heading
+            else:
+                only_headings = False
+        flush()
+    return chunks

@@ -1,0 +1,41 @@
+"""The log's errors. Every one names what was wrong, so callers can show it as is."""
+
+from __future__ import annotations
+
+
+class EventStoreError(Exception):
+    """Base class of the log's errors."""
+
+
+class ConcurrencyError(EventStoreError):
+    """A stream's version was not the one the append expected."""
+
+    def __init__(self, stream_id: str, expected: object, actual: int):
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"stream {stream_id!r} is at version {actual}, expected {expected}")
+
+
+class IdempotencyConflict(EventStoreError):
+    """An idempotency key was reused for different content."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"idempotency key {key!r} was already used for a different request")
+
+
+class AppendOnlyViolation(EventStoreError):
+    """Something tried to change or remove a stored event."""
+
+
+class UnknownEventType(EventStoreError):
+    """A stored event's type is not in the catalogue."""
+
+
+class UpcastError(EventStoreError):
+    """A stored event of an old schema version could not be brought up to date."""
+
+
+class ImportRefused(EventStoreError):
+    """An exported file does not hold together and was not imported."""

@@ -1,0 +1,31 @@
+"""Alembic environment for the event log.
+
+Run through :func:`eventstore.migrate.upgrade` (``memledger migrate``), which
+passes an open connection; plain ``alembic upgrade head`` from the repository
+root works too and finds the database from the settings.
+"""
+
+from alembic import context
+
+from eventstore.dialects import create_migration_engine
+from eventstore.schema import metadata as target_metadata
+
+config = context.config
+
+
+def _run(connection) -> None:
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    from eventstore.store import resolve_url
+
+    engine = create_migration_engine(config.get_main_option("sqlalchemy.url") or resolve_url())
+    with engine.connect() as conn:
+        _run(conn)
+        conn.commit()

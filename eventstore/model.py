@@ -1,0 +1,172 @@
+"""The memory model shared by commands and events: content, types, statuses.
+
+A memory's *content* is everything a version holds (text and metadata);
+events carry whole contents, so that a projector never needs earlier state
+to apply a version, and a rollback is a copy of an old content.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from typing import Any
+
+import msgspec
+
+MAX_TAGS = 8
+MAX_TEXT_CHARS = 100_000
+MAX_EMBEDDING_DIM = 4096
+
+
+class MemoryType(str, enum.Enum):
+    WORKING = "WorkingMemory"
+    LONG_TERM = "LongTermMemory"
+    USER = "UserMemory"
+    OUTER = "OuterMemory"
+    RAW_FILE = "RawFileMemory"
+    TOPIC = "TopicMemory"
+
+
+# Types that callers may write directly; TopicMemory is the organizer's.
+WRITABLE_TYPES = tuple(t.value for t in MemoryType if t is not MemoryType.TOPIC)
+# A memory of these types also enters its tenant's working memory.
+ENTERS_WORKING_MEMORY = (MemoryType.LONG_TERM.value, MemoryType.USER.value)
+
+
+class Status(str, enum.Enum):
+    ACTIVATED = "activated"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+
+
+class MemoryContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One version of a memory: its text and metadata."""
+
+    memory: str
+    memory_type: str = MemoryType.LONG_TERM.value
+    key: str | None = None
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    background: str | None = None
+    confidence: float | None = None
+    collection: str | None = None
+    doc_type: str | None = None
+    doc_id: str | None = None
+    doc_version: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    embedding: tuple[float, ...] | None = None
+    properties: dict[str, Any] = {}
+
+
+CONTENT_FIELDS = tuple(MemoryContent.__struct_fields__)
+
+
+class ValidationError(ValueError):
+    """A command's input is invalid; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class NotFound(LookupError):
+    """A memory, edge or entity that the command names does not exist for this tenant."""
+
+    def __init__(self, what: str, ident: str):
+        self.what = what
+        self.ident = ident
+        super().__init__(f"{what} {ident!r} not found")
+
+
+class Conflict(Exception):
+    """The command is refused by the current state (e.g. restoring an active memory)."""
+
+    def __init__(self, message: str, *, current_version: int | None = None):
+        self.current_version = current_version
+        super().__init__(message)
+
+
+_TAG_RE = re.compile(r"^[^\s,]{1,64}$")
+
+
+def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = [t for t in tags.split(",")]
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise ValidationError(field, "tags must be strings")
+        tag = tag.strip().lower()
+        if not tag:
+            continue
+        if not _TAG_RE.match(tag):
+            raise ValidationError(field, f"invalid tag {tag!r} (no spaces or commas, at most 64 characters)")
+        if tag not in out:
+            out.append(tag)
+    if len(out) > limit:
+        raise ValidationError(field, f"at most {limit} tags, got {len(out)}")
+    return tuple(out)
+
+
+def validate_content(content: MemoryContent, *, field_prefix: str = "") -> MemoryContent:
+    """Check and normalise a content; raise :class:`ValidationError` naming the field."""
+    p = field_prefix
+    text = content.memory
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(p + "memory", "must be a non-empty string")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValidationError(p + "memory", f"at most {MAX_TEXT_CHARS} characters")
+    if content.memory_type not in WRITABLE_TYPES and content.memory_type != MemoryType.TOPIC.value:
+        raise ValidationError(p + "memory_type", f"must be one of {', '.join(WRITABLE_TYPES)}")
+    if content.confidence is not None and not (0.0 <= content.confidence <= 1.0):
+        raise ValidationError(p + "confidence", "must be between 0 and 1")
+    if content.key is not None and len(content.key) > 200:
+        raise ValidationError(p + "key", "at most 200 characters")
+    tags = normalise_tags(content.tags, field=p + "tags")
+    sources = tuple(dict.fromkeys(str(s) for s in content.sources))
+    embedding = content.embedding
+    if embedding is not None:
+        if not 0 < len(embedding) <= MAX_EMBEDDING_DIM:
+            raise ValidationError(p + "embedding", f"must have 1 to {MAX_EMBEDDING_DIM} dimensions")
+        if not all(math.isfinite(x) for x in embedding):
+            raise ValidationError(p + "embedding", "must hold finite numbers")
+        if not any(embedding):
+            raise ValidationError(p + "embedding", "must not be all zeros")
+    return msgspec.structs.replace(content, tags=tags, sources=sources)
+
+
+def merge_contents(contents: list[MemoryContent], text: str | None = None) -> MemoryContent:
+    """The content of a merged memory: the union of sources and tags, non-empty fields win.
+
+    The text is ``text`` when given, else the most informative (longest) text.
+    Embeddings are not carried over: the merged text is embedded afresh.
+    """
+    if not contents:
+        raise ValueError("nothing to merge")
+    chosen = text if text is not None else max((c.memory for c in contents), key=lambda t: (len(t.strip()), t))
+    merged: dict[str, Any] = {"memory": chosen}
+    for name in CONTENT_FIELDS:
+        if name in ("memory", "embedding", "tags", "sources", "properties"):
+            continue
+        for content in contents:
+            value = getattr(content, name)
+            if value not in (None, ""):
+                merged[name] = value
+                break
+    tags: list[str] = []
+    sources: list[str] = []
+    properties: dict[str, Any] = {}
+    for content in contents:
+        tags.extend(t for t in content.tags if t not in tags)
+        sources.extend(s for s in content.sources if s not in sources)
+        for k, v in content.properties.items():
+            properties.setdefault(k, v)
+    merged["tags"] = tuple(tags[:MAX_TAGS])
+    merged["sources"] = tuple(sources)
+    merged["properties"] = properties
+    return MemoryContent(**merged)

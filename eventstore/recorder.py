@@ -1,0 +1,370 @@
+"""The SQL recorder: the only code that writes and reads the ``events`` table.
+
+Its public methods open the transaction and call inner ``_insert(conn, …)``
+style helpers, so that an extension can write in the same transaction. One
+writer at a time: a process-wide lock plus the database's own write lock
+(``BEGIN IMMEDIATE`` on SQLite) keeps positions gap-free in commit order.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from typing import Callable, Iterator, NamedTuple, Sequence
+
+from sqlalchemy import Connection, Engine, and_, func, select
+
+from . import dialects
+from .chain import GENESIS_HASH, StoredRow, row_hash
+from .errors import ConcurrencyError, IdempotencyConflict
+from .schema import events, idempotency
+
+ANY = "any"
+NO_STREAM = "no-stream"
+ExpectedVersion = int | str
+
+
+class PendingEvent(NamedTuple):
+    """An event ready to be stored: payload and metadata already encoded."""
+
+    event_id: str
+    type: str
+    schema_version: int
+    tenant: str
+    payload: str
+    metadata: str
+    correlation_id: str | None
+    recorded_at: str | None = None  # kept as given (import); None stamps now
+
+
+class PendingWrite(NamedTuple):
+    stream_id: str
+    expected_version: ExpectedVersion
+    events: Sequence[PendingEvent]
+
+
+class Appended(NamedTuple):
+    first_position: int
+    last_position: int
+    replayed: bool
+
+
+_COLUMNS = (
+    events.c.position,
+    events.c.event_id,
+    events.c.stream_id,
+    events.c.stream_version,
+    events.c.type,
+    events.c.schema_version,
+    events.c.tenant,
+    events.c.payload,
+    events.c.metadata,
+    events.c.correlation_id,
+    events.c.recorded_at,
+    events.c.prev_hash,
+    events.c.hash,
+)
+_KEYS = tuple(c.name for c in _COLUMNS)
+# What a reader of domain events needs: the envelope without the chain.
+_EVENT_COLUMNS = _COLUMNS[:9] + _COLUMNS[10:11]
+
+
+def utc_stamp(moment: datetime | None = None) -> str:
+    moment = moment or datetime.now(timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class SQLRecorder:
+    def __init__(self, writer: Engine, reader: Engine):
+        self.writer = writer
+        self.reader = reader
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[int], None]] = []
+        self._idem_stmt = idempotency.insert()
+        # The hot path sends plain tuples through the driver; the statement
+        # itself is still compiled from the Core table for the dialect.
+        compiled = events.insert().compile(dialect=writer.dialect)
+        self._insert_sql = str(compiled)
+        self._insert_keys = tuple(compiled.positiontup or ()) if compiled.positional else None
+
+    # -- writing ---------------------------------------------------------
+
+    def append(
+        self,
+        writes: Sequence[PendingWrite],
+        *,
+        idempotency_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> Appended:
+        with self._lock:
+            with self.writer.begin() as conn:
+                dialects.lock_log(conn)
+                if idempotency_key is not None:
+                    seen = self._idempotent(conn, idempotency_key, fingerprint or "")
+                    if seen is not None:
+                        return seen
+                appended = self._insert(conn, writes)
+                if idempotency_key is not None:
+                    conn.execute(
+                        self._idem_stmt,
+                        {
+                            "key": idempotency_key,
+                            "fingerprint": fingerprint or "",
+                            "first_position": appended.first_position,
+                            "last_position": appended.last_position,
+                        },
+                    )
+        self._notify(appended.last_position)
+        return appended
+
+    def _idempotent(self, conn: Connection, key: str, fingerprint: str) -> Appended | None:
+        row = conn.execute(
+            select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
+                idempotency.c.key == key
+            )
+        ).first()
+        if row is None:
+            return None
+        if row.fingerprint != fingerprint:
+            raise IdempotencyConflict(key)
+        return Appended(row.first_position, row.last_position, True)
+
+    def _insert(self, conn: Connection, writes: Sequence[PendingWrite]) -> Appended:
+        tip = conn.execute(
+            select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
+        ).first()
+        position, prev_hash, last_stamp = (tip.position, tip.hash, tip.recorded_at) if tip else (0, GENESIS_HASH, "")
+        versions = self._current_versions(conn, {w.stream_id for w in writes})
+        # Recorded times never go backwards, so that time -> position is monotone.
+        now = max(utc_stamp(), last_stamp)
+        first = position + 1
+        rows = []
+        for write in writes:
+            current = versions.get(write.stream_id, 0)
+            _check_expected(write.stream_id, write.expected_version, current)
+            for pending in write.events:
+                position += 1
+                current += 1
+                stamp = max(pending.recorded_at, last_stamp) if pending.recorded_at else now
+                last_stamp = stamp
+                digest = row_hash(
+                    prev_hash,
+                    position,
+                    pending.event_id,
+                    write.stream_id,
+                    current,
+                    pending.type,
+                    pending.schema_version,
+                    pending.tenant,
+                    pending.payload,
+                    pending.metadata,
+                    stamp,
+                )
+                rows.append(
+                    (
+                        position,
+                        pending.event_id,
+                        write.stream_id,
+                        current,
+                        pending.type,
+                        pending.schema_version,
+                        pending.tenant,
+                        pending.payload,
+                        pending.metadata,
+                        pending.correlation_id,
+                        stamp,
+                        prev_hash,
+                        digest,
+                    )
+                )
+                prev_hash = digest
+            versions[write.stream_id] = current
+        if not rows:
+            raise ValueError("an append needs at least one event")
+        self._execute_insert(conn, rows)
+        return Appended(first, position, False)
+
+    def _execute_insert(self, conn: Connection, rows: list[tuple]) -> None:
+        if self._insert_keys is not None and self._insert_keys == _KEYS:
+            conn.exec_driver_sql(self._insert_sql, rows)
+        else:
+            conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
+
+    def _current_versions(self, conn: Connection, stream_ids: set[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        ids = sorted(stream_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            query = (
+                select(events.c.stream_id, func.max(events.c.stream_version))
+                .where(events.c.stream_id.in_(chunk))
+                .group_by(events.c.stream_id)
+            )
+            found.update((sid, version) for sid, version in conn.execute(query))
+        return found
+
+    # -- notifications ---------------------------------------------------
+
+    def add_listener(self, listener: Callable[[int], None]) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[int], None]) -> None:
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            pass
+
+    def _notify(self, position: int) -> None:
+        for listener in list(self._listeners):
+            listener(position)
+
+    # -- reading ---------------------------------------------------------
+
+    def select_rows(self, **filters) -> list[StoredRow]:
+        """Rows exactly as stored, hashes included (audit, export)."""
+        return [StoredRow._make(r) for r in self._select(_COLUMNS, **filters)]
+
+    def select_events(self, **filters) -> list[tuple]:
+        """Plain tuples ``(position, event_id, stream_id, stream_version, type,
+        schema_version, tenant, payload, metadata, recorded_at)``: the fast path."""
+        return self._select(_EVENT_COLUMNS, **filters)
+
+    def _select(
+        self,
+        columns,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        limit: int | None = None,
+        tenant: str | None = None,
+        types: Sequence[str] | None = None,
+        stream_id: str | None = None,
+        correlation_id: str | None = None,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        conn: Connection | None = None,
+    ) -> list[tuple]:
+        clauses = [events.c.position > after]
+        if until is not None:
+            clauses.append(events.c.position <= until)
+        if tenant is not None:
+            clauses.append(events.c.tenant == tenant)
+        if types:
+            clauses.append(events.c.type.in_(list(types)))
+        if stream_id is not None:
+            clauses.append(events.c.stream_id == stream_id)
+            if from_version is not None:
+                clauses.append(events.c.stream_version >= from_version)
+            if to_version is not None:
+                clauses.append(events.c.stream_version <= to_version)
+        if correlation_id is not None:
+            clauses.append(events.c.correlation_id == correlation_id)
+        query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
+        if limit is not None:
+            query = query.limit(limit)
+        if conn is not None:
+            return _fetch_tuples(conn, query)
+        with self.reader.connect() as own:
+            return _fetch_tuples(own, query)
+
+    def iter_rows(self, *, after: int = 0, until: int | None = None, batch_size: int = 5000, raw: bool = True, **filters) -> Iterator[list]:
+        """Stream rows in batches, never holding the whole log in memory.
+
+        ``raw=True`` gives :class:`StoredRow`s with hashes; otherwise the
+        tuples of :meth:`select_events`.
+        """
+        fetch = self.select_rows if raw else self.select_events
+        while True:
+            batch = fetch(after=after, until=until, limit=batch_size, **filters)
+            if not batch:
+                return
+            yield batch
+            after = batch[-1][0]
+            if len(batch) < batch_size:
+                return
+
+    def last_position(self, conn: Connection | None = None) -> int:
+        query = select(func.max(events.c.position))
+        if conn is not None:
+            return conn.execute(query).scalar() or 0
+        with self.reader.connect() as own:
+            return own.execute(query).scalar() or 0
+
+    def tip(self) -> tuple[int, str]:
+        with self.reader.connect() as conn:
+            row = conn.execute(select(events.c.position, events.c.hash).order_by(events.c.position.desc()).limit(1)).first()
+        return (row.position, row.hash) if row else (0, GENESIS_HASH)
+
+    def row_at(self, position: int) -> StoredRow | None:
+        rows = self.select_rows(after=position - 1, until=position)
+        return rows[0] if rows else None
+
+    def stream_version(self, stream_id: str) -> int:
+        with self.reader.connect() as conn:
+            return conn.execute(select(func.max(events.c.stream_version)).where(events.c.stream_id == stream_id)).scalar() or 0
+
+    def position_at(self, stamp: str) -> int:
+        """The last position recorded at or before ``stamp`` (0 if none)."""
+        with self.reader.connect() as conn:
+            return conn.execute(select(func.max(events.c.position)).where(events.c.recorded_at <= stamp)).scalar() or 0
+
+    def existing_event_ids(self, event_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        with self.reader.connect() as conn:
+            for start in range(0, len(event_ids), 500):
+                chunk = list(event_ids[start : start + 500])
+                found.update(conn.execute(select(events.c.event_id).where(events.c.event_id.in_(chunk))).scalars())
+        return found
+
+    def counts(self) -> dict[str, object]:
+        with self.reader.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(events)).scalar() or 0
+            by_type = {t: n for t, n in conn.execute(select(events.c.type, func.count()).group_by(events.c.type))}
+            by_tenant = {t: n for t, n in conn.execute(select(events.c.tenant, func.count()).group_by(events.c.tenant))}
+            streams = conn.execute(select(func.count(func.distinct(events.c.stream_id)))).scalar() or 0
+            span = conn.execute(select(func.min(events.c.recorded_at), func.max(events.c.recorded_at))).first()
+        return {
+            "events": total,
+            "streams": streams,
+            "by_type": by_type,
+            "by_tenant": by_tenant,
+            "first_recorded_at": span[0],
+            "last_recorded_at": span[1],
+        }
+
+    def dispose(self) -> None:
+        self.writer.dispose()
+        self.reader.dispose()
+
+
+def _fetch_tuples(conn: Connection, query) -> list[tuple]:
+    """Run a Core query and return plain tuples.
+
+    With a positional driver (sqlite3) the compiled statement goes straight
+    to the DBAPI cursor: reading the log is the hot path of every replay.
+    """
+    # render_postcompile: expanding IN parameters (``types``) become plain ``?``s.
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    if not compiled.positional:
+        return [tuple(row) for row in conn.execute(query)]
+    params = compiled.construct_params()
+    values = tuple(params[name] for name in compiled.positiontup)
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(str(compiled), values)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _check_expected(stream_id: str, expected: ExpectedVersion, current: int) -> None:
+    if expected == ANY:
+        return
+    if expected == NO_STREAM:
+        if current != 0:
+            raise ConcurrencyError(stream_id, NO_STREAM, current)
+        return
+    if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
+        raise ValueError(f"expected_version must be 'any', 'no-stream' or a version >= 0, got {expected!r}")
+    if current != expected:
+        raise ConcurrencyError(stream_id, expected, current)

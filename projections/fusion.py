@@ -1,0 +1,386 @@
+"""Fusion of recall channels: pure functions over ranked lists and scores.
+
+A channel (``"lexical"``, ``"semantic"``, ``"graph"`` ...) answers a query
+with a ranked list ``[(memory_id, raw_score), ...]``, best first. The
+functions here fuse such lists, add a query-term overlap bonus, scale by
+memory priors and propagate scores along the memory graph, keeping for every
+result which channel and which neighbour gave it how much.
+
+Nothing here does I/O: memory texts, term sets and neighbours come in as
+callables, so the same code runs over SQLite/usearch in the product and over
+plain dicts in tests.
+
+The shipped recall recipe
+-------------------------
+Defaults below are the ones :data:`DEFAULTS` holds; the numbers in brackets
+are what the integrator must fetch.
+
+1. Analyse the query (:func:`projections.query_analysis.analyze`): content
+   terms without question words and function words; whether it asks "when".
+2. Lexical channel: FTS5 over memory text with
+   ``tokenize='porter unicode61 remove_diacritics 2'``,
+   ``MATCH fts5_match(analysis.terms)`` (an OR of quoted content terms),
+   ranked by ``bm25()`` [top 100]. Raw score = ``-bm25`` (higher is better).
+3. Semantic channel (only with a real embedding model; off for the hashing
+   embedder): cosine of the query vector to memory vectors [top 100].
+4. Per-channel scores: each channel's raw scores are divided by the channel's
+   best score (:func:`normalize`, ``"max"``), then summed with channel weights
+   (:func:`combine`). Lexical 1.0; semantic 0.0 with the hashing embedder
+   (it measured as harmful), 1.0 with a multilingual-e5-class model.
+   Weighted RRF (:func:`weighted_rrf`) is available and is what the API's
+   explain view shows as channel ranks; its defaults are semantic 1.0,
+   lexical 1.2, graph 0.8, k=60.
+5. Priors (:func:`scale`): a memory whose speaker/author is named in the
+   query gets x ``speaker_boost``; for a temporal query a memory whose text
+   holds a time expression, or whose session date matches a date in the
+   query, gets x ``time_boost``.
+6. Context propagation (:func:`propagate`, one hop, ``aggregate="sum"``):
+   a memory inherits ``alpha`` times the scores of its FOLLOWS neighbours
+   (previous and next turn of the same session, weight 1 each) and
+   ``alpha_session`` times the mean score of its session (same-session
+   neighbours with weight ``1/len(session)``).
+7. Rank by the final score; ties break by memory id. Every hit carries its
+   channel ranks/raw scores, its prior factors and its context provenance.
+
+Parameters and their defaults are in :data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterable, Mapping, Sequence
+
+__all__ = [
+    "DEFAULTS",
+    "Contribution",
+    "FusedHit",
+    "Propagation",
+    "combine",
+    "fused_from_scores",
+    "normalize",
+    "overlap_bonus",
+    "propagate",
+    "rank",
+    "scale",
+    "weighted_rrf",
+]
+
+MemoryId = Hashable
+Ranked = Sequence[tuple[MemoryId, float]]
+Neighbours = Callable[[MemoryId], Iterable[tuple[MemoryId, float, str]]]
+
+DEFAULTS: dict[str, float] = {
+    "rrf_k": 60,
+    "w_semantic_rrf": 1.0,
+    "w_lexical_rrf": 1.2,
+    "w_graph_rrf": 0.8,
+    "candidates": 100,
+}
+
+
+def _sort_key(item: tuple[MemoryId, float]) -> tuple[float, str]:
+    # Best score first; ties broken by the id's text so results never depend
+    # on dict or set order.
+    return (-item[1], str(item[0]))
+
+
+def rank(scores: Mapping[MemoryId, float], limit: int | None = None) -> list[tuple[MemoryId, float]]:
+    """``scores`` as a ranked list, best first, ties by memory id."""
+    ordered = sorted(scores.items(), key=_sort_key)
+    return ordered if limit is None else ordered[:limit]
+
+
+@dataclass
+class FusedHit:
+    """One fused result.
+
+    ``channels`` maps each channel that returned the memory to its
+    ``(rank, raw_score)`` there (rank is 1-based). ``bonus`` is what the
+    overlap bonus added; ``factors`` the priors that scaled the score;
+    ``context`` the neighbour contributions from :func:`propagate`.
+    """
+
+    memory_id: MemoryId
+    score: float
+    channels: dict[str, tuple[int, float]] = field(default_factory=dict)
+    bonus: float = 0.0
+    factors: dict[str, float] = field(default_factory=dict)
+    context: list["Contribution"] = field(default_factory=list)
+
+
+def _sorted_hits(hits: Iterable[FusedHit]) -> list[FusedHit]:
+    return sorted(hits, key=lambda h: (-h.score, str(h.memory_id)))
+
+
+def _channel_ranks(results: Mapping[str, Ranked], active: Iterable[str]) -> dict[MemoryId, dict[str, tuple[int, float]]]:
+    seen: dict[MemoryId, dict[str, tuple[int, float]]] = {}
+    for name in active:
+        for position, (mid, raw) in enumerate(results[name], start=1):
+            seen.setdefault(mid, {}).setdefault(name, (position, float(raw)))
+    return seen
+
+
+def weighted_rrf(
+    results: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None = None,
+    k: float = 60,
+    *,
+    default_weight: float = 1.0,
+    limit: int | None = None,
+) -> list[FusedHit]:
+    """Weighted reciprocal-rank fusion.
+
+    ``score(m) = sum over channels c of weights[c] / (k + rank_c(m))`` with
+    1-based ranks. A channel absent from ``weights`` gets ``default_weight``;
+    a channel whose weight is 0 (or less) is switched off: it adds nothing,
+    and a memory that only it returned is not in the result. If a memory
+    appears twice in one list, its first (best) rank counts.
+    """
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    weights = weights or {}
+    active = [name for name in sorted(results) if weights.get(name, default_weight) > 0]
+    seen = _channel_ranks(results, active)
+    hits = []
+    for mid, chans in seen.items():
+        score = sum(weights.get(name, default_weight) / (k + r) for name, (r, _) in chans.items())
+        hits.append(FusedHit(mid, score, chans))
+    ordered = _sorted_hits(hits)
+    return ordered if limit is None else ordered[:limit]
+
+
+def normalize(ranked: Ranked, method: str = "max") -> dict[MemoryId, float]:
+    """Scores of one channel mapped to [0, 1] so channels can be added.
+
+    ``"max"``: divide by the best score (scores must be >= 0; a channel whose
+    best score is <= 0 gives all zeros). ``"minmax"``: (s - min)/(max - min)
+    (all 1.0 when every score is equal). ``"rank"``: 1/rank, independent of
+    the raw scale. The first occurrence of a repeated id counts.
+    """
+    first: dict[MemoryId, float] = {}
+    order: list[MemoryId] = []
+    for mid, raw in ranked:
+        if mid not in first:
+            first[mid] = float(raw)
+            order.append(mid)
+    if not first:
+        return {}
+    if method == "rank":
+        return {mid: 1.0 / i for i, mid in enumerate(order, start=1)}
+    values = list(first.values())
+    hi, lo = max(values), min(values)
+    if method == "max":
+        if hi <= 0:
+            return {mid: 0.0 for mid in first}
+        return {mid: max(0.0, v) / hi for mid, v in first.items()}
+    if method == "minmax":
+        if hi == lo:
+            return {mid: 1.0 for mid in first}
+        return {mid: (v - lo) / (hi - lo) for mid, v in first.items()}
+    raise ValueError(f"unknown normalisation {method!r}")
+
+
+def combine(
+    results: Mapping[str, Ranked],
+    weights: Mapping[str, float] | None = None,
+    *,
+    method: str | Mapping[str, str] = "max",
+    default_weight: float = 1.0,
+) -> list[FusedHit]:
+    """Score-level fusion: the weighted sum of :func:`normalize` d scores.
+
+    ``method`` is one normalisation for all channels or one per channel
+    (missing channels use ``"max"``). Same weight rules as
+    :func:`weighted_rrf` (0 switches a channel off).
+    """
+    weights = weights or {}
+    active = [name for name in sorted(results) if weights.get(name, default_weight) > 0]
+    seen = _channel_ranks(results, active)
+    methods = {name: (method.get(name, "max") if isinstance(method, Mapping) else method) for name in active}
+    normed = {name: normalize(results[name], methods[name]) for name in active}
+    hits = []
+    for mid, chans in seen.items():
+        score = sum(weights.get(name, default_weight) * normed[name][mid] for name in chans)
+        hits.append(FusedHit(mid, score, chans))
+    return _sorted_hits(hits)
+
+
+def overlap_bonus(
+    hits: Sequence[FusedHit],
+    query_terms: Iterable[str],
+    terms_of: Callable[[MemoryId], Iterable[str]],
+    *,
+    weight: float = 0.002,
+    mode: str = "share",
+) -> list[FusedHit]:
+    """Add ``weight x overlap`` to each hit's score and re-rank.
+
+    ``overlap`` is the share of distinct ``query_terms`` found in
+    ``terms_of(memory_id)`` (``mode="share"``) or their count
+    (``mode="count"``). Compare like with like: pass stemmed terms on both
+    sides. The added amount is kept in ``FusedHit.bonus``. Returns new hits;
+    the input is not changed.
+    """
+    q = set(query_terms)
+    out = []
+    for h in hits:
+        if q and weight:
+            n = len(q & set(terms_of(h.memory_id)))
+            extra = weight * (n / len(q) if mode == "share" else n)
+        else:
+            extra = 0.0
+        out.append(FusedHit(h.memory_id, h.score + extra, dict(h.channels), h.bonus + extra, dict(h.factors), list(h.context)))
+    return _sorted_hits(out)
+
+
+def scale(
+    scores: Mapping[MemoryId, float],
+    factor_of: Callable[[MemoryId], float | Mapping[str, float]],
+) -> tuple[dict[MemoryId, float], dict[MemoryId, dict[str, float]]]:
+    """Multiply each score by a prior.
+
+    ``factor_of(memory_id)`` returns either one factor or a mapping
+    ``{reason: factor}`` whose factors multiply (e.g. ``{"speaker": 1.3,
+    "time": 1.5}``). Returns the scaled scores and, per memory, the factors
+    other than 1 (for explanations).
+    """
+    out: dict[MemoryId, float] = {}
+    why: dict[MemoryId, dict[str, float]] = {}
+    for mid, s in scores.items():
+        f = factor_of(mid)
+        if isinstance(f, Mapping):
+            total = 1.0
+            for reason, value in f.items():
+                total *= value
+            kept = {r: v for r, v in f.items() if v != 1.0}
+        else:
+            total = float(f)
+            kept = {"prior": total} if total != 1.0 else {}
+        out[mid] = s * total
+        if kept:
+            why[mid] = kept
+    return out, why
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """``amount`` of score that ``source`` passed to a memory.
+
+    ``relation`` and ``weight`` are those of the edge it came over; ``hop``
+    is 1 for a direct neighbour, 2 for a neighbour's neighbour ...
+    """
+
+    source: MemoryId
+    relation: str
+    weight: float
+    amount: float
+    hop: int
+
+
+@dataclass
+class Propagation:
+    """The result of :func:`propagate`.
+
+    ``scores`` are the propagated scores (own score plus what came in);
+    ``provenance`` lists, per memory that received anything, the
+    contributions, largest first.
+    """
+
+    scores: dict[MemoryId, float]
+    provenance: dict[MemoryId, list[Contribution]]
+
+    def ranked(self, limit: int | None = None) -> list[tuple[MemoryId, float]]:
+        return rank(self.scores, limit)
+
+
+def propagate(
+    scores: Mapping[MemoryId, float],
+    neighbours: Neighbours,
+    *,
+    alpha: float | Mapping[str, float],
+    hops: int = 1,
+    aggregate: str = "sum",
+) -> Propagation:
+    """Let each memory inherit part of its neighbours' scores.
+
+    ``neighbours(m)`` yields ``(neighbour_id, weight, relation)``: the edges
+    along which ``m`` passes score (for an undirected relation such as
+    FOLLOWS between adjacent turns, list both directions). ``alpha`` is the
+    share passed on, one number or one per relation (a relation missing from
+    the mapping passes nothing).
+
+    Hop 1: ``layer1(n) = agg over edges m->n of alpha[rel] * w * scores[m]``;
+    hop h passes on only what arrived at hop h-1, so each hop damps by
+    ``alpha`` and cycles cannot amplify or loop. The result is
+    ``scores + layer1 + ... + layer_hops``. ``aggregate`` is ``"sum"`` (all
+    neighbours add up) or ``"max"`` (only the largest incoming contribution
+    per relation counts). Memories reached only through neighbours enter the
+    result (that is how adjacent context turns become candidates). A memory
+    never passes score to itself. Deterministic: sources are visited in id
+    order.
+    """
+    if hops < 0:
+        raise ValueError("hops must be >= 0")
+    if aggregate not in ("sum", "max"):
+        raise ValueError(f"unknown aggregate {aggregate!r}")
+    total: dict[MemoryId, float] = {m: float(s) for m, s in scores.items()}
+    provenance: dict[MemoryId, list[Contribution]] = {}
+    layer: dict[MemoryId, float] = {m: float(s) for m, s in scores.items() if s}
+    for hop in range(1, hops + 1):
+        incoming: dict[MemoryId, dict[str, list[Contribution]]] = {}
+        for src in sorted(layer, key=str):
+            s = layer[src]
+            if s == 0:
+                continue
+            for dst, w, rel in neighbours(src):
+                if dst == src:
+                    continue
+                a = alpha.get(rel, 0.0) if isinstance(alpha, Mapping) else float(alpha)
+                amount = a * float(w) * s
+                if amount == 0:
+                    continue
+                incoming.setdefault(dst, {}).setdefault(rel, []).append(Contribution(src, rel, float(w), amount, hop))
+        nxt: dict[MemoryId, float] = {}
+        for dst, by_rel in incoming.items():
+            got = 0.0
+            for rel, contribs in by_rel.items():
+                if aggregate == "max":
+                    best = max(contribs, key=lambda c: (c.amount, str(c.source)))
+                    contribs = [best]
+                got += sum(c.amount for c in contribs)
+                provenance.setdefault(dst, []).extend(contribs)
+            nxt[dst] = got
+            total[dst] = total.get(dst, 0.0) + got
+        layer = nxt
+        if not layer:
+            break
+    for contribs in provenance.values():
+        contribs.sort(key=lambda c: (-c.amount, c.hop, str(c.source), c.relation))
+    return Propagation(total, provenance)
+
+
+def fused_from_scores(
+    scores: Mapping[MemoryId, float],
+    *,
+    channels: Mapping[MemoryId, dict[str, tuple[int, float]]] | None = None,
+    factors: Mapping[MemoryId, dict[str, float]] | None = None,
+    provenance: Mapping[MemoryId, list[Contribution]] | None = None,
+    bonus: Mapping[MemoryId, float] | None = None,
+    limit: int | None = None,
+) -> list[FusedHit]:
+    """Assemble ranked :class:`FusedHit` s from final scores and explanations."""
+    hits = [
+        FusedHit(
+            mid,
+            s,
+            dict((channels or {}).get(mid, {})),
+            (bonus or {}).get(mid, 0.0),
+            dict((factors or {}).get(mid, {})),
+            list((provenance or {}).get(mid, [])),
+        )
+        for mid, s in scores.items()
+        if not math.isnan(s)
+    ]
+    ordered = _sorted_hits(hits)
+    return ordered if limit is None else ordered[:limit]

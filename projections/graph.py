@@ -1,0 +1,205 @@
+"""The graph projection: memory nodes, typed weighted edges, working memory.
+
+Tables (in ``projections.db``):
+
+- ``graph_memories``: one row per state of a memory, with validity positions;
+- ``graph_edges``: one row per life of an edge id (linked … unlinked);
+- ``graph_working``: the working-memory FIFO at the head.
+
+Adjacency is indexed by ``(tenant, source)`` and ``(tenant, target)`` so
+that BFS touches only the edges it follows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Sequence
+
+import msgspec
+
+from eventstore import RecordedEvent
+from eventstore import catalogue as c
+
+from .runner import execute_script
+from .memory_rows import Previous, close_rows, decode_content, dropped_tenants, encode_content, transitions
+
+_edge_props = msgspec.json.Encoder()
+_dict_decoder = msgspec.json.Decoder(dict)
+
+MEMORY_COLUMNS = (
+    "tenant, memory_id, version, valid_from, valid_to, status, memory_type, key, collection, doc_type, doc_id,"
+    " model, created_at, updated_at, working_binding, content"
+)
+
+
+class GraphProjector:
+    name = "graph"
+    schema_version = 1
+
+    def create(self, conn: sqlite3.Connection) -> None:
+        execute_script(conn, 
+            """
+            CREATE TABLE IF NOT EXISTS graph_memories (
+                row_id INTEGER PRIMARY KEY,
+                tenant TEXT NOT NULL, memory_id TEXT NOT NULL, version INTEGER NOT NULL,
+                valid_from INTEGER NOT NULL, valid_to INTEGER,
+                status TEXT NOT NULL, memory_type TEXT NOT NULL, key TEXT,
+                collection TEXT, doc_type TEXT, doc_id TEXT, model TEXT,
+                created_at TEXT NOT NULL, updated_at TEXT NOT NULL, working_binding TEXT,
+                content TEXT NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS ix_graph_memories_id ON graph_memories (tenant, memory_id, valid_from);
+            CREATE INDEX IF NOT EXISTS ix_graph_memories_key ON graph_memories (tenant, key) WHERE key IS NOT NULL;
+            CREATE TABLE IF NOT EXISTS graph_edges (
+                row_id INTEGER PRIMARY KEY,
+                tenant TEXT NOT NULL, edge_id TEXT NOT NULL, edge_type TEXT NOT NULL,
+                source TEXT NOT NULL, target TEXT NOT NULL, weight REAL NOT NULL, properties TEXT NOT NULL,
+                valid_from INTEGER NOT NULL, valid_to INTEGER
+            );
+            CREATE INDEX IF NOT EXISTS ix_graph_edges_id ON graph_edges (tenant, edge_id, valid_to);
+            CREATE INDEX IF NOT EXISTS ix_graph_edges_source ON graph_edges (tenant, source, valid_to);
+            CREATE INDEX IF NOT EXISTS ix_graph_edges_target ON graph_edges (tenant, target, valid_to);
+            CREATE TABLE IF NOT EXISTS graph_working (
+                tenant TEXT NOT NULL, binding TEXT NOT NULL, memory_id TEXT NOT NULL,
+                memory_type TEXT NOT NULL, position INTEGER NOT NULL,
+                PRIMARY KEY (tenant, binding)
+            );
+            CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, position);
+            """
+        )
+
+    def drop(self, conn: sqlite3.Connection) -> None:
+        execute_script(conn, 
+            "DROP TABLE IF EXISTS graph_memories; DROP TABLE IF EXISTS graph_edges; DROP TABLE IF EXISTS graph_working;"
+        )
+
+    def size(self, conn: sqlite3.Connection) -> int:
+        return conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] + conn.execute(
+            "SELECT count(*) FROM graph_edges"
+        ).fetchone()[0]
+
+    # -- applying ------------------------------------------------------------------
+
+    def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None:
+        inserts: list[tuple] = []
+        working: list[tuple] = []
+
+        def previous(tenant: str, memory_id: str) -> Previous | None:
+            flush()
+            row = conn.execute(
+                "SELECT content, created_at, working_binding, status FROM graph_memories"
+                " WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL",
+                (tenant, memory_id),
+            ).fetchone()
+            return Previous(decode_content(row[0]), row[1], row[2], row[3]) if row else None
+
+        def flush() -> None:
+            if inserts:
+                conn.executemany(
+                    f"INSERT INTO graph_memories ({MEMORY_COLUMNS}) VALUES (?,?,?,?,NULL,?,?,?,?,?,?,?,?,?,?,?)",
+                    inserts,
+                )
+                inserts.clear()
+            if working:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO graph_working (tenant, binding, memory_id, memory_type, position) VALUES (?,?,?,?,?)",
+                    working,
+                )
+                working.clear()
+
+        memory_events = []
+        for recorded in events:
+            event = recorded.event
+            if isinstance(event, c.MemoryEvent.__args__):
+                memory_events.append(recorded)
+                continue
+            # Other events may depend on rows opened earlier in the batch.
+            self._memories(memory_events, conn, inserts, working, previous, flush)
+            memory_events = []
+            flush()
+            if isinstance(event, c.EdgeEvent.__args__):
+                self._edge(recorded, conn)
+            elif isinstance(event, c.WorkingMemoryEvicted):
+                conn.executemany(
+                    "DELETE FROM graph_working WHERE tenant = ? AND binding = ?",
+                    [(recorded.tenant, b) for b in event.bindings],
+                )
+            elif isinstance(event, c.TenantDropped):
+                for table in ("graph_memories", "graph_edges", "graph_working"):
+                    conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
+        self._memories(memory_events, conn, inserts, working, previous, flush)
+        flush()
+
+    def _memories(self, events, conn, inserts, working, previous, flush) -> None:
+        if not events:
+            return
+        for row in transitions(events, previous):
+            if row.version > 1:
+                flush()
+                close_rows(conn, "graph_memories", row.tenant, row.memory_id, row.position)
+            content = row.content
+            inserts.append(
+                (
+                    row.tenant,
+                    row.memory_id,
+                    row.version,
+                    row.position,
+                    row.status,
+                    content.memory_type,
+                    content.key,
+                    content.collection,
+                    content.doc_type,
+                    content.doc_id,
+                    content.model,
+                    row.created_at,
+                    row.updated_at,
+                    row.working_binding,
+                    encode_content(content),
+                )
+            )
+            if row.version == 1 and row.working_binding:
+                working.append((row.tenant, row.working_binding, row.memory_id, content.memory_type, row.position))
+
+    def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:
+        event, tenant, position = recorded.event, recorded.tenant, recorded.position
+        if isinstance(event, c.EdgeLinked):
+            self._open(conn, tenant, position, [event.edge])
+        elif isinstance(event, c.EdgeUnlinked):
+            self._close(conn, tenant, position, [event.edge.edge_id])
+        elif isinstance(event, c.EdgesRepointed):
+            self._close(conn, tenant, position, [e.edge_id for e in event.previous])
+            self._open(conn, tenant, position, event.current)
+        elif isinstance(event, c.NamespaceUndone):
+            self._close(conn, tenant, position, [e.edge_id for e in event.edges])
+        elif isinstance(event, c.NamespaceRestored):
+            self._open(conn, tenant, position, event.edges)
+
+    @staticmethod
+    def _open(conn: sqlite3.Connection, tenant: str, position: int, edges) -> None:
+        conn.executemany(
+            "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to)"
+            " VALUES (?,?,?,?,?,?,?,?,NULL)",
+            [
+                (tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position)
+                for e in edges
+            ],
+        )
+
+    @staticmethod
+    def _close(conn: sqlite3.Connection, tenant: str, position: int, edge_ids) -> None:
+        conn.executemany(
+            "UPDATE graph_edges SET valid_to = ? WHERE tenant = ? AND edge_id = ? AND valid_to IS NULL",
+            [(position, tenant, edge_id) for edge_id in edge_ids],
+        )
+
+
+def edge_from_row(row: sqlite3.Row | tuple) -> c.EdgeRecord:
+    edge_id, edge_type, source, target, weight, properties = row[:6]
+    return c.EdgeRecord(
+        edge_id=edge_id,
+        edge_type=edge_type,
+        source=source,
+        target=target,
+        weight=weight,
+        properties=_dict_decoder.decode(properties),
+    )

@@ -1,0 +1,316 @@
+"""Reads over the graph projection: nodes, edges, BFS, and the facts commands need.
+
+Every function takes the tenant as a mandatory argument and filters by it
+in SQL; ``as_of`` (a log position) reads the rows valid at that position.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from typing import Any, Callable, Iterable, Sequence
+
+import msgspec
+
+from eventstore import catalogue as c
+
+from .graph import edge_from_row
+from .memory_rows import decode_content, head_clause
+
+DIRECTIONS = ("out", "in", "both")
+_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to"
+
+
+class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    tenant: str
+    memory: str
+    version: int
+    status: str
+    memory_type: str
+    key: str | None
+    tags: tuple[str, ...]
+    sources: tuple[str, ...]
+    background: str | None
+    confidence: float | None
+    created_at: str
+    updated_at: str
+    working_binding: str | None
+    valid_from: int
+    valid_to: int | None
+    metadata: dict[str, Any]
+    properties: dict[str, Any]
+    has_embedding: bool
+
+
+class EdgeView(msgspec.Struct, frozen=True, kw_only=True):
+    edge_id: str
+    edge_type: str
+    source: str
+    target: str
+    weight: float
+    properties: dict[str, Any]
+    valid_from: int
+    valid_to: int | None
+
+
+class Reached(msgspec.Struct, frozen=True):
+    """A node BFS reached: the product of the edge weights along the first path found."""
+
+    node: str
+    depth: int
+    score: float
+    path: tuple[str, ...]  # edge ids from the seed
+    seed: str
+
+
+_DOC_FIELDS = ("collection", "doc_type", "doc_id", "doc_version", "lang", "source_url", "model")
+
+
+def memory_from_row(row: Sequence) -> MemoryView:
+    tenant, memory_id, version, valid_from, valid_to, status, created_at, updated_at, binding, content_text = row
+    content = decode_content(content_text)
+    return MemoryView(
+        id=memory_id,
+        tenant=tenant,
+        memory=content.memory,
+        version=version,
+        status=status,
+        memory_type=content.memory_type,
+        key=content.key,
+        tags=content.tags,
+        sources=content.sources,
+        background=content.background,
+        confidence=content.confidence,
+        created_at=created_at,
+        updated_at=updated_at,
+        working_binding=binding,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        metadata={f: getattr(content, f) for f in _DOC_FIELDS if getattr(content, f) is not None},
+        properties=content.properties,
+        has_embedding=content.embedding is not None,
+    )
+
+
+_MEMORY_SELECT = (
+    "SELECT tenant, memory_id, version, valid_from, valid_to, status, created_at, updated_at, working_binding, content"
+    " FROM graph_memories"
+)
+
+
+def get_memory(conn: sqlite3.Connection, tenant: str, memory_id: str, *, as_of: int | None = None) -> MemoryView | None:
+    valid, params = head_clause(as_of)
+    row = conn.execute(
+        f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id = ? AND {valid}", (tenant, memory_id, *params)
+    ).fetchone()
+    return memory_from_row(row) if row else None
+
+
+def get_memories(conn: sqlite3.Connection, tenant: str, memory_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, MemoryView]:
+    ids = list(dict.fromkeys(memory_ids))
+    valid, params = head_clause(as_of)
+    found: dict[str, MemoryView] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(
+            f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id IN ({marks}) AND {valid}", (tenant, *chunk, *params)
+        ):
+            view = memory_from_row(row)
+            found[view.id] = view
+    return found
+
+
+def memories_by_key(conn: sqlite3.Connection, tenant: str, keys: Iterable[str], *, as_of: int | None = None) -> list[str]:
+    """Ids of memories whose ``key`` equals one of ``keys`` (case-insensitive)."""
+    wanted = [k.lower() for k in keys if k]
+    if not wanted:
+        return []
+    valid, params = head_clause(as_of)
+    marks = ",".join("?" * len(wanted))
+    rows = conn.execute(
+        f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND lower(key) IN ({marks}) AND {valid}"
+        " AND status = 'activated'",
+        (tenant, *wanted, *params),
+    )
+    return [r[0] for r in rows]
+
+
+def _edge_view(row: Sequence) -> EdgeView:
+    edge = edge_from_row(row)
+    return EdgeView(
+        edge_id=edge.edge_id,
+        edge_type=edge.edge_type,
+        source=edge.source,
+        target=edge.target,
+        weight=edge.weight,
+        properties=edge.properties,
+        valid_from=row[6],
+        valid_to=row[7],
+    )
+
+
+def edges_of(
+    conn: sqlite3.Connection,
+    tenant: str,
+    node_id: str,
+    *,
+    direction: str = "both",
+    edge_types: Sequence[str] | None = None,
+    as_of: int | None = None,
+) -> list[EdgeView]:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
+    valid, params = head_clause(as_of)
+    type_sql, type_params = "", ()
+    if edge_types:
+        type_sql = f" AND edge_type IN ({','.join('?' * len(edge_types))})"
+        type_params = tuple(edge_types)
+    out: list[EdgeView] = []
+    sides = {"out": ("source",), "in": ("target",), "both": ("source", "target")}[direction]
+    for side in sides:
+        rows = conn.execute(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {side} = ? AND {valid}{type_sql} ORDER BY row_id",
+            (tenant, node_id, *params, *type_params),
+        )
+        out.extend(_edge_view(r) for r in rows)
+    return out
+
+
+def edges_between(conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, as_of: int | None = None) -> list[EdgeView]:
+    """Edges whose both ends are among ``node_ids`` (relationships between results)."""
+    ids = list(dict.fromkeys(node_ids))
+    if len(ids) < 2:
+        return []
+    valid, params = head_clause(as_of)
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND source IN ({marks}) AND target IN ({marks})"
+        f" AND {valid} ORDER BY row_id",
+        (tenant, *ids, *ids, *params),
+    )
+    return [_edge_view(r) for r in rows]
+
+
+def bfs(
+    conn: sqlite3.Connection,
+    tenant: str,
+    seeds: dict[str, float] | Sequence[str],
+    *,
+    depth: int = 2,
+    direction: str = "both",
+    edge_types: Sequence[str] | None = None,
+    as_of: int | None = None,
+    max_nodes: int = 1000,
+) -> list[Reached]:
+    """Breadth-first expansion from ``seeds``; cycle-safe, first path wins.
+
+    A reached node's score is its seed's score times the product of the edge
+    weights along the path. Seeds themselves are not returned. Results are
+    sorted by score (then depth, then node id).
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
+    if depth < 0:
+        raise ValueError("depth must be >= 0")
+    start = dict(seeds) if isinstance(seeds, dict) else {s: 1.0 for s in seeds}
+    seen: dict[str, Reached] = {}
+    visited = set(start)
+    queue = deque((node, 0, score, (), node) for node, score in start.items())
+    while queue:
+        node, level, score, path, seed = queue.popleft()
+        if level >= depth:
+            continue
+        for edge in edges_of(conn, tenant, node, direction=direction, edge_types=edge_types, as_of=as_of):
+            other = edge.target if edge.source == node else edge.source
+            if other in visited:
+                continue
+            visited.add(other)
+            reached = Reached(other, level + 1, score * edge.weight, path + (edge.edge_id,), seed)
+            seen[other] = reached
+            if len(seen) >= max_nodes:
+                queue.clear()
+                break
+            queue.append((other, level + 1, reached.score, reached.path, seed))
+    return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
+
+
+def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
+    memories = dict(
+        conn.execute(
+            "SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND valid_to IS NULL GROUP BY status", (tenant,)
+        ).fetchall()
+    )
+    edge_types = dict(
+        conn.execute(
+            "SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND valid_to IS NULL GROUP BY edge_type", (tenant,)
+        ).fetchall()
+    )
+    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ?", (tenant,)).fetchone()[0]
+    return {
+        "memories": memories,
+        "memories_total": sum(memories.values()),
+        "edges": edge_types,
+        "edges_total": sum(edge_types.values()),
+        "working_memory": working,
+    }
+
+
+class ProjectionFacts:
+    """:class:`eventstore.commands.GraphFacts` answered from the graph projection.
+
+    ``sync`` is called first, so answers reflect the log's head. Extra node
+    resolvers (entities, documents) can be added by later projections.
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: Callable[[], Any]):
+        self._connect = connect
+        self._sync = sync
+        self.node_resolvers: list[Callable[[sqlite3.Connection, str, str], bool]] = []
+
+    def live_edges_of(self, tenant: str, node_ids: Sequence[str]) -> list[c.EdgeRecord]:
+        self._sync()
+        conn = self._connect()
+        out: dict[str, c.EdgeRecord] = {}
+        for node in node_ids:
+            for side in ("source", "target"):
+                for row in conn.execute(
+                    f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {side} = ? AND valid_to IS NULL ORDER BY row_id",
+                    (tenant, node),
+                ):
+                    out.setdefault(row[0], edge_from_row(row))
+        return list(out.values())
+
+    def live_edges_with_prefix(self, tenant: str, prefix: str) -> list[c.EdgeRecord]:
+        self._sync()
+        rows = self._connect().execute(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND edge_id >= ? AND edge_id < ?"
+            " AND valid_to IS NULL ORDER BY row_id",
+            (tenant, prefix, prefix + "\U0010ffff"),
+        )
+        return [edge_from_row(r) for r in rows]
+
+    def live_edge(self, tenant: str, edge_id: str) -> c.EdgeRecord | None:
+        self._sync()
+        row = self._connect().execute(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND edge_id = ? AND valid_to IS NULL",
+            (tenant, edge_id),
+        ).fetchone()
+        return edge_from_row(row) if row else None
+
+    def node_exists(self, tenant: str, node_id: str) -> bool:
+        self._sync()
+        conn = self._connect()
+        if conn.execute(
+            "SELECT 1 FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
+        ).fetchone():
+            return True
+        return any(resolver(conn, tenant, node_id) for resolver in self.node_resolvers)
+
+    def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
+        self._sync()
+        rows = self._connect().execute(
+            "SELECT binding, memory_id, memory_type FROM graph_working WHERE tenant = ? ORDER BY position, binding", (tenant,)
+        )
+        return [tuple(r) for r in rows]

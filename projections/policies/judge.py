@@ -1,0 +1,555 @@
+"""Pairwise judges for the organizer.
+
+The organizer compares a newly added memory with candidate memories and asks
+a judge to label each pair:
+
+* ``redundant`` -- both state the same fact; the pair is merged (never
+  destructively) into :func:`merged_text`.
+* ``contradictory`` -- both cannot hold at once; the newer supersedes the older.
+* ``independent`` -- anything else.
+
+A wrong merge costs more than a missed one, so :class:`RuleJudge` only calls a
+pair redundant on strong lexical evidence, and never when the texts differ in
+a number, a time, a date, a negation or a pair of opposites (enabled /
+disabled) -- those are contradiction signals.
+
+Keys are slots: the same non-empty ``key`` with different normalised content
+is a contradiction; memories with different non-empty keys are independent.
+Without keys, different objects of the same relation ("Alice likes tea" /
+"Alice likes coffee") are independent: people like several things.
+
+This module is pure (no I/O, no database). :meth:`RuleJudge.judge_sync` is a
+synchronous entry point for hot loops; text analysis is cached per text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+import unicodedata
+from difflib import SequenceMatcher
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = ["LABELS", "Judge", "JudgedMemory", "Label", "RuleJudge", "RuleJudgeConfig", "Verdict",
+           "merged_text", "normalize_text"]
+
+Label = Literal["redundant", "contradictory", "independent"]
+LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
+RULE_JUDGE_VERSION = "1"
+
+
+class JudgedMemory(msgspec.Struct, frozen=True):
+    """The view of a memory a judge needs."""
+
+    id: str
+    memory: str
+    key: str | None = None
+    memory_type: str = "fact"
+    updated_at: str = ""  # ISO-8601
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    """A judge's decision on one pair, with the evidence behind it.
+
+    ``similarity`` is the cosine the pair was judged with; ``fused_text`` the
+    merged text (redundant pairs only); ``fallback`` is set when an LLM judge
+    failed and this verdict comes from the rule judge instead.
+    """
+
+    label: Label
+    reason: str
+    judge: str
+    judge_version: str
+    similarity: float
+    fused_text: str | None = None
+    fallback: str | None = None
+
+
+@runtime_checkable
+class Judge(Protocol):
+    name: str
+    version: str
+
+    async def judge(self, a: JudgedMemory, b: JudgedMemory, cosine: float) -> Verdict: ...
+
+
+class RuleJudgeConfig(msgspec.Struct, frozen=True):
+    """Thresholds of the rule judge (similarities are in [0, 1])."""
+
+    # cosine from which a pair may be redundant without textual containment;
+    # the content words must then be nested (extras only appended) ...
+    redundant_cosine: float = 0.95
+    # ... overlap at least this much (Jaccard) ...
+    redundant_min_jaccard: float = 0.5
+    # ... and keep their order this well (difflib ratio of content words)
+    redundant_min_order: float = 0.75
+    # content-word Jaccard (values masked) from which a pair differing in a
+    # number, date, negation or opposite is a contradiction ...
+    contradiction_similarity: float = 0.5
+    # ... or a cosine this high with at least the minimum Jaccard
+    contradiction_cosine: float = 0.9
+    contradiction_min_similarity: float = 0.4
+    # containment: the contained text must be this substantial, and what
+    # precedes it in the other text may only be filler ("Note:", "Since 2020,")
+    containment_min_chars: int = 16
+    containment_min_words: int = 3
+
+
+# --------------------------------------------------------------------------
+# text analysis
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
+_KEEP_PUNCT = frozenset("%#@")
+
+
+def _prepare(text: str) -> str:
+    return unicodedata.normalize("NFKC", text or "").translate(_APOSTROPHES).casefold()
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, casefold, drop apostrophes, punctuation to spaces, collapse whitespace."""
+    t = _prepare(text).replace("'", "")
+    t = "".join(" " if unicodedata.category(c)[0] == "P" and c not in _KEEP_PUNCT else c for c in t)
+    return " ".join(t.split())
+
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<iso>\b\d{4}-\d{1,2}-\d{1,2}\b)
+  | (?P<sdate>\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b)
+  | (?P<time>\b(?P<th>\d{1,2})(?::(?P<tm>\d{2}))?\s*(?P<ap>[ap])\.?m\b\.?)
+  | (?P<clock>\b\d{1,2}:\d{2}\b)
+  | (?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*)(?:(?:st|nd|rd|th)(?![^\W\d_]))?
+  | (?P<word>[^\W\d_]+(?:'[^\W\d_]+)*)
+    """,
+    re.X,
+)
+
+
+def _words(s: str) -> list[str]:
+    return s.split()
+
+
+_UNITS = {w: i for i, w in enumerate(_words(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"))}
+_TENS = {w: 10 * i for i, w in enumerate(_words(
+    "_ _ twenty thirty forty fifty sixty seventy eighty ninety")) if w != "_"}
+_ORDINALS = {w: i + 1 for i, w in enumerate(_words(
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"))}
+_ORDINALS |= {"twentieth": 20, "thirtieth": 30, "hundredth": 100, "twice": 2}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "dozen": 12}
+_NUMBER_WORDS = _UNITS.keys() | _TENS.keys() | _ORDINALS.keys() | _SCALES.keys()
+_NOT_ONE_BEFORE = frozenset(_words("the this that every any each some which another"))
+
+_MONTH_NAMES = _words("january february march april may june july august september october "
+                      "november december")
+# word -> (kind, canonical value); values of a kind are compared as sets
+_VALUE_WORDS: dict[str, tuple[str, str]] = {m: ("month", m) for m in _MONTH_NAMES}
+_VALUE_WORDS |= {a: ("month", m) for a, m in zip(
+    _words("jan feb apr jun jul aug sep sept oct nov dec"),
+    _words("january february april june july august september september october november december"))}
+_VALUE_WORDS |= {d: ("weekday", d) for d in _words(
+    "monday tuesday wednesday thursday friday saturday sunday")}
+_VALUE_WORDS |= {a: ("weekday", d) for a, d in zip(
+    _words("mon tue tues thu thur thurs fri"),
+    _words("monday tuesday tuesday thursday thursday thursday friday"))}
+_VALUE_WORDS |= {d: ("day", d) for d in _words("today tonight tomorrow yesterday")}
+_VALUE_WORDS |= {"noon": ("time", "12:00"), "midday": ("time", "12:00"), "midnight": ("time", "00:00")}
+_VALUE_WORDS |= {f: ("frequency", f) for f in _words(
+    "hourly daily nightly weekly biweekly fortnightly monthly quarterly yearly annually")}
+_VALUE_WORDS |= {p: ("daypart", p) for p in _words("morning mornings afternoon afternoons evening "
+                                                   "evenings")}
+_AMBIGUOUS_MONTHS = frozenset({"may", "march"})
+_MONTH_CONTEXT = frozenset(_words("in of since until by early late mid next last this during before "
+                                  "after from till"))
+_KINDS = ("number", "time", "month", "weekday", "day", "frequency", "daypart")
+
+_NEGATIONS = frozenset(_words("not never no none nobody nothing nowhere neither nor without least "
+                              "hardly rarely seldom barely"))
+_CONTRACTED_NEG = dict(zip(
+    _words("dont doesnt didnt isnt arent wasnt werent cant cannot wont couldnt shouldnt wouldnt "
+           "hasnt havent hadnt aint mustnt neednt"),
+    _words("do does did is are was were can can will could should would has have had is must need")))
+_NT_BASE = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
+_STOPWORDS = frozenset(_words(
+    "a an the is are was were be been being am do does did done has have had having of in on at "
+    "by as and or that this these those it its there here so also very really just currently now "
+    "still anymore any some will would shall about than then which who whom what when where "
+    "while if per via longer more roughly approximately around nearly almost usually always "
+    "generally typically definitely"))
+_CONTRAST = frozenset(_words("but except although though unless however yet instead only excluding"))
+_PAST_AUX = frozenset(_words("was were had did used formerly previously former"))
+_PRESENT_AUX = frozenset(_words("is are am has have does currently now"))
+_PARTICIPLE_AUX = frozenset(_words("is are was were be been being am has have had get gets got"))
+_SYNONYMS = {"enjoy": "lik", "lov": "lik", "resid": "liv", "purchas": "buy", "automobil": "car",
+             "favourit": "favorit", "colour": "color"}
+_IRREGULAR_PAST = {"bought": "buy", "went": "go", "got": "get", "made": "mak", "took": "tak",
+                   "sold": "sell", "began": "begin", "became": "becom", "came": "com", "met": "meet",
+                   "paid": "pay", "sent": "send", "spent": "spend", "told": "tell", "ate": "eat",
+                   "drove": "driv", "flew": "fly", "gave": "giv", "saw": "see", "wrote": "writ"}
+_FILLER = _words("note notes fyi btw reminder remember update apparently actually user since as")
+_OPPOSITES = [p.split("/") for p in _words(
+    "like/dislike like/hate enable/disable enabled/disabled allow/forbid allow/deny allow/block "
+    "accept/reject increase/decrease open/closed true/false north/south east/west left/right "
+    "day/night senior/junior before/after above/below higher/lower maximum/minimum first/last "
+    "include/exclude public/private online/offline married/divorced married/single pass/fail "
+    "required/optional mandatory/optional visible/hidden light/dark add/remove start/stop "
+    "win/lose hot/cold cheap/expensive fast/slow")]
+
+
+def _stem(word: str) -> str:
+    """A tiny, consistent suffix stripper (likes/liked/liking -> lik)."""
+    w = word
+    if len(w) > 4 and w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+                w = w[:-1]
+            break
+    if len(w) > 3 and w.endswith("e"):
+        w = w[:-1]
+    return _SYNONYMS.get(w, w)
+
+
+_FILLER_STEMS = frozenset(map(_stem, _FILLER))
+_OPPOSITE_STEMS = frozenset(frozenset(map(_stem, pair)) for pair in _OPPOSITES)
+
+
+def _canon_number(raw: str) -> str:
+    head, dot, tail = raw.replace(",", "").partition(".")
+    return (head.lstrip("0") or "0") + dot + tail
+
+
+class _Analysis(NamedTuple):
+    norm: str
+    n_words: int
+    content: frozenset[str]  # stemmed content words; values masked as "<kind>"
+    seq: tuple[str, ...]  # the same, in order
+    values: dict[str, frozenset[str]]  # kind -> canonical values (numbers, dates, ...)
+    negated: frozenset[str]  # content words in the scope of a negation
+    n_neg: int  # number of negation cues
+    past: bool  # a past-tense auxiliary (was, had, formerly, ...)
+    present: bool
+    past_stems: frozenset[str]  # stems of simple-past verbs ("worked")
+    plain_stems: frozenset[str]  # stems of the other content words
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    """Typed tokens ``(kind, value)``: word, poss, neg, number or time."""
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN_RE.finditer(_prepare(text)):
+        if m.group("iso"):
+            y, mo, d = (int(x) for x in m.group("iso").split("-"))
+            if 1 <= mo <= 12:
+                out.append(("month", _MONTH_NAMES[mo - 1]))
+            out += [("number", str(d)), ("number", str(y))]
+        elif m.group("sdate"):
+            out += [("number", _canon_number(x)) for x in re.split(r"[/.]", m.group("sdate"))]
+        elif m.group("time"):
+            hour = int(m.group("th")) % 12 + (12 if m.group("ap") == "p" else 0)
+            out.append(("time", f"{hour:02d}:{int(m.group('tm') or 0):02d}"))
+        elif m.group("clock"):
+            h, mi = m.group("clock").split(":")
+            out.append(("time", f"{int(h):02d}:{mi}"))
+        elif m.group("num"):
+            out.append(("number", _canon_number(m.group("num"))))
+        else:
+            word = m.group("word")
+            if word.endswith("n't"):
+                out += [("word", _NT_BASE.get(word[:-3], word[:-3])), ("neg", "n't")]
+            elif word in _CONTRACTED_NEG:
+                out += [("word", _CONTRACTED_NEG[word]), ("neg", word)]
+            elif word.endswith("'s"):  # a possessor: "Jack's son" is not about Jack
+                out.append(("poss", word[:-2].replace("'", "")))
+            else:
+                out.append(("word", word.replace("'", "")))
+    return out
+
+
+def _number_run(tokens: list[tuple[str, str]], i: int) -> tuple[int, int]:
+    """Parse written numbers ("twenty-five", "a dozen", "two hundred and five") at ``i``."""
+    total = current = 0
+    if tokens[i][1] in _SCALES and i and tokens[i - 1][1] in ("a", "an"):
+        current = 1
+    j, n = i, len(tokens)
+    while j < n and tokens[j][0] == "word":
+        t = tokens[j][1]
+        if t == "and" and current >= 100 and j + 1 < n and tokens[j + 1][1] in _UNITS.keys() | _TENS.keys():
+            j += 1
+            continue
+        if t not in _NUMBER_WORDS:
+            break
+        if t in _SCALES and _SCALES[t] < 1000:
+            current = max(current, 1) * _SCALES[t]
+        elif t in _SCALES:
+            total, current = total + max(current, 1) * _SCALES[t], 0
+        else:
+            current += _UNITS.get(t, 0) + _TENS.get(t, 0) + _ORDINALS.get(t, 0)
+        j += 1
+        if t in _ORDINALS:
+            break
+    return total + current, j
+
+
+def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Resolve number words, value words (months, weekdays, ...) and negation phrases."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        kind, w = tokens[i]
+        prev_kind, prev = tokens[i - 1] if i else ("", "")
+        nxt_kind, nxt = tokens[i + 1] if i + 1 < n else ("", "")
+        i += 1
+        if kind != "word":
+            out.append((kind, w))
+        elif w == "no" and nxt == "one":
+            out.append(("neg", "nobody"))
+            i += 1
+        elif w in _NEGATIONS and not (w == "no" and nxt_kind == "number"):  # "no. 5"
+            out.append(("neg", w))
+            i += w == "no" and nxt in ("longer", "more")
+        elif w in _NUMBER_WORDS and not (w == "one" and (prev in _NOT_ONE_BEFORE or nxt == "of")):
+            value, i = _number_run(tokens, i - 1)
+            out.append(("number", str(value)))
+        elif w in _VALUE_WORDS and (w not in _AMBIGUOUS_MONTHS or prev in _MONTH_CONTEXT
+                                    or "number" in (nxt_kind, prev_kind)):
+            vkind, value = _VALUE_WORDS[w]
+            out.append((vkind, value.rstrip("s") if vkind == "daypart" else value))
+        elif len(w) > 6 and w[:-1] in _VALUE_WORDS and _VALUE_WORDS[w[:-1]][0] == "weekday":
+            out.append(("weekday", w[:-1]))  # "mondays"
+        else:
+            out.append(("word", w))
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _analyse(text: str) -> _Analysis:
+    seq: list[str] = []
+    values: dict[str, set[str]] = {k: set() for k in _KINDS}
+    negated: set[str] = set()
+    words: set[str] = set()
+    past_stems: set[str] = set()
+    plain_stems: set[str] = set()
+    scope = n_neg = 0  # scope: tokens left in which the next content word is negated
+    prev = ""
+    for kind, value in _classify(_lex(text)):
+        before, prev = prev, value
+        if kind == "neg":
+            scope, n_neg = 4, n_neg + 1
+            continue
+        if kind == "poss":
+            token = _stem(value) + "'s"
+        elif kind == "word":
+            words.add(value)
+            if value in _STOPWORDS:
+                scope = max(scope - 1, 0)
+                continue
+            token = _IRREGULAR_PAST.get(value) or _stem(value)
+            simple_past = before not in _PARTICIPLE_AUX and (value.endswith("ed") or value in _IRREGULAR_PAST)
+            (past_stems if simple_past else plain_stems).add(token)
+        else:
+            values[kind].add(value)
+            token = f"<{kind}>"
+        seq.append(token)
+        if scope:
+            negated.add(token)
+            scope = 0
+    norm = normalize_text(text)
+    return _Analysis(
+        norm=norm, n_words=len(norm.split()), content=frozenset(seq), seq=tuple(seq),
+        values={k: frozenset(v) for k, v in values.items()}, negated=frozenset(negated), n_neg=n_neg,
+        past=bool(words & _PAST_AUX), present=bool(words & _PRESENT_AUX),
+        past_stems=frozenset(past_stems), plain_stems=frozenset(plain_stems),
+    )
+
+
+def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def _show(values) -> str:
+    def order(v: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(v), v)
+        except ValueError:
+            return (1, 0.0, v)
+
+    return ", ".join(sorted(values, key=order))
+
+
+def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
+    """Evidence that the texts disagree on a value or on polarity.
+
+    A kind of value conflicts when both texts carry values of that kind and
+    neither set contains the other (one text adding a value is elaboration).
+    """
+    found = []
+    for kind in _KINDS:
+        va, vb = a.values[kind], b.values[kind]
+        if va and vb and not (va <= vb or vb <= va):
+            found.append(f"{kind}s differ: {_show(va - vb)} vs {_show(vb - va)}")
+    flip_a = sorted(w for w in a.negated - b.negated if w in b.content)
+    flip_b = sorted(w for w in b.negated - a.negated if w in a.content)
+    if flip_a or flip_b:
+        parts = [f"{side} negates '{', '.join(ws)}'" for side, ws in (("A", flip_a), ("B", flip_b)) if ws]
+        found.append("negation differs: " + "; ".join(parts))
+    return found
+
+
+def _opposites(only_a: set[str], only_b: set[str]) -> list[tuple[str, str]]:
+    return [(x, y) for x in sorted(only_a) for y in sorted(only_b)
+            if frozenset((x, y)) in _OPPOSITE_STEMS]
+
+
+def _tense_differs(a: _Analysis, b: _Analysis) -> bool:
+    """One text speaks of the past (was, formerly, worked), the other of the present."""
+    if (a.past and not b.past and b.present) or (b.past and not a.past and a.present):
+        return True
+    return bool(a.past_stems & (b.plain_stems - b.past_stems) or b.past_stems & (a.plain_stems - a.past_stems))
+
+
+def _only_appended(short: tuple[str, ...], long_: tuple[str, ...]) -> bool:
+    """The longer word sequence adds words only after the last shared one."""
+    shared = set(short)
+    last = max((i for i, w in enumerate(long_) if w in shared), default=-1)
+    return all(w in shared for w in long_[: last + 1])
+
+
+def _norm_key(key: str | None) -> str:
+    return " ".join(_prepare(key).split()) if key else ""
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+# --------------------------------------------------------------------------
+# judging
+
+
+class RuleJudge:
+    """Deterministic lexical judge; see the module docstring for the policy."""
+
+    name = "rule"
+
+    def __init__(self, config: RuleJudgeConfig | None = None) -> None:
+        self.config = config or RuleJudgeConfig()
+        self.version = RULE_JUDGE_VERSION
+        if self.config != RuleJudgeConfig():
+            self.version += "+" + hashlib.sha256(msgspec.json.encode(self.config)).hexdigest()[:8]
+
+    def __repr__(self) -> str:
+        return f"RuleJudge(version={self.version!r})"
+
+    async def judge(self, a: JudgedMemory, b: JudgedMemory, cosine: float) -> Verdict:
+        return self.judge_sync(a, b, cosine)
+
+    def judge_sync(self, a: JudgedMemory, b: JudgedMemory, cosine: float | None) -> Verdict:
+        cfg = self.config
+        cos = float(cosine) if cosine is not None and math.isfinite(cosine) else 0.0
+
+        def verdict(label: Label, reason: str) -> Verdict:
+            fused = merged_text(a, b) if label == "redundant" else None
+            return Verdict(label, reason, self.name, self.version, cos, fused_text=fused)
+
+        ka, kb = _norm_key(a.key), _norm_key(b.key)
+        ta, tb = _analyse(a.memory or ""), _analyse(b.memory or "")
+        equal = ta.norm == tb.norm
+        if ka and kb:
+            if ka != kb:
+                return verdict("independent", f"different keys: {a.key!r} vs {b.key!r}")
+            if equal:
+                return verdict("redundant", f"same key {a.key!r} and normalised texts equal")
+            evidence = "; ".join(_conflicts(ta, tb)) or f"{_short(a.memory)!r} vs {_short(b.memory)!r}"
+            return verdict("contradictory", f"same key {a.key!r} with different content: {evidence}")
+        if not ta.norm or not tb.norm:
+            return verdict("independent", "empty text")
+        if equal:
+            return verdict("redundant", "normalised texts equal")
+
+        words_a = {w for w in ta.content if not w.startswith("<")}
+        words_b = {w for w in tb.content if not w.startswith("<")}
+        opposites = _opposites(words_a - words_b, words_b - words_a)
+        conflicts = _conflicts(ta, tb)
+        if opposites:
+            conflicts.append("opposites: " + ", ".join(f"{x} vs {y}" for x, y in opposites))
+            words_a -= {x for x, _ in opposites}
+            words_b -= {y for _, y in opposites}
+        if conflicts:
+            evidence = "; ".join(conflicts)
+            if words_a - words_b and words_b - words_a:  # "visited Paris in 2019" / "Rome in 2021"
+                return verdict("independent", f"{evidence}, but about different things: "
+                                              f"{_show(words_a - words_b)} vs {_show(words_b - words_a)}")
+            masked = {"<opposite>"} if opposites else set()  # values and opposites count as shared
+            sim = _jaccard(words_a | (ta.content - ta.plain_stems - ta.past_stems) | masked,
+                           words_b | (tb.content - tb.plain_stems - tb.past_stems) | masked)
+            if sim >= cfg.contradiction_similarity:
+                return verdict("contradictory", f"{evidence} (word similarity {sim:.2f})")
+            if cos >= cfg.contradiction_cosine and sim >= cfg.contradiction_min_similarity:
+                return verdict("contradictory", f"{evidence} (cosine {cos:.2f}, word similarity {sim:.2f})")
+            return verdict("independent", f"{evidence}, but texts not similar enough "
+                                          f"(word similarity {sim:.2f}, cosine {cos:.2f})")
+
+        sim = _jaccard(ta.content, tb.content)
+        short, long_ = (ta, tb) if len(ta.norm) <= len(tb.norm) else (tb, ta)
+        at = f" {long_.norm} ".find(f" {short.norm} ")
+        if (at >= 0 and len(short.norm) >= cfg.containment_min_chars and ta.n_neg == tb.n_neg
+                and short.n_words >= cfg.containment_min_words):
+            lead = _analyse(long_.norm[:at]).seq
+            extra = (long_.norm[:at] + " " + long_.norm[at + len(short.norm):]).split()
+            if all(w.startswith("<") or w in _FILLER_STEMS for w in lead) and not _CONTRAST & set(extra):
+                which = "A" if short is ta else "B"
+                return verdict("redundant", f"containment: {which} ({len(short.norm)} chars) is contained "
+                                            f"in the other ({len(long_.norm)} chars)")
+
+        if cos < cfg.redundant_cosine:
+            return verdict("independent", f"no rule fired (cosine {cos:.2f}, word similarity {sim:.2f})")
+        only_a, only_b = ta.content - tb.content, tb.content - ta.content
+        order = SequenceMatcher(None, ta.seq, tb.seq, autojunk=False).ratio()
+        short_seq, long_seq = (ta.seq, tb.seq) if not only_a else (tb.seq, ta.seq)
+        why = (f"different content words: {_show(only_a)} vs {_show(only_b)}" if only_a and only_b
+               else "one text has more negations" if ta.n_neg != tb.n_neg
+               else f"low word overlap {sim:.2f}" if sim < cfg.redundant_min_jaccard
+               else f"word order differs ({order:.2f})" if order < cfg.redundant_min_order
+               else "extra words inside the shared text" if not _only_appended(short_seq, long_seq)
+               else "tense differs (past vs present)" if _tense_differs(ta, tb)
+               else "")
+        if why:
+            return verdict("independent", f"cosine {cos:.2f} but {why}")
+        return verdict("redundant", f"cosine {cos:.2f} >= {cfg.redundant_cosine} and content words "
+                                    f"nested (word similarity {sim:.2f}, order {order:.2f})")
+
+
+def merged_text(a: JudgedMemory | str, b: JudgedMemory | str) -> str:
+    """The more informative of two redundant texts (returned as written, stripped).
+
+    Longer normalised text wins, then more distinct content words, then the
+    newer ``updated_at`` (for memories), then the longer raw text, then the
+    lexicographically smaller text -- deterministic and independent of the
+    argument order.
+    """
+    def rank(x: JudgedMemory | str) -> tuple[int, int, str, int]:
+        text = (x.memory if isinstance(x, JudgedMemory) else x) or ""
+        info = _analyse(text)
+        when = x.updated_at if isinstance(x, JudgedMemory) else ""
+        return (len(info.norm), len(info.content), when or "", len(" ".join(text.split())))
+
+    ta = ((a.memory if isinstance(a, JudgedMemory) else a) or "").strip()
+    tb = ((b.memory if isinstance(b, JudgedMemory) else b) or "").strip()
+    ra, rb = rank(a), rank(b)
+    if ra != rb:
+        return ta if ra > rb else tb
+    return min(ta, tb)

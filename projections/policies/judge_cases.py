@@ -1,0 +1,361 @@
+"""A labelled set of memory pairs for measuring judges, and the evaluator.
+
+Each case is ``(a_text, a_key, b_text, b_key, cosine_or_None, expected_label)``.
+When the cosine is ``None`` the evaluator asks ``cosine_fn`` (normally the
+configured embedder); explicit cosines are plausible values for a semantic
+embedder and are used where the case is about a paraphrase the lexical
+embedders would not recognise.
+
+Labels state what is true, not what the rule judge can see: some
+contradictions need world knowledge ("prefers window seats" / "prefers aisle
+seats") and some paraphrases share no words, so the rule judge is expected to
+miss them.  Policy decisions the labels follow:
+
+* Different objects of the same relation without keys are independent --
+  "Alice likes tea" / "Alice likes coffee" can both hold.  With the same key
+  they are contradictory: a key is a slot with one value.
+* Memories with different keys are independent, even with the same text.
+* Exclusive choices (tabs vs spaces, window vs aisle seat, UK vs US as home)
+  are contradictory even without keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from projections.policies.judge import LABELS, JudgedMemory, Verdict
+
+__all__ = ["CASES", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
+
+
+class JudgeCase(NamedTuple):
+    a_text: str
+    a_key: str | None
+    b_text: str
+    b_key: str | None
+    cosine: float | None
+    expected: str
+
+
+def _cases(label: str, rows: Iterable[tuple]) -> list[JudgeCase]:
+    """Rows are ``(a, b)``, ``(a, b, cosine)`` or ``(a, a_key, b, b_key, cosine)``."""
+    out = []
+    for row in rows:
+        if len(row) == 5:
+            a, ka, b, kb, cos = row
+        else:
+            a, b, cos = (*row, None) if len(row) == 2 else row
+            ka = kb = None
+        out.append(JudgeCase(a, ka, b, kb, cos, label))
+    return out
+
+
+_EXACT = _cases("redundant", [
+    ("Alice lives in Berlin.", "alice lives in berlin"),
+    ("The user prefers dark mode!", "The user prefers  dark mode"),
+    ("Bob's birthday is on 12 May.", "bob's birthday is on 12 may"),
+    ("Deploys happen via GitHub Actions", "Deploys happen via GitHub Actions."),
+    ("Prefers replies in English \u2014 short and direct.", "prefers replies in english, short and direct"),
+    ("The staging database is PostgreSQL 15", "The staging database is PostgreSQL 15."),
+    ("\uff35\uff53\uff45\uff52 \uff49\uff53 \uff56\uff45\uff47\uff45\uff54\uff41\uff52\uff49\uff41\uff4e",
+     "User is vegetarian"),
+    ("Meeting notes are stored in Notion", "MEETING NOTES ARE STORED IN NOTION"),
+    ("Uses \u201cpnpm\u201d instead of npm", 'Uses "pnpm" instead of npm'),
+    ("Carol\u2019s dog is called Biscuit", "Carol's dog is called Biscuit"),
+    ("The API rate limit is 100 requests per minute", "the API rate-limit is 100 requests per minute"),
+    ("Caf\u00e9 opening hours: 8am to 6pm", "cafe opening hours 8am to 6pm"),
+    ("Lives in S\u00e3o Paulo", "lives in S\u00e3o Paulo."),
+    ("   The wifi password is on the fridge   ", "The wifi password is on the fridge"),
+    ("Allergic to peanuts; carries an EpiPen", "Allergic to peanuts, carries an EpiPen"),
+    ("Home city: Berlin", "home_city", "home city - Berlin", "home_city", None),
+    ("Editor: Neovim.", "editor", "editor: neovim", "editor", None),
+])
+
+_CONTAINED = _cases("redundant", [
+    ("The user prefers dark mode in the editor",
+     "The user prefers dark mode in the editor and in the terminal"),
+    ("Alice works as a data engineer at Acme", "Alice works as a data engineer at Acme since 2021"),
+    ("Bob is allergic to shellfish", "Bob is allergic to shellfish and carries antihistamines"),
+    ("The project uses PostgreSQL for storage",
+     "The project uses PostgreSQL for storage, with nightly backups to S3"),
+    ("The team standup is at 9:30", "The team standup is at 9:30 every weekday"),
+    ("Carol is learning Japanese", "Carol is learning Japanese for her trip next spring"),
+    ("Dan prefers aisle seats on flights", "Dan prefers aisle seats on flights, especially long ones"),
+    ("Eve's favourite editor is Neovim", "Eve's favourite editor is Neovim with the LazyVim config"),
+    ("The office is closed on public holidays", "Note: the office is closed on public holidays"),
+    ("The user wants weekly summaries by email",
+     "The user wants weekly summaries by email on Friday mornings"),
+    ("Invoices are sent from billing@example.com",
+     "Invoices are sent from billing@example.com to the finance team"),
+    ("Alice lives in Lisbon with her partner", "As of 2023, Alice lives in Lisbon with her partner"),
+    ("Victor likes jazz", "Victor likes jazz and blues"),
+    ("Yara is 29", "Yara is 29 years old"),
+    ("The server runs Ubuntu 22.04", "The server runs Ubuntu 22.04 LTS"),
+    ("User's name is Alice", "The user's name is Alice."),
+    ("Alice likes tea", "Alice likes tea but not coffee"),
+])
+
+_PARAPHRASE = _cases("redundant", [
+    ("The user prefers dark mode", "Dark mode is preferred by the user", 0.96),
+    ("Alice enjoys hiking on weekends", "Alice likes hiking on weekends", 0.97),
+    ("Bob resides in Toronto", "Bob lives in Toronto", 0.96),
+    ("Carol bought a new laptop", "Carol purchased a new laptop", 0.97),
+    ("Dan's favorite color is blue", "Dan's favourite colour is blue", 0.97),
+    ("The build runs on every push to main", "Every push to main triggers the build", 0.93),
+    ("Eve is a vegetarian", "Eve doesn't eat meat", 0.88),
+    ("Frank works remotely from Lisbon", "Frank is a remote worker based in Lisbon", 0.92),
+    ("The user wants answers in bullet points", "User prefers bullet-point answers", 0.91),
+    ("Grace's daughter is named Mia", "Grace has a daughter called Mia", 0.93),
+    ("The staging server is staging.example.com", "staging.example.com is the staging server", 0.96),
+    ("Henry drinks his coffee black", "Henry takes his coffee black", 0.95),
+    ("The CI pipeline takes about 12 minutes", "The CI pipeline takes roughly 12 minutes", 0.97),
+    ("Ivy moved to Madrid in 2022", "In 2022 Ivy moved to Madrid"),
+    ("Jack uses a standing desk at work", "At work, Jack uses a standing desk", 0.97),
+    ("Kim's flight lands at 7pm", "Kim's flight arrives at 7 pm", 0.94),
+    ("The team has eight engineers", "The team has 8 engineers", 0.96),
+    ("The call is at 3pm", "The call is at 15:00"),
+    ("Jack doesn't eat pork", "Jack does not eat pork", 0.98),
+    ("Kim never flies economy", "Kim does not fly economy", 0.93),
+    ("The user prefers concise answers without emojis",
+     "The user prefers concise answers without any emojis"),
+    ("Alice's laptop is a 2021 MacBook Pro", "Alice's laptop is a MacBook Pro from 2021"),
+    ("Dinner reservations are at 7pm at Luigi's", "Dinner reservation at Luigi's at 7pm"),
+    ("Zoe's train leaves at 18:05", "Zoe's train leaves at 6:05pm"),
+    ("Lena speaks fluent German and French", "Lena speaks fluent German and French.", 0.99),
+    ("The user likes short answers", "The user really likes short answers", 0.97),
+    ("Marco uses Firefox as his main browser", "Marco uses Firefox as his main web browser", 0.97),
+    ("Sessions expire after 30 minutes of inactivity",
+     "Sessions expire after thirty minutes of inactivity", 0.96),
+    ("The standup was moved from 9am to 10am", "The standup is at 10am", 0.9),
+    ("All tests must pass before merging", "Tests must pass before merging", 0.96),
+])
+
+_SAME_KEY = _cases("contradictory", [
+    ("home city: Berlin", "home_city", "home city: Paris", "home_city", None),
+    ("Preferred language: Python", "pref.language", "Preferred language: Rust", "pref.language", None),
+    ("Works at Acme Corp", "employer", "Works at Globex", "employer", None),
+    ("Drinks tea in the morning", "morning_drink", "Drinks coffee in the morning", "morning_drink", None),
+    ("Alice likes tea", "alice.favourite_drink", "Alice likes coffee", "alice.favourite_drink", None),
+    ("Timezone is Europe/Berlin", "timezone", "Timezone is America/New_York", "timezone", None),
+    ("Phone: +49 30 1234567", "phone", "Phone: +49 30 7654321", "phone", None),
+    ("Uses VS Code", "editor", "Uses Neovim", "editor", None),
+    ("Dietary preference: vegan", "diet", "Dietary preference: pescatarian", "diet", None),
+    ("Manager is Laura", "manager", "Manager is Priya", "manager", None),
+    ("Shirt size M", "shirt_size", "Shirt size L", "shirt_size", None),
+    ("Primary cloud is AWS", "infra.cloud", "Primary cloud is GCP", "infra.cloud", None),
+    ("Lives with two roommates", "living_situation", "Lives alone", "living_situation", None),
+    ("Car: Toyota Corolla", "car", "Car: Honda Civic", "car", None),
+    ("Preferred pronouns: she/her", "pronouns", "Preferred pronouns: they/them", "pronouns", None),
+])
+
+_DIFFERENT_KEYS = _cases("independent", [
+    ("Lives in Berlin", "home_city", "Works in Berlin", "work_city", 0.86),
+    ("Name: Alice", "user.name", "Name: Alice", "manager.name", 1.0),
+    ("Starts at 9am", "work.start_time", "Starts at 10am", "gym.start_time", 0.9),
+])
+
+_NUMBERS = _cases("contradictory", [
+    ("Alice has 3 cats", "Alice has 4 cats"),
+    ("Bob has two children", "Bob has three children"),
+    ("The API rate limit is 100 requests per minute", "The API rate limit is 500 requests per minute"),
+    ("The production cluster runs 12 nodes", "The production cluster runs 16 nodes"),
+    ("Carol is 34 years old", "Carol is 35 years old"),
+    ("The monthly rent is 1,200 euros", "The monthly rent is 1,350 euros"),
+    ("Dan's apartment is on the 3rd floor", "Dan's apartment is on the fifth floor"),
+    ("The service uses Python 3.11", "The service uses Python 3.12"),
+    ("Eve runs 5 km every morning", "Eve runs 10 km every morning"),
+    ("Frank's password rotates every 90 days", "Frank's password rotates every 30 days"),
+    ("Grace drinks 2 cups of coffee a day", "Grace drinks 4 cups of coffee a day"),
+    ("The backup retention is 7 days", "The backup retention is 14 days"),
+    ("The flight has one stopover", "The flight has two stopovers"),
+    ("Henry's budget for the trip is $2000", "Henry's budget for the trip is $3500"),
+    ("The conference room seats twelve people", "The conference room seats twenty people"),
+    ("Alice has 3 cats", "Alice now owns four cats"),
+    ("Pay invoices within 30 days", "Pay invoices within 60 days"),
+    ("Oscar has visited Japan twice", "Oscar has visited Japan three times"),
+])
+
+_DATES = _cases("contradictory", [
+    ("The team meeting is on Monday", "The team meeting is on Thursday"),
+    ("Alice's birthday is on March 3", "Alice's birthday is on March 13"),
+    ("The project deadline is 2024-06-30", "The project deadline is 2024-07-15"),
+    ("Bob's dentist appointment is at 3pm", "Bob's dentist appointment is at 4:30 pm"),
+    ("The release is planned for October", "The release is planned for December"),
+    ("Carol started at the company in 2019", "Carol started at the company in 2021"),
+    ("The gym class is on Tuesdays at 6pm", "The gym class is on Wednesdays at 6pm"),
+    ("The office opens at 8am", "The office opens at 9am"),
+    ("The lease ends in May 2025", "The lease ends in August 2025"),
+    ("Dan's flight to Rome is tomorrow", "Dan's flight to Rome is today"),
+    ("Payroll runs on the 25th of each month", "Payroll runs on the 28th of each month"),
+    ("The meeting is on Monday", "The meeting has been moved to Tuesday"),
+    ("The quarterly review is on 2024-09-12", "The quarterly review is on September 19, 2024"),
+])
+
+_NEGATIONS = _cases("contradictory", [
+    ("Alice eats meat", "Alice does not eat meat"),
+    ("Bob drinks alcohol", "Bob never drinks alcohol"),
+    ("Carol lives in Berlin", "Carol no longer lives in Berlin"),
+    ("The user wants email notifications", "The user doesn't want email notifications"),
+    ("Dan has a driving licence", "Dan has no driving licence"),
+    ("The API requires authentication", "The API does not require authentication"),
+    ("Eve is allergic to penicillin", "Eve is not allergic to penicillin"),
+    ("Frank can attend the offsite", "Frank can't attend the offsite"),
+    ("Grace takes her coffee with sugar", "Grace takes her coffee without sugar"),
+    ("The staging environment is publicly accessible", "The staging environment isn't publicly accessible"),
+    ("Henry smokes", "Henry doesn't smoke"),
+    ("Ivy wants to be contacted on weekends", "Ivy never wants to be contacted on weekends"),
+    ("Wendy's favourite city is Lisbon", "Wendy's least favourite city is Lisbon", 0.95),
+    ("The user is fine with phone calls", "The user is not fine with phone calls"),
+    ("Alice has a sister", "Alice has no sister"),
+])
+
+_EXCLUSIVE = _cases("contradictory", [
+    ("Olivia prefers window seats", "Olivia prefers aisle seats", 0.95),
+    ("The repo uses tabs for indentation", "The repo uses spaces for indentation", 0.95),
+    ("The user is based in the UK", "The user is based in the US", 0.96),
+    ("The user hates long meetings", "The user likes long meetings", 0.93),
+    ("The user prefers tea over coffee", "The user prefers coffee over tea", 0.98),
+])
+
+_INDEPENDENT = _cases("independent", [
+    ("Alice likes tea", "Alice likes coffee"),
+    ("Alice likes green tea", "Alice likes black tea", 0.96),
+    ("Bob lives in Berlin", "Carol lives in Berlin"),
+    ("Alice likes Bob", "Bob likes Alice", 0.96),
+    ("The frontend uses React", "The backend uses Django"),
+    ("Dan's sister lives in Oslo", "Dan's brother lives in Oslo", 0.95),
+    ("Eve is allergic to cats", "Eve is allergic to dogs"),
+    ("The production database is PostgreSQL", "The analytics database is ClickHouse"),
+    ("Frank speaks Spanish", "Frank speaks Portuguese"),
+    ("Grace's son plays football", "Grace's son plays piano"),
+    ("Henry has a dog named Rex", "Henry has a cat named Rex", 0.94),
+    ("The user prefers dark mode in the editor", "The user prefers light mode in the browser", 0.9),
+    ("Jack is allergic to peanuts", "Jack's son is allergic to peanuts"),
+    ("is allergic to peanuts and tree nuts", "Jack's son is allergic to peanuts and tree nuts"),
+    ("Kim's flight to Tokyo departs at 10am", "Kim's flight to Osaka departs at 10am", 0.95),
+    ("Laura manages the mobile team", "Laura manages the web team"),
+    ("The cache TTL for sessions is 1 hour", "The cache TTL for avatars is 24 hours"),
+    ("Mike's son is 7", "Mike's daughter is 10"),
+    ("Nina visited Paris in 2019", "Nina visited Rome in 2021"),
+    ("The Berlin office has 40 desks", "The Munich office has 40 desks"),
+    ("Quinn's cat is named Luna", "Quinn's dog is named Luna"),
+    ("Rita reads before bed", "Rita reads on the train"),
+    ("The nightly job runs at 2am", "The weekly report is sent at 2am"),
+    ("Sam prefers Celsius", "Sam prefers metric units", 0.9),
+    ("Tom has a meeting with Alice on Friday", "Tom has a meeting with Bob on Friday"),
+    ("The deploy key is stored in Vault", "The database password is stored in Vault"),
+    ("Uma studied physics at ETH", "Uma studied chemistry at ETH"),
+    ("Xavier uses macOS at work", "Xavier uses macOS at home", 0.95),
+    ("The user prefers dark mode", "The user's manager prefers dark mode"),
+    ("Alice works at Acme", "Alice worked at Acme in 2015"),
+    ("Ben's wife is a nurse", "Ben's mother is a nurse", 0.93),
+    ("Carol bought a house in Leeds", "Carol sold a house in Leeds", 0.94),
+    ("The API returns JSON", "The API accepts JSON", 0.93),
+    ("Dan likes running in the morning", "Dan likes running in the evening", 0.95),
+    ("Eve's manager approves expenses", "Eve approves expenses", 0.9),
+    ("Staging deploys need one approval", "Production deploys need two approvals"),
+    ("Fiona is learning Spanish", "Fiona is teaching Spanish", 0.94),
+    ("Greg's team uses Jira", "Greg's team uses Linear", 0.95),
+    ("The user reads the newsletter on Mondays", "The user writes the newsletter on Mondays", 0.95),
+    ("Hana's first car was a Volvo", "Hana's second car was a Volvo"),
+    ("Bob works for Alice", "Bob works with Alice", 0.96),
+    ("Alice moved to Berlin", "Alice moved from Berlin", 0.96),
+    ("The user prefers dark mode", "The user's manager prefers dark mode", 0.96),
+    ("Emma lives in Oslo", "Emma's brother lives in Oslo", 0.95),
+    ("The cat is afraid of the dog", "The dog is afraid of the cat", 0.97),
+    ("Convert prices from USD to EUR", "Convert prices from EUR to USD", 0.98),
+    ("Alice is Bob's manager", "Bob is Alice's manager", 0.97),
+    ("Alice lent Bob 50 euros", "Bob lent Alice 50 euros", 0.97),
+    ("The staging server runs Ubuntu", "The production server runs Ubuntu", 0.95),
+    ("Alice's password manager is 1Password", "Bob's password manager is 1Password", 0.95),
+    ("Remind the user to stretch every hour", "Remind the user to drink water every hour", 0.9),
+    ("Jack is allergic to pollen", "Jack is allergic to nothing", 0.9),
+    ("Sign the user up for the beta", "Sign the user out of the beta", 0.95),
+    ("The invoice is addressed to Acme", "The invoice is addressed from Acme", 0.96),
+])
+
+
+CASES: list[JudgeCase] = [
+    *_EXACT, *_CONTAINED, *_PARAPHRASE, *_SAME_KEY, *_DIFFERENT_KEYS,
+    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT,
+]
+
+
+_WORD_RE = re.compile(r"\w+")
+
+
+def lexical_cosine(a: str, b: str) -> float:
+    """Cosine of bag-of-words counts: a model-free stand-in for an embedder."""
+    ca, cb = Counter(_WORD_RE.findall(a.casefold())), Counter(_WORD_RE.findall(b.casefold()))
+    dot = sum(ca[w] * cb[w] for w in ca.keys() & cb.keys())
+    norm = math.sqrt(sum(v * v for v in ca.values())) * math.sqrt(sum(v * v for v in cb.values()))
+    return dot / norm if norm else 0.0
+
+
+def _pairs(cases: Sequence[tuple], cosine_fn: Callable[[str, str], float] | None):
+    cosine_fn = cosine_fn or lexical_cosine
+    for i, case in enumerate(cases):
+        a_text, a_key, b_text, b_key, cosine, expected = case
+        a = JudgedMemory(f"case-{i}-a", a_text, a_key, updated_at="2024-01-01T00:00:00+00:00")
+        b = JudgedMemory(f"case-{i}-b", b_text, b_key, updated_at="2024-06-01T00:00:00+00:00")
+        cos = float(cosine) if cosine is not None else float(cosine_fn(a_text, b_text))
+        yield i, a, b, cos, expected
+
+
+def _score(results: list[tuple[int, str, Verdict]], cases: Sequence[tuple]) -> dict:
+    confusion = {exp: {got: 0 for got in LABELS} for exp in LABELS}
+    errors = []
+    for i, expected, verdict in results:
+        confusion[expected][verdict.label] += 1
+        if verdict.label != expected:
+            errors.append({"index": i, "a": cases[i][0], "b": cases[i][2], "expected": expected,
+                           "got": verdict.label, "reason": verdict.reason})
+
+    def precision(label: str) -> float:
+        predicted = sum(confusion[e][label] for e in LABELS)
+        return confusion[label][label] / predicted if predicted else 1.0
+
+    def recall(label: str) -> float:
+        actual = sum(confusion[label].values())
+        return confusion[label][label] / actual if actual else 1.0
+
+    n = len(results)
+    return {
+        "n": n,
+        "accuracy": sum(confusion[l][l] for l in LABELS) / n if n else 1.0,
+        "redundant_precision": precision("redundant"),
+        "redundant_recall": recall("redundant"),
+        "contradiction_precision": precision("contradictory"),
+        "contradiction_recall": recall("contradictory"),
+        "confusion": confusion,
+        "errors": errors,
+    }
+
+
+def evaluate(judge, cases: Sequence[tuple] = CASES,
+             cosine_fn: Callable[[str, str], float] | None = None) -> dict:
+    """Score ``judge`` on ``cases``.
+
+    Returns precision/recall for ``redundant`` and ``contradictory`` (1.0 when
+    nothing was predicted / expected), ``accuracy``, ``confusion``
+    (``confusion[expected][predicted]`` counts) and the misjudged ``errors``.
+    Uses ``judge.judge_sync`` when the judge has one; otherwise runs the async
+    ``judge.judge`` in a fresh event loop (use :func:`aevaluate` inside one).
+    """
+    if not hasattr(judge, "judge_sync"):
+        return asyncio.run(aevaluate(judge, cases, cosine_fn))
+    results = [(i, exp, judge.judge_sync(a, b, cos)) for i, a, b, cos, exp in _pairs(cases, cosine_fn)]
+    return _score(results, cases)
+
+
+async def aevaluate(judge, cases: Sequence[tuple] = CASES,
+                    cosine_fn: Callable[[str, str], float] | None = None) -> dict:
+    """:func:`evaluate` for async judges (pairs are judged concurrently)."""
+    pairs = list(_pairs(cases, cosine_fn))
+    verdicts = await asyncio.gather(*(judge.judge(a, b, cos) for _, a, b, cos, _ in pairs))
+    return _score([(i, exp, v) for (i, _, _, _, exp), v in zip(pairs, verdicts)], cases)

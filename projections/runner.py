@@ -1,0 +1,267 @@
+"""The projection runner: catch-up, rebuild, exactly-once checkpoints.
+
+Projections live in ``projections.db`` (SQLite, disposable). A projector is
+a small object with a ``name``, a ``schema_version``, ``create(conn)`` /
+``drop(conn)`` for its tables and ``apply(events, conn)`` for a batch. The
+runner reads the log after the projector's checkpoint and applies a batch
+and the new checkpoint in the same ``projections.db`` transaction, so a crash
+anywhere neither loses nor repeats an event. A projector whose schema
+version changed is dropped and rebuilt from position 0.
+
+Several processes may run a runner on the same data directory: the
+checkpoint is read inside the write transaction (``BEGIN IMMEDIATE``), so
+two runners never apply the same batch twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Protocol, Sequence
+
+from eventstore import EventStore, RecordedEvent
+
+DEFAULT_BATCH = 2000
+REBUILD_BATCH = 10_000
+
+
+class Projector(Protocol):
+    name: str
+    schema_version: int
+
+    def create(self, conn: sqlite3.Connection) -> None: ...
+
+    def drop(self, conn: sqlite3.Connection) -> None: ...
+
+    def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None: ...
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+    """A connection to ``projections.db`` with the pragmas every user needs."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+    else:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA cache_size=-65536")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return conn
+
+
+def execute_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run ``;``-separated DDL inside the current transaction.
+
+    ``sqlite3``'s own ``executescript`` commits first, which would break the
+    runner's one-transaction guarantee.
+    """
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+class Checkpoint(tuple):
+    __slots__ = ()
+
+    @property
+    def position(self) -> int:
+        return self[0]
+
+    @property
+    def schema_version(self) -> int:
+        return self[1]
+
+
+class ProjectionRunner:
+    """Keeps a set of projectors caught up with the log."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        path: Path | str,
+        projectors: Iterable[Projector],
+        *,
+        after_commit: Callable[[str, int], None] | None = None,
+    ):
+        self.store = store
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.projectors = list(projectors)
+        self.by_name = {p.name: p for p in self.projectors}
+        self._after_commit = after_commit
+        self._lock = threading.Lock()
+        self.conn = connect(self.path)
+        self._ensure_meta()
+        self.rebuilt_on_start: list[str] = []
+        for projector in self.projectors:
+            if self._needs_rebuild(projector):
+                self.reset(projector.name)
+                self.rebuilt_on_start.append(projector.name)
+
+    # -- bookkeeping -----------------------------------------------------
+
+    def _ensure_meta(self) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
+                " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL)"
+            )
+
+    def checkpoint(self, name: str, conn: sqlite3.Connection | None = None) -> tuple[int, int, str] | None:
+        row = (conn or self.conn).execute(
+            "SELECT position, schema_version, generation FROM checkpoints WHERE name = ?", (name,)
+        ).fetchone()
+        return tuple(row) if row else None
+
+    def generation(self, name: str) -> str | None:
+        """An id that changes whenever a projection is rebuilt (derived caches key on it)."""
+        found = self.checkpoint(name)
+        return found[2] if found else None
+
+    def _needs_rebuild(self, projector: Projector) -> bool:
+        found = self.checkpoint(projector.name)
+        return found is None or found[1] != projector.schema_version
+
+    def _transaction(self):
+        return _Transaction(self.conn)
+
+    # -- running ----------------------------------------------------------
+
+    def reset(self, name: str) -> None:
+        """Drop a projection's tables and checkpoint; the next catch-up rebuilds it."""
+        projector = self.by_name[name]
+        with self._lock, self._transaction() as conn:
+            projector.drop(conn)
+            projector.create(conn)
+            conn.execute(
+                "INSERT OR REPLACE INTO checkpoints (name, position, schema_version, generation, updated_at) VALUES (?, 0, ?, ?, ?)",
+                (name, projector.schema_version, uuid.uuid4().hex, time.time()),
+            )
+        if self._after_commit is not None:
+            self._after_commit(name, 0)
+
+    def lag(self) -> dict[str, int]:
+        head = self.store.last_position()
+        return {p.name: head - (self.checkpoint(p.name) or (0,))[0] for p in self.projectors}
+
+    def position(self) -> int:
+        """The lowest checkpoint: every projection has applied the log up to here."""
+        return min((self.checkpoint(p.name) or (0,))[0] for p in self.projectors) if self.projectors else 0
+
+    def catch_up(self, *, until: int | None = None, batch_size: int = DEFAULT_BATCH, progress=None) -> int:
+        """Apply the log to every projector up to ``until`` (default: the head).
+
+        Returns the number of events applied. Projectors at the same
+        checkpoint share one read of the log and one transaction.
+        """
+        applied = 0
+        with self._lock:
+            target = self.store.last_position() if until is None else until
+            while True:
+                groups: dict[int, list[Projector]] = {}
+                for projector in self.projectors:
+                    position = (self.checkpoint(projector.name) or (0,))[0]
+                    if position < target:
+                        groups.setdefault(position, []).append(projector)
+                if not groups:
+                    return applied
+                start = min(groups)
+                batch = self.store.read_all(after=start, limit=batch_size, until=target)
+                if not batch:
+                    return applied
+                applied += self._apply(groups[start], start, batch)
+                if progress is not None:
+                    progress(batch[-1].position)
+
+    def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> int:
+        end = batch[-1].position
+        done: list[str] = []
+        with self._transaction() as conn:
+            for projector in projectors:
+                # Re-read inside the write lock: another runner may have moved on.
+                current = self.checkpoint(projector.name, conn)
+                if current is None or current[0] != start:
+                    continue
+                projector.apply(batch, conn)
+                conn.execute(
+                    "UPDATE checkpoints SET position = ?, updated_at = ? WHERE name = ?",
+                    (end, time.time(), projector.name),
+                )
+                done.append(projector.name)
+        if self._after_commit is not None:
+            for name in done:
+                self._after_commit(name, end)
+        return len(batch)
+
+    def rebuild(self, names: Sequence[str] | None = None, *, progress=None) -> dict[str, float]:
+        """Drop and replay projections from position 0; seconds spent per projector."""
+        names = list(names or self.by_name)
+        unknown = [n for n in names if n not in self.by_name]
+        if unknown:
+            raise ValueError(f"unknown projection(s): {', '.join(unknown)}; known: {', '.join(self.by_name)}")
+        for name in names:
+            self.reset(name)
+        timings = {name: 0.0 for name in names}
+        target = self.store.last_position()
+        chosen = [self.by_name[n] for n in names]
+        position = 0
+        with self._lock:
+            for batch in self.store.iter_all(0, until=target, batch_size=REBUILD_BATCH):
+                end = batch[-1].position
+                with self._transaction() as conn:
+                    for projector in chosen:
+                        began = time.perf_counter()
+                        projector.apply(batch, conn)
+                        timings[projector.name] += time.perf_counter() - began
+                        conn.execute(
+                            "UPDATE checkpoints SET position = ?, updated_at = ? WHERE name = ?",
+                            (end, time.time(), projector.name),
+                        )
+                position = end
+                if progress is not None:
+                    progress(position)
+        if self._after_commit is not None:
+            for name in names:
+                self._after_commit(name, position)
+        return timings
+
+    def status(self) -> list[dict[str, object]]:
+        head = self.store.last_position()
+        out = []
+        for projector in self.projectors:
+            found = self.checkpoint(projector.name) or (0, projector.schema_version, "")
+            size = getattr(projector, "size", None)
+            out.append(
+                {
+                    "name": projector.name,
+                    "schema_version": projector.schema_version,
+                    "checkpoint": found[0],
+                    "lag": head - found[0],
+                    "rows": size(self.conn) if callable(size) else None,
+                }
+            )
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")

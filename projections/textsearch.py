@@ -1,0 +1,325 @@
+"""Text helpers for the SQLite FTS5 full-text projection.
+
+The full-text projection indexes memories in an external-content FTS5 table
+tokenised with ``porter unicode61 remove_diacritics 2``.  Two problems are
+solved here rather than in SQL:
+
+* **CJK text.**  ``unicode61`` treats an unbroken run of Chinese or Japanese
+  characters as a single token, so a two-character query never matches a
+  memory that merely *contains* those two characters.  The projection
+  therefore keeps an extra ``cjk`` column filled by :func:`cjk_segment`
+  (overlapping character bigrams), and queries it with the bigrams produced by
+  :func:`cjk_query_terms`.
+
+* **Untrusted queries.**  FTS5 has its own query language (``AND``, ``NEAR``,
+  ``*``, ``:``, parentheses, quotes...).  Passing user text straight into
+  ``MATCH`` raises syntax errors or silently changes meaning.
+  :func:`build_match` turns arbitrary text into an expression made only of
+  double-quoted strings joined by ``OR``/``AND``, which FTS5 always accepts.
+  Raw FTS syntax is available only through an explicit ``raw=True``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+__all__ = [
+    "CJK_RANGES",
+    "STOPWORDS",
+    "build_match",
+    "cjk_match_expression",
+    "cjk_query_terms",
+    "cjk_runs",
+    "cjk_segment",
+    "content_terms",
+    "escape_fts_term",
+    "fts_match_expression",
+    "has_cjk",
+    "is_cjk",
+    "word_tokens",
+]
+
+# ---------------------------------------------------------------------------
+# CJK detection and segmentation
+# ---------------------------------------------------------------------------
+
+#: Code point ranges (inclusive) treated as CJK "word characters": scripts that
+#: do not separate words with spaces (Han, kana) plus Hangul syllables.
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x3005, 0x3005),    # 々 ideographic iteration mark
+    (0x3007, 0x3007),    # 〇 ideographic number zero
+    (0x3040, 0x309F),    # Hiragana
+    (0x30A0, 0x30FF),    # Katakana (includes the ー prolonged sound mark)
+    (0x31F0, 0x31FF),    # Katakana phonetic extensions
+    (0x3400, 0x4DBF),    # CJK Unified Ideographs Extension A
+    (0x4E00, 0x9FFF),    # CJK Unified Ideographs
+    (0xAC00, 0xD7AF),    # Hangul syllables
+    (0xF900, 0xFAFF),    # CJK Compatibility Ideographs
+    (0xFF66, 0xFF9F),    # Half-width Katakana
+    (0x20000, 0x2FA1F),  # Supplementary ideographs (Ext B onwards, compat supplement)
+)
+
+_CJK_CLASS = "".join(
+    f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CJK_RANGES
+)
+_CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
+_CJK_CHAR_RE = re.compile(f"[{_CJK_CLASS}]")
+
+#: A word is a maximal run of letters/digits that is not CJK.  Underscore is
+#: excluded because ``unicode61`` treats it as a separator too.
+_WORD_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+")
+#: Words and CJK runs, in document order.
+_TOKEN_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+|[{_CJK_CLASS}]+")
+
+
+def is_cjk(ch: str) -> bool:
+    """True if the single character ``ch`` is a CJK ideograph, kana or Hangul syllable."""
+    if len(ch) != 1:
+        raise ValueError(f"is_cjk expects exactly one character, got {len(ch)}")
+    cp = ord(ch)
+    for lo, hi in CJK_RANGES:
+        if cp < lo:
+            return False  # ranges are sorted, no later range can match
+        if cp <= hi:
+            return True
+    return False
+
+
+def has_cjk(text: str) -> bool:
+    """True if ``text`` contains at least one CJK character."""
+    return _CJK_CHAR_RE.search(text) is not None
+
+
+def cjk_runs(text: str) -> list[str]:
+    """The maximal runs of consecutive CJK characters in ``text``, in order."""
+    return _CJK_RUN_RE.findall(text)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def cjk_segment(text: str) -> str:
+    """Segment the CJK parts of ``text`` for the ``cjk`` index column.
+
+    Every run of CJK characters contributes its overlapping character bigrams
+    (a run of one character contributes that character).  Runs longer than one
+    character additionally contribute their final character as a unigram:
+    together with the bigrams this means every character of the document is
+    the first character of some indexed token, so a single-character prefix
+    query (``"中" *``, see :func:`cjk_match_expression`) finds every memory
+    containing that character.  Non-CJK text is dropped; the result is
+    space-separated and empty when ``text`` has no CJK.
+
+    >>> cjk_segment("我喜欢 Python 和咖啡")
+    '我喜 喜欢 欢 和咖 咖啡 啡'
+    """
+    out: list[str] = []
+    for run in _CJK_RUN_RE.findall(text):
+        out.extend(_bigrams(run))
+        if len(run) > 1:
+            out.append(run[-1])
+    return " ".join(out)
+
+
+def cjk_query_terms(query: str) -> list[str]:
+    """Bigrams of the CJK runs in ``query`` (the character itself for one-character runs).
+
+    A whole Chinese sentence used as a query thus matches (with ``OR``) every
+    memory sharing one of its two-character words, and bm25 ranks memories
+    sharing more of them higher.  Duplicates are removed, order is kept.
+    """
+    seen: dict[str, None] = {}
+    for run in _CJK_RUN_RE.findall(query):
+        for gram in _bigrams(run):
+            seen.setdefault(gram, None)
+    return list(seen)
+
+
+def cjk_match_expression(
+    query: str, *, column: str | None = "cjk", mode: Literal["or", "and"] = "or"
+) -> str | None:
+    """MATCH expression over the segmented CJK column for the CJK parts of ``query``.
+
+    Bigram terms are matched exactly; single-character terms are matched as
+    prefixes so they hit any bigram starting with that character (see
+    :func:`cjk_segment`).  Returns None when ``query`` contains no CJK.
+    """
+    terms = cjk_query_terms(query)
+    if not terms:
+        return None
+    parts = [escape_fts_term(t) + (" *" if len(t) == 1 else "") for t in terms]
+    return _join(parts, mode=mode, column=column)
+
+
+# ---------------------------------------------------------------------------
+# Word tokens and stopwords
+# ---------------------------------------------------------------------------
+
+#: Common English function words, question words and contraction fragments.
+#: Used to pick the content-bearing words of a natural-language question.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all also am an and any are aren as at
+    be because been before being below between both but by
+    can cannot could couldn
+    d did didn do does doesn doing don down during
+    each either else ever every
+    few for from further
+    get gets got had hadn has hasn have haven having he her here hers herself
+    him himself his how however
+    i if in into is isn it its itself
+    just let ll m me might mine more most much must mustn my myself
+    neither no nor not now
+    o of off on once only or other ought our ours ourselves out over own
+    re s same shall shan she should shouldn so some such
+    t than that the their theirs them themselves then there these they this
+    those though through to too
+    under until up upon us
+    ve very
+    was wasn we were weren what whatever when whenever where whereas wherever
+    whether which whichever while who whoever whom whomever whose why will
+    with within without won would wouldn
+    y yes yet you your yours yourself yourselves
+    tell know please
+    """.split()
+)
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lowercased tokens of ``text``: non-CJK letter/digit words and whole CJK runs.
+
+    Words follow the same boundaries as the ``unicode61`` tokenizer (anything
+    that is not a letter or digit separates words, including ``_`` and ``'``).
+    """
+    return _TOKEN_RE.findall(text.lower())
+
+
+def content_terms(query: str) -> list[str]:
+    """Content-bearing words of ``query``: tokens minus :data:`STOPWORDS`.
+
+    Tokens are lowercased and de-duplicated keeping first occurrence.  If every
+    token is a stopword (e.g. "who is it?"), the de-duplicated tokens are
+    returned unfiltered so the caller still has something to search for.
+    """
+    tokens = list(dict.fromkeys(word_tokens(query)))
+    kept = [t for t in tokens if t not in STOPWORDS]
+    return kept if kept else tokens
+
+
+# ---------------------------------------------------------------------------
+# MATCH expression building
+# ---------------------------------------------------------------------------
+
+_COLUMN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+#: Upper bound on terms per expression; longer queries keep their first terms.
+MAX_TERMS = 64
+
+
+def escape_fts_term(term: str) -> str:
+    """Quote ``term`` as an FTS5 string: ``"`` + term (inner ``"`` doubled) + ``"``.
+
+    Inside a string FTS5 applies only the tokenizer, never query syntax, so any
+    text becomes a (possibly multi-token) phrase.  NUL characters are replaced
+    by spaces because FTS5 would otherwise report an unterminated string.
+    """
+    return '"' + term.replace("\x00", " ").replace('"', '""') + '"'
+
+
+def _column_spec(column: str | Sequence[str]) -> str:
+    cols = [column] if isinstance(column, str) else list(column)
+    if not cols:
+        raise ValueError("column filter must name at least one column")
+    for c in cols:
+        if not _COLUMN_RE.match(c):
+            raise ValueError(f"invalid FTS5 column name: {c!r}")
+    return cols[0] if len(cols) == 1 else "{" + " ".join(cols) + "}"
+
+
+def _join(parts: list[str], *, mode: str, column: str | Sequence[str] | None) -> str:
+    if mode not in ("or", "and"):
+        raise ValueError(f"mode must be 'or' or 'and', got {mode!r}")
+    body = f" {mode.upper()} ".join(parts)
+    if column is None:
+        return body if len(parts) == 1 else f"({body})"
+    return f"{_column_spec(column)} : ({body})"
+
+
+def fts_match_expression(
+    terms: Iterable[str],
+    *,
+    mode: Literal["or", "and"] = "or",
+    column: str | Sequence[str] | None = None,
+) -> str | None:
+    """Combine ``terms`` into a safe MATCH string, or None when there are none.
+
+    Each term is quoted with :func:`escape_fts_term`; empty/blank terms and
+    duplicates are skipped and at most :data:`MAX_TERMS` are used.  ``column``
+    restricts the match to one column (``"memory"``) or several
+    (``["memory", "tags"]``); column names must be plain identifiers.
+
+    >>> fts_match_expression(["coffee", "tea"], column="memory")
+    'memory : ("coffee" OR "tea")'
+    """
+    unique = [t for t in dict.fromkeys(terms) if t and not t.isspace()]
+    if not unique:
+        return None
+    return _join([escape_fts_term(t) for t in unique[:MAX_TERMS]], mode=mode, column=column)
+
+
+def build_match(
+    query: str,
+    *,
+    raw: bool = False,
+    mode: Literal["or", "and"] = "or",
+    column: str | Sequence[str] | None = None,
+    cjk_column: str | None = "cjk",
+    drop_stopwords: bool = False,
+) -> str | None:
+    """Turn a user query into an FTS5 MATCH expression (None: nothing to search).
+
+    ``raw=True`` is the explicit opt-in for callers that want FTS5 query syntax
+    (``NEAR``, prefixes, column filters): the query is returned untouched
+    (None only if it is blank), and FTS5 may reject it.
+
+    Otherwise the query is split into lowercased unicode words (see
+    :func:`word_tokens`), each is quoted, and the result can never raise an FTS5
+    syntax error.  Words are combined with ``mode`` (``"or"`` for recall with
+    bm25 ranking, ``"and"`` to require all).  ``column`` restricts the word
+    terms to some columns.  CJK parts of the query are matched against
+    ``cjk_column`` using bigrams (:func:`cjk_match_expression`) and OR-ed with
+    the word clause; pass ``cjk_column=None`` for tables without that column.
+    ``drop_stopwords=True`` searches only :func:`content_terms`.
+    """
+    if raw:
+        return query if query and not query.isspace() else None
+    if drop_stopwords:
+        words = [t for t in content_terms(query) if not _CJK_CHAR_RE.match(t)]
+    else:
+        words = _WORD_RE.findall(query.lower())
+    clauses: list[str] = []
+    word_expr = fts_match_expression(words, mode=mode, column=column)
+    if word_expr is not None:
+        clauses.append(word_expr)
+    if cjk_column is not None:
+        cjk_expr = cjk_match_expression(query, column=cjk_column, mode=mode)
+        if cjk_expr is not None:
+            clauses.append(cjk_expr)
+    elif has_cjk(query):
+        # Without a segmented column, fall back to whole runs as plain terms.
+        runs = fts_match_expression(cjk_runs(query), mode=mode, column=column)
+        if runs is not None:
+            clauses.append(runs)
+    if not clauses:
+        return None
+    if len(clauses) == 1:
+        return clauses[0]
+    # Words and CJK bigrams live in different columns; combine the two
+    # clauses with the same operator as the terms inside them.
+    wrapped = [c if c.startswith("(") and c.endswith(")") else f"({c})" for c in clauses]
+    return f" {mode.upper()} ".join(wrapped)

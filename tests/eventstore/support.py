@@ -1,0 +1,49 @@
+"""Small helpers shared by the event-store tests: raw access to the SQLite file.
+
+The tests poke at the database with the plain ``sqlite3`` module, the way an
+operator (or an attacker) with the file would, never through the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Iterator
+
+from eventstore import EventStore
+from eventstore.dialects import append_only_ddl
+
+
+def db_path(store: EventStore) -> Path:
+    assert store.url.startswith("sqlite:///"), store.url
+    return Path(store.url[len("sqlite:///") :])
+
+
+@contextlib.contextmanager
+def raw(path: Path | str) -> Iterator[sqlite3.Connection]:
+    """An autocommit ``sqlite3`` connection to the file, closed afterwards."""
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def drop_append_only_triggers(path: Path | str) -> None:
+    _, drop = append_only_ddl("sqlite")
+    with raw(path) as conn:
+        for statement in drop:
+            conn.execute(statement)
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
+
+
+def positions(path: Path | str) -> list[int]:
+    with raw(path) as conn:
+        return [p for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
+
+
+def assert_gap_free(found: list[int], expected_count: int | None = None) -> None:
+    assert found == list(range(1, len(found) + 1)), "positions are not 1..N without gaps"
+    if expected_count is not None:
+        assert len(found) == expected_count

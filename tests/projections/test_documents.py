@@ -1,0 +1,265 @@
+"""Tests for document reading and chunking."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore.documents import (
+    Chunk,
+    DocumentError,
+    ParsedDocument,
+    chunk_document,
+    read_document,
+)
+
+
+def _pdf_literal(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
+    """A minimal valid PDF: one Helvetica text line per string, one page per list."""
+    n = len(pages)
+    page_ids = [5 + 2 * i for i in range(n)]
+    objs = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: f"<< /Type /Pages /Kids [{' '.join(f'{p} 0 R' for p in page_ids)}] /Count {n} >>",
+        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        4: f"<< /Title ({_pdf_literal(title or '')}) >>",
+    }
+    for pid, lines in zip(page_ids, pages):
+        ops = " ".join(f"({_pdf_literal(line)}) Tj 0 -16 Td" for line in lines)
+        stream = f"BT /F1 12 Tf 72 720 Td {ops} ET"
+        objs[pid] = (
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            f"/Resources << /Font << /F1 3 0 R >> >> /Contents {pid + 1} 0 R >>"
+        )
+        objs[pid + 1] = f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream"
+    out = b"%PDF-1.4\n"
+    offsets = {}
+    for k in sorted(objs):
+        offsets[k] = len(out)
+        out += f"{k} 0 obj\n{objs[k]}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{offsets[k]:010d} 00000 n \n" for k in sorted(objs)).encode()
+    info = " /Info 4 0 R" if title else ""
+    trailer = f"<< /Size {len(objs) + 1} /Root 1 0 R{info} >>"
+    out += f"trailer\n{trailer}\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def page_text(doc: ParsedDocument, chunk: Chunk) -> str:
+    return doc.text_pages[(chunk.page or 1) - 1]
+
+
+def assert_chunk_invariants(doc: ParsedDocument, chunks: list[Chunk], max_chars: int) -> None:
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        text = page_text(doc, c)
+        assert text[c.start:c.end] == c.text
+        assert c.text and c.text == c.text.strip()
+        assert len(c.text) <= max_chars
+    for a, b in zip(chunks, chunks[1:]):  # ordered, disjoint
+        assert (a.page or 0, a.end) <= (b.page or 0, b.start)
+    # nothing but whitespace is left out
+    covered = sum(sum(not ch.isspace() for ch in c.text) for c in chunks)
+    assert covered == sum(not ch.isspace() for page in doc.text_pages for ch in page)
+
+
+def md_doc(text: str) -> ParsedDocument:
+    return ParsedDocument("x.md", "x", [text], "markdown", "0" * 64)
+
+
+# ---------------------------------------------------------------- chunking
+
+MARKDOWN = """\
+# Guide
+
+Intro paragraph.
+
+## Install
+
+Run the installer.
+
+Then restart.
+
+```sh
+# a comment, not a heading
+
+make install
+```
+
+Usage
+-----
+
+Call it.
+"""
+
+
+def test_markdown_headings_and_paragraphs():
+    doc = md_doc(MARKDOWN)
+    chunks = chunk_document(doc, max_chars=60)
+    assert [(c.heading, c.text) for c in chunks] == [
+        ("Guide", "# Guide\n\nIntro paragraph."),
+        ("Install", "## Install\n\nRun the installer.\n\nThen restart."),
+        ("Install", "```sh\n# a comment, not a heading\n\nmake install\n```"),
+        ("Usage", "Usage\n-----\n\nCall it."),
+    ]
+    assert all(c.page is None for c in chunks)
+    assert_chunk_invariants(doc, chunks, 60)
+
+
+def test_consecutive_headings_are_packed_with_following_text():
+    doc = md_doc("# A\n\n## B\n\nbody text\n")
+    [chunk] = chunk_document(doc)
+    assert (chunk.text, chunk.heading) == ("# A\n\n## B\n\nbody text", "B")
+
+
+def test_oversized_paragraph_splits_on_sentences_then_hard():
+    sentences = "First sentence here. Second one follows! Third? " + "x" * 45
+    doc = md_doc(sentences)
+    chunks = chunk_document(doc, max_chars=40)
+    # sentences are packed back together while they fit (the first chunk is exactly 40)
+    assert [c.text for c in chunks] == ["First sentence here. Second one follows!", "Third?",
+                                        "x" * 40, "x" * 5]
+    assert_chunk_invariants(doc, chunks, 40)
+
+
+def test_text_documents_have_no_headings():
+    doc = ParsedDocument("x.txt", "x", ["# not a heading\n\nbody"], "text", "0" * 64)
+    chunks = chunk_document(doc)
+    assert [c.heading for c in chunks] == [None]
+
+
+def test_max_chars_validated():
+    with pytest.raises(ValueError):
+        chunk_document(md_doc("x"), max_chars=0)
+
+
+_words = st.text(alphabet="abcdefghij .,!?#-`\t", min_size=0, max_size=60)
+_paragraph = st.lists(_words, min_size=1, max_size=4).map("\n".join)
+_heading = st.builds(lambda n, t: "#" * n + " " + t, st.integers(1, 3), _words)
+_separator = st.sampled_from(["\n\n", "\n \n", "\n\n\n", "\r\n\r\n", "\n"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=st.lists(st.tuples(st.one_of(_paragraph, _heading), _separator), max_size=12),
+    max_chars=st.integers(min_value=5, max_value=200),
+    doc_type=st.sampled_from(["markdown", "text"]),
+)
+def test_offsets_reproduce_chunk_text(parts, max_chars, doc_type):
+    text = "".join(p + sep for p, sep in parts)
+    doc = ParsedDocument("x", "x", [text], doc_type, "0" * 64)
+    assert_chunk_invariants(doc, chunk_document(doc, max_chars=max_chars), max_chars)
+
+
+@settings(max_examples=50, deadline=None)
+@given(pages=st.lists(st.text(max_size=300), min_size=1, max_size=3), max_chars=st.integers(1, 80))
+def test_offsets_hold_for_arbitrary_pdf_page_text(pages, max_chars):
+    doc = ParsedDocument("x.pdf", "x", pages, "pdf", "0" * 64)
+    chunks = chunk_document(doc, max_chars=max_chars)
+    assert_chunk_invariants(doc, chunks, max_chars)
+    assert all(c.page is not None and 1 <= c.page <= len(pages) for c in chunks)
+
+
+# ----------------------------------------------------------------- reading
+
+
+def test_read_markdown(tmp_path):
+    raw = "\ufeff# The Title\r\n\r\nBody.\r\n".encode()
+    path = tmp_path / "notes.md"
+    path.write_bytes(raw)
+    doc = read_document(path)
+    assert (doc.doc_type, doc.title) == ("markdown", "The Title")
+    assert doc.text_pages == ["# The Title\n\nBody.\n"]
+    assert doc.content_hash == hashlib.sha256(raw).hexdigest()
+    assert doc.path == str(path)
+
+
+def test_read_text_title_is_file_stem(tmp_path):
+    path = tmp_path / "meeting-notes.TXT"
+    path.write_text("# hello\n", encoding="utf-8")
+    doc = read_document(str(path))
+    assert (doc.doc_type, doc.title) == ("text", "meeting-notes")
+
+
+def test_undecodable_text_raises(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine \xff\xfe broken")
+    with pytest.raises(DocumentError) as info:
+        read_document(path)
+    assert info.value.reason == "decode" and "UTF-8" in str(info.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\n"])
+def test_empty_file_raises(tmp_path, content):
+    path = tmp_path / "empty.md"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError, match="empty") as info:
+        read_document(path)
+    assert info.value.reason == "empty"
+
+
+def test_unknown_extension_and_missing_file(tmp_path):
+    path = tmp_path / "data.docx"
+    path.write_bytes(b"x")
+    with pytest.raises(DocumentError) as info:
+        read_document(path)
+    assert info.value.reason == "unsupported"
+    with pytest.raises(DocumentError) as info:
+        read_document(tmp_path / "missing.md")
+    assert info.value.reason == "unreadable"
+
+
+def test_pdf_pages_and_title(tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(make_pdf([["Alpha page one.", "More alpha."], ["Beta page two."]],
+                              title="Quarterly Report"))
+    doc = read_document(path)
+    assert (doc.doc_type, doc.title, len(doc.text_pages)) == ("pdf", "Quarterly Report", 2)
+    chunks = chunk_document(doc, max_chars=200)
+    assert [c.page for c in chunks] == [1, 2]
+    assert "Alpha page one." in chunks[0].text and "Beta page two." in chunks[1].text
+    assert_chunk_invariants(doc, chunks, 200)
+
+
+def test_pdf_without_title_uses_stem(tmp_path):
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(make_pdf([["Some text."]]))
+    assert read_document(path).title == "scan"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"%PDF-1.4\nthis is not really a pdf", b"garbage bytes", make_pdf([["Hello."]])[:60]],
+)
+def test_corrupt_pdf_raises_document_error(tmp_path, content):
+    path = tmp_path / "broken.pdf"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError) as info:
+        read_document(path)
+    assert info.value.reason in {"corrupt", "no-text"}
+
+
+def test_pdf_without_text_raises(tmp_path):
+    path = tmp_path / "blank.pdf"
+    path.write_bytes(make_pdf([[]]))
+    with pytest.raises(DocumentError) as info:
+        read_document(path)
+    assert info.value.reason == "no-text"
+
+
+def test_missing_pypdf_names_the_extra(tmp_path, monkeypatch):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(make_pdf([["Hello."]]))
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # makes `import pypdf` fail
+    with pytest.raises(DocumentError, match=r"pip install 'memledger\[pdf\]'") as info:
+        read_document(path)
+    assert info.value.reason == "missing-dependency"

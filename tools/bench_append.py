@@ -1,0 +1,211 @@
+"""``memledger bench append``: how fast the log takes and gives back events.
+
+In a temporary directory, for each SQLite ``synchronous`` level, N small
+events (~300-byte payloads) are appended one per transaction, in batches of
+100 and in batches of 1,000; then the same rows go through Python's
+``sqlite3`` ``executemany`` into a bare table (same columns and primary key,
+no triggers, no other indexes, same WAL journal and ``synchronous``): the
+raw limit the log's append is compared with. Last, all N events are read
+back decoded into Structs. Under FULL every commit waits for the disk, so
+one-per-transaction runs use fewer events (the table says how many).
+
+The last line of output is ``key=value`` pairs for scripts; keys of the
+NORMAL run end in ``_normal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from eventstore import DomainEvent, EventStore
+
+HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads"
+
+LEVELS = ("FULL", "NORMAL")
+B1_LIMITS = {"FULL": 5000, "NORMAL": 20000}  # events appended one per transaction
+RAW_B1_LIMITS = {"FULL": 2000, "NORMAL": 20000}
+STREAMS = 64
+
+_COLUMNS = (
+    "position", "event_id", "stream_id", "stream_version", "type", "schema_version", "tenant",
+    "payload", "metadata", "correlation_id", "recorded_at", "prev_hash", "hash",
+)  # fmt: skip
+_RAW_DDL = """
+CREATE TABLE events (
+    position INTEGER PRIMARY KEY,
+    event_id VARCHAR(36) NOT NULL,
+    stream_id VARCHAR(255) NOT NULL,
+    stream_version INTEGER NOT NULL,
+    type VARCHAR(100) NOT NULL,
+    schema_version INTEGER NOT NULL,
+    tenant VARCHAR(255) NOT NULL,
+    payload TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    correlation_id VARCHAR(255),
+    recorded_at VARCHAR(40) NOT NULL,
+    prev_hash VARCHAR(64) NOT NULL,
+    hash VARCHAR(64) NOT NULL
+)
+"""
+_RAW_INSERT = f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+class BenchNoted(DomainEvent, frozen=True):
+    """A small note written by the append benchmark."""
+
+    text: str
+    tags: list[str]
+    score: float
+    seq: int
+
+
+_WORDS = (
+    "agent memory ledger recall event stream tenant payload vector graph chunk fact "
+    "user prefers coffee meeting tuesday project deadline summary budget travel note"
+).split()
+
+
+def make_events(n: int, seed: int = 7) -> list[BenchNoted]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(128):
+        words: list[str] = []
+        while sum(len(w) + 1 for w in words) < 220:
+            words.append(rng.choice(_WORDS))
+        texts.append(" ".join(words))
+    return [
+        BenchNoted(text=texts[i % len(texts)], tags=[_WORDS[i % 7], _WORDS[i % 11]], score=round(rng.random(), 4), seq=i)
+        for i in range(n)
+    ]
+
+
+class Result:
+    def __init__(self, label: str, events: int, seconds: float):
+        self.label, self.events, self.seconds = label, events, seconds
+
+    @property
+    def eps(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+
+def time_append(root: Path, level: str, events: list[BenchNoted], batch: int) -> tuple[float, EventStore]:
+    store = EventStore.open(root, synchronous=level)
+    started = time.perf_counter()
+    for index, start in enumerate(range(0, len(events), batch)):
+        store.append(f"bench-{index % STREAMS}", events[start : start + batch])
+    return time.perf_counter() - started, store
+
+
+def time_raw(path: Path, level: str, rows: list[tuple], batch: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={level}")
+        conn.execute(_RAW_DDL)
+        started = time.perf_counter()
+        for start in range(0, len(rows), batch):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(_RAW_INSERT, rows[start : start + batch])
+            conn.execute("COMMIT")
+        return time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+def time_read(store: EventStore) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = 0
+    for batch in store.iter_all():
+        count += len(batch)
+    return count, time.perf_counter() - started
+
+
+def run_level(root: Path, level: str, events: list[BenchNoted], status: Callable[[str], None]) -> dict[str, Result]:
+    n = len(events)
+    n_b1 = min(n, B1_LIMITS[level])
+    n_raw_b1 = min(n, RAW_B1_LIMITS[level])
+    results: dict[str, Result] = {}
+    for batch, count in ((1, n_b1), (100, n), (1000, n)):
+        status(f"{level}: append, {batch} per transaction")
+        seconds, store = time_append(root / f"{level}-b{batch}", level, events[:count], batch)
+        results[f"append_b{batch}"] = Result(f"append, {batch:,} per transaction", count, seconds)
+        if batch == 1000:
+            rows = [tuple(row) for rows in store.iter_rows() for row in rows]
+            status(f"{level}: read back")
+            read, seconds = time_read(store)
+            results["read"] = Result("read back decoded (iter_all)", read, seconds)
+        store.close()
+    for batch, count in ((1, n_raw_b1), (100, n), (1000, n)):
+        status(f"{level}: raw sqlite3, {batch} per transaction")
+        seconds = time_raw(root / f"{level}-raw-b{batch}.db", level, rows[:count], batch)
+        results[f"raw_b{batch}"] = Result(f"raw sqlite3 executemany, {batch:,} per transaction", count, seconds)
+    return results
+
+
+def table(level: str, n: int, results: dict[str, Result]) -> str:
+    lines = [f"synchronous={level}  (N={n:,})"]
+    lines.append(f"  {'case':<46}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs raw':>9}")
+    order = ("append_b1", "append_b100", "append_b1000", "raw_b1", "raw_b100", "raw_b1000", "read")
+    for key in order:
+        r = results[key]
+        ratio = ""
+        if key.startswith("append_"):
+            raw = results["raw_" + key.split("_", 1)[1]]
+            ratio = f"{r.eps / raw.eps:.2f}"
+        lines.append(f"  {r.label:<46}{r.events:>10,}{r.seconds:>10.2f}{r.eps:>12,.0f}{ratio:>9}")
+    if results["append_b1"].events < n:
+        lines.append(f"  (one per transaction: {results['append_b1'].events:,} events, each commit waits for its own sync)")
+    lines.append("  raw: bare table with the same columns and primary key; no triggers, no unique or secondary indexes")
+    return "\n".join(lines)
+
+
+def keys(results: dict[str, Result], n: int, suffix: str) -> list[str]:
+    out = [f"n{suffix}={n}", f"n_b1{suffix}={results['append_b1'].events}"]
+    for batch in (1, 100, 1000):
+        append, raw = results[f"append_b{batch}"], results[f"raw_b{batch}"]
+        out.append(f"append_b{batch}_eps{suffix}={append.eps:.0f}")
+        out.append(f"raw_b{batch}_eps{suffix}={raw.eps:.0f}")
+        out.append(f"ratio_b{batch}{suffix}={append.eps / raw.eps:.3f}")
+    out.append(f"read_eps{suffix}={results['read'].eps:.0f}")
+    return out
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=int, default=100_000, help="events per batched run (default 100,000)")
+    parser.add_argument(
+        "--synchronous",
+        type=str.upper,
+        choices=("FULL", "NORMAL", "BOTH"),
+        default="BOTH",
+        help="SQLite synchronous level(s) to measure (default: both)",
+    )
+    parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory (default: the system's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.n < 1:
+        raise ValueError("--n must be at least 1")
+    levels = LEVELS if args.synchronous == "BOTH" else (args.synchronous,)
+    events = make_events(args.n)
+    verbose = sys.stderr.isatty()
+
+    def status(text: str) -> None:
+        if verbose:
+            print(f"bench append: {text}", file=sys.stderr, flush=True)
+
+    pairs: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="memledger-bench-", dir=args.tmp_dir) as tmp:
+        for level in levels:
+            results = run_level(Path(tmp), level, events, status)
+            print(table(level, args.n, results), flush=True)
+            print()
+            pairs.extend(keys(results, args.n, "" if level == "FULL" else "_" + level.lower()))
+    print(" ".join(pairs))
+    return 0

@@ -1,0 +1,88 @@
+"""The ``memledger`` command line.
+
+Every area of the product adds its commands from its own module: a module
+listed in :data:`COMMAND_MODULES` exposes ``register(subparsers)`` and adds
+subcommands with :func:`tools.common.add_command`, each with a
+``func(args) -> int``. All modules are imported before any registers, so a
+module may extend another's registry (``tools.bench_cmds.BENCHES``) at import.
+
+Exit codes: 0 success, 1 a failed check (``verify``), 2 bad arguments or bad
+input, always as one line ``memledger: error: ...`` on stderr, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+import msgspec
+from sqlalchemy.exc import SQLAlchemyError
+
+from eventstore import EventStoreError
+
+from .common import CommandError, add_data_dir_option, fail
+
+COMMAND_MODULES: list[str] = [
+    "tools.log_cmds",
+    "tools.bench_cmds",
+]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as the one line every other error uses."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"memledger: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> Parser:
+    loaded = [importlib.import_module(name) for name in modules]
+    parser = Parser(
+        prog="memledger",
+        description="memledger: an event-sourced memory store for AI agents.",
+    )
+    add_data_dir_option(parser, top_level=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in loaded:
+        module.register(subparsers)
+    return parser
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SQLAlchemyError) and getattr(exc, "orig", None) is not None:
+        return f"database: {exc.orig}"
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, argparse errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``memledger log | head``): stop quietly.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
+    except CommandError as exc:
+        return fail(str(exc), exc.code)
+    except (EventStoreError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
+        return fail(_describe(exc))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

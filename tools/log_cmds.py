@@ -1,0 +1,413 @@
+"""Commands over the event log: migrate, log, verify, digest, export, import, stats."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent, dialects, migrate
+from eventstore.chain import StoredRow
+from eventstore.events import decode_payload
+from eventstore.exchange import export, import_
+from eventstore.recorder import utc_stamp
+
+from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
+from .progress import progress_for
+
+_generic = msgspec.json.Decoder()
+
+# -- argument types -----------------------------------------------------------
+
+
+def position_arg(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a position (an integer >= 0), got {text!r}")
+    return int(text)
+
+
+def time_arg(text: str) -> datetime:
+    """An ISO time; naive times are UTC, a bare date is its midnight."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO time such as 2026-01-31T12:00:00Z, got {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+# -- rendering ----------------------------------------------------------------
+
+
+def _payload(type_: str, schema_version: int, text: str) -> Any:
+    """The payload decoded through its event type (upcast), or as stored for types this process lacks."""
+    try:
+        return msgspec.to_builtins(decode_payload(type_, schema_version, text))
+    except (EventStoreError, msgspec.MsgspecError):
+        return _generic.decode(text)
+
+
+def row_dict(row: StoredRow) -> dict[str, Any]:
+    return {
+        "position": row.position,
+        "event_id": row.event_id,
+        "stream_id": row.stream_id,
+        "stream_version": row.stream_version,
+        "type": row.type,
+        "schema_version": row.schema_version,
+        "tenant": row.tenant,
+        "recorded_at": row.recorded_at,
+        "payload": _payload(row.type, row.schema_version, row.payload),
+        "metadata": _generic.decode(row.metadata),
+    }
+
+
+def recorded_dict(recorded: RecordedEvent) -> dict[str, Any]:
+    return {
+        "position": recorded.position,
+        "event_id": recorded.event_id,
+        "stream_id": recorded.stream_id,
+        "stream_version": recorded.stream_version,
+        "type": recorded.type,
+        "schema_version": recorded.schema_version,
+        "tenant": recorded.tenant,
+        "recorded_at": utc_stamp(recorded.recorded_at),
+        "payload": msgspec.to_builtins(recorded.event),
+        "metadata": msgspec.to_builtins(recorded.metadata),
+    }
+
+
+def summary(payload: Any, width: int = 60) -> str:
+    if isinstance(payload, dict):
+        parts = []
+        for key, value in payload.items():
+            if key == "type":
+                continue
+            shown = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+            parts.append(f"{key}={shown}")
+        text = " ".join(parts)
+    else:
+        text = str(payload)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class Table:
+    """Aligned columns; widths come from the first rows shown and are kept after."""
+
+    HEADERS = ("POSITION", "RECORDED_AT", "TENANT", "STREAM@VERSION", "TYPE", "PAYLOAD")
+    CAPS = (12, 27, 16, 40, 32, 0)
+
+    def __init__(self, out: Callable[[str], None]):
+        self.out = out
+        self.widths: list[int] | None = None
+
+    @staticmethod
+    def cells(event: dict[str, Any]) -> tuple[str, ...]:
+        return (
+            str(event["position"]),
+            event["recorded_at"],
+            event["tenant"],
+            f"{event['stream_id']}@{event['stream_version']}",
+            event["type"],
+            summary(event["payload"]),
+        )
+
+    def show(self, events: list[dict[str, Any]]) -> None:
+        rows = [self.cells(e) for e in events]
+        if self.widths is None:
+            self.widths = [
+                min(cap, max(len(h), *(len(r[i]) for r in rows))) if cap else 0
+                for i, (h, cap) in enumerate(zip(self.HEADERS, self.CAPS))
+            ]
+            self._line(self.HEADERS)
+        for row in rows:
+            self._line(row)
+
+    def _line(self, cells: Iterable[str]) -> None:
+        parts = []
+        for cell, width in zip(cells, self.widths or ()):
+            if width and len(cell) > width:
+                cell = cell[: width - 1] + "…"
+            parts.append(cell.ljust(width) if width else cell)
+        self.out("  ".join(parts).rstrip())
+
+
+# -- migrate --------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with open_store(args, migrate=False) as store:
+        before = migrate.current_revision(store.recorder.reader)
+        engine = dialects.create_migration_engine(store.url)
+        try:
+            ran = migrate.upgrade(engine)
+            after = migrate.current_revision(engine)
+        finally:
+            engine.dispose()
+    if args.json:
+        print_json_line({"revision": after, "previous": before, "head": migrate.head_revision(), "migrated": ran})
+    elif ran:
+        print(f"schema revision {after} (migrated from {before or 'an empty database'})")
+    else:
+        print(f"schema revision {after} (up to date)")
+    return 0
+
+
+# -- log --------------------------------------------------------------------------
+
+
+def _range(store, args) -> tuple[int, int | None]:
+    after, until = args.after or 0, args.until
+    if args.since is not None:
+        after = max(after, store.position_at(args.since - timedelta(microseconds=1)))
+    if args.until_time is not None:
+        bound = store.position_at(args.until_time)
+        until = bound if until is None else min(until, bound)
+    return after, until
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        return fail("--limit must be at least 1")
+    if args.follow and (args.until is not None or args.until_time is not None):
+        return fail("--follow cannot be combined with --until or --until-time")
+    emitted = 0
+    table = None if args.json else Table(lambda text: print(text, flush=args.follow))
+
+    def emit(events: list[dict[str, Any]]) -> bool:
+        """Print events; False once --limit is reached."""
+        nonlocal emitted
+        if args.limit is not None:
+            events = events[: args.limit - emitted]
+        if table is not None:
+            if events:
+                table.show(events)
+        else:
+            for event in events:
+                print_json_line(event)
+            if args.follow:
+                sys.stdout.flush()
+        emitted += len(events)
+        return args.limit is None or emitted < args.limit
+
+    with open_store(args) as store:
+        after, until = _range(store, args)
+        head = store.last_position()
+        if args.follow:
+            until = head if until is None else min(until, head)
+        filters = {"tenant": args.tenant, "types": args.types, "stream_id": args.stream, "correlation_id": args.correlation}
+        batch = min(args.limit or 5000, 5000)
+        going = True
+        for rows in store.iter_rows(after, until=until, batch_size=batch, **filters):
+            if not emit([row_dict(r) for r in rows]):
+                going = False
+                break
+        if not args.follow:
+            if emitted == 0 and table is not None:
+                print("(no events)")
+            return 0
+        if not going:
+            return 0
+        if table is not None and table.widths is None:
+            table.widths = [8, 27, 12, 28, 24, 0]
+            table._line(Table.HEADERS)
+            sys.stdout.flush()
+        try:
+            asyncio.run(_follow(store, args, max(after, head), emit))
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """Tail the log through ``store.subscribe`` until --limit is reached (or Ctrl-C)."""
+
+    def wanted(stream_id: str, correlation_id: str | None) -> bool:
+        return (args.stream is None or stream_id == args.stream) and (
+            args.correlation is None or correlation_id == args.correlation
+        )
+
+    position = after
+    while True:
+        try:
+            async for recorded in store.subscribe(after=position, tenant=args.tenant, types=args.types):
+                position = recorded.position
+                if wanted(recorded.stream_id, recorded.metadata.correlation_id) and not emit([recorded_dict(recorded)]):
+                    return
+        except (EventStoreError, msgspec.MsgspecError):
+            # A type this process cannot decode: show the next rows as stored, then resubscribe.
+            rows = store.recorder.select_rows(after=position, limit=1000, tenant=args.tenant, types=args.types)
+            for row in rows:
+                position = row.position
+                if wanted(row.stream_id, row.correlation_id) and not emit([row_dict(row)]):
+                    return
+
+
+# -- verify / digest ------------------------------------------------------------
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        against = Digest.parse(args.against) if args.against is not None else None
+    except ValueError as exc:
+        return fail(f"--against: {exc}")
+    with open_store(args) as store:
+        total = store.last_position()
+        if args.to is not None:
+            total = min(total, args.to)
+        with progress_for(args, "verify", max(0, total - (args.from_ or 1) + 1)) as progress:
+            result = store.verify(args.from_ or 1, args.to, against=against, progress=progress)
+        tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
+    if args.json:
+        print_json_line(result)
+    elif result.ok:
+        if result.last_position is not None:
+            shown = f"{result.last_position}:{result.tip_hash}"
+        else:
+            shown = str(tip) if tip is not None else "-"
+        print(f"ok: {result.checked} events, tip {shown}")
+    else:
+        print(f"broken at position {result.broken_at}: {result.reason} ({result.checked} events checked before it)")
+    return 0 if result.ok else 1
+
+
+def cmd_digest(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        digest = store.digest()
+    if args.json:
+        print_json_line({"position": digest.position, "hash": digest.hash})
+    else:
+        print(digest)
+    return 0
+
+
+# -- export / import ----------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    to_stdout = args.output in (None, "-")
+    with open_store(args) as store:
+        total = None if args.tenant else store.last_position()
+        with progress_for(args, "export", total) as progress:
+            if to_stdout:
+                count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
+                sys.stdout.buffer.flush()
+                return 0
+            target = Path(args.output)
+            partial = target.with_name(target.name + ".partial")
+            try:
+                with open(partial, "wb") as out:
+                    count = export(store, out, tenant=args.tenant, progress=progress)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+    if args.json:
+        print_json_line({"exported": count, "file": str(target), "tenant": args.tenant})
+    else:
+        print(f"exported {count} events to {target}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        with progress_for(args, "import") as progress:
+            try:
+                if args.file == "-":
+                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress)
+                else:
+                    with open(args.file, "rb") as lines:
+                        report = import_(store, lines, rehash=args.rehash, progress=progress)
+            except ImportRefused as exc:
+                raise CommandError(f"import refused, nothing written: {exc}") from None
+    if args.json:
+        print_json_line(report)
+    else:
+        tenants = ", ".join(report.tenants) or "-"
+        print(
+            f"read {report.read} events: imported {report.imported}, "
+            f"skipped {report.skipped_existing} already present; tenants: {tenants}"
+        )
+    return 0
+
+
+# -- stats --------------------------------------------------------------------------
+
+
+def _size(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{nbytes} B"  # pragma: no cover
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        stats = store.stats()
+        path = sqlite_path(store)
+    if path is not None:
+        wal = path.with_name(path.name + "-wal")
+        stats["file"] = str(path)
+        stats["file_bytes"] = path.stat().st_size if path.exists() else 0
+        stats["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
+    if args.json:
+        print_json_line(stats)
+        return 0
+    rows = [
+        ("events", f"{stats['events']:,}"),
+        ("streams", f"{stats['streams']:,}"),
+        ("last position", str(stats["last_position"])),
+        ("first recorded", stats["first_recorded_at"] or "-"),
+        ("last recorded", stats["last_recorded_at"] or "-"),
+    ]
+    if path is not None:
+        rows.append(("events.db", f"{_size(stats['file_bytes'])} (+ {_size(stats['wal_bytes'])} WAL)"))
+    for name, value in rows:
+        print(f"{name:<16}{value}")
+    for title, counts in (("by type", stats["by_type"]), ("by tenant", stats["by_tenant"])):
+        print(title)
+        width = max((len(k) for k in counts), default=0)
+        for key, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            print(f"  {key:<{width}}  {count:>10,}")
+    return 0
+
+
+# -- registration -------------------------------------------------------------------
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "migrate", cmd_migrate, help="bring the log's schema up to date and print its revision", json=True)
+
+    p = add_command(subparsers, "log", cmd_log, help="list events (filters, table or JSON lines, --follow)", json=True, tenant=True)
+    p.add_argument("--stream", metavar="STREAM_ID", help="only this stream")
+    p.add_argument("--type", dest="types", action="append", metavar="TYPE", help="only this event type (repeatable)")
+    p.add_argument("--after", type=position_arg, metavar="POS", help="only positions after POS")
+    p.add_argument("--until", type=position_arg, metavar="POS", help="only positions up to POS")
+    p.add_argument("--since", type=time_arg, metavar="TIME", help="only events recorded at or after TIME (ISO, UTC)")
+    p.add_argument("--until-time", type=time_arg, metavar="TIME", help="only events recorded up to TIME (ISO, UTC)")
+    p.add_argument("--correlation", metavar="ID", help="only events with this correlation id")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N events")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
+
+    p = add_command(subparsers, "verify", cmd_verify, help="check the hash chain", json=True)
+    p.add_argument("--from", dest="from_", type=position_arg, metavar="P", help="first position to check")
+    p.add_argument("--to", type=position_arg, metavar="P", help="last position to check")
+    p.add_argument("--against", metavar="POSITION:HASH", help="a digest kept elsewhere that the log must still match")
+
+    add_command(subparsers, "digest", cmd_digest, help="print the log's tip as POSITION:HASH", json=True)
+
+    p = add_command(subparsers, "export", cmd_export, help="write the log as JSON lines", json=True, tenant=True)
+    p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+
+    p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
+    p.add_argument("file", metavar="FILE", help="JSON lines from 'memledger export' ('-' for stdin)")
+    p.add_argument("--rehash", action="store_true", help="accept a file whose hashes do not hold (an edited export)")
+
+    add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)
