@@ -120,12 +120,21 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
     return state
 
 
+def dropped_at(store: EventStore, tenant: str) -> int:
+    """The position of the tenant's last drop (0 if never dropped): what came before it is gone."""
+    drops = store.read_all(tenant=tenant, types=["TenantDropped"])
+    return drops[-1].position if drops else 0
+
+
 def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = None) -> MemoryState:
-    """The memory's state (as of position ``until``), or :class:`NotFound` for other tenants too."""
+    """The memory's state (as of position ``until``), or :class:`NotFound` for other tenants too.
+
+    A memory of a tenant that was dropped after it was created is not found either.
+    """
     events = store.read_stream(c.memory_stream(memory_id))
     if until is not None:
         events = [e for e in events if e.position <= until]
     state = fold(memory_id, events)
-    if state is None or state.tenant != tenant:
+    if state is None or state.tenant != tenant or events[0].position < dropped_at(store, tenant):
         raise NotFound("memory", memory_id)
     return state

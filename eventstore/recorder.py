@@ -12,7 +12,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, func, select
 
 from . import dialects
 from .chain import GENESIS_HASH, StoredRow, row_hash
@@ -86,6 +86,18 @@ class SQLRecorder:
         compiled = events.insert().compile(dialect=writer.dialect)
         self._insert_sql = str(compiled)
         self._insert_keys = tuple(compiled.positiontup or ()) if compiled.positional else None
+        self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
+        self._versions_query = (
+            select(events.c.stream_id, func.max(events.c.stream_version))
+            .where(events.c.stream_id.in_(bindparam("ids", expanding=True)))
+            .group_by(events.c.stream_id)
+        )
+        # With a qmark driver (sqlite3) the two per-append queries run as
+        # precompiled SQL: building Core statements costs more than running them.
+        self._fast = writer.dialect.paramstyle == "qmark"
+        if self._fast:
+            self._tip_sql = str(self._tip_query.compile(dialect=writer.dialect, compile_kwargs={"literal_binds": True}))
+            self._versions_sql = str(self._versions_query.compile(dialect=writer.dialect))
 
     # -- writing ---------------------------------------------------------
 
@@ -130,10 +142,12 @@ class SQLRecorder:
         return Appended(row.first_position, row.last_position, True)
 
     def _insert(self, conn: Connection, writes: Sequence[PendingWrite]) -> Appended:
-        tip = conn.execute(
-            select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
-        ).first()
-        position, prev_hash, last_stamp = (tip.position, tip.hash, tip.recorded_at) if tip else (0, GENESIS_HASH, "")
+        if self._fast:
+            tip = self._driver_rows(conn, self._tip_sql, ())
+            tip = tip[0] if tip else None
+        else:
+            tip = conn.execute(self._tip_query).first()
+        position, prev_hash, last_stamp = (tip[0], tip[1], tip[2]) if tip else (0, GENESIS_HASH, "")
         versions = self._current_versions(conn, {w.stream_id for w in writes})
         # Recorded times never go backwards, so that time -> position is monotone.
         now = max(utc_stamp(), last_stamp)
@@ -195,13 +209,22 @@ class SQLRecorder:
         ids = sorted(stream_ids)
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            query = (
-                select(events.c.stream_id, func.max(events.c.stream_version))
-                .where(events.c.stream_id.in_(chunk))
-                .group_by(events.c.stream_id)
-            )
-            found.update((sid, version) for sid, version in conn.execute(query))
+            if self._fast:
+                sql = self._versions_sql.replace("(__[POSTCOMPILE_ids])", "(" + ",".join("?" * len(chunk)) + ")")
+                rows = self._driver_rows(conn, sql, chunk)
+            else:
+                rows = conn.execute(self._versions_query, {"ids": chunk})
+            found.update((sid, version) for sid, version in rows)
         return found
+
+    @staticmethod
+    def _driver_rows(conn: Connection, sql: str, params) -> list[tuple]:
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.execute(sql, tuple(params))
+            return cursor.fetchall()
+        finally:
+            cursor.close()
 
     # -- notifications ---------------------------------------------------
 

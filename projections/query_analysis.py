@@ -399,6 +399,44 @@ def analyze(query: str) -> QueryAnalysis:
     )
 
 
+# Groups of words that chat text uses for one another: irregular verb forms
+# (which a suffix stemmer cannot join) and common informal spellings.
+_VARIANT_GROUPS = [
+    "favorite favourite fave fav faves favs favorites favourites",
+    "family fam families",
+    "children child kids kid",
+    "photo photos pic pics picture pictures",
+    "birthday bday",
+    "business biz",
+    "mother mom mum",
+    "father dad",
+    "conversation convo",
+    "see saw seen", "go went gone", "make made", "take took taken",
+    "give gave given", "buy bought", "draw drew drawn", "run ran",
+    "begin began begun", "write wrote written", "read", "find found",
+    "feel felt", "meet met", "teach taught", "think thought", "bring brought",
+    "tell told", "say said", "win won", "lose lost", "leave left", "get got gotten",
+    "sing sang sung", "swim swam swum", "fly flew flown", "grow grew grown",
+    "know knew known", "hold held", "keep kept", "build built", "choose chose chosen",
+    "speak spoke spoken", "catch caught", "fall fell fallen", "sell sold",
+    "send sent", "spend spent", "break broke broken", "ride rode ridden",
+]
+VARIANTS: dict[str, tuple[str, ...]] = {}
+for _group in _VARIANT_GROUPS:
+    _words = tuple(_group.split())
+    for _w in _words:
+        VARIANTS[_w] = _words
+
+
+def expand_terms(terms: list[str]) -> list[str]:
+    """``terms`` plus their variants (irregular forms, informal spellings), order kept."""
+    out: list[str] = []
+    for t in terms:
+        out.append(t)
+        out.extend(VARIANTS.get(t, ()))
+    return list(dict.fromkeys(out))
+
+
 def fts5_match(terms: list[str] | tuple[str, ...], phrases: list[str] | tuple[str, ...] = (), *, prefix: bool = False) -> str:
     """An FTS5 MATCH expression that ORs ``terms`` and ``phrases``.
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from eventstore import EventStore
 from eventstore import catalogue as c
-from eventstore.aggregate import fold
+from eventstore.aggregate import load
 from eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
 from eventstore.model import NotFound, ValidationError
 from eventstore.settings import Settings, setting
@@ -132,9 +132,7 @@ class MemoryService:
 
     def history(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
         """Every version of a memory, read from its stream."""
-        state = fold(memory_id, self.store.read_stream(c.memory_stream(memory_id)))
-        if state is None or state.tenant != tenant:
-            raise NotFound("memory", memory_id)
+        state = load(self.store, tenant, memory_id)
         out = []
         for v in state.versions:
             out.append(
@@ -176,13 +174,17 @@ class MemoryService:
     def drop_tenant(self, ctx: CommandContext, *, reason: str = "") -> CommandResult:
         """Write an export backup of the tenant's events, then its tombstone."""
         from eventstore import exchange
+        from eventstore.commands.context import replayed
 
         with self._write_lock:
+            if (done := replayed(self.store, ctx, "drop-tenant", [ctx.tenant, reason])) is not None:
+                return done
             backups = self.data_dir / "backups"
             backups.mkdir(parents=True, exist_ok=True)
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+            now = time.time_ns()  # names sort by time, so that rotation removes the oldest
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
             safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in ctx.tenant)
-            path = backups / f"{stamp}-{safe}-{time.time_ns() % 1_000_000:06d}.jsonl"
+            path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{safe}.jsonl"
             tmp = path.with_suffix(".partial")
             with open(tmp, "wb") as out:
                 count = exchange.export(self.store, out, tenant=ctx.tenant)

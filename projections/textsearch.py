@@ -28,6 +28,7 @@ from typing import Literal
 __all__ = [
     "CJK_RANGES",
     "STOPWORDS",
+    "WORD_RE",
     "build_match",
     "cjk_match_expression",
     "cjk_query_terms",
@@ -69,7 +70,7 @@ _CJK_CHAR_RE = re.compile(f"[{_CJK_CLASS}]")
 
 #: A word is a maximal run of letters/digits that is not CJK.  Underscore is
 #: excluded because ``unicode61`` treats it as a separator too.
-_WORD_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+")
+WORD_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+")
 #: Words and CJK runs, in document order.
 _TOKEN_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+|[{_CJK_CLASS}]+")
 
@@ -292,8 +293,9 @@ def build_match(
     syntax error.  Words are combined with ``mode`` (``"or"`` for recall with
     bm25 ranking, ``"and"`` to require all).  ``column`` restricts the word
     terms to some columns.  CJK parts of the query are matched against
-    ``cjk_column`` using bigrams (:func:`cjk_match_expression`) and OR-ed with
-    the word clause; pass ``cjk_column=None`` for tables without that column.
+    ``cjk_column`` using bigrams (:func:`cjk_match_expression`) and combined
+    with the word clause using ``mode``; pass ``cjk_column=None`` for tables
+    without that column (CJK runs are then searched as whole terms).
     ``drop_stopwords=True`` searches only :func:`content_terms`.
     """
     if raw:
@@ -301,7 +303,7 @@ def build_match(
     if drop_stopwords:
         words = [t for t in content_terms(query) if not _CJK_CHAR_RE.match(t)]
     else:
-        words = _WORD_RE.findall(query.lower())
+        words = WORD_RE.findall(query.lower())
     clauses: list[str] = []
     word_expr = fts_match_expression(words, mode=mode, column=column)
     if word_expr is not None:

@@ -29,6 +29,7 @@ from .common import CommandError, add_data_dir_option, fail
 COMMAND_MODULES: list[str] = [
     "tools.log_cmds",
     "tools.bench_cmds",
+    "tools.memory_cmds",
 ]
 
 

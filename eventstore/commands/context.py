@@ -8,9 +8,14 @@ from typing import Any, Sequence
 
 import msgspec
 
+from sqlalchemy import select
+
+from .. import catalogue as c
+from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
-from ..store import AppendResult, EventStore, StreamAppend
+from ..schema import idempotency
+from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 
 def now_iso() -> str:
@@ -84,6 +89,8 @@ def commit(
         idempotency_key=ctx.scoped_key(command),
         fingerprint=fingerprint(command, request) if ctx.idempotency_key else None,
     )
+    if appended.replayed:  # a concurrent retry won the race: answer as the first request did
+        return _describe_replay(store, appended.first_position, appended.last_position, memory_ids)
     return CommandResult(
         first_position=appended.first_position,
         last_position=appended.last_position,
@@ -96,3 +103,74 @@ def commit(
 
 def nothing_done(ctx: CommandContext, **data: Any) -> CommandResult:
     return CommandResult(correlation_id=ctx.correlation_id, data=data)
+
+
+def replayed(
+    store: EventStore, ctx: CommandContext, command: str, request: Any, memory_ids: Sequence[str] = ()
+) -> CommandResult | None:
+    """The first answer to a retried request (same idempotency key), or ``None``.
+
+    Commands call this before checking the request against the current state:
+    a retry must not be refused because its first attempt already changed that
+    state. A key reused for a different request raises :class:`IdempotencyConflict`.
+    """
+    key = ctx.scoped_key(command)
+    if key is None:
+        return None
+    with store.recorder.reader.connect() as conn:
+        row = conn.execute(
+            select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
+                idempotency.c.key == key
+            )
+        ).first()
+    if row is None:
+        return None
+    if row.fingerprint != fingerprint(command, request):
+        raise IdempotencyConflict(key)
+    return _describe_replay(store, row.first_position, row.last_position, memory_ids)
+
+
+def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Sequence[str] = ()) -> CommandResult:
+    """A replayed command's result, read back from the events it wrote."""
+    recorded: list[RecordedEvent] = store.read_all(after=first - 1, until=last)
+    created: list[str] = []
+    touched: list[str] = []
+    data: dict[str, Any] = {}
+    for r in recorded:
+        event = r.event
+        memory_id = getattr(event, "memory_id", None)
+        if isinstance(event, (c.MemoryAdded, c.MemoriesMerged)):
+            created.append(memory_id)
+        elif memory_id is not None and memory_id not in touched:
+            touched.append(memory_id)
+        if isinstance(event, c.MemoryAdded):
+            data.setdefault("evicted", 0)
+        elif isinstance(event, c.MemoriesMerged):
+            data.update(merged_id=memory_id, sources=list(event.source_ids), repointed=0)
+        elif isinstance(event, c.MemoryUpdated):
+            data.update(version=r.stream_version, changed=list(event.changed))
+        elif isinstance(event, c.MemoryEvent.__args__) and not created:
+            data["version"] = r.stream_version
+        elif isinstance(event, c.WorkingMemoryEvicted):
+            data["evicted"] = len(event.bindings)
+        elif isinstance(event, c.EdgesRepointed):
+            data["repointed"] = len(event.previous)
+        elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and not created:
+            data.setdefault("edge_ids", []).append(event.edge.edge_id)
+        elif isinstance(event, c.NamespaceUndone):
+            data.update(removed=len(event.edges), prefix=event.prefix)
+        elif isinstance(event, c.CorrelationReverted):
+            data.update(reverted=len(event.reverted_positions), conflicts=list(event.conflicts), forced=event.forced)
+        elif isinstance(event, c.TenantDropped):
+            data.update(backup=event.backup, events_backed_up=event.events_backed_up)
+    if "reverted" in data:  # a revert reports its marker only, not its compensations
+        data = {k: data[k] for k in ("reverted", "conflicts", "forced")}
+    correlation = recorded[0].metadata.correlation_id if recorded else None
+    return CommandResult(
+        first_position=first,
+        last_position=last,
+        replayed=True,
+        correlation_id=correlation or "",
+        memory_ids=tuple(created or memory_ids or touched),
+        data=data,
+    )

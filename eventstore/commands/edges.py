@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from hashlib import sha256
 
 from .. import catalogue as c
 from ..model import Conflict, NotFound, ValidationError
 from ..store import EventStore, StreamAppend
-from .context import CommandContext, CommandResult, commit, nothing_done
+from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
 
 EDGE_ID_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]+$")
@@ -43,8 +44,12 @@ class EdgeCommands:
         edge_id: str | None = None,
         properties: dict | None = None,
     ) -> CommandResult:
+        if not edge_id:
+            # A retry under the same idempotency key must name the same edge, whatever its correlation.
+            key = ctx.scoped_key("link")
+            edge_id = f"user:{sha256(key.encode()).hexdigest()[:32] if key else ctx.correlation_id}:1"
         edge = c.EdgeRecord(
-            edge_id=edge_id or f"user:{ctx.correlation_id}:1",
+            edge_id=edge_id,
             edge_type=edge_type,
             source=source,
             target=target,
@@ -57,9 +62,12 @@ class EdgeCommands:
         """Link edges atomically; every endpoint must exist and every id be new among live edges."""
         if not edges:
             raise ValidationError("edges", "at least one edge is needed")
-        seen: set[str] = set()
         for edge in edges:
             check_edge(edge)
+        if (done := replayed(self.store, ctx, "link", edges)) is not None:
+            return done
+        seen: set[str] = set()
+        for edge in edges:
             if edge.edge_id in seen:
                 raise ValidationError("edge_id", f"{edge.edge_id!r} appears twice")
             seen.add(edge.edge_id)
@@ -79,6 +87,8 @@ class EdgeCommands:
         )
 
     def unlink(self, ctx: CommandContext, edge_id: str, *, reason: str = "") -> CommandResult:
+        if (done := replayed(self.store, ctx, "unlink", [edge_id, reason])) is not None:
+            return done
         edge = self.facts.live_edge(ctx.tenant, edge_id)
         if edge is None:
             raise NotFound("edge", edge_id)
@@ -95,6 +105,8 @@ class EdgeCommands:
         """Remove every live edge whose id starts with ``prefix``, in one event."""
         if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
+        if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
+            return done
         edges = self.facts.live_edges_with_prefix(ctx.tenant, prefix)
         if not edges:
             return nothing_done(ctx, removed=0, prefix=prefix)

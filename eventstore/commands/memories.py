@@ -15,13 +15,14 @@ from ..model import (
     Conflict,
     MemoryContent,
     MemoryType,
+    NotFound,
     Status,
     ValidationError,
     merge_contents,
     validate_content,
 )
-from ..store import NO_STREAM, EventStore, StreamAppend
-from .context import CommandContext, CommandResult, commit, now_iso
+from ..store import ANY, NO_STREAM, EventStore, StreamAppend
+from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 
 UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
@@ -49,6 +50,8 @@ class MemoryCommands:
             if content.memory_type == MemoryType.TOPIC.value:
                 raise ValidationError(prefix + "memory_type", "TopicMemory is written by the organizer only")
             contents.append(content)
+        if (done := replayed(self.store, ctx, "add", contents)) is not None:
+            return done
         ids = new_ids(len(contents) * 2)
         memory_ids, bindings = ids[0::2], ids[1::2]
         created = now_iso()
@@ -98,15 +101,28 @@ class MemoryCommands:
                 ],
             )
         ]
-        # A WorkingMemory item lives only in working memory: leaving it archives it.
+        # A WorkingMemory item lives only in working memory: leaving it archives it
+        # (unless it is no longer activated: a deleted item stays deleted).
+        new = {m for _, m, _ in entered}
         for _, memory_id, memory_type in leaving:
-            if memory_type == MemoryType.WORKING.value:
-                writes.append(
-                    StreamAppend(
-                        c.memory_stream(memory_id),
-                        [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
-                    )
+            if memory_type != MemoryType.WORKING.value:
+                continue
+            expected = ANY
+            if memory_id not in new:
+                try:
+                    state = load(self.store, tenant, memory_id)
+                except NotFound:
+                    continue
+                if state.status != Status.ACTIVATED.value:
+                    continue
+                expected = state.version
+            writes.append(
+                StreamAppend(
+                    c.memory_stream(memory_id),
+                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
+                    expected,
                 )
+            )
         return writes
 
     # -- content changes ---------------------------------------------------------
@@ -126,6 +142,8 @@ class MemoryCommands:
             raise ValidationError(unknown[0], "cannot be updated" if unknown[0] == "memory_type" else "unknown field")
         if not changes:
             raise ValidationError("changes", "nothing to update")
+        if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
+            return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.DELETED.value:
             raise Conflict(f"memory {memory_id} is deleted; restore it first", current_version=state.version)
@@ -152,6 +170,8 @@ class MemoryCommands:
 
     def rollback(self, ctx: CommandContext, memory_id: str, to_version: int, *, expected_version: int | None = None, reason: str = "") -> CommandResult:
         """A new version whose content and status equal version ``to_version``'s."""
+        if (done := replayed(self.store, ctx, "rollback", [memory_id, to_version], [memory_id])) is not None:
+            return done
         state = self._load(ctx, memory_id, expected_version)
         if not isinstance(to_version, int) or not 1 <= to_version <= state.version:
             raise ValidationError("to_version", f"must be between 1 and {state.version}")
@@ -197,6 +217,8 @@ class MemoryCommands:
             raise ValidationError("memory_ids", "a merge needs at least two distinct memories")
         if text is not None and not text.strip():
             raise ValidationError("text", "must not be empty")
+        if (done := replayed(self.store, ctx, "merge", [ids, text])) is not None:
+            return done
         expected_versions = expected_versions or {}
         states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
         for state in states:
@@ -258,6 +280,8 @@ class MemoryCommands:
         """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
         if older_id == newer_id:
             raise ValidationError("newer_id", "a memory cannot supersede itself")
+        if (done := replayed(self.store, ctx, "supersede", [older_id, newer_id], [older_id, newer_id])) is not None:
+            return done
         older = self._load(ctx, older_id, None)
         newer = self._load(ctx, newer_id, None)
         if older.status != Status.ACTIVATED.value:
@@ -292,6 +316,8 @@ class MemoryCommands:
     # -- status ----------------------------------------------------------------------
 
     def archive(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
+        if (done := self._replayed(ctx, "archive", memory_id, c.MemoryArchived, reason)) is not None:
+            return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is {state.status}; only an activated memory can be archived", current_version=state.version)
@@ -307,6 +333,8 @@ class MemoryCommands:
         evolve_to: str | None = None,
         expected_version: int | None = None,
     ) -> CommandResult:
+        if (done := self._replayed(ctx, "delete", memory_id, c.MemorySoftDeleted, reason)) is not None:
+            return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.DELETED.value:
             raise Conflict(f"memory {memory_id} is already deleted", current_version=state.version)
@@ -318,11 +346,16 @@ class MemoryCommands:
         return self._status_change(ctx, "delete", state, event)
 
     def restore(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
+        if (done := self._replayed(ctx, "restore", memory_id, c.MemoryRestored, reason)) is not None:
+            return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is already activated", current_version=state.version)
         event = c.MemoryRestored(memory_id=memory_id, updated_at=now_iso(), reason=reason)
         return self._status_change(ctx, "restore", state, event)
+
+    def _replayed(self, ctx: CommandContext, command: str, memory_id: str, event_type: type, reason: str) -> CommandResult | None:
+        return replayed(self.store, ctx, command, [memory_id, event_type.__name__, reason], [memory_id])
 
     def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event) -> CommandResult:
         result = commit(

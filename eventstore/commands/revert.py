@@ -11,10 +11,10 @@ unless forced.
 from __future__ import annotations
 
 from .. import catalogue as c
-from ..aggregate import load
+from ..aggregate import dropped_at, load
 from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, RecordedEvent, StreamAppend
-from .context import CommandContext, CommandResult, commit, now_iso
+from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 
 # Events that a revert leaves alone: working-memory churn, reverts and drops.
@@ -31,9 +31,16 @@ class RevertCommands:
             raise ValidationError("correlation_id", "must not be empty")
         if correlation_id == ctx.correlation_id:
             raise ValidationError("correlation_id", "a revert cannot revert itself")
+        if (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
+            return done
         if self._already_reverted(ctx.tenant, correlation_id):
             return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
-        recorded = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.type not in UNREVERTED]
+        dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
+        recorded = [
+            r
+            for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id)
+            if r.type not in UNREVERTED and r.position > dropped
+        ]
         if not recorded:
             raise NotFound("correlation", correlation_id)
         stamp = now_iso()
@@ -55,7 +62,8 @@ class RevertCommands:
             conflicts=tuple(conflicts),
         )
         writes.insert(0, StreamAppend(c.tenant_stream(ctx.tenant), [marker]))
-        result = commit(self.store, ctx, "revert", writes, request=[correlation_id, force])
+        touched = [w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")]
+        result = commit(self.store, ctx, "revert", writes, request=[correlation_id, force], memory_ids=touched)
         result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced)
         return result
 

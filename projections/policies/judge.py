@@ -1,25 +1,17 @@
-"""Pairwise judges for the organizer.
+"""Pairwise judges for the organizer: is a pair of memories ``redundant`` (merge,
+never destructively, into :func:`merged_text`), ``contradictory`` (the newer
+supersedes the older) or ``independent``?
 
-The organizer compares a newly added memory with candidate memories and asks
-a judge to label each pair:
+A wrong merge costs more than a missed one, so :class:`RuleJudge` calls a pair
+redundant only on strong lexical evidence, and never when the texts differ in a
+number, time, date, negation or a pair of opposites (enabled / disabled): those
+are contradiction signals.  Keys are slots: the same non-empty ``key`` with
+different normalised content is a contradiction, different keys are
+independent.  Without keys, different objects of one relation ("Alice likes
+tea" / "Alice likes coffee") are independent: people like several things.
 
-* ``redundant`` -- both state the same fact; the pair is merged (never
-  destructively) into :func:`merged_text`.
-* ``contradictory`` -- both cannot hold at once; the newer supersedes the older.
-* ``independent`` -- anything else.
-
-A wrong merge costs more than a missed one, so :class:`RuleJudge` only calls a
-pair redundant on strong lexical evidence, and never when the texts differ in
-a number, a time, a date, a negation or a pair of opposites (enabled /
-disabled) -- those are contradiction signals.
-
-Keys are slots: the same non-empty ``key`` with different normalised content
-is a contradiction; memories with different non-empty keys are independent.
-Without keys, different objects of the same relation ("Alice likes tea" /
-"Alice likes coffee") are independent: people like several things.
-
-This module is pure (no I/O, no database). :meth:`RuleJudge.judge_sync` is a
-synchronous entry point for hot loops; text analysis is cached per text.
+Pure module (no I/O); :meth:`RuleJudge.judge_sync` serves hot loops and text
+analysis is cached per text.
 """
 
 from __future__ import annotations
@@ -55,12 +47,9 @@ class JudgedMemory(msgspec.Struct, frozen=True):
 
 
 class Verdict(msgspec.Struct, frozen=True):
-    """A judge's decision on one pair, with the evidence behind it.
-
-    ``similarity`` is the cosine the pair was judged with; ``fused_text`` the
-    merged text (redundant pairs only); ``fallback`` is set when an LLM judge
-    failed and this verdict comes from the rule judge instead.
-    """
+    """A decision on one pair.  ``similarity``: the cosine it was judged with;
+    ``fused_text``: merged text (redundant only); ``fallback``: why an LLM judge
+    failed when this verdict comes from the rule judge instead."""
 
     label: Label
     reason: str
@@ -82,21 +71,19 @@ class Judge(Protocol):
 class RuleJudgeConfig(msgspec.Struct, frozen=True):
     """Thresholds of the rule judge (similarities are in [0, 1])."""
 
-    # cosine from which a pair may be redundant without textual containment;
-    # the content words must then be nested (extras only appended) ...
+    # redundant without containment: cosine >= this, content words nested (extras
+    # only appended), Jaccard >= min_jaccard, word order ratio >= min_order
     redundant_cosine: float = 0.95
-    # ... overlap at least this much (Jaccard) ...
     redundant_min_jaccard: float = 0.5
-    # ... and keep their order this well (difflib ratio of content words)
     redundant_min_order: float = 0.75
-    # content-word Jaccard (values masked) from which a pair differing in a
-    # number, date, negation or opposite is a contradiction ...
+    # a pair differing in a value, negation or opposite is contradictory when the
+    # content-word Jaccard (values masked) reaches contradiction_similarity, or
+    # the cosine reaches contradiction_cosine with Jaccard >= min_similarity
     contradiction_similarity: float = 0.5
-    # ... or a cosine this high with at least the minimum Jaccard
     contradiction_cosine: float = 0.9
     contradiction_min_similarity: float = 0.4
-    # containment: the contained text must be this substantial, and what
-    # precedes it in the other text may only be filler ("Note:", "Since 2020,")
+    # containment: the contained text must be this substantial; what precedes
+    # it in the other text may only be filler ("Note:", "Since 2020,")
     containment_min_chars: int = 16
     containment_min_words: int = 3
 
@@ -132,76 +119,74 @@ _TOKEN_RE = re.compile(
 )
 
 
-def _words(s: str) -> list[str]:
-    return s.split()
+def _table(spec: str) -> dict[str, str]:
+    """``"a=x b c=y"`` -> ``{"a": "x", "b": "b", "c": "y"}``."""
+    return {w: v or w for w, _, v in (item.partition("=") for item in spec.split())}
 
 
-_UNITS = {w: i for i, w in enumerate(_words(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen"))}
-_TENS = {w: 10 * i for i, w in enumerate(_words(
-    "_ _ twenty thirty forty fifty sixty seventy eighty ninety")) if w != "_"}
-_ORDINALS = {w: i + 1 for i, w in enumerate(_words(
-    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"))}
+_UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven "
+                                     "twelve thirteen fourteen fifteen sixteen seventeen eighteen "
+                                     "nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty "
+                                         "ninety".split()) if w != "_"}
+_ORDINALS = {w: i + 1 for i, w in enumerate("first second third fourth fifth sixth seventh eighth "
+                                            "ninth tenth eleventh twelfth".split())}
 _ORDINALS |= {"twentieth": 20, "thirtieth": 30, "hundredth": 100, "twice": 2}
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "dozen": 12}
 _NUMBER_WORDS = _UNITS.keys() | _TENS.keys() | _ORDINALS.keys() | _SCALES.keys()
-_NOT_ONE_BEFORE = frozenset(_words("the this that every any each some which another"))
+_NOT_ONE_BEFORE = frozenset("the this that every any each some which another".split())
 
-_MONTH_NAMES = _words("january february march april may june july august september october "
-                      "november december")
-# word -> (kind, canonical value); values of a kind are compared as sets
-_VALUE_WORDS: dict[str, tuple[str, str]] = {m: ("month", m) for m in _MONTH_NAMES}
-_VALUE_WORDS |= {a: ("month", m) for a, m in zip(
-    _words("jan feb apr jun jul aug sep sept oct nov dec"),
-    _words("january february april june july august september september october november december"))}
-_VALUE_WORDS |= {d: ("weekday", d) for d in _words(
-    "monday tuesday wednesday thursday friday saturday sunday")}
-_VALUE_WORDS |= {a: ("weekday", d) for a, d in zip(
-    _words("mon tue tues thu thur thurs fri"),
-    _words("monday tuesday tuesday thursday thursday thursday friday"))}
-_VALUE_WORDS |= {d: ("day", d) for d in _words("today tonight tomorrow yesterday")}
-_VALUE_WORDS |= {"noon": ("time", "12:00"), "midday": ("time", "12:00"), "midnight": ("time", "00:00")}
-_VALUE_WORDS |= {f: ("frequency", f) for f in _words(
-    "hourly daily nightly weekly biweekly fortnightly monthly quarterly yearly annually")}
-_VALUE_WORDS |= {p: ("daypart", p) for p in _words("morning mornings afternoon afternoons evening "
-                                                   "evenings")}
+_MONTH_NAMES = "january february march april may june july august september october november december"
+# kind -> words with their canonical value; values of one kind are compared as sets
+_VALUE_SPECS = {
+    "month": _MONTH_NAMES + " jan=january feb=february apr=april jun=june jul=july aug=august "
+             "sep=september sept=september oct=october nov=november dec=december",
+    "weekday": "monday tuesday wednesday thursday friday saturday sunday mon=monday tue=tuesday "
+               "tues=tuesday thu=thursday thur=thursday thurs=thursday fri=friday",
+    "day": "today tonight tomorrow yesterday",
+    "time": "noon=12:00 midday=12:00 midnight=00:00",
+    "frequency": "hourly daily nightly weekly biweekly fortnightly monthly quarterly yearly "
+                 "annually=yearly",
+    "daypart": "morning mornings=morning afternoon afternoons=afternoon evening evenings=evening",
+}
+_VALUE_WORDS = {w: (kind, v) for kind, spec in _VALUE_SPECS.items() for w, v in _table(spec).items()}
+_KINDS = ("number", *_VALUE_SPECS)
 _AMBIGUOUS_MONTHS = frozenset({"may", "march"})
-_MONTH_CONTEXT = frozenset(_words("in of since until by early late mid next last this during before "
-                                  "after from till"))
-_KINDS = ("number", "time", "month", "weekday", "day", "frequency", "daypart")
+_MONTH_CONTEXT = frozenset("in of since until by early late mid next last this during before after "
+                           "from till".split())
 
-_NEGATIONS = frozenset(_words("not never no none nobody nothing nowhere neither nor without least "
-                              "hardly rarely seldom barely"))
-_CONTRACTED_NEG = dict(zip(
-    _words("dont doesnt didnt isnt arent wasnt werent cant cannot wont couldnt shouldnt wouldnt "
-           "hasnt havent hadnt aint mustnt neednt"),
-    _words("do does did is are was were can can will could should would has have had is must need")))
-_NT_BASE = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
-_STOPWORDS = frozenset(_words(
+_NEGATIONS = frozenset("not never no none nobody nothing nowhere neither nor without least hardly "
+                       "rarely seldom barely".split())
+_CONTRACTED_NEG = _table(
+    "dont=do doesnt=does didnt=did isnt=is arent=are wasnt=was werent=were cant=can cannot=can "
+    "wont=will couldnt=could shouldnt=should wouldnt=would hasnt=has havent=have hadnt=had aint=is "
+    "mustnt=must neednt=need")
+_NT_BASE = _table("ca=can wo=will sha=shall ai=is")
+_STOPWORDS = frozenset(
     "a an the is are was were be been being am do does did done has have had having of in on at "
     "by as and or that this these those it its there here so also very really just currently now "
     "still anymore any some will would shall about than then which who whom what when where "
     "while if per via longer more roughly approximately around nearly almost usually always "
-    "generally typically definitely"))
-_CONTRAST = frozenset(_words("but except although though unless however yet instead only excluding"))
-_PAST_AUX = frozenset(_words("was were had did used formerly previously former"))
-_PRESENT_AUX = frozenset(_words("is are am has have does currently now"))
-_PARTICIPLE_AUX = frozenset(_words("is are was were be been being am has have had get gets got"))
-_SYNONYMS = {"enjoy": "lik", "lov": "lik", "resid": "liv", "purchas": "buy", "automobil": "car",
-             "favourit": "favorit", "colour": "color"}
-_IRREGULAR_PAST = {"bought": "buy", "went": "go", "got": "get", "made": "mak", "took": "tak",
-                   "sold": "sell", "began": "begin", "became": "becom", "came": "com", "met": "meet",
-                   "paid": "pay", "sent": "send", "spent": "spend", "told": "tell", "ate": "eat",
-                   "drove": "driv", "flew": "fly", "gave": "giv", "saw": "see", "wrote": "writ"}
-_FILLER = _words("note notes fyi btw reminder remember update apparently actually user since as")
-_OPPOSITES = [p.split("/") for p in _words(
+    "generally typically definitely".split())
+_CONTRAST = frozenset("but except although though unless however yet instead only excluding".split())
+_PAST_AUX = frozenset("was were had did used formerly previously former".split())
+_PRESENT_AUX = frozenset("is are am has have does currently now".split())
+_PARTICIPLE_AUX = frozenset("is are was were be been being am has have had get gets got".split())
+_SYNONYMS = _table("enjoy=lik lov=lik resid=liv purchas=buy automobil=car favourit=favorit "
+                   "colour=color")
+_IRREGULAR_PAST = _table(
+    "bought=buy went=go got=get made=mak took=tak sold=sell began=begin became=becom came=com "
+    "met=meet paid=pay sent=send spent=spend told=tell ate=eat drove=driv flew=fly gave=giv saw=see "
+    "wrote=writ")
+_FILLER = "note notes fyi btw reminder remember update apparently actually user since as".split()
+_OPPOSITES = [p.split("/") for p in (
     "like/dislike like/hate enable/disable enabled/disabled allow/forbid allow/deny allow/block "
     "accept/reject increase/decrease open/closed true/false north/south east/west left/right "
-    "day/night senior/junior before/after above/below higher/lower maximum/minimum first/last "
+    "day/night senior/junior before/after above/below higher/lower maximum/minimum over/under "
     "include/exclude public/private online/offline married/divorced married/single pass/fail "
     "required/optional mandatory/optional visible/hidden light/dark add/remove start/stop "
-    "win/lose hot/cold cheap/expensive fast/slow")]
+    "win/lose hot/cold cheap/expensive fast/slow").split()]
+_NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
 
 
 def _stem(word: str) -> str:
@@ -224,6 +209,7 @@ def _stem(word: str) -> str:
 
 _FILLER_STEMS = frozenset(map(_stem, _FILLER))
 _OPPOSITE_STEMS = frozenset(frozenset(map(_stem, pair)) for pair in _OPPOSITES)
+_CONTRAST_STEMS = frozenset(map(_stem, _CONTRAST))
 
 
 def _canon_number(raw: str) -> str:
@@ -235,6 +221,7 @@ class _Analysis(NamedTuple):
     norm: str
     n_words: int
     content: frozenset[str]  # stemmed content words; values masked as "<kind>"
+    words: frozenset[str]  # content without the masked values
     seq: tuple[str, ...]  # the same, in order
     values: dict[str, frozenset[str]]  # kind -> canonical values (numbers, dates, ...)
     negated: frozenset[str]  # content words in the scope of a negation
@@ -252,7 +239,7 @@ def _lex(text: str) -> list[tuple[str, str]]:
         if m.group("iso"):
             y, mo, d = (int(x) for x in m.group("iso").split("-"))
             if 1 <= mo <= 12:
-                out.append(("month", _MONTH_NAMES[mo - 1]))
+                out.append(("month", _MONTH_NAMES.split()[mo - 1]))
             out += [("number", str(d)), ("number", str(y))]
         elif m.group("sdate"):
             out += [("number", _canon_number(x)) for x in re.split(r"[/.]", m.group("sdate"))]
@@ -324,8 +311,7 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
             out.append(("number", str(value)))
         elif w in _VALUE_WORDS and (w not in _AMBIGUOUS_MONTHS or prev in _MONTH_CONTEXT
                                     or "number" in (nxt_kind, prev_kind)):
-            vkind, value = _VALUE_WORDS[w]
-            out.append((vkind, value.rstrip("s") if vkind == "daypart" else value))
+            out.append(_VALUE_WORDS[w])
         elif len(w) > 6 and w[:-1] in _VALUE_WORDS and _VALUE_WORDS[w[:-1]][0] == "weekday":
             out.append(("weekday", w[:-1]))  # "mondays"
         else:
@@ -368,6 +354,7 @@ def _analyse(text: str) -> _Analysis:
     norm = normalize_text(text)
     return _Analysis(
         norm=norm, n_words=len(norm.split()), content=frozenset(seq), seq=tuple(seq),
+        words=frozenset(w for w in seq if not w.startswith("<")),
         values={k: frozenset(v) for k, v in values.items()}, negated=frozenset(negated), n_neg=n_neg,
         past=bool(words & _PAST_AUX), present=bool(words & _PRESENT_AUX),
         past_stems=frozenset(past_stems), plain_stems=frozenset(plain_stems),
@@ -380,21 +367,13 @@ def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> floa
 
 
 def _show(values) -> str:
-    def order(v: str) -> tuple[int, float, str]:
-        try:
-            return (0, float(v), v)
-        except ValueError:
-            return (1, 0.0, v)
-
-    return ", ".join(sorted(values, key=order))
+    number = re.compile(r"\d+(?:\.\d+)?")
+    return ", ".join(sorted(values, key=lambda v: (0, float(v)) if number.fullmatch(v) else (1, v)))
 
 
 def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
-    """Evidence that the texts disagree on a value or on polarity.
-
-    A kind of value conflicts when both texts carry values of that kind and
-    neither set contains the other (one text adding a value is elaboration).
-    """
+    """Evidence that the texts disagree on a value or on polarity.  Values of a
+    kind conflict when neither set contains the other (adding one is elaboration)."""
     found = []
     for kind in _KINDS:
         va, vb = a.values[kind], b.values[kind]
@@ -409,8 +388,10 @@ def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
 
 
 def _opposites(only_a: set[str], only_b: set[str]) -> list[tuple[str, str]]:
+    """Word pairs of opposite meaning: listed ones, or x / un-x, dis-x, in-x, ..."""
     return [(x, y) for x in sorted(only_a) for y in sorted(only_b)
-            if frozenset((x, y)) in _OPPOSITE_STEMS]
+            if frozenset((x, y)) in _OPPOSITE_STEMS
+            or any(x == p + y or y == p + x for p in _NEGATING_PREFIXES)]
 
 
 def _tense_differs(a: _Analysis, b: _Analysis) -> bool:
@@ -480,8 +461,7 @@ class RuleJudge:
         if equal:
             return verdict("redundant", "normalised texts equal")
 
-        words_a = {w for w in ta.content if not w.startswith("<")}
-        words_b = {w for w in tb.content if not w.startswith("<")}
+        words_a, words_b = set(ta.words), set(tb.words)
         opposites = _opposites(words_a - words_b, words_b - words_a)
         conflicts = _conflicts(ta, tb)
         if opposites:
@@ -494,8 +474,7 @@ class RuleJudge:
                 return verdict("independent", f"{evidence}, but about different things: "
                                               f"{_show(words_a - words_b)} vs {_show(words_b - words_a)}")
             masked = {"<opposite>"} if opposites else set()  # values and opposites count as shared
-            sim = _jaccard(words_a | (ta.content - ta.plain_stems - ta.past_stems) | masked,
-                           words_b | (tb.content - tb.plain_stems - tb.past_stems) | masked)
+            sim = _jaccard(words_a | (ta.content - ta.words) | masked, words_b | (tb.content - tb.words) | masked)
             if sim >= cfg.contradiction_similarity:
                 return verdict("contradictory", f"{evidence} (word similarity {sim:.2f})")
             if cos >= cfg.contradiction_cosine and sim >= cfg.contradiction_min_similarity:
@@ -522,6 +501,7 @@ class RuleJudge:
         short_seq, long_seq = (ta.seq, tb.seq) if not only_a else (tb.seq, ta.seq)
         why = (f"different content words: {_show(only_a)} vs {_show(only_b)}" if only_a and only_b
                else "one text has more negations" if ta.n_neg != tb.n_neg
+               else f"qualifier {_show((only_a | only_b) & _CONTRAST_STEMS)}" if (only_a | only_b) & _CONTRAST_STEMS
                else f"low word overlap {sim:.2f}" if sim < cfg.redundant_min_jaccard
                else f"word order differs ({order:.2f})" if order < cfg.redundant_min_order
                else "extra words inside the shared text" if not _only_appended(short_seq, long_seq)
@@ -534,13 +514,9 @@ class RuleJudge:
 
 
 def merged_text(a: JudgedMemory | str, b: JudgedMemory | str) -> str:
-    """The more informative of two redundant texts (returned as written, stripped).
-
-    Longer normalised text wins, then more distinct content words, then the
-    newer ``updated_at`` (for memories), then the longer raw text, then the
-    lexicographically smaller text -- deterministic and independent of the
-    argument order.
-    """
+    """The more informative of two redundant texts, as written (stripped): the
+    longer normalised text, then more content words, then the newer
+    ``updated_at``, then the longer raw text, then the smaller string."""
     def rank(x: JudgedMemory | str) -> tuple[int, int, str, int]:
         text = (x.memory if isinstance(x, JudgedMemory) else x) or ""
         info = _analyse(text)

@@ -368,7 +368,7 @@ class EventStoreContract:
             await loop.run_in_executor(None, lambda: store.append("t", notes("live")))
             committed = time.monotonic()
             live = await asyncio.wait_for(pending, timeout=5)
-            assert time.monotonic() - committed < 1.0
+            assert time.monotonic() - committed < 3.0  # the poll alone would take 30 s
             assert (live.position, live.stream_id, live.event.text) == (6, "t", "live")
         finally:
             await subscription.aclose()

@@ -1,0 +1,106 @@
+"""API keys: hashed at rest, each mapped to a tenant and scopes.
+
+Keys live in ``<data_dir>/auth.db``, apart from the log: a key is a secret,
+not a domain fact, and must not travel with an export. A key is shown once,
+when it is created; only its SHA-256 is stored. A key whose tenant is ``*``
+acts for the tenant named in the ``X-Memledger-Tenant`` header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+
+SCOPES = ("read", "write", "admin")
+KEY_PREFIX = "mlk_"
+
+
+class ApiKey(msgspec.Struct, frozen=True):
+    key_id: str
+    tenant: str
+    scopes: tuple[str, ...]
+    name: str
+    created_at: float
+    revoked_at: float | None = None
+
+    def allows(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyStore:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
+            " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
+        )
+        self._cache: dict[str, tuple[float, ApiKey | None]] = {}
+
+    def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
+        """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again."""
+        if not tenant:
+            raise ValueError("tenant must not be empty")
+        bad = [s for s in scopes if s not in SCOPES]
+        if bad or not scopes:
+            raise ValueError(f"scopes must be among {', '.join(SCOPES)}, got {', '.join(scopes) or 'none'}")
+        key_id = secrets.token_hex(6)
+        secret = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
+        record = ApiKey(key_id, tenant, tuple(dict.fromkeys(scopes)), name, time.time())
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO api_keys VALUES (?,?,?,?,?,?,NULL)",
+                (key_id, _digest(secret), tenant, ",".join(record.scopes), name, record.created_at),
+            )
+        return secret, record
+
+    def list(self) -> list[ApiKey]:
+        rows = self._conn.execute(
+            "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys ORDER BY created_at"
+        ).fetchall()
+        return [ApiKey(r[0], r[1], tuple(r[2].split(",")), r[3], r[4], r[5]) for r in rows]
+
+    def revoke(self, key_id: str) -> bool:
+        with self._lock:
+            cur = self._conn.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (time.time(), key_id)
+            )
+            self._cache.clear()
+        return cur.rowcount == 1
+
+    def count_active(self) -> int:
+        return self._conn.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The active key for ``secret``, or None. Cached briefly so revocation applies within seconds."""
+        digest = _digest(secret)
+        now = time.monotonic()
+        cached = self._cache.get(digest)
+        if cached is not None and now - cached[0] < 5.0:
+            return cached[1]
+        row = self._conn.execute(
+            "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys WHERE digest = ?", (digest,)
+        ).fetchone()
+        record = None
+        if row is not None and row[5] is None:
+            record = ApiKey(row[0], row[1], tuple(row[2].split(",")), row[3], row[4], None)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[digest] = (now, record)
+        return record
+
+    def close(self) -> None:
+        self._conn.close()

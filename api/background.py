@@ -1,0 +1,47 @@
+"""Background tasks of the server, as cleanup contexts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import AsyncIterator, Callable
+
+from aiohttp import web
+
+from eventstore.settings import Settings, setting
+
+from . import keys
+
+log = logging.getLogger("memledger.background")
+
+FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server catches projections up with writes from other processes.")
+
+
+async def follow_log(app: web.Application) -> AsyncIterator[None]:
+    """Keep projections caught up with events written by other processes (the CLI, importers)."""
+
+    async def loop() -> None:
+        service = app[keys.service_key]
+        interval = float(app[keys.settings_key].projection_follow_seconds)
+        run = asyncio.get_running_loop().run_in_executor
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                behind = await run(app[keys.readers_key], lambda: service.store.last_position() > service.runner.position())
+                if behind:
+                    await run(app[keys.writer_key], service.sync)
+            except Exception:  # keep following; the next round retries
+                log.exception("projection catch-up failed")
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
+
+
+def default_background(settings: Settings) -> list[Callable[[web.Application], AsyncIterator[None]]]:
+    tasks: list = [follow_log]
+    return tasks

@@ -1,0 +1,97 @@
+"""One error middleware: every failure leaves as ``{"error": {"code", "message", "field"}}``.
+
+Client mistakes map to 4xx with the offending field named; anything else is
+a bug, logged with its traceback and answered with a bare 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import msgspec
+from aiohttp import web
+
+from eventstore.errors import ConcurrencyError, IdempotencyConflict
+from eventstore.model import Conflict, NotFound, ValidationError
+
+log = logging.getLogger("memledger.api")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, **extra):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.extra = extra
+
+
+class ErrorBody(msgspec.Struct):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(msgspec.Struct):
+    error: ErrorBody
+
+
+_PATH = re.compile(r"at `\$\.?([^`]*)`")
+
+
+def field_of(exc: msgspec.ValidationError | msgspec.DecodeError) -> str | None:
+    found = _PATH.search(str(exc))
+    if not found:
+        return None
+    return found.group(1) or None
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None, **extra) -> web.Response:
+    body = {"error": {"code": code, "message": message, "field": field, **extra}}
+    return web.Response(status=status, body=msgspec.json.encode(body), content_type="application/json")
+
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.code, exc.message, exc.field, **exc.extra)
+    except ValidationError as exc:
+        return error_response(422, "invalid", str(exc), exc.field)
+    except msgspec.ValidationError as exc:
+        return error_response(422, "invalid", str(exc), field_of(exc))
+    except msgspec.DecodeError as exc:
+        return error_response(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc))
+    except NotFound as exc:
+        return error_response(404, "not_found", str(exc), None)
+    except Conflict as exc:
+        return error_response(409, "conflict", str(exc), None, current_version=exc.current_version)
+    except ConcurrencyError as exc:
+        return error_response(409, "version_conflict", str(exc), None, current_version=exc.actual)
+    except IdempotencyConflict as exc:
+        return error_response(409, "idempotency_conflict", str(exc), "Idempotency-Key")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = _STATUS_CODES.get(exc.status, "http_error")
+        message = exc.reason if exc.status != 413 else "the request body is too large"
+        return error_response(exc.status, code, message, None)
+    except Exception:  # a bug: never a client's fault
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal", "internal error", None)

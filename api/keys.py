@@ -1,0 +1,19 @@
+"""Typed application keys: every shared resource of the app, in one place."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+
+from eventstore.settings import Settings
+
+from .auth import KeyStore
+
+settings_key: web.AppKey[Settings] = web.AppKey("settings", Settings)
+service_key: web.AppKey["MemoryService"] = web.AppKey("service")  # noqa: F821 - projections.service.MemoryService
+keystore_key: web.AppKey[KeyStore] = web.AppKey("keystore", KeyStore)
+readers_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("readers", ThreadPoolExecutor)
+writer_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("writer", ThreadPoolExecutor)
+organizer_key: web.AppKey[object] = web.AppKey("organizer", object)
+version_key: web.AppKey[dict] = web.AppKey("version", dict)

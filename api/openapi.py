@@ -1,0 +1,63 @@
+"""The OpenAPI 3 document, generated from the route table and its msgspec Structs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from .schemas import ErrorEnvelope
+
+_PARAM = re.compile(r"{(\w+)}")
+
+
+def openapi_document(routes, version: str) -> dict[str, Any]:
+    types = {ErrorEnvelope}
+    for r in routes:
+        if r.request is not None:
+            types.add(r.request)
+        if r.response is not None:
+            types.add(r.response)
+    ordered = sorted(types, key=lambda t: t.__name__)
+    _, components = msgspec.json.schema_components(ordered, ref_template="#/components/schemas/{name}")
+    paths: dict[str, dict[str, Any]] = {}
+    error_ref = {"$ref": "#/components/schemas/ErrorEnvelope"}
+    for r in routes:
+        operation: dict[str, Any] = {
+            "summary": r.summary,
+            "operationId": r.handler.__name__,
+            "responses": {
+                "200": {"description": "success", "content": {"application/json": {"schema": _ref(r.response) or {"type": "object"}}}},
+                "4XX": {"description": "a client error, naming the field", "content": {"application/json": {"schema": error_ref}}},
+            },
+        }
+        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(r.path)]
+        parameters += [{"name": name, "in": "query", "required": False, "description": desc, "schema": {"type": "string"}} for name, desc in r.query]
+        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope == "write" or r.scope == "admin":
+            parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}})
+        if r.method in ("PATCH", "POST") and "{id}" in r.path:
+            parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}, "description": "expected version"})
+        if parameters:
+            operation["parameters"] = parameters
+        if r.request is not None:
+            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(r.request)}}}
+        if r.scope is not None:
+            operation["security"] = [{"apiKey": []}]
+            operation["x-scope"] = r.scope
+        paths.setdefault(r.path, {})[r.method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "memledger", "version": version, "description": "An event-sourced memory store for AI agents."},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _ref(kind) -> dict[str, Any] | None:
+    if kind is None:
+        return None
+    return {"$ref": f"#/components/schemas/{kind.__name__}"}

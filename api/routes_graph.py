@@ -1,0 +1,81 @@
+"""Graph reads: neighbours, a bounded subgraph, stats."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from projections import graph_reads
+
+from . import keys
+from .errors import ApiError
+from .routing import authenticate, decode, json_response, query_int, read, route
+from .schemas import SubgraphRequest
+
+
+def _neighbors(svc, tenant, node, depth, direction, types, as_of):
+    conn = svc.read_conn()
+
+
+    position = svc.resolve_as_of(as_of)
+    reached = graph_reads.bfs(conn, tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
+    edges = graph_reads.edges_of(conn, tenant, node, direction=direction, edge_types=types, as_of=position)
+    return {"node": node, "edges": edges, "reached": reached}
+
+
+@route(
+    "GET",
+    "/v1/graph/neighbors",
+    scope="read",
+    summary="A node's edges and the nodes reached from it",
+    query=(("node", "node id"), ("depth", "0..5"), ("direction", "out|in|both"), ("type", "edge type, repeatable"), ("as_of", "position or time")),
+)
+async def neighbors(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    node = request.query.get("node")
+    if not node:
+        raise ApiError(422, "invalid", "node is required", "node")
+    depth = query_int(request, "depth", 1, low=0, high=5)
+    direction = request.query.get("direction", "both")
+    if direction not in ("out", "in", "both"):
+        raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
+    svc = request.app[keys.service_key]
+    body = await read(request, _neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, request.query.get("as_of"))
+    return json_response(body)
+
+
+def _subgraph(svc, tenant, body: SubgraphRequest):
+
+
+    conn = svc.read_conn()
+    position = svc.resolve_as_of(body.as_of)
+    reached = graph_reads.bfs(
+        conn, tenant, body.seeds, depth=body.depth, direction=body.direction, edge_types=body.edge_types, as_of=position, max_nodes=body.max_nodes
+    )
+    nodes = list(dict.fromkeys([*body.seeds, *(r.node for r in reached)]))
+    edges = graph_reads.edges_between(conn, tenant, nodes, as_of=position)
+    truncated = len(edges) > body.max_edges or len(reached) >= body.max_nodes
+    memories = graph_reads.get_memories(conn, tenant, nodes, as_of=position)
+    return {
+        "nodes": [{"id": n, "memory": memories.get(n)} for n in nodes],
+        "edges": edges[: body.max_edges],
+        "reached": reached,
+        "truncated": truncated,
+    }
+
+
+@route("POST", "/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
+async def subgraph(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    body = await decode(request, SubgraphRequest)
+    svc = request.app[keys.service_key]
+    return json_response(await read(request, _subgraph, svc, tenant, body))
+
+
+@route("GET", "/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type")
+async def stats(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = request.app[keys.service_key]
+
+
+    body = await read(request, lambda: graph_reads.graph_stats(svc.read_conn(), tenant))
+    return json_response(body)

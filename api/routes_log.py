@@ -1,0 +1,120 @@
+"""The log over HTTP: paginated events, a live SSE tail, digest and verify for auditors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+from aiohttp import web
+
+from eventstore import Digest
+from eventstore.events import encoder
+
+from . import keys
+from .errors import ApiError
+from .routing import authenticate, json_response, query_int, read, route
+
+MAX_PAGE = 1000
+
+
+def _event_json(recorded) -> dict:
+    return {
+        "position": recorded.position,
+        "event_id": recorded.event_id,
+        "stream_id": recorded.stream_id,
+        "stream_version": recorded.stream_version,
+        "type": recorded.type,
+        "schema_version": recorded.schema_version,
+        "tenant": recorded.tenant,
+        "payload": msgspec.to_builtins(recorded.event),
+        "metadata": msgspec.to_builtins(recorded.metadata),
+        "recorded_at": recorded.recorded_at.isoformat(),
+    }
+
+
+@route(
+    "GET",
+    "/v1/events",
+    scope="read",
+    summary="The tenant's events, paginated by position",
+    query=(("after", "position"), ("limit", "1..1000"), ("type", "event type, repeatable"), ("stream", "stream id"), ("correlation_id", "correlation id")),
+)
+async def list_events(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    after = query_int(request, "after", 0)
+    limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
+    types = request.query.getall("type", []) or None
+    store = request.app[keys.service_key].store
+    events = await read(
+        request,
+        store.read_all,
+        after,
+        limit,
+        tenant=tenant,
+        types=types,
+        stream_id=request.query.get("stream") or None,
+        correlation_id=request.query.get("correlation_id") or None,
+    )
+    body = {"events": [_event_json(e) for e in events], "next_after": events[-1].position if events else after}
+    return json_response(body)
+
+
+@route("GET", "/v1/events/stream", scope="read", summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)", query=(("after", "position"),))
+async def stream_events(request: web.Request) -> web.StreamResponse:
+    _, tenant = authenticate(request, "read")
+    last = request.headers.get("Last-Event-ID")
+    if last is not None:
+        if not last.strip().isdigit():
+            raise ApiError(400, "bad_request", "Last-Event-ID must be a position", "Last-Event-ID")
+        after = int(last)
+    else:
+        after = query_int(request, "after", 0)
+    store = request.app[keys.service_key].store
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    subscription = store.subscribe(after, tenant=tenant)
+    try:
+        while True:
+            try:
+                recorded = await asyncio.wait_for(subscription.__anext__(), timeout=15)
+            except asyncio.TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            data = encoder.encode(_event_json(recorded))
+            await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        await subscription.aclose()
+    return response
+
+
+@route("GET", "/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store")
+async def digest(request: web.Request) -> web.Response:
+    authenticate(request, "read")
+    store = request.app[keys.service_key].store
+    tip = await read(request, store.digest)
+    return json_response({"position": tip.position, "hash": tip.hash, "digest": str(tip)})
+
+
+@route(
+    "GET",
+    "/v1/verify",
+    scope="admin",
+    summary="Walk the hash chain (optionally against a kept digest)",
+    query=(("from", "position"), ("to", "position"), ("against", "POSITION:HASH")),
+)
+async def verify(request: web.Request) -> web.Response:
+    authenticate(request, "admin")
+    against = request.query.get("against")
+    digest_value = None
+    if against:
+        try:
+            digest_value = Digest.parse(against)
+        except ValueError as exc:
+            raise ApiError(422, "invalid", str(exc), "against") from None
+    start = query_int(request, "from", 1, low=1)
+    end = query_int(request, "to", None, low=1)
+    store = request.app[keys.service_key].store
+    result = await read(request, store.verify, start, end, against=digest_value)
+    return json_response(result)

@@ -1,0 +1,217 @@
+"""Memory and edge endpoints: one per command, plus the memory reads."""
+
+from __future__ import annotations
+
+import msgspec
+from aiohttp import web
+
+from eventstore.model import MemoryContent, NotFound
+
+from . import keys
+from .routing import (
+    authenticate,
+    command_context,
+    decode,
+    if_match,
+    json_response,
+    read,
+    route,
+    write,
+    write_response,
+)
+from .schemas import (
+    AddMemoriesRequest,
+    DeleteRequest,
+    DropTenantRequest,
+    LinkRequest,
+    MergeRequest,
+    ReasonRequest,
+    RevertRequest,
+    RollbackRequest,
+    SupersedeRequest,
+    UndoNamespaceRequest,
+    UpdateMemoryRequest,
+    WriteResponse,
+)
+from .errors import ApiError
+
+
+def _service(request: web.Request):
+    return request.app[keys.service_key]
+
+
+def _content(item) -> MemoryContent:
+    data = msgspec.structs.asdict(item)
+    data["tags"] = tuple(data["tags"])
+    data["sources"] = tuple(data["sources"])
+    if data["embedding"] is not None:
+        data["embedding"] = tuple(data["embedding"])
+    return MemoryContent(**data)
+
+
+@route("POST", "/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse)
+async def add_memories(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, AddMemoriesRequest)
+    if (body.memory is None) == (body.memories is None):
+        raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
+    items = [body.memory] if body.memory is not None else body.memories
+    if not items:
+        raise ApiError(422, "invalid", "memories must not be empty", "memories")
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.memories.add, ctx, [_content(i) for i in items])
+    return write_response(result, status=201)
+
+
+@route("PATCH", "/v1/memories/{id}", scope="write", summary="Update a memory: a new version", request=UpdateMemoryRequest, response=WriteResponse)
+async def update_memory(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, UpdateMemoryRequest)
+    raw = msgspec.json.decode(await request.read() or b"{}")
+    changes = {name: getattr(body, name) for name in raw if name != "reason"}
+    for name in ("tags", "sources", "embedding"):
+        if changes.get(name) is not None:
+            changes[name] = tuple(changes[name])
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(
+        request, svc.run, svc.memories.update, ctx, request.match_info["id"], changes, expected_version=if_match(request), reason=body.reason
+    )
+    return write_response(result)
+
+
+@route("POST", "/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse)
+async def merge_memories(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, MergeRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
+    return write_response(result, status=201)
+
+
+def _status_route(path: str, summary: str, command_name: str, request_type):
+    async def handler(request: web.Request) -> web.Response:
+        key, tenant = authenticate(request, "write")
+        body = await decode(request, request_type)
+        ctx = command_context(request, tenant, key)
+        svc = _service(request)
+        command = getattr(svc.memories, command_name)
+        kwargs = {"reason": body.reason, "expected_version": if_match(request)}
+        if isinstance(body, DeleteRequest):
+            kwargs["evolve_to"] = body.evolve_to
+        result = await write(request, svc.run, command, ctx, request.match_info["id"], **kwargs)
+        return write_response(result)
+
+    handler.__name__ = command_name
+    route("POST", path, scope="write", summary=summary, request=request_type, response=WriteResponse)(handler)
+    return handler
+
+
+archive_memory = _status_route("/v1/memories/{id}/archive", "Archive a memory", "archive", ReasonRequest)
+delete_memory = _status_route("/v1/memories/{id}/delete", "Soft-delete a memory (optionally evolving to another)", "soft_delete", DeleteRequest)
+restore_memory = _status_route("/v1/memories/{id}/restore", "Restore an archived or deleted memory", "restore", ReasonRequest)
+
+
+@route("POST", "/v1/memories/{id}/rollback", scope="write", summary="Roll a memory back to an earlier version", request=RollbackRequest, response=WriteResponse)
+async def rollback_memory(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, RollbackRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(
+        request, svc.run, svc.memories.rollback, ctx, request.match_info["id"], body.to_version, expected_version=if_match(request), reason=body.reason
+    )
+    return write_response(result)
+
+
+@route("POST", "/v1/memories/{id}/supersede", scope="write", summary="Mark a memory superseded by a newer one", request=SupersedeRequest, response=WriteResponse)
+async def supersede_memory(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, SupersedeRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.memories.supersede, ctx, request.match_info["id"], body.superseded_by)
+    return write_response(result)
+
+
+@route("GET", "/v1/memories/{id}", scope="read", summary="A memory, at the head or as of a position or time", query=(("as_of", "position or ISO-8601 time"),))
+async def get_memory(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = _service(request)
+    view = await read(request, svc.get, tenant, request.match_info["id"], as_of=request.query.get("as_of"))
+    return json_response(view, headers={"ETag": f'"{view.version}"'})
+
+
+@route("GET", "/v1/memories/{id}/history", scope="read", summary="Every version of a memory, from its stream")
+async def memory_history(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = _service(request)
+    versions = await read(request, svc.history, tenant, request.match_info["id"])
+    return json_response({"memory_id": request.match_info["id"], "versions": versions})
+
+
+@route("POST", "/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse)
+async def link_edge(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, LinkRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(
+        request,
+        svc.run,
+        svc.edges.link,
+        ctx,
+        body.source,
+        body.target,
+        body.edge_type,
+        weight=body.weight,
+        edge_id=body.edge_id,
+        properties=body.properties,
+    )
+    return write_response(result, status=201)
+
+
+@route("DELETE", "/v1/edges/{edge_id}", scope="write", summary="Unlink an edge")
+async def unlink_edge(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"])
+    return write_response(result)
+
+
+@route("POST", "/v1/edges/undo-namespace", scope="write", summary="Remove every live edge under a namespace prefix", request=UndoNamespaceRequest, response=WriteResponse)
+async def undo_namespace(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, UndoNamespaceRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.edges.undo_namespace, ctx, body.prefix, reason=body.reason)
+    return write_response(result)
+
+
+@route("POST", "/v1/reverts", scope="write", summary="Revert everything a correlation id did", request=RevertRequest, response=WriteResponse)
+async def revert_correlation(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, RevertRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force)
+    return write_response(result)
+
+
+@route("POST", "/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
+async def drop_tenant(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "admin")
+    body = await decode(request, DropTenantRequest)
+    if body.confirm != tenant:
+        raise ApiError(422, "invalid", "confirm must repeat the tenant's name", "confirm")
+    ctx = command_context(request, tenant, key)
+    svc = _service(request)
+    try:
+        result = await write(request, svc.drop_tenant, ctx, reason=body.reason)
+    except NotFound:
+        raise ApiError(404, "not_found", f"tenant {tenant!r} has no events", None) from None
+    return write_response(result)

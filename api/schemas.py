@@ -1,0 +1,181 @@
+"""Request and response Structs: decoded and validated by msgspec, and the source of the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from eventstore.model import MAX_TAGS
+
+Limit = Annotated[int, Meta(ge=1, le=100)]
+Depth = Annotated[int, Meta(ge=0, le=5)]
+Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
+Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
+Direction = Literal["out", "in", "both"]
+MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
+AsOf = int | str | None
+
+
+class MemoryIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    memory: Text
+    memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
+    key: Annotated[str, Meta(max_length=200)] | None = None
+    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] = []
+    sources: list[str] = []
+    background: str | None = None
+    confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
+    collection: str | None = None
+    doc_type: str | None = None
+    doc_id: str | None = None
+    doc_version: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    embedding: list[float] | None = None
+    properties: dict[str, Any] = {}
+
+
+class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Either ``memory`` (one item) or ``memories`` (an atomic batch)."""
+
+    memory: MemoryIn | None = None
+    memories: Annotated[list[MemoryIn], Meta(max_length=10_000)] | None = None
+
+
+class UpdateMemoryRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    memory: Text | None = None
+    key: str | None = None
+    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] | None = None
+    sources: list[str] | None = None
+    background: str | None = None
+    confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
+    collection: str | None = None
+    doc_type: str | None = None
+    doc_id: str | None = None
+    doc_version: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    embedding: list[float] | None = None
+    properties: dict[str, Any] | None = None
+    reason: str = ""
+
+
+class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
+    memory_ids: Annotated[list[str], Meta(min_length=2, max_length=100)]
+    text: str | None = None
+
+
+class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):
+    reason: str = ""
+
+
+class DeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
+    reason: str = ""
+    evolve_to: str | None = None
+
+
+class RollbackRequest(msgspec.Struct, forbid_unknown_fields=True):
+    to_version: Annotated[int, Meta(ge=1)]
+    reason: str = ""
+
+
+class SupersedeRequest(msgspec.Struct, forbid_unknown_fields=True):
+    superseded_by: str
+
+
+class LinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    source: str
+    target: str
+    edge_type: Annotated[str, Meta(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")] = "RELATED"
+    weight: Weight = 1.0
+    edge_id: str | None = None
+    properties: dict[str, Any] = {}
+
+
+class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
+    prefix: Annotated[str, Meta(min_length=2, max_length=255)]
+    reason: str = ""
+
+
+class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
+    correlation_id: Annotated[str, Meta(min_length=1)]
+    force: bool = False
+
+
+class DropTenantRequest(msgspec.Struct, forbid_unknown_fields=True):
+    confirm: str
+    reason: str = ""
+
+
+class WriteResponse(msgspec.Struct):
+    positions: list[int]
+    correlation_id: str
+    replayed: bool = False
+    memory_ids: list[str] = []
+    data: dict[str, Any] = {}
+
+
+class Filters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    memory_types: list[MemoryTypeName] | None = None
+    tags: list[str] | None = None
+    status: list[Literal["activated", "archived", "deleted"]] | None = None
+    collection: str | None = None
+    exclude_collection: str | None = None
+    doc_type: str | None = None
+    model: str | None = None
+    doc_ids: list[str] | None = None
+    created_from: str | None = None
+    created_to: str | None = None
+    updated_from: str | None = None
+    updated_to: str | None = None
+
+
+class ChannelWeights(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    semantic: Annotated[float, Meta(ge=0, le=10)] | None = None
+    lexical: Annotated[float, Meta(ge=0, le=10)] | None = None
+    graph: Annotated[float, Meta(ge=0, le=10)] | None = None
+
+
+class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    query: Annotated[str, Meta(min_length=1, max_length=4000)]
+    limit: Limit = 10
+    filters: Filters = Filters()
+    as_of: AsOf = None
+    min_position: Annotated[int, Meta(ge=0)] | None = None
+    channels: list[Literal["lexical", "semantic", "graph"]] | None = None
+    weights: ChannelWeights = ChannelWeights()
+    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None
+    raw_fts: bool = False
+    embedding: list[float] | None = None
+    graph_depth: Depth = 1
+    graph_direction: Direction = "both"
+    graph_edge_types: list[str] | None = None
+    propagation: bool | None = None
+    explain: bool = True
+
+
+class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):
+    """The raw channels, unfused: each channel's own ranking."""
+
+
+class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    seeds: Annotated[list[str], Meta(min_length=1, max_length=100)]
+    depth: Depth = 2
+    direction: Direction = "both"
+    edge_types: list[str] | None = None
+    max_nodes: Annotated[int, Meta(ge=1, le=5000)] = 200
+    max_edges: Annotated[int, Meta(ge=1, le=20000)] = 1000
+    as_of: AsOf = None
+
+
+class ErrorDetail(msgspec.Struct):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorEnvelope(msgspec.Struct):
+    error: ErrorDetail

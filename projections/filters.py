@@ -1,0 +1,113 @@
+"""Search filters shared by the lexical (FTS) and vector searches.
+
+Both searches keep a "docs" table with one row per memory state and the same
+filter columns (``fts_docs`` and ``vec_docs``), so one function turns a
+:class:`SearchFilters` into one SQL predicate that both apply *inside* their
+queries, before any ``LIMIT``: a filter narrows the candidates, it never
+removes results after the top ``limit`` were picked.
+
+Conventions:
+
+- ``None`` or an empty sequence means "no restriction" for every field;
+  ``status=None`` (or ``()``) therefore means any status.
+- ``tags`` is any-of: a row matches when it carries at least one of them.
+  Filter tags are normalised like stored tags (stripped, lowercased).
+- Time bounds compare ISO-8601 strings: ``*_from`` is inclusive, ``*_to``
+  exclusive. Give them in the same form as the stored stamps (UTC, ``T``
+  separator) so that string order is time order.
+- The tenant and the point in time (``as_of``) are not filters: the search
+  functions take them as arguments, and the tenant is never optional.
+
+The docs tables store tags twice: ``tags_json`` (a JSON array, for display)
+and ``tags``, the searchable form: every tag enclosed in unit separators
+(``\\x1ftag\\x1fother\\x1f``). The FTS5 tokenizer splits on the separator,
+and the any-of filter is an exact ``instr`` on ``\\x1ftag\\x1f``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import msgspec
+
+__all__ = ["SearchFilters", "TAG_SEPARATOR", "filter_sql", "tag_field"]
+
+TAG_SEPARATOR = "\x1f"
+
+
+class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Optional restrictions on a search; the defaults keep activated memories only."""
+
+    status: tuple[str, ...] | None = ("activated",)
+    memory_types: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+    collection: str | None = None
+    exclude_collection: str | None = None
+    doc_type: str | None = None
+    model: str | None = None
+    doc_ids: tuple[str, ...] | None = None
+    created_from: str | None = None
+    created_to: str | None = None
+    updated_from: str | None = None
+    updated_to: str | None = None
+
+
+DEFAULT_FILTERS = SearchFilters()
+
+
+def _clean_tag(tag: str) -> str:
+    return tag.replace(TAG_SEPARATOR, " ").strip().lower()
+
+
+def tag_field(tags: Iterable[str]) -> str:
+    """The searchable form of a memory's tags (empty string without tags)."""
+    cleaned = [t.replace(TAG_SEPARATOR, " ") for t in tags]
+    if not cleaned:
+        return ""
+    return TAG_SEPARATOR + TAG_SEPARATOR.join(cleaned) + TAG_SEPARATOR
+
+
+def _in(column: str, values: tuple[str, ...], clauses: list[str], params: list) -> None:
+    clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+    params.extend(values)
+
+
+def filter_sql(filters: SearchFilters | None, alias: str) -> tuple[str, tuple]:
+    """SQL predicate (``"1"`` when unrestricted) and its parameters for a docs table alias."""
+    f = filters or DEFAULT_FILTERS
+    a = f"{alias}." if alias else ""
+    clauses: list[str] = []
+    params: list = []
+    if f.status:
+        _in(f"{a}status", tuple(f.status), clauses, params)
+    if f.memory_types:
+        _in(f"{a}memory_type", tuple(f.memory_types), clauses, params)
+    if f.tags:
+        wanted = [t for t in dict.fromkeys(_clean_tag(t) for t in f.tags) if t]
+        if wanted:
+            clauses.append("(" + " OR ".join(f"instr({a}tags, ?) > 0" for _ in wanted) + ")")
+            params.extend(TAG_SEPARATOR + t + TAG_SEPARATOR for t in wanted)
+    if f.collection is not None:
+        clauses.append(f"{a}collection = ?")
+        params.append(f.collection)
+    if f.exclude_collection is not None:
+        clauses.append(f"{a}collection IS NOT ?")
+        params.append(f.exclude_collection)
+    if f.doc_type is not None:
+        clauses.append(f"{a}doc_type = ?")
+        params.append(f.doc_type)
+    if f.model is not None:
+        clauses.append(f"{a}model = ?")
+        params.append(f.model)
+    if f.doc_ids:
+        _in(f"{a}doc_id", tuple(f.doc_ids), clauses, params)
+    for column, bound, op in (
+        ("created_at", f.created_from, ">="),
+        ("created_at", f.created_to, "<"),
+        ("updated_at", f.updated_from, ">="),
+        ("updated_at", f.updated_to, "<"),
+    ):
+        if bound is not None:
+            clauses.append(f"{a}{column} {op} ?")
+            params.append(bound)
+    return (" AND ".join(clauses) if clauses else "1"), tuple(params)

@@ -1,0 +1,308 @@
+"""LLM judge: labels a memory pair through an OpenAI-compatible chat endpoint.
+
+``POST {url}/chat/completions`` with ``response_format={"type": "json_object"}``
+and a prompt asking for ``{"label", "reason", "fused_text"}``.  Timeouts,
+connection errors, HTTP 429/5xx and unusable answers are retried with
+exponential backoff; a semaphore bounds concurrent requests.  When every
+attempt fails, :meth:`LLMJudge.judge` returns the rule judge's verdict with
+``fallback="llm failed: <why>"`` -- judging never raises because the endpoint
+is down.
+
+Guard rails, because a wrong merge costs more than a missed one:
+
+* a ``redundant`` answer is vetoed when the rule judge finds the pair
+  contradictory (a number, date, negation or opposite differs);
+* a ``fused_text`` that brings in a number found in neither memory, or that is
+  implausibly long, is replaced by the rule-based :func:`merged_text`.
+
+:meth:`LLMJudge.summarize_topic` names a topic from its memories on the same
+endpoint and raises :class:`LLMUnavailable` on failure, so the caller can fall
+back to an extractive summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import aiohttp
+import msgspec
+
+from projections.policies.judge import JudgedMemory, RuleJudge, Verdict, merged_text
+
+__all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
+
+PROMPT_VERSION = "1"
+T = TypeVar("T")
+
+_JUDGE_SYSTEM = """\
+You compare two memories kept by an AI assistant about its user and the world, \
+and decide how they relate. Reply with one JSON object and nothing else:
+{"label": "redundant" | "contradictory" | "independent",
+ "reason": "<one sentence naming the evidence>",
+ "fused_text": "<only for redundant: one text keeping every detail of both; otherwise null>"}
+
+- redundant: both state the same fact (duplicates, paraphrases, or one is a more \
+detailed version of the other). Merging them must lose nothing.
+- contradictory: both cannot be true at the same time about the same subject \
+(a different value for the same attribute, a different number or date, one \
+negates the other). The newer memory will replace the older one.
+- independent: anything else, including related facts about different people, \
+things, times or attributes.
+
+A wrong merge is worse than a missed one: if unsure between redundant and \
+independent, answer independent. Never call two memories redundant when they \
+differ in a number, a date, a name or a negation."""
+
+_TOPIC_SYSTEM = """\
+You name a cluster of memories kept by an AI assistant. Reply with one JSON \
+object and nothing else: {"title": "<at most 8 words>", "summary": "<at most 3 \
+sentences covering what the memories say>"}. Use only facts from the memories."""
+
+_LABEL_ALIASES = {
+    "redundant": "redundant", "duplicate": "redundant", "duplicates": "redundant", "same": "redundant",
+    "contradictory": "contradictory", "contradiction": "contradictory", "conflict": "contradictory",
+    "contradicts": "contradictory", "independent": "independent", "unrelated": "independent",
+    "distinct": "independent", "different": "independent",
+}
+_FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+_DIGITS_RE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+class LLMUnavailable(RuntimeError):
+    """The LLM endpoint gave no usable answer (after retries); ``str()`` says why."""
+
+
+class _Retry(Exception):
+    def __init__(self, why: str, wait_s: float | None = None) -> None:
+        super().__init__(why)
+        self.wait_s = wait_s
+
+
+class _Fatal(Exception):
+    pass
+
+
+def _extract_json(content: str) -> dict[str, Any]:
+    """The JSON object in an answer, tolerating code fences and surrounding prose."""
+    text = content.strip()
+    fenced = _FENCE_RE.search(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end <= start:
+            raise _Retry(f"bad answer: no JSON object in {_clip(content)!r}") from None
+        try:
+            obj = json.loads(text[start: end + 1])
+        except ValueError as exc:
+            raise _Retry(f"bad answer: invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise _Retry(f"bad answer: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _parse_verdict(content: str) -> tuple[str, str, str | None]:
+    obj = _extract_json(content)
+    raw = str(obj.get("label") or "").strip().casefold()
+    label = _LABEL_ALIASES.get(raw)
+    if label is None:
+        raise _Retry(f"bad answer: unknown label {raw!r}")
+    reason = str(obj.get("reason") or "").strip() or "no reason given"
+    fused = obj.get("fused_text")
+    fused = fused.strip() if isinstance(fused, str) and fused.strip() else None
+    return label, reason, fused
+
+
+def _parse_topic(content: str) -> tuple[str, str]:
+    obj = _extract_json(content)
+    title, summary = obj.get("title"), obj.get("summary")
+    if not isinstance(title, str) or not title.strip() or not isinstance(summary, str) or not summary.strip():
+        raise _Retry("bad answer: title and summary must be non-empty strings")
+    return " ".join(title.split())[:120], summary.strip()
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _describe(label: str, m: JudgedMemory, max_chars: int) -> str:
+    meta = [f"type: {m.memory_type}"]
+    if m.key:
+        meta.append(f"key: {m.key}")
+    if m.updated_at:
+        meta.append(f"updated_at: {m.updated_at}")
+    text = m.memory if len(m.memory) <= max_chars else m.memory[:max_chars] + " [truncated]"
+    return f"Memory {label} ({', '.join(meta)}):\n{text}"
+
+
+class LLMJudge:
+    """Judge pairs with an LLM; falls back to ``fallback`` (a :class:`RuleJudge`)."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 20.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        concurrency: int = 4,
+        fallback: RuleJudge | None = None,
+        max_chars: int = 4000,
+        max_wait_s: float = 30.0,
+        veto_conflicts: bool = True,
+    ) -> None:
+        if concurrency < 1 or retries < 0:
+            raise ValueError("concurrency must be >= 1 and retries >= 0")
+        self.url = url.rstrip("/")
+        self.endpoint = f"{self.url}/chat/completions"
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.max_chars = max_chars
+        self.max_wait_s = max_wait_s
+        self.veto_conflicts = veto_conflicts
+        self.fallback = fallback or RuleJudge()
+        self.version = f"{PROMPT_VERSION}+{model}"
+        self.stats: Counter[str] = Counter()  # requests, retries, failures, fallbacks, vetoes
+        self._api_key = api_key
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:  # never shows the API key
+        return f"LLMJudge(url={self.url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> LLMJudge:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
+            self._session = aiohttp.ClientSession(headers=headers)
+        return self._session
+
+    # ------------------------------------------------------------------ transport
+
+    async def _post(self, payload: dict[str, Any]) -> str:
+        """One request; returns the assistant message content."""
+        self.stats["requests"] += 1
+        try:
+            async with self._get_session().post(
+                self.endpoint, json=payload, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
+            ) as resp:
+                body = await resp.text()
+                if resp.status == 429 or resp.status >= 500:
+                    raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
+                if resp.status >= 400:
+                    raise _Fatal(f"HTTP {resp.status}: {_clip(body)}")
+        except TimeoutError:
+            raise _Retry(f"timeout after {self.timeout_s:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise _Retry(f"connection error: {type(exc).__name__}: {exc}") from None
+        try:
+            content = json.loads(body)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise _Retry(f"bad answer: not a chat completion: {_clip(body)!r}") from None
+        if not isinstance(content, str):
+            raise _Retry("bad answer: message content is not a string")
+        return content
+
+    async def _chat(self, system: str, user: str, parse: Callable[[str], T]) -> T:
+        """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`."""
+        payload = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+        }
+        why = "no attempt made"
+        for attempt in range(self.retries + 1):
+            try:
+                async with self._semaphore:
+                    content = await self._post(payload)
+                return parse(content)
+            except _Fatal as exc:
+                self.stats["failures"] += 1
+                raise LLMUnavailable(str(exc)) from None
+            except _Retry as exc:
+                why = str(exc)
+                if attempt == self.retries:
+                    break
+                self.stats["retries"] += 1
+                delay = self.backoff_s * 2**attempt
+                if exc.wait_s is not None:
+                    delay = max(delay, exc.wait_s)
+                await asyncio.sleep(min(delay, self.max_wait_s))
+        self.stats["failures"] += 1
+        attempts = self.retries + 1
+        raise LLMUnavailable(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    # ------------------------------------------------------------------ judging
+
+    async def judge(self, a: JudgedMemory, b: JudgedMemory, cosine: float) -> Verdict:
+        cos = float(cosine) if cosine is not None and math.isfinite(cosine) else 0.0
+        user = (f"{_describe('A', a, self.max_chars)}\n\n{_describe('B', b, self.max_chars)}\n\n"
+                f"Embedding cosine similarity: {cos:.3f}")
+        try:
+            label, reason, fused = await self._chat(_JUDGE_SYSTEM, user, _parse_verdict)
+        except LLMUnavailable as exc:
+            self.stats["fallbacks"] += 1
+            return msgspec.structs.replace(self.fallback.judge_sync(a, b, cos), fallback=f"llm failed: {exc}")
+        if label != "redundant":
+            return Verdict(label, reason, self.name, self.version, cos)  # type: ignore[arg-type]
+        if self.veto_conflicts:
+            rule = self.fallback.judge_sync(a, b, cos)
+            if rule.label == "contradictory":
+                self.stats["vetoes"] += 1
+                return Verdict("contradictory", f"llm said redundant ({reason}); vetoed: {rule.reason}",
+                               self.name, self.version, cos)
+        if fused is None or not _plausible_fusion(fused, a.memory, b.memory):
+            fused = merged_text(a, b)
+        return Verdict("redundant", reason, self.name, self.version, cos, fused_text=fused)
+
+    async def summarize_topic(self, texts: Sequence[str], *, max_texts: int = 40,
+                              max_chars_per_text: int = 500) -> tuple[str, str]:
+        """``(title, summary)`` for a cluster of memory texts.
+
+        Raises :class:`LLMUnavailable` when the endpoint gives no usable
+        answer after retries, and ``ValueError`` when ``texts`` is empty.
+        """
+        items = [" ".join(t.split())[:max_chars_per_text] for t in texts if t and t.strip()][:max_texts]
+        if not items:
+            raise ValueError("summarize_topic needs at least one non-empty text")
+        user = "Memories:\n" + "\n".join(f"- {t}" for t in items)
+        return await self._chat(_TOPIC_SYSTEM, user, _parse_topic)
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _plausible_fusion(fused: str, a: str, b: str) -> bool:
+    """A fused text may not bring in numbers of its own nor balloon in size."""
+    known = set(_DIGITS_RE.findall(a)) | set(_DIGITS_RE.findall(b))
+    return set(_DIGITS_RE.findall(fused)) <= known and len(fused) <= len(a) + len(b) + 40

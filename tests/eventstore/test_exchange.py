@@ -1,0 +1,235 @@
+"""Export and import of the log as JSON lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import msgspec
+import pytest
+
+from eventstore import EventStore, ImportRefused, Metadata
+from eventstore.chain import GENESIS_HASH
+from eventstore.events import DomainEvent
+from eventstore.exchange import ImportReport, export, import_
+from eventstore.recorder import PendingEvent, PendingWrite
+
+
+class ExchangeNoted(DomainEvent, frozen=True):
+    text: str
+    n: int = 0
+
+
+class ExchangeTagged(DomainEvent, frozen=True):
+    tag: str
+
+
+def fill(store: EventStore) -> None:
+    store.append("notes-1", [ExchangeNoted(text="first", n=1), ExchangeNoted(text="second", n=2)], tenant="acme")
+    store.append("notes-2", [ExchangeTagged(tag="blue")], tenant="globex", metadata=Metadata(correlation_id="c-1"))
+    store.append("notes-1", [ExchangeNoted(text="café ☕", n=3)], tenant="acme")
+    store.append("notes-3", [ExchangeTagged(tag="red"), ExchangeTagged(tag="green")], tenant="globex")
+    store.append("notes-1", [ExchangeNoted(text="fourth", n=4)], tenant="acme", metadata=Metadata(actor="bob"))
+
+
+@pytest.fixture
+def source(tmp_path):
+    with EventStore.open(tmp_path / "source") as store:
+        fill(store)
+        yield store
+
+
+@pytest.fixture
+def target(tmp_path):
+    with EventStore.open(tmp_path / "target") as store:
+        yield store
+
+
+def dump(store, **kwargs) -> bytes:
+    out = io.BytesIO()
+    export(store, out, **kwargs)
+    return out.getvalue()
+
+
+def test_export_writes_one_envelope_a_line(source):
+    data = dump(source)
+    lines = data.splitlines()
+    assert len(lines) == 7 and data.endswith(b"\n")
+    first = json.loads(lines[0])
+    assert list(first) == [
+        "position", "event_id", "stream_id", "stream_version", "type", "schema_version", "tenant",
+        "payload", "metadata", "recorded_at", "prev_hash", "hash",
+    ]  # fmt: skip
+    stored = source.recorder.row_at(1)
+    assert first["position"] == 1 and first["prev_hash"] == GENESIS_HASH and first["hash"] == stored.hash
+    assert first["payload"] == {"type": "ExchangeNoted", "text": "first", "n": 1}
+    assert [json.loads(line)["position"] for line in lines] == list(range(1, 8))
+
+
+def test_export_counts_and_reports_progress(source):
+    seen = []
+    out = io.BytesIO()
+    assert export(source, out, progress=seen.append, batch_size=3) == 7
+    assert seen == [3, 6, 7]
+
+
+def test_round_trip_into_an_empty_store_keeps_the_chain(source, target):
+    report = import_(target, io.BytesIO(dump(source)))
+    assert report == ImportReport(read=7, imported=7, skipped_existing=0, tenants=["acme", "globex"])
+    # Same events, same recorded times, same order: the same chain, hash for hash.
+    assert target.digest() == source.digest()
+    assert target.verify().ok
+    assert dump(target) == dump(source)
+    assert [e.event for e in target.read_stream("notes-1")] == [e.event for e in source.read_stream("notes-1")]
+    assert target.read_all(correlation_id="c-1")[0].event == ExchangeTagged(tag="blue")
+
+
+def test_second_import_is_a_no_op(source, target):
+    data = dump(source)
+    import_(target, io.BytesIO(data))
+    tip = target.digest()
+    report = import_(target, io.BytesIO(data))
+    assert (report.read, report.imported, report.skipped_existing) == (7, 0, 7)
+    assert target.digest() == tip
+
+
+def test_payload_text_round_trips_byte_for_byte(tmp_path, target):
+    payload = '{"type": "ExchangeNoted",  "text": "caf\\u00e9 \\"quoted\\"", "n": 1.50e1}'
+    metadata = '{ "actor" : "ann" }'
+    with EventStore.open(tmp_path / "odd") as odd:
+        odd.append_records(
+            [PendingWrite("s", 0, [PendingEvent("0190f000-0000-7000-8000-000000000001", "ExchangeNoted", 1, "t", payload, metadata, None)])]
+        )
+        data = dump(odd)
+        assert odd.verify().ok
+    assert b'"payload":' + payload.encode() + b',"metadata":' + metadata.encode() in data
+    import_(target, io.BytesIO(data))
+    row = target.recorder.row_at(1)
+    assert row.payload == payload and row.metadata == metadata
+    assert target.verify().ok
+
+
+def test_tenant_export_and_import(source, target):
+    data = dump(source, tenant="globex")
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert [line["position"] for line in lines] == [3, 5, 6]
+    assert {line["tenant"] for line in lines} == {"globex"}
+    report = import_(target, io.BytesIO(data))
+    assert report.imported == 3 and report.tenants == ["globex"]
+    assert [e.position for e in target.read_all()] == [1, 2, 3]
+    assert [e.event.tag for e in target.read_all()] == ["blue", "red", "green"]
+    assert target.verify().ok
+
+
+def test_import_into_a_store_with_its_own_events(source, tmp_path):
+    with EventStore.open(tmp_path / "busy") as busy:
+        busy.append("other", [ExchangeTagged(tag="mine")])
+        report = import_(busy, io.BytesIO(dump(source)))
+        assert report.imported == 7
+        assert busy.last_position() == 8 and busy.verify().ok
+        assert busy.read_stream("notes-1")[-1].stream_version == 4
+
+
+def tampered(data: bytes, lineno: int, old: bytes, new: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    assert old in lines[lineno - 1]
+    lines[lineno - 1] = lines[lineno - 1].replace(old, new)
+    return b"".join(lines)
+
+
+def test_a_tampered_line_is_refused_and_nothing_is_written(source, target):
+    data = tampered(dump(source), 4, b"caf", b"CAF")
+    with pytest.raises(ImportRefused, match=r"line 4 \(position 4\).*hash"):
+        import_(target, io.BytesIO(data))
+    assert target.last_position() == 0
+
+
+def test_a_broken_link_is_refused(source, target):
+    lines = dump(source).splitlines(keepends=True)
+    second = json.loads(lines[1])
+    second["prev_hash"] = "f" * 64
+    lines[1] = json.dumps(second).encode() + b"\n"
+    with pytest.raises(ImportRefused, match=r"line 2 \(position 2\)"):
+        import_(target, io.BytesIO(b"".join(lines)))
+    assert target.last_position() == 0
+
+
+def test_rehash_accepts_an_edited_file(source, target):
+    data = tampered(dump(source), 4, b"caf", b"CAF")
+    report = import_(target, io.BytesIO(data), rehash=True)
+    assert report.imported == 7
+    assert target.verify().ok
+    assert target.read_stream("notes-1")[2].event.text == "CAFé ☕"
+
+
+@pytest.mark.parametrize(
+    "bad, lineno",
+    [
+        (b"{not json\n", 3),
+        (b'{"position": 3}\n', 3),
+        (b"[1, 2, 3]\n", 3),
+    ],
+)
+def test_a_malformed_line_is_refused_with_its_number(source, target, bad, lineno):
+    lines = dump(source).splitlines(keepends=True)
+    lines[lineno - 1] = bad
+    with pytest.raises(ImportRefused, match=rf"^line {lineno}: "):
+        import_(target, io.BytesIO(b"".join(lines)), rehash=True)
+    assert target.last_position() == 0
+
+
+def test_refusal_in_a_later_group_writes_nothing(source, target):
+    data = tampered(dump(source), 7, b"fourth", b"FOURTH")
+    with pytest.raises(ImportRefused, match="line 7"):
+        import_(target, io.BytesIO(data), group_size=2)
+    assert target.last_position() == 0
+
+
+def test_reordered_lines_are_refused(source, target):
+    lines = dump(source).splitlines(keepends=True)
+    lines[2], lines[3] = lines[3], lines[2]
+    with pytest.raises(ImportRefused, match="positions must increase"):
+        import_(target, io.BytesIO(b"".join(lines)))
+
+
+def test_a_conflicting_stream_is_refused_before_writing(source, tmp_path):
+    with EventStore.open(tmp_path / "clash") as clash:
+        clash.append("notes-3", [ExchangeTagged(tag="already here")])
+        with pytest.raises(ImportRefused, match="stream 'notes-3' is at version 1"):
+            import_(clash, io.BytesIO(dump(source)))
+        assert clash.last_position() == 1
+
+
+class OneWay(io.RawIOBase):
+    """A pipe-like source that cannot seek."""
+
+    def __init__(self, data: bytes):
+        self._data = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        chunk = self._data.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+
+def test_import_from_an_unseekable_stream(source, target):
+    stream = io.BufferedReader(OneWay(dump(source)))
+    assert not stream.seekable()
+    stages = []
+    report = import_(target, stream, progress=lambda count, stage: stages.append((stage, count)), group_size=4)
+    assert report.imported == 7 and target.digest() == source.digest()
+    assert stages == [("check", 4), ("check", 7), ("import", 4), ("import", 7)]
+
+
+def test_blank_lines_are_ignored_and_empty_files_import_nothing(source, target):
+    assert import_(target, io.BytesIO(b"")) == ImportReport(0, 0, 0, [])
+    data = dump(source).replace(b"\n", b"\n\n", 1)
+    assert import_(target, io.BytesIO(data)).imported == 7
+
+
+def test_export_line_decodes_with_msgspec(source):
+    line = dump(source).splitlines()[0]
+    assert msgspec.json.decode(line)["type"] == "ExchangeNoted"

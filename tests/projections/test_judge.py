@@ -1,0 +1,348 @@
+"""Rule judge: each rule, the evidence in reasons, and quality on the labelled set."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.policies.judge import (
+    LABELS,
+    Judge,
+    JudgedMemory,
+    RuleJudge,
+    RuleJudgeConfig,
+    Verdict,
+    merged_text,
+    normalize_text,
+)
+from projections.policies.judge_cases import CASES, aevaluate, evaluate, lexical_cosine
+
+JUDGE = RuleJudge()
+
+
+def mem(text: str, key: str | None = None, *, id: str = "m", updated_at: str = "") -> JudgedMemory:
+    return JudgedMemory(id=id, memory=text, key=key, updated_at=updated_at)
+
+
+def judge(a: str, b: str, cosine: float = 0.85, *, key_a: str | None = None,
+          key_b: str | None = None, judge: RuleJudge = JUDGE) -> Verdict:
+    return judge.judge_sync(mem(a, key_a, id="a"), mem(b, key_b, id="b"), cosine)
+
+
+def _hashing_cosine():
+    try:
+        from projections.embedders import HashingEmbedder
+    except ImportError:  # the embedders module is optional for these tests
+        return None
+    embedder = HashingEmbedder()
+
+    def cosine(a: str, b: str) -> float:
+        vectors = embedder.embed([a, b])
+        return float(vectors[0] @ vectors[1])
+
+    return cosine
+
+
+# ---------------------------------------------------------------- normalisation / equality
+
+
+def test_normalize_text() -> None:
+    assert normalize_text("  Alice\u2019s  CAT,\tis  here!! ") == "alices cat is here"
+    assert normalize_text("\uff35\uff53\uff45\uff52") == "user"  # NFKC full-width
+    assert normalize_text("Rate-limit: 100%") == "rate limit 100%"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Alice lives in Berlin.", "alice   lives in BERLIN"),
+    ("Uses \u201cpnpm\u201d instead of npm", 'Uses "pnpm" instead of npm'),
+    ("Carol\u2019s dog is called Biscuit", "Carol's dog is called Biscuit!"),
+])
+def test_normalised_equal_is_redundant(a: str, b: str) -> None:
+    v = judge(a, b, 0.5)
+    assert v.label == "redundant"
+    assert "normalised texts equal" in v.reason
+    assert v.fused_text in (a.strip(), b.strip())
+
+
+def test_verdict_fields() -> None:
+    v = judge("Alice lives in Berlin.", "alice lives in berlin", 0.91)
+    assert (v.judge, v.judge_version, v.similarity, v.fallback) == ("rule", JUDGE.version, 0.91, None)
+    assert isinstance(JUDGE, Judge)
+
+
+def test_fused_text_only_for_redundant() -> None:
+    assert judge("Alice has 3 cats", "Alice has 4 cats").fused_text is None
+    assert judge("Alice likes tea", "Bob likes chess").fused_text is None
+
+
+def test_empty_texts_are_independent() -> None:
+    assert judge("", "   ", 1.0).label == "independent"
+
+
+# ---------------------------------------------------------------- containment
+
+
+def test_containment_is_redundant_and_keeps_the_longer_text() -> None:
+    short = "The project uses PostgreSQL for storage"
+    long = "The project uses PostgreSQL for storage, with nightly backups to S3"
+    v = judge(short, long, 0.7)
+    assert v.label == "redundant"
+    assert v.reason.startswith("containment")
+    assert v.fused_text == long
+
+
+def test_containment_after_filler_is_redundant() -> None:
+    v = judge("The office is closed on public holidays", "Note: the office is closed on public holidays", 0.7)
+    assert v.label == "redundant"
+
+
+def test_containment_needs_a_substantial_text() -> None:
+    assert judge("Yara is 29", "Yara is 29 years old", 0.7).label == "independent"
+
+
+@pytest.mark.parametrize("short, long", [
+    ("is allergic to peanuts and tree nuts", "Jack's son is allergic to peanuts and tree nuts"),
+    ("Use UTC for all timestamps", "Use UTC for all timestamps except logs"),
+    ("Alice likes green tea", "Alice likes green tea but not with milk"),
+])
+def test_containment_guards(short: str, long: str) -> None:
+    assert judge(short, long, 0.9).label != "redundant"
+
+
+# ---------------------------------------------------------------- cosine rule
+
+
+def test_high_cosine_with_nested_words_is_redundant() -> None:
+    v = judge("The CI pipeline takes about 12 minutes", "The CI pipeline takes roughly 12 minutes", 0.97)
+    assert v.label == "redundant"
+    assert "cosine 0.97" in v.reason
+
+
+def test_cosine_below_threshold_is_not_redundant() -> None:
+    assert judge("The CI pipeline takes about 12 minutes", "The CI pipeline takes roughly 12 minutes",
+                 0.94).label == "independent"
+
+
+def test_threshold_is_configurable_and_changes_the_version() -> None:
+    lenient = RuleJudge(RuleJudgeConfig(redundant_cosine=0.9))
+    assert lenient.version != JUDGE.version and lenient.version.startswith(JUDGE.version)
+    v = judge("The CI pipeline takes about 12 minutes", "The CI pipeline takes roughly 12 minutes", 0.92,
+              judge=lenient)
+    assert v.label == "redundant"
+    assert v.judge_version == lenient.version
+
+
+@pytest.mark.parametrize("a, b, evidence", [
+    ("Alice likes green tea", "Alice likes black tea", "different content words"),
+    ("Alice likes Bob", "Bob likes Alice", "word order"),
+    ("Convert prices from USD to EUR", "Convert prices from EUR to USD", "word order"),
+    ("The user prefers dark mode", "The user's manager prefers dark mode", "different content words"),
+    ("The user is learning the guitar", "The user is learning the bass guitar", "extra words inside"),
+    ("Alice works at Acme", "Alice worked at Acme", "tense"),
+    ("Alice was in Berlin", "Alice is in Berlin", "tense"),
+    ("The app supports dark mode", "The app supports dark mode on iOS only", "qualifier"),
+])
+def test_high_cosine_traps_are_not_redundant(a: str, b: str, evidence: str) -> None:
+    v = judge(a, b, 0.99)
+    assert v.label == "independent"
+    assert evidence in v.reason
+
+
+# ---------------------------------------------------------------- keys
+
+
+def test_same_key_different_content_is_contradictory() -> None:
+    v = judge("home city: Berlin", "home city: Paris", 0.9, key_a="home_city", key_b="home_city")
+    assert v.label == "contradictory"
+    assert "same key 'home_city'" in v.reason and "Berlin" in v.reason and "Paris" in v.reason
+
+
+def test_same_key_same_content_is_redundant() -> None:
+    v = judge("Home city: Berlin", "home city - Berlin", 0.9, key_a="home_city", key_b="Home_City ")
+    assert v.label == "redundant"
+
+
+def test_different_keys_are_independent() -> None:
+    v = judge("Name: Alice", "Name: Alice", 1.0, key_a="user.name", key_b="manager.name")
+    assert v.label == "independent"
+    assert "different keys" in v.reason
+
+
+def test_unkeyed_different_objects_are_independent_but_keyed_ones_contradict() -> None:
+    assert judge("Alice likes tea", "Alice likes coffee", 0.9).label == "independent"
+    keyed = judge("Alice likes tea", "Alice likes coffee", 0.9, key_a="drink", key_b="drink")
+    assert keyed.label == "contradictory"
+
+
+# ---------------------------------------------------------------- contradiction signals
+
+
+@pytest.mark.parametrize("a, b, evidence", [
+    ("Alice has 3 cats", "Alice has 4 cats", "numbers differ: 3 vs 4"),
+    ("Bob has two children", "Bob has three children", "numbers differ: 2 vs 3"),
+    ("Alice has 3 cats", "Alice now owns four cats", "numbers differ: 3 vs 4"),
+    ("The monthly rent is 1,200 euros", "The monthly rent is 1,350 euros", "numbers differ: 1200 vs 1350"),
+    ("Dan's apartment is on the 3rd floor", "Dan's apartment is on the fifth floor", "numbers differ: 3 vs 5"),
+    ("The service uses Python 3.11", "The service uses Python 3.12", "numbers differ: 3.11 vs 3.12"),
+    ("The team has twenty-five engineers", "The team has 30 engineers", "numbers differ: 25 vs 30"),
+    ("The team meeting is on Monday", "The team meeting is on Thursday", "weekdays differ: monday vs thursday"),
+    ("The release is planned for October", "The release is planned for December",
+     "months differ: october vs december"),
+    ("The project deadline is 2024-06-30", "The project deadline is 2024-07-15", "months differ: june vs july"),
+    ("Bob's appointment is at 3pm", "Bob's appointment is at 4:30 pm", "times differ: 15:00 vs 16:30"),
+    ("Dan's flight to Rome is tomorrow", "Dan's flight to Rome is today", "days differ: tomorrow vs today"),
+    ("The database is backed up daily", "The database is backed up weekly", "frequencys differ: daily vs weekly"),
+    ("The meeting is on Monday", "The meeting has been moved to Tuesday", "weekdays differ: monday vs tuesday"),
+    ("The light theme is enabled", "The light theme is disabled", "opposites"),
+    ("Alice trusts Bob", "Alice distrusts Bob", "opposites"),
+])
+def test_value_contradictions_name_the_evidence(a: str, b: str, evidence: str) -> None:
+    v = judge(a, b, 0.99)
+    assert v.label == "contradictory", v.reason
+    assert evidence in v.reason
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Alice eats meat", "Alice does not eat meat"),
+    ("Bob drinks alcohol", "Bob never drinks alcohol"),
+    ("Carol lives in Berlin", "Carol no longer lives in Berlin"),
+    ("The user wants email notifications", "The user doesn't want email notifications"),
+    ("The user wants email notifications", "The user doesnt want email notifications"),
+    ("Dan has a driving licence", "Dan has no driving licence"),
+    ("Frank can attend the offsite", "Frank cannot attend the offsite"),
+    ("Grace takes her coffee with sugar", "Grace takes her coffee without sugar"),
+])
+def test_negation_contradictions(a: str, b: str) -> None:
+    v = judge(a, b, 0.99)
+    assert v.label == "contradictory"
+    assert "negation differs" in v.reason
+
+
+def test_signals_block_redundancy_even_when_contained_or_near_identical() -> None:
+    # containment + a differing number: never merged
+    assert judge("The backup retention is 7 days", "The backup retention is 14 days and is audited",
+                 0.99).label == "contradictory"
+    assert judge("The team has 3 members", "The team has 3 members", 1.0).label == "redundant"
+
+
+def test_same_values_in_other_notations_do_not_conflict() -> None:
+    assert judge("The team has eight engineers", "The team has 8 engineers", 0.96).label == "redundant"
+    assert judge("The call is at 3pm", "The call is at 15:00", 0.96).label == "redundant"
+    assert judge("Review on 2024-09-12", "Review on September 12, 2024", 0.96).label != "contradictory"
+
+
+def test_a_value_added_on_one_side_is_elaboration() -> None:
+    assert judge("Alice has 2 cats", "Alice has 2 cats and 3 dogs", 0.9).label == "redundant"
+    assert judge("Alice works as a data engineer at Acme", "Alice works as a data engineer at Acme since 2021",
+                 0.9).label == "redundant"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Nina visited Paris in 2019", "Nina visited Rome in 2021"),
+    ("The cache TTL for sessions is 1 hour", "The cache TTL for avatars is 24 hours"),
+    ("Mike's son is 7", "Mike's daughter is 10"),
+])
+def test_values_about_different_things_are_independent(a: str, b: str) -> None:
+    v = judge(a, b, 0.9)
+    assert v.label == "independent"
+    assert "different things" in v.reason
+
+
+def test_may_the_verb_is_not_a_month() -> None:
+    assert judge("Alice may move in May", "Alice may move in June", 0.95).label == "contradictory"
+    assert judge("I may visit Paris", "I may visit Paris", 1.0).label == "redundant"
+
+
+# ---------------------------------------------------------------- merged text
+
+
+def test_merged_text_prefers_the_more_informative_text() -> None:
+    a, b = "Bob is allergic to shellfish", "Bob is allergic to shellfish and carries antihistamines"
+    assert merged_text(a, b) == merged_text(b, a) == b
+
+
+def test_merged_text_tie_break_is_deterministic() -> None:
+    a, b = "Alice lives in Berlin.", "alice lives in berlin"
+    assert merged_text(a, b) == merged_text(b, a) == a  # same normalised text: the better-formed raw text
+    older = mem("Alice lives in Berlin", updated_at="2024-01-01T00:00:00Z")
+    newer = mem("alice lives in berlin", updated_at="2024-05-01T00:00:00Z")
+    assert merged_text(older, newer) == merged_text(newer, older) == "alice lives in berlin"
+
+
+# ---------------------------------------------------------------- properties
+
+_WORDS = ["alice", "bob", "likes", "tea", "coffee", "not", "lives", "in", "berlin", "3", "4", "three",
+          "monday", "friday", "the", "team", "has", "no", "cats", "never", "at", "9am", "10am", "works"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8),
+       st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8),
+       st.floats(min_value=0.0, max_value=1.0))
+def test_labels_are_symmetric(wa: list[str], wb: list[str], cosine: float) -> None:
+    a, b = " ".join(wa), " ".join(wb)
+    ab, ba = judge(a, b, cosine), judge(b, a, cosine)
+    assert ab.label == ba.label in LABELS
+    assert ab.fused_text == ba.fused_text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(min_size=1, max_size=60))
+def test_a_text_is_redundant_with_itself(text: str) -> None:
+    v = judge(text, text, 1.0)
+    assert v.label == ("redundant" if normalize_text(text) else "independent")
+
+
+# ---------------------------------------------------------------- labelled set
+
+
+def test_labelled_set_is_well_formed() -> None:
+    assert len(CASES) >= 120
+    for case in CASES:
+        a_text, a_key, b_text, b_key, cosine, expected = case
+        assert expected in LABELS and a_text.strip() and b_text.strip()
+        assert cosine is None or 0.0 <= cosine <= 1.0
+    counts = {label: sum(c.expected == label for c in CASES) for label in LABELS}
+    assert min(counts.values()) >= 30, counts
+
+
+@pytest.mark.parametrize("cosine_name", ["lexical", "hashing"])
+def test_rule_judge_quality_on_labelled_set(cosine_name: str) -> None:
+    cosine_fn = lexical_cosine if cosine_name == "lexical" else _hashing_cosine()
+    if cosine_fn is None:
+        pytest.skip("projections.embedders is not available")
+    report = evaluate(JUDGE, CASES, cosine_fn)
+    assert report["n"] == len(CASES)
+    assert report["redundant_precision"] >= 0.95, report["errors"]
+    # floors against regressions (the figures at the time of writing are higher)
+    assert report["redundant_recall"] >= 0.65
+    assert report["contradiction_precision"] >= 0.9
+    assert report["contradiction_recall"] >= 0.75
+    confusion = report["confusion"]
+    assert sum(sum(row.values()) for row in confusion.values()) == len(CASES)
+
+
+async def test_aevaluate_matches_evaluate_for_async_only_judges() -> None:
+    class AsyncOnly:
+        name, version = "async-only", "1"
+
+        async def judge(self, a: JudgedMemory, b: JudgedMemory, cosine: float) -> Verdict:
+            return await JUDGE.judge(a, b, cosine)
+
+    sync_report = evaluate(JUDGE, CASES[:40], lexical_cosine)
+    async_report = await aevaluate(AsyncOnly(), CASES[:40], lexical_cosine)
+    assert async_report["confusion"] == sync_report["confusion"]
+
+
+def test_evaluate_counts_precision_and_recall() -> None:
+    cases = [("a b c d", None, "a b c d", None, 1.0, "redundant"),
+             ("Alice has 3 cats", None, "Alice has 4 cats", None, 0.9, "redundant"),
+             ("x y", None, "p q", None, 0.1, "contradictory")]
+    report = evaluate(JUDGE, cases)
+    assert report["redundant_precision"] == 1.0
+    assert report["redundant_recall"] == 0.5
+    assert report["contradiction_precision"] == 0.0  # one predicted, wrong
+    assert report["contradiction_recall"] == 0.0
+    assert report["confusion"]["redundant"]["contradictory"] == 1
+    assert [e["index"] for e in report["errors"]] == [1, 2]

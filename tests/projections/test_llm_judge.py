@@ -1,0 +1,290 @@
+"""LLM judge against a real fake OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from projections.policies.judge import JudgedMemory, RuleJudge
+from projections.policies.llm_judge import LLMJudge, LLMUnavailable
+
+A = JudgedMemory(id="a", memory="The user prefers dark mode", key=None, memory_type="preference",
+                 updated_at="2024-01-01T00:00:00Z")
+B = JudgedMemory(id="b", memory="Dark mode is what the user prefers", key=None, memory_type="preference",
+                 updated_at="2024-03-01T00:00:00Z")
+
+Behaviour = Callable[[int, dict], Awaitable[web.StreamResponse]]
+
+
+def completion(content: str) -> web.Response:
+    return web.json_response({
+        "id": "chatcmpl-test", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+    })
+
+
+def answer(label: str, reason: str = "because", fused: str | None = None) -> web.Response:
+    return completion(json.dumps({"label": label, "reason": reason, "fused_text": fused}))
+
+
+class FakeLLM:
+    """Records requests and counts concurrent ones; ``behaviour(n, body)`` answers the n-th request."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], dict]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.url = ""
+        self.behaviour: Behaviour = self._default
+
+    @staticmethod
+    async def _default(n: int, body: dict) -> web.StreamResponse:
+        return answer("independent", "different facts")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append((dict(request.headers), body))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self.behaviour(len(self.requests), body)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+async def fake(aiohttp_server) -> FakeLLM:
+    fake = FakeLLM()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    fake.url = str(server.make_url("/v1"))
+    return fake
+
+
+@pytest.fixture
+async def make_judge(fake: FakeLLM):
+    judges: list[LLMJudge] = []
+
+    def make(api_key: str | None = "sk-test", **kwargs) -> LLMJudge:
+        options = {"timeout_s": 5.0, "retries": 2, "backoff_s": 0.01, "fallback": RuleJudge()} | kwargs
+        judge = LLMJudge(fake.url, "test-model", api_key, **options)
+        judges.append(judge)
+        return judge
+
+    yield make
+    for judge in judges:
+        await judge.close()
+
+
+async def test_good_answer(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same preference", "The user prefers dark mode.")
+
+    fake.behaviour = behaviour
+    judge = make_judge()
+    v = await judge.judge(A, B, 0.93)
+    assert (v.label, v.reason, v.fused_text, v.fallback) == (
+        "redundant", "same preference", "The user prefers dark mode.", None)
+    assert (v.judge, v.similarity) == ("llm", 0.93)
+    assert "test-model" in v.judge_version
+
+    headers, body = fake.requests[0]
+    assert body["model"] == "test-model"
+    assert body["response_format"] == {"type": "json_object"}
+    prompt = json.dumps(body["messages"])
+    assert A.memory in prompt and B.memory in prompt and "fused_text" in prompt
+
+
+async def test_api_key_is_sent_as_bearer(fake: FakeLLM, make_judge) -> None:
+    await make_judge(api_key="sk-secret-123").judge(A, B, 0.9)
+    assert fake.requests[-1][0]["Authorization"] == "Bearer sk-secret-123"
+    judge = make_judge(api_key=None)
+    await judge.judge(A, B, 0.9)
+    assert "Authorization" not in fake.requests[-1][0]
+    assert "sk-secret" not in repr(judge)
+
+
+@pytest.mark.parametrize("content", [
+    '```json\n{"label": "contradictory", "reason": "different modes", "fused_text": null}\n```',
+    'Here you go:\n```\n{"label": "Contradictory", "reason": "different modes"}\n```\nDone.',
+    'Sure! {"label": "contradiction", "reason": "different modes"} Hope that helps.',
+])
+async def test_fenced_or_wrapped_json_answer(fake: FakeLLM, make_judge, content: str) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(content)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.label, v.reason, v.fallback, v.fused_text) == ("contradictory", "different modes", None, None)
+    assert len(fake.requests) == 1
+
+
+async def test_500_then_success_is_retried(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        if n == 1:
+            return web.Response(status=500, text="overloaded")
+        return answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    judge = make_judge()
+    v = await judge.judge(A, B, 0.9)
+    assert (v.label, v.judge, v.fallback) == ("independent", "llm", None)
+    assert len(fake.requests) == 2
+    assert judge.stats["retries"] == 1
+
+
+async def test_bad_json_then_success_is_retried(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        if n == 1:
+            return completion('{"label": "redundant", "reason": ')  # truncated
+        if n == 2:
+            return completion('{"label": "maybe", "reason": "unsure"}')  # unknown label
+        return answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.label, v.fallback) == ("independent", None)
+    assert len(fake.requests) == 3
+
+
+async def test_always_500_falls_back_to_rule_judge(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=503, text="unavailable")
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=2)
+    a = JudgedMemory(id="a", memory="Alice has 3 cats")
+    b = JudgedMemory(id="b", memory="Alice has 4 cats")
+    v = await judge.judge(a, b, 0.95)
+    expected = RuleJudge().judge_sync(a, b, 0.95)
+    assert v.fallback is not None and v.fallback.startswith("llm failed: ")
+    assert "HTTP 503" in v.fallback and "3 attempts" in v.fallback
+    assert (v.label, v.reason, v.judge) == (expected.label, expected.reason, "rule")
+    assert len(fake.requests) == 3  # 1 + 2 retries
+    assert judge.stats["fallbacks"] == 1
+
+
+async def test_client_error_is_not_retried(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert v.fallback is not None and "HTTP 401" in v.fallback and "invalid api key" in v.fallback
+    assert len(fake.requests) == 1
+
+
+async def test_timeout_falls_back(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        await asyncio.sleep(1.0)
+        return answer("redundant")
+
+    fake.behaviour = behaviour
+    judge = make_judge(timeout_s=0.1, retries=1)
+    v = await judge.judge(A, B, 0.9)
+    assert v.fallback is not None and "timeout after 0.1s" in v.fallback
+    assert v.judge == "rule"
+    assert len(fake.requests) == 2
+
+
+async def test_connection_refused_falls_back(make_judge) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    judge = LLMJudge(f"http://127.0.0.1:{port}/v1", "m", "k", retries=1, backoff_s=0.01)
+    try:
+        v = await judge.judge(A, B, 0.9)
+    finally:
+        await judge.close()
+    assert v.fallback is not None and "connection error" in v.fallback
+    assert v.label in ("redundant", "contradictory", "independent")
+
+
+async def test_concurrency_limit_is_respected(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        await asyncio.sleep(0.05)
+        return answer("independent")
+
+    fake.behaviour = behaviour
+    judge = make_judge(concurrency=3)
+    verdicts = await asyncio.gather(*(judge.judge(A, B, 0.9) for _ in range(12)))
+    assert all(v.judge == "llm" for v in verdicts)
+    assert len(fake.requests) == 12
+    assert fake.max_in_flight == 3
+
+
+async def test_redundant_answer_is_vetoed_on_a_number_conflict(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "both about Alice's cats", "Alice has cats")
+
+    fake.behaviour = behaviour
+    judge = make_judge()
+    v = await judge.judge(JudgedMemory(id="a", memory="Alice has 3 cats"),
+                          JudgedMemory(id="b", memory="Alice has 4 cats"), 0.97)
+    assert v.label == "contradictory"
+    assert "vetoed" in v.reason and "numbers differ: 3 vs 4" in v.reason
+    assert judge.stats["vetoes"] == 1
+
+
+async def test_implausible_fused_text_is_replaced(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same", "The user prefers dark mode since 2019")  # invented year
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.95)
+    assert v.label == "redundant"
+    assert v.fused_text == B.memory  # the rule-based merge: the longer text
+
+
+async def test_missing_fused_text_uses_rule_merge(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same", None)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.95)
+    assert v.fused_text == B.memory
+
+
+async def test_summarize_topic(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion('```json\n{"title": "Editor  preferences", "summary": "Dark mode everywhere."}\n```')
+
+    fake.behaviour = behaviour
+    title, summary = await make_judge().summarize_topic(["Prefers dark mode", "", "Uses Neovim"])
+    assert (title, summary) == ("Editor preferences", "Dark mode everywhere.")
+    prompt = json.dumps(fake.requests[0][1]["messages"])
+    assert "Prefers dark mode" in prompt and "Uses Neovim" in prompt
+
+
+async def test_summarize_topic_failure_raises(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=500)
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1)
+    with pytest.raises(LLMUnavailable, match="HTTP 500"):
+        await judge.summarize_topic(["Prefers dark mode"])
+    assert len(fake.requests) == 2
+    with pytest.raises(ValueError):
+        await judge.summarize_topic(["", "  "])
+
+
+async def test_session_is_lazy_and_closed(fake: FakeLLM) -> None:
+    judge = LLMJudge(fake.url, "m", "k")
+    assert judge._session is None
+    await judge.judge(A, B, 0.9)
+    session = judge._session
+    assert session is not None and not session.closed
+    await judge.close()
+    assert session.closed
+    async with LLMJudge(fake.url, "m", "k") as scoped:
+        await scoped.judge(A, B, 0.9)
+        inner = scoped._session
+    assert inner is not None and inner.closed

@@ -1,0 +1,540 @@
+"""Memory and edge commands through MemoryService, with real SQLite files.
+
+Covers add (single and atomic batch), working-memory eviction, update,
+merge, supersede, the archive/delete/restore state machine, rollback,
+link/unlink, namespace undo, correlation revert, idempotent replays, tenant
+isolation and tenant drop; then the ``memledger`` commands that wrap them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import sys
+
+import pytest
+
+from eventstore import IdempotencyConflict
+from eventstore import catalogue as c
+from eventstore.aggregate import load
+from eventstore.commands import CommandContext
+from eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
+from eventstore.settings import Settings
+from projections.service import MemoryService
+from tools import cli
+
+
+def ctx(tenant: str = "a", **kw) -> CommandContext:
+    return CommandContext(tenant=tenant, **kw)
+
+
+@pytest.fixture
+def svc(tmp_path):
+    service = MemoryService.open(tmp_path, settings=Settings({"working_memory_capacity": 3}))
+    yield service
+    service.close()
+
+
+def add(svc, *texts, tenant="a", **kw):
+    items = [MemoryContent(memory=t, **kw) for t in texts]
+    return svc.run(svc.memories.add, ctx(tenant), items)
+
+
+def live_edges(svc, tenant, *nodes):
+    return {(e.edge_id, e.edge_type, e.source, e.target, e.weight) for n in nodes for e in svc.edges_of(tenant, n)}
+
+
+def types_at(svc, result):
+    return [r.type for r in svc.store.read_all(after=result.first_position - 1, until=result.last_position)]
+
+
+# -- add ----------------------------------------------------------------------------------
+
+
+def test_add_single_and_batch(svc):
+    one = add(svc, "I live in Berlin", key="home city", tags=("Place", "place"))
+    (m,) = one.memory_ids
+    view = svc.get("a", m)
+    assert (view.memory, view.key, view.tags, view.version, view.status) == ("I live in Berlin", "home city", ("place",), 1, "activated")
+    batch = add(svc, "tea", "coffee", "water")
+    assert len(set(batch.memory_ids)) == 3 and list(batch.positions) == [2, 3, 4, 5]  # 5: a working-memory eviction
+    assert types_at(svc, batch) == ["MemoryAdded"] * 3 + ["WorkingMemoryEvicted"]
+    assert [svc.get("a", i).memory for i in batch.memory_ids] == ["tea", "coffee", "water"]
+
+
+@pytest.mark.parametrize(
+    "items, field",
+    [
+        ([MemoryContent(memory="ok"), MemoryContent(memory="  ")], "memories[1].memory"),
+        ([MemoryContent(memory="ok"), MemoryContent(memory="x", confidence=2.0)], "memories[1].confidence"),
+        ([MemoryContent(memory="x", memory_type="TopicMemory"), MemoryContent(memory="y")], "memories[0].memory_type"),
+        ([MemoryContent(memory="x", tags=("two words",))], "tags"),
+    ],
+)
+def test_invalid_batch_writes_nothing(svc, items, field):
+    add(svc, "before")
+    head = svc.store.last_position()
+    with pytest.raises(ValidationError) as err:
+        svc.run(svc.memories.add, ctx(), items)
+    assert err.value.field == field and str(err.value).startswith(field)
+    assert svc.store.last_position() == head
+    assert svc.runner.conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 1
+
+
+def test_working_memory_fifo_evicts_and_archives_working_items(svc):
+    w1, w2 = add(svc, "w1", "w2", memory_type="WorkingMemory").memory_ids
+    (lt,) = add(svc, "lt").memory_ids
+    assert [m for _, m, _ in svc.facts.working_memory("a")] == [w1, w2, lt]
+    result = add(svc, "n1", "n2")
+    assert result.data["evicted"] == 2
+    evicted = [r.event for r in svc.store.read_stream(c.working_stream("a"))]
+    assert [e.memory_ids for e in evicted] == [(w1, w2)] and evicted[0].capacity == 3
+    assert [m for _, m, _ in svc.facts.working_memory("a")] == [lt, *result.memory_ids]
+    for w in (w1, w2):
+        assert svc.get("a", w).status == "archived"
+        assert svc.history("a", w)[-1]["reason"] == "evicted from working memory"
+    # A LongTermMemory leaving working memory stays activated; a deleted WorkingMemory item stays deleted.
+    (w3,) = add(svc, "w3", memory_type="WorkingMemory").memory_ids
+    svc.run(svc.memories.soft_delete, ctx(), w3)
+    add(svc, "n3", "n4", "n5")
+    assert svc.get("a", lt).status == "activated"
+    assert svc.get("a", w3).status == "deleted"
+    assert [h["status"] for h in svc.history("a", w3)] == ["activated", "deleted"]
+    # Other tenants have their own FIFO.
+    add(svc, "b1", tenant="b")
+    assert len(svc.facts.working_memory("b")) == 1
+
+
+def test_batch_larger_than_capacity_evicts_its_own_items(svc):
+    ids = add(svc, *[f"w{i}" for i in range(5)], memory_type="WorkingMemory").memory_ids
+    assert [m for _, m, _ in svc.facts.working_memory("a")] == list(ids[2:])
+    assert [svc.get("a", i).status for i in ids] == ["archived"] * 2 + ["activated"] * 3
+
+
+# -- content changes ---------------------------------------------------------------------
+
+
+def test_update_makes_a_new_version_and_keeps_history(svc):
+    (m,) = add(svc, "I live in Berlin", key="home", embedding=(0.1, 0.2)).memory_ids
+    first = svc.store.last_position()
+    r = svc.run(svc.memories.update, ctx(), m, {"memory": "I live in Paris", "tags": ["moved"]}, expected_version=1)
+    assert r.data == {"version": 2, "changed": ["memory", "tags"]}
+    view = svc.get("a", m)
+    assert (view.memory, view.tags, view.version, view.has_embedding) == ("I live in Paris", ("moved",), 2, False)
+    assert svc.get("a", m, as_of=first).memory == "I live in Berlin"
+    assert [(h["version"], h["memory"]) for h in svc.history("a", m)] == [(1, "I live in Berlin"), (2, "I live in Paris")]
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.memories.update, ctx(), m, {"memory": "x"}, expected_version=1)
+    assert err.value.current_version == 2
+    head = svc.store.last_position()
+    same = svc.run(svc.memories.update, ctx(), m, {"memory": "I live in Paris"})
+    assert same.data == {"version": 2, "changed": []} and svc.store.last_position() == head
+    for changes, field in (({"memory_type": "UserMemory"}, "memory_type"), ({"colour": 1}, "colour"), ({}, "changes"), ({"confidence": 5}, "confidence")):
+        with pytest.raises(ValidationError) as verr:
+            svc.run(svc.memories.update, ctx(), m, changes)
+        assert verr.value.field == field
+    svc.run(svc.memories.soft_delete, ctx(), m)
+    with pytest.raises(Conflict):
+        svc.run(svc.memories.update, ctx(), m, {"memory": "y"})
+
+
+def test_merge_archives_sources_links_and_repoints(svc):
+    a, b, other = svc.run(
+        svc.memories.add,
+        ctx(),
+        [
+            MemoryContent(memory="likes tea", tags=("drink",), sources=("chat-1",)),
+            MemoryContent(memory="likes green tea a lot", tags=("tea",), sources=("chat-2",), key="drink"),
+            MemoryContent(memory="tea shop"),
+        ],
+    ).memory_ids
+    svc.run(svc.edges.link, ctx(), a, other, "RELATED", weight=0.5, edge_id="user:t:1")
+    svc.run(svc.edges.link, ctx(), a, b, "RELATED", edge_id="user:t:2")
+    r = svc.run(svc.memories.merge, ctx(), [a, b])
+    merged = r.data["merged_id"]
+    assert r.memory_ids == (merged,) and r.data["sources"] == [a, b] and r.data["repointed"] == 2
+    view = svc.get("a", merged)
+    assert (view.memory, view.key, view.status) == ("likes green tea a lot", "drink", "activated")
+    assert view.tags == ("drink", "tea") and view.sources == ("chat-1", "chat-2")
+    for source in (a, b):
+        assert svc.get("a", source).status == "archived"
+        assert load(svc.store, "a", source).merged_into == merged
+        assert svc.history("a", source)[-1]["reason"] == f"merged into {merged}"
+    edges = live_edges(svc, "a", merged)
+    assert ("user:t:1", "RELATED", merged, other, 0.5) in edges  # re-pointed, same id
+    assert {(s, t) for _, kind, s, t, _ in edges if kind == "MERGED_TO"} == {(a, merged), (b, merged)}
+    assert not any(e[0] == "user:t:2" for e in edges)  # an edge between two sources would loop: removed
+    assert live_edges(svc, "a", other) == {("user:t:1", "RELATED", merged, other, 0.5)}
+    with pytest.raises(Conflict):
+        svc.run(svc.memories.merge, ctx(), [a, other])
+    with pytest.raises(ValidationError):
+        svc.run(svc.memories.merge, ctx(), [other, other])
+    with pytest.raises(ValidationError):
+        svc.run(svc.memories.merge, ctx(), [other, merged], text=" ")
+    assert svc.get("a", svc.run(svc.memories.merge, ctx(), [other, merged], text="tea it is").data["merged_id"]).memory == "tea it is"
+
+
+def test_supersede_archives_the_older_with_reason_conflict(svc):
+    old, new = add(svc, "lives in Berlin", "lives in Paris").memory_ids
+    decision = c.Decision(judge="rules", reason="contradiction")
+    svc.run(svc.memories.supersede, ctx(), old, new, decision=decision)
+    assert svc.get("a", old).status == "archived" and svc.get("a", new).status == "activated"
+    assert svc.history("a", old)[-1]["reason"].startswith(f"conflict: superseded by {new}")
+    (edge,) = svc.edges_of("a", old)
+    assert (edge.edge_type, edge.source, edge.target, edge.properties) == ("SUPERSEDED_BY", old, new, {"reason": "conflict"})
+    with pytest.raises(Conflict):
+        svc.run(svc.memories.supersede, ctx(), old, new)
+    with pytest.raises(ValidationError):
+        svc.run(svc.memories.supersede, ctx(), new, new)
+
+
+def test_status_state_machine(svc):
+    m, n = add(svc, "m", "n").memory_ids
+    archive, delete, restore = svc.memories.archive, svc.memories.soft_delete, svc.memories.restore
+    with pytest.raises(Conflict):
+        svc.run(restore, ctx(), m)
+    assert svc.run(archive, ctx(), m, reason="stale").data["version"] == 2
+    with pytest.raises(Conflict) as err:
+        svc.run(archive, ctx(), m)
+    assert err.value.current_version == 2
+    svc.run(delete, ctx(), m, evolve_to=n)
+    assert svc.get("a", m).status == "deleted" and load(svc.store, "a", m).evolve_to == n
+    with pytest.raises(Conflict):
+        svc.run(delete, ctx(), m)
+    with pytest.raises(Conflict):
+        svc.run(archive, ctx(), m)
+    svc.run(restore, ctx(), m)
+    assert svc.get("a", m).status == "activated"
+    with pytest.raises(NotFound):
+        svc.run(delete, ctx(), m, evolve_to="no-such-memory")
+    with pytest.raises(ValidationError):
+        svc.run(delete, ctx(), m, evolve_to=m)
+    with pytest.raises(Conflict):
+        svc.run(archive, ctx(), m, expected_version=1)
+    assert [h["status"] for h in svc.history("a", m)] == ["activated", "archived", "deleted", "activated"]
+    assert svc.history("a", m)[1]["reason"] == "stale"
+
+
+def test_rollback_restores_content_and_status(svc):
+    (m,) = add(svc, "v1").memory_ids
+    svc.run(svc.memories.update, ctx(), m, {"memory": "v2"})
+    svc.run(svc.memories.archive, ctx(), m)
+    r = svc.run(svc.memories.rollback, ctx(), m, 1)
+    assert r.data["version"] == 4
+    view = svc.get("a", m)
+    assert (view.memory, view.status, view.version) == ("v1", "activated", 4)
+    svc.run(svc.memories.rollback, ctx(), m, 3)
+    assert (svc.get("a", m).memory, svc.get("a", m).status) == ("v2", "archived")
+    with pytest.raises(Conflict):
+        svc.run(svc.memories.rollback, ctx(), m, 5)
+    for bad in (0, 6):
+        with pytest.raises(ValidationError):
+            svc.run(svc.memories.rollback, ctx(), m, bad)
+
+
+# -- edges ---------------------------------------------------------------------------------
+
+
+def test_link_unlink_validation(svc):
+    a, b = add(svc, "a", "b").memory_ids
+    link = svc.edges.link
+    for kwargs, field in (
+        ({"weight": 1.5}, "weight"),
+        ({"weight": -0.1}, "weight"),
+        ({"weight": float("nan")}, "weight"),
+        ({"edge_id": "plain-id"}, "edge_id"),
+        ({"edge_id": "User:x:1"}, "edge_id"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            svc.run(link, ctx(), a, b, "RELATED", **kwargs)
+        assert err.value.field == field
+    with pytest.raises(ValidationError):
+        svc.run(link, ctx(), a, b, "related")
+    with pytest.raises(ValidationError):
+        svc.run(link, ctx(), a, a, "RELATED")
+    with pytest.raises(NotFound):
+        svc.run(link, ctx(), a, "ghost", "RELATED")
+    r = svc.run(link, ctx(), a, b, "RELATED", weight=0.25, edge_id="user:n:1")
+    assert r.data["edge_ids"] == ["user:n:1"] and svc.neighbors("a", a)[0].score == 0.25
+    with pytest.raises(Conflict):
+        svc.run(link, ctx(), b, a, "RELATED", edge_id="user:n:1")
+    svc.run(svc.edges.unlink, ctx(), "user:n:1")
+    assert svc.edges_of("a", a) == []
+    with pytest.raises(NotFound):
+        svc.run(svc.edges.unlink, ctx(), "user:n:1")
+    svc.run(link, ctx(), b, a, "RELATED", edge_id="user:n:1")  # the id is free again
+    assert [(e.source, e.target) for e in svc.edges_of("a", a)] == [(b, a)]
+
+
+def test_undo_namespace_removes_exactly_its_live_edges_and_is_revertable(svc):
+    a, b, d = add(svc, "a", "b", "d").memory_ids
+    svc.run(svc.edges.link_many, ctx(), [
+        c.EdgeRecord(edge_id="mention:run1:1", edge_type="MENTIONS", source=a, target=b),
+        c.EdgeRecord(edge_id="mention:run1:2", edge_type="MENTIONS", source=b, target=d, weight=0.5),
+        c.EdgeRecord(edge_id="mention:run1:3", edge_type="MENTIONS", source=a, target=d),
+        c.EdgeRecord(edge_id="mention:run2:1", edge_type="MENTIONS", source=a, target=d),
+        c.EdgeRecord(edge_id="user:x:1", edge_type="RELATED", source=d, target=a),
+    ])
+    svc.run(svc.edges.unlink, ctx(), "mention:run1:3")
+    before = live_edges(svc, "a", a, b, d)
+    undo = svc.run(svc.edges.undo_namespace, ctx(), "mention:run1:", reason="bad run")
+    assert undo.data["removed"] == 2
+    after = live_edges(svc, "a", a, b, d)
+    assert {e[0] for e in before - after} == {"mention:run1:1", "mention:run1:2"} and after <= before
+    head = svc.store.last_position()
+    assert svc.run(svc.edges.undo_namespace, ctx(), "mention:run1:").data["removed"] == 0
+    assert svc.store.last_position() == head
+    with pytest.raises(ValidationError):
+        svc.run(svc.edges.undo_namespace, ctx(), "mention")
+    svc.run(svc.reverts.revert, ctx(), undo.correlation_id)
+    assert live_edges(svc, "a", a, b, d) == before
+
+
+# -- revert ----------------------------------------------------------------------------------
+
+
+def test_revert_a_bad_import_batch_once(svc):
+    (keep,) = add(svc, "keep me").memory_ids
+    imported = svc.run(svc.memories.add, ctx(correlation_id="import-7"), [MemoryContent(memory=f"junk {i}") for i in range(3)])
+    svc.run(svc.edges.link, ctx(correlation_id="import-7"), imported.memory_ids[0], keep, "RELATED", edge_id="import:7:1")
+    svc.run(svc.memories.update, ctx(correlation_id="import-7"), keep, {"tags": ["imported"]})
+    r = svc.run(svc.reverts.revert, ctx(), "import-7")
+    assert r.data["reverted"] == 5 and r.data["conflicts"] == [] and not r.data["forced"]
+    assert [svc.get("a", m).status for m in imported.memory_ids] == ["deleted"] * 3
+    assert svc.get("a", keep).tags == () and svc.get("a", keep).status == "activated"
+    assert svc.edges_of("a", keep) == []
+    head = svc.store.last_position()
+    again = svc.run(svc.reverts.revert, ctx(), "import-7")
+    assert again.data["already_reverted"] and svc.store.last_position() == head
+    with pytest.raises(NotFound):
+        svc.run(svc.reverts.revert, ctx(), "never-used")
+
+
+def test_revert_refuses_conflicts_unless_forced(svc):
+    first = add(svc, "v1")
+    (m,) = first.memory_ids
+    upd = svc.run(svc.memories.update, ctx(correlation_id="upd-1"), m, {"memory": "v2"})
+    svc.run(svc.memories.update, ctx(), m, {"memory": "v3"})
+    head = svc.store.last_position()
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.reverts.revert, ctx(), "upd-1")
+    message = str(err.value)
+    assert "cannot revert upd-1" in message and m in message and "force" in message
+    assert svc.store.last_position() == head
+    forced = svc.run(svc.reverts.revert, ctx(), upd.correlation_id, force=True)
+    assert forced.data["forced"] and len(forced.data["conflicts"]) == 1
+    assert svc.get("a", m).memory == "v1"
+    with pytest.raises(ValidationError):
+        svc.run(svc.reverts.revert, ctx(correlation_id="self"), "self")
+
+
+def test_revert_of_merge_and_of_a_revert(svc):
+    a, b, d = add(svc, "a", "b", "d").memory_ids
+    svc.run(svc.edges.link, ctx(), a, d, "RELATED", edge_id="user:m:1")
+    before = {m: (svc.get("a", m).memory, svc.get("a", m).status) for m in (a, b, d)}
+    edges_before = live_edges(svc, "a", a, b, d)
+    merge = svc.run(svc.memories.merge, ctx(), [a, b])
+    merged_edges = live_edges(svc, "a", a, b, d, merge.data["merged_id"])
+    rv = svc.run(svc.reverts.revert, ctx(), merge.correlation_id)
+    assert {m: (svc.get("a", m).memory, svc.get("a", m).status) for m in (a, b, d)} == before
+    assert svc.get("a", merge.data["merged_id"]).status == "deleted"
+    assert live_edges(svc, "a", a, b, d, merge.data["merged_id"]) == edges_before
+    svc.run(svc.reverts.revert, ctx(), rv.correlation_id)  # undo the undo
+    assert live_edges(svc, "a", a, b, d, merge.data["merged_id"]) == merged_edges
+    assert svc.get("a", merge.data["merged_id"]).status == "activated" and svc.get("a", a).status == "archived"
+
+
+# -- idempotency -----------------------------------------------------------------------------
+
+
+def test_idempotent_replays_return_the_first_answer_and_write_nothing(svc):
+    def twice(command, *args, key, **kwargs):
+        first = svc.run(command, ctx(idempotency_key=key), *args, **kwargs)
+        head = svc.store.last_position()
+        again = svc.run(command, ctx(idempotency_key=key), *args, **kwargs)
+        assert svc.store.last_position() == head
+        assert again.replayed and not first.replayed
+        assert (again.positions, again.memory_ids, again.correlation_id) == (first.positions, first.memory_ids, first.correlation_id)
+        assert again.data == first.data
+        return first
+
+    a, b = twice(svc.memories.add, [MemoryContent(memory="a"), MemoryContent(memory="b")], key="k1").memory_ids
+    twice(svc.memories.update, a, {"memory": "a2"}, key="k2", expected_version=1)
+    twice(svc.edges.link, a, b, "RELATED", key="k3")
+    twice(svc.memories.archive, a, key="k4")
+    twice(svc.memories.restore, a, key="k5")
+    merge = twice(svc.memories.merge, [a, b], key="k6")
+    twice(svc.memories.rollback, a, 1, key="k7")
+    twice(svc.reverts.revert, merge.correlation_id, key="k8", force=True)
+    with pytest.raises(IdempotencyConflict):
+        svc.run(svc.memories.add, ctx(idempotency_key="k1"), [MemoryContent(memory="something else")])
+    # Keys are scoped by tenant: the same key in tenant b is a new request.
+    assert not svc.run(svc.memories.add, ctx("b", idempotency_key="k1"), [MemoryContent(memory="a")]).replayed
+
+
+# -- tenants -----------------------------------------------------------------------------------
+
+
+def test_tenant_isolation(svc):
+    a1, a2 = add(svc, "alice's", "alice's too").memory_ids
+    svc.run(svc.edges.link, ctx("a", correlation_id="a-corr"), a1, a2, "RELATED", edge_id="user:a:1")
+    (b1,) = add(svc, "bob's", tenant="b").memory_ids
+    with pytest.raises(NotFound):
+        svc.get("b", a1)
+    with pytest.raises(NotFound):
+        svc.history("b", a1)
+    for command, args in (
+        (svc.memories.update, (a1, {"memory": "stolen"})),
+        (svc.memories.archive, (a1,)),
+        (svc.memories.rollback, (a1, 1)),
+        (svc.memories.merge, ([b1, a1],)),
+        (svc.edges.link, (b1, a1, "RELATED")),
+        (svc.edges.unlink, ("user:a:1",)),
+        (svc.reverts.revert, ("a-corr",)),
+    ):
+        with pytest.raises(NotFound):
+            svc.run(command, ctx("b"), *args)
+    assert svc.edges_of("b", a1) == [] and svc.neighbors("b", a1) == []
+    assert svc.run(svc.edges.undo_namespace, ctx("b"), "user:").data["removed"] == 0
+    assert svc.get("a", a1).memory == "alice's" and len(svc.edges_of("a", a1)) == 1
+
+
+def _tenant_rows(svc, tenant):
+    conn = svc.runner.conn
+    found = {}
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'checkpoints'"):
+        columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        if "tenant" in columns:
+            found[table] = conn.execute(f'SELECT count(*) FROM "{table}" WHERE tenant = ?', (tenant,)).fetchone()[0]
+    return found
+
+
+def test_drop_tenant_backs_up_then_removes_it_everywhere(tmp_path):
+    svc = MemoryService.open(tmp_path, settings=Settings({"backups_keep": 2}))
+    a1, a2 = add(svc, "alice 1", "alice 2", tenant="alice").memory_ids
+    svc.run(svc.edges.link, ctx("alice"), a1, a2, "RELATED", edge_id="user:a:1")
+    (b1,) = add(svc, "bob 1", tenant="bob").memory_ids
+    assert all(_tenant_rows(svc, "alice").values())
+    r = svc.drop_tenant(ctx("alice"), reason="account closed")
+    backup = tmp_path / "backups" / r.data["backup"].rsplit("/", 1)[-1]
+    lines = backup.read_text().splitlines()
+    assert r.data["events_backed_up"] == len(lines) == 3 and {json.loads(x)["tenant"] for x in lines} == {"alice"}
+    assert not any(_tenant_rows(svc, "alice").values())
+    assert svc.get("bob", b1).memory == "bob 1"
+    with pytest.raises(NotFound):
+        svc.get("alice", a1)
+    with pytest.raises(NotFound):
+        svc.run(svc.memories.update, ctx("alice"), a1, {"memory": "back from the dead"})
+    with pytest.raises(NotFound):
+        svc.history("alice", a1)
+    svc.runner.rebuild()
+    assert not any(_tenant_rows(svc, "alice").values())
+    (again,) = add(svc, "a fresh start", tenant="alice").memory_ids  # the name can be used again
+    assert svc.get("alice", again).memory == "a fresh start"
+    for tenant in ("bob", "alice"):
+        svc.drop_tenant(ctx(tenant))
+    kept = sorted(p.name for p in (tmp_path / "backups").glob("*.jsonl"))
+    assert len(kept) == 2 and backup.name not in kept
+    with pytest.raises(NotFound):
+        svc.drop_tenant(ctx("nobody"))
+    assert len(list((tmp_path / "backups").glob("*"))) == 2
+    svc.close()
+
+
+# -- the memledger commands ------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MEMLEDGER_TENANT", raising=False)
+
+    def run(*argv, stdin=None, code=0):
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        rc = cli.main([*argv, "--data-dir", str(tmp_path)])
+        out, err = capsys.readouterr()
+        assert rc == code, (argv, out, err)
+        if code:
+            assert err.startswith("memledger: error: ") and err.count("\n") == 1 and "Traceback" not in err
+        return err if code else out
+
+    return run
+
+
+def test_cli_add_get_update_history(run_cli, monkeypatch):
+    out = run_cli("add", "I live in Berlin", "--key", "home", "--tags", "a,b", "--source", "chat")
+    assert out.startswith("added 1 memory: ") and "(position 1, correlation " in out
+    m = out.split(": ", 1)[1].split(" ")[0]
+    batch = json.loads(run_cli("add", "--json", "--correlation-id", "imp-1", stdin='{"memory": "x"}\n\n{"text": "y", "tags": "p,q"}\n'))
+    assert batch["first_position"] == 2 and batch["last_position"] == 3 and batch["correlation_id"] == "imp-1"
+    assert "memories[1].memory" in run_cli("add", stdin='{"memory": "x"}\n{"memory": ""}\n', code=2)
+    assert "line 1: unknown field 'colour'" in run_cli("add", stdin='{"memory": "x", "colour": 1}\n', code=2)
+    run_cli("add", stdin="not json\n", code=2)
+    view = json.loads(run_cli("get", m, "--json"))
+    assert (view["memory"], view["key"], view["tags"], view["sources"]) == ("I live in Berlin", "home", ["a", "b"], ["chat"])
+    assert run_cli("update", m, "--text", "I live in Paris", "--if-version", "1").startswith(f"updated {m} to version 2")
+    run_cli("update", m, "--text", "again", "--if-version", "1", code=2)
+    run_cli("update", m, code=2)
+    assert "I live in Berlin" in run_cli("get", m, "--as-of", "1")
+    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    assert [h["memory"] for h in history] == ["I live in Berlin", "I live in Paris"]
+    assert "MemoryUpdated" in run_cli("history", m)
+    run_cli("get", m, "--tenant", "other", code=2)
+    monkeypatch.setenv("MEMLEDGER_TENANT", "other")
+    run_cli("get", m, code=2)
+    assert run_cli("add", "theirs").startswith("added 1 memory")
+    monkeypatch.delenv("MEMLEDGER_TENANT")
+    run_cli("get", "no-such-id", "--as-of", "yesterday", code=2)
+
+
+def test_cli_status_merge_links_revert(run_cli):
+    ids = json.loads(run_cli("add", "--json", stdin='{"memory": "a"}\n{"memory": "b"}\n{"memory": "c"}\n'))["memory_ids"]
+    a, b, d = ids
+    assert run_cli("archive", a, "--reason", "old").startswith(f"archived {a} (version 2)")
+    run_cli("archive", a, code=2)
+    run_cli("delete", a, "--evolve-to", "ghost", code=2)
+    assert run_cli("delete", a, "--evolve-to", b).startswith(f"deleted {a}")
+    assert run_cli("restore", a).startswith(f"restored {a}")
+    assert "as version 5" in run_cli("rollback", a, "--to", "2")
+    run_cli("rollback", a, "--to", "0", code=2)
+    run_cli("restore", a)
+    out = run_cli("link", a, d, "--type", "RELATED", "--weight", "0.5", "--id", "user:cli:1")
+    assert out.startswith("linked user:cli:1")
+    run_cli("link", a, d, "--type", "RELATED", "--weight", "2", code=2)
+    run_cli("link", a, d, "--type", "RELATED", "--id", "nonamespace", code=2)
+    run_cli("link", a, "ghost", "--type", "RELATED", code=2)
+    run_cli("link", a, d, "--type", "RELATED", "--weight", "heavy", code=2)
+    merged = json.loads(run_cli("merge", a, b, "--json", "--text", "a and b"))
+    assert merged["repointed"] == 1 and merged["memory_ids"] == [merged["merged_id"]]
+    assert "reverted 6 events" in run_cli("revert", merged["correlation_id"])
+    assert "already reverted" in run_cli("revert", merged["correlation_id"])
+    run_cli("link", a, b, "--type", "RELATED", "--id", "mention:r1:1")
+    assert "removed 1 live edge" in run_cli("undo-namespace", "mention:r1:")
+    assert "nothing written" in run_cli("undo-namespace", "mention:r1:")
+    assert run_cli("unlink", "user:cli:1").startswith("unlinked user:cli:1")
+    run_cli("unlink", "user:cli:1", code=2)
+    upd = json.loads(run_cli("update", b, "--tags", "x", "--json", "--correlation-id", "c-1"))
+    run_cli("update", b, "--tags", "y")
+    assert "pass force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
+    assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
+    first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
+    again = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
+    assert again["replayed"] and again["memory_ids"] == first["memory_ids"]
+
+
+def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
+    run_cli("add", "x", "--tenant", "t1")
+    status = [json.loads(line) for line in run_cli("projections", "--json").splitlines()]
+    assert status and all(s["lag"] == 0 and s["checkpoint"] == 1 for s in status)
+    assert "CHECKPOINT" in run_cli("projections")
+    out = run_cli("rebuild")
+    assert out.strip().endswith("up to position 1") and " s" in out
+    assert json.loads(run_cli("rebuild", "--projection", "graph", "--json"))["name"] == "graph"
+    run_cli("rebuild", "--projection", "nope", code=2)
+    run_cli("drop-tenant", "--tenant", "t1", code=2)
+    out = run_cli("drop-tenant", "--tenant", "t1", "--yes")
+    assert out.startswith("dropped tenant t1: 1 events backed up to ") and str(tmp_path / "backups") in out
+    run_cli("drop-tenant", "--tenant", "t9", "--yes", code=2)
+    with sqlite3.connect(tmp_path / "projections.db") as conn:
+        assert conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 0

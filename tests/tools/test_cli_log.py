@@ -1,0 +1,333 @@
+"""The ``memledger`` CLI: migrate, log, verify, digest, export/import, stats, bench append."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from eventstore import ANY, EventStore, Metadata
+from eventstore.events import DomainEvent, encode_payload, encoder, type_name
+from eventstore.ids import new_id
+from eventstore.recorder import PendingEvent, PendingWrite
+from tools.cli import main
+
+MEMLEDGER = Path(sys.executable).with_name("memledger")
+
+
+class CliLogNoted(DomainEvent, frozen=True):
+    text: str
+
+
+class CliLogFlagged(DomainEvent, frozen=True):
+    flag: str
+
+
+# (stream, event, tenant, recorded_at, correlation id)
+HISTORY = [
+    ("mem-1", CliLogNoted(text="alpha"), "acme", "2025-01-01T00:00:00.000000Z", None),
+    ("mem-1", CliLogNoted(text="beta"), "acme", "2025-03-01T00:00:00.000000Z", "corr-9"),
+    ("mem-2", CliLogFlagged(flag="red"), "globex", "2025-06-01T00:00:00.000000Z", None),
+    ("mem-1", CliLogNoted(text="gamma"), "acme", "2025-09-01T00:00:00.000000Z", None),
+    ("mem-3", CliLogFlagged(flag="blue"), "globex", "2026-01-01T00:00:00.000000Z", "corr-9"),
+]
+
+
+def record(store: EventStore, stream, event, tenant, at, correlation) -> None:
+    meta = encoder.encode(Metadata(correlation_id=correlation)).decode()
+    pending = PendingEvent(new_id(), type_name(event), 1, tenant, encode_payload(event).decode(), meta, correlation, at)
+    store.append_records([PendingWrite(stream, ANY, [pending])])
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    path = tmp_path / "data"
+    with EventStore.open(path) as store:
+        for entry in HISTORY:
+            record(store, *entry)
+    return path
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def positions(out: str) -> list[int]:
+    return [json.loads(line)["position"] for line in out.splitlines()]
+
+
+def assert_one_line_error(err: str) -> None:
+    assert err.startswith("memledger: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+
+
+# -- migrate ------------------------------------------------------------------
+
+
+def test_migrate_prints_the_revision(tmp_path, capsys):
+    code, out, _ = run(capsys, "--data-dir", tmp_path / "fresh", "migrate")
+    assert code == 0 and out.startswith("schema revision 0001")
+    code, out, _ = run(capsys, "migrate", "--data-dir", tmp_path / "fresh", "--json")
+    assert code == 0 and json.loads(out) == {"revision": "0001", "previous": "0001", "head": "0001", "migrated": False}
+
+
+def test_data_dir_comes_from_the_environment(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MEMLEDGER_DATA_DIR", str(tmp_path / "env-data"))
+    assert run(capsys, "digest")[0] == 0
+    assert (tmp_path / "env-data" / "events.db").exists()
+
+
+# -- log ----------------------------------------------------------------------
+
+
+def test_log_table(data, capsys):
+    code, out, _ = run(capsys, "--data-dir", data, "log")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["POSITION", "RECORDED_AT", "TENANT", "STREAM@VERSION", "TYPE", "PAYLOAD"]
+    assert len(rows) == 5
+    assert rows[3].split() == ["4", "2025-09-01T00:00:00.000000Z", "acme", "mem-1@3", "CliLogNoted", "text=gamma"]
+    # Aligned: every column starts where its header does.
+    start = header.index("TYPE")
+    assert all(row[start:].startswith(("CliLog",)) for row in rows)
+
+
+def test_log_json_decodes_the_payload(data, capsys):
+    code, out, _ = run(capsys, "log", "--data-dir", data, "--json")
+    assert code == 0
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["position"] for e in events] == [1, 2, 3, 4, 5]
+    assert events[1]["payload"] == {"type": "CliLogNoted", "text": "beta"}
+    assert events[1]["metadata"] == {"correlation_id": "corr-9"}
+    assert events[2]["stream_id"] == "mem-2" and events[2]["tenant"] == "globex"
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        (["--stream", "mem-1"], [1, 2, 4]),
+        (["--type", "CliLogFlagged"], [3, 5]),
+        (["--type", "CliLogFlagged", "--type", "CliLogNoted"], [1, 2, 3, 4, 5]),
+        (["--tenant", "globex"], [3, 5]),
+        (["--after", "2", "--until", "4"], [3, 4]),
+        (["--since", "2025-03-01T00:00:00Z"], [2, 3, 4, 5]),
+        (["--until-time", "2025-06-01T00:00:00Z"], [1, 2, 3]),
+        (["--since", "2025-02-01", "--until-time", "2025-07-01T00:00:00Z"], [2, 3]),
+        (["--correlation", "corr-9"], [2, 5]),
+        (["--limit", "2"], [1, 2]),
+        (["--tenant", "acme", "--after", "1", "--limit", "1"], [2]),
+    ],
+)
+def test_log_filters(data, capsys, filters, expected):
+    code, out, _ = run(capsys, "--data-dir", data, "log", "--json", *filters)
+    assert code == 0
+    assert positions(out) == expected
+
+
+def test_log_bad_arguments_exit_2(data, capsys):
+    for argv in (["log", "--since", "yesterday"], ["log", "--after", "-3"], ["log", "--follow", "--until", "3"]):
+        code, _, err = run(capsys, "--data-dir", data, *argv)
+        assert code == 2
+        assert_one_line_error(err)
+
+
+def test_log_follow_in_process(data, capsys):
+    codes = []
+    follower = threading.Thread(target=lambda: codes.append(main(["--data-dir", str(data), "log", "--follow", "--json", "--limit", "6"])))
+    follower.start()
+    time.sleep(0.3)
+    with EventStore.open(data) as store:
+        store.append("mem-4", [CliLogNoted(text="live")], tenant="acme")
+    follower.join(timeout=15)
+    assert not follower.is_alive() and codes == [0]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["position"] for e in lines] == [1, 2, 3, 4, 5, 6]
+    assert lines[-1]["payload"] == {"type": "CliLogNoted", "text": "live"}
+
+
+# -- verify / digest ------------------------------------------------------------
+
+
+def test_verify_ok_and_digest(data, capsys):
+    code, out, _ = run(capsys, "--data-dir", data, "digest")
+    assert code == 0
+    digest = out.strip()
+    assert digest.startswith("5:") and len(digest) == 66
+    code, out, _ = run(capsys, "--data-dir", data, "verify")
+    assert code == 0 and out.strip() == f"ok: 5 events, tip {digest}"
+    code, out, _ = run(capsys, "--data-dir", data, "digest", "--json")
+    assert json.loads(out) == {"position": 5, "hash": digest[2:]}
+    assert run(capsys, "--data-dir", data, "verify", "--against", digest)[0] == 0
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--from", "2", "--to", "3", "--json")
+    assert code == 0 and json.loads(out)["checked"] == 2
+
+
+def test_verify_against_a_different_digest_fails(data, capsys):
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", "5:" + "a" * 64)
+    assert code == 1 and "position 5" in out
+
+
+def test_verify_against_malformed_digest_exits_2(data, capsys):
+    code, _, err = run(capsys, "--data-dir", data, "verify", "--against", "five:abc")
+    assert code == 2
+    assert_one_line_error(err)
+
+
+def test_verify_names_the_tampered_position(data, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(data, copy)
+    conn = sqlite3.connect(copy / "events.db")
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET payload = replace(payload, 'gamma', 'GAMMA') WHERE position = 4")
+    conn.commit()
+    conn.close()
+    code, out, _ = run(capsys, "--data-dir", copy, "verify")
+    assert code == 1
+    assert out.startswith("broken at position 4:")
+    code, out, _ = run(capsys, "--data-dir", copy, "verify", "--json")
+    assert code == 1 and json.loads(out)["broken_at"] == 4
+    assert run(capsys, "--data-dir", data, "verify")[0] == 0  # the original is untouched
+
+
+# -- export / import ------------------------------------------------------------
+
+
+def test_export_import_round_trip(data, tmp_path, capsys):
+    dump = tmp_path / "log.jsonl"
+    code, out, _ = run(capsys, "--data-dir", data, "export", "-o", dump)
+    assert code == 0 and out.strip() == f"exported 5 events to {dump}"
+    fresh = tmp_path / "fresh"
+    code, out, _ = run(capsys, "--data-dir", fresh, "import", dump)
+    assert code == 0
+    assert out.strip() == "read 5 events: imported 5, skipped 0 already present; tenants: acme, globex"
+    with EventStore.open(data) as a, EventStore.open(fresh) as b:
+        rows_a = [r for rows in a.iter_rows() for r in rows]
+        rows_b = [r for rows in b.iter_rows() for r in rows]
+        assert [r.event_id for r in rows_a] == [r.event_id for r in rows_b]
+        assert [r.payload for r in rows_a] == [r.payload for r in rows_b]
+        assert a.digest() == b.digest()
+    code, out, _ = run(capsys, "--data-dir", fresh, "import", dump, "--json")
+    assert code == 0
+    assert json.loads(out) == {"read": 5, "imported": 0, "skipped_existing": 5, "tenants": ["acme", "globex"]}
+
+
+def test_export_one_tenant_to_stdout(data, capsysbinary):
+    assert main(["--data-dir", str(data), "export", "--tenant", "acme"]) == 0
+    lines = capsysbinary.readouterr().out.splitlines()
+    assert [json.loads(line)["position"] for line in lines] == [1, 2, 4]
+
+
+def test_import_of_a_tampered_file_is_refused(data, tmp_path, capsys):
+    dump = tmp_path / "log.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", dump)[0] == 0
+    dump.write_bytes(dump.read_bytes().replace(b'"text":"gamma"', b'"text":"GAMMA"'))
+    fresh = tmp_path / "fresh"
+    code, out, err = run(capsys, "--data-dir", fresh, "import", dump)
+    assert code == 2 and out == ""
+    assert_one_line_error(err)
+    assert "line 4" in err and "nothing written" in err
+    assert run(capsys, "--data-dir", fresh, "digest")[1].startswith("0:")
+    code, out, _ = run(capsys, "--data-dir", fresh, "import", dump, "--rehash")
+    assert code == 0 and "imported 5" in out
+    assert run(capsys, "--data-dir", fresh, "verify")[0] == 0
+
+
+def test_import_of_a_malformed_file_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"position": 1,\n')
+    code, _, err = run(capsys, "--data-dir", tmp_path / "d", "import", bad)
+    assert code == 2
+    assert_one_line_error(err)
+    assert "line 1" in err
+
+
+def test_unknown_subcommand_exits_2(capsys):
+    code, _, err = run(capsys, "frobnicate")
+    assert code == 2
+    assert_one_line_error(err)
+
+
+# -- stats / bench --------------------------------------------------------------
+
+
+def test_stats(data, capsys):
+    code, out, _ = run(capsys, "--data-dir", data, "stats", "--json")
+    assert code == 0
+    stats = json.loads(out)
+    assert stats["events"] == 5 and stats["streams"] == 3
+    assert stats["by_type"] == {"CliLogNoted": 3, "CliLogFlagged": 2}
+    assert stats["by_tenant"] == {"acme": 3, "globex": 2}
+    assert stats["first_recorded_at"].startswith("2025-01-01") and stats["file_bytes"] > 0
+    code, out, _ = run(capsys, "--data-dir", data, "stats")
+    assert code == 0 and "events.db" in out and "CliLogFlagged" in out
+
+
+def test_bench_append_smoke(tmp_path, capsys):
+    code, out, _ = run(capsys, "bench", "append", "--n", "150", "--synchronous", "normal", "--tmp-dir", tmp_path)
+    assert code == 0
+    pairs = dict(item.split("=") for item in out.strip().splitlines()[-1].split())
+    for key in ("append_b1000_eps", "raw_b1000_eps", "ratio_b1000", "append_b1_eps", "read_eps"):
+        assert float(pairs[key + "_normal"]) > 0
+    assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
+
+
+# -- as a real process ------------------------------------------------------------
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["MEMLEDGER_SUBSCRIBE_POLL_SECONDS"] = "0.1"
+    env.pop("MEMLEDGER_DATABASE_URL", None)
+    return env
+
+
+def test_console_script(data, tmp_path):
+    def memledger(*argv):
+        return subprocess.run([str(MEMLEDGER), *map(str, argv)], capture_output=True, text=True, env=cli_env(), timeout=60)
+
+    done = memledger("--data-dir", data, "log", "--json", "--type", "CliLogFlagged")
+    assert done.returncode == 0, done.stderr
+    assert positions(done.stdout) == [3, 5]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json at all\n")
+    done = memledger("--data-dir", tmp_path / "d", "import", bad)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr)
+    done = memledger("nope")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_follow_prints_events_appended_after_start(data):
+    proc = subprocess.Popen(
+        [str(MEMLEDGER), "--data-dir", str(data), "log", "--follow", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
+    lines: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    try:
+        seen = [json.loads(lines.get(timeout=30)) for _ in range(5)]  # the history first: it is running
+        assert [e["position"] for e in seen] == [1, 2, 3, 4, 5]
+        with EventStore.open(data) as store:
+            store.append("mem-9", [CliLogNoted(text="after start")], tenant="acme")
+        live = json.loads(lines.get(timeout=30))
+        assert live["position"] == 6 and live["payload"] == {"type": "CliLogNoted", "text": "after start"}
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,133 @@
+"""``memledger serve`` and ``memledger keys``: the API server and its keys."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import sys
+from pathlib import Path
+
+from api.auth import SCOPES, KeyStore
+from eventstore.settings import Settings
+
+from .common import CommandError, add_command, data_dir
+
+
+def _settings(args: argparse.Namespace, **overrides) -> Settings:
+    values = {"data_dir": str(data_dir(args))}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(values)
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def first_start_key(keystore: KeyStore, host: str, port: int) -> str | None:
+    """At first start (no keys yet) create a local development key and say how to use it."""
+    if keystore.count_active() or keystore.list():
+        return None
+    secret, _ = keystore.create("default", ["read", "write", "admin"], name="local development key (first start)")
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    print(
+        f"""memledger: created a local development key for tenant 'default' (shown once):
+
+    {secret}
+
+Try it:
+    curl -s -X POST {url}/v1/memories -H 'Authorization: Bearer {secret}' \\
+         -H 'Content-Type: application/json' -d '{{"memory": {{"memory": "I moved to Lisbon in May", "key": "home city"}}}}'
+    curl -s -X POST {url}/v1/recall -H 'Authorization: Bearer {secret}' \\
+         -H 'Content-Type: application/json' -d '{{"query": "where do I live?"}}'
+""",
+        flush=True,
+    )
+    return secret
+
+
+def serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from api.app import create_app
+    from api.background import default_background
+
+    settings = _settings(args, host=args.host, port=args.port)
+    host, port = settings.host, int(settings.port)
+    if not settings.auth and not is_loopback(host):
+        raise CommandError(f"refusing to bind {host} without auth: set MEMLEDGER_AUTH=on or bind 127.0.0.1")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    if settings.auth:
+        keystore = KeyStore(Path(settings.data_dir) / "auth.db")
+        try:
+            first_start_key(keystore, host, port)
+        finally:
+            keystore.close()
+    print(f"memledger: serving {Path(settings.data_dir).resolve()} on http://{host}:{port} (Ctrl-C stops)", flush=True)
+    app = create_app(settings, background=default_background(settings))
+    web.run_app(app, host=host, port=port, print=None, access_log=None)
+    return 0
+
+
+def keys_create(args: argparse.Namespace) -> int:
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    store = KeyStore(data_dir(args) / "auth.db")
+    try:
+        secret, record = store.create(args.tenant, scopes, args.name or "")
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"key": secret, "key_id": record.key_id, "tenant": record.tenant, "scopes": list(record.scopes)}))
+    else:
+        print(f"created key {record.key_id} for tenant {record.tenant!r} with scopes {','.join(record.scopes)} (shown once):")
+        print(secret)
+    return 0
+
+
+def keys_list(args: argparse.Namespace) -> int:
+    store = KeyStore(data_dir(args) / "auth.db")
+    try:
+        records = store.list()
+    finally:
+        store.close()
+    for r in records:
+        state = "revoked" if r.revoked_at else "active"
+        if args.json:
+            print(json.dumps({"key_id": r.key_id, "tenant": r.tenant, "scopes": list(r.scopes), "name": r.name, "state": state}))
+        else:
+            print(f"{r.key_id}  {state:8}  {r.tenant:20}  {','.join(r.scopes):17}  {r.name}")
+    return 0
+
+
+def keys_revoke(args: argparse.Namespace) -> int:
+    store = KeyStore(data_dir(args) / "auth.db")
+    try:
+        done = store.revoke(args.key_id)
+    finally:
+        store.close()
+    if not done:
+        raise CommandError(f"no active key {args.key_id!r}")
+    print(f"revoked {args.key_id}")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "serve", serve, help="run the API server on this data directory")
+    parser.add_argument("--host", help="address to bind (default $MEMLEDGER_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default $MEMLEDGER_PORT or 8765)")
+    keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
+    keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    create = add_command(keys_sub, "create", keys_create, help="create a key (shown once)", json=True)
+    create.add_argument("--tenant", required=True, help="tenant the key acts for ('*' for any, chosen per request)")
+    create.add_argument("--scopes", default="read,write", help=f"comma-separated among {','.join(SCOPES)} (default read,write)")
+    create.add_argument("--name", help="a label for the key")
+    add_command(keys_sub, "list", keys_list, help="list keys (never their secrets)", json=True)
+    revoke = add_command(keys_sub, "revoke", keys_revoke, help="revoke a key")
+    revoke.add_argument("key_id")
