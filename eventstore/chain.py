@@ -76,6 +76,14 @@ def expected_hash(row: StoredRow) -> str:
 class ChainBreak(msgspec.Struct, frozen=True):
     position: int
     reason: str
+    checked: int = 0  # rows that held before the break
+
+
+class _Correlation(msgspec.Struct):
+    correlation_id: str | None = None
+
+
+_correlation = msgspec.json.Decoder(_Correlation)
 
 
 class VerifyResult(msgspec.Struct, frozen=True):
@@ -96,12 +104,19 @@ def walk(rows: Iterable[StoredRow], *, prev_hash: str | None, prev_position: int
     row's own ``prev_hash``, as when checking a tenant's slice of an export.
     """
     expect_hash, expect_position = prev_hash, prev_position
-    for row in rows:
+    for index, row in enumerate(rows):
         if expect_position is not None and row.position != expect_position + 1:
-            return ChainBreak(row.position, f"position gap: expected {expect_position + 1}, found {row.position}")
+            return ChainBreak(row.position, f"position gap: expected {expect_position + 1}, found {row.position}", index)
         if expect_hash is not None and row.prev_hash != expect_hash:
-            return ChainBreak(row.position, "prev_hash does not match the previous row's hash")
+            return ChainBreak(row.position, "prev_hash does not match the previous row's hash", index)
         if expected_hash(row) != row.hash:
-            return ChainBreak(row.position, "hash does not match the row's contents")
+            return ChainBreak(row.position, "hash does not match the row's contents", index)
+        # The indexed correlation_id column is a copy of the hashed metadata's.
+        try:
+            copied = _correlation.decode(row.metadata).correlation_id
+        except msgspec.DecodeError:
+            copied = None
+        if row.correlation_id != copied:
+            return ChainBreak(row.position, "correlation_id column does not match the metadata", index)
         expect_hash, expect_position = row.hash, row.position
     return None

@@ -272,8 +272,8 @@ class SQLRecorder:
             clauses.append(events.c.position <= until)
         if tenant is not None:
             clauses.append(events.c.tenant == tenant)
-        if types:
-            clauses.append(events.c.type.in_(list(types)))
+        if types is not None:
+            clauses.append(events.c.type.in_(list(types)))  # an empty list selects nothing
         if stream_id is not None:
             clauses.append(events.c.stream_id == stream_id)
             if from_version is not None:

@@ -382,14 +382,16 @@ class EventStore:
             prev_hash, prev_position = GENESIS_HASH, 0
         else:
             before = self._recorder.row_at(from_ - 1)
-            prev_hash, prev_position = (before.hash, before.position) if before else (None, None)
+            if before is None:
+                return VerifyResult(False, 0, None, None, None, from_ - 1, f"position {from_ - 1} is missing")
+            prev_hash, prev_position = before.hash, before.position
         checked = 0
         first = last = None
         last_hash = None
         for rows in self._recorder.iter_rows(after=from_ - 1, until=to, batch_size=10_000):
             broken = walk(rows, prev_hash=prev_hash, prev_position=prev_position)
             if broken is not None:
-                return VerifyResult(False, checked, first, last, last_hash, broken.position, broken.reason)
+                return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason)
             first = first if first is not None else rows[0].position
             last, last_hash = rows[-1].position, rows[-1].hash
             prev_hash, prev_position = last_hash, last

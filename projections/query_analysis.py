@@ -6,6 +6,12 @@
   duplicates. Question words (who, what, when ...), auxiliaries, pronouns,
   articles, prepositions and a few words that only frame a question ("kind",
   "type", "likely" ...) are dropped; possessives lose their ``'s``.
+- ``search_terms`` (property): ``terms`` without generic verbs
+  (:data:`WEAK_WORDS`: say, tell, make, go ...) plus their variants
+  (:data:`VARIANTS`: irregular forms and informal spellings). This is what
+  the lexical channel matches.
+- ``semantic_text`` (property): the content terms joined by spaces; what the
+  semantic channel embeds (it measured better than the whole question).
 - ``stems``: ``terms`` reduced by :func:`stem`, a light suffix stripper. It is
   used for term-overlap checks on our side (the lexical index stems with its
   own tokenizer, so FTS5 queries are built from ``terms``).
@@ -47,6 +53,9 @@ __all__ = [
     "tokenize",
     "STOPWORDS",
     "QUESTION_WORDS",
+    "VARIANTS",
+    "WEAK_WORDS",
+    "expand_terms",
 ]
 
 QUESTION_WORDS = frozenset(
@@ -71,6 +80,17 @@ STOPWORDS = frozenset(
     thing things something anything someone anyone
     """.split()
 ) | QUESTION_WORDS
+
+# Content words that are too generic to search for: verbs of saying and
+# light verbs. They stay in ``terms`` but not in ``search_terms``.
+WEAK_WORDS = frozenset(
+    """
+    say said says saying tell told tells telling think thought thinks
+    describe described describes mention mentioned mentions talk talked talks
+    make made makes making getting go goes went going gone
+    take took takes taking give gave gives giving want wanted wants
+    """.split()
+)
 
 _MONTHS = {
     name: i + 1
@@ -340,6 +360,22 @@ class QueryAnalysis:
     is_temporal: bool = False
     temporal_kind: str = ""
     time_expressions: list[TimeExpression] = field(default_factory=list)
+
+    @property
+    def search_terms(self) -> list[str]:
+        """What the lexical channel searches for.
+
+        ``terms`` without :data:`WEAK_WORDS` (unless that leaves nothing),
+        each followed by its :data:`VARIANTS` (irregular forms, informal
+        spellings: "favorite" also finds "fave").
+        """
+        strong = [t for t in self.terms if t not in WEAK_WORDS] or list(self.terms)
+        return expand_terms(strong)
+
+    @property
+    def semantic_text(self) -> str:
+        """What the semantic channel embeds: the content terms, else the query."""
+        return " ".join(self.terms) if self.terms else self.query
 
     @property
     def entity_terms(self) -> list[str]:

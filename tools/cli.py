@@ -30,6 +30,7 @@ COMMAND_MODULES: list[str] = [
     "tools.log_cmds",
     "tools.bench_cmds",
     "tools.memory_cmds",
+    "tools.organize_cmds",
 ]
 
 

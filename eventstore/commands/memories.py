@@ -257,7 +257,7 @@ class MemoryCommands:
             edge_events.append(
                 c.EdgeLinked(
                     edge=c.EdgeRecord(
-                        edge_id=f"merged:{ctx.correlation_id}:{n}",
+                        edge_id=f"merged:{ctx.correlation_id}:{merged_id}:{n}",
                         edge_type="MERGED_TO",
                         source=state.memory_id,
                         target=merged_id,
@@ -300,7 +300,7 @@ class MemoryCommands:
                 [
                     c.EdgeLinked(
                         edge=c.EdgeRecord(
-                            edge_id=f"superseded:{ctx.correlation_id}:1",
+                            edge_id=f"superseded:{ctx.correlation_id}:{older_id}",
                             edge_type="SUPERSEDED_BY",
                             source=older_id,
                             target=newer_id,

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Iterator
 
 from eventstore import EventStore
-from eventstore.dialects import append_only_ddl
 
 
 def db_path(store: EventStore) -> Path:
@@ -31,10 +30,10 @@ def raw(path: Path | str) -> Iterator[sqlite3.Connection]:
 
 
 def drop_append_only_triggers(path: Path | str) -> None:
-    _, drop = append_only_ddl("sqlite")
     with raw(path) as conn:
-        for statement in drop:
-            conn.execute(statement)
+        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+        for name in names:
+            conn.execute(f"DROP TRIGGER {name}")
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
 
 

@@ -102,7 +102,6 @@ def test_replace_conflict_resolution_is_caught_by_the_chain(store):
     assert not result.ok and result.broken_at == 2
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: INSERT OR REPLACE bypasses the append-only triggers on SQLite")
 def test_replace_conflict_resolution_is_refused(store):
     path = db_path(store)
     before = snapshot(path)
@@ -139,6 +138,8 @@ def test_open_migrates_an_empty_file_to_head(tmp_path):
         ("events_no_delete", "events"),
         ("idempotency_keys_no_update", "idempotency_keys"),
         ("idempotency_keys_no_delete", "idempotency_keys"),
+        ("events_no_replace", "events"),
+        ("idempotency_keys_no_replace", "idempotency_keys"),
     }
     assert journal == "wal"
 

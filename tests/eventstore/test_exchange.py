@@ -138,7 +138,7 @@ def tampered(data: bytes, lineno: int, old: bytes, new: bytes) -> bytes:
 
 
 def test_a_tampered_line_is_refused_and_nothing_is_written(source, target):
-    data = tampered(dump(source), 4, b"caf", b"CAF")
+    data = tampered(dump(source), 4, b"\"text\":\"caf", b"\"text\":\"CAF")
     with pytest.raises(ImportRefused, match=r"line 4 \(position 4\).*hash"):
         import_(target, io.BytesIO(data))
     assert target.last_position() == 0
@@ -155,7 +155,7 @@ def test_a_broken_link_is_refused(source, target):
 
 
 def test_rehash_accepts_an_edited_file(source, target):
-    data = tampered(dump(source), 4, b"caf", b"CAF")
+    data = tampered(dump(source), 4, b"\"text\":\"caf", b"\"text\":\"CAF")
     report = import_(target, io.BytesIO(data), rehash=True)
     assert report.imported == 7
     assert target.verify().ok

@@ -148,10 +148,10 @@ def test_every_hashed_column_is_covered(store, column, value):
     assert (result.ok, result.broken_at) == (False, 6)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the correlation_id column is not covered by the hash chain")
 def test_edited_correlation_id_column_is_detected(store):
     execute(store, "UPDATE events SET correlation_id = 'forged' WHERE position = 6")
-    assert not store.verify().ok
+    result = store.verify()
+    assert not result.ok and result.broken_at == 6 and "correlation_id" in result.reason
 
 
 def test_a_changed_hash_breaks_at_its_own_row(store):

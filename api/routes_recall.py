@@ -1,0 +1,99 @@
+"""Recall (fused) and search (the raw channels, unfused)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from projections.filters import SearchFilters
+from projections.recall import RecallOptions
+
+from . import keys
+from .errors import ApiError
+from .routing import authenticate, decode, json_response, read, route
+from .schemas import RecallRequest, SearchRequest
+
+
+def options_from(svc, body: RecallRequest) -> RecallOptions:
+    f = body.filters
+    filters = SearchFilters(
+        status=tuple(f.status) if f.status else ("activated",),
+        memory_types=tuple(f.memory_types) if f.memory_types else None,
+        tags=tuple(t.lower() for t in f.tags) if f.tags else None,
+        collection=f.collection,
+        exclude_collection=f.exclude_collection,
+        doc_type=f.doc_type,
+        model=f.model,
+        doc_ids=tuple(f.doc_ids) if f.doc_ids else None,
+        created_from=f.created_from,
+        created_to=f.created_to,
+        updated_from=f.updated_from,
+        updated_to=f.updated_to,
+    )
+    weights = {k: v for k, v in (("semantic", body.weights.semantic), ("lexical", body.weights.lexical), ("graph", body.weights.graph)) if v is not None}
+    return RecallOptions(
+        limit=body.limit,
+        filters=filters,
+        as_of=svc.resolve_as_of(body.as_of),
+        channels=tuple(body.channels) if body.channels else None,
+        weights=weights,
+        rrf_k=body.rrf_k,
+        raw_fts=body.raw_fts,
+        embedding=tuple(body.embedding) if body.embedding is not None else None,
+        graph_depth=body.graph_depth,
+        graph_direction=body.graph_direction,
+        graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
+        propagation=body.propagation,
+    )
+
+
+async def _reach(request: web.Request, svc, min_position: int | None) -> int:
+    """Wait (briefly) until the projections include ``min_position``: read-your-writes."""
+    if min_position is None:
+        return await read(request, svc.runner.position)
+    head = await read(request, svc.store.last_position)
+    if min_position > head:
+        raise ApiError(422, "invalid", f"position {min_position} has not been written (head is {head})", "min_position")
+    for _ in range(100):
+        position = await read(request, svc.runner.position)
+        if position >= min_position:
+            return position
+        await asyncio.get_running_loop().run_in_executor(request.app[keys.writer_key], svc.sync)
+    raise ApiError(409, "not_ready", "projections did not reach min_position in time", "min_position")
+
+
+def _check_embedding(svc, body: RecallRequest) -> None:
+    if body.embedding is None:
+        return
+    dim = getattr(svc, "embedding_dim", None)
+    if dim is not None and len(body.embedding) != dim:
+        raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
+
+
+@route("POST", "/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
+async def recall(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    body = await decode(request, RecallRequest)
+    svc = request.app[keys.service_key]
+    _check_embedding(svc, body)
+    position = await _reach(request, svc, body.min_position)
+    options = options_from(svc, body)
+    result = await read(request, svc.searcher.recall, tenant, body.query, options, position=position)
+    return json_response(result)
+
+
+@route("POST", "/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
+async def search(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    body = await decode(request, SearchRequest)
+    svc = request.app[keys.service_key]
+    _check_embedding(svc, body)
+    position = await _reach(request, svc, body.min_position)
+    options = options_from(svc, body)
+    results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
+    channels = {
+        name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]
+        for name, hits in results.items()
+    }
+    return json_response({"query": body.query, "terms": analysis.terms, "channels": channels, "states": states, "position": position})

@@ -1,0 +1,430 @@
+"""The topic hierarchy and conversation order: derived structure, written as events.
+
+**Topics.** Per tenant and memory type, the candidates are the activated
+memories without a PARENT edge of their own (edges outside the ``parent:``
+namespace, e.g. a user's); memories under the organizer's own topics are
+candidates again, so every run sees the whole picture. Fewer than
+``organizer_min_group_size`` candidates: nothing happens. Otherwise
+``MiniBatchKMeans`` (fixed ``random_state``, input ordered by memory id, so
+the same memories give the same clusters) splits them recursively until no
+cluster has more than ``organizer_max_cluster_size`` members. The top-level
+clusters become topics; a top-level cluster that had to be split becomes two
+levels (topic → sub-topics → memories), its leaves with too few members
+hanging from the topic directly. Only clusters with more than
+``organizer_min_cluster_size`` members are kept. Every memory is placed:
+memories without a projected vector are embedded from their text.
+
+A topic's key and text are extractive: its most distinctive terms (TF-IDF
+across sibling clusters) and the member nearest its centroid; with an LLM
+judge configured, ``LLMJudge.summarize_topic`` names it, falling back to the
+extractive summary. Its properties hold a membership fingerprint: a cluster
+equal to a live topic's is left alone, so re-running writes nothing. A
+changed cluster is written as ONE atomic batch that adds the new topic nodes
+and PARENT edges (``parent:<run>:<n>``) and retires (archives, unlinking
+their edges) the earlier topics it overlaps; topics left over are retired at
+the end. The time budget is checked between clusters, so a run that stops
+leaves no cluster half-written. A run has one correlation id: ``revert``
+undoes it.
+
+**FOLLOWS.** Memories of one conversation are chained in order when their
+data says so: a ``conv`` / ``conversation`` / ``session`` property with a
+numeric ``turn`` property, or a source such as ``conv-26:D1:3``
+(conversation, session, turn). Edges are ``follows:<conv>:<n>`` with weight
+1.0; only differences from the live chain are written, so re-running is a
+no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+import msgspec
+import numpy as np
+
+from eventstore import catalogue as c
+from eventstore.commands import CommandContext
+from eventstore.commands.topics import TopicCommands
+from eventstore.ids import new_id, new_ids
+from eventstore.model import MemoryContent, MemoryType
+
+from .organizer import ACTOR, Item, Vectors, load_items
+from .settings import type_list
+
+TOPIC = MemoryType.TOPIC.value
+BRANCH = 10  # at most this many clusters per split
+SEED = 7
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_STOP = frozenset(
+    "the and for are was were with that this have has had not but you your they them their there from what when "
+    "where which who will would should could about into over than then also just very more most some such only "
+    "other its it's his her him she he our out all any can did does doing done been being user users".split()
+)
+_TURN_SOURCE = re.compile(r"^(?P<conv>[^\s:/]+)[:/](?P<session>[A-Za-z]+\d+)[:/](?P<turn>\d+)$")
+_props = msgspec.json.Decoder(dict)
+
+
+class Leaf(msgspec.Struct):
+    rows: list[int]
+
+
+class Cluster(msgspec.Struct, kw_only=True):
+    """A planned topic: its direct members, its sub-topics and its summary."""
+
+    members: list[str]
+    subs: list["Cluster"] = []
+    fingerprint: str = ""
+    key: str = ""
+    text: str = ""
+    terms: list[str] = []
+    representative: str = ""
+    summarizer: str = "extractive"
+    sample: list[str] = []
+
+    @property
+    def all_members(self) -> set[str]:
+        return set(self.members).union(*(s.members for s in self.subs)) if self.subs else set(self.members)
+
+
+def fingerprint(memory_type: str, members: list[str], subs: list[Cluster]) -> str:
+    canon = [memory_type, sorted(members), sorted(s.fingerprint for s in subs)]
+    return hashlib.sha256(msgspec.json.encode(canon)).hexdigest()[:32]
+
+
+def split(X: np.ndarray, rows: np.ndarray, max_size: int) -> list:
+    """Recursive MiniBatchKMeans: a leaf (``Leaf``) or a list of children."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    if len(rows) <= max_size:
+        return Leaf(rows.tolist())
+    k = max(2, min(BRANCH, math.ceil(len(rows) / max_size)))
+    model = MiniBatchKMeans(n_clusters=k, random_state=SEED, n_init=3, batch_size=min(1024, len(rows)), max_iter=100)
+    labels = model.fit_predict(X[rows])
+    groups = [rows[labels == label] for label in range(k) if np.any(labels == label)]
+    if len(groups) < 2:  # identical vectors: split deterministically
+        groups = np.array_split(rows, k)
+    return [split(X, g, max_size) for g in groups]
+
+
+def leaves(node) -> list[Leaf]:
+    return [node] if isinstance(node, Leaf) else [leaf for child in node for leaf in leaves(child)]
+
+
+class Terms:
+    """Counts of distinctive words per memory, for TF-IDF across sibling clusters."""
+
+    def __init__(self, texts: list[str]):
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        self.matrix = None
+        try:
+            vec = CountVectorizer(token_pattern=_WORD.pattern, lowercase=True, stop_words=sorted(_STOP), max_features=50_000)
+            self.matrix = vec.fit_transform(texts).tocsr()
+            self.vocab = np.array(vec.get_feature_names_out())
+        except ValueError:  # no word at all
+            pass
+
+    def top(self, groups: list[list[int]], n: int = 3) -> list[list[str]]:
+        if self.matrix is None or not groups:
+            return [[] for _ in groups]
+        tf = np.vstack([np.asarray(self.matrix[g].sum(axis=0)).ravel() for g in groups]).astype(np.float64)
+        df = (tf > 0).sum(axis=0)
+        idf = np.log((1 + len(groups)) / (1 + df)) + 1.0
+        scores = tf / np.maximum(tf.sum(axis=1, keepdims=True), 1.0) * idf
+        out = []
+        for row in scores:
+            order = np.lexsort((self.vocab, -row))
+            out.append([str(self.vocab[j]) for j in order[:n] if row[j] > 0])
+        return out
+
+
+class TopicBuilder:
+    def __init__(self, service, settings, vectors: Vectors, summarizer=None):
+        self.service = service
+        self.settings = settings
+        self.vectors = vectors
+        self.summarizer = summarizer
+        self.commands = TopicCommands(service.store, service.facts)
+        self.types = type_list(settings)
+        self.max_size = max(2, int(settings.organizer_max_cluster_size))
+        self.min_group = int(settings.organizer_min_group_size)
+        self.min_cluster = int(settings.organizer_min_cluster_size)
+
+    # -- planning ------------------------------------------------------------------------
+
+    def tenants(self) -> list[str]:
+        rows = self.service.read_conn().execute("SELECT DISTINCT tenant FROM graph_memories WHERE valid_to IS NULL AND status = 'activated'")
+        return sorted(r[0] for r in rows)
+
+    def existing(self, tenant: str, memory_type: str) -> dict[str, dict[str, Any]]:
+        """Live organizer topics of a type: top-level id -> fingerprint, members, sub-topic ids."""
+        conn = self.service.read_conn()
+        topics: dict[str, dict] = {}
+        for item in load_items(conn, tenant, TOPIC):
+            p = item.content.properties
+            if p.get("organizer") == "topics" and p.get("of_type") == memory_type:
+                topics[item.id] = {"fingerprint": p.get("fingerprint"), "level": p.get("level", 1), "members": set(), "subs": []}
+        children: dict[str, list[str]] = defaultdict(list)
+        for source, target in conn.execute(
+            "SELECT source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id LIKE 'parent:%'", (tenant,)
+        ):
+            if source in topics:
+                children[source].append(target)
+        top = {}
+        for topic_id, info in topics.items():
+            if info["level"] != 1:
+                continue
+            for child in children[topic_id]:
+                if child in topics:
+                    info["subs"].append(child)
+                    info["members"].update(children[child])
+                else:
+                    info["members"].add(child)
+            top[topic_id] = info
+        return top
+
+    def plan(self, tenant: str, memory_type: str, deadline: float) -> dict[str, Any]:
+        conn = self.service.read_conn()
+        user_parented = {
+            r[0]
+            for r in conn.execute(
+                "SELECT target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id NOT LIKE 'parent:%'", (tenant,)
+            )
+        }
+        items = [i for i in load_items(conn, tenant, memory_type) if i.id not in user_parented]
+        out: dict[str, Any] = {"memory_type": memory_type, "candidates": len(items), "new": [], "kept": [], "stale": {}}
+        if len(items) < self.min_group:
+            out["skipped"] = f"{len(items)} candidates < organizer_min_group_size {self.min_group}"
+            return out
+        X = self.vectors.matrix(tenant, items)
+        tree = split(X, np.arange(len(items)), self.max_size)
+        if time.monotonic() > deadline:
+            out["skipped"] = "time budget"
+            return out
+        tops = [tree] if isinstance(tree, Leaf) else tree
+        terms = Terms([i.content.memory for i in items])
+        clusters: list[Cluster] = []
+        top_rows = [sorted(r for leaf in leaves(t) for r in leaf.rows) for t in tops]
+        top_terms = terms.top(top_rows)
+        for node, rows, words in zip(tops, top_rows, top_terms):
+            if len(rows) <= self.min_cluster:
+                continue
+            direct: list[int] = []
+            subs: list[Cluster] = []
+            if not isinstance(node, Leaf):
+                kept = [leaf.rows for leaf in leaves(node) if len(leaf.rows) > self.min_cluster]
+                direct = [r for leaf in leaves(node) if len(leaf.rows) <= self.min_cluster for r in leaf.rows]
+                for sub_rows, sub_words in zip(kept, terms.top(kept)):
+                    subs.append(self._cluster(memory_type, items, X, sorted(sub_rows), [], sub_words))
+            else:
+                direct = rows
+            clusters.append(self._cluster(memory_type, items, X, sorted(direct), subs, words, all_rows=rows))
+        existing = self.existing(tenant, memory_type)
+        known = {info["fingerprint"]: topic_id for topic_id, info in existing.items()}
+        for cluster in clusters:
+            (out["kept"] if cluster.fingerprint in known else out["new"]).append(cluster)
+        wanted = {cl.fingerprint for cl in clusters}
+        out["stale"] = {tid: info for tid, info in existing.items() if info["fingerprint"] not in wanted}
+        return out
+
+    def _cluster(self, memory_type, items: list[Item], X, direct: list[int], subs: list[Cluster], words: list[str], all_rows=None) -> Cluster:
+        rows = all_rows if all_rows is not None else direct
+        centroid = X[rows].mean(axis=0)
+        rep = items[rows[int(np.argmax(X[rows] @ centroid))]]
+        members = [items[r].id for r in direct]
+        words = words or rep.content.memory.split()[:3]
+        key = ", ".join(words)[:200]
+        example = " ".join(rep.content.memory.split())
+        example = example if len(example) <= 300 else example[:299] + "\u2026"
+        text = f"Topic: {key} ({len(rows)} memories). Example: {example}"
+        sample = [items[r].content.memory for r in rows[:40]]
+        return Cluster(members=members, subs=subs, fingerprint=fingerprint(memory_type, members, subs), key=key, text=text,
+                       terms=list(words), representative=rep.id, sample=sample)
+
+    async def summarize(self, clusters: list[Cluster]) -> None:
+        """LLM titles and summaries for new clusters; the extractive ones stay on failure."""
+        if self.summarizer is None:
+            return
+
+        async def one(cluster: Cluster) -> None:
+            try:
+                title, summary = await self.summarizer.summarize_topic(cluster.sample)
+                cluster.key, cluster.text, cluster.summarizer = title[:200], summary, "llm"
+            except Exception as exc:  # the endpoint failed: keep the extractive summary
+                cluster.summarizer = f"extractive (llm failed: {str(exc)[:200]})"
+
+        await asyncio.gather(*(one(cl) for top in clusters for cl in (top, *top.subs)))
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _content(self, cluster: Cluster, memory_type: str, level: int, run: str) -> MemoryContent:
+        props = {
+            "organizer": "topics", "of_type": memory_type, "level": level, "run": run, "fingerprint": cluster.fingerprint,
+            "size": len(cluster.all_members), "terms": cluster.terms, "representative": cluster.representative, "summarizer": cluster.summarizer,
+        }
+        return MemoryContent(memory=cluster.text, memory_type=TOPIC, key=cluster.key or None, tags=("topic",), properties=props)
+
+    def write(self, tenant: str, memory_type: str, cluster: Cluster, retire: list[str], run: str, counter: list[int]):
+        ids = new_ids(1 + len(cluster.subs))
+        add = [(ids[0], self._content(cluster, memory_type, 1, run))]
+        edges: list[c.EdgeRecord] = []
+
+        def edge(source: str, target: str, level: int) -> None:
+            counter[0] += 1
+            edges.append(c.EdgeRecord(edge_id=f"parent:{run}:{counter[0]}", edge_type="PARENT", source=source, target=target, properties={"level": level}))
+
+        for sub_id, sub in zip(ids[1:], cluster.subs):
+            add.append((sub_id, self._content(sub, memory_type, 2, run)))
+            edge(ids[0], sub_id, 1)
+            for member in sub.members:
+                edge(sub_id, member, 2)
+        for member in cluster.members:
+            edge(ids[0], member, 1)
+        ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
+        return self.service.run(self.commands.organize, ctx, add=add, link=edges, retire=retire)
+
+    def retire(self, tenant: str, topic_ids: list[str], run: str):
+        ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
+        return self.service.run(self.commands.organize, ctx, retire=topic_ids, reason="no longer a cluster")
+
+    # -- conversation order -------------------------------------------------------------------
+
+    def follows_plan(self, tenant: str) -> list[tuple[str, list[str], list[c.EdgeRecord]]]:
+        """Per conversation: (conv, edge ids to unlink, edges to link) to reach the wanted chain."""
+        chains: dict[str, list[tuple]] = defaultdict(list)
+        for item in load_items(self.service.read_conn(), tenant):
+            if item.content.memory_type == TOPIC:
+                continue
+            place = conversation_place(item.content)
+            if place is not None:
+                chains[place[0]].append((place[1], item.valid_from, item.id))
+        wanted: dict[str, dict[str, tuple[str, str]]] = {}
+        for conv, members in chains.items():
+            ordered = [m[2] for m in sorted(members)]
+            wanted[conv] = {f"follows:{conv}:{n}": (a, b) for n, (a, b) in enumerate(zip(ordered, ordered[1:]), 1)}
+        live: dict[str, dict[str, c.EdgeRecord]] = defaultdict(dict)
+        for edge in self.service.facts.live_edges_with_prefix(tenant, "follows:"):
+            live[edge.edge_id.rsplit(":", 1)[0][len("follows:"):]][edge.edge_id] = edge
+        out = []
+        for conv in sorted(set(wanted) | set(live)):
+            want, have = wanted.get(conv, {}), live.get(conv, {})
+            same = {eid for eid, e in have.items() if want.get(eid) == (e.source, e.target) and e.edge_type == "FOLLOWS"}
+            unlink = sorted(set(have) - same)
+            link = [
+                c.EdgeRecord(edge_id=eid, edge_type="FOLLOWS", source=a, target=b, weight=1.0, properties={"conv": conv})
+                for eid, (a, b) in sorted(want.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))
+                if eid not in same
+            ]
+            if unlink or link:
+                out.append((conv, unlink, link))
+        return out
+
+    def write_follows(self, tenant: str, unlink: list[str], link: list[c.EdgeRecord], run: str):
+        ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
+        return self.service.run(self.commands.organize, ctx, link=link, unlink=unlink, reason="conversation order changed")
+
+    # -- a run -----------------------------------------------------------------------------------
+
+    async def arun(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+
+        async def call(executor, fn: Callable, *args):
+            return fn(*args) if inline else await loop.run_in_executor(executor, fn, *args)
+
+        t0 = time.monotonic()
+        deadline = t0 + float(self.settings.organizer_time_budget_s)
+        run = new_id()
+        counter = [0]
+        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "follows_linked": 0, "follows_unlinked": 0,
+                                  "stopped": None, "clusters": [], "skipped": []}
+        await call(write_executor, self.service.sync)
+        tenants = [tenant] if tenant else await call(read_executor, self.tenants)
+        for t in tenants:
+            for memory_type in self.types:
+                if time.monotonic() > deadline:
+                    report["stopped"] = "time budget"
+                    break
+                planned = await call(read_executor, self.plan, t, memory_type, deadline)
+                if "skipped" in planned:
+                    report["skipped"].append({"tenant": t, "memory_type": memory_type, "reason": planned["skipped"]})
+                    if planned["skipped"] == "time budget":
+                        report["stopped"] = "time budget"
+                    continue
+                report["kept"] += len(planned["kept"])
+                new: list[Cluster] = planned["new"]
+                if not dry_run:
+                    await self.summarize(new)
+                stale = planned["stale"]
+                for cluster in new:
+                    report["clusters"].append({"tenant": t, "memory_type": memory_type, "key": cluster.key, "size": len(cluster.all_members),
+                                               "subtopics": len(cluster.subs), "fingerprint": cluster.fingerprint})
+                    if dry_run:
+                        continue
+                    if time.monotonic() > deadline:
+                        report["stopped"] = "time budget"
+                        break
+                    overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members]
+                    retire = [x for tid in overlap for x in (tid, *stale.pop(tid)["subs"])]
+                    await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
+                    report["created"] += 1 + len(cluster.subs)
+                    report["retired"] += len(retire)
+                if stale and not dry_run and report["stopped"] is None:
+                    retire = [x for tid, info in stale.items() for x in (tid, *info["subs"])]
+                    await call(write_executor, self.retire, t, retire, run)
+                    report["retired"] += len(retire)
+            if report["stopped"]:
+                break
+            for conv, unlink, link in await call(read_executor, self.follows_plan, t):
+                if dry_run:
+                    report["follows_linked"] += len(link)
+                    report["follows_unlinked"] += len(unlink)
+                    continue
+                if time.monotonic() > deadline:
+                    report["stopped"] = "time budget"
+                    break
+                await call(write_executor, self.write_follows, t, unlink, link, run)
+                report["follows_linked"] += len(link)
+                report["follows_unlinked"] += len(unlink)
+        report["seconds"] = round(time.monotonic() - t0, 3)
+        return report
+
+
+def conversation_place(content: MemoryContent) -> tuple[str, tuple] | None:
+    """``(conversation, order)`` when a memory's properties or sources place it in a conversation."""
+    props = content.properties or {}
+    conv = next((str(props[k]) for k in ("conv", "conversation", "conversation_id") if props.get(k) not in (None, "")), None)
+    session = next((str(props[k]) for k in ("session", "session_id") if props.get(k) not in (None, "")), None)
+    found = None
+    for source in content.sources:
+        m = _TURN_SOURCE.match(source)
+        if m:
+            found = m
+            break
+    turn = props.get("turn")
+    if isinstance(turn, str) and re.fullmatch(r"\d+(\.\d+)?", turn.strip()):
+        turn = float(turn)
+    if not isinstance(turn, (int, float)) or isinstance(turn, bool):
+        turn = None
+    if conv is None:
+        conv = session if session is not None and turn is not None else (found.group("conv") if found else None)
+        session = None if conv == session else session
+    if conv is None:
+        return None
+    if turn is not None:
+        order = (_number(session) if session else (_number(found.group("session")) if found else 0), float(turn))
+    elif found is not None and (found.group("conv") == conv):
+        order = (_number(found.group("session")), float(found.group("turn")))
+    else:
+        return None
+    safe = re.sub(r"[^\w.-]", "_", conv)[:120]
+    return safe, order
+
+
+def _number(label: str) -> int:
+    digits = re.findall(r"\d+", label or "")
+    return int(digits[-1]) if digits else 0

@@ -1,0 +1,338 @@
+"""Fused recall: one query, several channels, one explainable ranking.
+
+Channels:
+
+- ``lexical``: FTS5/BM25 over text, key, tags and background (CJK through
+  character bigrams), content terms only;
+- ``semantic``: cosine over the configured embedder's vectors (or a vector
+  the caller supplies);
+- ``graph``: memories named in the query (by key, or through entities that
+  later projections resolve) expanded by BFS; score = product of the edge
+  weights along the path.
+
+Fusion is weighted reciprocal-rank fusion (defaults below, per request and in
+settings) plus a small bonus for query-term overlap. Conversation context
+then propagates along ``FOLLOWS`` edges: a memory inherits part of the fused
+score of the turns before and after it (see :mod:`projections.fusion`).
+Every hit says which channels found it at what rank, what it inherited from
+whom, and the response names the strategy actually used and the state of
+each channel. Recall never writes.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Any, Callable, Sequence
+
+import msgspec
+
+from eventstore.settings import setting
+
+from . import fusion, graph_reads
+from .filters import SearchFilters, filter_sql
+from .memory_rows import head_clause
+from .query_analysis import analyze, stem, tokenize
+
+W_SEMANTIC = setting("recall_weight_semantic", 1.0, "RRF weight of the semantic channel with a real embedding model.")
+W_SEMANTIC_HASHING = setting(
+    "recall_weight_semantic_hashing",
+    0.0,
+    "RRF weight of the semantic channel with the hashing embedder (measured to lower recall on conversations; 0 switches it off).",
+)
+W_LEXICAL = setting("recall_weight_lexical", 1.2, "RRF weight of the lexical channel.")
+W_GRAPH = setting("recall_weight_graph", 0.8, "RRF weight of the graph channel.")
+RRF_K = setting("recall_rrf_k", 60.0, "The k of reciprocal-rank fusion.")
+OVERLAP = setting("recall_overlap_bonus", 0.002, "Score added per share of query terms a memory contains.")
+CANDIDATES = setting("recall_candidates", 100, "Candidates each channel contributes before fusion.")
+PROPAGATION = setting("recall_propagation", True, "Let memories inherit score from adjacent conversation turns (FOLLOWS edges).")
+ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.3, "Share of a turn's fused score passed to the turns before and after it.")
+
+CHANNELS = ("lexical", "semantic", "graph")
+
+
+class ChannelHit(msgspec.Struct, frozen=True):
+    rank: int
+    score: float
+
+
+class ContextContribution(msgspec.Struct, frozen=True):
+    source: str
+    relation: str
+    amount: float
+
+
+class RecallHit(msgspec.Struct, frozen=True):
+    id: str
+    score: float
+    memory: graph_reads.MemoryView
+    channels: dict[str, ChannelHit]
+    overlap_bonus: float = 0.0
+    context: list[ContextContribution] = []
+    graph_path: list[str] | None = None
+
+
+class Relationship(msgspec.Struct, frozen=True):
+    kind: str  # edge | shared_source | same_document
+    a: str
+    b: str
+    detail: dict[str, Any] = {}
+
+
+class ChannelState(msgspec.Struct, frozen=True):
+    status: str  # ok | off | unavailable
+    count: int = 0
+    weight: float = 0.0
+    reason: str | None = None
+
+
+class RecallResult(msgspec.Struct, frozen=True):
+    query: str
+    strategy: str
+    degraded: bool
+    hits: list[RecallHit]
+    relationships: list[Relationship]
+    channels: dict[str, ChannelState]
+    as_of: int | None
+    position: int
+    terms: list[str]
+
+
+class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
+    limit: int = 10
+    filters: SearchFilters = SearchFilters()
+    as_of: int | None = None
+    channels: tuple[str, ...] | None = None
+    weights: dict[str, float] = {}
+    rrf_k: float | None = None
+    raw_fts: bool = False
+    embedding: tuple[float, ...] | None = None
+    graph_depth: int = 1
+    graph_direction: str = "both"
+    graph_edge_types: tuple[str, ...] | None = None
+    propagation: bool | None = None
+
+
+class Searcher:
+    """The channel searches of one data directory, as recall needs them.
+
+    ``lexical(tenant, query, limit, as_of, raw, filters)`` and
+    ``semantic(tenant, vector, limit, as_of, filters)`` return ranked
+    ``[(memory_id, score)]``; ``embed_query`` returns a vector or None when
+    no embedder is configured; ``seed_nodes(conn, tenant, analysis, as_of)``
+    hooks (entities, …) name extra graph seeds.
+    """
+
+    def __init__(
+        self,
+        conn: Callable[[], sqlite3.Connection],
+        lexical: Callable[..., list[tuple[str, float]]] | None,
+        semantic: Callable[..., list[tuple[str, float]]] | None,
+        embed_query: Callable[[str], Any] | None,
+        embedder_name: str,
+        settings,
+    ):
+        self.conn = conn
+        self.lexical = lexical
+        self.semantic = semantic
+        self.embed_query = embed_query
+        self.embedder_name = embedder_name
+        self.settings = settings
+        self.seed_hooks: list[Callable[[sqlite3.Connection, str, Any, int | None], dict[str, float]]] = []
+
+    def default_weights(self) -> dict[str, float]:
+        s = self.settings
+        semantic = s.recall_weight_semantic_hashing if self.embedder_name.startswith("hashing") else s.recall_weight_semantic
+        return {"semantic": float(semantic), "lexical": float(s.recall_weight_lexical), "graph": float(s.recall_weight_graph)}
+
+    # -- channels ------------------------------------------------------------------
+
+    def channel_results(self, tenant: str, query: str, options: RecallOptions) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], dict[str, list[str]], Any]:
+        analysis = analyze(query)
+        weights = {**self.default_weights(), **{k: float(v) for k, v in options.weights.items() if v is not None}}
+        wanted = set(options.channels or CHANNELS)
+        candidates = max(int(self.settings.recall_candidates), options.limit)
+        results: dict[str, list[tuple[str, float]]] = {}
+        states: dict[str, ChannelState] = {}
+        paths: dict[str, list[str]] = {}
+        for name in CHANNELS:
+            weight = weights.get(name, 0.0)
+            if name not in wanted:
+                states[name] = ChannelState("off", weight=weight, reason="not requested")
+                continue
+            if weight <= 0 and not options.channels:
+                states[name] = ChannelState("off", weight=weight, reason="weight 0 for this embedder" if name == "semantic" else "weight 0")
+                continue
+            if name == "lexical":
+                if self.lexical is None:
+                    states[name] = ChannelState("unavailable", weight=weight, reason="no full-text projection")
+                    continue
+                hits = self.lexical(tenant, query, candidates, options.as_of, options.raw_fts, options.filters)
+            elif name == "semantic":
+                vector = options.embedding
+                if vector is None and self.embed_query is not None:
+                    vector = self.embed_query(query)
+                if self.semantic is None or vector is None:
+                    states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
+                    continue
+                hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
+            else:
+                hits, paths = self._graph(tenant, analysis, options, candidates)
+            results[name] = hits
+            states[name] = ChannelState("ok", len(hits), weight)
+        return results, states, paths, analysis
+
+    def _graph(self, tenant: str, analysis, options: RecallOptions, limit: int) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:
+        conn = self.conn()
+        seeds: dict[str, float] = {}
+        keys = list(analysis.phrases) + list(analysis.terms)
+        for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
+            seeds[memory_id] = 1.0
+        for hook in self.seed_hooks:
+            for node, score in hook(conn, tenant, analysis, options.as_of).items():
+                seeds[node] = max(seeds.get(node, 0.0), score)
+        if not seeds:
+            return [], {}
+        reached = graph_reads.bfs(
+            conn,
+            tenant,
+            seeds,
+            depth=options.graph_depth,
+            direction=options.graph_direction,
+            edge_types=options.graph_edge_types,
+            as_of=options.as_of,
+            max_nodes=limit * 4,
+        )
+        scores = {node: score for node, score in seeds.items()}
+        paths = {node: [] for node in seeds}
+        for r in reached:
+            if r.node not in scores:
+                scores[r.node] = r.score
+                paths[r.node] = list(r.path)
+        allowed = _filter_memories(conn, tenant, list(scores), options)
+        ranked = fusion.rank({m: s for m, s in scores.items() if m in allowed}, limit)
+        return ranked, {m: paths[m] for m, _ in ranked}
+
+    # -- fusion ------------------------------------------------------------------------
+
+    def recall(self, tenant: str, query: str, options: RecallOptions, *, position: int = 0) -> RecallResult:
+        results, states, paths, analysis = self.channel_results(tenant, query, options)
+        weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
+        k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
+        fused = fusion.weighted_rrf(results, weights, k)
+        conn = self.conn()
+        pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
+        views = graph_reads.get_memories(conn, tenant, pool, as_of=options.as_of)
+        query_stems = {stem(t) for t in analysis.terms}
+        stems_of = lambda m: {stem(t.lower()) for t in tokenize(views[m].memory)} if m in views else set()  # noqa: E731
+        fused = fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus))
+        use_propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
+        context: dict[str, list[fusion.Contribution]] = {}
+        if use_propagation and fused:
+            fused, context, views = self._propagate(conn, tenant, fused, views, options)
+        hits = []
+        for h in fused:
+            view = views.get(h.memory_id)
+            if view is None:
+                continue
+            hits.append(
+                RecallHit(
+                    id=h.memory_id,
+                    score=round(h.score, 6),
+                    memory=view,
+                    channels={name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()},
+                    overlap_bonus=round(h.bonus, 6),
+                    context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in context.get(h.memory_id, [])[:3]],
+                    graph_path=paths.get(h.memory_id),
+                )
+            )
+            if len(hits) >= options.limit:
+                break
+        active = [n for n, s in states.items() if s.status == "ok"]
+        degraded = any(s.status == "unavailable" for s in states.values())
+        return RecallResult(
+            query=query,
+            strategy=strategy_name(active),
+            degraded=degraded,
+            hits=hits,
+            relationships=relationships(conn, tenant, [h.memory for h in hits], options.as_of),
+            channels=states,
+            as_of=options.as_of,
+            position=position,
+            terms=analysis.terms,
+        )
+
+    def _propagate(self, conn, tenant, fused, views, options):
+        """Context propagation along FOLLOWS edges, restricted to memories that pass the filters."""
+        scores = {h.memory_id: h.score for h in fused}
+        alpha = float(self.settings.recall_alpha_follows)
+        neighbour_cache: dict[str, list[tuple[str, float, str]]] = {}
+
+        def neighbours(memory_id):
+            if memory_id not in neighbour_cache:
+                edges = graph_reads.edges_of(conn, tenant, memory_id, direction="both", edge_types=("FOLLOWS",), as_of=options.as_of)
+                neighbour_cache[memory_id] = [(e.target if e.source == memory_id else e.source, e.weight, "FOLLOWS") for e in edges]
+            return neighbour_cache[memory_id]
+
+        spread = fusion.propagate(scores, neighbours, alpha={"FOLLOWS": alpha}, hops=1)
+        newcomers = [m for m in spread.scores if m not in views]
+        if newcomers:
+            allowed = _filter_memories(conn, tenant, newcomers, options)
+            views = {**views, **graph_reads.get_memories(conn, tenant, allowed, as_of=options.as_of)}
+        channels = {h.memory_id: h.channels for h in fused}
+        bonus = {h.memory_id: h.bonus for h in fused}
+        kept = {m: s for m, s in spread.scores.items() if m in views}
+        return fusion.fused_from_scores(kept, channels=channels, provenance=spread.provenance, bonus=bonus), spread.provenance, views
+
+
+def strategy_name(active: Sequence[str]) -> str:
+    if len(active) >= 2:
+        return "hybrid"
+    if len(active) == 1:
+        return f"{active[0]}-only"
+    return "none"
+
+
+def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
+    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table)."""
+    if not memory_ids:
+        return set()
+    valid, valid_params = head_clause(options.as_of, "d")
+    where, where_params = filter_sql(options.filters, "d")
+    allowed: set[str] = set()
+    for start in range(0, len(memory_ids), 500):
+        chunk = memory_ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT d.memory_id FROM fts_docs AS d WHERE d.tenant = ? AND d.memory_id IN ({marks}) AND {valid} AND {where}",
+            (tenant, *chunk, *valid_params, *where_params),
+        )
+        allowed.update(r[0] for r in rows)
+    return allowed
+
+
+_SESSION = re.compile(r"^(.*):[^:]+$")
+
+
+def relationships(conn: sqlite3.Connection, tenant: str, views: list[graph_reads.MemoryView], as_of: int | None) -> list[Relationship]:
+    """Edges between the results, shared sources, and results from one document."""
+    ids = [v.id for v in views]
+    out = [
+        Relationship("edge", e.source, e.target, {"edge_id": e.edge_id, "edge_type": e.edge_type, "weight": e.weight})
+        for e in graph_reads.edges_between(conn, tenant, ids, as_of=as_of)
+    ]
+    by_source: dict[str, list[str]] = {}
+    by_doc: dict[str, list[str]] = {}
+    for v in views:
+        for source in v.sources:
+            by_source.setdefault(source, []).append(v.id)
+        doc = v.metadata.get("doc_id")
+        if doc:
+            by_doc.setdefault(doc, []).append(v.id)
+    for source, members in by_source.items():
+        for a, b in zip(members, members[1:]):
+            out.append(Relationship("shared_source", a, b, {"source": source}))
+    for doc, members in by_doc.items():
+        for a, b in zip(members, members[1:]):
+            out.append(Relationship("same_document", a, b, {"doc_id": doc}))
+    return out

@@ -1,0 +1,441 @@
+"""Properties of the projections over random command sequences.
+
+1. Projections kept up to date command by command equal projections rebuilt
+   from the log (and caught up in small batches).
+2. Every read ``as_of=P`` equals the head read of projections that replayed
+   only the events up to ``P``.
+3. Reverting a command's correlation (rollback, namespace undo, a revert,
+   anything) restores exactly the visible state from before the command.
+
+Plus a crash test: catch-up processes killed at random moments never lose
+or repeat an event (the checkpoint moves in the batch's transaction).
+
+Every check covers all projectors in ``svc.runner.projectors`` generically:
+each projector's tables are found by creating them in a scratch database.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore import NO_STREAM, EventStore, StreamAppend
+from eventstore import catalogue as c
+from eventstore.aggregate import load
+from eventstore.commands import CommandContext
+from eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
+from eventstore.settings import Settings
+from projections import graph_reads
+from projections.assembly import default_projectors
+from projections.runner import ProjectionRunner, connect
+from projections.service import MemoryService
+
+TENANTS = ("t1", "t2")
+SETTINGS = Settings({"working_memory_capacity": 4})
+REFUSED = (ValidationError, NotFound, Conflict)
+PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+ROOT = Path(__file__).resolve().parents[2]
+
+# -- table dumps ------------------------------------------------------------------------
+
+
+def owned_tables(projector) -> list[str]:
+    """The plain tables a projector creates (virtual tables and their shadow tables left out).
+
+    An external-content FTS5 index is compared through its content table.
+    """
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        projector.create(scratch)
+        rows = scratch.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()
+    finally:
+        scratch.close()
+    virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")]
+    return sorted(
+        name
+        for name, _ in rows
+        if name != "checkpoints" and name not in virtual and not any(name.startswith(v + "_") for v in virtual)
+    )
+
+
+def dump_table(conn: sqlite3.Connection, table: str) -> list[tuple]:
+    """Every row, sorted, without the rowid-alias key (its values depend on insert history)."""
+    info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+    keys = [r for r in info if r[5]]
+    rowid_alias = keys[0][1] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else None
+    columns = [r[1] for r in info if r[1] != rowid_alias]
+    selected = ", ".join(f'"{col}"' for col in columns)
+    rows = conn.execute(f'SELECT {selected} FROM "{table}"').fetchall()
+    return sorted(rows, key=repr)
+
+
+def dump(runner: ProjectionRunner) -> dict[str, dict[str, list[tuple]]]:
+    return {p.name: {t: dump_table(runner.conn, t) for t in owned_tables(p)} for p in runner.projectors}
+
+
+def side_runner(store: EventStore, where: Path) -> ProjectionRunner:
+    """Fresh projectors of the same kinds over the same log, in another projections.db."""
+    where.mkdir(parents=True, exist_ok=True)
+    return ProjectionRunner(store, where / "projections.db", default_projectors(SETTINGS, where))
+
+
+# -- random command sequences ------------------------------------------------------------------
+
+KINDS = ("add", "add", "update", "archive", "delete", "restore", "rollback", "merge", "supersede", "link", "link", "link", "unlink", "undo", "undo", "revert", "revert")
+OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 1), st.integers(0, 40), st.integers(0, 40), st.integers(0, 3))
+PREFIXES = ("user:", "mention:", "mention:r1:", "auto:")
+
+
+class Scenario:
+    """Runs abstract operations (indices into what exists) as real commands."""
+
+    def __init__(self, svc: MemoryService):
+        self.svc = svc
+        self.memories: dict[str, list[str]] = {t: [] for t in TENANTS}
+        self.edges: dict[str, list[str]] = {t: [] for t in TENANTS}
+        self.correlations: dict[str, list[str]] = {t: [] for t in TENANTS}
+        self.counter = 0
+
+    @staticmethod
+    def pick(items: list[str], i: int) -> str:
+        return items[i % len(items)] if items else "missing"
+
+    def apply(self, op):
+        """Run one operation; None when the product refused it (as it may)."""
+        kind, t, a, b, flag = op
+        tenant, other = TENANTS[t], TENANTS[1 - t]
+        self.counter += 1
+        n = self.counter
+        if flag == 3 and kind in ("update", "archive", "link") and self.memories[other]:
+            self._cross_tenant(kind, tenant, self.pick(self.memories[other], a))
+            return None
+        try:
+            result = self._run(kind, tenant, a, b, flag, n)
+        except REFUSED:
+            return None
+        if result.first_position is not None:
+            self.correlations[tenant].append(result.correlation_id)
+        return result
+
+    def _cross_tenant(self, kind: str, tenant: str, foreign: str) -> None:
+        mine = self.pick(self.memories[tenant], 0)
+        svc, ctx = self.svc, CommandContext(tenant=tenant)
+        head = svc.store.last_position()
+        with pytest.raises(NotFound):
+            if kind == "update":
+                svc.run(svc.memories.update, ctx, foreign, {"memory": "not yours"})
+            elif kind == "archive":
+                svc.run(svc.memories.archive, ctx, foreign)
+            else:
+                svc.run(svc.edges.link, ctx, mine, foreign, "RELATED")
+        with pytest.raises(NotFound):
+            svc.get(tenant, foreign)
+        assert svc.store.last_position() == head
+
+    def _run(self, kind, tenant, a, b, flag, n):
+        svc, ctx = self.svc, CommandContext(tenant=tenant)
+        mems = self.memories[tenant]
+        m, m2 = self.pick(mems, a), self.pick(mems, a + 1 + b % max(1, len(mems) - 1))  # m2 != m when it can be
+        if kind == "add":
+            memory_type = "WorkingMemory" if b % 3 == 0 else "LongTermMemory"
+            items = [MemoryContent(memory=f"note {n}.{i}", memory_type=memory_type, tags=(f"t{flag}",)) for i in range(1 + a % 3)]
+            result = svc.run(svc.memories.add, ctx, items)
+            mems.extend(result.memory_ids)
+            return result
+        if kind == "update":
+            changes = {"memory": f"edit {n}"} if flag % 2 == 0 else {"tags": [f"u{n}"], "key": f"k{flag}"}
+            return svc.run(svc.memories.update, ctx, m, changes)
+        if kind in ("archive", "delete", "restore"):
+            if kind == "delete":
+                return svc.run(svc.memories.soft_delete, ctx, m, evolve_to=m2 if flag == 1 else None)
+            return svc.run(getattr(svc.memories, kind), ctx, m)
+        if kind == "rollback":
+            state = load(svc.store, tenant, m)
+            target = state.at(1 + b % state.version)
+            result = svc.run(svc.memories.rollback, ctx, m, target.version)
+            after = load(svc.store, tenant, m)
+            assert (after.content, after.status) == (target.content, target.status)
+            view = svc.get(tenant, m)
+            assert (view.memory, view.status, view.tags, view.key) == (target.content.memory, target.status, target.content.tags, target.content.key)
+            return result
+        if kind == "merge":
+            result = svc.run(svc.memories.merge, ctx, [m, m2])
+            mems.append(result.data["merged_id"])
+            return result
+        if kind == "supersede":
+            return svc.run(svc.memories.supersede, ctx, m, m2)
+        if kind == "link":
+            edge_id = f"{('user', 'mention', 'auto')[flag % 3]}:r{flag % 2}:{n}"
+            result = svc.run(svc.edges.link, ctx, m, m2, "RELATED", weight=(0.0, 0.25, 1.0)[a % 3], edge_id=edge_id)
+            self.edges[tenant].append(edge_id)
+            return result
+        if kind == "unlink":
+            return svc.run(svc.edges.unlink, ctx, self.pick(self.edges[tenant], a))
+        if kind == "undo":
+            return svc.run(svc.edges.undo_namespace, ctx, PREFIXES[flag])
+        if kind == "revert":
+            return svc.run(svc.reverts.revert, ctx, self.pick(self.correlations[tenant], a), force=b % 2 == 1)
+        raise AssertionError(kind)
+
+    # -- what a reader sees ------------------------------------------------------------
+
+    def all_ids(self) -> list[str]:
+        return [m for t in TENANTS for m in self.memories[t]]
+
+    def visible(self) -> dict:
+        """Every memory's content and status, and the live edges, per tenant."""
+        out = {}
+        for tenant in TENANTS:
+            memories = {}
+            for memory_id in self.memories[tenant]:
+                view = self.svc.get(tenant, memory_id)
+                shown = msgspec.structs.asdict(view)
+                for moving in ("version", "valid_from", "valid_to", "updated_at"):
+                    shown.pop(moving)
+                memories[memory_id] = shown
+            edges = sorted(msgspec.json.encode(e) for e in self.svc.facts.live_edges_of(tenant, self.memories[tenant]))
+            out[tenant] = (memories, edges)
+        return out
+
+
+# Every run starts with a few memories in each tenant, so that most operations have something to act on.
+SEED = [("add", 0, 2, 1, 0), ("add", 1, 1, 0, 1), ("add", 0, 1, 0, 2)]
+
+
+def scenario_run(ops, tmp: str) -> Scenario:
+    svc = MemoryService.open(tmp, settings=SETTINGS)
+    scenario = Scenario(svc)
+    for op in [*SEED, *ops]:
+        scenario.apply(op)
+    return scenario
+
+
+# -- (1) incremental == rebuilt ----------------------------------------------------------------
+
+
+@PROPERTY
+@given(ops=st.lists(OPS, min_size=1, max_size=25), batch=st.integers(1, 7))
+def test_incremental_projections_equal_a_rebuild(ops, batch):
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = scenario_run(ops, tmp)
+        svc = scenario.svc
+        incremental = dump(svc.runner)
+        rebuilt = side_runner(svc.store, Path(tmp) / "rebuilt")
+        rebuilt.rebuild()
+        assert dump(rebuilt) == incremental
+        stepped = side_runner(svc.store, Path(tmp) / "stepped")
+        stepped.catch_up(batch_size=batch)
+        assert dump(stepped) == incremental
+        svc.runner.rebuild()  # in place, as ``memledger rebuild`` does
+        assert dump(svc.runner) == incremental
+        for runner in (rebuilt, stepped):
+            runner.close()
+        svc.close()
+
+
+# -- (2) as_of == replay up to P ---------------------------------------------------------------
+
+
+def _memory_read(view) -> dict | None:
+    if view is None:
+        return None
+    shown = msgspec.structs.asdict(view)
+    shown.pop("valid_to")  # ends after P in the full log, open in the replay
+    return shown
+
+
+def _edge_reads(views) -> list[tuple]:
+    return [(e.edge_id, e.edge_type, e.source, e.target, e.weight, repr(e.properties), e.valid_from) for e in views]
+
+
+@PROPERTY
+@given(ops=st.lists(OPS, min_size=1, max_size=20))
+def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops):
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = scenario_run(ops, tmp)
+        svc = scenario.svc
+        replay = side_runner(svc.store, Path(tmp) / "replay")
+        conn = connect(replay.path)
+        ids = scenario.all_ids()
+        for position in range(0, svc.store.last_position() + 1):
+            replay.catch_up(until=position)
+            assert replay.position() == position
+            for tenant in TENANTS:
+                for memory_id in ids:
+                    try:
+                        past = svc.get(tenant, memory_id, as_of=position)
+                    except NotFound:
+                        past = None
+                    assert _memory_read(past) == _memory_read(graph_reads.get_memory(conn, tenant, memory_id)), (position, memory_id)
+                    assert _edge_reads(svc.edges_of(tenant, memory_id, as_of=position)) == _edge_reads(
+                        graph_reads.edges_of(conn, tenant, memory_id)
+                    ), (position, memory_id)
+        conn.close()
+        replay.close()
+        svc.close()
+
+
+# -- (3) a revert restores the visible state ------------------------------------------------------
+
+
+@PROPERTY
+@given(prefix=st.lists(OPS, min_size=2, max_size=14), last=OPS)
+def test_reverting_a_command_restores_the_visible_state(prefix, last):
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = scenario_run(prefix, tmp)
+        svc = scenario.svc
+        before = scenario.visible()
+        existed = {t: set(scenario.memories[t]) for t in TENANTS}
+        result = scenario.apply(last)
+        if result is None or result.first_position is None:
+            assert scenario.visible() == before  # refused or no-op: nothing visible changed
+            svc.close()
+            return
+        tenant = TENANTS[last[1]]
+        after = scenario.visible()
+        undo = svc.run(svc.reverts.revert, CommandContext(tenant=tenant), result.correlation_id)
+        assert undo.data["conflicts"] == [] and not undo.data["forced"]
+        reverted = scenario.visible()
+        for t in TENANTS:
+            memories, edges = reverted[t]
+            assert edges == before[t][1]
+            assert {m: v for m, v in memories.items() if m in existed[t]} == before[t][0]
+            assert all(v["status"] == "deleted" for m, v in memories.items() if m not in existed[t])
+        # Reverting the revert brings the command's effect back.
+        svc.run(svc.reverts.revert, CommandContext(tenant=tenant), undo.correlation_id)
+        assert scenario.visible() == after
+        svc.close()
+
+
+# -- crash: exactly-once checkpoints --------------------------------------------------------------
+
+CHILD = """
+import sys
+from projections.service import MemoryService
+svc = MemoryService.open(sys.argv[1], catch_up=False)
+print("ready", flush=True)
+svc.runner.catch_up(batch_size=int(sys.argv[2]))
+print("done", flush=True)
+"""
+
+
+def write_log(store: EventStore, rng: random.Random, target: int = 3000) -> None:
+    """A log of memory, edge and working-memory events, written straight to the store."""
+    stamp = "2026-01-01T00:00:00.000000Z"
+    alive: dict[str, list[str]] = {t: [] for t in TENANTS}
+    bindings: dict[str, list[str]] = {t: [] for t in TENANTS}
+    edges: dict[str, list[c.EdgeRecord]] = {t: [] for t in TENANTS}
+    n = 0
+    while store.last_position() < target:
+        tenant = rng.choice(TENANTS)
+        writes: list[StreamAppend] = []
+        for _ in range(40):
+            n += 1
+            roll = rng.random()
+            mems = alive[tenant]
+            if roll < 0.35 or len(mems) < 2:
+                memory_id, binding = f"m{n}", f"b{n}"
+                content = MemoryContent(memory=f"memory number {n} about topic {n % 17}", tags=(f"x{n % 5}",))
+                writes.append(StreamAppend(c.memory_stream(memory_id), [c.MemoryAdded(memory_id=memory_id, content=content, created_at=stamp, working_binding=binding)], NO_STREAM))
+                mems.append(memory_id)
+                bindings[tenant].append(binding)
+            elif roll < 0.6:
+                memory_id = rng.choice(mems)
+                content = MemoryContent(memory=f"memory {memory_id} edited at {n}", key=f"k{n % 3}")
+                writes.append(StreamAppend(c.memory_stream(memory_id), [c.MemoryUpdated(memory_id=memory_id, content=content, changed=("memory",), updated_at=stamp)]))
+            elif roll < 0.72:
+                memory_id = rng.choice(mems)
+                event = rng.choice([c.MemoryArchived, c.MemorySoftDeleted, c.MemoryRestored])(memory_id=memory_id, updated_at=stamp)
+                writes.append(StreamAppend(c.memory_stream(memory_id), [event]))
+            elif roll < 0.9:
+                source, target_id = rng.sample(mems, 2)
+                edge = c.EdgeRecord(edge_id=f"{rng.choice(['user', 'mention'])}:r{n % 3}:{n}", edge_type="RELATED", source=source, target=target_id, weight=rng.choice([0.5, 1.0]))
+                edges[tenant].append(edge)
+                writes.append(StreamAppend(c.edges_stream(tenant), [c.EdgeLinked(edge=edge)]))
+            elif roll < 0.97 and edges[tenant]:
+                edge = edges[tenant].pop(rng.randrange(len(edges[tenant])))
+                writes.append(StreamAppend(c.edges_stream(tenant), [c.EdgeUnlinked(edge=edge)]))
+            elif len(bindings[tenant]) > 3:
+                leaving = bindings[tenant][:2]
+                del bindings[tenant][:2]
+                writes.append(StreamAppend(c.working_stream(tenant), [c.WorkingMemoryEvicted(bindings=tuple(leaving), memory_ids=(), capacity=4)]))
+        store.append_batch(writes, tenant=tenant)
+
+
+def _spawn(data_dir: Path, batch: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(data_dir), str(batch)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _consistent_with_replay(store: EventStore, data_dir: Path, scratch: Path) -> None:
+    """Each projection holds exactly the events up to its checkpoint: a replay to there matches it."""
+    runner = ProjectionRunner(store, data_dir / "projections.db", default_projectors(SETTINGS, data_dir))
+    try:
+        found = dump(runner)
+        for projector in runner.projectors:
+            position = (runner.checkpoint(projector.name) or (0,))[0]
+            fresh = [p for p in default_projectors(SETTINGS, scratch) if p.name == projector.name]
+            replay = ProjectionRunner(store, scratch / f"replay-{projector.name}-{position}.db", fresh)
+            replay.catch_up(until=position)
+            assert dump(replay)[projector.name] == found[projector.name], (projector.name, position)
+            replay.close()
+    finally:
+        runner.close()
+
+
+@pytest.mark.slow
+def test_catch_up_killed_at_random_moments_loses_and_repeats_nothing(tmp_path):
+    rng = random.Random(20260101)
+    data_dir = tmp_path / "data"
+    store = EventStore.open(data_dir)
+    write_log(store, rng)
+    kills, finished = 0, False
+    for attempt in range(40):
+        child = _spawn(data_dir, batch=rng.choice([3, 5, 8]))
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        try:
+            child.wait(timeout=rng.uniform(0.02, 0.4))
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            kills += 1
+        out, err = child.communicate()
+        if child.returncode == 0:
+            finished = kills >= 4
+            if finished:
+                break
+            # Finished too early: start over from nothing so that more kills land mid-catch-up.
+            (data_dir / "projections.db").unlink()
+            for suffix in ("-wal", "-shm"):
+                Path(str(data_dir / "projections.db") + suffix).unlink(missing_ok=True)
+            continue
+        assert child.returncode == -signal.SIGKILL, err
+        if kills % 3 == 1:
+            _consistent_with_replay(store, data_dir, tmp_path / f"scratch-{kills}")
+    assert finished, f"catch-up never completed after {kills} kills"
+    svc = MemoryService.open(data_dir, settings=SETTINGS)  # reopen and catch up (nothing left)
+    assert svc.sync() == 0 and svc.runner.position() == store.last_position()
+    survived = dump(svc.runner)
+    svc.runner.rebuild()
+    assert dump(svc.runner) == survived
+    assert survived["graph"]["graph_memories"]  # the comparison saw real rows
+    svc.close()
+    store.close()

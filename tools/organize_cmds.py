@@ -1,0 +1,280 @@
+"""``memledger organize`` and ``memledger bench organize``.
+
+``organize`` runs the organizer on a data directory: by default it follows
+the log until interrupted (Ctrl-C); ``--once`` makes one dedup pass up to the
+head and one topic clustering run; ``--dry-run`` prints what a pass and a
+clustering run would decide, writing nothing. ``--tenant`` restricts it to
+one tenant; ``--json`` prints one JSON object a line.
+
+``bench organize`` measures, in a temporary directory, the dedup throughput
+with the rule judge over a synthetic corpus (about 10% exact or paraphrased
+duplicates and some same-key contradictions, with ground truth), the time to
+cluster 10,000 memories into topics, and the rule judge's precision and
+recall on the labelled cases with the hashing embedder's cosine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+from .bench_cmds import add_bench
+from .common import add_command, data_dir, print_json_line
+
+DEFAULT_TENANT = "default"
+
+
+def _open(args: argparse.Namespace, **overrides: Any):
+    from eventstore.settings import Settings
+    from projections.service import MemoryService
+
+    settings = Settings(overrides) if overrides else Settings()
+    return MemoryService.open(data_dir(args), settings=settings)
+
+
+def _show(decision: dict[str, Any]) -> str:
+    d = decision["decision"]
+    ids = ", ".join(decision["memory_ids"])
+    what = f"merge [{ids}] -> {decision['text']!r}" if decision["action"] == "merge" else f"supersede {decision['memory_ids'][0]} by {decision['memory_ids'][1]}"
+    outcome = f" [{decision['outcome']}]" if "outcome" in decision else ""
+    fallback = f", fallback: {d['fallback']}" if d.get("fallback") else ""
+    return f"{decision['tenant']}: {what}{outcome}\n    {d['judge']} {d.get('judge_version', '')}, similarity {d.get('similarity')}: {d.get('reason', '')}{fallback}"
+
+
+def cmd_organize(args: argparse.Namespace) -> int:
+    from projections.policies.organizer import Organizer
+
+    with _open(args) as service:
+        organizer = Organizer(service)
+        if not organizer.enabled:
+            print("organizer is disabled (MEMLEDGER_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)
+            return 0
+        tenant = args.tenant
+        if args.dry_run:
+            planned = organizer.dry_run(tenant)
+            topics = None if args.no_topics else organizer.cluster(tenant, dry_run=True)
+            if args.json:
+                for p in planned:
+                    print_json_line({"kind": "decision", **p})
+                for cl in (topics or {}).get("clusters", []):
+                    print_json_line({"kind": "topic", **cl})
+                print_json_line({"kind": "summary", "decisions": len(planned), "topics": len((topics or {}).get("clusters", [])), "dry_run": True})
+            else:
+                for p in planned:
+                    print(_show(p))
+                for cl in (topics or {}).get("clusters", []):
+                    print(f"{cl['tenant']}: topic {cl['key']!r} ({cl['size']} memories, {cl['subtopics']} sub-topics, {cl['memory_type']})")
+                n_topics = len((topics or {}).get("clusters", []))
+                print(f"dry run: {len(planned)} decision(s) and {n_topics} new topic(s) would be written; nothing was")
+            return 0
+        if args.once:
+            report = organizer.run_once(tenant)
+            topics = None if args.no_topics else organizer.cluster(tenant)
+            _print_pass(args, report, topics)
+            return 0
+        print("memledger: organizing (Ctrl-C stops)", file=sys.stderr, flush=True)
+
+        async def forever() -> None:
+            try:
+                await organizer.follow()
+            finally:
+                await organizer.aclose()
+
+        asyncio.run(forever())
+        return 0
+
+
+def _print_pass(args: argparse.Namespace, report: dict[str, Any], topics: dict[str, Any] | None) -> None:
+    decisions = report.get("planned", [])
+    if args.json:
+        for p in decisions:
+            print_json_line({"kind": "decision", **p})
+        summary = {k: v for k, v in report.items() if k != "planned"}
+        if topics is not None:
+            summary["topics"] = {k: v for k, v in topics.items() if k != "clusters"}
+        print_json_line({"kind": "summary", **summary})
+        return
+    for p in decisions:
+        print(_show(p))
+    print(f"pass {report.get('correlation_id')}: {report.get('events', 0)} event(s), {report.get('applied', 0)} decision(s) applied, position {report.get('to')}")
+    if topics is not None:
+        stopped = f", stopped: {topics['stopped']}" if topics.get("stopped") else ""
+        print(
+            f"topics {topics.get('correlation_id')}: {topics.get('created', 0)} created, {topics.get('retired', 0)} retired, {topics.get('kept', 0)} kept,"
+            f" FOLLOWS +{topics.get('follows_linked', 0)}/-{topics.get('follows_unlinked', 0)}{stopped}"
+        )
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "organize", cmd_organize, help="dedup, resolve conflicts and build topics (follows the log; --once for one pass)", json=True, tenant=True)
+    p.add_argument("--once", action="store_true", help="one pass up to the head and one clustering run, then exit")
+    p.add_argument("--dry-run", action="store_true", help="print what would be decided; write nothing")
+    p.add_argument("--no-topics", action="store_true", help="skip the topic clustering run")
+
+
+# -- the bench -----------------------------------------------------------------------------
+
+_NAMES = "alice bob carol dave erin frank grace heidi ivan judy mallory nina oscar peggy quinn rupert sybil trent ursula victor".split()
+_THINGS = (
+    "tea coffee jazz chess tennis sushi python rust linux hiking cycling opera painting gardening baking sailing "
+    "poetry astronomy climbing skiing pottery yoga running kayaking fishing origami"
+).split()
+_PLACES = "berlin paris lisbon oslo rome madrid vienna prague dublin warsaw athens zurich kyoto seoul lima quito".split()
+_VERBS = ["enjoys", "studies", "teaches", "practises", "writes about", "collects books on", "dislikes", "follows news on"]
+_WHEN = ["on weekends", "every morning", "since childhood", "with friends", "at the club", "in the evenings", "during holidays", "online"]
+
+
+def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
+    """``n`` memories: unique facts, ~10% duplicates (exact variants or paraphrases) and same-key contradictions.
+
+    Each memory's ``properties["truth"]`` names its fact (duplicates share it);
+    contradictions share a ``key``.
+    """
+    from eventstore.model import MemoryContent
+
+    rng = random.Random(seed)
+    facts: list[tuple[str, str]] = []
+    seen = set()
+    while len(facts) < n:
+        who, verb, what, where, when = rng.choice(_NAMES), rng.choice(_VERBS), rng.choice(_THINGS), rng.choice(_PLACES), rng.choice(_WHEN)
+        serial = rng.randrange(1, 10_000)
+        text = f"{who.title()} {verb} {what} in {where.title()} {when}, note {serial}"
+        if text not in seen:
+            seen.add(text)
+            facts.append((text, f"f{len(facts)}"))
+    out: list[MemoryContent] = []
+    kinds: Counter = Counter()
+    i = 0
+    while len(out) < n:
+        text, truth = facts[i]
+        i += 1
+        roll = rng.random()
+        out.append(MemoryContent(memory=text, properties={"truth": truth}))
+        kinds["unique"] += 1
+        if roll < 0.05 and len(out) < n:
+            variant = rng.choice([text.upper(), text.lower() + ".", text.replace(",", ";") + "!"])
+            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            kinds["exact duplicate"] += 1
+        elif roll < 0.10 and len(out) < n:
+            variant = rng.choice(["Note: ", "FYI ", "Remember: "]) + text
+            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            kinds["paraphrase duplicate"] += 1
+        elif roll < 0.12 and len(out) + 1 < n:
+            who = rng.choice(_NAMES)
+            key = f"{who}:home:{truth}"
+            a, b = rng.sample(_PLACES, 2)
+            out.append(MemoryContent(memory=f"{who.title()} lives in {a.title()}", key=key, properties={"truth": key + ":old"}))
+            out.append(MemoryContent(memory=f"{who.title()} lives in {b.title()}", key=key, properties={"truth": key + ":new"}))
+            kinds["contradiction pair"] += 1
+    order = list(range(len(out)))
+    rng.shuffle(order)  # duplicates arrive apart, in other batches
+    return [out[j] for j in order][:n], kinds
+
+
+def _ingest(service, tenant: str, items: list[Any], batch: int = 500) -> None:
+    from eventstore.commands import CommandContext
+
+    for start in range(0, len(items), batch):
+        service.run(service.memories.add, CommandContext(tenant=tenant, actor="bench"), items[start : start + batch])
+
+
+def _dedup_quality(service, tenant: str) -> dict[str, Any]:
+    """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
+    from projections.policies.organizer import load_items
+
+    conn = service.read_conn()
+    merges = supersedes = right = 0
+    for r in service.store.read_all(tenant=tenant, types=["MemoriesMerged", "MemorySuperseded"]):
+        if r.type == "MemoriesMerged":
+            merges += 1
+            truths = set()
+            for source in r.event.source_ids:
+                row = conn.execute("SELECT json_extract(content, '$.properties.truth') FROM graph_memories WHERE tenant = ? AND memory_id = ? ORDER BY version LIMIT 1", (tenant, source)).fetchone()
+                truths.add(row[0] if row else None)
+            right += len(truths) == 1
+        else:
+            supersedes += 1
+    left = Counter(i.content.properties.get("truth") for i in load_items(conn, tenant))
+    leftover = sum(n - 1 for t, n in left.items() if n > 1 and not str(t).endswith((":old", ":new")))
+    return {"merges": merges, "supersedes": supersedes, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
+
+
+def add_bench_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=int, default=10_000, help="memories for the dedup and the clustering runs (default 10,000)")
+    parser.add_argument("--synchronous", type=str.upper, choices=("FULL", "NORMAL"), default="FULL", help="SQLite synchronous level of the log (default FULL)")
+    parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from eventstore.settings import Settings
+    from projections.embedders import get_embedder
+    from projections.policies.judge_cases import CASES, evaluate
+    from projections.policies.organizer import Organizer
+    from projections.policies.settings import rule_config
+    from projections.policies.judge import RuleJudge
+    from projections.service import MemoryService
+
+    if args.n < 100:
+        raise ValueError("--n must be at least 100")
+    verbose = sys.stderr.isatty()
+
+    def status(text: str) -> None:
+        if verbose:
+            print(f"bench organize: {text}", file=sys.stderr, flush=True)
+
+    settings = Settings({"synchronous": args.synchronous, "organizer_cluster_interval_s": 0.0})
+    items, kinds = synthetic(args.n)
+    with tempfile.TemporaryDirectory(prefix="memledger-bench-", dir=args.tmp_dir) as tmp:
+        with MemoryService.open(os.path.join(tmp, "dedup"), settings=settings) as service:
+            status(f"adding {args.n:,} memories")
+            began = time.perf_counter()
+            _ingest(service, "bench", items)
+            ingest_s = time.perf_counter() - began
+            organizer = Organizer(service, settings)
+            status("dedup pass")
+            began = time.perf_counter()
+            report = organizer.run_once()
+            dedup_s = time.perf_counter() - began
+            quality = _dedup_quality(service, "bench")
+        with MemoryService.open(os.path.join(tmp, "cluster"), settings=settings) as service:
+            status(f"clustering {args.n:,} memories")
+            _ingest(service, "bench", items)
+            organizer = Organizer(service, settings)
+            began = time.perf_counter()
+            topics = organizer.cluster("bench")
+            cluster_s = time.perf_counter() - began
+            clustered = len(items)
+    embedder = get_embedder(str(settings.embedder))
+
+    def cosine(a: str, b: str) -> float:
+        va, vb = embedder.embed([a, b])
+        return float(va @ vb)
+
+    scores = evaluate(RuleJudge(rule_config(settings)), CASES, cosine_fn=cosine)
+    mps = args.n / dedup_s if dedup_s else float("inf")
+    print(f"organizer bench  (rule judge, embedder {embedder.name}, synchronous={args.synchronous})")
+    print(f"  corpus: {args.n:,} memories; " + ", ".join(f"{v:,} {k}" for k, v in sorted(kinds.items())))
+    print(f"  {'step':<44}{'seconds':>10}{'per second':>14}")
+    print(f"  {'ingest (batches of 500, not measured below)':<44}{ingest_s:>10.2f}{args.n / ingest_s:>14,.0f}")
+    print(f"  {'dedup pass (find, judge, merge, supersede)':<44}{dedup_s:>10.2f}{mps:>14,.0f}")
+    print(f"  {f'cluster {clustered:,} memories into topics':<44}{cluster_s:>10.2f}{clustered / cluster_s:>14,.0f}")
+    print(f"  dedup: {report.get('events', 0):,} events, {quality['merges']:,} merges (precision {quality['merge_precision']:.3f} vs ground truth),"
+          f" {quality['supersedes']:,} supersedes, {quality['duplicates_left']:,} duplicates left")
+    print(f"  topics: {topics.get('created', 0):,} topic nodes, {topics.get('stopped') or 'completed'}")
+    print(f"  rule judge on {scores['n']} labelled cases: redundant P={scores['redundant_precision']:.3f} R={scores['redundant_recall']:.3f},"
+          f" contradiction P={scores['contradiction_precision']:.3f} R={scores['contradiction_recall']:.3f}, accuracy {scores['accuracy']:.3f}")
+    print(
+        f"dedup_mps={mps:.0f} cluster_10k_s={cluster_s:.2f} redundant_precision={scores['redundant_precision']:.3f}"
+        f" redundant_recall={scores['redundant_recall']:.3f} contradiction_recall={scores['contradiction_recall']:.3f}"
+    )
+    return 0
+
+
+add_bench("organize", "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall", add_bench_args, run_bench)
