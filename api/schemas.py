@@ -142,11 +142,11 @@ class ChannelWeights(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     query: Annotated[str, Meta(min_length=1, max_length=4000)]
     limit: Limit = 10
-    filters: Filters = Filters()
+    filters: Filters = msgspec.field(default_factory=Filters)
     as_of: AsOf = None
     min_position: Annotated[int, Meta(ge=0)] | None = None
     channels: list[Literal["lexical", "semantic", "graph"]] | None = None
-    weights: ChannelWeights = ChannelWeights()
+    weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
     rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None
     raw_fts: bool = False
     embedding: list[float] | None = None

@@ -35,7 +35,9 @@ The chosen plan: PLACEHOLDER
 
 from __future__ import annotations
 
+import math
 import sqlite3
+import threading
 from typing import Sequence
 
 import msgspec
@@ -45,8 +47,17 @@ from eventstore import catalogue as c
 from eventstore.model import MemoryContent
 
 from .filters import SearchFilters, filter_sql, tag_field
+from .runner import execute_script
 from .memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
-from .textsearch import build_match, cjk_segment
+from .textsearch import (
+    MAX_TERMS,
+    build_match,
+    cjk_query_terms,
+    cjk_segment,
+    content_terms,
+    escape_fts_term,
+    has_cjk,
+)
 
 __all__ = ["FtsHit", "FtsProjector", "fts_search", "fts_search_sql"]
 
@@ -78,7 +89,7 @@ class FtsProjector:
     schema_version = 1
 
     def create(self, conn: sqlite3.Connection) -> None:
-        conn.executescript(
+        execute_script(conn, 
             f"""
             CREATE TABLE IF NOT EXISTS fts_docs (
                 row_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -91,6 +102,7 @@ class FtsProjector:
                 text TEXT NOT NULL, key TEXT, background TEXT, cjk TEXT NOT NULL
             );
             CREATE INDEX IF NOT EXISTS ix_fts_docs_memory ON fts_docs (tenant, memory_id, valid_to);
+            CREATE TABLE IF NOT EXISTS fts_stats (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
             CREATE VIRTUAL TABLE IF NOT EXISTS fts_index USING fts5(
                 {INDEXED},
                 content='fts_docs', content_rowid='row_id',
@@ -98,11 +110,10 @@ class FtsProjector:
             );
             """
         )
-        weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
-        conn.execute("INSERT INTO fts_index (fts_index, rank) VALUES ('rank', ?)", (f"bm25({weights})",))
+        conn.execute("INSERT OR IGNORE INTO fts_stats (name, value) VALUES ('deletions', 0)")
 
     def drop(self, conn: sqlite3.Connection) -> None:
-        conn.executescript("DROP TABLE IF EXISTS fts_index; DROP TABLE IF EXISTS fts_docs;")
+        execute_script(conn, "DROP TABLE IF EXISTS fts_index; DROP TABLE IF EXISTS fts_docs; DROP TABLE IF EXISTS fts_stats;")
 
     def size(self, conn: sqlite3.Connection) -> int:
         return conn.execute("SELECT count(*) FROM fts_docs").fetchone()[0]
@@ -200,15 +211,34 @@ class FtsProjector:
             f" SELECT 'delete', row_id, {INDEXED} FROM fts_docs WHERE tenant = ?",
             (tenant,),
         )
-        conn.execute("DELETE FROM fts_docs WHERE tenant = ?", (tenant,))
+        deleted = conn.execute("DELETE FROM fts_docs WHERE tenant = ?", (tenant,)).rowcount
+        conn.execute("UPDATE fts_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
 
 
 # -- searching ---------------------------------------------------------------------
 
+K1 = 1.2  # FTS5's bm25 constants
+_BM25 = "bm25(fts_index, " + ", ".join(str(w) for w in COLUMN_WEIGHTS) + ")"
+_WORD_SPEC = "{" + " ".join(WORD_COLUMNS) + "}"
+#: Matches (summed document frequencies) the first tier may score.
+TIER_BUDGET = 3000
 
-def match_expression(query: str, *, raw: bool = False, mode: str = "or", drop_stopwords: bool = True) -> str | None:
-    """The FTS5 MATCH string for a user query (None when nothing is searchable)."""
-    return build_match(query, raw=raw, mode=mode, column=WORD_COLUMNS, cjk_column="cjk", drop_stopwords=drop_stopwords)
+
+def query_phrases(query: str) -> list[str]:
+    """One column-filtered FTS5 phrase per content term of ``query`` (escaped).
+
+    Words (stopwords dropped, see :func:`~projections.textsearch.content_terms`)
+    match the word columns; CJK bigrams match ``cjk`` (single characters as
+    prefixes, see :func:`~projections.textsearch.cjk_match_expression`).
+    """
+    words = [t for t in content_terms(query) if not has_cjk(t)]
+    phrases = [f"{_WORD_SPEC} : {escape_fts_term(w)}" for w in words if w.strip()]
+    phrases += [f"cjk : {escape_fts_term(t)}" + (" *" if len(t) == 1 else "") for t in cjk_query_terms(query)]
+    return list(dict.fromkeys(phrases))[:MAX_TERMS]
+
+
+def _or(phrases: Sequence[str]) -> str:
+    return "(" + " OR ".join(f"({p})" for p in phrases) + ")"
 
 
 def fts_search_sql(
@@ -218,31 +248,26 @@ def fts_search_sql(
     limit: int = 50,
     as_of: int | None = None,
     filters: SearchFilters | None = None,
-    candidates: int | None = None,
 ) -> tuple[str, tuple]:
-    """The SQL of one lexical search for a ready MATCH expression.
+    """The SQL of one lexical search for a ready FTS5 MATCH expression.
 
-    Columns: ``memory_id, row_id, version, rank`` (FTS5 rank: bm25 with
-    :data:`COLUMN_WEIGHTS`, lower is better). Tenant, validity and
-    ``filters`` sit in the same WHERE as the LIMIT. With ``candidates``, only
-    the best ``candidates`` matches of the whole index are considered (see
-    :func:`fts_search` for why that stays exact).
+    Columns: ``memory_id, row_id, version, bm25`` (lower is better, weights
+    :data:`COLUMN_WEIGHTS`), best first. Tenant, validity and ``filters`` sit
+    in the WHERE of the same statement as the LIMIT, so they never drop a
+    match after the top ``limit`` were chosen; bm25 is only computed for rows
+    that pass them.
     """
+    if not tenant:
+        raise ValueError("tenant must not be empty")
     valid, valid_params = head_clause(as_of, "d")
     where, where_params = filter_sql(filters, "d")
-    if candidates is None:
-        source = "SELECT rowid AS rid, rank FROM fts_index WHERE fts_index MATCH ?"
-        source_params: tuple = (match,)
-    else:
-        source = "SELECT rowid AS rid, rank FROM fts_index WHERE fts_index MATCH ? ORDER BY rank LIMIT ?"
-        source_params = (match, candidates)
     sql = (
-        f"SELECT d.memory_id, d.row_id, d.version, m.rank FROM ({source}) AS m"
-        " JOIN fts_docs AS d ON d.row_id = m.rid"
-        f" WHERE d.tenant = ? AND {valid} AND {where}"
-        " ORDER BY m.rank, d.row_id LIMIT ?"
+        f"SELECT d.memory_id, d.row_id, d.version, {_BM25} AS score"
+        " FROM fts_index JOIN fts_docs AS d ON d.row_id = fts_index.rowid"
+        f" WHERE fts_index MATCH ? AND d.tenant = ? AND {valid} AND {where}"
+        " ORDER BY score, d.row_id LIMIT ?"
     )
-    return sql, (*source_params, tenant, *valid_params, *where_params, limit)
+    return sql, (match, tenant, *valid_params, *where_params, limit)
 
 
 def fts_search(
@@ -254,26 +279,126 @@ def fts_search(
     as_of: int | None = None,
     raw: bool = False,
     filters: SearchFilters | None = None,
-    _plan: str = "bounded",
+    exact: bool = False,
 ) -> list[FtsHit]:
-    """Lexical search of ``tenant``'s memories at the head (or ``as_of``), best first."""
+    """Lexical search of ``tenant``'s memories at the head (or ``as_of``), best first.
+
+    The query is escaped (any text is safe) unless ``raw=True``, which passes
+    FTS5 syntax through (and FTS5 may reject it: ``sqlite3.OperationalError``).
+    The ranking is the bm25 of the OR of the query's content terms; the tiered
+    plan (module docstring) returns the same hits as ``exact=True``, which
+    scores every match in one statement.
+    """
     if not tenant:
         raise ValueError("tenant must not be empty")
     if limit <= 0:
         return []
-    match = match_expression(query, raw=raw, drop_stopwords=_plan != "naive")
-    if match is None:
-        return []
-    if _plan in ("naive", "stop"):
-        rows = _run(conn, fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters))
+    if raw:
+        match = build_match(query, raw=True)
+        rows = _run(conn, tenant, match, limit, as_of, filters) if match else []
     else:
-        bound = max(limit * 8, 400)
-        rows = _run(conn, fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters, candidates=bound))
-        if len(rows) < limit:
-            rows = _run(conn, fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters))
-    return [FtsHit(m, r, v, -rank, i) for i, (m, r, v, rank) in enumerate(rows, 1)]
+        phrases = query_phrases(query)
+        if not phrases:
+            return []
+        if exact or len(phrases) == 1:
+            rows = _run(conn, tenant, _or(phrases), limit, as_of, filters)
+        else:
+            rows = _tiered(conn, tenant, phrases, limit, as_of, filters)
+    return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
 
 
-def _run(conn: sqlite3.Connection, sql_params: tuple[str, tuple]) -> list[tuple]:
-    sql, params = sql_params
+def _run(conn, tenant, match, limit, as_of, filters) -> list[tuple]:
+    sql, params = fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters)
     return conn.execute(sql, params).fetchall()
+
+
+def _tiered(conn, tenant, phrases, limit, as_of, filters) -> list[tuple]:
+    """Exact top ``limit`` of the OR of ``phrases`` without scoring every match.
+
+    Phrases are split into rare ones ``S`` (matched by few rows) and common
+    ones ``C``. Rows matching some of ``S`` are ranked exactly with two cheap
+    statements: ``S AND C`` (full scores) and ``S`` alone (full scores for
+    rows without a ``C`` term; lower bounds for the rest, which the first
+    statement covers). A row matching only ``C`` terms scores at most
+    ``sum(ub(c))``, with ``ub = (k1 + 1) * idf``; if the ``limit``-th rare-row
+    score is above that, no such row can enter the top and the answer is
+    exact. Otherwise ``S`` grows and the step repeats, ending at the full OR.
+    """
+    stats = _DfStats.for_connection(conn)
+    terms = sorted(((stats.df(conn, p), p) for p in phrases), key=lambda t: t[0])
+    n_rows = stats.n_upper
+    cut, total = 0, 0
+    while cut < len(terms) and (cut == 0 or total + terms[cut][0] <= TIER_BUDGET):
+        total += terms[cut][0]
+        cut += 1
+    while True:
+        rare = [p for _, p in terms[:cut]]
+        common = terms[cut:]
+        if not common:
+            return _run(conn, tenant, _or(rare), limit, as_of, filters)
+        both = _run(conn, tenant, f"{_or(rare)} AND {_or([p for _, p in common])}", limit, as_of, filters)
+        alone = _run(conn, tenant, _or(rare), limit, as_of, filters)
+        best = {row[1]: row for row in alone}
+        best.update((row[1], row) for row in both)
+        ranked = sorted(best.values(), key=lambda r: (r[3], r[1]))[:limit]
+        threshold = -ranked[-1][3] if len(ranked) == limit else 0.0
+        bounds = [_upper_bound(n_rows, df) for df, _ in common]
+        if threshold > sum(bounds):
+            return ranked
+        # Move the rarest common phrases to S until the bound of the rest
+        # fits under the threshold reached so far (it only rises as S grows).
+        rest = sum(bounds)
+        for bound in bounds:
+            if rest < threshold:
+                break
+            rest -= bound
+            cut += 1
+
+
+def _upper_bound(n_rows: int, df: int) -> float:
+    """The most one phrase can add to a row's bm25 (FTS5's idf, clamped like FTS5 does)."""
+    idf = math.log((n_rows - df + 0.5) / (df + 0.5)) if n_rows > 0 else 0.0
+    return (K1 + 1.0) * max(idf, 1e-6)
+
+
+class _DfStats:
+    """Per-database cache of phrase document frequencies (for planning and bounds).
+
+    A bound stays valid while cached frequencies are at most the true ones:
+    rows are only added between tenant drops, so the cache is cleared when
+    ``fts_stats.deletions`` changes or the table shrank (rebuilt), and an
+    entry is refreshed once the table grew by a tenth. ``n_upper`` (the
+    highest row id) is at least the row count FTS5 uses.
+    """
+
+    _caches: dict[str, "_DfStats"] = {}
+    _lock = threading.Lock()
+    MAX_ENTRIES = 100_000
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[int, int]] = {}
+        self.deletions = -1
+        self.n_upper = 0
+
+    @classmethod
+    def for_connection(cls, conn: sqlite3.Connection) -> "_DfStats":
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        key = path or f"memory:{id(conn)}"
+        with cls._lock:
+            stats = cls._caches.setdefault(key, cls())
+        n_upper = conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0]
+        deletions = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
+        deletions = deletions[0] if deletions else 0
+        if deletions != stats.deletions or n_upper < stats.n_upper or len(stats.entries) > cls.MAX_ENTRIES:
+            stats.entries = {}
+            stats.deletions = deletions
+        stats.n_upper = n_upper
+        return stats
+
+    def df(self, conn: sqlite3.Connection, phrase: str) -> int:
+        found = self.entries.get(phrase)
+        if found is not None and found[1] * 1.1 >= self.n_upper:
+            return found[0]
+        count = conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH ?", (phrase,)).fetchone()[0]
+        self.entries[phrase] = (count, self.n_upper)
+        return count

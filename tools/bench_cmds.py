@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from . import bench_append
+from . import bench_append, bench_rebuild
 from .common import add_command
 
 AddArgs = Callable[[argparse.ArgumentParser], None]
@@ -27,6 +27,7 @@ def add_bench(name: str, help: str, add_args: AddArgs, run: Run) -> None:
 
 
 add_bench("append", bench_append.HELP, bench_append.add_args, bench_append.run)
+add_bench("rebuild", bench_rebuild.HELP, bench_rebuild.add_args, bench_rebuild.run)
 
 
 def register(subparsers) -> None:

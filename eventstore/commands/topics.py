@@ -12,7 +12,7 @@ correlation undoes it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 from .. import catalogue as c
 from ..aggregate import load
@@ -26,9 +26,12 @@ TOPIC = MemoryType.TOPIC.value
 
 
 class TopicCommands:
-    def __init__(self, store: EventStore, facts: GraphFacts):
+    """``existing(tenant, node_ids) -> the ids that exist`` may be given to check many endpoints at once."""
+
+    def __init__(self, store: EventStore, facts: GraphFacts, existing: Callable[[str, Iterable[str]], set[str]] | None = None):
         self.store = store
         self.facts = facts
+        self.existing = existing
 
     def organize(
         self,
@@ -104,9 +107,16 @@ class TopicCommands:
             for node in (edge.source, edge.target):
                 if node in retired:
                     raise ValidationError("edges", f"edge {edge.edge_id!r} touches the retired topic {node}")
-                if node not in new_ids and not self.facts.node_exists(ctx.tenant, node):
-                    raise ValidationError("edges", f"node {node!r} of edge {edge.edge_id!r} does not exist")
-            if edge.edge_id not in gone and self.facts.live_edge(ctx.tenant, edge.edge_id) is not None:
+        nodes = {n for e in link for n in (e.source, e.target)} - new_ids
+        found = self.existing(ctx.tenant, nodes) if self.existing is not None and nodes else set()
+        for node in sorted(nodes - found):
+            if not self.facts.node_exists(ctx.tenant, node):
+                raise ValidationError("edges", f"node {node!r} does not exist")
+        live: set[str] = set()
+        for prefix in {e.edge_id.rsplit(":", 1)[0] + ":" for e in link}:
+            live |= {e.edge_id for e in self.facts.live_edges_with_prefix(ctx.tenant, prefix)}
+        for edge in link:
+            if edge.edge_id in live and edge.edge_id not in gone:
                 raise Conflict(f"edge {edge.edge_id!r} already exists; unlink it first")
             edge_events.append(c.EdgeLinked(edge=edge))
         if edge_events:

@@ -24,172 +24,38 @@ again, and its decisions are either replayed no-ops or skipped because their
 memories are no longer activated. Reverted memories come back through
 ``MemoryRolledBack``, which is not a trigger, so a revert sticks.
 
-Vectors come from the vectors projection (``vec_docs``) when it holds the
-memory's current version, else from the configured embedder (cached by text).
+Finding candidates and deciding is :mod:`projections.policies.dedup`; the
+topic hierarchy is :mod:`projections.policies.topics` (``cluster``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable, NamedTuple
-
-import msgspec
-import numpy as np
+from typing import Any, Callable
 
 from eventstore import catalogue as c
 from eventstore.commands import CommandContext
 from eventstore.errors import IdempotencyConflict
 from eventstore.ids import new_id
-from eventstore.model import Conflict, MemoryContent, NotFound
+from eventstore.model import Conflict, NotFound
 from eventstore.settings import Settings
 
-from ..embedders import get_embedder
 from ..runner import connect
-from .judge import JudgedMemory, Verdict, merged_text, normalize_text
+from .dedup import ACTOR, Corpus, Pair, Planned, Vectors, candidates, decide, load_items
+from .judge import Verdict
 from .settings import build_judge, type_list
 
 log = logging.getLogger("memledger.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
-ACTOR = "organizer"
-_content = msgspec.json.Decoder(MemoryContent)
-
-
-class Item(NamedTuple):
-    id: str
-    version: int
-    valid_from: int
-    updated_at: str
-    content: MemoryContent
-
-    def judged(self) -> JudgedMemory:
-        c_ = self.content
-        return JudgedMemory(self.id, c_.memory, c_.key, c_.memory_type, self.updated_at, c_.tags, c_.sources)
-
-
-class Corpus:
-    """The activated memories of one tenant and memory type at the head, with unit vectors."""
-
-    def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray):
-        self.tenant, self.memory_type, self.items, self.vectors = tenant, memory_type, items, vectors
-        self.row = {item.id: i for i, item in enumerate(items)}
-
-
-class Vectors:
-    """Unit vectors for memories: ``vec_docs`` rows of the current version, else the embedder."""
-
-    def __init__(self, service, embedder_name: str, cache_limit: int = 200_000):
-        self.service = service
-        self.embedder = get_embedder(embedder_name)
-        self.cache: dict[str, np.ndarray] = {}
-        self.norms: dict[str, str] = {}
-        self.cache_limit = cache_limit
-        self._lock = threading.Lock()
-
-    def _from_projection(self, conn, tenant: str, items: list[Item]) -> dict[str, np.ndarray]:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(vec_docs)")}
-        if not {"tenant", "memory_id", "version", "valid_to", "vector"} <= cols:
-            return {}
-        wanted = {i.id: i.version for i in items}
-        found: dict[str, np.ndarray] = {}
-        ids = list(wanted)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            rows = conn.execute(
-                f"SELECT memory_id, version, vector FROM vec_docs WHERE tenant = ? AND valid_to IS NULL"
-                f" AND memory_id IN ({','.join('?' * len(chunk))})",
-                (tenant, *chunk),
-            )
-            for memory_id, version, blob in rows:
-                vec = np.frombuffer(blob, dtype=np.float32) if blob else None
-                if vec is not None and version == wanted[memory_id] and vec.shape[0] == self.embedder.dim:
-                    found[memory_id] = vec
-        return found
-
-    def matrix(self, tenant: str, items: list[Item]) -> np.ndarray:
-        out = np.zeros((len(items), self.embedder.dim), dtype=np.float32)
-        if not items:
-            return out
-        try:
-            projected = self._from_projection(self.service.read_conn(), tenant, items)
-        except Exception:  # no vectors projection here: embed
-            projected = {}
-        with self._lock:
-            if len(self.cache) > self.cache_limit:
-                self.cache.clear()
-            missing = sorted({i.content.memory for i in items if i.id not in projected and i.content.memory not in self.cache})
-            if missing:
-                for text, vec in zip(missing, self.embedder.embed(missing)):
-                    self.cache[text] = vec
-            for n, item in enumerate(items):
-                out[n] = projected.get(item.id, self.cache.get(item.content.memory))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        np.divide(out, norms, out=out, where=norms > 0)
-        return out
-
-    def norm_key(self, text: str) -> str:
-        key = self.norms.get(text)
-        if key is None:
-            if len(self.norms) > self.cache_limit:
-                self.norms.clear()
-            key = self.norms[text] = hashlib.blake2b(normalize_text(text).encode(), digest_size=12).hexdigest()
-        return key
-
-
-def load_items(conn, tenant: str, memory_type: str | None = None, ids: list[str] | None = None) -> list[Item]:
-    """Activated memories at the head (of one type, or the given ids), ordered by id."""
-    sql = "SELECT memory_id, version, valid_from, updated_at, content FROM graph_memories WHERE tenant = ? AND status = 'activated' AND valid_to IS NULL"
-    params: list[Any] = [tenant]
-    if memory_type is not None:
-        sql += " AND memory_type = ?"
-        params.append(memory_type)
-    if ids is not None:
-        out: list[Item] = []
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            q = sql + f" AND memory_id IN ({','.join('?' * len(chunk))})"
-            out += [Item(r[0], r[1], r[2], r[3], _content.decode(r[4])) for r in conn.execute(q, (*params, *chunk))]
-        return sorted(out)
-    rows = conn.execute(sql + " ORDER BY memory_id", params)
-    return [Item(r[0], r[1], r[2], r[3], _content.decode(r[4])) for r in rows]
-
-
-class Pair(NamedTuple):
-    tenant: str
-    memory_type: str
-    a: Item
-    b: Item
-    cosine: float
-    position: int  # the triggering event
-    event_id: str
-
-
-class Planned(msgspec.Struct, kw_only=True):
-    """One decision the organizer will append (or, in a dry run, would)."""
-
-    action: str  # merge | supersede
-    tenant: str
-    memory_type: str
-    memory_ids: list[str]  # merge: the group; supersede: [older, newer]
-    versions: dict[str, int]
-    texts: dict[str, str]
-    text: str | None
-    decision: c.Decision
-    position: int
-    causation_id: str
-    idempotency_key: str
-
-    def describe(self) -> dict[str, Any]:
-        out = msgspec.to_builtins(self)
-        out.pop("versions")
-        return out
 
 
 class Organizer:
+    """The log follower; see the module docstring. ``judge`` defaults to the configured one."""
+
     def __init__(self, service, settings: Settings | None = None, judge=None):
         self.service = service
         self.settings = settings or service.settings
@@ -296,49 +162,17 @@ class Organizer:
             groups[(tenant, r.event.content.memory_type)].append((memory_id, r))
         pairs: dict[tuple[str, str, str], Pair] = {}
         conn = self.service.read_conn()
+        min_cos, top_k = float(self.settings.organizer_min_cosine), int(self.settings.organizer_top_k)
         for (tenant, memory_type), members in sorted(groups.items()):
-            corpus = self.corpus(conn, tenant, memory_type)
+            items = load_items(conn, tenant, memory_type)
+            corpus = Corpus(tenant, memory_type, items, self.vectors.matrix(tenant, items))
             rows = [(corpus.row[m], r) for m, r in members if m in corpus.row]  # skip the no longer activated
-            for i, j, cos, r in self._candidates(corpus, rows):
+            for i, j, cos, r in candidates(corpus, rows, self.vectors, min_cos, top_k):
                 a, b = sorted((corpus.items[i], corpus.items[j]))
                 key = (tenant, a.id, b.id)
                 if key not in pairs or r.position < pairs[key].position:
                     pairs[key] = Pair(tenant, memory_type, a, b, cos, r.position, r.event_id)
         return sorted(pairs.values(), key=lambda p: (p.position, -p.cosine, p.a.id, p.b.id))
-
-    def corpus(self, conn, tenant: str, memory_type: str) -> Corpus:
-        items = load_items(conn, tenant, memory_type)
-        return Corpus(tenant, memory_type, items, self.vectors.matrix(tenant, items))
-
-    def _candidates(self, corpus: Corpus, rows: list[tuple[int, Any]]):
-        if not rows:
-            return
-        min_cos, top_k = float(self.settings.organizer_min_cosine), int(self.settings.organizer_top_k)
-        X = corpus.vectors
-        by_norm: dict[str, list[int]] = defaultdict(list)
-        by_key: dict[str, list[int]] = defaultdict(list)
-        for n, item in enumerate(corpus.items):
-            by_norm[self.vectors.norm_key(item.content.memory)].append(n)
-            if item.content.key and item.content.key.strip():
-                by_key[" ".join(item.content.key.casefold().split())].append(n)
-        for start in range(0, len(rows), 256):
-            chunk = rows[start : start + 256]
-            idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
-            sims = X[idx] @ X.T
-            sims[np.arange(len(chunk)), idx] = -1.0
-            for n, (i, r) in enumerate(chunk):
-                s = sims[n]
-                found = np.flatnonzero(s >= min_cos)
-                if len(found) > top_k:
-                    found = found[np.argsort(-s[found], kind="stable")[:top_k]]
-                chosen = {int(j) for j in found}
-                item = corpus.items[i]
-                extra = by_norm[self.vectors.norm_key(item.content.memory)]
-                if item.content.key and item.content.key.strip():
-                    extra = extra + by_key[" ".join(item.content.key.casefold().split())]
-                extra = sorted((j for j in set(extra) if j != i and j not in chosen), key=lambda j: -s[j])[:top_k]
-                for j in sorted(chosen | set(extra)):
-                    yield i, j, float(max(s[j], 0.0)), r
 
     # -- judging and deciding -----------------------------------------------------------------
 
@@ -351,82 +185,9 @@ class Organizer:
     async def _ajudge_all(self, pairs: list[Pair]) -> list[Verdict]:
         return list(await asyncio.gather(*(self.judge.judge(p.a.judged(), p.b.judged(), p.cosine) for p in pairs)))
 
-    def _decide(self, pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
-        parent: dict[tuple[str, str], tuple[str, str]] = {}
-        members: dict[tuple[str, str], set] = {}
-
-        def find(x):
-            while parent.get(x, x) != x:
-                x = parent[x]
-            return x
-
-        against = {((p.tenant, p.a.id), (p.tenant, p.b.id)) for p, v in zip(pairs, verdicts) if v.label == "contradictory"}
-        against |= {(y, x) for x, y in against}
-        redundant = sorted(((p, v) for p, v in zip(pairs, verdicts) if v.label == "redundant"), key=lambda pv: (-pv[0].cosine, pv[0].position, pv[0].a.id, pv[0].b.id))
-        used: dict[tuple[str, str], list[tuple[Pair, Verdict]]] = defaultdict(list)
-        for p, v in redundant:
-            ra, rb = find((p.tenant, p.a.id)), find((p.tenant, p.b.id))
-            if ra == rb:
-                used[ra].append((p, v))
-                continue
-            ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
-            if any((x, y) in against for x in ga for y in gb):
-                continue
-            parent[rb] = ra
-            members[ra] = ga | gb
-            members.pop(rb, None)
-            used[ra] += used.pop(rb, []) + [(p, v)]
-        planned: list[Planned] = []
-        merged: set = set()
-        for root, group in members.items():
-            planned.append(self._merge_plan(used[root]))
-            merged |= group
-        archived: set = set()
-        contradictions = [(p, v) for p, v in zip(pairs, verdicts) if v.label == "contradictory"]
-        ordered = []
-        for p, v in contradictions:
-            older, newer = sorted((p.a, p.b), key=lambda it: (it.updated_at, it.valid_from, it.id))
-            ordered.append((older, newer, p, v))
-        for older, newer, p, v in sorted(ordered, key=lambda t: (t[0].updated_at, t[0].valid_from, t[1].updated_at, t[1].valid_from)):
-            keys = {(p.tenant, older.id), (p.tenant, newer.id)}
-            if keys & merged or keys & archived:
-                continue
-            archived.add((p.tenant, older.id))
-            planned.append(self._plan("supersede", p, [older, newer], None, _decision([v], p.cosine)))
-        return sorted(planned, key=lambda x: (x.position, x.action, x.memory_ids))
-
-    def _merge_plan(self, used: list[tuple[Pair, Verdict]]) -> Planned:
-        best_pair, best = used[0]
-        items = {it.id: it for p, _ in used for it in (p.a, p.b)}
-        ordered = sorted(items.values(), key=lambda it: (it.updated_at, it.valid_from, it.id), reverse=True)  # newest first
-        text = best.fused_text or merged_text(best_pair.a.judged(), best_pair.b.judged())
-        for it in ordered:
-            if it.id not in (best_pair.a.id, best_pair.b.id):
-                text = merged_text(text, it.content.memory)
-        first = min(used, key=lambda pv: pv[0].position)[0]
-        return self._plan("merge", first, ordered, text, _decision([v for _, v in used], best_pair.cosine))
-
-    @staticmethod
-    def _plan(action: str, trigger: Pair, items: list[Item], text: str | None, decision: c.Decision) -> Planned:
-        ids = [it.id for it in items]
-        raw = f"{ACTOR}|{trigger.position}|{action}|{','.join(sorted(ids))}"
-        return Planned(
-            action=action,
-            tenant=trigger.tenant,
-            memory_type=trigger.memory_type,
-            memory_ids=ids,
-            versions={it.id: it.version for it in items},
-            texts={it.id: it.content.memory for it in items},
-            text=text,
-            decision=decision,
-            position=trigger.position,
-            causation_id=trigger.event_id,
-            idempotency_key=hashlib.sha256(raw.encode()).hexdigest()[:40],
-        )
-
     def plan(self, events) -> list[Planned]:
         pairs = self._pairs(events)
-        return self._decide(pairs, self._judge_all(pairs)) if pairs else []
+        return decide(pairs, self._judge_all(pairs)) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -483,7 +244,7 @@ class Organizer:
                 planned = await call(read_executor, self.plan, events)
             else:
                 pairs = await call(read_executor, self._pairs, events)
-                planned = self._decide(pairs, await self._ajudge_all(pairs)) if pairs else []
+                planned = decide(pairs, await self._ajudge_all(pairs)) if pairs else []
             report["events"] += len(events)
             if dry_run:
                 report["planned"] += [p.describe() for p in planned]
@@ -594,16 +355,3 @@ class Organizer:
         with self._conn_lock:
             self._conn.close()
 
-
-def _decision(verdicts: list[Verdict], similarity: float) -> c.Decision:
-    first = verdicts[0]
-    reasons = list(dict.fromkeys(v.reason for v in verdicts))
-    reason = "; ".join(reasons)
-    fallbacks = [v.fallback for v in verdicts if v.fallback]
-    return c.Decision(
-        judge=first.judge,
-        judge_version=first.judge_version,
-        similarity=round(float(similarity), 4),
-        reason=reason if len(reason) <= 500 else reason[:499] + "\u2026",
-        fallback=fallbacks[0] if fallbacks else None,
-    )

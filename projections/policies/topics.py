@@ -53,7 +53,7 @@ from eventstore.commands.topics import TopicCommands
 from eventstore.ids import new_id, new_ids
 from eventstore.model import MemoryContent, MemoryType
 
-from .organizer import ACTOR, Item, Vectors, load_items
+from .dedup import ACTOR, Item, Vectors, load_items
 from .settings import type_list
 
 TOPIC = MemoryType.TOPIC.value
@@ -99,12 +99,14 @@ def fingerprint(memory_type: str, members: list[str], subs: list[Cluster]) -> st
 def split(X: np.ndarray, rows: np.ndarray, max_size: int) -> list:
     """Recursive MiniBatchKMeans: a leaf (``Leaf``) or a list of children."""
     from sklearn.cluster import MiniBatchKMeans
+    from threadpoolctl import threadpool_limits
 
     if len(rows) <= max_size:
         return Leaf(rows.tolist())
     k = max(2, min(BRANCH, math.ceil(len(rows) / max_size)))
     model = MiniBatchKMeans(n_clusters=k, random_state=SEED, n_init=3, batch_size=min(1024, len(rows)), max_iter=100)
-    labels = model.fit_predict(X[rows])
+    with threadpool_limits(1):  # small fits: thread start-up costs more than it saves, and results stay reproducible
+        labels = model.fit_predict(X[rows])
     groups = [rows[labels == label] for label in range(k) if np.any(labels == label)]
     if len(groups) < 2:  # identical vectors: split deterministically
         groups = np.array_split(rows, k)
@@ -149,11 +151,22 @@ class TopicBuilder:
         self.settings = settings
         self.vectors = vectors
         self.summarizer = summarizer
-        self.commands = TopicCommands(service.store, service.facts)
+        self.commands = TopicCommands(service.store, service.facts, existing=self._existing)
         self.types = type_list(settings)
         self.max_size = max(2, int(settings.organizer_max_cluster_size))
         self.min_group = int(settings.organizer_min_group_size)
         self.min_cluster = int(settings.organizer_min_cluster_size)
+
+    def _existing(self, tenant: str, node_ids) -> set[str]:
+        """The memory nodes among ``node_ids`` at the head, in a few queries (the writer calls this)."""
+        self.service.sync()
+        ids, found = sorted(node_ids), set()
+        conn = self.service.read_conn()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            found |= {r[0] for r in conn.execute(
+                f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_id IN ({','.join('?' * len(chunk))})", (tenant, *chunk))}
+        return found
 
     # -- planning ------------------------------------------------------------------------
 

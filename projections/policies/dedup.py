@@ -1,0 +1,290 @@
+"""Dedup planning, free of I/O except reads: candidates for a pair judgement and the decisions.
+
+- :func:`load_items` reads the activated memories at the head of the graph
+  projection; :class:`Vectors` gives them unit vectors, from the vectors
+  projection (``vec_docs``) when it holds the memory's current version, else
+  from the configured embedder (cached by text).
+- :func:`candidates` finds, for the memories of a batch, the activated memories
+  of the same tenant and type with cosine >= ``min_cosine`` (the ``top_k``
+  best), plus the lexical near-duplicates the vectors miss (the same
+  normalised text: casefold, punctuation, whitespace, through a hash lookup)
+  and the memories with the same ``key`` (a key is a slot with one value).
+- :func:`decide` turns judged pairs into decisions. Redundant pairs are
+  grouped (never across a pair judged contradictory) and each group is one
+  ``merge`` of the newest-first members, with the judge's fused text or, by
+  rule, the most informative text. A contradictory pair is a ``supersede`` of
+  the older memory (by ``updated_at``) by the newer, unless either is merged
+  or already superseded in the same batch (the merged memory is judged again
+  as a trigger of the next batch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import defaultdict
+from typing import Any, Iterator, NamedTuple
+
+import msgspec
+import numpy as np
+
+from eventstore import catalogue as c
+from eventstore.model import MemoryContent
+
+from ..embedders import get_embedder
+from .judge import JudgedMemory, Verdict, merged_text, normalize_text
+
+ACTOR = "organizer"
+_content = msgspec.json.Decoder(MemoryContent)
+
+
+class Item(NamedTuple):
+    id: str
+    version: int
+    valid_from: int
+    updated_at: str
+    content: MemoryContent
+
+    def judged(self) -> JudgedMemory:
+        c_ = self.content
+        return JudgedMemory(self.id, c_.memory, c_.key, c_.memory_type, self.updated_at, c_.tags, c_.sources)
+
+
+class Corpus:
+    """The activated memories of one tenant and memory type at the head, with unit vectors."""
+
+    def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray):
+        self.tenant, self.memory_type, self.items, self.vectors = tenant, memory_type, items, vectors
+        self.row = {item.id: i for i, item in enumerate(items)}
+
+
+class Vectors:
+    """Unit vectors for memories: ``vec_docs`` rows of the current version, else the embedder."""
+
+    def __init__(self, service, embedder_name: str, cache_limit: int = 200_000):
+        self.service = service
+        self.embedder = get_embedder(embedder_name)
+        self.cache: dict[str, np.ndarray] = {}
+        self.norms: dict[str, str] = {}
+        self.cache_limit = cache_limit
+        self._lock = threading.Lock()
+
+    def _from_projection(self, conn, tenant: str, items: list[Item]) -> dict[str, np.ndarray]:
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(vec_docs)")}
+        if not {"tenant", "memory_id", "version", "valid_to", "vector"} <= cols:
+            return {}
+        wanted = {i.id: i.version for i in items}
+        found: dict[str, np.ndarray] = {}
+        ids = list(wanted)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = conn.execute(
+                f"SELECT memory_id, version, vector FROM vec_docs WHERE tenant = ? AND valid_to IS NULL"
+                f" AND memory_id IN ({','.join('?' * len(chunk))})",
+                (tenant, *chunk),
+            )
+            for memory_id, version, blob in rows:
+                vec = np.frombuffer(blob, dtype=np.float32) if blob else None
+                if vec is not None and version == wanted[memory_id] and vec.shape[0] == self.embedder.dim:
+                    found[memory_id] = vec
+        return found
+
+    def matrix(self, tenant: str, items: list[Item]) -> np.ndarray:
+        out = np.zeros((len(items), self.embedder.dim), dtype=np.float32)
+        if not items:
+            return out
+        try:
+            projected = self._from_projection(self.service.read_conn(), tenant, items)
+        except Exception:  # no vectors projection here: embed
+            projected = {}
+        with self._lock:
+            if len(self.cache) > self.cache_limit:
+                self.cache.clear()
+            missing = sorted({i.content.memory for i in items if i.id not in projected and i.content.memory not in self.cache})
+            if missing:
+                for text, vec in zip(missing, self.embedder.embed(missing)):
+                    self.cache[text] = vec
+            for n, item in enumerate(items):
+                out[n] = projected.get(item.id, self.cache.get(item.content.memory))
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def norm_key(self, text: str) -> str:
+        key = self.norms.get(text)
+        if key is None:
+            if len(self.norms) > self.cache_limit:
+                self.norms.clear()
+            key = self.norms[text] = hashlib.blake2b(normalize_text(text).encode(), digest_size=12).hexdigest()
+        return key
+
+
+def load_items(conn, tenant: str, memory_type: str | None = None, ids: list[str] | None = None) -> list[Item]:
+    """Activated memories at the head (of one type, or the given ids), ordered by id."""
+    sql = "SELECT memory_id, version, valid_from, updated_at, content FROM graph_memories WHERE tenant = ? AND status = 'activated' AND valid_to IS NULL"
+    params: list[Any] = [tenant]
+    if memory_type is not None:
+        sql += " AND memory_type = ?"
+        params.append(memory_type)
+    if ids is not None:
+        out: list[Item] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            q = sql + f" AND memory_id IN ({','.join('?' * len(chunk))})"
+            out += [Item(r[0], r[1], r[2], r[3], _content.decode(r[4])) for r in conn.execute(q, (*params, *chunk))]
+        return sorted(out)
+    rows = conn.execute(sql + " ORDER BY memory_id", params)
+    return [Item(r[0], r[1], r[2], r[3], _content.decode(r[4])) for r in rows]
+
+
+
+class Pair(NamedTuple):
+    tenant: str
+    memory_type: str
+    a: Item
+    b: Item
+    cosine: float
+    position: int  # the triggering event
+    event_id: str
+
+
+class Planned(msgspec.Struct, kw_only=True):
+    """One decision the organizer will append (or, in a dry run, would)."""
+
+    action: str  # merge | supersede
+    tenant: str
+    memory_type: str
+    memory_ids: list[str]  # merge: the group; supersede: [older, newer]
+    versions: dict[str, int]
+    texts: dict[str, str]
+    text: str | None
+    decision: c.Decision
+    position: int
+    causation_id: str
+    idempotency_key: str
+
+    def describe(self) -> dict[str, Any]:
+        out = msgspec.to_builtins(self)
+        out.pop("versions")
+        return out
+
+
+def candidates(corpus: Corpus, rows: list[tuple[int, Any]], vectors: Vectors, min_cos: float, top_k: int) -> Iterator[tuple[int, int, float, Any]]:
+    """``(i, j, cosine, trigger)`` for each trigger row ``i`` of ``rows`` and each of its candidates ``j``."""
+    if not rows:
+        return
+    X = corpus.vectors
+    by_norm: dict[str, list[int]] = defaultdict(list)
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for n, item in enumerate(corpus.items):
+        by_norm[vectors.norm_key(item.content.memory)].append(n)
+        if item.content.key and item.content.key.strip():
+            by_key[" ".join(item.content.key.casefold().split())].append(n)
+    for start in range(0, len(rows), 256):
+        chunk = rows[start : start + 256]
+        idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
+        sims = X[idx] @ X.T
+        sims[np.arange(len(chunk)), idx] = -1.0
+        for n, (i, r) in enumerate(chunk):
+            s = sims[n]
+            found = np.flatnonzero(s >= min_cos)
+            if len(found) > top_k:
+                found = found[np.argsort(-s[found], kind="stable")[:top_k]]
+            chosen = {int(j) for j in found}
+            item = corpus.items[i]
+            extra = by_norm[vectors.norm_key(item.content.memory)]
+            if item.content.key and item.content.key.strip():
+                extra = extra + by_key[" ".join(item.content.key.casefold().split())]
+            extra = sorted((j for j in set(extra) if j != i and j not in chosen), key=lambda j: -s[j])[:top_k]
+            for j in sorted(chosen | set(extra)):
+                yield i, j, float(max(s[j], 0.0)), r
+
+
+def decide(pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
+    """The decisions for judged pairs, ordered by triggering position."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+    members: dict[tuple[str, str], set] = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    against = {((p.tenant, p.a.id), (p.tenant, p.b.id)) for p, v in zip(pairs, verdicts) if v.label == "contradictory"}
+    against |= {(y, x) for x, y in against}
+    redundant = sorted(((p, v) for p, v in zip(pairs, verdicts) if v.label == "redundant"), key=lambda pv: (-pv[0].cosine, pv[0].position, pv[0].a.id, pv[0].b.id))
+    used: dict[tuple[str, str], list[tuple[Pair, Verdict]]] = defaultdict(list)
+    for p, v in redundant:
+        ra, rb = find((p.tenant, p.a.id)), find((p.tenant, p.b.id))
+        if ra == rb:
+            used[ra].append((p, v))
+            continue
+        ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
+        if any((x, y) in against for x in ga for y in gb):
+            continue
+        parent[rb] = ra
+        members[ra] = ga | gb
+        members.pop(rb, None)
+        used[ra] += used.pop(rb, []) + [(p, v)]
+    planned: list[Planned] = []
+    merged: set = set()
+    for root, group in members.items():
+        planned.append(_merge_plan(used[root]))
+        merged |= group
+    archived: set = set()
+    contradictions = [(p, v) for p, v in zip(pairs, verdicts) if v.label == "contradictory"]
+    ordered = []
+    for p, v in contradictions:
+        older, newer = sorted((p.a, p.b), key=lambda it: (it.updated_at, it.valid_from, it.id))
+        ordered.append((older, newer, p, v))
+    for older, newer, p, v in sorted(ordered, key=lambda t: (t[0].updated_at, t[0].valid_from, t[1].updated_at, t[1].valid_from)):
+        keys = {(p.tenant, older.id), (p.tenant, newer.id)}
+        if keys & merged or keys & archived:
+            continue
+        archived.add((p.tenant, older.id))
+        planned.append(_plan("supersede", p, [older, newer], None, _decision([v], p.cosine)))
+    return sorted(planned, key=lambda x: (x.position, x.action, x.memory_ids))
+
+
+def _merge_plan(used: list[tuple[Pair, Verdict]]) -> Planned:
+    best_pair, best = max(used, key=lambda pv: pv[0].cosine)
+    items = {it.id: it for p, _ in used for it in (p.a, p.b)}
+    ordered = sorted(items.values(), key=lambda it: (it.updated_at, it.valid_from, it.id), reverse=True)  # newest first
+    text = best.fused_text or merged_text(best_pair.a.judged(), best_pair.b.judged())
+    for it in ordered:
+        if it.id not in (best_pair.a.id, best_pair.b.id):
+            text = merged_text(text, it.content.memory)
+    first = min(used, key=lambda pv: pv[0].position)[0]
+    return _plan("merge", first, ordered, text, _decision([v for _, v in used], best_pair.cosine))
+
+
+def _plan(action: str, trigger: Pair, items: list[Item], text: str | None, decision: c.Decision) -> Planned:
+    ids = [it.id for it in items]
+    raw = f"{ACTOR}|{trigger.position}|{action}|{','.join(sorted(ids))}"
+    return Planned(
+        action=action,
+        tenant=trigger.tenant,
+        memory_type=trigger.memory_type,
+        memory_ids=ids,
+        versions={it.id: it.version for it in items},
+        texts={it.id: it.content.memory for it in items},
+        text=text,
+        decision=decision,
+        position=trigger.position,
+        causation_id=trigger.event_id,
+        idempotency_key=hashlib.sha256(raw.encode()).hexdigest()[:40],
+    )
+
+
+def _decision(verdicts: list[Verdict], similarity: float) -> c.Decision:
+    first = verdicts[0]
+    reasons = list(dict.fromkeys(v.reason for v in verdicts))
+    reason = "; ".join(reasons)
+    fallbacks = [v.fallback for v in verdicts if v.fallback]
+    return c.Decision(
+        judge=first.judge,
+        judge_version=first.judge_version,
+        similarity=round(float(similarity), 4),
+        reason=reason if len(reason) <= 500 else reason[:499] + "\u2026",
+        fallback=fallbacks[0] if fallbacks else None,
+    )
