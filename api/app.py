@@ -26,7 +26,7 @@ from .routing import ROUTES
 # Route modules register themselves in ROUTES when imported.
 from . import routes_graph, routes_log, routes_memories, routes_meta, routes_recall  # noqa: F401,E402
 
-EXTRA_ROUTE_MODULES: list[str] = []
+EXTRA_ROUTE_MODULES: list[str] = ["api.routes_organizer", "api.routes_knowledge"]
 
 
 def version_info() -> dict[str, str]:

@@ -44,4 +44,8 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
 
 def default_background(settings: Settings) -> list[Callable[[web.Application], AsyncIterator[None]]]:
     tasks: list = [follow_log]
+    from .routes_organizer import organizer_task  # declares the organizer's settings too
+
+    if settings.organizer_enabled:
+        tasks.append(organizer_task)
     return tasks

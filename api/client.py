@@ -67,7 +67,13 @@ class MemledgerClient:
             merged["Content-Type"] = "application/json"
         async with self._session.request(method, self.base_url + path, data=data, params=params, headers=merged) as response:
             body = await response.read()
-            decoded = msgspec.json.decode(body) if body else None
+            try:
+                decoded = msgspec.json.decode(body) if body else None
+            except msgspec.DecodeError:
+                if response.status < 400:
+                    raise
+                # Not our JSON (a proxy, or the HTTP parser refusing the request): still an ApiError.
+                raise ApiError(response.status, "http_error", body.decode("utf-8", "replace")[:500], None, {}) from None
             if response.status >= 400:
                 error = (decoded or {}).get("error", {}) if isinstance(decoded, dict) else {}
                 raise ApiError(response.status, error.get("code", "http_error"), error.get("message", ""), error.get("field"), decoded or {})

@@ -39,13 +39,16 @@ class ErrorResponse(msgspec.Struct):
 
 
 _PATH = re.compile(r"at `\$\.?([^`]*)`")
+_UNKNOWN = re.compile(r"(?:unknown|missing required) field `([^`]*)`")
 
 
 def field_of(exc: msgspec.ValidationError | msgspec.DecodeError) -> str | None:
     found = _PATH.search(str(exc))
-    if not found:
-        return None
-    return found.group(1) or None
+    path = found.group(1) if found else ""
+    unknown = _UNKNOWN.search(str(exc))  # name an unknown or missing field itself, not only the object holding it
+    if unknown:
+        path = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
+    return path or None
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None, **extra) -> web.Response:

@@ -8,7 +8,7 @@ from projections import graph_reads
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, decode, json_response, query_int, read, route
+from .routing import authenticate, check_as_of, decode, json_response, query_int, read, route
 from .schemas import SubgraphRequest
 
 
@@ -39,7 +39,7 @@ async def neighbors(request: web.Request) -> web.Response:
     if direction not in ("out", "in", "both"):
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     svc = request.app[keys.service_key]
-    body = await read(request, _neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, request.query.get("as_of"))
+    body = await read(request, _neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, check_as_of(request.query.get("as_of")))
     return json_response(body)
 
 
@@ -48,12 +48,20 @@ def _subgraph(svc, tenant, body: SubgraphRequest):
 
     conn = svc.read_conn()
     position = svc.resolve_as_of(body.as_of)
-    reached = graph_reads.bfs(
-        conn, tenant, body.seeds, depth=body.depth, direction=body.direction, edge_types=body.edge_types, as_of=position, max_nodes=body.max_nodes
-    )
-    nodes = list(dict.fromkeys([*body.seeds, *(r.node for r in reached)]))
+    seeds = list(dict.fromkeys(body.seeds))
+    # max_nodes bounds the whole answer, seeds included; one node more is asked
+    # for, so that an exact fit is not reported as truncated.
+    budget = body.max_nodes - len(seeds)
+    reached = []
+    if budget >= 0:
+        reached = graph_reads.bfs(
+            conn, tenant, seeds, depth=body.depth, direction=body.direction, edge_types=body.edge_types, as_of=position, max_nodes=budget + 1
+        )
+    truncated = len(seeds) > body.max_nodes or len(reached) > budget
+    reached = reached[: max(budget, 0)]
+    nodes = list(dict.fromkeys([*seeds[: body.max_nodes], *(r.node for r in reached)]))
     edges = graph_reads.edges_between(conn, tenant, nodes, as_of=position)
-    truncated = len(edges) > body.max_edges or len(reached) >= body.max_nodes
+    truncated = truncated or len(edges) > body.max_edges
     memories = graph_reads.get_memories(conn, tenant, nodes, as_of=position)
     return {
         "nodes": [{"id": n, "memory": memories.get(n)} for n in nodes],
@@ -67,6 +75,7 @@ def _subgraph(svc, tenant, body: SubgraphRequest):
 async def subgraph(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)
+    check_as_of(body.as_of)
     svc = request.app[keys.service_key]
     return json_response(await read(request, _subgraph, svc, tenant, body))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import msgspec
 from aiohttp import web
@@ -12,9 +13,10 @@ from eventstore.events import encoder
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, json_response, query_int, read, route
+from .routing import MAX_POSITION, authenticate, is_number, json_response, query_int, read, route
 
 MAX_PAGE = 1000
+KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
 
 
 def _event_json(recorded) -> dict:
@@ -64,7 +66,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
     last = request.headers.get("Last-Event-ID")
     if last is not None:
-        if not last.strip().isdigit():
+        if not is_number(last.strip()) or int(last) > MAX_POSITION:
             raise ApiError(400, "bad_request", "Last-Event-ID must be a position", "Last-Event-ID")
         after = int(last)
     else:
@@ -73,18 +75,27 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     subscription = store.subscribe(after, tenant=tenant)
+    # The pending read is kept across keep-alives: cancelling it (as wait_for
+    # does on a timeout) would close the subscription's generator for good.
+    pending: asyncio.Future | None = None
     try:
         while True:
-            try:
-                recorded = await asyncio.wait_for(subscription.__anext__(), timeout=15)
-            except asyncio.TimeoutError:
+            if pending is None:
+                pending = asyncio.ensure_future(subscription.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+            if not done:
                 await response.write(b": keep-alive\n\n")
                 continue
+            recorded, pending = pending.result(), None
             data = encoder.encode(_event_json(recorded))
             await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
         await subscription.aclose()
     return response
 
@@ -115,6 +126,11 @@ async def verify(request: web.Request) -> web.Response:
             raise ApiError(422, "invalid", str(exc), "against") from None
     start = query_int(request, "from", 1, low=1)
     end = query_int(request, "to", None, low=1)
+    if end is not None and end < start:
+        raise ApiError(422, "invalid", "to must not be before from", "to")
     store = request.app[keys.service_key].store
+    head = await read(request, store.last_position)
+    if start > 1 and start > head:  # an empty range is not a broken chain
+        raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
     result = await read(request, store.verify, start, end, against=digest_value)
     return json_response(result)

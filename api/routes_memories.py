@@ -10,6 +10,7 @@ from eventstore.model import MemoryContent, NotFound
 from . import keys
 from .routing import (
     authenticate,
+    check_as_of,
     command_context,
     decode,
     if_match,
@@ -132,7 +133,9 @@ async def supersede_memory(request: web.Request) -> web.Response:
     body = await decode(request, SupersedeRequest)
     ctx = command_context(request, tenant, key)
     svc = _service(request)
-    result = await write(request, svc.run, svc.memories.supersede, ctx, request.match_info["id"], body.superseded_by)
+    result = await write(
+        request, svc.run, svc.memories.supersede, ctx, request.match_info["id"], body.superseded_by, expected_version=if_match(request)
+    )
     return write_response(result)
 
 
@@ -140,7 +143,7 @@ async def supersede_memory(request: web.Request) -> web.Response:
 async def get_memory(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    view = await read(request, svc.get, tenant, request.match_info["id"], as_of=request.query.get("as_of"))
+    view = await read(request, svc.get, tenant, request.match_info["id"], as_of=check_as_of(request.query.get("as_of")))
     return json_response(view, headers={"ETag": f'"{view.version}"'})
 
 

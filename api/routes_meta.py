@@ -9,6 +9,22 @@ from .openapi import openapi_document
 from .routing import ROUTES, authenticate, json_response, read, route
 
 
+def _channels(svc) -> dict:
+    """Which recall channels this server runs: available and weighted above 0 by default."""
+    if hasattr(svc, "channels"):
+        return svc.channels()
+    searcher = getattr(svc, "searcher", None)
+    if searcher is None:
+        return {"graph": True}
+    weights = searcher.default_weights()
+    available = {
+        "lexical": searcher.lexical is not None,
+        "semantic": searcher.semantic is not None and searcher.embed_query is not None,
+        "graph": True,
+    }
+    return {name: ok and weights.get(name, 0.0) > 0 for name, ok in available.items()}
+
+
 def _state(svc) -> dict:
     head = svc.store.last_position()
     return {"head_position": head, "projection_lags": svc.runner.lag()}
@@ -26,7 +42,7 @@ async def capabilities(request: web.Request) -> web.Response:
     authenticate(request, "read")
     svc = request.app[keys.service_key]
     state = await read(request, _state, svc)
-    channels = svc.channels() if hasattr(svc, "channels") else {"graph": True}
+    channels = _channels(svc)
     body = {
         **request.app[keys.version_key],
         **state,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 
 from aiohttp import web
 
@@ -11,7 +13,7 @@ from projections.recall import RecallOptions
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, decode, json_response, read, route
+from .routing import authenticate, check_as_of, decode, json_response, read, route
 from .schemas import RecallRequest, SearchRequest
 
 
@@ -35,7 +37,7 @@ def options_from(svc, body: RecallRequest) -> RecallOptions:
     return RecallOptions(
         limit=body.limit,
         filters=filters,
-        as_of=svc.resolve_as_of(body.as_of),
+        as_of=svc.resolve_as_of(check_as_of(body.as_of)),
         channels=tuple(body.channels) if body.channels else None,
         weights=weights,
         rrf_k=body.rrf_k,
@@ -63,6 +65,18 @@ async def _reach(request: web.Request, svc, min_position: int | None) -> int:
     raise ApiError(409, "not_ready", "projections did not reach min_position in time", "min_position")
 
 
+@contextlib.contextmanager
+def _raw_fts_errors(body: RecallRequest):
+    """A raw FTS5 query the caller wrote may not parse: that is the caller's 422, not a 500."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if not body.raw_fts or "locked" in text or "busy" in text:
+            raise
+        raise ApiError(422, "invalid", f"the raw FTS query does not parse: {text}", "query") from None
+
+
 def _check_embedding(svc, body: RecallRequest) -> None:
     if body.embedding is None:
         return
@@ -79,7 +93,8 @@ async def recall(request: web.Request) -> web.Response:
     _check_embedding(svc, body)
     position = await _reach(request, svc, body.min_position)
     options = options_from(svc, body)
-    result = await read(request, svc.searcher.recall, tenant, body.query, options, position=position)
+    with _raw_fts_errors(body):
+        result = await read(request, svc.searcher.recall, tenant, body.query, options, position=position)
     return json_response(result)
 
 
@@ -91,7 +106,8 @@ async def search(request: web.Request) -> web.Response:
     _check_embedding(svc, body)
     position = await _reach(request, svc, body.min_position)
     options = options_from(svc, body)
-    results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
+    with _raw_fts_errors(body):
+        results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
     channels = {
         name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]
         for name, hits in results.items()

@@ -33,6 +33,13 @@ class Route(msgspec.Struct, frozen=True):
 
 ROUTES: list[Route] = []
 
+MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only be a client's mistake
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
 
 def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
     def decorate(handler):
@@ -78,7 +85,10 @@ async def decode(request: web.Request, kind: type) -> Any:
     body = await request.read()
     if not body:
         body = b"{}"
-    return msgspec.json.decode(body, type=kind)
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "the body is nested too deeply", None) from None
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -113,7 +123,7 @@ def if_match(request: web.Request) -> int | None:
     if raw is None:
         return None
     text = raw.strip().strip('"').removeprefix("W/").strip('"')
-    if not text.isdigit():
+    if not is_number(text):
         raise ApiError(400, "bad_request", "If-Match must hold the expected version number", "If-Match")
     return int(text)
 
@@ -140,4 +150,22 @@ def query_int(request: web.Request, name: str, default: int | None, *, low: int 
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ApiError(422, "invalid", f"{name} must be {bounds}", name)
+    if value > MAX_POSITION:
+        raise ApiError(422, "invalid", f"{name} is too large", name)
+    return value
+
+
+def check_as_of(value: Any, field: str = "as_of") -> Any:
+    """``value`` unchanged, or a 422 naming ``field`` for a position no log can hold.
+
+    The service resolves ``as_of``; this stops what would reach SQLite as an
+    out-of-range integer, or fail ``int()`` after passing ``str.isdigit``.
+    """
+    number = value
+    if isinstance(value, str) and value.strip().isdigit():
+        if not is_number(value.strip()):
+            raise ApiError(422, "invalid", f"{field} must be a position or an ISO-8601 time", field)
+        number = int(value.strip())
+    if isinstance(number, int) and number > MAX_POSITION:
+        raise ApiError(422, "invalid", f"{field} is too large for a position", field)
     return value

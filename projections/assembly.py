@@ -8,12 +8,14 @@ from typing import Any, Callable
 from eventstore.settings import Settings
 
 from .fts import FtsProjector, fts_search
+from .entities import EntityProjector
 from .graph import GraphProjector
 from .recall import Searcher
+from .relink import attach_entities
 
 
 def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
-    return [GraphProjector(), FtsProjector()]
+    return [GraphProjector(), FtsProjector(), EntityProjector()]
 
 
 def _lexical(service):
@@ -29,4 +31,4 @@ def attach_searcher(service) -> None:
 
 
 def default_extras(settings: Settings) -> list[Callable[[Any], None]]:
-    return [attach_searcher]
+    return [attach_searcher, attach_entities]

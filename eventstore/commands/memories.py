@@ -276,13 +276,14 @@ class MemoryCommands:
         newer_id: str,
         *,
         decision: c.Decision | None = None,
+        expected_version: int | None = None,
     ) -> CommandResult:
         """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
         if older_id == newer_id:
             raise ValidationError("newer_id", "a memory cannot supersede itself")
         if (done := replayed(self.store, ctx, "supersede", [older_id, newer_id], [older_id, newer_id])) is not None:
             return done
-        older = self._load(ctx, older_id, None)
+        older = self._load(ctx, older_id, expected_version)
         newer = self._load(ctx, newer_id, None)
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)

@@ -36,12 +36,14 @@ class RevertCommands:
         if self._already_reverted(ctx.tenant, correlation_id):
             return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
-        recorded = [
-            r
-            for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id)
-            if r.type not in UNREVERTED and r.position > dropped
-        ]
+        found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
+        recorded = [r for r in found if r.type not in UNREVERTED]
         if not recorded:
+            if found:
+                raise ValidationError(
+                    "correlation_id",
+                    f"{correlation_id} holds nothing to revert (only {', '.join(sorted({r.type for r in found}))})",
+                )
             raise NotFound("correlation", correlation_id)
         stamp = now_iso()
         conflicts: list[str] = []

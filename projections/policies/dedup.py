@@ -51,11 +51,91 @@ class Item(NamedTuple):
 
 
 class Corpus:
-    """The activated memories of one tenant and memory type at the head, with unit vectors."""
+    """The activated memories of one tenant and memory type at the head, with unit vectors.
 
-    def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray):
-        self.tenant, self.memory_type, self.items, self.vectors = tenant, memory_type, items, vectors
+    ``position`` is the last graph position it reflects; :meth:`refresh`
+    brings it to the head by reloading only the memories whose rows changed.
+    """
+
+    def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray, norms: list[str], position: int = 0):
+        self.tenant, self.memory_type, self.position = tenant, memory_type, position
+        self._set(items, vectors, norms)
+
+    def _set(self, items: list[Item], vectors: np.ndarray, norms: list[str]) -> None:
+        self.items, self.vectors, self.norms = items, vectors, norms
         self.row = {item.id: i for i, item in enumerate(items)}
+        self.by_norm: dict[str, list[int]] = defaultdict(list)
+        self.by_key: dict[str, list[int]] = defaultdict(list)
+        for n, (item, norm) in enumerate(zip(items, norms)):
+            self.by_norm[norm].append(n)
+            if key := slot(item.content.key):
+                self.by_key[key].append(n)
+
+    @classmethod
+    def load(cls, conn, tenant: str, memory_type: str, vectors: "Vectors") -> "Corpus":
+        conn.execute("BEGIN")
+        try:
+            mark = conn.execute(
+                "SELECT max(max(valid_from), coalesce(max(valid_to), 0)) FROM graph_memories WHERE tenant = ? AND memory_type = ?", (tenant, memory_type)
+            ).fetchone()[0]
+            items = load_items(conn, tenant, memory_type)
+        finally:
+            conn.execute("COMMIT")
+        return cls(tenant, memory_type, items, vectors.matrix(tenant, items), [vectors.norm_key(i.content.memory) for i in items], mark or 0)
+
+    def refresh(self, conn, vectors: "Vectors") -> bool:
+        """Catch up with the graph projection; False when a full reload is needed instead."""
+        conn.execute("BEGIN")
+        try:
+            changed = conn.execute(
+                "SELECT memory_id, valid_from, valid_to FROM graph_memories WHERE tenant = ? AND memory_type = ? AND (valid_from > ? OR valid_to > ?)",
+                (self.tenant, self.memory_type, self.position, self.position),
+            ).fetchall()
+            ids = sorted({r[0] for r in changed})
+            fresh = load_items(conn, self.tenant, self.memory_type, ids=ids) if ids else []
+            count = conn.execute(
+                "SELECT count(*) FROM graph_memories WHERE tenant = ? AND memory_type = ? AND status = 'activated' AND valid_to IS NULL",
+                (self.tenant, self.memory_type),
+            ).fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
+        if not ids:
+            return count == len(self.items)
+        gone = set(ids)
+        keep = [n for n, item in enumerate(self.items) if item.id not in gone]
+        items = [self.items[n] for n in keep] + fresh
+        if len(items) != count:
+            return False
+        matrix = np.vstack([self.vectors[keep], vectors.matrix(self.tenant, fresh)]) if fresh else self.vectors[keep]
+        norms = [self.norms[n] for n in keep] + [vectors.norm_key(i.content.memory) for i in fresh]
+        self._set(items, matrix, norms)
+        self.position = max(self.position, *(r[1] for r in changed), *(r[2] or 0 for r in changed))
+        return True
+
+
+class CorpusCache:
+    """Corpora kept between batches and passes (a few, most recently used)."""
+
+    def __init__(self, vectors: "Vectors", size: int = 8):
+        self.vectors, self.size = vectors, size
+        self.entries: dict[tuple[str, str], Corpus] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conn, tenant: str, memory_type: str) -> Corpus:
+        with self._lock:
+            key = (tenant, memory_type)
+            corpus = self.entries.pop(key, None)
+            if corpus is None or not corpus.refresh(conn, self.vectors):
+                corpus = Corpus.load(conn, tenant, memory_type, self.vectors)
+            self.entries[key] = corpus
+            while len(self.entries) > self.size:
+                self.entries.pop(next(iter(self.entries)))
+            return corpus
+
+
+def slot(key: str | None) -> str:
+    """A key as a slot: casefolded, whitespace collapsed ('' for none)."""
+    return " ".join(key.casefold().split()) if key else ""
 
 
 class Vectors:
@@ -169,34 +249,34 @@ class Planned(msgspec.Struct, kw_only=True):
         return out
 
 
-def candidates(corpus: Corpus, rows: list[tuple[int, Any]], vectors: Vectors, min_cos: float, top_k: int) -> Iterator[tuple[int, int, float, Any]]:
+def candidates(corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_k: int) -> Iterator[tuple[int, int, float, Any]]:
     """``(i, j, cosine, trigger)`` for each trigger row ``i`` of ``rows`` and each of its candidates ``j``."""
-    if not rows:
-        return
     X = corpus.vectors
-    by_norm: dict[str, list[int]] = defaultdict(list)
-    by_key: dict[str, list[int]] = defaultdict(list)
-    for n, item in enumerate(corpus.items):
-        by_norm[vectors.norm_key(item.content.memory)].append(n)
-        if item.content.key and item.content.key.strip():
-            by_key[" ".join(item.content.key.casefold().split())].append(n)
+    if not rows or len(corpus.items) < 2:
+        return
     for start in range(0, len(rows), 256):
         chunk = rows[start : start + 256]
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T
         sims[np.arange(len(chunk)), idx] = -1.0
+        hit_rows, hit_cols = np.nonzero(sims >= min_cos)
+        found_by_row = np.split(hit_cols, np.cumsum(np.bincount(hit_rows, minlength=len(chunk)))[:-1])
         for n, (i, r) in enumerate(chunk):
-            s = sims[n]
-            found = np.flatnonzero(s >= min_cos)
+            s, found = sims[n], found_by_row[n]
+            same_text, key = corpus.by_norm[corpus.norms[i]], slot(corpus.items[i].content.key)
+            if not len(found) and len(same_text) < 2 and not key:
+                continue
             if len(found) > top_k:
                 found = found[np.argsort(-s[found], kind="stable")[:top_k]]
-            chosen = {int(j) for j in found}
-            item = corpus.items[i]
-            extra = by_norm[vectors.norm_key(item.content.memory)]
-            if item.content.key and item.content.key.strip():
-                extra = extra + by_key[" ".join(item.content.key.casefold().split())]
-            extra = sorted((j for j in set(extra) if j != i and j not in chosen), key=lambda j: -s[j])[:top_k]
-            for j in sorted(chosen | set(extra)):
+            chosen = set(found.tolist())
+            extra = set(same_text)
+            if key:
+                extra.update(corpus.by_key[key])
+            extra -= chosen
+            extra.discard(i)
+            if len(extra) > top_k:
+                extra = set(sorted(extra, key=lambda j: (-s[j], j))[:top_k])
+            for j in sorted(chosen | extra):
                 yield i, j, float(max(s[j], 0.0)), r
 
 
@@ -210,8 +290,11 @@ def decide(pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
             x = parent[x]
         return x
 
-    against = {((p.tenant, p.a.id), (p.tenant, p.b.id)) for p, v in zip(pairs, verdicts) if v.label == "contradictory"}
-    against |= {(y, x) for x, y in against}
+    against: dict[tuple[str, str], set] = defaultdict(set)
+    for p, v in zip(pairs, verdicts):
+        if v.label == "contradictory":
+            against[(p.tenant, p.a.id)].add((p.tenant, p.b.id))
+            against[(p.tenant, p.b.id)].add((p.tenant, p.a.id))
     redundant = sorted(((p, v) for p, v in zip(pairs, verdicts) if v.label == "redundant"), key=lambda pv: (-pv[0].cosine, pv[0].position, pv[0].a.id, pv[0].b.id))
     used: dict[tuple[str, str], list[tuple[Pair, Verdict]]] = defaultdict(list)
     for p, v in redundant:
@@ -220,7 +303,7 @@ def decide(pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
             used[ra].append((p, v))
             continue
         ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
-        if any((x, y) in against for x in ga for y in gb):
+        if against and any(against[x] & gb for x in ga if x in against):
             continue
         parent[rb] = ra
         members[ra] = ga | gb

@@ -45,12 +45,14 @@ from eventstore.model import Conflict, NotFound
 from eventstore.settings import Settings
 
 from ..runner import connect
-from .dedup import ACTOR, Corpus, Pair, Planned, Vectors, candidates, decide, load_items
+from .dedup import ACTOR, CorpusCache, Pair, Planned, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .settings import build_judge, type_list
 
 log = logging.getLogger("memledger.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
+MAX_ROUNDS = 3  # a pass follows the head this many times (its own merges are memories to check too)
+APPLY_CHUNK = 16  # decisions per turn of the writer: other writes wait at most this many
 
 
 class Organizer:
@@ -62,8 +64,9 @@ class Organizer:
         self._own_judge = judge is None
         self.judge = judge if judge is not None else build_judge(self.settings)
         self.enabled = bool(self.settings.organizer_enabled)
-        self.types = set(type_list(self.settings))
+        self.types = set(type_list(self.settings)) - {"TopicMemory"}
         self.vectors = Vectors(service, str(self.settings.embedder))
+        self.corpora = CorpusCache(self.vectors)
         self._conn = connect(service.runner.path)
         self._conn_lock = threading.Lock()
         with self._conn_lock:
@@ -87,7 +90,10 @@ class Organizer:
         with self._conn_lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.execute("INSERT OR REPLACE INTO organizer_checkpoint (name, position) VALUES (?, ?)", (name, position))
+                self._conn.execute(
+                    "INSERT INTO organizer_checkpoint (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                    (name, position),
+                )
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -147,7 +153,7 @@ class Organizer:
         events = self.service.store.read_all(after=after, limit=limit, until=head, tenant=tenant, types=TRIGGERS)
         return events, (events[-1].position if len(events) == limit else head)
 
-    def _pairs(self, events) -> list[Pair]:
+    def _pairs(self, events, exclude: frozenset = frozenset()) -> list[Pair]:
         triggers: dict[tuple[str, str], Any] = {}
         for r in events:
             e = r.event
@@ -164,11 +170,12 @@ class Organizer:
         conn = self.service.read_conn()
         min_cos, top_k = float(self.settings.organizer_min_cosine), int(self.settings.organizer_top_k)
         for (tenant, memory_type), members in sorted(groups.items()):
-            items = load_items(conn, tenant, memory_type)
-            corpus = Corpus(tenant, memory_type, items, self.vectors.matrix(tenant, items))
+            corpus = self.corpora.get(conn, tenant, memory_type)
             rows = [(corpus.row[m], r) for m, r in members if m in corpus.row]  # skip the no longer activated
-            for i, j, cos, r in candidates(corpus, rows, self.vectors, min_cos, top_k):
+            for i, j, cos, r in candidates(corpus, rows, min_cos, top_k):
                 a, b = sorted((corpus.items[i], corpus.items[j]))
+                if (tenant, a.id) in exclude or (tenant, b.id) in exclude:
+                    continue
                 key = (tenant, a.id, b.id)
                 if key not in pairs or r.position < pairs[key].position:
                     pairs[key] = Pair(tenant, memory_type, a, b, cos, r.position, r.event_id)
@@ -185,8 +192,9 @@ class Organizer:
     async def _ajudge_all(self, pairs: list[Pair]) -> list[Verdict]:
         return list(await asyncio.gather(*(self.judge.judge(p.a.judged(), p.b.judged(), p.cosine) for p in pairs)))
 
-    def plan(self, events) -> list[Planned]:
-        pairs = self._pairs(events)
+    def plan(self, events, exclude: frozenset = frozenset()) -> list[Planned]:
+        """The decisions for a batch; ``exclude`` holds (tenant, id) already decided in a dry run."""
+        pairs = self._pairs(events, exclude)
         return decide(pairs, self._judge_all(pairs)) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
@@ -220,6 +228,9 @@ class Organizer:
         self.decisions[planned.tenant][planned.action] += 1
         return "applied"
 
+    def apply_many(self, planned: list[Planned], correlation_id: str) -> list[str]:
+        return [self.apply(p, correlation_id) for p in planned]
+
     # -- passes ------------------------------------------------------------------------------
 
     async def arun_once(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:
@@ -238,23 +249,38 @@ class Organizer:
         correlation = new_id()
         started, t0 = time.time(), time.perf_counter()
         report: dict[str, Any] = {"enabled": True, "correlation_id": correlation, "from": position, "events": 0, "planned": [], "outcomes": {}}
-        while position < head and not self.stopped:
+        decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
+        rounds = 0
+        while not self.stopped:
+            if position >= head:  # caught up: take in what arrived meanwhile (our own merges too), a few rounds at most
+                rounds += 1
+                if dry_run or rounds > MAX_ROUNDS:
+                    break
+                await call(write_executor, self.service.sync)
+                head = self.service.runner.position()
+                if position >= head:
+                    break
+                continue
             events, end = await call(read_executor, self._batch, tenant, position, head)
             if self._sync_judge():
-                planned = await call(read_executor, self.plan, events)
+                planned = await call(read_executor, self.plan, events, frozenset(decided))
             else:
-                pairs = await call(read_executor, self._pairs, events)
+                pairs = await call(read_executor, self._pairs, events, frozenset(decided))
                 planned = decide(pairs, await self._ajudge_all(pairs)) if pairs else []
             report["events"] += len(events)
             if dry_run:
                 report["planned"] += [p.describe() for p in planned]
+                for p in planned:
+                    decided.update((p.tenant, m) for m in (p.memory_ids if p.action == "merge" else p.memory_ids[:1]))
                 position = end
                 continue
-            for p in planned:
-                outcome = await call(write_executor, self.service.run, self.apply, p, correlation)
-                kind = outcome.split(":")[0]
-                report["outcomes"][kind] = report["outcomes"].get(kind, 0) + 1
-                report["planned"].append({**p.describe(), "outcome": outcome})
+            for start in range(0, len(planned), APPLY_CHUNK):
+                chunk = planned[start : start + APPLY_CHUNK]
+                outcomes = await call(write_executor, self.service.run, self.apply_many, chunk, correlation)
+                for p, outcome in zip(chunk, outcomes):
+                    kind = outcome.split(":")[0]
+                    report["outcomes"][kind] = report["outcomes"].get(kind, 0) + 1
+                    report["planned"].append({**p.describe(), "outcome": outcome})
             await call(write_executor, self._save, name, end)
             position = end
         report.update(to=position, applied=report["outcomes"].get("applied", 0), seconds=round(time.perf_counter() - t0, 3))
@@ -282,9 +308,10 @@ class Organizer:
             try:
                 return await make()
             finally:
-                if not self._sync_judge() and self._own_judge:
+                if not self._sync_judge():  # an HTTP session belongs to one event loop
                     await self.judge.close()
-                    self.judge = build_judge(self.settings)  # a judge's session belongs to one loop
+                    if self._own_judge:
+                        self.judge = build_judge(self.settings)
 
         return asyncio.run(main())
 

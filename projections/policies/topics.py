@@ -51,7 +51,7 @@ from eventstore import catalogue as c
 from eventstore.commands import CommandContext
 from eventstore.commands.topics import TopicCommands
 from eventstore.ids import new_id, new_ids
-from eventstore.model import MemoryContent, MemoryType
+from eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
 from .dedup import ACTOR, Item, Vectors, load_items
 from .settings import type_list
@@ -152,10 +152,11 @@ class TopicBuilder:
         self.vectors = vectors
         self.summarizer = summarizer
         self.commands = TopicCommands(service.store, service.facts, existing=self._existing)
-        self.types = type_list(settings)
+        self.types = [t for t in type_list(settings) if t != TOPIC]
         self.max_size = max(2, int(settings.organizer_max_cluster_size))
         self.min_group = int(settings.organizer_min_group_size)
         self.min_cluster = int(settings.organizer_min_cluster_size)
+        self.clock = time.monotonic  # the time budget's clock
 
     def _existing(self, tenant: str, node_ids) -> set[str]:
         """The memory nodes among ``node_ids`` at the head, in a few queries (the writer calls this)."""
@@ -216,7 +217,7 @@ class TopicBuilder:
             return out
         X = self.vectors.matrix(tenant, items)
         tree = split(X, np.arange(len(items)), self.max_size)
-        if time.monotonic() > deadline:
+        if self.clock() > deadline:
             out["skipped"] = "time budget"
             return out
         tops = [tree] if isinstance(tree, Leaf) else tree
@@ -350,21 +351,22 @@ class TopicBuilder:
             return fn(*args) if inline else await loop.run_in_executor(executor, fn, *args)
 
         t0 = time.monotonic()
-        deadline = t0 + float(self.settings.organizer_time_budget_s)
+        deadline = self.clock() + float(self.settings.organizer_time_budget_s)
         run = new_id()
         counter = [0]
         report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "follows_linked": 0, "follows_unlinked": 0,
-                                  "stopped": None, "clusters": [], "skipped": []}
+                                  "stopped": None, "clusters": [], "skipped": [], "errors": []}
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
         for t in tenants:
             for memory_type in self.types:
-                if time.monotonic() > deadline:
+                if self.clock() > deadline:
                     report["stopped"] = "time budget"
                     break
                 planned = await call(read_executor, self.plan, t, memory_type, deadline)
                 if "skipped" in planned:
-                    report["skipped"].append({"tenant": t, "memory_type": memory_type, "reason": planned["skipped"]})
+                    if planned["candidates"]:
+                        report["skipped"].append({"tenant": t, "memory_type": memory_type, "reason": planned["skipped"]})
                     if planned["skipped"] == "time budget":
                         report["stopped"] = "time budget"
                     continue
@@ -378,18 +380,27 @@ class TopicBuilder:
                                                "subtopics": len(cluster.subs), "fingerprint": cluster.fingerprint})
                     if dry_run:
                         continue
-                    if time.monotonic() > deadline:
+                    if self.clock() > deadline:
                         report["stopped"] = "time budget"
                         break
                     overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members]
-                    retire = [x for tid in overlap for x in (tid, *stale.pop(tid)["subs"])]
-                    await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
+                    retire = [x for tid in overlap for x in (tid, *stale[tid]["subs"])]
+                    try:
+                        await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
+                    except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
+                        report["errors"].append(f"{t}/{memory_type}: {exc}")
+                        continue
+                    for tid in overlap:
+                        stale.pop(tid)
                     report["created"] += 1 + len(cluster.subs)
                     report["retired"] += len(retire)
                 if stale and not dry_run and report["stopped"] is None:
                     retire = [x for tid, info in stale.items() for x in (tid, *info["subs"])]
-                    await call(write_executor, self.retire, t, retire, run)
-                    report["retired"] += len(retire)
+                    try:
+                        await call(write_executor, self.retire, t, retire, run)
+                        report["retired"] += len(retire)
+                    except (Conflict, NotFound, ValidationError) as exc:
+                        report["errors"].append(f"{t}/{memory_type}: {exc}")
             if report["stopped"]:
                 break
             for conv, unlink, link in await call(read_executor, self.follows_plan, t):
@@ -397,10 +408,14 @@ class TopicBuilder:
                     report["follows_linked"] += len(link)
                     report["follows_unlinked"] += len(unlink)
                     continue
-                if time.monotonic() > deadline:
+                if self.clock() > deadline:
                     report["stopped"] = "time budget"
                     break
-                await call(write_executor, self.write_follows, t, unlink, link, run)
+                try:
+                    await call(write_executor, self.write_follows, t, unlink, link, run)
+                except (Conflict, NotFound, ValidationError) as exc:
+                    report["errors"].append(f"{t}/follows:{conv}: {exc}")
+                    continue
                 report["follows_linked"] += len(link)
                 report["follows_unlinked"] += len(unlink)
         report["seconds"] = round(time.monotonic() - t0, 3)

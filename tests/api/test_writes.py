@@ -138,6 +138,30 @@ async def test_if_match_on_archive_and_rollback(client):
     assert_positions(await client.archive(memory_id, if_match=2))
 
 
+async def test_concurrent_updates_with_one_if_match_let_exactly_one_win(api, client):
+    import asyncio
+
+    memory_id = await add(client, "Contended")
+    others = [api.client() for _ in range(4)]
+    results = await asyncio.gather(
+        *(c.update(memory_id, {"memory": f"Contended by writer {n}"}, if_match=1) for n, c in enumerate(others)), return_exceptions=True
+    )
+    won = [r for r in results if not isinstance(r, BaseException)]
+    lost = [r for r in results if isinstance(r, BaseException)]
+    assert len(won) == 1, results
+    assert all(isinstance(e, ApiError) and e.status == 409 and e.body["error"]["current_version"] == 2 for e in lost), lost
+    assert (await client.get(memory_id))["version"] == 2
+
+
+async def test_if_match_on_supersede(client):
+    older = await add(client, "Older fact")
+    newer = await add(client, "Newer fact")
+    await client.update(older, {"memory": "Older fact, edited"})
+    with pytest.raises(ApiError) as err:
+        await client.supersede(older, newer, if_match=1)
+    assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
+
+
 async def test_update_without_changes_writes_nothing(client):
     memory_id = await add(client, "Unchanged", tags=["same"])
     before = await head(client)

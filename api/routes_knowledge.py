@@ -1,0 +1,336 @@
+"""Knowledge-graph endpoints: entities and relations, tags, document import, relink, document links, relation cards.
+
+Writes go through the single writer like every command; reads use the
+reader pool and take ``as_of`` (a position or an ISO-8601 time).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from eventstore.commands import CommandContext
+from eventstore.commands.documents import DOC_ID_RE, document_import
+from eventstore.documents import DocumentError, read_document
+from eventstore.model import NotFound, ValidationError
+from projections import entities as ents
+from projections import relink
+
+from . import keys
+from .errors import ApiError
+from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_response
+from .schemas import WriteResponse
+from .schemas_knowledge import (
+    DocumentIn,
+    DocumentLinksRequest,
+    EntityIn,
+    ImportDocumentsRequest,
+    RelationIn,
+    RelationKey,
+    RelationsRequest,
+    RelinkRequest,
+    RemoveEntityRequest,
+    TagsIn,
+)
+
+_META = ("collection", "doc_type", "lang", "source_url", "model")
+_LARGEST_POSITION = 2**63 - 1
+
+
+def _svc(request: web.Request):
+    return request.app[keys.service_key]
+
+
+def _position(svc, value: Any) -> int | None:
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and int(value) > _LARGEST_POSITION:
+        raise ValidationError("as_of", "is too large for a position")
+    if isinstance(value, int) and value > _LARGEST_POSITION:
+        raise ValidationError("as_of", "is too large for a position")
+    return svc.resolve_as_of(value)
+
+
+# -- entities ------------------------------------------------------------------------------------
+
+
+@route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse)
+async def put_entity(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, EntityIn)
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    result = await write(
+        request, svc.run, svc.entities.upsert, ctx, request.match_info["id"], name=body.name, entity_type=body.entity_type,
+        description=body.description, aliases=body.aliases, tags=body.tags, properties=body.properties,
+    )
+    return write_response(result, status=201 if result.data.get("created") else 200)
+
+
+@route("DELETE", "/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
+async def delete_entity(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, RemoveEntityRequest)
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
+
+
+@route("PUT", "/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
+async def put_tags(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, TagsIn)
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
+
+
+def _entity(svc, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
+    position = _position(svc, as_of)
+    conn = svc.read_conn()
+    entity = ents.get_entity(conn, tenant, entity_id, as_of=position)
+    if entity is None:
+        raise NotFound("entity", entity_id)
+    return {**msgspec.structs.asdict(entity), "relations": ents.relations_of(conn, tenant, entity_id, as_of=position)}
+
+
+@route("GET", "/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
+async def get_entity(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = _svc(request)
+    return json_response(await read(request, _entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
+
+
+def _find(svc, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
+    found = ents.find_by_keywords(svc.read_conn(), tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=_position(svc, as_of))
+    return {"entities": found, "count": len(found)}
+
+
+@route(
+    "GET",
+    "/v1/entities",
+    scope="read",
+    summary="Find entities by keywords (substring of name, aliases, tags, description), tag or type",
+    query=(("q", "keywords, all required"), ("tag", "a tag"), ("type", "entity type"), ("limit", "1..500"), ("as_of", "position or time")),
+)
+async def find_entities(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    limit = query_int(request, "limit", 50, low=1, high=500)
+    q = request.query
+    body = await read(request, _find, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
+    return json_response(body)
+
+
+@route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse)
+async def set_relation(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    body = await decode(request, RelationIn)
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    result = await write(
+        request, svc.run, svc.entities.set_relation, ctx, request.match_info["id"], body.target_id, body.relation_type, weight=body.weight
+    )
+    return write_response(result, status=201 if result.data.get("created") else 200)
+
+
+@route("DELETE", "/v1/entities/{id}/relations", scope="write", summary="Remove a relation by its triple (body or target_id & relation_type query)", request=RelationKey, response=WriteResponse)
+async def remove_relation(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    if "target_id" in request.query:
+        body = RelationKey(target_id=request.query["target_id"], relation_type=request.query.get("relation_type", ""), reason=request.query.get("reason", ""))
+    else:
+        body = await decode(request, RelationKey)
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    result = await write(request, svc.run, svc.entities.remove_relation, ctx, request.match_info["id"], body.target_id, body.relation_type, reason=body.reason)
+    return write_response(result)
+
+
+def _related(svc, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
+    position = _position(svc, as_of)
+    conn = svc.read_conn()
+    reached = ents.get_related(conn, tenant, entity_id, depth, direction, types, position)
+    shown = reached[:limit]
+    names = ents.get_entities(conn, tenant, [r.id for r in shown], as_of=position)
+    rows = [
+        {**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else "", "entity_type": names[r.id].entity_type if r.id in names else ""}
+        for r in shown
+    ]
+    return {"entity_id": entity_id, "depth": depth, "direction": direction, "total": len(reached), "related": rows}
+
+
+@route(
+    "GET",
+    "/v1/entities/{id}/related",
+    scope="read",
+    summary="Entities reached by BFS over relations (score = product of weights on the first path)",
+    query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
+)
+async def related(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    depth = query_int(request, "depth", 1, low=0, high=6)
+    limit = query_int(request, "limit", 100, low=1, high=1000)
+    direction = request.query.get("direction", "out")
+    if direction not in ents.DIRECTIONS:
+        raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
+    types = request.query.getall("type", []) or None
+    body = await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
+    return json_response(body)
+
+
+def _tags(svc, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
+    found = ents.find_tags(svc.read_conn(), tenant, prefix, limit=limit, as_of=_position(svc, as_of))
+    return {"tags": [{"tag": t, "entities": n} for t, n in found]}
+
+
+@route("GET", "/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
+async def tags(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    limit = query_int(request, "limit", 100, low=1, high=1000)
+    return json_response(await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of")))
+
+
+# -- documents -------------------------------------------------------------------------------------------
+
+
+def _prepare(name: str, data: bytes, options: dict[str, Any]):
+    """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
+    safe = Path(name).name or "document"
+    with tempfile.TemporaryDirectory(prefix="memledger-import-") as tmp:
+        path = Path(tmp) / safe
+        path.write_bytes(data)
+        try:
+            parsed = read_document(path)
+        except DocumentError as exc:
+            return DocumentError(str(exc).replace(str(path), safe), reason=exc.reason, path=None)
+    return document_import(parsed, path=safe, **options)
+
+
+async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[str, Any], str | None]]:
+    """``(filename, bytes or None when undecodable, options, error)`` per uploaded document."""
+    settings = request.app[keys.settings_key]
+    if request.content_type.startswith("multipart/"):
+        files: list[tuple[str, bytes]] = []
+        meta: dict[str, Any] = {}
+        total = 0
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if part.filename:
+                data = bytes(await part.read(decode=False))
+                total += len(data)
+                if total > int(settings.max_body_bytes):
+                    raise ApiError(413, "payload_too_large", "the uploaded files are too large", None)
+                files.append((part.filename, data))
+            elif part.name in _META:
+                meta[part.name] = (await part.text()).strip() or None
+            else:
+                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_META)}", part.name)
+        if not files:
+            raise ApiError(422, "invalid", "upload at least one file", "file")
+        return [(name, data, dict(meta), None) for name, data in files]
+    raw = await request.read() or b"{}"
+    head = msgspec.json.decode(raw)
+    if isinstance(head, dict) and "documents" in head:
+        body = msgspec.json.decode(raw, type=ImportDocumentsRequest)
+    else:
+        body = ImportDocumentsRequest(documents=[msgspec.json.decode(raw, type=DocumentIn)])
+    out = []
+    for i, doc in enumerate(body.documents):
+        options = {f: getattr(doc, f) if getattr(doc, f) is not None else getattr(body, f) for f in _META}
+        if doc.doc_id is not None:
+            if not DOC_ID_RE.match(doc.doc_id):
+                raise ValidationError(f"documents[{i}].doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
+            options["doc_id"] = doc.doc_id
+        if doc.title:
+            options["title"] = doc.title
+        if doc.encoding == "base64":
+            try:
+                out.append((doc.filename, base64.b64decode(doc.content, validate=True), options, None))
+            except (binascii.Error, ValueError):
+                out.append((doc.filename, None, options, "content is not valid base64"))
+        else:
+            out.append((doc.filename, doc.content.encode("utf-8"), options, None))
+    return out
+
+
+@route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped")
+async def import_documents(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "write")
+    ctx = command_context(request, tenant, key)
+    svc = _svc(request)
+    results: list[dict[str, Any]] = []
+    for name, data, options, error in await _uploads(request):
+        if error is not None:
+            results.append({"filename": name, "status": "failed", "reason": "corrupt", "error": error})
+            continue
+        prepared = await read(request, _prepare, name, data, options)
+        if isinstance(prepared, DocumentError):
+            results.append({"filename": name, "status": "failed", "reason": prepared.reason, "error": str(prepared)})
+            continue
+        one = CommandContext(
+            tenant=tenant,
+            correlation_id=ctx.correlation_id,
+            actor=ctx.actor,
+            idempotency_key=f"{ctx.idempotency_key}:{prepared.doc_id}" if ctx.idempotency_key else None,
+        )
+        try:
+            result = await write(request, svc.run, svc.documents.import_document, one, prepared)
+        except ValidationError as exc:
+            results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
+            continue
+        results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
+    report = {
+        "documents": sum(1 for r in results if r["status"] == "imported"),
+        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
+        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
+        "failed": sum(1 for r in results if r["status"] == "failed"),
+        "correlation_id": ctx.correlation_id,
+        "results": results,
+    }
+    return json_response(report)
+
+
+# -- linking -----------------------------------------------------------------------------------------------------
+
+
+@route("POST", "/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
+async def relink_graph(request: web.Request) -> web.Response:
+    key, tenant = authenticate(request, "read")
+    body = await decode(request, RelinkRequest)
+    svc = _svc(request)
+    options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
+    if not body.commit:
+        ctx = CommandContext(tenant=tenant)
+        return json_response(await read(request, relink.relink, svc, ctx, commit=False, **options))
+    key, tenant = authenticate(request, "write")
+    ctx = command_context(request, tenant, key)
+    return json_response(await write(request, relink.relink, svc, ctx, commit=True, **options))
+
+
+def _document_links(svc, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
+    return relink.document_links(
+        svc.read_conn(), tenant, doc_id=body.doc_id, collection=body.collection, min_shared=body.min_shared, limit=body.limit,
+        max_entity_documents=body.max_entity_documents, as_of=_position(svc, body.as_of),
+    )
+
+
+@route("POST", "/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
+async def document_links(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    body = await decode(request, DocumentLinksRequest)
+    return json_response(await read(request, _document_links, _svc(request), tenant, body))
+
+
+def _cards(svc, tenant: str, body: RelationsRequest) -> dict[str, Any]:
+    return relink.relation_cards(svc.read_conn(), tenant, body.question, svc.catalogues, as_of=_position(svc, body.as_of), limit=body.limit)
+
+
+@route("POST", "/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
+async def relation_cards(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    body = await decode(request, RelationsRequest)
+    return json_response(await read(request, _cards, _svc(request), tenant, body))

@@ -1,0 +1,89 @@
+"""The organizer over HTTP: its status (waiting for a position), and its background task.
+
+``GET /v1/organizer/status?min_position=P&wait=5s`` answers
+``{position, enabled, last_run, decisions, caught_up}``; with ``wait`` it
+first waits (at most that long, 30 s at most) until the organizer has
+processed position ``P`` (the log's head when ``P`` is omitted), so a client
+that just wrote can read the organized result. ``decisions`` counts the
+caller's tenant's decisions since the server started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from projections.policies.organizer import Organizer
+
+from . import keys
+from .errors import ApiError
+from .routing import authenticate, json_response, query_int, read, route
+
+log = logging.getLogger("memledger.organizer")
+MAX_WAIT_S = 30.0
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
+
+
+def parse_wait(raw: str | None, field: str = "wait") -> float:
+    """``"5s"``, ``"500ms"`` or plain seconds, at most 30 s; a bad value is a 422 naming ``field``."""
+    if raw is None or raw == "":
+        return 0.0
+    m = _DURATION.match(raw)
+    if not m:
+        raise ApiError(422, "invalid", f"{field} must be a duration such as 5s or 500ms", field)
+    seconds = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+    if seconds > MAX_WAIT_S:
+        raise ApiError(422, "invalid", f"{field} must be at most {MAX_WAIT_S:g}s", field)
+    return seconds
+
+
+def _stored_status(service, min_position: int | None) -> dict:
+    """The status when no organizer runs in this server: its stored checkpoint, if any."""
+    try:
+        row = service.read_conn().execute("SELECT position FROM organizer_checkpoint WHERE name = 'organizer'").fetchone()
+    except Exception:  # never ran: no table yet
+        row = None
+    position = row[0] if row else 0
+    target = service.store.last_position() if min_position is None else min_position
+    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
+
+
+@route(
+    "GET",
+    "/v1/organizer/status",
+    scope="read",
+    summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",
+    query=(("min_position", "a log position to wait for (default: the head)"), ("wait", "how long to wait, e.g. 5s or 500ms (at most 30s)")),
+)
+async def organizer_status(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    min_position = query_int(request, "min_position", None, low=0)
+    wait = parse_wait(request.query.get("wait"))
+    service = request.app[keys.service_key]
+    organizer = request.app.get(keys.organizer_key)
+    if organizer is None:
+        return json_response(await read(request, _stored_status, service, min_position))
+    if wait > 0:
+        target = min_position if min_position is not None else await read(request, service.store.last_position)
+        await organizer.wait_for(target, wait)
+    return json_response(await read(request, organizer.status, tenant, min_position))
+
+
+async def organizer_task(app: web.Application) -> AsyncIterator[None]:
+    """The organizer as a cleanup context: reads in the reader pool, writes on the writer thread."""
+    loop = asyncio.get_running_loop()
+    organizer = await loop.run_in_executor(app[keys.writer_key], Organizer, app[keys.service_key], app[keys.settings_key])
+    app[keys.organizer_key] = organizer
+    task = asyncio.create_task(organizer.follow(read_executor=app[keys.readers_key], write_executor=app[keys.writer_key]))
+    yield
+    organizer.stopped = True
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
+    await organizer.aclose()

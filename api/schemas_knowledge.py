@@ -1,0 +1,89 @@
+"""Request Structs of the knowledge-graph endpoints (entities, relations, documents, linking)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+AsOf = int | str | None
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
+EntityId = Annotated[str, Meta(min_length=1, max_length=100)]
+
+
+class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The entity's whole new state; tags beyond the limit are cut and reported, not refused."""
+
+    name: Name
+    entity_type: Annotated[str, Meta(max_length=64)] = ""
+    description: Annotated[str, Meta(max_length=4000)] = ""
+    aliases: Annotated[list[str], Meta(max_length=64)] = []
+    tags: Annotated[list[str], Meta(max_length=256)] = []
+    properties: dict[str, str] = {}
+
+
+class TagsIn(msgspec.Struct, forbid_unknown_fields=True):
+    tags: Annotated[list[str], Meta(max_length=256)]
+
+
+class RelationIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    target_id: EntityId
+    relation_type: Annotated[str, Meta(min_length=1, max_length=40)]
+    weight: float = 1.0  # checked by the command: a number in [0, 1]
+
+
+class RelationKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    target_id: EntityId
+    relation_type: Annotated[str, Meta(min_length=1, max_length=40)]
+    reason: str = ""
+
+
+class RemoveEntityRequest(msgspec.Struct, forbid_unknown_fields=True):
+    reason: str = ""
+
+
+class DocumentMeta(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    collection: str | None = None
+    doc_type: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+
+
+class DocumentIn(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
+    """One file: ``content`` is its text, or its bytes in base64 (PDFs)."""
+
+    filename: Annotated[str, Meta(min_length=1, max_length=255)]
+    content: str
+    encoding: Literal["text", "base64"] = "text"
+    doc_id: str | None = None
+    title: str | None = None
+
+
+class ImportDocumentsRequest(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
+    """A batch; the top-level metadata applies to every document that does not set its own."""
+
+    documents: Annotated[list[DocumentIn], Meta(min_length=1, max_length=1000)]
+
+
+class RelinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    commit: bool = False
+    include_tags: bool = False
+    max_alias_document_frequency: Annotated[float, Meta(gt=0, le=1)] | None = None
+    preview: Annotated[int, Meta(ge=0, le=1000)] = 20
+
+
+class DocumentLinksRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    doc_id: str | None = None
+    collection: str | None = None
+    min_shared: Annotated[int, Meta(ge=1, le=1000)] = 1
+    limit: Annotated[int, Meta(ge=1, le=500)] = 20
+    max_entity_documents: Annotated[int, Meta(ge=2, le=100_000)] = 200
+    as_of: AsOf = None
+
+
+class RelationsRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    question: Annotated[str, Meta(min_length=1, max_length=4000)]
+    limit: Annotated[int, Meta(ge=1, le=50)] = 10
+    as_of: AsOf = None

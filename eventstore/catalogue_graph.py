@@ -1,0 +1,144 @@
+"""The knowledge-graph side of the catalogue: entities, relations, documents, relink runs.
+
+Streams (see :mod:`eventstore.catalogue` for the whole scheme):
+
+- ``entity-<tenant>/<entity_id>``: one entity's life: upserts (the full
+  state every time), tag changes, removal, and the relations that *start* at
+  it (a relation's key is its ``(source_id, target_id, relation_type)``
+  triple, so it lives on its source's stream);
+- ``document-<tenant>/<doc_id>``: one imported document's versions;
+- ``edges-<tenant>``: relink runs (:class:`RelinkCommitted`) sit beside the
+  edge changes they describe.
+
+Graph edges are not duplicated here. A relation is also a graph edge
+(``rel:<source>:<type>:<target>``) and an entity mention is a ``MENTIONS``
+edge (``mention:<run>:<n>``): the commands append ordinary ``EdgeLinked`` /
+``EdgeUnlinked`` / ``NamespaceUndone`` events in the same atomic batch, so BFS
+and recall walk one adjacency, and replay never calls the linker again.
+
+This module only depends on :mod:`eventstore.events`; importing it registers
+its event types.
+"""
+
+from __future__ import annotations
+
+from .events import DomainEvent
+
+DOCUMENT_NODE_PREFIX = "document:"
+RELATION_EDGE_PREFIX = "rel:"
+MENTION_EDGE_PREFIX = "mention:"
+MENTIONS = "MENTIONS"
+
+
+def entity_stream(tenant: str, entity_id: str) -> str:
+    return f"entity-{tenant}/{entity_id}"
+
+
+def document_stream(tenant: str, doc_id: str) -> str:
+    return f"document-{tenant}/{doc_id}"
+
+
+def document_node(doc_id: str) -> str:
+    """The graph node id of a document (``document:<doc_id>``)."""
+    return DOCUMENT_NODE_PREFIX + doc_id
+
+
+def relation_edge_id(source_id: str, relation_type: str, target_id: str) -> str:
+    return f"{RELATION_EDGE_PREFIX}{source_id}:{relation_type}:{target_id}"
+
+
+# -- entities -------------------------------------------------------------------------
+
+
+class EntityUpserted(DomainEvent, frozen=True):
+    """An entity created or replaced: the whole state, so no projector needs the previous one."""
+
+    entity_id: str
+    name: str
+    entity_type: str = ""
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    properties: dict[str, str] = {}
+
+
+class EntityTagsSet(DomainEvent, frozen=True):
+    entity_id: str
+    tags: tuple[str, ...]
+
+
+class EntityRemoved(DomainEvent, frozen=True):
+    """The entity is gone; its relations were removed by events before this one."""
+
+    entity_id: str
+    reason: str = ""
+
+
+class RelationSet(DomainEvent, frozen=True):
+    """A relation created, or its weight overwritten (the triple is the key)."""
+
+    source_id: str
+    target_id: str
+    relation_type: str
+    weight: float
+
+
+class RelationRemoved(DomainEvent, frozen=True):
+    source_id: str
+    target_id: str
+    relation_type: str
+    reason: str = ""
+
+
+# -- documents ----------------------------------------------------------------------------
+
+
+class DocumentImported(DomainEvent, frozen=True):
+    """A new version of a document; its chunks are ``RawFileMemory`` memories added in the same batch.
+
+    ``archived_chunk_ids`` are the previous version's chunks, archived in the
+    same batch (never deleted).
+    """
+
+    doc_id: str
+    version: int
+    title: str
+    content_hash: str
+    chunk_ids: tuple[str, ...]
+    format: str = ""  # text | markdown | pdf
+    collection: str | None = None
+    doc_type: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    path: str | None = None
+    pages: int = 1
+    archived_chunk_ids: tuple[str, ...] = ()
+
+
+# -- linking ------------------------------------------------------------------------------------
+
+
+class RelinkCommitted(DomainEvent, frozen=True):
+    """Marks a committed relink run; its edge changes follow it in the same batch.
+
+    The run's new ``MENTIONS`` edges are linked under ``prefix``
+    (``mention:<run_id>:``); the mentions that are no longer found are
+    removed by one ``NamespaceUndone`` right after this marker.
+    """
+
+    run_id: str
+    prefix: str
+    added: int
+    removed: int
+    kept: int
+    chunks: int
+    catalogue_size: int
+    entities: int
+    include_tags: bool = False
+    max_alias_document_frequency: float | None = None
+
+
+EntityEvent = EntityUpserted | EntityTagsSet | EntityRemoved | RelationSet | RelationRemoved
+KnowledgeEvent = EntityEvent | DocumentImported | RelinkCommitted
+KNOWLEDGE_EVENT_TYPES = tuple(cls.__name__ for cls in KnowledgeEvent.__args__)

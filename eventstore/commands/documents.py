@@ -1,0 +1,346 @@
+"""Document commands: import a parsed document; commit and undo entity-linker runs.
+
+Import
+    One document version is ONE atomic batch: a ``MemoryAdded`` per chunk
+    (``RawFileMemory``, ``origin="import"``, on the chunk's own memory
+    stream), ``MemoryArchived`` for the previous version's chunks (never
+    deleted), ``DocumentImported`` on ``document-<tenant>/<doc_id>``, and the
+    ``MENTIONS`` edges of the new chunks (the old chunks' mention edges are
+    unlinked). Re-importing content with the same hash writes nothing, unless
+    the current version's chunks are no longer active (e.g. after a revert).
+
+    Chunk content: the text; ``collection``, ``doc_type`` (the caller's, else
+    the file format), ``doc_id``, ``doc_version`` (``"1"``, ``"2"``, …),
+    ``lang``, ``source_url``, ``model``; properties ``chunk_index``,
+    ``start``, ``end``, ``page`` (PDFs) and ``heading`` (when under one).
+
+    Mentions come from a *linker* the read side injects (the write side never
+    imports projections): ``linker(tenant, doc_node, run_id, [(chunk_id,
+    text)])`` returns the edges, recorded as facts.
+
+Relink
+    :meth:`DocumentCommands.commit_relink` appends a planned run (see
+    :mod:`projections.relink`) as one batch: ``RelinkCommitted``, then one
+    ``NamespaceUndone`` of the mentions that disappear, then an
+    ``EdgeLinked`` per new mention under ``mention:<run_id>:``.
+    :class:`LinkAwareEdgeCommands` makes ``undo-namespace mention:<run_id>:``
+    exact for such a run: it removes the run's edges and links again the
+    edges the run removed (``NamespaceRestored``), in one batch.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import msgspec
+
+from .. import catalogue as c
+from .. import catalogue_graph as g
+from ..aggregate import dropped_at, fold
+from ..documents import Chunk, ParsedDocument, chunk_document
+from ..ids import new_id, new_ids
+from ..model import Conflict, MemoryContent, MemoryType, Status, ValidationError, validate_content
+from ..store import NO_STREAM, EventStore, StreamAppend
+from .context import CommandContext, CommandResult, commit, now_iso, nothing_done, replayed
+from .edges import EdgeCommands, check_edge
+from .facts import GraphFacts
+
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RUN_PREFIX_RE = re.compile(r"^mention:([^:\s]+):$")
+RAW_FILE = MemoryType.RAW_FILE.value
+
+#: ``linker(tenant, doc_node, run_id, [(chunk_id, text)])`` -> the chunks' mention edges.
+Linker = Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]
+
+
+class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an import writes for one document: metadata and its chunks."""
+
+    doc_id: str
+    title: str
+    content_hash: str
+    format: str
+    chunks: tuple[Chunk, ...]
+    pages: int = 1
+    collection: str | None = None
+    doc_type: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    path: str | None = None
+
+
+def default_doc_id(path: str) -> str:
+    """A document id from a file name: ``My Notes.md`` -> ``My-Notes.md``."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).name).strip("-._")
+    return (name or "document")[:128]
+
+
+def document_import(
+    parsed: ParsedDocument,
+    *,
+    doc_id: str | None = None,
+    collection: str | None = None,
+    doc_type: str | None = None,
+    lang: str | None = None,
+    source_url: str | None = None,
+    model: str | None = None,
+    title: str | None = None,
+    max_chars: int = 1200,
+    path: str | None = None,
+) -> DocumentImport:
+    """The import request for a parsed document, chunked with :func:`chunk_document`."""
+    return DocumentImport(
+        doc_id=doc_id or default_doc_id(path or parsed.path),
+        title=title or parsed.title,
+        content_hash=parsed.content_hash,
+        format=parsed.doc_type,
+        chunks=tuple(chunk_document(parsed, max_chars=max_chars)),
+        pages=len(parsed.text_pages),
+        collection=collection or None,
+        doc_type=doc_type or None,
+        lang=lang or None,
+        source_url=source_url or None,
+        model=model or None,
+        path=path if path is not None else parsed.path,
+    )
+
+
+def latest_version(store: EventStore, tenant: str, doc_id: str) -> tuple[g.DocumentImported | None, int]:
+    """The document's current version (after the tenant's last drop) and its stream's version."""
+    recorded = store.read_stream(g.document_stream(tenant, doc_id))
+    floor = dropped_at(store, tenant) if recorded else 0
+    latest = None
+    for r in recorded:
+        if r.position >= floor and r.tenant == tenant and isinstance(r.event, g.DocumentImported):
+            latest = r.event
+    return latest, (recorded[-1].stream_version if recorded else 0)
+
+
+def _chunk_content(doc: DocumentImport, chunk: Chunk, version: int) -> MemoryContent:
+    properties: dict[str, Any] = {"chunk_index": chunk.index, "start": chunk.start, "end": chunk.end, "title": doc.title}
+    if chunk.page is not None:
+        properties["page"] = chunk.page
+    if chunk.heading:
+        properties["heading"] = chunk.heading
+    return validate_content(
+        MemoryContent(
+            memory=chunk.text,
+            memory_type=RAW_FILE,
+            collection=doc.collection,
+            doc_type=doc.doc_type or doc.format,
+            doc_id=doc.doc_id,
+            doc_version=str(version),
+            lang=doc.lang,
+            source_url=doc.source_url,
+            model=doc.model,
+            properties=properties,
+        )
+    )
+
+
+class DocumentCommands:
+    def __init__(self, store: EventStore, facts: GraphFacts, *, linker: Linker | None = None):
+        self.store = store
+        self.facts = facts
+        self.linker = linker
+
+    def import_document(self, ctx: CommandContext, doc: DocumentImport) -> CommandResult:
+        if not DOC_ID_RE.match(doc.doc_id or ""):
+            raise ValidationError("doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
+        if not doc.chunks:
+            raise ValidationError("content", "the document has no text to import")
+        node = g.document_node(doc.doc_id)
+        report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
+        latest, stream_version = latest_version(self.store, ctx.tenant, doc.doc_id)
+        if (done := replayed(self.store, ctx, "import-document", doc)) is not None:
+            info = {"status": "imported", "chunks": len(done.memory_ids), "archived": 0, "mentions": 0, **report}
+            if latest is not None and tuple(latest.chunk_ids) == tuple(done.memory_ids):
+                info.update(version=latest.version, archived=len(latest.archived_chunk_ids))
+            return msgspec.structs.replace(done, data={**done.data, **info})
+        old = self._chunk_states(latest.chunk_ids if latest else ())
+        if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
+            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
+        version = (latest.version if latest else 0) + 1
+        stamp = now_iso()
+        chunk_ids = new_ids(len(doc.chunks))
+        writes = [
+            StreamAppend(
+                c.memory_stream(memory_id),
+                [c.MemoryAdded(memory_id=memory_id, content=_chunk_content(doc, chunk, version), created_at=stamp, origin="import")],
+                NO_STREAM,
+            )
+            for memory_id, chunk in zip(chunk_ids, doc.chunks)
+        ]
+        archived = []
+        for state in old:
+            if state.status == Status.ACTIVATED.value:
+                archived.append(state.memory_id)
+                reason = f"replaced by version {version} of document {doc.doc_id}"
+                writes.append(
+                    StreamAppend(
+                        c.memory_stream(state.memory_id),
+                        [c.MemoryArchived(memory_id=state.memory_id, updated_at=stamp, reason=reason)],
+                        state.version,
+                    )
+                )
+        event = g.DocumentImported(
+            doc_id=doc.doc_id,
+            version=version,
+            title=doc.title,
+            content_hash=doc.content_hash,
+            chunk_ids=tuple(chunk_ids),
+            format=doc.format,
+            collection=doc.collection,
+            doc_type=doc.doc_type,
+            lang=doc.lang,
+            source_url=doc.source_url,
+            model=doc.model,
+            path=doc.path,
+            pages=doc.pages,
+            archived_chunk_ids=tuple(archived),
+        )
+        writes.append(StreamAppend(g.document_stream(ctx.tenant, doc.doc_id), [event], stream_version or NO_STREAM))
+        edge_events: list = []
+        replaced = {s.memory_id for s in old} | {node}
+        if latest is not None:
+            for edge in self.facts.live_edges_of(ctx.tenant, sorted(replaced)):
+                if edge.edge_type == g.MENTIONS and edge.source in replaced:
+                    edge_events.append(c.EdgeUnlinked(edge=edge, reason=f"document {doc.doc_id} re-imported"))
+        run_id = new_id()
+        mentions = []
+        if self.linker is not None:
+            mentions = self.linker(ctx.tenant, node, run_id, [(m, ch.text) for m, ch in zip(chunk_ids, doc.chunks)])
+            for edge in mentions:
+                check_edge(edge)
+            edge_events.extend(c.EdgeLinked(edge=e) for e in mentions)
+        if edge_events:
+            writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
+        result = commit(self.store, ctx, "import-document", writes, request=doc, memory_ids=chunk_ids)
+        data = {"status": "imported", "version": version, "chunks": len(chunk_ids), "archived": len(archived), "mentions": len(mentions), **report}
+        if mentions:
+            data["mention_prefix"] = f"{g.MENTION_EDGE_PREFIX}{run_id}:"
+        return msgspec.structs.replace(result, data={**result.data, **data})
+
+    def _chunk_states(self, chunk_ids: Sequence[str]):
+        states = []
+        for memory_id in chunk_ids:
+            state = fold(memory_id, self.store.read_stream(c.memory_stream(memory_id)))
+            if state is not None:
+                states.append(state)
+        return states
+
+    # -- relink -------------------------------------------------------------------------
+
+    def commit_relink(
+        self,
+        ctx: CommandContext,
+        *,
+        run_id: str,
+        add: Sequence[c.EdgeRecord],
+        remove: Sequence[c.EdgeRecord],
+        summary: dict[str, Any],
+    ) -> CommandResult:
+        """Append a planned relink run; the plan must still match the live mention edges."""
+        prefix = f"{g.MENTION_EDGE_PREFIX}{run_id}:"
+        if not RUN_PREFIX_RE.match(prefix):
+            raise ValidationError("run_id", "must not contain ':' or whitespace")
+        # A retry under the same idempotency key asks for the same run options, whatever its new plan.
+        request = ["relink", bool(summary.get("include_tags", False)), summary.get("max_alias_document_frequency")]
+        if (done := replayed(self.store, ctx, "relink", request)) is not None:
+            first = self.store.read_all(after=done.first_position - 1, limit=1)
+            marker = first[0].event if first and isinstance(first[0].event, g.RelinkCommitted) else None
+            if marker is None:
+                return done
+            data = {"committed": True, "run_id": marker.run_id, "prefix": marker.prefix, "added": marker.added, "removed": marker.removed}
+            return msgspec.structs.replace(done, data={**done.data, **data})
+        if not add and not remove:
+            return nothing_done(ctx, committed=False, run_id=run_id, prefix=prefix, added=0, removed=0)
+        live = {e.edge_id: e for e in self.facts.live_edges_with_prefix(ctx.tenant, g.MENTION_EDGE_PREFIX)}
+        for edge in remove:
+            if live.get(edge.edge_id) != edge:
+                raise Conflict(f"edge {edge.edge_id!r} changed since the relink was planned; run it again")
+        seen: set[str] = set()
+        for edge in add:
+            check_edge(edge)
+            if not edge.edge_id.startswith(prefix) or edge.edge_type != g.MENTIONS:
+                raise ValidationError("edges", f"relink edges are MENTIONS edges under {prefix}")
+            if edge.edge_id in seen or edge.edge_id in live:
+                raise Conflict(f"edge {edge.edge_id!r} already exists")
+            seen.add(edge.edge_id)
+        marker = g.RelinkCommitted(
+            run_id=run_id,
+            prefix=prefix,
+            added=len(add),
+            removed=len(remove),
+            kept=int(summary.get("kept", 0)),
+            chunks=int(summary.get("chunks", 0)),
+            catalogue_size=int(summary.get("catalogue_size", 0)),
+            entities=int(summary.get("entities", 0)),
+            include_tags=bool(summary.get("include_tags", False)),
+            max_alias_document_frequency=summary.get("max_alias_document_frequency"),
+        )
+        events: list = [marker]
+        if remove:
+            events.append(c.NamespaceUndone(prefix=g.MENTION_EDGE_PREFIX, edges=tuple(remove), reason=f"relink {run_id}: mentions no longer found"))
+        events.extend(c.EdgeLinked(edge=e) for e in add)
+        result = commit(self.store, ctx, "relink", [StreamAppend(c.edges_stream(ctx.tenant), events)], request=request)
+        data = {"committed": True, "run_id": run_id, "prefix": prefix, "added": len(add), "removed": len(remove)}
+        return msgspec.structs.replace(result, data={**result.data, **data})
+
+
+class LinkAwareEdgeCommands(EdgeCommands):
+    """Edge commands whose namespace undo of a relink run also restores what the run removed."""
+
+    def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
+        found = RUN_PREFIX_RE.match(prefix) if isinstance(prefix, str) else None
+        run = self._relink_run(ctx.tenant, found.group(1)) if found else None
+        if run is None:
+            return super().undo_namespace(ctx, prefix, reason=reason)
+        if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
+            return done
+        undone_position, removed_by_run = run
+        current = self.facts.live_edges_with_prefix(ctx.tenant, prefix)
+        leaving = {e.edge_id for e in current}
+        occupied = {
+            (e.source, e.target)
+            for e in self.facts.live_edges_with_prefix(ctx.tenant, g.MENTION_EDGE_PREFIX)
+            if e.edge_id not in leaving
+        }
+        restore, skipped = [], 0
+        for edge in removed_by_run:
+            if (
+                self.facts.live_edge(ctx.tenant, edge.edge_id) is not None
+                or (edge.source, edge.target) in occupied
+                or not (self.facts.node_exists(ctx.tenant, edge.source) and self.facts.node_exists(ctx.tenant, edge.target))
+            ):
+                skipped += 1
+                continue
+            restore.append(edge)
+        if not current and not restore:
+            return nothing_done(ctx, removed=0, restored=0, skipped=skipped, prefix=prefix)
+        events: list = []
+        if current:
+            events.append(c.NamespaceUndone(prefix=prefix, edges=tuple(current), reason=reason))
+        if restore:
+            events.append(c.NamespaceRestored(prefix=g.MENTION_EDGE_PREFIX, edges=tuple(restore), undo_position=undone_position))
+        result = commit(self.store, ctx, "undo-namespace", [StreamAppend(c.edges_stream(ctx.tenant), events)], request=[prefix, reason])
+        result.data.update(removed=len(current), restored=len(restore), skipped=skipped, prefix=prefix)
+        return result
+
+    def _relink_run(self, tenant: str, run_id: str) -> tuple[int, tuple[c.EdgeRecord, ...]] | None:
+        """``(position of the run's NamespaceUndone, edges it removed)`` for a committed run, else None."""
+        floor = dropped_at(self.store, tenant)
+        for marker in self.store.read_all(tenant=tenant, types=["RelinkCommitted"]):
+            if marker.event.run_id != run_id or marker.position < floor:
+                continue
+            if not marker.event.removed:
+                return marker.position, ()
+            for follower in self.store.read_all(after=marker.position, limit=1, tenant=tenant):
+                same_run = follower.metadata.correlation_id == marker.metadata.correlation_id
+                if isinstance(follower.event, c.NamespaceUndone) and same_run:
+                    return follower.position, follower.event.edges
+            return marker.position, ()
+        return None

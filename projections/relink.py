@@ -1,0 +1,500 @@
+"""The entity linker wired to the stored graph: mention edges, relink runs, document links, relation cards.
+
+Mention edges
+    Every match of :class:`projections.linker.AliasCatalogue` becomes a
+    ``MENTIONS`` edge ``mention:<run>:<n>``: chunk -> entity (weight = the
+    mention's confidence; properties ``alias``, ``occurrences``,
+    ``confidence``, ``evidence`` = the chunk id) and document -> entity
+    (weight = the best confidence in the document; the same properties plus
+    ``aliases``, ``evidence`` = the chunk ids). Import links new chunks the
+    same way, so a relink finds those edges unchanged.
+
+Relink
+    The catalogue is built from the tenant's active entities (names and
+    aliases, tags with ``include_tags``); the chunks are its activated
+    ``RawFileMemory`` memories. The wanted edges are compared with the live
+    mention edges whose source is a chunk or a document, keyed by
+    ``(source, target)``: equal edges are kept, the others are added or
+    removed. A dry run (the default) reports the diff and the document pairs
+    the new edges would newly connect; a committed run is one batch (see
+    :meth:`eventstore.commands.documents.DocumentCommands.commit_relink`),
+    undone exactly by ``undo-namespace mention:<run>:`` or by reverting its
+    correlation.
+
+Reads
+    :func:`document_links` ranks document pairs by the distinctiveness of the
+    entities they share (smoothed IDF over documents, ``ln(1 + N/df)``);
+    :func:`relation_cards` gives one-hop relation cards for the entities a
+    question names, or ``matched: false``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sqlite3
+import statistics
+import threading
+import time
+from datetime import datetime, timezone
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import msgspec
+
+from eventstore import RecordedEvent
+from eventstore import catalogue as c
+from eventstore import catalogue_graph as g
+from eventstore.commands import CommandContext
+from eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
+from eventstore.commands.entities import EntityCommands
+from eventstore.events import Metadata
+from eventstore.commands.context import now_iso
+from eventstore.ids import new_id, new_ids
+from eventstore.model import MemoryContent
+from eventstore.store import NO_STREAM, StreamAppend
+from eventstore.settings import setting
+
+from . import entities as ents
+from .graph import edge_from_row
+from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
+from .memory_rows import decode_content, head_clause
+
+MAX_DF = setting(
+    "linker_max_alias_document_frequency",
+    0.0,
+    "Drop aliases found in more than this share of a relink's chunks (0 = keep every alias).",
+)
+_roundtrip = msgspec.json.Decoder(dict)
+_encode = msgspec.json.Encoder()
+
+
+# -- the alias catalogue, cached per tenant -----------------------------------------------------
+
+
+class CatalogueCache:
+    """Alias catalogues keyed by (tenant, options, point in time, last entity change)."""
+
+    def __init__(self, size: int = 32):
+        self._items: OrderedDict[tuple, tuple[AliasCatalogue, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.size = size
+
+    def get(self, conn: sqlite3.Connection, tenant: str, *, include_tags: bool = False, max_df: float | None = None, as_of: int | None = None) -> tuple[AliasCatalogue, int]:
+        row = conn.execute("SELECT entities_changed_at FROM kg_tenant_state WHERE tenant = ?", (tenant,)).fetchone()
+        key = (tenant, include_tags, max_df, as_of, row[0] if row else 0)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        entities = [
+            LinkEntity(e.id, e.name, tuple(e.aliases), tuple(e.tags), e.created_position)
+            for e in ents.active_entities(conn, tenant, as_of=as_of)
+        ]
+        built = (AliasCatalogue.build(entities, include_tags=include_tags, max_alias_document_frequency=max_df), len(entities))
+        with self._lock:
+            self._items[key] = built
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return built
+
+
+def mention_edges(result: LinkResult, run_id: str, *, first: int = 1) -> list[c.EdgeRecord]:
+    """The edges of a link result, numbered ``mention:<run_id>:<n>`` from ``first``, in result order."""
+    edges: list[c.EdgeRecord] = []
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+    for m in result.mentions:
+        props = {"alias": m.alias, "occurrences": m.occurrences, "confidence": m.confidence, "evidence": [m.chunk_id]}
+        edges.append(_edge(m.chunk_id, m.entity_id, m.confidence, props))
+        if m.document_id is not None:
+            key = (m.document_id, m.entity_id)
+            if key not in best or (-m.confidence, m.alias) < (-best[key][0], best[key][1]):
+                best[key] = (m.confidence, m.alias)
+    for d in result.document_mentions:
+        confidence, alias = best[(d.document_id, d.entity_id)]
+        props = {"alias": alias, "aliases": list(d.aliases), "occurrences": d.occurrences, "confidence": confidence, "evidence": list(d.evidence_chunk_ids)}
+        edges.append(_edge(d.document_id, d.entity_id, confidence, props))
+    return [msgspec.structs.replace(e, edge_id=f"{g.MENTION_EDGE_PREFIX}{run_id}:{n}") for n, e in enumerate(edges, first)]
+
+
+def _edge(source: str, target: str, weight: float, props: dict[str, Any]) -> c.EdgeRecord:
+    return c.EdgeRecord(edge_id="", edge_type=g.MENTIONS, source=source, target=target, weight=weight, properties=props)
+
+
+def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:
+    return a.weight == b.weight and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
+
+
+def import_linker(service, cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
+    """The linker :class:`DocumentCommands` calls on import: the current catalogue over the new chunks."""
+
+    def link(tenant: str, doc_node: str, run_id: str, chunks: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
+        catalogue, _ = cache.get(service.read_conn(), tenant)
+        if not len(catalogue):
+            return []
+        return mention_edges(catalogue.link(LinkChunk(cid, doc_node, text) for cid, text in chunks), run_id)
+
+    return link
+
+
+# -- relink ---------------------------------------------------------------------------------------------
+
+
+class RelinkPlan(msgspec.Struct, kw_only=True):
+    run_id: str
+    add: list[c.EdgeRecord]
+    remove: list[c.EdgeRecord]
+    summary: dict[str, Any]
+
+
+def stored_chunks(conn: sqlite3.Connection, tenant: str) -> tuple[list[LinkChunk], set[str]]:
+    """The activated chunks to link (document set only when the document exists) and every chunk id."""
+    docs = {d.node for d in ents.list_documents(conn, tenant)}
+    chunks, every = [], set()
+    rows = conn.execute(
+        "SELECT memory_id, status, content FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_type = 'RawFileMemory'"
+        " ORDER BY memory_id",
+        (tenant,),
+    )
+    for memory_id, status, content in rows:
+        every.add(memory_id)
+        if status == "activated":
+            body = decode_content(content)
+            node = g.document_node(body.doc_id) if body.doc_id else None
+            chunks.append(LinkChunk(memory_id, node if node in docs else None, body.memory))
+    return chunks, every
+
+
+def live_mentions(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[c.EdgeRecord]:
+    valid, params = head_clause(as_of)
+    rows = conn.execute(
+        "SELECT edge_id, edge_type, source, target, weight, properties FROM graph_edges WHERE tenant = ? AND edge_id >= ? AND edge_id < ?"
+        f" AND edge_type = ? AND {valid} ORDER BY row_id",
+        (tenant, g.MENTION_EDGE_PREFIX, g.MENTION_EDGE_PREFIX[:-1] + ";", g.MENTIONS, *params),
+    )
+    return [edge_from_row(r) for r in rows]
+
+
+def plan_relink(conn: sqlite3.Connection, tenant: str, cache: CatalogueCache, *, include_tags: bool = False, max_df: float | None = None, preview: int = 20) -> RelinkPlan:
+    catalogue, n_entities = cache.get(conn, tenant, include_tags=include_tags, max_df=max_df)
+    chunks, chunk_ids = stored_chunks(conn, tenant)
+    result = catalogue.link(chunks)
+    run_id = new_id()
+    wanted = mention_edges(result, run_id)
+    owned = [e for e in live_mentions(conn, tenant) if e.source in chunk_ids or e.source.startswith(g.DOCUMENT_NODE_PREFIX)]
+    live: dict[tuple[str, str], c.EdgeRecord] = {}
+    remove: list[c.EdgeRecord] = []
+    for edge in owned:
+        if (edge.source, edge.target) in live:
+            remove.append(edge)  # a duplicate: one mention per pair is kept
+        else:
+            live[(edge.source, edge.target)] = edge
+    add: list[c.EdgeRecord] = []
+    kept = 0
+    for edge in wanted:
+        current = live.pop((edge.source, edge.target), None)
+        if current is not None and _same(current, edge):
+            kept += 1
+            continue
+        add.append(edge)
+        if current is not None:
+            remove.append(current)
+    remove.extend(live.values())
+    add = [msgspec.structs.replace(e, edge_id=f"{g.MENTION_EDGE_PREFIX}{run_id}:{n}") for n, e in enumerate(add, 1)]
+    before = _doc_entities(e for e in owned if e.source.startswith(g.DOCUMENT_NODE_PREFIX))
+    after = _doc_entities(e for e in wanted if e.source.startswith(g.DOCUMENT_NODE_PREFIX))
+    pairs, pair_count, new_pairs = _new_pairs(before, after, preview)
+    summary = {
+        "run_id": run_id,
+        "prefix": f"{g.MENTION_EDGE_PREFIX}{run_id}:",
+        "chunks": len(chunks),
+        "entities": n_entities,
+        "catalogue_size": len(catalogue),
+        "include_tags": include_tags,
+        "max_alias_document_frequency": max_df,
+        "mentions": len(result.mentions),
+        "document_mentions": len(result.document_mentions),
+        "add": len(add),
+        "remove": len(remove),
+        "kept": kept,
+        "added_preview": [_show(e) for e in add[:preview]],
+        "removed_preview": [_show(e) for e in remove[:preview]],
+        "cross_document_pairs": pairs,
+        "cross_document_pair_count": pair_count,
+        "new_document_pair_count": new_pairs,
+        "dropped_aliases": [msgspec.to_builtins(d) for d in result.dropped_aliases],
+        "ambiguous_aliases": len(result.ambiguous_aliases),
+        "rejected_surfaces": len(catalogue.rejected),
+    }
+    return RelinkPlan(run_id=run_id, add=add, remove=remove, summary=summary)
+
+
+def _show(edge: c.EdgeRecord) -> dict[str, Any]:
+    return {"edge_id": edge.edge_id, "source": edge.source, "target": edge.target, "weight": edge.weight, "alias": edge.properties.get("alias")}
+
+
+def _doc_entities(edges) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for e in edges:
+        out.setdefault(e.target, set()).add(e.source)
+    return out
+
+
+def _new_pairs(before: dict[str, set[str]], after: dict[str, set[str]], preview: int, cap: int = 200) -> tuple[list[dict], int, int]:
+    """Document pairs that would share entities they did not share before (entities in more than ``cap`` documents skipped)."""
+    gained: dict[tuple[str, str], list[str]] = {}
+    for entity, docs in after.items():
+        fresh = docs - before.get(entity, set())
+        if not fresh or len(docs) > cap:
+            continue
+        for d in fresh:
+            for other in docs:
+                if other != d:
+                    pair = (min(d, other), max(d, other))
+                    if entity not in gained.setdefault(pair, []):
+                        gained[pair].append(entity)
+    shared_before = {}
+    for pair in gained:
+        a, b = pair
+        shared_before[pair] = any(a in docs and b in docs for docs in before.values())
+    ranked = sorted(gained.items(), key=lambda kv: (shared_before[kv[0]], -len(kv[1]), kv[0]))
+    rows = [
+        {"documents": [p[len(g.DOCUMENT_NODE_PREFIX) :] for p in pair], "new_shared_entities": sorted(found), "new_pair": not shared_before[pair]}
+        for pair, found in ranked[:preview]
+    ]
+    return rows, len(gained), sum(1 for p in gained if not shared_before[p])
+
+
+def relink(service, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
+    """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again under the writer lock)."""
+    if max_alias_document_frequency is None:
+        max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
+    options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
+    if not commit:
+        service.sync()
+        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
+        return {"dry_run": True, "committed": False, **{k: v for k, v in plan.summary.items() if k not in ("run_id", "prefix")}}
+
+    def run() -> Any:
+        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
+        result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
+        return plan, result
+
+    plan, result = service.run(run)
+    report = {"dry_run": False, **plan.summary, **result.data, "correlation_id": result.correlation_id, "positions": list(result.positions), "replayed": result.replayed}
+    if result.replayed and result.data.get("committed"):  # a retry: the first run's figures, not the new plan's
+        report.update(add=result.data["added"], remove=result.data["removed"], added_preview=[], removed_preview=[], cross_document_pairs=[])
+    if not result.data.get("committed"):
+        report.pop("run_id", None)
+        report.pop("prefix", None)
+    return report
+
+
+# -- reads ---------------------------------------------------------------------------------------------------
+
+
+def document_links(
+    conn: sqlite3.Connection,
+    tenant: str,
+    *,
+    doc_id: str | None = None,
+    collection: str | None = None,
+    min_shared: int = 1,
+    limit: int = 20,
+    max_entity_documents: int = 200,
+    as_of: int | None = None,
+) -> dict[str, Any]:
+    """Document pairs sharing entities, ranked by the summed IDF of the shared entities."""
+    docs = {d.node: d for d in ents.list_documents(conn, tenant, collection=collection, as_of=as_of)}
+    by_entity: dict[str, dict[str, list[str]]] = {}
+    for edge in live_mentions(conn, tenant, as_of=as_of):
+        if edge.source in docs:
+            by_entity.setdefault(edge.target, {})[edge.source] = list(edge.properties.get("evidence", []))
+    n = max(len(docs), 1)
+    pairs: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    focus = g.document_node(doc_id) if doc_id else None
+    for entity, holders in by_entity.items():
+        if len(holders) < 2 or len(holders) > max_entity_documents:
+            continue
+        idf = math.log(1 + n / len(holders))
+        members = sorted(holders)
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                if focus is None or focus in (a, b):
+                    pairs.setdefault((a, b), []).append((entity, idf))
+    names = {e: v.name for e, v in ents.get_entities(conn, tenant, {e for found in pairs.values() for e, _ in found}, as_of=as_of).items()}
+    ranked = sorted(
+        ((pair, found) for pair, found in pairs.items() if len(found) >= min_shared),
+        key=lambda kv: (-sum(w for _, w in kv[1]), kv[0]),
+    )
+    out = []
+    for (a, b), found in ranked[:limit]:
+        found.sort(key=lambda ew: (-ew[1], ew[0]))
+        out.append(
+            {
+                "documents": [docs[a].doc_id, docs[b].doc_id],
+                "titles": [docs[a].title, docs[b].title],
+                "score": round(sum(w for _, w in found), 6),
+                "shared": [
+                    {"entity_id": e, "name": names.get(e, ""), "idf": round(w, 6), "evidence": {docs[a].doc_id: by_entity[e][a], docs[b].doc_id: by_entity[e][b]}}
+                    for e, w in found
+                ],
+            }
+        )
+    return {"documents": len(docs), "pairs": out}
+
+
+def relation_cards(conn: sqlite3.Connection, tenant: str, question: str, cache: CatalogueCache, *, as_of: int | None = None, limit: int = 10, max_relations: int = 25) -> dict[str, Any]:
+    """One-hop relation cards for the entities ``question`` names; ``matched: false`` when it names none."""
+    catalogue, _ = cache.get(conn, tenant, as_of=as_of)
+    named: dict[str, str] = {}
+    for entity_id, alias, _, _ in catalogue.query_entities(question):
+        named.setdefault(entity_id, alias)
+    found = ents.get_entities(conn, tenant, list(named)[:limit], as_of=as_of)
+    cards = []
+    for entity_id, alias in list(named.items())[:limit]:
+        entity = found.get(entity_id)
+        if entity is None:
+            continue
+        relations = ents.relations_of(conn, tenant, entity_id, direction="both", as_of=as_of)
+        others = ents.get_entities(conn, tenant, [r.target_id if r.source_id == entity_id else r.source_id for r in relations], as_of=as_of)
+        rows = []
+        for r in sorted(relations, key=lambda r: (-r.weight, r.relation_type, r.source_id, r.target_id))[:max_relations]:
+            outgoing = r.source_id == entity_id
+            other = r.target_id if outgoing else r.source_id
+            rows.append(
+                {"direction": "out" if outgoing else "in", "relation_type": r.relation_type, "entity_id": other,
+                 "name": others[other].name if other in others else "", "weight": r.weight}
+            )
+        cards.append(
+            {"entity": {"id": entity.id, "name": entity.name, "entity_type": entity.entity_type, "description": entity.description},
+             "matched_alias": alias, "relations": rows}
+        )
+    return {"matched": bool(cards), "question": question, "cards": cards}
+
+
+# -- wiring ---------------------------------------------------------------------------------------------------
+
+
+def seed_hook(cache: CatalogueCache):
+    """Recall's graph seeds: the entities whose name or alias the query contains (score = 1)."""
+
+    def seeds(conn: sqlite3.Connection, tenant: str, analysis: Any, as_of: int | None) -> dict[str, float]:
+        try:
+            catalogue, _ = cache.get(conn, tenant, as_of=as_of)
+        except sqlite3.OperationalError:  # the entity projection is not part of this service
+            return {}
+        return {entity_id: 1.0 for entity_id, _, _, _ in catalogue.query_entities(analysis.query)}
+
+    return seeds
+
+
+def attach_entities(service) -> None:
+    """Entity and document commands, graph node resolvers and the recall seed hook, on a service."""
+    cache = service.catalogues = CatalogueCache()
+
+    def incoming(tenant: str, entity_id: str) -> list[tuple[str, str]]:
+        service.sync()
+        return ents.incoming_relations(service.read_conn(), tenant, entity_id)
+
+    service.entities = EntityCommands(service.store, service.facts, max_tags=int(service.settings.entity_max_tags), incoming=incoming)
+    service.documents = DocumentCommands(service.store, service.facts, linker=import_linker(service, cache))
+    service.edges = LinkAwareEdgeCommands(service.store, service.facts)
+    service.facts.node_resolvers.extend([ents.entity_node_exists, ents.document_node_exists])
+    searcher = getattr(service, "searcher", None)
+    if searcher is not None:
+        searcher.seed_hooks.append(seed_hook(cache))
+
+
+# -- benchmark ---------------------------------------------------------------------------------------------------
+
+
+def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 99) -> dict[str, Any]:
+    """Seconds for a committed relink over ``n_chunks`` stored chunks and ``n_aliases`` aliases (fresh data dir).
+
+    The chunks and entities are appended as events first (not timed); the
+    timed part plans, commits and projects the run.
+    """
+    from .service import MemoryService
+
+    rng = random.Random(seed)
+    syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
+    words = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(3 * n_aliases + 4000)})
+    rng.shuffle(words)
+    filler, fresh = words[:3000], iter(words[3000:])
+    service = MemoryService.open(data_dir)
+    try:
+        store, tenant = service.store, "bench"
+        surfaces: list[str] = []
+        writes = []
+        n = 0
+        while len(surfaces) < n_aliases:
+            name, alias = next(fresh), next(fresh)
+            surfaces += [name, alias]
+            event = g.EntityUpserted(entity_id=f"e{n}", name=name.title(), aliases=(alias.title(),))
+            writes.append(StreamAppend(g.entity_stream(tenant, f"e{n}"), [event], NO_STREAM))
+            n += 1
+        store.append_batch(writes, tenant=tenant)
+        ids, stamp = new_ids(n_chunks), now_iso()
+        for start in range(0, n_chunks, 2000):
+            batch = []
+            for i in range(start, min(start + 2000, n_chunks)):
+                text = [rng.choice(filler) for _ in range(60)]
+                for _ in range(6):
+                    text[rng.randrange(60)] = rng.choice(surfaces)
+                content = MemoryContent(memory=" ".join(text).capitalize() + ".", memory_type="RawFileMemory")
+                batch.append(StreamAppend(c.memory_stream(ids[i]), [c.MemoryAdded(memory_id=ids[i], content=content, created_at=stamp, origin="import")], NO_STREAM))
+            store.append_batch(batch, tenant=tenant)
+        service.sync()
+        t0 = time.perf_counter()
+        report = relink(service, CommandContext(tenant=tenant), commit=True)
+        seconds = time.perf_counter() - t0
+    finally:
+        service.close()
+    return {"chunks": n_chunks, "aliases": report["catalogue_size"], "added": report["add"], "seconds": round(seconds, 3)}
+
+
+def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: int = 3, queries: int = 300, seed: int = 7) -> dict:
+    """p50/p95 of :func:`get_related` (``direction="out"``) on a random graph, projected in memory.
+
+    The graph is built by applying ``EntityUpserted`` and ``RelationSet``
+    events through :class:`projections.entities.EntityProjector` (no log), so only the read is timed.
+    """
+    rng = random.Random(seed)
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    projector = ents.EntityProjector()
+    projector.create(conn)
+    stamp, meta = datetime.now(timezone.utc), Metadata()
+    position = 0
+
+    def recorded(event) -> RecordedEvent:
+        nonlocal position
+        position += 1
+        return RecordedEvent(position, "", "", 1, type(event).__name__, 1, "bench", event, meta, stamp)
+
+    conn.execute("BEGIN")
+    projector.apply([recorded(g.EntityUpserted(entity_id=f"e{i}", name=f"entity {i}")) for i in range(n_entities)], conn)
+    seen: set[tuple[int, int]] = set()
+    batch = []
+    while len(seen) < n_relations:
+        a, b = rng.randrange(n_entities), rng.randrange(n_entities)
+        if a == b or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        batch.append(recorded(g.RelationSet(source_id=f"e{a}", target_id=f"e{b}", relation_type=rng.choice(("KNOWS", "USES", "PART_OF")), weight=round(rng.uniform(0.3, 1.0), 3))))
+    projector.apply(batch, conn)
+    conn.execute("COMMIT")
+    timings, sizes = [], []
+    for _ in range(queries):
+        start = f"e{rng.randrange(n_entities)}"
+        t0 = time.perf_counter()
+        found = ents.get_related(conn, "bench", start, depth=depth, direction="out")
+        timings.append((time.perf_counter() - t0) * 1000)
+        sizes.append(len(found))
+    timings.sort()
+    conn.close()
+    return {
+        "relations": n_relations, "entities": n_entities, "depth": depth, "queries": queries,
+        "p50_ms": round(statistics.median(timings), 4), "p95_ms": round(timings[int(0.95 * (len(timings) - 1))], 4),
+        "mean_reached": round(statistics.mean(sizes), 1),
+    }

@@ -1,0 +1,401 @@
+"""Bad input never yields a 500: every error is JSON ``{"error": {"code", "message", "field"}}`` with a fitting 4xx."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.client import ApiError
+from api.routing import ROUTES
+
+
+def assert_error_body(body: dict, status: int) -> None:
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert {"code", "message", "field"} <= set(error), error
+    assert isinstance(error["code"], str) and error["code"]
+    assert isinstance(error["message"], str) and error["message"]
+    assert error["field"] is None or isinstance(error["field"], str)
+    if status != 500:
+        assert error["code"] != "internal"
+
+
+async def call(api, method: str, path: str, *, status: int, field: str | None | type = ..., code: str | None = None, **kw) -> dict:
+    response = await api.raw.request(method, path, **kw)
+    text = await response.text()
+    assert response.status == status, (method, path, response.status, text)
+    assert response.content_type == "application/json", text
+    body = json.loads(text)
+    assert_error_body(body, status)
+    if field is not ...:
+        assert body["error"]["field"] == field, body
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    return body
+
+
+async def each(cases, check) -> None:
+    """Run ``check(*case)`` for every case on one server; report every failing case at once."""
+    failures = []
+    for case in cases:
+        try:
+            await check(*case)
+        except AssertionError as exc:
+            failures.append(f"{case!r}: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.fixture
+async def memory_id(client) -> str:
+    return (await client.add({"memory": "an existing memory", "key": "existing"})).memory_ids[0]
+
+
+# -- wrong types and values: 422 naming the field ------------------------------------------------------
+
+
+WRONG_VALUES = (
+        ("/v1/memories", {"memory": {"memory": 3}}, "memory.memory"),
+        ("/v1/memories", {"memory": {"memory": "ok", "tags": "not-a-list"}}, "memory.tags"),
+        ("/v1/memories", {"memories": [{"memory": "ok"}, {"memory": "ok", "tags": "x"}]}, "memories[1].tags"),
+        ("/v1/memories", {"memories": [{"memory": "ok"}, {"memory": "ok", "confidence": 7}]}, "memories[1].confidence"),
+        ("/v1/memories", {"memory": {"memory": "ok", "memory_type": "TopicMemory"}}, "memory.memory_type"),
+        ("/v1/memories", {"memory": {"memory": ""}}, "memory.memory"),
+        ("/v1/memories", {"memory": "just a string"}, "memory"),
+        ("/v1/memories", {"memories": [{"memory": "ok"}, {"memory": "bad", "tags": ["two words"]}]}, "memories[1].tags"),
+        ("/v1/memories/merge", {"memory_ids": ["only-one"]}, "memory_ids"),
+        ("/v1/recall", {"query": "x", "limit": "ten"}, "limit"),
+        ("/v1/recall", {"query": "x", "limit": 0}, "limit"),
+        ("/v1/recall", {"query": "x", "limit": 101}, "limit"),
+        ("/v1/recall", {"query": ""}, "query"),
+        ("/v1/recall", {"query": "x", "graph_depth": 9}, "graph_depth"),
+        ("/v1/recall", {"query": "x", "graph_direction": "up"}, "graph_direction"),
+        ("/v1/recall", {"query": "x", "channels": ["telepathy"]}, "channels[0]"),
+        ("/v1/recall", {"query": "x", "filters": {"tags": "a"}}, "filters.tags"),
+        ("/v1/recall", {"query": "x", "filters": {"status": ["gone"]}}, "filters.status[0]"),
+        ("/v1/recall", {"query": "x", "weights": {"lexical": -1}}, "weights.lexical"),
+        ("/v1/recall", {"query": "x", "as_of": 1.5}, "as_of"),
+        ("/v1/recall", {"query": "x", "as_of": "garbage"}, "as_of"),
+        ("/v1/recall", {"query": "x", "as_of": -1}, "as_of"),
+        ("/v1/recall", {"query": "x", "as_of": 10**30}, "as_of"),
+        ("/v1/recall", {"query": "x", "as_of": "99999999999999999999999"}, "as_of"),
+        ("/v1/recall", {"query": "x", "min_position": -1}, "min_position"),
+        ("/v1/recall", {"query": "x", "min_position": 10**12}, "min_position"),
+        ("/v1/search", {"query": 5}, "query"),
+        ("/v1/graph/subgraph", {"seeds": [1]}, "seeds[0]"),
+        ("/v1/graph/subgraph", {"seeds": []}, "seeds"),
+        ("/v1/graph/subgraph", {"seeds": ["a"], "max_nodes": 0}, "max_nodes"),
+        ("/v1/graph/subgraph", {"seeds": ["a"], "as_of": 10**30}, "as_of"),
+        ("/v1/edges", {"source": "a", "target": "b", "weight": "heavy"}, "weight"),
+        ("/v1/edges", {"source": "a", "target": "b", "weight": 2}, "weight"),
+        ("/v1/edges", {"source": "a", "target": "b", "edge_type": "lower"}, "edge_type"),
+        ("/v1/edges", {"source": "a", "target": "a"}, "target"),
+        ("/v1/edges", {"source": "a"}, "target"),
+        ("/v1/edges/undo-namespace", {"prefix": "no-colon"}, "prefix"),
+        ("/v1/reverts", {"correlation_id": ""}, "correlation_id"),
+)
+
+
+async def test_wrong_types_and_values_are_422_naming_the_field(api):
+    async def check(path, body, field):
+        await call(api, "POST", path, json=body, status=422, field=field, code="invalid")
+
+    await each(WRONG_VALUES, check)
+
+
+async def test_patch_and_status_routes_name_the_field(api, memory_id):
+    await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"memory": 3}, status=422, field="memory")
+    await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"tags": ["a b"]}, status=422, field="tags")
+    await call(api, "PATCH", f"/v1/memories/{memory_id}", json={}, status=422, field="changes")
+    await call(api, "POST", f"/v1/memories/{memory_id}/rollback", json={"to_version": 0}, status=422, field="to_version")
+    await call(api, "POST", f"/v1/memories/{memory_id}/rollback", json={"to_version": 5}, status=422, field="to_version")
+    await call(api, "POST", f"/v1/memories/{memory_id}/archive", json={"reason": 1}, status=422, field="reason")
+    await call(api, "POST", f"/v1/memories/{memory_id}/delete", json={"evolve_to": memory_id}, status=422, field="evolve_to")
+    await call(api, "POST", f"/v1/memories/{memory_id}/supersede", json={"superseded_by": memory_id}, status=422)
+
+
+async def test_errors_through_the_client_carry_the_field(client):
+    with pytest.raises(ApiError) as err:
+        await client.add_batch([{"memory": "fine"}, {"memory": "fine", "tags": 5}])
+    assert (err.value.status, err.value.code, err.value.field) == (422, "invalid", "memories[1].tags")
+
+
+# -- unknown fields, bad JSON, content types, sizes ---------------------------------------------------------
+
+
+async def test_unknown_fields_are_422_naming_them(api, memory_id):
+    await call(api, "POST", "/v1/memories", json={"memory": {"memory": "x"}, "extra": 1}, status=422, field="extra")
+    await call(api, "POST", "/v1/memories", json={"memory": {"memory": "x", "colour": "red"}}, status=422, field="memory.colour")
+    await call(api, "POST", "/v1/recall", json={"query": "x", "filters": {"tenant": "other"}}, status=422, field="filters.tenant")
+    await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"memory_type": "UserMemory"}, status=422, field="memory_type")
+    await call(api, "POST", "/v1/edges", json={"source": "a", "target": "b", "tenant": "x"}, status=422, field="tenant")
+
+
+async def test_malformed_json_is_400(api):
+    async def check(body):
+        await call(api, "POST", "/v1/memories", data=body, headers={"Content-Type": "application/json"}, status=400, code="malformed_json")
+
+    bodies = [b"{bad", b'{"memory": ', b"\xff\xfe", b'{"memory": {"memory": "x"}} trailing', b"nul\x00l", b'{"memory": {"memory": "x", "confidence": NaN}}']
+    await each([(b,) for b in bodies], check)
+
+
+async def test_not_an_object_is_422(api):
+    for body in (b"[]", b'"text"', b"null", b"3"):
+        await call(api, "POST", "/v1/recall", data=body, headers={"Content-Type": "application/json"}, status=422)
+
+
+async def test_deeply_nested_json_is_a_client_error(api):
+    nested = b'{"memory": {"memory": "x", "properties": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}}"
+    await call(api, "POST", "/v1/memories", data=nested, headers={"Content-Type": "application/json"}, status=400)
+
+
+async def test_wrong_content_type_is_415(api):
+    async def check(content_type):
+        await call(
+            api, "POST", "/v1/memories", data=b'{"memory": {"memory": "x"}}', headers={"Content-Type": content_type}, status=415, code="unsupported_media_type"
+        )
+
+    types = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"]
+    await each([(t,) for t in types], check)
+
+
+async def test_json_with_a_charset_is_accepted(api):
+    response = await api.raw.post("/v1/memories", data=b'{"memory": {"memory": "x"}}', headers={"Content-Type": "application/json; charset=utf-8"})
+    assert response.status == 201
+
+
+async def test_a_body_over_the_limit_is_413_json(start):
+    small = await start(max_body_bytes=1024)
+    client = small.client()
+    await client.add({"memory": "fits"})
+    await call(small, "POST", "/v1/memories", json={"memory": {"memory": "x" * 2000}}, status=413, code="payload_too_large")
+    await call(small, "POST", "/v1/recall", json={"query": "y" * 2000}, status=413)
+    assert (await client.digest())["position"] == 1
+
+
+# -- unknown things, routes and methods ---------------------------------------------------------------
+
+
+async def test_unknown_memory_is_404_json_everywhere(api, memory_id):
+    ghost = "01a00000-0000-7000-8000-000000000000"
+    await call(api, "GET", f"/v1/memories/{ghost}", status=404, code="not_found")
+    await call(api, "GET", f"/v1/memories/{ghost}/history", status=404, code="not_found")
+    await call(api, "PATCH", f"/v1/memories/{ghost}", json={"memory": "x"}, status=404)
+    for action, body in (("archive", {}), ("delete", {}), ("restore", {}), ("rollback", {"to_version": 1}), ("supersede", {"superseded_by": memory_id})):
+        await call(api, "POST", f"/v1/memories/{ghost}/{action}", json=body, status=404)
+    await call(api, "POST", "/v1/memories/merge", json={"memory_ids": [memory_id, ghost]}, status=404)
+    await call(api, "POST", "/v1/edges", json={"source": memory_id, "target": ghost}, status=404)
+    await call(api, "DELETE", "/v1/edges/user:ghost:1", status=404)
+    await call(api, "POST", "/v1/reverts", json={"correlation_id": "ghost"}, status=404)
+
+
+async def test_unknown_route_is_404_json(api):
+    for path in ("/nope", "/v1/nope", "/v1/memories/a/b/c", "/v2/recall"):
+        await call(api, "GET", path, status=404, code="not_found")
+
+
+async def test_wrong_method_is_405_json(api):
+    await call(api, "DELETE", "/v1/memories", status=405, code="method_not_allowed")
+    await call(api, "GET", "/v1/recall", status=405, code="method_not_allowed")
+    await call(api, "PUT", "/v1/events", status=405)
+    await call(api, "POST", "/health", status=405)
+
+
+async def test_the_client_raises_api_error_for_a_non_json_error(client):
+    with pytest.raises(ApiError) as err:
+        await client.get("x" * 9000)  # the HTTP parser refuses the request line, in plain text
+    assert 400 <= err.value.status < 500
+
+
+# -- query parameters and headers ------------------------------------------------------------------------
+
+
+BAD_QUERIES = (
+        ("/v1/events?limit=abc", "limit"),
+        ("/v1/events?limit=0", "limit"),
+        ("/v1/events?limit=1001", "limit"),
+        ("/v1/events?after=-1", "after"),
+        ("/v1/events?after=1.5", "after"),
+        ("/v1/events?after=99999999999999999999999", "after"),
+        ("/v1/graph/neighbors?node=x&depth=99", "depth"),
+        ("/v1/graph/neighbors?node=x&depth=abc", "depth"),
+        ("/v1/graph/neighbors?node=x&direction=x", "direction"),
+        ("/v1/graph/neighbors?node=x&as_of=garbage", "as_of"),
+        ("/v1/graph/neighbors?node=x&as_of=99999999999999999999999", "as_of"),
+        ("/v1/graph/neighbors", "node"),
+        ("/v1/memories/{id}?as_of=garbage", "as_of"),
+        ("/v1/memories/{id}?as_of=2024-13-45", "as_of"),
+        ("/v1/memories/{id}?as_of=-3", "as_of"),
+        ("/v1/memories/{id}?as_of=%C2%B2", "as_of"),
+        ("/v1/memories/{id}?as_of=99999999999999999999999", "as_of"),
+        ("/v1/verify?against=1:xyz", "against"),
+        ("/v1/verify?from=0", "from"),
+        ("/v1/verify?from=99999999999999999999999", "from"),
+        ("/v1/verify?to=99999999999999999999999", "to"),
+        ("/v1/verify?from=5&to=2", "to"),
+        ("/v1/verify?from=50", "from"),
+        ("/v1/events/stream?after=99999999999999999999999", "after"),
+        ("/v1/events/stream?after=x", "after"),
+)
+
+
+async def test_bad_query_parameters_are_422_with_the_field(api, memory_id):
+    async def check(path, field):
+        await call(api, "GET", path.replace("{id}", memory_id), status=422, field=field, code="invalid")
+
+    await each(BAD_QUERIES, check)
+
+
+async def test_bad_if_match_is_400(api, memory_id):
+    async def check(value):
+        await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"memory": "y"}, headers={"If-Match": value}, status=400, field="If-Match")
+
+    await each([(v,) for v in ["abc", "", "1.5", "-1", "\u00b2", '"x"', "W/"]], check)
+    assert (await api.client().get(memory_id))["version"] == 1
+
+
+async def test_bad_last_event_id_is_400(api):
+    async def check(value):
+        await call(api, "GET", "/v1/events/stream", headers={"Last-Event-ID": value}, status=400, field="Last-Event-ID")
+
+    await each([(v,) for v in ["abc", "-1", "\u00b2", "99999999999999999999999"]], check)
+
+
+async def test_bad_write_headers_are_400(api):
+    await call(api, "POST", "/v1/memories", json={"memory": {"memory": "x"}}, headers={"Idempotency-Key": "k" * 201}, status=400, field="Idempotency-Key")
+    await call(api, "POST", "/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Correlation-Id": "c" * 201}, status=400, field="X-Correlation-Id")
+
+
+async def test_a_raw_fts_query_that_does_not_parse_is_422(api, client):
+    await client.add({"memory": "full text content"})
+
+    async def check(query):
+        for path in ("/v1/recall", "/v1/search"):
+            await call(api, "POST", path, json={"query": query, "raw_fts": True}, status=422, field="query")
+        # The same text without raw_fts is escaped and simply searched.
+        assert isinstance((await client.recall(query))["hits"], list)
+
+    await each([(q,) for q in ['"unbalanced', "AND OR", "NEAR(", "a:b*", "x NOT"]], check)
+    raw = await client.recall("full AND content", raw_fts=True)
+    assert [h["memory"]["memory"] for h in raw["hits"]] == ["full text content"]
+
+
+async def test_every_route_survives_hostile_as_of_values(api, memory_id):
+    """``as_of`` travels to SQLite on many routes: impossible positions and look-alike digits are 4xx everywhere."""
+    failures = []
+    for r in ROUTES:
+        if r.path == "/v1/events/stream":
+            continue
+        path = r.path.replace("{id}", memory_id).replace("{edge_id}", "user:x:1")
+        for value in ("\u00b2", "\u0661", "9" * 25, "-1", "garbage", "2024-99-99"):
+            if r.method == "GET":
+                response = await api.raw.get(path, params={"as_of": value, "node": memory_id})
+            else:
+                response = await api.raw.request(r.method, path, json={"as_of": value, "query": "x", "seeds": [memory_id]})
+            if response.status >= 500:
+                failures.append(f"{r.method} {r.path} as_of={value!r}: {response.status}")
+    assert not failures, "\n".join(failures)
+
+
+# -- fuzz: random bodies never produce a 5xx -------------------------------------------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+    st.sampled_from(["", "x", "activated", "RELATED", "user:a:1", "mem:", "LongTermMemory", "2024-01-01T00:00:00Z", "0", "99999999999999999999"]),
+)
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4), max_leaves=12)
+
+
+def _struct_fields(kind) -> dict[str, typing.Any]:
+    info = msgspec.inspect.type_info(kind)
+    return {f.name: f.type for f in info.fields} if isinstance(info, msgspec.inspect.StructType) else {}
+
+
+def _shaped(kind, depth: int = 0) -> st.SearchStrategy:
+    """Objects with the request Struct's own field names (and nested Structs'), holding random JSON."""
+    fields = _struct_fields(kind)
+    if not fields or depth > 2:
+        return _json
+    values = {}
+    for name, info in fields.items():
+        nested = [t.cls for t in getattr(info, "types", (info,)) if isinstance(t, msgspec.inspect.StructType)]
+        if isinstance(info, msgspec.inspect.StructType):
+            nested.append(info.cls)
+        items = [t.item_type.cls for t in getattr(info, "types", (info,)) if isinstance(t, msgspec.inspect.ListType) and isinstance(t.item_type, msgspec.inspect.StructType)]
+        if nested:
+            values[name] = _shaped(nested[0], depth + 1) | _json
+        elif items:
+            values[name] = st.lists(_shaped(items[0], depth + 1), max_size=3) | _json
+        else:
+            values[name] = _json
+    return st.fixed_dictionaries({}, optional=values) | st.fixed_dictionaries({}, optional={**values, "unexpected": _json})
+
+
+def _body_routes():
+    from api.app import create_app  # noqa: F401 - importing the app registers every route module
+
+    return sorted({(r.method, r.path, r.request) for r in ROUTES if r.method in ("POST", "PATCH", "PUT", "DELETE")}, key=lambda t: (t[1], t[0]))
+
+
+@st.composite
+def _requests(draw, memory_id_holder):
+    method, path, kind = draw(st.sampled_from(memory_id_holder["routes"]))
+    target = draw(st.sampled_from([memory_id_holder["id"], "ghost", "x" * 300, "%00", "..%2F"]))
+    body = draw(_shaped(kind) if kind is not None else _json)
+    headers = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "If-Match": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255, blacklist_categories=("Cc",)), max_size=8),
+                "Idempotency-Key": st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=10),
+                "X-Correlation-Id": st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=10),
+            },
+        )
+    )
+    return method, path.replace("{id}", target).replace("{edge_id}", target), body, headers
+
+
+_context: dict = {}
+
+
+@settings(max_examples=250, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+async def test_fuzz_random_bodies_never_yield_a_5xx(api, memory_id, data):
+    if _context.get("api") is not api:
+        _context.update(api=api, id=memory_id, routes=_body_routes())
+    method, path, body, headers = data.draw(_requests(_context))
+    response = await api.raw.request(method, path, data=msgspec.json.encode(body), headers={"Content-Type": "application/json", **headers})
+    text = await response.text()
+    assert response.status < 500, (method, path, body, headers, response.status, text)
+    if response.status >= 400:
+        assert_error_body(json.loads(text), response.status)
+
+
+_query_values = st.one_of(
+    st.text(max_size=12),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(["", "0", "1", "abc", "both", "in", "out", "2024-01-01T00:00:00Z", "\u00b2", "9" * 30, "1:" + "a" * 64]),
+)
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+async def test_fuzz_random_query_strings_never_yield_a_5xx(api, memory_id, data):
+    routes = sorted({(r.path, r.query) for r in ROUTES if r.method == "GET" and r.path != "/v1/events/stream"})
+    path, declared = data.draw(st.sampled_from(routes))
+    names = [name for name, _ in declared] + ["node", "as_of", "x"]
+    params = data.draw(st.lists(st.tuples(st.sampled_from(names), _query_values), max_size=4))
+    target = data.draw(st.sampled_from([memory_id, "ghost"]))
+    response = await api.raw.get(path.replace("{id}", target), params=params)
+    text = await response.text()
+    assert response.status < 500, (path, params, response.status, text)
+    if response.status >= 400:
+        assert_error_body(json.loads(text), response.status)

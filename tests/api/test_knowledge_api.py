@@ -1,0 +1,175 @@
+"""The knowledge-graph endpoints through aiohttp: entities, relations, tags, import, relink, links, cards."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import aiohttp
+import pytest
+
+from api.app import create_app
+from eventstore.settings import Settings
+
+
+@pytest.fixture
+async def http(aiohttp_client, tmp_path):
+    return await aiohttp_client(create_app(Settings({"data_dir": str(tmp_path), "auth": False})))
+
+
+async def call(http, method: str, path: str, status: int = 200, **kw):
+    response = await http.request(method, path, **kw)
+    body = await response.json()
+    assert response.status == status, body
+    return body
+
+
+def pdf_bytes(pages: list[str]) -> bytes:
+    from pypdf import PdfWriter
+    from pypdf.generic import ContentStream, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    for text in pages:
+        page = writer.add_blank_page(612, 792)
+        font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"), NameObject("/BaseFont"): NameObject("/Helvetica")})
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+        stream = ContentStream(None, writer)
+        stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
+        page.replace_contents(stream)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+async def test_entity_crud_relations_and_tags(http):
+    created = await call(
+        http, "PUT", "/v1/entities/person:ada", 201,
+        json={"name": "Ada Lovelace", "entity_type": "person", "aliases": ["Ada"], "tags": [f"t{i}" for i in range(10)], "properties": {"born": "1815"}},
+    )
+    assert created["data"]["tags_kept"] == 8 and created["data"]["tags_dropped"] == 2 and created["positions"]
+    same = await call(http, "PUT", "/v1/entities/person:ada", 200, json={"name": "Ada Lovelace", "entity_type": "person", "aliases": ["Ada"], "tags": [f"t{i}" for i in range(8)], "properties": {"born": "1815"}})
+    assert same["positions"] == [] and same["data"]["changed"] is False
+    await call(http, "PUT", "/v1/entities/thing:engine", 201, json={"name": "Analytical Engine"})
+    await call(http, "PUT", "/v1/entities/person:babbage", 201, json={"name": "Charles Babbage", "tags": ["inventor"]})
+
+    rel = await call(http, "POST", "/v1/entities/person:ada/relations", 201, json={"target_id": "thing:engine", "relation_type": "wrote_about", "weight": 0.5})
+    assert rel["data"]["edge_id"] == "rel:person:ada:WROTE_ABOUT:thing:engine"
+    before = rel["positions"][-1]
+    await call(http, "POST", "/v1/entities/person:ada/relations", 200, json={"target_id": "thing:engine", "relation_type": "wrote_about", "weight": 0.9})
+    await call(http, "POST", "/v1/entities/thing:engine/relations", 201, json={"target_id": "person:babbage", "relation_type": "built_by", "weight": 0.5})
+
+    bad = await call(http, "POST", "/v1/entities/person:ada/relations", 422, json={"target_id": "thing:engine", "relation_type": "x", "weight": 1.5})
+    assert bad["error"]["field"] == "weight"
+    missing = await call(http, "POST", "/v1/entities/person:ada/relations", 404, json={"target_id": "thing:nothing", "relation_type": "x"})
+    assert missing["error"]["code"] == "not_found"
+
+    entity = await call(http, "GET", "/v1/entities/person:ada")
+    assert entity["name"] == "Ada Lovelace" and entity["properties"] == {"born": "1815"}
+    assert entity["relations"] == [{"source_id": "person:ada", "target_id": "thing:engine", "relation_type": "WROTE_ABOUT", "weight": 0.9}]
+    await call(http, "GET", "/v1/entities/person:nobody", 404)
+
+    related = await call(http, "GET", "/v1/entities/person:ada/related?depth=2&direction=out")
+    assert [(r["id"], r["name"], r["score"]) for r in related["related"]] == [("thing:engine", "Analytical Engine", 0.9), ("person:babbage", "Charles Babbage", 0.45)]
+    only = await call(http, "GET", "/v1/entities/person:ada/related?depth=2&type=wrote_about")
+    assert [r["id"] for r in only["related"]] == ["thing:engine"]
+    past = await call(http, "GET", f"/v1/entities/person:ada/related?depth=1&as_of={before}")
+    assert past["related"][0]["score"] == 0.5
+    assert (await call(http, "GET", "/v1/entities/person:ada/related?depth=0"))["related"] == []
+    await call(http, "GET", "/v1/entities/ghost/related?depth=0", 404)
+    await call(http, "GET", "/v1/entities/person:ada/related?direction=up", 422)
+
+    found = await call(http, "GET", "/v1/entities?q=lovelace")
+    assert [e["id"] for e in found["entities"]] == ["person:ada"]
+    tagged = await call(http, "GET", "/v1/entities?tag=inventor")
+    assert [e["id"] for e in tagged["entities"]] == ["person:babbage"]
+    tags = await call(http, "GET", "/v1/tags?prefix=in")
+    assert tags["tags"] == [{"tag": "inventor", "entities": 1}]
+    await call(http, "PUT", "/v1/entities/person:babbage/tags", 200, json={"tags": ["Engineer"]})
+    assert (await call(http, "GET", "/v1/tags?prefix=in"))["tags"] == []
+
+    await call(http, "DELETE", "/v1/entities/person:ada/relations", 200, json={"target_id": "thing:engine", "relation_type": "WROTE_ABOUT"})
+    await call(http, "DELETE", "/v1/entities/person:ada/relations?target_id=thing:engine&relation_type=wrote_about", 404)
+    removed = await call(http, "DELETE", "/v1/entities/thing:engine", 200)
+    assert removed["data"]["removed_relations"] == 1
+    await call(http, "GET", "/v1/entities/thing:engine", 404)
+    assert (await call(http, "GET", f"/v1/entities/thing:engine?as_of={before}"))["name"] == "Analytical Engine"
+
+
+async def test_import_json_with_a_corrupt_file_then_relink_and_undo(http):
+    await call(http, "PUT", "/v1/entities/person:babbage", 201, json={"name": "Charles Babbage", "aliases": ["Babbage"]})
+    body = {
+        "collection": "history",
+        "documents": [
+            {"filename": "a.md", "content": "# A\n\nCharles Babbage built an engine.\n"},
+            {"filename": "b.pdf", "content": base64.b64encode(pdf_bytes(["Babbage and the engine, page one.", "Page two."])).decode(), "encoding": "base64", "lang": "en"},
+            {"filename": "c.pdf", "content": base64.b64encode(b"%PDF-1.4 broken").decode(), "encoding": "base64"},
+            {"filename": "d.md", "content": "not base64!", "encoding": "base64"},
+        ],
+    }
+    report = await call(http, "POST", "/v1/import/documents", json=body)
+    assert (report["documents"], report["chunks"], report["skipped"], report["failed"]) == (2, 3, 0, 2)
+    by_name = {r["filename"]: r for r in report["results"]}
+    assert by_name["c.pdf"]["reason"] == "corrupt" and by_name["a.md"]["mentions"] == by_name["b.pdf"]["mentions"] == 2
+    again = await call(http, "POST", "/v1/import/documents", json={"filename": "a.md", "content": "# A\n\nCharles Babbage built an engine.\n"})
+    assert (again["documents"], again["skipped"]) == (0, 1)
+    await call(http, "POST", "/v1/import/documents", 422, json={"documents": [{"filename": "x.md", "content": "x", "doc_id": "../x"}]})
+
+    await call(http, "PUT", "/v1/entities/thing:engine", 201, json={"name": "Engine"})
+    dry = await call(http, "POST", "/v1/graph/relink", json={})
+    assert dry["dry_run"] and dry["add"] == 4 and dry["remove"] == 0  # chunk and document edges of a.md and b.pdf
+    assert dry["cross_document_pairs"] == [{"documents": ["a.md", "b.pdf"], "new_shared_entities": ["thing:engine"], "new_pair": False}]
+    committed = await call(http, "POST", "/v1/graph/relink", json={"commit": True})
+    assert committed["committed"] and committed["add"] == 4
+    links = await call(http, "POST", "/v1/graph/document-links", json={})
+    assert links["pairs"][0]["documents"] == ["a.md", "b.pdf"] and {s["entity_id"] for s in links["pairs"][0]["shared"]} == {"person:babbage", "thing:engine"}
+    undo = await call(http, "POST", "/v1/edges/undo-namespace", json={"prefix": committed["prefix"]})
+    assert undo["data"]["removed"] == 4
+    assert (await call(http, "POST", "/v1/graph/relink", json={}))["add"] == 4
+
+
+async def test_multipart_import(http):
+    form = aiohttp.FormData()
+    form.add_field("collection", "kb")
+    form.add_field("file", b"First note about valves.\n", filename="one.txt", content_type="text/plain")
+    form.add_field("file", b"\xff\xfe not utf-8", filename="two.txt", content_type="text/plain")
+    form.add_field("file", b"ignored", filename="three.docx", content_type="application/octet-stream")
+    report = await call(http, "POST", "/v1/import/documents", data=form)
+    assert (report["documents"], report["failed"]) == (1, 2)
+    assert sorted(r["reason"] for r in report["results"] if r["status"] == "failed") == ["decode", "unsupported"]
+    [ok] = [r for r in report["results"] if r["status"] == "imported"]
+    assert ok["doc_id"] == "one.txt" and len(ok["memory_ids"]) == 1
+    memory = await call(http, "GET", f"/v1/memories/{ok['memory_ids'][0]}")
+    assert memory["memory_type"] == "RawFileMemory" and memory["metadata"]["collection"] == "kb"
+
+
+async def test_relation_cards(http):
+    await call(http, "PUT", "/v1/entities/person:ada", 201, json={"name": "Ada Lovelace", "aliases": ["Ada"]})
+    await call(http, "PUT", "/v1/entities/thing:engine", 201, json={"name": "Analytical Engine"})
+    await call(http, "POST", "/v1/entities/person:ada/relations", 201, json={"target_id": "thing:engine", "relation_type": "wrote_about"})
+    none = await call(http, "POST", "/v1/relations", json={"question": "Is it going to rain?"})
+    assert none["matched"] is False and none["cards"] == []
+    cards = await call(http, "POST", "/v1/relations", json={"question": "What did Ada write about?"})
+    assert cards["matched"] and cards["cards"][0]["relations"][0]["name"] == "Analytical Engine"
+    await call(http, "POST", "/v1/relations", 422, json={"question": ""})
+
+
+async def test_tenants_do_not_see_each_other(http):
+    await call(http, "PUT", "/v1/entities/e1", 201, json={"name": "Secret"}, headers={"X-Memledger-Tenant": "one"})
+    await call(http, "GET", "/v1/entities/e1", 404, headers={"X-Memledger-Tenant": "two"})
+    assert (await call(http, "GET", "/v1/entities?q=secret", headers={"X-Memledger-Tenant": "two"}))["entities"] == []
+
+
+async def test_idempotent_retries_answer_as_the_first_request(http):
+    await call(http, "PUT", "/v1/entities/org:acme", 201, json={"name": "Acme"})
+    headers = {"Idempotency-Key": "import-1"}
+    body = {"documents": [{"filename": "x.md", "content": "Acme makes anvils.\n"}, {"filename": "y.md", "content": "Acme also makes rockets.\n"}]}
+    first = await call(http, "POST", "/v1/import/documents", json=body, headers=headers)
+    second = await call(http, "POST", "/v1/import/documents", json=body, headers=headers)
+    assert first["documents"] == second["documents"] == 2
+    assert [r["positions"] for r in first["results"]] == [r["positions"] for r in second["results"]]
+    assert [r["version"] for r in second["results"]] == [1, 1]
+    await call(http, "PUT", "/v1/entities/thing:anvil", 201, json={"name": "anvils"})
+    once = await call(http, "POST", "/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1"})
+    twice = await call(http, "POST", "/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1"})
+    assert once["committed"] and twice["committed"] and twice["replayed"]
+    assert (twice["run_id"], twice["positions"]) == (once["run_id"], once["positions"])

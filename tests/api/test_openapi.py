@@ -1,0 +1,159 @@
+"""``/openapi.json``: every route of the running app is in it, and it holds together structurally."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from api.routing import ROUTES
+
+_PARAM = re.compile(r"{(\w+)}")
+_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+@pytest.fixture
+async def document(api) -> dict:
+    response = await api.raw.get("/openapi.json")
+    assert response.status == 200
+    assert response.content_type == "application/json"
+    return await response.json()
+
+
+def _refs(node, found: list[str]) -> list[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                found.append(value)
+            else:
+                _refs(value, found)
+    elif isinstance(node, list):
+        for item in node:
+            _refs(item, found)
+    return found
+
+
+def _operations(document: dict):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in _METHODS:
+                yield path, method, operation
+
+
+async def test_every_registered_route_is_documented_with_its_method(api, document):
+    registered = set()
+    for route in api.app.router.routes():
+        if route.method == "HEAD":  # aiohttp's automatic twin of a GET
+            continue
+        canonical = route.resource.canonical
+        registered.add((route.method.lower(), canonical))
+    assert registered, "the app registered no routes"
+    documented = {(method, path) for path, method, _ in _operations(document)}
+    missing = sorted(registered - documented)
+    assert not missing, f"routes missing from /openapi.json: {missing}"
+    # And nothing is documented that the server does not answer.
+    assert documented <= registered, sorted(documented - registered)
+
+
+async def test_every_route_of_the_route_table_is_documented(api, document):
+    for r in ROUTES:
+        operation = document["paths"].get(r.path, {}).get(r.method.lower())
+        assert operation is not None, (r.method, r.path)
+        assert operation["summary"] == r.summary
+        if r.scope is None:
+            assert "security" not in operation, (r.method, r.path)
+        else:
+            assert operation["security"] == [{"apiKey": []}]
+            assert operation["x-scope"] == r.scope
+
+
+async def test_request_bodies_reference_components_that_exist(document):
+    schemas = document["components"]["schemas"]
+    with_body = 0
+    for path, method, operation in _operations(document):
+        body = operation.get("requestBody")
+        if body is None:
+            continue
+        with_body += 1
+        schema = body["content"]["application/json"]["schema"]
+        ref = schema["$ref"]
+        assert ref.startswith("#/components/schemas/"), ref
+        assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
+    assert with_body >= 15  # every write and the POST reads
+    for r in ROUTES:
+        if r.request is not None:
+            body = document["paths"][r.path][r.method.lower()]["requestBody"]
+            assert body["content"]["application/json"]["schema"]["$ref"].endswith("/" + r.request.__name__)
+
+
+async def test_every_ref_anywhere_resolves(document):
+    refs = _refs(document, [])
+    assert refs
+    for ref in refs:
+        assert ref.startswith("#/"), ref
+        node = document
+        for part in ref[2:].split("/"):
+            assert isinstance(node, dict) and part in node, f"dangling $ref {ref}"
+            node = node[part]
+
+
+async def test_document_structure(document):
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"] and document["info"]["version"]
+    assert document["components"]["securitySchemes"]["apiKey"]["type"] == "http"
+    operation_ids = []
+    for path, method, operation in _operations(document):
+        assert path.startswith("/"), path
+        assert isinstance(operation["summary"], str) and operation["summary"]
+        operation_ids.append(operation["operationId"])
+        responses = operation["responses"]
+        assert responses and all(isinstance(r.get("description"), str) for r in responses.values())
+        assert any(code.startswith("2") for code in responses)
+        error = responses["4XX"]["content"]["application/json"]["schema"]["$ref"]
+        assert error == "#/components/schemas/ErrorEnvelope"
+        declared = {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
+        assert declared == set(_PARAM.findall(path)), (method, path)
+        for parameter in operation.get("parameters", []):
+            assert parameter["in"] in ("path", "query", "header", "cookie")
+            assert isinstance(parameter["name"], str) and parameter["name"]
+            assert "schema" in parameter
+            if parameter["in"] == "path":
+                assert parameter["required"] is True
+        names = [(p["in"], p["name"]) for p in operation.get("parameters", [])]
+        assert len(names) == len(set(names)), (method, path, names)
+        for security in operation.get("security", []):
+            assert set(security) <= set(document["components"]["securitySchemes"])
+    assert len(operation_ids) == len(set(operation_ids)), "operationIds must be unique"
+
+
+async def test_component_schemas_are_json_schema_ish(document):
+    schemas = document["components"]["schemas"]
+    assert {"ErrorEnvelope", "WriteResponse", "AddMemoriesRequest", "RecallRequest"} <= set(schemas)
+    for name, schema in schemas.items():
+        assert isinstance(schema, dict) and schema, name
+        assert "type" in schema or "$ref" in schema or "anyOf" in schema or "enum" in schema, name
+        if schema.get("type") == "object":
+            properties = schema.get("properties", {})
+            assert isinstance(properties, dict), name
+            assert set(schema.get("required", [])) <= set(properties), name
+            for prop, sub in properties.items():
+                assert isinstance(sub, dict), (name, prop)
+    add = schemas["AddMemoriesRequest"]
+    assert set(add["properties"]) == {"memory", "memories"}
+    recall = schemas["RecallRequest"]
+    assert recall["required"] == ["query"]
+    assert recall["properties"]["limit"]["maximum"] == 100
+    assert recall.get("additionalProperties") is False  # unknown fields are refused
+    error = schemas["ErrorEnvelope"]["properties"]["error"]
+    assert error["$ref"] == "#/components/schemas/ErrorDetail"
+    assert set(schemas["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+
+
+async def test_write_routes_document_idempotency_and_if_match(document):
+    add = document["paths"]["/v1/memories"]["post"]
+    assert "Idempotency-Key" in {p["name"] for p in add["parameters"]}
+    update = document["paths"]["/v1/memories/{id}"]["patch"]
+    names = {p["name"] for p in update["parameters"]}
+    assert {"Idempotency-Key", "If-Match", "id"} <= names
+    events = document["paths"]["/v1/events"]["get"]
+    assert {"after", "limit", "type", "stream", "correlation_id"} <= {p["name"] for p in events["parameters"]}

@@ -1,0 +1,460 @@
+"""Reads over real HTTP: time travel, history, graph, the log and its live tail, audit, recall explanations."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta
+
+import pytest
+
+from api import routes_log
+from api.client import ApiError
+
+
+async def add(client, text: str, **fields) -> str:
+    return (await client.add({"memory": text, **fields})).memory_ids[0]
+
+
+# -- memories: as_of and history -----------------------------------------------------------------
+
+
+async def test_get_memory_as_of_a_position(client):
+    first = await client.add({"memory": "Rent is 900 euros"})
+    [memory_id] = first.memory_ids
+    second = await client.update(memory_id, {"memory": "Rent is 950 euros"})
+    assert (await client.get(memory_id))["memory"] == "Rent is 950 euros"
+    old = await client.get(memory_id, as_of=first.positions[-1])
+    assert old["memory"] == "Rent is 900 euros" and old["version"] == 1
+    assert (await client.get(memory_id, as_of=second.positions[-1]))["version"] == 2
+    # Before the memory existed it is not found.
+    with pytest.raises(ApiError) as err:
+        await client.get(memory_id, as_of=first.positions[0] - 1) if first.positions[0] > 1 else await client.get(memory_id, as_of=0)
+    assert err.value.status == 404
+
+
+async def test_get_memory_as_of_an_iso_time(client):
+    first = await client.add({"memory": "The office is on floor 3"})
+    [memory_id] = first.memory_ids
+    await asyncio.sleep(0.02)
+    second = await client.update(memory_id, {"memory": "The office is on floor 5"})
+    events = (await client.events(stream=f"memory-{memory_id}"))["events"]
+    t1 = datetime.fromisoformat(events[0]["recorded_at"].replace("Z", "+00:00"))
+    t2 = datetime.fromisoformat(events[1]["recorded_at"].replace("Z", "+00:00"))
+    assert events[1]["position"] == second.positions[0]
+    between = t1 + (t2 - t1) / 2
+    for stamp in (between.isoformat(), between.strftime("%Y-%m-%dT%H:%M:%S.%fZ")):
+        view = await client.get(memory_id, as_of=stamp)
+        assert view["memory"] == "The office is on floor 3", stamp
+    later = (t2 + timedelta(seconds=1)).isoformat()
+    assert (await client.get(memory_id, as_of=later))["memory"] == "The office is on floor 5"
+    with pytest.raises(ApiError) as err:
+        await client.get(memory_id, as_of=(t1 - timedelta(days=1)).isoformat())
+    assert err.value.status == 404
+
+
+async def test_history_lists_every_version(client):
+    first = await client.add({"memory": "v1 text", "tags": ["a"]}, correlation_id="hist-1")
+    [memory_id] = first.memory_ids
+    await client.update(memory_id, {"memory": "v2 text", "reason": "typo"})
+    await client.archive(memory_id, reason="old")
+    await client.rollback(memory_id, 1)
+    body = await client.history(memory_id)
+    assert body["memory_id"] == memory_id
+    versions = body["versions"]
+    assert [v["version"] for v in versions] == [1, 2, 3, 4]
+    assert [v["event_type"] for v in versions] == ["MemoryAdded", "MemoryUpdated", "MemoryArchived", "MemoryRolledBack"]
+    assert [v["memory"] for v in versions] == ["v1 text", "v2 text", "v2 text", "v1 text"]
+    assert [v["status"] for v in versions] == ["activated", "activated", "archived", "activated"]
+    assert versions[0]["correlation_id"] == "hist-1"
+    assert versions[1]["reason"] == "typo"
+    assert versions[0]["position"] == first.positions[0]
+    assert all(v["position"] < w["position"] for v, w in zip(versions, versions[1:]))
+    with pytest.raises(ApiError) as err:
+        await client.history("no-such-memory")
+    assert err.value.status == 404
+
+
+# -- graph ------------------------------------------------------------------------------------
+
+
+async def _star(client, leaves: int = 6) -> tuple[str, list[str]]:
+    written = await client.add_batch([{"memory": f"star node {i}"} for i in range(leaves + 1)])
+    center, *others = written.memory_ids
+    for n, other in enumerate(others):
+        await client.link(center, other, "RELATED", weight=0.5, edge_id=f"star:{n}:1")
+    return center, others
+
+
+async def test_neighbors_depth_direction_and_types(client):
+    a, b, c = (await client.add_batch([{"memory": "chain a"}, {"memory": "chain b"}, {"memory": "chain c"}])).memory_ids
+    await client.link(a, b, "FOLLOWS", weight=0.5, edge_id="t:ab:1")
+    await client.link(b, c, "MENTIONS", weight=0.4, edge_id="t:bc:1")
+    near = await client.neighbors(a, depth=1)
+    assert near["node"] == a
+    assert [r["node"] for r in near["reached"]] == [b]
+    far = await client.neighbors(a, depth=2)
+    reached = {r["node"]: r for r in far["reached"]}
+    assert set(reached) == {b, c}
+    assert reached[c]["depth"] == 2
+    assert reached[c]["path"] == ["t:ab:1", "t:bc:1"]
+    assert reached[c]["score"] == pytest.approx(0.2)
+    assert [r["node"] for r in (await client.neighbors(a, depth=0))["reached"]] == []
+    assert (await client.neighbors(b, direction="in"))["edges"][0]["edge_id"] == "t:ab:1"
+    assert [e["edge_id"] for e in (await client.neighbors(b, direction="out"))["edges"]] == ["t:bc:1"]
+    typed = await client.request("GET", "/v1/graph/neighbors", params={"node": b, "type": "MENTIONS"})
+    assert [e["edge_id"] for e in typed["edges"]] == ["t:bc:1"]
+
+
+async def test_neighbors_as_of_sees_the_graph_of_the_past(client):
+    a = await add(client, "past a")
+    b = await add(client, "past b")
+    linked = await client.link(a, b, edge_id="t:past:1")
+    await client.unlink("t:past:1")
+    assert (await client.neighbors(a))["edges"] == []
+    then = await client.neighbors(a, as_of=linked.positions[-1])
+    assert [e["edge_id"] for e in then["edges"]] == ["t:past:1"]
+
+
+async def test_subgraph_honours_node_and_edge_limits(client):
+    center, others = await _star(client, leaves=6)
+    full = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 1})
+    assert {n["id"] for n in full["nodes"]} == {center, *others}
+    assert len(full["edges"]) == 6
+    assert full["truncated"] is False
+    assert all(n["memory"] and n["memory"]["memory"].startswith("star node") for n in full["nodes"])
+
+    few_nodes = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 1, "max_nodes": 3})
+    assert len(few_nodes["nodes"]) <= 3
+    assert few_nodes["truncated"] is True
+    ids = {n["id"] for n in few_nodes["nodes"]}
+    assert center in ids
+    assert all(e["source"] in ids and e["target"] in ids for e in few_nodes["edges"])
+
+    few_edges = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 1, "max_edges": 2})
+    assert len(few_edges["edges"]) == 2
+    assert few_edges["truncated"] is True
+
+
+async def test_subgraph_of_an_exact_fit_is_not_truncated(client):
+    center, others = await _star(client, leaves=3)
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 2, "max_nodes": 4, "max_edges": 3})
+    assert len(body["nodes"]) == 4 and len(body["edges"]) == 3
+    assert body["truncated"] is False
+
+
+async def test_graph_stats_counts_by_status_and_edge_type(client):
+    center, others = await _star(client, leaves=3)
+    await client.archive(others[0])
+    stats = await client.request("GET", "/v1/graph/stats")
+    assert stats["memories"] == {"activated": 3, "archived": 1}
+    assert stats["memories_total"] == 4
+    assert stats["edges"] == {"RELATED": 3}
+    assert stats["edges_total"] == 3
+
+
+# -- the log ----------------------------------------------------------------------------------
+
+
+async def test_events_paginate_by_position(client):
+    await client.add_batch([{"memory": f"paged {i}"} for i in range(7)])
+    seen, after, pages = [], 0, 0
+    while True:
+        page = await client.events(after=after, limit=3)
+        if not page["events"]:
+            assert page["next_after"] == after
+            break
+        assert len(page["events"]) <= 3
+        seen += [e["position"] for e in page["events"]]
+        after = page["next_after"]
+        assert after == seen[-1]
+        pages += 1
+    assert seen == list(range(1, 8))
+    assert pages == 3
+    event = (await client.events(limit=1))["events"][0]
+    assert set(event) >= {"position", "event_id", "stream_id", "stream_version", "type", "tenant", "payload", "metadata", "recorded_at"}
+    assert event["type"] == "MemoryAdded" and event["tenant"] == "default"
+
+
+async def test_events_filters(client):
+    a = await add(client, "filter me")
+    b = await add(client, "and me")
+    await client.link(a, b, edge_id="t:f:1", correlation_id="corr-f")
+    await client.archive(a)
+    only_added = await client.request("GET", "/v1/events", params=[("type", "MemoryAdded")])
+    assert [e["type"] for e in only_added["events"]] == ["MemoryAdded", "MemoryAdded"]
+    two_types = await client.request("GET", "/v1/events", params=[("type", "EdgeLinked"), ("type", "MemoryArchived")])
+    assert [e["type"] for e in two_types["events"]] == ["EdgeLinked", "MemoryArchived"]
+    stream = await client.events(stream=f"memory-{a}")
+    assert [e["type"] for e in stream["events"]] == ["MemoryAdded", "MemoryArchived"]
+    correlated = await client.events(correlation_id="corr-f")
+    assert [e["type"] for e in correlated["events"]] == ["EdgeLinked"]
+    assert (await client.events(type="NoSuchType"))["events"] == []
+
+
+# -- the live tail --------------------------------------------------------------------------
+
+
+async def _sse_frames(response, count: int, timeout: float = 10.0) -> list[dict[str, str]]:
+    """Read ``count`` SSE frames (comments skipped) as dicts of their fields."""
+    frames, current = [], {}
+
+    async def read():
+        nonlocal current
+        while len(frames) < count:
+            line = (await response.content.readline()).decode()
+            if not line:
+                raise AssertionError("the stream ended")
+            line = line.rstrip("\n")
+            if line == "":
+                if current:
+                    frames.append(current)
+                current = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                current[name] = value
+
+    await asyncio.wait_for(read(), timeout)
+    return frames
+
+
+async def test_sse_tail_receives_new_events_and_resumes_with_last_event_id(api, client):
+    await client.add({"memory": "before the tail"})
+    async with api.raw.get("/v1/events/stream") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        [old] = await _sse_frames(response, 1)
+        assert old["id"] == "1" and old["event"] == "MemoryAdded"
+        written = await client.add({"memory": "written while tailing"})
+        [new] = await _sse_frames(response, 1)
+        assert int(new["id"]) == written.positions[0]
+        assert '"written while tailing"' in new["data"]
+    # Two more writes while disconnected; resume after the last id seen.
+    missed = await client.add_batch([{"memory": "missed one"}, {"memory": "missed two"}])
+    async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": new["id"]}) as response:
+        frames = await _sse_frames(response, 2)
+        assert [int(f["id"]) for f in frames] == missed.positions
+
+
+async def test_sse_tail_through_the_client(api, client):
+    written = await client.add_batch([{"memory": "tail a"}, {"memory": "tail b"}])
+    received = []
+    async for event in client.tail(after=written.positions[0]):
+        received.append(event)
+        break
+    assert received[0]["position"] == written.positions[1]
+    assert received[0]["payload"]["content"]["memory"] == "tail b"
+
+
+async def test_sse_tail_survives_keep_alives(api, client, monkeypatch):
+    monkeypatch.setattr(routes_log, "KEEPALIVE_SECONDS", 0.1, raising=False)
+    async with api.raw.get("/v1/events/stream") as response:
+        assert response.status == 200
+        comments = 0
+        deadline = time.monotonic() + 5
+        while comments < 3 and time.monotonic() < deadline:
+            line = await asyncio.wait_for(response.content.readline(), 5)
+            comments += line.startswith(b": keep-alive")
+        assert comments == 3
+        written = await client.add({"memory": "after a quiet spell"})
+        [frame] = await _sse_frames(response, 1)
+        assert int(frame["id"]) == written.positions[0]
+
+
+async def test_sse_bad_last_event_id_is_400(api):
+    response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
+    assert response.status == 400
+    assert (await response.json())["error"]["field"] == "Last-Event-ID"
+
+
+# -- auditing --------------------------------------------------------------------------------
+
+
+async def test_digest_and_verify_against_it(client):
+    await client.add_batch([{"memory": f"audit {i}"} for i in range(4)])
+    digest = await client.digest()
+    assert digest["position"] == 4
+    assert len(digest["hash"]) == 64
+    assert digest["digest"] == f"{digest['position']}:{digest['hash']}"
+    result = await client.verify()
+    assert result["ok"] is True and result["checked"] == 4 and result["tip_hash"] == digest["hash"]
+    assert (await client.verify(against=digest["digest"]))["ok"] is True
+    await client.add({"memory": "later"})
+    assert (await client.verify(against=digest["digest"]))["ok"] is True  # an old digest still holds
+    forged = f"{digest['position']}:{'0' * 64}"
+    bad = await client.verify(against=forged)
+    assert bad["ok"] is False
+    ranged = await client.request("GET", "/v1/verify", params={"from": "2", "to": "3"})
+    assert ranged["ok"] is True and ranged["first_position"] == 2 and ranged["last_position"] == 3
+    with pytest.raises(ApiError) as err:
+        await client.verify(against="not-a-digest")
+    assert err.value.status == 422 and err.value.field == "against"
+
+
+async def test_health_and_capabilities(api, client):
+    await client.add({"memory": "make a head"})
+    health = await client.health()
+    assert health["status"] == "ok"
+    assert health["head_position"] == 1
+    assert health["version"] and health["commit"]
+    assert all(lag == 0 for lag in health["projection_lags"].values())
+    caps = await client.capabilities()
+    assert caps["version"] == health["version"]
+    assert caps["head_position"] == 1
+    assert "graph" in caps["projection_lags"]
+    assert caps["embedder"] == "hashing"
+    assert isinstance(caps["channels"], dict)
+    assert caps["channels"].get("graph") is True
+    assert caps["channels"]["lexical"] is True
+    assert set(caps["channels"]) == {"lexical", "semantic", "graph"}
+
+
+# -- recall explanations ---------------------------------------------------------------------
+
+
+async def _people(client):
+    written = await client.add_batch(
+        [
+            {"memory": "Melanie painted a sunrise over the lake", "key": "painting"},
+            {"memory": "Caroline went to a support group meeting", "key": "caroline"},
+            {"memory": "The lake house has a green door"},
+            {"memory": "Completely unrelated note about taxes"},
+        ]
+    )
+    painting, caroline, lake_house, taxes = written.memory_ids
+    linked = await client.link(painting, lake_house, "RELATED", weight=0.9, edge_id="t:lake:1")
+    return painting, caroline, lake_house, taxes, linked.positions[-1]
+
+
+async def test_recall_explains_channels_ranks_and_scores(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    result = await client.recall("painting of the lake", min_position=position)
+    assert result["query"] == "painting of the lake"
+    assert result["strategy"] == "hybrid"
+    assert result["position"] >= position
+    hits = {h["id"]: h for h in result["hits"]}
+    assert painting in hits and lake_house in hits and taxes not in hits
+    scores = [h["score"] for h in result["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    for hit in result["hits"]:
+        assert hit["score"] > 0
+        assert hit["memory"]["id"] == hit["id"]
+        for name, channel in hit["channels"].items():
+            assert name in ("lexical", "semantic", "graph")
+            assert channel["rank"] >= 1 and isinstance(channel["score"], float)
+    assert "lexical" in hits[painting]["channels"]
+    # The memory keyed "painting" seeds the graph channel; its neighbour is reached through the edge.
+    assert hits[painting]["channels"]["graph"]["rank"] == 1
+    assert hits[painting]["graph_path"] == []
+    graph_hit = hits[lake_house]["channels"].get("graph")
+    assert graph_hit is not None and graph_hit["rank"] >= 1
+    assert hits[lake_house]["graph_path"] == ["t:lake:1"]
+    states = result["channels"]
+    assert states["lexical"]["status"] == "ok" and states["lexical"]["count"] >= 2
+    assert states["graph"]["status"] == "ok" and states["graph"]["count"] >= 1
+    assert states["semantic"]["status"] in ("ok", "off", "unavailable")
+    assert result["degraded"] == any(s["status"] == "unavailable" for s in states.values())
+    assert "painting" in result["terms"] and "lake" in result["terms"]
+
+
+async def test_recall_lists_the_edge_between_two_hits(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    result = await client.recall("painting lake", min_position=position)
+    edges = [r for r in result["relationships"] if r["kind"] == "edge"]
+    assert edges == [
+        {"kind": "edge", "a": painting, "b": lake_house, "detail": {"edge_id": "t:lake:1", "edge_type": "RELATED", "weight": 0.9}}
+    ]
+
+
+async def test_recall_lists_shared_sources_and_same_document(client):
+    written = await client.add_batch(
+        [
+            {"memory": "Quarterly revenue grew 12 percent", "sources": ["report.pdf"], "doc_id": "q3"},
+            {"memory": "Quarterly costs fell 3 percent", "sources": ["report.pdf"], "doc_id": "q3"},
+        ]
+    )
+    result = await client.recall("quarterly revenue costs", min_position=written.positions[-1])
+    kinds = {(r["kind"], frozenset((r["a"], r["b"]))) for r in result["relationships"]}
+    pair = frozenset(written.memory_ids)
+    assert ("shared_source", pair) in kinds
+    assert ("same_document", pair) in kinds
+
+
+async def test_recall_strategies_and_switched_off_channels(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    lexical = await client.recall("painting lake", channels=["lexical"], min_position=position)
+    assert lexical["strategy"] == "lexical-only"
+    assert lexical["channels"]["graph"] == {"status": "off", "count": 0, "weight": 0.8, "reason": "not requested"}
+    assert lexical["channels"]["semantic"]["status"] == "off"
+    assert all(set(h["channels"]) == {"lexical"} for h in lexical["hits"])
+
+    graph = await client.recall("Melanie painting", channels=["graph"], min_position=position)
+    assert graph["strategy"] == "graph-only"
+    assert graph["channels"]["lexical"]["status"] == "off"
+    assert {h["id"] for h in graph["hits"]} == {painting, lake_house}
+
+    # A weight of 0 switches a channel off too.
+    weighted = await client.recall("painting lake", weights={"graph": 0}, min_position=position)
+    assert weighted["channels"]["graph"]["status"] == "off"
+    assert weighted["strategy"] == "lexical-only"
+
+    semantic = await client.recall("painting lake", channels=["semantic"], min_position=position)
+    if semantic["channels"]["semantic"]["status"] == "ok":
+        assert semantic["strategy"] == "semantic-only"
+    else:
+        assert semantic["channels"]["semantic"]["status"] == "unavailable"
+        assert semantic["degraded"] is True
+        assert semantic["hits"] == []
+
+
+async def test_recall_filters_and_limit(client):
+    written = await client.add_batch(
+        [{"memory": f"Garden note {i} about tomatoes", "tags": ["garden"] if i % 2 else ["kitchen"]} for i in range(6)]
+    )
+    result = await client.recall("tomatoes", limit=2, min_position=written.positions[-1])
+    assert len(result["hits"]) == 2
+    tagged = await client.recall("tomatoes", filters={"tags": ["Garden"]}, min_position=written.positions[-1])
+    assert {h["id"] for h in tagged["hits"]} == set(written.memory_ids[1::2])
+    await client.archive(written.memory_ids[0])
+    archived = await client.recall("tomatoes", filters={"status": ["archived"]})
+    assert [h["id"] for h in archived["hits"]] == [written.memory_ids[0]]
+
+
+async def test_recall_as_of(client):
+    first = await client.add({"memory": "The wifi password is hunter2"})
+    [memory_id] = first.memory_ids
+    updated = await client.update(memory_id, {"memory": "The wifi password is correcthorse"})
+    now = await client.recall("wifi password", min_position=updated.positions[-1])
+    assert now["hits"][0]["memory"]["memory"].endswith("correcthorse")
+    then = await client.recall("wifi password", as_of=first.positions[-1])
+    assert then["as_of"] == first.positions[-1]
+    assert then["hits"][0]["memory"]["memory"].endswith("hunter2")
+
+
+async def test_recall_does_not_write(api, client):
+    await _people(client)
+    tip = (await client.digest())["position"]
+    for query in ("painting lake", "caroline", "anything at all"):
+        await client.recall(query)
+        await client.search(query)
+    assert (await client.digest())["position"] == tip
+
+
+async def test_search_returns_each_channels_own_ranking(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    result = await client.search("melanie painting lake", min_position=position)
+    assert result["query"] == "melanie painting lake"
+    assert set(result["channels"]) <= {"lexical", "semantic", "graph"}
+    lexical = result["channels"]["lexical"]
+    assert [h["rank"] for h in lexical] == list(range(1, len(lexical) + 1))
+    assert painting in [h["id"] for h in lexical]
+    graph = result["channels"]["graph"]
+    by_id = {h["id"]: h for h in graph}
+    assert painting in by_id and lake_house in by_id
+    assert by_id[lake_house]["path"] == ["t:lake:1"]
+    assert result["states"]["lexical"]["status"] == "ok"
+    assert result["states"]["lexical"]["count"] == len(lexical)
+    assert result["position"] >= position
+    assert "painting" in result["terms"]
+    only = await client.search("melanie painting", channels=["graph"], limit=1)
+    assert list(only["channels"]) == ["graph"] and len(only["channels"]["graph"]) == 1

@@ -1,0 +1,374 @@
+"""Keys, scopes and tenancy over real HTTP; ``memledger serve``'s safe defaults, in process and as a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.auth import KeyStore
+from api.client import ApiError, MemledgerClient
+from api.routing import ROUTES
+from tools import cli
+from tools.serve_cmds import first_start_key
+
+MEMLEDGER = Path(sys.executable).with_name("memledger")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def secured(start):
+    return await start(auth=True)
+
+
+async def expect(status: int, call, *, code: str | None = None) -> ApiError:
+    with pytest.raises(ApiError) as err:
+        await call
+    assert err.value.status == status, err.value
+    if code is not None:
+        assert err.value.code == code
+    return err.value
+
+
+def sample_path(path: str) -> str:
+    return path.replace("{id}", "some-id").replace("{edge_id}", "user:some:1")
+
+
+# -- keys -------------------------------------------------------------------------------------------
+
+
+async def test_no_key_is_401_json_on_every_route_that_needs_one(secured):
+    for r in ROUTES:
+        if r.scope is None:
+            continue
+        response = await secured.raw.request(r.method, sample_path(r.path), json={})
+        assert response.status == 401, (r.method, r.path, response.status)
+        assert response.content_type == "application/json"
+        body = await response.json()
+        assert body["error"]["code"] == "unauthorized"
+        assert body["error"]["field"] == "Authorization"
+
+
+async def test_open_routes_need_no_key(secured):
+    for path in ("/health", "/openapi.json"):
+        response = await secured.raw.get(path)
+        assert response.status == 200, path
+
+
+async def test_unknown_and_revoked_keys_are_401(secured):
+    await expect(401, secured.client(api_key="mlk_nope_nope").recall("anything"), code="unauthorized")
+    secret, record = secured.keystore.create("acme", ["read", "write"], name="soon revoked")
+    client = secured.client(api_key=secret)
+    await client.add({"memory": "written before revocation"})
+    assert secured.keystore.revoke(record.key_id) is True
+    await expect(401, client.recall("written"), code="unauthorized")
+    await expect(401, client.add({"memory": "after revocation"}), code="unauthorized")
+
+
+async def test_x_api_key_header_works_too(secured):
+    secret = secured.key("acme", "read")
+    response = await secured.raw.get("/v1/capabilities", headers={"X-API-Key": secret})
+    assert response.status == 200
+
+
+async def test_keys_are_hashed_at_rest(tmp_path):
+    store = KeyStore(tmp_path / "auth.db")
+    secret, record = store.create("acme", ["read"], name="hashed")
+    assert store.authenticate(secret).key_id == record.key_id
+    store.close()
+    raw = (tmp_path / "auth.db").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("auth.db-*"))
+    assert secret.encode() not in raw
+    with sqlite3.connect(tmp_path / "auth.db") as conn:
+        rows = conn.execute("SELECT * FROM api_keys").fetchall()
+    assert rows and all(secret not in map(str, row) for row in rows)
+
+
+async def test_read_only_key_cannot_write_on_any_write_route(secured):
+    reader = secured.key("acme", "read")
+    writer = secured.client(api_key=secured.key("acme", "read", "write"))
+    written = await writer.add({"memory": "readers may read this"})
+    headers = {"Authorization": f"Bearer {reader}"}
+    tip = (await writer.digest())["position"]
+    for r in ROUTES:
+        if r.scope not in ("write", "admin"):
+            continue
+        response = await secured.raw.request(r.method, sample_path(r.path), json={"memory": {"memory": "x"}}, headers=headers)
+        assert response.status == 403, (r.method, r.path, response.status)
+        assert (await response.json())["error"]["code"] == "forbidden"
+    assert (await writer.digest())["position"] == tip
+    reading = secured.client(api_key=reader)
+    assert (await reading.get(written.memory_ids[0]))["memory"] == "readers may read this"
+    await expect(403, reading.verify(), code="forbidden")  # verify needs admin
+
+
+async def test_write_only_key_cannot_read_and_admin_can_do_everything(secured):
+    writer = secured.client(api_key=secured.key("acme", "write"))
+    written = await writer.add({"memory": "write only"})
+    await expect(403, writer.get(written.memory_ids[0]), code="forbidden")
+    admin = secured.client(api_key=secured.key("acme", "admin"))
+    assert (await admin.get(written.memory_ids[0]))["memory"] == "write only"
+    assert (await admin.verify())["ok"] is True
+    await admin.archive(written.memory_ids[0])
+
+
+# -- tenancy ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def tenants(secured):
+    """Tenant A's client, tenant B's client, and B's memory, edge and correlation."""
+    a = secured.client(api_key=secured.key("tenant-a", "read", "write", "admin"))
+    b = secured.client(api_key=secured.key("tenant-b", "read", "write", "admin"))
+    b1 = await b.add({"memory": "Tenant B's secret launch code is zebra", "key": "launch"}, correlation_id="b-corr")
+    b2 = await b.add({"memory": "Tenant B's second zebra note"})
+    await b.link(b1.memory_ids[0], b2.memory_ids[0], edge_id="bns:secret:1")
+    mine = await a.add({"memory": "Tenant A's own zebra note"})
+    return secured, a, b, b1.memory_ids[0], b2.memory_ids[0], mine.memory_ids[0]
+
+
+async def test_tenant_a_cannot_read_tenant_b(tenants):
+    api, a, b, b_id, b_other, a_id = tenants
+    await expect(404, a.get(b_id), code="not_found")
+    await expect(404, a.get(b_id, as_of=1), code="not_found")
+    await expect(404, a.history(b_id), code="not_found")
+    # The answers are those for a memory that does not exist at all.
+    unknown = await expect(404, a.get("01a00000-0000-7000-8000-000000000000"))
+    assert unknown.code == "not_found"
+    events = (await a.events(limit=1000))["events"]
+    assert events and {e["tenant"] for e in events} == {"tenant-a"}
+    assert (await a.events(stream=f"memory-{b_id}"))["events"] == []
+    assert (await a.events(correlation_id="b-corr"))["events"] == []
+    found = await a.recall("zebra launch code")
+    assert [h["id"] for h in found["hits"]] == [a_id]
+    assert found["relationships"] == []
+    searched = await a.search("zebra launch")
+    assert all(h["id"] == a_id for hits in searched["channels"].values() for h in hits)
+    assert await a.neighbors(b_id, depth=2) == await a.neighbors("no-such-node", depth=2) | {"node": b_id}
+    sub = await a.request("POST", "/v1/graph/subgraph", json={"seeds": [b_id]})
+    assert sub["nodes"] == [{"id": b_id, "memory": None}] and sub["edges"] == [] and sub["reached"] == []
+    stats = await a.request("GET", "/v1/graph/stats")
+    assert stats["memories_total"] == 1 and stats["edges_total"] == 0
+    # B still sees its own.
+    assert (await b.get(b_id))["memory"].startswith("Tenant B's secret")
+
+
+async def test_tenant_a_cannot_write_tenant_b(tenants):
+    api, a, b, b_id, b_other, a_id = tenants
+    tip = (await b.digest())["position"]
+    await expect(404, a.update(b_id, {"memory": "overwritten by A"}))
+    await expect(404, a.update(b_id, {"memory": "overwritten by A"}, if_match=1))
+    await expect(404, a.archive(b_id))
+    await expect(404, a.delete(b_id))
+    await expect(404, a.restore(b_id))
+    await expect(404, a.rollback(b_id, 1))
+    await expect(404, a.merge([b_id, a_id]))
+    await expect(404, a.supersede(a_id, b_id))
+    await expect(404, a.delete(a_id, evolve_to=b_id))
+    await expect(404, a.link(a_id, b_id, edge_id="a:steal:1"))
+    await expect(404, a.link(b_id, b_other, edge_id="a:steal:2"))
+    await expect(404, a.unlink("bns:secret:1"))
+    await expect(404, a.revert("b-corr"))
+    removed = await a.undo_namespace("bns:")
+    assert removed.data["removed"] == 0 and removed.positions == []
+    assert (await b.digest())["position"] == tip
+    view = await b.get(b_id)
+    assert view["version"] == 1 and view["status"] == "activated"
+    assert [e["edge_id"] for e in (await b.neighbors(b_id))["edges"]] == ["bns:secret:1"]
+
+
+async def test_a_tenant_header_does_not_override_the_keys_tenant(tenants):
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-a", "read", "write")
+    spoofing = api.client(api_key=secret, tenant="tenant-b")
+    await expect(404, spoofing.get(b_id))
+    written = await spoofing.add({"memory": "lands in tenant A"})
+    view = await a.get(written.memory_ids[0])
+    assert view["tenant"] == "tenant-a"
+    await expect(404, b.get(written.memory_ids[0]))
+
+
+async def test_sse_tail_only_carries_the_callers_tenant(tenants):
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-a", "read")
+    async with api.raw.get("/v1/events/stream", headers={"Authorization": f"Bearer {secret}"}) as response:
+        assert response.status == 200
+        await b.add({"memory": "B writes while A tails"})
+        mine = await a.add({"memory": "A writes while A tails"})
+        seen = []
+
+        async def read_until_mine():
+            while True:
+                line = (await response.content.readline()).decode()
+                if line.startswith("data: "):
+                    seen.append(line)
+                    if '"A writes while A tails"' in line:
+                        return
+
+        await asyncio.wait_for(read_until_mine(), 10)
+    assert all('"tenant":"tenant-a"' in line for line in seen)
+    assert not any("B writes" in line or "Tenant B" in line for line in seen)
+    assert mine.positions
+
+
+async def test_wildcard_key_needs_a_tenant_header(secured):
+    secret = secured.key("*", "read", "write")
+    bare = secured.client(api_key=secret)
+    error = await expect(400, bare.recall("anything"))
+    assert error.field == "X-Memledger-Tenant"
+    await expect(400, bare.add({"memory": "nowhere"}))
+    acme = secured.client(api_key=secret, tenant="acme")
+    globex = secured.client(api_key=secret, tenant="globex")
+    written = await acme.add({"memory": "acme's memory"})
+    assert (await acme.get(written.memory_ids[0]))["tenant"] == "acme"
+    await expect(404, globex.get(written.memory_ids[0]))
+
+
+async def test_admin_drop_tenant_only_drops_the_keys_tenant(tenants):
+    api, a, b, b_id, b_other, a_id = tenants
+    error = await expect(422, a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-b"}))
+    assert error.field == "confirm"
+    dropped = await a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-a"})
+    assert dropped["positions"]
+    await expect(404, a.get(a_id))
+    assert (await b.get(b_id))["status"] == "activated"
+
+
+# -- serve: safe defaults ----------------------------------------------------------------------------
+
+
+def test_serve_refuses_a_public_address_without_auth(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEMLEDGER_AUTH", "off")
+    code = cli.main(["serve", "--host", "0.0.0.0", "--port", "1", "--data-dir", str(tmp_path / "data")])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.startswith("memledger: error: ") and err.count("\n") == 1, err
+    assert "refusing" in err and "0.0.0.0" in err and "auth" in err.lower(), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "data" / "events.db").exists()
+
+
+def test_first_start_key_is_printed_once_with_url_and_curl(tmp_path, capsys):
+    store = KeyStore(tmp_path / "auth.db")
+    try:
+        secret = first_start_key(store, "127.0.0.1", 8765)
+        out = capsys.readouterr().out
+        assert secret and secret.startswith("mlk_")
+        assert out.count(secret) >= 2  # shown, and used in the ready-to-paste curl example
+        assert f"Authorization: Bearer {secret}" in out
+        assert "http://127.0.0.1:8765/v1/memories" in out and "http://127.0.0.1:8765/v1/recall" in out
+        assert "curl" in out
+        [record] = store.list()
+        assert record.tenant == "default" and set(record.scopes) == {"read", "write", "admin"}
+        assert store.authenticate(secret) is not None
+        # Second start: no new key, nothing printed.
+        assert first_start_key(store, "127.0.0.1", 8765) is None
+        assert capsys.readouterr().out == ""
+        assert len(store.list()) == 1
+        # Revoking every key does not mint a fresh one either.
+        store.revoke(record.key_id)
+        assert first_start_key(store, "127.0.0.1", 8765) is None
+    finally:
+        store.close()
+
+
+def test_first_start_key_brackets_an_ipv6_host(tmp_path, capsys):
+    store = KeyStore(tmp_path / "auth.db")
+    try:
+        first_start_key(store, "::1", 9000)
+        assert "http://[::1]:9000/v1/recall" in capsys.readouterr().out
+    finally:
+        store.close()
+
+
+def test_keys_cli_create_list_revoke(tmp_path, capsys):
+    data = str(tmp_path / "data")
+    assert cli.main(["keys", "create", "--tenant", "acme", "--scopes", "read", "--json", "--data-dir", data]) == 0
+    import json
+
+    created = json.loads(capsys.readouterr().out)
+    assert created["key"].startswith("mlk_") and created["tenant"] == "acme" and created["scopes"] == ["read"]
+    assert cli.main(["keys", "list", "--json", "--data-dir", data]) == 0
+    listed = capsys.readouterr().out
+    assert created["key_id"] in listed and created["key"] not in listed
+    assert cli.main(["keys", "revoke", created["key_id"], "--data-dir", data]) == 0
+    capsys.readouterr()
+    assert cli.main(["keys", "revoke", created["key_id"], "--data-dir", data]) == 2
+    assert capsys.readouterr().err.startswith("memledger: error: ")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    command = [str(MEMLEDGER)] if MEMLEDGER.exists() else [sys.executable, "-m", "tools.cli"]
+    errors = open(tmp_path / "serve.stderr", "wb")
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(tmp_path / "data"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=errors,
+        env=env,
+        cwd=str(ROOT),
+    )
+    lines: list[str] = []
+    try:
+        async def read_banner() -> str:
+            secret = None
+            while True:
+                raw = await proc.stdout.readline()
+                if not raw:
+                    await asyncio.wait_for(proc.wait(), 10)
+                    err = (tmp_path / "serve.stderr").read_text(errors="replace")
+                    raise AssertionError(f"serve exited with {proc.returncode}: {lines} {err}")
+                line = raw.decode().strip()
+                lines.append(line)
+                if line.startswith("mlk_"):
+                    secret = line
+                if line.startswith("memledger: serving"):
+                    return secret
+
+        secret = await asyncio.wait_for(read_banner(), 30)
+        assert secret, lines
+        banner = "\n".join(lines)
+        url = f"http://127.0.0.1:{port}"
+        assert f"{url}/v1/memories" in banner and f"{url}/v1/recall" in banner
+
+        async with MemledgerClient(url, api_key=secret, timeout=10) as client:
+            health = None
+            for _ in range(100):
+                try:
+                    health = await client.health()
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            assert health and health["status"] == "ok"
+            # What the printed curl lines do.
+            written = await client.add({"memory": "I moved to Lisbon in May", "key": "home city"})
+            found = await client.recall("where do I live? Lisbon", min_position=written.positions[-1])
+            assert [h["id"] for h in found["hits"]][:1] == written.memory_ids
+        async with MemledgerClient(url, timeout=10) as anonymous:
+            await expect(401, anonymous.recall("Lisbon"))
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+        errors.close()

@@ -1,0 +1,197 @@
+"""Document import: chunks as RawFileMemory memories, versions, idempotency, bad files, PDFs, mentions."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from eventstore.commands import CommandContext
+from eventstore.commands.documents import document_import
+from eventstore.documents import read_document
+from eventstore.model import ValidationError
+from projections import entities as ents
+from projections.filters import SearchFilters
+from projections.recall import RecallOptions
+from projections.service import MemoryService
+from tools import cli
+
+
+@pytest.fixture
+def svc(tmp_path):
+    service = MemoryService.open(tmp_path / "data")
+    yield service
+    service.close()
+
+
+def ctx(tenant: str = "t", **kw) -> CommandContext:
+    return CommandContext(tenant=tenant, **kw)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def do_import(svc, path: Path, tenant: str = "t", **options):
+    return svc.run(svc.documents.import_document, ctx(tenant), document_import(read_document(path), **options))
+
+
+def make_pdf(pages: list[str], title: str = "Manual") -> bytes:
+    from pypdf import PdfWriter
+    from pypdf.generic import ContentStream, DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    for text in pages:
+        page = writer.add_blank_page(612, 792)
+        font = DictionaryObject(
+            {NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"), NameObject("/BaseFont"): NameObject("/Helvetica")}
+        )
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+        stream = ContentStream(None, writer)
+        stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode())
+        page.replace_contents(stream)
+    writer.add_metadata({"/Title": title})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def chunk_rows(svc, doc_id: str, tenant: str = "t"):
+    rows = svc.read_conn().execute(
+        "SELECT memory_id, status, content FROM graph_memories WHERE tenant = ? AND doc_id = ? AND valid_to IS NULL ORDER BY memory_id",
+        (tenant, doc_id),
+    )
+    return [(r[0], r[1], json.loads(r[2])) for r in rows]
+
+
+NOTES = "# Field notes\n\nThe river was high.\n\n## Camp\n\nWe slept near the bridge.\n"
+
+
+def test_import_writes_chunks_and_a_document_in_one_batch(svc, tmp_path):
+    path = write(tmp_path / "notes.md", NOTES)
+    result = do_import(svc, path, collection="travel", lang="en", source_url="https://example.org/notes", model="none", doc_type="diary")
+    assert result.data["status"] == "imported" and result.data["version"] == 1 and result.data["doc_id"] == "notes.md"
+    types = [r.type for r in svc.store.read_all(after=result.first_position - 1, until=result.last_position)]
+    assert types.count("MemoryAdded") == result.data["chunks"] == 2 and types.count("DocumentImported") == 1
+    assert len({r.metadata.correlation_id for r in svc.store.read_all(after=result.first_position - 1, until=result.last_position)}) == 1
+    rows = chunk_rows(svc, "notes.md")
+    assert [r[1] for r in rows] == ["activated", "activated"]
+    content = rows[1][2]
+    assert content["memory_type"] == "RawFileMemory"
+    assert {k: content[k] for k in ("collection", "doc_type", "doc_id", "doc_version", "lang", "source_url", "model")} == {
+        "collection": "travel", "doc_type": "diary", "doc_id": "notes.md", "doc_version": "1", "lang": "en",
+        "source_url": "https://example.org/notes", "model": "none",
+    }
+    props = content["properties"]
+    assert props["heading"] == "Camp" and props["chunk_index"] == 1
+    assert read_document(path).text_pages[0][props["start"] : props["end"]] == content["memory"]
+    doc = ents.get_document(svc.read_conn(), "t", "notes.md")
+    assert (doc.version, doc.title, doc.format, doc.collection, doc.chunk_ids) == (1, "Field notes", "markdown", "travel", [r[0] for r in rows])
+    assert svc.facts.node_exists("t", "document:notes.md")
+    # Every recall channel and filter sees the chunks.
+    hits = svc.searcher.recall("t", "where did we sleep near the bridge", RecallOptions(filters=SearchFilters(doc_ids=("notes.md",)))).hits
+    assert hits and hits[0].id == rows[1][0]
+
+
+def test_reimporting_unchanged_content_writes_nothing(svc, tmp_path):
+    path = write(tmp_path / "notes.md", NOTES)
+    do_import(svc, path)
+    head = svc.store.last_position()
+    again = do_import(svc, path, collection="other")  # the content hash decides
+    assert again.first_position is None and again.data["status"] == "unchanged" and again.data["version"] == 1
+    assert svc.store.last_position() == head
+
+
+def test_changed_content_is_a_new_version_and_old_chunks_are_archived(svc, tmp_path):
+    path = write(tmp_path / "notes.md", NOTES)
+    first = do_import(svc, path)
+    old_ids = list(first.memory_ids)
+    write(path, NOTES + "\n## Day two\n\nThe bridge was closed.\n")
+    second = do_import(svc, path)
+    assert second.data["version"] == 2 and second.data["archived"] == 2 and second.data["chunks"] == 3
+    rows = {m: (status, c["doc_version"]) for m, status, c in chunk_rows(svc, "notes.md")}
+    assert all(rows[m] == ("archived", "1") for m in old_ids)  # archived, never deleted
+    assert [rows[m] for m in second.memory_ids] == [("activated", "2")] * 3
+    doc = ents.get_document(svc.read_conn(), "t", "notes.md")
+    assert doc.version == 2 and doc.chunk_ids == list(second.memory_ids)
+    assert ents.get_document(svc.read_conn(), "t", "notes.md", as_of=first.last_position).chunk_ids == old_ids
+    history = svc.history("t", old_ids[0])
+    assert [v["status"] for v in history] == ["activated", "archived"]
+
+
+def test_import_links_mentions_and_reimport_moves_them(svc, tmp_path):
+    svc.run(svc.entities.upsert, ctx(), "place:bridge", name="Old Bridge", aliases=["the bridge"])
+    path = write(tmp_path / "notes.md", NOTES)
+    first = do_import(svc, path)
+    edges = svc.edges_of("t", "place:bridge")
+    sources = sorted(e.source for e in edges)
+    assert sources == sorted([first.memory_ids[1], "document:notes.md"]) and all(e.edge_type == "MENTIONS" for e in edges)
+    doc_edge = next(e for e in edges if e.source == "document:notes.md")
+    assert doc_edge.properties["evidence"] == [first.memory_ids[1]] and doc_edge.properties["alias"] == "the bridge"
+    write(path, NOTES.replace("river", "creek"))
+    second = do_import(svc, path)
+    live = {e.source for e in svc.edges_of("t", "place:bridge")}
+    assert live == {second.memory_ids[1], "document:notes.md"}
+
+
+def test_revert_then_reimport_writes_again(svc, tmp_path):
+    path = write(tmp_path / "notes.md", NOTES)
+    first = do_import(svc, path)
+    svc.run(svc.reverts.revert, ctx(), first.correlation_id)
+    assert {status for _, status, _ in chunk_rows(svc, "notes.md")} == {"deleted"}
+    again = do_import(svc, path)
+    assert again.data["status"] == "imported" and again.data["version"] == 2
+
+
+def test_pdf_pages_are_kept(svc, tmp_path):
+    path = tmp_path / "manual.pdf"
+    path.write_bytes(make_pdf(["Page one talks about valves.", "Page two talks about pumps."]))
+    result = do_import(svc, path)
+    rows = chunk_rows(svc, "manual.pdf")
+    pages = sorted((c["properties"]["page"], c["memory"]) for _, _, c in rows)
+    assert pages == [(1, "Page one talks about valves."), (2, "Page two talks about pumps.")]
+    doc = ents.get_document(svc.read_conn(), "t", "manual.pdf")
+    assert (doc.format, doc.pages, doc.title, result.data["chunks"]) == ("pdf", 2, "Manual", 2)
+
+
+def test_bad_doc_id_is_refused(svc, tmp_path):
+    path = write(tmp_path / "notes.md", NOTES)
+    with pytest.raises(ValidationError):
+        do_import(svc, path, doc_id="../escape")
+
+
+def test_cli_skips_a_corrupt_file_and_imports_the_rest(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write(docs / "a.md", "# A\n\nAlpha text.\n")
+    write(docs / "b.txt", "Beta text.\n")
+    (docs / "c.pdf").write_bytes(b"%PDF-1.4 this is not a pdf")
+    (docs / "d.pdf").write_bytes(make_pdf(["Delta text."]))
+    data = str(tmp_path / "data")
+    code = cli.main(["--data-dir", data, "import", "docs", str(docs), "--collection", "kb", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert (report["documents"], report["chunks"], report["skipped"], report["failed"]) == (3, 3, 0, 1)
+    [failed] = [r for r in report["results"] if r["status"] == "failed"]
+    assert failed["path"].endswith("c.pdf") and failed["reason"] == "corrupt"
+    assert cli.main(["--data-dir", data, "import", "docs", str(docs / "a.md"), str(docs / "b.txt")]) == 0
+    assert "documents=0 chunks=0 skipped=2 failed=0" in capsys.readouterr().out
+    with MemoryService.open(data) as service:
+        assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default", collection="kb")] == ["a.md", "b.txt", "d.pdf"]
+
+
+def test_cli_log_import_still_works(tmp_path, capsys):
+    source = str(tmp_path / "source")
+    with MemoryService.open(source) as service:
+        service.run(service.entities.upsert, ctx("default"), "e", name="E")
+    export = tmp_path / "log.jsonl"
+    assert cli.main(["--data-dir", source, "export", "-o", str(export)]) == 0
+    target = str(tmp_path / "target")
+    assert cli.main(["--data-dir", target, "import", str(export)]) == 0
+    assert "imported 1" in capsys.readouterr().out
+    assert cli.main(["--data-dir", target, "import", str(export), "extra.md"]) == 2
+    with MemoryService.open(target) as service:
+        assert ents.get_entity(service.read_conn(), "default", "e").name == "E"

@@ -1,0 +1,354 @@
+"""The organizer: dedup and conflicts as auditable, revertable events, crash-safe and waitable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+
+import api.settings  # noqa: F401 - declares the server settings used below
+
+from eventstore import catalogue as c
+from eventstore.commands import CommandContext
+from eventstore.model import MemoryContent
+from eventstore.settings import Settings
+from projections.policies.judge import RuleJudge, normalize_text
+from projections.policies.llm_judge import LLMJudge
+from projections.policies.organizer import Organizer
+from projections.service import MemoryService
+
+TENANT = "t1"
+
+
+def make_settings(**overrides) -> Settings:
+    base = {"organizer_cluster_interval_s": 0.0, "auth": False}
+    return Settings({**base, **overrides}, env={})
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def svc(tmp_path, settings):
+    service = MemoryService.open(tmp_path, settings=settings)
+    yield service
+    service.close()
+
+
+def add(svc, *items, tenant: str = TENANT) -> list[str]:
+    contents = [MemoryContent(memory=i) if isinstance(i, str) else i for i in items]
+    return list(svc.run(svc.memories.add, CommandContext(tenant=tenant), contents).memory_ids)
+
+
+def view(svc, memory_id: str, tenant: str = TENANT):
+    return svc.get(tenant, memory_id)
+
+
+def events(svc, type_: str, tenant: str = TENANT):
+    return svc.store.read_all(tenant=tenant, types=[type_])
+
+
+def activated(svc, tenant: str = TENANT) -> dict[str, str]:
+    rows = svc.read_conn().execute(
+        "SELECT memory_id, json_extract(content, '$.memory') FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND status = 'activated'",
+        (tenant,),
+    )
+    return dict(rows.fetchall())
+
+
+# -- dedup -------------------------------------------------------------------------------------
+
+
+def test_exact_duplicate_in_a_batch_is_merged_with_its_decision(svc, settings):
+    a, b, other = add(svc, "Alice lives in Berlin.", "alice lives in  berlin", "Bob plays chess on Sundays")
+    organizer = Organizer(svc, settings)
+    report = organizer.run_once()
+    assert report["applied"] == 1
+    merged = events(svc, "MemoriesMerged")
+    assert len(merged) == 1
+    event = merged[0]
+    assert set(event.event.source_ids) == {a, b}
+    decision = event.event.decision
+    assert decision.judge == "rule" and decision.judge_version == RuleJudge().version
+    assert decision.similarity > 0.8 and "normalised texts equal" in decision.reason
+    assert decision.fallback is None
+    assert event.metadata.correlation_id == report["correlation_id"]
+    assert event.metadata.actor == "organizer"
+    added = events(svc, "MemoryAdded")[0]
+    assert event.metadata.causation_id == added.event_id  # the triggering event
+    assert view(svc, a).status == "archived" and view(svc, b).status == "archived"
+    new = view(svc, event.event.memory_id)
+    assert new.status == "activated" and new.memory == "Alice lives in Berlin."
+    assert view(svc, other).status == "activated"
+    history = svc.history(TENANT, event.event.memory_id)
+    assert "rule: normalised texts equal" in history[0]["reason"]
+
+
+def test_paraphrase_of_an_existing_memory_is_merged_into_the_more_informative(svc, settings):
+    organizer = Organizer(svc, settings)
+    [first] = add(svc, MemoryContent(memory="The user prefers dark mode in the code editor", tags=("ui",), sources=("chat-1",)))
+    assert organizer.run_once()["applied"] == 0
+    [second] = add(svc, MemoryContent(memory="Note: the user prefers dark mode in the code editor and the terminal", sources=("chat-2",)))
+    report = organizer.run_once()
+    assert report["applied"] == 1
+    [merged] = events(svc, "MemoriesMerged")
+    assert set(merged.event.source_ids) == {first, second}
+    assert "containment" in merged.event.decision.reason
+    content = merged.event.content
+    assert content.memory == "Note: the user prefers dark mode in the code editor and the terminal"
+    assert set(content.sources) == {"chat-1", "chat-2"} and content.tags == ("ui",)
+
+
+def test_same_key_contradiction_newer_supersedes_older(svc, settings):
+    [older] = add(svc, MemoryContent(memory="Home city: Berlin", key="home city"))
+    [newer] = add(svc, MemoryContent(memory="Home city: Munich", key="Home City"))
+    Organizer(svc, settings).run_once()
+    [superseded] = events(svc, "MemorySuperseded")
+    assert superseded.event.memory_id == older and superseded.event.superseded_by == newer
+    assert "same key" in superseded.event.decision.reason and superseded.event.decision.judge == "rule"
+    assert view(svc, older).status == "archived" and view(svc, newer).status == "activated"
+    edges = svc.edges_of(TENANT, older)
+    assert [(e.edge_type, e.target) for e in edges] == [("SUPERSEDED_BY", newer)]
+
+
+def test_newer_is_decided_by_updated_at_not_by_arrival(svc, settings):
+    [first] = add(svc, MemoryContent(memory="Preferred editor: Vim", key="editor"))
+    [second] = add(svc, MemoryContent(memory="Preferred editor: Emacs", key="editor"))
+    svc.run(svc.memories.update, CommandContext(tenant=TENANT), first, {"tags": ("tools",)})  # first is now the newer
+    Organizer(svc, settings).run_once()
+    [superseded] = events(svc, "MemorySuperseded")
+    assert superseded.event.memory_id == second and superseded.event.superseded_by == first
+
+
+def test_independent_memories_are_left_alone(svc, settings):
+    add(svc, "Alice likes tea", "Alice likes coffee", "Alice visited Paris in 2019", "Alice visited Rome in 2021",
+        MemoryContent(memory="Berlin", key="home city"), MemoryContent(memory="Berlin", key="birth city"))
+    before = svc.store.last_position()
+    report = Organizer(svc, settings).run_once()
+    assert report["applied"] == 0 and report["events"] == 6
+    assert svc.store.last_position() == before
+
+
+def test_batch_items_are_compared_with_each_other_and_with_existing(svc, settings):
+    [old] = add(svc, "Deploys happen via GitHub Actions")
+    batch = add(svc, "deploys happen via github actions!", "DEPLOYS HAPPEN VIA GITHUB ACTIONS", "The staging database is PostgreSQL 15",
+                "the staging database is postgresql 15.")
+    report = Organizer(svc, settings).run_once()
+    merged = sorted((sorted(e.event.source_ids) for e in events(svc, "MemoriesMerged")), key=len)
+    assert merged == [sorted(batch[2:]), sorted([old, *batch[:2]])]  # three-way group: one merge
+    assert report["applied"] == 2
+    texts = sorted(normalize_text(t) for t in activated(svc).values())
+    assert texts == ["deploys happen via github actions", "the staging database is postgresql 15"]
+
+
+def test_memories_no_longer_activated_are_skipped(svc, settings):
+    a, b = add(svc, "The wifi password is on the fridge", "the wifi password is on the fridge.")
+    svc.run(svc.memories.archive, CommandContext(tenant=TENANT), b)
+    assert Organizer(svc, settings).run_once()["applied"] == 0
+    assert view(svc, a).status == "activated"
+
+
+def test_organized_types_only(svc, settings):
+    add(svc, MemoryContent(memory="Scratch note one", memory_type="WorkingMemory"), MemoryContent(memory="scratch note one", memory_type="WorkingMemory"))
+    assert Organizer(svc, settings).run_once()["applied"] == 0
+
+
+def test_tenants_are_never_mixed(svc, settings):
+    add(svc, "Alice lives in Berlin", tenant="a")
+    add(svc, "Alice lives in Berlin", tenant="b")
+    assert Organizer(svc, settings).run_once()["applied"] == 0
+
+
+# -- crash safety, disabled, dry run, revert ----------------------------------------------------
+
+
+def test_restart_after_a_crash_neither_reapplies_nor_skips(tmp_path):
+    settings = make_settings(organizer_batch=2)
+    svc = MemoryService.open(tmp_path, settings=settings)
+    pairs = [add(svc, f"Fact number {word} is stored here", f"fact number {word} is stored here!") for word in ("one", "two", "three")]
+    first = Organizer(svc, settings)
+    saved = []
+    real_save = first._save
+
+    def crashing_save(name, position):
+        if saved:
+            raise RuntimeError("simulated crash before the checkpoint")
+        saved.append(position)
+        real_save(name, position)
+
+    first._save = crashing_save
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        first.run_once()
+    assert len(events(svc, "MemoriesMerged")) == 2  # batch 2 was appended, its checkpoint was not
+    assert first.checkpoint() == saved[0]
+    svc.close()
+
+    svc = MemoryService.open(tmp_path, settings=settings)
+    add(svc, "Fact number four is stored here", "fact number four is stored here.")
+    second = Organizer(svc, settings)
+    assert second.position == saved[0]
+    second.run_once()
+    merged = events(svc, "MemoriesMerged")
+    sources = sorted(sorted(e.event.source_ids) for e in merged)
+    assert len(merged) == 4 and len({tuple(s) for s in sources}) == 4  # each pair once, the new one too
+    assert all(sorted(p) in sources for p in pairs)
+    assert second.checkpoint() == svc.store.last_position()  # its own merges were checked in the same pass
+    assert second.run_once()["events"] == 0
+    svc.close()
+
+
+def test_a_decision_appended_twice_is_replayed_not_reapplied(svc, settings):
+    add(svc, "Meeting notes are stored in Notion", "MEETING NOTES ARE STORED IN NOTION")
+    organizer = Organizer(svc, settings)
+    [planned] = organizer.plan(svc.store.read_all())
+    assert svc.run(organizer.apply, planned, "pass-1") == "applied"
+    assert svc.run(organizer.apply, planned, "pass-2") == "replayed"  # same idempotency key
+    assert len(events(svc, "MemoriesMerged")) == 1
+
+
+def test_disabled_organizer_does_nothing(tmp_path):
+    settings = make_settings(organizer_enabled=False)
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        add(svc, "Alice lives in Berlin.", "alice lives in berlin")
+        before = svc.store.last_position()
+        organizer = Organizer(svc, settings)
+        assert organizer.run_once()["enabled"] is False
+        assert organizer.cluster() == {"enabled": False}
+        assert organizer.dry_run() == []
+        assert svc.store.last_position() == before and organizer.position == 0
+        assert asyncio.run(organizer.wait_for(before, 5)) is False  # returns at once
+
+
+def test_dry_run_writes_nothing(svc, settings):
+    add(svc, "Alice lives in Berlin.", "alice lives in berlin", MemoryContent(memory="Editor: Vim", key="editor"))
+    add(svc, MemoryContent(memory="Editor: Emacs", key="editor"))
+    before = svc.store.last_position()
+    organizer = Organizer(svc, settings)
+    planned = organizer.dry_run()
+    assert sorted(p["action"] for p in planned) == ["merge", "supersede"]
+    assert svc.store.last_position() == before and organizer.position == 0
+    report = organizer.run_once()
+    assert sorted(p["action"] for p in report["planned"]) == ["merge", "supersede"]
+
+
+def test_revert_of_a_pass_restores_and_sticks(svc, settings):
+    a, b = add(svc, "Alice lives in Berlin.", "alice lives in berlin")
+    [older] = add(svc, MemoryContent(memory="Editor: Vim", key="editor"))
+    [newer] = add(svc, MemoryContent(memory="Editor: Emacs", key="editor"))
+    organizer = Organizer(svc, settings)
+    report = organizer.run_once()
+    assert report["applied"] == 2
+    merged_id = events(svc, "MemoriesMerged")[0].event.memory_id
+    result = svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    assert result.data["reverted"] > 0 and not result.data["conflicts"]
+    assert {view(svc, m).status for m in (a, b, older, newer)} == {"activated"}
+    assert view(svc, merged_id).status == "deleted"
+    assert not [e for e in svc.edges_of(TENANT, older)]
+    assert organizer.run_once()["applied"] == 0  # a revert is not undone by the next pass
+
+
+# -- waiting -------------------------------------------------------------------------------------
+
+
+async def test_wait_for_returns_once_the_organizer_processed_the_position(svc, settings):
+    organizer = Organizer(svc, settings)
+    task = asyncio.create_task(organizer.follow())
+    loop = asyncio.get_running_loop()
+    try:
+        ids = await loop.run_in_executor(None, add, svc, "The API rate limit is 100 requests per minute", "the API rate-limit is 100 requests per minute")
+        head = svc.store.last_position()
+        assert await organizer.wait_for(head, 10) is True
+        assert organizer.position >= head
+        assert {view(svc, m).status for m in ids} == {"archived"}
+        assert await organizer.wait_for(head + 1000, 0.2) is False
+        status = organizer.status(TENANT)
+        assert status["enabled"] and status["decisions"] == 1 and status["last_run"] is not None
+    finally:
+        organizer.stopped = True
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await organizer.aclose()
+
+
+async def test_status_over_http_waits_for_a_position(tmp_path, aiohttp_client):
+    from api.app import create_app
+    from api.routes_organizer import organizer_task
+
+    settings = make_settings(data_dir=str(tmp_path))
+    app = create_app(settings, background=[organizer_task])
+    client = await aiohttp_client(app)
+    resp = await client.post("/v1/memories", json={"memories": [{"memory": "Lives in São Paulo"}, {"memory": "lives in São Paulo."}]})
+    assert resp.status in (200, 201), await resp.text()
+    head = max((await resp.json())["positions"])
+    resp = await client.get("/v1/organizer/status", params={"min_position": head, "wait": "10s"})
+    body = await resp.json()
+    assert resp.status == 200 and body["caught_up"] is True and body["enabled"] is True
+    assert body["position"] >= head and body["decisions"] == 1 and set(body) >= {"position", "enabled", "last_run", "decisions", "caught_up"}
+    resp = await client.get("/v1/organizer/status", params={"min_position": body["position"] + 10_000, "wait": "200ms"})
+    assert (await resp.json())["caught_up"] is False
+    for bad in ("abc", "31s", "-1s"):
+        resp = await client.get("/v1/organizer/status", params={"wait": bad})
+        assert resp.status == 422 and (await resp.json())["error"]["field"] == "wait"
+    resp = await client.get("/v1/organizer/status", params={"min_position": "x"})
+    assert resp.status == 422 and (await resp.json())["error"]["field"] == "min_position"
+
+
+# -- the LLM judge against a fake OpenAI-compatible server ----------------------------------------
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self.fail = False
+        self.requests: list[dict] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(body)
+        if self.fail:
+            return web.Response(status=503, text="overloaded")
+        user = body["messages"][1]["content"]
+        if "Memories:" in user:
+            answer = {"title": "Travel plans", "summary": "Trips the user is planning."}
+        elif "Lisbon" in user:
+            answer = {"label": "redundant", "reason": "same move, one more detailed", "fused_text": "The user moved to Lisbon in May 2023"}
+        else:
+            answer = {"label": "independent", "reason": "different facts", "fused_text": None}
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}]})
+
+
+@pytest.fixture
+async def fake_llm(aiohttp_server):
+    fake = FakeLLM()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    fake.url = str(server.make_url("/v1"))
+    return fake
+
+
+async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, settings, fake_llm):
+    judge = LLMJudge(fake_llm.url, "test-model", "sk-test", timeout_s=5, retries=1, backoff_s=0.01, fallback=RuleJudge())
+    organizer = Organizer(svc, settings, judge=judge)
+    loop = asyncio.get_running_loop()
+    try:
+        a, b = await loop.run_in_executor(None, add, svc, "The user moved to Lisbon in May 2023", "The user moved to Lisbon in May")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1 and fake_llm.requests
+        [merged] = events(svc, "MemoriesMerged")
+        assert merged.event.content.memory == "The user moved to Lisbon in May 2023"
+        decision = merged.event.decision
+        assert decision.judge == "llm" and decision.judge_version.endswith("test-model") and decision.fallback is None
+        assert decision.reason == "same move, one more detailed"
+
+        fake_llm.fail = True
+        await loop.run_in_executor(None, add, svc, "Bob's birthday is on 12 May.", "bob's birthday is on 12 may")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1
+        fallback = events(svc, "MemoriesMerged")[-1].event.decision
+        assert fallback.judge == "rule" and fallback.fallback.startswith("llm failed: HTTP 503")
+    finally:
+        await organizer.aclose()

@@ -1,0 +1,168 @@
+"""Relink runs (dry run, commit, exact undo), document links, relation cards and the recall seed hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventstore.commands import CommandContext
+from eventstore.commands.documents import document_import
+from eventstore.documents import read_document
+from projections import relink as rl
+from projections.recall import RecallOptions
+from projections.service import MemoryService
+
+
+@pytest.fixture
+def svc(tmp_path):
+    service = MemoryService.open(tmp_path / "data")
+    yield service
+    service.close()
+
+
+def ctx(tenant: str = "t", **kw) -> CommandContext:
+    return CommandContext(tenant=tenant, **kw)
+
+
+def upsert(svc, entity_id, name, **kw):
+    return svc.run(svc.entities.upsert, ctx(), entity_id, name=name, **kw)
+
+
+def add_doc(svc, tmp_path: Path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path)))
+
+
+def mentions(svc, tenant: str = "t"):
+    """Live mention edges, exactly: id, ends, weight, properties."""
+    return sorted((e.edge_id, e.source, e.target, e.weight, repr(sorted(e.properties.items()))) for e in rl.live_mentions(svc.read_conn(), tenant))
+
+
+@pytest.fixture
+def corpus(svc, tmp_path):
+    """Two documents linked against a small catalogue, then a catalogue that grew."""
+    upsert(svc, "person:lovelace", "Lovelace")
+    a = add_doc(svc, tmp_path, "a.md", "# A\n\nAda Lovelace wrote the notes.\n\nCharles Babbage built the engine.\n")
+    b = add_doc(svc, tmp_path, "b.md", "# B\n\nThe engine of Charles Babbage was never finished.\n")
+    upsert(svc, "person:ada", "Ada Lovelace", aliases=["Countess of Lovelace"])  # longer: wins over "Lovelace"
+    upsert(svc, "person:babbage", "Charles Babbage", aliases=["Babbage"])
+    return a, b
+
+
+def test_dry_run_writes_nothing_and_previews(svc, corpus):
+    head, before = svc.store.last_position(), mentions(svc)
+    report = rl.relink(svc, ctx())
+    assert report["dry_run"] and not report["committed"] and "run_id" not in report
+    assert svc.store.last_position() == head and mentions(svc) == before
+    assert report["remove"] == 2  # chunk -> Lovelace and document -> Lovelace, replaced by the longer name
+    assert report["add"] == 2 + 4  # Ada: chunk + document; Babbage: in both documents, chunk + document each
+    assert report["kept"] == 0 and report["chunks"] == 2 and report["entities"] == 3
+    [pair] = report["cross_document_pairs"]
+    assert pair == {"documents": ["a.md", "b.md"], "new_shared_entities": ["person:babbage"], "new_pair": True}
+    assert report["new_document_pair_count"] == 1
+
+
+def test_commit_then_undo_namespace_restores_the_previous_edges_exactly(svc, corpus):
+    before = mentions(svc)
+    report = rl.relink(svc, ctx(), commit=True)
+    assert report["committed"] and report["add"] == 6 and report["remove"] == 2
+    prefix = report["prefix"]
+    types = [r.type for r in svc.store.read_all(after=report["positions"][0] - 1, until=report["positions"][-1])]
+    assert types == ["RelinkCommitted", "NamespaceUndone"] + ["EdgeLinked"] * 6
+    after = mentions(svc)
+    assert after != before and sum(1 for e in after if e[0].startswith(prefix)) == 6
+    assert not any(e[2] == "person:lovelace" for e in after)
+    # Nothing left to do: a second run is a no-op.
+    again = rl.relink(svc, ctx(), commit=True)
+    assert not again["committed"] and again["kept"] == 6 and again["positions"] == []
+    undo = svc.run(svc.edges.undo_namespace, ctx(), prefix)
+    assert (undo.data["removed"], undo.data["restored"]) == (6, 2)
+    assert mentions(svc) == before
+    assert svc.run(svc.edges.undo_namespace, ctx(), prefix).first_position is None  # twice is a no-op
+
+
+def test_commit_then_revert_correlation_restores_the_previous_edges(svc, corpus):
+    before = mentions(svc)
+    report = rl.relink(svc, ctx(), commit=True)
+    svc.run(svc.reverts.revert, ctx(), report["correlation_id"])
+    assert mentions(svc) == before
+
+
+def test_as_of_before_the_run_shows_the_old_mentions(svc, corpus):
+    before = mentions(svc)
+    report = rl.relink(svc, ctx(), commit=True)
+    old = sorted(e.edge_id for e in rl.live_mentions(svc.read_conn(), "t", as_of=report["positions"][0] - 1))
+    assert old == [e[0] for e in before]
+
+
+def test_relink_is_per_tenant(svc, corpus):
+    other = rl.relink(svc, ctx("other"), commit=True)
+    assert not other["committed"] and other["chunks"] == 0 and mentions(svc, "other") == []
+
+
+def test_document_links_rank_distinctive_entities_first(svc, tmp_path):
+    upsert(svc, "org:acme", "Acme")
+    upsert(svc, "tool:zeta", "Zeta Drill")
+    add_doc(svc, tmp_path, "one.md", "Acme sells the Zeta Drill.\n")
+    add_doc(svc, tmp_path, "two.md", "The Zeta Drill broke at Acme.\n")
+    add_doc(svc, tmp_path, "three.md", "Acme hired a plumber.\n")
+    found = rl.document_links(svc.read_conn(), "t")
+    assert found["documents"] == 3
+    top = found["pairs"][0]
+    assert top["documents"] == ["one.md", "two.md"]
+    assert [s["entity_id"] for s in top["shared"]] == ["tool:zeta", "org:acme"]  # rarer first
+    zeta = top["shared"][0]
+    assert set(zeta["evidence"]) == {"one.md", "two.md"} and all(len(v) == 1 for v in zeta["evidence"].values())
+    assert top["score"] > found["pairs"][1]["score"]
+    assert [p["documents"] for p in rl.document_links(svc.read_conn(), "t", doc_id="three.md")["pairs"]] == [["one.md", "three.md"], ["three.md", "two.md"]]
+    assert rl.document_links(svc.read_conn(), "t", min_shared=2)["pairs"][0]["documents"] == ["one.md", "two.md"]
+
+
+def test_relation_cards(svc):
+    upsert(svc, "person:ada", "Ada Lovelace", aliases=["Ada"])
+    upsert(svc, "person:babbage", "Charles Babbage")
+    upsert(svc, "thing:engine", "Analytical Engine")
+    svc.run(svc.entities.set_relation, ctx(), "person:ada", "thing:engine", "wrote_about", weight=0.9)
+    svc.run(svc.entities.set_relation, ctx(), "person:babbage", "person:ada", "worked_with", weight=0.7)
+    cards = rl.relation_cards(svc.read_conn(), "t", "Who did Ada work with?", svc.catalogues)
+    assert cards["matched"]
+    [card] = cards["cards"]
+    assert card["entity"]["id"] == "person:ada" and card["matched_alias"] == "ada"
+    assert [(r["direction"], r["relation_type"], r["entity_id"]) for r in card["relations"]] == [
+        ("out", "WROTE_ABOUT", "thing:engine"),
+        ("in", "WORKED_WITH", "person:babbage"),
+    ]
+    assert rl.relation_cards(svc.read_conn(), "t", "What is the weather?", svc.catalogues) == {"matched": False, "question": "What is the weather?", "cards": []}
+    assert not rl.relation_cards(svc.read_conn(), "other-tenant", "Ada?", svc.catalogues)["matched"]
+
+
+def test_recall_graph_channel_finds_a_chunk_through_an_entity_alias(svc, tmp_path):
+    upsert(svc, "person:babbage", "Charles Babbage", aliases=["Old Charlie"])
+    result = add_doc(svc, tmp_path, "bio.md", "# Bio\n\nCharles Babbage designed a calculating machine.\n\nHe also liked trains.\n")
+    chunk = result.memory_ids[0]
+    hits = svc.searcher.recall("t", "what did old charlie design", RecallOptions(channels=("graph",))).hits
+    assert [h.id for h in hits] == [chunk]
+    assert hits[0].graph_path and hits[0].graph_path[0].startswith("mention:")
+    # The seed follows the catalogue: a new alias works at once.
+    upsert(svc, "person:babbage", "Charles Babbage", aliases=["Old Charlie", "Chuck"])
+    assert [h.id for h in svc.searcher.recall("t", "chuck", RecallOptions(channels=("graph",))).hits] == [chunk]
+
+
+def test_include_tags_links_tags_too(svc, tmp_path):
+    upsert(svc, "topic:hydro", "Hydrology", tags=["rivers"])
+    add_doc(svc, tmp_path, "n.md", "Notes about rivers.\n")
+    assert rl.relink(svc, ctx())["add"] == 0
+    report = rl.relink(svc, ctx(), include_tags=True, commit=True)
+    assert report["add"] == 2 and report["committed"]
+
+
+def test_bench_graph_ends_with_its_figures(capsys):
+    from tools import cli
+
+    code = cli.main(["bench", "graph", "--relations", "2000", "--entities", "500", "--queries", "10", "--chunks", "200", "--aliases", "100"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 0
+    figures = dict(pair.split("=") for pair in last.split())
+    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s"] and all(float(v) > 0 for v in figures.values())

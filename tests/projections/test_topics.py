@@ -1,0 +1,272 @@
+"""The topic hierarchy and FOLLOWS edges: derived structure written as revertable events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter, defaultdict
+
+import pytest
+from aiohttp import web
+
+from eventstore.commands import CommandContext
+from eventstore.model import MemoryContent
+from eventstore.settings import Settings
+from projections.policies.dedup import Vectors
+from projections.policies.llm_judge import LLMJudge
+from projections.policies.organizer import Organizer
+from projections.policies.topics import TopicBuilder, conversation_place
+from projections.service import MemoryService
+
+TENANT = "t1"
+THEMES = {
+    "kitchen": "recipe oven flour butter garlic simmer basil sauce roast dough pepper onion",
+    "space": "orbit telescope galaxy nebula comet planet rocket astronaut lunar crater stellar eclipse",
+    "money": "budget invoice savings mortgage interest pension taxes payroll dividend ledger expense refund",
+    "garden": "tulip compost hedge seedling mulch watering lawn orchard pruning shovel greenhouse fern",
+    "music": "guitar chord melody drummer concert violin chorus tempo rhythm album lyrics piano",
+    "travel": "airport luggage passport hotel itinerary train ferry visa hostel boarding souvenir map",
+}
+
+
+def make_settings(**overrides) -> Settings:
+    return Settings({"organizer_cluster_interval_s": 0.0, **overrides}, env={})
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def svc(tmp_path, settings):
+    service = MemoryService.open(tmp_path, settings=settings)
+    yield service
+    service.close()
+
+
+def themed(theme: str, n: int, seed: int = 1) -> list[MemoryContent]:
+    rng = random.Random(f"{theme}-{seed}")
+    words = THEMES[theme].split()
+    out = []
+    for i in range(n):
+        picked = rng.sample(words, 6)
+        out.append(MemoryContent(memory=f"{picked[0].title()} {' '.join(picked[1:])} note {theme} {seed}-{i}", properties={"theme": theme}))
+    return out
+
+
+def add(svc, items, tenant: str = TENANT) -> list[str]:
+    return list(svc.run(svc.memories.add, CommandContext(tenant=tenant), items).memory_ids)
+
+
+def live_topics(svc, tenant: str = TENANT) -> dict[str, dict]:
+    rows = svc.read_conn().execute(
+        "SELECT memory_id, content FROM graph_memories WHERE tenant = ? AND memory_type = 'TopicMemory' AND status = 'activated' AND valid_to IS NULL",
+        (tenant,),
+    )
+    return {m: json.loads(content) for m, content in rows}
+
+
+def parent_edges(svc, tenant: str = TENANT) -> list[tuple[str, str, str]]:
+    rows = svc.read_conn().execute(
+        "SELECT edge_id, source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL ORDER BY row_id", (tenant,)
+    )
+    return rows.fetchall()
+
+
+def themes_of(svc, ids, tenant: str = TENANT) -> Counter:
+    return Counter(v.properties.get("theme") for v in (svc.get(tenant, m) for m in ids))
+
+
+# -- topics ----------------------------------------------------------------------------------------
+
+
+def test_clustering_creates_topics_with_parent_edges(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 14))
+    add(svc, [MemoryContent(memory=f"scratch {i}", memory_type="WorkingMemory") for i in range(3)])
+    report = Organizer(svc, settings).cluster()
+    topics = live_topics(svc)
+    assert report["created"] == 3 and len(topics) == 3 and report["stopped"] is None
+    children = defaultdict(list)
+    for edge_id, source, target in parent_edges(svc):
+        assert edge_id.startswith(f"parent:{report['correlation_id']}:")
+        children[source].append(target)
+    assert set(children) == set(topics)
+    for topic_id, content in topics.items():
+        members = children[topic_id]
+        assert len(members) == 14
+        [(theme, count)] = themes_of(svc, members).items()  # one theme per topic
+        assert content["memory_type"] == "TopicMemory" and content["properties"]["level"] == 1
+        assert content["properties"]["fingerprint"] and content["properties"]["representative"] in members
+        assert set(content["key"].split(", ")) <= set(THEMES[theme].split()) | {theme}
+        assert "Example:" in content["memory"]
+    events = svc.store.read_all(correlation_id=report["correlation_id"])
+    assert {e.event.origin for e in events if e.type == "MemoryAdded"} == {"topic"}
+
+
+def test_a_big_cluster_becomes_two_levels(tmp_path):
+    settings = make_settings(organizer_max_cluster_size=4, organizer_min_cluster_size=1, organizer_min_group_size=10)
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        for theme in THEMES:
+            add(svc, themed(theme, 10))
+        Organizer(svc, settings).cluster()
+        topics = live_topics(svc)
+        edges = parent_edges(svc)
+        subtopics = {t for _, s, t in edges if t in topics}
+        assert subtopics, "a cluster over max_cluster_size must get sub-topics"
+        for sub in subtopics:
+            assert topics[sub]["properties"]["level"] == 2
+            members = [t for _, s, t in edges if s == sub]
+            assert members and all(m not in topics for m in members) and len(members) <= 4
+        parented = [t for _, s, t in edges if t not in topics]
+        assert len(parented) == len(set(parented))  # one parent per memory
+
+
+def test_rerun_is_idempotent(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    first = organizer.cluster()
+    head = svc.store.last_position()
+    second = organizer.cluster()
+    assert second["created"] == 0 and second["retired"] == 0 and second["kept"] == first["created"]
+    assert svc.store.last_position() == head
+
+
+def test_changed_clustering_replaces_topics_through_events_and_reverts(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    before = live_topics(svc)
+    before_edges = set(parent_edges(svc))
+    new_ids = add(svc, themed("kitchen", 14, seed=2))
+    report = organizer.cluster()
+    assert report["created"] >= 1 and report["retired"] >= 1
+    after = live_topics(svc)
+    retired = set(before) - set(after)
+    assert retired and all(svc.get(TENANT, t).status == "archived" for t in retired)
+    edges = parent_edges(svc)
+    targets = [t for _, _, t in edges]
+    assert len(targets) == len(set(targets))  # no memory under two topics
+    assert set(new_ids) <= set(targets)
+    assert not any(s in retired or t in retired for _, s, t in edges)
+
+    revert = svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    assert not revert.data["conflicts"]
+    assert set(live_topics(svc)) == set(before)
+    assert set(parent_edges(svc)) == before_edges
+    assert all(svc.get(TENANT, t).status == "deleted" for t in set(after) - set(before))
+
+
+def test_small_groups_are_skipped(svc, settings):
+    add(svc, themed("garden", 15))
+    head = svc.store.last_position()
+    report = Organizer(svc, settings).cluster()
+    assert report["created"] == 0 and svc.store.last_position() == head
+    assert any("organizer_min_group_size" in s["reason"] for s in report["skipped"] if s["memory_type"] == "LongTermMemory")
+
+
+def test_time_budget_stops_cleanly_between_clusters(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 14))
+    builder = TopicBuilder(svc, settings, Vectors(svc, "hashing"))
+    now = [0.0]
+    builder.clock = lambda: now[0]
+    real_write = builder.write
+
+    def write(*args):
+        result = real_write(*args)
+        now[0] += 10_000.0  # the budget runs out after the first cluster
+        return result
+
+    builder.write = write
+    report = asyncio.run(builder.arun(TENANT, inline=True))
+    assert report["stopped"] == "time budget" and report["created"] == 1
+    [(topic_id, _)] = live_topics(svc).items()
+    assert len([1 for _, s, _ in parent_edges(svc) if s == topic_id]) == 14  # the cluster written is whole
+
+
+# -- FOLLOWS ------------------------------------------------------------------------------------------
+
+
+def test_conversation_place_from_sources_and_properties():
+    assert conversation_place(MemoryContent(memory="x", sources=("conv-26:D1:3",))) == ("conv-26", (1, 3.0))
+    assert conversation_place(MemoryContent(memory="x", properties={"conv": "c 2", "session": "S3", "turn": "4"})) == ("c_2", (3, 4.0))
+    assert conversation_place(MemoryContent(memory="x", properties={"session": "s9", "turn": 2})) == ("s9", (0, 2.0))
+    assert conversation_place(MemoryContent(memory="x", properties={"conv": "c2"})) is None  # no order given
+    assert conversation_place(MemoryContent(memory="x", sources=("notes.md",))) is None
+
+
+def test_follows_edges_link_a_conversation_in_order_and_are_idempotent(svc, settings):
+    turns = ["conv-7:D2:1", "conv-7:D1:2", "conv-7:D1:10", "conv-7:D1:1"]
+    ids = dict(zip(turns, add(svc, [MemoryContent(memory=f"turn {t}", sources=(t,)) for t in turns])))
+    chat = add(svc, [MemoryContent(memory=f"chat line {n}", properties={"conv": "chat-9", "turn": n}) for n in (3, 1, 2)])
+    organizer = Organizer(svc, settings)
+    report = organizer.cluster()
+    assert report["follows_linked"] == 5
+
+    def chain(conv: str) -> list[tuple[str, str, str]]:
+        return [(e.edge_id, e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, f"follows:{conv}:")]
+
+    order = [ids[t] for t in ("conv-7:D1:1", "conv-7:D1:2", "conv-7:D1:10", "conv-7:D2:1")]
+    assert sorted(chain("conv-7")) == [(f"follows:conv-7:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
+    assert sorted(chain("chat-9")) == [("follows:chat-9:1", chat[1], chat[2]), ("follows:chat-9:2", chat[2], chat[0])]
+    edge = svc.facts.live_edge(TENANT, "follows:conv-7:1")
+    assert edge.edge_type == "FOLLOWS" and edge.weight == 1.0
+
+    head = svc.store.last_position()
+    assert organizer.cluster()["follows_linked"] == 0 and svc.store.last_position() == head
+
+    [late] = add(svc, [MemoryContent(memory="turn conv-7:D1:5", sources=("conv-7:D1:5",))])
+    report = organizer.cluster()
+    order.insert(2, late)
+    assert sorted(chain("conv-7")) == [(f"follows:conv-7:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
+    assert report["follows_unlinked"] == 2 and report["follows_linked"] == 3  # only the changed links
+
+
+# -- topic titles from an LLM --------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def fake_llm(aiohttp_server):
+    state = {"fail": False, "calls": 0}
+
+    async def handle(request: web.Request) -> web.Response:
+        state["calls"] += 1
+        if state["fail"]:
+            return web.Response(status=500, text="down")
+        answer = {"title": "Cooking at home", "summary": "Recipes and kitchen habits."}
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    state["url"] = str(server.make_url("/v1"))
+    return state
+
+
+async def test_llm_names_topics_and_extractive_is_the_fallback(tmp_path, fake_llm):
+    settings = make_settings()
+    svc = MemoryService.open(tmp_path, settings=settings)
+    judge = LLMJudge(fake_llm["url"], "test-model", None, timeout_s=5, retries=0, backoff_s=0.01)
+    organizer = Organizer(svc, settings, judge=judge)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, add, svc, themed("kitchen", 22))
+        await organizer.acluster(TENANT)
+        [topic] = live_topics(svc).values()
+        assert topic["key"] == "Cooking at home" and topic["memory"] == "Recipes and kitchen habits."
+        assert topic["properties"]["summarizer"] == "llm" and fake_llm["calls"] >= 1
+
+        fake_llm["fail"] = True
+        await loop.run_in_executor(None, add, svc, themed("space", 22))
+        await organizer.acluster(TENANT)
+        extractive = [t for t in live_topics(svc).values() if t["properties"]["summarizer"] != "llm"]
+        assert extractive and all(t["properties"]["summarizer"].startswith("extractive (llm failed") for t in extractive)
+        assert all(t["memory"].startswith("Topic: ") for t in extractive)
+    finally:
+        await organizer.aclose()
+        svc.close()

@@ -1,0 +1,479 @@
+"""Knowledge-graph commands: ``import docs``, ``relink``, ``entity …`` and ``bench graph``.
+
+``memledger import docs PATH…`` shares the ``import`` command with the log's
+``memledger import FILE``: a first argument ``docs`` selects documents
+(``memledger import ./docs`` still imports an export file named ``docs``).
+Directories are searched for ``.txt``, ``.md``, ``.markdown`` and ``.pdf``
+files. A file that cannot be read is reported and skipped; the command then
+exits 1 after importing the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from eventstore import EventStoreError
+from eventstore import catalogue_graph  # noqa: F401 - registers the knowledge-graph event types for every command
+from eventstore.commands import CommandContext, CommandResult
+from eventstore.model import Conflict, NotFound, ValidationError
+
+from .bench_cmds import add_bench
+from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line
+from .progress import progress_for
+
+DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
+_DOC_OPTIONS = ("collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
+
+
+def _open(args: argparse.Namespace):
+    from projections.service import MemoryService
+
+    return MemoryService.open(data_dir(args))
+
+
+def _tenant(args: argparse.Namespace) -> str:
+    return getattr(args, "tenant", None) or os.environ.get("MEMLEDGER_TENANT") or "default"
+
+
+def _context(args: argparse.Namespace) -> CommandContext:
+    return CommandContext(
+        tenant=_tenant(args),
+        actor=getattr(args, "actor", None) or "cli",
+        correlation_id=getattr(args, "correlation_id", None) or "",
+        idempotency_key=getattr(args, "idempotency_key", None) or None,
+    )
+
+
+def _refusals(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except Conflict as exc:
+            return fail(f"conflict: {exc}")
+        except NotFound as exc:
+            return fail(str(exc))
+        except ValidationError as exc:
+            return fail(f"invalid input: {exc}")
+        except EventStoreError as exc:
+            return fail(str(exc) or type(exc).__name__)
+
+    return run
+
+
+def _where(result: CommandResult) -> str:
+    if result.first_position is None:
+        return "nothing written"
+    return f"positions {result.first_position}-{result.last_position}, correlation {result.correlation_id}"
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> int:
+    if args.json:
+        print_json_line(data)
+    else:
+        print(text)
+    return 0
+
+
+def _written(args: argparse.Namespace, result: CommandResult, text: str) -> int:
+    data = {"positions": list(result.positions), "correlation_id": result.correlation_id, "replayed": result.replayed, **msgspec.to_builtins(result.data)}
+    return _emit(args, data, f"{text} ({_where(result)})")
+
+
+def _as_of(svc, args: argparse.Namespace) -> int | None:
+    return svc.resolve_as_of(getattr(args, "as_of", None))
+
+
+# -- import docs --------------------------------------------------------------------------
+
+
+def document_paths(paths: list[str]) -> list[Path]:
+    """Files named directly (any suffix: unsupported ones are reported) and supported files under directories."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DOC_SUFFIXES))
+        else:
+            out.append(path)
+    return list(dict.fromkeys(out))
+
+
+def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
+    from eventstore.commands.documents import document_import
+    from eventstore.documents import DocumentError, read_document
+
+    results: list[dict[str, Any]] = []
+    for n, path in enumerate(paths):
+        if progress is not None:
+            progress(n, path.name)
+        try:
+            prepared = document_import(read_document(path), path=str(path), **options)
+            result = svc.run(svc.documents.import_document, ctx, prepared)
+        except DocumentError as exc:
+            results.append({"path": str(path), "status": "failed", "reason": exc.reason, "error": str(exc)})
+            continue
+        except ValidationError as exc:
+            results.append({"path": str(path), "status": "failed", "reason": "invalid", "error": f"{path}: {exc}"})
+            continue
+        results.append({"path": str(path), **result.data, "positions": list(result.positions)})
+    if progress is not None:
+        progress(len(paths))
+    return {
+        "documents": sum(1 for r in results if r["status"] == "imported"),
+        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
+        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
+        "failed": sum(1 for r in results if r["status"] == "failed"),
+        "correlation_id": ctx.correlation_id,
+        "results": results,
+    }
+
+
+@_refusals
+def cmd_import_docs(args: argparse.Namespace) -> int:
+    if not args.paths:
+        raise CommandError("import docs needs at least one PATH")
+    paths = document_paths(args.paths)
+    if not paths:
+        raise CommandError("no .txt, .md, .markdown or .pdf files found")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # a corrupt PDF is reported once, below
+    options = {"collection": args.collection, "doc_type": args.doc_type, "lang": args.lang, "source_url": args.source_url, "model": args.model}
+    if args.max_chars is not None:
+        options["max_chars"] = args.max_chars
+    with _open(args) as svc, progress_for(args, "import docs", total=len(paths)) as progress:
+        report = import_documents(svc, _context(args), paths, options, progress)
+    if args.json:
+        print_json_line(report)
+    else:
+        for r in report["results"]:
+            if r["status"] == "failed":
+                print(f"failed  {one_line(r['error'])}", file=sys.stderr)
+            elif r["status"] == "unchanged":
+                print(f"skipped {r['path']}: unchanged (version {r['version']})")
+            else:
+                print(f"imported {r['path']} as {r['doc_id']} v{r['version']}: {r['chunks']} chunks, {r['archived']} archived, {r['mentions']} mentions")
+        print(
+            f"documents={report['documents']} chunks={report['chunks']} skipped={report['skipped']} failed={report['failed']}"
+            f" correlation={report['correlation_id']}"
+        )
+    return 1 if report["failed"] else 0
+
+
+def _extend_import(subparsers) -> None:
+    """Let ``memledger import docs PATH…`` share the log's ``import FILE`` command."""
+    parser = subparsers.choices.get("import")
+    if parser is None:
+        parser = add_command(subparsers, "import", None, help="import documents: import docs PATH…", json=True)
+        parser.add_argument("file", metavar="docs", choices=["docs"])
+    original = parser.get_default("func")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="with 'docs': files or directories of .txt, .md, .pdf to import")
+    docs = parser.add_argument_group("documents (memledger import docs PATH…)")
+    docs.add_argument("--collection", metavar="C", help="collection of the imported documents")
+    docs.add_argument("--doc-type", metavar="T", help="document type (default: the file format)")
+    docs.add_argument("--lang", metavar="L", help="language code, e.g. en")
+    docs.add_argument("--source-url", metavar="URL", help="where the documents come from")
+    docs.add_argument("--model", metavar="M", help="model metadata kept with the chunks")
+    docs.add_argument("--max-chars", type=int, metavar="N", help="largest chunk, in characters (default 1200)")
+    docs.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    docs.add_argument("--actor", metavar="NAME", help="who imports (kept in the events' metadata)")
+    docs.add_argument("--correlation-id", metavar="ID", help="correlation id of the import run (default: a new one)")
+    parser.epilog = "'memledger import docs PATH…' imports documents; exit 1 when a file failed (the rest is imported)."
+
+    def dispatch(args: argparse.Namespace) -> int:
+        if args.file == "docs":
+            return cmd_import_docs(args)
+        extra = [f"--{o.replace('_', '-')}" for o in (*_DOC_OPTIONS, "max_chars") if getattr(args, o, None) not in (None, "")]
+        if args.paths or extra:
+            raise CommandError(f"{' '.join(args.paths + extra)}: only 'memledger import docs PATH…' takes these")
+        if original is None:
+            raise CommandError("usage: memledger import docs PATH…")
+        return original(args)
+
+    parser.set_defaults(func=dispatch)
+
+
+# -- relink ----------------------------------------------------------------------------------------
+
+
+@_refusals
+def cmd_relink(args: argparse.Namespace) -> int:
+    from projections.relink import relink
+
+    with _open(args) as svc:
+        report = relink(svc, _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
+    if args.json:
+        print_json_line(report)
+        return 0
+    head = "dry run" if report["dry_run"] else ("committed" if report.get("committed") else "nothing to change")
+    print(
+        f"{head}: {report['add']} mention edges to add, {report['remove']} to remove, {report['kept']} kept"
+        f" ({report['chunks']} chunks, {report['entities']} entities, {report['catalogue_size']} aliases)"
+    )
+    for sign, key in (("+", "added_preview"), ("-", "removed_preview")):
+        for e in report[key]:
+            print(f"  {sign} {e['source']} -> {e['target']} ({e['alias']}, {e['weight']})")
+    if report["cross_document_pair_count"]:
+        print(f"document pairs gaining shared entities: {report['cross_document_pair_count']} ({report['new_document_pair_count']} new)")
+        for p in report["cross_document_pairs"]:
+            print(f"  {p['documents'][0]} <-> {p['documents'][1]}: {', '.join(p['new_shared_entities'])}")
+    if report["dry_run"]:
+        if report["add"] or report["remove"]:
+            print("run again with --commit to write it")
+    elif report.get("committed"):
+        print(f"run {report['run_id']}, positions {report['positions'][0]}-{report['positions'][-1]}, correlation {report['correlation_id']}")
+        print(f"undo with: memledger undo-namespace {report['prefix']}")
+    return 0
+
+
+# -- entities ------------------------------------------------------------------------------------------
+
+
+def _properties(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--prop expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+@_refusals
+def cmd_upsert(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        result = svc.run(
+            svc.entities.upsert, _context(args), args.id, name=args.name, entity_type=args.type or "", description=args.description or "",
+            aliases=args.alias or [], tags=args.tags or "", properties=_properties(args.prop),
+        )
+    d = result.data
+    verb = "created" if d.get("created") else ("updated" if d.get("changed") else "unchanged")
+    cut = f"; {d['tags_dropped']} tag(s) over the limit of {d['max_tags']} dropped: {', '.join(d['dropped_tags'])}" if d["tags_dropped"] else ""
+    return _written(args, result, f"{verb} {args.id}: {d['tags_kept']} tag(s) kept{cut}")
+
+
+@_refusals
+def cmd_remove(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        result = svc.run(svc.entities.remove, _context(args), args.id, reason=args.reason or "")
+    d = result.data
+    return _written(args, result, f"removed {args.id}, {d.get('removed_relations', 0)} relation(s), {d.get('unlinked_edges', 0)} edge(s)")
+
+
+@_refusals
+def cmd_relate(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        if args.remove:
+            result = svc.run(svc.entities.remove_relation, _context(args), args.source, args.target, args.type)
+            return _written(args, result, f"removed {args.source} -{args.type}-> {args.target}")
+        result = svc.run(svc.entities.set_relation, _context(args), args.source, args.target, args.type, weight=args.weight)
+    return _written(args, result, f"{args.source} -{args.type}-> {args.target} weight {args.weight}")
+
+
+@_refusals
+def cmd_set_tags(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        result = svc.run(svc.entities.set_tags, _context(args), args.id, args.tags)
+    d = result.data
+    return _written(args, result, f"{args.id}: {d['tags_kept']} tag(s) kept, {d['tags_dropped']} dropped")
+
+
+@_refusals
+def cmd_get(args: argparse.Namespace) -> int:
+    from projections import entities as ents
+
+    with _open(args) as svc:
+        conn, as_of = svc.read_conn(), _as_of(svc, args)
+        entity = ents.get_entity(conn, _tenant(args), args.id, as_of=as_of)
+        if entity is None:
+            raise NotFound("entity", args.id)
+        relations = ents.relations_of(conn, _tenant(args), args.id, as_of=as_of)
+    data = {**msgspec.structs.asdict(entity), "relations": relations}
+    lines = [f"{entity.id}  {entity.name}  [{entity.entity_type or '-'}]", f"  aliases: {', '.join(entity.aliases) or '-'}", f"  tags: {', '.join(entity.tags) or '-'}"]
+    lines += [f"  {r.source_id} -{r.relation_type}-> {r.target_id} ({r.weight})" for r in relations]
+    return _emit(args, data, "\n".join(lines))
+
+
+@_refusals
+def cmd_related(args: argparse.Namespace) -> int:
+    from projections import entities as ents
+
+    with _open(args) as svc:
+        conn, as_of = svc.read_conn(), _as_of(svc, args)
+        found = ents.get_related(conn, _tenant(args), args.id, args.depth, args.direction, args.type, as_of)[: args.limit]
+        names = ents.get_entities(conn, _tenant(args), [r.id for r in found], as_of=as_of)
+    if args.json:
+        for r in found:
+            print_json_line({**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else ""})
+        return 0
+    for r in found:
+        path = " ".join(f"-{h.relation_type}->" for h in r.path)
+        print(f"{r.score:8.4f}  depth {r.depth}  {r.id}  {names[r.id].name if r.id in names else ''}  {path}")
+    if not found:
+        print("nothing related")
+    return 0
+
+
+@_refusals
+def cmd_find(args: argparse.Namespace) -> int:
+    from projections import entities as ents
+
+    with _open(args) as svc:
+        found = ents.find_by_keywords(svc.read_conn(), _tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
+    if args.json:
+        for e in found:
+            print_json_line(e)
+        return 0
+    for e in found:
+        print(f"{e.id}  {e.name}  [{e.entity_type or '-'}]  tags: {', '.join(e.tags) or '-'}")
+    return 0
+
+
+@_refusals
+def cmd_tags(args: argparse.Namespace) -> int:
+    from projections import entities as ents
+
+    with _open(args) as svc:
+        found = ents.find_tags(svc.read_conn(), _tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
+    if args.json:
+        for tag, count in found:
+            print_json_line({"tag": tag, "entities": count})
+        return 0
+    for tag, count in found:
+        print(f"{count:>6}  {tag}")
+    return 0
+
+
+@_refusals
+def cmd_doc_links(args: argparse.Namespace) -> int:
+    from projections.relink import document_links
+
+    with _open(args) as svc:
+        found = document_links(svc.read_conn(), _tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
+    if args.json:
+        print_json_line(found)
+        return 0
+    for p in found["pairs"]:
+        shared = ", ".join(s["name"] or s["entity_id"] for s in p["shared"])
+        print(f"{p['score']:8.3f}  {p['documents'][0]} <-> {p['documents'][1]}: {shared}")
+    return 0
+
+
+def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as_of: bool = False) -> argparse.ArgumentParser:
+    parser = add_command(sub, name, func, help=help, json=True)
+    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    if writes:
+        parser.add_argument("--actor", metavar="NAME", help="who makes the change")
+        parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
+        parser.add_argument("--idempotency-key", metavar="KEY", help="a retry with the same key writes nothing")
+    if as_of:
+        parser.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
+    return parser
+
+
+def _weight(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+
+
+def register(subparsers) -> None:
+    _extend_import(subparsers)
+    p = add_command(subparsers, "relink", _refusals(cmd_relink), help="re-run the entity linker over stored chunks (a dry run unless --commit)", json=True)
+    p.add_argument("--commit", action="store_true", help="write the run (one batch, undoable with undo-namespace mention:<run>:)")
+    p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
+    p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks")
+    p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
+    p.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    p.add_argument("--actor", metavar="NAME", help="who runs it")
+    p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
+
+    group = add_command(subparsers, "entity", None, help="entities and relations: upsert, remove, relate, related, find, …")
+    sub = group.add_subparsers(dest="entity_command", metavar="ACTION", required=True)
+    e = _entity_command(sub, "upsert", cmd_upsert, "create or replace an entity (every field given is its new state)", writes=True)
+    e.add_argument("id", metavar="ID")
+    e.add_argument("--name", required=True, metavar="NAME")
+    e.add_argument("--type", metavar="T", help="entity type, e.g. person")
+    e.add_argument("--description", metavar="TEXT")
+    e.add_argument("--alias", action="append", metavar="A", help="an alias (repeatable)")
+    e.add_argument("--tags", metavar="A,B", help="comma-separated tags (extra ones beyond the limit are cut)")
+    e.add_argument("--prop", action="append", metavar="K=V", help="a string property (repeatable)")
+    e = _entity_command(sub, "remove", cmd_remove, "remove an entity, its relations and its edges", writes=True)
+    e.add_argument("id", metavar="ID")
+    e.add_argument("--reason", metavar="R")
+    e = _entity_command(sub, "relate", cmd_relate, "set (or with --remove, remove) a relation SRC -TYPE-> DST", writes=True)
+    e.add_argument("source", metavar="SRC")
+    e.add_argument("target", metavar="DST")
+    e.add_argument("--type", required=True, metavar="T", help="relation type, e.g. works_on")
+    e.add_argument("--weight", type=_weight, default=1.0, metavar="W", help="between 0 and 1 (default 1)")
+    e.add_argument("--remove", action="store_true", help="remove the relation instead")
+    e = _entity_command(sub, "set-tags", cmd_set_tags, "replace an entity's tags", writes=True)
+    e.add_argument("id", metavar="ID")
+    e.add_argument("tags", metavar="A,B", help="comma-separated tags ('' clears them)")
+    e = _entity_command(sub, "get", cmd_get, "show an entity and its relations", as_of=True)
+    e.add_argument("id", metavar="ID")
+    e = _entity_command(sub, "related", cmd_related, "entities reached by BFS over relations", as_of=True)
+    e.add_argument("id", metavar="ID")
+    e.add_argument("--depth", type=int, default=2, metavar="N", help="hops (default 2)")
+    e.add_argument("--direction", choices=("out", "in", "both"), default="out")
+    e.add_argument("--type", action="append", metavar="T", help="only this relation type (repeatable)")
+    e.add_argument("--limit", type=int, default=50, metavar="N")
+    e = _entity_command(sub, "find", cmd_find, "find entities by keywords, tag or type", as_of=True)
+    e.add_argument("keywords", nargs="*", metavar="KEYWORD", help="all must appear in name, aliases, tags or description")
+    e.add_argument("--tag", metavar="T")
+    e.add_argument("--type", metavar="T")
+    e.add_argument("--limit", type=int, default=50, metavar="N")
+    e = _entity_command(sub, "tags", cmd_tags, "tags starting with a prefix, with entity counts", as_of=True)
+    e.add_argument("--prefix", metavar="P")
+    e.add_argument("--limit", type=int, default=100, metavar="N")
+    e = _entity_command(sub, "doc-links", cmd_doc_links, "document pairs sharing entities, most distinctive first", as_of=True)
+    e.add_argument("--doc-id", metavar="D", help="only pairs with this document")
+    e.add_argument("--collection", metavar="C")
+    e.add_argument("--limit", type=int, default=20, metavar="N")
+
+
+# -- bench ------------------------------------------------------------------------------------------------
+
+
+def _bench_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--relations", type=int, default=100_000, metavar="N", help="relations in the BFS graph (default 100,000)")
+    parser.add_argument("--entities", type=int, default=20_000, metavar="N", help="entities in the BFS graph (default 20,000)")
+    parser.add_argument("--queries", type=int, default=300, metavar="N", help="BFS queries timed (default 300)")
+    parser.add_argument("--chunks", type=int, default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
+    parser.add_argument("--aliases", type=int, default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from projections.linker import bench_linker
+    from projections.relink import bench_bfs, bench_relink
+
+    bfs = bench_bfs(args.relations, args.entities, depth=3, queries=args.queries)
+    link = bench_linker(args.chunks, args.aliases)
+    with tempfile.TemporaryDirectory(prefix="memledger-bench-graph-") as tmp:
+        rel = bench_relink(tmp, args.chunks, args.aliases)
+    figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
+    if args.json:
+        print_json_line({"bfs": bfs, "linker": link, "relink": rel, **figures})
+    rows = [
+        ("BFS depth 3", f"{bfs['relations']:,} relations, {bfs['entities']:,} entities", f"p50 {bfs['p50_ms']} ms, p95 {bfs['p95_ms']} ms, {bfs['mean_reached']} reached"),
+        ("linker", f"{link['n_chunks']:,} chunks x {link['n_aliases']:,} aliases", f"{link['chunks_per_s']:,} chunks/s ({link['link_s']} s)"),
+        ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
+    ]
+    if not args.json:
+        for name, size, result in rows:
+            print(f"{name:<16} {size:<40} {result}")
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+add_bench("graph", "BFS depth 3 over 100k relations, linker throughput, relink of 10k chunks", _bench_args, run_bench)
