@@ -40,7 +40,6 @@ from .schemas_knowledge import (
 )
 
 _META = ("collection", "doc_type", "lang", "source_url", "model")
-_LARGEST_POSITION = 2**63 - 1
 
 
 def _svc(request: web.Request):
@@ -48,11 +47,7 @@ def _svc(request: web.Request):
 
 
 def _position(svc, value: Any) -> int | None:
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and int(value) > _LARGEST_POSITION:
-        raise ValidationError("as_of", "is too large for a position")
-    if isinstance(value, int) and value > _LARGEST_POSITION:
-        raise ValidationError("as_of", "is too large for a position")
-    return svc.resolve_as_of(value)
+    return svc.resolve_as_of(value)  # refuses impossible positions and bad times with a 422
 
 
 # -- entities ------------------------------------------------------------------------------------

@@ -218,3 +218,8 @@ Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)
 EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)
+
+
+# The knowledge-graph events are part of the catalogue: importing the
+# catalogue registers them, so every reader of the log can decode them.
+from . import catalogue_graph  # noqa: E402,F401

@@ -12,7 +12,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, select
+from sqlalchemy import Connection, Engine, and_, bindparam, false, func, select
 
 from . import dialects
 from .chain import GENESIS_HASH, StoredRow, row_hash
@@ -95,6 +95,10 @@ class SQLRecorder:
         # With a qmark driver (sqlite3) the two per-append queries run as
         # precompiled SQL: building Core statements costs more than running them.
         self._fast = writer.dialect.paramstyle == "qmark"
+        self._prepared: dict[tuple, tuple] = {}
+        last = select(func.max(events.c.position))
+        compiled = last.compile(dialect=reader.dialect)
+        self._last_position = (str(compiled), (), last) if compiled.positional else (None, None, last)
         if self._fast:
             self._tip_sql = str(self._tip_query.compile(dialect=writer.dialect, compile_kwargs={"literal_binds": True}))
             self._versions_sql = str(self._versions_query.compile(dialect=writer.dialect))
@@ -267,28 +271,59 @@ class SQLRecorder:
         to_version: int | None = None,
         conn: Connection | None = None,
     ) -> list[tuple]:
-        clauses = [events.c.position > after]
-        if until is not None:
-            clauses.append(events.c.position <= until)
-        if tenant is not None:
-            clauses.append(events.c.tenant == tenant)
-        if types is not None:
-            clauses.append(events.c.type.in_(list(types)))  # an empty list selects nothing
-        if stream_id is not None:
-            clauses.append(events.c.stream_id == stream_id)
-            if from_version is not None:
-                clauses.append(events.c.stream_version >= from_version)
-            if to_version is not None:
-                clauses.append(events.c.stream_version <= to_version)
-        if correlation_id is not None:
-            clauses.append(events.c.correlation_id == correlation_id)
-        query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
-        if limit is not None:
-            query = query.limit(limit)
+        values = {
+            "after": after,
+            "until": until,
+            "limit": limit,
+            "tenant": tenant,
+            "stream_id": stream_id,
+            "from_version": from_version if stream_id is not None else None,
+            "to_version": to_version if stream_id is not None else None,
+            "correlation_id": correlation_id,
+            "offset": 0,
+        }
+        types = None if types is None else list(types)
+        for i, name in enumerate(types or ()):
+            values[f"type_{i}"] = name
+        # One compiled statement per filter shape: compiling Core costs far
+        # more than running these indexed queries.
+        shape = (columns is _COLUMNS, len(types) if types is not None else None) + tuple(
+            values[k] is not None for k in ("until", "limit", "tenant", "stream_id", "from_version", "to_version", "correlation_id")
+        )
+        prepared = self._prepared.get(shape)
+        if prepared is None:
+            prepared = self._prepared[shape] = self._prepare(columns, values, types)
         if conn is not None:
-            return _fetch_tuples(conn, query)
+            return _run_prepared(conn, prepared, values)
         with self.reader.connect() as own:
-            return _fetch_tuples(own, query)
+            return _run_prepared(own, prepared, values)
+
+    def _prepare(self, columns, values: dict, types: list[str] | None):
+        clauses = [events.c.position > bindparam("after")]
+        if values["until"] is not None:
+            clauses.append(events.c.position <= bindparam("until"))
+        if values["tenant"] is not None:
+            clauses.append(events.c.tenant == bindparam("tenant"))
+        if types is not None:
+            if types:
+                clauses.append(events.c.type.in_([bindparam(f"type_{i}") for i in range(len(types))]))
+            else:
+                clauses.append(false())  # an empty list selects nothing
+        if values["stream_id"] is not None:
+            clauses.append(events.c.stream_id == bindparam("stream_id"))
+            if values["from_version"] is not None:
+                clauses.append(events.c.stream_version >= bindparam("from_version"))
+            if values["to_version"] is not None:
+                clauses.append(events.c.stream_version <= bindparam("to_version"))
+        if values["correlation_id"] is not None:
+            clauses.append(events.c.correlation_id == bindparam("correlation_id"))
+        query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
+        if values["limit"] is not None:
+            query = query.limit(bindparam("limit")).offset(bindparam("offset"))
+        compiled = query.compile(dialect=self.reader.dialect)
+        if compiled.positional:
+            return (str(compiled), tuple(compiled.positiontup), query)
+        return (None, None, query)
 
     def iter_rows(self, *, after: int = 0, until: int | None = None, batch_size: int = 5000, raw: bool = True, **filters) -> Iterator[list]:
         """Stream rows in batches, never holding the whole log in memory.
@@ -307,11 +342,10 @@ class SQLRecorder:
                 return
 
     def last_position(self, conn: Connection | None = None) -> int:
-        query = select(func.max(events.c.position))
         if conn is not None:
-            return conn.execute(query).scalar() or 0
+            return _run_prepared(conn, self._last_position, {})[0][0] or 0
         with self.reader.connect() as own:
-            return own.execute(query).scalar() or 0
+            return _run_prepared(own, self._last_position, {})[0][0] or 0
 
     def tip(self) -> tuple[int, str]:
         with self.reader.connect() as conn:
@@ -360,21 +394,14 @@ class SQLRecorder:
         self.reader.dispose()
 
 
-def _fetch_tuples(conn: Connection, query) -> list[tuple]:
-    """Run a Core query and return plain tuples.
-
-    With a positional driver (sqlite3) the compiled statement goes straight
-    to the DBAPI cursor: reading the log is the hot path of every replay.
-    """
-    # render_postcompile: expanding IN parameters (``types``) become plain ``?``s.
-    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    if not compiled.positional:
-        return [tuple(row) for row in conn.execute(query)]
-    params = compiled.construct_params()
-    values = tuple(params[name] for name in compiled.positiontup)
+def _run_prepared(conn: Connection, prepared: tuple, values: dict) -> list[tuple]:
+    """Run a statement from ``_prepare``: straight to the DBAPI cursor when positional."""
+    sql, names, query = prepared
+    if sql is None:
+        return [tuple(row) for row in conn.execute(query, {k: v for k, v in values.items() if v is not None})]
     cursor = conn.connection.driver_connection.cursor()
     try:
-        cursor.execute(str(compiled), values)
+        cursor.execute(sql, tuple(values[name] for name in names))
         return cursor.fetchall()
     finally:
         cursor.close()

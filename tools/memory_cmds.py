@@ -16,7 +16,7 @@ import argparse
 import functools
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import msgspec
 
@@ -498,5 +498,3 @@ def register(subparsers) -> None:
 
     _command(subparsers, "projections", cmd_projections, "each projection's checkpoint, lag and rows", tenant=False)
 
-
-__all__: Sequence[str] = ["register"]

@@ -10,7 +10,6 @@ from aiohttp import web
 
 import api.settings  # noqa: F401 - declares the server settings used below
 
-from eventstore import catalogue as c
 from eventstore.commands import CommandContext
 from eventstore.model import MemoryContent
 from eventstore.settings import Settings
