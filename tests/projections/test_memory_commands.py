@@ -123,6 +123,7 @@ def test_update_makes_a_new_version_and_keeps_history(svc):
     view = svc.get("a", m)
     assert (view.memory, view.tags, view.version, view.has_embedding) == ("I live in Paris", ("moved",), 2, False)
     assert svc.get("a", m, as_of=first).memory == "I live in Berlin"
+    assert svc.get("a", m, as_of=svc.history("a", m)[0]["recorded_at"]).memory == "I live in Berlin"  # a time
     assert [(h["version"], h["memory"]) for h in svc.history("a", m)] == [(1, "I live in Berlin"), (2, "I live in Paris")]
     with pytest.raises(Conflict) as err:
         svc.run(svc.memories.update, ctx(), m, {"memory": "x"}, expected_version=1)
