@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import msgspec
@@ -306,7 +307,7 @@ class Searcher:
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ())]
         allowed = _filter_memories(conn, tenant, list(dict.fromkeys(candidates + newcomers)), options)
         views = graph_reads.get_memories(conn, tenant, allowed, as_of=options.as_of)
-        facts = {m: _facts(v) for m, v in views.items()}
+        facts = {m: _facts(v, analysis.is_temporal) for m, v in views.items()}
         fused = fusion.recall(
             analysis,
             results,
@@ -332,13 +333,27 @@ class Searcher:
 _NO_FACTS = fusion.MemoryFacts()
 
 
-def _facts(view: graph_reads.MemoryView) -> fusion.MemoryFacts:
-    """What the priors need of a memory: its speaker, whether it mentions a time, when it was said."""
+def _facts(view: graph_reads.MemoryView, temporal: bool) -> fusion.MemoryFacts:
+    """What the priors need of a memory: its speaker, whether it mentions a time, when it was said.
+
+    Whether a text mentions a time matters only to a when-question, so it is
+    looked at only then; both text analyses are cached across queries.
+    """
     props = view.properties or {}
     speaker = props.get("speaker") if isinstance(props.get("speaker"), str) else None
     when = props.get("time") or props.get("occurred_at")
-    occurred = parse_datetime(when) if isinstance(when, str) else None
-    return fusion.MemoryFacts(speaker=speaker, has_time_ref=bool(find_time_expressions(view.memory)), occurred_at=occurred)
+    occurred = _when(when) if isinstance(when, str) else None
+    return fusion.MemoryFacts(speaker=speaker, has_time_ref=temporal and _mentions_time(view.memory), occurred_at=occurred)
+
+
+@lru_cache(maxsize=65536)
+def _mentions_time(text: str) -> bool:
+    return bool(find_time_expressions(text))
+
+
+@lru_cache(maxsize=65536)
+def _when(text: str):
+    return parse_datetime(text)
 
 
 def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
