@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from . import bench_append, bench_rebuild
+from . import bench_append, bench_rebuild, bench_recall
 from .common import add_command
 
 AddArgs = Callable[[argparse.ArgumentParser], None]
@@ -28,6 +28,7 @@ def add_bench(name: str, help: str, add_args: AddArgs, run: Run) -> None:
 
 add_bench("append", bench_append.HELP, bench_append.add_args, bench_append.run)
 add_bench("rebuild", bench_rebuild.HELP, bench_rebuild.add_args, bench_rebuild.run)
+add_bench("recall", bench_recall.HELP, bench_recall.add_args, bench_recall.run)
 
 
 def register(subparsers) -> None:

@@ -1,0 +1,256 @@
+"""``memledger bench recall``: recall latency in process and over HTTP, throughput, ingest, memory.
+
+At 10,000 and 100,000 memories (hashing embedder):
+
+- hybrid recall p50/p95 in process, and over HTTP against a real
+  ``memledger serve`` subprocess on loopback;
+- in the same run, a baseline: brute-force numpy cosine over every vector
+  plus one plain FTS5 query, no fusion;
+- ``/v1/recall`` throughput with 16 concurrent clients (at 10,000);
+- ``POST /v1/memories`` in batches of 100 (memories/s, embedding included);
+- the server's peak RSS while holding 100,000 memories under that load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from eventstore.commands import CommandContext
+from eventstore.model import MemoryContent
+from eventstore.settings import Settings
+
+from .bench_rebuild import _NAMES, _OBJECTS, sentences
+
+HELP = "recall latency (in process, HTTP) at 10k and 100k memories, a numpy+FTS5 baseline, throughput, ingest, RSS"
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--large", type=int, default=100_000, help="memories of the large store (default 100000)")
+    parser.add_argument("--small", type=int, default=10_000, help="memories of the small store (default 10000)")
+    parser.add_argument("--queries", type=int, default=200, help="queries per latency measurement (default 200)")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of the 16-client load (default 20)")
+
+
+def questions(n: int, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    words = [w for obj in _OBJECTS for w in obj.split() if len(w) > 3]
+    forms = ["When did {n} plan {w}?", "What did {n} say about the {w}?", "Who {w} {v}?", "{n} {w} {v}"]
+    out = []
+    for _ in range(n):
+        form = rng.choice(forms)
+        out.append(form.format(n=rng.choice(_NAMES), w=rng.choice(words), v=rng.choice(words)))
+    return out
+
+
+def _p(samples: list[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A real ``memledger serve`` on loopback, without auth, for the measurement."""
+
+    def __init__(self, data_dir: Path):
+        self.port = _free_port()
+        env = {**os.environ, "MEMLEDGER_AUTH": "off", "MEMLEDGER_ORGANIZER_ENABLED": "off", "MEMLEDGER_SYNCHRONOUS": "NORMAL"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("the server did not start")
+                time.sleep(0.2)
+        raise RuntimeError("the server did not start in time")
+
+    def peak_rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def _http_ingest(url: str, texts: list[str]) -> float:
+    from api.client import MemledgerClient
+
+    async with MemledgerClient(url) as client:
+        began = time.perf_counter()
+        for start in range(0, len(texts), 100):
+            await client.add_batch([{"memory": t} for t in texts[start : start + 100]])
+        return len(texts) / (time.perf_counter() - began)
+
+
+async def _http_latency(url: str, asks: list[str]) -> list[float]:
+    from api.client import MemledgerClient
+
+    async with MemledgerClient(url) as client:
+        for q in asks[:5]:
+            await client.recall(q)
+        samples = []
+        for q in asks:
+            began = time.perf_counter()
+            await client.recall(q)
+            samples.append(time.perf_counter() - began)
+        return samples
+
+
+async def _http_load(url: str, asks: list[str], clients: int, duration: float) -> float:
+    import aiohttp
+
+    done = 0
+    stop_at = time.monotonic() + duration
+
+    async def worker(k: int, session: aiohttp.ClientSession) -> None:
+        nonlocal done
+        i = k
+        while time.monotonic() < stop_at:
+            async with session.post(f"{url}/v1/recall", json={"query": asks[i % len(asks)]}) as response:
+                await response.read()
+                if response.status == 200:
+                    done += 1
+            i += clients
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        began = time.monotonic()
+        await asyncio.gather(*(worker(k, session) for k in range(clients)))
+        return done / (time.monotonic() - began)
+
+
+def _in_process(data_dir: Path, asks: list[str]) -> list[float]:
+    from projections.recall import RecallOptions
+    from projections.service import MemoryService
+
+    service = MemoryService.open(data_dir, settings=Settings({"data_dir": str(data_dir)}))
+    try:
+        for q in asks[:5]:
+            service.searcher.recall("default", q, RecallOptions())
+        samples = []
+        for q in asks:
+            began = time.perf_counter()
+            service.searcher.recall("default", q, RecallOptions())
+            samples.append(time.perf_counter() - began)
+        return samples
+    finally:
+        service.close()
+
+
+def _fill(data_dir: Path, texts: list[str]) -> None:
+    from projections.service import MemoryService
+
+    settings = Settings({"data_dir": str(data_dir), "synchronous": "NORMAL"})
+    service = MemoryService.open(data_dir, settings=settings)
+    try:
+        for start in range(0, len(texts), 1000):
+            service.run(service.memories.add, CommandContext(tenant="default", actor="bench"), [MemoryContent(memory=t, memory_type="OuterMemory") for t in texts[start : start + 1000]])
+    finally:
+        service.close()
+
+
+def _baseline(texts: list[str], asks: list[str]) -> list[float]:
+    """Brute-force numpy cosine plus one plain FTS5 query: no fusion, no filters, no validity."""
+    from projections.embedders import HashingEmbedder
+
+    embedder = HashingEmbedder()
+    matrix = embedder.embed(texts)
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61')")
+    conn.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", enumerate(texts))
+    samples = []
+    for q in asks:
+        terms = " OR ".join('"' + w.strip("?").replace('"', '""') + '"' for w in q.split() if w.strip("?"))
+        began = time.perf_counter()
+        vector = embedder.embed_query(q)
+        scores = matrix @ vector
+        np.argpartition(-scores, 10)[:10]
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (terms,)).fetchall()
+        samples.append(time.perf_counter() - began)
+    return samples
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.small < 100 or args.large < args.small:
+        raise ValueError("need 100 <= --small <= --large")
+    say = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
+    asks = questions(args.queries)
+    rows: list[tuple[str, str, float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
+        small, large = Path(tmp) / "small", Path(tmp) / "large"
+        texts_small = sentences(args.small, seed=21)
+        say(f"ingesting {args.small:,} memories over HTTP …")
+        server = Server(small)
+        try:
+            ingest_mps = asyncio.run(_http_ingest(server.url, texts_small))
+            lat = asyncio.run(_http_latency(server.url, asks))
+            rows.append((f"{args.small // 1000}k", "HTTP /v1/recall", _p(lat, 0.5), _p(lat, 0.95)))
+            say("16 concurrent clients …")
+            qps = asyncio.run(_http_load(server.url, asks, 16, args.duration))
+        finally:
+            server.stop()
+        lat = _in_process(small, asks)
+        rows.append((f"{args.small // 1000}k", "recall in process", _p(lat, 0.5), _p(lat, 0.95)))
+        texts_large = sentences(args.large, seed=22)
+        say(f"adding {args.large:,} memories …")
+        _fill(large, texts_large)
+        lat_large = _in_process(large, asks)
+        rows.append((f"{args.large // 1000}k", "recall in process", _p(lat_large, 0.5), _p(lat_large, 0.95)))
+        base = _baseline(texts_large, asks)
+        rows.append((f"{args.large // 1000}k", "baseline: numpy cosine + FTS5", _p(base, 0.5), _p(base, 0.95)))
+        server = Server(large)
+        try:
+            http_large = asyncio.run(_http_latency(server.url, asks))
+            rows.append((f"{args.large // 1000}k", "HTTP /v1/recall", _p(http_large, 0.5), _p(http_large, 0.95)))
+            say("load on the large store …")
+            asyncio.run(_http_load(server.url, asks, 16, min(args.duration, 10.0)))
+            rss = server.peak_rss_mb()
+        finally:
+            server.stop()
+    print(f"memledger bench recall: hybrid recall, hashing embedder, {args.queries} queries\n")
+    print(f"{'size':6} {'path':34} {'p50 ms':>8} {'p95 ms':>8}")
+    for size, path, p50, p95 in rows:
+        print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")
+    print(f"\n/v1/recall with 16 concurrent clients for {args.duration:.0f} s at {args.small:,}: {qps:,.0f} requests/s")
+    print(f"POST /v1/memories, batches of 100: {ingest_mps:,.0f} memories/s")
+    print(f"server peak RSS holding {args.large:,} memories under load: {rss:.0f} MB")
+    print(
+        f"\nrecall_p50_ms_100k={_p(lat_large, 0.5):.2f} http_p50_ms_100k={_p(http_large, 0.5):.2f}"
+        f" baseline_p50_ms_100k={_p(base, 0.5):.2f} recall_qps_16={qps:.0f} ingest_mps={ingest_mps:.0f} rss_mb_100k={rss:.0f}"
+    )
+    return 0
