@@ -34,7 +34,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 1
+    schema_version = 2
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -49,7 +49,7 @@ class GraphProjector:
                 content TEXT NOT NULL
             );
             CREATE INDEX IF NOT EXISTS ix_graph_memories_id ON graph_memories (tenant, memory_id, valid_from);
-            CREATE INDEX IF NOT EXISTS ix_graph_memories_key ON graph_memories (tenant, key) WHERE key IS NOT NULL;
+            CREATE INDEX IF NOT EXISTS ix_graph_memories_key ON graph_memories (tenant, lower(key)) WHERE key IS NOT NULL;
             CREATE TABLE IF NOT EXISTS graph_edges (
                 row_id INTEGER PRIMARY KEY,
                 tenant TEXT NOT NULL, edge_id TEXT NOT NULL, edge_type TEXT NOT NULL,

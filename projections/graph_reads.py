@@ -130,7 +130,7 @@ def memories_by_key(conn: sqlite3.Connection, tenant: str, keys: Iterable[str], 
     valid, params = head_clause(as_of)
     marks = ",".join("?" * len(wanted))
     rows = conn.execute(
-        f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND lower(key) IN ({marks}) AND {valid}"
+        f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND lower(key) IN ({marks}) AND key IS NOT NULL AND {valid}"
         " AND status = 'activated'",
         (tenant, *wanted, *params),
     )
