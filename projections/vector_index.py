@@ -1,0 +1,284 @@
+"""The HNSW index over ``vec_docs``: a per-process accelerator, saved beside its checkpoint.
+
+The index (usearch, cosine, int8 storage by default) holds one entry per
+distinct vector state, keyed by the ``vec_docs`` row id that introduced the
+vector (``vector_of``); status changes share their vector and never touch it.
+It is disposable: ``projections.db`` holds the vectors, and anything odd
+about the files means a rebuild from ``vec_docs``.
+
+Files in the data directory:
+
+- ``vectors.usearch``: the index;
+- ``vectors.usearch.json``: its checkpoint: the last ``vec_docs`` row id
+  synced, the runner's generation of the ``vectors`` projection (it changes
+  on every rebuild of the projection), the embedder name, the dimension, the
+  entry count and the tenant-drop counter seen.
+
+:meth:`VectorIndex.open` loads both and checks them against each other and
+against ``projections.db``; a missing, stale (other generation, embedder or
+dimension) or unreadable index is rebuilt. :meth:`VectorIndex.sync` adds
+the rows past the checkpoint in batches (call it after each commit of the
+``vectors`` projection: :meth:`VectorIndex.after_commit_hook`), and removes
+the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
+atomically (temporary file, then ``os.replace``; the index first, so a crash
+between the two leaves a checkpoint whose count no longer matches: rebuilt).
+
+Memory: int8 vectors (``dim`` bytes each) plus the graph (about
+``2 * connectivity * 4`` bytes per entry on the base layer).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from usearch.index import Index
+
+__all__ = ["INDEX_FILE", "VectorIndex", "current_generation"]
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "vectors.usearch"
+FORMAT = 1
+SYNC_BATCH = 10_000
+
+
+def current_generation(conn: sqlite3.Connection, name: str = "vectors") -> str | None:
+    """The runner's generation id of a projection (None without a checkpoint)."""
+    try:
+        row = conn.execute("SELECT generation FROM checkpoints WHERE name = ?", (name,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
+
+
+class VectorIndex:
+    """usearch HNSW over ``vec_docs`` vectors; thread-safe."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        embedder_name: str,
+        dim: int,
+        dtype: str = "i8",
+        connectivity: int = 32,
+        expansion_add: int = 128,
+        expansion_search: int = 256,
+        exhaustive: bool = False,
+    ):
+        self.path = Path(path)
+        #: Brute force inside the index instead of the graph walk (tests, tiny indexes).
+        self.exhaustive = exhaustive
+        self.embedder_name = embedder_name
+        self.dim = int(dim)
+        self.options = {
+            "dtype": dtype,
+            "connectivity": connectivity,
+            "expansion_add": expansion_add,
+            "expansion_search": expansion_search,
+        }
+        self.generation: str | None = None
+        self.synced_row_id = 0
+        self.deletions = 0
+        self.rebuilt_because: str | None = None
+        self._lock = threading.RLock()
+        self._index = self._new_index()
+
+    def _new_index(self) -> Index:
+        o = self.options
+        return Index(
+            ndim=self.dim,
+            metric="cos",
+            dtype=o["dtype"],
+            connectivity=o["connectivity"],
+            expansion_add=o["expansion_add"],
+            expansion_search=o["expansion_search"],
+        )
+
+    @property
+    def sidecar(self) -> Path:
+        return self.path.with_name(self.path.name + ".json")
+
+    # -- opening -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str, conn: sqlite3.Connection, *, embedder_name: str, dim: int, **options) -> "VectorIndex":
+        """Load the saved index if it matches ``projections.db``, else rebuild it; then sync.
+
+        ``path`` is the index file or the data directory (``vectors.usearch`` inside).
+        """
+        path = Path(path)
+        if path.is_dir():
+            path = path / INDEX_FILE
+        index = cls(path, embedder_name=embedder_name, dim=dim, **options)
+        with index._lock:
+            reason = index._load(conn)
+            if reason is not None:
+                index.rebuilt_because = reason
+                log.info("rebuilding the vector index %s: %s", path, reason)
+                index._reset(current_generation(conn))
+            added = index._sync(conn)
+            if reason is not None or added:
+                index.save()
+        return index
+
+    def _load(self, conn: sqlite3.Connection) -> str | None:
+        """Load the files; the reason they cannot be used, or None."""
+        if not self.path.exists() or not self.sidecar.exists():
+            return "no saved index"
+        try:
+            meta = json.loads(self.sidecar.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError) as exc:
+            return f"unreadable checkpoint ({exc})"
+        generation = current_generation(conn)
+        for key, expected in (
+            ("format", FORMAT),
+            ("embedder", self.embedder_name),
+            ("dim", self.dim),
+            ("dtype", self.options["dtype"]),
+            ("generation", generation),
+        ):
+            if meta.get(key) != expected:
+                return f"stale: {key} is {meta.get(key)!r}, expected {expected!r}"
+        try:
+            loaded = Index.restore(str(self.path))
+        except Exception as exc:  # usearch raises plain RuntimeErrors on damaged files
+            return f"unreadable index ({exc})"
+        if loaded is None or loaded.ndim != self.dim or len(loaded) != meta.get("count"):
+            return "index file does not match its checkpoint"
+        loaded.expansion_search = self.options["expansion_search"]
+        loaded.expansion_add = self.options["expansion_add"]
+        self._index = loaded
+        self.generation = generation
+        self.synced_row_id = int(meta.get("synced_row_id", 0))
+        self.deletions = int(meta.get("deletions", 0))
+        return None
+
+    def _reset(self, generation: str | None) -> None:
+        self._index = self._new_index()
+        self.generation = generation
+        self.synced_row_id = 0
+        self.deletions = 0
+
+    # -- syncing -------------------------------------------------------------------
+
+    def is_current(self, conn: sqlite3.Connection) -> bool:
+        """True while the index belongs to the projection generation in ``conn``."""
+        return self.generation == current_generation(conn)
+
+    def sync(self, conn: sqlite3.Connection) -> int:
+        """Add the rows past the checkpoint (rebuild after a projection rebuild); entries added."""
+        with self._lock:
+            return self._sync(conn)
+
+    def _sync(self, conn: sqlite3.Connection) -> int:
+        generation = current_generation(conn)
+        if generation != self.generation:
+            self._reset(generation)
+        try:
+            top = conn.execute("SELECT coalesce(max(row_id), 0) FROM vec_docs").fetchone()[0]
+            deletions = conn.execute("SELECT value FROM vec_stats WHERE name = 'deletions'").fetchone()
+        except sqlite3.OperationalError:
+            return 0  # the projection's tables do not exist (yet)
+        deletions = deletions[0] if deletions else 0
+        if deletions != self.deletions:
+            self._remove_dropped(conn)
+            self.deletions = deletions
+        added = 0
+        while self.synced_row_id < top:
+            rows = conn.execute(
+                "SELECT row_id, vector FROM vec_docs WHERE row_id > ? AND row_id <= ? AND vector_of = row_id"
+                " ORDER BY row_id LIMIT ?",
+                (self.synced_row_id, top, SYNC_BATCH),
+            ).fetchall()
+            if not rows:
+                self.synced_row_id = top
+                break
+            keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
+            if len(rows[0][1]) != 4 * self.dim:
+                raise ValueError(
+                    f"vec_docs holds {len(rows[0][1]) // 4}-dimension vectors; this index is for {self.dim}"
+                    f" ({self.embedder_name}): open it with the projection's embedder"
+                )
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+            fresh = ~np.asarray(self._index.contains(keys), dtype=bool)
+            if fresh.any():
+                self._index.add(keys[fresh], matrix[fresh])
+                added += int(fresh.sum())
+            self.synced_row_id = int(rows[-1][0]) if len(rows) == SYNC_BATCH else top
+        return added
+
+    def _remove_dropped(self, conn: sqlite3.Connection) -> None:
+        if not len(self._index):
+            return
+        keys = np.asarray(self._index.keys, dtype=np.uint64)
+        live: set[int] = set()
+        for start in range(0, len(keys), 50_000):
+            chunk = keys[start : start + 50_000]
+            live.update(
+                r[0]
+                for r in conn.execute(
+                    "SELECT d.row_id FROM json_each(?) AS j CROSS JOIN vec_docs AS d ON d.row_id = j.value",
+                    (json.dumps([int(k) for k in chunk]),),
+                )
+            )
+        gone = np.array([k for k in keys.tolist() if k not in live], dtype=np.uint64)
+        if len(gone):
+            self._index.remove(gone)
+
+    def after_commit_hook(self, connect: Callable[[], sqlite3.Connection]) -> Callable[[str, int], None]:
+        """A runner ``after_commit`` hook that syncs after the ``vectors`` projection commits."""
+
+        def hook(name: str, position: int) -> None:
+            if name == "vectors":
+                self.sync(connect())
+
+        return hook
+
+    # -- searching and saving ----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def search(self, vector: np.ndarray, count: int) -> np.ndarray:
+        """Keys (``vector_of`` row ids) of about the ``count`` nearest entries, nearest first."""
+        with self._lock:
+            if not len(self._index):
+                return np.empty(0, dtype=np.uint64)
+            found = self._index.search(
+                np.asarray(vector, dtype=np.float32), min(count, len(self._index)), exact=self.exhaustive
+            )
+            return np.asarray(found.keys, dtype=np.uint64)
+
+    def save(self) -> None:
+        """Write the index, then its checkpoint, each atomically."""
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            self._index.save(str(tmp))
+            os.replace(tmp, self.path)
+            meta = {
+                "format": FORMAT,
+                "embedder": self.embedder_name,
+                "dim": self.dim,
+                "dtype": self.options["dtype"],
+                "generation": self.generation,
+                "synced_row_id": self.synced_row_id,
+                "deletions": self.deletions,
+                "count": len(self._index),
+            }
+            tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")
+            tmp_meta.write_text(json.dumps(meta, indent=1))
+            os.replace(tmp_meta, self.sidecar)
+
+    def memory_bytes(self) -> int:
+        return int(self._index.memory_usage)

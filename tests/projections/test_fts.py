@@ -1,0 +1,330 @@
+"""The FTS projection and the lexical search: escaping, CJK, filters before the limit, as-of, drops."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventstore import ANY, NO_STREAM, EventStore, StreamAppend
+from eventstore import catalogue as c
+from eventstore.model import MemoryContent
+from projections import fts as fts_module
+from projections.filters import SearchFilters
+from projections.fts import FtsProjector, fts_search, fts_search_sql
+from projections.runner import ProjectionRunner
+
+STAMP = "2024-01-01T00:00:00Z"
+
+
+class Log:
+    """Real catalogue events appended to a real store; positions returned."""
+
+    def __init__(self, store: EventStore):
+        self.store = store
+
+    def add(self, memory_id: str, text: str, *, tenant: str = "t", created_at: str = STAMP, **content) -> int:
+        event = c.MemoryAdded(memory_id=memory_id, content=MemoryContent(memory=text, **content), created_at=created_at)
+        return self._append(memory_id, event, tenant, NO_STREAM)
+
+    def update(self, memory_id: str, text: str, *, tenant: str = "t", updated_at: str = STAMP, **content) -> int:
+        event = c.MemoryUpdated(
+            memory_id=memory_id, content=MemoryContent(memory=text, **content), changed=("memory",), updated_at=updated_at
+        )
+        return self._append(memory_id, event, tenant)
+
+    def archive(self, memory_id: str, *, tenant: str = "t") -> int:
+        return self._append(memory_id, c.MemoryArchived(memory_id=memory_id, updated_at=STAMP), tenant)
+
+    def drop(self, tenant: str) -> int:
+        event = c.TenantDropped(backup="none", events_backed_up=0)
+        return self.store.append_batch([StreamAppend(c.tenant_stream(tenant), [event])], tenant=tenant).last_position
+
+    def _append(self, memory_id, event, tenant, expected=ANY) -> int:
+        write = StreamAppend(c.memory_stream(memory_id), [event], expected)
+        return self.store.append_batch([write], tenant=tenant).last_position
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = EventStore.open(tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def log(store):
+    return Log(store)
+
+
+def project(store, path, until=None) -> ProjectionRunner:
+    runner = ProjectionRunner(store, path, [FtsProjector()])
+    runner.catch_up(until=until)
+    return runner
+
+
+@pytest.fixture
+def searcher(store, tmp_path):
+    runners = []
+
+    def run(until=None):
+        runner = project(store, tmp_path / f"projections-{len(runners)}.db", until)
+        runners.append(runner)
+        return runner.conn
+
+    yield run
+    for runner in runners:
+        runner.close()
+
+
+def ids(hits) -> list[str]:
+    return [h.memory_id for h in hits]
+
+
+# -- escaping ---------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.text(max_size=60))
+def test_any_text_is_a_safe_query(tmp_path_factory, query):
+    conn = _shared_conn(tmp_path_factory)
+    hits = fts_search(conn, "t", query, limit=5)
+    assert all(h.score >= 0 for h in hits)
+    assert fts_search(conn, "t", query, limit=5, exact=True) is not None
+
+
+_CONN: dict[str, sqlite3.Connection] = {}
+
+
+def _shared_conn(tmp_path_factory) -> sqlite3.Connection:
+    if "conn" not in _CONN:
+        path = tmp_path_factory.mktemp("escaping")
+        store = EventStore.open(path)
+        log = Log(store)
+        log.add("a", 'He said "NEAR(coffee tea)" AND -x: col:value * ^start (paren')
+        log.add("b", "我喜欢喝咖啡 and café au lait")
+        _CONN["conn"] = project(store, path / "projections.db").conn
+    return _CONN["conn"]
+
+
+@pytest.mark.parametrize(
+    "query", ['"', 'coffee"', "NEAR(", "AND OR NOT", "col:value", "*", "^", "(", "a - b", "\x00", "'; DROP TABLE fts_docs; --"]
+)
+def test_fts_syntax_is_searched_literally(log, searcher, query):
+    log.add("m1", "coffee and value with a col")
+    conn = searcher()
+    fts_search(conn, "t", query)  # never raises
+    assert conn.execute("SELECT count(*) FROM fts_docs").fetchone()[0] == 1
+
+
+def test_raw_is_an_explicit_opt_in(log, searcher):
+    log.add("m1", "the coffee machine at work")
+    log.add("m2", "coffee beans from the market")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "coffe*")) == []  # escaped: a literal word
+    assert set(ids(fts_search(conn, "t", "coffe*", raw=True))) == {"m1", "m2"}
+    assert ids(fts_search(conn, "t", "NEAR(coffee machine, 1)", raw=True)) == ["m1"]
+    with pytest.raises(sqlite3.OperationalError):
+        fts_search(conn, "t", 'coffee AND "', raw=True)
+
+
+def test_stopwords_do_not_match_and_accents_fold(log, searcher):
+    log.add("m1", "the the the of a")
+    log.add("m2", "Une crème brûlée au café")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "what is the creme brulee?")) == ["m2"]
+    assert ids(fts_search(conn, "t", "Cafe")) == ["m2"]
+
+
+# -- CJK ----------------------------------------------------------------------------------
+
+
+def test_cjk_two_characters_find_the_memory_containing_them(log, searcher):
+    log.add("zh", "我今天早上在公司喝了一杯咖啡")
+    log.add("other", "我喜欢喝茶")
+    log.add("en", "coffee in the morning")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "咖啡")) == ["zh"]
+    assert ids(fts_search(conn, "t", "公司")) == ["zh"]
+
+
+def test_cjk_whole_sentence_query_ranks_the_best_match_first(log, searcher):
+    log.add("zh", "我今天早上在公司喝了一杯咖啡")
+    log.add("tea", "我喜欢喝茶")
+    log.add("far", "明天下雨")
+    conn = searcher()
+    hits = fts_search(conn, "t", "今天早上我喝了什么咖啡？")
+    assert hits[0].memory_id == "zh"
+    assert "far" not in ids(hits)
+
+
+# -- filters before the limit ----------------------------------------------------------------
+
+
+def test_status_filter_applies_before_the_limit(log, searcher, store):
+    for i in range(60):
+        log.add(f"old{i}", "coffee coffee coffee notes")
+        log.archive(f"old{i}")
+    log.add("live", "a note about coffee")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "coffee", limit=10)) == ["live"]
+    archived = fts_search(conn, "t", "coffee", limit=10, filters=SearchFilters(status=("archived",)))
+    assert len(archived) == 10 and "live" not in ids(archived)
+    assert len(fts_search(conn, "t", "coffee", limit=100, filters=SearchFilters(status=None))) == 61
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        (SearchFilters(memory_types=("UserMemory",)), "typed"),
+        (SearchFilters(tags=("Rare",)), "tagged"),
+        (SearchFilters(collection="books"), "collected"),
+        (SearchFilters(doc_type="pdf", doc_ids=("d9",)), "document"),
+        (SearchFilters(model="m-2"), "modelled"),
+        (SearchFilters(created_from="2025-01-01T00:00:00Z"), "recent"),
+        (SearchFilters(created_to="2000-01-01T00:00:00Z"), "ancient"),
+    ],
+)
+def test_metadata_filters_apply_before_the_limit(log, searcher, filters, expected):
+    for i in range(60):
+        log.add(f"bulk{i}", "coffee coffee coffee", tags=("common",), collection="notes", created_at="2024-06-01T00:00:00Z")
+    log.add("typed", "coffee", memory_type="UserMemory", created_at="2024-06-01T00:00:00Z")
+    log.add("tagged", "coffee", tags=("x", "rare"), created_at="2024-06-01T00:00:00Z")
+    log.add("collected", "coffee", collection="books", created_at="2024-06-01T00:00:00Z")
+    log.add("document", "coffee", doc_type="pdf", doc_id="d9", created_at="2024-06-01T00:00:00Z")
+    log.add("modelled", "coffee", model="m-2", created_at="2024-06-01T00:00:00Z")
+    log.add("recent", "coffee", created_at="2025-03-01T00:00:00Z")
+    log.add("ancient", "coffee", created_at="1999-03-01T00:00:00Z")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "coffee", limit=5, filters=filters)) == [expected]
+    assert ids(fts_search(conn, "t", "coffee", limit=5, filters=filters, exact=True)) == [expected]
+
+
+def test_exclude_collection_keeps_memories_without_one(log, searcher):
+    log.add("a", "coffee", collection="spam")
+    log.add("b", "coffee")
+    log.add("c", "coffee", collection="books")
+    conn = searcher()
+    assert set(ids(fts_search(conn, "t", "coffee", filters=SearchFilters(exclude_collection="spam")))) == {"b", "c"}
+
+
+def test_tags_are_searchable_text(log, searcher):
+    log.add("m1", "a plain note", tags=("gardening",))
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "gardening")) == ["m1"]
+
+
+# -- tenants, versions, as-of, drops ------------------------------------------------------------
+
+
+def test_tenants_never_see_each_other(log, searcher):
+    log.add("a1", "secret coffee recipe", tenant="alice")
+    log.add("b1", "coffee for bob", tenant="bob")
+    conn = searcher()
+    assert ids(fts_search(conn, "alice", "coffee")) == ["a1"]
+    assert ids(fts_search(conn, "bob", "secret coffee recipe")) == ["b1"]
+    assert fts_search(conn, "carol", "coffee") == []
+    with pytest.raises(ValueError):
+        fts_search(conn, "", "coffee")
+
+
+def test_update_opens_a_new_row_and_the_old_text_is_found_only_as_of(log, searcher):
+    before = log.add("m1", "I drive a red bicycle")
+    log.update("m1", "I drive a blue car")
+    conn = searcher()
+    rows = conn.execute("SELECT version, valid_from, valid_to FROM fts_docs ORDER BY row_id").fetchall()
+    assert rows == [(1, before, before + 1), (2, before + 1, None)]
+    assert fts_search(conn, "t", "bicycle") == []
+    old = fts_search(conn, "t", "bicycle", as_of=before)
+    assert ids(old) == ["m1"] and old[0].version == 1
+    assert [h.version for h in fts_search(conn, "t", "car")] == [2]
+    assert fts_search(conn, "t", "car", as_of=before) == []
+
+
+def test_as_of_equals_a_store_replayed_up_to_that_position(log, searcher):
+    rng = random.Random(7)
+    words = "coffee tea milk sugar bread jam honey lemon water juice".split()
+    positions = []
+    for step in range(120):
+        mid = f"m{rng.randrange(40)}"
+        text = " ".join(rng.choices(words, k=4))
+        try:
+            if step < 40 or rng.random() < 0.3:
+                positions.append(log.add(mid, text))
+            elif rng.random() < 0.5:
+                positions.append(log.update(mid, text))
+            else:
+                positions.append(log.archive(mid))
+        except Exception:  # adding an existing id: the stream exists
+            positions.append(log.update(mid, text))
+    head = searcher()
+    for cut in (positions[30], positions[70], positions[100]):
+        replayed = searcher(until=cut)
+        for query in ("coffee", "honey lemon", "bread"):
+            for status in (("activated",), ("archived",), None):
+                f = SearchFilters(status=status)
+                past = {(h.memory_id, h.version) for h in fts_search(head, "t", query, limit=500, as_of=cut, filters=f)}
+                fresh = {(h.memory_id, h.version) for h in fts_search(replayed, "t", query, limit=500, filters=f)}
+                assert past == fresh
+
+
+def test_tenant_drop_removes_rows_and_keeps_the_index_consistent(log, searcher):
+    log.add("a1", "coffee with alice", tenant="alice")
+    log.add("b1", "coffee with bob", tenant="bob")
+    log.update("a1", "more coffee with alice", tenant="alice")
+    log.drop("alice")
+    log.add("b2", "bob again, coffee", tenant="bob")
+    conn = searcher()
+    assert fts_search(conn, "alice", "coffee") == []
+    assert set(ids(fts_search(conn, "bob", "coffee"))) == {"b1", "b2"}
+    assert conn.execute("SELECT count(*) FROM fts_docs WHERE tenant = 'alice'").fetchone()[0] == 0
+    conn.execute("INSERT INTO fts_index (fts_index, rank) VALUES ('integrity-check', 1)")
+    # the dropped rows are gone from the index itself, not only from the join
+    assert conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH 'alice'").fetchone()[0] == 0
+
+
+def test_rebuild_gives_the_same_answers(log, store, tmp_path):
+    for i in range(30):
+        log.add(f"m{i}", f"note {i} about coffee and tea number{i % 5}")
+    runner = project(store, tmp_path / "p.db")
+    before = fts_search(runner.conn, "t", "coffee number3")
+    runner.rebuild(["fts"])
+    assert fts_search(runner.conn, "t", "coffee number3") == before
+    runner.close()
+
+
+# -- the plan ---------------------------------------------------------------------------------------
+
+
+def test_tiered_plan_equals_the_exact_plan(log, searcher, monkeypatch):
+    rng = random.Random(3)
+    vocabulary = [f"w{i}" for i in range(60)]
+    weights = [1 / (i + 1) ** 0.5 for i in range(60)]  # no word in half of the rows (those are left out)
+    for i in range(400):
+        log.add(f"m{i}", " ".join(rng.choices(vocabulary, weights=weights, k=rng.randint(3, 9))), tenant="t" if i % 4 else "u")
+    conn = searcher()
+    # A tiny first tier and no cap: every query goes through the tiers and must still be exact.
+    monkeypatch.setattr(fts_module, "TIER_BUDGET", 5)
+    monkeypatch.setattr(fts_module, "TIER_CAP", 10**9)
+    monkeypatch.setattr(fts_module, "SMALL_TENANT_SHARE", 0.0)
+    for _ in range(60):
+        query = " ".join(rng.sample(vocabulary[:40], rng.randint(2, 5)))
+        for limit in (3, 10):
+            tiered = fts_search(conn, "t", query, limit=limit)
+            exact = fts_search(conn, "t", query, limit=limit, exact=True)
+            assert [h.row_id for h in tiered] == [h.row_id for h in exact]
+            assert [h.score for h in tiered] == pytest.approx([h.score for h in exact], rel=1e-9)
+
+
+def test_search_sql_is_the_exact_statement(log, searcher):
+    for i in range(20):
+        log.add(f"m{i}", f"coffee {'tea ' * (i % 4)}number")
+    conn = searcher()
+    sql, params = fts_search_sql("t", "coffee tea", limit=7, filters=SearchFilters(tags=None))
+    rows = conn.execute(sql, params).fetchall()
+    assert [r[0] for r in rows] == ids(fts_search(conn, "t", "coffee tea", limit=7, exact=True))
+    assert "d.tenant = ?" in sql and "LIMIT ?" in sql
+    assert conn.execute(*fts_search_sql("t", "???")).fetchall() == []

@@ -1,0 +1,350 @@
+"""The vector projection, its embedding cache, the persisted HNSW index and the vector search."""
+
+from __future__ import annotations
+
+import json
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from eventstore import EventStore
+from projections.embedders import HashingEmbedder
+from projections.filters import SearchFilters
+from projections.runner import ProjectionRunner
+from projections.vector_index import INDEX_FILE, VectorIndex
+from projections.vectors import VectorProjector, projector_version, vector_search
+
+from .test_fts import Log
+
+DIM = 32
+
+
+class Counting:
+    """An embedder wrapper that counts what it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.calls = 0
+        self.texts = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = EventStore.open(tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def log(store):
+    return Log(store)
+
+
+@pytest.fixture
+def embedder():
+    return Counting(HashingEmbedder(DIM))
+
+
+@pytest.fixture
+def runner(store, tmp_path, embedder):
+    r = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(embedder)])
+    yield r
+    r.close()
+
+
+def open_index(tmp_path, runner, embedder=None, **options) -> VectorIndex:
+    embedder = embedder or runner.projectors[0].embedder
+    return VectorIndex.open(tmp_path, runner.conn, embedder_name=embedder.name, dim=embedder.dim, **options)
+
+
+def unit(values) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def ids(hits) -> list[str]:
+    return [h.memory_id for h in hits]
+
+
+# -- vectors and the cache ------------------------------------------------------------------------
+
+
+def test_caller_embedding_wins_and_a_wrong_dimension_is_recorded(log, runner, embedder):
+    given = [float(i % 7) - 3.0 for i in range(DIM)]
+    log.add("own", "text that the embedder would embed", embedding=tuple(given))
+    log.add("bad", "a vector of the wrong size", embedding=(1.0, 2.0, 3.0))
+    log.add("plain", "embedded by the embedder")
+    runner.catch_up()
+    conn = runner.conn
+    rows = dict(conn.execute("SELECT memory_id, vector FROM vec_docs").fetchall())
+    assert np.frombuffer(rows["own"], dtype=np.float32).tolist() == pytest.approx(given)  # stored as given
+    assert conn.execute("SELECT embedder FROM vec_docs WHERE memory_id = 'own'").fetchone()[0] == "caller"
+    assert rows["bad"] is None
+    reason = conn.execute("SELECT reason FROM vec_skipped WHERE memory_id = 'bad'").fetchone()[0]
+    assert "3 dimensions" in reason and str(DIM) in reason
+    assert embedder.texts == 1  # only "plain" was embedded
+    hits = vector_search(conn, None, "t", given)
+    assert hits[0].memory_id == "own" and hits[0].score == pytest.approx(1.0, abs=1e-6)
+    assert "bad" not in ids(hits)
+    # a status change of a memory without a vector keeps it without one, and says why
+    log.archive("bad")
+    runner.catch_up()
+    assert conn.execute("SELECT count(*) FROM vec_skipped WHERE memory_id = 'bad'").fetchone()[0] == 2
+
+
+def test_embeddings_are_batched_cached_and_reused(log, runner, embedder):
+    for i in range(50):
+        log.add(f"m{i}", f"memory number {i} about topic {i % 5}")
+    log.add("dup", "memory number 1 about topic 1")  # same text as m1
+    runner.catch_up(batch_size=1000)
+    assert embedder.calls == 1 and embedder.texts == 50
+    log.archive("m3")
+    log.update("m4", "memory number 4 about topic 4", tags=("retagged",))  # same text, new tags
+    runner.catch_up()
+    assert embedder.texts == 50  # status and metadata changes reuse the vector bytes
+    conn = runner.conn
+    vectors = conn.execute("SELECT vector, vector_of FROM vec_docs WHERE memory_id = 'm3' ORDER BY version").fetchall()
+    assert vectors[0] == vectors[1]
+    runner.rebuild(["vectors"])
+    assert embedder.texts == 50  # a rebuild with the same embedder embeds nothing
+    log.update("m5", "a brand new text")
+    runner.catch_up()
+    assert embedder.texts == 51
+
+
+def test_embedder_change_rebuilds_the_projection(store, tmp_path, log):
+    log.add("m1", "coffee in the morning")
+    first = VectorProjector(HashingEmbedder(DIM))
+    second = VectorProjector(HashingEmbedder(2 * DIM))
+    assert first.schema_version != second.schema_version
+    assert first.schema_version == projector_version(HashingEmbedder(DIM).name)
+    r1 = ProjectionRunner(store, tmp_path / "projections.db", [first])
+    r1.catch_up()
+    generation = r1.generation("vectors")
+    r1.close()
+    r2 = ProjectionRunner(store, tmp_path / "projections.db", [second])
+    assert r2.rebuilt_on_start == ["vectors"]
+    assert r2.generation("vectors") != generation
+    r2.catch_up()
+    assert r2.conn.execute("SELECT embedder, length(vector) FROM vec_docs").fetchall() == [(second.embedder.name, 8 * DIM)]
+    r2.close()
+
+
+# -- the index on disk -------------------------------------------------------------------------------
+
+
+def test_index_is_saved_and_reused_on_reopen(tmp_path, log, runner):
+    for i in range(40):
+        log.add(f"m{i}", f"note {i} on subject {i % 4}")
+    runner.catch_up()
+    index = open_index(tmp_path, runner)
+    assert index.rebuilt_because == "no saved index" and len(index) == 40
+    meta = json.loads((tmp_path / (INDEX_FILE + ".json")).read_text())
+    assert meta["count"] == 40 and meta["generation"] == runner.generation("vectors")
+    assert meta["embedder"] == runner.projectors[0].embedder.name and meta["dim"] == DIM
+    again = open_index(tmp_path, runner)
+    assert again.rebuilt_because is None and len(again) == 40
+    log.add("new", "a later note")
+    log.archive("m1")  # status only: no new index entry
+    runner.catch_up()
+    assert again.sync(runner.conn) == 1 and len(again) == 41
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "sidecar", "count"])
+def test_a_damaged_or_missing_index_is_rebuilt(tmp_path, log, runner, damage):
+    for i in range(30):
+        log.add(f"m{i}", f"note {i} on subject {i % 3}")
+    runner.catch_up()
+    open_index(tmp_path, runner)
+    path, sidecar = tmp_path / INDEX_FILE, tmp_path / (INDEX_FILE + ".json")
+    if damage == "garbage":
+        path.write_bytes(b"not an index at all" * 10)
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "missing":
+        path.unlink()
+    elif damage == "sidecar":
+        sidecar.write_text("{not json")
+    else:
+        meta = json.loads(sidecar.read_text())
+        sidecar.write_text(json.dumps({**meta, "count": 3}))
+    index = open_index(tmp_path, runner)
+    assert index.rebuilt_because is not None and len(index) == 30
+    assert open_index(tmp_path, runner).rebuilt_because is None  # and saved again
+
+
+def test_a_stale_index_is_rebuilt(tmp_path, log, runner):
+    for i in range(20):
+        log.add(f"m{i}", f"note {i}")
+    runner.catch_up()
+    index = open_index(tmp_path, runner)
+    runner.rebuild(["vectors"])  # new generation: the row ids may mean other rows now
+    assert not index.is_current(runner.conn)
+    reopened = open_index(tmp_path, runner)
+    assert "generation" in reopened.rebuilt_because and len(reopened) == 20
+    other = SimpleNamespace(name="another-embedder", dim=DIM)
+    assert "embedder" in open_index(tmp_path, runner, other).rebuilt_because
+    with pytest.raises(ValueError, match="dimension"):
+        open_index(tmp_path, runner, HashingEmbedder(DIM + 8))
+    # a running index notices the rebuild when it syncs
+    index.sync(runner.conn)
+    assert index.is_current(runner.conn) and len(index) == 20
+
+
+def test_index_follows_commits_and_tenant_drops(tmp_path, log, store, embedder):
+    holder = {}
+    runner = ProjectionRunner(
+        store,
+        tmp_path / "projections.db",
+        [VectorProjector(embedder)],
+        after_commit=lambda name, position: holder["index"].sync(runner.conn) if "index" in holder else None,
+    )
+    holder["index"] = index = open_index(tmp_path, runner, embedder)
+    for i in range(10):
+        log.add(f"a{i}", f"alice note {i}", tenant="alice")
+        log.add(f"b{i}", f"bob note {i}", tenant="bob")
+    runner.catch_up()
+    assert len(index) == 20
+    log.drop("alice")
+    runner.catch_up()
+    assert len(index) == 10
+    query = embedder.embed_query("alice note 3")
+    assert vector_search(runner.conn, index, "alice", query) == []
+    assert runner.conn.execute("SELECT count(*) FROM vec_docs WHERE tenant = 'alice'").fetchone()[0] == 0
+    assert len(vector_search(runner.conn, index, "bob", query, exact_threshold=0)) == 10
+    runner.close()
+
+
+# -- search -----------------------------------------------------------------------------------------
+
+
+def _random_history(log, rng, dim, n):
+    """Memories with caller vectors in a few tenants, tags and collections, updates and archives."""
+    positions = []
+    for i in range(n):
+        vector = tuple(float(x) for x in rng.standard_normal(dim))
+        tenant = "t" if i % 5 else "u"
+        tags = (("red",) if i % 3 == 0 else ()) + (("blue",) if i % 7 == 0 else ())
+        positions.append(log.add(f"m{i}", f"memory {i}", tenant=tenant, embedding=vector, tags=tags, collection=f"c{i % 4}"))
+        if i % 9 == 0 and i:
+            j = int(rng.integers(i))
+            tenant_j = "t" if j % 5 else "u"
+            if rng.random() < 0.5:
+                moved = tuple(float(x) for x in rng.standard_normal(dim))
+                positions.append(log.update(f"m{j}", f"memory {j} v2", tenant=tenant_j, embedding=moved))
+            else:
+                positions.append(log.archive(f"m{j}", tenant=tenant_j))
+    return positions
+
+
+# The HNSW graph walk is approximate (its recall is measured in the module docs, and even a
+# huge expansion does not make it exhaustive); these tests let the index answer its
+# neighbour queries by brute force (float32), so that what they check is everything around
+# it: filters, validity, growth of the neighbour count, fallbacks and rescoring must return
+# exactly what the exact filtered scan returns.
+EXHAUSTIVE = {"dtype": "f32", "exhaustive": True}
+
+
+def test_index_assisted_search_equals_the_exact_search(tmp_path, log, runner):
+    rng = np.random.default_rng(5)
+    positions = _random_history(log, rng, DIM, 1500)
+    runner.catch_up()
+    index = open_index(tmp_path, runner, **EXHAUSTIVE)
+    conn = runner.conn
+    cases = [
+        (None, SearchFilters()),
+        (None, SearchFilters(tags=("blue",))),
+        (None, SearchFilters(tags=("red",), collection="c1")),
+        (None, SearchFilters(status=("archived",))),
+        (None, SearchFilters(status=None, exclude_collection="c0")),
+        (positions[300], SearchFilters()),
+        (positions[900], SearchFilters(tags=("red",))),
+        (positions[50], SearchFilters(status=None)),
+    ]
+    for q in range(12):
+        query = rng.standard_normal(DIM)
+        for as_of, filters in cases:
+            for limit in (1, 10, 40):
+                exact = vector_search(conn, None, "t", query, limit=limit, as_of=as_of, filters=filters)
+                assisted = vector_search(conn, index, "t", query, limit=limit, as_of=as_of, filters=filters, exact_threshold=0)
+                assert [(h.row_id, h.score) for h in assisted] == [(h.row_id, h.score) for h in exact]
+                assert len(exact) == min(limit, len(exact))
+
+
+def test_as_of_equals_a_store_replayed_up_to_that_position(tmp_path, log, store, runner):
+    rng = np.random.default_rng(11)
+    positions = _random_history(log, rng, DIM, 400)
+    runner.catch_up()
+    index = open_index(tmp_path, runner, **EXHAUSTIVE)
+    for cut in (positions[40], positions[200], positions[-1]):
+        replay = ProjectionRunner(store, tmp_path / f"replay-{cut}.db", [VectorProjector(HashingEmbedder(DIM))])
+        replay.catch_up(until=cut)
+        for _ in range(5):
+            query = rng.standard_normal(DIM)
+            for filters in (SearchFilters(), SearchFilters(status=None, tags=("red",))):
+                past = vector_search(runner.conn, index, "t", query, limit=15, as_of=cut, filters=filters, exact_threshold=0)
+                fresh = vector_search(replay.conn, None, "t", query, limit=15, filters=filters)
+                assert [(h.memory_id, h.version, h.score) for h in past] == [(h.memory_id, h.version, h.score) for h in fresh]
+        replay.close()
+
+
+def test_update_moves_the_vector_and_the_old_one_is_found_only_as_of(log, runner, embedder):
+    before = log.add("m1", "sailing boats on the lake")
+    log.add("m2", "a recipe for bread")
+    log.update("m1", "programming in rust")
+    runner.catch_up()
+    conn = runner.conn
+    query = embedder.embed_query("sailing boats on the lake")
+    head = vector_search(conn, None, "t", query, limit=1)
+    past = vector_search(conn, None, "t", query, limit=1, as_of=before)
+    assert past[0].memory_id == "m1" and past[0].version == 1 and past[0].score == pytest.approx(1.0, abs=1e-5)
+    assert head[0].score < 0.9
+    assert vector_search(conn, None, "t", query, as_of=before - 1) == []
+
+
+def test_tenants_never_see_each_other(log, runner, embedder):
+    log.add("a", "private coffee notes", tenant="alice")
+    log.add("b", "coffee notes", tenant="bob")
+    runner.catch_up()
+    query = embedder.embed_query("private coffee notes")
+    assert ids(vector_search(runner.conn, None, "bob", query)) == ["b"]
+    assert ids(vector_search(runner.conn, None, "alice", query)) == ["a"]
+    with pytest.raises(ValueError):
+        vector_search(runner.conn, None, "", query)
+
+
+def test_a_lagging_index_never_hides_new_memories(tmp_path, log, runner, embedder):
+    for i in range(30):
+        log.add(f"m{i}", f"old note {i}")
+    runner.catch_up()
+    index = open_index(tmp_path, runner)
+    log.add("fresh", "zebra crossing at night")
+    runner.catch_up()  # no sync: the index does not have it
+    query = embedder.embed_query("zebra crossing at night")
+    hits = vector_search(runner.conn, index, "t", query, limit=3, exact_threshold=0)
+    assert hits[0].memory_id == "fresh"
+
+
+def test_selective_filters_fall_back_to_the_exact_scan(tmp_path, log, runner):
+    rng = random.Random(2)
+    for i in range(300):
+        vector = tuple(rng.uniform(-1, 1) for _ in range(DIM))
+        log.add(f"m{i}", f"memory {i}", embedding=vector, tags=("needle",) if i == 123 else ())
+    runner.catch_up()
+    index = open_index(tmp_path, runner)
+    stored = runner.conn.execute("SELECT vector FROM vec_docs WHERE memory_id = 'm123'").fetchone()[0]
+    query = -unit(np.frombuffer(stored, dtype=np.float32))  # the needle is the farthest memory of all
+    hits = vector_search(runner.conn, index, "t", query, limit=5, filters=SearchFilters(tags=("needle",)), exact_threshold=0)
+    assert ids(hits) == ["m123"] and hits[0].score == pytest.approx(-1.0, abs=1e-5)
