@@ -11,12 +11,15 @@ from .fts import WORD_COLUMNS, FtsProjector, fts_search
 from .textsearch import cjk_match_expression, fts_match_expression, has_cjk
 from .entities import EntityProjector
 from .graph import GraphProjector
+from .embedders import get_embedder
 from .recall import Searcher
+from .vector_index import VectorIndex
+from .vectors import VectorProjector, vector_search
 from .relink import attach_entities
 
 
 def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
-    return [GraphProjector(), FtsProjector(), EntityProjector()]
+    return [GraphProjector(), FtsProjector(), VectorProjector(get_embedder(settings.embedder)), EntityProjector()]
 
 
 def lexical_match(query: str, analysis) -> str | None:
@@ -45,7 +48,19 @@ def _lexical(service):
 
 
 def attach_searcher(service) -> None:
-    service.searcher = Searcher(service.read_conn, _lexical(service), None, None, service.settings.embedder, service.settings)
+    """The recall channels over this data directory's projections, and the vector index they need."""
+    embedder = get_embedder(service.settings.embedder)
+    index = VectorIndex.open(service.data_dir, service.runner.conn, embedder_name=embedder.name, dim=embedder.dim)
+    service.vector_index = index
+    service.embedding_dim = embedder.dim
+    service.add_after_commit(index.after_commit_hook(service.read_conn))
+    service.add_closer(index.save)
+
+    def semantic(tenant, vector, limit, as_of, filters):
+        hits = vector_search(service.read_conn(), index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
+        return [(h.memory_id, h.score) for h in hits]
+
+    service.searcher = Searcher(service.read_conn, _lexical(service), semantic, embedder.embed_query, embedder.name, service.settings)
 
 
 def default_extras(settings: Settings) -> list[Callable[[Any], None]]:

@@ -42,6 +42,7 @@ class MemoryService:
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
+        self._closers: list[Callable[[], Any]] = []
         self.runner = ProjectionRunner(store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
         self.facts = graph_reads.ProjectionFacts(self.read_conn, self.sync)
         self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
@@ -67,6 +68,10 @@ class MemoryService:
     def add_after_commit(self, hook: Callable[[str, int], None]) -> None:
         self._after_commit_hooks.append(hook)
 
+    def add_closer(self, closer: Callable[[], Any]) -> None:
+        """Run ``closer`` when the service closes (e.g. save the vector index)."""
+        self._closers.append(closer)
+
     def _after_commit(self, name: str, position: int) -> None:
         for hook in self._after_commit_hooks:
             hook(name, position)
@@ -83,6 +88,8 @@ class MemoryService:
         return self.runner.catch_up()
 
     def close(self) -> None:
+        for closer in self._closers:
+            closer()
         self.runner.close()
         self.store.close()
 

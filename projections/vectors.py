@@ -66,6 +66,9 @@ MIN_NEIGHBOURS = 200
 #: Rows read per chunk by the exact scan.
 CHUNK = 4096
 
+#: Lookups by vector (index neighbours, the unsynced tail) must not scan a tenant's rows instead.
+_BY_VECTOR = "INDEXED BY ix_vec_docs_vector_of"
+
 _tags_encoder = msgspec.json.Encoder()
 _tags_decoder = msgspec.json.Decoder(tuple[str, ...])
 _ids_encoder = msgspec.json.Encoder()
@@ -374,7 +377,7 @@ def vector_search(
     if synced == 0 or _capped_count(conn, predicate, params, exact_threshold) <= exact_threshold:
         best = _exact(conn, predicate, params, query, limit)
     else:
-        tail = _exact(conn, f"{predicate} AND d.vector_of > ?", (*params, synced), query, limit)
+        tail = _exact(conn, f"{predicate} AND d.vector_of > ?", (*params, synced), query, limit, _BY_VECTOR)
         found = _neighbours(conn, index, predicate, params, query, limit, exact_threshold)
         best = _exact(conn, predicate, params, query, limit) if found is None else _top(tail + found, limit)
     return [VecHit(m, r, v, s, i) for i, (s, r, m, v) in enumerate(best, 1)]
@@ -417,9 +420,10 @@ def _best(rows: list[tuple], query: np.ndarray, limit: int) -> list[tuple]:
     return [(float(scores[i]), rows[i][0], rows[i][1], rows[i][2]) for i in order]
 
 
-def _exact(conn, predicate: str, params: tuple, query: np.ndarray, limit: int) -> list[tuple]:
+def _exact(conn, predicate: str, params: tuple, query: np.ndarray, limit: int, hint: str = "") -> list[tuple]:
     cursor = conn.execute(
-        f"SELECT d.row_id, d.memory_id, d.version, d.vector FROM vec_docs AS d WHERE {predicate} AND d.vector IS NOT NULL",
+        f"SELECT d.row_id, d.memory_id, d.version, d.vector FROM vec_docs AS d {hint}"
+        f" WHERE {predicate} AND d.vector IS NOT NULL",
         params,
     )
     best: list[tuple] = []
@@ -439,7 +443,7 @@ def _neighbours(conn, index, predicate: str, params: tuple, query: np.ndarray, l
     while True:
         keys = index.search(query, count)
         rows = conn.execute(
-            "SELECT d.row_id, d.memory_id, d.version, d.vector FROM json_each(?) AS j CROSS JOIN vec_docs AS d"
+            f"SELECT d.row_id, d.memory_id, d.version, d.vector FROM json_each(?) AS j CROSS JOIN vec_docs AS d {_BY_VECTOR}"
             f" ON d.vector_of = j.value WHERE {predicate}",
             (_ids_encoder.encode([int(k) for k in keys]).decode(), *params),
         ).fetchall()
