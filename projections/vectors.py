@@ -374,7 +374,7 @@ def vector_search(
     predicate = f"d.tenant = ? AND {valid} AND {where} AND d.vector_of IS NOT NULL"
     params = (tenant, *valid_params, *where_params)
     synced = index.synced_row_id if index is not None and len(index) and index.is_current(conn) else 0
-    if synced == 0 or _capped_count(conn, predicate, params, exact_threshold) <= exact_threshold:
+    if synced == 0 or _capped_count(conn, tenant, as_of, filters, exact_threshold) <= exact_threshold:
         best = _exact(conn, predicate, params, query, limit)
     else:
         tail = _exact(conn, f"{predicate} AND d.vector_of > ?", (*params, synced), query, limit, _BY_VECTOR)
@@ -383,9 +383,21 @@ def vector_search(
     return [VecHit(m, r, v, s, i) for i, (s, r, m, v) in enumerate(best, 1)]
 
 
-def _capped_count(conn, predicate: str, params: tuple, cap: int) -> int:
+def _capped_count(conn, tenant: str, as_of: int | None, filters: SearchFilters | None, cap: int) -> int:
+    """Rows of the tenant valid at the head (or ``as_of``) with the wanted status, up to ``cap + 1``.
+
+    The other filters only narrow this set further; leaving them out keeps
+    the count on an index (no row reads) and cheap. A small set is scanned
+    exactly; a selective filter over a large set is handled by the index
+    search's fallback.
+    """
+    valid, valid_params = head_clause(as_of, "d")
+    status = filters.status if filters is not None else SearchFilters().status
+    where, where_params = filter_sql(SearchFilters(status=status), "d")
     return conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM vec_docs AS d WHERE {predicate} LIMIT ?)", (*params, cap + 1)
+        f"SELECT count(*) FROM (SELECT 1 FROM vec_docs AS d WHERE d.tenant = ? AND {valid} AND {where}"
+        " AND d.vector_of IS NOT NULL LIMIT ?)",
+        (tenant, *valid_params, *where_params, cap + 1),
     ).fetchone()[0]
 
 
