@@ -15,7 +15,7 @@ import msgspec
 
 GENESIS_HASH = "0" * 64
 
-_canonical = msgspec.json.Encoder()
+canonical_encoder = msgspec.json.Encoder()
 
 
 class StoredRow(NamedTuple):
@@ -48,7 +48,7 @@ def canonical_bytes(
     metadata: str,
     recorded_at: str,
 ) -> bytes:
-    return _canonical.encode(
+    return canonical_encoder.encode(
         (position, event_id, stream_id, stream_version, type_, schema_version, tenant, payload, metadata, recorded_at)
     )
 

@@ -32,12 +32,18 @@ def new_ids(count: int) -> list[str]:
         _last_ms, _counter = ms, seq
     tail = os.urandom(8 * count).hex()
     out = []
+    prefix_ms, prefix = -1, ""
     for i, (ms, seq) in enumerate(stamps):
-        head = f"{ms:012x}"
-        rand = tail[16 * i : 16 * i + 16]
-        variant = "89ab"[int(rand[0], 16) & 3]
-        out.append(f"{head[:8]}-{head[8:]}-7{seq:03x}-{variant}{rand[1:4]}-{rand[4:16]}")
+        if ms != prefix_ms:
+            head = f"{ms:012x}"
+            prefix_ms, prefix = ms, f"{head[:8]}-{head[8:]}-7"
+        r = 16 * i
+        out.append(f"{prefix}{seq:03x}-{_VARIANT[tail[r]]}{tail[r + 1 : r + 4]}-{tail[r + 4 : r + 16]}")
     return out
+
+
+# The RFC 4122 variant bits (10xx) on the first hex digit of the fourth group.
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 
 
 def new_id() -> str:

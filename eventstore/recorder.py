@@ -9,13 +9,14 @@ writer at a time: a process-wide lock plus the database's own write lock
 from __future__ import annotations
 
 import threading
+from hashlib import sha256
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection, Engine, and_, bindparam, false, func, select
 
 from . import dialects
-from .chain import GENESIS_HASH, StoredRow, row_hash
+from .chain import GENESIS_HASH, StoredRow, canonical_encoder
 from .errors import ConcurrencyError, IdempotencyConflict
 from .schema import events, idempotency
 
@@ -87,11 +88,7 @@ class SQLRecorder:
         self._insert_sql = str(compiled)
         self._insert_keys = tuple(compiled.positiontup or ()) if compiled.positional else None
         self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
-        self._versions_query = (
-            select(events.c.stream_id, func.max(events.c.stream_version))
-            .where(events.c.stream_id.in_(bindparam("ids", expanding=True)))
-            .group_by(events.c.stream_id)
-        )
+        self._version_query = select(func.max(events.c.stream_version)).where(events.c.stream_id == bindparam("stream_id"))
         # With a qmark driver (sqlite3) the two per-append queries run as
         # precompiled SQL: building Core statements costs more than running them.
         self._fast = writer.dialect.paramstyle == "qmark"
@@ -101,7 +98,7 @@ class SQLRecorder:
         self._last_position = (str(compiled), (), last) if compiled.positional else (None, None, last)
         if self._fast:
             self._tip_sql = str(self._tip_query.compile(dialect=writer.dialect, compile_kwargs={"literal_binds": True}))
-            self._versions_sql = str(self._versions_query.compile(dialect=writer.dialect))
+            self._version_sql = str(self._version_query.compile(dialect=writer.dialect))
 
     # -- writing ---------------------------------------------------------
 
@@ -157,44 +154,19 @@ class SQLRecorder:
         now = max(utc_stamp(), last_stamp)
         first = position + 1
         rows = []
+        encode, digest_of = canonical_encoder.encode, sha256  # the chain's formula (chain.row_hash), inlined: the hot loop
         for write in writes:
-            current = versions.get(write.stream_id, 0)
-            _check_expected(write.stream_id, write.expected_version, current)
-            for pending in write.events:
+            stream_id = write.stream_id
+            current = versions.get(stream_id, 0)
+            _check_expected(stream_id, write.expected_version, current)
+            for event_id, type_, schema, tenant, payload, metadata, correlation, recorded in write.events:
                 position += 1
                 current += 1
-                stamp = max(pending.recorded_at, last_stamp) if pending.recorded_at else now
+                stamp = max(recorded, last_stamp) if recorded else now
                 last_stamp = stamp
-                digest = row_hash(
-                    prev_hash,
-                    position,
-                    pending.event_id,
-                    write.stream_id,
-                    current,
-                    pending.type,
-                    pending.schema_version,
-                    pending.tenant,
-                    pending.payload,
-                    pending.metadata,
-                    stamp,
-                )
-                rows.append(
-                    (
-                        position,
-                        pending.event_id,
-                        write.stream_id,
-                        current,
-                        pending.type,
-                        pending.schema_version,
-                        pending.tenant,
-                        pending.payload,
-                        pending.metadata,
-                        pending.correlation_id,
-                        stamp,
-                        prev_hash,
-                        digest,
-                    )
-                )
+                canonical = encode((position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, stamp))
+                digest = digest_of(prev_hash.encode("ascii") + canonical).hexdigest()
+                rows.append((position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, correlation, stamp, prev_hash, digest))
                 prev_hash = digest
             versions[write.stream_id] = current
         if not rows:
@@ -209,16 +181,16 @@ class SQLRecorder:
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
 
     def _current_versions(self, conn: Connection, stream_ids: set[str]) -> dict[str, int]:
+        # One max() per stream: answered from the end of the (stream_id,
+        # stream_version) index, where a grouped IN query would read every row.
         found: dict[str, int] = {}
-        ids = sorted(stream_ids)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for stream_id in sorted(stream_ids):
             if self._fast:
-                sql = self._versions_sql.replace("(__[POSTCOMPILE_ids])", "(" + ",".join("?" * len(chunk)) + ")")
-                rows = self._driver_rows(conn, sql, chunk)
+                rows = self._driver_rows(conn, self._version_sql, (stream_id,))
             else:
-                rows = conn.execute(self._versions_query, {"ids": chunk})
-            found.update((sid, version) for sid, version in rows)
+                rows = conn.execute(self._version_query, {"stream_id": stream_id}).fetchall()
+            if rows and rows[0][0] is not None:
+                found[stream_id] = rows[0][0]
         return found
 
     @staticmethod
@@ -361,9 +333,21 @@ class SQLRecorder:
             return conn.execute(select(func.max(events.c.stream_version)).where(events.c.stream_id == stream_id)).scalar() or 0
 
     def position_at(self, stamp: str) -> int:
-        """The last position recorded at or before ``stamp`` (0 if none)."""
-        with self.reader.connect() as conn:
-            return conn.execute(select(func.max(events.c.position)).where(events.c.recorded_at <= stamp)).scalar() or 0
+        """The last position recorded at or before ``stamp`` (0 if none).
+
+        Recorded times never go backwards, so a binary search over positions
+        (primary-key lookups) finds it without an index on the time.
+        """
+        query = select(events.c.recorded_at).where(events.c.position == bindparam("p"))
+        with self.reader.begin() as conn:
+            low, high = 0, self.last_position(conn)
+            while low < high:
+                middle = (low + high + 1) // 2
+                if conn.execute(query, {"p": middle}).scalar() <= stamp:
+                    low = middle
+                else:
+                    high = middle - 1
+            return low
 
     def existing_event_ids(self, event_ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
