@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import msgspec
 from aiohttp import web
 
 from eventstore import Digest
@@ -20,18 +19,7 @@ KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and 
 
 
 def _event_json(recorded) -> dict:
-    return {
-        "position": recorded.position,
-        "event_id": recorded.event_id,
-        "stream_id": recorded.stream_id,
-        "stream_version": recorded.stream_version,
-        "type": recorded.type,
-        "schema_version": recorded.schema_version,
-        "tenant": recorded.tenant,
-        "payload": msgspec.to_builtins(recorded.event),
-        "metadata": msgspec.to_builtins(recorded.metadata),
-        "recorded_at": recorded.recorded_at.isoformat(),
-    }
+    return recorded.to_dict()
 
 
 @route(

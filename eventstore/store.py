@@ -40,6 +40,21 @@ class RecordedEvent(msgspec.Struct, frozen=True):
     metadata: Metadata
     recorded_at: datetime
 
+    def to_dict(self) -> dict:
+        """The envelope and decoded payload as plain JSON-ready values (time as stored: UTC, ``Z``)."""
+        return {
+            "position": self.position,
+            "event_id": self.event_id,
+            "stream_id": self.stream_id,
+            "stream_version": self.stream_version,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "tenant": self.tenant,
+            "recorded_at": self.recorded_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "payload": msgspec.to_builtins(self.event),
+            "metadata": msgspec.to_builtins(self.metadata),
+        }
+
 
 class AppendResult(msgspec.Struct, frozen=True):
     first_position: int

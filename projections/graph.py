@@ -21,7 +21,7 @@ from eventstore import RecordedEvent
 from eventstore import catalogue as c
 
 from .runner import execute_script
-from .memory_rows import Previous, close_rows, decode_content, dropped_tenants, encode_content, transitions
+from .memory_rows import Previous, close_rows, decode_content, encode_content, transitions
 
 _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)

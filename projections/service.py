@@ -24,7 +24,6 @@ from eventstore.model import NotFound, ValidationError
 from eventstore.settings import Settings, setting
 
 from . import graph_reads
-from .graph import GraphProjector
 from .runner import ProjectionRunner, connect
 
 MAX_POSITION = 2**63 - 1

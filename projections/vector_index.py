@@ -23,8 +23,13 @@ the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
 atomically (temporary file, then ``os.replace``; the index first, so a crash
 between the two leaves a checkpoint whose count no longer matches: rebuilt).
 
-Memory: int8 vectors (``dim`` bytes each) plus the graph (about
-``2 * connectivity * 4`` bytes per entry on the base layer).
+Defaults, from measurements at 100,000 hashing-embedder vectors of 256
+dimensions: int8 storage (as accurate as f16 there once the neighbours are
+rescored with the float32 vectors from ``vec_docs``, and faster to build),
+connectivity 32 and search expansion 256 (recall@10 of the rescored top 0.99;
+connectivity 16 gave 0.97). The loaded index took 118 MB; building it took
+27 s on 2 cores and loading it 0.1 s. A process that had loaded it and run
+vector and lexical searches over 100,000 memories used 249 MB RSS.
 """
 
 from __future__ import annotations

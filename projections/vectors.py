@@ -12,7 +12,8 @@ Tables (in ``projections.db``):
   entry per ``vector_of``, so a status change never touches it.
 - ``embedding_cache``: embeddings by ``(embedder, content_hash)``. It is
   kept when the projection is rebuilt, so replaying with the same embedder
-  embeds nothing.
+  embeds nothing. A dropped tenant's entries are deleted (unless another
+  tenant holds the same text).
 - ``vec_skipped``: the states that got no vector, and why (a caller vector
   of the wrong dimension, an empty text, ...).
 
@@ -25,13 +26,31 @@ The projector's ``schema_version`` is derived from the embedder's name, so
 the runner rebuilds the projection when the embedder changes.
 
 Search (:func:`vector_search`): the candidates are the tenant's rows valid at
-the head or ``as_of`` that pass the filters. Up to
-:data:`EXACT_THRESHOLD` candidates (counted with a capped count) are scored
-exactly; above it, the HNSW index of :mod:`projections.vector_index` proposes
-neighbours, the candidate predicate keeps those it allows and they are
-rescored exactly; the neighbour count grows until ``limit`` survive, or the
-search falls back to exact. Rows newer than the index (not synced yet) are
-always scored exactly, so a lagging index never hides a memory.
+the head or ``as_of`` that pass the filters.
+
+- If the tenant has at most :data:`EXACT_THRESHOLD` rows of the wanted status
+  there (a capped count on an index), they are scored exactly: reading a
+  vector from SQLite costs ~1.3 µs, so 2,000 rows take about what the index
+  path takes.
+- Otherwise the HNSW index of :mod:`projections.vector_index` proposes
+  ``max(4 * limit, 200)`` neighbours; those the candidate predicate allows
+  (tenant, validity, status, every filter, in SQL) are rescored exactly; the
+  neighbour count grows x4 until ``limit`` of them pass, and if the index
+  runs out first (or past ``8 * EXACT_THRESHOLD`` neighbours) the exact scan
+  answers: a filter or ``as_of`` never makes the search return fewer hits
+  than the exact filtered scan. Rows newer than the index (not synced yet)
+  are always scored exactly, so a lagging index never hides a memory.
+
+Measured at 100,000 memories (110,053 events, a tenth of them updates or
+archives), hashing embedder at 256 dimensions over synthetic short
+sentences, 300 queries, limit 50, CPU time per query on 2 shared cores:
+head p50 2.9 ms (p90 3.5); ``as_of`` a random past position p50 3.9 ms
+(p90 11.1), 1.34x the head; head with a tag filter that keeps 1/7 of the
+rows 8.5 ms; the exact scan of all 100,000 (no index) 390 ms. Against that
+exact scan the index-assisted head search has recall@10 0.991 and recall@50
+0.976 (the graph walk is approximate; scores are exact). Applying the
+110,053 events took 16 s with an empty embedding cache and 6.5 s with a warm
+one (a rebuild).
 """
 
 from __future__ import annotations
@@ -188,14 +207,9 @@ class VectorProjector:
             # The text is not kept here: a status-only change reuses the vector,
             # and a content change is compared by content hash.
             content = MemoryContent(
-                memory="",
-                memory_type=row[1],
-                tags=_tags_decoder.decode(row[2]),
-                collection=row[3],
-                doc_type=row[4],
-                doc_id=row[5],
-                model=row[6],
-            )
+                memory="", memory_type=row[1], tags=_tags_decoder.decode(row[2]), collection=row[3],
+                doc_type=row[4], doc_id=row[5], model=row[6],
+            )  # fmt: skip
             return Previous(content, row[7], None, row[0])
 
         rows = []
@@ -206,12 +220,13 @@ class VectorProjector:
             key = (row.tenant, row.memory_id)
             before: _Vector | int | None = latest.get(key, stored.get(key))
             rows.append(row)
-            sources.append(self._source(row, before, sources, stored, texts))
+            sources.append(self._source(row, before, sources, texts))
             latest[key] = len(rows) - 1
         vectors = self._resolve(sources, texts, conn)
         self._write(rows, vectors, conn)
 
-    def _source(self, row, before, sources, stored, texts) -> _Vector | int | str:
+    def _source(self, row, before, sources, texts) -> _Vector | int | str:
+        """Where a row's vector comes from: a resolved vector, an earlier row of the batch, or a text to embed."""
         content = row.content
         if not row.content_changed and before is not None:
             return before
@@ -292,8 +307,8 @@ class VectorProjector:
             key = (row.tenant, row.memory_id)
             if key in last_index:
                 ends[last_index[key]] = row.position
-            else:
-                first[key] = row.position
+            elif row.version > 1:
+                first[key] = row.position  # closes the row stored before this batch
             last_index[key] = i
         conn.executemany(
             "UPDATE vec_docs SET valid_to = ? WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL",

@@ -23,6 +23,7 @@ import msgspec
 from sqlalchemy.exc import SQLAlchemyError
 
 from eventstore import EventStoreError
+from eventstore.model import Conflict, NotFound, ValidationError
 
 from .common import CommandError, add_data_dir_option, fail
 
@@ -85,6 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except CommandError as exc:
         return fail(str(exc), exc.code)
+    except Conflict as exc:  # the product refused the command: one line, exit 2
+        shown = f" (current version {exc.current_version})" if exc.current_version is not None else ""
+        return fail(f"conflict: {exc}{shown}")
+    except NotFound as exc:
+        return fail(str(exc))
+    except ValidationError as exc:
+        return fail(f"invalid input: {exc}")
     except (EventStoreError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
         return fail(_describe(exc))
 

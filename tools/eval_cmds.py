@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path

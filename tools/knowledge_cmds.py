@@ -11,23 +11,20 @@ exits 1 after importing the rest.
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
-from eventstore import EventStoreError
-from eventstore import catalogue_graph  # noqa: F401 - registers the knowledge-graph event types for every command
 from eventstore.commands import CommandContext, CommandResult
-from eventstore.model import Conflict, NotFound, ValidationError
+from eventstore.model import NotFound, ValidationError
 
 from .bench_cmds import add_bench
-from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line
+from .common import CommandError, add_command, data_dir, one_line, print_json_line
 from .progress import progress_for
 
 DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
@@ -51,23 +48,6 @@ def _context(args: argparse.Namespace) -> CommandContext:
         correlation_id=getattr(args, "correlation_id", None) or "",
         idempotency_key=getattr(args, "idempotency_key", None) or None,
     )
-
-
-def _refusals(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    @functools.wraps(func)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except Conflict as exc:
-            return fail(f"conflict: {exc}")
-        except NotFound as exc:
-            return fail(str(exc))
-        except ValidationError as exc:
-            return fail(f"invalid input: {exc}")
-        except EventStoreError as exc:
-            return fail(str(exc) or type(exc).__name__)
-
-    return run
 
 
 def _where(result: CommandResult) -> str:
@@ -138,7 +118,6 @@ def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[
     }
 
 
-@_refusals
 def cmd_import_docs(args: argparse.Namespace) -> int:
     if not args.paths:
         raise CommandError("import docs needs at least one PATH")
@@ -204,7 +183,6 @@ def _extend_import(subparsers) -> None:
 # -- relink ----------------------------------------------------------------------------------------
 
 
-@_refusals
 def cmd_relink(args: argparse.Namespace) -> int:
     from projections.relink import relink
 
@@ -247,7 +225,6 @@ def _properties(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-@_refusals
 def cmd_upsert(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(
@@ -260,7 +237,6 @@ def cmd_upsert(args: argparse.Namespace) -> int:
     return _written(args, result, f"{verb} {args.id}: {d['tags_kept']} tag(s) kept{cut}")
 
 
-@_refusals
 def cmd_remove(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.entities.remove, _context(args), args.id, reason=args.reason or "")
@@ -268,7 +244,6 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return _written(args, result, f"removed {args.id}, {d.get('removed_relations', 0)} relation(s), {d.get('unlinked_edges', 0)} edge(s)")
 
 
-@_refusals
 def cmd_relate(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         if args.remove:
@@ -278,7 +253,6 @@ def cmd_relate(args: argparse.Namespace) -> int:
     return _written(args, result, f"{args.source} -{args.type}-> {args.target} weight {args.weight}")
 
 
-@_refusals
 def cmd_set_tags(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.entities.set_tags, _context(args), args.id, args.tags)
@@ -286,7 +260,6 @@ def cmd_set_tags(args: argparse.Namespace) -> int:
     return _written(args, result, f"{args.id}: {d['tags_kept']} tag(s) kept, {d['tags_dropped']} dropped")
 
 
-@_refusals
 def cmd_get(args: argparse.Namespace) -> int:
     from projections import entities as ents
 
@@ -302,7 +275,6 @@ def cmd_get(args: argparse.Namespace) -> int:
     return _emit(args, data, "\n".join(lines))
 
 
-@_refusals
 def cmd_related(args: argparse.Namespace) -> int:
     from projections import entities as ents
 
@@ -322,7 +294,6 @@ def cmd_related(args: argparse.Namespace) -> int:
     return 0
 
 
-@_refusals
 def cmd_find(args: argparse.Namespace) -> int:
     from projections import entities as ents
 
@@ -337,7 +308,6 @@ def cmd_find(args: argparse.Namespace) -> int:
     return 0
 
 
-@_refusals
 def cmd_tags(args: argparse.Namespace) -> int:
     from projections import entities as ents
 
@@ -352,7 +322,6 @@ def cmd_tags(args: argparse.Namespace) -> int:
     return 0
 
 
-@_refusals
 def cmd_doc_links(args: argparse.Namespace) -> int:
     from projections.relink import document_links
 
@@ -388,7 +357,7 @@ def _weight(text: str) -> float:
 
 def register(subparsers) -> None:
     _extend_import(subparsers)
-    p = add_command(subparsers, "relink", _refusals(cmd_relink), help="re-run the entity linker over stored chunks (a dry run unless --commit)", json=True)
+    p = add_command(subparsers, "relink", cmd_relink, help="re-run the entity linker over stored chunks (a dry run unless --commit)", json=True)
     p.add_argument("--commit", action="store_true", help="write the run (one batch, undoable with undo-namespace mention:<run>:)")
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
     p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks")

@@ -16,7 +16,6 @@ from eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent, di
 from eventstore.chain import StoredRow
 from eventstore.events import decode_payload
 from eventstore.exchange import export, import_
-from eventstore.recorder import utc_stamp
 
 from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -68,18 +67,7 @@ def row_dict(row: StoredRow) -> dict[str, Any]:
 
 
 def recorded_dict(recorded: RecordedEvent) -> dict[str, Any]:
-    return {
-        "position": recorded.position,
-        "event_id": recorded.event_id,
-        "stream_id": recorded.stream_id,
-        "stream_version": recorded.stream_version,
-        "type": recorded.type,
-        "schema_version": recorded.schema_version,
-        "tenant": recorded.tenant,
-        "recorded_at": utc_stamp(recorded.recorded_at),
-        "payload": msgspec.to_builtins(recorded.event),
-        "metadata": msgspec.to_builtins(recorded.metadata),
-    }
+    return recorded.to_dict()
 
 
 def summary(payload: Any, width: int = 60) -> str:

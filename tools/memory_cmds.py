@@ -13,16 +13,14 @@ unknown memory, a state conflict) print one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 from typing import Any, Callable, Iterable
 
 import msgspec
 
-from eventstore import EventStoreError
 from eventstore.commands import CommandContext, CommandResult
-from eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, NotFound, ValidationError
+from eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
 
 from .common import add_command, data_dir, fail, one_line, print_json_line
 
@@ -51,26 +49,6 @@ def _open(args: argparse.Namespace, *, catch_up: bool = True):
     from projections.service import MemoryService
 
     return MemoryService.open(data_dir(args), catch_up=catch_up)
-
-
-def _refusals(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Turn the product's refusals into one line on stderr and exit code 2."""
-
-    @functools.wraps(func)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except Conflict as exc:
-            shown = f" (current version {exc.current_version})" if exc.current_version is not None else ""
-            return fail(f"conflict: {exc}{shown}")
-        except NotFound as exc:
-            return fail(str(exc))
-        except ValidationError as exc:
-            return fail(f"invalid input: {exc}")
-        except EventStoreError as exc:
-            return fail(str(exc) or type(exc).__name__)
-
-    return run
 
 
 def _positions(result: CommandResult) -> str:
@@ -156,7 +134,6 @@ def _read_batch(lines: Iterable[str]) -> list[MemoryContent]:
     return items
 
 
-@_refusals
 def cmd_add(args: argparse.Namespace) -> int:
     if args.text is not None:
         fields: dict[str, Any] = {"memory": args.text}
@@ -188,7 +165,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 # -- reads -------------------------------------------------------------------------------
 
 
-@_refusals
 def cmd_get(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         view = svc.get(_tenant(args), args.id, as_of=args.as_of)
@@ -213,7 +189,6 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-@_refusals
 def cmd_history(args: argparse.Namespace) -> int:
     with _open(args, catch_up=False) as svc:
         versions = svc.history(_tenant(args), args.id)
@@ -234,7 +209,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 # -- content changes -----------------------------------------------------------------------
 
 
-@_refusals
 def cmd_update(args: argparse.Namespace) -> int:
     changes: dict[str, Any] = {}
     if args.text is not None:
@@ -254,7 +228,6 @@ def cmd_update(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
-@_refusals
 def cmd_merge(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.memories.merge, _context(args), args.ids, text=args.text)
@@ -266,7 +239,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
-@_refusals
 def cmd_rollback(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(
@@ -277,7 +249,6 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def _status_command(verb: str, method: str) -> Callable[[argparse.Namespace], int]:
-    @_refusals
     def run(args: argparse.Namespace) -> int:
         kwargs: dict[str, Any] = {"reason": args.reason or "", "expected_version": args.if_version}
         if method == "soft_delete":
@@ -293,7 +264,6 @@ def _status_command(verb: str, method: str) -> Callable[[argparse.Namespace], in
 # -- edges ---------------------------------------------------------------------------------
 
 
-@_refusals
 def cmd_link(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.edges.link, _context(args), args.source, args.target, args.type, weight=args.weight, edge_id=args.id)
@@ -302,14 +272,12 @@ def cmd_link(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
-@_refusals
 def cmd_unlink(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.edges.unlink, _context(args), args.edge_id, reason=args.reason or "")
     return _report(args, result, f"unlinked {args.edge_id} {_trailer(result)}")
 
 
-@_refusals
 def cmd_undo_namespace(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.edges.undo_namespace, _context(args), args.prefix, reason=args.reason or "")
@@ -324,7 +292,6 @@ def cmd_undo_namespace(args: argparse.Namespace) -> int:
 # -- revert, drop --------------------------------------------------------------------------
 
 
-@_refusals
 def cmd_revert(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force)
@@ -338,7 +305,6 @@ def cmd_revert(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
-@_refusals
 def cmd_drop_tenant(args: argparse.Namespace) -> int:
     if not args.tenant:
         return fail("name the tenant to drop with --tenant")
@@ -354,7 +320,6 @@ def cmd_drop_tenant(args: argparse.Namespace) -> int:
 # -- projections ---------------------------------------------------------------------------
 
 
-@_refusals
 def cmd_rebuild(args: argparse.Namespace) -> int:
     with _open(args, catch_up=False) as svc:
         names = args.projection or None
@@ -374,7 +339,6 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
-@_refusals
 def cmd_projections(args: argparse.Namespace) -> int:
     with _open(args, catch_up=False) as svc:
         status = svc.runner.status()

@@ -6,7 +6,6 @@ import argparse
 import ipaddress
 import json
 import logging
-import sys
 from pathlib import Path
 
 from api.auth import SCOPES, KeyStore
