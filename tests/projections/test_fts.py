@@ -328,3 +328,12 @@ def test_search_sql_is_the_exact_statement(log, searcher):
     assert [r[0] for r in rows] == ids(fts_search(conn, "t", "coffee tea", limit=7, exact=True))
     assert "d.tenant = ?" in sql and "LIMIT ?" in sql
     assert conn.execute(*fts_search_sql("t", "???")).fetchall() == []
+
+
+def test_terms_from_a_query_analysis_replace_the_content_terms(log, searcher):
+    log.add("m1", "we adopted a dog named Rex")
+    log.add("m2", "the animal shelter called")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "when did they adopt?")) == ["m1"]  # porter: adopt, adopted
+    assert set(ids(fts_search(conn, "t", "when did they adopt?", terms=["adopt", "shelter"]))) == {"m1", "m2"}
+    assert ids(fts_search(conn, "t", "when did they adopt?", terms=["shelter"])) == ["m2"]

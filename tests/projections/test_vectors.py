@@ -9,7 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from eventstore import EventStore
+from eventstore import EventStore, StreamAppend
+from eventstore import catalogue as c
+from eventstore.model import MemoryContent
 from projections.embedders import HashingEmbedder
 from projections.filters import SearchFilters
 from projections.runner import ProjectionRunner
@@ -204,14 +206,12 @@ def test_a_stale_index_is_rebuilt(tmp_path, log, runner):
 
 
 def test_index_follows_commits_and_tenant_drops(tmp_path, log, store, embedder):
-    holder = {}
+    hooks = []
     runner = ProjectionRunner(
-        store,
-        tmp_path / "projections.db",
-        [VectorProjector(embedder)],
-        after_commit=lambda name, position: holder["index"].sync(runner.conn) if "index" in holder else None,
+        store, tmp_path / "projections.db", [VectorProjector(embedder)], after_commit=lambda n, p: [h(n, p) for h in hooks]
     )
-    holder["index"] = index = open_index(tmp_path, runner, embedder)
+    index = open_index(tmp_path, runner, embedder)
+    hooks.append(index.after_commit_hook(lambda: runner.conn))
     for i in range(10):
         log.add(f"a{i}", f"alice note {i}", tenant="alice")
         log.add(f"b{i}", f"bob note {i}", tenant="bob")
@@ -224,7 +224,28 @@ def test_index_follows_commits_and_tenant_drops(tmp_path, log, store, embedder):
     assert vector_search(runner.conn, index, "alice", query) == []
     assert runner.conn.execute("SELECT count(*) FROM vec_docs WHERE tenant = 'alice'").fetchone()[0] == 0
     assert len(vector_search(runner.conn, index, "bob", query, exact_threshold=0)) == 10
+    cached = {r[0] for r in runner.conn.execute("SELECT content_hash FROM embedding_cache")}
+    assert len(cached) == 10  # the dropped tenant's embeddings are gone with it
     runner.close()
+
+
+def test_rollback_reuses_the_cached_vector(log, runner, embedder):
+    first = log.add("m1", "the first wording of this memory")
+    log.update("m1", "a second wording")
+    runner.catch_up()
+    assert embedder.texts == 2
+    event = c.MemoryRolledBack(
+        memory_id="m1", to_version=1, content=MemoryContent(memory="the first wording of this memory"),
+        status="activated", updated_at="2024-01-03T00:00:00Z",
+    )  # fmt: skip
+    log.store.append_batch([StreamAppend(c.memory_stream("m1"), [event])], tenant="t")
+    runner.catch_up()
+    assert embedder.texts == 2
+    rows = runner.conn.execute("SELECT version, vector FROM vec_docs WHERE memory_id = 'm1' ORDER BY version").fetchall()
+    assert rows[2][1] == rows[0][1] and rows[1][1] != rows[0][1]
+    query = embedder.embed_query("the first wording of this memory")
+    assert vector_search(runner.conn, None, "t", query)[0].version == 3
+    assert vector_search(runner.conn, None, "t", query, as_of=first)[0].version == 1
 
 
 # -- search -----------------------------------------------------------------------------------------
