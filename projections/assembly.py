@@ -9,8 +9,7 @@ from typing import Any, Callable
 
 from eventstore.settings import Settings
 
-from .fts import WORD_COLUMNS, FtsProjector, fts_search
-from .textsearch import cjk_match_expression, fts_match_expression, has_cjk
+from .fts import FtsProjector, fts_search
 from .entities import EntityProjector
 from .graph import GraphProjector
 from .embedders import get_embedder
@@ -28,26 +27,12 @@ def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
     return [GraphProjector(), FtsProjector(), VectorProjector(get_embedder(settings.embedder)), EntityProjector()]
 
 
-def lexical_match(query: str, analysis) -> str | None:
-    """The MATCH for a question: its search terms (question and function words
-    dropped, variants added) over the word columns, and CJK bigrams over ``cjk``."""
-    parts = []
-    words = fts_match_expression(analysis.search_terms, mode="or", column=WORD_COLUMNS)
-    if words:
-        parts.append(words)
-    if has_cjk(query):
-        cjk = cjk_match_expression(query, column="cjk")
-        if cjk:
-            parts.append(cjk)
-    return " OR ".join(f"({p})" for p in parts) if parts else None
-
-
 def _lexical(service):
     def search(tenant, query, limit, as_of, raw, filters, analysis=None):
-        match = query if raw or analysis is None else lexical_match(query, analysis)
-        if match is None:
-            return []
-        hits = fts_search(service.read_conn(), tenant, match, limit=limit, as_of=as_of, raw=True, filters=filters)
+        # The question's search terms (question and function words dropped,
+        # variants added) over the word columns; CJK bigrams come from the query.
+        terms = None if raw or analysis is None else analysis.search_terms
+        hits = fts_search(service.read_conn(), tenant, query, limit=limit, as_of=as_of, raw=raw, filters=filters, terms=terms)
         return [(h.memory_id, h.score) for h in hits]
 
     return search
