@@ -34,11 +34,13 @@ vector and lexical searches over 100,000 memories used 249 MB RSS.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -52,6 +54,12 @@ log = logging.getLogger(__name__)
 INDEX_FILE = "vectors.usearch"
 FORMAT = 1
 SYNC_BATCH = 10_000
+
+
+def _close_at_exit(ref: "weakref.ref[VectorIndex]") -> None:
+    index = ref()
+    if index is not None:
+        index.close()
 
 
 def current_generation(conn: sqlite3.Connection, name: str = "vectors") -> str | None:
@@ -94,7 +102,11 @@ class VectorIndex:
         self.deletions = 0
         self.rebuilt_because: str | None = None
         self._lock = threading.RLock()
+        self._closed = False
         self._index = self._new_index()
+        # usearch adds vectors on its own native threads: an interpreter that
+        # exits in the middle of an add aborts. Wait for the batch at exit.
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def _new_index(self) -> Index:
         o = self.options
@@ -185,7 +197,15 @@ class VectorIndex:
         with self._lock:
             return self._sync(conn)
 
+    def close(self) -> None:
+        """Stop syncing (an add in progress finishes first); searches fall back to exact scans."""
+        self._closed = True
+        with self._lock:
+            self._index = self._new_index()
+
     def _sync(self, conn: sqlite3.Connection) -> int:
+        if self._closed:
+            return 0
         generation = current_generation(conn)
         if generation != self.generation:
             self._reset(generation)
@@ -199,7 +219,7 @@ class VectorIndex:
             self._remove_dropped(conn)
             self.deletions = deletions
         added = 0
-        while self.synced_row_id < top:
+        while self.synced_row_id < top and not self._closed:
             rows = conn.execute(
                 "SELECT row_id, vector FROM vec_docs WHERE row_id > ? AND row_id <= ? AND vector_of = row_id"
                 " ORDER BY row_id LIMIT ?",
@@ -267,6 +287,8 @@ class VectorIndex:
     def save(self) -> None:
         """Write the index, then its checkpoint, each atomically."""
         with self._lock:
+            if self._closed:
+                return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(self.path.name + ".tmp")
             self._index.save(str(tmp))
