@@ -16,6 +16,8 @@ Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 AsOf = int | str | None
+# An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
+IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
 
 
 class MemoryIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -127,10 +129,10 @@ class Filters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     doc_type: str | None = None
     model: str | None = None
     doc_ids: list[str] | None = None
-    created_from: str | None = None
-    created_to: str | None = None
-    updated_from: str | None = None
-    updated_to: str | None = None
+    created_from: IsoTime | None = None
+    created_to: IsoTime | None = None
+    updated_from: IsoTime | None = None
+    updated_to: IsoTime | None = None
 
 
 class ChannelWeights(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -154,7 +156,6 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
     propagation: bool | None = None
-    explain: bool = True
 
 
 class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):

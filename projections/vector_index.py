@@ -198,10 +198,10 @@ class VectorIndex:
             return self._sync(conn)
 
     def close(self) -> None:
-        """Stop syncing (an add in progress finishes first); searches fall back to exact scans."""
+        """Stop syncing and saving; returns once an add in progress has finished."""
         self._closed = True
         with self._lock:
-            self._index = self._new_index()
+            pass
 
     def _sync(self, conn: sqlite3.Connection) -> int:
         if self._closed:

@@ -97,6 +97,8 @@ WRONG_VALUES = (
         ("/v1/edges", {"source": "a"}, "target"),
         ("/v1/edges/undo-namespace", {"prefix": "no-colon"}, "prefix"),
         ("/v1/reverts", {"correlation_id": ""}, "correlation_id"),
+        ("/v1/recall", {"query": "x", "filters": {"created_from": "last tuesday"}}, "filters.created_from"),
+        ("/v1/recall", {"query": "x", "filters": {"updated_to": "2026-13"}}, "filters.updated_to"),
 )
 
 

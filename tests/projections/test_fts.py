@@ -337,3 +337,12 @@ def test_terms_from_a_query_analysis_replace_the_content_terms(log, searcher):
     assert ids(fts_search(conn, "t", "when did they adopt?")) == ["m1"]  # porter: adopt, adopted
     assert set(ids(fts_search(conn, "t", "when did they adopt?", terms=["adopt", "shelter"]))) == {"m1", "m2"}
     assert ids(fts_search(conn, "t", "when did they adopt?", terms=["shelter"])) == ["m2"]
+
+
+def test_words_in_most_rows_still_match_in_a_small_store(log, searcher):
+    # Two rows: "near" and "bridge" are in half of them, so FTS5 floors their idf; "sleep" is in none.
+    log.add("m1", "The river was high.")
+    log.add("m2", "We slept near the bridge.")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", "where did we sleep near the bridge")) == ["m2"]
+    assert ids(fts_search(conn, "t", "where did we sleep near the bridge", exact=True)) == ["m2"]
