@@ -85,14 +85,19 @@ def _check_embedding(svc, body: RecallRequest) -> None:
         raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
 
 
-@route("POST", "/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
-async def recall(request: web.Request) -> web.Response:
+async def _request(request: web.Request, kind: type[RecallRequest]):
+    """What recall and search share: the tenant, the body, read-your-writes, the options."""
     _, tenant = authenticate(request, "read")
-    body = await decode(request, RecallRequest)
+    body = await decode(request, kind)
     svc = request.app[keys.service_key]
     _check_embedding(svc, body)
     position = await _reach(request, svc, body.min_position)
-    options = options_from(svc, body)
+    return tenant, body, svc, position, options_from(svc, body)
+
+
+@route("POST", "/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
+async def recall(request: web.Request) -> web.Response:
+    tenant, body, svc, position, options = await _request(request, RecallRequest)
     with _raw_fts_errors(body):
         result = await read(request, svc.searcher.recall, tenant, body.query, options, position=position)
     return json_response(result)
@@ -100,12 +105,7 @@ async def recall(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
 async def search(request: web.Request) -> web.Response:
-    _, tenant = authenticate(request, "read")
-    body = await decode(request, SearchRequest)
-    svc = request.app[keys.service_key]
-    _check_embedding(svc, body)
-    position = await _reach(request, svc, body.min_position)
-    options = options_from(svc, body)
+    tenant, body, svc, position, options = await _request(request, SearchRequest)
     with _raw_fts_errors(body):
         results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
     channels = {
