@@ -162,6 +162,7 @@ class VectorIndex:
             ("embedder", self.embedder_name),
             ("dim", self.dim),
             ("dtype", self.options["dtype"]),
+            ("connectivity", self.options["connectivity"]),
             ("generation", generation),
         ):
             if meta.get(key) != expected:
@@ -298,6 +299,7 @@ class VectorIndex:
                 "embedder": self.embedder_name,
                 "dim": self.dim,
                 "dtype": self.options["dtype"],
+                "connectivity": self.options["connectivity"],
                 "generation": self.generation,
                 "synced_row_id": self.synced_row_id,
                 "deletions": self.deletions,
