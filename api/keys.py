@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -10,8 +11,11 @@ from eventstore.settings import Settings
 
 from .auth import KeyStore
 
+if TYPE_CHECKING:
+    from projections.service import MemoryService
+
 settings_key: web.AppKey[Settings] = web.AppKey("settings", Settings)
-service_key: web.AppKey["MemoryService"] = web.AppKey("service")  # noqa: F821 - projections.service.MemoryService
+service_key: web.AppKey["MemoryService"] = web.AppKey("service")
 keystore_key: web.AppKey[KeyStore] = web.AppKey("keystore", KeyStore)
 readers_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("readers", ThreadPoolExecutor)
 writer_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("writer", ThreadPoolExecutor)

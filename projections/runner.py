@@ -47,6 +47,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
+    conn.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints: projection batches write many pages
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA cache_size=-65536")
     conn.execute("PRAGMA temp_store=MEMORY")
