@@ -219,7 +219,9 @@ class Searcher:
     def _graph(self, tenant: str, analysis, options: RecallOptions, limit: int) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:
         conn = self.conn()
         seeds: dict[str, float] = {}
-        keys = list(analysis.phrases) + list(analysis.terms)
+        # A memory's key may be named by a phrase, a word, two adjacent words or all of them ("home city").
+        terms = list(analysis.terms)
+        keys = list(analysis.phrases) + terms + [" ".join(pair) for pair in zip(terms, terms[1:])] + [" ".join(terms)]
         for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
             seeds[memory_id] = 1.0
         for hook in self.seed_hooks:

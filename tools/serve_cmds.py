@@ -44,7 +44,7 @@ Try it:
     curl -s -X POST {url}/v1/memories -H 'Authorization: Bearer {secret}' \\
          -H 'Content-Type: application/json' -d '{{"memory": {{"memory": "I moved to Lisbon in May", "key": "home city"}}}}'
     curl -s -X POST {url}/v1/recall -H 'Authorization: Bearer {secret}' \\
-         -H 'Content-Type: application/json' -d '{{"query": "where do I live?"}}'
+         -H 'Content-Type: application/json' -d '{{"query": "which city did I move to?"}}'
 """,
         flush=True,
     )
