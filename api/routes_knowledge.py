@@ -24,7 +24,7 @@ from projections import relink
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_response
+from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_request, write_response
 from .schemas import WriteResponse
 from .schemas_knowledge import (
     DocumentIn,
@@ -55,10 +55,7 @@ def _position(svc, value: Any) -> int | None:
 
 @route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse)
 async def put_entity(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, EntityIn)
-    ctx = command_context(request, tenant, key)
-    svc = _svc(request)
+    ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
         request, svc.run, svc.entities.upsert, ctx, request.match_info["id"], name=body.name, entity_type=body.entity_type,
         description=body.description, aliases=body.aliases, tags=body.tags, properties=body.properties,
@@ -68,19 +65,13 @@ async def put_entity(request: web.Request) -> web.Response:
 
 @route("DELETE", "/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
 async def delete_entity(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, RemoveEntityRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _svc(request)
+    ctx, body, svc = await write_request(request, RemoveEntityRequest)
     return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
 
 
 @route("PUT", "/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
 async def put_tags(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, TagsIn)
-    ctx = command_context(request, tenant, key)
-    svc = _svc(request)
+    ctx, body, svc = await write_request(request, TagsIn)
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
@@ -122,10 +113,7 @@ async def find_entities(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse)
 async def set_relation(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, RelationIn)
-    ctx = command_context(request, tenant, key)
-    svc = _svc(request)
+    ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
         request, svc.run, svc.entities.set_relation, ctx, request.match_info["id"], body.target_id, body.relation_type, weight=body.weight
     )
@@ -254,9 +242,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
 
 @route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped")
 async def import_documents(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    ctx = command_context(request, tenant, key)
-    svc = _svc(request)
+    ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
     for name, data, options, error in await _uploads(request):
         if error is not None:
@@ -267,7 +253,7 @@ async def import_documents(request: web.Request) -> web.Response:
             results.append({"filename": name, "status": "failed", "reason": prepared.reason, "error": str(prepared)})
             continue
         one = CommandContext(
-            tenant=tenant,
+            tenant=ctx.tenant,
             correlation_id=ctx.correlation_id,
             actor=ctx.actor,
             idempotency_key=f"{ctx.idempotency_key}:{prepared.doc_id}" if ctx.idempotency_key else None,

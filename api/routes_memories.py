@@ -11,13 +11,12 @@ from . import keys
 from .routing import (
     authenticate,
     check_as_of,
-    command_context,
-    decode,
     if_match,
     json_response,
     read,
     route,
     write,
+    write_request,
     write_response,
 )
 from .schemas import (
@@ -52,30 +51,24 @@ def _content(item) -> MemoryContent:
 
 @route("POST", "/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse)
 async def add_memories(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, AddMemoriesRequest)
+    ctx, body, svc = await write_request(request, AddMemoriesRequest)
     if (body.memory is None) == (body.memories is None):
         raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
     items = [body.memory] if body.memory is not None else body.memories
     if not items:
         raise ApiError(422, "invalid", "memories must not be empty", "memories")
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
     result = await write(request, svc.run, svc.memories.add, ctx, [_content(i) for i in items])
     return write_response(result, status=201)
 
 
 @route("PATCH", "/v1/memories/{id}", scope="write", summary="Update a memory: a new version", request=UpdateMemoryRequest, response=WriteResponse)
 async def update_memory(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, UpdateMemoryRequest)
+    ctx, body, svc = await write_request(request, UpdateMemoryRequest)
     raw = msgspec.json.decode(await request.read() or b"{}")
     changes = {name: getattr(body, name) for name in raw if name != "reason"}
     for name in ("tags", "sources", "embedding"):
         if changes.get(name) is not None:
             changes[name] = tuple(changes[name])
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
     result = await write(
         request, svc.run, svc.memories.update, ctx, request.match_info["id"], changes, expected_version=if_match(request), reason=body.reason
     )
@@ -84,20 +77,14 @@ async def update_memory(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse)
 async def merge_memories(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, MergeRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, MergeRequest)
     result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
     return write_response(result, status=201)
 
 
 def _status_route(path: str, summary: str, command_name: str, request_type):
     async def handler(request: web.Request) -> web.Response:
-        key, tenant = authenticate(request, "write")
-        body = await decode(request, request_type)
-        ctx = command_context(request, tenant, key)
-        svc = _service(request)
+        ctx, body, svc = await write_request(request, request_type)
         command = getattr(svc.memories, command_name)
         kwargs = {"reason": body.reason, "expected_version": if_match(request)}
         if isinstance(body, DeleteRequest):
@@ -117,10 +104,7 @@ restore_memory = _status_route("/v1/memories/{id}/restore", "Restore an archived
 
 @route("POST", "/v1/memories/{id}/rollback", scope="write", summary="Roll a memory back to an earlier version", request=RollbackRequest, response=WriteResponse)
 async def rollback_memory(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, RollbackRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, RollbackRequest)
     result = await write(
         request, svc.run, svc.memories.rollback, ctx, request.match_info["id"], body.to_version, expected_version=if_match(request), reason=body.reason
     )
@@ -129,10 +113,7 @@ async def rollback_memory(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/memories/{id}/supersede", scope="write", summary="Mark a memory superseded by a newer one", request=SupersedeRequest, response=WriteResponse)
 async def supersede_memory(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, SupersedeRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, SupersedeRequest)
     result = await write(
         request, svc.run, svc.memories.supersede, ctx, request.match_info["id"], body.superseded_by, expected_version=if_match(request)
     )
@@ -157,10 +138,7 @@ async def memory_history(request: web.Request) -> web.Response:
 
 @route("POST", "/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse)
 async def link_edge(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, LinkRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, LinkRequest)
     result = await write(
         request,
         svc.run,
@@ -178,43 +156,32 @@ async def link_edge(request: web.Request) -> web.Response:
 
 @route("DELETE", "/v1/edges/{edge_id}", scope="write", summary="Unlink an edge")
 async def unlink_edge(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, _, svc = await write_request(request)
     result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"])
     return write_response(result)
 
 
 @route("POST", "/v1/edges/undo-namespace", scope="write", summary="Remove every live edge under a namespace prefix", request=UndoNamespaceRequest, response=WriteResponse)
 async def undo_namespace(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, UndoNamespaceRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, UndoNamespaceRequest)
     result = await write(request, svc.run, svc.edges.undo_namespace, ctx, body.prefix, reason=body.reason)
     return write_response(result)
 
 
 @route("POST", "/v1/reverts", scope="write", summary="Revert everything a correlation id did", request=RevertRequest, response=WriteResponse)
 async def revert_correlation(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "write")
-    body = await decode(request, RevertRequest)
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
+    ctx, body, svc = await write_request(request, RevertRequest)
     result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force)
     return write_response(result)
 
 
 @route("POST", "/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
 async def drop_tenant(request: web.Request) -> web.Response:
-    key, tenant = authenticate(request, "admin")
-    body = await decode(request, DropTenantRequest)
-    if body.confirm != tenant:
+    ctx, body, svc = await write_request(request, DropTenantRequest, scope="admin")
+    if body.confirm != ctx.tenant:
         raise ApiError(422, "invalid", "confirm must repeat the tenant's name", "confirm")
-    ctx = command_context(request, tenant, key)
-    svc = _service(request)
     try:
         result = await write(request, svc.drop_tenant, ctx, reason=body.reason)
     except NotFound:
-        raise ApiError(404, "not_found", f"tenant {tenant!r} has no events", None) from None
+        raise ApiError(404, "not_found", f"tenant {ctx.tenant!r} has no events", None) from None
     return write_response(result)

@@ -118,6 +118,17 @@ def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> Co
     )
 
 
+async def write_request(request: web.Request, kind: type | None = None, *, scope: str = "write"):
+    """What every write handler starts with: ``(ctx, body, service)``.
+
+    The key is checked for ``scope``, the body decoded into ``kind`` (None
+    when the route has none), and the command context built from the headers.
+    """
+    key, tenant = authenticate(request, scope)
+    body = await decode(request, kind) if kind is not None else None
+    return command_context(request, tenant, key), body, request.app[keys.service_key]
+
+
 def if_match(request: web.Request) -> int | None:
     raw = request.headers.get("If-Match")
     if raw is None:
