@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import ColumnElement, Connection, Engine, Text, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
 
-from .schema import APPEND_ONLY_TABLES
+from .schema import APPEND_ONLY_TABLES, events
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -112,3 +112,41 @@ def append_only_ddl(dialect_name: str) -> tuple[list[str], list[str]]:
             drop.append(f"DROP TRIGGER IF EXISTS {name} ON {table}")
         drop.append("DROP FUNCTION IF EXISTS memledger_append_only()")
     return create, drop
+
+
+# The envelope of one event as a JSON object whose keys are RecordedEvent's
+# fields: the stored payload and metadata are JSON already and go in as they
+# are; names and ids are quoted; ``recorded_at`` is checked on the way in.
+_ENVELOPE_FORMAT = (
+    '{"position":%d,"event_id":%s,"stream_id":%s,"stream_version":%d,"type":%s,'
+    '"schema_version":%d,"tenant":%s,"event":%s,"metadata":%s,"recorded_at":"%s"}'
+)
+
+
+def envelope_json(dialect_name: str) -> ColumnElement | None:
+    """An expression that renders a row of ``events`` as JSON, or None.
+
+    Readers then decode a whole page with one msgspec call instead of
+    building a Python tuple per row and decoding its columns one by one.
+    """
+    if dialect_name != "sqlite":
+        return None
+    c = events.c
+    return func.printf(
+        literal_column("'" + _ENVELOPE_FORMAT.replace("'", "''") + "'"),
+        c.position,
+        func.json_quote(c.event_id),
+        func.json_quote(c.stream_id),
+        c.stream_version,
+        func.json_quote(c.type),
+        c.schema_version,
+        func.json_quote(c.tenant),
+        c.payload,
+        c.metadata,
+        c.recorded_at,
+    )
+
+
+def concat_rows(column: ColumnElement) -> ColumnElement:
+    """A page of :func:`envelope_json` rows as one JSON array (NULL when empty)."""
+    return literal_column("'['", Text) + func.group_concat(column, literal_column("','")) + literal_column("']'", Text)

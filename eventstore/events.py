@@ -16,7 +16,7 @@ import msgspec
 from .errors import UnknownEventType, UpcastError
 
 
-class DomainEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True):
+class DomainEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True, gc=False):
     """Base of every event. Subclasses are past-tense facts, never instructions."""
 
     schema_version: ClassVar[int] = 1
@@ -26,7 +26,7 @@ class DomainEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
         register(cls)
 
 
-class Metadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Metadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Who and what caused an event: stored beside the payload."""
 
     actor: str | None = None
@@ -36,6 +36,7 @@ class Metadata(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 _TYPES: dict[str, type[DomainEvent]] = {}
+_generation = 0  # bumped by every registration: caches keyed on it go stale
 _DECODERS: dict[str, msgspec.json.Decoder] = {}
 _CURRENT: dict[tuple[str, int], msgspec.json.Decoder] = {}  # (type, current version) -> decoder
 _UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
@@ -50,7 +51,9 @@ def register(cls: type[DomainEvent]) -> type[DomainEvent]:
     existing = _TYPES.get(name)
     if existing is not None and existing is not cls and existing.__module__ != cls.__module__:
         raise ValueError(f"event type {name!r} is defined twice ({existing.__module__} and {cls.__module__})")
+    global _generation
     _TYPES[name] = cls
+    _generation += 1
     _DECODERS.pop(name, None)
     for key in [k for k in _CURRENT if k[0] == name]:
         del _CURRENT[key]
@@ -78,6 +81,11 @@ def event_class(name: str) -> type[DomainEvent]:
 
 def registered_types() -> dict[str, type[DomainEvent]]:
     return dict(_TYPES)
+
+
+def registry_generation() -> int:
+    """Changes whenever an event type is registered."""
+    return _generation
 
 
 def upcaster(type_name_: str, from_version: int):

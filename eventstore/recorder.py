@@ -44,6 +44,13 @@ class PendingWrite(NamedTuple):
     events: Sequence[PendingEvent]
 
 
+class EventPage(NamedTuple):
+    """A page of events as one JSON array text (see :func:`dialects.envelope_json`)."""
+
+    json: str
+    count: int
+
+
 class Appended(NamedTuple):
     first_position: int
     last_position: int
@@ -93,6 +100,7 @@ class SQLRecorder:
         # precompiled SQL: building Core statements costs more than running them.
         self._fast = writer.dialect.paramstyle == "qmark"
         self._prepared: dict[tuple, tuple] = {}
+        self._envelope = dialects.envelope_json(reader.dialect.name)
         last = select(func.max(events.c.position))
         compiled = last.compile(dialect=reader.dialect)
         self._last_position = (str(compiled), (), last) if compiled.positional else (None, None, last)
@@ -221,16 +229,27 @@ class SQLRecorder:
 
     def select_rows(self, **filters) -> list[StoredRow]:
         """Rows exactly as stored, hashes included (audit, export)."""
-        return [StoredRow._make(r) for r in self._select(_COLUMNS, **filters)]
+        return [StoredRow._make(r) for r in self._select("rows", **filters)]
 
     def select_events(self, **filters) -> list[tuple]:
         """Plain tuples ``(position, event_id, stream_id, stream_version, type,
         schema_version, tenant, payload, metadata, recorded_at)``: the fast path."""
-        return self._select(_EVENT_COLUMNS, **filters)
+        return self._select("events", **filters)
+
+    @property
+    def builds_pages(self) -> bool:
+        """Whether :meth:`select_event_page` is available on this dialect."""
+        return self._envelope is not None
+
+    def select_event_page(self, **filters) -> EventPage:
+        """The rows of :meth:`select_events` as one JSON array of envelopes,
+        built by the database (only where :attr:`builds_pages`)."""
+        text, count = self._select("page", **filters)[0]
+        return EventPage(text or "[]", count)
 
     def _select(
         self,
-        columns,
+        kind: str,
         *,
         after: int = 0,
         until: int | None = None,
@@ -259,18 +278,19 @@ class SQLRecorder:
             values[f"type_{i}"] = name
         # One compiled statement per filter shape: compiling Core costs far
         # more than running these indexed queries.
-        shape = (columns is _COLUMNS, len(types) if types is not None else None) + tuple(
+        shape = (kind, len(types) if types is not None else None) + tuple(
             values[k] is not None for k in ("until", "limit", "tenant", "stream_id", "from_version", "to_version", "correlation_id")
         )
         prepared = self._prepared.get(shape)
         if prepared is None:
-            prepared = self._prepared[shape] = self._prepare(columns, values, types)
+            prepared = self._prepared[shape] = self._prepare(kind, values, types)
         if conn is not None:
             return _run_prepared(conn, prepared, values)
         with self.reader.connect() as own:
             return _run_prepared(own, prepared, values)
 
-    def _prepare(self, columns, values: dict, types: list[str] | None):
+    def _prepare(self, kind: str, values: dict, types: list[str] | None):
+        """Compile the query of one shape; ``kind`` is rows, events or page."""
         clauses = [events.c.position > bindparam("after")]
         if values["until"] is not None:
             clauses.append(events.c.position <= bindparam("until"))
@@ -289,9 +309,13 @@ class SQLRecorder:
                 clauses.append(events.c.stream_version <= bindparam("to_version"))
         if values["correlation_id"] is not None:
             clauses.append(events.c.correlation_id == bindparam("correlation_id"))
+        columns = {"rows": _COLUMNS, "events": _EVENT_COLUMNS, "page": (self._envelope.label("envelope"),)}[kind]
         query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
         if values["limit"] is not None:
             query = query.limit(bindparam("limit")).offset(bindparam("offset"))
+        if kind == "page":  # aggregate the ordered rows into one text
+            rows = query.subquery()
+            query = select(dialects.concat_rows(rows.c.envelope), func.count())
         compiled = query.compile(dialect=self.reader.dialect)
         if compiled.positional:
             return (str(compiled), tuple(compiled.positiontup), query)
@@ -363,7 +387,13 @@ class SQLRecorder:
             by_type = {t: n for t, n in conn.execute(select(events.c.type, func.count()).group_by(events.c.type))}
             by_tenant = {t: n for t, n in conn.execute(select(events.c.tenant, func.count()).group_by(events.c.tenant))}
             streams = conn.execute(select(func.count(func.distinct(events.c.stream_id)))).scalar() or 0
-            span = conn.execute(select(func.min(events.c.recorded_at), func.max(events.c.recorded_at))).first()
+            # Recorded times never go backwards: the first and last rows bound them.
+            span = conn.execute(
+                select(
+                    select(events.c.recorded_at).order_by(events.c.position).limit(1).scalar_subquery(),
+                    select(events.c.recorded_at).order_by(events.c.position.desc()).limit(1).scalar_subquery(),
+                )
+            ).first()
         return {
             "events": total,
             "streams": streams,

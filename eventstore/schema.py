@@ -25,9 +25,13 @@ events = Table(
     UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
 )
 Index("ix_events_tenant_position", events.c.tenant, events.c.position)
-Index("ix_events_type_position", events.c.type, events.c.position)
-Index("ix_events_correlation", events.c.correlation_id)
-Index("ix_events_recorded_at", events.c.recorded_at)
+# Partial: only events that carry a correlation id pay for this index.
+Index(
+    "ix_events_correlation",
+    events.c.correlation_id,
+    sqlite_where=events.c.correlation_id.isnot(None),
+    postgresql_where=events.c.correlation_id.isnot(None),
+)
 
 idempotency = Table(
     "idempotency_keys",

@@ -12,22 +12,42 @@ import os
 from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
-from typing import AsyncIterator, Iterable, Iterator, NamedTuple, Sequence
+from typing import AsyncIterator, Generic, Iterable, Iterator, NamedTuple, Sequence, TypeVar, Union
 
 import msgspec
+from sqlalchemy import Connection
 
 from . import dialects, migrate
 from .chain import GENESIS_HASH, StoredRow, VerifyResult, walk
 from .ids import new_ids
-from .events import DomainEvent, Metadata, decode_payload, encode_payload, encoder, metadata_decoder, type_name
-from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
+from .events import (
+    DomainEvent,
+    Metadata,
+    decode_payload,
+    encode_payload,
+    encoder,
+    metadata_decoder,
+    registered_types,
+    registry_generation,
+    type_name,
+)
+from .recorder import ANY, NO_STREAM, Appended, EventPage, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .settings import Settings
 
 __all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "StreamAppend", "Digest", "resolve_url"]
 
 
-class RecordedEvent(msgspec.Struct, frozen=True):
-    """An event as read back from the log, with its envelope."""
+E = TypeVar("E", bound=DomainEvent)
+
+
+class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False):
+    """An event as read back from the log, with its envelope.
+
+    Generic in the event only so that a whole page can be decoded in one
+    msgspec call (``RecordedEvent[Union of every event type]``); instances
+    are plain ``RecordedEvent``s. ``gc=False``: envelopes never form cycles,
+    and leaving them out of the cycle collector makes big reads much cheaper.
+    """
 
     position: int
     event_id: str
@@ -36,7 +56,7 @@ class RecordedEvent(msgspec.Struct, frozen=True):
     type: str
     schema_version: int
     tenant: str
-    event: DomainEvent
+    event: E
     metadata: Metadata
     recorded_at: datetime
 
@@ -129,6 +149,58 @@ def decode_rows(rows: Iterable[tuple]) -> list[RecordedEvent]:
     return out
 
 
+PAGE_ROWS = 256  # rows per JSON page: a page this size stays in the CPU's caches
+
+
+class _PageDecoder:
+    """Decodes :class:`EventPage` JSON straight into RecordedEvents.
+
+    Rebuilt when event types are registered. A page it cannot take whole
+    (an unknown type, a stored schema version that needs upcasting) is
+    refused with None, and the caller reads it again row by row.
+    """
+
+    def __init__(self) -> None:
+        self._generation = -1
+        self._decoder: msgspec.json.Decoder | None = None
+        self._current: dict[str, int] = {}
+
+    def _refresh(self) -> None:
+        types = registered_types()
+        self._current = {name: cls.schema_version for name, cls in types.items()}
+        if types:
+            self._decoder = msgspec.json.Decoder(list[RecordedEvent[Union[tuple(types.values())]]])  # type: ignore[misc]
+        else:
+            self._decoder = None
+        self._generation = registry_generation()
+
+    def decode(self, page: EventPage) -> list[RecordedEvent] | None:
+        if page.count == 0:
+            return []
+        if self._generation != registry_generation():
+            self._refresh()
+        if self._decoder is None:
+            return None
+        try:
+            out = self._decoder.decode(page.json)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+        current = self._current
+        last = 0
+        for recorded in out:
+            if current.get(recorded.type) != recorded.schema_version:
+                return None
+            if recorded.position <= last:  # rows arrive in position order; never rely on it blindly
+                out.sort(key=_by_position)
+                break
+            last = recorded.position
+        return out
+
+
+def _by_position(recorded: RecordedEvent) -> int:
+    return recorded.position
+
+
 def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
     """What an idempotency key is bound to: streams, types and payloads."""
     digest = sha256()
@@ -145,6 +217,7 @@ class EventStore:
     def __init__(self, recorder: SQLRecorder, url: str):
         self._recorder = recorder
         self.url = url
+        self._pages = _PageDecoder()
 
     @classmethod
     def open(
@@ -267,9 +340,33 @@ class EventStore:
 
     # -- reading -----------------------------------------------------------
 
+    def _read(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
+        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``).
+
+        Where the database builds JSON pages, they are read PAGE_ROWS at a
+        time in one read transaction and each is decoded by one msgspec
+        call; a page that needs upcasting is read again row by row.
+        """
+        recorder = self._recorder
+        if not recorder.builds_pages:
+            return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters))
+        if conn is None:
+            with recorder.reader.begin() as own:
+                return self._read(after, limit, own, **filters)
+        out: list[RecordedEvent] = []
+        while limit is None or len(out) < limit:
+            want = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(out))
+            page = self._pages.decode(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
+            if page is None:
+                page = decode_rows(recorder.select_events(after=after, limit=want, conn=conn, **filters))
+            out.extend(page)
+            if len(page) < want:
+                break
+            after = page[-1].position
+        return out
+
     def read_stream(self, stream_id: str, from_version: int = 1, to_version: int | None = None) -> list[RecordedEvent]:
-        rows = self._recorder.select_events(stream_id=stream_id, from_version=from_version, to_version=to_version)
-        return decode_rows(rows)
+        return self._read(stream_id=stream_id, from_version=from_version, to_version=to_version)
 
     def stream_version(self, stream_id: str) -> int:
         return self._recorder.stream_version(stream_id)
@@ -285,7 +382,7 @@ class EventStore:
         stream_id: str | None = None,
         correlation_id: str | None = None,
     ) -> list[RecordedEvent]:
-        rows = self._recorder.select_events(
+        return self._read(
             after=after,
             until=until,
             limit=limit,
@@ -294,12 +391,25 @@ class EventStore:
             stream_id=stream_id,
             correlation_id=correlation_id,
         )
-        return decode_rows(rows)
 
-    def iter_all(self, after: int = 0, *, until: int | None = None, batch_size: int = 5000, **filters) -> Iterator[list[RecordedEvent]]:
-        """Decoded events in batches, for replays that must not load the whole log."""
-        for rows in self._recorder.iter_rows(after=after, until=until, batch_size=batch_size, raw=False, **filters):
-            yield decode_rows(rows)
+    def iter_all(
+        self, after: int = 0, *, until: int | None = None, batch_size: int = PAGE_ROWS, **filters
+    ) -> Iterator[list[RecordedEvent]]:
+        """Decoded events in batches, for replays that must not load the whole log.
+
+        One connection serves the whole walk; each statement sees every
+        commit before it, and positions are gap-free in commit order, so
+        batches join up exactly. Small batches are the fastest to read.
+        """
+        with self._recorder.reader.connect() as conn:
+            while True:
+                batch = self._read(after, batch_size, conn, until=until, **filters)
+                if not batch:
+                    return
+                yield batch
+                if len(batch) < batch_size:
+                    return
+                after = batch[-1].position
 
     def iter_rows(self, after: int = 0, *, until: int | None = None, batch_size: int = 5000, **filters) -> Iterator[list[StoredRow]]:
         return self._recorder.iter_rows(after=after, until=until, batch_size=batch_size, **filters)
@@ -364,10 +474,10 @@ class EventStore:
         # filtered tail can advance past positions it does not return.
         with self._recorder.reader.begin() as conn:
             head = self._recorder.last_position(conn)
-            rows = self._recorder.select_events(after=after, until=head, limit=limit, tenant=tenant, types=types, conn=conn)
-        if len(rows) == limit:
-            head = rows[-1][0]
-        return head, decode_rows(rows)
+            batch = self._read(after=after, until=head, limit=limit, tenant=tenant, types=types, conn=conn)
+        if len(batch) == limit:
+            head = batch[-1].position
+        return head, batch
 
     # -- auditing ----------------------------------------------------------
 

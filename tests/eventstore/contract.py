@@ -321,6 +321,39 @@ class EventStoreContract:
         filtered = [r.position for b in store.iter_all(batch_size=1, tenant="beta") for r in b]
         assert filtered == [3, 5, 6, 7]
 
+    def test_reads_longer_than_a_page_join_up_exactly(self, store):
+        # Reads are served in pages of PAGE_ROWS; limits, filters and
+        # batches that straddle page boundaries must still be exact.
+        from eventstore.store import PAGE_ROWS
+
+        total = PAGE_ROWS * 2 + 7
+        for start in range(0, total, 50):
+            count = min(50, total - start)
+            store.append(f"s{start % 3}", notes(*[f"n{i}" for i in range(start, start + count)]), tenant="acme" if start % 100 else "beta")
+        everything = store.read_all()
+        assert [r.position for r in everything] == list(range(1, total + 1))
+        assert [r.event.text for r in everything] == [f"n{i}" for i in range(total)]
+        assert [r.position for r in store.read_all(after=PAGE_ROWS - 3, limit=PAGE_ROWS + 5)] == list(
+            range(PAGE_ROWS - 2, 2 * PAGE_ROWS + 3)
+        )
+        for size in (PAGE_ROWS - 1, PAGE_ROWS, PAGE_ROWS + 1, 1000):
+            batches = list(store.iter_all(batch_size=size))
+            assert all(len(b) == size for b in batches[:-1])
+            assert [r for b in batches for r in b] == everything
+        beta = [r.position for r in everything if r.tenant == "beta"]
+        assert [r.position for b in store.iter_all(batch_size=PAGE_ROWS - 1, tenant="beta") for r in b] == beta
+        stream = store.read_stream("s1", from_version=3)
+        assert [r.stream_version for r in stream] == list(range(3, len(stream) + 3))
+
+    def test_names_with_json_special_characters_read_back(self, store):
+        stream = 'memory "quoted" \\ back\nslash \t ☃ 記憶'
+        tenant = 'tenant "x"\\y'
+        store.append(stream, notes("a", "b"), tenant=tenant, metadata=Metadata(actor='actor "q"'))
+        (first, second) = store.read_stream(stream)
+        assert (first.stream_id, first.tenant, first.metadata.actor) == (stream, tenant, 'actor "q"')
+        assert [r.stream_id for r in store.read_all(tenant=tenant)] == [stream, stream]
+        assert second.event == ContractNoted(text="b", n=1)
+
     def test_last_position_and_stats(self, store):
         self._mixed_log(store)
         assert store.last_position() == 7
