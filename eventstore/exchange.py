@@ -38,8 +38,10 @@ GROUP_SIZE = 1000  # events per import transaction
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 _Stamp = Annotated[str, msgspec.Meta(max_length=40, pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")]
-_EventId = Annotated[str, msgspec.Meta(min_length=1, max_length=36)]
-_TypeName = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+# Ids and type names never need escaping in JSON: readers render them as
+# they are (see dialects.envelope_json), so only these characters get in.
+_EventId = Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z-]{1,36}$")]
+_TypeName = Annotated[str, msgspec.Meta(pattern=r"^\w{1,100}$")]
 _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 
 

@@ -23,27 +23,33 @@ def new_ids(count: int) -> list[str]:
     with _lock:
         ms = max(time.time_ns() // 1_000_000, _last_ms)
         seq = _counter if ms == _last_ms else 0
-        stamps = []
-        for _ in range(count):
+        runs = []  # (millisecond, first sequence number, how many)
+        remaining = count
+        while remaining:
             if seq > 0xFFF:  # the 12-bit sequence is used up: borrow the next millisecond
                 ms, seq = ms + 1, 0
-            stamps.append((ms, seq))
-            seq += 1
+            take = min(remaining, 0x1000 - seq)
+            runs.append((ms, seq, take))
+            seq += take
+            remaining -= take
         _last_ms, _counter = ms, seq
-    tail = os.urandom(8 * count).hex()
+    # 8 random bytes per id; the first gets the RFC 4122 variant bits (10xx).
+    tail = bytearray(os.urandom(8 * count))
+    tail[0::8] = tail[0::8].translate(_VARIANT)
+    hexed = tail.hex()
     out = []
-    prefix_ms, prefix = -1, ""
-    for i, (ms, seq) in enumerate(stamps):
-        if ms != prefix_ms:
-            head = f"{ms:012x}"
-            prefix_ms, prefix = ms, f"{head[:8]}-{head[8:]}-7"
-        r = 16 * i
-        out.append(f"{prefix}{seq:03x}-{_VARIANT[tail[r]]}{tail[r + 1 : r + 4]}-{tail[r + 4 : r + 16]}")
+    r = 0
+    for ms, first, take in runs:
+        head = f"{ms:012x}"
+        prefix = f"{head[:8]}-{head[8:]}-7"
+        for seq in range(first, first + take):
+            out.append(f"{prefix}{_SEQ[seq]}{hexed[r : r + 4]}-{hexed[r + 4 : r + 16]}")
+            r += 16
     return out
 
 
-# The RFC 4122 variant bits (10xx) on the first hex digit of the fourth group.
-_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
+_SEQ = [f"{seq:03x}-" for seq in range(0x1000)]
 
 
 def new_id() -> str:

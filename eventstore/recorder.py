@@ -8,7 +8,9 @@ writer at a time: a process-wide lock plus the database's own write lock
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from itertools import chain
 from hashlib import sha256
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
@@ -77,6 +79,9 @@ _KEYS = tuple(c.name for c in _COLUMNS)
 _EVENT_COLUMNS = _COLUMNS[:9] + _COLUMNS[10:11]
 
 
+ROWS_PER_INSERT = 50  # rows per multi-row INSERT statement (13 parameters each)
+
+
 def utc_stamp(moment: datetime | None = None) -> str:
     moment = moment or datetime.now(timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -87,6 +92,7 @@ class SQLRecorder:
         self.writer = writer
         self.reader = reader
         self._lock = threading.Lock()
+        self._conn: Connection | None = None  # the writer's held connection (see transaction)
         self._listeners: list[Callable[[int], None]] = []
         self._idem_stmt = idempotency.insert()
         # The hot path sends plain tuples through the driver; the statement
@@ -94,6 +100,10 @@ class SQLRecorder:
         compiled = events.insert().compile(dialect=writer.dialect)
         self._insert_sql = str(compiled)
         self._insert_keys = tuple(compiled.positiontup or ()) if compiled.positional else None
+        self._insert_many_sql = None
+        if writer.dialect.paramstyle == "qmark" and self._insert_keys == _KEYS:
+            head, values = self._insert_sql.rsplit(" VALUES ", 1)
+            self._insert_many_sql = f"{head} VALUES {', '.join([values] * ROWS_PER_INSERT)}"
         self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
         self._version_query = select(func.max(events.c.stream_version)).where(events.c.stream_id == bindparam("stream_id"))
         # With a qmark driver (sqlite3) the two per-append queries run as
@@ -110,6 +120,23 @@ class SQLRecorder:
 
     # -- writing ---------------------------------------------------------
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """The single writer's transaction, committed on leaving.
+
+        Takes the process-wide lock, then ``BEGIN IMMEDIATE`` on the writer's
+        one connection, which stays open between appends (checking a
+        connection out of a pool costs more than a small append's SQL).
+        Extensions write in it through the inner ``_insert(conn, …)`` helpers.
+        """
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed:
+                conn = self._conn = self.writer.connect()
+            with conn.begin():
+                dialects.lock_log(conn)
+                yield conn
+
     def append(
         self,
         writes: Sequence[PendingWrite],
@@ -117,24 +144,22 @@ class SQLRecorder:
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
     ) -> Appended:
-        with self._lock:
-            with self.writer.begin() as conn:
-                dialects.lock_log(conn)
-                if idempotency_key is not None:
-                    seen = self._idempotent(conn, idempotency_key, fingerprint or "")
-                    if seen is not None:
-                        return seen
-                appended = self._insert(conn, writes)
-                if idempotency_key is not None:
-                    conn.execute(
-                        self._idem_stmt,
-                        {
-                            "key": idempotency_key,
-                            "fingerprint": fingerprint or "",
-                            "first_position": appended.first_position,
-                            "last_position": appended.last_position,
-                        },
-                    )
+        with self.transaction() as conn:
+            if idempotency_key is not None:
+                seen = self._idempotent(conn, idempotency_key, fingerprint or "")
+                if seen is not None:
+                    return seen
+            appended = self._insert(conn, writes)
+            if idempotency_key is not None:
+                conn.execute(
+                    self._idem_stmt,
+                    {
+                        "key": idempotency_key,
+                        "fingerprint": fingerprint or "",
+                        "first_position": appended.first_position,
+                        "last_position": appended.last_position,
+                    },
+                )
         self._notify(appended.last_position)
         return appended
 
@@ -183,8 +208,21 @@ class SQLRecorder:
         return Appended(first, position, False)
 
     def _execute_insert(self, conn: Connection, rows: list[tuple]) -> None:
-        if self._insert_keys is not None and self._insert_keys == _KEYS:
-            conn.exec_driver_sql(self._insert_sql, rows)
+        if self._insert_many_sql is not None:
+            # Whole groups go in as multi-row INSERTs: one statement step
+            # per ROWS_PER_INSERT rows instead of one per row.
+            size = ROWS_PER_INSERT
+            grouped = len(rows) - len(rows) % size
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                if grouped:
+                    cursor.executemany(
+                        self._insert_many_sql, [tuple(chain.from_iterable(rows[i : i + size])) for i in range(0, grouped, size)]
+                    )
+                if grouped < len(rows):
+                    cursor.executemany(self._insert_sql, rows[grouped:])
+            finally:
+                cursor.close()
         else:
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
 
@@ -404,6 +442,10 @@ class SQLRecorder:
         }
 
     def dispose(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
         self.writer.dispose()
         self.reader.dispose()
 

@@ -24,7 +24,8 @@ events = Table(
     Column("hash", String(64), nullable=False),
     UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
 )
-Index("ix_events_tenant_position", events.c.tenant, events.c.position)
+# The rowid (the position) ends every index entry: tenant reads come in position order.
+Index("ix_events_tenant", events.c.tenant)
 # Partial: only events that carry a correlation id pay for this index.
 Index(
     "ix_events_correlation",

@@ -201,6 +201,14 @@ def _by_position(recorded: RecordedEvent) -> int:
     return recorded.position
 
 
+_STAMPS: dict[type, tuple[str, int]] = {}  # event class -> (type tag, schema version)
+
+
+def _stamp_of(cls: type[DomainEvent]) -> tuple[str, int]:
+    stamp = _STAMPS[cls] = (type_name(cls), cls.schema_version)
+    return stamp
+
+
 def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
     """What an idempotency key is bound to: streams, types and payloads."""
     digest = sha256()
@@ -311,26 +319,20 @@ class EventStore:
             fingerprint = fingerprint or fingerprint_of(writes)
         meta_text = encoder.encode(metadata).decode()
         correlation = metadata.correlation_id
-        ids = iter(new_ids(sum(len(w.events) for w in writes)))
-        pending = [
-            PendingWrite(
-                write.stream_id,
-                write.expected_version,
-                [
-                    PendingEvent(
-                        next(ids),
-                        type_name(event),
-                        event.schema_version,
-                        tenant,
-                        encode_payload(event).decode(),
-                        meta_text,
-                        correlation,
-                    )
-                    for event in write.events
-                ],
-            )
-            for write in writes
-        ]
+        ids = new_ids(sum(len(w.events) for w in writes))
+        # The hot path of every append: PendingEvents are made with
+        # tuple.__new__, and each class's tag and version looked up once.
+        make, encode, stamp_of = tuple.__new__, encoder.encode, _STAMPS
+        pending = []
+        i = 0
+        for write in writes:
+            records = []
+            for event in write.events:
+                cls = type(event)
+                stamp = stamp_of.get(cls) or _stamp_of(cls)
+                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, encode(event).decode(), meta_text, correlation, None)))
+                i += 1
+            pending.append(PendingWrite(write.stream_id, write.expected_version, records))
         appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
         return AppendResult(appended.first_position, appended.last_position, appended.replayed)
 

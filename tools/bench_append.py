@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from eventstore import DomainEvent, EventStore
+from eventstore.dialects import sqlite_pragmas
 
 HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads"
 
@@ -107,8 +108,8 @@ def time_append(root: Path, level: str, events: list[BenchNoted], batch: int) ->
 def time_raw(path: Path, level: str, rows: list[tuple], batch: int) -> float:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={level}")
+        for pragma in sqlite_pragmas(level):  # exactly the log's own
+            conn.execute(pragma)
         conn.execute(_RAW_DDL)
         started = time.perf_counter()
         for start in range(0, len(rows), batch):

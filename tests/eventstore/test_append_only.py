@@ -151,7 +151,7 @@ def test_open_migrates_an_empty_file_to_head(tmp_path):
         # Every secondary index is paid on each append: only these two remain
         # beside the unique (stream_id, stream_version) and event_id ones.
         assert {i["name"] for i in inspector.get_indexes("events")} == {
-            "ix_events_tenant_position",
+            "ix_events_tenant",
             "ix_events_correlation",
         }
         assert migrate.current_revision(engine) == migrate.head_revision()

@@ -201,7 +201,7 @@ def test_readers_are_not_blocked_by_an_open_write_transaction(tmp_path):
         def hold_writer() -> None:
             try:
                 recorder = store.recorder
-                with recorder.writer.begin() as conn:  # BEGIN IMMEDIATE: holds the write lock
+                with recorder.transaction() as conn:  # BEGIN IMMEDIATE: holds the write lock
                     write = PendingWrite(
                         "s",
                         3,

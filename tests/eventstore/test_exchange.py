@@ -178,6 +178,17 @@ def test_a_malformed_line_is_refused_with_its_number(source, target, bad, lineno
     assert target.last_position() == 0
 
 
+@pytest.mark.parametrize("field, value", [("event_id", 'id"with quote'), ("event_id", "back\\slash"), ("type", "Not A Name")])
+def test_ids_and_type_names_that_would_need_escaping_are_refused(source, target, field, value):
+    lines = dump(source).splitlines(keepends=True)
+    line = json.loads(lines[1])
+    line[field] = value
+    lines[1] = json.dumps(line).encode() + b"\n"
+    with pytest.raises(ImportRefused, match=rf"^line 2: .*{field}"):
+        import_(target, io.BytesIO(b"".join(lines)), rehash=True)
+    assert target.last_position() == 0
+
+
 def test_refusal_in_a_later_group_writes_nothing(source, target):
     data = tampered(dump(source), 7, b"fourth", b"FOURTH")
     with pytest.raises(ImportRefused, match="line 7"):

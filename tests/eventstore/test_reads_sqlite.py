@@ -96,12 +96,12 @@ def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
     assert indexes() == {"ix_events_tenant_position", "ix_events_type_position", "ix_events_correlation", "ix_events_recorded_at"}
     store = EventStore.open(tmp_path)  # migrates to head
     assert migrate.current_revision(engine) == migrate.head_revision()
-    assert indexes() == {"ix_events_tenant_position", "ix_events_correlation"}
+    assert indexes() == {"ix_events_tenant", "ix_events_correlation"}
     assert store.read_all() == before and store.verify().ok
     store.close()
     with engine.connect() as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, "0001")
         conn.commit()
-    assert "ix_events_type_position" in indexes() and "ix_events_recorded_at" in indexes()
+    assert indexes() == {"ix_events_tenant_position", "ix_events_type_position", "ix_events_correlation", "ix_events_recorded_at"}
     engine.dispose()

@@ -5,6 +5,9 @@
 - ``ix_events_type_position`` goes: type filters are applied beside the
   position or tenant range being read, which is how every reader pages.
 - ``ix_events_correlation`` covers only events that carry a correlation id.
+- ``ix_events_tenant`` replaces ``ix_events_tenant_position``: an index
+  entry ends with the rowid, which is the position, so the second column
+  only made every entry longer.
 
 Revision ID: 0002
 Revises: 0001
@@ -23,6 +26,8 @@ _WITH_CORRELATION = sa.text("correlation_id IS NOT NULL")
 
 
 def upgrade() -> None:
+    op.drop_index("ix_events_tenant_position", table_name="events")
+    op.create_index("ix_events_tenant", "events", ["tenant"])
     op.drop_index("ix_events_recorded_at", table_name="events")
     op.drop_index("ix_events_type_position", table_name="events")
     op.drop_index("ix_events_correlation", table_name="events")
@@ -40,3 +45,5 @@ def downgrade() -> None:
     op.create_index("ix_events_correlation", "events", ["correlation_id"])
     op.create_index("ix_events_type_position", "events", ["type", "position"])
     op.create_index("ix_events_recorded_at", "events", ["recorded_at"])
+    op.drop_index("ix_events_tenant", table_name="events")
+    op.create_index("ix_events_tenant_position", "events", ["tenant", "position"])
