@@ -55,7 +55,7 @@ def create_migration_engine(url: str) -> Engine:
     return engine
 
 
-WAL_AUTOCHECKPOINT_PAGES = int(__import__("os").environ.get("XX_CK", "8192"))
+WAL_AUTOCHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages between checkpoints
 
 
 def sqlite_pragmas(synchronous: str) -> list[str]:
