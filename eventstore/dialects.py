@@ -8,6 +8,7 @@ that make the log append-only in the database itself.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from sqlalchemy import ColumnElement, Connection, Engine, Text, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
@@ -106,12 +107,16 @@ def lock_log(conn: Connection) -> None:
         conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
 
 
-def append_only_ddl(dialect_name: str) -> tuple[list[str], list[str]]:
-    """``(create, drop)`` statements that make the log's tables append-only."""
+def append_only_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES) -> tuple[list[str], list[str]]:
+    """``(create, drop)`` statements that make the log's tables append-only.
+
+    Migrations name the tables they create; the trigger function that
+    PostgreSQL shares between tables belongs to the ``events`` table's.
+    """
     create: list[str] = []
     drop: list[str] = []
     if dialect_name == "sqlite":
-        for table in APPEND_ONLY_TABLES:
+        for table in tables:
             for op in ("UPDATE", "DELETE"):
                 name = f"{table}_no_{op.lower()}"
                 create.append(
@@ -125,14 +130,15 @@ def append_only_ddl(dialect_name: str) -> tuple[list[str], list[str]]:
             "BEGIN RAISE EXCEPTION 'memledger: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
             "$$ LANGUAGE plpgsql"
         )
-        for table in APPEND_ONLY_TABLES:
+        for table in tables:
             name = f"{table}_append_only"
             create.append(
                 f"CREATE TRIGGER {name} BEFORE UPDATE OR DELETE OR TRUNCATE ON {table} "
                 "FOR EACH STATEMENT EXECUTE FUNCTION memledger_append_only()"
             )
             drop.append(f"DROP TRIGGER IF EXISTS {name} ON {table}")
-        drop.append("DROP FUNCTION IF EXISTS memledger_append_only()")
+        if "events" in tables:
+            drop.append("DROP FUNCTION IF EXISTS memledger_append_only()")
     return create, drop
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from itertools import chain
 from hashlib import sha256
 from datetime import datetime, timezone
@@ -20,7 +21,7 @@ from sqlalchemy import Connection, Engine, and_, bindparam, false, func, select
 from . import dialects
 from .chain import GENESIS_HASH, StoredRow, canonical_encoder
 from .errors import ConcurrencyError, IdempotencyConflict
-from .schema import events, idempotency
+from .schema import event_spans, events, idempotency
 
 ANY = "any"
 NO_STREAM = "no-stream"
@@ -75,6 +76,7 @@ _COLUMNS = (
     events.c.hash,
 )
 _KEYS = tuple(c.name for c in _COLUMNS)
+_SPAN_KEYS = ("first_position", "last_position", "tenant", "correlation_id")
 # What a reader of domain events needs: the envelope without the chain.
 _EVENT_COLUMNS = _COLUMNS[:9] + _COLUMNS[10:11]
 
@@ -83,8 +85,18 @@ ROWS_PER_INSERT = 50  # rows per multi-row INSERT statement (13 parameters each)
 
 
 def utc_stamp(moment: datetime | None = None) -> str:
-    moment = moment or datetime.now(timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with microseconds, as stored in ``recorded_at``."""
+    if moment is not None:
+        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Every append stamps the time: format the second once, then only the micros.
+    global _stamp_second
+    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    if _stamp_second[0] != second:
+        _stamp_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{_stamp_second[1]}.{micros:06d}Z"
+
+
+_stamp_second: tuple[int, str] = (-1, "")
 
 
 class SQLRecorder:
@@ -100,6 +112,7 @@ class SQLRecorder:
         compiled = events.insert().compile(dialect=writer.dialect)
         self._insert_sql = str(compiled)
         self._insert_keys = tuple(compiled.positiontup or ()) if compiled.positional else None
+        self._span_sql = str(event_spans.insert().compile(dialect=writer.dialect))
         self._insert_many_sql = None
         if writer.dialect.paramstyle == "qmark" and self._insert_keys == _KEYS:
             head, values = self._insert_sql.rsplit(" VALUES ", 1)
@@ -187,6 +200,8 @@ class SQLRecorder:
         now = max(utc_stamp(), last_stamp)
         first = position + 1
         rows = []
+        spans = []  # (first, last, tenant, correlation) of each run; see schema.event_spans
+        span_tenant = span_correlation = span_first = None
         encode, digest_of = canonical_encoder.encode, sha256  # the chain's formula (chain.row_hash), inlined: the hot loop
         for write in writes:
             stream_id = write.stream_id
@@ -195,6 +210,10 @@ class SQLRecorder:
             for event_id, type_, schema, tenant, payload, metadata, correlation, recorded in write.events:
                 position += 1
                 current += 1
+                if tenant != span_tenant or correlation != span_correlation or span_first is None:
+                    if span_first is not None:
+                        spans.append((span_first, position - 1, span_tenant, span_correlation))
+                    span_first, span_tenant, span_correlation = position, tenant, correlation
                 stamp = max(recorded, last_stamp) if recorded else now
                 last_stamp = stamp
                 canonical = encode((position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, stamp))
@@ -204,7 +223,12 @@ class SQLRecorder:
             versions[write.stream_id] = current
         if not rows:
             raise ValueError("an append needs at least one event")
+        spans.append((span_first, position, span_tenant, span_correlation))
         self._execute_insert(conn, rows)
+        if self._fast:
+            conn.connection.driver_connection.executemany(self._span_sql, spans)
+        else:
+            conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
         return Appended(first, position, False)
 
     def _execute_insert(self, conn: Connection, rows: list[tuple]) -> None:
@@ -328,7 +352,12 @@ class SQLRecorder:
             return _run_prepared(own, prepared, values)
 
     def _prepare(self, kind: str, values: dict, types: list[str] | None):
-        """Compile the query of one shape; ``kind`` is rows, events or page."""
+        """Compile the query of one shape; ``kind`` is rows, events or page.
+
+        Tenant and correlation reads (outside one stream) walk the matching
+        ``event_spans`` in order and read each span's positions: the spans'
+        index replaces an index entry per event.
+        """
         clauses = [events.c.position > bindparam("after")]
         if values["until"] is not None:
             clauses.append(events.c.position <= bindparam("until"))
@@ -348,7 +377,25 @@ class SQLRecorder:
         if values["correlation_id"] is not None:
             clauses.append(events.c.correlation_id == bindparam("correlation_id"))
         columns = {"rows": _COLUMNS, "events": _EVENT_COLUMNS, "page": (self._envelope.label("envelope"),)}[kind]
-        query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
+        by_span = values["stream_id"] is None and (values["tenant"] is not None or values["correlation_id"] is not None)
+        if by_span:
+            spans = event_spans.c
+            clauses.append(spans.last_position > bindparam("after"))
+            if values["until"] is not None:
+                clauses.append(spans.first_position <= bindparam("until"))
+            if values["tenant"] is not None:
+                clauses.append(spans.tenant == bindparam("tenant"))
+            if values["correlation_id"] is not None:
+                clauses.append(spans.correlation_id == bindparam("correlation_id"))
+            # Spans never overlap, so span order then position is position order.
+            query = (
+                select(*columns)
+                .select_from(event_spans.join(events, events.c.position.between(spans.first_position, spans.last_position)))
+                .where(and_(*clauses))
+                .order_by(spans.last_position, spans.first_position, events.c.position)
+            )
+        else:
+            query = select(*columns).where(and_(*clauses)).order_by(events.c.position)
         if values["limit"] is not None:
             query = query.limit(bindparam("limit")).offset(bindparam("offset"))
         if kind == "page":  # aggregate the ordered rows into one text
@@ -419,11 +466,28 @@ class SQLRecorder:
                 found.update(conn.execute(select(events.c.event_id).where(events.c.event_id.in_(chunk))).scalars())
         return found
 
+    def spans_overlapping(self, first: int, last: int) -> list[tuple[int, int, str, str | None]]:
+        """``event_spans`` rows that overlap positions ``first..last``, in order."""
+        s = event_spans.c
+        query = (
+            select(s.first_position, s.last_position, s.tenant, s.correlation_id)
+            .where(s.last_position >= first, s.first_position <= last)
+            .order_by(s.first_position)
+        )
+        with self.reader.connect() as conn:
+            return [tuple(row) for row in conn.execute(query)]
+
     def counts(self) -> dict[str, object]:
         with self.reader.connect() as conn:
             total = conn.execute(select(func.count()).select_from(events)).scalar() or 0
             by_type = {t: n for t, n in conn.execute(select(events.c.type, func.count()).group_by(events.c.type))}
-            by_tenant = {t: n for t, n in conn.execute(select(events.c.tenant, func.count()).group_by(events.c.tenant))}
+            spans = event_spans.c
+            by_tenant = {
+                t: n
+                for t, n in conn.execute(
+                    select(spans.tenant, func.sum(spans.last_position - spans.first_position + 1)).group_by(spans.tenant)
+                )
+            }
             streams = conn.execute(select(func.count(func.distinct(events.c.stream_id)))).scalar() or 0
             # Recorded times never go backwards: the first and last rows bound them.
             span = conn.execute(

@@ -24,14 +24,27 @@ events = Table(
     Column("hash", String(64), nullable=False),
     UniqueConstraint("stream_id", "stream_version", name="uq_events_stream_version"),
 )
-# The rowid (the position) ends every index entry: tenant reads come in position order.
-Index("ix_events_tenant", events.c.tenant)
-# Partial: only events that carry a correlation id pay for this index.
+
+# One row per run of consecutive events of one append with the same tenant
+# and correlation id (an ordinary append is one run). Tenant and correlation
+# reads find their position ranges here: one row per append instead of an
+# index entry per event. Derived from ``events`` in the same transaction,
+# append-only, and checked against the events by ``verify``.
+event_spans = Table(
+    "event_spans",
+    metadata,
+    Column("first_position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("last_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+    Column("tenant", String(255), nullable=False),
+    Column("correlation_id", String(255), nullable=True),
+)
+Index("ix_event_spans_tenant", event_spans.c.tenant, event_spans.c.last_position)
 Index(
-    "ix_events_correlation",
-    events.c.correlation_id,
-    sqlite_where=events.c.correlation_id.isnot(None),
-    postgresql_where=events.c.correlation_id.isnot(None),
+    "ix_event_spans_correlation",
+    event_spans.c.correlation_id,
+    event_spans.c.last_position,
+    sqlite_where=event_spans.c.correlation_id.isnot(None),
+    postgresql_where=event_spans.c.correlation_id.isnot(None),
 )
 
 idempotency = Table(
@@ -43,4 +56,4 @@ idempotency = Table(
     Column("last_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
 )
 
-APPEND_ONLY_TABLES = ("events", "idempotency_keys")
+APPEND_ONLY_TABLES = ("events", "idempotency_keys", "event_spans")

@@ -18,7 +18,7 @@ import msgspec
 from sqlalchemy import Connection
 
 from . import dialects, migrate
-from .chain import GENESIS_HASH, StoredRow, VerifyResult, walk
+from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .ids import new_ids
 from .events import (
     DomainEvent,
@@ -483,6 +483,18 @@ class EventStore:
 
     # -- auditing ----------------------------------------------------------
 
+    def _check_spans(self, rows: Sequence[StoredRow]) -> ChainBreak | None:
+        """Every event lies in an ``event_spans`` row of its tenant and
+        correlation id, or tenant and correlation reads would miss it."""
+        spans = iter(self._recorder.spans_overlapping(rows[0].position, rows[-1].position))
+        span = next(spans, None)
+        for index, row in enumerate(rows):
+            while span is not None and span[1] < row.position:
+                span = next(spans, None)
+            if span is None or span[0] > row.position or span[2] != row.tenant or span[3] != row.correlation_id:
+                return ChainBreak(row.position, "no event span covers this event with its tenant and correlation id", index)
+        return None
+
     def digest(self) -> Digest:
         position, digest = self._recorder.tip()
         return Digest(position, digest)
@@ -516,7 +528,7 @@ class EventStore:
         first = last = None
         last_hash = None
         for rows in self._recorder.iter_rows(after=from_ - 1, until=to, batch_size=10_000):
-            broken = walk(rows, prev_hash=prev_hash, prev_position=prev_position)
+            broken = walk(rows, prev_hash=prev_hash, prev_position=prev_position) or self._check_spans(rows)
             if broken is not None:
                 return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason)
             first = first if first is not None else rows[0].position

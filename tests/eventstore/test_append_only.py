@@ -50,6 +50,8 @@ REFUSED = [
     "UPDATE idempotency_keys SET fingerprint = 'forged' WHERE key = 'key-1'",
     "DELETE FROM idempotency_keys WHERE key = 'key-1'",
     "DELETE FROM idempotency_keys",
+    "UPDATE event_spans SET tenant = 'other'",
+    "DELETE FROM event_spans WHERE first_position = 3",
 ]
 
 
@@ -125,13 +127,15 @@ def test_open_migrates_an_empty_file_to_head(tmp_path):
         ("events_no_delete", "events"),
         ("idempotency_keys_no_update", "idempotency_keys"),
         ("idempotency_keys_no_delete", "idempotency_keys"),
+        ("event_spans_no_update", "event_spans"),
+        ("event_spans_no_delete", "event_spans"),
     }
     assert journal == "wal"
 
     engine = create_migration_engine(sqlite_url(path))
     try:
         inspector = inspect(engine)
-        assert set(inspector.get_table_names()) == {"alembic_version", "events", "idempotency_keys"}
+        assert set(inspector.get_table_names()) == {"alembic_version", "events", "idempotency_keys", "event_spans"}
         columns = [c["name"] for c in inspector.get_columns("events")]
         assert columns == [
             "position",
@@ -148,12 +152,10 @@ def test_open_migrates_an_empty_file_to_head(tmp_path):
             "prev_hash",
             "hash",
         ]
-        # Every secondary index is paid on each append: only these two remain
-        # beside the unique (stream_id, stream_version) and event_id ones.
-        assert {i["name"] for i in inspector.get_indexes("events")} == {
-            "ix_events_tenant",
-            "ix_events_correlation",
-        }
+        # Every index on events is paid on each append: beside the unique
+        # (stream_id, stream_version) and event_id ones there are none.
+        assert {i["name"] for i in inspector.get_indexes("events")} == set()
+        assert {i["name"] for i in inspector.get_indexes("event_spans")} == {"ix_event_spans_tenant", "ix_event_spans_correlation"}
         assert migrate.current_revision(engine) == migrate.head_revision()
     finally:
         engine.dispose()

@@ -12,7 +12,7 @@ from alembic import command
 from eventstore import DomainEvent, EventStore, Metadata, StreamAppend, migrate
 from eventstore.dialects import create_migration_engine, sqlite_url
 from eventstore.store import decode_rows
-from tests.eventstore.support import db_path, raw
+from tests.eventstore.support import db_path, drop_append_only_triggers, raw
 
 
 class PageNoted(DomainEvent, frozen=True):
@@ -64,16 +64,45 @@ def test_an_empty_page_and_an_empty_log(tmp_path):
     store.close()
 
 
-def test_the_correlation_index_serves_correlation_reads(tmp_path):
+def test_tenant_and_correlation_reads_walk_the_spans_in_order(tmp_path):
     store = EventStore.open(tmp_path)
     _varied_log(store)
+    with raw(db_path(store)) as conn:
+        spans = conn.execute("SELECT first_position, last_position, tenant, correlation_id FROM event_spans ORDER BY 1").fetchall()
+    # One span per append here: each append has one tenant and one correlation id.
+    assert [(first, last) for first, last, _, _ in spans] == [(p, p + 1) for p in range(1, 81, 2)]
+    recorder = store.recorder
+    for filters in ({"tenant": "t1"}, {"correlation_id": "run-1"}, {"tenant": "t2", "correlation_id": "run-2"}, {"tenant": "t1", "until": 40, "limit": 5}):
+        expected = [
+            r.position
+            for r in store.read_all()
+            if r.tenant == filters.get("tenant", r.tenant)
+            and r.metadata.correlation_id == filters.get("correlation_id", r.metadata.correlation_id)
+            and r.position <= filters.get("until", r.position)
+        ][: filters.get("limit")]
+        assert [r.position for r in store.read_all(**filters)] == expected, filters
     store.close()
     with raw(db_path(store)) as conn:
-        plan = conn.execute("EXPLAIN QUERY PLAN SELECT * FROM events WHERE correlation_id = ? ORDER BY position", ("run-1",)).fetchall()
-        assert "ix_events_correlation" in " ".join(str(step) for step in plan)
-        # Only events that carry a correlation id are in the partial index.
-        indexed = conn.execute("SELECT count(*) FROM events INDEXED BY ix_events_correlation WHERE correlation_id IS NOT NULL").fetchone()[0]
-        assert indexed == conn.execute("SELECT count(*) FROM events WHERE correlation_id IS NOT NULL").fetchone()[0] < 80
+        for sql, names, _ in recorder._prepared.values():
+            if sql and "event_spans" in sql:
+                plan = " | ".join(step[3] for step in conn.execute("EXPLAIN QUERY PLAN " + sql, ["x"] * len(names)))
+                assert "ix_event_spans_" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_an_event_without_its_span_fails_verify(tmp_path):
+    store = EventStore.open(tmp_path)
+    _varied_log(store)
+    assert store.verify().ok
+    drop_append_only_triggers(db_path(store))
+    with raw(db_path(store)) as conn:
+        conn.execute("DELETE FROM event_spans WHERE first_position = 21")
+    result = store.verify()
+    assert not result.ok and result.broken_at == 21 and "span" in result.reason
+    with raw(db_path(store)) as conn:
+        conn.execute("INSERT INTO event_spans VALUES (21, 22, 'someone else', 'run-2')")
+    result = store.verify()
+    assert not result.ok and result.broken_at == 21
+    store.close()
 
 
 def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
@@ -84,20 +113,23 @@ def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
         config.attributes["connection"] = conn
         command.upgrade(config, "0001")
         conn.commit()
-    store = EventStore.open(tmp_path, migrate_schema=False)
-    _varied_log(store)
-    before = store.read_all()
-    store.close()
+    old = sqlite3_rows_for_0001(tmp_path)
+    assert old
 
     def indexes() -> set[str]:
         with raw(tmp_path / "events.db") as c:
             return {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'ix_%'")}
 
     assert indexes() == {"ix_events_tenant_position", "ix_events_type_position", "ix_events_correlation", "ix_events_recorded_at"}
-    store = EventStore.open(tmp_path)  # migrates to head
+    store = EventStore.open(tmp_path)  # migrates to head, building the spans
     assert migrate.current_revision(engine) == migrate.head_revision()
-    assert indexes() == {"ix_events_tenant", "ix_events_correlation"}
-    assert store.read_all() == before and store.verify().ok
+    assert indexes() == {"ix_event_spans_tenant", "ix_event_spans_correlation"}
+    assert store.verify().ok
+    everything = store.read_all()
+    assert len(everything) == len(old)
+    for tenant in ("t1", "t2"):
+        assert store.read_all(tenant=tenant) == [r for r in everything if r.tenant == tenant]
+    assert store.read_all(correlation_id="run-3") == [r for r in everything if r.metadata.correlation_id == "run-3"]
     store.close()
     with engine.connect() as conn:
         config.attributes["connection"] = conn
@@ -105,3 +137,14 @@ def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
         conn.commit()
     assert indexes() == {"ix_events_tenant_position", "ix_events_type_position", "ix_events_correlation", "ix_events_recorded_at"}
     engine.dispose()
+
+
+def sqlite3_rows_for_0001(path) -> list[tuple]:
+    """Rows written into a revision-0001 file the way its recorder did (no spans)."""
+    source = EventStore.open(path / "source")
+    _varied_log(source)
+    rows = [tuple(r) for r in source.recorder.select_rows()]
+    source.close()
+    with raw(path / "events.db") as conn:
+        conn.executemany(f"INSERT INTO events VALUES ({', '.join('?' * 13)})", rows)
+    return rows

@@ -20,11 +20,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from eventstore import ANY, DomainEvent, EventStore, UnknownEventType, UpcastError, upcaster
+from alembic import command
+
+from eventstore import ANY, DomainEvent, EventStore, UnknownEventType, UpcastError, migrate, upcaster
+from eventstore.dialects import create_migration_engine, sqlite_url
 from eventstore.chain import StoredRow
 from eventstore.ids import new_id
 from eventstore.recorder import PendingEvent, PendingWrite
-from tests.eventstore.support import db_path, raw
+from tests.eventstore.support import raw
 
 FIXTURE = Path(__file__).with_name("fixtures") / "upcast_v1.jsonl"
 OLD_TEXTS = ["remember the milk", "the user prefers dark mode", "ok"]
@@ -109,11 +112,18 @@ def load_fixture_rows() -> list[StoredRow]:
 
 @pytest.fixture
 def old_store(tmp_path):
-    """A log holding the fixture's rows byte for byte, as if written long ago."""
+    """A log holding the fixture's rows byte for byte, as if written long ago:
+    stored into the first revision's schema, then migrated on open."""
+    engine = create_migration_engine(sqlite_url(tmp_path / "events.db"))
+    config = migrate.alembic_config()
+    with engine.connect() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        conn.commit()
+    engine.dispose()
+    with raw(tmp_path / "events.db") as conn:
+        conn.executemany(f"INSERT INTO events ({', '.join(StoredRow._fields)}) VALUES ({', '.join('?' * 13)})", load_fixture_rows())
     store = EventStore.open(tmp_path)
-    rows = load_fixture_rows()
-    with raw(db_path(store)) as conn:
-        conn.executemany(f"INSERT INTO events ({', '.join(StoredRow._fields)}) VALUES ({', '.join('?' * 13)})", rows)
     try:
         yield store
     finally:

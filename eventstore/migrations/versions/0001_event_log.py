@@ -16,6 +16,9 @@ branch_labels = None
 depends_on = None
 
 
+TABLES = ("events", "idempotency_keys")  # the tables this revision makes append-only
+
+
 def _position():
     return sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
@@ -49,13 +52,13 @@ def upgrade() -> None:
         sa.Column("first_position", _position(), nullable=False),
         sa.Column("last_position", _position(), nullable=False),
     )
-    create, _ = append_only_ddl(op.get_bind().dialect.name)
+    create, _ = append_only_ddl(op.get_bind().dialect.name, TABLES)
     for statement in create:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    _, drop = append_only_ddl(op.get_bind().dialect.name)
+    _, drop = append_only_ddl(op.get_bind().dialect.name, TABLES)
     for statement in drop:
         op.execute(statement)
     op.drop_table("idempotency_keys")
