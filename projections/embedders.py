@@ -60,6 +60,8 @@ class Embedder(Protocol):
 
     name: str
     dim: int
+    # An embedder may set ``cache_embeddings = False`` when embedding again
+    # costs less than the cache (read with a default of True).
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -251,6 +253,9 @@ class HashingEmbedder:
     """
 
     VERSION = 1
+    #: Embedding a text costs a few microseconds: less than storing its
+    #: vector in the embedding cache and looking it up again.
+    cache_embeddings = False
     WORD_WEIGHT = 1.0
     CHAR_WEIGHT = 0.8
     CJK_WEIGHT = 1.0

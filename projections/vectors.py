@@ -10,9 +10,10 @@ Tables (in ``projections.db``):
   vector this row carries (its own id when the vector is new; an earlier
   row's when only the status or metadata changed). The HNSW index holds one
   entry per ``vector_of``, so a status change never touches it.
-- ``embedding_cache``: embeddings by ``(embedder, content_hash)``. It is
-  kept when the projection is rebuilt, so replaying with the same embedder
-  embeds nothing. A dropped tenant's entries are deleted (unless another
+- ``embedding_cache``: embeddings by ``(embedder, content_hash)``, for
+  embedders worth caching (a model; the hashing embedder embeds faster than
+  the cache answers, and sets ``cache_embeddings = False``). It is kept when
+  the projection is rebuilt, so replaying with the same model embeds nothing. A dropped tenant's entries are deleted (unless another
   tenant holds the same text).
 - ``vec_skipped``: the states that got no vector, and why (a caller vector
   of the wrong dimension, an empty text, ...).
@@ -263,15 +264,17 @@ class VectorProjector:
         name = self.embedder.name
         wanted = sorted({s for s in sources if isinstance(s, str)})
         found: dict[str, bytes] = {}
-        for start in range(0, len(wanted), 5000):
-            chunk = wanted[start : start + 5000]
-            found.update(
-                conn.execute(
-                    "SELECT c.content_hash, c.vector FROM json_each(?) AS j CROSS JOIN embedding_cache AS c"
-                    " ON c.embedder = ? AND c.content_hash = j.value",
-                    (_ids_encoder.encode(chunk).decode(), name),
-                ).fetchall()
-            )
+        cached = getattr(self.embedder, "cache_embeddings", True)
+        if cached:
+            for start in range(0, len(wanted), 5000):
+                chunk = wanted[start : start + 5000]
+                found.update(
+                    conn.execute(
+                        "SELECT c.content_hash, c.vector FROM json_each(?) AS j CROSS JOIN embedding_cache AS c"
+                        " ON c.embedder = ? AND c.content_hash = j.value",
+                        (_ids_encoder.encode(chunk).decode(), name),
+                    ).fetchall()
+                )
         missing = [h for h in wanted if h not in found]
         if missing:
             matrix = np.asarray(self.embedder.embed([texts[h] for h in missing]), dtype=np.float32)
@@ -280,9 +283,10 @@ class VectorProjector:
                 if np.any(vector) and np.all(np.isfinite(vector)):
                     found[text_hash] = vector.tobytes()
                     fresh.append((name, text_hash, found[text_hash]))
-            conn.executemany(
-                "INSERT OR IGNORE INTO embedding_cache (embedder, content_hash, vector) VALUES (?, ?, ?)", fresh
-            )
+            if cached:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO embedding_cache (embedder, content_hash, vector) VALUES (?, ?, ?)", fresh
+                )
         out: list[_Vector] = []
         for source in sources:
             if isinstance(source, int):

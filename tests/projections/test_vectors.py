@@ -369,3 +369,19 @@ def test_selective_filters_fall_back_to_the_exact_scan(tmp_path, log, runner):
     query = -unit(np.frombuffer(stored, dtype=np.float32))  # the needle is the farthest memory of all
     hits = vector_search(runner.conn, index, "t", query, limit=5, filters=SearchFilters(tags=("needle",)), exact_threshold=0)
     assert ids(hits) == ["m123"] and hits[0].score == pytest.approx(-1.0, abs=1e-5)
+
+
+def test_the_hashing_embedder_is_not_cached_and_rebuilds_identically(store, log, tmp_path):
+    # Embedding with the hashing embedder costs less than a cache round trip.
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(HashingEmbedder(DIM))])
+    for i in range(12):
+        log.add(f"m{i}", f"note number {i} about the garden")
+    log.update("m3", "the garden note, reworded")
+    runner.catch_up()
+    rows = "SELECT memory_id, version, vector FROM vec_docs ORDER BY row_id"
+    before = runner.conn.execute(rows).fetchall()
+    assert len(before) == 13 and all(vector is not None for _, _, vector in before)
+    assert runner.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0] == 0
+    runner.rebuild()
+    assert runner.conn.execute(rows).fetchall() == before
+    runner.close()
