@@ -50,10 +50,14 @@ def options_from(svc, body: RecallRequest) -> RecallOptions:
     )
 
 
-async def _reach(request: web.Request, svc, min_position: int | None) -> int:
-    """Wait (briefly) until the projections include ``min_position``: read-your-writes."""
+async def _reach(request: web.Request, svc, min_position: int | None) -> int | None:
+    """Wait (briefly) until the projections include ``min_position``: read-your-writes.
+
+    None without ``min_position``: the read itself then notes the position it
+    saw, in the same trip to the reader pool.
+    """
     if min_position is None:
-        return await read(request, svc.runner.position)
+        return None
     head = await read(request, svc.store.last_position)
     if min_position > head:
         raise ApiError(422, "invalid", f"position {min_position} has not been written (head is {head})", "min_position")
@@ -99,14 +103,21 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
 async def recall(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, RecallRequest)
     with _raw_fts_errors(body):
-        result = await read(request, svc.searcher.recall, tenant, body.query, options, position=position)
+        result = await read(request, _recall, svc, tenant, body.query, options, position)
     return json_response(result)
+
+
+def _recall(svc, tenant: str, query: str, options: RecallOptions, position: int | None):
+    position = svc.runner.position() if position is None else position
+    return svc.searcher.recall(tenant, query, options, position=position)
 
 
 @route("POST", "/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
 async def search(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, SearchRequest)
     with _raw_fts_errors(body):
+        if position is None:
+            position = await read(request, svc.runner.position)
         results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
     channels = {
         name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]

@@ -151,7 +151,10 @@ class ProjectionRunner:
 
     def position(self) -> int:
         """The lowest checkpoint: every projection has applied the log up to here."""
-        return min((self.checkpoint(p.name) or (0,))[0] for p in self.projectors) if self.projectors else 0
+        if not self.projectors:
+            return 0
+        found = dict(self.conn.execute("SELECT name, position FROM checkpoints").fetchall())  # every read asks: one query
+        return min(found.get(p.name, 0) for p in self.projectors)
 
     def catch_up(self, *, until: int | None = None, batch_size: int = DEFAULT_BATCH, progress=None) -> int:
         """Apply the log to every projector up to ``until`` (default: the head).
