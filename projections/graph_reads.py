@@ -108,18 +108,38 @@ def get_memory(conn: sqlite3.Connection, tenant: str, memory_id: str, *, as_of: 
 
 
 def get_memories(conn: sqlite3.Connection, tenant: str, memory_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, MemoryView]:
+    return {m: memory_from_row(row) for m, row in memory_rows(conn, tenant, memory_ids, as_of=as_of).items()}
+
+
+def memory_rows(conn: sqlite3.Connection, tenant: str, memory_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, tuple]:
+    """The stored rows of :func:`get_memories`, by id, not yet decoded into views
+    (recall decodes only the few it returns; see :func:`content_facts`)."""
     ids = list(dict.fromkeys(memory_ids))
     valid, params = head_clause(as_of)
-    found: dict[str, MemoryView] = {}
+    found: dict[str, tuple] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
         for row in conn.execute(
             f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id IN ({marks}) AND {valid}", (tenant, *chunk, *params)
         ):
-            view = memory_from_row(row)
-            found[view.id] = view
+            found[row[1]] = row
     return found
+
+
+class ContentFacts(msgspec.Struct, frozen=True, gc=False):
+    """The part of a stored memory that ranking reads: its text and properties."""
+
+    memory: str = ""
+    properties: dict[str, Any] = {}
+
+
+_facts_decoder = msgspec.json.Decoder(ContentFacts)
+
+
+def content_facts(row: Sequence) -> ContentFacts:
+    """Text and properties of a :func:`memory_rows` row; the other fields are skipped unparsed."""
+    return _facts_decoder.decode(row[9])
 
 
 def memories_by_key(conn: sqlite3.Connection, tenant: str, keys: Iterable[str], *, as_of: int | None = None) -> list[str]:

@@ -258,14 +258,15 @@ class Searcher:
         conn = self.conn()
         propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
         if mode == "rrf":
-            fused, views = self._rrf(conn, tenant, results, weights, analysis, options)
+            fused, rows = self._rrf(conn, tenant, results, weights, analysis, options)
         else:
-            fused, views = self._score(conn, tenant, results, weights, analysis, options, propagation)
+            fused, rows = self._score(conn, tenant, results, weights, analysis, options, propagation)
         hits = []
         for h in fused:
-            view = views.get(h.memory_id)
-            if view is None:
+            row = rows.get(h.memory_id)
+            if row is None:
                 continue
+            view = graph_reads.memory_from_row(row)  # only the memories returned are decoded whole
             hits.append(
                 RecallHit(
                     id=h.memory_id,
@@ -309,44 +310,44 @@ class Searcher:
         follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ())]
         allowed = _filter_memories(conn, tenant, list(dict.fromkeys(candidates + newcomers)), options)
-        views = graph_reads.get_memories(conn, tenant, allowed, as_of=options.as_of)
-        facts = {m: _facts(v, analysis.is_temporal) for m, v in views.items()}
+        rows = graph_reads.memory_rows(conn, tenant, allowed, as_of=options.as_of)
+        facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in rows.items()}
         fused = fusion.recall(
             analysis,
             results,
             lambda m: facts.get(m, _NO_FACTS),
-            lambda m: [(n, w, r) for n, w, r in follows.get(m, ()) if n in views],
+            lambda m: [(n, w, r) for n, w, r in follows.get(m, ()) if n in rows],
             params,
             limit=None,
             extra_weights={"graph": weights.get("graph", 0.0)},
         )
-        return [h for h in fused if h.memory_id in views], views
+        return [h for h in fused if h.memory_id in rows], rows
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
         """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
         k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
         fused = fusion.weighted_rrf(results, weights, k)
         pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
-        views = graph_reads.get_memories(conn, tenant, pool, as_of=options.as_of)
+        rows = graph_reads.memory_rows(conn, tenant, pool, as_of=options.as_of)
         query_stems = {stem(t) for t in analysis.terms}
-        stems_of = lambda m: {stem(t.lower()) for t in tokenize(views[m].memory)} if m in views else set()  # noqa: E731
-        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), views
+        stems_of = lambda m: {stem(t.lower()) for t in tokenize(graph_reads.content_facts(rows[m]).memory)} if m in rows else set()  # noqa: E731
+        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), rows
 
 
 _NO_FACTS = fusion.MemoryFacts()
 
 
-def _facts(view: graph_reads.MemoryView, temporal: bool) -> fusion.MemoryFacts:
+def _facts(content: graph_reads.ContentFacts, temporal: bool) -> fusion.MemoryFacts:
     """What the priors need of a memory: its speaker, whether it mentions a time, when it was said.
 
     Whether a text mentions a time matters only to a when-question, so it is
     looked at only then; both text analyses are cached across queries.
     """
-    props = view.properties or {}
+    props = content.properties or {}
     speaker = props.get("speaker") if isinstance(props.get("speaker"), str) else None
     when = props.get("time") or props.get("occurred_at")
     occurred = _when(when) if isinstance(when, str) else None
-    return fusion.MemoryFacts(speaker=speaker, has_time_ref=temporal and _mentions_time(view.memory), occurred_at=occurred)
+    return fusion.MemoryFacts(speaker=speaker, has_time_ref=temporal and _mentions_time(content.memory), occurred_at=occurred)
 
 
 @lru_cache(maxsize=65536)
