@@ -32,13 +32,23 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine) -> bool:
-    """Bring the log's schema to the newest revision; True when anything ran."""
-    if current_revision(engine) == head_revision():
+def upgrade(engine: Engine, revision: str = "head") -> bool:
+    """Bring the log's schema to ``revision`` (the newest by default); True when anything ran."""
+    target = head_revision() if revision == "head" else revision
+    if current_revision(engine) == target:
         return False
+    _run(engine, command.upgrade, revision)
+    return True
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the log's schema back to ``revision`` (its data stays)."""
+    _run(engine, command.downgrade, revision)
+
+
+def _run(engine: Engine, step, revision: str) -> None:
     config = alembic_config()
     with engine.connect() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+        step(config, revision)
         conn.commit()
-    return True

@@ -7,8 +7,6 @@ check that the index migration keeps every row and every query plan.
 
 from __future__ import annotations
 
-from alembic import command
-
 from eventstore import DomainEvent, EventStore, Metadata, StreamAppend, migrate
 from eventstore.dialects import create_migration_engine, sqlite_url
 from eventstore.store import decode_rows
@@ -106,13 +104,8 @@ def test_an_event_without_its_span_fails_verify(tmp_path):
 
 
 def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
-    url = sqlite_url(tmp_path / "events.db")
-    engine = create_migration_engine(url)
-    config = migrate.alembic_config()
-    with engine.connect() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
-        conn.commit()
+    engine = create_migration_engine(sqlite_url(tmp_path / "events.db"))
+    migrate.upgrade(engine, "0001")
     old = sqlite3_rows_for_0001(tmp_path)
     assert old
 
@@ -131,10 +124,7 @@ def test_the_index_migration_keeps_every_row_and_goes_both_ways(tmp_path):
         assert store.read_all(tenant=tenant) == [r for r in everything if r.tenant == tenant]
     assert store.read_all(correlation_id="run-3") == [r for r in everything if r.metadata.correlation_id == "run-3"]
     store.close()
-    with engine.connect() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0001")
-        conn.commit()
+    migrate.downgrade(engine, "0001")
     assert indexes() == {"ix_events_tenant_position", "ix_events_type_position", "ix_events_correlation", "ix_events_recorded_at"}
     engine.dispose()
 

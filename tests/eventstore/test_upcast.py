@@ -20,8 +20,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from alembic import command
-
 from eventstore import ANY, DomainEvent, EventStore, UnknownEventType, UpcastError, migrate, upcaster
 from eventstore.dialects import create_migration_engine, sqlite_url
 from eventstore.chain import StoredRow
@@ -115,11 +113,7 @@ def old_store(tmp_path):
     """A log holding the fixture's rows byte for byte, as if written long ago:
     stored into the first revision's schema, then migrated on open."""
     engine = create_migration_engine(sqlite_url(tmp_path / "events.db"))
-    config = migrate.alembic_config()
-    with engine.connect() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
-        conn.commit()
+    migrate.upgrade(engine, "0001")
     engine.dispose()
     with raw(tmp_path / "events.db") as conn:
         conn.executemany(f"INSERT INTO events ({', '.join(StoredRow._fields)}) VALUES ({', '.join('?' * 13)})", load_fixture_rows())
