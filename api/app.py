@@ -18,7 +18,7 @@ from eventstore.settings import Settings
 from projections.service import MemoryService
 
 from . import keys
-from . import settings as _api_settings  # noqa: F401 - declares the server's settings
+from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
 from .errors import error_middleware
 from .routing import ROUTES
@@ -69,7 +69,7 @@ def create_app(
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
-        app[keys.readers_key] = ThreadPoolExecutor(max_workers=int(settings.read_threads), thread_name_prefix="memledger-read")
+        app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="memledger-read")
         app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memledger-write")
         yield
         app[keys.readers_key].shutdown(wait=True)

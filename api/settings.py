@@ -10,7 +10,24 @@ AUTH = setting("auth", True, "Require API keys. Turning it off is allowed on loo
 MAX_BODY_BYTES = setting("max_body_bytes", 16 * 1024 * 1024, "Largest request body accepted (413 beyond).")
 READ_THREADS = setting(
     "read_threads",
-    min(os.cpu_count() or 2, 8),
-    "Threads serving reads (the writer is always one thread). Default: one per core, at most 8;"
-    " SQLite runs them in parallel, while more threads than cores only contend for Python's lock.",
+    0,
+    "Threads serving reads in each server process (the writer is always one thread). 0: the cores divided"
+    " among the workers, at least one; SQLite runs them in parallel, more threads than cores only contend"
+    " for Python's lock.",
+)
+
+
+def read_threads(settings) -> int:
+    """The reader pool's size for ``settings`` (see READ_THREADS)."""
+    chosen = int(settings.read_threads)
+    if chosen > 0:
+        return chosen
+    return max(1, (os.cpu_count() or 2) // max(1, int(settings.workers)))
+
+
+WORKERS = setting(
+    "workers",
+    1,
+    "Server processes sharing the port (SO_REUSEPORT). Each holds its own caches and vector index;"
+    " they share the data directory. More than one serves more reads per second on several cores.",
 )

@@ -82,6 +82,10 @@ class Settings:
             return declared.default
         return declared.parse(raw)
 
+    def overrides(self) -> dict[str, Any]:
+        """The explicit values (the environment and defaults apply under them)."""
+        return dict(self._overrides)
+
     def with_overrides(self, **overrides: Any) -> "Settings":
         merged = {**self._overrides, **overrides}
         return Settings(merged, self._env)

@@ -295,14 +295,14 @@ def scale(
     why: dict[MemoryId, dict[str, float]] = {}
     for mid, s in scores.items():
         f = factor_of(mid)
-        if isinstance(f, Mapping):
+        if not hasattr(f, "items"):  # one factor (an ABC Mapping check would cost more than the scoring)
+            total = float(f)
+            kept = {"prior": total} if total != 1.0 else {}
+        else:
             total = 1.0
             for reason, value in f.items():
                 total *= value
             kept = {r: v for r, v in f.items() if v != 1.0}
-        else:
-            total = float(f)
-            kept = {"prior": total} if total != 1.0 else {}
         out[mid] = s * total
         if kept:
             why[mid] = kept

@@ -79,7 +79,7 @@ class MemoryService:
         """A per-thread read connection to ``projections.db``."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = connect(self.runner.path)
+            conn = self._local.conn = connect(self.runner.path, reader=True)
         return conn
 
     def sync(self) -> int:

@@ -35,6 +35,8 @@ vector and lexical searches over 100,000 memories used 249 MB RSS.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -136,7 +138,8 @@ class VectorIndex:
             path = path / INDEX_FILE
         index = cls(path, embedder_name=embedder_name, dim=dim, **options)
         with index._lock:
-            reason = index._load(conn)
+            with index._files_locked():
+                reason = index._load(conn)
             if reason is not None:
                 index.rebuilt_because = reason
                 log.info("rebuilding the vector index %s: %s", path, reason)
@@ -285,12 +288,26 @@ class VectorIndex:
             )
             return np.asarray(found.keys, dtype=np.uint64)
 
+    @contextlib.contextmanager
+    def _files_locked(self):
+        """Hold the data directory's lock on the index files.
+
+        Several server processes may share a data directory: the index file
+        and its checkpoint must be written, and read, as one pair.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     def save(self) -> None:
-        """Write the index, then its checkpoint, each atomically."""
-        with self._lock:
+        """Write the index, then its checkpoint, each atomically, under the files' lock."""
+        with self._lock, self._files_locked():
             if self._closed:
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(self.path.name + ".tmp")
             self._index.save(str(tmp))
             os.replace(tmp, self.path)

@@ -8,7 +8,14 @@ At 10,000 and 100,000 memories (hashing embedder):
   plus one plain FTS5 query, no fusion;
 - ``/v1/recall`` throughput with 16 concurrent clients (at 10,000);
 - ``POST /v1/memories`` in batches of 100 (memories/s, embedding included);
-- the server's peak RSS while holding 100,000 memories under that load.
+- the server's peak memory while holding 100,000 memories under that load.
+
+The server runs as ``memledger serve`` with ``--workers`` processes
+(default: one per core; each then has one read thread). Its memory is
+sampled every quarter second over all its processes: the peak of their
+summed RSS (which counts the database pages they share through the memory
+map once per process) and of their summed PSS (which divides shared pages
+among the processes that map them).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +49,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--small", type=int, default=10_000, help="memories of the small store (default 10000)")
     parser.add_argument("--queries", type=int, default=200, help="queries per latency measurement (default 200)")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of the 16-client load (default 20)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="server processes (default: one per core)")
 
 
 def questions(n: int, seed: int = 3) -> list[str]:
@@ -70,9 +79,16 @@ def _free_port() -> int:
 class Server:
     """A real ``memledger serve`` on loopback, without auth, for the measurement."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, workers: int = 1):
         self.port = _free_port()
-        env = {**os.environ, "MEMLEDGER_AUTH": "off", "MEMLEDGER_ORGANIZER_ENABLED": "off", "MEMLEDGER_SYNCHRONOUS": "NORMAL"}
+        self.workers = workers
+        env = {
+            **os.environ,
+            "MEMLEDGER_AUTH": "off",
+            "MEMLEDGER_ORGANIZER_ENABLED": "off",
+            "MEMLEDGER_SYNCHRONOUS": "NORMAL",
+            "MEMLEDGER_WORKERS": str(workers),
+        }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(self.port)],
             env=env,
@@ -80,23 +96,39 @@ class Server:
             stderr=subprocess.DEVNULL,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("the server did not start")
-                time.sleep(0.2)
+            if self.proc.poll() is not None:
+                raise RuntimeError("the server did not start")
+            if len(self.pids()) == 1 + (workers if workers > 1 else 0):
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        time.sleep(0.5 if workers > 1 else 0)  # the last workers bind a moment later
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.2)
         raise RuntimeError("the server did not start in time")
 
-    def peak_rss_mb(self) -> float:
-        with open(f"/proc/{self.proc.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
+    def pids(self) -> list[int]:
+        """The server's processes: the supervisor and its workers."""
+        found = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return [self.proc.pid] + [int(p) for p in found]
+
+    def memory_mb(self) -> tuple[float, float]:
+        """Summed RSS and PSS of the server's processes, in MB."""
+        rss = pss = 0
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                    for line in rollup:
+                        if line.startswith("Rss:"):
+                            rss += int(line.split()[1])
+                        elif line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            except OSError:
+                pass
+        return rss / 1024, pss / 1024
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -204,9 +236,36 @@ def _baseline(texts: list[str], asks: list[str]) -> list[float]:
     return samples
 
 
+class _MemoryPeak:
+    """Samples a server's summed RSS and PSS every quarter second; keeps the peaks."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.rss = self.pss = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            rss, pss = self.server.memory_mb()
+            self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+            if self._stop.wait(0.25):
+                return
+
+    def __enter__(self) -> "_MemoryPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.small < 100 or args.large < args.small:
         raise ValueError("need 100 <= --small <= --large")
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
     say = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
     asks = questions(args.queries)
     rows: list[tuple[str, str, float, float]] = []
@@ -214,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         small, large = Path(tmp) / "small", Path(tmp) / "large"
         texts_small = sentences(args.small, seed=21)
         say(f"ingesting {args.small:,} memories over HTTP …")
-        server = Server(small)
+        server = Server(small, args.workers)
         try:
             ingest_mps = asyncio.run(_http_ingest(server.url, texts_small))
             lat = asyncio.run(_http_latency(server.url, asks))
@@ -232,24 +291,28 @@ def run(args: argparse.Namespace) -> int:
         rows.append((f"{args.large // 1000}k", "recall in process", _p(lat_large, 0.5), _p(lat_large, 0.95)))
         base = _baseline(texts_large, asks)
         rows.append((f"{args.large // 1000}k", "baseline: numpy cosine + FTS5", _p(base, 0.5), _p(base, 0.95)))
-        server = Server(large)
+        server = Server(large, args.workers)
         try:
-            http_large = asyncio.run(_http_latency(server.url, asks))
-            rows.append((f"{args.large // 1000}k", "HTTP /v1/recall", _p(http_large, 0.5), _p(http_large, 0.95)))
-            say("load on the large store …")
-            asyncio.run(_http_load(server.url, asks, 16, min(args.duration, 10.0)))
-            rss = server.peak_rss_mb()
+            with _MemoryPeak(server) as peak:
+                http_large = asyncio.run(_http_latency(server.url, asks))
+                rows.append((f"{args.large // 1000}k", "HTTP /v1/recall", _p(http_large, 0.5), _p(http_large, 0.95)))
+                say("load on the large store …")
+                asyncio.run(_http_load(server.url, asks, 16, min(args.duration, 10.0)))
+            rss, pss = peak.rss, peak.pss
         finally:
             server.stop()
     print(f"memledger bench recall: hybrid recall, hashing embedder, {args.queries} queries\n")
     print(f"{'size':6} {'path':34} {'p50 ms':>8} {'p95 ms':>8}")
     for size, path, p50, p95 in rows:
         print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")
-    print(f"\n/v1/recall with 16 concurrent clients for {args.duration:.0f} s at {args.small:,}: {qps:,.0f} requests/s")
+    processes = f"{args.workers} worker processes" if args.workers > 1 else "one process"
+    print(f"\nthe server: memledger serve, {processes}")
+    print(f"/v1/recall with 16 concurrent clients for {args.duration:.0f} s at {args.small:,}: {qps:,.0f} requests/s")
     print(f"POST /v1/memories, batches of 100: {ingest_mps:,.0f} memories/s")
-    print(f"server peak RSS holding {args.large:,} memories under load: {rss:.0f} MB")
+    print(f"server peak memory holding {args.large:,} memories under load, all processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")
     print(
         f"\nrecall_p50_ms_100k={_p(lat_large, 0.5):.2f} http_p50_ms_100k={_p(http_large, 0.5):.2f}"
         f" baseline_p50_ms_100k={_p(base, 0.5):.2f} recall_qps_16={qps:.0f} ingest_mps={ingest_mps:.0f} rss_mb_100k={rss:.0f}"
+        f" pss_mb_100k={pss:.0f} workers={args.workers}"
     )
     return 0

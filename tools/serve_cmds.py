@@ -6,6 +6,11 @@ import argparse
 import ipaddress
 import json
 import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from api.auth import SCOPES, KeyStore
@@ -55,12 +60,23 @@ def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from api.app import create_app
-    from api.background import default_background
+    from api.background import default_background, follow_log
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
+    worker = getattr(args, "worker", None)
+    if worker is not None:  # one of serve_workers' processes
+        logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
+        background = default_background(settings) if worker == 0 else [follow_log]
+        web.run_app(create_app(settings, background=background), host=host, port=port, reuse_port=True, print=None, access_log=None)
+        return 0
     if not settings.auth and not is_loopback(host):
         raise CommandError(f"refusing to bind {host} without auth: set MEMLEDGER_AUTH=on or bind 127.0.0.1")
+    workers = int(settings.workers)
+    if workers < 1:
+        raise CommandError("MEMLEDGER_WORKERS must be at least 1")
+    if workers > 1 and port == 0:
+        raise CommandError("several workers need a fixed port (MEMLEDGER_PORT or --port)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
@@ -69,10 +85,67 @@ def serve(args: argparse.Namespace) -> int:
             first_start_key(keystore, host, port)
         finally:
             keystore.close()
-    print(f"memledger: serving {Path(settings.data_dir).resolve()} on http://{host}:{port} (Ctrl-C stops)", flush=True)
-    app = create_app(settings, background=default_background(settings))
-    web.run_app(app, host=host, port=port, print=None, access_log=None)
-    return 0
+    where = f"{Path(settings.data_dir).resolve()} on http://{host}:{port}"
+    if workers == 1:
+        print(f"memledger: serving {where} (Ctrl-C stops)", flush=True)
+        app = create_app(settings, background=default_background(settings))
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        return 0
+    print(f"memledger: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
+    return serve_workers(settings, host, port, workers)
+
+
+def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
+    """Run ``workers`` server processes on one port; return when they have stopped.
+
+    Each worker is ``memledger serve --worker N`` binding with SO_REUSEPORT,
+    so the kernel spreads connections over them. Worker 0 starts first and
+    readies the data directory (migrations, projection catch-up, the vector
+    index); the others start once it listens. Worker 0 also runs the
+    organizer. Ctrl-C or SIGTERM here stops them all; a worker that exits
+    stops the rest. This process holds no data: it only supervises.
+    """
+    base = [sys.executable, "-m", "tools.cli", "--data-dir", str(settings.data_dir), "serve", "--host", host, "--port", str(port)]
+    processes: list[subprocess.Popen] = []
+    stopping = False
+
+    def stop(*_) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        processes.append(subprocess.Popen(base + ["--worker", "0"]))
+        if not _listening(host, port, processes[0]):
+            stop()
+        for index in range(1, workers):
+            if not stopping:
+                processes.append(subprocess.Popen(base + ["--worker", str(index)]))
+        while not stopping and all(p.poll() is None for p in processes):
+            time.sleep(0.2)
+        stop()
+        codes = [p.wait() for p in processes]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else 1
+
+
+def _listening(host: str, port: int, process: subprocess.Popen, timeout: float = 600.0) -> bool:
+    """Wait until ``process`` accepts connections on ``port``; False if it exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
 
 
 def keys_create(args: argparse.Namespace) -> int:
@@ -121,6 +194,7 @@ def register(subparsers) -> None:
     parser = add_command(subparsers, "serve", serve, help="run the API server on this data directory")
     parser.add_argument("--host", help="address to bind (default $MEMLEDGER_HOST or 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default $MEMLEDGER_PORT or 8765)")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set by serve_workers for its processes
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = add_command(keys_sub, "create", keys_create, help="create a key (shown once)", json=True)

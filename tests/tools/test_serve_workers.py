@@ -1,0 +1,109 @@
+"""``memledger serve`` with several worker processes on one port.
+
+A real server on loopback: writes through one worker are read through the
+others (each has its own caches and vector index over the shared data
+directory), and stopping the supervisor stops every worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.client import MemledgerClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+@pytest.fixture
+def served(tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env.update({"MEMLEDGER_AUTH": "off", "MEMLEDGER_WORKERS": "2", "MEMLEDGER_SYNCHRONOUS": "NORMAL", "PYTHONUNBUFFERED": "1"})
+    env["MEMLEDGER_ORGANIZER_ENABLED"] = "off"  # it would merge the near-duplicate notes below
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.cli", "--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)],
+        env=env,
+        cwd=str(ROOT),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield proc, f"http://127.0.0.1:{port}", tmp_path / "serve.log"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            for child in _children(proc.pid):
+                os.kill(child, signal.SIGKILL)
+        proc.wait()
+        log.close()
+
+
+async def _until_both_listen(proc, url: str) -> None:
+    for _ in range(600):
+        if len(_children(proc.pid)) == 2:
+            async with MemledgerClient(url, timeout=5) as client:
+                try:
+                    await client.health()
+                    return
+                except OSError:
+                    pass
+        assert proc.poll() is None, "the supervisor exited"
+        await asyncio.sleep(0.1)
+    raise AssertionError("the workers did not start")
+
+
+async def test_writes_through_one_worker_are_read_through_any(served):
+    proc, url, log = served
+    await _until_both_listen(proc, url)
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    written = []
+    # Separate connections: SO_REUSEPORT spreads them over both workers.
+    for i in range(12):
+        async with MemledgerClient(url, timeout=10) as client:
+            written.append(await client.add({"memory": f"note {i}: the heron nests by the north pond"}))
+    positions = [p for w in written for p in w.positions]
+    assert positions == list(range(1, 13))  # one gap-free log, whichever process wrote
+    for i in range(12):
+        async with MemledgerClient(url, timeout=10) as client:
+            found = await client.recall("heron north pond", limit=20, min_position=positions[-1])
+            assert {h["id"] for h in found["hits"]} == {m for w in written for m in w.memory_ids}
+            history = await client.history(written[i].memory_ids[0])
+            assert len(history["versions"] if isinstance(history, dict) else history) >= 1
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_bench_recall_measures_every_worker(capsys):
+    from tools import cli
+
+    code = cli.main(["bench", "recall", "--small", "200", "--large", "300", "--queries", "10", "--duration", "1", "--workers", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    pairs = dict(item.split("=") for item in out.strip().splitlines()[-1].split())
+    assert pairs["workers"] == "2" and float(pairs["recall_qps_16"]) > 0 and float(pairs["ingest_mps"]) > 0
+    # Three processes (the supervisor and two workers) hold more than one would.
+    assert float(pairs["rss_mb_100k"]) >= float(pairs["pss_mb_100k"]) > 60
