@@ -6,11 +6,8 @@ import argparse
 import ipaddress
 import json
 import logging
-import signal
-import socket
-import subprocess
+import os
 import sys
-import time
 from pathlib import Path
 
 from api.auth import SCOPES, KeyStore
@@ -92,60 +89,10 @@ def serve(args: argparse.Namespace) -> int:
         web.run_app(app, host=host, port=port, print=None, access_log=None)
         return 0
     print(f"memledger: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
-    return serve_workers(settings, host, port, workers)
-
-
-def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
-    """Run ``workers`` server processes on one port; return when they have stopped.
-
-    Each worker is ``memledger serve --worker N`` binding with SO_REUSEPORT,
-    so the kernel spreads connections over them. Worker 0 starts first and
-    readies the data directory (migrations, projection catch-up, the vector
-    index); the others start once it listens. Worker 0 also runs the
-    organizer. Ctrl-C or SIGTERM here stops them all; a worker that exits
-    stops the rest. This process holds no data: it only supervises.
-    """
-    base = [sys.executable, "-m", "tools.cli", "--data-dir", str(settings.data_dir), "serve", "--host", host, "--port", str(port)]
-    processes: list[subprocess.Popen] = []
-    stopping = False
-
-    def stop(*_) -> None:
-        nonlocal stopping
-        stopping = True
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        processes.append(subprocess.Popen(base + ["--worker", "0"]))
-        if not _listening(host, port, processes[0]):
-            stop()
-        for index in range(1, workers):
-            if not stopping:
-                processes.append(subprocess.Popen(base + ["--worker", str(index)]))
-        while not stopping and all(p.poll() is None for p in processes):
-            time.sleep(0.2)
-        stop()
-        codes = [p.wait() for p in processes]
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0 if all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else 1
-
-
-def _listening(host: str, port: int, process: subprocess.Popen, timeout: float = 600.0) -> bool:
-    """Wait until ``process`` accepts connections on ``port``; False if it exited first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
+    # The supervisor holds no data and needs none of the libraries loaded here:
+    # it becomes a small process of its own (same pid, so signals reach it).
+    os.execv(sys.executable, [sys.executable, "-m", "tools.supervisor", str(settings.data_dir), host, str(port), str(workers)])
+    return 0  # not reached
 
 
 def keys_create(args: argparse.Namespace) -> int:
