@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from itertools import chain
 from hashlib import sha256
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
@@ -199,7 +198,8 @@ class SQLRecorder:
         # Recorded times never go backwards, so that time -> position is monotone.
         now = max(utc_stamp(), last_stamp)
         first = position + 1
-        rows = []
+        prev_bytes = prev_hash.encode("ascii")
+        values: list = []  # every row's 13 values, one row after another
         spans = []  # (first, last, tenant, correlation) of each run; see schema.event_spans
         span_tenant = span_correlation = span_first = None
         encode, digest_of = canonical_encoder.encode, sha256  # the chain's formula (chain.row_hash), inlined: the hot loop
@@ -217,37 +217,40 @@ class SQLRecorder:
                 stamp = max(recorded, last_stamp) if recorded else now
                 last_stamp = stamp
                 canonical = encode((position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, stamp))
-                digest = digest_of(prev_hash.encode("ascii") + canonical).hexdigest()
-                rows.append((position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, correlation, stamp, prev_hash, digest))
-                prev_hash = digest
+                hasher = digest_of(prev_bytes)
+                hasher.update(canonical)
+                digest = hasher.hexdigest()
+                values += (position, event_id, stream_id, current, type_, schema, tenant, payload, metadata, correlation, stamp, prev_hash, digest)
+                prev_hash, prev_bytes = digest, digest.encode("ascii")
             versions[write.stream_id] = current
-        if not rows:
+        if not values:
             raise ValueError("an append needs at least one event")
         spans.append((span_first, position, span_tenant, span_correlation))
-        self._execute_insert(conn, rows)
+        self._execute_insert(conn, values)
         if self._fast:
             conn.connection.driver_connection.executemany(self._span_sql, spans)
         else:
             conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
         return Appended(first, position, False)
 
-    def _execute_insert(self, conn: Connection, rows: list[tuple]) -> None:
+    def _execute_insert(self, conn: Connection, values: list) -> None:
+        """Insert rows given as their values in one flat list, row after row."""
+        width = len(_KEYS)
         if self._insert_many_sql is not None:
             # Whole groups go in as multi-row INSERTs: one statement step
             # per ROWS_PER_INSERT rows instead of one per row.
-            size = ROWS_PER_INSERT
-            grouped = len(rows) - len(rows) % size
+            group = ROWS_PER_INSERT * width
+            grouped = len(values) - len(values) % group
             cursor = conn.connection.driver_connection.cursor()
             try:
                 if grouped:
-                    cursor.executemany(
-                        self._insert_many_sql, [tuple(chain.from_iterable(rows[i : i + size])) for i in range(0, grouped, size)]
-                    )
-                if grouped < len(rows):
-                    cursor.executemany(self._insert_sql, rows[grouped:])
+                    cursor.executemany(self._insert_many_sql, [values[i : i + group] for i in range(0, grouped, group)])
+                if grouped < len(values):
+                    cursor.executemany(self._insert_sql, [values[i : i + width] for i in range(grouped, len(values), width)])
             finally:
                 cursor.close()
         else:
+            rows = [values[i : i + width] for i in range(0, len(values), width)]
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
 
     def _current_versions(self, conn: Connection, stream_ids: set[str]) -> dict[str, int]:
