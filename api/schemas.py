@@ -20,14 +20,9 @@ AsOf = int | str | None
 IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
 
 
-class MemoryIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    memory: Text
-    memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
-    key: Annotated[str, Meta(max_length=200)] | None = None
-    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] = []
-    sources: list[str] = []
-    background: str | None = None
-    confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
+class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The document fields of a memory (and a caller's embedding), as a new memory and an update take them."""
+
     collection: str | None = None
     doc_type: str | None = None
     doc_id: str | None = None
@@ -36,6 +31,16 @@ class MemoryIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     source_url: str | None = None
     model: str | None = None
     embedding: list[float] | None = None
+
+
+class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
+    memory: Text
+    memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
+    key: Annotated[str, Meta(max_length=200)] | None = None
+    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] = []
+    sources: list[str] = []
+    background: str | None = None
+    confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] = {}
 
 
@@ -46,21 +51,13 @@ class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
     memories: Annotated[list[MemoryIn], Meta(max_length=10_000)] | None = None
 
 
-class UpdateMemoryRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     memory: Text | None = None
     key: str | None = None
     tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] | None = None
     sources: list[str] | None = None
     background: str | None = None
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
-    collection: str | None = None
-    doc_type: str | None = None
-    doc_id: str | None = None
-    doc_version: str | None = None
-    lang: str | None = None
-    source_url: str | None = None
-    model: str | None = None
-    embedding: list[float] | None = None
     properties: dict[str, Any] | None = None
     reason: str = ""
 
