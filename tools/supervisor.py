@@ -9,7 +9,8 @@ Each worker is ``memledger serve --worker N``, binding with SO_REUSEPORT so
 that the kernel spreads connections over them. Worker 0 starts first and
 readies the data directory (migrations, projection catch-up, the vector
 index) and runs the organizer; the others start once it listens. SIGINT or
-SIGTERM stops them all; a worker that exits stops the rest.
+SIGTERM stops them all, each worker asked once; a worker that exits stops
+the rest; a supervisor that is killed takes its workers with it (Linux).
 """
 
 from __future__ import annotations
@@ -24,28 +25,51 @@ import time
 def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
     base = [sys.executable, "-m", "tools.cli", "--data-dir", data_dir, "serve", "--host", host, "--port", str(port)]
     processes: list[subprocess.Popen] = []
+    signalled: set[int] = set()
     stopping = False
 
     def stop(*_) -> None:
+        # Each worker is asked once: a second SIGTERM would cut its graceful
+        # shutdown (closing the service, saving the index) short.
         nonlocal stopping
         stopping = True
         for process in processes:
-            if process.poll() is None:
+            if process.poll() is None and process.pid not in signalled:
+                signalled.add(process.pid)
                 process.terminate()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    processes.append(subprocess.Popen(base + ["--worker", "0"]))
+    processes.append(start(base + ["--worker", "0"]))
     if not listening(host, port, processes[0]):
         stop()
     for index in range(1, workers):
         if not stopping:
-            processes.append(subprocess.Popen(base + ["--worker", str(index)]))
+            processes.append(start(base + ["--worker", str(index)]))
     while not stopping and all(p.poll() is None for p in processes):
         time.sleep(0.2)
     stop()
     codes = [p.wait() for p in processes]
-    return 0 if all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else 1
+    failed = [(index, code) for index, code in enumerate(codes) if code not in (0, -signal.SIGTERM, -signal.SIGINT)]
+    for index, code in failed:
+        print(f"memledger: worker {index} exited with code {code}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def start(command: list[str]) -> subprocess.Popen:
+    """A worker in a session of its own: Ctrl-C reaches only the supervisor,
+    which then asks each worker once. On Linux a worker also gets SIGTERM
+    if the supervisor dies, so none is left serving alone."""
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=_term_with_parent)
+
+
+def _term_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the worker outlives a killed supervisor
+        pass
 
 
 def listening(host: str, port: int, process: subprocess.Popen, timeout: float = 600.0) -> bool:

@@ -94,7 +94,36 @@ async def test_writes_through_one_worker_are_read_through_any(served):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
     for pid in workers:
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+        assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False
+
+
+async def test_ctrl_c_stops_every_worker_gracefully(served):
+    proc, url, log = served
+    await _until_both_listen(proc, url)
+    workers = _children(proc.pid)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends the supervisor; the workers have their own sessions
+    assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+    assert not any(_alive(pid) for pid in workers)
+
+
+async def test_a_killed_supervisor_takes_its_workers_with_it(served):
+    proc, url, _ = served
+    await _until_both_listen(proc, url)
+    workers = _children(proc.pid)
+    proc.kill()
+    proc.wait()
+    for _ in range(300):
+        if not any(_alive(pid) for pid in workers):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("workers outlived their supervisor")
 
 
 def test_bench_recall_measures_every_worker(capsys):
