@@ -379,7 +379,10 @@ class SQLRecorder:
                 clauses.append(events.c.stream_version <= bindparam("to_version"))
         if values["correlation_id"] is not None:
             clauses.append(events.c.correlation_id == bindparam("correlation_id"))
-        columns = {"rows": _COLUMNS, "events": _EVENT_COLUMNS, "page": (self._envelope.label("envelope"),)}[kind]
+        if kind == "page":
+            columns = (self._envelope.label("envelope"),)
+        else:
+            columns = _COLUMNS if kind == "rows" else _EVENT_COLUMNS
         by_span = values["stream_id"] is None and (values["tenant"] is not None or values["correlation_id"] is not None)
         if by_span:
             spans = event_spans.c

@@ -138,3 +138,16 @@ def sqlite3_rows_for_0001(path) -> list[tuple]:
     with raw(path / "events.db") as conn:
         conn.executemany(f"INSERT INTO events VALUES ({', '.join('?' * 13)})", rows)
     return rows
+
+
+def test_a_dialect_without_json_pages_reads_the_same(tmp_path):
+    # What a backend without envelope_json (PostgreSQL today) runs: row by row.
+    store = EventStore.open(tmp_path)
+    _varied_log(store)
+    paged = {"all": store.read_all(), "tenant": store.read_all(tenant="t2"), "stream": store.read_stream("note-4")}
+    batches = [len(b) for b in store.iter_all(batch_size=7)]
+    store.recorder._envelope = None
+    assert not store.recorder.builds_pages
+    assert {"all": store.read_all(), "tenant": store.read_all(tenant="t2"), "stream": store.read_stream("note-4")} == paged
+    assert [len(b) for b in store.iter_all(batch_size=7)] == batches
+    store.close()
