@@ -176,16 +176,22 @@ class SQLRecorder:
         return appended
 
     def _idempotent(self, conn: Connection, key: str, fingerprint: str) -> Appended | None:
-        row = conn.execute(
-            select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
-                idempotency.c.key == key
-            )
-        ).first()
+        row = self.idempotency_record(key, conn)
         if row is None:
             return None
         if row.fingerprint != fingerprint:
             raise IdempotencyConflict(key)
         return Appended(row.first_position, row.last_position, True)
+
+    def idempotency_record(self, key: str, conn: Connection | None = None):
+        """The stored ``(fingerprint, first_position, last_position)`` of an idempotency key, or None."""
+        query = select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
+            idempotency.c.key == key
+        )
+        if conn is not None:
+            return conn.execute(query).first()
+        with self.reader.connect() as own:
+            return own.execute(query).first()
 
     def _insert(self, conn: Connection, writes: Sequence[PendingWrite]) -> Appended:
         if self._fast:

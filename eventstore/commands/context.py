@@ -8,13 +8,10 @@ from typing import Any, Sequence
 
 import msgspec
 
-from sqlalchemy import select
-
 from .. import catalogue as c
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
-from ..schema import idempotency
 from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 
@@ -117,12 +114,7 @@ def replayed(
     key = ctx.scoped_key(command)
     if key is None:
         return None
-    with store.recorder.reader.connect() as conn:
-        row = conn.execute(
-            select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
-                idempotency.c.key == key
-            )
-        ).first()
+    row = store.recorder.idempotency_record(key)
     if row is None:
         return None
     if row.fingerprint != fingerprint(command, request):

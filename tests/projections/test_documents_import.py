@@ -19,13 +19,6 @@ from projections.service import MemoryService
 from tools import cli
 
 
-@pytest.fixture
-def svc(tmp_path):
-    service = MemoryService.open(tmp_path / "data")
-    yield service
-    service.close()
-
-
 def ctx(tenant: str = "t", **kw) -> CommandContext:
     return CommandContext(tenant=tenant, **kw)
 

@@ -9,55 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import ANY, NO_STREAM, EventStore, StreamAppend
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
+from eventstore import EventStore
 from projections import fts as fts_module
 from projections.filters import SearchFilters
 from projections.fts import FtsProjector, fts_search, fts_search_sql
 from projections.runner import ProjectionRunner
+from tests.projections.support import Log
 
-STAMP = "2024-01-01T00:00:00Z"
-
-
-class Log:
-    """Real catalogue events appended to a real store; positions returned."""
-
-    def __init__(self, store: EventStore):
-        self.store = store
-
-    def add(self, memory_id: str, text: str, *, tenant: str = "t", created_at: str = STAMP, **content) -> int:
-        event = c.MemoryAdded(memory_id=memory_id, content=MemoryContent(memory=text, **content), created_at=created_at)
-        return self._append(memory_id, event, tenant, NO_STREAM)
-
-    def update(self, memory_id: str, text: str, *, tenant: str = "t", updated_at: str = STAMP, **content) -> int:
-        event = c.MemoryUpdated(
-            memory_id=memory_id, content=MemoryContent(memory=text, **content), changed=("memory",), updated_at=updated_at
-        )
-        return self._append(memory_id, event, tenant)
-
-    def archive(self, memory_id: str, *, tenant: str = "t") -> int:
-        return self._append(memory_id, c.MemoryArchived(memory_id=memory_id, updated_at=STAMP), tenant)
-
-    def drop(self, tenant: str) -> int:
-        event = c.TenantDropped(backup="none", events_backed_up=0)
-        return self.store.append_batch([StreamAppend(c.tenant_stream(tenant), [event])], tenant=tenant).last_position
-
-    def _append(self, memory_id, event, tenant, expected=ANY) -> int:
-        write = StreamAppend(c.memory_stream(memory_id), [event], expected)
-        return self.store.append_batch([write], tenant=tenant).last_position
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = EventStore.open(tmp_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def log(store):
-    return Log(store)
 
 
 def project(store, path, until=None) -> ProjectionRunner:

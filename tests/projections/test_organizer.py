@@ -31,13 +31,6 @@ def settings() -> Settings:
     return make_settings()
 
 
-@pytest.fixture
-def svc(tmp_path, settings):
-    service = MemoryService.open(tmp_path, settings=settings)
-    yield service
-    service.close()
-
-
 def add(svc, *items, tenant: str = TENANT) -> list[str]:
     contents = [MemoryContent(memory=i) if isinstance(i, str) else i for i in items]
     return list(svc.run(svc.memories.add, CommandContext(tenant=tenant), contents).memory_ids)

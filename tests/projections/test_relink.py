@@ -11,14 +11,6 @@ from eventstore.commands.documents import document_import
 from eventstore.documents import read_document
 from projections import relink as rl
 from projections.recall import RecallOptions
-from projections.service import MemoryService
-
-
-@pytest.fixture
-def svc(tmp_path):
-    service = MemoryService.open(tmp_path / "data")
-    yield service
-    service.close()
 
 
 def ctx(tenant: str = "t", **kw) -> CommandContext:

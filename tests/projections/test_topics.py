@@ -39,13 +39,6 @@ def settings() -> Settings:
     return make_settings()
 
 
-@pytest.fixture
-def svc(tmp_path, settings):
-    service = MemoryService.open(tmp_path, settings=settings)
-    yield service
-    service.close()
-
-
 def themed(theme: str, n: int, seed: int = 1) -> list[MemoryContent]:
     rng = random.Random(f"{theme}-{seed}")
     words = THEMES[theme].split()

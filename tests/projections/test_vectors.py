@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from eventstore import EventStore, StreamAppend
+from eventstore import StreamAppend
 from eventstore import catalogue as c
 from eventstore.model import MemoryContent
 from projections.embedders import HashingEmbedder
@@ -18,7 +18,6 @@ from projections.runner import ProjectionRunner
 from projections.vector_index import INDEX_FILE, VectorIndex
 from projections.vectors import VectorProjector, projector_version, vector_search
 
-from .test_fts import Log
 
 DIM = 32
 
@@ -40,18 +39,6 @@ class Counting:
 
     def embed_query(self, text):
         return self.inner.embed_query(text)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = EventStore.open(tmp_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def log(store):
-    return Log(store)
 
 
 @pytest.fixture
