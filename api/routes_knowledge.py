@@ -16,7 +16,7 @@ import msgspec
 from aiohttp import web
 
 from eventstore.commands import CommandContext
-from eventstore.commands.documents import DOC_ID_RE, document_import
+from eventstore.commands.documents import DOC_ID_RE, document_import, import_report
 from eventstore.documents import DocumentError, read_document
 from eventstore.model import NotFound, ValidationError
 from projections import entities as ents
@@ -264,15 +264,7 @@ async def import_documents(request: web.Request) -> web.Response:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
         results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-    report = {
-        "documents": sum(1 for r in results if r["status"] == "imported"),
-        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
-        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
-        "failed": sum(1 for r in results if r["status"] == "failed"),
-        "correlation_id": ctx.correlation_id,
-        "results": results,
-    }
-    return json_response(report)
+    return json_response(import_report(results, ctx.correlation_id))
 
 
 # -- linking -----------------------------------------------------------------------------------------------------

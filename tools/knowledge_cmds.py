@@ -89,7 +89,7 @@ def document_paths(paths: list[str]) -> list[Path]:
 
 
 def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
-    from eventstore.commands.documents import document_import
+    from eventstore.commands.documents import document_import, import_report
     from eventstore.documents import DocumentError, read_document
 
     results: list[dict[str, Any]] = []
@@ -108,14 +108,7 @@ def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[
         results.append({"path": str(path), **result.data, "positions": list(result.positions)})
     if progress is not None:
         progress(len(paths))
-    return {
-        "documents": sum(1 for r in results if r["status"] == "imported"),
-        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
-        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
-        "failed": sum(1 for r in results if r["status"] == "failed"),
-        "correlation_id": ctx.correlation_id,
-        "results": results,
-    }
+    return import_report(results, ctx.correlation_id)
 
 
 def cmd_import_docs(args: argparse.Namespace) -> int:

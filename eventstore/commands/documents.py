@@ -108,6 +108,18 @@ def document_import(
     )
 
 
+def import_report(results: list[dict[str, Any]], correlation_id: str) -> dict[str, Any]:
+    """What an import of several files reports: counts by outcome, then each file's result."""
+    return {
+        "documents": sum(1 for r in results if r["status"] == "imported"),
+        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
+        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
+        "failed": sum(1 for r in results if r["status"] == "failed"),
+        "correlation_id": correlation_id,
+        "results": results,
+    }
+
+
 def latest_version(store: EventStore, tenant: str, doc_id: str) -> tuple[g.DocumentImported | None, int]:
     """The document's current version (after the tenant's last drop) and its stream's version."""
     recorded = store.read_stream(g.document_stream(tenant, doc_id))
