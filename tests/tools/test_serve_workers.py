@@ -136,3 +136,17 @@ def test_bench_recall_measures_every_worker(capsys):
     assert pairs["workers"] == "2" and float(pairs["recall_qps_16"]) > 0 and float(pairs["ingest_mps"]) > 0
     # Three processes (the supervisor and two workers) hold more than one would.
     assert float(pairs["rss_mb_100k"]) >= float(pairs["pss_mb_100k"]) > 60
+
+
+@pytest.mark.parametrize(
+    "workers, port, message",
+    [("0", "8765", "MEMLEDGER_WORKERS must be at least 1"), ("two", "8765", "MEMLEDGER_WORKERS"), ("2", "0", "need a fixed port")],
+)
+def test_bad_worker_settings_are_refused_with_one_line(tmp_path, monkeypatch, capsys, workers, port, message):
+    from tools import cli
+
+    monkeypatch.setenv("MEMLEDGER_WORKERS", workers)
+    monkeypatch.setenv("MEMLEDGER_AUTH", "off")
+    assert cli.main(["--data-dir", str(tmp_path), "serve", "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
