@@ -14,8 +14,8 @@ from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
-from eventstore.settings import Settings
-from projections.service import MemoryService
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .settings import read_threads  # the module declares the server's settings too
@@ -24,14 +24,18 @@ from .errors import error_middleware
 from .routing import ROUTES
 
 # Route modules register themselves in ROUTES when imported.
-from . import routes_graph, routes_log, routes_memories, routes_meta, routes_recall  # noqa: F401,E402
+from . import routes_graph
+from . import routes_log
+from . import routes_memories
+from . import routes_meta
+from . import routes_recall
 
-EXTRA_ROUTE_MODULES: list[str] = ["api.routes_organizer", "api.routes_knowledge"]
+EXTRA_ROUTE_MODULES: list[str] = ["mnemolog.api.routes_organizer", "mnemolog.api.routes_knowledge"]
 
 
 def version_info() -> dict[str, str]:
     try:
-        version = metadata.version("memledger")
+        version = metadata.version("mnemolog")
     except metadata.PackageNotFoundError:
         version = "0+unknown"
     return {"version": version, "commit": _commit()}
@@ -69,8 +73,8 @@ def create_app(
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
-        app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="memledger-read")
-        app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memledger-write")
+        app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
+        app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemolog-write")
         yield
         app[keys.readers_key].shutdown(wait=True)
         app[keys.writer_key].shutdown(wait=True)

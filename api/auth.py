@@ -3,7 +3,7 @@
 Keys live in ``<data_dir>/auth.db``, apart from the log: a key is a secret,
 not a domain fact, and must not travel with an export. A key is shown once,
 when it is created; only its SHA-256 is stored. A key whose tenant is ``*``
-acts for the tenant named in the ``X-Memledger-Tenant`` header.
+acts for the tenant named in the ``X-Mnemolog-Tenant`` header.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ from typing import AsyncIterator, Callable
 
 from aiohttp import web
 
-from eventstore.settings import Settings, setting
+from mnemolog.eventstore.settings import Settings, setting
 
 from . import keys
 
-log = logging.getLogger("memledger.background")
+log = logging.getLogger("mnemolog.background")
 
 FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server catches projections up with writes from other processes.")
 

@@ -1,6 +1,6 @@
-"""A small typed aiohttp client for memledger's HTTP API.
+"""A small typed aiohttp client for mnemolog's HTTP API.
 
->>> async with MemledgerClient("http://127.0.0.1:8765", api_key="mlk_…") as client:
+>>> async with MnemologClient("http://127.0.0.1:8765", api_key="mlk_…") as client:
 ...     written = await client.add({"memory": "I moved to Lisbon", "key": "home city"})
 ...     found = await client.recall("where do I live?", min_position=written.positions[-1])
 """
@@ -33,19 +33,19 @@ class Written(msgspec.Struct):
     data: dict[str, Any] = {}
 
 
-class MemledgerClient:
+class MnemologClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, tenant: str | None = None, session: aiohttp.ClientSession | None = None, timeout: float = 30.0):
         self.base_url = base_url.rstrip("/")
         self._headers = {}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         if tenant:
-            self._headers["X-Memledger-Tenant"] = tenant
+            self._headers["X-Mnemolog-Tenant"] = tenant
         self._session = session
         self._own_session = session is None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
 
-    async def __aenter__(self) -> "MemledgerClient":
+    async def __aenter__(self) -> "MnemologClient":
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self

@@ -12,10 +12,10 @@ import re
 import msgspec
 from aiohttp import web
 
-from eventstore.errors import ConcurrencyError, IdempotencyConflict
-from eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict
+from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 
-log = logging.getLogger("memledger.api")
+log = logging.getLogger("mnemolog.api")
 
 
 class ApiError(Exception):

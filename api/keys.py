@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from eventstore.settings import Settings
+from mnemolog.eventstore.settings import Settings
 
 from .auth import KeyStore
 
 if TYPE_CHECKING:
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
 settings_key: web.AppKey[Settings] = web.AppKey("settings", Settings)
 service_key: web.AppKey["MemoryService"] = web.AppKey("service")

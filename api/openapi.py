@@ -48,7 +48,7 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
         paths.setdefault(r.path, {})[r.method.lower()] = operation
     return {
         "openapi": "3.1.0",
-        "info": {"title": "memledger", "version": version, "description": "An event-sourced memory store for AI agents."},
+        "info": {"title": "mnemolog", "version": version, "description": "An event-sourced memory store for AI agents."},
         "paths": paths,
         "components": {
             "schemas": components,

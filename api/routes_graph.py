@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from projections import graph_reads
+from mnemolog.projections.graph import reads as graph_reads
 
 from . import keys
 from .errors import ApiError

@@ -15,12 +15,13 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from eventstore.commands import CommandContext
-from eventstore.commands.documents import DOC_ID_RE, document_import, import_report
-from eventstore.documents import DocumentError, read_document
-from eventstore.model import NotFound, ValidationError
-from projections import entities as ents
-from projections import relink
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.commands.documents import DOC_ID_RE
+from mnemolog.projections.ingest.documents import document_import, import_report
+from mnemolog.projections.ingest.documents import DocumentError, read_document
+from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.projections.entities import projector as ents
+from mnemolog.projections.linking import relink
 
 from . import keys
 from .errors import ApiError
@@ -183,7 +184,7 @@ async def tags(request: web.Request) -> web.Response:
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
     safe = Path(name).name or "document"
-    with tempfile.TemporaryDirectory(prefix="memledger-import-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-import-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
         try:

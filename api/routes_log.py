@@ -7,8 +7,8 @@ import contextlib
 
 from aiohttp import web
 
-from eventstore import Digest
-from eventstore.events import encoder
+from mnemolog.eventstore import Digest
+from mnemolog.eventstore.events import encoder
 
 from . import keys
 from .errors import ApiError

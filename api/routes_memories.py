@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from eventstore.model import MemoryContent, NotFound
+from mnemolog.eventstore.model import MemoryContent, NotFound
 
 from . import keys
 from .routing import (

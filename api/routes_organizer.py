@@ -17,13 +17,13 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from projections.policies.organizer import Organizer
+from mnemolog.projections.policies.organizer import Organizer
 
 from . import keys
 from .errors import ApiError
 from .routing import authenticate, json_response, query_int, read, route
 
-log = logging.getLogger("memledger.organizer")
+log = logging.getLogger("mnemolog.organizer")
 MAX_WAIT_S = 30.0
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
 

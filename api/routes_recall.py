@@ -8,8 +8,8 @@ import sqlite3
 
 from aiohttp import web
 
-from projections.filters import SearchFilters
-from projections.recall import RecallOptions
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.recall.searcher import RecallOptions
 
 from . import keys
 from .errors import ApiError

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 import msgspec
 from aiohttp import web
 
-from eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.commands import CommandContext, CommandResult
 
 from . import keys
 from .auth import ApiKey
@@ -60,7 +60,7 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
     settings = request.app[keys.settings_key]
     if not settings.auth:
-        tenant = request.headers.get("X-Memledger-Tenant") or "default"
+        tenant = request.headers.get("X-Mnemolog-Tenant") or "default"
         return None, tenant
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
@@ -73,9 +73,9 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
         raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None)
     tenant = key.tenant
     if tenant == "*":
-        tenant = request.headers.get("X-Memledger-Tenant", "")
+        tenant = request.headers.get("X-Mnemolog-Tenant", "")
         if not tenant:
-            raise ApiError(400, "bad_request", "a key for every tenant must name one in X-Memledger-Tenant", "X-Memledger-Tenant")
+            raise ApiError(400, "bad_request", "a key for every tenant must name one in X-Mnemolog-Tenant", "X-Mnemolog-Tenant")
     return key, tenant
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from eventstore.model import MAX_TAGS
+from mnemolog.eventstore.model import MAX_TAGS
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]

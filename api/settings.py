@@ -1,8 +1,8 @@
-"""The API server's settings (``MEMLEDGER_<NAME>`` in the environment)."""
+"""The API server's settings (``MNEMOLOG_<NAME>`` in the environment)."""
 
 import os
 
-from eventstore.settings import setting
+from mnemolog.eventstore.settings import setting
 
 HOST = setting("host", "127.0.0.1", "Address the API server binds; a non-loopback address requires auth.")
 PORT = setting("port", 8765, "Port of the API server.")

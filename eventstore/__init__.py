@@ -1,4 +1,4 @@
-"""memledger's write side: the append-only, hash-chained event log.
+"""mnemolog's write side: the append-only, hash-chained event log.
 
 >>> from eventstore import EventStore
 >>> store = EventStore.open("./data")

@@ -1,4 +1,4 @@
-"""The event catalogue: every fact memledger records, as frozen tagged Structs.
+"""The event catalogue: every fact mnemolog records, as frozen tagged Structs.
 
 Streams (one scheme, kept everywhere):
 
@@ -9,7 +9,7 @@ Streams (one scheme, kept everywhere):
 - ``working-<tenant>``: working-memory evictions;
 - ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
 - ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
-  knowledge-graph side (see :mod:`eventstore.catalogue_graph`).
+  knowledge-graph side (see :mod:`mnemolog.eventstore.catalogue_graph`).
 
 An event holds everything its projectors need, so replay never calls a model.
 """
@@ -222,4 +222,4 @@ EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)
 
 # The knowledge-graph events are part of the catalogue: importing the
 # catalogue registers them, so every reader of the log can decode them.
-from . import catalogue_graph  # noqa: E402,F401
+from . import catalogue_graph

@@ -1,6 +1,6 @@
 """The knowledge-graph side of the catalogue: entities, relations, documents, relink runs.
 
-Streams (see :mod:`eventstore.catalogue` for the whole scheme):
+Streams (see :mod:`mnemolog.eventstore.catalogue` for the whole scheme):
 
 - ``entity-<tenant>/<entity_id>``: one entity's life: upserts (the full
   state every time), tag changes, removal, and the relations that *start* at
@@ -16,7 +16,7 @@ edge (``mention:<run>:<n>``): the commands append ordinary ``EdgeLinked`` /
 ``EdgeUnlinked`` / ``NamespaceUndone`` events in the same atomic batch, so BFS
 and recall walk one adjacency, and replay never calls the linker again.
 
-This module only depends on :mod:`eventstore.events`; importing it registers
+This module only depends on :mod:`mnemolog.eventstore.events`; importing it registers
 its event types.
 """
 

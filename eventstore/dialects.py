@@ -121,24 +121,24 @@ def append_only_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLE
                 name = f"{table}_no_{op.lower()}"
                 create.append(
                     f"CREATE TRIGGER {name} BEFORE {op} ON {table} "
-                    f"BEGIN SELECT RAISE(ABORT, 'memledger: {table} is append-only; {op} is refused'); END"
+                    f"BEGIN SELECT RAISE(ABORT, 'mnemolog: {table} is append-only; {op} is refused'); END"
                 )
                 drop.append(f"DROP TRIGGER IF EXISTS {name}")
     elif dialect_name == "postgresql":
         create.append(
-            "CREATE OR REPLACE FUNCTION memledger_append_only() RETURNS trigger AS $$ "
-            "BEGIN RAISE EXCEPTION 'memledger: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
+            "CREATE OR REPLACE FUNCTION mnemolog_append_only() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'mnemolog: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
             "$$ LANGUAGE plpgsql"
         )
         for table in tables:
             name = f"{table}_append_only"
             create.append(
                 f"CREATE TRIGGER {name} BEFORE UPDATE OR DELETE OR TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION memledger_append_only()"
+                "FOR EACH STATEMENT EXECUTE FUNCTION mnemolog_append_only()"
             )
             drop.append(f"DROP TRIGGER IF EXISTS {name} ON {table}")
         if "events" in tables:
-            drop.append("DROP FUNCTION IF EXISTS memledger_append_only()")
+            drop.append("DROP FUNCTION IF EXISTS mnemolog_append_only()")
     return create, drop
 
 

@@ -1,7 +1,7 @@
 """Settings as ``(name, default, help)``, read from the environment.
 
 Every layer declares its own settings with :func:`setting` in its own module;
-the registry collects them so that ``memledger settings`` and the docs test
+the registry collects them so that ``mnemolog settings`` and the docs test
 can list every one. A value is parsed by the type of its default.
 """
 
@@ -20,7 +20,7 @@ class Setting:
 
     @property
     def env(self) -> str:
-        return "MEMLEDGER_" + self.name.upper()
+        return "MNEMOLOG_" + self.name.upper()
 
     def parse(self, raw: str) -> Any:
         kind = type(self.default)

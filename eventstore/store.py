@@ -17,7 +17,8 @@ from typing import AsyncIterator, Generic, Iterable, Iterator, NamedTuple, Seque
 import msgspec
 from sqlalchemy import Connection
 
-from . import dialects, migrate
+from . import dialects
+from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .ids import new_ids
 from .events import (

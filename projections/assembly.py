@@ -7,20 +7,20 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from eventstore.settings import Settings
+from mnemolog.eventstore.settings import Settings
 
-from .fts import FtsProjector, fts_search
-from .entities import EntityProjector
-from .graph import GraphProjector
-from .embedders import get_embedder
-from .recall import Searcher
+from .fts.projector import FtsProjector, fts_search
+from .entities.projector import EntityProjector
+from .graph.projector import GraphProjector
+from .vectors.embedders import get_embedder
+from .recall.searcher import Searcher
 from .runner import connect
-from .vector_index import VectorIndex
-from .vectors import VectorProjector, vector_search
-from .relink import attach_entities
+from .vectors.index import VectorIndex
+from .vectors.projector import VectorProjector, vector_search
+from .linking.relink import attach_entities
 
 
-log = logging.getLogger("memledger.vectors")
+log = logging.getLogger("mnemolog.vectors")
 
 
 def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
@@ -47,7 +47,7 @@ class IndexFollower(threading.Thread):
     """
 
     def __init__(self, index: VectorIndex, path, interval: float = 1.0):
-        super().__init__(name="memledger-vector-index", daemon=True)
+        super().__init__(name="mnemolog-vector-index", daemon=True)
         self.index = index
         self.path = path
         self.interval = interval

@@ -16,9 +16,9 @@ from typing import Iterator, NamedTuple, Sequence
 
 import msgspec
 
-from eventstore import RecordedEvent
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent, Status
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent, Status
 
 _content_encoder = msgspec.json.Encoder()
 _content_decoder = msgspec.json.Decoder(MemoryContent)

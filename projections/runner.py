@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
-from eventstore import EventStore, RecordedEvent
+from mnemolog.eventstore import EventStore, RecordedEvent
 
 DEFAULT_BATCH = 2000
 REBUILD_BATCH = 10_000

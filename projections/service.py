@@ -16,14 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from eventstore import EventStore
-from eventstore import catalogue as c
-from eventstore.aggregate import load
-from eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
-from eventstore.model import NotFound, ValidationError
-from eventstore.settings import Settings, setting
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
+from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.settings import Settings, setting
 
-from . import graph_reads
+from .graph import reads as graph_reads
 from .runner import ProjectionRunner, connect
 
 MAX_POSITION = 2**63 - 1
@@ -181,8 +181,8 @@ class MemoryService:
 
     def drop_tenant(self, ctx: CommandContext, *, reason: str = "") -> CommandResult:
         """Write an export backup of the tenant's events, then its tombstone."""
-        from eventstore import exchange
-        from eventstore.commands.context import replayed
+        from mnemolog.eventstore import exchange
+        from mnemolog.eventstore.commands.context import replayed
 
         with self._write_lock:
             if (done := replayed(self.store, ctx, "drop-tenant", [ctx.tenant, reason])) is not None:
@@ -203,8 +203,8 @@ class MemoryService:
                 path.unlink()
                 raise NotFound("tenant", ctx.tenant)
             self._rotate_backups(backups)
-            from eventstore.commands.context import commit
-            from eventstore.store import StreamAppend
+            from mnemolog.eventstore.commands.context import commit
+            from mnemolog.eventstore.store import StreamAppend
 
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
             return self.run(

@@ -1,9 +1,9 @@
 """The README documents the product: every HTTP route, every setting and every CLI command is mentioned in it.
 
 Routes as ``METHOD /path`` (as declared, e.g. ``GET /v1/memories/{id}``),
-settings as ``MEMLEDGER_<NAME>``, commands as ``memledger <cmd>`` (nested
-ones in full, e.g. ``memledger keys create``; options such as
-``--data-dir DIR`` may stand between ``memledger`` and the command).
+settings as ``MNEMOLOG_<NAME>``, commands as ``mnemolog <cmd>`` (nested
+ones in full, e.g. ``mnemolog keys create``; options such as
+``--data-dir DIR`` may stand between ``mnemolog`` and the command).
 
 Run ``python tests/test_docs.py`` to print what the README still lacks.
 """
@@ -21,15 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
-# Modules that declare settings with eventstore.settings.setting(); imported
+# Modules that declare settings with mnemolog.eventstore.settings.setting(); imported
 # defensively, since some arrive with later issues.
 SETTINGS_MODULES = [
-    "eventstore.settings",
-    "api.settings",
-    "api.background",
-    "projections.service",
-    "projections.recall",
-    "projections.policies.settings",
+    "mnemolog.eventstore.settings",
+    "mnemolog.api.settings",
+    "mnemolog.api.background",
+    "mnemolog.projections.service",
+    "mnemolog.projections.recall.searcher",
+    "mnemolog.projections.policies.settings",
 ]
 PACKAGES = ("eventstore", "projections", "api", "tools")
 _DECLARES = re.compile(r"^\w+\s*=\s*setting\(", re.M)
@@ -60,10 +60,10 @@ def _declaring_modules() -> list[str]:
 
 
 def routes() -> list[str]:
-    import api.app
-    from api.routing import ROUTES
+    import mnemolog.api.app
+    from mnemolog.api.routing import ROUTES
 
-    for module in getattr(api.app, "EXTRA_ROUTE_MODULES", []):
+    for module in getattr(mnemolog.api.app, "EXTRA_ROUTE_MODULES", []):
         _import(module)
     return sorted({f"{r.method} {r.path}" for r in ROUTES if r.method != "HEAD"})
 
@@ -71,13 +71,13 @@ def routes() -> list[str]:
 def settings() -> list[str]:
     for module in SETTINGS_MODULES + _declaring_modules():
         _import(module)
-    from eventstore.settings import REGISTRY
+    from mnemolog.eventstore.settings import REGISTRY
 
     return sorted(s.env for s in REGISTRY.values())
 
 
 def commands() -> list[str]:
-    from tools.cli import build_parser
+    from mnemolog.tools.cli import build_parser
 
     found: list[str] = []
 
@@ -85,7 +85,7 @@ def commands() -> list[str]:
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
-                    found.append(" ".join(("memledger", *prefix, name)))
+                    found.append(" ".join(("mnemolog", *prefix, name)))
                     walk(sub, (*prefix, name))
 
     walk(build_parser(), ())
@@ -103,7 +103,7 @@ def _setting_pattern(item: str) -> re.Pattern:
 def _command_pattern(item: str) -> re.Pattern:
     words = item.split()[1:]
     options = r"(?:\s+--?[\w-]+(?:[= ](?!-)[^\s`]+)?)*"
-    return re.compile(r"(?<![\w-])memledger" + options + r"\s+" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])")
+    return re.compile(r"(?<![\w-])mnemolog" + options + r"\s+" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])")
 
 
 def missing() -> dict[str, list[str]]:
@@ -130,19 +130,19 @@ def report(gaps: dict[str, list[str]]) -> str:
 def test_the_inventory_is_found():
     """Guard the walkers themselves: an empty inventory would pass vacuously."""
     assert "POST /v1/memories" in routes() and "GET /health" in routes()
-    assert {"MEMLEDGER_DATA_DIR", "MEMLEDGER_PORT", "MEMLEDGER_RECALL_RRF_K", "MEMLEDGER_EMBEDDER"} <= set(settings())
-    assert {"memledger add", "memledger bench append"} <= set(commands())
-    # The API server's commands (tools.serve_cmds) must be registered with the CLI.
-    assert {"memledger serve", "memledger keys create", "memledger keys list", "memledger keys revoke"} <= set(commands())
+    assert {"MNEMOLOG_DATA_DIR", "MNEMOLOG_PORT", "MNEMOLOG_RECALL_RRF_K", "MNEMOLOG_EMBEDDER"} <= set(settings())
+    assert {"mnemolog add", "mnemolog bench append"} <= set(commands())
+    # The API server's commands (mnemolog.tools.serve_cmds) must be registered with the CLI.
+    assert {"mnemolog serve", "mnemolog keys create", "mnemolog keys list", "mnemolog keys revoke"} <= set(commands())
 
 
 def test_the_patterns_do_not_match_prefixes():
     assert not _route_pattern("POST /v1/memories").search("POST /v1/memories/merge")
     assert _route_pattern("POST /v1/memories").search("`POST /v1/memories` adds")
-    assert not _setting_pattern("MEMLEDGER_RECALL_WEIGHT_SEMANTIC").search("MEMLEDGER_RECALL_WEIGHT_SEMANTIC_HASHING=0")
-    assert not _command_pattern("memledger undo").search("memledger undo-namespace")
-    assert _command_pattern("memledger keys create").search("memledger --data-dir ./data keys create --tenant acme")
-    assert _command_pattern("memledger bench").search("memledger bench append")
+    assert not _setting_pattern("MNEMOLOG_RECALL_WEIGHT_SEMANTIC").search("MNEMOLOG_RECALL_WEIGHT_SEMANTIC_HASHING=0")
+    assert not _command_pattern("mnemolog undo").search("mnemolog undo-namespace")
+    assert _command_pattern("mnemolog keys create").search("mnemolog --data-dir ./data keys create --tenant acme")
+    assert _command_pattern("mnemolog bench").search("mnemolog bench append")
 
 
 @pytest.mark.parametrize("kind", ["routes", "settings", "commands"])

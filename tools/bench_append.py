@@ -1,4 +1,4 @@
-"""``memledger bench append``: how fast the log takes and gives back events.
+"""``mnemolog bench append``: how fast the log takes and gives back events.
 
 In a temporary directory, for each SQLite ``synchronous`` level, N small
 events (~300-byte payloads) are appended one per transaction, in batches of
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from eventstore import DomainEvent, EventStore
-from eventstore.dialects import sqlite_pragmas
+from mnemolog.eventstore import DomainEvent, EventStore
+from mnemolog.eventstore.dialects import sqlite_pragmas
 
 HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads"
 
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"bench append: {text}", file=sys.stderr, flush=True)
 
     pairs: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-", dir=args.tmp_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
         for level in levels:
             results = run_level(Path(tmp), level, events, args.repeat, status)
             print(table(level, args.n, args.repeat, results), flush=True)

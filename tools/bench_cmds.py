@@ -1,4 +1,4 @@
-"""``memledger bench <name>``: the product's benchmarks, one registry.
+"""``mnemolog bench <name>``: the product's benchmarks, one registry.
 
 :data:`BENCHES` maps a bench's name to ``(help, add_args, run)``:
 ``add_args(parser)`` adds its options, ``run(args) -> int`` runs it. A module
@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from . import bench_append, bench_rebuild, bench_recall
+from . import bench_append
+from . import bench_rebuild
+from . import bench_recall
 from .common import add_command
 
 AddArgs = Callable[[argparse.ArgumentParser], None]

@@ -1,4 +1,4 @@
-"""``memledger bench rebuild``: adds through the commands, a full rebuild, point-in-time search.
+"""``mnemolog bench rebuild``: adds through the commands, a full rebuild, point-in-time search.
 
 1. Adds N memories (short sentences) through the command layer in batches
    of 100, and in the same run appends the same events straight to a second
@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from eventstore import EventStore, Metadata, StreamAppend
-from eventstore import catalogue as c
-from eventstore.commands import CommandContext
-from eventstore.ids import new_ids
-from eventstore.model import MemoryContent
-from eventstore.settings import Settings
+from mnemolog.eventstore import EventStore, Metadata, StreamAppend
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.ids import new_ids
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
 
 HELP = "rebuild all projections from a log of N added memories; as-of vs head search; command-layer adds"
 
@@ -59,7 +59,7 @@ def _p50(samples: list[float]) -> float:
 
 
 def _add_phase(root: Path, texts: list[str], status) -> tuple[float, float]:
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
     settings = Settings({"data_dir": str(root / "data"), "synchronous": "NORMAL"})
     service = MemoryService.open(root / "data", settings=settings)
@@ -89,8 +89,8 @@ def _add_phase(root: Path, texts: list[str], status) -> tuple[float, float]:
 
 _CHILD = """
 import json, resource, sys, time
-from eventstore.settings import Settings
-from projections.service import MemoryService
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
 root = sys.argv[1]
 service = MemoryService.open(root, settings=Settings({"data_dir": root}), catch_up=False)
 began = time.perf_counter()
@@ -111,7 +111,7 @@ def _rebuild_phase(root: Path) -> dict:
 
 
 def _search_phase(root: Path, queries: int) -> dict[str, float]:
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
     service = MemoryService.open(root / "data", settings=Settings({"data_dir": str(root / "data")}))
     rng = random.Random(5)
@@ -121,7 +121,7 @@ def _search_phase(root: Path, queries: int) -> dict[str, float]:
     positions = [rng.randint(max(1, head // 10), head) for _ in range(queries)]
     out: dict[str, float] = {}
     searcher = service.searcher
-    from projections.filters import SearchFilters
+    from mnemolog.projections.filters import SearchFilters
 
     filters = SearchFilters()
     channels = {"fts": lambda q, p: searcher.lexical("bench", q, 10, p, False, filters)}
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1000:
         raise ValueError("--n must be at least 1000")
     status = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         texts = sentences(args.n)
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     events = rebuilt["events"]
     timings = rebuilt["timings"]
     graph_fts_s = timings.get("graph", 0.0) + timings.get("fts", 0.0)
-    print(f"memledger bench rebuild: {args.n:,} memories, {events:,} events (synchronous=NORMAL)\n")
+    print(f"mnemolog bench rebuild: {args.n:,} memories, {events:,} events (synchronous=NORMAL)\n")
     print(f"{'phase':42} {'seconds':>9} {'events/s':>12}")
     print(f"{'adds via commands, batches of 100':42} {add_s:9.2f} {args.n / add_s:12,.0f}")
     print(f"{'same events straight to the log (b100)':42} {raw_s:9.2f} {args.n / raw_s:12,.0f}")

@@ -1,16 +1,16 @@
-"""``memledger bench recall``: recall latency in process and over HTTP, throughput, ingest, memory.
+"""``mnemolog bench recall``: recall latency in process and over HTTP, throughput, ingest, memory.
 
 At 10,000 and 100,000 memories (hashing embedder):
 
 - hybrid recall p50/p95 in process, and over HTTP against a real
-  ``memledger serve`` subprocess on loopback;
+  ``mnemolog serve`` subprocess on loopback;
 - in the same run, a baseline: brute-force numpy cosine over every vector
   plus one plain FTS5 query, no fusion;
 - ``/v1/recall`` throughput with 16 concurrent clients (at 10,000);
 - ``POST /v1/memories`` in batches of 100 (memories/s, embedding included);
 - the server's peak memory while holding 100,000 memories under that load.
 
-The server runs as ``memledger serve`` with ``--workers`` processes
+The server runs as ``mnemolog serve`` with ``--workers`` processes
 (default: one per core; each then has one read thread). Its memory is
 sampled every quarter second over all its processes: the peak of their
 summed RSS (which counts the database pages they share through the memory
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from eventstore.commands import CommandContext
-from eventstore.model import MemoryContent
-from eventstore.settings import Settings
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
 
 from .bench_rebuild import _NAMES, _OBJECTS, sentences
 
@@ -77,20 +77,20 @@ def _free_port() -> int:
 
 
 class Server:
-    """A real ``memledger serve`` on loopback, without auth, for the measurement."""
+    """A real ``mnemolog serve`` on loopback, without auth, for the measurement."""
 
     def __init__(self, data_dir: Path, workers: int = 1):
         self.port = _free_port()
         self.workers = workers
         env = {
             **os.environ,
-            "MEMLEDGER_AUTH": "off",
-            "MEMLEDGER_ORGANIZER_ENABLED": "off",
-            "MEMLEDGER_SYNCHRONOUS": "NORMAL",
-            "MEMLEDGER_WORKERS": str(workers),
+            "MNEMOLOG_AUTH": "off",
+            "MNEMOLOG_ORGANIZER_ENABLED": "off",
+            "MNEMOLOG_SYNCHRONOUS": "NORMAL",
+            "MNEMOLOG_WORKERS": str(workers),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(self.port)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -139,9 +139,9 @@ class Server:
 
 
 async def _http_ingest(url: str, texts: list[str]) -> float:
-    from api.client import MemledgerClient
+    from mnemolog.api.client import MnemologClient
 
-    async with MemledgerClient(url) as client:
+    async with MnemologClient(url) as client:
         began = time.perf_counter()
         for start in range(0, len(texts), 100):
             await client.add_batch([{"memory": t} for t in texts[start : start + 100]])
@@ -149,9 +149,9 @@ async def _http_ingest(url: str, texts: list[str]) -> float:
 
 
 async def _http_latency(url: str, asks: list[str]) -> list[float]:
-    from api.client import MemledgerClient
+    from mnemolog.api.client import MnemologClient
 
-    async with MemledgerClient(url) as client:
+    async with MnemologClient(url) as client:
         for q in asks[:5]:
             await client.recall(q)
         samples = []
@@ -186,8 +186,8 @@ async def _http_load(url: str, asks: list[str], clients: int, duration: float) -
 
 
 def _in_process(data_dir: Path, asks: list[str]) -> list[float]:
-    from projections.recall import RecallOptions
-    from projections.service import MemoryService
+    from mnemolog.projections.recall.searcher import RecallOptions
+    from mnemolog.projections.service import MemoryService
 
     service = MemoryService.open(data_dir, settings=Settings({"data_dir": str(data_dir)}))
     try:
@@ -204,7 +204,7 @@ def _in_process(data_dir: Path, asks: list[str]) -> list[float]:
 
 
 def _fill(data_dir: Path, texts: list[str]) -> None:
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
     settings = Settings({"data_dir": str(data_dir), "synchronous": "NORMAL"})
     service = MemoryService.open(data_dir, settings=settings)
@@ -217,7 +217,7 @@ def _fill(data_dir: Path, texts: list[str]) -> None:
 
 def _baseline(texts: list[str], asks: list[str]) -> list[float]:
     """Brute-force numpy cosine plus one plain FTS5 query: no fusion, no filters, no validity."""
-    from projections.embedders import HashingEmbedder
+    from mnemolog.projections.vectors.embedders import HashingEmbedder
 
     embedder = HashingEmbedder()
     matrix = embedder.embed(texts)
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
     asks = questions(args.queries)
     rows: list[tuple[str, str, float, float]] = []
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         small, large = Path(tmp) / "small", Path(tmp) / "large"
         texts_small = sentences(args.small, seed=21)
         say(f"ingesting {args.small:,} memories over HTTP …")
@@ -301,12 +301,12 @@ def run(args: argparse.Namespace) -> int:
             rss, pss = peak.rss, peak.pss
         finally:
             server.stop()
-    print(f"memledger bench recall: hybrid recall, hashing embedder, {args.queries} queries\n")
+    print(f"mnemolog bench recall: hybrid recall, hashing embedder, {args.queries} queries\n")
     print(f"{'size':6} {'path':34} {'p50 ms':>8} {'p95 ms':>8}")
     for size, path, p50, p95 in rows:
         print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")
     processes = f"{args.workers} worker processes" if args.workers > 1 else "one process"
-    print(f"\nthe server: memledger serve, {processes}")
+    print(f"\nthe server: mnemolog serve, {processes}")
     print(f"/v1/recall with 16 concurrent clients for {args.duration:.0f} s at {args.small:,}: {qps:,.0f} requests/s")
     print(f"POST /v1/memories, batches of 100: {ingest_mps:,.0f} memories/s")
     print(f"server peak memory holding {args.large:,} memories under load, all processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")

@@ -1,13 +1,13 @@
-"""The ``memledger`` command line.
+"""The ``mnemolog`` command line.
 
 Every area of the product adds its commands from its own module: a module
 listed in :data:`COMMAND_MODULES` exposes ``register(subparsers)`` and adds
-subcommands with :func:`tools.common.add_command`, each with a
+subcommands with :func:`mnemolog.tools.common.add_command`, each with a
 ``func(args) -> int``. All modules are imported before any registers, so a
-module may extend another's registry (``tools.bench_cmds.BENCHES``) at import.
+module may extend another's registry (``mnemolog.tools.bench_cmds.BENCHES``) at import.
 
 Exit codes: 0 success, 1 a failed check (``verify``), 2 bad arguments or bad
-input, always as one line ``memledger: error: ...`` on stderr, never a
+input, always as one line ``mnemolog: error: ...`` on stderr, never a
 traceback.
 """
 
@@ -22,19 +22,19 @@ from typing import Sequence
 import msgspec
 from sqlalchemy.exc import SQLAlchemyError
 
-from eventstore import EventStoreError
-from eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore import EventStoreError
+from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 
 from .common import CommandError, add_data_dir_option, fail
 
 COMMAND_MODULES: list[str] = [
-    "tools.log_cmds",
-    "tools.serve_cmds",
-    "tools.bench_cmds",
-    "tools.memory_cmds",
-    "tools.organize_cmds",
-    "tools.knowledge_cmds",
-    "tools.eval_cmds",
+    "mnemolog.tools.log_cmds",
+    "mnemolog.tools.serve_cmds",
+    "mnemolog.tools.bench_cmds",
+    "mnemolog.tools.memory_cmds",
+    "mnemolog.tools.organize_cmds",
+    "mnemolog.tools.knowledge_cmds",
+    "mnemolog.tools.eval_cmds",
 ]
 
 
@@ -42,14 +42,14 @@ class Parser(argparse.ArgumentParser):
     """argparse, with its errors as the one line every other error uses."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"memledger: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"mnemolog: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> Parser:
     loaded = [importlib.import_module(name) for name in modules]
     parser = Parser(
-        prog="memledger",
-        description="memledger: an event-sourced memory store for AI agents.",
+        prog="mnemolog",
+        description="mnemolog: an event-sourced memory store for AI agents.",
     )
     add_data_dir_option(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (``memledger log | head``): stop quietly.
+        # The reader went away (``mnemolog log | head``): stop quietly.
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())

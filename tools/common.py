@@ -1,4 +1,4 @@
-"""Helpers shared by the ``memledger`` subcommands.
+"""Helpers shared by the ``mnemolog`` subcommands.
 
 A command module defines ``register(subparsers)`` and adds its commands with
 :func:`add_command`, which gives every command the same ``--data-dir``
@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import msgspec
 
-from eventstore import EventStore
-from eventstore.settings import Settings
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.settings import Settings
 
 __all__ = ["CommandError", "add_command", "data_dir", "fail", "open_store", "print_json_line", "sqlite_path"]
 
@@ -35,8 +35,8 @@ class CommandError(Exception):
 
 
 def fail(message: str, code: int = 2) -> int:
-    """Print ``memledger: error: message`` on stderr and return ``code`` (use ``return fail(...)``)."""
-    print(f"memledger: error: {one_line(message)}", file=sys.stderr)
+    """Print ``mnemolog: error: message`` on stderr and return ``code`` (use ``return fail(...)``)."""
+    print(f"mnemolog: error: {one_line(message)}", file=sys.stderr)
     return code
 
 
@@ -50,7 +50,7 @@ def add_data_dir_option(parser: argparse.ArgumentParser, *, top_level: bool = Fa
         dest="data_dir",
         metavar="DIR",
         default=None if top_level else argparse.SUPPRESS,
-        help="data directory holding events.db (default: $MEMLEDGER_DATA_DIR or ./data)",
+        help="data directory holding events.db (default: $MNEMOLOG_DATA_DIR or ./data)",
     )
 
 

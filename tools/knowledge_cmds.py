@@ -1,8 +1,8 @@
 """Knowledge-graph commands: ``import docs``, ``relink``, ``entity …`` and ``bench graph``.
 
-``memledger import docs PATH…`` shares the ``import`` command with the log's
-``memledger import FILE``: a first argument ``docs`` selects documents
-(``memledger import ./docs`` still imports an export file named ``docs``).
+``mnemolog import docs PATH…`` shares the ``import`` command with the log's
+``mnemolog import FILE``: a first argument ``docs`` selects documents
+(``mnemolog import ./docs`` still imports an export file named ``docs``).
 Directories are searched for ``.txt``, ``.md``, ``.markdown`` and ``.pdf``
 files. A file that cannot be read is reported and skipped; the command then
 exits 1 after importing the rest.
@@ -20,8 +20,8 @@ from typing import Any
 
 import msgspec
 
-from eventstore.commands import CommandContext, CommandResult
-from eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.model import NotFound, ValidationError
 
 from .bench_cmds import add_bench
 from .common import CommandError, add_command, data_dir, one_line, print_json_line
@@ -32,13 +32,13 @@ _DOC_OPTIONS = ("collection", "doc_type", "lang", "source_url", "model", "tenant
 
 
 def _open(args: argparse.Namespace):
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
     return MemoryService.open(data_dir(args))
 
 
 def _tenant(args: argparse.Namespace) -> str:
-    return getattr(args, "tenant", None) or os.environ.get("MEMLEDGER_TENANT") or "default"
+    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or "default"
 
 
 def _context(args: argparse.Namespace) -> CommandContext:
@@ -89,8 +89,8 @@ def document_paths(paths: list[str]) -> list[Path]:
 
 
 def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
-    from eventstore.commands.documents import document_import, import_report
-    from eventstore.documents import DocumentError, read_document
+    from mnemolog.projections.ingest.documents import document_import, import_report
+    from mnemolog.projections.ingest.documents import DocumentError, read_document
 
     results: list[dict[str, Any]] = []
     for n, path in enumerate(paths):
@@ -141,33 +141,33 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
 
 
 def _extend_import(subparsers) -> None:
-    """Let ``memledger import docs PATH…`` share the log's ``import FILE`` command."""
+    """Let ``mnemolog import docs PATH…`` share the log's ``import FILE`` command."""
     parser = subparsers.choices.get("import")
     if parser is None:
         parser = add_command(subparsers, "import", None, help="import documents: import docs PATH…", json=True)
         parser.add_argument("file", metavar="docs", choices=["docs"])
     original = parser.get_default("func")
     parser.add_argument("paths", nargs="*", metavar="PATH", help="with 'docs': files or directories of .txt, .md, .pdf to import")
-    docs = parser.add_argument_group("documents (memledger import docs PATH…)")
+    docs = parser.add_argument_group("documents (mnemolog import docs PATH…)")
     docs.add_argument("--collection", metavar="C", help="collection of the imported documents")
     docs.add_argument("--doc-type", metavar="T", help="document type (default: the file format)")
     docs.add_argument("--lang", metavar="L", help="language code, e.g. en")
     docs.add_argument("--source-url", metavar="URL", help="where the documents come from")
     docs.add_argument("--model", metavar="M", help="model metadata kept with the chunks")
     docs.add_argument("--max-chars", type=int, metavar="N", help="largest chunk, in characters (default 1200)")
-    docs.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    docs.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     docs.add_argument("--actor", metavar="NAME", help="who imports (kept in the events' metadata)")
     docs.add_argument("--correlation-id", metavar="ID", help="correlation id of the import run (default: a new one)")
-    parser.epilog = "'memledger import docs PATH…' imports documents; exit 1 when a file failed (the rest is imported)."
+    parser.epilog = "'mnemolog import docs PATH…' imports documents; exit 1 when a file failed (the rest is imported)."
 
     def dispatch(args: argparse.Namespace) -> int:
         if args.file == "docs":
             return cmd_import_docs(args)
         extra = [f"--{o.replace('_', '-')}" for o in (*_DOC_OPTIONS, "max_chars") if getattr(args, o, None) not in (None, "")]
         if args.paths or extra:
-            raise CommandError(f"{' '.join(args.paths + extra)}: only 'memledger import docs PATH…' takes these")
+            raise CommandError(f"{' '.join(args.paths + extra)}: only 'mnemolog import docs PATH…' takes these")
         if original is None:
-            raise CommandError("usage: memledger import docs PATH…")
+            raise CommandError("usage: mnemolog import docs PATH…")
         return original(args)
 
     parser.set_defaults(func=dispatch)
@@ -177,7 +177,7 @@ def _extend_import(subparsers) -> None:
 
 
 def cmd_relink(args: argparse.Namespace) -> int:
-    from projections.relink import relink
+    from mnemolog.projections.linking.relink import relink
 
     with _open(args) as svc:
         report = relink(svc, _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
@@ -201,7 +201,7 @@ def cmd_relink(args: argparse.Namespace) -> int:
             print("run again with --commit to write it")
     elif report.get("committed"):
         print(f"run {report['run_id']}, positions {report['positions'][0]}-{report['positions'][-1]}, correlation {report['correlation_id']}")
-        print(f"undo with: memledger undo-namespace {report['prefix']}")
+        print(f"undo with: mnemolog undo-namespace {report['prefix']}")
     return 0
 
 
@@ -254,7 +254,7 @@ def cmd_set_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from projections import entities as ents
+    from mnemolog.projections.entities import projector as ents
 
     with _open(args) as svc:
         conn, as_of = svc.read_conn(), _as_of(svc, args)
@@ -269,7 +269,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from projections import entities as ents
+    from mnemolog.projections.entities import projector as ents
 
     with _open(args) as svc:
         conn, as_of = svc.read_conn(), _as_of(svc, args)
@@ -288,7 +288,7 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    from projections import entities as ents
+    from mnemolog.projections.entities import projector as ents
 
     with _open(args) as svc:
         found = ents.find_by_keywords(svc.read_conn(), _tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
@@ -302,7 +302,7 @@ def cmd_find(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from projections import entities as ents
+    from mnemolog.projections.entities import projector as ents
 
     with _open(args) as svc:
         found = ents.find_tags(svc.read_conn(), _tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
@@ -316,7 +316,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_doc_links(args: argparse.Namespace) -> int:
-    from projections.relink import document_links
+    from mnemolog.projections.linking.relink import document_links
 
     with _open(args) as svc:
         found = document_links(svc.read_conn(), _tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
@@ -331,7 +331,7 @@ def cmd_doc_links(args: argparse.Namespace) -> int:
 
 def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as_of: bool = False) -> argparse.ArgumentParser:
     parser = add_command(sub, name, func, help=help, json=True)
-    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     if writes:
         parser.add_argument("--actor", metavar="NAME", help="who makes the change")
         parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
@@ -355,7 +355,7 @@ def register(subparsers) -> None:
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
     p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks")
     p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
-    p.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    p.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")
     p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
 
@@ -416,12 +416,12 @@ def _bench_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from projections.linker import bench_linker
-    from projections.relink import bench_bfs, bench_relink
+    from mnemolog.projections.linking.linker import bench_linker
+    from mnemolog.projections.linking.relink import bench_bfs, bench_relink
 
     bfs = bench_bfs(args.relations, args.entities, depth=3, queries=args.queries)
     link = bench_linker(args.chunks, args.aliases)
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-graph-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-graph-") as tmp:
         rel = bench_relink(tmp, args.chunks, args.aliases)
     figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
     if args.json:

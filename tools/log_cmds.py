@@ -12,10 +12,12 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent, dialects, migrate
-from eventstore.chain import StoredRow
-from eventstore.events import decode_payload
-from eventstore.exchange import export, import_
+from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent
+from mnemolog.eventstore import dialects
+from mnemolog.eventstore import migrate
+from mnemolog.eventstore.chain import StoredRow
+from mnemolog.eventstore.events import decode_payload
+from mnemolog.eventstore.exchange import export, import_
 
 from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -395,7 +397,7 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
 
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
-    p.add_argument("file", metavar="FILE", help="JSON lines from 'memledger export' ('-' for stdin)")
+    p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
     p.add_argument("--rehash", action="store_true", help="accept a file whose hashes do not hold (an edited export)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

@@ -2,9 +2,9 @@
 archive, delete, restore, rollback, link, unlink, undo-namespace, revert,
 drop-tenant, rebuild and projections.
 
-Every command goes through :class:`projections.service.MemoryService`, so the
+Every command goes through :class:`mnemolog.projections.service.MemoryService`, so the
 write rules, idempotency and projections are those of the API. A command that
-names a tenant takes ``--tenant`` (default: ``$MEMLEDGER_TENANT`` or
+names a tenant takes ``--tenant`` (default: ``$MNEMOLOG_TENANT`` or
 ``default``); a command that writes also takes ``--actor``,
 ``--correlation-id`` and ``--idempotency-key``. Refusals (invalid input, an
 unknown memory, a state conflict) print one line on stderr and exit 2.
@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from eventstore.commands import CommandContext, CommandResult
-from eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
+from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
 
 from .common import add_command, data_dir, fail, one_line, print_json_line
 
@@ -33,7 +33,7 @@ _generic = msgspec.json.Decoder()
 
 
 def _tenant(args: argparse.Namespace) -> str:
-    return getattr(args, "tenant", None) or os.environ.get("MEMLEDGER_TENANT") or DEFAULT_TENANT
+    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
 
 
 def _context(args: argparse.Namespace) -> CommandContext:
@@ -46,7 +46,7 @@ def _context(args: argparse.Namespace) -> CommandContext:
 
 
 def _open(args: argparse.Namespace, *, catch_up: bool = True):
-    from projections.service import MemoryService
+    from mnemolog.projections.service import MemoryService
 
     return MemoryService.open(data_dir(args), catch_up=catch_up)
 
@@ -371,7 +371,7 @@ def _weight(text: str) -> float:
 
 
 def _tenant_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MEMLEDGER_TENANT or 'default')")
+    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
 
 
 def _writer_options(parser: argparse.ArgumentParser) -> None:

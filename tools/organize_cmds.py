@@ -1,4 +1,4 @@
-"""``memledger organize`` and ``memledger bench organize``.
+"""``mnemolog organize`` and ``mnemolog bench organize``.
 
 ``organize`` runs the organizer on a data directory: by default it follows
 the log until interrupted (Ctrl-C); ``--once`` makes one dedup pass up to the
@@ -33,8 +33,8 @@ DEFAULT_TENANT = "default"
 
 
 def _open(args: argparse.Namespace, **overrides: Any):
-    from eventstore.settings import Settings
-    from projections.service import MemoryService
+    from mnemolog.eventstore.settings import Settings
+    from mnemolog.projections.service import MemoryService
 
     settings = Settings(overrides) if overrides else Settings()
     return MemoryService.open(data_dir(args), settings=settings)
@@ -50,12 +50,12 @@ def _show(decision: dict[str, Any]) -> str:
 
 
 def cmd_organize(args: argparse.Namespace) -> int:
-    from projections.policies.organizer import Organizer
+    from mnemolog.projections.policies.organizer import Organizer
 
     with _open(args) as service:
         organizer = Organizer(service)
         if not organizer.enabled:
-            print("organizer is disabled (MEMLEDGER_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)
+            print("organizer is disabled (MNEMOLOG_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)
             return 0
         tenant = args.tenant
         if args.dry_run:
@@ -80,7 +80,7 @@ def cmd_organize(args: argparse.Namespace) -> int:
             topics = None if args.no_topics else organizer.cluster(tenant)
             _print_pass(args, report, topics)
             return 0
-        print("memledger: organizing (Ctrl-C stops)", file=sys.stderr, flush=True)
+        print("mnemolog: organizing (Ctrl-C stops)", file=sys.stderr, flush=True)
 
         async def forever() -> None:
             try:
@@ -138,7 +138,7 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     Each memory's ``properties["truth"]`` names its fact (duplicates share it);
     contradictions share a ``key``.
     """
-    from eventstore.model import MemoryContent
+    from mnemolog.eventstore.model import MemoryContent
 
     rng = random.Random(seed)
     facts: list[tuple[str, str]] = []
@@ -179,7 +179,7 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
 
 
 def _ingest(service, tenant: str, items: list[Any], batch: int = 500) -> None:
-    from eventstore.commands import CommandContext
+    from mnemolog.eventstore.commands import CommandContext
 
     for start in range(0, len(items), batch):
         service.run(service.memories.add, CommandContext(tenant=tenant, actor="bench"), items[start : start + batch])
@@ -187,7 +187,7 @@ def _ingest(service, tenant: str, items: list[Any], batch: int = 500) -> None:
 
 def _dedup_quality(service, tenant: str) -> dict[str, Any]:
     """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
-    from projections.policies.organizer import load_items
+    from mnemolog.projections.policies.organizer import load_items
 
     conn = service.read_conn()
     merges = supersedes = right = 0
@@ -213,13 +213,13 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from eventstore.settings import Settings
-    from projections.embedders import get_embedder
-    from projections.policies.judge_cases import CASES, evaluate
-    from projections.policies.organizer import Organizer
-    from projections.policies.settings import rule_config
-    from projections.policies.judge import RuleJudge
-    from projections.service import MemoryService
+    from mnemolog.eventstore.settings import Settings
+    from mnemolog.projections.vectors.embedders import get_embedder
+    from .judge_cases import CASES, evaluate
+    from mnemolog.projections.policies.organizer import Organizer
+    from mnemolog.projections.policies.settings import rule_config
+    from mnemolog.projections.policies.judge import RuleJudge
+    from mnemolog.projections.service import MemoryService
 
     if args.n < 100:
         raise ValueError("--n must be at least 100")
@@ -231,7 +231,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     settings = Settings({"synchronous": args.synchronous, "organizer_cluster_interval_s": 0.0})
     items, kinds = synthetic(args.n)
-    with tempfile.TemporaryDirectory(prefix="memledger-bench-", dir=args.tmp_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
         with MemoryService.open(os.path.join(tmp, "dedup"), settings=settings) as service:
             status(f"adding {args.n:,} memories")
             began = time.perf_counter()

@@ -1,4 +1,4 @@
-"""``memledger serve`` and ``memledger keys``: the API server and its keys."""
+"""``mnemolog serve`` and ``mnemolog keys``: the API server and its keys."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from api.auth import SCOPES, KeyStore
-from eventstore.settings import Settings
+from mnemolog.api.auth import SCOPES, KeyStore
+from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, data_dir
 
@@ -38,7 +38,7 @@ def first_start_key(keystore: KeyStore, host: str, port: int) -> str | None:
     secret, _ = keystore.create("default", ["read", "write", "admin"], name="local development key (first start)")
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     print(
-        f"""memledger: created a local development key for tenant 'default' (shown once):
+        f"""mnemolog: created a local development key for tenant 'default' (shown once):
 
     {secret}
 
@@ -56,8 +56,8 @@ Try it:
 def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from api.app import create_app
-    from api.background import default_background, follow_log
+    from mnemolog.api.app import create_app
+    from mnemolog.api.background import default_background, follow_log
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
@@ -68,12 +68,12 @@ def serve(args: argparse.Namespace) -> int:
         web.run_app(create_app(settings, background=background), host=host, port=port, reuse_port=True, print=None, access_log=None)
         return 0
     if not settings.auth and not is_loopback(host):
-        raise CommandError(f"refusing to bind {host} without auth: set MEMLEDGER_AUTH=on or bind 127.0.0.1")
+        raise CommandError(f"refusing to bind {host} without auth: set MNEMOLOG_AUTH=on or bind 127.0.0.1")
     workers = int(settings.workers)
     if workers < 1:
-        raise CommandError("MEMLEDGER_WORKERS must be at least 1")
+        raise CommandError("MNEMOLOG_WORKERS must be at least 1")
     if workers > 1 and port == 0:
-        raise CommandError("several workers need a fixed port (MEMLEDGER_PORT or --port)")
+        raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
@@ -84,14 +84,14 @@ def serve(args: argparse.Namespace) -> int:
             keystore.close()
     where = f"{Path(settings.data_dir).resolve()} on http://{host}:{port}"
     if workers == 1:
-        print(f"memledger: serving {where} (Ctrl-C stops)", flush=True)
+        print(f"mnemolog: serving {where} (Ctrl-C stops)", flush=True)
         app = create_app(settings, background=default_background(settings))
         web.run_app(app, host=host, port=port, print=None, access_log=None)
         return 0
-    print(f"memledger: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
+    print(f"mnemolog: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
     # The supervisor holds no data and needs none of the libraries loaded here:
     # it becomes a small process of its own (same pid, so signals reach it).
-    os.execv(sys.executable, [sys.executable, "-m", "tools.supervisor", str(settings.data_dir), host, str(port), str(workers)])
+    os.execv(sys.executable, [sys.executable, "-m", "mnemolog.tools.supervisor", str(settings.data_dir), host, str(port), str(workers)])
     return 0  # not reached
 
 
@@ -139,8 +139,8 @@ def keys_revoke(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = add_command(subparsers, "serve", serve, help="run the API server on this data directory")
-    parser.add_argument("--host", help="address to bind (default $MEMLEDGER_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default $MEMLEDGER_PORT or 8765)")
+    parser.add_argument("--host", help="address to bind (default $MNEMOLOG_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default $MNEMOLOG_PORT or 8765)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set by serve_workers for its processes
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)

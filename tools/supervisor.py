@@ -1,11 +1,11 @@
-"""The supervisor of ``memledger serve`` with several workers.
+"""The supervisor of ``mnemolog serve`` with several workers.
 
-Run as ``python -m tools.supervisor DATA_DIR HOST PORT WORKERS`` by the
+Run as ``python -m mnemolog.tools.supervisor DATA_DIR HOST PORT WORKERS`` by the
 serve command once it has checked its settings and printed its banner. It
 imports only the standard library: it holds no data, so it should weigh
 nothing beside the workers it watches.
 
-Each worker is ``memledger serve --worker N``, binding with SO_REUSEPORT so
+Each worker is ``mnemolog serve --worker N``, binding with SO_REUSEPORT so
 that the kernel spreads connections over them. Worker 0 starts first and
 readies the data directory (migrations, projection catch-up, the vector
 index) and runs the organizer; the others start once it listens. SIGINT or
@@ -23,7 +23,7 @@ import time
 
 
 def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
-    base = [sys.executable, "-m", "tools.cli", "--data-dir", data_dir, "serve", "--host", host, "--port", str(port)]
+    base = [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", data_dir, "serve", "--host", host, "--port", str(port)]
     processes: list[subprocess.Popen] = []
     signalled: set[int] = set()
     stopping = False
@@ -52,7 +52,7 @@ def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
     codes = [p.wait() for p in processes]
     failed = [(index, code) for index, code in enumerate(codes) if code not in (0, -signal.SIGTERM, -signal.SIGINT)]
     for index, code in failed:
-        print(f"memledger: worker {index} exited with code {code}", file=sys.stderr, flush=True)
+        print(f"mnemolog: worker {index} exited with code {code}", file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

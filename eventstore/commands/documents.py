@@ -20,7 +20,7 @@ Import
 
 Relink
     :meth:`DocumentCommands.commit_relink` appends a planned run (see
-    :mod:`projections.relink`) as one batch: ``RelinkCommitted``, then one
+    :mod:`mnemolog.projections.linking.relink`) as one batch: ``RelinkCommitted``, then one
     ``NamespaceUndone`` of the mentions that disappear, then an
     ``EdgeLinked`` per new mention under ``mention:<run_id>:``.
     :class:`LinkAwareEdgeCommands` makes ``undo-namespace mention:<run_id>:``
@@ -31,7 +31,6 @@ Relink
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import msgspec
@@ -39,7 +38,6 @@ import msgspec
 from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import dropped_at, fold
-from ..documents import Chunk, ParsedDocument, chunk_document
 from ..ids import new_id, new_ids
 from ..model import Conflict, MemoryContent, MemoryType, Status, ValidationError, validate_content
 from ..store import NO_STREAM, EventStore, StreamAppend
@@ -53,6 +51,17 @@ RAW_FILE = MemoryType.RAW_FILE.value
 
 #: ``linker(tenant, doc_node, run_id, [(chunk_id, text)])`` -> the chunks' mention edges.
 Linker = Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One piece of a document as the import writes it (cut by the ingestion side)."""
+
+    index: int  # 0-based, across the whole document
+    text: str
+    page: int | None  # 1-based for PDFs, None otherwise
+    start: int  # offsets into the page text
+    end: int
+    heading: str | None
 
 
 class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,52 +81,7 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
 
 
-def default_doc_id(path: str) -> str:
-    """A document id from a file name: ``My Notes.md`` -> ``My-Notes.md``."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).name).strip("-._")
-    return (name or "document")[:128]
 
-
-def document_import(
-    parsed: ParsedDocument,
-    *,
-    doc_id: str | None = None,
-    collection: str | None = None,
-    doc_type: str | None = None,
-    lang: str | None = None,
-    source_url: str | None = None,
-    model: str | None = None,
-    title: str | None = None,
-    max_chars: int = 1200,
-    path: str | None = None,
-) -> DocumentImport:
-    """The import request for a parsed document, chunked with :func:`chunk_document`."""
-    return DocumentImport(
-        doc_id=doc_id or default_doc_id(path or parsed.path),
-        title=title or parsed.title,
-        content_hash=parsed.content_hash,
-        format=parsed.doc_type,
-        chunks=tuple(chunk_document(parsed, max_chars=max_chars)),
-        pages=len(parsed.text_pages),
-        collection=collection or None,
-        doc_type=doc_type or None,
-        lang=lang or None,
-        source_url=source_url or None,
-        model=model or None,
-        path=path if path is not None else parsed.path,
-    )
-
-
-def import_report(results: list[dict[str, Any]], correlation_id: str) -> dict[str, Any]:
-    """What an import of several files reports: counts by outcome, then each file's result."""
-    return {
-        "documents": sum(1 for r in results if r["status"] == "imported"),
-        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
-        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
-        "failed": sum(1 for r in results if r["status"] == "failed"),
-        "correlation_id": correlation_id,
-        "results": results,
-    }
 
 
 def latest_version(store: EventStore, tenant: str, doc_id: str) -> tuple[g.DocumentImported | None, int]:

@@ -1,14 +1,14 @@
 """Alembic environment for the event log.
 
-Run through :func:`eventstore.migrate.upgrade` (``memledger migrate``), which
+Run through :func:`mnemolog.eventstore.migrate.upgrade` (``mnemolog migrate``), which
 passes an open connection; plain ``alembic upgrade head`` from the repository
 root works too and finds the database from the settings.
 """
 
 from alembic import context
 
-from eventstore.dialects import create_migration_engine
-from eventstore.schema import metadata as target_metadata
+from mnemolog.eventstore.dialects import create_migration_engine
+from mnemolog.eventstore.schema import metadata as target_metadata
 
 config = context.config
 
@@ -23,7 +23,7 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    from eventstore.store import resolve_url
+    from mnemolog.eventstore.store import resolve_url
 
     engine = create_migration_engine(config.get_main_option("sqlalchemy.url") or resolve_url())
     with engine.connect() as conn:

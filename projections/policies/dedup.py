@@ -28,10 +28,10 @@ from typing import Any, Iterator, NamedTuple
 import msgspec
 import numpy as np
 
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
 
-from ..embedders import get_embedder
+from ..vectors.embedders import get_embedder
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
 
 ACTOR = "organizer"

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
-from projections.policies.judge import JudgedMemory, RuleJudge, Verdict, merged_text
+from .judge import JudgedMemory, RuleJudge, Verdict, merged_text
 
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
 

@@ -14,7 +14,7 @@ they are projected already):
 A judge labels each pair. Redundant pairs are grouped (never across a pair
 judged contradictory) and each group becomes one ``merge``; a contradictory
 pair becomes a ``supersede`` of the older memory (by ``updated_at``) by the
-newer. Every event carries a :class:`~eventstore.catalogue.Decision`; a pass
+newer. Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
 has one correlation id (``revert`` undoes it) and each decision's causation
 id is the triggering event's id. Decisions are appended with an idempotency
 key derived from (organizer, triggering position, members), and the
@@ -24,8 +24,8 @@ again, and its decisions are either replayed no-ops or skipped because their
 memories are no longer activated. Reverted memories come back through
 ``MemoryRolledBack``, which is not a trigger, so a revert sticks.
 
-Finding candidates and deciding is :mod:`projections.policies.dedup`; the
-topic hierarchy is :mod:`projections.policies.topics` (``cluster``).
+Finding candidates and deciding is :mod:`mnemolog.projections.policies.dedup`; the
+topic hierarchy is :mod:`mnemolog.projections.policies.topics` (``cluster``).
 """
 
 from __future__ import annotations
@@ -37,19 +37,19 @@ import time
 from collections import defaultdict
 from typing import Any, Callable
 
-from eventstore import catalogue as c
-from eventstore.commands import CommandContext
-from eventstore.errors import IdempotencyConflict
-from eventstore.ids import new_id
-from eventstore.model import Conflict, NotFound
-from eventstore.settings import Settings
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.errors import IdempotencyConflict
+from mnemolog.eventstore.ids import new_id
+from mnemolog.eventstore.model import Conflict, NotFound
+from mnemolog.eventstore.settings import Settings
 
 from ..runner import connect
 from .dedup import ACTOR, CorpusCache, Pair, Planned, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .settings import build_judge, type_list
 
-log = logging.getLogger("memledger.organizer")
+log = logging.getLogger("mnemolog.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
 MAX_ROUNDS = 3  # a pass follows the head this many times (its own merges are memories to check too)
 APPLY_CHUNK = 16  # decisions per turn of the writer: other writes wait at most this many
@@ -318,7 +318,7 @@ class Organizer:
     # -- topics ---------------------------------------------------------------------------------
 
     def cluster(self, tenant: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
-        """A topic clustering run (see :mod:`projections.policies.topics`) from synchronous code."""
+        """A topic clustering run (see :mod:`mnemolog.projections.policies.topics`) from synchronous code."""
         return self._blocking(lambda: self.acluster(tenant, inline=True, dry_run=dry_run))
 
     async def acluster(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:

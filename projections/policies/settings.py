@@ -1,12 +1,12 @@
 """Settings of the organizer (dedup, conflicts, topics) and of its judges.
 
-Every setting is read from ``MEMLEDGER_<NAME>`` (see :mod:`eventstore.settings`).
+Every setting is read from ``MNEMOLOG_<NAME>`` (see :mod:`mnemolog.eventstore.settings`).
 :func:`build_judge` turns them into the configured judge.
 """
 
 from __future__ import annotations
 
-from eventstore.settings import Settings, SettingError, setting
+from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from .judge import RuleJudge, RuleJudgeConfig
 
@@ -65,9 +65,9 @@ def build_judge(settings: Settings):
     if kind == "rule":
         return rule
     if kind != "llm":
-        raise SettingError(f"MEMLEDGER_JUDGE: expected rule or llm, got {settings.judge!r}")
+        raise SettingError(f"MNEMOLOG_JUDGE: expected rule or llm, got {settings.judge!r}")
     if not settings.llm_url or not settings.llm_model:
-        raise SettingError("MEMLEDGER_JUDGE=llm needs MEMLEDGER_LLM_URL and MEMLEDGER_LLM_MODEL")
+        raise SettingError("MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL")
     from .llm_judge import LLMJudge
 
     return LLMJudge(

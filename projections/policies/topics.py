@@ -47,11 +47,11 @@ from typing import Any, Callable
 import msgspec
 import numpy as np
 
-from eventstore import catalogue as c
-from eventstore.commands import CommandContext
-from eventstore.commands.topics import TopicCommands
-from eventstore.ids import new_id, new_ids
-from eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.commands.topics import TopicCommands
+from mnemolog.eventstore.ids import new_id, new_ids
+from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
 from .dedup import ACTOR, Item, Vectors, load_items
 from .settings import type_list

@@ -3,7 +3,7 @@
 ``start(**settings)`` builds ``create_app(Settings(...))`` on ``tmp_path``,
 serves it with the ``aiohttp_server`` fixture (127.0.0.1, a free port) and
 returns an :class:`Api` handle. ``Api.client(...)`` gives a
-:class:`api.client.MemledgerClient` talking real HTTP to it (closed at
+:class:`mnemolog.api.client.MnemologClient` talking real HTTP to it (closed at
 teardown); ``Api.raw`` is an aiohttp ``TestClient`` for requests the typed
 client cannot make (malformed bodies, odd content types, raw headers).
 """
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from api import keys
-from api.app import create_app
-from api.client import MemledgerClient
-from eventstore.settings import Settings
+from mnemolog.api import keys
+from mnemolog.api.app import create_app
+from mnemolog.api.client import MnemologClient
+from mnemolog.eventstore.settings import Settings
 
 
 class Api:
@@ -29,7 +29,7 @@ class Api:
         self.raw = raw
         self.data_dir = data_dir
         self.url = str(server.make_url("")).rstrip("/")
-        self._clients: list[MemledgerClient] = []
+        self._clients: list[MnemologClient] = []
 
     @property
     def service(self):
@@ -44,8 +44,8 @@ class Api:
         secret, _ = self.keystore.create(tenant, list(scopes or ("read", "write")), name="test")
         return secret
 
-    def client(self, api_key: str | None = None, tenant: str | None = None) -> MemledgerClient:
-        client = MemledgerClient(self.url, api_key=api_key, tenant=tenant, timeout=20)
+    def client(self, api_key: str | None = None, tenant: str | None = None) -> MnemologClient:
+        client = MnemologClient(self.url, api_key=api_key, tenant=tenant, timeout=20)
         self._clients.append(client)
         return client
 
@@ -53,7 +53,7 @@ class Api:
         for client in self._clients:
             await client.close()
 
-    async def event_count(self, client: MemledgerClient) -> int:
+    async def event_count(self, client: MnemologClient) -> int:
         """How many events the client's tenant can see in /v1/events."""
         total, after = 0, 0
         while True:
@@ -66,7 +66,7 @@ class Api:
 
 @pytest.fixture
 def settings_for(tmp_path):
-    """Settings on ``tmp_path/data``, isolated from the caller's MEMLEDGER_* environment."""
+    """Settings on ``tmp_path/data``, isolated from the caller's MNEMOLOG_* environment."""
 
     def make(**overrides: Any) -> Settings:
         values = {"data_dir": str(tmp_path / "data"), "auth": False, **overrides}
@@ -95,10 +95,10 @@ async def start(aiohttp_server, aiohttp_client, settings_for):
 
 @pytest.fixture
 async def api(start) -> Api:
-    """A server without auth (loopback), tenant from X-Memledger-Tenant or 'default'."""
+    """A server without auth (loopback), tenant from X-Mnemolog-Tenant or 'default'."""
     return await start()
 
 
 @pytest.fixture
-async def client(api) -> MemledgerClient:
+async def client(api) -> MnemologClient:
     return api.client()

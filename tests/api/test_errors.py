@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.client import ApiError
-from api.routing import ROUTES
+from mnemolog.api.client import ApiError
+from mnemolog.api.routing import ROUTES
 
 
 def assert_error_body(body: dict, status: int) -> None:
@@ -342,7 +342,7 @@ def _shaped(kind, depth: int = 0) -> st.SearchStrategy:
 
 
 def _body_routes():
-    from api.app import create_app  # noqa: F401 - importing the app registers every route module
+    from mnemolog.api.app import create_app  # noqa: F401 - importing the app registers every route module
 
     return sorted({(r.method, r.path, r.request) for r in ROUTES if r.method in ("POST", "PATCH", "PUT", "DELETE")}, key=lambda t: (t[1], t[0]))
 

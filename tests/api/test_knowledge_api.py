@@ -8,8 +8,8 @@ import io
 import aiohttp
 import pytest
 
-from api.app import create_app
-from eventstore.settings import Settings
+from mnemolog.api.app import create_app
+from mnemolog.eventstore.settings import Settings
 
 
 @pytest.fixture
@@ -154,9 +154,9 @@ async def test_relation_cards(http):
 
 
 async def test_tenants_do_not_see_each_other(http):
-    await call(http, "PUT", "/v1/entities/e1", 201, json={"name": "Secret"}, headers={"X-Memledger-Tenant": "one"})
-    await call(http, "GET", "/v1/entities/e1", 404, headers={"X-Memledger-Tenant": "two"})
-    assert (await call(http, "GET", "/v1/entities?q=secret", headers={"X-Memledger-Tenant": "two"}))["entities"] == []
+    await call(http, "PUT", "/v1/entities/e1", 201, json={"name": "Secret"}, headers={"X-Mnemolog-Tenant": "one"})
+    await call(http, "GET", "/v1/entities/e1", 404, headers={"X-Mnemolog-Tenant": "two"})
+    assert (await call(http, "GET", "/v1/entities?q=secret", headers={"X-Mnemolog-Tenant": "two"}))["entities"] == []
 
 
 async def test_idempotent_retries_answer_as_the_first_request(http):

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from api import routes_log
-from api.client import ApiError
+from mnemolog.api import routes_log
+from mnemolog.api.client import ApiError
 
 
 async def add(client, text: str, **fields) -> str:

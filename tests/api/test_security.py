@@ -1,4 +1,4 @@
-"""Keys, scopes and tenancy over real HTTP; ``memledger serve``'s safe defaults, in process and as a real subprocess."""
+"""Keys, scopes and tenancy over real HTTP; ``mnemolog serve``'s safe defaults, in process and as a real subprocess."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from api.auth import KeyStore
-from api.client import ApiError, MemledgerClient
-from api.routing import ROUTES
-from tools import cli
-from tools.serve_cmds import first_start_key
+from mnemolog.api.auth import KeyStore
+from mnemolog.api.client import ApiError, MnemologClient
+from mnemolog.api.routing import ROUTES
+from mnemolog.tools import cli
+from mnemolog.tools.serve_cmds import first_start_key
 
-MEMLEDGER = Path(sys.executable).with_name("memledger")
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -219,7 +219,7 @@ async def test_wildcard_key_needs_a_tenant_header(secured):
     secret = secured.key("*", "read", "write")
     bare = secured.client(api_key=secret)
     error = await expect(400, bare.recall("anything"))
-    assert error.field == "X-Memledger-Tenant"
+    assert error.field == "X-Mnemolog-Tenant"
     await expect(400, bare.add({"memory": "nowhere"}))
     acme = secured.client(api_key=secret, tenant="acme")
     globex = secured.client(api_key=secret, tenant="globex")
@@ -242,11 +242,11 @@ async def test_admin_drop_tenant_only_drops_the_keys_tenant(tenants):
 
 
 def test_serve_refuses_a_public_address_without_auth(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("MEMLEDGER_AUTH", "off")
+    monkeypatch.setenv("MNEMOLOG_AUTH", "off")
     code = cli.main(["serve", "--host", "0.0.0.0", "--port", "1", "--data-dir", str(tmp_path / "data")])
     out, err = capsys.readouterr()
     assert code == 2
-    assert err.startswith("memledger: error: ") and err.count("\n") == 1, err
+    assert err.startswith("mnemolog: error: ") and err.count("\n") == 1, err
     assert "refusing" in err and "0.0.0.0" in err and "auth" in err.lower(), err
     assert "Traceback" not in err
     assert not (tmp_path / "data" / "events.db").exists()
@@ -298,7 +298,7 @@ def test_keys_cli_create_list_revoke(tmp_path, capsys):
     assert cli.main(["keys", "revoke", created["key_id"], "--data-dir", data]) == 0
     capsys.readouterr()
     assert cli.main(["keys", "revoke", created["key_id"], "--data-dir", data]) == 2
-    assert capsys.readouterr().err.startswith("memledger: error: ")
+    assert capsys.readouterr().err.startswith("mnemolog: error: ")
 
 
 def _free_port() -> int:
@@ -309,9 +309,9 @@ def _free_port() -> int:
 
 async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
     env["PYTHONUNBUFFERED"] = "1"
-    command = [str(MEMLEDGER)] if MEMLEDGER.exists() else [sys.executable, "-m", "tools.cli"]
+    command = [str(MNEMOLOG)] if MNEMOLOG.exists() else [sys.executable, "-m", "mnemolog.tools.cli"]
     errors = open(tmp_path / "serve.stderr", "wb")
     proc = await asyncio.create_subprocess_exec(
         *command,
@@ -339,7 +339,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
                 lines.append(line)
                 if line.startswith("mlk_"):
                     secret = line
-                if line.startswith("memledger: serving"):
+                if line.startswith("mnemolog: serving"):
                     return secret
 
         secret = await asyncio.wait_for(read_banner(), 30)
@@ -348,7 +348,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
         url = f"http://127.0.0.1:{port}"
         assert f"{url}/v1/memories" in banner and f"{url}/v1/recall" in banner
 
-        async with MemledgerClient(url, api_key=secret, timeout=10) as client:
+        async with MnemologClient(url, api_key=secret, timeout=10) as client:
             health = None
             for _ in range(100):
                 try:
@@ -361,7 +361,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
             written = await client.add({"memory": "I moved to Lisbon in May", "key": "home city"})
             found = await client.recall("where do I live? Lisbon", min_position=written.positions[-1])
             assert [h["id"] for h in found["hits"]][:1] == written.memory_ids
-        async with MemledgerClient(url, timeout=10) as anonymous:
+        async with MnemologClient(url, timeout=10) as anonymous:
             await expect(401, anonymous.recall("Lisbon"))
     finally:
         if proc.returncode is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.client import ApiError
+from mnemolog.api.client import ApiError
 
 
 async def add(client, text: str, **fields) -> str:

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventstore import (
+from mnemolog.eventstore import (
     ANY,
     NO_STREAM,
     ConcurrencyError,
@@ -29,7 +29,7 @@ from eventstore import (
     Metadata,
     StreamAppend,
 )
-from eventstore.chain import GENESIS_HASH
+from mnemolog.eventstore.chain import GENESIS_HASH
 
 
 class ContractNoted(DomainEvent, frozen=True):
@@ -324,7 +324,7 @@ class EventStoreContract:
     def test_reads_longer_than_a_page_join_up_exactly(self, store):
         # Reads are served in pages of PAGE_ROWS; limits, filters and
         # batches that straddle page boundaries must still be exact.
-        from eventstore.store import PAGE_ROWS
+        from mnemolog.eventstore.store import PAGE_ROWS
 
         total = PAGE_ROWS * 2 + 7
         for start in range(0, total, 50):

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator
 
-from eventstore import EventStore
+from mnemolog.eventstore import EventStore
 
 
 def db_path(store: EventStore) -> Path:

@@ -11,8 +11,9 @@ import sqlite3
 import pytest
 from sqlalchemy import inspect
 
-from eventstore import DomainEvent, EventStore, migrate
-from eventstore.dialects import create_migration_engine, sqlite_url
+from mnemolog.eventstore import DomainEvent, EventStore
+from mnemolog.eventstore import migrate
+from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
 from tests.eventstore.support import db_path, raw
 
 

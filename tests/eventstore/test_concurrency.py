@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from eventstore import ConcurrencyError, DomainEvent, EventStore, StreamAppend
-from eventstore.recorder import PendingEvent, PendingWrite
+from mnemolog.eventstore import ConcurrencyError, DomainEvent, EventStore, StreamAppend
+from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
 from tests.eventstore.support import assert_gap_free, db_path, positions, raw
 
 THREADS = 8

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eventstore import EventStore
+from mnemolog.eventstore import EventStore
 from tests.eventstore.contract import EventStoreContract
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import DomainEvent, EventStore
+from mnemolog.eventstore import DomainEvent, EventStore
 from tests.eventstore.support import assert_gap_free, positions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ WRITER = r'''
 import random
 import sys
 
-from eventstore import DomainEvent, EventStore, StreamAppend
+from mnemolog.eventstore import DomainEvent, EventStore, StreamAppend
 
 
 class CrashBatchNoted(DomainEvent, frozen=True):

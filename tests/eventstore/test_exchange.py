@@ -8,11 +8,11 @@ import json
 import msgspec
 import pytest
 
-from eventstore import EventStore, ImportRefused, Metadata
-from eventstore.chain import GENESIS_HASH
-from eventstore.events import DomainEvent
-from eventstore.exchange import ImportReport, export, import_
-from eventstore.recorder import PendingEvent, PendingWrite
+from mnemolog.eventstore import EventStore, ImportRefused, Metadata
+from mnemolog.eventstore.chain import GENESIS_HASH
+from mnemolog.eventstore.events import DomainEvent
+from mnemolog.eventstore.exchange import ImportReport, export, import_
+from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
 
 
 class ExchangeNoted(DomainEvent, frozen=True):

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import ANY, NO_STREAM, ConcurrencyError, DomainEvent, EventStore, Metadata, StreamAppend
+from mnemolog.eventstore import ANY, NO_STREAM, ConcurrencyError, DomainEvent, EventStore, Metadata, StreamAppend
 from tests.eventstore.support import assert_gap_free, db_path, positions
 
 

@@ -7,9 +7,10 @@ check that the index migration keeps every row and every query plan.
 
 from __future__ import annotations
 
-from eventstore import DomainEvent, EventStore, Metadata, StreamAppend, migrate
-from eventstore.dialects import create_migration_engine, sqlite_url
-from eventstore.store import decode_rows
+from mnemolog.eventstore import DomainEvent, EventStore, Metadata, StreamAppend
+from mnemolog.eventstore import migrate
+from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
+from mnemolog.eventstore.store import decode_rows
 from tests.eventstore.support import db_path, drop_append_only_triggers, raw
 
 

@@ -4,7 +4,7 @@ The append-only triggers are dropped by raw SQL first, as anyone holding the
 file can do; from then on only the hash chain stands between an edit and a
 silently changed history.
 
-How ``verify()`` walks (``eventstore.chain.walk``), for each row in order:
+How ``verify()`` walks (``mnemolog.eventstore.chain.walk``), for each row in order:
 position must be the previous one + 1, ``prev_hash`` must equal the previous
 row's stored ``hash``, and the row's stored ``hash`` must equal
 ``sha256(prev_hash || canonical(row))``. The expected break positions below
@@ -18,8 +18,8 @@ from hashlib import sha256
 
 import pytest
 
-from eventstore import Digest, DomainEvent, EventStore, StreamAppend
-from eventstore.chain import GENESIS_HASH
+from mnemolog.eventstore import Digest, DomainEvent, EventStore, StreamAppend
+from mnemolog.eventstore.chain import GENESIS_HASH
 from tests.eventstore.support import db_path, drop_append_only_triggers, raw
 
 N = 10

@@ -1,7 +1,7 @@
 """Events stored at an old schema version still read as today's Struct.
 
 ``fixtures/upcast_v1.jsonl`` holds rows of the ``events`` table exactly as an
-older memledger stored them (hashes included), one JSON object per line, when
+older mnemolog stored them (hashes included), one JSON object per line, when
 ``UpcastNoteRecorded`` was at schema version 1 and had no ``word_count``.
 It was generated once by :func:`make_fixture`; to regenerate::
 
@@ -20,11 +20,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from eventstore import ANY, DomainEvent, EventStore, UnknownEventType, UpcastError, migrate, upcaster
-from eventstore.dialects import create_migration_engine, sqlite_url
-from eventstore.chain import StoredRow
-from eventstore.ids import new_id
-from eventstore.recorder import PendingEvent, PendingWrite
+from mnemolog.eventstore import ANY, DomainEvent, EventStore, UnknownEventType, UpcastError, upcaster
+from mnemolog.eventstore import migrate
+from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
+from mnemolog.eventstore.chain import StoredRow
+from mnemolog.eventstore.ids import new_id
+from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
 from tests.eventstore.support import raw
 
 FIXTURE = Path(__file__).with_name("fixtures") / "upcast_v1.jsonl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore import EventStore
-from projections.service import MemoryService
+from mnemolog.eventstore import EventStore
+from mnemolog.projections.service import MemoryService
 from tests.projections.support import Log
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from eventstore import ANY, NO_STREAM, EventStore, StreamAppend
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
+from mnemolog.eventstore import ANY, NO_STREAM, EventStore, StreamAppend
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
 
 STAMP = "2024-01-01T00:00:00Z"
 

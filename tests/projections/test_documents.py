@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore.documents import (
+from mnemolog.projections.ingest.documents import (
     Chunk,
     DocumentError,
     ParsedDocument,
@@ -260,6 +260,6 @@ def test_missing_pypdf_names_the_extra(tmp_path, monkeypatch):
     path = tmp_path / "report.pdf"
     path.write_bytes(make_pdf([["Hello."]]))
     monkeypatch.setitem(sys.modules, "pypdf", None)  # makes `import pypdf` fail
-    with pytest.raises(DocumentError, match=r"pip install 'memledger\[pdf\]'") as info:
+    with pytest.raises(DocumentError, match=r"pip install 'mnemolog\[pdf\]'") as info:
         read_document(path)
     assert info.value.reason == "missing-dependency"

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.commands import CommandContext
-from eventstore.commands.documents import document_import
-from eventstore.documents import read_document
-from eventstore.model import ValidationError
-from projections import entities as ents
-from projections.filters import SearchFilters
-from projections.recall import RecallOptions
-from projections.service import MemoryService
-from tools import cli
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.projections.ingest.documents import document_import
+from mnemolog.projections.ingest.documents import read_document
+from mnemolog.eventstore.model import ValidationError
+from mnemolog.projections.entities import projector as ents
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.service import MemoryService
+from mnemolog.tools import cli
 
 
 def ctx(tenant: str = "t", **kw) -> CommandContext:

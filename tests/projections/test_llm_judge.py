@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from projections.policies.judge import JudgedMemory, RuleJudge
-from projections.policies.llm_judge import LLMJudge, LLMUnavailable
+from mnemolog.projections.policies.judge import JudgedMemory, RuleJudge
+from mnemolog.projections.policies.llm_judge import LLMJudge, LLMUnavailable
 
 A = JudgedMemory(id="a", memory="The user prefers dark mode", key=None, memory_type="preference",
                  updated_at="2024-01-01T00:00:00Z")

@@ -3,7 +3,7 @@
 Covers add (single and atomic batch), working-memory eviction, update,
 merge, supersede, the archive/delete/restore state machine, rollback,
 link/unlink, namespace undo, correlation revert, idempotent replays, tenant
-isolation and tenant drop; then the ``memledger`` commands that wrap them.
+isolation and tenant drop; then the ``mnemolog`` commands that wrap them.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import sys
 
 import pytest
 
-from eventstore import IdempotencyConflict
-from eventstore import catalogue as c
-from eventstore.aggregate import load
-from eventstore.commands import CommandContext
-from eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
-from eventstore.settings import Settings
-from projections.service import MemoryService
-from tools import cli
+from mnemolog.eventstore import IdempotencyConflict
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
+from mnemolog.tools import cli
 
 
 def ctx(tenant: str = "a", **kw) -> CommandContext:
@@ -444,12 +444,12 @@ def test_drop_tenant_backs_up_then_removes_it_everywhere(tmp_path):
     svc.close()
 
 
-# -- the memledger commands ------------------------------------------------------------------
+# -- the mnemolog commands ------------------------------------------------------------------
 
 
 @pytest.fixture
 def run_cli(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("MEMLEDGER_TENANT", raising=False)
+    monkeypatch.delenv("MNEMOLOG_TENANT", raising=False)
 
     def run(*argv, stdin=None, code=0):
         if stdin is not None:
@@ -458,7 +458,7 @@ def run_cli(tmp_path, capsys, monkeypatch):
         out, err = capsys.readouterr()
         assert rc == code, (argv, out, err)
         if code:
-            assert err.startswith("memledger: error: ") and err.count("\n") == 1 and "Traceback" not in err
+            assert err.startswith("mnemolog: error: ") and err.count("\n") == 1 and "Traceback" not in err
         return err if code else out
 
     return run
@@ -483,10 +483,10 @@ def test_cli_add_get_update_history(run_cli, monkeypatch):
     assert [h["memory"] for h in history] == ["I live in Berlin", "I live in Paris"]
     assert "MemoryUpdated" in run_cli("history", m)
     run_cli("get", m, "--tenant", "other", code=2)
-    monkeypatch.setenv("MEMLEDGER_TENANT", "other")
+    monkeypatch.setenv("MNEMOLOG_TENANT", "other")
     run_cli("get", m, code=2)
     assert run_cli("add", "theirs").startswith("added 1 memory")
-    monkeypatch.delenv("MEMLEDGER_TENANT")
+    monkeypatch.delenv("MNEMOLOG_TENANT")
     run_cli("get", "no-such-id", "--as-of", "yesterday", code=2)
 
 

@@ -8,15 +8,15 @@ import json
 import pytest
 from aiohttp import web
 
-import api.settings  # noqa: F401 - declares the server settings used below
+import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
 
-from eventstore.commands import CommandContext
-from eventstore.model import MemoryContent
-from eventstore.settings import Settings
-from projections.policies.judge import RuleJudge, normalize_text
-from projections.policies.llm_judge import LLMJudge
-from projections.policies.organizer import Organizer
-from projections.service import MemoryService
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.policies.judge import RuleJudge, normalize_text
+from mnemolog.projections.policies.llm_judge import LLMJudge
+from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.service import MemoryService
 
 TENANT = "t1"
 
@@ -267,8 +267,8 @@ async def test_wait_for_returns_once_the_organizer_processed_the_position(svc, s
 
 
 async def test_status_over_http_waits_for_a_position(tmp_path, aiohttp_client):
-    from api.app import create_app
-    from api.routes_organizer import organizer_task
+    from mnemolog.api.app import create_app
+    from mnemolog.api.routes_organizer import organizer_task
 
     settings = make_settings(data_dir=str(tmp_path))
     app = create_app(settings, background=[organizer_task])

@@ -31,16 +31,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eventstore import NO_STREAM, EventStore, StreamAppend
-from eventstore import catalogue as c
-from eventstore.aggregate import load
-from eventstore.commands import CommandContext
-from eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
-from eventstore.settings import Settings
-from projections import graph_reads
-from projections.assembly import default_projectors
-from projections.runner import ProjectionRunner, connect
-from projections.service import MemoryService
+from mnemolog.eventstore import NO_STREAM, EventStore, StreamAppend
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.graph import reads as graph_reads
+from mnemolog.projections.assembly import default_projectors
+from mnemolog.projections.runner import ProjectionRunner, connect
+from mnemolog.projections.service import MemoryService
 
 TENANTS = ("t1", "t2")
 SETTINGS = Settings({"working_memory_capacity": 4, "synchronous": "NORMAL"})  # durability is not under test
@@ -256,7 +256,7 @@ def test_incremental_projections_equal_a_rebuild(ops, batch):
         stepped = side_runner(svc.store, Path(tmp) / "stepped")
         stepped.catch_up(batch_size=batch)
         assert dump(stepped) == incremental
-        svc.runner.rebuild()  # in place, as ``memledger rebuild`` does
+        svc.runner.rebuild()  # in place, as ``mnemolog rebuild`` does
         assert dump(svc.runner) == incremental
         for runner in (rebuilt, stepped):
             runner.close()
@@ -346,7 +346,7 @@ def test_reverting_a_command_restores_the_visible_state(prefix, last):
 
 CHILD = """
 import sys
-from projections.service import MemoryService
+from mnemolog.projections.service import MemoryService
 svc = MemoryService.open(sys.argv[1], catch_up=False)
 print("ready", flush=True)
 svc.runner.catch_up(batch_size=int(sys.argv[2]))

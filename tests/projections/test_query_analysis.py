@@ -1,4 +1,4 @@
-"""Unit tests for projections.query_analysis (pure, model-free)."""
+"""Unit tests for mnemolog.projections.recall.query_analysis (pure, model-free)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from projections.query_analysis import (
+from mnemolog.projections.recall.query_analysis import (
     STOPWORDS,
     WEAK_WORDS,
     analyze,

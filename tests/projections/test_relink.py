@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from eventstore.commands import CommandContext
-from eventstore.commands.documents import document_import
-from eventstore.documents import read_document
-from projections import relink as rl
-from projections.recall import RecallOptions
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.projections.ingest.documents import document_import
+from mnemolog.projections.ingest.documents import read_document
+from mnemolog.projections.linking import relink as rl
+from mnemolog.projections.recall.searcher import RecallOptions
 
 
 def ctx(tenant: str = "t", **kw) -> CommandContext:
@@ -151,7 +151,7 @@ def test_include_tags_links_tags_too(svc, tmp_path):
 
 
 def test_bench_graph_ends_with_its_figures(capsys):
-    from tools import cli
+    from mnemolog.tools import cli
 
     code = cli.main(["bench", "graph", "--relations", "2000", "--entities", "500", "--queries", "10", "--chunks", "200", "--aliases", "100"])
     last = capsys.readouterr().out.strip().splitlines()[-1]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.textsearch import (
+from mnemolog.projections.fts.textsearch import (
     STOPWORDS,
     build_match,
     cjk_match_expression,

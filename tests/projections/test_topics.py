@@ -10,14 +10,14 @@ from collections import Counter, defaultdict
 import pytest
 from aiohttp import web
 
-from eventstore.commands import CommandContext
-from eventstore.model import MemoryContent
-from eventstore.settings import Settings
-from projections.policies.dedup import Vectors
-from projections.policies.llm_judge import LLMJudge
-from projections.policies.organizer import Organizer
-from projections.policies.topics import TopicBuilder, conversation_place
-from projections.service import MemoryService
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.policies.dedup import Vectors
+from mnemolog.projections.policies.llm_judge import LLMJudge
+from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.policies.topics import TopicBuilder, conversation_place
+from mnemolog.projections.service import MemoryService
 
 TENANT = "t1"
 THEMES = {

@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from eventstore import StreamAppend
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
-from projections.embedders import HashingEmbedder
-from projections.filters import SearchFilters
-from projections.runner import ProjectionRunner
-from projections.vector_index import INDEX_FILE, VectorIndex
-from projections.vectors import VectorProjector, projector_version, vector_search
+from mnemolog.eventstore import StreamAppend
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.vectors.embedders import HashingEmbedder
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.runner import ProjectionRunner
+from mnemolog.projections.vectors.index import INDEX_FILE, VectorIndex
+from mnemolog.projections.vectors.projector import VectorProjector, projector_version, vector_search
 
 
 DIM = 32

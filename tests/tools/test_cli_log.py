@@ -1,10 +1,10 @@
-"""The ``memledger`` CLI: migrate, log, verify, digest, export/import, stats, bench append."""
+"""The ``mnemolog`` CLI: migrate, log, verify, digest, export/import, stats, bench append."""
 
 from __future__ import annotations
 
 import json
 
-from eventstore import migrate
+from mnemolog.eventstore import migrate
 import os
 import queue
 import shutil
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from eventstore import ANY, EventStore, Metadata
-from eventstore.events import DomainEvent, encode_payload, encoder, type_name
-from eventstore.ids import new_id
-from eventstore.recorder import PendingEvent, PendingWrite
-from tools.cli import main
+from mnemolog.eventstore import ANY, EventStore, Metadata
+from mnemolog.eventstore.events import DomainEvent, encode_payload, encoder, type_name
+from mnemolog.eventstore.ids import new_id
+from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
+from mnemolog.tools.cli import main
 
-MEMLEDGER = Path(sys.executable).with_name("memledger")
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 
 
 class CliLogNoted(DomainEvent, frozen=True):
@@ -70,7 +70,7 @@ def positions(out: str) -> list[int]:
 
 
 def assert_one_line_error(err: str) -> None:
-    assert err.startswith("memledger: error: ") and err.count("\n") == 1, err
+    assert err.startswith("mnemolog: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err
 
 
@@ -86,7 +86,7 @@ def test_migrate_prints_the_revision(tmp_path, capsys):
 
 
 def test_data_dir_comes_from_the_environment(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("MEMLEDGER_DATA_DIR", str(tmp_path / "env-data"))
+    monkeypatch.setenv("MNEMOLOG_DATA_DIR", str(tmp_path / "env-data"))
     assert run(capsys, "digest")[0] == 0
     assert (tmp_path / "env-data" / "events.db").exists()
 
@@ -290,30 +290,30 @@ def test_bench_append_smoke(tmp_path, capsys):
 
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["MEMLEDGER_SUBSCRIBE_POLL_SECONDS"] = "0.1"
-    env.pop("MEMLEDGER_DATABASE_URL", None)
+    env["MNEMOLOG_SUBSCRIBE_POLL_SECONDS"] = "0.1"
+    env.pop("MNEMOLOG_DATABASE_URL", None)
     return env
 
 
 def test_console_script(data, tmp_path):
-    def memledger(*argv):
-        return subprocess.run([str(MEMLEDGER), *map(str, argv)], capture_output=True, text=True, env=cli_env(), timeout=60)
+    def mnemolog(*argv):
+        return subprocess.run([str(MNEMOLOG), *map(str, argv)], capture_output=True, text=True, env=cli_env(), timeout=60)
 
-    done = memledger("--data-dir", data, "log", "--json", "--type", "CliLogFlagged")
+    done = mnemolog("--data-dir", data, "log", "--json", "--type", "CliLogFlagged")
     assert done.returncode == 0, done.stderr
     assert positions(done.stdout) == [3, 5]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json at all\n")
-    done = memledger("--data-dir", tmp_path / "d", "import", bad)
+    done = mnemolog("--data-dir", tmp_path / "d", "import", bad)
     assert done.returncode == 2
     assert_one_line_error(done.stderr)
-    done = memledger("nope")
+    done = mnemolog("nope")
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
 def test_follow_prints_events_appended_after_start(data):
     proc = subprocess.Popen(
-        [str(MEMLEDGER), "--data-dir", str(data), "log", "--follow", "--json"],
+        [str(MNEMOLOG), "--data-dir", str(data), "log", "--follow", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=cli_env(),

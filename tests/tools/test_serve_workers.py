@@ -1,4 +1,4 @@
-"""``memledger serve`` with several worker processes on one port.
+"""``mnemolog serve`` with several worker processes on one port.
 
 A real server on loopback: writes through one worker are read through the
 others (each has its own caches and vector index over the shared data
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from api.client import MemledgerClient
+from mnemolog.api.client import MnemologClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,12 +36,12 @@ def _children(pid: int) -> list[int]:
 @pytest.fixture
 def served(tmp_path):
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
-    env.update({"MEMLEDGER_AUTH": "off", "MEMLEDGER_WORKERS": "2", "MEMLEDGER_SYNCHRONOUS": "NORMAL", "PYTHONUNBUFFERED": "1"})
-    env["MEMLEDGER_ORGANIZER_ENABLED"] = "off"  # it would merge the near-duplicate notes below
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    env.update({"MNEMOLOG_AUTH": "off", "MNEMOLOG_WORKERS": "2", "MNEMOLOG_SYNCHRONOUS": "NORMAL", "PYTHONUNBUFFERED": "1"})
+    env["MNEMOLOG_ORGANIZER_ENABLED"] = "off"  # it would merge the near-duplicate notes below
     log = open(tmp_path / "serve.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.cli", "--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)],
+        [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)],
         env=env,
         cwd=str(ROOT),
         stdout=log,
@@ -61,7 +61,7 @@ def served(tmp_path):
 async def _until_both_listen(proc, url: str) -> None:
     for _ in range(600):
         if len(_children(proc.pid)) == 2:
-            async with MemledgerClient(url, timeout=5) as client:
+            async with MnemologClient(url, timeout=5) as client:
                 try:
                     await client.health()
                     return
@@ -80,12 +80,12 @@ async def test_writes_through_one_worker_are_read_through_any(served):
     written = []
     # Separate connections: SO_REUSEPORT spreads them over both workers.
     for i in range(12):
-        async with MemledgerClient(url, timeout=10) as client:
+        async with MnemologClient(url, timeout=10) as client:
             written.append(await client.add({"memory": f"note {i}: the heron nests by the north pond"}))
     positions = [p for w in written for p in w.positions]
     assert positions == list(range(1, 13))  # one gap-free log, whichever process wrote
     for i in range(12):
-        async with MemledgerClient(url, timeout=10) as client:
+        async with MnemologClient(url, timeout=10) as client:
             found = await client.recall("heron north pond", limit=20, min_position=positions[-1])
             assert {h["id"] for h in found["hits"]} == {m for w in written for m in w.memory_ids}
             history = await client.history(written[i].memory_ids[0])
@@ -127,7 +127,7 @@ async def test_a_killed_supervisor_takes_its_workers_with_it(served):
 
 
 def test_bench_recall_measures_every_worker(capsys):
-    from tools import cli
+    from mnemolog.tools import cli
 
     code = cli.main(["bench", "recall", "--small", "200", "--large", "300", "--queries", "10", "--duration", "1", "--workers", "2"])
     out = capsys.readouterr().out
@@ -140,13 +140,13 @@ def test_bench_recall_measures_every_worker(capsys):
 
 @pytest.mark.parametrize(
     "workers, port, message",
-    [("0", "8765", "MEMLEDGER_WORKERS must be at least 1"), ("two", "8765", "MEMLEDGER_WORKERS"), ("2", "0", "need a fixed port")],
+    [("0", "8765", "MNEMOLOG_WORKERS must be at least 1"), ("two", "8765", "MNEMOLOG_WORKERS"), ("2", "0", "need a fixed port")],
 )
 def test_bad_worker_settings_are_refused_with_one_line(tmp_path, monkeypatch, capsys, workers, port, message):
-    from tools import cli
+    from mnemolog.tools import cli
 
-    monkeypatch.setenv("MEMLEDGER_WORKERS", workers)
-    monkeypatch.setenv("MEMLEDGER_AUTH", "off")
+    monkeypatch.setenv("MNEMOLOG_WORKERS", workers)
+    monkeypatch.setenv("MNEMOLOG_AUTH", "off")
     assert cli.main(["--data-dir", str(tmp_path), "serve", "--port", port]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -17,7 +17,7 @@ Create Date: 2026-11-29
 import sqlalchemy as sa
 from alembic import op
 
-from eventstore.dialects import append_only_ddl
+from mnemolog.eventstore.dialects import append_only_ddl
 
 revision = "0002"
 down_revision = "0001"

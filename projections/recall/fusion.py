@@ -17,7 +17,7 @@ them); :class:`RecallParams` holds the defaults, :func:`recall` composes the
 steps 4-7 below from the functions of this module. Bracketed: what the
 integrator fetches from SQLite/usearch.
 
-1. Analyse the query (:func:`projections.query_analysis.analyze`):
+1. Analyse the query (:func:`mnemolog.projections.recall.query_analysis.analyze`):
    ``search_terms`` = content terms without question words, function words
    and generic verbs (say, tell, go, make ...), plus irregular/informal
    variants ("favorite" -> "fave", "saw" -> "see"); ``is_temporal``; dates in
@@ -88,7 +88,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
-    from projections.query_analysis import QueryAnalysis
+    from .query_analysis import QueryAnalysis
 
 __all__ = [
     "DEFAULTS",
@@ -482,9 +482,9 @@ class MemoryFacts:
     """What :func:`recall` needs to know of a memory, stored at ingest.
 
     ``speaker``: who said/wrote it. ``has_time_ref``: its text holds a time
-    expression (:func:`projections.query_analysis.find_time_expressions`).
+    expression (:func:`mnemolog.projections.recall.query_analysis.find_time_expressions`).
     ``occurred_at``: when it was said (e.g. the session date parsed with
-    :func:`projections.query_analysis.parse_datetime`).
+    :func:`mnemolog.projections.recall.query_analysis.parse_datetime`).
     """
 
     speaker: str | None = None

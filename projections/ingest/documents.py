@@ -31,14 +31,17 @@ import io
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "read_document"]
+from mnemolog.eventstore.commands.documents import Chunk, DocumentImport
+
+__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
 
 _DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
               ".pdf": "pdf"}
-PDF_INSTALL_HINT = "pip install 'memledger[pdf]'"
+PDF_INSTALL_HINT = "pip install 'mnemolog[pdf]'"
 
 
 class DocumentError(Exception):
@@ -61,15 +64,6 @@ class ParsedDocument(msgspec.Struct, frozen=True):
     text_pages: list[str]
     doc_type: str  # "text" | "markdown" | "pdf"
     content_hash: str  # sha256 hex of the raw file bytes
-
-
-class Chunk(msgspec.Struct, frozen=True):
-    index: int  # 0-based, across the whole document
-    text: str
-    page: int | None  # 1-based for PDFs, None otherwise
-    start: int  # offsets into the page text
-    end: int
-    heading: str | None
 
 
 # --------------------------------------------------------------------- reading
@@ -327,3 +321,51 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
                 only_headings = False
         flush()
     return chunks
+
+
+def default_doc_id(path: str) -> str:
+    """A document id from a file name: ``My Notes.md`` -> ``My-Notes.md``."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).name).strip("-._")
+    return (name or "document")[:128]
+
+
+def document_import(
+    parsed: ParsedDocument,
+    *,
+    doc_id: str | None = None,
+    collection: str | None = None,
+    doc_type: str | None = None,
+    lang: str | None = None,
+    source_url: str | None = None,
+    model: str | None = None,
+    title: str | None = None,
+    max_chars: int = 1200,
+    path: str | None = None,
+) -> DocumentImport:
+    """The import request for a parsed document, chunked with :func:`chunk_document`."""
+    return DocumentImport(
+        doc_id=doc_id or default_doc_id(path or parsed.path),
+        title=title or parsed.title,
+        content_hash=parsed.content_hash,
+        format=parsed.doc_type,
+        chunks=tuple(chunk_document(parsed, max_chars=max_chars)),
+        pages=len(parsed.text_pages),
+        collection=collection or None,
+        doc_type=doc_type or None,
+        lang=lang or None,
+        source_url=source_url or None,
+        model=model or None,
+        path=path if path is not None else parsed.path,
+    )
+
+
+def import_report(results: list[dict[str, Any]], correlation_id: str) -> dict[str, Any]:
+    """What an import of several files reports: counts by outcome, then each file's result."""
+    return {
+        "documents": sum(1 for r in results if r["status"] == "imported"),
+        "chunks": sum(r.get("chunks", 0) for r in results if r["status"] == "imported"),
+        "skipped": sum(1 for r in results if r["status"] == "unchanged"),
+        "failed": sum(1 for r in results if r["status"] == "failed"),
+        "correlation_id": correlation_id,
+        "results": results,
+    }

@@ -9,7 +9,7 @@ Tables (in ``projections.db``):
   (``content='fts_docs', content_rowid='row_id'``), columns
   ``text, key, tags, background, cjk``, tokenised with
   ``porter unicode61 remove_diacritics 2``. ``cjk`` holds the character
-  bigrams of the CJK parts (:func:`projections.textsearch.cjk_segment`), so a
+  bigrams of the CJK parts (:func:`mnemolog.projections.fts.textsearch.cjk_segment`), so a
   two-character Chinese word is found inside an unbroken sentence.
 
 Rows are never updated in their indexed columns: closing a row only sets
@@ -45,7 +45,7 @@ Why: FTS5 computes bm25 for every matching row (about 1 µs a row in the
 index, 2 µs joined to ``fts_docs``) and has no early termination, and a
 query's common words match a third of the rows. So:
 
-1. stopwords are dropped (:func:`~projections.textsearch.content_terms`);
+1. stopwords are dropped (:func:`~mnemolog.projections.fts.textsearch.content_terms`);
 2. a statement first takes the index's best ``max(4 * limit, 200)``
    matches, then keeps those that pass tenant, validity and filters (row
    lookups by id); if fewer than ``limit`` pass, the joined statement of
@@ -76,13 +76,13 @@ from typing import Sequence
 
 import msgspec
 
-from eventstore import RecordedEvent
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
 
-from .filters import SearchFilters, filter_sql, tag_field
-from .runner import execute_script
-from .memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
+from ..filters import SearchFilters, filter_sql, tag_field
+from ..runner import execute_script
+from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
 from .textsearch import (
     MAX_TERMS,
     build_match,
@@ -250,10 +250,10 @@ SMALL_TENANT_SHARE = 0.2
 def query_phrases(query: str, terms: Sequence[str] | None = None) -> list[str]:
     """One column-filtered, escaped FTS5 phrase per content term of ``query``.
 
-    Words (stopwords dropped, see :func:`~projections.textsearch.content_terms`,
+    Words (stopwords dropped, see :func:`~mnemolog.projections.fts.textsearch.content_terms`,
     or ``terms`` when given) match the word columns; CJK bigrams of the query
     match ``cjk`` (single characters as prefixes, see
-    :func:`~projections.textsearch.cjk_match_expression`).
+    :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
     """
     chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
     words = [t for t in chosen if not has_cjk(t)]

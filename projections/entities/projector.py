@@ -1,7 +1,7 @@
 """The entity projection: entities, aliases, tags, relations and documents, with validity intervals.
 
 Tables (in ``projections.db``), one row per state, ``valid_from``/``valid_to``
-as everywhere (see :mod:`projections.memory_rows`):
+as everywhere (see :mod:`mnemolog.projections.memory_rows`):
 
 - ``kg_entities``: an entity's state and ``created_position`` (the position
   that (re)created it: the linker's ambiguity rule uses it);
@@ -25,14 +25,14 @@ from typing import Any, Iterable, Sequence
 
 import msgspec
 
-from eventstore import RecordedEvent
-from eventstore import catalogue_graph as g
-from eventstore.model import NotFound, ValidationError
-from eventstore.settings import setting
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.settings import setting
 
-from .linker import normalise
-from .memory_rows import head_clause
-from .runner import execute_script
+from ..linking.linker import normalise
+from ..memory_rows import head_clause
+from ..runner import execute_script
 
 ENTITY_MAX_TAGS = setting("entity_max_tags", 8, "Tags kept per entity; extra tags are cut and the call reports them.")
 DIRECTIONS = ("out", "in", "both")

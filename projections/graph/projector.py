@@ -17,11 +17,11 @@ from typing import Sequence
 
 import msgspec
 
-from eventstore import RecordedEvent
-from eventstore import catalogue as c
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue as c
 
-from .runner import execute_script
-from .memory_rows import Previous, close_rows, decode_content, encode_content, transitions
+from ..runner import execute_script
+from ..memory_rows import Previous, close_rows, decode_content, encode_content, transitions
 
 _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)

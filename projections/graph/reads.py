@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
 
-from eventstore import catalogue as c
+from mnemolog.eventstore import catalogue as c
 
-from .graph import edge_from_row
-from .memory_rows import decode_content, head_clause
+from .projector import edge_from_row
+from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
 _EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to"
@@ -278,7 +278,7 @@ def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
 
 
 class ProjectionFacts:
-    """:class:`eventstore.commands.GraphFacts` answered from the graph projection.
+    """:class:`mnemolog.eventstore.commands.GraphFacts` answered from the graph projection.
 
     ``sync`` is called first, so answers reflect the log's head. Extra node
     resolvers (entities, documents) can be added by later projections.

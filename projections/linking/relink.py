@@ -1,7 +1,7 @@
 """The entity linker wired to the stored graph: mention edges, relink runs, document links, relation cards.
 
 Mention edges
-    Every match of :class:`projections.linker.AliasCatalogue` becomes a
+    Every match of :class:`mnemolog.projections.linking.linker.AliasCatalogue` becomes a
     ``MENTIONS`` edge ``mention:<run>:<n>``: chunk -> entity (weight = the
     mention's confidence; properties ``alias``, ``occurrences``,
     ``confidence``, ``evidence`` = the chunk id) and document -> entity
@@ -17,7 +17,7 @@ Relink
     ``(source, target)``: equal edges are kept, the others are added or
     removed. A dry run (the default) reports the diff and the document pairs
     the new edges would newly connect; a committed run is one batch (see
-    :meth:`eventstore.commands.documents.DocumentCommands.commit_relink`),
+    :meth:`mnemolog.eventstore.commands.documents.DocumentCommands.commit_relink`),
     undone exactly by ``undo-namespace mention:<run>:`` or by reverting its
     correlation.
 
@@ -42,23 +42,23 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from eventstore import RecordedEvent
-from eventstore import catalogue as c
-from eventstore import catalogue_graph as g
-from eventstore.commands import CommandContext
-from eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
-from eventstore.commands.entities import EntityCommands
-from eventstore.events import Metadata
-from eventstore.commands.context import now_iso
-from eventstore.ids import new_id, new_ids
-from eventstore.model import MemoryContent
-from eventstore.store import NO_STREAM, StreamAppend
-from eventstore.settings import setting
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
+from mnemolog.eventstore.commands.entities import EntityCommands
+from mnemolog.eventstore.events import Metadata
+from mnemolog.eventstore.commands.context import now_iso
+from mnemolog.eventstore.ids import new_id, new_ids
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.store import NO_STREAM, StreamAppend
+from mnemolog.eventstore.settings import setting
 
-from . import entities as ents
-from .graph import edge_from_row
+from ..entities import projector as ents
+from ..graph.projector import edge_from_row
 from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
-from .memory_rows import decode_content, head_clause
+from ..memory_rows import decode_content, head_clause
 
 MAX_DF = setting(
     "linker_max_alias_document_frequency",
@@ -415,7 +415,7 @@ def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, se
     The chunks and entities are appended as events first (not timed); the
     timed part plans, commits and projects the run.
     """
-    from .service import MemoryService
+    from ..service import MemoryService
 
     rng = random.Random(seed)
     syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
@@ -458,7 +458,7 @@ def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: in
     """p50/p95 of :func:`get_related` (``direction="out"``) on a random graph, projected in memory.
 
     The graph is built by applying ``EntityUpserted`` and ``RelationSet``
-    events through :class:`projections.entities.EntityProjector` (no log), so only the read is timed.
+    events through :class:`mnemolog.projections.entities.projector.EntityProjector` (no log), so only the read is timed.
     """
     rng = random.Random(seed)
     conn = sqlite3.connect(":memory:", isolation_level=None)

@@ -3,7 +3,7 @@
 Tables (in ``projections.db``):
 
 - ``vec_docs``: one row per state of a memory (status changes included) with
-  validity positions, the filter columns of :mod:`projections.filters`, the
+  validity positions, the filter columns of :mod:`mnemolog.projections.filters`, the
   ``content_hash`` of the text, the ``embedder`` that made the vector
   (``"caller"`` for a vector supplied with the memory), ``vector`` (float32
   bytes, NULL when the state has none) and ``vector_of``: the row whose
@@ -33,7 +33,7 @@ the head or ``as_of`` that pass the filters.
   there (a capped count on an index), they are scored exactly: reading a
   vector from SQLite costs ~1.3 µs, so 2,000 rows take about what the index
   path takes.
-- Otherwise the HNSW index of :mod:`projections.vector_index` proposes
+- Otherwise the HNSW index of :mod:`mnemolog.projections.vectors.index` proposes
   ``max(4 * limit, 200)`` neighbours; those the candidate predicate allows
   (tenant, validity, status, every filter, in SQL) are rescored exactly; the
   neighbour count grows x4 until ``limit`` of them pass, and if the index
@@ -65,14 +65,14 @@ from typing import Sequence
 import msgspec
 import numpy as np
 
-from eventstore import RecordedEvent
-from eventstore import catalogue as c
-from eventstore.model import MemoryContent
+from mnemolog.eventstore import RecordedEvent
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
 
 from .embedders import Embedder, content_hash
-from .filters import SearchFilters, filter_sql, tag_field
-from .memory_rows import Previous, dropped_tenants, head_clause, transitions
-from .runner import execute_script
+from ..filters import SearchFilters, filter_sql, tag_field
+from ..memory_rows import Previous, dropped_tenants, head_clause, transitions
+from ..runner import execute_script
 
 __all__ = ["EXACT_THRESHOLD", "VecHit", "VectorProjector", "projector_version", "vector_search"]
 
@@ -375,7 +375,7 @@ def vector_search(
 ) -> list[VecHit]:
     """Nearest memories of ``tenant`` by cosine, at the head (or ``as_of``), best first.
 
-    ``index`` is a :class:`projections.vector_index.VectorIndex` or None
+    ``index`` is a :class:`mnemolog.projections.vectors.index.VectorIndex` or None
     (exact search only). Ties are broken by row id, so the exact and the
     index-assisted plans order equal scores the same way.
     """

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from projections.policies.judge import LABELS, JudgedMemory, Verdict
+from mnemolog.projections.policies.judge import LABELS, JudgedMemory, Verdict
 
 __all__ = ["CASES", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
 

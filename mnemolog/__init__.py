@@ -1,0 +1,43 @@
+"""mnemolog: an event-sourced memory store for AI agents.
+
+The public API, imported on first use so that ``import mnemolog`` stays cheap:
+
+>>> from mnemolog import EventStore, MemoryService, MnemologClient, create_app
+
+The layers install as subpackages: :mod:`mnemolog.eventstore` (the log and
+the commands), :mod:`mnemolog.projections` (the read side),
+:mod:`mnemolog.api` (the HTTP server and client) and :mod:`mnemolog.tools`
+(the ``mnemolog`` command line).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "EventStore": "mnemolog.eventstore",
+    "StreamAppend": "mnemolog.eventstore",
+    "Digest": "mnemolog.eventstore",
+    "ANY": "mnemolog.eventstore",
+    "NO_STREAM": "mnemolog.eventstore",
+    "Settings": "mnemolog.eventstore.settings",
+    "MemoryService": "mnemolog.projections.service",
+    "create_app": "mnemolog.api.app",
+    "MnemologClient": "mnemolog.api.client",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mnemolog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
