@@ -43,6 +43,7 @@ _UNKNOWN = re.compile(r"(?:unknown|missing required) field `([^`]*)`")
 
 
 def field_of(exc: msgspec.ValidationError | msgspec.DecodeError) -> str | None:
+    """The dotted path of the offending field; None when the problem is the body as a whole (the callers say "body")."""
     found = _PATH.search(str(exc))
     path = found.group(1) if found else ""
     unknown = _UNKNOWN.search(str(exc))  # name an unknown or missing field itself, not only the object holding it
@@ -78,9 +79,9 @@ async def error_middleware(request: web.Request, handler):
     except ValidationError as exc:
         return error_response(422, "invalid", str(exc), exc.field)
     except msgspec.ValidationError as exc:
-        return error_response(422, "invalid", str(exc), field_of(exc))
+        return error_response(422, "invalid", str(exc), field_of(exc) or "body")
     except msgspec.DecodeError as exc:
-        return error_response(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc))
+        return error_response(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc) or "body")
     except NotFound as exc:
         return error_response(404, "not_found", str(exc), None)
     except Conflict as exc:
@@ -94,7 +95,7 @@ async def error_middleware(request: web.Request, handler):
             raise
         code = _STATUS_CODES.get(exc.status, "http_error")
         message = exc.reason if exc.status != 413 else "the request body is too large"
-        return error_response(exc.status, code, message, None)
+        return error_response(exc.status, code, message, "body" if exc.status == 413 else None)
     except Exception:  # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)

@@ -28,7 +28,7 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             "summary": r.summary,
             "operationId": r.handler.__name__,
             "responses": {
-                "200": {"description": "success", "content": {"application/json": {"schema": _ref(r.response) or {"type": "object"}}}},
+                **{str(status): _success(status, r.response) for status in r.statuses},
                 "4XX": {"description": "a client error, naming the field", "content": {"application/json": {"schema": error_ref}}},
             },
         }
@@ -55,6 +55,13 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+_DESCRIPTIONS = {200: "success", 201: "created"}
+
+
+def _success(status: int, kind) -> dict[str, Any]:
+    return {"description": _DESCRIPTIONS.get(status, "success"), "content": {"application/json": {"schema": _ref(kind) or {"type": "object"}}}}
 
 
 def _ref(kind) -> dict[str, Any] | None:

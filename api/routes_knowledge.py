@@ -54,7 +54,7 @@ def _position(svc, value: Any) -> int | None:
 # -- entities ------------------------------------------------------------------------------------
 
 
-@route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse)
+@route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201))
 async def put_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
@@ -112,7 +112,7 @@ async def find_entities(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse)
+@route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
 async def set_relation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
@@ -207,7 +207,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
                 data = bytes(await part.read(decode=False))
                 total += len(data)
                 if total > int(settings.max_body_bytes):
-                    raise ApiError(413, "payload_too_large", "the uploaded files are too large", None)
+                    raise ApiError(413, "payload_too_large", "the uploaded files are too large", "file")
                 files.append((part.filename, data))
             elif part.name in _META:
                 meta[part.name] = (await part.text()).strip() or None

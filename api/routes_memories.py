@@ -49,7 +49,7 @@ def _content(item) -> MemoryContent:
     return MemoryContent(**data)
 
 
-@route("POST", "/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse)
+@route("POST", "/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse, statuses=(201,))
 async def add_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, AddMemoriesRequest)
     if (body.memory is None) == (body.memories is None):
@@ -75,7 +75,7 @@ async def update_memory(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@route("POST", "/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse)
+@route("POST", "/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse, statuses=(201,))
 async def merge_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, MergeRequest)
     result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
@@ -136,7 +136,7 @@ async def memory_history(request: web.Request) -> web.Response:
     return json_response({"memory_id": request.match_info["id"], "versions": versions})
 
 
-@route("POST", "/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse)
+@route("POST", "/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse, statuses=(201,))
 async def link_edge(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, LinkRequest)
     result = await write(

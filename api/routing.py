@@ -29,6 +29,7 @@ class Route(msgspec.Struct, frozen=True):
     request: Any = None
     response: Any = None
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
 
 
 ROUTES: list[Route] = []
@@ -41,9 +42,9 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
+def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), statuses=(200,)):
     def decorate(handler):
-        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
+        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query), tuple(statuses)))
         return handler
 
     return decorate
@@ -81,14 +82,14 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
 
 async def decode(request: web.Request, kind: type) -> Any:
     if request.content_type not in ("application/json", "", "application/octet-stream"):
-        raise ApiError(415, "unsupported_media_type", "send JSON (Content-Type: application/json)", None)
+        raise ApiError(415, "unsupported_media_type", "send JSON (Content-Type: application/json)", "Content-Type")
     body = await request.read()
     if not body:
         body = b"{}"
     try:
         return msgspec.json.decode(body, type=kind)
     except RecursionError:
-        raise ApiError(400, "malformed_json", "the body is nested too deeply", None) from None
+        raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

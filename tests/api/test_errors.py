@@ -145,20 +145,32 @@ async def test_malformed_json_is_400(api):
     await each([(b,) for b in bodies], check)
 
 
+async def test_malformed_json_names_the_body(api, memory_id):
+    # Found by the schemathesis run (tests/api/test_fuzz.py): these named no field.
+    for method, path in (("POST", "/v1/memories"), ("PATCH", f"/v1/memories/{memory_id}"), ("POST", "/v1/graph/subgraph"), ("PUT", "/v1/entities/e1")):
+        await call(api, method, path, data=b"\x00", headers={"Content-Type": "application/json"}, status=400, code="malformed_json", field="body")
+
+
 async def test_not_an_object_is_422(api):
     for body in (b"[]", b'"text"', b"null", b"3"):
-        await call(api, "POST", "/v1/recall", data=body, headers={"Content-Type": "application/json"}, status=422)
+        await call(api, "POST", "/v1/recall", data=body, headers={"Content-Type": "application/json"}, status=422, field="body")
+
+
+async def test_an_unknown_field_without_a_name_is_422_naming_the_body(api, memory_id):
+    await call(api, "POST", f"/v1/memories/{memory_id}/archive", json={"reason": "r", "": {}}, status=422, field="body")
+    await call(api, "POST", "/v1/recall", json={"query": "x", "": 1}, status=422, field="body")
 
 
 async def test_deeply_nested_json_is_a_client_error(api):
     nested = b'{"memory": {"memory": "x", "properties": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}}"
-    await call(api, "POST", "/v1/memories", data=nested, headers={"Content-Type": "application/json"}, status=400)
+    await call(api, "POST", "/v1/memories", data=nested, headers={"Content-Type": "application/json"}, status=400, field="body")
 
 
 async def test_wrong_content_type_is_415(api):
     async def check(content_type):
         await call(
-            api, "POST", "/v1/memories", data=b'{"memory": {"memory": "x"}}', headers={"Content-Type": content_type}, status=415, code="unsupported_media_type"
+            api, "POST", "/v1/memories", data=b'{"memory": {"memory": "x"}}', headers={"Content-Type": content_type}, status=415, code="unsupported_media_type",
+            field="Content-Type",
         )
 
     types = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"]
@@ -174,8 +186,8 @@ async def test_a_body_over_the_limit_is_413_json(start):
     small = await start(max_body_bytes=1024)
     client = small.client()
     await client.add({"memory": "fits"})
-    await call(small, "POST", "/v1/memories", json={"memory": {"memory": "x" * 2000}}, status=413, code="payload_too_large")
-    await call(small, "POST", "/v1/recall", json={"query": "y" * 2000}, status=413)
+    await call(small, "POST", "/v1/memories", json={"memory": {"memory": "x" * 2000}}, status=413, code="payload_too_large", field="body")
+    await call(small, "POST", "/v1/recall", json={"query": "y" * 2000}, status=413, field="body")
     assert (await client.digest())["position"] == 1
 
 

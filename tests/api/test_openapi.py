@@ -157,3 +157,26 @@ async def test_write_routes_document_idempotency_and_if_match(document):
     assert {"Idempotency-Key", "If-Match", "id"} <= names
     events = document["paths"]["/v1/events"]["get"]
     assert {"after", "limit", "type", "stream", "correlation_id"} <= {p["name"] for p in events["parameters"]}
+
+
+async def test_documented_success_statuses_are_the_ones_answered(api, document):
+    # A 201 documented as 200 was found by the schemathesis run (tests/api/test_fuzz.py).
+    def statuses(path, method):
+        return {code for code in document["paths"][path][method]["responses"] if code.startswith("2")}
+
+    assert statuses("/v1/memories", "post") == {"201"}
+    assert statuses("/v1/memories/merge", "post") == {"201"}
+    assert statuses("/v1/edges", "post") == {"201"}
+    assert statuses("/v1/entities/{id}", "put") == {"200", "201"}
+    assert statuses("/v1/entities/{id}/relations", "post") == {"200", "201"}
+    assert statuses("/v1/recall", "post") == {"200"}
+    added = await api.raw.post("/v1/memories", json={"memories": [{"memory": "one"}, {"memory": "two"}]})
+    assert added.status == 201
+    ids = (await added.json())["memory_ids"]
+    assert (await api.raw.post("/v1/memories/merge", json={"memory_ids": ids})).status == 201
+    assert (await api.raw.post("/v1/edges", json={"source": ids[0], "target": ids[1]})).status == 201
+    assert (await api.raw.put("/v1/entities/e1", json={"name": "E"})).status == 201
+    assert (await api.raw.put("/v1/entities/e1", json={"name": "E2"})).status == 200
+    assert (await api.raw.put("/v1/entities/e2", json={"name": "F"})).status == 201
+    assert (await api.raw.post("/v1/entities/e1/relations", json={"target_id": "e2", "relation_type": "knows"})).status == 201
+    assert (await api.raw.post("/v1/entities/e1/relations", json={"target_id": "e2", "relation_type": "knows", "weight": 0.5})).status == 200

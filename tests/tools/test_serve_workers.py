@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,27 +17,14 @@ from pathlib import Path
 import pytest
 
 from mnemolog.api.client import MnemologClient
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _children(pid: int) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in found]
+from tests.serving import ROOT, children as _children, clean_env, free_port as _free_port
 
 
 @pytest.fixture
 def served(tmp_path):
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
-    env.update({"MNEMOLOG_AUTH": "off", "MNEMOLOG_WORKERS": "2", "MNEMOLOG_SYNCHRONOUS": "NORMAL", "PYTHONUNBUFFERED": "1"})
-    env["MNEMOLOG_ORGANIZER_ENABLED"] = "off"  # it would merge the near-duplicate notes below
+    # The organizer is off: it would merge the near-duplicate notes below.
+    env = clean_env(auth="off", workers=2, synchronous="NORMAL", organizer_enabled="off")
     log = open(tmp_path / "serve.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)],

@@ -1,0 +1,149 @@
+"""Fuzz the API from its own OpenAPI document with schemathesis, against a real ``mnemolog serve``.
+
+The server runs as a subprocess on a free loopback port with auth on and a
+key made by ``mnemolog keys create``. For every operation of
+``GET /openapi.json`` schemathesis generates valid (positive) and invalid
+(negative) requests: path, query, headers and body. Operations with path
+parameters are fuzzed twice, once with generated ids and once with ids that
+exist (seeded first), so that the handlers behind the 404 are reached too.
+
+Every response must pass:
+
+- no 5xx (``not_a_server_error``);
+- a documented status and content type, and a body that matches the
+  documented schema (``status_code_conformance``, ``content_type_conformance``,
+  ``response_schema_conformance``);
+- every 4xx is JSON ``{"error": {"code", "message", "field"}}``, and a 400,
+  413, 415 or 422 names the field (``body`` when the body as a whole is wrong).
+
+Examples are bounded (``EXAMPLES`` per operation and mode, derandomized) so
+the run fits CI; the number of requests tried is printed (``-s`` shows it).
+The live tail ``GET /v1/events/stream`` never ends by design and is left out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance, status_code_conformance
+
+from tests.serving import create_key, serve
+
+EXAMPLES = 30
+SKIPPED = {"/v1/events/stream"}  # an endless server-sent event stream
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+NAMED_FIELD_STATUSES = (400, 413, 415, 422)
+
+
+def error_shape_problem(response) -> str | None:
+    """Why a 4xx response is not our JSON error naming the field, or None."""
+    content_type = (response.headers.get("content-type") or [""])[0]  # schemathesis: lowercase names, lists of values
+    if not content_type.startswith("application/json"):
+        return f"not JSON: {content_type!r}"
+    try:
+        body = response.json()
+        error = body["error"]
+        if set(body) != {"error"} or not {"code", "message", "field"} <= set(error):
+            return f"not an error envelope: {body!r}"
+        if not (isinstance(error["code"], str) and error["code"] and isinstance(error["message"], str) and error["message"]):
+            return f"code and message must be strings: {error!r}"
+        if error["field"] is not None and not isinstance(error["field"], str):
+            return f"field must be a string or null: {error!r}"
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"not an error envelope ({exc!r}): {response.text[:200]!r}"
+    if response.status_code in NAMED_FIELD_STATUSES and not error["field"]:
+        return f"a {response.status_code} must name the field: {error!r}"
+    return None
+
+
+def seed(session, url: str) -> dict[str, str]:
+    """Memories, entities, a relation and an edge to aim the path parameters at."""
+
+    def send(method: str, path: str, body: dict) -> dict:
+        response = session.request(method, url + path, json=body, timeout=30)
+        assert response.status_code in (200, 201), response.text
+        return response.json()
+
+    added = send(
+        "POST",
+        "/v1/memories",
+        {"memories": [{"memory": "Ada keeps bees in Lisbon", "key": "bees"}, {"memory": "Ada keeps bees in Porto", "key": "bees"}, {"memory": "Grace writes compilers"}]},
+    )
+    ids = added["memory_ids"]
+    send("PUT", "/v1/entities/ada", {"name": "Ada", "aliases": ["Ada L"], "tags": ["beekeeper"]})
+    send("PUT", "/v1/entities/grace", {"name": "Grace"})
+    send("POST", "/v1/entities/ada/relations", {"target_id": "grace", "relation_type": "knows", "weight": 0.5})
+    send("POST", "/v1/edges", {"source": ids[0], "target": ids[2], "edge_id": "user:seed:1"})
+    return {"memory": ids[0], "entity": "ada", "edge_id": "user:seed:1"}
+
+
+def existing(operation, seeded: dict[str, str]) -> dict[str, str] | None:
+    names = {p.name for p in operation.path_parameters}
+    if not names:
+        return None
+    return {name: seeded["edge_id"] if name == "edge_id" else seeded["entity" if "/entities/" in operation.path else "memory"] for name in names}
+
+
+@pytest.mark.slow
+def test_fuzzing_the_openapi_document_finds_no_server_error_and_only_json_errors(tmp_path):
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir)
+    headers = {"Authorization": f"Bearer {key}"}
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        schema = schemathesis.openapi.from_url(server.url + "/openapi.json", timeout=30)
+        session = requests.Session()
+        session.headers.update(headers)
+        seeded = seed(session, server.url)
+        failures: dict[tuple[str, str], list[str]] = defaultdict(list)
+        tried = 0
+        operations = 0
+        began = time.monotonic()
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            if operation.path in SKIPPED:
+                continue
+            operations += 1
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                real = existing(operation, seeded)
+                for path_parameters in [None] + ([real] if real else []):
+
+                    @given(case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters))
+                    @settings(
+                        max_examples=EXAMPLES,
+                        deadline=None,
+                        database=None,
+                        derandomize=True,
+                        phases=[Phase.explicit, Phase.generate],
+                        suppress_health_check=list(HealthCheck),
+                    )
+                    def attempt(case) -> None:
+                        nonlocal tried
+                        tried += 1
+                        response = case.call(base_url=server.url, session=session, headers=headers, timeout=60)
+                        problems = []
+                        if 400 <= response.status_code < 500 and (problem := error_shape_problem(response)):
+                            problems.append(problem)
+                        try:
+                            case.validate_response(response, checks=CHECKS, headers=headers)
+                        except BaseException as exc:  # schemathesis raises an exception group of its failures
+                            problems += [str(e).splitlines()[0] for e in getattr(exc, "exceptions", [exc])]
+                        for problem in problems:
+                            failures[(operation.label, problem)].append(f"{response.status_code} {response.text[:300]}\n    {case.as_curl_command(headers=headers)[:600]}")
+
+                    try:
+                        attempt()
+                    except Unsatisfiable:  # nothing to make invalid (no parameters, no body)
+                        pass
+        seconds = time.monotonic() - began
+        log = server.log_tail(5000)
+    print(f"schemathesis: {tried} requests over {operations} operations in {seconds:.1f} s")
+    assert operations >= 30 and tried >= operations * EXAMPLES
+    report = [f"{label}: {problem} ({len(seen)}x), e.g. {seen[0]}" for (label, problem), seen in sorted(failures.items())]
+    assert not report, "\n".join(report) + f"\nserver log:\n{log}"

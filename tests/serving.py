@@ -1,0 +1,112 @@
+"""A real ``mnemolog serve`` subprocess on a free loopback port, for tests that need the whole server.
+
+``serve(data_dir, log_path, **settings)`` starts it with a clean
+``MNEMOLOG_*`` environment plus ``settings`` (``MNEMOLOG_`` added to each
+name), waits until ``GET /health`` answers through every worker, and on exit
+kills the supervisor and its workers. ``create_key`` runs ``mnemolog keys
+create`` as an operator would. ``run_cli`` runs any other command the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def clean_env(**settings: str) -> dict[str, str]:
+    """The test runner's environment without its ``MNEMOLOG_*`` settings, plus ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    env.update({f"MNEMOLOG_{name.upper()}": str(value) for name, value in settings.items()})
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), *args],
+        env=env or clean_env(),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def create_key(data_dir: Path, tenant: str = "default", scopes: str = "read,write,admin") -> str:
+    """A new API key's secret, from ``mnemolog keys create --json``."""
+    done = run_cli(data_dir, "keys", "create", "--tenant", tenant, "--scopes", scopes, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["key"]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, url: str, log_path: Path):
+        self.proc = proc
+        self.url = url
+        self.log_path = log_path
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Iterator[Server]:
+    port = free_port()
+    env = clean_env(workers=workers, **settings)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],
+            env=env,
+            cwd=str(ROOT),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        server = Server(proc, f"http://127.0.0.1:{port}", log_path)
+        try:
+            deadline = time.monotonic() + timeout
+            while not ((workers == 1 or len(children(proc.pid)) == workers) and _healthy(server.url)):
+                assert proc.poll() is None, f"the server exited: {server.log_tail()}"
+                assert time.monotonic() < deadline, f"the server did not start: {server.log_tail()}"
+                time.sleep(0.1)
+            yield server
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # the supervisor stops its workers
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    for pid in children(proc.pid):
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                    proc.kill()
+            proc.wait()
