@@ -1,12 +1,17 @@
-"""Helpers shared by the projector tests: a writer of real catalogue events."""
+"""Helpers shared by the projector tests: writers of real catalogue events, and dumps of projection tables."""
 
 from __future__ import annotations
+
+import random
+import sqlite3
 
 from mnemolog.eventstore import ANY, NO_STREAM, EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.runner import ProjectionRunner
 
 STAMP = "2024-01-01T00:00:00Z"
+TENANTS = ("t1", "t2")
 
 
 class Log:
@@ -35,3 +40,95 @@ class Log:
     def _append(self, memory_id, event, tenant, expected=ANY) -> int:
         write = StreamAppend(c.memory_stream(memory_id), [event], expected)
         return self.store.append_batch([write], tenant=tenant).last_position
+
+
+# -- table dumps ------------------------------------------------------------------------
+
+
+def owned_tables(projector) -> list[str]:
+    """The plain tables a projector creates (virtual tables and their shadow tables left out).
+
+    An external-content FTS5 index is compared through its content table.
+    """
+    scratch = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        projector.create(scratch)
+        rows = scratch.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()
+    finally:
+        scratch.close()
+    virtual = [name for name, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")]
+    return sorted(
+        name
+        for name, _ in rows
+        if name != "checkpoints" and name not in virtual and not any(name.startswith(v + "_") for v in virtual)
+    )
+
+
+def dump_table(conn: sqlite3.Connection, table: str) -> list[tuple]:
+    """Every row, sorted, without the rowid-alias key (its values depend on insert history)."""
+    info = conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+    keys = [r for r in info if r[5]]
+    rowid_alias = keys[0][1] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else None
+    columns = [r[1] for r in info if r[1] != rowid_alias]
+    selected = ", ".join(f'"{col}"' for col in columns)
+    rows = conn.execute(f'SELECT {selected} FROM "{table}"').fetchall()
+    return sorted(rows, key=repr)
+
+
+def check_fts_indexes(conn: sqlite3.Connection) -> None:
+    """Every FTS5 index agrees with its content (raises when it does not)."""
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"):
+        conn.execute(f'INSERT INTO "{name}"("{name}", rank) VALUES (\'integrity-check\', 1)')
+
+
+def dump(runner: ProjectionRunner) -> dict[str, dict[str, list[tuple]]]:
+    check_fts_indexes(runner.conn)
+    return {p.name: {t: dump_table(runner.conn, t) for t in owned_tables(p)} for p in runner.projectors}
+
+
+# -- a log written straight to the store ----------------------------------------------------------
+
+
+def write_log(store: EventStore, rng: random.Random, target: int) -> None:
+    """A log of memory, edge and working-memory events, written straight to the store."""
+    stamp = "2026-01-01T00:00:00.000000Z"
+    alive: dict[str, list[str]] = {t: [] for t in TENANTS}
+    bindings: dict[str, list[str]] = {t: [] for t in TENANTS}
+    edges: dict[str, list[c.EdgeRecord]] = {t: [] for t in TENANTS}
+    n = 0
+    while store.last_position() < target:
+        tenant = rng.choice(TENANTS)
+        writes: list[StreamAppend] = []
+        for _ in range(40):
+            n += 1
+            roll = rng.random()
+            mems = alive[tenant]
+            if roll < 0.35 or len(mems) < 2:
+                memory_id, binding = f"m{n}", f"b{n}"
+                content = MemoryContent(memory=f"memory number {n} about topic {n % 17}", tags=(f"x{n % 5}",))
+                writes.append(StreamAppend(c.memory_stream(memory_id), [c.MemoryAdded(memory_id=memory_id, content=content, created_at=stamp, working_binding=binding)], NO_STREAM))
+                mems.append(memory_id)
+                bindings[tenant].append(binding)
+            elif roll < 0.6:
+                memory_id = rng.choice(mems)
+                content = MemoryContent(memory=f"memory {memory_id} edited at {n}", key=f"k{n % 3}")
+                writes.append(StreamAppend(c.memory_stream(memory_id), [c.MemoryUpdated(memory_id=memory_id, content=content, changed=("memory",), updated_at=stamp)]))
+            elif roll < 0.72:
+                memory_id = rng.choice(mems)
+                event = rng.choice([c.MemoryArchived, c.MemorySoftDeleted, c.MemoryRestored])(memory_id=memory_id, updated_at=stamp)
+                writes.append(StreamAppend(c.memory_stream(memory_id), [event]))
+            elif roll < 0.9:
+                source, target_id = rng.sample(mems, 2)
+                edge = c.EdgeRecord(edge_id=f"{rng.choice(['user', 'mention'])}:r{n % 3}:{n}", edge_type="RELATED", source=source, target=target_id, weight=rng.choice([0.5, 1.0]))
+                edges[tenant].append(edge)
+                writes.append(StreamAppend(c.edges_stream(tenant), [c.EdgeLinked(edge=edge)]))
+            elif roll < 0.97 and edges[tenant]:
+                edge = edges[tenant].pop(rng.randrange(len(edges[tenant])))
+                writes.append(StreamAppend(c.edges_stream(tenant), [c.EdgeUnlinked(edge=edge)]))
+            elif len(bindings[tenant]) > 3:
+                leaving = bindings[tenant][:2]
+                del bindings[tenant][:2]
+                writes.append(StreamAppend(c.working_stream(tenant), [c.WorkingMemoryEvicted(bindings=tuple(leaving), memory_ids=(), capacity=4)]))
+        store.append_batch(writes, tenant=tenant)
+
+
