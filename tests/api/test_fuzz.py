@@ -36,7 +36,7 @@ from schemathesis.checks import content_type_conformance, not_a_server_error, re
 
 from tests.serving import create_key, serve
 
-EXAMPLES = 30
+EXAMPLES = 20
 SKIPPED = {"/v1/events/stream"}  # an endless server-sent event stream
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 NAMED_FIELD_STATUSES = (400, 413, 415, 422)
