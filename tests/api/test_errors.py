@@ -191,6 +191,19 @@ async def test_a_body_over_the_limit_is_413_json(start):
     assert (await client.digest())["position"] == 1
 
 
+async def test_uploaded_files_over_the_limit_are_413_naming_the_body_or_the_files(start):
+    import aiohttp
+
+    small = await start(max_body_bytes=1024)
+    one = aiohttp.FormData()
+    one.add_field("file", b"word " * 400, filename="big.txt", content_type="text/plain")
+    await call(small, "POST", "/v1/import/documents", data=one, status=413, code="payload_too_large", field="body")
+    several = aiohttp.FormData()  # each file fits, together they do not
+    for n in range(3):
+        several.add_field("file", b"word " * 120, filename=f"part{n}.txt", content_type="text/plain")
+    await call(small, "POST", "/v1/import/documents", data=several, status=413, code="payload_too_large", field="file")
+
+
 # -- unknown things, routes and methods ---------------------------------------------------------------
 
 
