@@ -46,12 +46,13 @@ SEED = 20261201
 ROUNDS = 4
 SETTINGS = Settings({"synchronous": "NORMAL"}, env={})  # durability against power loss is not under test: a SIGKILL loses nothing committed
 CHILD_ENV = clean_env(synchronous="NORMAL", auth="off")
+READ_ONLY_SERVER_ENV = clean_env(synchronous="NORMAL", auth="off", organizer_enabled="off")  # a catch-up must not be mixed with decisions
 
 
-def spawn(data_dir: Path, *args: str, log: Path) -> subprocess.Popen:
+def spawn(data_dir: Path, *args: str, log: Path, env: dict[str, str] = CHILD_ENV) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), *args], env=CHILD_ENV, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), *args], env=env, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT
         )
 
 
@@ -196,7 +197,7 @@ def test_projections_killed_during_catch_up_equal_a_fresh_rebuild(tmp_path):
         kind = "rebuild" if round_ % 2 == 0 else "serve"
         if kind == "serve":
             remove_projections(data_dir)
-            child = spawn(data_dir, "serve", "--port", str(free_port()), log=tmp_path / "children.log")
+            child = spawn(data_dir, "serve", "--port", str(free_port()), log=tmp_path / "children.log", env=READ_ONLY_SERVER_ENV)
         else:
             child = spawn(data_dir, "rebuild", log=tmp_path / "children.log")
         # Once the child is replaying (its lowest checkpoint is behind the head), kill it a random moment later.
