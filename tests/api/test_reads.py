@@ -458,3 +458,33 @@ async def test_search_returns_each_channels_own_ranking(client):
     assert "painting" in result["terms"]
     only = await client.search("melanie painting", channels=["graph"], limit=1)
     assert list(only["channels"]) == ["graph"] and len(only["channels"]["graph"]) == 1
+
+
+async def test_a_channel_requested_by_name_contributes_and_shows_its_ranks(client):
+    """The hashing embedder's semantic weight is 0: asked for by name, the channel still ranks, and says why."""
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    semantic = await client.recall("painting lake", channels=["semantic"], min_position=position)
+    state = semantic["channels"]["semantic"]
+    assert state["status"] == "ok" and state["weight"] > 0 and "requested" in state["reason"]
+    assert semantic["strategy"] == "semantic-only"
+    assert len(semantic["hits"]) == min(state["count"], 10) > 0
+    assert all(set(h["channels"]) == {"semantic"} for h in semantic["hits"])
+    assert [h["channels"]["semantic"]["rank"] for h in semantic["hits"]] == sorted(h["channels"]["semantic"]["rank"] for h in semantic["hits"])
+
+    both = await client.recall("painting lake", channels=["semantic", "lexical"], min_position=position)
+    assert both["strategy"] == "hybrid"
+    ranked = {h["id"]: h["channels"] for h in both["hits"]}
+    first = semantic["hits"][0]["id"]
+    assert ranked[first]["semantic"]["rank"] == 1
+    for hit in both["hits"]:
+        assert "semantic" in hit["channels"] or hit["id"] not in {h["id"] for h in semantic["hits"]}
+
+    # Not requested by name, the channel that cannot contribute says so.
+    default = await client.recall("painting lake", min_position=position)
+    assert default["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 for this embedder"}
+    assert all("semantic" not in h["channels"] for h in default["hits"])
+
+    # A weight of 0 set in the request switches even a requested channel off, and says so.
+    zero = await client.recall("painting lake", channels=["semantic", "lexical"], weights={"semantic": 0}, min_position=position)
+    assert zero["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 in the request"}
+    assert zero["strategy"] == "lexical-only"
