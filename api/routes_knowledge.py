@@ -121,7 +121,15 @@ async def set_relation(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@route("DELETE", "/v1/entities/{id}/relations", scope="write", summary="Remove a relation by its triple (body or target_id & relation_type query)", request=RelationKey, response=WriteResponse)
+@route(
+    "DELETE",
+    "/v1/entities/{id}/relations",
+    scope="write",
+    summary="Remove a relation by its triple (body or target_id & relation_type query)",
+    request=RelationKey,
+    response=WriteResponse,
+    query=(("target_id", "the relation's target (instead of a body)"), ("relation_type", "the relation's type"), ("reason", "why (kept in history)")),
+)
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
     if "target_id" in request.query:

@@ -49,6 +49,38 @@ def route(method: str, path: str, *, scope: str | None, summary: str, request: A
     return decorate
 
 
+_declared: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def declared_query(method: str, path: str) -> frozenset[str] | None:
+    """The query parameters the route ``method path`` declares (its ``query`` list); None for no such route."""
+    if len(_declared) != len(ROUTES):  # route modules register at import: index what is there now
+        _declared.clear()
+        _declared.update({(r.method, r.path): frozenset(name for name, _ in r.query) for r in ROUTES})
+    return _declared.get((method, path))
+
+
+@web.middleware
+async def query_parameters_middleware(request: web.Request, handler):
+    """Refuse a query parameter the matched route does not declare: 422 naming it.
+
+    Unknown body fields are refused by the request Structs; this does the
+    same for the query string, from the one list each route declares (and
+    the OpenAPI document publishes), so a misspelt filter never silently
+    widens a read.
+    """
+    if request.query:
+        matched = request.match_info.route
+        resource = getattr(matched, "resource", None)
+        allowed = declared_query(matched.method, resource.canonical) if resource is not None else None
+        if allowed is not None:
+            for name in request.query:
+                if name not in allowed:
+                    takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+                    raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)
+    return await handler(request)
+
+
 _encoder = msgspec.json.Encoder()
 
 
