@@ -209,6 +209,19 @@ async def test_archive_delete_restore_cycle(client):
     assert err.value.status == 409
 
 
+async def test_updating_an_archived_memory_is_409_until_restored(client):
+    memory_id = await add(client, "The spare key is under the blue pot")
+    await client.archive(memory_id, reason="stale")
+    with pytest.raises(ApiError) as err:
+        await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+    assert err.value.status == 409 and err.value.code == "conflict"
+    assert "archived" in err.value.message and err.value.body["error"]["current_version"] == 2
+    assert (await client.get(memory_id))["memory"] == "The spare key is under the blue pot"
+    await client.restore(memory_id)
+    updated = await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+    assert updated.data["version"] == 4
+
+
 async def test_delete_with_evolve_to(client):
     old = await add(client, "Eve works at Initech")
     new = await add(client, "Eve works at Globex")

@@ -540,3 +540,19 @@ def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
     run_cli("drop-tenant", "--tenant", "t9", "--yes", code=2)
     with sqlite3.connect(tmp_path / "projections.db") as conn:
         assert conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 0
+
+
+def test_an_archived_memory_is_not_updated_until_restored(svc):
+    """Archived, like deleted, is refused with the current version; nothing is appended."""
+    (m,) = add(svc, "the spare key is under the blue pot").memory_ids
+    svc.run(svc.memories.archive, ctx(), m, reason="stale")
+    head = svc.store.last_position()
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.memories.update, ctx(), m, {"memory": "the spare key is under the red pot"})
+    assert "archived" in str(err.value) and "restore" in str(err.value)
+    assert err.value.current_version == 2
+    assert svc.store.last_position() == head
+    assert svc.get("a", m).memory == "the spare key is under the blue pot"
+    svc.run(svc.memories.restore, ctx(), m)
+    assert svc.run(svc.memories.update, ctx(), m, {"memory": "the spare key is under the red pot"}).data["version"] == 4
+    assert (svc.get("a", m).status, svc.get("a", m).memory) == ("activated", "the spare key is under the red pot")
