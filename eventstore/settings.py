@@ -43,6 +43,13 @@ class SettingError(ValueError):
     """A setting's value from the environment cannot be parsed."""
 
 
+class SetupError(RuntimeError):
+    """This installation cannot do what the settings ask (e.g. an optional extra is missing).
+
+    The operator's to fix, like bad input: the CLI prints it as one line and exits 2.
+    """
+
+
 REGISTRY: dict[str, Setting] = {}
 
 

@@ -24,8 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mnemolog.eventstore import EventStoreError
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore.settings import SetupError
 
-from .common import CommandError, add_data_dir_option, fail
+from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, fail
 
 COMMAND_MODULES: list[str] = [
     "mnemolog.tools.log_cmds",
@@ -52,6 +53,7 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> Parser:
         description="mnemolog: an event-sourced memory store for AI agents.",
     )
     add_data_dir_option(parser, top_level=True)
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in loaded:
         module.register(subparsers)
@@ -73,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, argparse errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
+        apply_global_options(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
@@ -93,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     except ValidationError as exc:
         return fail(f"invalid input: {exc}")
-    except (EventStoreError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
+    except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
         return fail(_describe(exc))
 
 

@@ -28,6 +28,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mnemolog.eventstore.settings import SetupError
+
 from ..fts.textsearch import CJK_RANGES, WORD_RE
 
 __all__ = [
@@ -43,7 +45,7 @@ __all__ = [
 INSTALL_HINT = "pip install 'mnemolog[embed]'"
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(SetupError):
     """The requested embedder needs an optional dependency that is not installed."""
 
 
