@@ -249,7 +249,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     return out
 
 
-@route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped")
+@route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", request=ImportDocumentsRequest)
 async def import_documents(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []

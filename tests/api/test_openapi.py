@@ -157,3 +157,14 @@ async def test_write_routes_document_idempotency_and_if_match(document):
     assert {"Idempotency-Key", "If-Match", "id"} <= names
     events = document["paths"]["/v1/events"]["get"]
     assert {"after", "limit", "type", "stream", "correlation_id"} <= {p["name"] for p in events["parameters"]}
+
+
+async def test_document_import_and_relation_removal_are_described(document):
+    """The body of a document import and the query of a relation removal are named in the document."""
+    schemas = document["components"]["schemas"]
+    imported = document["paths"]["/v1/import/documents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert imported == {"$ref": "#/components/schemas/ImportDocumentsRequest"}
+    assert set(schemas["ImportDocumentsRequest"]["properties"]) == {"documents", "collection", "doc_type", "lang", "source_url", "model"}
+    assert {"filename", "content", "encoding", "doc_id", "title"} <= set(schemas["DocumentIn"]["properties"])
+    removal = document["paths"]["/v1/entities/{id}/relations"]["delete"]
+    assert {"target_id", "relation_type", "reason"} <= {p["name"] for p in removal["parameters"]}
