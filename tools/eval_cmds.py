@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command
+from .common import CommandError, add_command, data_dir
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
 
 TENANT = "eval"
@@ -140,7 +140,8 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         rankings, info = _in_process(args, turns, questions)
     overall, per_category = score(rankings, questions)
-    out = Path(args.rankings)
+    out = Path(args.rankings) if args.rankings else data_dir(args) / "eval-rankings.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
         for q in questions:
             handle.write(json.dumps({"qid": q.qid, "gold": q.gold, "ranking": rankings.get(q.qid, []), "hits": info["explain"].get(q.qid)}) + "\n")
@@ -167,5 +168,5 @@ def register(subparsers) -> None:
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
     parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
-    parser.add_argument("--rankings", default="eval-rankings.jsonl", help="where to write each question's ranking")
+    parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
     parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")
