@@ -21,16 +21,23 @@ from . import keys
 from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
 from .errors import error_middleware
-from .routing import ROUTES
+from .routing import Route
+from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
 
-# Route modules register themselves in ROUTES when imported.
-from . import routes_graph
-from . import routes_log
-from . import routes_memories
-from . import routes_meta
-from . import routes_recall
+#: Every route table the app serves, added in this order (the whole registry:
+#: a route module registers nothing by being imported).
+ROUTE_TABLES = (
+    routes_graph.routes,
+    routes_log.routes,
+    routes_memories.routes,
+    routes_meta.routes,
+    routes_recall.routes,
+    routes_organizer.routes,
+    routes_knowledge.routes,
+)
 
-EXTRA_ROUTE_MODULES: list[str] = ["mnemolog.api.routes_organizer", "mnemolog.api.routes_knowledge"]
+#: The routes of :data:`ROUTE_TABLES`, in order.
+ROUTES: tuple[Route, ...] = tuple(r for table in ROUTE_TABLES for r in table)
 
 
 def version_info() -> dict[str, str]:
@@ -62,8 +69,7 @@ def create_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_body_bytes))
     app[keys.settings_key] = settings
     app[keys.version_key] = version_info()
-    for module in EXTRA_ROUTE_MODULES:
-        __import__(module)
+    app[keys.routes_key] = ROUTES
     for r in ROUTES:
         app.router.add_route(r.method, r.path, r.handler, name=r.handler.__name__ + ":" + r.method)
 

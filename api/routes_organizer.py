@@ -21,7 +21,9 @@ from mnemolog.projections.policies.organizer import Organizer
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, json_response, query_int, read, route
+from .routing import RouteTable, authenticate, json_response, query_int, read
+
+routes = RouteTable()
 
 log = logging.getLogger("mnemolog.organizer")
 MAX_WAIT_S = 30.0
@@ -52,8 +54,7 @@ def _stored_status(service, min_position: int | None) -> dict:
     return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/organizer/status",
     scope="read",
     summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",

@@ -1,14 +1,17 @@
-"""The route table and the helpers every handler uses: auth, decoding, executors, responses.
+"""Route tables and the helpers every handler uses: auth, decoding, executors, responses.
 
-Each route is declared once with its request and response types, so that
-the OpenAPI document is generated from the same Structs that validate.
+Each ``routes_*`` module declares its own :class:`RouteTable` (in the style
+of aiohttp's ``web.RouteTableDef``) and :func:`mnemolog.api.app.create_app`
+adds the listed tables; importing a module registers nothing. Each route is
+declared once with its scope and its request and response types, so that the
+OpenAPI document is generated from the same Structs that validate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 import msgspec
 from aiohttp import web
@@ -31,7 +34,39 @@ class Route(msgspec.Struct, frozen=True):
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
 
 
-ROUTES: list[Route] = []
+class RouteTable:
+    """One module's routes, in declaration order: ``@routes.post("/v1/x", scope="write", summary=...)``."""
+
+    def __init__(self) -> None:
+        self._routes: list[Route] = []
+
+    def route(self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
+        def decorate(handler):
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
+            return handler
+
+        return decorate
+
+    def get(self, path: str, **options: Any):
+        return self.route("GET", path, **options)
+
+    def post(self, path: str, **options: Any):
+        return self.route("POST", path, **options)
+
+    def put(self, path: str, **options: Any):
+        return self.route("PUT", path, **options)
+
+    def patch(self, path: str, **options: Any):
+        return self.route("PATCH", path, **options)
+
+    def delete(self, path: str, **options: Any):
+        return self.route("DELETE", path, **options)
+
+    def __iter__(self) -> Iterator[Route]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
 
 MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only be a client's mistake
 
@@ -39,14 +74,6 @@ MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only
 def is_number(text: str) -> bool:
     """ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
     return text.isascii() and text.isdigit()
-
-
-def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
-    def decorate(handler):
-        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
-        return handler
-
-    return decorate
 
 
 _encoder = msgspec.json.Encoder()
