@@ -27,11 +27,11 @@ from . import routes_graph, routes_knowledge, routes_log, routes_memories, route
 #: Every route table the app serves, added in this order (the whole registry:
 #: a route module registers nothing by being imported).
 ROUTE_TABLES = (
-    routes_graph.routes,
-    routes_log.routes,
-    routes_memories.routes,
     routes_meta.routes,
     routes_recall.routes,
+    routes_memories.routes,
+    routes_graph.routes,
+    routes_log.routes,
     routes_organizer.routes,
     routes_knowledge.routes,
 )
