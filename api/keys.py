@@ -14,8 +14,6 @@ from .auth import KeyStore
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
 
-    from .routing import Route
-
 settings_key: web.AppKey[Settings] = web.AppKey("settings", Settings)
 service_key: web.AppKey["MemoryService"] = web.AppKey("service")
 keystore_key: web.AppKey[KeyStore] = web.AppKey("keystore", KeyStore)
@@ -23,4 +21,4 @@ readers_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("readers", ThreadPoolEx
 writer_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("writer", ThreadPoolExecutor)
 organizer_key: web.AppKey[object] = web.AppKey("organizer", object)
 version_key: web.AppKey[dict] = web.AppKey("version", dict)
-routes_key: web.AppKey[tuple["Route", ...]] = web.AppKey("routes")
+routes_key: web.AppKey[tuple] = web.AppKey("routes", tuple)  # the Routes served (mnemolog.api.routing.Route)
