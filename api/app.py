@@ -7,6 +7,8 @@ tasks live in ``cleanup_ctx``; handlers reach them through typed AppKeys.
 from __future__ import annotations
 
 import asyncio
+import functools
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -45,17 +47,36 @@ def version_info() -> dict[str, str]:
         version = metadata.version("mnemolog")
     except metadata.PackageNotFoundError:
         version = "0+unknown"
-    return {"version": version, "commit": _commit()}
+    return {"version": version, "commit": _source_commit()}
 
 
-def _commit() -> str:
-    head = Path(__file__).resolve().parent.parent / ".git" / "HEAD"
+@functools.cache
+def _source_commit() -> str:
+    return source_commit(Path(__file__).resolve().parent)
+
+
+def source_commit(directory: Path, tracked: str = "app.py") -> str:
+    """The git commit (12 hex digits) of the checkout ``directory`` belongs to, or ``unknown``.
+
+    Git is asked rather than ``.git`` read, so packed refs, worktrees (whose
+    ``.git`` is a file) and submodules all work. ``tracked`` must be a file
+    git tracks there: an installed copy that merely sits inside some other
+    checkout (a virtualenv in a repository) reports ``unknown``, as does a
+    machine without git.
+    """
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *argv], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
+        if done.returncode != 0:
+            raise LookupError(done.stderr.strip())
+        return done.stdout.strip()
+
     try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            return (head.parent / ref[5:]).read_text().strip()[:12]
-        return ref[:12]
-    except OSError:
+        git("ls-files", "--error-unmatch", "--", tracked)
+        return git("rev-parse", "HEAD")[:12]
+    except (LookupError, OSError, subprocess.SubprocessError):
         return "unknown"
 
 
