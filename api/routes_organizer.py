@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
 from typing import AsyncIterator
 
 from aiohttp import web
@@ -47,7 +48,7 @@ def _stored_status(service, min_position: int | None) -> dict:
     """The status when no organizer runs in this server: its stored checkpoint, if any."""
     try:
         row = service.read_conn().execute("SELECT position FROM organizer_checkpoint WHERE name = 'organizer'").fetchone()
-    except Exception:  # never ran: no table yet
+    except sqlite3.OperationalError:  # never ran: no table yet
         row = None
     position = row[0] if row else 0
     target = service.store.last_position() if min_position is None else min_position

@@ -17,6 +17,7 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
 from .auth import ApiKey
@@ -68,7 +69,6 @@ class RouteTable:
     def __len__(self) -> int:
         return len(self._routes)
 
-MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only be a client's mistake
 
 
 def is_number(text: str) -> bool:

@@ -94,7 +94,9 @@ def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dic
 
 
 async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    from mnemolog.api.client import MnemologClient
+    import aiohttp
+
+    from mnemolog.api.client import ApiError, MnemologClient
 
     key = args.api_key or os.environ.get("MNEMOLOG_API_KEY")
     async with MnemologClient(args.url, api_key=key) as client:
@@ -112,7 +114,7 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
                 source_of[memory_id] = content.sources[0]
         try:  # let the organizer link the conversation order, when the server runs one
             await client.request("GET", "/v1/organizer/status", params={"min_position": str(last), "wait": "30s"})
-        except Exception:
+        except (ApiError, aiohttp.ClientError, asyncio.TimeoutError):
             pass
         ingest_s = time.perf_counter() - began
         rankings: dict[str, list[str]] = {}
