@@ -24,6 +24,7 @@ from .schemas import (
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
+    MemoryIn,
     MergeRequest,
     ReasonRequest,
     RevertRequest,
@@ -42,13 +43,9 @@ def _service(request: web.Request):
     return request.app[keys.service_key]
 
 
-def _content(item) -> MemoryContent:
-    data = msgspec.structs.asdict(item)
-    data["tags"] = tuple(data["tags"])
-    data["sources"] = tuple(data["sources"])
-    if data["embedding"] is not None:
-        data["embedding"] = tuple(data["embedding"])
-    return MemoryContent(**data)
+def _content(item: MemoryIn) -> MemoryContent:
+    """The validated request item as the model's content (lists become tuples)."""
+    return msgspec.convert(item, MemoryContent, from_attributes=True)
 
 
 @routes.post("/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse)
