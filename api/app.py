@@ -1,7 +1,9 @@
 """``create_app(settings)``: the aiohttp application.
 
-Resources (the memory service, executors, the key store) and background
-tasks live in ``cleanup_ctx``; handlers reach them through typed AppKeys.
+The routes are those of the tables listed in :data:`ROUTE_TABLES`, one per
+``routes_*`` module. Resources (the memory service, executors, the key store)
+and background tasks live in ``cleanup_ctx``; handlers reach them through
+typed AppKeys.
 """
 
 from __future__ import annotations
