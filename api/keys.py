@@ -21,3 +21,4 @@ readers_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("readers", ThreadPoolEx
 writer_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("writer", ThreadPoolExecutor)
 organizer_key: web.AppKey[object] = web.AppKey("organizer", object)
 version_key: web.AppKey[dict] = web.AppKey("version", dict)
+routes_key: web.AppKey[tuple] = web.AppKey("routes", tuple)  # the Routes served (mnemolog.api.routing.Route)

@@ -8,8 +8,10 @@ from mnemolog.projections.graph import reads as graph_reads
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, check_as_of, decode, json_response, query_int, read, route
+from .routing import RouteTable, authenticate, check_as_of, decode, json_response, query_int, read
 from .schemas import SubgraphRequest
+
+routes = RouteTable()
 
 
 def _neighbors(svc, tenant, node, depth, direction, types, as_of):
@@ -22,8 +24,7 @@ def _neighbors(svc, tenant, node, depth, direction, types, as_of):
     return {"node": node, "edges": edges, "reached": reached}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/graph/neighbors",
     scope="read",
     summary="A node's edges and the nodes reached from it",
@@ -71,7 +72,7 @@ def _subgraph(svc, tenant, body: SubgraphRequest):
     }
 
 
-@route("POST", "/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
+@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
 async def subgraph(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)
@@ -80,7 +81,7 @@ async def subgraph(request: web.Request) -> web.Response:
     return json_response(await read(request, _subgraph, svc, tenant, body))
 
 
-@route("GET", "/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type")
+@routes.get("/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type")
 async def stats(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = request.app[keys.service_key]

@@ -25,7 +25,7 @@ from mnemolog.projections.linking import relink
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_request, write_response
+from .routing import RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
 from .schemas_knowledge import (
     DocumentIn,
@@ -39,6 +39,8 @@ from .schemas_knowledge import (
     RemoveEntityRequest,
     TagsIn,
 )
+
+routes = RouteTable()
 
 _META = ("collection", "doc_type", "lang", "source_url", "model")
 
@@ -54,7 +56,7 @@ def _position(svc, value: Any) -> int | None:
 # -- entities ------------------------------------------------------------------------------------
 
 
-@route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse)
+@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse)
 async def put_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
@@ -64,13 +66,13 @@ async def put_entity(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@route("DELETE", "/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
+@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
 async def delete_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RemoveEntityRequest)
     return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
 
 
-@route("PUT", "/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
+@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
 async def put_tags(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, TagsIn)
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
@@ -85,7 +87,7 @@ def _entity(svc, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
     return {**msgspec.structs.asdict(entity), "relations": ents.relations_of(conn, tenant, entity_id, as_of=position)}
 
 
-@route("GET", "/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
+@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
 async def get_entity(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
@@ -97,8 +99,7 @@ def _find(svc, tenant: str, q: str, tag: str | None, entity_type: str | None, li
     return {"entities": found, "count": len(found)}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/entities",
     scope="read",
     summary="Find entities by keywords (substring of name, aliases, tags, description), tag or type",
@@ -112,7 +113,7 @@ async def find_entities(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse)
+@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse)
 async def set_relation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
@@ -121,8 +122,7 @@ async def set_relation(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@route(
-    "DELETE",
+@routes.delete(
     "/v1/entities/{id}/relations",
     scope="write",
     summary="Remove a relation by its triple (body or target_id & relation_type query)",
@@ -155,8 +155,7 @@ def _related(svc, tenant, entity_id, depth, direction, types, limit, as_of) -> d
     return {"entity_id": entity_id, "depth": depth, "direction": direction, "total": len(reached), "related": rows}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/entities/{id}/related",
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the first path)",
@@ -179,7 +178,7 @@ def _tags(svc, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, An
     return {"tags": [{"tag": t, "entities": n} for t, n in found]}
 
 
-@route("GET", "/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
+@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
 async def tags(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 100, low=1, high=1000)
@@ -249,7 +248,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     return out
 
 
-@route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", request=ImportDocumentsRequest)
+@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", request=ImportDocumentsRequest)
 async def import_documents(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
@@ -279,7 +278,7 @@ async def import_documents(request: web.Request) -> web.Response:
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@route("POST", "/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
 async def relink_graph(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)
@@ -300,7 +299,7 @@ def _document_links(svc, tenant: str, body: DocumentLinksRequest) -> dict[str, A
     )
 
 
-@route("POST", "/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
+@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
 async def document_links(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, DocumentLinksRequest)
@@ -311,7 +310,7 @@ def _cards(svc, tenant: str, body: RelationsRequest) -> dict[str, Any]:
     return relink.relation_cards(svc.read_conn(), tenant, body.question, svc.catalogues, as_of=_position(svc, body.as_of), limit=body.limit)
 
 
-@route("POST", "/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
+@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
 async def relation_cards(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, RelationsRequest)

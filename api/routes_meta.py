@@ -6,7 +6,9 @@ from aiohttp import web
 
 from . import keys
 from .openapi import openapi_document
-from .routing import ROUTES, authenticate, json_response, read, route
+from .routing import RouteTable, authenticate, json_response, read
+
+routes = RouteTable()
 
 
 def _channels(svc) -> dict:
@@ -30,14 +32,14 @@ def _state(svc) -> dict:
     return {"head_position": head, "projection_lags": svc.runner.lag()}
 
 
-@route("GET", "/health", scope=None, summary="Liveness and the log's head position")
+@routes.get("/health", scope=None, summary="Liveness and the log's head position")
 async def health(request: web.Request) -> web.Response:
     svc = request.app[keys.service_key]
     state = await read(request, _state, svc)
     return json_response({"status": "ok", **request.app[keys.version_key], **state})
 
 
-@route("GET", "/v1/capabilities", scope="read", summary="Version, head position, projection lags and enabled channels")
+@routes.get("/v1/capabilities", scope="read", summary="Version, head position, projection lags and enabled channels")
 async def capabilities(request: web.Request) -> web.Response:
     authenticate(request, "read")
     svc = request.app[keys.service_key]
@@ -53,6 +55,6 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("GET", "/openapi.json", scope=None, summary="This API as an OpenAPI 3 document")
+@routes.get("/openapi.json", scope=None, summary="This API as an OpenAPI 3 document")
 async def openapi(request: web.Request) -> web.Response:
-    return json_response(openapi_document(ROUTES, request.app[keys.version_key]["version"]))
+    return json_response(openapi_document(request.app[keys.routes_key], request.app[keys.version_key]["version"]))

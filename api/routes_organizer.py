@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
 from typing import AsyncIterator
 
 from aiohttp import web
@@ -21,7 +22,9 @@ from mnemolog.projections.policies.organizer import Organizer
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, json_response, query_int, read, route
+from .routing import RouteTable, authenticate, json_response, query_int, read
+
+routes = RouteTable()
 
 log = logging.getLogger("mnemolog.organizer")
 MAX_WAIT_S = 30.0
@@ -45,15 +48,14 @@ def _stored_status(service, min_position: int | None) -> dict:
     """The status when no organizer runs in this server: its stored checkpoint, if any."""
     try:
         row = service.read_conn().execute("SELECT position FROM organizer_checkpoint WHERE name = 'organizer'").fetchone()
-    except Exception:  # never ran: no table yet
+    except sqlite3.OperationalError:  # never ran: no table yet
         row = None
     position = row[0] if row else 0
     target = service.store.last_position() if min_position is None else min_position
     return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/organizer/status",
     scope="read",
     summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",

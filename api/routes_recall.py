@@ -13,8 +13,10 @@ from mnemolog.projections.recall.searcher import RecallOptions
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, check_as_of, decode, json_response, read, route
+from .routing import RouteTable, authenticate, check_as_of, decode, json_response, read
 from .schemas import RecallRequest, SearchRequest
+
+routes = RouteTable()
 
 
 def options_from(svc, body: RecallRequest) -> RecallOptions:
@@ -99,7 +101,7 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
     return tenant, body, svc, position, options_from(svc, body)
 
 
-@route("POST", "/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
+@routes.post("/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
 async def recall(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, RecallRequest)
     with _raw_fts_errors(body):
@@ -112,7 +114,7 @@ def _recall(svc, tenant: str, query: str, options: RecallOptions, position: int 
     return svc.searcher.recall(tenant, query, options, position=position)
 
 
-@route("POST", "/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
+@routes.post("/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
 async def search(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, SearchRequest)
     with _raw_fts_errors(body):

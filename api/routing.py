@@ -1,19 +1,23 @@
-"""The route table and the helpers every handler uses: auth, decoding, executors, responses.
+"""Route tables and the helpers every handler uses: auth, decoding, executors, responses.
 
-Each route is declared once with its request and response types, so that
-the OpenAPI document is generated from the same Structs that validate.
+Each ``routes_*`` module declares its own :class:`RouteTable` (in the style
+of aiohttp's ``web.RouteTableDef``) and :func:`mnemolog.api.app.create_app`
+adds the listed tables; importing a module registers nothing. Each route is
+declared once with its scope and its request and response types, so that the
+OpenAPI document is generated from the same Structs that validate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
 from .auth import ApiKey
@@ -31,9 +35,40 @@ class Route(msgspec.Struct, frozen=True):
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
 
 
-ROUTES: list[Route] = []
+class RouteTable:
+    """One module's routes, in declaration order: ``@routes.post("/v1/x", scope="write", summary=...)``."""
 
-MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only be a client's mistake
+    def __init__(self) -> None:
+        self._routes: list[Route] = []
+
+    def route(self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
+        def decorate(handler):
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
+            return handler
+
+        return decorate
+
+    def get(self, path: str, **options: Any):
+        return self.route("GET", path, **options)
+
+    def post(self, path: str, **options: Any):
+        return self.route("POST", path, **options)
+
+    def put(self, path: str, **options: Any):
+        return self.route("PUT", path, **options)
+
+    def patch(self, path: str, **options: Any):
+        return self.route("PATCH", path, **options)
+
+    def delete(self, path: str, **options: Any):
+        return self.route("DELETE", path, **options)
+
+    def __iter__(self) -> Iterator[Route]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
 
 
 def is_number(text: str) -> bool:
@@ -41,44 +76,30 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
-    def decorate(handler):
-        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
-        return handler
-
-    return decorate
-
-
-_declared: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def declared_query(method: str, path: str) -> frozenset[str] | None:
-    """The query parameters the route ``method path`` declares (its ``query`` list); None for no such route."""
-    if len(_declared) != len(ROUTES):  # route modules register at import: index what is there now
-        _declared.clear()
-        _declared.update({(r.method, r.path): frozenset(name for name, _ in r.query) for r in ROUTES})
-    return _declared.get((method, path))
-
-
-@web.middleware
-async def query_parameters_middleware(request: web.Request, handler):
-    """Refuse a query parameter the matched route does not declare: 422 naming it.
+def query_parameters_middleware(routes: "Iterable[Route]"):
+    """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
 
     Unknown body fields are refused by the request Structs; this does the
     same for the query string, from the one list each route declares (and
     the OpenAPI document publishes), so a misspelt filter never silently
     widens a read.
     """
-    if request.query:
-        matched = request.match_info.route
-        resource = getattr(matched, "resource", None)
-        allowed = declared_query(matched.method, resource.canonical) if resource is not None else None
-        if allowed is not None:
-            for name in request.query:
-                if name not in allowed:
-                    takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
-                    raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)
-    return await handler(request)
+    declared = {(r.method, r.path): frozenset(name for name, _ in r.query) for r in routes}
+
+    @web.middleware
+    async def check_query_parameters(request: web.Request, handler):
+        if request.query:
+            matched = request.match_info.route
+            resource = getattr(matched, "resource", None)
+            allowed = declared.get((matched.method, resource.canonical)) if resource is not None else None
+            if allowed is not None:
+                for name in request.query:
+                    if name not in allowed:
+                        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+                        raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)
+        return await handler(request)
+
+    return check_query_parameters
 
 
 _encoder = msgspec.json.Encoder()

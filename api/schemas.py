@@ -34,6 +34,13 @@ class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 
 
 class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
+    """A new memory: :class:`mnemolog.eventstore.model.MemoryContent`'s fields with the API's limits.
+
+    Handlers turn it into the content with ``msgspec.convert(item,
+    MemoryContent, from_attributes=True)``; ``tests/api/test_writes.py``
+    checks that every field here is a content field.
+    """
+
     memory: Text
     memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
     key: Annotated[str, Meta(max_length=200)] | None = None

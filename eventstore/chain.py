@@ -9,6 +9,7 @@ any language suffice.
 from __future__ import annotations
 
 from hashlib import sha256
+from operator import attrgetter
 from typing import Iterable, NamedTuple
 
 import msgspec
@@ -19,7 +20,13 @@ canonical_encoder = msgspec.json.Encoder()
 
 
 class StoredRow(NamedTuple):
-    """An envelope exactly as stored: the payload and metadata are JSON text."""
+    """An envelope exactly as stored: the payload and metadata are JSON text.
+
+    The one definition of the envelope: its fields are the ``events`` table's
+    columns in order; :data:`CANONICAL_FIELDS` are those the hash covers (and
+    what a reader of domain events gets); the recorder, the reads and the
+    export derive their column lists from these two.
+    """
 
     position: int
     event_id: str
@@ -36,41 +43,20 @@ class StoredRow(NamedTuple):
     hash: str
 
 
-def canonical_bytes(
-    position: int,
-    event_id: str,
-    stream_id: str,
-    stream_version: int,
-    type_: str,
-    schema_version: int,
-    tenant: str,
-    payload: str,
-    metadata: str,
-    recorded_at: str,
-) -> bytes:
-    return canonical_encoder.encode(
-        (position, event_id, stream_id, stream_version, type_, schema_version, tenant, payload, metadata, recorded_at)
-    )
+#: The envelope's fields a row's hash covers, in the canonical order: every
+#: stored column but the indexed copy of the correlation id and the chain's own two.
+CANONICAL_FIELDS = tuple(f for f in StoredRow._fields if f not in ("correlation_id", "prev_hash", "hash"))
+
+canonical_values = attrgetter(*CANONICAL_FIELDS)
 
 
-def row_hash(prev_hash: str, *fields) -> str:
-    return sha256(prev_hash.encode("ascii") + canonical_bytes(*fields)).hexdigest()
+def canonical_bytes(row: StoredRow) -> bytes:
+    return canonical_encoder.encode(canonical_values(row))
 
 
 def expected_hash(row: StoredRow) -> str:
-    return row_hash(
-        row.prev_hash,
-        row.position,
-        row.event_id,
-        row.stream_id,
-        row.stream_version,
-        row.type,
-        row.schema_version,
-        row.tenant,
-        row.payload,
-        row.metadata,
-        row.recorded_at,
-    )
+    """``sha256(prev_hash || canonical(row))`` (the recorder's append loop inlines the same formula)."""
+    return sha256(row.prev_hash.encode("ascii") + canonical_bytes(row)).hexdigest()
 
 
 class ChainBreak(msgspec.Struct, frozen=True):

@@ -22,6 +22,7 @@ positions and hashes: they join the target's chain.
 from __future__ import annotations
 
 import tempfile
+from operator import attrgetter
 from typing import Annotated, BinaryIO, Callable, Iterable, Iterator
 
 import msgspec
@@ -46,7 +47,7 @@ _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 
 
 class ExportedEvent(msgspec.Struct, frozen=True):
-    """One line of an export; field order is the line's key order."""
+    """One line of an export; field order is the line's key order (:data:`EXPORTED_FIELDS`)."""
 
     position: _Positive
     event_id: _EventId
@@ -78,21 +79,14 @@ Progress = Callable[..., None]
 # -- export -----------------------------------------------------------------
 
 
+#: An export line's fields: the stored envelope without the correlation id column (a copy of the metadata's).
+EXPORTED_FIELDS = tuple(f for f in StoredRow._fields if f != "correlation_id")
+_exported_values = attrgetter(*EXPORTED_FIELDS)
+
+
 def _exported(row: StoredRow) -> ExportedEvent:
-    return ExportedEvent(
-        row.position,
-        row.event_id,
-        row.stream_id,
-        row.stream_version,
-        row.type,
-        row.schema_version,
-        row.tenant,
-        msgspec.Raw(row.payload.encode()),
-        msgspec.Raw(row.metadata.encode()),
-        row.recorded_at,
-        row.prev_hash,
-        row.hash,
-    )
+    raw = row._replace(payload=msgspec.Raw(row.payload.encode()), metadata=msgspec.Raw(row.metadata.encode()))
+    return ExportedEvent(*_exported_values(raw))
 
 
 def export(store, out: BinaryIO, *, tenant: str | None = None, progress: Progress | None = None, batch_size: int = 5000) -> int:
@@ -140,11 +134,9 @@ def _parse(lineno: int, raw: bytes) -> _Line:
 
 
 def _stored_row(line: _Line) -> StoredRow:
-    e = line.event
-    return StoredRow(
-        e.position, e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version, e.tenant,
-        line.payload, line.metadata, line.correlation_id, e.recorded_at, e.prev_hash, e.hash,
-    )  # fmt: skip
+    fields = msgspec.structs.asdict(line.event)
+    fields.update(payload=line.payload, metadata=line.metadata, correlation_id=line.correlation_id)
+    return StoredRow(**fields)
 
 
 def _chunks(lines: Iterable[bytes], size: int, copy: BinaryIO | None = None) -> Iterator[list[_Line]]:

@@ -21,12 +21,12 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
 from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, setting
 
 from .graph import reads as graph_reads
 from .runner import ProjectionRunner, connect
 
-MAX_POSITION = 2**63 - 1
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
 BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed).")

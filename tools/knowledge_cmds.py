@@ -1,4 +1,4 @@
-"""Knowledge-graph commands: ``import docs``, ``relink``, ``entity …`` and ``bench graph``.
+"""Knowledge-graph commands: ``import docs``, ``relink`` and ``entity …``.
 
 ``mnemolog import docs PATH…`` shares the ``import`` command with the log's
 ``mnemolog import FILE``: a first argument ``docs`` selects documents
@@ -14,7 +14,6 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ import msgspec
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import NotFound, ValidationError
 
-from .bench_cmds import add_bench
 from .common import CommandError, add_command, data_dir, one_line, print_json_line
 from .progress import progress_for
 
@@ -401,41 +399,3 @@ def register(subparsers) -> None:
     e.add_argument("--doc-id", metavar="D", help="only pairs with this document")
     e.add_argument("--collection", metavar="C")
     e.add_argument("--limit", type=int, default=20, metavar="N")
-
-
-# -- bench ------------------------------------------------------------------------------------------------
-
-
-def _bench_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--relations", type=int, default=100_000, metavar="N", help="relations in the BFS graph (default 100,000)")
-    parser.add_argument("--entities", type=int, default=20_000, metavar="N", help="entities in the BFS graph (default 20,000)")
-    parser.add_argument("--queries", type=int, default=300, metavar="N", help="BFS queries timed (default 300)")
-    parser.add_argument("--chunks", type=int, default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
-    parser.add_argument("--aliases", type=int, default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-
-
-def run_bench(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.linker import bench_linker
-    from mnemolog.projections.linking.relink import bench_bfs, bench_relink
-
-    bfs = bench_bfs(args.relations, args.entities, depth=3, queries=args.queries)
-    link = bench_linker(args.chunks, args.aliases)
-    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-graph-") as tmp:
-        rel = bench_relink(tmp, args.chunks, args.aliases)
-    figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
-    if args.json:
-        print_json_line({"bfs": bfs, "linker": link, "relink": rel, **figures})
-    rows = [
-        ("BFS depth 3", f"{bfs['relations']:,} relations, {bfs['entities']:,} entities", f"p50 {bfs['p50_ms']} ms, p95 {bfs['p95_ms']} ms, {bfs['mean_reached']} reached"),
-        ("linker", f"{link['n_chunks']:,} chunks x {link['n_aliases']:,} aliases", f"{link['chunks_per_s']:,} chunks/s ({link['link_s']} s)"),
-        ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
-    ]
-    if not args.json:
-        for name, size, result in rows:
-            print(f"{name:<16} {size:<40} {result}")
-    print(" ".join(f"{k}={v}" for k, v in figures.items()))
-    return 0
-
-
-add_bench("graph", "BFS depth 3 over 100k relations, linker throughput, relink of 10k chunks", _bench_args, run_bench)

@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from .bench_cmds import add_bench
 from .common import add_command, data_dir, print_json_line
 
 DEFAULT_TENANT = "default"
@@ -280,5 +279,3 @@ def run_bench(args: argparse.Namespace) -> int:
     )
     return 0
 
-
-add_bench("organize", "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall", add_bench_args, run_bench)

@@ -31,28 +31,19 @@ Reads
 from __future__ import annotations
 
 import math
-import random
 import sqlite3
-import statistics
 import threading
-import time
-from datetime import datetime, timezone
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import msgspec
 
-from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.commands.entities import EntityCommands
-from mnemolog.eventstore.events import Metadata
-from mnemolog.eventstore.commands.context import now_iso
-from mnemolog.eventstore.ids import new_id, new_ids
-from mnemolog.eventstore.model import MemoryContent
-from mnemolog.eventstore.store import NO_STREAM, StreamAppend
+from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.settings import setting
 
 from ..entities import projector as ents
@@ -404,97 +395,3 @@ def attach_entities(service) -> None:
     searcher = getattr(service, "searcher", None)
     if searcher is not None:
         searcher.seed_hooks.append(seed_hook(cache))
-
-
-# -- benchmark ---------------------------------------------------------------------------------------------------
-
-
-def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 99) -> dict[str, Any]:
-    """Seconds for a committed relink over ``n_chunks`` stored chunks and ``n_aliases`` aliases (fresh data dir).
-
-    The chunks and entities are appended as events first (not timed); the
-    timed part plans, commits and projects the run.
-    """
-    from ..service import MemoryService
-
-    rng = random.Random(seed)
-    syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
-    words = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(3 * n_aliases + 4000)})
-    rng.shuffle(words)
-    filler, fresh = words[:3000], iter(words[3000:])
-    service = MemoryService.open(data_dir)
-    try:
-        store, tenant = service.store, "bench"
-        surfaces: list[str] = []
-        writes = []
-        n = 0
-        while len(surfaces) < n_aliases:
-            name, alias = next(fresh), next(fresh)
-            surfaces += [name, alias]
-            event = g.EntityUpserted(entity_id=f"e{n}", name=name.title(), aliases=(alias.title(),))
-            writes.append(StreamAppend(g.entity_stream(tenant, f"e{n}"), [event], NO_STREAM))
-            n += 1
-        store.append_batch(writes, tenant=tenant)
-        ids, stamp = new_ids(n_chunks), now_iso()
-        for start in range(0, n_chunks, 2000):
-            batch = []
-            for i in range(start, min(start + 2000, n_chunks)):
-                text = [rng.choice(filler) for _ in range(60)]
-                for _ in range(6):
-                    text[rng.randrange(60)] = rng.choice(surfaces)
-                content = MemoryContent(memory=" ".join(text).capitalize() + ".", memory_type="RawFileMemory")
-                batch.append(StreamAppend(c.memory_stream(ids[i]), [c.MemoryAdded(memory_id=ids[i], content=content, created_at=stamp, origin="import")], NO_STREAM))
-            store.append_batch(batch, tenant=tenant)
-        service.sync()
-        t0 = time.perf_counter()
-        report = relink(service, CommandContext(tenant=tenant), commit=True)
-        seconds = time.perf_counter() - t0
-    finally:
-        service.close()
-    return {"chunks": n_chunks, "aliases": report["catalogue_size"], "added": report["add"], "seconds": round(seconds, 3)}
-
-
-def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: int = 3, queries: int = 300, seed: int = 7) -> dict:
-    """p50/p95 of :func:`get_related` (``direction="out"``) on a random graph, projected in memory.
-
-    The graph is built by applying ``EntityUpserted`` and ``RelationSet``
-    events through :class:`mnemolog.projections.entities.projector.EntityProjector` (no log), so only the read is timed.
-    """
-    rng = random.Random(seed)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    projector = ents.EntityProjector()
-    projector.create(conn)
-    stamp, meta = datetime.now(timezone.utc), Metadata()
-    position = 0
-
-    def recorded(event) -> RecordedEvent:
-        nonlocal position
-        position += 1
-        return RecordedEvent(position, "", "", 1, type(event).__name__, 1, "bench", event, meta, stamp)
-
-    conn.execute("BEGIN")
-    projector.apply([recorded(g.EntityUpserted(entity_id=f"e{i}", name=f"entity {i}")) for i in range(n_entities)], conn)
-    seen: set[tuple[int, int]] = set()
-    batch = []
-    while len(seen) < n_relations:
-        a, b = rng.randrange(n_entities), rng.randrange(n_entities)
-        if a == b or (a, b) in seen:
-            continue
-        seen.add((a, b))
-        batch.append(recorded(g.RelationSet(source_id=f"e{a}", target_id=f"e{b}", relation_type=rng.choice(("KNOWS", "USES", "PART_OF")), weight=round(rng.uniform(0.3, 1.0), 3))))
-    projector.apply(batch, conn)
-    conn.execute("COMMIT")
-    timings, sizes = [], []
-    for _ in range(queries):
-        start = f"e{rng.randrange(n_entities)}"
-        t0 = time.perf_counter()
-        found = ents.get_related(conn, "bench", start, depth=depth, direction="out")
-        timings.append((time.perf_counter() - t0) * 1000)
-        sizes.append(len(found))
-    timings.sort()
-    conn.close()
-    return {
-        "relations": n_relations, "entities": n_entities, "depth": depth, "queries": queries,
-        "p50_ms": round(statistics.median(timings), 4), "p95_ms": round(timings[int(0.95 * (len(timings) - 1))], 4),
-        "mean_reached": round(statistics.mean(sizes), 1),
-    }

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections import defaultdict
 from typing import Any, Iterator, NamedTuple
@@ -175,7 +176,7 @@ class Vectors:
             return out
         try:
             projected = self._from_projection(self.service.read_conn(), tenant, items)
-        except Exception:  # no vectors projection here: embed
+        except sqlite3.Error:  # no readable vectors projection here: embed
             projected = {}
         with self._lock:
             if len(self.cache) > self.cache_limit:

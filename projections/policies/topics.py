@@ -54,6 +54,7 @@ from mnemolog.eventstore.ids import new_id, new_ids
 from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
 from .dedup import ACTOR, Item, Vectors, load_items
+from .llm_judge import LLMUnavailable
 from .settings import type_list
 
 TOPIC = MemoryType.TOPIC.value
@@ -269,7 +270,7 @@ class TopicBuilder:
             try:
                 title, summary = await self.summarizer.summarize_topic(cluster.sample)
                 cluster.key, cluster.text, cluster.summarizer = title[:200], summary, "llm"
-            except Exception as exc:  # the endpoint failed: keep the extractive summary
+            except (LLMUnavailable, ValueError) as exc:  # the endpoint failed or answered badly: keep the extractive summary
                 cluster.summarizer = f"extractive (llm failed: {str(exc)[:200]})"
 
         await asyncio.gather(*(one(cl) for top in clusters for cl in (top, *top.subs)))

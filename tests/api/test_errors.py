@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemolog.api.client import ApiError
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 
 
 def assert_error_body(body: dict, status: int) -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 
 _PARAM = re.compile(r"{(\w+)}")
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}

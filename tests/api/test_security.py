@@ -13,7 +13,7 @@ import pytest
 
 from mnemolog.api.auth import KeyStore
 from mnemolog.api.client import ApiError, MnemologClient
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 from mnemolog.tools import cli
 from mnemolog.tools.serve_cmds import first_start_key
 

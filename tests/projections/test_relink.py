@@ -148,13 +148,3 @@ def test_include_tags_links_tags_too(svc, tmp_path):
     assert rl.relink(svc, ctx())["add"] == 0
     report = rl.relink(svc, ctx(), include_tags=True, commit=True)
     assert report["add"] == 2 and report["committed"]
-
-
-def test_bench_graph_ends_with_its_figures(capsys):
-    from mnemolog.tools import cli
-
-    code = cli.main(["bench", "graph", "--relations", "2000", "--entities", "500", "--queries", "10", "--chunks", "200", "--aliases", "100"])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert code == 0
-    figures = dict(pair.split("=") for pair in last.split())
-    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s"] and all(float(v) > 0 for v in figures.values())

@@ -282,6 +282,9 @@ def test_bench_append_smoke(tmp_path, capsys):
     pairs = dict(item.split("=") for item in out.strip().splitlines()[-1].split())
     for key in ("append_b1000_eps", "raw_b1000_eps", "ratio_b1000", "append_b1_eps", "read_eps"):
         assert float(pairs[key + "_normal"]) > 0
+    for batch in (1, 100, 1000):  # each ratio compares the log with the raw limit measured in the same run
+        ratio = float(pairs[f"append_b{batch}_eps_normal"]) / float(pairs[f"raw_b{batch}_eps_normal"])
+        assert float(pairs[f"ratio_b{batch}_normal"]) == pytest.approx(ratio, rel=0.01, abs=0.002)
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
 
 
