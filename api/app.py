@@ -1,7 +1,8 @@
 """``create_app(settings)``: the aiohttp application.
 
-Resources (the memory service, executors, the key store) and background
-tasks live in ``cleanup_ctx``; handlers reach them through typed AppKeys.
+Resources (the memory service, the reader pool, the key store) and
+background tasks live in ``cleanup_ctx``; handlers reach them through typed
+AppKeys. Writes go through the service's own writer (``service.writer``).
 """
 
 from __future__ import annotations
@@ -74,10 +75,8 @@ def create_app(
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
-        app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemolog-write")
         yield
         app[keys.readers_key].shutdown(wait=True)
-        app[keys.writer_key].shutdown(wait=True)
         app[keys.keystore_key].close()
         await loop.run_in_executor(None, service.close)
 

@@ -6,6 +6,7 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .routing import (
@@ -36,7 +37,7 @@ from .schemas import (
 from .errors import ApiError
 
 
-def _service(request: web.Request):
+def _service(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
 
 

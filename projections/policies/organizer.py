@@ -83,8 +83,7 @@ class Organizer:
 
     def checkpoint(self, name: str = "organizer") -> int:
         with self._conn_lock:
-            row = self._conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else 0
+            return stored_checkpoint(self._conn, name)
 
     def _save(self, name: str, position: int) -> None:
         with self._conn_lock:
@@ -382,3 +381,21 @@ class Organizer:
         with self._conn_lock:
             self._conn.close()
 
+
+# -- without an organizer ------------------------------------------------------------------------
+
+
+def stored_checkpoint(conn, name: str = "organizer") -> int:
+    """The position an organizer stored under ``name`` in ``projections.db`` (0: none yet)."""
+    row = conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else 0
+
+
+def stored_status(service, min_position: int | None = None) -> dict[str, Any]:
+    """The status when no organizer runs in this process: its stored checkpoint, if any."""
+    try:
+        position = stored_checkpoint(service.read_conn())
+    except Exception:  # never ran: no table yet
+        position = 0
+    target = service.store.last_position() if min_position is None else min_position
+    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
