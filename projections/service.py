@@ -55,7 +55,7 @@ class MemoryService:
         self.settings = settings
 
         # The single writer, and the projections it keeps caught up.
-        self.writer = Writer()
+        self.writer = Writer(store.write_lock)
         self._write_lock = self.writer.lock  # drop_tenant holds the writer across its backup and its commit
         self._local = threading.local()
         self._after_commit_hooks: list[Callable[[str, int], None]] = []

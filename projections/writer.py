@@ -3,7 +3,10 @@
 Every write of a :class:`mnemolog.projections.service.MemoryService` goes
 through its writer: commands (``service.run``), tenant drops, projection
 catch-ups asked for by the server, the organizer's decisions. The writer is
-one thread and one re-entrant lock:
+one thread and one re-entrant lock, the event store's own write lock
+(:attr:`mnemolog.eventstore.EventStore.write_lock`, which every append takes),
+so that one lock serializes the process's writes whether they come through
+the service or straight to the store:
 
 - ``writer.call(fn, ...)`` runs ``fn`` now, on the calling thread, holding
   the lock (synchronous callers: the CLI, tests, code already writing);
@@ -14,9 +17,7 @@ one thread and one re-entrant lock:
   interleave with another write.
 
 The lock is re-entrant, so a write that calls another (``drop_tenant``
-committing through ``run``, a submitted ``service.run``) never deadlocks. The
-event store's recorder still guards its one connection for processes that
-append without a service; inside a service that guard is never contended.
+committing through ``run``, a command appending) never deadlocks.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ T = TypeVar("T")
 
 
 class Writer(Executor):
-    def __init__(self, name: str = "mnemolog-write"):
-        self.lock = threading.RLock()
+    def __init__(self, lock: threading.RLock | None = None, name: str = "mnemolog-write"):
+        self.lock = lock if lock is not None else threading.RLock()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

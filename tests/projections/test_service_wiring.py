@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent, ValidationError
 from mnemolog.projections.entities import projector as ents
@@ -23,22 +24,35 @@ def add(svc, text: str, tenant: str = "t", **kw):
 # -- the single writer ------------------------------------------------------------------------------------
 
 
-def test_a_command_waits_while_the_writer_is_held(svc):
+def _blocked_while_the_writer_is_held(svc, write) -> tuple[bool, int, int]:
+    """Run ``write`` on another thread while this one holds the writer: (finished meanwhile, head before, head while held)."""
     head = svc.store.last_position()
     done = threading.Event()
 
-    def write() -> None:
-        add(svc, "written once the writer is free")
+    def run() -> None:
+        write()
         done.set()
 
     with svc.writer.lock:
-        worker = threading.Thread(target=write)
+        worker = threading.Thread(target=run)
         worker.start()
         finished = done.wait(0.5)
         position_while_held = svc.store.last_position()
     worker.join(30)
-    assert not finished and position_while_held == head
     assert done.is_set() and svc.store.last_position() > head
+    return finished, head, position_while_held
+
+
+def test_a_command_waits_while_the_writer_is_held(svc):
+    finished, head, while_held = _blocked_while_the_writer_is_held(svc, lambda: add(svc, "written once the writer is free"))
+    assert not finished and while_held == head
+
+
+def test_an_append_straight_to_the_store_waits_for_the_writer_too(svc):
+    """One lock serializes the process's writes: the store's appends take the writer's lock."""
+    event = c.TenantDropped(backup="", events_backed_up=0, reason="test")
+    finished, head, while_held = _blocked_while_the_writer_is_held(svc, lambda: svc.store.append(c.tenant_stream("scratch"), [event], tenant="scratch"))
+    assert not finished and while_held == head
 
 
 def test_writes_submitted_to_the_writer_run_on_its_one_thread_and_may_nest(svc):
