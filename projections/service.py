@@ -49,27 +49,26 @@ EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: 
 
 
 class MemoryService:
+    """See the module docstring. The constructor assembles the parts in dependency order; each
+    ``construct_*`` method builds one part from those before it (a subclass may override one)."""
+
     def __init__(self, store: EventStore, data_dir: Path, settings: Settings, projectors: Sequence[Projector] | None = None):
         self.store = store
         self.data_dir = Path(data_dir)
         self.settings = settings
-
-        # The single writer, and the projections it keeps caught up.
-        self.writer = Writer(store.write_lock)
-        self._write_lock = self.writer.lock  # drop_tenant holds the writer across its backup and its commit
         self._local = threading.local()
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
-        if projectors is None:
-            projectors = default_projectors(settings, self.data_dir)
-        self.runner = ProjectionRunner(store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
+
+        # The single writer, and the projections it keeps caught up.
+        self.writer = self.construct_writer()
+        self._write_lock = self.writer.lock  # drop_tenant holds the writer across its backup and its commit
+        self.runner = self.construct_runner(projectors)
 
         # Reads, bound to this service's per-thread read connection.
         self.graph = graph_reads.GraphReads(self.read_conn, self.resolve_as_of)
         self.knowledge = EntityReads(self.read_conn, self.resolve_as_of)
         self.linking = Linking(self)
-        self.facts = graph_reads.ProjectionFacts(
-            self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists]
-        )
+        self.facts = self.construct_facts()
 
         # Commands, run through ``run`` (the writer).
         self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
@@ -78,22 +77,49 @@ class MemoryService:
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=import_linker(self.read_conn, self.linking.catalogues))
 
-        # Recall: the vector index (kept up to date off the write path) and the fused searcher.
-        embedder = get_embedder(settings.embedder)
-        self.embedding_dim = embedder.dim
-        self.vector_index = VectorIndex.open(self.data_dir, self.runner.conn, embedder_name=embedder.name, dim=embedder.dim)
-        self.index_follower = IndexFollower(self.vector_index, self.runner.path)
-        self.index_follower.start()
-        self.add_after_commit(self.index_follower.notify)
-        self.searcher = Searcher(
+        # Recall: the vector index, kept up to date off the write path, and the fused searcher.
+        self.embedder = get_embedder(settings.embedder)
+        self.embedding_dim = self.embedder.dim
+        self.vector_index = self.construct_vector_index()
+        self.index_follower = self.construct_index_follower()
+        self.searcher = self.construct_searcher()
+
+    def construct_writer(self) -> Writer:
+        """The single writer; its lock is the store's, which every append takes."""
+        return Writer(self.store.write_lock)
+
+    def construct_runner(self, projectors: Sequence[Projector] | None) -> ProjectionRunner:
+        """The runner over ``projections.db`` (the default projectors unless given)."""
+        if projectors is None:
+            projectors = default_projectors(self.settings, self.data_dir)
+        return ProjectionRunner(self.store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
+
+    def construct_facts(self) -> graph_reads.ProjectionFacts:
+        """What commands check against: the projections at the log's head; entities and documents are nodes too."""
+        return graph_reads.ProjectionFacts(self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists])
+
+    def construct_vector_index(self) -> VectorIndex:
+        return VectorIndex.open(self.data_dir, self.runner.conn, embedder_name=self.embedder.name, dim=self.embedder.dim)
+
+    def construct_index_follower(self) -> IndexFollower:
+        """The thread that adds new vectors to the index after each projection batch (searches stay exact meanwhile)."""
+        follower = IndexFollower(self.vector_index, self.runner.path)
+        follower.start()
+        self.add_after_commit(follower.notify)
+        return follower
+
+    def construct_searcher(self) -> Searcher:
+        """Fused recall over the lexical, semantic and graph channels; the graph's seeds come from the alias catalogues."""
+        searcher = Searcher(
             self.read_conn,
             lexical_channel(self.read_conn),
             semantic_channel(self.read_conn, self.vector_index),
-            embedder.embed_query,
-            embedder.name,
-            settings,
+            self.embedder.embed_query,
+            self.embedder.name,
+            self.settings,
         )
-        self.searcher.seed_hooks.append(seed_hook(self.linking.catalogues))
+        searcher.seed_hooks.append(seed_hook(self.linking.catalogues))
+        return searcher
 
     @classmethod
     def open(cls, data_dir: str | os.PathLike | None = None, *, settings: Settings | None = None, catch_up: bool = True) -> "MemoryService":
