@@ -1,9 +1,10 @@
 """``create_app(settings)``: the aiohttp application.
 
 The routes are those of the tables listed in :data:`ROUTE_TABLES`, one per
-``routes_*`` module. Resources (the memory service, executors, the key store)
-and background tasks live in ``cleanup_ctx``; handlers reach them through
-typed AppKeys.
+``routes_*`` module. Resources (the memory service, the reader pool, the key
+store) and background tasks live in ``cleanup_ctx``; handlers reach them
+through typed AppKeys. Writes go through the service's own writer
+(``service.writer``).
 """
 
 from __future__ import annotations
@@ -103,10 +104,8 @@ def create_app(
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
-        app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemolog-write")
         yield
         app[keys.readers_key].shutdown(wait=True)
-        app[keys.writer_key].shutdown(wait=True)
         app[keys.keystore_key].close()
         await loop.run_in_executor(None, service.close)
 

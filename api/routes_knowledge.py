@@ -21,7 +21,7 @@ from mnemolog.projections.ingest.documents import document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.projections.entities import projector as ents
-from mnemolog.projections.linking import relink
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
@@ -45,12 +45,8 @@ routes = RouteTable()
 _META = ("collection", "doc_type", "lang", "source_url", "model")
 
 
-def _svc(request: web.Request):
+def _svc(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
-
-
-def _position(svc, value: Any) -> int | None:
-    return svc.resolve_as_of(value)  # refuses impossible positions and bad times with a 422
 
 
 # -- entities ------------------------------------------------------------------------------------
@@ -78,13 +74,12 @@ async def put_tags(request: web.Request) -> web.Response:
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-def _entity(svc, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
-    position = _position(svc, as_of)
-    conn = svc.read_conn()
-    entity = ents.get_entity(conn, tenant, entity_id, as_of=position)
+def _entity(svc: MemoryService, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
+    position = svc.resolve_as_of(as_of)  # refuses impossible positions and bad times with a 422
+    entity = svc.knowledge.get(tenant, entity_id, as_of=position)
     if entity is None:
         raise NotFound("entity", entity_id)
-    return {**msgspec.structs.asdict(entity), "relations": ents.relations_of(conn, tenant, entity_id, as_of=position)}
+    return {**msgspec.structs.asdict(entity), "relations": svc.knowledge.relations_of(tenant, entity_id, as_of=position)}
 
 
 @routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
@@ -94,8 +89,8 @@ async def get_entity(request: web.Request) -> web.Response:
     return json_response(await read(request, _entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
 
 
-def _find(svc, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
-    found = ents.find_by_keywords(svc.read_conn(), tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=_position(svc, as_of))
+def _find(svc: MemoryService, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
+    found = svc.knowledge.find_by_keywords(tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=as_of)
     return {"entities": found, "count": len(found)}
 
 
@@ -142,12 +137,11 @@ async def remove_relation(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-def _related(svc, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
-    position = _position(svc, as_of)
-    conn = svc.read_conn()
-    reached = ents.get_related(conn, tenant, entity_id, depth, direction, types, position)
+def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
+    position = svc.resolve_as_of(as_of)
+    reached = svc.knowledge.related(tenant, entity_id, depth, direction, types, as_of=position)
     shown = reached[:limit]
-    names = ents.get_entities(conn, tenant, [r.id for r in shown], as_of=position)
+    names = svc.knowledge.many(tenant, [r.id for r in shown], as_of=position)
     rows = [
         {**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else "", "entity_type": names[r.id].entity_type if r.id in names else ""}
         for r in shown
@@ -173,8 +167,8 @@ async def related(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-def _tags(svc, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
-    found = ents.find_tags(svc.read_conn(), tenant, prefix, limit=limit, as_of=_position(svc, as_of))
+def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
+    found = svc.knowledge.find_tags(tenant, prefix, limit=limit, as_of=as_of)
     return {"tags": [{"tag": t, "entities": n} for t, n in found]}
 
 
@@ -286,16 +280,16 @@ async def relink_graph(request: web.Request) -> web.Response:
     options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
     if not body.commit:
         ctx = CommandContext(tenant=tenant)
-        return json_response(await read(request, relink.relink, svc, ctx, commit=False, **options))
+        return json_response(await read(request, svc.linking.relink, ctx, commit=False, **options))
     key, tenant = authenticate(request, "write")
     ctx = command_context(request, tenant, key)
-    return json_response(await write(request, relink.relink, svc, ctx, commit=True, **options))
+    return json_response(await write(request, svc.linking.relink, ctx, commit=True, **options))
 
 
-def _document_links(svc, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
-    return relink.document_links(
-        svc.read_conn(), tenant, doc_id=body.doc_id, collection=body.collection, min_shared=body.min_shared, limit=body.limit,
-        max_entity_documents=body.max_entity_documents, as_of=_position(svc, body.as_of),
+def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
+    return svc.linking.document_links(
+        tenant, doc_id=body.doc_id, collection=body.collection, min_shared=body.min_shared, limit=body.limit,
+        max_entity_documents=body.max_entity_documents, as_of=body.as_of,
     )
 
 
@@ -306,8 +300,8 @@ async def document_links(request: web.Request) -> web.Response:
     return json_response(await read(request, _document_links, _svc(request), tenant, body))
 
 
-def _cards(svc, tenant: str, body: RelationsRequest) -> dict[str, Any]:
-    return relink.relation_cards(svc.read_conn(), tenant, body.question, svc.catalogues, as_of=_position(svc, body.as_of), limit=body.limit)
+def _cards(svc: MemoryService, tenant: str, body: RelationsRequest) -> dict[str, Any]:
+    return svc.linking.relation_cards(tenant, body.question, as_of=body.as_of, limit=body.limit)
 
 
 @routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)

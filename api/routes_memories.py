@@ -6,6 +6,7 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .routing import (
@@ -39,7 +40,7 @@ from .errors import ApiError
 routes = RouteTable()
 
 
-def _service(request: web.Request):
+def _service(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
 
 

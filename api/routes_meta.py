@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mnemolog.projections.service import MemoryService
+
 from . import keys
 from .openapi import openapi_document
 from .routing import RouteTable, authenticate, json_response, read
@@ -11,13 +13,9 @@ from .routing import RouteTable, authenticate, json_response, read
 routes = RouteTable()
 
 
-def _channels(svc) -> dict:
+def _channels(svc: MemoryService) -> dict:
     """Which recall channels this server runs: available and weighted above 0 by default."""
-    if hasattr(svc, "channels"):
-        return svc.channels()
-    searcher = getattr(svc, "searcher", None)
-    if searcher is None:
-        return {"graph": True}
+    searcher = svc.searcher
     weights = searcher.default_weights()
     available = {
         "lexical": searcher.lexical is not None,
@@ -27,7 +25,7 @@ def _channels(svc) -> dict:
     return {name: ok and weights.get(name, 0.0) > 0 for name, ok in available.items()}
 
 
-def _state(svc) -> dict:
+def _state(svc: MemoryService) -> dict:
     head = svc.store.last_position()
     return {"head_position": head, "projection_lags": svc.runner.lag()}
 

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
@@ -19,7 +20,7 @@ from .schemas import RecallRequest, SearchRequest
 routes = RouteTable()
 
 
-def options_from(svc, body: RecallRequest) -> RecallOptions:
+def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
     f = body.filters
     filters = SearchFilters(
         status=tuple(f.status) if f.status else ("activated",),
@@ -52,7 +53,7 @@ def options_from(svc, body: RecallRequest) -> RecallOptions:
     )
 
 
-async def _reach(request: web.Request, svc, min_position: int | None) -> int | None:
+async def _reach(request: web.Request, svc: MemoryService, min_position: int | None) -> int | None:
     """Wait (briefly) until the projections include ``min_position``: read-your-writes.
 
     None without ``min_position``: the read itself then notes the position it
@@ -67,7 +68,7 @@ async def _reach(request: web.Request, svc, min_position: int | None) -> int | N
         position = await read(request, svc.runner.position)
         if position >= min_position:
             return position
-        await asyncio.get_running_loop().run_in_executor(request.app[keys.writer_key], svc.sync)
+        await asyncio.get_running_loop().run_in_executor(svc.writer, svc.sync)
     raise ApiError(409, "not_ready", "projections did not reach min_position in time", "min_position")
 
 
@@ -83,11 +84,11 @@ def _raw_fts_errors(body: RecallRequest):
         raise ApiError(422, "invalid", f"the raw FTS query does not parse: {text}", "query") from None
 
 
-def _check_embedding(svc, body: RecallRequest) -> None:
+def _check_embedding(svc: MemoryService, body: RecallRequest) -> None:
     if body.embedding is None:
         return
-    dim = getattr(svc, "embedding_dim", None)
-    if dim is not None and len(body.embedding) != dim:
+    dim = svc.embedding_dim
+    if len(body.embedding) != dim:
         raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
 
 
@@ -109,7 +110,7 @@ async def recall(request: web.Request) -> web.Response:
     return json_response(result)
 
 
-def _recall(svc, tenant: str, query: str, options: RecallOptions, position: int | None):
+def _recall(svc: MemoryService, tenant: str, query: str, options: RecallOptions, position: int | None):
     position = svc.runner.position() if position is None else position
     return svc.searcher.recall(tenant, query, options, position=position)
 

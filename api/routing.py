@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator
 
 import msgspec
 from aiohttp import web
@@ -22,6 +22,9 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from . import keys
 from .auth import ApiKey
 from .errors import ApiError
+
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -151,9 +154,9 @@ async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwarg
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a write on the single writer thread."""
+    """Run a write on the service's single writer thread."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.writer_key], functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(fn, *args, **kwargs))
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
@@ -171,7 +174,7 @@ def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> Co
     )
 
 
-async def write_request(request: web.Request, kind: type | None = None, *, scope: str = "write"):
+async def write_request(request: web.Request, kind: type | None = None, *, scope: str = "write") -> tuple[CommandContext, Any, MemoryService]:
     """What every write handler starts with: ``(ctx, body, service)``.
 
     The key is checked for ``scope``, the body decoded into ``kind`` (None

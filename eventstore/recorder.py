@@ -88,7 +88,7 @@ class SQLRecorder:
     def __init__(self, writer: Engine, reader: Engine):
         self.writer = writer
         self.reader = reader
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a caller holding write_lock may append
         self._conn: Connection | None = None  # the writer's held connection (see transaction)
         self._listeners: list[Callable[[int], None]] = []
         self._idem_stmt = idempotency.insert()
@@ -117,6 +117,11 @@ class SQLRecorder:
             self._version_sql = str(self._version_query.compile(dialect=writer.dialect))
 
     # -- writing ---------------------------------------------------------
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The process-wide lock every append takes; hold it to make several steps one write."""
+        return self._lock
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:

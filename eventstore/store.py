@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
@@ -263,6 +264,11 @@ class EventStore:
     @property
     def recorder(self) -> SQLRecorder:
         return self._recorder
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The lock every append of this store takes (re-entrant); a writer that holds it appends without interleaving."""
+        return self._recorder.write_lock
 
     def close(self) -> None:
         self._recorder.dispose()

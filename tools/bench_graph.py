@@ -93,7 +93,6 @@ def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, se
     The chunks and entities are appended as events first (not timed); the
     timed part plans, commits and projects the run.
     """
-    from mnemolog.projections.linking.relink import relink
     from mnemolog.projections.service import MemoryService
 
     rng = random.Random(seed)
@@ -126,7 +125,7 @@ def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, se
             store.append_batch(batch, tenant=tenant)
         service.sync()
         t0 = time.perf_counter()
-        report = relink(service, CommandContext(tenant=tenant), commit=True)
+        report = service.linking.relink(CommandContext(tenant=tenant), commit=True)
         seconds = time.perf_counter() - t0
     finally:
         service.close()

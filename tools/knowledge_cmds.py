@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -25,11 +25,14 @@ from mnemolog.eventstore.model import NotFound, ValidationError
 from .common import CommandError, add_command, data_dir, one_line, print_json_line
 from .progress import progress_for
 
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
+
 DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
 _DOC_OPTIONS = ("collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
 
 
-def _open(args: argparse.Namespace):
+def _open(args: argparse.Namespace) -> MemoryService:
     from mnemolog.projections.service import MemoryService
 
     return MemoryService.open(data_dir(args))
@@ -67,7 +70,7 @@ def _written(args: argparse.Namespace, result: CommandResult, text: str) -> int:
     return _emit(args, data, f"{text} ({_where(result)})")
 
 
-def _as_of(svc, args: argparse.Namespace) -> int | None:
+def _as_of(svc: MemoryService, args: argparse.Namespace) -> int | None:
     return svc.resolve_as_of(getattr(args, "as_of", None))
 
 
@@ -86,7 +89,7 @@ def document_paths(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
+def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
     from mnemolog.projections.ingest.documents import document_import, import_report
     from mnemolog.projections.ingest.documents import DocumentError, read_document
 
@@ -175,10 +178,9 @@ def _extend_import(subparsers) -> None:
 
 
 def cmd_relink(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.relink import relink
 
     with _open(args) as svc:
-        report = relink(svc, _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
+        report = svc.linking.relink(_context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
     if args.json:
         print_json_line(report)
         return 0
@@ -252,14 +254,12 @@ def cmd_set_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        conn, as_of = svc.read_conn(), _as_of(svc, args)
-        entity = ents.get_entity(conn, _tenant(args), args.id, as_of=as_of)
+        as_of = _as_of(svc, args)
+        entity = svc.knowledge.get(_tenant(args), args.id, as_of=as_of)
         if entity is None:
             raise NotFound("entity", args.id)
-        relations = ents.relations_of(conn, _tenant(args), args.id, as_of=as_of)
+        relations = svc.knowledge.relations_of(_tenant(args), args.id, as_of=as_of)
     data = {**msgspec.structs.asdict(entity), "relations": relations}
     lines = [f"{entity.id}  {entity.name}  [{entity.entity_type or '-'}]", f"  aliases: {', '.join(entity.aliases) or '-'}", f"  tags: {', '.join(entity.tags) or '-'}"]
     lines += [f"  {r.source_id} -{r.relation_type}-> {r.target_id} ({r.weight})" for r in relations]
@@ -267,12 +267,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        conn, as_of = svc.read_conn(), _as_of(svc, args)
-        found = ents.get_related(conn, _tenant(args), args.id, args.depth, args.direction, args.type, as_of)[: args.limit]
-        names = ents.get_entities(conn, _tenant(args), [r.id for r in found], as_of=as_of)
+        as_of = _as_of(svc, args)
+        found = svc.knowledge.related(_tenant(args), args.id, args.depth, args.direction, args.type, as_of=as_of)[: args.limit]
+        names = svc.knowledge.many(_tenant(args), [r.id for r in found], as_of=as_of)
     if args.json:
         for r in found:
             print_json_line({**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else ""})
@@ -286,10 +284,8 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        found = ents.find_by_keywords(svc.read_conn(), _tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.knowledge.find_by_keywords(_tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         for e in found:
             print_json_line(e)
@@ -300,10 +296,8 @@ def cmd_find(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        found = ents.find_tags(svc.read_conn(), _tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.knowledge.find_tags(_tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         for tag, count in found:
             print_json_line({"tag": tag, "entities": count})
@@ -314,10 +308,8 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_doc_links(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.relink import document_links
-
     with _open(args) as svc:
-        found = document_links(svc.read_conn(), _tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.linking.document_links(_tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         print_json_line(found)
         return 0

@@ -24,14 +24,17 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import add_command, data_dir, print_json_line
+
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
 
 DEFAULT_TENANT = "default"
 
 
-def _open(args: argparse.Namespace, **overrides: Any):
+def _open(args: argparse.Namespace, **overrides: Any) -> MemoryService:
     from mnemolog.eventstore.settings import Settings
     from mnemolog.projections.service import MemoryService
 
@@ -177,30 +180,27 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     return [out[j] for j in order][:n], kinds
 
 
-def _ingest(service, tenant: str, items: list[Any], batch: int = 500) -> None:
+def _ingest(service: MemoryService, tenant: str, items: list[Any], batch: int = 500) -> None:
     from mnemolog.eventstore.commands import CommandContext
 
     for start in range(0, len(items), batch):
         service.run(service.memories.add, CommandContext(tenant=tenant, actor="bench"), items[start : start + batch])
 
 
-def _dedup_quality(service, tenant: str) -> dict[str, Any]:
+def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
     """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
-    from mnemolog.projections.policies.organizer import load_items
-
-    conn = service.read_conn()
     merges = supersedes = right = 0
     for r in service.store.read_all(tenant=tenant, types=["MemoriesMerged", "MemorySuperseded"]):
         if r.type == "MemoriesMerged":
             merges += 1
             truths = set()
             for source in r.event.source_ids:
-                row = conn.execute("SELECT json_extract(content, '$.properties.truth') FROM graph_memories WHERE tenant = ? AND memory_id = ? ORDER BY version LIMIT 1", (tenant, source)).fetchone()
-                truths.add(row[0] if row else None)
+                versions = service.graph.versions(tenant, source)
+                truths.add(versions[0].properties.get("truth") if versions else None)
             right += len(truths) == 1
         else:
             supersedes += 1
-    left = Counter(i.content.properties.get("truth") for i in load_items(conn, tenant))
+    left = Counter(m.properties.get("truth") for m in service.graph.activated(tenant))
     leftover = sum(n - 1 for t, n in left.items() if n > 1 and not str(t).endswith((":old", ":new")))
     return {"merges": merges, "supersedes": supersedes, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
 

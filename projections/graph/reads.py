@@ -277,17 +277,86 @@ def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
     }
 
 
+def memory_versions(conn: sqlite3.Connection, tenant: str, memory_id: str) -> list[MemoryView]:
+    """Every projected version of a memory, oldest first (a dropped tenant's are gone)."""
+    rows = conn.execute(f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id = ? ORDER BY version", (tenant, memory_id))
+    return [memory_from_row(r) for r in rows]
+
+
+def activated_memories(conn: sqlite3.Connection, tenant: str) -> list[MemoryView]:
+    """The tenant's activated memories at the head, by id."""
+    rows = conn.execute(
+        f"{_MEMORY_SELECT} WHERE tenant = ? AND status = 'activated' AND valid_to IS NULL ORDER BY memory_id", (tenant,)
+    )
+    return [memory_from_row(r) for r in rows]
+
+
+class GraphReads:
+    """The graph projection's reads, bound to one service.
+
+    It holds the service's per-thread read connection and resolves ``as_of``
+    (a position, an ISO-8601 time or a datetime) as every read of the
+    service does; a caller that makes several reads of one point in time
+    resolves it once (``service.resolve_as_of``) and passes the position.
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], resolve_as_of: Callable[[Any], int | None]):
+        self._connect = connect
+        self._resolve = resolve_as_of
+
+    def memory(self, tenant: str, memory_id: str, *, as_of: Any = None) -> MemoryView | None:
+        return get_memory(self._connect(), tenant, memory_id, as_of=self._resolve(as_of))
+
+    def memories(self, tenant: str, memory_ids: Iterable[str], *, as_of: Any = None) -> dict[str, MemoryView]:
+        return get_memories(self._connect(), tenant, memory_ids, as_of=self._resolve(as_of))
+
+    def versions(self, tenant: str, memory_id: str) -> list[MemoryView]:
+        return memory_versions(self._connect(), tenant, memory_id)
+
+    def activated(self, tenant: str) -> list[MemoryView]:
+        return activated_memories(self._connect(), tenant)
+
+    def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
+        return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
+
+    def edges_between(self, tenant: str, node_ids: Sequence[str], *, as_of: Any = None) -> list[EdgeView]:
+        return edges_between(self._connect(), tenant, node_ids, as_of=self._resolve(as_of))
+
+    def bfs(
+        self,
+        tenant: str,
+        seeds: dict[str, float] | Sequence[str],
+        *,
+        depth: int = 2,
+        direction: str = "both",
+        edge_types: Sequence[str] | None = None,
+        as_of: Any = None,
+        max_nodes: int = 1000,
+    ) -> list[Reached]:
+        return bfs(
+            self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes
+        )
+
+    def stats(self, tenant: str) -> dict[str, Any]:
+        return graph_stats(self._connect(), tenant)
+
+
 class ProjectionFacts:
     """:class:`mnemolog.eventstore.commands.GraphFacts` answered from the graph projection.
 
-    ``sync`` is called first, so answers reflect the log's head. Extra node
-    resolvers (entities, documents) can be added by later projections.
+    ``sync`` is called first, so answers reflect the log's head. Nodes that
+    are not memories (entities, documents) are found by ``node_resolvers``.
     """
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: Callable[[], Any]):
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        sync: Callable[[], Any],
+        node_resolvers: Sequence[Callable[[sqlite3.Connection, str, str], bool]] = (),
+    ):
         self._connect = connect
         self._sync = sync
-        self.node_resolvers: list[Callable[[sqlite3.Connection, str, str], bool]] = []
+        self.node_resolvers: list[Callable[[sqlite3.Connection, str, str], bool]] = list(node_resolvers)
 
     def live_edges_of(self, tenant: str, node_ids: Sequence[str]) -> list[c.EdgeRecord]:
         self._sync()

@@ -34,15 +34,13 @@ import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
-from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.settings import setting
 
@@ -50,6 +48,9 @@ from ..entities import projector as ents
 from ..graph.projector import edge_from_row
 from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
 from ..memory_rows import decode_content, head_clause
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 MAX_DF = setting(
     "linker_max_alias_document_frequency",
@@ -116,11 +117,11 @@ def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:
     return a.weight == b.weight and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
 
 
-def import_linker(service, cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
-    """The linker :class:`DocumentCommands` calls on import: the current catalogue over the new chunks."""
+def import_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
+    """The linker :class:`~mnemolog.eventstore.commands.documents.DocumentCommands` calls on import: the current catalogue over the new chunks."""
 
     def link(tenant: str, doc_node: str, run_id: str, chunks: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
-        catalogue, _ = cache.get(service.read_conn(), tenant)
+        catalogue, _ = cache.get(connect(), tenant)
         if not len(catalogue):
             return []
         return mention_edges(catalogue.link(LinkChunk(cid, doc_node, text) for cid, text in chunks), run_id)
@@ -256,31 +257,6 @@ def _new_pairs(before: dict[str, set[str]], after: dict[str, set[str]], preview:
     return rows, len(gained), sum(1 for p in gained if not shared_before[p])
 
 
-def relink(service, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
-    """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again under the writer lock)."""
-    if max_alias_document_frequency is None:
-        max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
-    options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
-    if not commit:
-        service.sync()
-        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
-        return {"dry_run": True, "committed": False, **{k: v for k, v in plan.summary.items() if k not in ("run_id", "prefix")}}
-
-    def run() -> Any:
-        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
-        result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
-        return plan, result
-
-    plan, result = service.run(run)
-    report = {"dry_run": False, **plan.summary, **result.data, "correlation_id": result.correlation_id, "positions": list(result.positions), "replayed": result.replayed}
-    if result.replayed and result.data.get("committed"):  # a retry: the first run's figures, not the new plan's
-        report.update(add=result.data["added"], remove=result.data["removed"], added_preview=[], removed_preview=[], cross_document_pairs=[])
-    if not result.data.get("committed"):
-        report.pop("run_id", None)
-        report.pop("prefix", None)
-    return report
-
-
 # -- reads ---------------------------------------------------------------------------------------------------
 
 
@@ -380,18 +356,65 @@ def seed_hook(cache: CatalogueCache):
     return seeds
 
 
-def attach_entities(service) -> None:
-    """Entity and document commands, graph node resolvers and the recall seed hook, on a service."""
-    cache = service.catalogues = CatalogueCache()
+class Linking:
+    """The entity linker bound to one service: relink runs, document links, relation cards.
 
-    def incoming(tenant: str, entity_id: str) -> list[tuple[str, str]]:
-        service.sync()
-        return ents.incoming_relations(service.read_conn(), tenant, entity_id)
+    It owns the service's alias catalogues (:attr:`catalogues`), which the
+    import linker and recall's graph seeds share.
+    """
 
-    service.entities = EntityCommands(service.store, service.facts, max_tags=int(service.settings.entity_max_tags), incoming=incoming)
-    service.documents = DocumentCommands(service.store, service.facts, linker=import_linker(service, cache))
-    service.edges = LinkAwareEdgeCommands(service.store, service.facts)
-    service.facts.node_resolvers.extend([ents.entity_node_exists, ents.document_node_exists])
-    searcher = getattr(service, "searcher", None)
-    if searcher is not None:
-        searcher.seed_hooks.append(seed_hook(cache))
+    def __init__(self, service: MemoryService):
+        self.service = service
+        self.catalogues = CatalogueCache()
+
+    def relink(self, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
+        """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again as the single writer)."""
+        service = self.service
+        if max_alias_document_frequency is None:
+            max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
+        options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
+        if not commit:
+            service.sync()
+            plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
+            return {"dry_run": True, "committed": False, **{k: v for k, v in plan.summary.items() if k not in ("run_id", "prefix")}}
+
+        def run() -> Any:
+            plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
+            result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
+            return plan, result
+
+        plan, result = service.run(run)
+        report = {"dry_run": False, **plan.summary, **result.data, "correlation_id": result.correlation_id, "positions": list(result.positions), "replayed": result.replayed}
+        if result.replayed and result.data.get("committed"):  # a retry: the first run's figures, not the new plan's
+            report.update(add=result.data["added"], remove=result.data["removed"], added_preview=[], removed_preview=[], cross_document_pairs=[])
+        if not result.data.get("committed"):
+            report.pop("run_id", None)
+            report.pop("prefix", None)
+        return report
+
+    def document_links(
+        self,
+        tenant: str,
+        *,
+        doc_id: str | None = None,
+        collection: str | None = None,
+        min_shared: int = 1,
+        limit: int = 20,
+        max_entity_documents: int = 200,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """:func:`document_links` over the service's projections; ``as_of`` is a position or a time."""
+        return document_links(
+            self.service.read_conn(), tenant, doc_id=doc_id, collection=collection, min_shared=min_shared, limit=limit,
+            max_entity_documents=max_entity_documents, as_of=self.service.resolve_as_of(as_of),
+        )
+
+    def relation_cards(self, tenant: str, question: str, *, as_of: Any = None, limit: int = 10, max_relations: int = 25) -> dict[str, Any]:
+        """:func:`relation_cards` over the service's projections; ``as_of`` is a position or a time."""
+        return relation_cards(
+            self.service.read_conn(), tenant, question, self.catalogues, as_of=self.service.resolve_as_of(as_of), limit=limit, max_relations=max_relations
+        )
+
+    def live_mentions(self, tenant: str, *, as_of: Any = None) -> list[c.EdgeRecord]:
+        """:func:`live_mentions` over the service's projections."""
+        return live_mentions(self.service.read_conn(), tenant, as_of=self.service.resolve_as_of(as_of))

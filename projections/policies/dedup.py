@@ -24,7 +24,7 @@ import hashlib
 import sqlite3
 import threading
 from collections import defaultdict
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import msgspec
 import numpy as np
@@ -34,6 +34,9 @@ from mnemolog.eventstore.model import MemoryContent
 
 from ..vectors.embedders import get_embedder
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 ACTOR = "organizer"
 _content = msgspec.json.Decoder(MemoryContent)
@@ -142,7 +145,7 @@ def slot(key: str | None) -> str:
 class Vectors:
     """Unit vectors for memories: ``vec_docs`` rows of the current version, else the embedder."""
 
-    def __init__(self, service, embedder_name: str, cache_limit: int = 200_000):
+    def __init__(self, service: MemoryService, embedder_name: str, cache_limit: int = 200_000):
         self.service = service
         self.embedder = get_embedder(embedder_name)
         self.cache: dict[str, np.ndarray] = {}

@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
@@ -49,6 +49,9 @@ from .dedup import ACTOR, CorpusCache, Pair, Planned, Vectors, candidates, decid
 from .judge import Verdict
 from .settings import build_judge, type_list
 
+if TYPE_CHECKING:
+    from ..service import MemoryService
+
 log = logging.getLogger("mnemolog.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
 MAX_ROUNDS = 3  # a pass follows the head this many times (its own merges are memories to check too)
@@ -58,7 +61,7 @@ APPLY_CHUNK = 16  # decisions per turn of the writer: other writes wait at most 
 class Organizer:
     """The log follower; see the module docstring. ``judge`` defaults to the configured one."""
 
-    def __init__(self, service, settings: Settings | None = None, judge=None):
+    def __init__(self, service: MemoryService, settings: Settings | None = None, judge=None):
         self.service = service
         self.settings = settings or service.settings
         self._own_judge = judge is None
@@ -83,8 +86,7 @@ class Organizer:
 
     def checkpoint(self, name: str = "organizer") -> int:
         with self._conn_lock:
-            row = self._conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else 0
+            return stored_checkpoint(self._conn, name)
 
     def _save(self, name: str, position: int) -> None:
         with self._conn_lock:
@@ -382,3 +384,21 @@ class Organizer:
         with self._conn_lock:
             self._conn.close()
 
+
+# -- without an organizer ------------------------------------------------------------------------
+
+
+def stored_checkpoint(conn, name: str = "organizer") -> int:
+    """The position an organizer stored under ``name`` in ``projections.db`` (0: none yet)."""
+    row = conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else 0
+
+
+def stored_status(service: MemoryService, min_position: int | None = None) -> dict[str, Any]:
+    """The status when no organizer runs in this process: its stored checkpoint, if any."""
+    try:
+        position = stored_checkpoint(service.read_conn())
+    except Exception:  # never ran: no table yet
+        position = 0
+    target = service.store.last_position() if min_position is None else min_position
+    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}

@@ -42,7 +42,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 import numpy as np
@@ -56,6 +56,9 @@ from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFo
 from .dedup import ACTOR, Item, Vectors, load_items
 from .llm_judge import LLMUnavailable
 from .settings import type_list
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 TOPIC = MemoryType.TOPIC.value
 BRANCH = 10  # at most this many clusters per split
@@ -147,7 +150,7 @@ class Terms:
 
 
 class TopicBuilder:
-    def __init__(self, service, settings, vectors: Vectors, summarizer=None):
+    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None):
         self.service = service
         self.settings = settings
         self.vectors = vectors
