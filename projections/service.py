@@ -46,7 +46,7 @@ class MemoryService:
         self.facts = graph_reads.ProjectionFacts(self.read_conn, self.sync)
         self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.edges = EdgeCommands(store, self.facts)
-        self.reverts = RevertCommands(store, self.facts)
+        self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         for extra in extras:
             extra(self)
 
