@@ -261,6 +261,9 @@ def test_topics_whose_members_are_all_reverted_are_retired(tmp_path):
         topics = [m for m, status in _topics(svc).items() if status == "activated"]
         assert report["created"] >= 2 and len(topics) >= 2
         svc.run(svc.reverts.revert, ctx(), bulk.correlation_id, force=True)
+        query = " ".join(WORDS[:6])
+        hits = svc.searcher.recall(T, query, RecallOptions()).hits
+        assert hits and svc.get(T, hits[0].id).memory_type == "TopicMemory"  # the residue: topics over deleted memories
         head = svc.store.last_position()
         assert organizer.cluster(T, dry_run=True)["retired"] == len(topics) and svc.store.last_position() == head
         report = organizer.cluster(T)
@@ -269,7 +272,7 @@ def test_topics_whose_members_are_all_reverted_are_retired(tmp_path):
         assert all(e.edge_type != "PARENT" for t in topics for e in svc.edges_of(T, t))
         for t in topics:
             assert svc.history(T, t)[-1]["reason"] == "no activated member left"
-        hits = svc.searcher.recall(T, " ".join(WORDS[:6]), RecallOptions()).hits
+        hits = svc.searcher.recall(T, query, RecallOptions()).hits
         assert all(svc.get(T, h.id).memory_type != "TopicMemory" for h in hits)
         assert organizer.cluster(T)["retired"] == 0  # nothing left to retire
         assert svc.get(T, kept).status == "activated"
@@ -280,3 +283,24 @@ def _topics(svc) -> dict[str, str]:
         "SELECT memory_id, status FROM graph_memories WHERE tenant = ? AND memory_type = 'TopicMemory' AND valid_to IS NULL", (T,)
     )
     return dict(rows.fetchall())
+
+
+# -- a revert with nothing to compensate -----------------------------------------------------------
+
+
+def test_reverting_a_revert_that_compensated_nothing_is_a_no_op(tmp_path, capsys):
+    data = str(tmp_path / "data")
+
+    def run(*argv: str) -> dict:
+        assert cli.main(["--data-dir", data, *argv, "--tenant", T, "--json"]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    (memory_id,) = run("add", "a note")["memory_ids"]
+    archived = run("archive", memory_id)
+    run("restore", memory_id)
+    forced = run("revert", archived["correlation_id"], "--force")  # the memory is activated already: only the marker
+    assert forced["forced"] and forced["first_position"] == forced["last_position"]
+    again = run("revert", forced["correlation_id"])
+    assert again["nothing_to_revert"] and again["first_position"] is None and again["reverted"] == 0
+    assert cli.main(["--data-dir", data, "revert", forced["correlation_id"], "--tenant", T]) == 0
+    assert "changed nothing" in capsys.readouterr().out
