@@ -97,11 +97,12 @@ class RevertCommands:
         conflicts: list[str] = []
         writes: list[StreamAppend] = []
         writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts)
-        documents, removed_nodes = self._document_compensations(ctx, recorded, reason, conflicts)
+        documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         edge_events = self._edge_compensations(ctx, recorded, conflicts)
         writes += documents + entities
-        writes += self._dangling(ctx, removed_entities, removed_nodes + removed_entities, edge_events, reason, conflicts, {w.stream_id for w in entities})
+        compensated = {w.stream_id for w in entities}
+        writes += self._dangling(ctx, removed_entities, removed_documents, edge_events, reason, conflicts, compensated)
         if conflicts and not force:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"
@@ -206,7 +207,7 @@ class RevertCommands:
         self,
         ctx: CommandContext,
         entities: list[str],
-        nodes: list[str],
+        documents: list[str],
         edge_events: list,
         reason: str,
         conflicts: list[str],
@@ -214,11 +215,13 @@ class RevertCommands:
     ) -> list[StreamAppend]:
         """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced.
 
-        Live edges touching a removed entity or document (other than those the
+        ``documents`` are graph nodes (``document:<doc_id>``). Live edges
+        touching a removed entity or document (other than those the
         revert unlinks) are appended to ``edge_events`` as unlinks; relations
         into a removed entity from entities the revert leaves alone are removed
         on their streams (returned).
         """
+        nodes = entities + documents
         if not nodes:
             return []
         unlinked = {e.edge.edge_id for e in edge_events if isinstance(e, c.EdgeUnlinked)}
