@@ -33,6 +33,7 @@ from .schemas import (
     SupersedeRequest,
     UndoNamespaceRequest,
     UpdateMemoryRequest,
+    WorkingMemoryResponse,
     WriteResponse,
 )
 from .errors import ApiError
@@ -134,6 +135,25 @@ async def memory_history(request: web.Request) -> web.Response:
     svc = _service(request)
     versions = await read(request, svc.history, tenant, request.match_info["id"])
     return json_response({"memory_id": request.match_info["id"], "versions": versions})
+
+
+def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
+    position = svc.resolve_as_of(as_of)
+    entries = svc.graph.working_memory(tenant, as_of=position, memories=True)
+    return WorkingMemoryResponse(as_of=position, capacity=int(svc.settings.working_memory_capacity), entries=entries)
+
+
+@routes.get(
+    "/v1/working-memory",
+    scope="read",
+    summary="The tenant's working memory (a FIFO), oldest entry first, each with its memory",
+    response=WorkingMemoryResponse,
+    query=(("as_of", "position or ISO-8601 time"),),
+)
+async def working_memory(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = _service(request)
+    return json_response(await read(request, _working_memory, svc, tenant, check_as_of(request.query.get("as_of"))))
 
 
 @routes.post("/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse)

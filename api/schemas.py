@@ -8,6 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from mnemolog.eventstore.model import MAX_TAGS
+from mnemolog.projections.graph.reads import WorkingEntryView
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]
@@ -174,6 +175,14 @@ class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_nodes: Annotated[int, Meta(ge=1, le=5000)] = 200
     max_edges: Annotated[int, Meta(ge=1, le=20000)] = 1000
     as_of: AsOf = None
+
+
+class WorkingMemoryResponse(msgspec.Struct, kw_only=True):
+    """A tenant's working memory, oldest entry first, at the head or as of a position."""
+
+    as_of: int | None
+    capacity: int
+    entries: list[WorkingEntryView]
 
 
 class ErrorDetail(msgspec.Struct):

@@ -6,7 +6,8 @@ Streams (one scheme, kept everywhere):
   superseded, archived, deleted, restored, rolled back);
 - ``edges-<tenant>``: the tenant's edge changes (link, unlink, undo of a
   namespace, re-pointing after a merge);
-- ``working-<tenant>``: working-memory evictions;
+- ``working-<tenant>``: working-memory evictions, and the withdrawals and
+  restorations with which a revert undoes what a command did to it;
 - ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
 - ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
   knowledge-graph side (see :mod:`mnemolog.eventstore.catalogue_graph`).
@@ -145,6 +146,34 @@ class WorkingMemoryEvicted(DomainEvent, frozen=True):
     capacity: int
 
 
+class WorkingEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One place in a tenant's working memory.
+
+    ``entered_at`` is the position of the ``MemoryAdded`` that put the memory
+    there: the FIFO is ordered by it, so a restored entry takes its old place.
+    """
+
+    binding: str
+    memory_id: str
+    memory_type: str
+    entered_at: int
+
+
+class WorkingMemoryWithdrawn(DomainEvent, frozen=True):
+    """Entries taken out of working memory by a revert of the command that put them in."""
+
+    bindings: tuple[str, ...]
+    memory_ids: tuple[str, ...]
+    reason: str = ""
+
+
+class WorkingMemoryRestored(DomainEvent, frozen=True):
+    """Entries put back at their old places by a revert of the command that evicted or withdrew them."""
+
+    entries: tuple[WorkingEntry, ...]
+    reason: str = ""
+
+
 # -- edges --------------------------------------------------------------------
 
 
@@ -213,7 +242,8 @@ MemoryEvent = (
     | MemoryRolledBack
 )
 EdgeEvent = EdgeLinked | EdgeUnlinked | EdgesRepointed | NamespaceUndone | NamespaceRestored
-TenantEvent = WorkingMemoryEvicted | CorrelationReverted | TenantDropped
+WorkingMemoryEvent = WorkingMemoryEvicted | WorkingMemoryWithdrawn | WorkingMemoryRestored
+TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped
 Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)

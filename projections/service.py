@@ -73,7 +73,7 @@ class MemoryService:
         # Commands, run through ``run`` (the writer).
         self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
-        self.reverts = RevertCommands(store, self.facts)
+        self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=import_linker(self.read_conn, self.linking.catalogues))
 

@@ -1,6 +1,6 @@
-"""Operator commands over memories and edges: add, get, history, update, merge,
-archive, delete, restore, rollback, link, unlink, undo-namespace, revert,
-drop-tenant, rebuild and projections.
+"""Operator commands over memories and edges: add, get, history, working-memory,
+update, merge, archive, delete, restore, rollback, link, unlink,
+undo-namespace, revert, drop-tenant, rebuild and projections.
 
 Every command goes through :class:`mnemolog.projections.service.MemoryService`, so the
 write rules, idempotency and projections are those of the API. A command that
@@ -206,6 +206,27 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_working_memory(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        position = svc.resolve_as_of(args.as_of)
+        entries = svc.graph.working_memory(_tenant(args), as_of=position, memories=True)
+        capacity = int(svc.settings.working_memory_capacity)
+    if args.json:
+        for entry in entries:
+            print_json_line(entry)
+        return 0
+    where = "at the head" if position is None else f"as of position {position}"
+    print(f"working memory of {_tenant(args)} {where}: {len(entries)} of {capacity} entries, oldest first")
+    if entries:
+        print(f"{'ENTERED':<9} {'TYPE':<16} {'STATUS':<10} {'MEMORY':<38} TEXT")
+    for e in entries:
+        status = e.memory.status if e.memory is not None else "-"
+        text = one_line(e.memory.memory) if e.memory is not None else "-"
+        text = text if len(text) <= 60 else text[:59] + "…"
+        print(f"{e.entered_at:<9} {e.memory_type:<16} {status:<10} {e.memory_id:<38} {text}")
+    return 0
+
+
 # -- content changes -----------------------------------------------------------------------
 
 
@@ -298,6 +319,8 @@ def cmd_revert(args: argparse.Namespace) -> int:
     data = result.data
     if data.get("already_reverted"):
         text = f"correlation {args.correlation} was already reverted: nothing written"
+    elif data.get("nothing_to_revert"):
+        text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
         if data.get("forced"):
@@ -403,6 +426,9 @@ def register(subparsers) -> None:
 
     p = _command(subparsers, "history", cmd_history, "list a memory's versions")
     p.add_argument("id", metavar="ID")
+
+    p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
+    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
     p = _command(subparsers, "update", cmd_update, "write a new version of a memory", writes=True)
     p.add_argument("id", metavar="ID")

@@ -7,7 +7,10 @@ Import
     deleted), ``DocumentImported`` on ``document-<tenant>/<doc_id>``, and the
     ``MENTIONS`` edges of the new chunks (the old chunks' mention edges are
     unlinked). Re-importing content with the same hash writes nothing, unless
-    the current version's chunks are no longer active (e.g. after a revert).
+    the current version's chunks are no longer active. The current version is
+    folded from the document's stream, so a revert (``DocumentRolledBack``,
+    ``DocumentRemoved``) brings it back; version numbers are never used twice
+    (the next import takes the number after the highest imported).
 
     Chunk content: the text; ``collection``, ``doc_type`` (the caller's, else
     the file format), ``doc_id``, ``doc_version`` (``"1"``, ``"2"``, …),
@@ -84,15 +87,32 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 
-def latest_version(store: EventStore, tenant: str, doc_id: str) -> tuple[g.DocumentImported | None, int]:
-    """The document's current version (after the tenant's last drop) and its stream's version."""
+class DocumentState(msgspec.Struct):
+    """A document's stream folded (after the tenant's last drop)."""
+
+    current: g.DocumentImported | g.DocumentRolledBack | None = None  # None: never imported, or removed
+    stream_version: int = 0  # the stream's last version, for the append's expected version
+    highest: int = 0  # the highest version number imported: numbers are never used twice
+
+
+def load_document(store: EventStore, tenant: str, doc_id: str, *, until_version: int | None = None) -> DocumentState:
+    """The document's current version; with ``until_version``, the one its stream held at that version."""
     recorded = store.read_stream(g.document_stream(tenant, doc_id))
+    state = DocumentState(stream_version=recorded[-1].stream_version if recorded else 0)
     floor = dropped_at(store, tenant) if recorded else 0
-    latest = None
     for r in recorded:
-        if r.position >= floor and r.tenant == tenant and isinstance(r.event, g.DocumentImported):
-            latest = r.event
-    return latest, (recorded[-1].stream_version if recorded else 0)
+        if r.position < floor or r.tenant != tenant:
+            continue
+        if until_version is not None and r.stream_version > until_version:
+            break
+        event = r.event
+        if isinstance(event, g.DocumentImported):
+            state.current, state.highest = event, max(state.highest, event.version)
+        elif isinstance(event, g.DocumentRolledBack):
+            state.current = event
+        elif isinstance(event, g.DocumentRemoved):
+            state.current = None
+    return state
 
 
 def _chunk_content(doc: DocumentImport, chunk: Chunk, version: int) -> MemoryContent:
@@ -130,7 +150,8 @@ class DocumentCommands:
             raise ValidationError("content", "the document has no text to import")
         node = g.document_node(doc.doc_id)
         report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
-        latest, stream_version = latest_version(self.store, ctx.tenant, doc.doc_id)
+        document = load_document(self.store, ctx.tenant, doc.doc_id)
+        latest = document.current
         if (done := replayed(self.store, ctx, "import-document", doc)) is not None:
             info = {"status": "imported", "chunks": len(done.memory_ids), "archived": 0, "mentions": 0, **report}
             if latest is not None and tuple(latest.chunk_ids) == tuple(done.memory_ids):
@@ -139,7 +160,7 @@ class DocumentCommands:
         old = self._chunk_states(latest.chunk_ids if latest else ())
         if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
             return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
-        version = (latest.version if latest else 0) + 1
+        version = document.highest + 1
         stamp = now_iso()
         chunk_ids = new_ids(len(doc.chunks))
         writes = [
@@ -178,7 +199,7 @@ class DocumentCommands:
             pages=doc.pages,
             archived_chunk_ids=tuple(archived),
         )
-        writes.append(StreamAppend(g.document_stream(ctx.tenant, doc.doc_id), [event], stream_version or NO_STREAM))
+        writes.append(StreamAppend(g.document_stream(ctx.tenant, doc.doc_id), [event], document.stream_version or NO_STREAM))
         edge_events: list = []
         replaced = {s.memory_id for s in old} | {node}
         if latest is not None:

@@ -54,6 +54,18 @@ class EdgeView(msgspec.Struct, frozen=True, kw_only=True):
     valid_to: int | None
 
 
+class WorkingEntryView(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of a tenant's working memory: ``entered_at`` (the position it entered at) orders the FIFO."""
+
+    binding: str
+    memory_id: str
+    memory_type: str
+    entered_at: int
+    valid_from: int
+    valid_to: int | None
+    memory: MemoryView | None = None  # the memory as of the same point, when asked for
+
+
 class Reached(msgspec.Struct, frozen=True):
     """A node BFS reached: the product of the edge weights along the first path found."""
 
@@ -256,6 +268,23 @@ def bfs(
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
 
 
+def working_memory(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None, memories: bool = False) -> list[WorkingEntryView]:
+    """The tenant's working memory, oldest entry first; with ``memories``, each with its memory."""
+    valid, params = head_clause(as_of)
+    rows = conn.execute(
+        f"SELECT binding, memory_id, memory_type, position, valid_from, valid_to FROM graph_working WHERE tenant = ? AND {valid}"
+        " ORDER BY position, binding",
+        (tenant, *params),
+    ).fetchall()
+    views = get_memories(conn, tenant, [r[1] for r in rows], as_of=as_of) if memories else {}
+    return [
+        WorkingEntryView(
+            binding=b, memory_id=m, memory_type=t, entered_at=p, valid_from=vf, valid_to=vt, memory=views.get(m)
+        )
+        for b, m, t, p, vf, vt in rows
+    ]
+
+
 def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
     memories = dict(
         conn.execute(
@@ -267,7 +296,7 @@ def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
             "SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND valid_to IS NULL GROUP BY edge_type", (tenant,)
         ).fetchall()
     )
-    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ?", (tenant,)).fetchone()[0]
+    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ? AND valid_to IS NULL", (tenant,)).fetchone()[0]
     return {
         "memories": memories,
         "memories_total": sum(memories.values()),
@@ -315,6 +344,9 @@ class GraphReads:
 
     def activated(self, tenant: str) -> list[MemoryView]:
         return activated_memories(self._connect(), tenant)
+
+    def working_memory(self, tenant: str, *, as_of: Any = None, memories: bool = False) -> list[WorkingEntryView]:
+        return working_memory(self._connect(), tenant, as_of=self._resolve(as_of), memories=memories)
 
     def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
         return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
@@ -398,8 +430,11 @@ class ProjectionFacts:
         return any(resolver(conn, tenant, node_id) for resolver in self.node_resolvers)
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
+        return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]
+
+    def working_entries(self, tenant: str) -> list[c.WorkingEntry]:
         self._sync()
-        rows = self._connect().execute(
-            "SELECT binding, memory_id, memory_type FROM graph_working WHERE tenant = ? ORDER BY position, binding", (tenant,)
-        )
-        return [tuple(r) for r in rows]
+        return [
+            c.WorkingEntry(binding=e.binding, memory_id=e.memory_id, memory_type=e.memory_type, entered_at=e.entered_at)
+            for e in working_memory(self._connect(), tenant)
+        ]

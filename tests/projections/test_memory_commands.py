@@ -301,8 +301,9 @@ def test_revert_a_bad_import_batch_once(svc):
     svc.run(svc.edges.link, ctx(correlation_id="import-7"), imported.memory_ids[0], keep, "RELATED", edge_id="import:7:1")
     svc.run(svc.memories.update, ctx(correlation_id="import-7"), keep, {"tags": ["imported"]})
     r = svc.run(svc.reverts.revert, ctx(), "import-7")
-    assert r.data["reverted"] == 5 and r.data["conflicts"] == [] and not r.data["forced"]
+    assert r.data["reverted"] == 6 and r.data["conflicts"] == [] and not r.data["forced"]  # the batch's eviction too
     assert [svc.get("a", m).status for m in imported.memory_ids] == ["deleted"] * 3
+    assert [m for _, m, _ in svc.facts.working_memory("a")] == [keep]  # as before the batch
     assert svc.get("a", keep).tags == () and svc.get("a", keep).status == "activated"
     assert svc.edges_of("a", keep) == []
     head = svc.store.last_position()
