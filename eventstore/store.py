@@ -446,6 +446,9 @@ class EventStore:
     ) -> AsyncIterator[RecordedEvent]:
         """Catch up from ``after``, then wait for new commits and yield them.
 
+        Only events after ``after`` are ever yielded, even when ``after``
+        lies beyond the current head.
+
         Commits in this process wake the subscriber at once; a slow poll
         notices writers in other processes.
         """
@@ -464,7 +467,9 @@ class EventStore:
                 head, batch = await loop.run_in_executor(None, self._read_tail, position, batch_size, tenant, types)
                 for recorded in batch:
                     yield recorded
-                position = head
+                # Never back: ``after`` may lie beyond the head (a client
+                # resuming from another replica, or ahead of this one).
+                position = max(position, head)
                 if len(batch) == batch_size:
                     continue
                 try:

@@ -261,6 +261,23 @@ async def test_sse_tail_survives_keep_alives(api, client, monkeypatch):
         assert int(frame["id"]) == written.positions[0]
 
 
+@pytest.mark.parametrize("resume", ["query", "Last-Event-ID"])
+async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client, resume):
+    await client.add({"memory": "already there"})
+    ahead = 4
+    if resume == "query":
+        request = api.raw.get("/v1/events/stream", params={"after": str(ahead)})
+    else:
+        request = api.raw.get("/v1/events/stream", headers={"Last-Event-ID": str(ahead)})
+    async with request as response:
+        assert response.status == 200
+        written = await client.add_batch([{"memory": f"later {i}"} for i in range(5)])
+        assert written.positions == [2, 3, 4, 5, 6]
+        frames = await _sse_frames(response, 2)
+        assert [int(f["id"]) for f in frames] == [5, 6]
+        assert '"later 3"' in frames[0]["data"]
+
+
 async def test_sse_bad_last_event_id_is_400(api):
     response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
     assert response.status == 400
