@@ -21,7 +21,7 @@ from . import keys
 from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
 from .errors import error_middleware
-from .routing import ROUTES
+from .routing import ROUTES, as_of_middleware
 
 # Route modules register themselves in ROUTES when imported.
 from . import routes_graph
@@ -59,7 +59,7 @@ def create_app(
     background: list[Callable[[web.Application], Any]] | None = None,
 ) -> web.Application:
     settings = settings or Settings()
-    app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_body_bytes))
+    app = web.Application(middlewares=[error_middleware, as_of_middleware], client_max_size=int(settings.max_body_bytes))
     app[keys.settings_key] = settings
     app[keys.version_key] = version_info()
     for module in EXTRA_ROUTE_MODULES:

@@ -8,7 +8,7 @@ from mnemolog.projections.graph import reads as graph_reads
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, check_as_of, decode, json_response, query_int, read, route
+from .routing import authenticate, check_as_of, decode, documented, json_response, query_int, read, route
 from .schemas import SubgraphRequest
 
 
@@ -80,11 +80,14 @@ async def subgraph(request: web.Request) -> web.Response:
     return json_response(await read(request, _subgraph, svc, tenant, body))
 
 
+def _stats(svc, tenant: str, as_of):
+    return graph_reads.graph_stats(svc.read_conn(), tenant, as_of=svc.resolve_as_of(as_of))
+
+
 @route("GET", "/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type")
+@documented(query=(("as_of", "position or time"),))
 async def stats(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = request.app[keys.service_key]
-
-
-    body = await read(request, lambda: graph_reads.graph_stats(svc.read_conn(), tenant))
+    body = await read(request, _stats, svc, tenant, check_as_of(request.query.get("as_of")))
     return json_response(body)

@@ -41,12 +41,59 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+class RequestBody(msgspec.Struct, frozen=True):
+    """A request body taken in more than one form, for the OpenAPI document.
+
+    ``json``: the Structs accepted as ``application/json`` (any one of them);
+    ``form``: the fields of a ``multipart/form-data`` upload, name to
+    description, of which ``files`` are file parts.
+    """
+
+    json: tuple[type, ...] = ()
+    form: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()
+
+
 def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
     def decorate(handler):
-        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
+        extra = getattr(handler, "documented", {})
+        body = request if request is not None else extra.get("request")
+        ROUTES.append(Route(method, path, handler, scope, summary, body, response, tuple(query) + extra.get("query", ())))
         return handler
 
     return decorate
+
+
+def documented(*, query=(), request: Any = None):
+    """More of a route's interface, declared under its ``@route`` line.
+
+    ``query``: parameters ``(name, description)`` beyond the route's own;
+    ``request``: a body its ``@route`` does not name (a :class:`RequestBody`).
+    """
+
+    def decorate(handler):
+        handler.documented = {"query": tuple(query), "request": request}
+        return handler
+
+    return decorate
+
+
+def declared_query(handler) -> set[str] | None:
+    """The query parameters the route served by ``handler`` declares (None for a handler outside the table)."""
+    for r in ROUTES:
+        if r.handler is handler:
+            return {name for name, _ in r.query}
+    return None
+
+
+@web.middleware
+async def as_of_middleware(request: web.Request, handler):
+    """A route that reads only the head refuses ``as_of`` rather than ignore it."""
+    if "as_of" in request.query:
+        declared = declared_query(request.match_info.handler)
+        if declared is not None and "as_of" not in declared:
+            raise ApiError(422, "invalid", f"{request.method} {request.match_info.route.resource.canonical} does not take as_of: it answers at the head only", "as_of")
+    return await handler(request)
 
 
 _encoder = msgspec.json.Encoder()

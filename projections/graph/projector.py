@@ -4,7 +4,8 @@ Tables (in ``projections.db``):
 
 - ``graph_memories``: one row per state of a memory, with validity positions;
 - ``graph_edges``: one row per life of an edge id (linked … unlinked);
-- ``graph_working``: the working-memory FIFO at the head.
+- ``graph_working``: the working-memory FIFO, one row per stay of a memory
+  in it, with validity positions (entered, evicted).
 
 Adjacency is indexed by ``(tenant, source)`` and ``(tenant, target)`` so
 that BFS touches only the edges it follows.
@@ -34,7 +35,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 2
+    schema_version = 3
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -61,10 +62,10 @@ class GraphProjector:
             CREATE INDEX IF NOT EXISTS ix_graph_edges_target ON graph_edges (tenant, target, valid_to);
             CREATE TABLE IF NOT EXISTS graph_working (
                 tenant TEXT NOT NULL, binding TEXT NOT NULL, memory_id TEXT NOT NULL,
-                memory_type TEXT NOT NULL, position INTEGER NOT NULL,
-                PRIMARY KEY (tenant, binding)
+                memory_type TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER
             );
-            CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, position);
+            CREATE UNIQUE INDEX IF NOT EXISTS ux_graph_working_live ON graph_working (tenant, binding) WHERE valid_to IS NULL;
+            CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, valid_from);
             """
         )
 
@@ -102,7 +103,7 @@ class GraphProjector:
                 inserts.clear()
             if working:
                 conn.executemany(
-                    "INSERT OR IGNORE INTO graph_working (tenant, binding, memory_id, memory_type, position) VALUES (?,?,?,?,?)",
+                    "INSERT OR IGNORE INTO graph_working (tenant, binding, memory_id, memory_type, valid_from) VALUES (?,?,?,?,?)",
                     working,
                 )
                 working.clear()
@@ -121,8 +122,8 @@ class GraphProjector:
                 self._edge(recorded, conn)
             elif isinstance(event, c.WorkingMemoryEvicted):
                 conn.executemany(
-                    "DELETE FROM graph_working WHERE tenant = ? AND binding = ?",
-                    [(recorded.tenant, b) for b in event.bindings],
+                    "UPDATE graph_working SET valid_to = ? WHERE tenant = ? AND binding = ? AND valid_to IS NULL",
+                    [(recorded.position, recorded.tenant, b) for b in event.bindings],
                 )
             elif isinstance(event, c.TenantDropped):
                 for table in ("graph_memories", "graph_edges", "graph_working"):

@@ -256,24 +256,27 @@ def bfs(
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
 
 
-def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
+def graph_stats(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> dict[str, Any]:
+    """Counts of memories by status, edges by type, and working memory: at the head or as of a position."""
+    valid, params = head_clause(as_of)
     memories = dict(
         conn.execute(
-            "SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND valid_to IS NULL GROUP BY status", (tenant,)
+            f"SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND {valid} GROUP BY status", (tenant, *params)
         ).fetchall()
     )
     edge_types = dict(
         conn.execute(
-            "SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND valid_to IS NULL GROUP BY edge_type", (tenant,)
+            f"SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND {valid} GROUP BY edge_type", (tenant, *params)
         ).fetchall()
     )
-    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ?", (tenant,)).fetchone()[0]
+    working = conn.execute(f"SELECT count(*) FROM graph_working WHERE tenant = ? AND {valid}", (tenant, *params)).fetchone()[0]
     return {
         "memories": memories,
         "memories_total": sum(memories.values()),
         "edges": edge_types,
         "edges_total": sum(edge_types.values()),
         "working_memory": working,
+        "as_of": as_of,
     }
 
 
@@ -331,6 +334,7 @@ class ProjectionFacts:
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         self._sync()
         rows = self._connect().execute(
-            "SELECT binding, memory_id, memory_type FROM graph_working WHERE tenant = ? ORDER BY position, binding", (tenant,)
+            "SELECT binding, memory_id, memory_type FROM graph_working WHERE tenant = ? AND valid_to IS NULL ORDER BY valid_from, binding",
+            (tenant,),
         )
         return [tuple(r) for r in rows]

@@ -153,6 +153,89 @@ async def test_graph_stats_counts_by_status_and_edge_type(client):
     assert stats["edges_total"] == 3
 
 
+async def test_graph_stats_as_of_a_position_is_what_the_head_said_then(start):
+    api = await start(working_memory_capacity=3)
+    client = api.client()
+    seen: list[tuple[int, dict]] = []
+
+    async def snapshot() -> None:
+        stats = await client.request("GET", "/v1/graph/stats")
+        assert stats["as_of"] is None
+        position = (await client.request("GET", "/health"))["head_position"]
+        seen.append((position, stats))
+
+    await snapshot()
+    center, others = await _star(client, leaves=3)
+    await snapshot()
+    await client.add_batch([{"memory": f"scratch {n}", "memory_type": "WorkingMemory"} for n in range(4)])  # evicts
+    await snapshot()
+    await client.archive(others[0])
+    await client.unlink("star:1:1")
+    await snapshot()
+    assert len({counts_key(stats) for _, stats in seen}) == len(seen), "every step changed the counts"
+    assert seen[-1][1]["working_memory"] == 3 and seen[-1][1]["edges"] == {"RELATED": 2}
+
+    for position, stats in seen:
+        then = await client.request("GET", "/v1/graph/stats", params={"as_of": str(position)})
+        assert {**then, "as_of": None} == stats, position
+        assert then["as_of"] == position
+
+    events = (await client.events(limit=1))["events"]
+    moment = events[0]["recorded_at"].replace("Z", "+00:00")
+    by_time = await client.request("GET", "/v1/graph/stats", params={"as_of": moment})
+    assert by_time["memories_total"] == 4  # the star's memories share their first event's time
+
+    with pytest.raises(ApiError) as err:
+        await client.request("GET", "/v1/graph/stats", params={"as_of": "yesterday"})
+    assert (err.value.status, err.value.field) == (422, "as_of")
+
+
+def counts_key(stats: dict) -> str:
+    return repr(sorted(stats.items()))
+
+
+HEAD_ONLY_READS = [
+    ("GET", "/v1/events"),
+    ("GET", "/v1/memories/{id}/history"),
+    ("GET", "/v1/digest"),
+    ("GET", "/v1/capabilities"),
+    ("GET", "/v1/organizer/status"),
+    ("POST", "/v1/recall"),  # recall takes as_of in its body, not in the query
+]
+
+
+async def test_reads_that_cannot_honour_as_of_refuse_it(api, client):
+    memory_id = await add(client, "read at the head")
+    for method, path in HEAD_ONLY_READS:
+        response = await api.raw.request(method, path.replace("{id}", memory_id), params={"as_of": "1"}, json={"query": "head"})
+        assert response.status == 422, (method, path, response.status)
+        assert (await response.json())["error"]["field"] == "as_of", (method, path)
+    response = await api.raw.get("/v1/events/stream", params={"as_of": "1"})
+    assert response.status == 422 and (await response.json())["error"]["field"] == "as_of"
+    # Reads that honour it still take it.
+    for path in (f"/v1/memories/{memory_id}", "/v1/graph/stats", f"/v1/graph/neighbors?node={memory_id}"):
+        response = await api.raw.get(path, params={"as_of": "1"})
+        assert response.status == 200, (path, await response.text())
+
+
+async def test_every_read_route_either_declares_as_of_or_refuses_it(api, client):
+    """The route table is the contract: a route that lists ``as_of`` is honouring it; any other refuses it."""
+    from mnemolog.api.routing import ROUTES
+
+    memory_id = await add(client, "the contract")
+    for r in ROUTES:
+        if r.scope != "read" or r.method != "GET" or r.path == "/v1/events/stream":
+            continue
+        declared = any(name == "as_of" for name, _ in r.query)
+        path = r.path.replace("{id}", memory_id)
+        response = await api.raw.get(path, params={"as_of": "1", "node": memory_id})
+        if declared:
+            assert response.status != 422 or (await response.json())["error"]["field"] != "as_of", r.path
+        else:
+            assert response.status == 422, (r.path, response.status)
+            assert (await response.json())["error"]["field"] == "as_of", r.path
+
+
 # -- the log ----------------------------------------------------------------------------------
 
 
