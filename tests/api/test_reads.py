@@ -558,3 +558,48 @@ async def test_search_returns_each_channels_own_ranking(client):
     assert "painting" in result["terms"]
     only = await client.search("melanie painting", channels=["graph"], limit=1)
     assert list(only["channels"]) == ["graph"] and len(only["channels"]["graph"]) == 1
+
+
+# -- fusion per request ------------------------------------------------------------------------
+
+
+async def test_fusion_is_chosen_per_request_and_rrf_k_takes_effect_under_rrf(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    by_score = await client.recall("painting lake", min_position=position)
+    assert by_score["fusion"] == "score"
+    near = await client.recall("painting lake", fusion="rrf", rrf_k=1, min_position=position)
+    far = await client.recall("painting lake", fusion="rrf", rrf_k=1000, min_position=position)
+    assert near["fusion"] == far["fusion"] == "rrf"
+    assert [h["id"] for h in near["hits"]][:1] == [painting]
+    # 1/(k + rank): a small k separates the ranks far more than a large one.
+    assert near["hits"][0]["score"] > 100 * far["hits"][0]["score"]
+    explicit = await client.recall("painting lake", fusion="score", propagation=False, min_position=position)
+    assert explicit["fusion"] == "score"
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/v1/recall", {"rrf_k": 10}, "rrf_k"),  # the default fusion is score
+        ("/v1/recall", {"fusion": "score", "rrf_k": 10}, "rrf_k"),
+        ("/v1/recall", {"fusion": "rrf", "propagation": True}, "propagation"),
+        ("/v1/recall", {"fusion": "bayes"}, "fusion"),
+        ("/v1/search", {"rrf_k": 10, "fusion": "rrf"}, "rrf_k"),
+        ("/v1/search", {"propagation": False}, "propagation"),
+    ],
+)
+async def test_parameters_that_do_not_apply_are_refused(api, path, body, field):
+    response = await api.raw.post(path, json={"query": "painting lake", **body})
+    assert response.status == 422, await response.text()
+    assert (await response.json())["error"]["field"] == field
+
+
+async def test_the_server_default_fusion_decides_what_applies(start):
+    api = await start(recall_fusion="rrf")
+    client = api.client()
+    result = await client.recall("anything", rrf_k=5)
+    assert result["fusion"] == "rrf"
+    with pytest.raises(ApiError) as err:
+        await client.recall("anything", propagation=True)
+    assert (err.value.status, err.value.field) == (422, "propagation")
+    assert (await client.recall("anything", fusion="score", propagation=True))["fusion"] == "score"
