@@ -25,7 +25,20 @@ from mnemolog.projections.linking import relink
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_request, write_response
+from .routing import (
+    RequestBody,
+    authenticate,
+    command_context,
+    decode,
+    documented,
+    json_response,
+    query_int,
+    read,
+    route,
+    write,
+    write_request,
+    write_response,
+)
 from .schemas import WriteResponse
 from .schemas_knowledge import (
     DocumentIn,
@@ -181,6 +194,13 @@ async def tags(request: web.Request) -> web.Response:
 # -- documents -------------------------------------------------------------------------------------------
 
 
+IMPORT_DOCUMENTS_BODY = RequestBody(
+    json=(ImportDocumentsRequest, DocumentIn),
+    form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META),
+    files=("file",),
+)
+
+
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
     safe = Path(name).name or "document"
@@ -242,6 +262,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
 
 
 @route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped")
+@documented(request=IMPORT_DOCUMENTS_BODY)
 async def import_documents(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []

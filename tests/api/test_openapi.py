@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.routing import ROUTES, RequestBody
 
 _PARAM = re.compile(r"{(\w+)}")
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -76,14 +76,28 @@ async def test_request_bodies_reference_components_that_exist(document):
             continue
         with_body += 1
         schema = body["content"]["application/json"]["schema"]
-        ref = schema["$ref"]
-        assert ref.startswith("#/components/schemas/"), ref
-        assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
-    assert with_body >= 15  # every write and the POST reads
+        for ref in [s["$ref"] for s in schema["oneOf"]] if "oneOf" in schema else [schema["$ref"]]:
+            assert ref.startswith("#/components/schemas/"), ref
+            assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
+    assert with_body >= 16  # every write and the POST reads
     for r in ROUTES:
-        if r.request is not None:
+        if r.request is not None and not isinstance(r.request, RequestBody):
             body = document["paths"][r.path][r.method.lower()]["requestBody"]
             assert body["content"]["application/json"]["schema"]["$ref"].endswith("/" + r.request.__name__)
+
+
+async def test_document_import_has_its_json_and_multipart_bodies(document):
+    body = document["paths"]["/v1/import/documents"]["post"]["requestBody"]
+    assert body["required"] is True
+    json_refs = {s["$ref"].rsplit("/", 1)[1] for s in body["content"]["application/json"]["schema"]["oneOf"]}
+    assert json_refs == {"ImportDocumentsRequest", "DocumentIn"}
+    schemas = document["components"]["schemas"]
+    assert "documents" in schemas["ImportDocumentsRequest"]["properties"]
+    assert {"filename", "content", "encoding"} <= set(schemas["DocumentIn"]["properties"])
+    form = body["content"]["multipart/form-data"]["schema"]
+    assert form["required"] == ["file"]
+    assert form["properties"]["file"]["items"] == {"type": "string", "format": "binary"}
+    assert {"collection", "doc_type", "lang", "source_url", "model"} <= set(form["properties"])
 
 
 async def test_every_ref_anywhere_resolves(document):
