@@ -409,6 +409,28 @@ async def test_health_and_capabilities(api, client):
     assert set(caps["channels"]) == {"lexical", "semantic", "graph"}
 
 
+async def test_verify_names_missing_guards_and_narrows_a_difference_between_digests(api, client):
+    import sqlite3
+
+    await client.add_batch([{"memory": f"guarded {i}"} for i in range(4)])
+    early = await client.digest()
+    await client.add({"memory": "later"})
+    late = await client.digest()
+    both = await client.request("GET", "/v1/verify", params=[("against", early["digest"]), ("against", late["digest"])])
+    assert both["ok"] is True and both["guards"] == []
+    forged = f"{late['position']}:{'0' * 64}"
+    narrowed = await client.request("GET", "/v1/verify", params=[("against", forged), ("against", early["digest"])])
+    assert narrowed["ok"] is False
+    assert (narrowed["broken_at"], narrowed["differs_at"], narrowed["unchanged_through"]) == (late["position"], late["position"], early["position"])
+
+    conn = sqlite3.connect(api.data_dir / "events.db")
+    conn.execute("DROP TRIGGER idempotency_keys_no_delete")
+    conn.close()
+    result = await client.verify()
+    assert result["ok"] is False and result["broken_at"] is None
+    assert result["guards"] == [{"table": "idempotency_keys", "trigger": "idempotency_keys_no_delete", "problem": "missing"}]
+
+
 # -- recall explanations ---------------------------------------------------------------------
 
 
