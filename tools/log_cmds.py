@@ -274,7 +274,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         rows = None
         if exports:
-            rows = read_export(stack.enter_context(open(exports[0], "rb")))
+            try:
+                rows = read_export(stack.enter_context(open(exports[0], "rb")))
+            except OSError as exc:
+                raise CommandError(f"--against {exports[0]}: {exc.strerror or exc}") from None
         store = stack.enter_context(open_store(args))
         total = store.last_position()
         if args.to is not None:
