@@ -16,10 +16,10 @@ _PARAM = re.compile(r"{(\w+)}")
 def openapi_document(routes, version: str) -> dict[str, Any]:
     types = {ErrorEnvelope}
     for r in routes:
-        if isinstance(r.request, RequestBody):
-            types.update(r.request.json)
-        elif r.request is not None:
+        if r.request is not None:
             types.add(r.request)
+        if r.body is not None:
+            types.update(r.body.json)
         if r.response is not None:
             types.add(r.response)
     ordered = sorted(types, key=lambda t: t.__name__)
@@ -43,8 +43,8 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}, "description": "expected version"})
         if parameters:
             operation["parameters"] = parameters
-        if isinstance(r.request, RequestBody):
-            operation["requestBody"] = _body(r.request)
+        if r.body is not None:
+            operation["requestBody"] = _body(r.body)
         elif r.request is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(r.request)}}}
         if r.scope is not None:

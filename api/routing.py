@@ -29,6 +29,7 @@ class Route(msgspec.Struct, frozen=True):
     request: Any = None
     response: Any = None
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
 
 
 ROUTES: list[Route] = []
@@ -57,8 +58,7 @@ class RequestBody(msgspec.Struct, frozen=True):
 def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
     def decorate(handler):
         extra = getattr(handler, "documented", {})
-        body = request if request is not None else extra.get("request")
-        ROUTES.append(Route(method, path, handler, scope, summary, body, response, tuple(query) + extra.get("query", ())))
+        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query) + extra.get("query", ()), extra.get("request")))
         return handler
 
     return decorate
@@ -68,7 +68,8 @@ def documented(*, query=(), request: Any = None):
     """More of a route's interface, declared under its ``@route`` line.
 
     ``query``: parameters ``(name, description)`` beyond the route's own;
-    ``request``: a body its ``@route`` does not name (a :class:`RequestBody`).
+    ``request``: a body its ``@route`` does not name (a :class:`RequestBody`,
+    kept in :attr:`Route.body`).
     """
 
     def decorate(handler):
