@@ -573,10 +573,10 @@ class EventStore:
             tip = check.last
             if tip.position > (last or 0):
                 broken_at, reason = last or 0, f"the log ends before position {tip.position}"
+            elif any(d.position == tip.position for d in digests):
+                broken_at, reason = tip.position, "hash at the digest's position differs from the digest"
             else:
-                broken_at, reason = tip.position, f"hash at the reference's position {tip.position} differs from it"
-                if digests and tip.position == max(d.position for d in digests):
-                    reason = "hash at the digest's position differs from the digest"
+                broken_at, reason = tip.position, "the log differs from the export's row here (the last row that differs)"
             return VerifyResult(False, checked, first, last, last_hash, broken_at, reason, guards=problems, **differences)
         if problems:
             reason = "; ".join(str(p) for p in problems) + " (mnemolog migrate restores it)"

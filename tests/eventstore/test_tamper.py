@@ -287,6 +287,7 @@ def test_a_stored_export_names_the_first_edited_row_of_a_rehashed_log(store, pos
     assert not result.ok
     assert (result.broken_at, result.differs_at, result.unchanged_through) == (N, position, position - 1)
     assert result.difference == f"position {position} differs: payload differs from the export"
+    assert result.reason == "the log differs from the export's row here (the last row that differs)"
 
 
 def test_a_stored_export_and_an_untouched_log_agree(store):
