@@ -25,7 +25,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
+from .routing import RequestBody, RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
 from .schemas_knowledge import (
     DocumentIn,
@@ -182,6 +182,13 @@ async def tags(request: web.Request) -> web.Response:
 # -- documents -------------------------------------------------------------------------------------------
 
 
+IMPORT_DOCUMENTS_BODY = RequestBody(
+    json=(ImportDocumentsRequest, DocumentIn),
+    form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META),
+    files=("file",),
+)
+
+
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
     safe = Path(name).name or "document"
@@ -242,7 +249,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     return out
 
 
-@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", request=ImportDocumentsRequest)
+@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY)
 async def import_documents(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []

@@ -105,11 +105,12 @@ async def digest(request: web.Request) -> web.Response:
 )
 async def verify(request: web.Request) -> web.Response:
     authenticate(request, "admin")
-    against = request.query.get("against")
-    digest_value = None
-    if against:
+    digests = []
+    for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
+        if not against:
+            continue
         try:
-            digest_value = Digest.parse(against)
+            digests.append(Digest.parse(against))
         except ValueError as exc:
             raise ApiError(422, "invalid", str(exc), "against") from None
     start = query_int(request, "from", 1, low=1)
@@ -120,5 +121,5 @@ async def verify(request: web.Request) -> web.Response:
     head = await read(request, store.last_position)
     if start > 1 and start > head:  # an empty range is not a broken chain
         raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
-    result = await read(request, store.verify, start, end, against=digest_value)
+    result = await read(request, store.verify, start, end, against=digests or None)
     return json_response(result)

@@ -50,7 +50,25 @@ def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
         graph_direction=body.graph_direction,
         graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
         propagation=body.propagation,
+        fusion=body.fusion,
     )
+
+
+# Parameters that only one way of ranking uses: a request that sets one where
+# it does nothing is refused, never silently ignored.
+_FUSION_ONLY = {"rrf_k": "rrf", "propagation": "score"}
+
+
+def check_applicable(svc: MemoryService, body: RecallRequest, options: RecallOptions, *, fused: bool) -> None:
+    """A 422 naming the first parameter that does not apply to this request's ranking."""
+    mode = svc.searcher.fusion_mode(options)
+    for name, needs in _FUSION_ONLY.items():
+        if getattr(body, name) is None:
+            continue
+        if not fused:
+            raise ApiError(422, "invalid", f"{name} applies to fused recall (/v1/recall), not to the raw channels", name)
+        if mode != needs:
+            raise ApiError(422, "invalid", f"{name} applies to {needs} fusion only; this request fuses by {mode} (set fusion: {needs})", name)
 
 
 async def _reach(request: web.Request, svc: MemoryService, min_position: int | None) -> int | None:
@@ -98,8 +116,10 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
     body = await decode(request, kind)
     svc = request.app[keys.service_key]
     _check_embedding(svc, body)
+    options = options_from(svc, body)
+    check_applicable(svc, body, options, fused=kind is RecallRequest)
     position = await _reach(request, svc, body.min_position)
-    return tenant, body, svc, position, options_from(svc, body)
+    return tenant, body, svc, position, options
 
 
 @routes.post("/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)

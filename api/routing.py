@@ -36,6 +36,7 @@ class Route(msgspec.Struct, frozen=True):
     request: Any = None
     response: Any = None
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
 
 
 class RouteTable:
@@ -44,9 +45,9 @@ class RouteTable:
     def __init__(self) -> None:
         self._routes: list[Route] = []
 
-    def route(self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=()):
+    def route(self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None):
         def decorate(handler):
-            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query)))
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body))
             return handler
 
         return decorate
@@ -79,6 +80,19 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+class RequestBody(msgspec.Struct, frozen=True):
+    """A request body taken in more than one form, for the OpenAPI document.
+
+    ``json``: the Structs accepted as ``application/json`` (any one of them);
+    ``form``: the fields of a ``multipart/form-data`` upload, name to
+    description, of which ``files`` are file parts.
+    """
+
+    json: tuple[type, ...] = ()
+    form: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()
+
+
 def query_parameters_middleware(routes: "Iterable[Route]"):
     """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
 
@@ -97,6 +111,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
             allowed = declared.get((matched.method, resource.canonical)) if resource is not None else None
             if allowed is not None:
                 for name in request.query:
+                    if name == "as_of" and name not in allowed:
+                        raise ApiError(422, "invalid", f"{request.method} {resource.canonical} does not take as_of: it answers at the head only", "as_of")
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)

@@ -154,17 +154,22 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     min_position: Annotated[int, Meta(ge=0)] | None = None
     channels: list[Literal["lexical", "semantic", "graph"]] | None = None
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
-    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None
+    fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
+    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     raw_fts: bool = False
     embedding: list[float] | None = None
     graph_depth: Depth = 1
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
-    propagation: bool | None = None
+    propagation: bool | None = None  # score fusion only
 
 
 class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):
-    """The raw channels, unfused: each channel's own ranking."""
+    """The raw channels, unfused: each channel's own ranking.
+
+    ``fusion`` only chooses the default channel weights (a channel weighted 0
+    is off); ``rrf_k`` and ``propagation`` belong to fusion and are refused.
+    """
 
 
 class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -14,6 +14,8 @@ from typing import Iterable, NamedTuple
 
 import msgspec
 
+from .guards import GuardProblem
+
 GENESIS_HASH = "0" * 64
 
 canonical_encoder = msgspec.json.Encoder()
@@ -73,6 +75,16 @@ _correlation = msgspec.json.Decoder(_Correlation)
 
 
 class VerifyResult(msgspec.Struct, frozen=True):
+    """What ``verify`` found.
+
+    ``broken_at``/``reason``: the first break of the chain, or else the kept
+    digest (the reference's last position) that the log disagrees with.
+    ``differs_at``/``difference``: the first position known to differ from
+    the reference, and ``unchanged_through`` the last one it proves intact
+    (the edit lies between them; next to each other with an export).
+    ``guards``: append-only triggers that are missing or altered.
+    """
+
     ok: bool
     checked: int
     first_position: int | None
@@ -80,6 +92,10 @@ class VerifyResult(msgspec.Struct, frozen=True):
     tip_hash: str | None
     broken_at: int | None = None
     reason: str | None = None
+    differs_at: int | None = None
+    unchanged_through: int | None = None
+    difference: str | None = None
+    guards: tuple[GuardProblem, ...] = ()
 
 
 def walk(rows: Iterable[StoredRow], *, prev_hash: str | None, prev_position: int | None) -> ChainBreak | None:

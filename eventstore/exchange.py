@@ -32,7 +32,7 @@ from .errors import ImportRefused
 from .events import metadata_decoder
 from .recorder import PendingEvent, PendingWrite
 
-__all__ = ["ExportedEvent", "ImportReport", "export", "import_", "GROUP_SIZE"]
+__all__ = ["ExportedEvent", "ImportReport", "export", "import_", "read_export", "GROUP_SIZE"]
 
 GROUP_SIZE = 1000  # events per import transaction
 
@@ -153,6 +153,13 @@ def _chunks(lines: Iterable[bytes], size: int, copy: BinaryIO | None = None) -> 
             chunk = []
     if chunk:
         yield chunk
+
+
+def read_export(lines: Iterable[bytes]) -> Iterator[StoredRow]:
+    """The rows of an export as stored, in file order (``ImportRefused`` names a line that does not parse)."""
+    for chunk in _chunks(lines, GROUP_SIZE):
+        for line in chunk:
+            yield _stored_row(line)
 
 
 def _current_versions(store, stream_ids: set[str]) -> dict[str, int]:

@@ -196,14 +196,27 @@ def cmd_history(args: argparse.Namespace) -> int:
         for version in versions:
             print_json_line(version)
         return 0
-    print(f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'REASON':<32} MEMORY")
+    # The correlation id is shown whole: it is what `mnemolog revert` takes.
+    correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])
+    print(
+        f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'ACTOR':<16} "
+        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} MEMORY"
+    )
     for v in versions:
-        reason = one_line(v["reason"] or "-")
-        reason = reason if len(reason) <= 32 else reason[:31] + "…"
-        memory = one_line(v["memory"])
-        memory = memory if len(memory) <= 60 else memory[:59] + "…"
-        print(f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {reason:<32} {memory}")
+        reason = _cut(v["reason"] or "-", 32)
+        actor = _cut(v["actor"] or "-", 16)
+        correlation = one_line(v["correlation_id"] or "-")
+        memory = _cut(v["memory"], 60)
+        print(
+            f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
+            f"{correlation:<{correlation_width}} {reason:<32} {memory}"
+        )
     return 0
+
+
+def _cut(text: str, width: int) -> str:
+    text = one_line(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def cmd_working_memory(args: argparse.Namespace) -> int:
@@ -221,8 +234,7 @@ def cmd_working_memory(args: argparse.Namespace) -> int:
         print(f"{'ENTERED':<9} {'TYPE':<16} {'STATUS':<10} {'MEMORY':<38} TEXT")
     for e in entries:
         status = e.memory.status if e.memory is not None else "-"
-        text = one_line(e.memory.memory) if e.memory is not None else "-"
-        text = text if len(text) <= 60 else text[:59] + "…"
+        text = _cut(e.memory.memory, 60) if e.memory is not None else "-"
         print(f"{e.entered_at:<9} {e.memory_type:<16} {status:<10} {e.memory_id:<38} {text}")
     return 0
 

@@ -285,24 +285,27 @@ def working_memory(conn: sqlite3.Connection, tenant: str, *, as_of: int | None =
     ]
 
 
-def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
+def graph_stats(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> dict[str, Any]:
+    """Counts of memories by status, edges by type, and working memory: at the head or as of a position."""
+    valid, params = head_clause(as_of)
     memories = dict(
         conn.execute(
-            "SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND valid_to IS NULL GROUP BY status", (tenant,)
+            f"SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND {valid} GROUP BY status", (tenant, *params)
         ).fetchall()
     )
     edge_types = dict(
         conn.execute(
-            "SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND valid_to IS NULL GROUP BY edge_type", (tenant,)
+            f"SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND {valid} GROUP BY edge_type", (tenant, *params)
         ).fetchall()
     )
-    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ? AND valid_to IS NULL", (tenant,)).fetchone()[0]
+    working = conn.execute(f"SELECT count(*) FROM graph_working WHERE tenant = ? AND {valid}", (tenant, *params)).fetchone()[0]
     return {
         "memories": memories,
         "memories_total": sum(memories.values()),
         "edges": edge_types,
         "edges_total": sum(edge_types.values()),
         "working_memory": working,
+        "as_of": as_of,
     }
 
 
@@ -369,8 +372,8 @@ class GraphReads:
             self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes
         )
 
-    def stats(self, tenant: str) -> dict[str, Any]:
-        return graph_stats(self._connect(), tenant)
+    def stats(self, tenant: str, *, as_of: Any = None) -> dict[str, Any]:
+        return graph_stats(self._connect(), tenant, as_of=self._resolve(as_of))
 
 
 class ProjectionFacts:

@@ -76,14 +76,28 @@ async def test_request_bodies_reference_components_that_exist(document):
             continue
         with_body += 1
         schema = body["content"]["application/json"]["schema"]
-        ref = schema["$ref"]
-        assert ref.startswith("#/components/schemas/"), ref
-        assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
-    assert with_body >= 15  # every write and the POST reads
+        for ref in [s["$ref"] for s in schema["oneOf"]] if "oneOf" in schema else [schema["$ref"]]:
+            assert ref.startswith("#/components/schemas/"), ref
+            assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
+    assert with_body >= 16  # every write and the POST reads
     for r in ROUTES:
         if r.request is not None:
             body = document["paths"][r.path][r.method.lower()]["requestBody"]
             assert body["content"]["application/json"]["schema"]["$ref"].endswith("/" + r.request.__name__)
+
+
+async def test_document_import_has_its_json_and_multipart_bodies(document):
+    body = document["paths"]["/v1/import/documents"]["post"]["requestBody"]
+    assert body["required"] is True
+    json_refs = {s["$ref"].rsplit("/", 1)[1] for s in body["content"]["application/json"]["schema"]["oneOf"]}
+    assert json_refs == {"ImportDocumentsRequest", "DocumentIn"}
+    schemas = document["components"]["schemas"]
+    assert "documents" in schemas["ImportDocumentsRequest"]["properties"]
+    assert {"filename", "content", "encoding"} <= set(schemas["DocumentIn"]["properties"])
+    form = body["content"]["multipart/form-data"]["schema"]
+    assert form["required"] == ["file"]
+    assert form["properties"]["file"]["items"] == {"type": "string", "format": "binary"}
+    assert {"collection", "doc_type", "lang", "source_url", "model"} <= set(form["properties"])
 
 
 async def test_every_ref_anywhere_resolves(document):
@@ -162,8 +176,10 @@ async def test_write_routes_document_idempotency_and_if_match(document):
 async def test_document_import_and_relation_removal_are_described(document):
     """The body of a document import and the query of a relation removal are named in the document."""
     schemas = document["components"]["schemas"]
-    imported = document["paths"]["/v1/import/documents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert imported == {"$ref": "#/components/schemas/ImportDocumentsRequest"}
+    body = document["paths"]["/v1/import/documents"]["post"]["requestBody"]["content"]
+    refs = [one["$ref"] for one in body["application/json"]["schema"]["oneOf"]]
+    assert refs == ["#/components/schemas/ImportDocumentsRequest", "#/components/schemas/DocumentIn"]
+    assert "file" in body["multipart/form-data"]["schema"]["properties"]
     assert set(schemas["ImportDocumentsRequest"]["properties"]) == {"documents", "collection", "doc_type", "lang", "source_url", "model"}
     assert {"filename", "content", "encoding", "doc_id", "title"} <= set(schemas["DocumentIn"]["properties"])
     removal = document["paths"]["/v1/entities/{id}/relations"]["delete"]

@@ -491,6 +491,20 @@ def test_cli_add_get_update_history(run_cli, monkeypatch):
     run_cli("get", "no-such-id", "--as-of", "yesterday", code=2)
 
 
+def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
+    out = run_cli("add", "I live in Berlin", "--actor", "alice", "--correlation-id", "onboarding-run-0001")
+    m = out.split(": ", 1)[1].split(" ")[0]
+    run_cli("update", m, "--text", "I live in Paris", "--actor", "a-very-long-actor-name-indeed", "--reason", "moved")
+    header, first, second = run_cli("history", m).splitlines()
+    assert header.split()[:7] == ["VERSION", "POSITION", "STATUS", "EVENT", "ACTOR", "CORRELATION", "REASON"]
+    assert first.split()[:6] == ["1", "1", "activated", "MemoryAdded", "alice", "onboarding-run-0001"]
+    row = second.split()
+    assert row[4] == "a-very-long-act…"  # cut to its column
+    generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines())][1]
+    assert row[5] == generated and len(generated) > 16  # whole: revert takes it
+    assert second.index(generated) == header.index("CORRELATION")
+
+
 def test_cli_status_merge_links_revert(run_cli):
     ids = json.loads(run_cli("add", "--json", stdin='{"memory": "a"}\n{"memory": "b"}\n{"memory": "c"}\n'))["memory_ids"]
     a, b, d = ids
