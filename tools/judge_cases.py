@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from mnemolog.projections.policies.judge import LABELS, JudgedMemory, Verdict
 
-__all__ = ["CASES", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
+__all__ = ["CASES", "DISTINCT_FACTS", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
 
 
 class JudgeCase(NamedTuple):
@@ -369,7 +369,7 @@ _HELD_OUT = [JudgeCase(a, None, b, None, cos, label) for a, b, cos, label in [
 # cosines are what a semantic embedder gives such pairs (identifier-only
 # differences score very high).
 _I, _C, _R = "independent", "contradictory", "redundant"
-_DISTINCT_FACTS = [JudgeCase(*row) for row in [
+DISTINCT_FACTS = [JudgeCase(*row) for row in [
     # identifier-only differences: invoices, orders, tickets, recipes, builds, versions, codes
     ("Invoice 1001 from Acme was paid in full", None, "Invoice 1002 from Acme was paid in full", None, 0.98, _I),
     ("Invoice #4471 is overdue", None, "Invoice #4472 is overdue", None, 0.97, _I),
@@ -553,7 +553,7 @@ _DISTINCT_FACTS = [JudgeCase(*row) for row in [
 
 CASES: list[JudgeCase] = [
     *_EXACT, *_CONTAINED, *_PARAPHRASE, *_SAME_KEY, *_DIFFERENT_KEYS,
-    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *_DISTINCT_FACTS,
+    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
 ]
 
 
