@@ -579,6 +579,17 @@ def _aligned(a: _Analysis, b: _Analysis, kind: str, only_a: frozenset[str], only
     return any(left == lb or right == rb for left, right in places(a, only_a) for lb, rb in pb)
 
 
+def _daypart_stated(t: _Analysis) -> bool:
+    """The part of the day is the value stated ("the call is in the morning",
+    "prefers meetings in the morning"), not when a habit happens."""
+    for slot, _ in t.frame:
+        if slot == "<daypart>":
+            return False
+        if slot in ("be", "prefer"):
+            return True
+    return False
+
+
 def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
     """Evidence that the texts disagree on a value or on polarity.  Values of a
     kind conflict when neither set contains the other (adding one is
@@ -586,6 +597,8 @@ def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
     found = []
     for kind in _KINDS:
         va, vb = a.values[kind], b.values[kind]
+        if kind == "daypart" and not (_daypart_stated(a) and _daypart_stated(b)):
+            continue  # "likes running in the morning" / "in the evening": habits, both can hold
         if va and vb and not (va <= vb or vb <= va) and _aligned(a, b, kind, va - vb, vb - va):
             found.append(f"{kind}s differ: {_show(va - vb)} vs {_show(vb - va)}")
     flip_a = sorted(w for w in a.negated - b.negated if w in b.content)
@@ -768,6 +781,12 @@ class RuleJudge:
         elif ta.n_neg == tb.n_neg and not _tense_differs(ta, tb) and (values := _value_slot(ta, tb, None)):
             return verdict("contradictory", f"one subject, a single-valued attribute, different values: {values} "
                                             f"({_short(a.memory)!r} vs {_short(b.memory)!r})")
+
+        differing = [f"{k}s {_show(ta.values[k] - tb.values[k])} vs {_show(tb.values[k] - ta.values[k])}"
+                     for k in _KINDS if ta.values[k] - tb.values[k] and tb.values[k] - ta.values[k]]
+        if differing:  # never redundant; not a contradiction either unless shown above
+            return verdict("independent", f"values differ ({'; '.join(differing)}) but not as values of "
+                                          f"one attribute")
 
         sim = _jaccard(ta.content, tb.content)
         short, long_ = (ta, tb) if len(ta.norm) <= len(tb.norm) else (tb, ta)

@@ -322,9 +322,17 @@ def test_dates_of_one_event_or_state_still_contradict(a: str, b: str) -> None:
     assert judge(a, b, 0.97).label == "contradictory"
 
 
-def test_values_of_different_attributes_do_not_conflict() -> None:
-    assert judge("Zoe is 30", "Zoe has 3 cats", 0.9).label == "independent"
+def test_values_of_different_attributes_do_not_conflict_nor_merge() -> None:
+    for cosine in (0.9, 0.99):
+        assert judge("Zoe is 30", "Zoe has 3 cats", cosine).label == "independent"
     assert judge("Alice has 3 cats", "Alice now owns four cats", 0.9).label == "contradictory"
+
+
+def test_the_part_of_the_day_of_a_habit_is_not_a_conflict() -> None:
+    for cosine in (0.9, 0.99):
+        assert judge("Dan runs in the morning", "Dan runs in the evening", cosine).label == "independent"
+    assert judge("The call is in the morning", "The call is in the afternoon", 0.95).label == "contradictory"
+    assert judge("Prefers meetings in the afternoon", "Prefers meetings in the morning", 0.95).label == "contradictory"
 
 
 @pytest.mark.parametrize("a, b", [
