@@ -541,16 +541,21 @@ def _analyse(text: str) -> _Analysis:
         past=bool(words & _PAST_AUX), present=bool(words & _PRESENT_AUX),
         past_stems=frozenset(past_stems), plain_stems=frozenset(plain_stems),
         idents=frozenset(idents), date_numbers=frozenset(date_numbers), frame=_frame(tokens),
-        scripts=frozenset(_script(c) for c in prepared if c.isalpha()),
+        scripts=_scripts(prepared),
         past_event=bool(past_stems - _ONCE_STEMS or "had" in words) and not words & _PRESENT_AUX,
         once=bool((past_stems | plain_stems) & _ONCE_STEMS),
     )
 
 
-def _script(char: str) -> str:
-    """The writing system of a letter: the first word of its Unicode name
-    (LATIN, CJK, HIRAGANA, CYRILLIC, ...)."""
-    return unicodedata.name(char, "OTHER").split(" ", 1)[0]
+_LATIN = frozenset({"LATIN"})
+
+
+def _scripts(text: str) -> frozenset[str]:
+    """The writing systems of the letters of ``text``: the first word of their
+    Unicode names (LATIN, CJK, HIRAGANA, CYRILLIC, ...)."""
+    if text.isascii():
+        return _LATIN if any(c.isalpha() for c in text) else frozenset()
+    return frozenset(unicodedata.name(c, "OTHER").split(" ", 1)[0] for c in text if c.isalpha())
 
 
 def _jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
