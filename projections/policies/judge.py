@@ -405,19 +405,21 @@ def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str
             noun = _id_noun(tokens, i)
             before = tokens[i - 1] if i else ("", "")
             after = tokens[i + 1] if i + 1 < n else ("", "")
-            year = len(value) == 4 and value.isdigit() and 1900 <= int(value) <= 2099
-            modifier = (before[0] == "poss" or before[1] == "the" or (i == 0 and year)) and (
+            modifier = (before[0] == "poss" or before[1] == "the" or (i == 0 and _is_year(value))) and (
                 after[0] == "month" or (after[0] == "word" and after[1] not in _STOPWORDS))
             if noun or modifier or (list_item and i == 0):
                 kind, value = "ident", f"{noun} {value}" if noun else value
         if kind == "number":
             near = {tokens[j][0] for j in (i - 1, i + 1) if 0 <= j < n}
             prev = tokens[i - 1][1] if i else ""
-            year = len(value) == 4 and 1900 <= int(value.partition(".")[0]) <= 2099 and "." not in value
-            if "month" in near or (year and prev in _MONTH_CONTEXT):
+            if "month" in near or (_is_year(value) and prev in _MONTH_CONTEXT):
                 kind = "dnum"
         out.append((kind, value))
     return out
+
+
+def _is_year(value: str) -> bool:
+    return len(value) == 4 and value.isdigit() and 1900 <= int(value) <= 2099
 
 
 def _id_noun(tokens: list[tuple[str, str]], i: int) -> str:
