@@ -155,6 +155,56 @@ def test_tenants_are_never_mixed(svc, settings):
     assert Organizer(svc, settings).run_once()["applied"] == 0
 
 
+# -- distinct facts are never merged or superseded ------------------------------------------------
+
+
+def test_invoices_that_differ_only_in_their_number_are_left_alone(svc, settings):
+    a, b = add(svc, "Invoice 1001 from Acme was paid in full", "Invoice 1002 from Acme was paid in full")
+    organizer = Organizer(svc, settings)
+    assert organizer.dry_run() == []
+    before = svc.store.last_position()
+    report = organizer.run_once()
+    assert report["events"] == 2 and report["applied"] == 0 and svc.store.last_position() == before
+    assert view(svc, a).status == view(svc, b).status == "activated"
+
+
+def test_a_numbered_list_is_left_alone(svc, settings):
+    dishes = ["a lemon cake", "pancakes", "a tomato soup"]
+    add(svc, *(f"Recipe number {n} is {dishes[n % 3]} and serves {n % 4 + 2} people" for n in range(1, 41)))
+    assert Organizer(svc, settings).dry_run() == []
+
+
+def test_the_same_key_in_chinese_and_english_is_not_superseded(svc, settings):
+    [zh] = add(svc, MemoryContent(memory="我的家乡是柏林", key="home city"))
+    [en] = add(svc, MemoryContent(memory="Home city: Berlin", key="home city"))
+    organizer = Organizer(svc, settings)
+    assert organizer.dry_run() == []
+    assert organizer.run_once()["applied"] == 0
+    assert view(svc, zh).status == view(svc, en).status == "activated"
+
+
+def test_one_identified_thing_with_a_new_value_is_still_superseded(svc, settings):
+    [older] = add(svc, "Ticket 4521 is assigned to Bob")
+    [newer] = add(svc, "Ticket 4521 is assigned to Carol")
+    [planned] = Organizer(svc, settings).dry_run()
+    assert planned["action"] == "supersede" and planned["memory_ids"] == [older, newer]
+    assert "bob vs carol" in planned["decision"]["reason"]
+
+
+def test_organize_dry_run_on_the_cli_plans_nothing_for_distinct_invoices(tmp_path, capsys):
+    from mnemolog.tools.cli import main
+
+    def run(*argv) -> tuple[int, str]:
+        code = main(["--data-dir", str(tmp_path / "data"), *argv])
+        return code, capsys.readouterr().out
+
+    for text in ("Invoice 1001 from Acme was paid in full", "Invoice 1002 from Acme was paid in full"):
+        assert run("add", text)[0] == 0
+    code, out = run("organize", "--once", "--dry-run", "--no-topics")
+    assert code == 0 and "supersede" not in out and "merge" not in out
+    assert "dry run: 0 decision(s)" in out
+
+
 # -- crash safety, disabled, dry run, revert ----------------------------------------------------
 
 
