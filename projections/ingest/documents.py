@@ -41,7 +41,7 @@ __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "defaul
 
 _DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
               ".pdf": "pdf"}
-PDF_INSTALL_HINT = "pip install 'mnemolog[pdf]'"
+PDF_INSTALL_HINT = "pip install -e '.[pdf]' from a checkout, or pip install 'mnemolog[pdf]'"
 
 
 class DocumentError(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemolog.eventstore.chain import GENESIS_HASH, StoredRow, row_hash
+from mnemolog.eventstore.chain import GENESIS_HASH, StoredRow, expected_hash
 from mnemolog.eventstore.reference import Anchor, ReferenceCheck, anchors_of
 
 
@@ -17,8 +17,9 @@ def chain(texts: list[str]) -> list[StoredRow]:
     rows, prev = [], GENESIS_HASH
     for position, text in enumerate(texts, 1):
         fields = (position, f"id-{position}", "s", position, "Noted", 1, "t", f'{{"text":"{text}"}}', "{}", "2026-01-01T00:00:00.000000Z")
-        digest = row_hash(prev, *fields)
-        rows.append(StoredRow(*fields[:9], None, fields[9], prev, digest))
+        row = StoredRow(*fields[:9], None, fields[9], prev, "")
+        digest = expected_hash(row)
+        rows.append(row._replace(hash=digest))
         prev = digest
     return rows
 

