@@ -17,8 +17,8 @@ from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 
-# Events that a revert leaves alone: working-memory churn, reverts and drops.
-UNREVERTED = {"WorkingMemoryEvicted", "CorrelationReverted", "TenantDropped"}
+# Events that a revert leaves alone: working-memory churn, reverts, drops, and how far the organizer got.
+UNREVERTED = {"WorkingMemoryEvicted", "CorrelationReverted", "TenantDropped", "OrganizerPassRecorded"}
 
 
 class RevertCommands:
