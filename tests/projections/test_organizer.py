@@ -459,3 +459,38 @@ def test_a_pass_record_from_another_log_is_ignored(tmp_path, settings):
     assert events(target, "OrganizerPassRecorded")  # imported, at other positions
     assert Organizer(target, settings).recorded() == 0
     target.close()
+
+
+async def test_a_server_started_on_deleted_projections_appends_nothing(tmp_path, aiohttp_client):
+    from mnemolog.api.app import create_app
+    from mnemolog.api.background import default_background
+
+    settings = make_settings(data_dir=str(tmp_path))
+
+    async def caught_up(client, position: int) -> dict:
+        resp = await client.get("/v1/organizer/status", params={"min_position": position, "wait": "10s"})
+        body = await resp.json()
+        assert resp.status == 200 and body["caught_up"] is True, body
+        return body
+
+    client = await aiohttp_client(create_app(settings, background=default_background(settings)))
+    for text in ("Lives in São Paulo", "lives in São Paulo."):
+        resp = await client.post("/v1/memories", json={"memory": {"memory": text}})
+        assert resp.status in (200, 201), await resp.text()
+        await caught_up(client, max((await resp.json())["positions"]))
+    head = (await (await client.get("/v1/digest")).json())["position"]
+    await caught_up(client, head)
+    [merged] = [e for e in (await (await client.get("/v1/events", params={"type": "MemoriesMerged"})).json())["events"]]
+    resp = await client.post("/v1/reverts", json={"correlation_id": merged["metadata"]["correlation_id"]})
+    assert resp.status in (200, 201), await resp.text()
+    digest = await (await client.get("/v1/digest")).json()
+    await caught_up(client, digest["position"])
+    await client.close()
+
+    for name in ("projections.db", "projections.db-wal", "projections.db-shm", "vectors.usearch", "vectors.usearch.json"):
+        (tmp_path / name).unlink(missing_ok=True)
+    client = await aiohttp_client(create_app(settings, background=default_background(settings)))
+    await caught_up(client, digest["position"])
+    assert await (await client.get("/v1/digest")).json() == digest  # the rebuild and the organizer appended nothing
+    resp = await client.post("/v1/recall", json={"query": "São Paulo"})
+    assert len((await resp.json())["hits"]) == 2  # the reverted merge stays undone
