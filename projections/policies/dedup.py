@@ -240,10 +240,12 @@ class RevertedDecisions:
 
     def refresh(self) -> "RevertedDecisions":
         with self._lock:
-            for batch in self.store.iter_all(after=self.position, types=self.TYPES):
-                for r in batch:
-                    self._take(r)
-                    self.position = r.position
+            head = self.store.last_position()
+            if head > self.position:
+                for batch in self.store.iter_all(after=self.position, until=head, types=self.TYPES):
+                    for r in batch:
+                        self._take(r)
+                self.position = head  # the next refresh reads only what came after
         return self
 
     def _take(self, r) -> None:

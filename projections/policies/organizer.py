@@ -112,15 +112,16 @@ class Organizer:
         """
         store = self.service.store
         with self._records_lock:
-            for batch in store.iter_all(after=self._records_scanned, types=["OrganizerPassRecorded"]):
+            head = store.last_position()
+            for batch in store.iter_all(after=self._records_scanned, until=head, types=["OrganizerPassRecorded"]):
                 for r in batch:
                     e = r.event
-                    self._records_scanned = r.position
                     if e.position <= self._records.get(e.checkpoint, 0):
                         continue
                     at = store.read_all(after=e.position - 1, limit=1)
                     if at and at[0].position == e.position and at[0].event_id == e.event_id:
                         self._records[e.checkpoint] = e.position
+            self._records_scanned = max(self._records_scanned, head)
             return self._records.get(name, 0)
 
     def _record(self, name: str, position: int, decisions: Counter, correlation_id: str) -> None:
