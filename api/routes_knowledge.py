@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import tempfile
+from urllib.parse import unquote
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DOC_ID_RE
-from mnemolog.projections.ingest.documents import document_import, import_report
+from mnemolog.eventstore.commands.documents import check_doc_id
+from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.projections.entities import projector as ents
@@ -43,6 +44,7 @@ from .schemas_knowledge import (
 routes = RouteTable()
 
 _META = ("collection", "doc_type", "lang", "source_url", "model")
+_FORM_FIELDS = (*_META, "doc_id")
 
 
 def _svc(request: web.Request) -> MemoryService:
@@ -184,7 +186,8 @@ async def tags(request: web.Request) -> web.Response:
 
 IMPORT_DOCUMENTS_BODY = RequestBody(
     json=(ImportDocumentsRequest, DocumentIn),
-    form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META),
+    form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META)
+    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)"),),
     files=("file",),
 )
 
@@ -203,7 +206,13 @@ def _prepare(name: str, data: bytes, options: dict[str, Any]):
 
 
 async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[str, Any], str | None]]:
-    """``(filename, bytes or None when undecodable, options, error)`` per uploaded document."""
+    """``(filename, bytes or None when undecodable, options, error)`` per uploaded document.
+
+    Each document's id is its ``doc_id``, else its file name made safe, folders
+    included (``a/README.md`` and ``b/README.md`` are two documents). Two
+    documents of one request with the same id are refused before anything is
+    written.
+    """
     settings = request.app[keys.settings_key]
     if request.content_type.startswith("multipart/"):
         files: list[tuple[str, bytes]] = []
@@ -216,27 +225,31 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
                 total += len(data)
                 if total > int(settings.max_body_bytes):
                     raise ApiError(413, "payload_too_large", "the uploaded files are too large", None)
-                files.append((part.filename, data))
-            elif part.name in _META:
+                files.append((unquote(part.filename), data))  # aiohttp's client percent-encodes "/" in file names
+            elif part.name in _FORM_FIELDS:
                 meta[part.name] = (await part.text()).strip() or None
             else:
-                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_META)}", part.name)
+                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name)
         if not files:
             raise ApiError(422, "invalid", "upload at least one file", "file")
-        return [(name, data, dict(meta), None) for name, data in files]
+        doc_id = meta.pop("doc_id", None)
+        if doc_id is not None and len(files) != 1:
+            raise ApiError(422, "invalid", f"doc_id names one document, but {len(files)} files were uploaded", "doc_id")
+        ids = [_doc_id(doc_id, name, "doc_id") for name, _ in files]
+        _distinct(ids, ["file"] * len(files))
+        return [(name, data, {**meta, "doc_id": i}, None) for (name, data), i in zip(files, ids)]
     raw = await request.read() or b"{}"
     head = msgspec.json.decode(raw)
     if isinstance(head, dict) and "documents" in head:
         body = msgspec.json.decode(raw, type=ImportDocumentsRequest)
     else:
         body = ImportDocumentsRequest(documents=[msgspec.json.decode(raw, type=DocumentIn)])
+    ids = [_doc_id(doc.doc_id, doc.filename, f"documents[{i}].doc_id") for i, doc in enumerate(body.documents)]
+    _distinct(ids, [f"documents[{i}].doc_id" for i in range(len(ids))])
     out = []
-    for i, doc in enumerate(body.documents):
+    for doc, doc_id in zip(body.documents, ids):
         options = {f: getattr(doc, f) if getattr(doc, f) is not None else getattr(body, f) for f in _META}
-        if doc.doc_id is not None:
-            if not DOC_ID_RE.match(doc.doc_id):
-                raise ValidationError(f"documents[{i}].doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
-            options["doc_id"] = doc.doc_id
+        options["doc_id"] = doc_id
         if doc.title:
             options["title"] = doc.title
         if doc.encoding == "base64":
@@ -247,6 +260,19 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         else:
             out.append((doc.filename, doc.content.encode("utf-8"), options, None))
     return out
+
+
+def _doc_id(given: str | None, filename: str, field: str) -> str:
+    """The caller's id (checked), else the file name with its folders, made safe."""
+    return check_doc_id(given, field) if given is not None else default_doc_id(filename)
+
+
+def _distinct(ids: list[str], fields: list[str]) -> None:
+    seen: set[str] = set()
+    for doc_id, field in zip(ids, fields):
+        if doc_id in seen:
+            raise ApiError(422, "invalid", f"two documents of this request would both be document {doc_id!r}; give each its own doc_id or path", field)
+        seen.add(doc_id)
 
 
 @routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY)

@@ -9,6 +9,7 @@ Streams (one scheme, kept everywhere):
 - ``working-<tenant>``: working-memory evictions, and the withdrawals and
   restorations with which a revert undoes what a command did to it;
 - ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
+- ``organizer-<tenant>``: how far the organizer's passes have covered the log;
 - ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
   knowledge-graph side (see :mod:`mnemolog.eventstore.catalogue_graph`).
 
@@ -39,6 +40,10 @@ def working_stream(tenant: str) -> str:
 
 def tenant_stream(tenant: str) -> str:
     return f"tenant-{tenant}"
+
+
+def organizer_stream(tenant: str) -> str:
+    return f"organizer-{tenant}"
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -230,6 +235,24 @@ class TenantDropped(DomainEvent, frozen=True):
     reason: str = ""
 
 
+class OrganizerPassRecorded(DomainEvent, frozen=True):
+    """An organizer pass decided something and has covered the log up to ``position``.
+
+    The organizer's progress belongs to the log's side: with this record, a
+    rebuilt ``projections.db`` (which holds its local checkpoint) does not
+    make it judge the log again. ``event_id`` is the id of the event at
+    ``position``, so that a copy of the log with other positions (an import)
+    is recognised and the record ignored there. ``checkpoint`` is
+    ``organizer`` for a pass over every tenant, ``organizer@<tenant>`` for one
+    tenant's.
+    """
+
+    checkpoint: str
+    position: int
+    event_id: str
+    decisions: int = 0
+
+
 MemoryEvent = (
     MemoryAdded
     | MemoryUpdated
@@ -243,7 +266,7 @@ MemoryEvent = (
 )
 EdgeEvent = EdgeLinked | EdgeUnlinked | EdgesRepointed | NamespaceUndone | NamespaceRestored
 WorkingMemoryEvent = WorkingMemoryEvicted | WorkingMemoryWithdrawn | WorkingMemoryRestored
-TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped
+TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped | OrganizerPassRecorded
 Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)

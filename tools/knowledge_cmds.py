@@ -4,7 +4,12 @@
 ``mnemolog import FILE``: a first argument ``docs`` selects documents
 (``mnemolog import ./docs`` still imports an export file named ``docs``).
 Directories are searched for ``.txt``, ``.md``, ``.markdown`` and ``.pdf``
-files. A file that cannot be read is reported and skipped; the command then
+files. A document's id is its path relative to ``--root`` (default: the
+current directory), so ``a/README.md`` and ``b/README.md`` are two documents
+and importing the same tree again from the same root writes nothing;
+``--doc-id`` names a single file's document. A file outside the root, or two
+files that would share an id, refuse the whole run before anything is
+written. A file that cannot be read is reported and skipped; the command then
 exits 1 after importing the rest.
 """
 
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.eventstore.model import NotFound, ValidationError
 
 from .common import CommandError, add_command, data_dir, one_line, print_json_line
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
 
 DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
-_DOC_OPTIONS = ("collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
+_DOC_OPTIONS = ("root", "doc_id", "collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
 
 
 def _open(args: argparse.Namespace) -> MemoryService:
@@ -89,22 +95,48 @@ def document_paths(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
+def document_ids(paths: list[Path], root: Path, doc_id: str | None = None) -> dict[Path, str]:
+    """Each file's document id: its path relative to ``root``, or ``doc_id`` for a single file.
+
+    Refuses (before anything is written) a file outside the root and two files that would share an id.
+    """
+    from mnemolog.projections.ingest.documents import DocumentError, default_doc_id
+
+    if doc_id is not None:
+        if len(paths) != 1:
+            raise CommandError(f"--doc-id names one document, but {len(paths)} files were given")
+        check_doc_id(doc_id, "--doc-id")
+        return {paths[0]: doc_id}
+    ids: dict[Path, str] = {}
+    owners: dict[str, Path] = {}
+    for path in paths:
+        try:
+            found = default_doc_id(path, root)
+        except DocumentError as exc:
+            raise CommandError(f"{exc}; pass --root DIR (a folder holding every PATH)") from None
+        if found in owners:
+            raise CommandError(f"{owners[found]} and {path} would both be document {found}; import one of them with --doc-id")
+        ids[path], owners[found] = found, path
+    return ids
+
+
+def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None, *, root: Path | None = None, doc_id: str | None = None) -> dict[str, Any]:
     from mnemolog.projections.ingest.documents import document_import, import_report
     from mnemolog.projections.ingest.documents import DocumentError, read_document
 
+    ids = document_ids(paths, Path.cwd() if root is None else root, doc_id)
     results: list[dict[str, Any]] = []
     for n, path in enumerate(paths):
         if progress is not None:
             progress(n, path.name)
         try:
-            prepared = document_import(read_document(path), path=str(path), **options)
+            prepared = document_import(read_document(path), doc_id=ids[path], path=str(path), **options)
             result = svc.run(svc.documents.import_document, ctx, prepared)
         except DocumentError as exc:
-            results.append({"path": str(path), "status": "failed", "reason": exc.reason, "error": str(exc)})
+            results.append({"path": str(path), "doc_id": ids[path], "status": "failed", "reason": exc.reason, "error": str(exc)})
             continue
         except ValidationError as exc:
-            results.append({"path": str(path), "status": "failed", "reason": "invalid", "error": f"{path}: {exc}"})
+            results.append({"path": str(path), "doc_id": ids[path], "status": "failed", "reason": "invalid", "error": f"{path}: {exc}"})
             continue
         results.append({"path": str(path), **result.data, "positions": list(result.positions)})
     if progress is not None:
@@ -118,12 +150,16 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
     paths = document_paths(args.paths)
     if not paths:
         raise CommandError("no .txt, .md, .markdown or .pdf files found")
+    root = Path(args.root) if args.root else Path.cwd()
+    if not root.is_dir():
+        raise CommandError(f"--root {args.root}: not a directory")
+    document_ids(paths, root, args.doc_id)  # refuse bad ids before opening the store
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # a corrupt PDF is reported once, below
     options = {"collection": args.collection, "doc_type": args.doc_type, "lang": args.lang, "source_url": args.source_url, "model": args.model}
     if args.max_chars is not None:
         options["max_chars"] = args.max_chars
     with _open(args) as svc, progress_for(args, "import docs", total=len(paths)) as progress:
-        report = import_documents(svc, _context(args), paths, options, progress)
+        report = import_documents(svc, _context(args), paths, options, progress, root=root, doc_id=args.doc_id)
     if args.json:
         print_json_line(report)
     else:
@@ -131,7 +167,7 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
             if r["status"] == "failed":
                 print(f"failed  {one_line(r['error'])}", file=sys.stderr)
             elif r["status"] == "unchanged":
-                print(f"skipped {r['path']}: unchanged (version {r['version']})")
+                print(f"skipped {r['path']} ({r['doc_id']}): unchanged (version {r['version']})")
             else:
                 print(f"imported {r['path']} as {r['doc_id']} v{r['version']}: {r['chunks']} chunks, {r['archived']} archived, {r['mentions']} mentions")
         print(
@@ -150,6 +186,8 @@ def _extend_import(subparsers) -> None:
     original = parser.get_default("func")
     parser.add_argument("paths", nargs="*", metavar="PATH", help="with 'docs': files or directories of .txt, .md, .pdf to import")
     docs = parser.add_argument_group("documents (mnemolog import docs PATH…)")
+    docs.add_argument("--root", metavar="DIR", help="document ids are paths relative to DIR (default: the current directory)")
+    docs.add_argument("--doc-id", metavar="ID", help="the document id of a single imported file (default: its path relative to --root)")
     docs.add_argument("--collection", metavar="C", help="collection of the imported documents")
     docs.add_argument("--doc-type", metavar="T", help="document type (default: the file format)")
     docs.add_argument("--lang", metavar="L", help="language code, e.g. en")

@@ -444,6 +444,6 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
     p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
-    p.add_argument("--rehash", action="store_true", help="accept a file whose hashes do not hold (an edited export)")
+    p.add_argument("--rehash", action="store_true", help="accept a file whose hashes, links, header or footer do not hold (an edited export, or one from before the header and footer)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

@@ -73,6 +73,9 @@ def serve(args: argparse.Namespace) -> int:
     workers = int(settings.workers)
     if workers < 1:
         raise CommandError("MNEMOLOG_WORKERS must be at least 1")
+    from mnemolog.projections.service import backups_keep
+
+    backups_keep(settings)  # a drop must keep its backup: refuse to start rather than fail on the first drop
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made

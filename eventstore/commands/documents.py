@@ -48,7 +48,10 @@ from .context import CommandContext, CommandResult, commit, now_iso, nothing_don
 from .edges import EdgeCommands, check_edge
 from .facts import GraphFacts
 
-DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# A document id is a relative path: ``/``-separated parts of letters, digits and ``. _ -``, each
+# starting with a letter or digit (so no ``..``, no absolute path), 255 characters at most.
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+DOC_ID_MAX = 255
 RUN_PREFIX_RE = re.compile(r"^mention:([^:\s]+):$")
 RAW_FILE = MemoryType.RAW_FILE.value
 
@@ -85,6 +88,16 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 
+
+
+def check_doc_id(doc_id: object, field: str = "doc_id") -> str:
+    """``doc_id`` when it is a valid document id, else a :class:`ValidationError` naming ``field``."""
+    if not isinstance(doc_id, str) or len(doc_id) > DOC_ID_MAX or not DOC_ID_RE.match(doc_id):
+        raise ValidationError(
+            field, f"must be a relative path of at most {DOC_ID_MAX} characters: parts of letters, digits or . _ -, "
+            "each starting with a letter or digit, separated by /"
+        )
+    return doc_id
 
 
 class DocumentState(msgspec.Struct):
@@ -144,8 +157,7 @@ class DocumentCommands:
         self.linker = linker
 
     def import_document(self, ctx: CommandContext, doc: DocumentImport) -> CommandResult:
-        if not DOC_ID_RE.match(doc.doc_id or ""):
-            raise ValidationError("doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
+        check_doc_id(doc.doc_id)
         if not doc.chunks:
             raise ValidationError("content", "the document has no text to import")
         node = g.document_node(doc.doc_id)

@@ -35,8 +35,8 @@ from .documents import load_document
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
 
-# Events that a revert leaves alone: the markers of reverts, and drops.
-UNREVERTED = {"CorrelationReverted", "TenantDropped"}
+# Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
+UNREVERTED = {"CorrelationReverted", "TenantDropped", "OrganizerPassRecorded"}
 _DOCUMENT_FIELDS = g.DocumentImported.__struct_fields__
 
 

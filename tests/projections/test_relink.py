@@ -24,7 +24,7 @@ def upsert(svc, entity_id, name, **kw):
 def add_doc(svc, tmp_path: Path, name: str, text: str):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path)))
+    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path), root=path.parent))
 
 
 def mentions(svc, tenant: str = "t"):
