@@ -1,12 +1,17 @@
 """``create_app(settings)``: the aiohttp application.
 
-Resources (the memory service, executors, the key store) and background
-tasks live in ``cleanup_ctx``; handlers reach them through typed AppKeys.
+The routes are those of the tables listed in :data:`ROUTE_TABLES`, one per
+``routes_*`` module. Resources (the memory service, the reader pool, the key
+store) and background tasks live in ``cleanup_ctx``; handlers reach them
+through typed AppKeys. Writes go through the service's own writer
+(``service.writer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -21,16 +26,23 @@ from . import keys
 from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
 from .errors import error_middleware
-from .routing import ROUTES
+from .routing import Route, query_parameters_middleware
+from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
 
-# Route modules register themselves in ROUTES when imported.
-from . import routes_graph
-from . import routes_log
-from . import routes_memories
-from . import routes_meta
-from . import routes_recall
+#: Every route table the app serves, added in this order (the whole registry:
+#: a route module registers nothing by being imported).
+ROUTE_TABLES = (
+    routes_meta.routes,
+    routes_recall.routes,
+    routes_memories.routes,
+    routes_graph.routes,
+    routes_log.routes,
+    routes_organizer.routes,
+    routes_knowledge.routes,
+)
 
-EXTRA_ROUTE_MODULES: list[str] = ["mnemolog.api.routes_organizer", "mnemolog.api.routes_knowledge"]
+#: The routes of :data:`ROUTE_TABLES`, in order.
+ROUTES: tuple[Route, ...] = tuple(r for table in ROUTE_TABLES for r in table)
 
 
 def version_info() -> dict[str, str]:
@@ -38,17 +50,36 @@ def version_info() -> dict[str, str]:
         version = metadata.version("mnemolog")
     except metadata.PackageNotFoundError:
         version = "0+unknown"
-    return {"version": version, "commit": _commit()}
+    return {"version": version, "commit": _source_commit()}
 
 
-def _commit() -> str:
-    head = Path(__file__).resolve().parent.parent / ".git" / "HEAD"
+@functools.cache
+def _source_commit() -> str:
+    return source_commit(Path(__file__).resolve().parent)
+
+
+def source_commit(directory: Path, tracked: str = "app.py") -> str:
+    """The git commit (12 hex digits) of the checkout ``directory`` belongs to, or ``unknown``.
+
+    Git is asked rather than ``.git`` read, so packed refs, worktrees (whose
+    ``.git`` is a file) and submodules all work. ``tracked`` must be a file
+    git tracks there: an installed copy that merely sits inside some other
+    checkout (a virtualenv in a repository) reports ``unknown``, as does a
+    machine without git.
+    """
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *argv], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
+        )
+        if done.returncode != 0:
+            raise LookupError(done.stderr.strip())
+        return done.stdout.strip()
+
     try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            return (head.parent / ref[5:]).read_text().strip()[:12]
-        return ref[:12]
-    except OSError:
+        git("ls-files", "--error-unmatch", "--", tracked)
+        return git("rev-parse", "HEAD")[:12]
+    except (LookupError, OSError, subprocess.SubprocessError):
         return "unknown"
 
 
@@ -59,11 +90,10 @@ def create_app(
     background: list[Callable[[web.Application], Any]] | None = None,
 ) -> web.Application:
     settings = settings or Settings()
-    app = web.Application(middlewares=[error_middleware], client_max_size=int(settings.max_body_bytes))
+    app = web.Application(middlewares=[error_middleware, query_parameters_middleware(ROUTES)], client_max_size=int(settings.max_body_bytes))
     app[keys.settings_key] = settings
     app[keys.version_key] = version_info()
-    for module in EXTRA_ROUTE_MODULES:
-        __import__(module)
+    app[keys.routes_key] = ROUTES
     for r in ROUTES:
         app.router.add_route(r.method, r.path, r.handler, name=r.handler.__name__ + ":" + r.method)
 
@@ -74,10 +104,8 @@ def create_app(
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
-        app[keys.writer_key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemolog-write")
         yield
         app[keys.readers_key].shutdown(wait=True)
-        app[keys.writer_key].shutdown(wait=True)
         app[keys.keystore_key].close()
         await loop.run_in_executor(None, service.close)
 

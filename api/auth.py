@@ -4,6 +4,13 @@ Keys live in ``<data_dir>/auth.db``, apart from the log: a key is a secret,
 not a domain fact, and must not travel with an export. A key is shown once,
 when it is created; only its SHA-256 is stored. A key whose tenant is ``*``
 acts for the tenant named in the ``X-Mnemolog-Tenant`` header.
+
+Revocation takes effect at the next request in every process that opens
+the same ``auth.db`` (the server that revoked, its other workers, a server
+whose key the CLI revoked): the lookup cache is dropped whenever the file
+changes, which SQLite's ``PRAGMA data_version`` tells for the price of one
+pragma per request. A cached lookup is also never older than
+:data:`CACHE_SECONDS`, the bound on staleness should a change go unseen.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import msgspec
 
 SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "mlk_"
+CACHE_SECONDS = 5.0  # the longest a cached lookup is trusted, even when auth.db looks unchanged
 
 
 class ApiKey(msgspec.Struct, frozen=True):
@@ -49,6 +57,7 @@ class KeyStore:
             " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
         )
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
+        self._data_version = self._version()
 
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
         """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again."""
@@ -84,23 +93,32 @@ class KeyStore:
     def count_active(self) -> int:
         return self._conn.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]
 
+    def _version(self) -> int:
+        """auth.db's data version: it changes when another connection (process, worker, CLI) commits to it."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
     def authenticate(self, secret: str) -> ApiKey | None:
-        """The active key for ``secret``, or None. Cached briefly so revocation applies within seconds."""
+        """The active key for ``secret``, or None; a key revoked anywhere is refused from the next call on."""
         digest = _digest(secret)
         now = time.monotonic()
-        cached = self._cache.get(digest)
-        if cached is not None and now - cached[0] < 5.0:
-            return cached[1]
-        row = self._conn.execute(
-            "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys WHERE digest = ?", (digest,)
-        ).fetchone()
-        record = None
-        if row is not None and row[5] is None:
-            record = ApiKey(row[0], row[1], tuple(row[2].split(",")), row[3], row[4], None)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[digest] = (now, record)
-        return record
+        with self._lock:
+            version = self._version()
+            if version != self._data_version:
+                self._cache.clear()
+                self._data_version = version
+            cached = self._cache.get(digest)
+            if cached is not None and now - cached[0] < CACHE_SECONDS:
+                return cached[1]
+            row = self._conn.execute(
+                "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys WHERE digest = ?", (digest,)
+            ).fetchone()
+            record = None
+            if row is not None and row[5] is None:
+                record = ApiKey(row[0], row[1], tuple(row[2].split(",")), row[3], row[4], None)
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[digest] = (now, record)
+            return record
 
     def close(self) -> None:
         self._conn.close()

@@ -29,7 +29,7 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
             try:
                 behind = await run(app[keys.readers_key], lambda: service.store.last_position() > service.runner.position())
                 if behind:
-                    await run(app[keys.writer_key], service.sync)
+                    await run(service.writer, service.sync)
             except Exception:  # keep following; the next round retries
                 log.exception("projection catch-up failed")
 

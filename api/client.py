@@ -145,6 +145,10 @@ class MnemologClient:
     async def history(self, memory_id: str) -> dict[str, Any]:
         return await self.request("GET", f"/v1/memories/{memory_id}/history")
 
+    async def working_memory(self, *, as_of: int | str | None = None) -> dict[str, Any]:
+        params = {"as_of": str(as_of)} if as_of is not None else None
+        return await self.request("GET", "/v1/working-memory", params=params)
+
     async def recall(self, query: str, **options: Any) -> dict[str, Any]:
         return await self.request("POST", "/v1/recall", json={"query": query, **options})
 

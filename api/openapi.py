@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from .routing import RequestBody
 from .schemas import ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -17,6 +18,8 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
     for r in routes:
         if r.request is not None:
             types.add(r.request)
+        if r.body is not None:
+            types.update(r.body.json)
         if r.response is not None:
             types.add(r.response)
     ordered = sorted(types, key=lambda t: t.__name__)
@@ -40,7 +43,9 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}, "description": "expected version"})
         if parameters:
             operation["parameters"] = parameters
-        if r.request is not None:
+        if r.body is not None:
+            operation["requestBody"] = _body(r.body)
+        elif r.request is not None:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(r.request)}}}
         if r.scope is not None:
             operation["security"] = [{"apiKey": []}]
@@ -62,6 +67,22 @@ _DESCRIPTIONS = {200: "success", 201: "created"}
 
 def _success(status: int, kind) -> dict[str, Any]:
     return {"description": _DESCRIPTIONS.get(status, "success"), "content": {"application/json": {"schema": _ref(kind) or {"type": "object"}}}}
+
+
+def _body(body: RequestBody) -> dict[str, Any]:
+    """A request body that comes as JSON (one of several Structs) or as a multipart form."""
+    content: dict[str, Any] = {}
+    if body.json:
+        refs = [_ref(kind) for kind in body.json]
+        content["application/json"] = {"schema": refs[0] if len(refs) == 1 else {"oneOf": refs}}
+    if body.form or body.files:
+        properties: dict[str, Any] = {
+            name: {"type": "array", "items": {"type": "string", "format": "binary"}, "description": "files to upload (any part with a filename)"}
+            for name in body.files
+        }
+        properties.update({name: {"type": "string", "description": desc} for name, desc in body.form})
+        content["multipart/form-data"] = {"schema": {"type": "object", "properties": properties, "required": list(body.files)}}
+    return {"required": True, "content": content}
 
 
 def _ref(kind) -> dict[str, Any] | None:

@@ -4,26 +4,24 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mnemolog.projections.graph import reads as graph_reads
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, check_as_of, decode, json_response, query_int, read, route
+from .routing import RouteTable, authenticate, check_as_of, decode, json_response, query_int, read
 from .schemas import SubgraphRequest
 
-
-def _neighbors(svc, tenant, node, depth, direction, types, as_of):
-    conn = svc.read_conn()
+routes = RouteTable()
 
 
+def _neighbors(svc: MemoryService, tenant, node, depth, direction, types, as_of):
     position = svc.resolve_as_of(as_of)
-    reached = graph_reads.bfs(conn, tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
-    edges = graph_reads.edges_of(conn, tenant, node, direction=direction, edge_types=types, as_of=position)
+    reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
+    edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position)
     return {"node": node, "edges": edges, "reached": reached}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/graph/neighbors",
     scope="read",
     summary="A node's edges and the nodes reached from it",
@@ -43,10 +41,7 @@ async def neighbors(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-def _subgraph(svc, tenant, body: SubgraphRequest):
-
-
-    conn = svc.read_conn()
+def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     position = svc.resolve_as_of(body.as_of)
     seeds = list(dict.fromkeys(body.seeds))
     # max_nodes bounds the whole answer, seeds included; one node more is asked
@@ -54,15 +49,15 @@ def _subgraph(svc, tenant, body: SubgraphRequest):
     budget = body.max_nodes - len(seeds)
     reached = []
     if budget >= 0:
-        reached = graph_reads.bfs(
-            conn, tenant, seeds, depth=body.depth, direction=body.direction, edge_types=body.edge_types, as_of=position, max_nodes=budget + 1
+        reached = svc.graph.bfs(
+            tenant, seeds, depth=body.depth, direction=body.direction, edge_types=body.edge_types, as_of=position, max_nodes=budget + 1
         )
     truncated = len(seeds) > body.max_nodes or len(reached) > budget
     reached = reached[: max(budget, 0)]
     nodes = list(dict.fromkeys([*seeds[: body.max_nodes], *(r.node for r in reached)]))
-    edges = graph_reads.edges_between(conn, tenant, nodes, as_of=position)
+    edges = svc.graph.edges_between(tenant, nodes, as_of=position)
     truncated = truncated or len(edges) > body.max_edges
-    memories = graph_reads.get_memories(conn, tenant, nodes, as_of=position)
+    memories = svc.graph.memories(tenant, nodes, as_of=position)
     return {
         "nodes": [{"id": n, "memory": memories.get(n)} for n in nodes],
         "edges": edges[: body.max_edges],
@@ -71,7 +66,7 @@ def _subgraph(svc, tenant, body: SubgraphRequest):
     }
 
 
-@route("POST", "/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
+@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
 async def subgraph(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)
@@ -80,11 +75,9 @@ async def subgraph(request: web.Request) -> web.Response:
     return json_response(await read(request, _subgraph, svc, tenant, body))
 
 
-@route("GET", "/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type")
+@routes.get("/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type", query=(("as_of", "position or time"),))
 async def stats(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = request.app[keys.service_key]
-
-
-    body = await read(request, lambda: graph_reads.graph_stats(svc.read_conn(), tenant))
+    body = await read(request, svc.graph.stats, tenant, as_of=check_as_of(request.query.get("as_of")))
     return json_response(body)

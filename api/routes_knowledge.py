@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import tempfile
+from urllib.parse import unquote
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,16 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DOC_ID_RE
-from mnemolog.projections.ingest.documents import document_import, import_report
+from mnemolog.eventstore.commands.documents import check_doc_id
+from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.projections.entities import projector as ents
-from mnemolog.projections.linking import relink
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, command_context, decode, json_response, query_int, read, route, write, write_request, write_response
+from .routing import RequestBody, RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
 from .schemas_knowledge import (
     DocumentIn,
@@ -40,21 +41,20 @@ from .schemas_knowledge import (
     TagsIn,
 )
 
+routes = RouteTable()
+
 _META = ("collection", "doc_type", "lang", "source_url", "model")
+_FORM_FIELDS = (*_META, "doc_id")
 
 
-def _svc(request: web.Request):
+def _svc(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
-
-
-def _position(svc, value: Any) -> int | None:
-    return svc.resolve_as_of(value)  # refuses impossible positions and bad times with a 422
 
 
 # -- entities ------------------------------------------------------------------------------------
 
 
-@route("PUT", "/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201))
+@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201))
 async def put_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
@@ -64,41 +64,39 @@ async def put_entity(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@route("DELETE", "/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
+@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
 async def delete_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RemoveEntityRequest)
     return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
 
 
-@route("PUT", "/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
+@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
 async def put_tags(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, TagsIn)
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-def _entity(svc, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
-    position = _position(svc, as_of)
-    conn = svc.read_conn()
-    entity = ents.get_entity(conn, tenant, entity_id, as_of=position)
+def _entity(svc: MemoryService, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
+    position = svc.resolve_as_of(as_of)  # refuses impossible positions and bad times with a 422
+    entity = svc.knowledge.get(tenant, entity_id, as_of=position)
     if entity is None:
         raise NotFound("entity", entity_id)
-    return {**msgspec.structs.asdict(entity), "relations": ents.relations_of(conn, tenant, entity_id, as_of=position)}
+    return {**msgspec.structs.asdict(entity), "relations": svc.knowledge.relations_of(tenant, entity_id, as_of=position)}
 
 
-@route("GET", "/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
+@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
 async def get_entity(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
     return json_response(await read(request, _entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
 
 
-def _find(svc, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
-    found = ents.find_by_keywords(svc.read_conn(), tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=_position(svc, as_of))
+def _find(svc: MemoryService, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
+    found = svc.knowledge.find_by_keywords(tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=as_of)
     return {"entities": found, "count": len(found)}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/entities",
     scope="read",
     summary="Find entities by keywords (substring of name, aliases, tags, description), tag or type",
@@ -112,7 +110,7 @@ async def find_entities(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("POST", "/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
+@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
 async def set_relation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
@@ -121,7 +119,14 @@ async def set_relation(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@route("DELETE", "/v1/entities/{id}/relations", scope="write", summary="Remove a relation by its triple (body or target_id & relation_type query)", request=RelationKey, response=WriteResponse)
+@routes.delete(
+    "/v1/entities/{id}/relations",
+    scope="write",
+    summary="Remove a relation by its triple (body or target_id & relation_type query)",
+    request=RelationKey,
+    response=WriteResponse,
+    query=(("target_id", "the relation's target (instead of a body)"), ("relation_type", "the relation's type"), ("reason", "why (kept in history)")),
+)
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
     if "target_id" in request.query:
@@ -134,12 +139,11 @@ async def remove_relation(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-def _related(svc, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
-    position = _position(svc, as_of)
-    conn = svc.read_conn()
-    reached = ents.get_related(conn, tenant, entity_id, depth, direction, types, position)
+def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
+    position = svc.resolve_as_of(as_of)
+    reached = svc.knowledge.related(tenant, entity_id, depth, direction, types, as_of=position)
     shown = reached[:limit]
-    names = ents.get_entities(conn, tenant, [r.id for r in shown], as_of=position)
+    names = svc.knowledge.many(tenant, [r.id for r in shown], as_of=position)
     rows = [
         {**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else "", "entity_type": names[r.id].entity_type if r.id in names else ""}
         for r in shown
@@ -147,8 +151,7 @@ def _related(svc, tenant, entity_id, depth, direction, types, limit, as_of) -> d
     return {"entity_id": entity_id, "depth": depth, "direction": direction, "total": len(reached), "related": rows}
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/entities/{id}/related",
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the first path)",
@@ -166,12 +169,12 @@ async def related(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-def _tags(svc, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
-    found = ents.find_tags(svc.read_conn(), tenant, prefix, limit=limit, as_of=_position(svc, as_of))
+def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
+    found = svc.knowledge.find_tags(tenant, prefix, limit=limit, as_of=as_of)
     return {"tags": [{"tag": t, "entities": n} for t, n in found]}
 
 
-@route("GET", "/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
+@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
 async def tags(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 100, low=1, high=1000)
@@ -179,6 +182,14 @@ async def tags(request: web.Request) -> web.Response:
 
 
 # -- documents -------------------------------------------------------------------------------------------
+
+
+IMPORT_DOCUMENTS_BODY = RequestBody(
+    json=(ImportDocumentsRequest, DocumentIn),
+    form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META)
+    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)"),),
+    files=("file",),
+)
 
 
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
@@ -195,7 +206,13 @@ def _prepare(name: str, data: bytes, options: dict[str, Any]):
 
 
 async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[str, Any], str | None]]:
-    """``(filename, bytes or None when undecodable, options, error)`` per uploaded document."""
+    """``(filename, bytes or None when undecodable, options, error)`` per uploaded document.
+
+    Each document's id is its ``doc_id``, else its file name made safe, folders
+    included (``a/README.md`` and ``b/README.md`` are two documents). Two
+    documents of one request with the same id are refused before anything is
+    written.
+    """
     settings = request.app[keys.settings_key]
     if request.content_type.startswith("multipart/"):
         files: list[tuple[str, bytes]] = []
@@ -208,27 +225,31 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
                 total += len(data)
                 if total > int(settings.max_body_bytes):
                     raise ApiError(413, "payload_too_large", "the uploaded files are too large", "file")
-                files.append((part.filename, data))
-            elif part.name in _META:
+                files.append((unquote(part.filename), data))  # aiohttp's client percent-encodes "/" in file names
+            elif part.name in _FORM_FIELDS:
                 meta[part.name] = (await part.text()).strip() or None
             else:
-                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_META)}", part.name)
+                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name)
         if not files:
             raise ApiError(422, "invalid", "upload at least one file", "file")
-        return [(name, data, dict(meta), None) for name, data in files]
+        doc_id = meta.pop("doc_id", None)
+        if doc_id is not None and len(files) != 1:
+            raise ApiError(422, "invalid", f"doc_id names one document, but {len(files)} files were uploaded", "doc_id")
+        ids = [_doc_id(doc_id, name, "doc_id") for name, _ in files]
+        _distinct(ids, ["file"] * len(files))
+        return [(name, data, {**meta, "doc_id": i}, None) for (name, data), i in zip(files, ids)]
     raw = await request.read() or b"{}"
     head = msgspec.json.decode(raw)
     if isinstance(head, dict) and "documents" in head:
         body = msgspec.json.decode(raw, type=ImportDocumentsRequest)
     else:
         body = ImportDocumentsRequest(documents=[msgspec.json.decode(raw, type=DocumentIn)])
+    ids = [_doc_id(doc.doc_id, doc.filename, f"documents[{i}].doc_id") for i, doc in enumerate(body.documents)]
+    _distinct(ids, [f"documents[{i}].doc_id" for i in range(len(ids))])
     out = []
-    for i, doc in enumerate(body.documents):
+    for doc, doc_id in zip(body.documents, ids):
         options = {f: getattr(doc, f) if getattr(doc, f) is not None else getattr(body, f) for f in _META}
-        if doc.doc_id is not None:
-            if not DOC_ID_RE.match(doc.doc_id):
-                raise ValidationError(f"documents[{i}].doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
-            options["doc_id"] = doc.doc_id
+        options["doc_id"] = doc_id
         if doc.title:
             options["title"] = doc.title
         if doc.encoding == "base64":
@@ -241,7 +262,20 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     return out
 
 
-@route("POST", "/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped")
+def _doc_id(given: str | None, filename: str, field: str) -> str:
+    """The caller's id (checked), else the file name with its folders, made safe."""
+    return check_doc_id(given, field) if given is not None else default_doc_id(filename)
+
+
+def _distinct(ids: list[str], fields: list[str]) -> None:
+    seen: set[str] = set()
+    for doc_id, field in zip(ids, fields):
+        if doc_id in seen:
+            raise ApiError(422, "invalid", f"two documents of this request would both be document {doc_id!r}; give each its own doc_id or path", field)
+        seen.add(doc_id)
+
+
+@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY)
 async def import_documents(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
@@ -271,7 +305,7 @@ async def import_documents(request: web.Request) -> web.Response:
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@route("POST", "/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
 async def relink_graph(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)
@@ -279,31 +313,31 @@ async def relink_graph(request: web.Request) -> web.Response:
     options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
     if not body.commit:
         ctx = CommandContext(tenant=tenant)
-        return json_response(await read(request, relink.relink, svc, ctx, commit=False, **options))
+        return json_response(await read(request, svc.linking.relink, ctx, commit=False, **options))
     key, tenant = authenticate(request, "write")
     ctx = command_context(request, tenant, key)
-    return json_response(await write(request, relink.relink, svc, ctx, commit=True, **options))
+    return json_response(await write(request, svc.linking.relink, ctx, commit=True, **options))
 
 
-def _document_links(svc, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
-    return relink.document_links(
-        svc.read_conn(), tenant, doc_id=body.doc_id, collection=body.collection, min_shared=body.min_shared, limit=body.limit,
-        max_entity_documents=body.max_entity_documents, as_of=_position(svc, body.as_of),
+def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
+    return svc.linking.document_links(
+        tenant, doc_id=body.doc_id, collection=body.collection, min_shared=body.min_shared, limit=body.limit,
+        max_entity_documents=body.max_entity_documents, as_of=body.as_of,
     )
 
 
-@route("POST", "/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
+@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
 async def document_links(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, DocumentLinksRequest)
     return json_response(await read(request, _document_links, _svc(request), tenant, body))
 
 
-def _cards(svc, tenant: str, body: RelationsRequest) -> dict[str, Any]:
-    return relink.relation_cards(svc.read_conn(), tenant, body.question, svc.catalogues, as_of=_position(svc, body.as_of), limit=body.limit)
+def _cards(svc: MemoryService, tenant: str, body: RelationsRequest) -> dict[str, Any]:
+    return svc.linking.relation_cards(tenant, body.question, as_of=body.as_of, limit=body.limit)
 
 
-@route("POST", "/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
+@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
 async def relation_cards(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, RelationsRequest)

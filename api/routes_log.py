@@ -12,7 +12,9 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys
 from .errors import ApiError
-from .routing import MAX_POSITION, authenticate, is_number, json_response, query_int, read, route
+from .routing import MAX_POSITION, RouteTable, authenticate, is_number, json_response, query_int, read
+
+routes = RouteTable()
 
 MAX_PAGE = 1000
 KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
@@ -22,8 +24,7 @@ def _event_json(recorded) -> dict:
     return recorded.to_dict()
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/events",
     scope="read",
     summary="The tenant's events, paginated by position",
@@ -49,7 +50,7 @@ async def list_events(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("GET", "/v1/events/stream", scope="read", summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)", query=(("after", "position"),))
+@routes.get("/v1/events/stream", scope="read", summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)", query=(("after", "position"),))
 async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
     last = request.headers.get("Last-Event-ID")
@@ -88,7 +89,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-@route("GET", "/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store")
+@routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store")
 async def digest(request: web.Request) -> web.Response:
     authenticate(request, "read")
     store = request.app[keys.service_key].store
@@ -96,8 +97,7 @@ async def digest(request: web.Request) -> web.Response:
     return json_response({"position": tip.position, "hash": tip.hash, "digest": str(tip)})
 
 
-@route(
-    "GET",
+@routes.get(
     "/v1/verify",
     scope="admin",
     summary="Walk the hash chain (optionally against a kept digest)",
@@ -105,11 +105,12 @@ async def digest(request: web.Request) -> web.Response:
 )
 async def verify(request: web.Request) -> web.Response:
     authenticate(request, "admin")
-    against = request.query.get("against")
-    digest_value = None
-    if against:
+    digests = []
+    for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
+        if not against:
+            continue
         try:
-            digest_value = Digest.parse(against)
+            digests.append(Digest.parse(against))
         except ValueError as exc:
             raise ApiError(422, "invalid", str(exc), "against") from None
     start = query_int(request, "from", 1, low=1)
@@ -120,5 +121,5 @@ async def verify(request: web.Request) -> web.Response:
     head = await read(request, store.last_position)
     if start > 1 and start > head:  # an empty range is not a broken chain
         raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
-    result = await read(request, store.verify, start, end, against=digest_value)
+    result = await read(request, store.verify, start, end, against=digests or None)
     return json_response(result)

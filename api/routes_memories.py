@@ -6,15 +6,16 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .routing import (
+    RouteTable,
     authenticate,
     check_as_of,
     if_match,
     json_response,
     read,
-    route,
     write,
     write_request,
     write_response,
@@ -24,6 +25,7 @@ from .schemas import (
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
+    MemoryIn,
     MergeRequest,
     ReasonRequest,
     RevertRequest,
@@ -31,25 +33,24 @@ from .schemas import (
     SupersedeRequest,
     UndoNamespaceRequest,
     UpdateMemoryRequest,
+    WorkingMemoryResponse,
     WriteResponse,
 )
 from .errors import ApiError
 
+routes = RouteTable()
 
-def _service(request: web.Request):
+
+def _service(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
 
 
-def _content(item) -> MemoryContent:
-    data = msgspec.structs.asdict(item)
-    data["tags"] = tuple(data["tags"])
-    data["sources"] = tuple(data["sources"])
-    if data["embedding"] is not None:
-        data["embedding"] = tuple(data["embedding"])
-    return MemoryContent(**data)
+def _content(item: MemoryIn) -> MemoryContent:
+    """The validated request item as the model's content (lists become tuples)."""
+    return msgspec.convert(item, MemoryContent, from_attributes=True)
 
 
-@route("POST", "/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse, statuses=(201,))
+@routes.post("/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse, statuses=(201,))
 async def add_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, AddMemoriesRequest)
     if (body.memory is None) == (body.memories is None):
@@ -61,7 +62,7 @@ async def add_memories(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-@route("PATCH", "/v1/memories/{id}", scope="write", summary="Update a memory: a new version", request=UpdateMemoryRequest, response=WriteResponse)
+@routes.patch("/v1/memories/{id}", scope="write", summary="Update a memory: a new version", request=UpdateMemoryRequest, response=WriteResponse)
 async def update_memory(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, UpdateMemoryRequest)
     raw = msgspec.json.decode(await request.read() or b"{}")
@@ -75,7 +76,7 @@ async def update_memory(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@route("POST", "/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse, statuses=(201,))
+@routes.post("/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse, statuses=(201,))
 async def merge_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, MergeRequest)
     result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
@@ -93,7 +94,7 @@ def _status_route(path: str, summary: str, command_name: str, request_type):
         return write_response(result)
 
     handler.__name__ = command_name
-    route("POST", path, scope="write", summary=summary, request=request_type, response=WriteResponse)(handler)
+    routes.post(path, scope="write", summary=summary, request=request_type, response=WriteResponse)(handler)
     return handler
 
 
@@ -102,7 +103,7 @@ delete_memory = _status_route("/v1/memories/{id}/delete", "Soft-delete a memory 
 restore_memory = _status_route("/v1/memories/{id}/restore", "Restore an archived or deleted memory", "restore", ReasonRequest)
 
 
-@route("POST", "/v1/memories/{id}/rollback", scope="write", summary="Roll a memory back to an earlier version", request=RollbackRequest, response=WriteResponse)
+@routes.post("/v1/memories/{id}/rollback", scope="write", summary="Roll a memory back to an earlier version", request=RollbackRequest, response=WriteResponse)
 async def rollback_memory(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RollbackRequest)
     result = await write(
@@ -111,7 +112,7 @@ async def rollback_memory(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@route("POST", "/v1/memories/{id}/supersede", scope="write", summary="Mark a memory superseded by a newer one", request=SupersedeRequest, response=WriteResponse)
+@routes.post("/v1/memories/{id}/supersede", scope="write", summary="Mark a memory superseded by a newer one", request=SupersedeRequest, response=WriteResponse)
 async def supersede_memory(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, SupersedeRequest)
     result = await write(
@@ -120,7 +121,7 @@ async def supersede_memory(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@route("GET", "/v1/memories/{id}", scope="read", summary="A memory, at the head or as of a position or time", query=(("as_of", "position or ISO-8601 time"),))
+@routes.get("/v1/memories/{id}", scope="read", summary="A memory, at the head or as of a position or time", query=(("as_of", "position or ISO-8601 time"),))
 async def get_memory(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
@@ -128,7 +129,7 @@ async def get_memory(request: web.Request) -> web.Response:
     return json_response(view, headers={"ETag": f'"{view.version}"'})
 
 
-@route("GET", "/v1/memories/{id}/history", scope="read", summary="Every version of a memory, from its stream")
+@routes.get("/v1/memories/{id}/history", scope="read", summary="Every version of a memory, from its stream")
 async def memory_history(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
@@ -136,7 +137,26 @@ async def memory_history(request: web.Request) -> web.Response:
     return json_response({"memory_id": request.match_info["id"], "versions": versions})
 
 
-@route("POST", "/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse, statuses=(201,))
+def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
+    position = svc.resolve_as_of(as_of)
+    entries = svc.graph.working_memory(tenant, as_of=position, memories=True)
+    return WorkingMemoryResponse(as_of=position, capacity=int(svc.settings.working_memory_capacity), entries=entries)
+
+
+@routes.get(
+    "/v1/working-memory",
+    scope="read",
+    summary="The tenant's working memory (a FIFO), oldest entry first, each with its memory",
+    response=WorkingMemoryResponse,
+    query=(("as_of", "position or ISO-8601 time"),),
+)
+async def working_memory(request: web.Request) -> web.Response:
+    _, tenant = authenticate(request, "read")
+    svc = _service(request)
+    return json_response(await read(request, _working_memory, svc, tenant, check_as_of(request.query.get("as_of"))))
+
+
+@routes.post("/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse, statuses=(201,))
 async def link_edge(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, LinkRequest)
     result = await write(
@@ -154,28 +174,28 @@ async def link_edge(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-@route("DELETE", "/v1/edges/{edge_id}", scope="write", summary="Unlink an edge")
+@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge")
 async def unlink_edge(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"])
     return write_response(result)
 
 
-@route("POST", "/v1/edges/undo-namespace", scope="write", summary="Remove every live edge under a namespace prefix", request=UndoNamespaceRequest, response=WriteResponse)
+@routes.post("/v1/edges/undo-namespace", scope="write", summary="Remove every live edge under a namespace prefix", request=UndoNamespaceRequest, response=WriteResponse)
 async def undo_namespace(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, UndoNamespaceRequest)
     result = await write(request, svc.run, svc.edges.undo_namespace, ctx, body.prefix, reason=body.reason)
     return write_response(result)
 
 
-@route("POST", "/v1/reverts", scope="write", summary="Revert everything a correlation id did", request=RevertRequest, response=WriteResponse)
+@routes.post("/v1/reverts", scope="write", summary="Revert everything a correlation id did", request=RevertRequest, response=WriteResponse)
 async def revert_correlation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RevertRequest)
     result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force)
     return write_response(result)
 
 
-@route("POST", "/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
+@routes.post("/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
 async def drop_tenant(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, DropTenantRequest, scope="admin")
     if body.confirm != ctx.tenant:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mnemolog.projections.service import MemoryService
+
 from . import keys
 from .openapi import openapi_document
-from .routing import ROUTES, authenticate, json_response, read, route
+from .routing import RouteTable, authenticate, json_response, read
+
+routes = RouteTable()
 
 
-def _channels(svc) -> dict:
+def _channels(svc: MemoryService) -> dict:
     """Which recall channels this server runs: available and weighted above 0 by default."""
-    if hasattr(svc, "channels"):
-        return svc.channels()
-    searcher = getattr(svc, "searcher", None)
-    if searcher is None:
-        return {"graph": True}
+    searcher = svc.searcher
     weights = searcher.default_weights()
     available = {
         "lexical": searcher.lexical is not None,
@@ -25,19 +25,19 @@ def _channels(svc) -> dict:
     return {name: ok and weights.get(name, 0.0) > 0 for name, ok in available.items()}
 
 
-def _state(svc) -> dict:
+def _state(svc: MemoryService) -> dict:
     head = svc.store.last_position()
     return {"head_position": head, "projection_lags": svc.runner.lag()}
 
 
-@route("GET", "/health", scope=None, summary="Liveness and the log's head position")
+@routes.get("/health", scope=None, summary="Liveness and the log's head position")
 async def health(request: web.Request) -> web.Response:
     svc = request.app[keys.service_key]
     state = await read(request, _state, svc)
     return json_response({"status": "ok", **request.app[keys.version_key], **state})
 
 
-@route("GET", "/v1/capabilities", scope="read", summary="Version, head position, projection lags and enabled channels")
+@routes.get("/v1/capabilities", scope="read", summary="Version, head position, projection lags and enabled channels")
 async def capabilities(request: web.Request) -> web.Response:
     authenticate(request, "read")
     svc = request.app[keys.service_key]
@@ -53,6 +53,6 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@route("GET", "/openapi.json", scope=None, summary="This API as an OpenAPI 3 document")
+@routes.get("/openapi.json", scope=None, summary="This API as an OpenAPI 3 document")
 async def openapi(request: web.Request) -> web.Response:
-    return json_response(openapi_document(ROUTES, request.app[keys.version_key]["version"]))
+    return json_response(openapi_document(request.app[keys.routes_key], request.app[keys.version_key]["version"]))

@@ -17,11 +17,13 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.policies.organizer import Organizer, stored_status
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, json_response, query_int, read, route
+from .routing import RouteTable, authenticate, json_response, query_int, read
+
+routes = RouteTable()
 
 log = logging.getLogger("mnemolog.organizer")
 MAX_WAIT_S = 30.0
@@ -41,19 +43,7 @@ def parse_wait(raw: str | None, field: str = "wait") -> float:
     return seconds
 
 
-def _stored_status(service, min_position: int | None) -> dict:
-    """The status when no organizer runs in this server: its stored checkpoint, if any."""
-    try:
-        row = service.read_conn().execute("SELECT position FROM organizer_checkpoint WHERE name = 'organizer'").fetchone()
-    except Exception:  # never ran: no table yet
-        row = None
-    position = row[0] if row else 0
-    target = service.store.last_position() if min_position is None else min_position
-    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
-
-
-@route(
-    "GET",
+@routes.get(
     "/v1/organizer/status",
     scope="read",
     summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",
@@ -66,7 +56,7 @@ async def organizer_status(request: web.Request) -> web.Response:
     service = request.app[keys.service_key]
     organizer = request.app.get(keys.organizer_key)
     if organizer is None:
-        return json_response(await read(request, _stored_status, service, min_position))
+        return json_response(await read(request, stored_status, service, min_position))
     if wait > 0:
         target = min_position if min_position is not None else await read(request, service.store.last_position)
         await organizer.wait_for(target, wait)
@@ -74,11 +64,12 @@ async def organizer_status(request: web.Request) -> web.Response:
 
 
 async def organizer_task(app: web.Application) -> AsyncIterator[None]:
-    """The organizer as a cleanup context: reads in the reader pool, writes on the writer thread."""
+    """The organizer as a cleanup context: reads in the reader pool, writes on the service's writer."""
     loop = asyncio.get_running_loop()
-    organizer = await loop.run_in_executor(app[keys.writer_key], Organizer, app[keys.service_key], app[keys.settings_key])
+    service = app[keys.service_key]
+    organizer = await loop.run_in_executor(service.writer, Organizer, service, app[keys.settings_key])
     app[keys.organizer_key] = organizer
-    task = asyncio.create_task(organizer.follow(read_executor=app[keys.readers_key], write_executor=app[keys.writer_key]))
+    task = asyncio.create_task(organizer.follow(read_executor=app[keys.readers_key], write_executor=service.writer))
     yield
     organizer.stopped = True
     task.cancel()

@@ -10,14 +10,17 @@ from aiohttp import web
 
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .errors import ApiError
-from .routing import authenticate, check_as_of, decode, json_response, read, route
+from .routing import RouteTable, authenticate, check_as_of, decode, json_response, read
 from .schemas import RecallRequest, SearchRequest
 
+routes = RouteTable()
 
-def options_from(svc, body: RecallRequest) -> RecallOptions:
+
+def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
     f = body.filters
     filters = SearchFilters(
         status=tuple(f.status) if f.status else ("activated",),
@@ -47,10 +50,28 @@ def options_from(svc, body: RecallRequest) -> RecallOptions:
         graph_direction=body.graph_direction,
         graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
         propagation=body.propagation,
+        fusion=body.fusion,
     )
 
 
-async def _reach(request: web.Request, svc, min_position: int | None) -> int | None:
+# Parameters that only one way of ranking uses: a request that sets one where
+# it does nothing is refused, never silently ignored.
+_FUSION_ONLY = {"rrf_k": "rrf", "propagation": "score"}
+
+
+def check_applicable(svc: MemoryService, body: RecallRequest, options: RecallOptions, *, fused: bool) -> None:
+    """A 422 naming the first parameter that does not apply to this request's ranking."""
+    mode = svc.searcher.fusion_mode(options)
+    for name, needs in _FUSION_ONLY.items():
+        if getattr(body, name) is None:
+            continue
+        if not fused:
+            raise ApiError(422, "invalid", f"{name} applies to fused recall (/v1/recall), not to the raw channels", name)
+        if mode != needs:
+            raise ApiError(422, "invalid", f"{name} applies to {needs} fusion only; this request fuses by {mode} (set fusion: {needs})", name)
+
+
+async def _reach(request: web.Request, svc: MemoryService, min_position: int | None) -> int | None:
     """Wait (briefly) until the projections include ``min_position``: read-your-writes.
 
     None without ``min_position``: the read itself then notes the position it
@@ -65,7 +86,7 @@ async def _reach(request: web.Request, svc, min_position: int | None) -> int | N
         position = await read(request, svc.runner.position)
         if position >= min_position:
             return position
-        await asyncio.get_running_loop().run_in_executor(request.app[keys.writer_key], svc.sync)
+        await asyncio.get_running_loop().run_in_executor(svc.writer, svc.sync)
     raise ApiError(409, "not_ready", "projections did not reach min_position in time", "min_position")
 
 
@@ -81,11 +102,11 @@ def _raw_fts_errors(body: RecallRequest):
         raise ApiError(422, "invalid", f"the raw FTS query does not parse: {text}", "query") from None
 
 
-def _check_embedding(svc, body: RecallRequest) -> None:
+def _check_embedding(svc: MemoryService, body: RecallRequest) -> None:
     if body.embedding is None:
         return
-    dim = getattr(svc, "embedding_dim", None)
-    if dim is not None and len(body.embedding) != dim:
+    dim = svc.embedding_dim
+    if len(body.embedding) != dim:
         raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
 
 
@@ -95,11 +116,13 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
     body = await decode(request, kind)
     svc = request.app[keys.service_key]
     _check_embedding(svc, body)
+    options = options_from(svc, body)
+    check_applicable(svc, body, options, fused=kind is RecallRequest)
     position = await _reach(request, svc, body.min_position)
-    return tenant, body, svc, position, options_from(svc, body)
+    return tenant, body, svc, position, options
 
 
-@route("POST", "/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
+@routes.post("/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
 async def recall(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, RecallRequest)
     with _raw_fts_errors(body):
@@ -107,12 +130,12 @@ async def recall(request: web.Request) -> web.Response:
     return json_response(result)
 
 
-def _recall(svc, tenant: str, query: str, options: RecallOptions, position: int | None):
+def _recall(svc: MemoryService, tenant: str, query: str, options: RecallOptions, position: int | None):
     position = svc.runner.position() if position is None else position
     return svc.searcher.recall(tenant, query, options, position=position)
 
 
-@route("POST", "/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
+@routes.post("/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
 async def search(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, SearchRequest)
     with _raw_fts_errors(body):

@@ -1,23 +1,30 @@
-"""The route table and the helpers every handler uses: auth, decoding, executors, responses.
+"""Route tables and the helpers every handler uses: auth, decoding, executors, responses.
 
-Each route is declared once with its request and response types, so that
-the OpenAPI document is generated from the same Structs that validate.
+Each ``routes_*`` module declares its own :class:`RouteTable` (in the style
+of aiohttp's ``web.RouteTableDef``) and :func:`mnemolog.api.app.create_app`
+adds the listed tables; importing a module registers nothing. Each route is
+declared once with its scope and its request and response types, so that the
+OpenAPI document is generated from the same Structs that validate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator
 
 import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
 from .auth import ApiKey
 from .errors import ApiError
+
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -29,12 +36,46 @@ class Route(msgspec.Struct, frozen=True):
     request: Any = None
     response: Any = None
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
     statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
 
 
-ROUTES: list[Route] = []
+class RouteTable:
+    """One module's routes, in declaration order: ``@routes.post("/v1/x", scope="write", summary=...)``."""
 
-MAX_POSITION = 2**63 - 1  # SQLite's largest INTEGER: a larger position can only be a client's mistake
+    def __init__(self) -> None:
+        self._routes: list[Route] = []
+
+    def route(
+        self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,)
+    ):
+        def decorate(handler):
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses)))
+            return handler
+
+        return decorate
+
+    def get(self, path: str, **options: Any):
+        return self.route("GET", path, **options)
+
+    def post(self, path: str, **options: Any):
+        return self.route("POST", path, **options)
+
+    def put(self, path: str, **options: Any):
+        return self.route("PUT", path, **options)
+
+    def patch(self, path: str, **options: Any):
+        return self.route("PATCH", path, **options)
+
+    def delete(self, path: str, **options: Any):
+        return self.route("DELETE", path, **options)
+
+    def __iter__(self) -> Iterator[Route]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
 
 
 def is_number(text: str) -> bool:
@@ -42,12 +83,45 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def route(method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), statuses=(200,)):
-    def decorate(handler):
-        ROUTES.append(Route(method, path, handler, scope, summary, request, response, tuple(query), tuple(statuses)))
-        return handler
+class RequestBody(msgspec.Struct, frozen=True):
+    """A request body taken in more than one form, for the OpenAPI document.
 
-    return decorate
+    ``json``: the Structs accepted as ``application/json`` (any one of them);
+    ``form``: the fields of a ``multipart/form-data`` upload, name to
+    description, of which ``files`` are file parts.
+    """
+
+    json: tuple[type, ...] = ()
+    form: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()
+
+
+def query_parameters_middleware(routes: "Iterable[Route]"):
+    """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
+
+    Unknown body fields are refused by the request Structs; this does the
+    same for the query string, from the one list each route declares (and
+    the OpenAPI document publishes), so a misspelt filter never silently
+    widens a read.
+    """
+    declared = {(r.method, r.path): frozenset(name for name, _ in r.query) for r in routes}
+
+    @web.middleware
+    async def check_query_parameters(request: web.Request, handler):
+        if request.query:
+            matched = request.match_info.route
+            resource = getattr(matched, "resource", None)
+            allowed = declared.get((matched.method, resource.canonical)) if resource is not None else None
+            if allowed is not None:
+                for name in request.query:
+                    if name == "as_of" and name not in allowed:
+                        raise ApiError(422, "invalid", f"{request.method} {resource.canonical} does not take as_of: it answers at the head only", "as_of")
+                    if name not in allowed:
+                        takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
+                        raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)
+        return await handler(request)
+
+    return check_query_parameters
 
 
 _encoder = msgspec.json.Encoder()
@@ -99,9 +173,9 @@ async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwarg
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a write on the single writer thread."""
+    """Run a write on the service's single writer thread."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.writer_key], functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(fn, *args, **kwargs))
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
@@ -119,7 +193,7 @@ def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> Co
     )
 
 
-async def write_request(request: web.Request, kind: type | None = None, *, scope: str = "write"):
+async def write_request(request: web.Request, kind: type | None = None, *, scope: str = "write") -> tuple[CommandContext, Any, MemoryService]:
     """What every write handler starts with: ``(ctx, body, service)``.
 
     The key is checked for ``scope``, the body decoded into ``kind`` (None

@@ -8,6 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from mnemolog.eventstore.model import MAX_TAGS
+from mnemolog.projections.graph.reads import WorkingEntryView
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]
@@ -34,6 +35,13 @@ class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 
 
 class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
+    """A new memory: :class:`mnemolog.eventstore.model.MemoryContent`'s fields with the API's limits.
+
+    Handlers turn it into the content with ``msgspec.convert(item,
+    MemoryContent, from_attributes=True)``; ``tests/api/test_writes.py``
+    checks that every field here is a content field.
+    """
+
     memory: Text
     memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
     key: Annotated[str, Meta(max_length=200)] | None = None
@@ -146,17 +154,22 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     min_position: Annotated[int, Meta(ge=0)] | None = None
     channels: list[Literal["lexical", "semantic", "graph"]] | None = None
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
-    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None
+    fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
+    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     raw_fts: bool = False
     embedding: list[float] | None = None
     graph_depth: Depth = 1
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
-    propagation: bool | None = None
+    propagation: bool | None = None  # score fusion only
 
 
 class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):
-    """The raw channels, unfused: each channel's own ranking."""
+    """The raw channels, unfused: each channel's own ranking.
+
+    ``fusion`` only chooses the default channel weights (a channel weighted 0
+    is off); ``rrf_k`` and ``propagation`` belong to fusion and are refused.
+    """
 
 
 class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -167,6 +180,14 @@ class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_nodes: Annotated[int, Meta(ge=1, le=5000)] = 200
     max_edges: Annotated[int, Meta(ge=1, le=20000)] = 1000
     as_of: AsOf = None
+
+
+class WorkingMemoryResponse(msgspec.Struct, kw_only=True):
+    """A tenant's working memory, oldest entry first, at the head or as of a position."""
+
+    as_of: int | None
+    capacity: int
+    entries: list[WorkingEntryView]
 
 
 class ErrorDetail(msgspec.Struct):

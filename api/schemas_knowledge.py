@@ -52,7 +52,12 @@ class DocumentMeta(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class DocumentIn(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
-    """One file: ``content`` is its text, or its bytes in base64 (PDFs)."""
+    """One file: ``content`` is its text, or its bytes in base64 (PDFs).
+
+    Its document id is ``doc_id`` (a relative path such as ``kb/guide.md``),
+    else ``filename`` made safe, folders included: ``a/README.md`` and
+    ``b/README.md`` are two documents.
+    """
 
     filename: Annotated[str, Meta(min_length=1, max_length=255)]
     content: str

@@ -6,8 +6,10 @@ Streams (one scheme, kept everywhere):
   superseded, archived, deleted, restored, rolled back);
 - ``edges-<tenant>``: the tenant's edge changes (link, unlink, undo of a
   namespace, re-pointing after a merge);
-- ``working-<tenant>``: working-memory evictions;
+- ``working-<tenant>``: working-memory evictions, and the withdrawals and
+  restorations with which a revert undoes what a command did to it;
 - ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
+- ``organizer-<tenant>``: how far the organizer's passes have covered the log;
 - ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
   knowledge-graph side (see :mod:`mnemolog.eventstore.catalogue_graph`).
 
@@ -38,6 +40,10 @@ def working_stream(tenant: str) -> str:
 
 def tenant_stream(tenant: str) -> str:
     return f"tenant-{tenant}"
+
+
+def organizer_stream(tenant: str) -> str:
+    return f"organizer-{tenant}"
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -145,6 +151,34 @@ class WorkingMemoryEvicted(DomainEvent, frozen=True):
     capacity: int
 
 
+class WorkingEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One place in a tenant's working memory.
+
+    ``entered_at`` is the position of the ``MemoryAdded`` that put the memory
+    there: the FIFO is ordered by it, so a restored entry takes its old place.
+    """
+
+    binding: str
+    memory_id: str
+    memory_type: str
+    entered_at: int
+
+
+class WorkingMemoryWithdrawn(DomainEvent, frozen=True):
+    """Entries taken out of working memory by a revert of the command that put them in."""
+
+    bindings: tuple[str, ...]
+    memory_ids: tuple[str, ...]
+    reason: str = ""
+
+
+class WorkingMemoryRestored(DomainEvent, frozen=True):
+    """Entries put back at their old places by a revert of the command that evicted or withdrew them."""
+
+    entries: tuple[WorkingEntry, ...]
+    reason: str = ""
+
+
 # -- edges --------------------------------------------------------------------
 
 
@@ -201,6 +235,24 @@ class TenantDropped(DomainEvent, frozen=True):
     reason: str = ""
 
 
+class OrganizerPassRecorded(DomainEvent, frozen=True):
+    """An organizer pass decided something and has covered the log up to ``position``.
+
+    The organizer's progress belongs to the log's side: with this record, a
+    rebuilt ``projections.db`` (which holds its local checkpoint) does not
+    make it judge the log again. ``event_id`` is the id of the event at
+    ``position``, so that a copy of the log with other positions (an import)
+    is recognised and the record ignored there. ``checkpoint`` is
+    ``organizer`` for a pass over every tenant, ``organizer@<tenant>`` for one
+    tenant's.
+    """
+
+    checkpoint: str
+    position: int
+    event_id: str
+    decisions: int = 0
+
+
 MemoryEvent = (
     MemoryAdded
     | MemoryUpdated
@@ -213,7 +265,8 @@ MemoryEvent = (
     | MemoryRolledBack
 )
 EdgeEvent = EdgeLinked | EdgeUnlinked | EdgesRepointed | NamespaceUndone | NamespaceRestored
-TenantEvent = WorkingMemoryEvicted | CorrelationReverted | TenantDropped
+WorkingMemoryEvent = WorkingMemoryEvicted | WorkingMemoryWithdrawn | WorkingMemoryRestored
+TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped | OrganizerPassRecorded
 Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)

@@ -6,7 +6,8 @@ Streams (see :mod:`mnemolog.eventstore.catalogue` for the whole scheme):
   state every time), tag changes, removal, and the relations that *start* at
   it (a relation's key is its ``(source_id, target_id, relation_type)``
   triple, so it lives on its source's stream);
-- ``document-<tenant>/<doc_id>``: one imported document's versions;
+- ``document-<tenant>/<doc_id>``: one imported document's versions (and the
+  roll-backs and removal with which a revert undoes an import);
 - ``edges-<tenant>``: relink runs (:class:`RelinkCommitted`) sit beside the
   edge changes they describe.
 
@@ -60,6 +61,24 @@ class EntityUpserted(DomainEvent, frozen=True):
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     properties: dict[str, str] = {}
+
+
+class EntityRolledBack(DomainEvent, frozen=True):
+    """A revert brought an entity back to an earlier state: the whole state, as :class:`EntityUpserted` holds it.
+
+    ``created_position`` is the position that had (re)created the entity, so
+    that the linker's ambiguity rule (the oldest entity wins) reads as before.
+    """
+
+    entity_id: str
+    name: str
+    entity_type: str = ""
+    description: str = ""
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    properties: dict[str, str] = {}
+    created_position: int = 0
+    reason: str = ""
 
 
 class EntityTagsSet(DomainEvent, frozen=True):
@@ -116,6 +135,37 @@ class DocumentImported(DomainEvent, frozen=True):
     archived_chunk_ids: tuple[str, ...] = ()
 
 
+class DocumentRolledBack(DomainEvent, frozen=True):
+    """A revert brought a document back to an earlier version: that version's whole record, as it was imported.
+
+    The chunks' own changes (archived, restored, deleted) are memory events of
+    the same revert.
+    """
+
+    doc_id: str
+    version: int
+    title: str
+    content_hash: str
+    chunk_ids: tuple[str, ...]
+    format: str = ""
+    collection: str | None = None
+    doc_type: str | None = None
+    lang: str | None = None
+    source_url: str | None = None
+    model: str | None = None
+    path: str | None = None
+    pages: int = 1
+    archived_chunk_ids: tuple[str, ...] = ()
+    reason: str = ""
+
+
+class DocumentRemoved(DomainEvent, frozen=True):
+    """The document has no current version any more (a revert of its first import); its stream stays."""
+
+    doc_id: str
+    reason: str = ""
+
+
 # -- linking ------------------------------------------------------------------------------------
 
 
@@ -139,6 +189,7 @@ class RelinkCommitted(DomainEvent, frozen=True):
     max_alias_document_frequency: float | None = None
 
 
-EntityEvent = EntityUpserted | EntityTagsSet | EntityRemoved | RelationSet | RelationRemoved
-KnowledgeEvent = EntityEvent | DocumentImported | RelinkCommitted
+EntityEvent = EntityUpserted | EntityRolledBack | EntityTagsSet | EntityRemoved | RelationSet | RelationRemoved
+DocumentEvent = DocumentImported | DocumentRolledBack | DocumentRemoved
+KnowledgeEvent = EntityEvent | DocumentEvent | RelinkCommitted
 KNOWLEDGE_EVENT_TYPES = tuple(cls.__name__ for cls in KnowledgeEvent.__args__)

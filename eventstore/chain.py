@@ -9,9 +9,12 @@ any language suffice.
 from __future__ import annotations
 
 from hashlib import sha256
+from operator import attrgetter
 from typing import Iterable, NamedTuple
 
 import msgspec
+
+from .guards import GuardProblem
 
 GENESIS_HASH = "0" * 64
 
@@ -19,7 +22,13 @@ canonical_encoder = msgspec.json.Encoder()
 
 
 class StoredRow(NamedTuple):
-    """An envelope exactly as stored: the payload and metadata are JSON text."""
+    """An envelope exactly as stored: the payload and metadata are JSON text.
+
+    The one definition of the envelope: its fields are the ``events`` table's
+    columns in order; :data:`CANONICAL_FIELDS` are those the hash covers (and
+    what a reader of domain events gets); the recorder, the reads and the
+    export derive their column lists from these two.
+    """
 
     position: int
     event_id: str
@@ -36,41 +45,20 @@ class StoredRow(NamedTuple):
     hash: str
 
 
-def canonical_bytes(
-    position: int,
-    event_id: str,
-    stream_id: str,
-    stream_version: int,
-    type_: str,
-    schema_version: int,
-    tenant: str,
-    payload: str,
-    metadata: str,
-    recorded_at: str,
-) -> bytes:
-    return canonical_encoder.encode(
-        (position, event_id, stream_id, stream_version, type_, schema_version, tenant, payload, metadata, recorded_at)
-    )
+#: The envelope's fields a row's hash covers, in the canonical order: every
+#: stored column but the indexed copy of the correlation id and the chain's own two.
+CANONICAL_FIELDS = tuple(f for f in StoredRow._fields if f not in ("correlation_id", "prev_hash", "hash"))
+
+canonical_values = attrgetter(*CANONICAL_FIELDS)
 
 
-def row_hash(prev_hash: str, *fields) -> str:
-    return sha256(prev_hash.encode("ascii") + canonical_bytes(*fields)).hexdigest()
+def canonical_bytes(row: StoredRow) -> bytes:
+    return canonical_encoder.encode(canonical_values(row))
 
 
 def expected_hash(row: StoredRow) -> str:
-    return row_hash(
-        row.prev_hash,
-        row.position,
-        row.event_id,
-        row.stream_id,
-        row.stream_version,
-        row.type,
-        row.schema_version,
-        row.tenant,
-        row.payload,
-        row.metadata,
-        row.recorded_at,
-    )
+    """``sha256(prev_hash || canonical(row))`` (the recorder's append loop inlines the same formula)."""
+    return sha256(row.prev_hash.encode("ascii") + canonical_bytes(row)).hexdigest()
 
 
 class ChainBreak(msgspec.Struct, frozen=True):
@@ -87,6 +75,16 @@ _correlation = msgspec.json.Decoder(_Correlation)
 
 
 class VerifyResult(msgspec.Struct, frozen=True):
+    """What ``verify`` found.
+
+    ``broken_at``/``reason``: the first break of the chain, or else the kept
+    digest (the reference's last position) that the log disagrees with.
+    ``differs_at``/``difference``: the first position known to differ from
+    the reference, and ``unchanged_through`` the last one it proves intact
+    (the edit lies between them; next to each other with an export).
+    ``guards``: append-only triggers that are missing or altered.
+    """
+
     ok: bool
     checked: int
     first_position: int | None
@@ -94,6 +92,10 @@ class VerifyResult(msgspec.Struct, frozen=True):
     tip_hash: str | None
     broken_at: int | None = None
     reason: str | None = None
+    differs_at: int | None = None
+    unchanged_through: int | None = None
+    difference: str | None = None
+    guards: tuple[GuardProblem, ...] = ()
 
 
 def walk(rows: Iterable[StoredRow], *, prev_hash: str | None, prev_position: int | None) -> ChainBreak | None:

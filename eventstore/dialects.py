@@ -8,7 +8,7 @@ that make the log append-only in the database itself.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from sqlalchemy import ColumnElement, Connection, Engine, Text, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
@@ -107,39 +107,90 @@ def lock_log(conn: Connection) -> None:
         conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
 
 
+class AppendOnlyTrigger(NamedTuple):
+    """One trigger that keeps a log table append-only, with the SQL that makes and removes it."""
+
+    name: str
+    table: str
+    create: str
+    drop: str
+
+
+def append_only_triggers(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[AppendOnlyTrigger]:
+    """The triggers that make ``tables`` append-only, in creation order."""
+    triggers: list[AppendOnlyTrigger] = []
+    for table in tables:
+        if dialect_name == "sqlite":
+            for op in ("UPDATE", "DELETE"):
+                name = f"{table}_no_{op.lower()}"
+                create = (
+                    f"CREATE TRIGGER {name} BEFORE {op} ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, 'mnemolog: {table} is append-only; {op} is refused'); END"
+                )
+                triggers.append(AppendOnlyTrigger(name, table, create, f"DROP TRIGGER IF EXISTS {name}"))
+        elif dialect_name == "postgresql":
+            name = f"{table}_append_only"
+            create = (
+                f"CREATE TRIGGER {name} BEFORE UPDATE OR DELETE OR TRUNCATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION mnemolog_append_only()"
+            )
+            triggers.append(AppendOnlyTrigger(name, table, create, f"DROP TRIGGER IF EXISTS {name} ON {table}"))
+    return triggers
+
+
+_PG_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION mnemolog_append_only() RETURNS trigger AS $$ "
+    "BEGIN RAISE EXCEPTION 'mnemolog: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
+    "$$ LANGUAGE plpgsql"
+)
+
+
 def append_only_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES) -> tuple[list[str], list[str]]:
     """``(create, drop)`` statements that make the log's tables append-only.
 
     Migrations name the tables they create; the trigger function that
     PostgreSQL shares between tables belongs to the ``events`` table's.
     """
-    create: list[str] = []
-    drop: list[str] = []
-    if dialect_name == "sqlite":
-        for table in tables:
-            for op in ("UPDATE", "DELETE"):
-                name = f"{table}_no_{op.lower()}"
-                create.append(
-                    f"CREATE TRIGGER {name} BEFORE {op} ON {table} "
-                    f"BEGIN SELECT RAISE(ABORT, 'mnemolog: {table} is append-only; {op} is refused'); END"
-                )
-                drop.append(f"DROP TRIGGER IF EXISTS {name}")
-    elif dialect_name == "postgresql":
-        create.append(
-            "CREATE OR REPLACE FUNCTION mnemolog_append_only() RETURNS trigger AS $$ "
-            "BEGIN RAISE EXCEPTION 'mnemolog: % is append-only; % is refused', TG_TABLE_NAME, TG_OP; END; "
-            "$$ LANGUAGE plpgsql"
-        )
-        for table in tables:
-            name = f"{table}_append_only"
-            create.append(
-                f"CREATE TRIGGER {name} BEFORE UPDATE OR DELETE OR TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION mnemolog_append_only()"
-            )
-            drop.append(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+    triggers = append_only_triggers(dialect_name, tables)
+    create = [t.create for t in triggers]
+    drop = [t.drop for t in triggers]
+    if dialect_name == "postgresql":
+        create.insert(0, _PG_FUNCTION)
         if "events" in tables:
             drop.append("DROP FUNCTION IF EXISTS mnemolog_append_only()")
     return create, drop
+
+
+def guard_setup_ddl(dialect_name: str) -> list[str]:
+    """Statements a restored trigger needs first (PostgreSQL's shared trigger function)."""
+    return [_PG_FUNCTION] if dialect_name == "postgresql" else []
+
+
+class InstalledTrigger(NamedTuple):
+    name: str
+    table: str
+    sql: str | None  # as the database keeps it; None where it cannot be compared with the DDL
+
+
+def installed_triggers(conn: Connection) -> dict[str, InstalledTrigger]:
+    """The triggers the database holds now, by name.
+
+    SQLite keeps each trigger's statement verbatim, so it can be compared
+    with the DDL; PostgreSQL rewrites it, so there only presence and table
+    are known.
+    """
+    if conn.dialect.name == "sqlite":
+        rows = conn.execute(text("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        return {name: InstalledTrigger(name, table, sql) for name, table, sql in rows}
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            text(
+                "SELECT t.tgname, c.relname FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid "
+                "WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'"
+            )
+        )
+        return {name: InstalledTrigger(name, table, None) for name, table in rows}
+    return {}
 
 
 # The envelope of one event as a JSON object whose keys are RecordedEvent's

@@ -1,19 +1,37 @@
 """Export and import of the log as JSON lines.
 
-Each line is one event's envelope exactly as stored::
+An export is a header line, one line per event, and a footer line::
 
+    {"mnemolog_export":2,"scope":"log","tenant":null}
     {"position":1,"event_id":"…","stream_id":"…","stream_version":1,"type":"…",
      "schema_version":1,"tenant":"…","payload":{…},"metadata":{…},
      "recorded_at":"…Z","prev_hash":"…","hash":"…"}
+    …
+    {"mnemolog_export_end":true,"events":221,"digest":"221:…","slices":[[1,221]]}
 
-``payload`` and ``metadata`` are the stored JSON text embedded verbatim, so a
-line's ``hash`` can be recomputed from the line alone (see :mod:`.chain`) and
-an imported payload is byte-for-byte the exported one.
+``scope`` is ``log`` (every event) or ``tenant`` (one tenant's, named by
+``tenant``). The footer gives the number of events, the source's digest
+(``POSITION:HASH`` of its tip when the export was taken; the export holds
+the events up to it) and the slices it holds: the runs of consecutive
+positions, ``[first, last]``. A full export is one slice from position 1 to
+the digest's position.
 
-Import checks the whole file before it writes anything: every line must parse,
-every hash must match its line, and wherever two lines have consecutive
-positions the second's ``prev_hash`` must be the first's ``hash``. A tenant's
-export has gaps between positions; each slice between gaps is still checked.
+Event lines carry each event's envelope exactly as stored: ``payload`` and
+``metadata`` are the stored JSON text embedded verbatim, so a line's
+``hash`` can be recomputed from the line alone (see :mod:`.chain`) and an
+imported payload is byte-for-byte the exported one.
+
+Import checks the whole file before it writes anything, and refuses it,
+naming the first bad line, unless it holds exactly what its header and
+footer say: every line must parse and its hash must match it; wherever two
+lines have consecutive positions the second's ``prev_hash`` must be the
+first's ``hash``; the lines' runs of positions must be the footer's slices
+(so a missing line, or an extra one, is found); a full export must start at
+position 1 and end at the digest; and the footer must be the last line (a
+cut file has none). ``rehash=True`` accepts an edited file (or one from
+before the header existed): hashes, links and slices are not checked, and
+the store hashes the events into its own chain anyway.
+
 Events already present (by ``event_id``) are skipped, so importing the same
 file twice is a no-op. The importing store gives the new events its own
 positions and hashes: they join the target's chain.
@@ -22,7 +40,8 @@ positions and hashes: they join the target's chain.
 from __future__ import annotations
 
 import tempfile
-from typing import Annotated, BinaryIO, Callable, Iterable, Iterator
+from operator import attrgetter
+from typing import Annotated, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import msgspec
 
@@ -31,9 +50,10 @@ from .errors import ImportRefused
 from .events import metadata_decoder
 from .recorder import PendingEvent, PendingWrite
 
-__all__ = ["ExportedEvent", "ImportReport", "export", "import_", "GROUP_SIZE"]
+__all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 
 GROUP_SIZE = 1000  # events per import transaction
+FORMAT = 2  # the export format: 2 added the header and footer lines
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -46,7 +66,7 @@ _Name = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 
 
 class ExportedEvent(msgspec.Struct, frozen=True):
-    """One line of an export; field order is the line's key order."""
+    """One line of an export; field order is the line's key order (:data:`EXPORTED_FIELDS`)."""
 
     position: _Positive
     event_id: _EventId
@@ -60,6 +80,29 @@ class ExportedEvent(msgspec.Struct, frozen=True):
     recorded_at: _Stamp
     prev_hash: _Hash
     hash: _Hash
+
+
+class ExportHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An export's first line: what it holds."""
+
+    mnemolog_export: Annotated[int, msgspec.Meta(ge=1)]
+    scope: Literal["log", "tenant"]
+    tenant: _Name | None = None
+
+
+class ExportFooter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An export's last line: its count, the source's digest and the runs of positions it holds."""
+
+    mnemolog_export_end: Literal[True]
+    events: Annotated[int, msgspec.Meta(ge=0)]
+    digest: Annotated[str, msgspec.Meta(pattern=r"^\d+:[0-9a-f]{64}$")]
+    slices: list[tuple[_Positive, _Positive]]
+
+
+_HEADER_PREFIX = b'{"mnemolog_export":'
+_FOOTER_PREFIX = b'{"mnemolog_export_end":'
+_header_decoder = msgspec.json.Decoder(ExportHeader)
+_footer_decoder = msgspec.json.Decoder(ExportFooter)
 
 
 class ImportReport(msgspec.Struct, frozen=True):
@@ -78,35 +121,39 @@ Progress = Callable[..., None]
 # -- export -----------------------------------------------------------------
 
 
+#: An export line's fields: the stored envelope without the correlation id column (a copy of the metadata's).
+EXPORTED_FIELDS = tuple(f for f in StoredRow._fields if f != "correlation_id")
+_exported_values = attrgetter(*EXPORTED_FIELDS)
+
+
 def _exported(row: StoredRow) -> ExportedEvent:
-    return ExportedEvent(
-        row.position,
-        row.event_id,
-        row.stream_id,
-        row.stream_version,
-        row.type,
-        row.schema_version,
-        row.tenant,
-        msgspec.Raw(row.payload.encode()),
-        msgspec.Raw(row.metadata.encode()),
-        row.recorded_at,
-        row.prev_hash,
-        row.hash,
-    )
+    raw = row._replace(payload=msgspec.Raw(row.payload.encode()), metadata=msgspec.Raw(row.metadata.encode()))
+    return ExportedEvent(*_exported_values(raw))
 
 
 def export(store, out: BinaryIO, *, tenant: str | None = None, progress: Progress | None = None, batch_size: int = 5000) -> int:
-    """Write the log (or one tenant's events) to ``out`` as JSON lines; returns the count.
+    """Write the log (or one tenant's events) to ``out``: header, event lines, footer; returns the event count.
 
-    Rows are read in batches, so the log is never held in memory.
-    ``progress(count)`` is called after each batch.
+    The export holds the events up to the store's tip when it starts (the
+    footer's digest). Rows are read in batches, so the log is never held in
+    memory. ``progress(count)`` is called after each batch.
     """
+    tip = store.digest()
+    out.write(_encoder.encode(ExportHeader(FORMAT, "tenant" if tenant is not None else "log", tenant)) + b"\n")
     count = 0
-    for rows in store.iter_rows(batch_size=batch_size, tenant=tenant):
+    slices: list[list[int]] = []
+    for rows in store.iter_rows(batch_size=batch_size, until=tip.position, tenant=tenant):
         out.write(_encoder.encode_lines([_exported(row) for row in rows]))
+        for row in rows:
+            if slices and slices[-1][1] == row.position - 1:
+                slices[-1][1] = row.position
+            else:
+                slices.append([row.position, row.position])
         count += len(rows)
         if progress is not None:
             progress(count)
+    footer = ExportFooter(True, count, f"{tip.position}:{tip.hash}", [(a, b) for a, b in slices])
+    out.write(_encoder.encode(footer) + b"\n")
     return count
 
 
@@ -140,20 +187,55 @@ def _parse(lineno: int, raw: bytes) -> _Line:
 
 
 def _stored_row(line: _Line) -> StoredRow:
-    e = line.event
-    return StoredRow(
-        e.position, e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version, e.tenant,
-        line.payload, line.metadata, line.correlation_id, e.recorded_at, e.prev_hash, e.hash,
-    )  # fmt: skip
+    fields = msgspec.structs.asdict(line.event)
+    fields.update(payload=line.payload, metadata=line.metadata, correlation_id=line.correlation_id)
+    return StoredRow(**fields)
 
 
-def _chunks(lines: Iterable[bytes], size: int, copy: BinaryIO | None = None) -> Iterator[list[_Line]]:
-    """Parsed non-blank lines in lists of ``size``; ``copy`` receives every raw line."""
+class _Frame:
+    """An export's header and footer lines, as the lines are read."""
+
+    def __init__(self) -> None:
+        self.header: ExportHeader | None = None
+        self.footer: ExportFooter | None = None
+        self.footer_line = 0
+        self.last_line = 0  # the last non-blank line
+        self.started = False  # a non-blank line was read
+
+    def take(self, lineno: int, raw: bytes) -> bool:
+        """True when ``raw`` is the header or the footer (not an event)."""
+        if self.footer is not None:
+            raise ImportRefused(f"line {lineno}: a line after the export's footer (line {self.footer_line})")
+        first, self.started, self.last_line = not self.started, True, lineno
+        if raw.startswith(_HEADER_PREFIX):
+            if not first:
+                raise ImportRefused(f"line {lineno}: an export header that is not the first line")
+            self.header = _decode_frame(lineno, raw, _header_decoder)
+            if self.header.mnemolog_export > FORMAT:
+                raise ImportRefused(f"line {lineno}: export format {self.header.mnemolog_export} is newer than this mnemolog reads ({FORMAT})")
+            if (self.header.scope == "tenant") != (self.header.tenant is not None):
+                raise ImportRefused(f"line {lineno}: a tenant export names its tenant, a log export none")
+            return True
+        if raw.startswith(_FOOTER_PREFIX):
+            self.footer, self.footer_line = _decode_frame(lineno, raw, _footer_decoder), lineno
+            return True
+        return False
+
+
+def _decode_frame(lineno: int, raw: bytes, decoder: msgspec.json.Decoder):
+    try:
+        return decoder.decode(raw)
+    except msgspec.MsgspecError as exc:
+        raise ImportRefused(f"line {lineno}: {exc}") from None
+
+
+def _chunks(lines: Iterable[bytes], size: int, frame: _Frame, copy: BinaryIO | None = None) -> Iterator[list[_Line]]:
+    """Parsed non-blank event lines in lists of ``size``; ``frame`` takes the header and footer; ``copy`` receives every raw line."""
     chunk: list[_Line] = []
     for lineno, raw in enumerate(lines, 1):
         if copy is not None:
             copy.write(raw)
-        if not raw.strip():
+        if not raw.strip() or frame.take(lineno, raw):
             continue
         chunk.append(_parse(lineno, raw))
         if len(chunk) == size:
@@ -161,6 +243,13 @@ def _chunks(lines: Iterable[bytes], size: int, copy: BinaryIO | None = None) -> 
             chunk = []
     if chunk:
         yield chunk
+
+
+def read_export(lines: Iterable[bytes]) -> Iterator[StoredRow]:
+    """The rows of an export as stored, in file order, without its header and footer (``ImportRefused`` names a line that does not parse)."""
+    for chunk in _chunks(lines, GROUP_SIZE, _Frame()):
+        for line in chunk:
+            yield _stored_row(line)
 
 
 def _current_versions(store, stream_ids: set[str]) -> dict[str, int]:
@@ -172,19 +261,30 @@ def _current_versions(store, stream_ids: set[str]) -> dict[str, int]:
 class _Checker:
     """Pass one: everything that could refuse the file, before anything is written."""
 
-    def __init__(self, store, rehash: bool):
+    def __init__(self, store, rehash: bool, frame: _Frame):
         self.store = store
         self.rehash = rehash
+        self.frame = frame
+        self.runs: list[list[int]] = []  # runs of consecutive positions: [first, last, first line, last line]
         self.previous: _Line | None = None
         self.event_ids: set[str] = set()
         self.versions: dict[str, int] = {}  # stream -> last version seen in the file
         self.continued: set[str] = set()  # streams whose new events have started
         self.tenants: set[str] = set()
         self.read = 0
+        self.conflict: ImportRefused | None = None  # the first clash with the store, raised once the file holds
 
     def check_chunk(self, chunk: list[_Line]) -> None:
         for line in chunk:
             self._check_line(line)
+        if self.conflict is None:
+            try:
+                self._check_store(chunk)
+            except ImportRefused as exc:
+                self.conflict = exc
+
+    def _check_store(self, chunk: list[_Line]) -> None:
+        """The chunk against the store: streams must continue where the store has them."""
         existing = self.store.recorder.existing_event_ids([line.event.event_id for line in chunk])
         first_new: dict[str, _Line] = {}
         for line in chunk:
@@ -222,8 +322,71 @@ class _Checker:
             )
         self.versions[event.stream_id] = event.stream_version
         if not self.rehash:
+            self._check_frame(line)
             self._check_chain(line)
         self.previous = line
+
+    def _check_frame(self, line: _Line) -> None:
+        """The line against the header: present, same tenant, and no gap in a full export."""
+        header, event = self.frame.header, line.event
+        if header is None:
+            raise ImportRefused(
+                f"line {line.lineno}: no export header before the first event, so nothing shows whether events are missing "
+                "(an export from an older mnemolog, or an edited file): import it with --rehash to accept it unchecked"
+            )
+        if header.scope == "tenant" and event.tenant != header.tenant:
+            raise ImportRefused(f"{line.where()}: an event of tenant {event.tenant!r} in an export of tenant {header.tenant!r}")
+        previous = self.previous
+        if header.scope == "log":
+            expected = previous.event.position + 1 if previous is not None else 1
+            if event.position > expected:
+                raise ImportRefused(f"{line.where()}: {_span(expected, event.position - 1)} missing from this export of the whole log")
+        if self.runs and self.runs[-1][1] == event.position - 1:
+            self.runs[-1][1], self.runs[-1][3] = event.position, line.lineno
+        else:
+            self.runs.append([event.position, event.position, line.lineno, line.lineno])
+
+    def finish(self) -> None:
+        """After the last line: the footer is there and holds for what was read."""
+        if not self.rehash:
+            self._check_footer()
+        if self.conflict is not None:
+            raise self.conflict
+
+    def _check_footer(self) -> None:
+        frame = self.frame
+        if not frame.started:
+            raise ImportRefused("the file is empty: not an export")
+        if frame.header is None:
+            raise ImportRefused("line 1: no export header: import it with --rehash to accept it unchecked")
+        footer = frame.footer
+        if footer is None:
+            raise ImportRefused(f"line {frame.last_line}: the file ends without the export's footer: it was cut short")
+        where = f"line {frame.footer_line} (the footer)"
+        declared = [list(s) for s in footer.slices]
+        for n, run in enumerate(self.runs):
+            if n >= len(declared):
+                raise ImportRefused(f"line {run[2]} (position {run[0]}): an event the footer does not list (it lists {_describe(declared)})")
+            first, last = declared[n]
+            if run[0] > last:
+                raise ImportRefused(f"line {run[2]} (position {run[0]}): {_span(first, last)} missing (the footer lists it)")
+            if run[0] != first:
+                what = f"{_span(first, run[0] - 1)} missing" if run[0] > first else f"position {run[0]} is not in the footer's slices"
+                raise ImportRefused(f"line {run[2]} (position {run[0]}): {what}")
+            if run[1] != last:
+                nxt = self.runs[n + 1][2] if n + 1 < len(self.runs) else frame.footer_line
+                what = f"{_span(run[1] + 1, last)} missing" if run[1] < last else f"position {last + 1} is not in the footer's slices"
+                raise ImportRefused(f"line {nxt}: {what} (after line {run[3]}, position {run[1]})")
+        if len(declared) > len(self.runs):
+            first, last = declared[len(self.runs)]
+            raise ImportRefused(f"{where}: {_span(first, last)} missing (the footer lists it)")
+        if footer.events != self.read:
+            raise ImportRefused(f"{where}: counts {footer.events} events, the file holds {self.read}")
+        if frame.header.scope == "log":
+            tip_position, _, tip_hash = footer.digest.partition(":")
+            last = self.previous.event if self.previous is not None else None
+            if (last.position if last else 0) != int(tip_position) or (last is not None and last.hash != tip_hash):
+                raise ImportRefused(f"{where}: the source's digest {footer.digest} is not the last event's: events are missing at the end")
 
     def _check_chain(self, line: _Line) -> None:
         event, previous = line.event, self.previous
@@ -235,6 +398,14 @@ class _Checker:
             raise ImportRefused(f"{line.where()}: prev_hash does not match the hash of line {previous.lineno}")
         if expected_hash(_stored_row(line)) != event.hash:
             raise ImportRefused(f"{line.where()}: hash does not match the event's contents")
+
+
+def _span(first: int, last: int) -> str:
+    return f"position {first} is" if first == last else f"positions {first} to {last} are"
+
+
+def _describe(slices: list[list[int]]) -> str:
+    return ", ".join(f"{a} to {b}" for a, b in slices) or "none"
 
 
 def _writes(lines: list[_Line]) -> list[PendingWrite]:
@@ -266,8 +437,9 @@ def import_(
 ) -> ImportReport:
     """Import an export into ``store``; refuses (writing nothing) a file that does not hold.
 
-    ``rehash=True`` accepts lines whose hashes or chain do not match (an edited
-    file): the store hashes the events into its own chain anyway. Events
+    ``rehash=True`` accepts lines whose hashes, chain, header or footer do not
+    match (an edited file, or one from before the header and footer): the
+    store hashes the events into its own chain anyway. Events
     already present by ``event_id`` are skipped. ``progress(count, stage)`` is
     called with stage ``"check"`` while the file is checked, then ``"import"``.
     """
@@ -275,15 +447,16 @@ def import_(
     start = lines.tell() if seekable else 0
     spool = None if seekable else tempfile.TemporaryFile()
     try:
-        checker = _Checker(store, rehash)
-        for chunk in _chunks(lines, group_size, copy=spool):
+        checker = _Checker(store, rehash, _Frame())
+        for chunk in _chunks(lines, group_size, checker.frame, copy=spool):
             checker.check_chunk(chunk)
             if progress is not None:
                 progress(checker.read, "check")
+        checker.finish()
         source = spool if spool is not None else lines
         source.seek(0 if spool is not None else start)
         imported = skipped = done = 0
-        for chunk in _chunks(source, group_size):
+        for chunk in _chunks(source, group_size, _Frame()):
             existing = store.recorder.existing_event_ids([line.event.event_id for line in chunk])
             new = [line for line in chunk if line.event.event_id not in existing]
             skipped += len(chunk) - len(new)

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 from sqlalchemy import Connection, Engine, and_, bindparam, false, func, select
 
 from . import dialects
-from .chain import GENESIS_HASH, StoredRow, canonical_encoder
+from .chain import CANONICAL_FIELDS, GENESIS_HASH, StoredRow, canonical_encoder
 from .errors import ConcurrencyError, IdempotencyConflict
 from .schema import event_spans, events, idempotency
 
@@ -59,25 +59,11 @@ class Appended(NamedTuple):
     replayed: bool
 
 
-_COLUMNS = (
-    events.c.position,
-    events.c.event_id,
-    events.c.stream_id,
-    events.c.stream_version,
-    events.c.type,
-    events.c.schema_version,
-    events.c.tenant,
-    events.c.payload,
-    events.c.metadata,
-    events.c.correlation_id,
-    events.c.recorded_at,
-    events.c.prev_hash,
-    events.c.hash,
-)
-_KEYS = tuple(c.name for c in _COLUMNS)
+_KEYS = StoredRow._fields  # every column, in the envelope's order
+_COLUMNS = tuple(events.c[name] for name in _KEYS)
 _SPAN_KEYS = ("first_position", "last_position", "tenant", "correlation_id")
 # What a reader of domain events needs: the envelope without the chain.
-_EVENT_COLUMNS = _COLUMNS[:9] + _COLUMNS[10:11]
+_EVENT_COLUMNS = tuple(events.c[name] for name in CANONICAL_FIELDS)
 
 
 ROWS_PER_INSERT = 50  # rows per multi-row INSERT statement (13 parameters each)
@@ -102,7 +88,7 @@ class SQLRecorder:
     def __init__(self, writer: Engine, reader: Engine):
         self.writer = writer
         self.reader = reader
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a caller holding write_lock may append
         self._conn: Connection | None = None  # the writer's held connection (see transaction)
         self._listeners: list[Callable[[int], None]] = []
         self._idem_stmt = idempotency.insert()
@@ -131,6 +117,11 @@ class SQLRecorder:
             self._version_sql = str(self._version_query.compile(dialect=writer.dialect))
 
     # -- writing ---------------------------------------------------------
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The process-wide lock every append takes; hold it to make several steps one write."""
+        return self._lock
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -208,7 +199,7 @@ class SQLRecorder:
         values: list = []  # every row's 13 values, one row after another
         spans = []  # (first, last, tenant, correlation) of each run; see schema.event_spans
         span_tenant = span_correlation = span_first = None
-        encode, digest_of = canonical_encoder.encode, sha256  # the chain's formula (chain.row_hash), inlined: the hot loop
+        encode, digest_of = canonical_encoder.encode, sha256  # the chain's formula (chain.expected_hash), inlined: the hot loop
         for write in writes:
             stream_id = write.stream_id
             current = versions.get(stream_id, 0)
@@ -303,8 +294,7 @@ class SQLRecorder:
         return [StoredRow._make(r) for r in self._select("rows", **filters)]
 
     def select_events(self, **filters) -> list[tuple]:
-        """Plain tuples ``(position, event_id, stream_id, stream_version, type,
-        schema_version, tenant, payload, metadata, recorded_at)``: the fast path."""
+        """Plain tuples of the :data:`~mnemolog.eventstore.chain.CANONICAL_FIELDS`: the fast path."""
         return self._select("events", **filters)
 
     @property

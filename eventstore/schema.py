@@ -6,6 +6,10 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Tab
 
 metadata = MetaData()
 
+#: The largest position the log can hold (SQLite's largest INTEGER, PostgreSQL's BIGINT):
+#: a larger one can only be a caller's mistake.
+MAX_POSITION = 2**63 - 1
+
 events = Table(
     "events",
     metadata,

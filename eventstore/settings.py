@@ -1,8 +1,11 @@
 """Settings as ``(name, default, help)``, read from the environment.
 
-Every layer declares its own settings with :func:`setting` in its own module;
-the registry collects them so that ``mnemolog settings`` and the docs test
-can list every one. A value is parsed by the type of its default.
+Every layer declares its own settings with :func:`setting` in its own module,
+at module level (a tuple of them when declared in a loop). The registry holds
+what the imported modules declared, so that :class:`Settings` refuses an
+unknown name; the reference (``mnemolog.tools.docs``) lists every setting
+from its explicit list of declaring modules. A value is parsed by the type of
+its default.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ class Setting:
 
 class SettingError(ValueError):
     """A setting's value from the environment cannot be parsed."""
+
+
+class SetupError(RuntimeError):
+    """This installation cannot do what the settings ask (e.g. an optional extra is missing).
+
+    The operator's to fix, like bad input: the CLI prints it as one line and exits 2.
+    """
 
 
 REGISTRY: dict[str, Setting] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
@@ -20,6 +21,8 @@ from sqlalchemy import Connection
 from . import dialects
 from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
+from .guards import GuardProblem, check_guards
+from .reference import ReferenceCheck, anchors_of
 from .ids import new_ids
 from .events import (
     DomainEvent,
@@ -264,6 +267,11 @@ class EventStore:
     def recorder(self) -> SQLRecorder:
         return self._recorder
 
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The lock every append of this store takes (re-entrant); a writer that holds it appends without interleaving."""
+        return self._recorder.write_lock
+
     def close(self) -> None:
         self._recorder.dispose()
 
@@ -444,6 +452,9 @@ class EventStore:
     ) -> AsyncIterator[RecordedEvent]:
         """Catch up from ``after``, then wait for new commits and yield them.
 
+        Only events after ``after`` are ever yielded, even when ``after``
+        lies beyond the current head.
+
         Commits in this process wake the subscriber at once; a slow poll
         notices writers in other processes.
         """
@@ -462,7 +473,9 @@ class EventStore:
                 head, batch = await loop.run_in_executor(None, self._read_tail, position, batch_size, tenant, types)
                 for recorded in batch:
                     yield recorded
-                position = head
+                # Never back: ``after`` may lie beyond the head (a client
+                # resuming from another replica, or ahead of this one).
+                position = max(position, head)
                 if len(batch) == batch_size:
                     continue
                 try:
@@ -500,50 +513,86 @@ class EventStore:
         position, digest = self._recorder.tip()
         return Digest(position, digest)
 
+    def check_guards(self) -> list[GuardProblem]:
+        """Append-only triggers that are missing or differ from the schema's DDL."""
+        with self._recorder.reader.connect() as conn:
+            return check_guards(conn)
+
     def verify(
         self,
         from_: int = 1,
         to: int | None = None,
         *,
-        against: Digest | tuple[int, str] | None = None,
+        against: Digest | tuple[int, str] | Sequence[Digest | tuple[int, str]] | None = None,
+        export: Iterable[StoredRow] | None = None,
         progress=None,
+        guards: bool = True,
     ) -> VerifyResult:
         """Walk the hash chain; the result names the first position where it breaks.
 
-        ``against=(position, hash)``, a digest kept outside the store, proves
-        that the log up to that position is unchanged, even against someone
-        who rewrote the file and recomputed every hash.
+        ``against=(position, hash)``, a digest kept outside the store (or a
+        list of them), proves that the log up to that position is unchanged,
+        even against someone who rewrote the file and recomputed every hash.
+        ``export``, the rows of a stored export in position order, does too
+        and pins the first edited row. Either walks the log from position 1.
+        With ``guards``, the append-only triggers are checked as well.
         """
-        if against is not None:
-            against = Digest(*against) if isinstance(against, tuple) else against
-            from_, to = 1, against.position
+        digests = _digests(against)
+        check = ReferenceCheck(anchors_of(digests, export)) if digests or export is not None else None
+        if check is not None:
+            from_ = 1
+            to = max(d.position for d in digests) if digests and export is None else None
+        problems = tuple(self.check_guards()) if guards else ()
         from_ = max(1, from_)
         if from_ == 1:
             prev_hash, prev_position = GENESIS_HASH, 0
         else:
             before = self._recorder.row_at(from_ - 1)
             if before is None:
-                return VerifyResult(False, 0, None, None, None, from_ - 1, f"position {from_ - 1} is missing")
+                return VerifyResult(False, 0, None, None, None, from_ - 1, f"position {from_ - 1} is missing", guards=problems)
             prev_hash, prev_position = before.hash, before.position
         checked = 0
         first = last = None
         last_hash = None
+        broken: ChainBreak | None = None
         for rows in self._recorder.iter_rows(after=from_ - 1, until=to, batch_size=10_000):
+            if check is not None:
+                check.feed(rows)
             broken = walk(rows, prev_hash=prev_hash, prev_position=prev_position) or self._check_spans(rows)
             if broken is not None:
-                return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason)
+                break
             first = first if first is not None else rows[0].position
             last, last_hash = rows[-1].position, rows[-1].hash
             prev_hash, prev_position = last_hash, last
             checked += len(rows)
             if progress is not None:
                 progress(checked)
-        if against is not None:
-            if last is None and against.position == 0:  # a digest of the empty log
-                last, last_hash = 0, GENESIS_HASH
-            if last != against.position:
-                return VerifyResult(False, checked, first, last, last_hash, last or 0, f"the log ends before position {against.position}")
-            if last_hash != against.hash:
-                return VerifyResult(False, checked, first, last, last_hash, against.position, "hash at the digest's position differs from the digest")
+        differences = {}
+        if check is not None:
+            if broken is None:
+                check.finish(last or 0)
+            if check.first is not None:
+                differences = {"differs_at": check.first.position, "unchanged_through": check.unchanged_through, "difference": check.describe()}
+        if broken is not None:
+            return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason, guards=problems, **differences)
+        if check is not None and check.last is not None:
+            tip = check.last
+            if tip.position > (last or 0):
+                broken_at, reason = last or 0, f"the log ends before position {tip.position}"
+            elif any(d.position == tip.position for d in digests):
+                broken_at, reason = tip.position, "hash at the digest's position differs from the digest"
+            else:
+                broken_at, reason = tip.position, "the log differs from the export's row here (the last row that differs)"
+            return VerifyResult(False, checked, first, last, last_hash, broken_at, reason, guards=problems, **differences)
+        if problems:
+            reason = "; ".join(str(p) for p in problems) + " (mnemolog migrate restores it)"
+            return VerifyResult(False, checked, first, last, last_hash, None, reason, guards=problems)
         return VerifyResult(True, checked, first, last, last_hash)
 
+
+def _digests(against) -> list[Digest]:
+    if against is None:
+        return []
+    if isinstance(against, Digest) or (isinstance(against, tuple) and len(against) == 2 and isinstance(against[0], int)):
+        against = [against]
+    return [a if isinstance(a, Digest) else Digest(*a) for a in against]

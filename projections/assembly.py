@@ -1,8 +1,12 @@
-"""Which projectors and read-side extras a data directory runs with."""
+"""The parts a :class:`~mnemolog.projections.service.MemoryService` is built from: its projectors, recall channels and vector index follower.
+
+The service assembles them in its constructor; nothing here holds a service.
+"""
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -13,11 +17,9 @@ from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
 from .graph.projector import GraphProjector
 from .vectors.embedders import get_embedder
-from .recall.searcher import Searcher
 from .runner import connect
 from .vectors.index import VectorIndex
 from .vectors.projector import VectorProjector, vector_search
-from .linking.relink import attach_entities
 
 
 log = logging.getLogger("mnemolog.vectors")
@@ -27,12 +29,24 @@ def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
     return [GraphProjector(), FtsProjector(), VectorProjector(get_embedder(settings.embedder)), EntityProjector()]
 
 
-def _lexical(service):
+def lexical_channel(read_conn: Callable[[], sqlite3.Connection]):
+    """Recall's lexical channel over the FTS projection."""
+
     def search(tenant, query, limit, as_of, raw, filters, analysis=None):
         # The question's search terms (question and function words dropped,
         # variants added) over the word columns; CJK bigrams come from the query.
         terms = None if raw or analysis is None else analysis.search_terms
-        hits = fts_search(service.read_conn(), tenant, query, limit=limit, as_of=as_of, raw=raw, filters=filters, terms=terms)
+        hits = fts_search(read_conn(), tenant, query, limit=limit, as_of=as_of, raw=raw, filters=filters, terms=terms)
+        return [(h.memory_id, h.score) for h in hits]
+
+    return search
+
+
+def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorIndex):
+    """Recall's semantic channel over the vector projection and its index."""
+
+    def search(tenant, vector, limit, as_of, filters):
+        hits = vector_search(read_conn(), index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
         return [(h.memory_id, h.score) for h in hits]
 
     return search
@@ -81,25 +95,3 @@ class IndexFollower(threading.Thread):
         finally:
             conn.close()
         self.index.save()
-
-
-def attach_searcher(service) -> None:
-    """The recall channels over this data directory's projections, and the vector index they need."""
-    embedder = get_embedder(service.settings.embedder)
-    index = VectorIndex.open(service.data_dir, service.runner.conn, embedder_name=embedder.name, dim=embedder.dim)
-    service.vector_index = index
-    service.embedding_dim = embedder.dim
-    follower = IndexFollower(index, service.runner.path)
-    follower.start()
-    service.add_after_commit(follower.notify)
-    service.add_closer(follower.close)
-
-    def semantic(tenant, vector, limit, as_of, filters):
-        hits = vector_search(service.read_conn(), index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
-        return [(h.memory_id, h.score) for h in hits]
-
-    service.searcher = Searcher(service.read_conn, _lexical(service), semantic, embedder.embed_query, embedder.name, service.settings)
-
-
-def default_extras(settings: Settings) -> list[Callable[[Any], None]]:
-    return [attach_searcher, attach_entities]

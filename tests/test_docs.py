@@ -1,95 +1,41 @@
-"""The README documents the product: every HTTP route, every setting and every CLI command is mentioned in it.
+"""The reference documents the product: every HTTP route, every setting and every CLI command.
 
-Routes as ``METHOD /path`` (as declared, e.g. ``GET /v1/memories/{id}``),
-settings as ``MNEMOLOG_<NAME>``, commands as ``mnemolog <cmd>`` (nested
-ones in full, e.g. ``mnemolog keys create``; options such as
-``--data-dir DIR`` may stand between ``mnemolog`` and the command).
+``docs/reference.md`` is generated from the explicit registries (the route
+tables of :mod:`mnemolog.api.app`, the settings modules of
+:mod:`mnemolog.tools.docs`, the CLI's parser): these tests fail when the file
+is not what the generator writes, when a registry misses something the
+product declares, or when the README stops pointing at the reference.
 
-Run ``python tests/test_docs.py`` to print what the README still lacks.
+Run ``python -m mnemolog.tools.docs --write docs/reference.md`` to update it.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mnemolog.tools import docs
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-
-# Modules that declare settings with mnemolog.eventstore.settings.setting(); imported
-# defensively, since some arrive with later issues.
-SETTINGS_MODULES = [
-    "mnemolog.eventstore.settings",
-    "mnemolog.api.settings",
-    "mnemolog.api.background",
-    "mnemolog.projections.service",
-    "mnemolog.projections.recall.searcher",
-    "mnemolog.projections.policies.settings",
-]
-PACKAGES = ("eventstore", "projections", "api", "tools")
-_DECLARES = re.compile(r"^\w+\s*=\s*setting\(", re.M)
-
-
-def _import(name: str) -> None:
-    try:
-        importlib.import_module(name)
-    except ImportError:
-        pass
-
-
-def _declaring_modules() -> list[str]:
-    """Every module of ours with a top-level ``NAME = setting(...)``, found by reading the sources."""
-    found = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if "migrations" in path.parts:
-                continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                continue
-            if _DECLARES.search(text):
-                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-                found.append(module.removesuffix(".__init__"))
-    return found
+REFERENCE = ROOT / "docs" / "reference.md"
 
 
 def routes() -> list[str]:
-    import mnemolog.api.app
-    from mnemolog.api.routing import ROUTES
-
-    for module in getattr(mnemolog.api.app, "EXTRA_ROUTE_MODULES", []):
-        _import(module)
-    return sorted({f"{r.method} {r.path}" for r in ROUTES if r.method != "HEAD"})
+    return sorted({f"{r.method} {r.path}" for r in docs.routes()})
 
 
 def settings() -> list[str]:
-    for module in SETTINGS_MODULES + _declaring_modules():
-        _import(module)
-    from mnemolog.eventstore.settings import REGISTRY
-
-    return sorted(s.env for s in REGISTRY.values())
+    return sorted(s.env for s in docs.settings())
 
 
 def commands() -> list[str]:
-    from mnemolog.tools.cli import build_parser
-
-    found: list[str] = []
-
-    def walk(parser: argparse.ArgumentParser, prefix: tuple[str, ...]) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    found.append(" ".join(("mnemolog", *prefix, name)))
-                    walk(sub, (*prefix, name))
-
-    walk(build_parser(), ())
-    return sorted(set(found))
+    return sorted(name for name, _, _ in docs.commands())
 
 
 def _route_pattern(item: str) -> re.Pattern:
@@ -106,8 +52,7 @@ def _command_pattern(item: str) -> re.Pattern:
     return re.compile(r"(?<![\w-])mnemolog" + options + r"\s+" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])")
 
 
-def missing() -> dict[str, list[str]]:
-    text = README.read_text(encoding="utf-8") if README.exists() else ""
+def missing(text: str) -> dict[str, list[str]]:
     return {
         "routes": [r for r in routes() if not _route_pattern(r).search(text)],
         "settings": [s for s in settings() if not _setting_pattern(s).search(text)],
@@ -115,25 +60,34 @@ def missing() -> dict[str, list[str]]:
     }
 
 
-def report(gaps: dict[str, list[str]]) -> str:
-    lines = [] if README.exists() else [f"{README} does not exist yet"]
-    for kind, items in gaps.items():
-        if items:
-            lines.append(f"README.md does not mention {len(items)} {kind}:")
-            lines += [f"  {item}" for item in items]
-    return "\n".join(lines)
-
-
 # -- the checks ----------------------------------------------------------------------------------
 
 
 def test_the_inventory_is_found():
-    """Guard the walkers themselves: an empty inventory would pass vacuously."""
+    """Guard the registries themselves: an empty inventory would pass vacuously."""
     assert "POST /v1/memories" in routes() and "GET /health" in routes()
     assert {"MNEMOLOG_DATA_DIR", "MNEMOLOG_PORT", "MNEMOLOG_RECALL_RRF_K", "MNEMOLOG_EMBEDDER"} <= set(settings())
-    assert {"mnemolog add", "mnemolog bench append"} <= set(commands())
-    # The API server's commands (mnemolog.tools.serve_cmds) must be registered with the CLI.
+    assert {"MNEMOLOG_LINKER_MAX_ALIAS_DOCUMENT_FREQUENCY", "MNEMOLOG_ENTITY_MAX_TAGS"} <= set(settings())
+    assert {"mnemolog add", "mnemolog bench append", "mnemolog bench graph", "mnemolog import"} <= set(commands())
     assert {"mnemolog serve", "mnemolog keys create", "mnemolog keys list", "mnemolog keys revoke"} <= set(commands())
+
+
+def test_the_settings_modules_declare_every_setting():
+    """Importing every module of the product declares no setting the explicit list leaves out."""
+    script = """
+import importlib, json, pkgutil
+from mnemolog.eventstore.settings import REGISTRY
+from mnemolog.tools import docs
+listed = sorted(s.name for s in docs.settings())
+for package in ("eventstore", "projections", "api", "tools"):
+    root = importlib.import_module("mnemolog." + package)
+    for module in pkgutil.walk_packages(root.__path__, root.__name__ + "."):
+        if ".migrations" not in module.name:
+            importlib.import_module(module.name)
+print(json.dumps({"listed": listed, "declared": sorted(REGISTRY)}))
+"""
+    found = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert found["declared"] == found["listed"], set(found["declared"]) ^ set(found["listed"])
 
 
 def test_the_patterns_do_not_match_prefixes():
@@ -145,15 +99,38 @@ def test_the_patterns_do_not_match_prefixes():
     assert _command_pattern("mnemolog bench").search("mnemolog bench append")
 
 
+def test_the_reference_is_what_the_generator_writes():
+    assert REFERENCE.exists(), f"{REFERENCE} is missing: python -m mnemolog.tools.docs --write docs/reference.md"
+    assert REFERENCE.read_text(encoding="utf-8") == docs.render(), "docs/reference.md is out of date: python -m mnemolog.tools.docs --write docs/reference.md"
+
+
 @pytest.mark.parametrize("kind", ["routes", "settings", "commands"])
-def test_readme_mentions_every(kind):
-    gaps = missing()
-    print(report(gaps))
-    assert not gaps[kind], report({kind: gaps[kind]})
+def test_the_reference_mentions_every(kind):
+    gaps = missing(REFERENCE.read_text(encoding="utf-8"))[kind]
+    assert not gaps, f"docs/reference.md does not mention {len(gaps)} {kind}: {gaps}"
+
+
+def test_the_generator_checks_a_file(tmp_path, capsys):
+    current, stale = tmp_path / "current.md", tmp_path / "stale.md"
+    assert docs.main(["--write", str(current)]) == 0
+    stale.write_text(current.read_text().replace("| `GET /health` |", "| `GET /healthz` |"))
+    assert docs.main(["--check", str(current)]) == 0
+    assert docs.main(["--check", str(stale)]) == 1
+    assert "out of date" in capsys.readouterr().err
+
+
+def test_the_readme_is_the_overview_and_points_at_the_reference():
+    text = README.read_text(encoding="utf-8")
+    assert "docs/reference.md" in text
+    for section in ("## The two commands", "## How it is built", "## HTTP API", "## CLI", "## Measured"):
+        assert section in text
+    top_level = {c.split()[1] for c in commands()}
+    assert not [c for c in sorted(top_level) if not _command_pattern(f"mnemolog {c}").search(text)]
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.path.insert(0, str(ROOT))
-    gaps = missing()
-    print(report(gaps) or "README.md mentions every route, setting and command")
+    gaps = missing(REFERENCE.read_text(encoding="utf-8") if REFERENCE.exists() else "")
+    for kind, items in gaps.items():
+        for item in items:
+            print(f"docs/reference.md does not mention {kind[:-1]} {item}")
     sys.exit(1 if any(gaps.values()) else 0)

@@ -1,40 +1,41 @@
-"""``mnemolog bench <name>``: the product's benchmarks, one registry.
+"""``mnemolog bench <name>``: the product's benchmarks, listed in one registry.
 
-:data:`BENCHES` maps a bench's name to ``(help, add_args, run)``:
-``add_args(parser)`` adds its options, ``run(args) -> int`` runs it. A module
-adds its bench with :func:`add_bench` (at import, before the CLI registers
-commands), or this module lists it below.
+:data:`BENCHES` names every bench with ``(help, add_args, run)``:
+``add_args(parser)`` adds its options, ``run(args) -> int`` runs it, prints a
+readable table and ends with one line of ``key=value`` figures. A new bench
+is added to the list below; nothing registers itself at import.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from . import bench_append
-from . import bench_rebuild
-from . import bench_recall
+from . import bench_append, bench_graph, bench_rebuild, bench_recall, organize_cmds
 from .common import add_command
 
-AddArgs = Callable[[argparse.ArgumentParser], None]
-Run = Callable[[argparse.Namespace], int]
 
-BENCHES: dict[str, tuple[str, AddArgs, Run]] = {}
-
-
-def add_bench(name: str, help: str, add_args: AddArgs, run: Run) -> None:
-    if name in BENCHES and BENCHES[name] != (help, add_args, run):
-        raise ValueError(f"bench {name!r} is registered twice")
-    BENCHES[name] = (help, add_args, run)
+class Bench(NamedTuple):
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
-add_bench("append", bench_append.HELP, bench_append.add_args, bench_append.run)
-add_bench("rebuild", bench_rebuild.HELP, bench_rebuild.add_args, bench_rebuild.run)
-add_bench("recall", bench_recall.HELP, bench_recall.add_args, bench_recall.run)
+BENCHES: dict[str, Bench] = {
+    "append": Bench(bench_append.HELP, bench_append.add_args, bench_append.run),
+    "rebuild": Bench(bench_rebuild.HELP, bench_rebuild.add_args, bench_rebuild.run),
+    "recall": Bench(bench_recall.HELP, bench_recall.add_args, bench_recall.run),
+    "graph": Bench(bench_graph.HELP, bench_graph.add_args, bench_graph.run),
+    "organize": Bench(
+        "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall",
+        organize_cmds.add_bench_args,
+        organize_cmds.run_bench,
+    ),
+}
 
 
 def register(subparsers) -> None:
     parser = add_command(subparsers, "bench", None, help="run a benchmark (in a temporary directory)")
     benches = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for name, (help_text, add_args, run) in sorted(BENCHES.items()):
-        add_args(add_command(benches, name, run, help=help_text))
+    for name, bench in sorted(BENCHES.items()):
+        bench.add_args(add_command(benches, name, bench.run, help=bench.help))

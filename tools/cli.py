@@ -1,10 +1,11 @@
 """The ``mnemolog`` command line.
 
-Every area of the product adds its commands from its own module: a module
+Every area of the product adds its commands from its own module: each module
 listed in :data:`COMMAND_MODULES` exposes ``register(subparsers)`` and adds
 subcommands with :func:`mnemolog.tools.common.add_command`, each with a
-``func(args) -> int``. All modules are imported before any registers, so a
-module may extend another's registry (``mnemolog.tools.bench_cmds.BENCHES``) at import.
+``func(args) -> int``. The list is the whole registry: importing a module
+registers nothing. Modules register in the list's order, which matters once:
+``knowledge_cmds`` extends the ``import`` command that ``log_cmds`` adds.
 
 Exit codes: 0 success, 1 a failed check (``verify``), 2 bad arguments or bad
 input, always as one line ``mnemolog: error: ...`` on stderr, never a
@@ -14,9 +15,9 @@ traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from types import ModuleType
 from typing import Sequence
 
 import msgspec
@@ -24,18 +25,20 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mnemolog.eventstore import EventStoreError
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore.settings import SetupError
 
-from .common import CommandError, add_data_dir_option, fail
+from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, memory_cmds, organize_cmds, serve_cmds
+from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, fail
 
-COMMAND_MODULES: list[str] = [
-    "mnemolog.tools.log_cmds",
-    "mnemolog.tools.serve_cmds",
-    "mnemolog.tools.bench_cmds",
-    "mnemolog.tools.memory_cmds",
-    "mnemolog.tools.organize_cmds",
-    "mnemolog.tools.knowledge_cmds",
-    "mnemolog.tools.eval_cmds",
-]
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    log_cmds,
+    serve_cmds,
+    bench_cmds,
+    memory_cmds,
+    organize_cmds,
+    knowledge_cmds,  # after log_cmds: it extends `mnemolog import` with `import docs`
+    eval_cmds,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -45,15 +48,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"mnemolog: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> Parser:
-    loaded = [importlib.import_module(name) for name in modules]
+def build_parser(modules: Sequence[ModuleType] = COMMAND_MODULES) -> Parser:
     parser = Parser(
         prog="mnemolog",
         description="mnemolog: an event-sourced memory store for AI agents.",
     )
     add_data_dir_option(parser, top_level=True)
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in loaded:
+    for module in modules:
         module.register(subparsers)
     return parser
 
@@ -73,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, argparse errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     try:
+        apply_global_options(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     except ValidationError as exc:
         return fail(f"invalid input: {exc}")
-    except (EventStoreError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
+    except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
         return fail(_describe(exc))
 
 

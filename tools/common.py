@@ -3,7 +3,8 @@
 A command module defines ``register(subparsers)`` and adds its commands with
 :func:`add_command`, which gives every command the same ``--data-dir``
 option (also accepted before the command name) and, on request, ``--json``
-and ``--tenant``. A command is ``func(args) -> int``: 0 on success, 1 when a
+and ``--tenant`` (both also accepted before the command name, see
+:func:`add_global_options`). A command is ``func(args) -> int``: 0 on success, 1 when a
 check fails, 2 for bad input (see :func:`fail`).
 """
 
@@ -19,7 +20,7 @@ import msgspec
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore.settings import Settings
 
-__all__ = ["CommandError", "add_command", "data_dir", "fail", "open_store", "print_json_line", "sqlite_path"]
+__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "open_store", "print_json_line", "sqlite_path"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -54,6 +55,37 @@ def add_data_dir_option(parser: argparse.ArgumentParser, *, top_level: bool = Fa
     )
 
 
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--tenant`` before the command name (``mnemolog --json add …``).
+
+    They land in ``global_json`` / ``global_tenant``, apart from the
+    command's own options (a subcommand's defaults would overwrite them), and
+    :func:`apply_global_options` hands them over once the command is known.
+    """
+    parser.add_argument("--json", dest="global_json", action="store_true", help="print JSON (one object a line), for every command that can")
+    parser.add_argument("--tenant", dest="global_tenant", metavar="TENANT", help="the tenant, for every command that takes one")
+
+
+def apply_global_options(args: argparse.Namespace) -> None:
+    """Give the command the ``--json`` / ``--tenant`` written before its name.
+
+    A command without such an option refuses it (CommandError, exit 2)
+    rather than ignore it; the same option given twice must agree.
+    """
+    command = getattr(args, "command_prog", "mnemolog")
+    if getattr(args, "global_json", False):
+        if not hasattr(args, "json"):
+            raise CommandError(f"{command} does not take --json")
+        args.json = True
+    tenant = getattr(args, "global_tenant", None)
+    if tenant is not None:
+        if not hasattr(args, "tenant"):
+            raise CommandError(f"{command} does not take --tenant")
+        if args.tenant is not None and args.tenant != tenant:
+            raise CommandError(f"--tenant given twice, as {tenant!r} and {args.tenant!r}")
+        args.tenant = tenant
+
+
 def add_command(
     subparsers,
     name: str,
@@ -71,6 +103,7 @@ def add_command(
         parser.add_argument("--json", action="store_true", help="print JSON (one object a line)")
     if tenant:
         parser.add_argument("--tenant", metavar="TENANT", help="only this tenant's events")
+    parser.set_defaults(command_prog=parser.prog)
     if func is not None:
         parser.set_defaults(func=func)
     return parser

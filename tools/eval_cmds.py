@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command
+from .common import CommandError, add_command, data_dir
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
 
 TENANT = "eval"
@@ -94,7 +94,9 @@ def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dic
 
 
 async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    from mnemolog.api.client import MnemologClient
+    import aiohttp
+
+    from mnemolog.api.client import ApiError, MnemologClient
 
     key = args.api_key or os.environ.get("MNEMOLOG_API_KEY")
     async with MnemologClient(args.url, api_key=key) as client:
@@ -112,7 +114,7 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
                 source_of[memory_id] = content.sources[0]
         try:  # let the organizer link the conversation order, when the server runs one
             await client.request("GET", "/v1/organizer/status", params={"min_position": str(last), "wait": "30s"})
-        except Exception:
+        except (ApiError, aiohttp.ClientError, asyncio.TimeoutError):
             pass
         ingest_s = time.perf_counter() - began
         rankings: dict[str, list[str]] = {}
@@ -140,7 +142,8 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         rankings, info = _in_process(args, turns, questions)
     overall, per_category = score(rankings, questions)
-    out = Path(args.rankings)
+    out = Path(args.rankings) if args.rankings else data_dir(args) / "eval-rankings.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
         for q in questions:
             handle.write(json.dumps({"qid": q.qid, "gold": q.gold, "ranking": rankings.get(q.qid, []), "hits": info["explain"].get(q.qid)}) + "\n")
@@ -167,5 +170,5 @@ def register(subparsers) -> None:
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
     parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
-    parser.add_argument("--rankings", default="eval-rankings.jsonl", help="where to write each question's ranking")
+    parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
     parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")

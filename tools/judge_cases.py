@@ -17,6 +17,10 @@ miss them.  Policy decisions the labels follow:
 * Memories with different keys are independent, even with the same text.
 * Exclusive choices (tabs vs spaces, window vs aisle seat, UK vs US as home)
   are contradictory even without keys.
+* Identifiers (invoice, order, ticket, recipe, build and version numbers,
+  codes, the dates of different occurrences) make two memories different
+  things: a differing identifier is never a contradiction, nor is a shared
+  key alone (the same key in another language states the same fact).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import NamedTuple
 
 from mnemolog.projections.policies.judge import LABELS, JudgedMemory, Verdict
 
-__all__ = ["CASES", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
+__all__ = ["CASES", "DISTINCT_FACTS", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
 
 
 class JudgeCase(NamedTuple):
@@ -352,9 +356,204 @@ _HELD_OUT = [JudgeCase(a, None, b, None, cos, label) for a, b, cos, label in [
 ]]
 
 
+# ---------------------------------------------------------------------------
+# Distinct facts: hard negatives and their counterparts.
+#
+# Written before the rule judge was changed for them and never edited to fit
+# it (the judge gets some of them wrong, on purpose).  Identifiers (invoice,
+# order, ticket, recipe, build and version numbers, codes, the dates of
+# different occurrences) make two memories *different things*; a shared key
+# across languages is not a contradiction; a contradiction is the same subject
+# and attribute with incompatible values.  Rows:
+# ``(a_text, a_key, b_text, b_key, cosine_or_None, expected)``.  Explicit
+# cosines are what a semantic embedder gives such pairs (identifier-only
+# differences score very high).
+_I, _C, _R = "independent", "contradictory", "redundant"
+DISTINCT_FACTS = [JudgeCase(*row) for row in [
+    # identifier-only differences: invoices, orders, tickets, recipes, builds, versions, codes
+    ("Invoice 1001 from Acme was paid in full", None, "Invoice 1002 from Acme was paid in full", None, 0.98, _I),
+    ("Invoice #4471 is overdue", None, "Invoice #4472 is overdue", None, 0.97, _I),
+    ("Invoice INV-2024-017 was sent to Globex", None, "Invoice INV-2024-018 was sent to Globex", None, 0.98, _I),
+    ("Invoice 88 totals 1,200 euros", None, "Invoice 89 totals 1,200 euros", None, 0.97, _I),
+    ("Invoice 1001 was paid on March 3", None, "Invoice 1002 was paid on March 3", None, 0.97, _I),
+    ("Alice paid invoice 1001 yesterday", None, "Alice paid invoice 1002 yesterday", None, 0.97, _I),
+    ("Order 5531 shipped on Monday", None, "Order 5532 shipped on Monday", None, 0.97, _I),
+    ("Order #A-1042 contains two monitors", None, "Order #A-1043 contains two monitors", None, 0.97, _I),
+    ("The user's order 77812 was refunded", None, "The user's order 77813 was refunded", None, 0.98, _I),
+    ("Order no. 310 is waiting for pickup", None, "Order no. 311 is waiting for pickup", None, 0.97, _I),
+    ("Purchase order PO-8812 was approved by finance", None, "Purchase order PO-8815 was approved by finance", None, 0.97, _I),
+    ("Ticket 4521 is assigned to Bob", None, "Ticket 4522 is assigned to Bob", None, 0.97, _I),
+    ("JIRA-1203 is blocked by the database migration", None, "JIRA-1204 is blocked by the database migration", None, 0.97, _I),
+    ("Support ticket #981 was closed as resolved", None, "Support ticket #982 was closed as resolved", None, 0.97, _I),
+    ("Bug 3120 only happens on Safari", None, "Bug 3121 only happens on Safari", None, 0.97, _I),
+    ("Issue #57 needs a failing test", None, "Issue #58 needs a failing test", None, 0.96, _I),
+    ("PR 412 fixes the login redirect", None, "PR 413 fixes the login redirect", None, 0.96, _I),
+    ("Bob fixed ticket 4521 today", None, "Bob fixed ticket 4530 today", None, 0.97, _I),
+    ("Recipe number 12 uses two eggs", None, "Recipe number 13 uses two eggs", None, 0.97, _I),
+    ("Recipe number 5 is a lemon cake that bakes for 40 minutes", None,
+     "Recipe number 6 is a lemon cake that bakes for 40 minutes", None, 0.98, _I),
+    ("Recipe 21 needs the oven at 180 degrees", None, "Recipe 22 needs the oven at 180 degrees", None, 0.97, _I),
+    ("Recipe no. 3 serves four people", None, "Recipe no. 4 serves four people", None, 0.97, _I),
+    ("Recipe number 14: mix flour and water, rest for an hour", None,
+     "Recipe number 15: mix flour and water, rest for an hour", None, 0.98, _I),
+    ("Build 5512 failed on the integration tests", None, "Build 5513 failed on the integration tests", None, 0.97, _I),
+    ("Version 2.3 was released in March", None, "Version 2.4 was released in March", None, 0.96, _I),
+    ("Release 1.8 supports Windows", None, "Release 1.9 supports Windows", None, 0.96, _I),
+    ("v3.1 of the SDK has a memory leak in the uploader", None,
+     "v3.2 of the SDK has a memory leak in the uploader", None, 0.97, _I),
+    ("Sprint 14 ends on Friday", None, "Sprint 15 ends on Friday", None, 0.96, _I),
+    ("Episode 4 of the podcast is about sleep", None, "Episode 5 of the podcast is about sleep", None, 0.97, _I),
+    ("Chapter 7 covers database transactions", None, "Chapter 8 covers database transactions", None, 0.97, _I),
+    ("Room 204 has a projector", None, "Room 205 has a projector", None, 0.96, _I),
+    ("Flight LH 400 leaves from terminal 1", None, "Flight LH 402 leaves from terminal 1", None, 0.96, _I),
+    ("Gate 12 is closed for renovation", None, "Gate 14 is closed for renovation", None, 0.96, _I),
+    ("Apartment 3B has a leaking tap", None, "Apartment 4B has a leaking tap", None, 0.96, _I),
+    ("Patient 17 is allergic to penicillin", None, "Patient 18 is allergic to penicillin", None, 0.97, _I),
+    ("Item SKU-4410 is out of stock", None, "Item SKU-4411 is out of stock", None, 0.97, _I),
+    ("Contract C-2023-11 renews automatically", None, "Contract C-2023-12 renews automatically", None, 0.97, _I),
+    ("Server web-03 runs nginx", None, "Server web-04 runs nginx", None, 0.96, _I),
+    ("Bus 42 stops outside the office", None, "Bus 48 stops outside the office", None, 0.95, _I),
+    ("Table 6 ordered the tasting menu", None, "Table 9 ordered the tasting menu", None, 0.95, _I),
+    ("Invoice 1001 was paid", "acme.invoice", "Invoice 1002 was paid", "acme.invoice", 0.97, _I),
+    ("Ticket 4521 is open", "ticket", "Ticket 4522 is closed", "ticket", 0.93, _I),
+    ("Q1 revenue was 1.2 million euros", None, "Q2 revenue was 1.2 million euros", None, 0.96, _I),
+    # dates and ordinals naming different occasions
+    ("Paid the electricity bill on March 3", None, "Paid the electricity bill on April 3", None, 0.96, _I),
+    ("Alice visited the dentist on 2024-02-10", None, "Alice visited the dentist on 2024-08-14", None, 0.96, _I),
+    ("Bob ran a half marathon in 2019", None, "Bob ran a half marathon in 2022", None, 0.96, _I),
+    ("The user had a call with the bank on Monday", None, "The user had a call with the bank on Thursday", None, 0.95, _I),
+    ("Carol flew to Tokyo in May 2023", None, "Carol flew to Tokyo in October 2024", None, 0.95, _I),
+    ("The backup of 2024-05-01 completed successfully", None,
+     "The backup of 2024-05-02 completed successfully", None, 0.98, _I),
+    ("The 2023 tax return was filed in April", None, "The 2024 tax return was filed in April", None, 0.97, _I),
+    ("Minutes of the 12 March meeting are in Notion", None, "Minutes of the 19 March meeting are in Notion", None, 0.97, _I),
+    ("The 2022 conference was held in Berlin", None, "The 2023 conference was held in Berlin", None, 0.96, _I),
+    ("Dan's 30th birthday party was at a bowling alley", None,
+     "Dan's 31st birthday party was at a bowling alley", None, 0.96, _I),
+    ("Alice met Bob for lunch on Friday", None, "Alice met Bob for lunch on Saturday", None, 0.95, _I),
+    ("The March invoice was paid late", None, "The April invoice was paid late", None, 0.95, _I),
+    ("Renewed the passport in 2015", None, "Renewed the passport in 2025", None, 0.95, _I),
+    ("Week 12 of the training plan has three runs", None, "Week 13 of the training plan has three runs", None, 0.97, _I),
+    ("Day 3 of the trip is in Kyoto", None, "Day 4 of the trip is in Kyoto", None, 0.96, _I),
+    # numbered list items
+    ("Step 3: add the flour", None, "Step 4: add the sugar", None, 0.9, _I),
+    ("Todo item 3: call the plumber", None, "Todo item 4: call the landlord", None, 0.9, _I),
+    ("Rule 5 of the style guide: no trailing whitespace", None, "Rule 6 of the style guide: no tabs", None, 0.88, _I),
+    ("Question 7 of the exam was about recursion", None, "Question 8 of the exam was about recursion", None, 0.96, _I),
+    ("Tip 12: stretch for 5 minutes every hour", None, "Tip 13: walk for 5 minutes every hour", None, 0.9, _I),
+    ("Slide 4 shows the revenue chart", None, "Slide 5 shows the revenue chart", None, 0.96, _I),
+    ("Exercise 3 is 10 push-ups", None, "Exercise 4 is 20 push-ups", None, 0.95, _I),
+    ("Item 1 on the packing list: passport", None, "Item 2 on the packing list: phone charger", None, 0.88, _I),
+    ("Task 8 in the sprint is the login page", None, "Task 9 in the sprint is the signup page", None, 0.93, _I),
+    ("Point 2 of the agreement covers payment terms", None, "Point 3 of the agreement covers payment terms", None, 0.96, _I),
+    ("1. Buy milk", None, "2. Buy eggs", None, 0.8, _I),
+    ("Lesson 3 is about the past tense", None, "Lesson 4 is about the past tense", None, 0.96, _I),
+    # the same key in another language or script
+    ("我的家乡是柏林", "home city", "Home city: Berlin", "home city", 0.3, _R),
+    ("家乡：北京", "home city", "Home city: Beijing", "home city", 0.2, _R),
+    ("我住在上海", "home city", "Home city: Shanghai", "home city", 0.2, _R),
+    ("我最喜欢的颜色是蓝色", "favourite colour", "Favourite colour: blue", "favourite colour", 0.25, _R),
+    ("我是一名软件工程师", "job", "Works as a software engineer", "job", 0.2, _R),
+    ("我的生日是五月十二日", "birthday", "Birthday: 12 May", "birthday", 0.2, _R),
+    ("Ciudad natal: Madrid", "home city", "Home city: Madrid", "home city", 0.6, _R),
+    ("Lieblingsessen: Pizza", "favourite food", "Favourite food: pizza", "favourite food", 0.55, _R),
+    ("Ville natale : Lyon", "home city", "Home city: Lyon", "home city", 0.6, _R),
+    ("東京に住んでいます", "home city", "Lives in Tokyo", "home city", 0.2, _R),
+    ("Живёт в Москве", "home city", "Lives in Moscow", "home city", 0.2, _R),
+    ("我的家乡是柏林", "home city", "Home city: Paris", "home city", 0.2, _C),
+    ("家乡：北京", "home city", "家乡：上海", "home city", 0.7, _C),
+    ("我的家乡是柏林", "home city", "我的家乡是柏林。", "home city", 0.99, _R),
+    ("我的家乡是柏林", None, "Home city: Berlin", None, 0.3, _R),
+    # same subject and attribute, incompatible values: contradictions
+    ("Zoe is 30", None, "Zoe is 31", None, None, _C),
+    ("Zoe is 30 years old", "zoe.age", "Zoe is 31 years old", "zoe.age", None, _C),
+    ("Zoe lives in Paris", None, "Zoe moved to Berlin", None, 0.85, _C),
+    ("Zoe lives in Paris", None, "Zoe lives in Berlin", None, 0.93, _C),
+    ("Marcus lives in Oslo", "home", "Marcus lives in Bergen", "home", None, _C),
+    ("The user is based in Toronto", None, "The user is based in Vancouver", None, 0.94, _C),
+    ("Priya works at Google", None, "Priya works at Microsoft", None, 0.92, _C),
+    ("Priya works as a data scientist", None, "Priya works as a product manager", None, 0.9, _C),
+    ("Job: nurse", "job", "Job: teacher", "job", None, _C),
+    ("Sam's job is accountant", None, "Sam's job is lawyer", None, 0.92, _C),
+    ("Leo's favourite food is sushi", None, "Leo's favourite food is ramen", None, 0.94, _C),
+    ("The user prefers dark mode", None, "The user prefers light mode", None, 0.95, _C),
+    ("The user prefers metric units", "units", "The user prefers imperial units", "units", None, _C),
+    ("Favourite colour: green", "favourite colour", "Favourite colour: red", "favourite colour", None, _C),
+    ("Invoice 1001 was paid in full", None, "Invoice 1001 is still unpaid", None, 0.9, _C),
+    ("Order 5531 shipped on Monday", None, "Order 5531 shipped on Tuesday", None, 0.96, _C),
+    ("Ticket 4521 is assigned to Bob", None, "Ticket 4521 is assigned to Carol", None, 0.95, _C),
+    ("Ticket 4521 is open", None, "Ticket 4521 is closed", None, 0.95, _C),
+    ("The project status is on hold", "project.status", "The project status is active", "project.status", None, _C),
+    ("The user's order number is 77812", None, "The user's order number is 77813", None, 0.97, _C),
+    ("The app is on version 2.3", "app.version", "The app is on version 2.4", "app.version", None, _C),
+    ("Alice was born in 1990", None, "Alice was born in 1992", None, 0.96, _C),
+    ("Alice was born in Lyon", None, "Alice was born in Marseille", None, 0.93, _C),
+    ("Hugo is single", None, "Hugo is married", None, 0.9, _C),
+    ("Mei's dog is 4 years old", None, "Mei's dog is 6 years old", None, 0.96, _C),
+    ("Mei's manager is Laura", None, "Mei's manager is Priya", None, 0.93, _C),
+    ("The user's timezone is CET", "timezone", "The user's timezone is PST", "timezone", None, _C),
+    ("Omar drives to work", None, "Omar no longer drives to work", None, 0.92, _C),
+    ("The subscription is active", None, "The subscription was cancelled", None, 0.88, _C),
+    ("Nadia is vegetarian", "diet", "Nadia eats meat again", "diet", 0.8, _C),
+    ("Rent is due on the 1st of the month", None, "Rent is due on the 5th of the month", None, 0.97, _C),
+    ("Ben's salary is 60,000 a year", None, "Ben's salary is 72,000 a year", None, 0.96, _C),
+    ("Ella's flight to Lima departs at 9:40", None, "Ella's flight to Lima departs at 11:15", None, 0.96, _C),
+    ("The user's name is Alice", None, "The user's name is Alicia", None, 0.95, _C),
+    ("The wifi password is hunter2", "wifi", "The wifi password is tiger7", "wifi", None, _C),
+    ("Yusuf is the team lead", None, "Yusuf is no longer the team lead", None, 0.93, _C),
+    ("Tim's phone number is 555-0142", "tim.phone", "Tim's phone number is 555-0199", "tim.phone", None, _C),
+    ("The user prefers tea", "drink", "The user prefers coffee", "drink", None, _C),
+    ("The user lives in Paris", "city", "The user has moved to Berlin", "city", None, _C),
+    # redundant: restatements and paraphrases of facts with identifiers and keys
+    ("Invoice 1001 from Acme was paid in full", None, "invoice 1001 from Acme was paid in full.", None, None, _R),
+    ("Invoice 1001 from Acme was paid in full", None, "Invoice #1001 from Acme was paid in full", None, 0.99, _R),
+    ("Order 5531 shipped on Monday", None, "Order 5531 shipped on Monday via DHL", None, 0.95, _R),
+    ("Recipe number 12 uses two eggs", None, "Recipe number 12 uses 2 eggs", None, 0.98, _R),
+    ("Ticket 4521 is assigned to Bob", None, "Note: ticket 4521 is assigned to Bob", None, 0.97, _R),
+    ("Version 2.3 was released in March", None, "Version 2.3 was released in March 2024", None, 0.96, _R),
+    ("Zoe is 30", "zoe.age", "Zoe is 30.", "zoe.age", None, _R),
+    ("Zoe lives in Paris", "home", "Zoe lives in Paris with her sister", "home", None, _R),
+    ("Priya works at Google", None, "Priya works at Google as a data scientist", None, 0.95, _R),
+    ("Bug 3120 only happens on Safari", None, "Bug 3120 only happens on Safari 17", None, 0.96, _R),
+    ("The 2023 tax return was filed in April", None, "The 2023 tax return was filed in April by the accountant", None, 0.95, _R),
+    ("Home city: Berlin", "home city", "Home city: Berlin, Germany", "home city", None, _R),
+    ("Job: nurse", "job", "job - nurse", "job", None, _R),
+    ("Room 204 has a projector", None, "Room 204 has a projector and a whiteboard", None, 0.95, _R),
+    ("Paid the electricity bill on March 3", None, "Paid the electricity bill on March 3rd", None, 0.99, _R),
+    ("Mei's manager is Laura", None, "Mei's manager is Laura.", None, None, _R),
+    ("Alice's invoice 1001 was paid", None, "Alice's invoice 1001 was paid", None, None, _R),
+    ("The user prefers dark mode", "ui.theme", "The user prefers dark mode everywhere", "ui.theme", None, _R),
+    ("Sprint 14 ends on Friday", None, "Sprint 14 ends on Friday afternoon", None, 0.95, _R),
+    ("Server web-03 runs nginx", None, "Server web-03 runs nginx as a reverse proxy", None, 0.95, _R),
+    # independent facts about the same subject
+    ("Zoe lives in Paris", None, "Zoe works in Paris", None, 0.9, _I),
+    ("Zoe is 30", None, "Zoe has 3 cats", None, 0.6, _I),
+    ("Priya works at Google", None, "Priya's husband works at Microsoft", None, 0.88, _I),
+    ("Priya works at Google", None, "Priya used to work at Microsoft", None, 0.86, _I),
+    ("The user prefers dark mode", None, "The user prefers short answers", None, 0.8, _I),
+    ("Leo's favourite food is sushi", None, "Leo's favourite drink is green tea", None, 0.85, _I),
+    ("Invoice 1001 was paid in full", None, "Invoice 1001 was issued on March 3", None, 0.88, _I),
+    ("Ticket 4521 is assigned to Bob", None, "Ticket 4521 is blocked by a missing API key", None, 0.85, _I),
+    ("Alice was born in Lyon", None, "Alice lives in Marseille", None, 0.8, _I),
+    ("Marcus lives in Oslo", "home", "Marcus grew up in Bergen", "childhood", None, _I),
+    ("Hugo is married", None, "Hugo has two children", None, 0.75, _I),
+    ("Mei has a dog named Pixel", None, "Mei has a cat named Byte", None, 0.9, _I),
+    ("The user drinks coffee in the morning", None, "The user drinks tea in the evening", None, 0.9, _I),
+    ("Ben's salary is 60,000 a year", None, "Ben's bonus is 6,000 a year", None, 0.9, _I),
+    ("Nadia is vegetarian", None, "Nadia is allergic to soy", None, 0.8, _I),
+    ("The user's sister lives in Paris", None, "The user lives in Berlin", None, 0.88, _I),
+    ("Recipe number 12 uses two eggs", None, "Recipe number 12 takes 30 minutes", None, 0.85, _I),
+    ("Zoe speaks French", None, "Zoe speaks Italian", None, 0.92, _I),
+    ("Alice has visited Lisbon", None, "Alice has visited Porto", None, 0.93, _I),
+    ("The user plays tennis on Mondays", None, "The user plays chess on Thursdays", None, 0.85, _I),
+    ("Order 5531 was paid by card", None, "Order 5531 shipped on Monday", None, 0.8, _I),
+    ("Omar's first job was at a bakery", None, "Omar works at a bank", None, 0.75, _I),
+]]
+
+
 CASES: list[JudgeCase] = [
     *_EXACT, *_CONTAINED, *_PARAPHRASE, *_SAME_KEY, *_DIFFERENT_KEYS,
-    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT,
+    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
 ]
 
 

@@ -1,10 +1,15 @@
-"""Knowledge-graph commands: ``import docs``, ``relink``, ``entity …`` and ``bench graph``.
+"""Knowledge-graph commands: ``import docs``, ``relink`` and ``entity …``.
 
 ``mnemolog import docs PATH…`` shares the ``import`` command with the log's
 ``mnemolog import FILE``: a first argument ``docs`` selects documents
 (``mnemolog import ./docs`` still imports an export file named ``docs``).
 Directories are searched for ``.txt``, ``.md``, ``.markdown`` and ``.pdf``
-files. A file that cannot be read is reported and skipped; the command then
+files. A document's id is its path relative to ``--root`` (default: the
+current directory), so ``a/README.md`` and ``b/README.md`` are two documents
+and importing the same tree again from the same root writes nothing;
+``--doc-id`` names a single file's document. A file outside the root, or two
+files that would share an id, refuse the whole run before anything is
+written. A file that cannot be read is reported and skipped; the command then
 exits 1 after importing the rest.
 """
 
@@ -14,24 +19,26 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.eventstore.model import NotFound, ValidationError
 
-from .bench_cmds import add_bench
 from .common import CommandError, add_command, data_dir, one_line, print_json_line
 from .progress import progress_for
 
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
+
 DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
-_DOC_OPTIONS = ("collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
+_DOC_OPTIONS = ("root", "doc_id", "collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
 
 
-def _open(args: argparse.Namespace):
+def _open(args: argparse.Namespace) -> MemoryService:
     from mnemolog.projections.service import MemoryService
 
     return MemoryService.open(data_dir(args))
@@ -69,7 +76,7 @@ def _written(args: argparse.Namespace, result: CommandResult, text: str) -> int:
     return _emit(args, data, f"{text} ({_where(result)})")
 
 
-def _as_of(svc, args: argparse.Namespace) -> int | None:
+def _as_of(svc: MemoryService, args: argparse.Namespace) -> int | None:
     return svc.resolve_as_of(getattr(args, "as_of", None))
 
 
@@ -88,22 +95,48 @@ def document_paths(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def import_documents(svc, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None) -> dict[str, Any]:
+def document_ids(paths: list[Path], root: Path, doc_id: str | None = None) -> dict[Path, str]:
+    """Each file's document id: its path relative to ``root``, or ``doc_id`` for a single file.
+
+    Refuses (before anything is written) a file outside the root and two files that would share an id.
+    """
+    from mnemolog.projections.ingest.documents import DocumentError, default_doc_id
+
+    if doc_id is not None:
+        if len(paths) != 1:
+            raise CommandError(f"--doc-id names one document, but {len(paths)} files were given")
+        check_doc_id(doc_id, "--doc-id")
+        return {paths[0]: doc_id}
+    ids: dict[Path, str] = {}
+    owners: dict[str, Path] = {}
+    for path in paths:
+        try:
+            found = default_doc_id(path, root)
+        except DocumentError as exc:
+            raise CommandError(f"{exc}; pass --root DIR (a folder holding every PATH)") from None
+        if found in owners:
+            raise CommandError(f"{owners[found]} and {path} would both be document {found}; import one of them with --doc-id")
+        ids[path], owners[found] = found, path
+    return ids
+
+
+def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path], options: dict[str, Any], progress=None, *, root: Path | None = None, doc_id: str | None = None) -> dict[str, Any]:
     from mnemolog.projections.ingest.documents import document_import, import_report
     from mnemolog.projections.ingest.documents import DocumentError, read_document
 
+    ids = document_ids(paths, Path.cwd() if root is None else root, doc_id)
     results: list[dict[str, Any]] = []
     for n, path in enumerate(paths):
         if progress is not None:
             progress(n, path.name)
         try:
-            prepared = document_import(read_document(path), path=str(path), **options)
+            prepared = document_import(read_document(path), doc_id=ids[path], path=str(path), **options)
             result = svc.run(svc.documents.import_document, ctx, prepared)
         except DocumentError as exc:
-            results.append({"path": str(path), "status": "failed", "reason": exc.reason, "error": str(exc)})
+            results.append({"path": str(path), "doc_id": ids[path], "status": "failed", "reason": exc.reason, "error": str(exc)})
             continue
         except ValidationError as exc:
-            results.append({"path": str(path), "status": "failed", "reason": "invalid", "error": f"{path}: {exc}"})
+            results.append({"path": str(path), "doc_id": ids[path], "status": "failed", "reason": "invalid", "error": f"{path}: {exc}"})
             continue
         results.append({"path": str(path), **result.data, "positions": list(result.positions)})
     if progress is not None:
@@ -117,12 +150,16 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
     paths = document_paths(args.paths)
     if not paths:
         raise CommandError("no .txt, .md, .markdown or .pdf files found")
+    root = Path(args.root) if args.root else Path.cwd()
+    if not root.is_dir():
+        raise CommandError(f"--root {args.root}: not a directory")
+    document_ids(paths, root, args.doc_id)  # refuse bad ids before opening the store
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # a corrupt PDF is reported once, below
     options = {"collection": args.collection, "doc_type": args.doc_type, "lang": args.lang, "source_url": args.source_url, "model": args.model}
     if args.max_chars is not None:
         options["max_chars"] = args.max_chars
     with _open(args) as svc, progress_for(args, "import docs", total=len(paths)) as progress:
-        report = import_documents(svc, _context(args), paths, options, progress)
+        report = import_documents(svc, _context(args), paths, options, progress, root=root, doc_id=args.doc_id)
     if args.json:
         print_json_line(report)
     else:
@@ -130,7 +167,7 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
             if r["status"] == "failed":
                 print(f"failed  {one_line(r['error'])}", file=sys.stderr)
             elif r["status"] == "unchanged":
-                print(f"skipped {r['path']}: unchanged (version {r['version']})")
+                print(f"skipped {r['path']} ({r['doc_id']}): unchanged (version {r['version']})")
             else:
                 print(f"imported {r['path']} as {r['doc_id']} v{r['version']}: {r['chunks']} chunks, {r['archived']} archived, {r['mentions']} mentions")
         print(
@@ -149,6 +186,8 @@ def _extend_import(subparsers) -> None:
     original = parser.get_default("func")
     parser.add_argument("paths", nargs="*", metavar="PATH", help="with 'docs': files or directories of .txt, .md, .pdf to import")
     docs = parser.add_argument_group("documents (mnemolog import docs PATH…)")
+    docs.add_argument("--root", metavar="DIR", help="document ids are paths relative to DIR (default: the current directory)")
+    docs.add_argument("--doc-id", metavar="ID", help="the document id of a single imported file (default: its path relative to --root)")
     docs.add_argument("--collection", metavar="C", help="collection of the imported documents")
     docs.add_argument("--doc-type", metavar="T", help="document type (default: the file format)")
     docs.add_argument("--lang", metavar="L", help="language code, e.g. en")
@@ -177,10 +216,9 @@ def _extend_import(subparsers) -> None:
 
 
 def cmd_relink(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.relink import relink
 
     with _open(args) as svc:
-        report = relink(svc, _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
+        report = svc.linking.relink(_context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
     if args.json:
         print_json_line(report)
         return 0
@@ -254,14 +292,12 @@ def cmd_set_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        conn, as_of = svc.read_conn(), _as_of(svc, args)
-        entity = ents.get_entity(conn, _tenant(args), args.id, as_of=as_of)
+        as_of = _as_of(svc, args)
+        entity = svc.knowledge.get(_tenant(args), args.id, as_of=as_of)
         if entity is None:
             raise NotFound("entity", args.id)
-        relations = ents.relations_of(conn, _tenant(args), args.id, as_of=as_of)
+        relations = svc.knowledge.relations_of(_tenant(args), args.id, as_of=as_of)
     data = {**msgspec.structs.asdict(entity), "relations": relations}
     lines = [f"{entity.id}  {entity.name}  [{entity.entity_type or '-'}]", f"  aliases: {', '.join(entity.aliases) or '-'}", f"  tags: {', '.join(entity.tags) or '-'}"]
     lines += [f"  {r.source_id} -{r.relation_type}-> {r.target_id} ({r.weight})" for r in relations]
@@ -269,12 +305,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        conn, as_of = svc.read_conn(), _as_of(svc, args)
-        found = ents.get_related(conn, _tenant(args), args.id, args.depth, args.direction, args.type, as_of)[: args.limit]
-        names = ents.get_entities(conn, _tenant(args), [r.id for r in found], as_of=as_of)
+        as_of = _as_of(svc, args)
+        found = svc.knowledge.related(_tenant(args), args.id, args.depth, args.direction, args.type, as_of=as_of)[: args.limit]
+        names = svc.knowledge.many(_tenant(args), [r.id for r in found], as_of=as_of)
     if args.json:
         for r in found:
             print_json_line({**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else ""})
@@ -288,10 +322,8 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 
 def cmd_find(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        found = ents.find_by_keywords(svc.read_conn(), _tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.knowledge.find_by_keywords(_tenant(args), args.keywords, tag=args.tag, entity_type=args.type, limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         for e in found:
             print_json_line(e)
@@ -302,10 +334,8 @@ def cmd_find(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from mnemolog.projections.entities import projector as ents
-
     with _open(args) as svc:
-        found = ents.find_tags(svc.read_conn(), _tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.knowledge.find_tags(_tenant(args), args.prefix or "", limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         for tag, count in found:
             print_json_line({"tag": tag, "entities": count})
@@ -316,10 +346,8 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_doc_links(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.relink import document_links
-
     with _open(args) as svc:
-        found = document_links(svc.read_conn(), _tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
+        found = svc.linking.document_links(_tenant(args), doc_id=args.doc_id, collection=args.collection, limit=args.limit, as_of=_as_of(svc, args))
     if args.json:
         print_json_line(found)
         return 0
@@ -401,41 +429,3 @@ def register(subparsers) -> None:
     e.add_argument("--doc-id", metavar="D", help="only pairs with this document")
     e.add_argument("--collection", metavar="C")
     e.add_argument("--limit", type=int, default=20, metavar="N")
-
-
-# -- bench ------------------------------------------------------------------------------------------------
-
-
-def _bench_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--relations", type=int, default=100_000, metavar="N", help="relations in the BFS graph (default 100,000)")
-    parser.add_argument("--entities", type=int, default=20_000, metavar="N", help="entities in the BFS graph (default 20,000)")
-    parser.add_argument("--queries", type=int, default=300, metavar="N", help="BFS queries timed (default 300)")
-    parser.add_argument("--chunks", type=int, default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
-    parser.add_argument("--aliases", type=int, default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
-    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-
-
-def run_bench(args: argparse.Namespace) -> int:
-    from mnemolog.projections.linking.linker import bench_linker
-    from mnemolog.projections.linking.relink import bench_bfs, bench_relink
-
-    bfs = bench_bfs(args.relations, args.entities, depth=3, queries=args.queries)
-    link = bench_linker(args.chunks, args.aliases)
-    with tempfile.TemporaryDirectory(prefix="mnemolog-bench-graph-") as tmp:
-        rel = bench_relink(tmp, args.chunks, args.aliases)
-    figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
-    if args.json:
-        print_json_line({"bfs": bfs, "linker": link, "relink": rel, **figures})
-    rows = [
-        ("BFS depth 3", f"{bfs['relations']:,} relations, {bfs['entities']:,} entities", f"p50 {bfs['p50_ms']} ms, p95 {bfs['p95_ms']} ms, {bfs['mean_reached']} reached"),
-        ("linker", f"{link['n_chunks']:,} chunks x {link['n_aliases']:,} aliases", f"{link['chunks_per_s']:,} chunks/s ({link['link_s']} s)"),
-        ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
-    ]
-    if not args.json:
-        for name, size, result in rows:
-            print(f"{name:<16} {size:<40} {result}")
-    print(" ".join(f"{k}={v}" for k, v in figures.items()))
-    return 0
-
-
-add_bench("graph", "BFS depth 3 over 100k relations, linker throughput, relink of 10k chunks", _bench_args, run_bench)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from datetime import datetime, timedelta, timezone
@@ -17,7 +18,8 @@ from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow
 from mnemolog.eventstore.events import decode_payload
-from mnemolog.eventstore.exchange import export, import_
+from mnemolog.eventstore.exchange import export, import_, read_export
+from mnemolog.eventstore.guards import restore_guards
 
 from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -138,14 +140,20 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         try:
             ran = migrate.upgrade(engine)
             after = migrate.current_revision(engine)
+            restored = restore_guards(engine)
         finally:
             engine.dispose()
     if args.json:
-        print_json_line({"revision": after, "previous": before, "head": migrate.head_revision(), "migrated": ran})
-    elif ran:
+        print_json_line(
+            {"revision": after, "previous": before, "head": migrate.head_revision(), "migrated": ran, "restored": restored}
+        )
+        return 0
+    if ran:
         print(f"schema revision {after} (migrated from {before or 'an empty database'})")
     else:
-        print(f"schema revision {after} (up to date)")
+        print(f"schema revision {after} ({'guards restored' if restored else 'up to date'})")
+    for problem in restored:
+        print(f"restored {problem.trigger} on {problem.table} (it was {problem.problem})")
     return 0
 
 
@@ -242,17 +250,43 @@ async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]]
 # -- verify / digest ------------------------------------------------------------
 
 
+def _references(values: list[str] | None) -> tuple[list[Digest], list[Path]]:
+    """``--against`` values: digests (POSITION:HASH) and stored export files."""
+    digests: list[Digest] = []
+    exports: list[Path] = []
+    for value in values or ():
+        try:
+            digests.append(Digest.parse(value))
+            continue
+        except ValueError:
+            pass
+        path = Path(value)
+        if not path.is_file():
+            raise CommandError(f"--against: expected POSITION:HASH (64 hex digits) or an export file, got {value!r}")
+        exports.append(path)
+    if len(exports) > 1:
+        raise CommandError("--against: give at most one export file")
+    return digests, exports
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    try:
-        against = Digest.parse(args.against) if args.against is not None else None
-    except ValueError as exc:
-        return fail(f"--against: {exc}")
-    with open_store(args) as store:
+    digests, exports = _references(args.against)
+    with contextlib.ExitStack() as stack:
+        rows = None
+        if exports:
+            try:
+                rows = read_export(stack.enter_context(open(exports[0], "rb")))
+            except OSError as exc:
+                raise CommandError(f"--against {exports[0]}: {exc.strerror or exc}") from None
+        store = stack.enter_context(open_store(args))
         total = store.last_position()
         if args.to is not None:
             total = min(total, args.to)
         with progress_for(args, "verify", max(0, total - (args.from_ or 1) + 1)) as progress:
-            result = store.verify(args.from_ or 1, args.to, against=against, progress=progress)
+            try:
+                result = store.verify(args.from_ or 1, args.to, against=digests or None, export=rows, progress=progress)
+            except (ImportRefused, ValueError) as exc:
+                raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
     if args.json:
         print_json_line(result)
@@ -263,7 +297,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             shown = str(tip) if tip is not None else "-"
         print(f"ok: {result.checked} events, tip {shown}")
     else:
-        print(f"broken at position {result.broken_at}: {result.reason} ({result.checked} events checked before it)")
+        if result.broken_at is not None:
+            print(f"broken at position {result.broken_at}: {result.reason} ({result.checked} events checked before it)")
+        if result.difference is not None:
+            print(f"first difference: {result.difference}")
+        for problem in result.guards:
+            print(f"guard {problem.problem}: {problem} (mnemolog migrate restores it)")
     return 0 if result.ok else 1
 
 
@@ -373,7 +412,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "migrate", cmd_migrate, help="bring the log's schema up to date and print its revision", json=True)
+    p = add_command(
+        subparsers, "migrate", cmd_migrate, help="bring the log's schema up to date, restore its append-only triggers, print its revision", json=True
+    )
 
     p = add_command(subparsers, "log", cmd_log, help="list events (filters, table or JSON lines, --follow)", json=True, tenant=True)
     p.add_argument("--stream", metavar="STREAM_ID", help="only this stream")
@@ -386,10 +427,15 @@ def register(subparsers) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="at most N events")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
 
-    p = add_command(subparsers, "verify", cmd_verify, help="check the hash chain", json=True)
+    p = add_command(subparsers, "verify", cmd_verify, help="check the hash chain and the append-only triggers", json=True)
     p.add_argument("--from", dest="from_", type=position_arg, metavar="P", help="first position to check")
     p.add_argument("--to", type=position_arg, metavar="P", help="last position to check")
-    p.add_argument("--against", metavar="POSITION:HASH", help="a digest kept elsewhere that the log must still match")
+    p.add_argument(
+        "--against",
+        action="append",
+        metavar="POSITION:HASH|FILE",
+        help="a digest kept elsewhere, or a stored export, that the log must still match (repeatable)",
+    )
 
     add_command(subparsers, "digest", cmd_digest, help="print the log's tip as POSITION:HASH", json=True)
 
@@ -398,6 +444,6 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
     p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
-    p.add_argument("--rehash", action="store_true", help="accept a file whose hashes do not hold (an edited export)")
+    p.add_argument("--rehash", action="store_true", help="accept a file whose hashes, links, header or footer do not hold (an edited export, or one from before the header and footer)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

@@ -1,6 +1,6 @@
-"""Operator commands over memories and edges: add, get, history, update, merge,
-archive, delete, restore, rollback, link, unlink, undo-namespace, revert,
-drop-tenant, rebuild and projections.
+"""Operator commands over memories and edges: add, get, history, working-memory,
+update, merge, archive, delete, restore, rollback, link, unlink,
+undo-namespace, revert, drop-tenant, rebuild and projections.
 
 Every command goes through :class:`mnemolog.projections.service.MemoryService`, so the
 write rules, idempotency and projections are those of the API. A command that
@@ -196,13 +196,46 @@ def cmd_history(args: argparse.Namespace) -> int:
         for version in versions:
             print_json_line(version)
         return 0
-    print(f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'REASON':<32} MEMORY")
+    # The correlation id is shown whole: it is what `mnemolog revert` takes.
+    correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])
+    print(
+        f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'ACTOR':<16} "
+        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} MEMORY"
+    )
     for v in versions:
-        reason = one_line(v["reason"] or "-")
-        reason = reason if len(reason) <= 32 else reason[:31] + "…"
-        memory = one_line(v["memory"])
-        memory = memory if len(memory) <= 60 else memory[:59] + "…"
-        print(f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {reason:<32} {memory}")
+        reason = _cut(v["reason"] or "-", 32)
+        actor = _cut(v["actor"] or "-", 16)
+        correlation = one_line(v["correlation_id"] or "-")
+        memory = _cut(v["memory"], 60)
+        print(
+            f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
+            f"{correlation:<{correlation_width}} {reason:<32} {memory}"
+        )
+    return 0
+
+
+def _cut(text: str, width: int) -> str:
+    text = one_line(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_working_memory(args: argparse.Namespace) -> int:
+    with _open(args) as svc:
+        position = svc.resolve_as_of(args.as_of)
+        entries = svc.graph.working_memory(_tenant(args), as_of=position, memories=True)
+        capacity = int(svc.settings.working_memory_capacity)
+    if args.json:
+        for entry in entries:
+            print_json_line(entry)
+        return 0
+    where = "at the head" if position is None else f"as of position {position}"
+    print(f"working memory of {_tenant(args)} {where}: {len(entries)} of {capacity} entries, oldest first")
+    if entries:
+        print(f"{'ENTERED':<9} {'TYPE':<16} {'STATUS':<10} {'MEMORY':<38} TEXT")
+    for e in entries:
+        status = e.memory.status if e.memory is not None else "-"
+        text = _cut(e.memory.memory, 60) if e.memory is not None else "-"
+        print(f"{e.entered_at:<9} {e.memory_type:<16} {status:<10} {e.memory_id:<38} {text}")
     return 0
 
 
@@ -298,6 +331,8 @@ def cmd_revert(args: argparse.Namespace) -> int:
     data = result.data
     if data.get("already_reverted"):
         text = f"correlation {args.correlation} was already reverted: nothing written"
+    elif data.get("nothing_to_revert"):
+        text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
         if data.get("forced"):
@@ -403,6 +438,9 @@ def register(subparsers) -> None:
 
     p = _command(subparsers, "history", cmd_history, "list a memory's versions")
     p.add_argument("id", metavar="ID")
+
+    p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
+    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
     p = _command(subparsers, "update", cmd_update, "write a new version of a memory", writes=True)
     p.add_argument("id", metavar="ID")

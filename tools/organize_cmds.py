@@ -10,7 +10,9 @@ one tenant; ``--json`` prints one JSON object a line.
 with the rule judge over a synthetic corpus (about 10% exact or paraphrased
 duplicates and some same-key contradictions, with ground truth), the time to
 cluster 10,000 memories into topics, and the rule judge's precision and
-recall on the labelled cases with the hashing embedder's cosine.
+recall for redundant and contradictory pairs on the labelled cases (all of
+them, and the distinct-facts block of hard negatives on its own) with the
+hashing embedder's cosine.
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .bench_cmds import add_bench
 from .common import add_command, data_dir, print_json_line
+
+if TYPE_CHECKING:
+    from mnemolog.projections.service import MemoryService
 
 DEFAULT_TENANT = "default"
 
 
-def _open(args: argparse.Namespace, **overrides: Any):
+def _open(args: argparse.Namespace, **overrides: Any) -> MemoryService:
     from mnemolog.eventstore.settings import Settings
     from mnemolog.projections.service import MemoryService
 
@@ -178,32 +182,32 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     return [out[j] for j in order][:n], kinds
 
 
-def _ingest(service, tenant: str, items: list[Any], batch: int = 500) -> None:
+def _ingest(service: MemoryService, tenant: str, items: list[Any], batch: int = 500) -> None:
     from mnemolog.eventstore.commands import CommandContext
 
     for start in range(0, len(items), batch):
         service.run(service.memories.add, CommandContext(tenant=tenant, actor="bench"), items[start : start + batch])
 
 
-def _dedup_quality(service, tenant: str) -> dict[str, Any]:
+def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
     """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
-    from mnemolog.projections.policies.organizer import load_items
+    merges = supersedes = right = planted = 0
 
-    conn = service.read_conn()
-    merges = supersedes = right = 0
+    def truth(memory_id: str) -> str | None:
+        versions = service.graph.versions(tenant, memory_id)
+        return versions[0].properties.get("truth") if versions else None
+
     for r in service.store.read_all(tenant=tenant, types=["MemoriesMerged", "MemorySuperseded"]):
         if r.type == "MemoriesMerged":
             merges += 1
-            truths = set()
-            for source in r.event.source_ids:
-                row = conn.execute("SELECT json_extract(content, '$.properties.truth') FROM graph_memories WHERE tenant = ? AND memory_id = ? ORDER BY version LIMIT 1", (tenant, source)).fetchone()
-                truths.add(row[0] if row else None)
-            right += len(truths) == 1
+            right += len({truth(source) for source in r.event.source_ids}) == 1
         else:
             supersedes += 1
-    left = Counter(i.content.properties.get("truth") for i in load_items(conn, tenant))
+            pair = {str(truth(r.event.memory_id)), str(truth(r.event.superseded_by))}
+            planted += len({t.rsplit(":", 1)[0] for t in pair}) == 1 and {t.rsplit(":", 1)[-1] for t in pair} == {"old", "new"}
+    left = Counter(m.properties.get("truth") for m in service.graph.activated(tenant))
     leftover = sum(n - 1 for t, n in left.items() if n > 1 and not str(t).endswith((":old", ":new")))
-    return {"merges": merges, "supersedes": supersedes, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
+    return {"merges": merges, "supersedes": supersedes, "planted_supersedes": planted, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
 
 
 def add_bench_args(parser: argparse.ArgumentParser) -> None:
@@ -215,7 +219,7 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     from mnemolog.eventstore.settings import Settings
     from mnemolog.projections.vectors.embedders import get_embedder
-    from .judge_cases import CASES, evaluate
+    from .judge_cases import CASES, DISTINCT_FACTS, evaluate
     from mnemolog.projections.policies.organizer import Organizer
     from mnemolog.projections.policies.settings import rule_config
     from mnemolog.projections.policies.judge import RuleJudge
@@ -259,7 +263,9 @@ def run_bench(args: argparse.Namespace) -> int:
         va, vb = embedder.embed([a, b])
         return float(va @ vb)
 
-    scores = evaluate(RuleJudge(rule_config(settings)), CASES, cosine_fn=cosine)
+    judge = RuleJudge(rule_config(settings))
+    scores = evaluate(judge, CASES, cosine_fn=cosine)
+    distinct = evaluate(judge, DISTINCT_FACTS, cosine_fn=cosine)
     mps = args.n / dedup_s if dedup_s else float("inf")
     print(f"organizer bench  (rule judge, embedder {embedder.name}, synchronous={args.synchronous})")
     print(f"  corpus: {args.n:,} memories; " + ", ".join(f"{v:,} {k}" for k, v in sorted(kinds.items())))
@@ -270,15 +276,18 @@ def run_bench(args: argparse.Namespace) -> int:
     if dedup_cpu < 0.8 * dedup_s:
         print(f"  (the process had the CPU {dedup_cpu / dedup_s:.0%} of the dedup time: other load or disk waits)")
     print(f"  dedup: {report.get('events', 0):,} events, {quality['merges']:,} merges (precision {quality['merge_precision']:.3f} vs ground truth),"
-          f" {quality['supersedes']:,} supersedes, {quality['duplicates_left']:,} duplicates left")
+          f" {quality['supersedes']:,} supersedes ({quality['planted_supersedes']:,} of the {kinds['contradiction pair']:,} planted same-key pairs),"
+          f" {quality['duplicates_left']:,} duplicates left")
     print(f"  topics: {topics.get('created', 0):,} topic nodes, {topics.get('stopped') or 'completed'}")
-    print(f"  rule judge on {scores['n']} labelled cases: redundant P={scores['redundant_precision']:.3f} R={scores['redundant_recall']:.3f},"
-          f" contradiction P={scores['contradiction_precision']:.3f} R={scores['contradiction_recall']:.3f}, accuracy {scores['accuracy']:.3f}")
+    print(f"  rule judge on labelled pairs ({embedder.name} cosine where a pair gives none)")
+    print(f"  {'pairs':<44}{'n':>6}{'redundant P':>13}{'R':>7}{'contradiction P':>17}{'R':>7}{'accuracy':>10}")
+    for name, s in (("all labelled pairs", scores), ("distinct facts (hard negatives and pairs)", distinct)):
+        print(f"  {name:<44}{s['n']:>6}{s['redundant_precision']:>13.3f}{s['redundant_recall']:>7.3f}"
+              f"{s['contradiction_precision']:>17.3f}{s['contradiction_recall']:>7.3f}{s['accuracy']:>10.3f}")
     print(
         f"dedup_mps={mps:.0f} cluster_10k_s={cluster_s:.2f} redundant_precision={scores['redundant_precision']:.3f}"
-        f" redundant_recall={scores['redundant_recall']:.3f} contradiction_recall={scores['contradiction_recall']:.3f}"
+        f" redundant_recall={scores['redundant_recall']:.3f} contradiction_precision={scores['contradiction_precision']:.3f}"
+        f" contradiction_recall={scores['contradiction_recall']:.3f}"
     )
     return 0
 
-
-add_bench("organize", "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall", add_bench_args, run_bench)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mnemolog.api.auth import SCOPES, KeyStore
 from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.vectors.embedders import get_embedder
 
 from .common import CommandError, add_command, data_dir
 
@@ -72,8 +73,12 @@ def serve(args: argparse.Namespace) -> int:
     workers = int(settings.workers)
     if workers < 1:
         raise CommandError("MNEMOLOG_WORKERS must be at least 1")
+    from mnemolog.projections.service import backups_keep
+
+    backups_keep(settings)  # a drop must keep its backup: refuse to start rather than fail on the first drop
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
+    get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
@@ -96,6 +101,8 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def keys_create(args: argparse.Namespace) -> int:
+    if not args.tenant:
+        raise CommandError("name the tenant the key acts for with --tenant ('*' for any)")
     scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
     store = KeyStore(data_dir(args) / "auth.db")
     try:
@@ -145,7 +152,7 @@ def register(subparsers) -> None:
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = add_command(keys_sub, "create", keys_create, help="create a key (shown once)", json=True)
-    create.add_argument("--tenant", required=True, help="tenant the key acts for ('*' for any, chosen per request)")
+    create.add_argument("--tenant", help="tenant the key acts for ('*' for any, chosen per request); required")
     create.add_argument("--scopes", default="read,write", help=f"comma-separated among {','.join(SCOPES)} (default read,write)")
     create.add_argument("--name", help="a label for the key")
     add_command(keys_sub, "list", keys_list, help="list keys (never their secrets)", json=True)

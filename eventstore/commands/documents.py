@@ -7,7 +7,10 @@ Import
     deleted), ``DocumentImported`` on ``document-<tenant>/<doc_id>``, and the
     ``MENTIONS`` edges of the new chunks (the old chunks' mention edges are
     unlinked). Re-importing content with the same hash writes nothing, unless
-    the current version's chunks are no longer active (e.g. after a revert).
+    the current version's chunks are no longer active. The current version is
+    folded from the document's stream, so a revert (``DocumentRolledBack``,
+    ``DocumentRemoved``) brings it back; version numbers are never used twice
+    (the next import takes the number after the highest imported).
 
     Chunk content: the text; ``collection``, ``doc_type`` (the caller's, else
     the file format), ``doc_id``, ``doc_version`` (``"1"``, ``"2"``, …),
@@ -45,7 +48,10 @@ from .context import CommandContext, CommandResult, commit, now_iso, nothing_don
 from .edges import EdgeCommands, check_edge
 from .facts import GraphFacts
 
-DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# A document id is a relative path: ``/``-separated parts of letters, digits and ``. _ -``, each
+# starting with a letter or digit (so no ``..``, no absolute path), 255 characters at most.
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+DOC_ID_MAX = 255
 RUN_PREFIX_RE = re.compile(r"^mention:([^:\s]+):$")
 RAW_FILE = MemoryType.RAW_FILE.value
 
@@ -84,15 +90,42 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 
-def latest_version(store: EventStore, tenant: str, doc_id: str) -> tuple[g.DocumentImported | None, int]:
-    """The document's current version (after the tenant's last drop) and its stream's version."""
+def check_doc_id(doc_id: object, field: str = "doc_id") -> str:
+    """``doc_id`` when it is a valid document id, else a :class:`ValidationError` naming ``field``."""
+    if not isinstance(doc_id, str) or len(doc_id) > DOC_ID_MAX or not DOC_ID_RE.match(doc_id):
+        raise ValidationError(
+            field, f"must be a relative path of at most {DOC_ID_MAX} characters: parts of letters, digits or . _ -, "
+            "each starting with a letter or digit, separated by /"
+        )
+    return doc_id
+
+
+class DocumentState(msgspec.Struct):
+    """A document's stream folded (after the tenant's last drop)."""
+
+    current: g.DocumentImported | g.DocumentRolledBack | None = None  # None: never imported, or removed
+    stream_version: int = 0  # the stream's last version, for the append's expected version
+    highest: int = 0  # the highest version number imported: numbers are never used twice
+
+
+def load_document(store: EventStore, tenant: str, doc_id: str, *, until_version: int | None = None) -> DocumentState:
+    """The document's current version; with ``until_version``, the one its stream held at that version."""
     recorded = store.read_stream(g.document_stream(tenant, doc_id))
+    state = DocumentState(stream_version=recorded[-1].stream_version if recorded else 0)
     floor = dropped_at(store, tenant) if recorded else 0
-    latest = None
     for r in recorded:
-        if r.position >= floor and r.tenant == tenant and isinstance(r.event, g.DocumentImported):
-            latest = r.event
-    return latest, (recorded[-1].stream_version if recorded else 0)
+        if r.position < floor or r.tenant != tenant:
+            continue
+        if until_version is not None and r.stream_version > until_version:
+            break
+        event = r.event
+        if isinstance(event, g.DocumentImported):
+            state.current, state.highest = event, max(state.highest, event.version)
+        elif isinstance(event, g.DocumentRolledBack):
+            state.current = event
+        elif isinstance(event, g.DocumentRemoved):
+            state.current = None
+    return state
 
 
 def _chunk_content(doc: DocumentImport, chunk: Chunk, version: int) -> MemoryContent:
@@ -124,13 +157,13 @@ class DocumentCommands:
         self.linker = linker
 
     def import_document(self, ctx: CommandContext, doc: DocumentImport) -> CommandResult:
-        if not DOC_ID_RE.match(doc.doc_id or ""):
-            raise ValidationError("doc_id", "must be 1 to 128 letters, digits or . _ -, starting with a letter or digit")
+        check_doc_id(doc.doc_id)
         if not doc.chunks:
             raise ValidationError("content", "the document has no text to import")
         node = g.document_node(doc.doc_id)
         report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
-        latest, stream_version = latest_version(self.store, ctx.tenant, doc.doc_id)
+        document = load_document(self.store, ctx.tenant, doc.doc_id)
+        latest = document.current
         if (done := replayed(self.store, ctx, "import-document", doc)) is not None:
             info = {"status": "imported", "chunks": len(done.memory_ids), "archived": 0, "mentions": 0, **report}
             if latest is not None and tuple(latest.chunk_ids) == tuple(done.memory_ids):
@@ -139,7 +172,7 @@ class DocumentCommands:
         old = self._chunk_states(latest.chunk_ids if latest else ())
         if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
             return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
-        version = (latest.version if latest else 0) + 1
+        version = document.highest + 1
         stamp = now_iso()
         chunk_ids = new_ids(len(doc.chunks))
         writes = [
@@ -178,7 +211,7 @@ class DocumentCommands:
             pages=doc.pages,
             archived_chunk_ids=tuple(archived),
         )
-        writes.append(StreamAppend(g.document_stream(ctx.tenant, doc.doc_id), [event], stream_version or NO_STREAM))
+        writes.append(StreamAppend(g.document_stream(ctx.tenant, doc.doc_id), [event], document.stream_version or NO_STREAM))
         edge_events: list = []
         replaced = {s.memory_id for s in old} | {node}
         if latest is not None:

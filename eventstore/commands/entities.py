@@ -24,8 +24,9 @@ Rules:
   of it (``RelationRemoved`` on each source's stream) and unlinks every live
   graph edge that touches it (relations, mentions, user links).
 
-Reverting a correlation compensates memory and edge events only: entity
-changes are undone by new entity commands.
+Reverting a correlation brings every entity stream it touched back to the
+state folded from the events before it (:func:`load_entity` with
+``until_version``): see :mod:`mnemolog.eventstore.commands.revert`.
 """
 
 from __future__ import annotations
@@ -67,22 +68,34 @@ class EntityState(msgspec.Struct):
     tags: tuple[str, ...] = ()
     properties: dict[str, str] = {}
     relations: dict[tuple[str, str], float] = {}  # (target_id, relation_type) -> weight
+    created_position: int = 0  # the position that (re)created it, as the projection keeps it
 
     @property
     def expected(self) -> int | str:
         return self.stream_version or NO_STREAM
 
 
-def load_entity(store: EventStore, tenant: str, entity_id: str, *, since: int | None = None) -> EntityState:
-    """Fold an entity's stream; events before the tenant's last drop are ignored."""
+def load_entity(store: EventStore, tenant: str, entity_id: str, *, since: int | None = None, until_version: int | None = None) -> EntityState:
+    """Fold an entity's stream; events before the tenant's last drop are ignored.
+
+    ``until_version`` folds only the stream's events up to that version (the
+    state a revert brings the entity back to); ``stream_version`` stays the
+    stream's last, for the append's expected version.
+    """
     recorded = store.read_stream(g.entity_stream(tenant, entity_id))
     state = EntityState(entity_id=entity_id, stream_version=recorded[-1].stream_version if recorded else 0)
     floor = dropped_at(store, tenant) if since is None else since
     for r in recorded:
         if r.position < floor or r.tenant != tenant:
             continue
+        if until_version is not None and r.stream_version > until_version:
+            break
         event = r.event
-        if isinstance(event, g.EntityUpserted):
+        if isinstance(event, (g.EntityUpserted, g.EntityRolledBack)):
+            if isinstance(event, g.EntityRolledBack):
+                state.created_position = event.created_position
+            elif not state.active:
+                state.created_position = r.position
             state.active = True
             state.name, state.entity_type, state.description = event.name, event.entity_type, event.description
             state.aliases, state.tags, state.properties = event.aliases, event.tags, dict(event.properties)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from ..catalogue import EdgeRecord
+from ..catalogue import EdgeRecord, WorkingEntry
 
 
 class GraphFacts(Protocol):
@@ -26,3 +26,6 @@ class GraphFacts(Protocol):
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""
+
+    def working_entries(self, tenant: str) -> list[WorkingEntry]:
+        """The working-memory FIFO, oldest first, with each entry's place (``entered_at``)."""

@@ -136,7 +136,11 @@ class MemoryCommands:
         expected_version: int | None = None,
         reason: str = "",
     ) -> CommandResult:
-        """A new version with new text and/or metadata; the old one stays in history."""
+        """A new version with new text and/or metadata; the old one stays in history.
+
+        Only an activated memory is updated: an archived or deleted one is
+        refused (409) until it is restored.
+        """
         unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
         if unknown:
             raise ValidationError(unknown[0], "cannot be updated" if unknown[0] == "memory_type" else "unknown field")
@@ -145,8 +149,10 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
-        if state.status == Status.DELETED.value:
-            raise Conflict(f"memory {memory_id} is deleted; restore it first", current_version=state.version)
+        if state.status != Status.ACTIVATED.value:
+            # An archived memory is out of recall (merged, superseded, evicted, archived by hand):
+            # editing it in place would change what it was when it left, so it comes back first.
+            raise Conflict(f"memory {memory_id} is {state.status}; restore it first", current_version=state.version)
         try:
             content = msgspec.structs.replace(state.content, **changes)
         except (TypeError, msgspec.ValidationError) as exc:

@@ -1,30 +1,74 @@
 """Revert a correlation: compensating events that undo what one request, import or pass did.
 
-For every memory the correlation touched, the compensation brings it back to
-the version it had before (or deletes it, if the correlation created it);
-edges it linked are unlinked, edges it removed are linked again. Reverting
-twice is a no-op. When later changes from other correlations touched the
-same memories or edges, the revert is refused with the list of conflicts,
-unless forced.
+Everything the correlation touched is brought back to its state from before
+it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
+
+- a memory to the version it had before (``MemoryRolledBack``), or deleted
+  if the correlation created it;
+- a document to the version it had before (``DocumentRolledBack``), or
+  removed (``DocumentRemoved``) if the correlation imported it first;
+- an entity to its state before (``EntityRolledBack`` or ``EntityTagsSet``,
+  then ``RelationSet`` / ``RelationRemoved`` for its relations), or removed;
+- edges it linked are unlinked, edges it removed are linked again;
+- working memory: the entries it put in are withdrawn, the entries it
+  evicted are restored at their old places (``WorkingMemoryWithdrawn``,
+  ``WorkingMemoryRestored``), as many as the capacity holds.
+
+Reverting twice is a no-op, and so is reverting a revert that had nothing to
+compensate (it holds only its marker). When later changes from other
+correlations touched the same memories, documents, entities or edges, or
+hang on a node the revert removes, the revert is refused with the list of
+conflicts, unless forced. A tenant drop cannot be reverted.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import catalogue as c
+from .. import catalogue_graph as g
 from ..aggregate import dropped_at, load
 from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, RecordedEvent, StreamAppend
-from .context import CommandContext, CommandResult, commit, now_iso, replayed
+from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
+from .documents import load_document
+from .entities import EntityState, load_entity
 from .facts import GraphFacts
 
-# Events that a revert leaves alone: working-memory churn, reverts and drops.
-UNREVERTED = {"WorkingMemoryEvicted", "CorrelationReverted", "TenantDropped"}
+# Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
+UNREVERTED = {"CorrelationReverted", "TenantDropped", "OrganizerPassRecorded"}
+_DOCUMENT_FIELDS = g.DocumentImported.__struct_fields__
+
+
+class NetChange:
+    """The net effect of a correlation on keyed things (edge ids, working-memory bindings).
+
+    ``added`` holds what it put in, ``removed`` what it took out (as it was);
+    a key in both was replaced. Added then removed again is no change.
+    """
+
+    def __init__(self) -> None:
+        self.added: dict[str, Any] = {}
+        self.removed: dict[str, Any] = {}
+
+    def add(self, key: str, item: Any) -> None:
+        self.added[key] = item
+
+    def remove(self, key: str, item: Any) -> None:
+        if key in self.added and key not in self.removed:
+            del self.added[key]
+            return
+        self.added.pop(key, None)
+        self.removed.setdefault(key, item)
 
 
 class RevertCommands:
-    def __init__(self, store: EventStore, facts: GraphFacts):
+    """``working_capacity`` bounds the working memory a revert restores (None: unbounded)."""
+
+    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int | None = None):
         self.store = store
         self.facts = facts
+        self.working_capacity = working_capacity
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False) -> CommandResult:
         if not correlation_id:
@@ -39,17 +83,26 @@ class RevertCommands:
         found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
         recorded = [r for r in found if r.type not in UNREVERTED]
         if not recorded:
-            if found:
-                raise ValidationError(
-                    "correlation_id",
-                    f"{correlation_id} holds nothing to revert (only {', '.join(sorted({r.type for r in found}))})",
-                )
-            raise NotFound("correlation", correlation_id)
+            if not found:
+                raise NotFound("correlation", correlation_id)
+            if all(isinstance(r.event, c.CorrelationReverted) for r in found):
+                # A revert that had nothing to compensate changed nothing: undoing it changes nothing either.
+                return nothing_done(ctx, reverted=0, conflicts=[], forced=False, nothing_to_revert=True)
+            raise ValidationError(
+                "correlation_id",
+                f"{correlation_id} holds nothing to revert (only {', '.join(sorted({r.type for r in found}))})",
+            )
+        reason = f"revert of {correlation_id}"
         stamp = now_iso()
         conflicts: list[str] = []
         writes: list[StreamAppend] = []
-        writes += self._memory_compensations(ctx, recorded, stamp, conflicts)
+        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts)
+        documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
+        entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         edge_events = self._edge_compensations(ctx, recorded, conflicts)
+        writes += documents + entities
+        compensated = {w.stream_id for w in entities}
+        writes += self._dangling(ctx, removed_entities, removed_documents, edge_events, reason, conflicts, compensated)
         if conflicts and not force:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"
@@ -57,6 +110,9 @@ class RevertCommands:
             )
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
+        working = self._working_compensations(ctx, recorded, reason)
+        if working:
+            writes.append(StreamAppend(c.working_stream(ctx.tenant), working))
         marker = c.CorrelationReverted(
             correlation_id=correlation_id,
             reverted_positions=tuple(r.position for r in recorded),
@@ -75,19 +131,17 @@ class RevertCommands:
                 return True
         return False
 
-    def _memory_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, conflicts: list[str]) -> list[StreamAppend]:
-        touched: dict[str, tuple[int, int]] = {}  # memory id -> (first, last) version the correlation wrote
-        for r in recorded:
-            if r.stream_id.startswith("memory-"):
-                memory_id = r.stream_id[len("memory-") :]
-                first, _ = touched.get(memory_id, (r.stream_version, r.stream_version))
-                touched[memory_id] = (first, r.stream_version)
+    # -- memories ----------------------------------------------------------------------------
+
+    def _memory_compensations(
+        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str]
+    ) -> list[StreamAppend]:
+        touched = _touched(recorded, lambda r: r.stream_id[len("memory-") :] if r.stream_id.startswith("memory-") else None)
         writes = []
         for memory_id, (first, last) in touched.items():
             state = load(self.store, ctx.tenant, memory_id)
             if state.version != last:
                 conflicts.append(f"memory {memory_id} changed after (version {state.version}, the correlation wrote up to {last})")
-            reason = f"revert of {recorded[0].metadata.correlation_id}"
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
@@ -107,42 +161,129 @@ class RevertCommands:
             writes.append(StreamAppend(c.memory_stream(memory_id), [event], state.version))
         return writes
 
+    # -- documents and entities ------------------------------------------------------------------
+
+    def _document_compensations(
+        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
+    ) -> tuple[list[StreamAppend], list[str]]:
+        """Each document back to its version before the correlation; the graph nodes of documents removed."""
+        touched = _touched(recorded, lambda r: r.event.doc_id if isinstance(r.event, g.DocumentEvent.__args__) else None)
+        writes, removed = [], []
+        for doc_id, (first, last) in touched.items():
+            now = load_document(self.store, ctx.tenant, doc_id)
+            if now.stream_version != last:
+                conflicts.append(f"document {doc_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
+            if _document_record(before) == _document_record(now.current):
+                continue
+            if before is None:
+                event = g.DocumentRemoved(doc_id=doc_id, reason=reason)
+                removed.append(g.document_node(doc_id))
+            else:
+                event = g.DocumentRolledBack(**_document_record(before), reason=reason)
+            writes.append(StreamAppend(g.document_stream(ctx.tenant, doc_id), [event], now.stream_version))
+        return writes, removed
+
+    def _entity_compensations(
+        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
+    ) -> tuple[list[StreamAppend], list[str]]:
+        """Each entity stream back to its state before the correlation; the ids of entities removed."""
+        prefix = g.entity_stream(ctx.tenant, "")
+        touched = _touched(recorded, lambda r: r.stream_id[len(prefix) :] if r.stream_id.startswith(prefix) else None)
+        writes, removed = [], []
+        for entity_id, (first, last) in touched.items():
+            now = load_entity(self.store, ctx.tenant, entity_id)
+            if now.stream_version != last:
+                conflicts.append(f"entity {entity_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
+            events = _entity_events(entity_id, now, before, reason)
+            if events:
+                writes.append(StreamAppend(g.entity_stream(ctx.tenant, entity_id), events, now.expected))
+            if now.active and not before.active:
+                removed.append(entity_id)
+        return writes, removed
+
+    def _dangling(
+        self,
+        ctx: CommandContext,
+        entities: list[str],
+        documents: list[str],
+        edge_events: list,
+        reason: str,
+        conflicts: list[str],
+        compensated: set[str],
+    ) -> list[StreamAppend]:
+        """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced.
+
+        ``documents`` are graph nodes (``document:<doc_id>``). Live edges
+        touching a removed entity or document (other than those the
+        revert unlinks) are appended to ``edge_events`` as unlinks; relations
+        into a removed entity from entities the revert leaves alone are removed
+        on their streams (returned).
+        """
+        nodes = entities + documents
+        if not nodes:
+            return []
+        unlinked = {e.edge.edge_id for e in edge_events if isinstance(e, c.EdgeUnlinked)}
+        for edge in self.facts.live_edges_of(ctx.tenant, nodes):
+            if edge.edge_id not in unlinked:
+                conflicts.append(f"edge {edge.edge_id} touches {edge.source if edge.source in nodes else edge.target}, which the revert removes")
+                edge_events.append(c.EdgeUnlinked(edge=edge, reason=reason))
+                unlinked.add(edge.edge_id)
+        writes = []
+        gone = set(entities)
+        sources = {e.source for e in self.facts.live_edges_of(ctx.tenant, entities) if e.edge_id.startswith(g.RELATION_EDGE_PREFIX)} - gone
+        for source in sorted(sources):
+            if g.entity_stream(ctx.tenant, source) in compensated:
+                continue
+            state = load_entity(self.store, ctx.tenant, source)
+            into = [
+                g.RelationRemoved(source_id=source, target_id=target, relation_type=rtype, reason=reason)
+                for (target, rtype) in sorted(state.relations)
+                if target in gone
+            ]
+            if into:
+                conflicts.append(f"entity {source} has relations set later into {', '.join(sorted({e.target_id for e in into}))}")
+                writes.append(StreamAppend(g.entity_stream(ctx.tenant, source), into, state.expected))
+        return writes
+
+    # -- edges --------------------------------------------------------------------------------------
+
     def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str]) -> list:
         # Net effect of the correlation on each edge id, then its inverse.
-        linked: dict[str, c.EdgeRecord] = {}
-        removed: dict[str, c.EdgeRecord] = {}
+        net = NetChange()
         for r in recorded:
             event = r.event
             if isinstance(event, c.EdgeLinked):
-                _added(linked, removed, event.edge)
+                net.add(event.edge.edge_id, event.edge)
             elif isinstance(event, c.EdgeUnlinked):
-                _removed(linked, removed, event.edge)
-            elif isinstance(event, (c.NamespaceUndone,)):
+                net.remove(event.edge.edge_id, event.edge)
+            elif isinstance(event, c.NamespaceUndone):
                 for edge in event.edges:
-                    _removed(linked, removed, edge)
+                    net.remove(edge.edge_id, edge)
             elif isinstance(event, c.NamespaceRestored):
                 for edge in event.edges:
-                    _added(linked, removed, edge)
+                    net.add(edge.edge_id, edge)
             elif isinstance(event, c.EdgesRepointed):
                 for edge in event.previous:
-                    _removed(linked, removed, edge)
+                    net.remove(edge.edge_id, edge)
                 for edge in event.current:
-                    _added(linked, removed, edge)
+                    net.add(edge.edge_id, edge)
         events: list = []
-        for edge_id, edge in linked.items():
+        for edge_id, edge in net.added.items():
             live = self.facts.live_edge(ctx.tenant, edge_id)
             if live is None:
                 conflicts.append(f"edge {edge_id} was already removed later")
                 continue
             if live != edge:
                 conflicts.append(f"edge {edge_id} changed after")
-            if edge_id in removed:
+            if edge_id in net.removed:
                 continue  # replaced in place below
             events.append(c.EdgeUnlinked(edge=live, reason="revert"))
         relink = []
-        for edge_id, edge in removed.items():
+        for edge_id, edge in net.removed.items():
             live = self.facts.live_edge(ctx.tenant, edge_id)
-            if live is not None and edge_id not in linked:
+            if live is not None and edge_id not in net.added:
                 conflicts.append(f"edge {edge_id} was linked again later")
                 continue
             if live is not None:
@@ -152,14 +293,115 @@ class RevertCommands:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))
         return events
 
+    # -- working memory -------------------------------------------------------------------------------
 
-def _added(linked: dict, removed: dict, edge: c.EdgeRecord) -> None:
-    linked[edge.edge_id] = edge
+    def _working_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str) -> list:
+        """Withdraw the entries the correlation put in, restore those it took out.
+
+        Working memory is churn, not content: later changes to it are no
+        conflict. An entry evicted since is not withdrawn again; restored
+        entries take their old places and, with a capacity, only those that
+        the newest ``working_capacity`` entries include come back.
+        """
+        net = NetChange()
+        for r in recorded:
+            event = r.event
+            if isinstance(event, c.MemoryAdded) and event.working_binding and r.stream_version == 1:
+                entry = c.WorkingEntry(
+                    binding=event.working_binding, memory_id=event.memory_id, memory_type=event.content.memory_type, entered_at=r.position
+                )
+                net.add(entry.binding, entry)
+            elif isinstance(event, c.WorkingMemoryRestored):
+                for entry in event.entries:
+                    net.add(entry.binding, entry)
+            elif isinstance(event, (c.WorkingMemoryEvicted, c.WorkingMemoryWithdrawn)):
+                for binding, memory_id in zip(event.bindings, event.memory_ids):
+                    net.remove(binding, memory_id)
+        if not (net.added or net.removed):
+            return []
+        live = {e.binding: e for e in self.facts.working_entries(ctx.tenant)}
+        withdraw = [e for b, e in net.added.items() if b not in net.removed and b in live]
+        restore = []
+        for binding, memory_id in net.removed.items():
+            if binding not in net.added and binding not in live:
+                entry = self._entry(ctx.tenant, binding, memory_id)
+                if entry is not None:
+                    restore.append(entry)
+        if restore and self.working_capacity is not None:
+            leaving = {e.binding for e in withdraw}
+            fifo = sorted([e for b, e in live.items() if b not in leaving] + restore, key=_fifo_order)
+            kept = {e.binding for e in fifo[max(0, len(fifo) - self.working_capacity) :]}
+            restore = [e for e in restore if e.binding in kept]
+        events: list = []
+        if withdraw:
+            events.append(
+                c.WorkingMemoryWithdrawn(bindings=tuple(e.binding for e in withdraw), memory_ids=tuple(e.memory_id for e in withdraw), reason=reason)
+            )
+        if restore:
+            events.append(c.WorkingMemoryRestored(entries=tuple(sorted(restore, key=_fifo_order)), reason=reason))
+        return events
+
+    def _entry(self, tenant: str, binding: str, memory_id: str) -> c.WorkingEntry | None:
+        """The working-memory place ``binding`` of ``memory_id`` had: from the ``MemoryAdded`` that made it."""
+        first = self.store.read_stream(c.memory_stream(memory_id), to_version=1)
+        if not first or first[0].tenant != tenant:
+            return None
+        event = first[0].event
+        if not isinstance(event, c.MemoryAdded) or event.working_binding != binding:
+            return None
+        return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
 
 
-def _removed(linked: dict, removed: dict, edge: c.EdgeRecord) -> None:
-    if edge.edge_id in linked and edge.edge_id not in removed:
-        del linked[edge.edge_id]  # linked then removed by the same correlation: no net change
-        return
-    linked.pop(edge.edge_id, None)
-    removed.setdefault(edge.edge_id, edge)
+def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int]]:
+    """``key(event)`` -> the first and last stream versions the correlation wrote on its stream."""
+    touched: dict[str, tuple[int, int]] = {}
+    for r in recorded:
+        name = key(r)
+        if name is not None:
+            first, _ = touched.get(name, (r.stream_version, r.stream_version))
+            touched[name] = (first, r.stream_version)
+    return touched
+
+
+def _fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
+    return entry.entered_at, entry.binding
+
+
+def _document_record(event: g.DocumentImported | g.DocumentRolledBack | None) -> dict[str, Any] | None:
+    """A document version's fields, whichever event recorded it."""
+    return None if event is None else {f: getattr(event, f) for f in _DOCUMENT_FIELDS}
+
+
+def _entity_events(entity_id: str, now: EntityState, before: EntityState, reason: str) -> list:
+    """Events that take an entity's stream from state ``now`` back to state ``before``."""
+    if not before.active:
+        if not now.active:
+            return []
+        relations = [
+            g.RelationRemoved(source_id=entity_id, target_id=target, relation_type=rtype, reason=reason) for (target, rtype) in sorted(now.relations)
+        ]
+        return [*relations, g.EntityRemoved(entity_id=entity_id, reason=reason)]
+    events: list = []
+    fields = lambda s: (s.name, s.entity_type, s.description, s.aliases, s.properties, s.created_position)  # noqa: E731
+    if not now.active or fields(now) != fields(before):
+        events.append(
+            g.EntityRolledBack(
+                entity_id=entity_id,
+                name=before.name,
+                entity_type=before.entity_type,
+                description=before.description,
+                aliases=before.aliases,
+                tags=before.tags,
+                properties=dict(before.properties),
+                created_position=before.created_position,
+                reason=reason,
+            )
+        )
+    elif now.tags != before.tags:
+        events.append(g.EntityTagsSet(entity_id=entity_id, tags=before.tags))
+    for target, rtype in sorted(set(now.relations) - set(before.relations)):
+        events.append(g.RelationRemoved(source_id=entity_id, target_id=target, relation_type=rtype, reason=reason))
+    for (target, rtype), weight in sorted(before.relations.items()):
+        if now.relations.get((target, rtype)) != weight:
+            events.append(g.RelationSet(source_id=entity_id, target_id=target, relation_type=rtype, weight=weight))
+    return events

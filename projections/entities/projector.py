@@ -161,7 +161,7 @@ class EntityProjector:
             if recorded.type not in _HANDLED:
                 continue
             event, tenant, pos = recorded.event, recorded.tenant, recorded.position
-            if isinstance(event, g.EntityUpserted):
+            if isinstance(event, (g.EntityUpserted, g.EntityRolledBack)):
                 self._upsert(conn, tenant, pos, event)
             elif isinstance(event, g.EntityTagsSet):
                 self._set_tags(conn, tenant, pos, event)
@@ -181,8 +181,11 @@ class EntityProjector:
                         (tenant, event.source_id, event.target_id, event.relation_type, event.weight, pos),
                     )
                 continue
-            elif isinstance(event, g.DocumentImported):
+            elif isinstance(event, (g.DocumentImported, g.DocumentRolledBack)):
                 self._document(conn, tenant, pos, event)
+                continue
+            elif isinstance(event, g.DocumentRemoved):
+                conn.execute("UPDATE kg_documents SET valid_to = ? WHERE tenant = ? AND doc_id = ? AND valid_to IS NULL", (pos, tenant, event.doc_id))
                 continue
             elif isinstance(event, g.RelinkCommitted):
                 summary = msgspec.structs.asdict(event)
@@ -220,10 +223,14 @@ class EntityProjector:
             "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)", [(tenant, entity_id, t, pos) for t in tags]
         )
 
-    def _upsert(self, conn: sqlite3.Connection, tenant: str, pos: int, e: g.EntityUpserted) -> None:
-        row = conn.execute("SELECT created_position FROM kg_entities WHERE tenant = ? AND entity_id = ? AND valid_to IS NULL", (tenant, e.entity_id)).fetchone()
+    def _upsert(self, conn: sqlite3.Connection, tenant: str, pos: int, e: g.EntityUpserted | g.EntityRolledBack) -> None:
+        if isinstance(e, g.EntityRolledBack):
+            created = e.created_position  # back to the state (and age) it had
+        else:
+            row = conn.execute("SELECT created_position FROM kg_entities WHERE tenant = ? AND entity_id = ? AND valid_to IS NULL", (tenant, e.entity_id)).fetchone()
+            created = row[0] if row else pos
         self._close_entity(conn, tenant, pos, e.entity_id)
-        self._insert_entity(conn, tenant, pos, e.entity_id, e.name, e.entity_type, e.description, e.aliases, e.tags, e.properties, row[0] if row else pos)
+        self._insert_entity(conn, tenant, pos, e.entity_id, e.name, e.entity_type, e.description, e.aliases, e.tags, e.properties, created)
         surfaces = [(e.name, "name")] + [(a, "alias") for a in e.aliases]
         conn.executemany(
             "INSERT INTO kg_aliases (tenant, entity_id, alias, alias_key, kind, valid_from) VALUES (?,?,?,?,?,?)",
@@ -243,7 +250,7 @@ class EntityProjector:
         self._insert_entity(conn, tenant, pos, e.entity_id, name, etype, description, _list.decode(aliases), e.tags, _dict.decode(properties), created)
 
     @staticmethod
-    def _document(conn: sqlite3.Connection, tenant: str, pos: int, e: g.DocumentImported) -> None:
+    def _document(conn: sqlite3.Connection, tenant: str, pos: int, e: g.DocumentImported | g.DocumentRolledBack) -> None:
         conn.execute("UPDATE kg_documents SET valid_to = ? WHERE tenant = ? AND doc_id = ? AND valid_to IS NULL", (pos, tenant, e.doc_id))
         conn.execute(
             "INSERT INTO kg_documents (tenant, doc_id, version, title, format, collection, doc_type, lang, source_url, model,"

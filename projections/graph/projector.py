@@ -4,7 +4,9 @@ Tables (in ``projections.db``):
 
 - ``graph_memories``: one row per state of a memory, with validity positions;
 - ``graph_edges``: one row per life of an edge id (linked … unlinked);
-- ``graph_working``: the working-memory FIFO at the head.
+- ``graph_working``: one row per stay of an entry in a tenant's working
+  memory, ordered by ``position`` (where the entry entered the FIFO, kept
+  when a revert restores it), with validity positions like every row.
 
 Adjacency is indexed by ``(tenant, source)`` and ``(tenant, target)`` so
 that BFS touches only the edges it follows.
@@ -34,7 +36,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 2
+    schema_version = 3
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -60,11 +62,13 @@ class GraphProjector:
             CREATE INDEX IF NOT EXISTS ix_graph_edges_source ON graph_edges (tenant, source, valid_to);
             CREATE INDEX IF NOT EXISTS ix_graph_edges_target ON graph_edges (tenant, target, valid_to);
             CREATE TABLE IF NOT EXISTS graph_working (
+                row_id INTEGER PRIMARY KEY,
                 tenant TEXT NOT NULL, binding TEXT NOT NULL, memory_id TEXT NOT NULL,
                 memory_type TEXT NOT NULL, position INTEGER NOT NULL,
-                PRIMARY KEY (tenant, binding)
+                valid_from INTEGER NOT NULL, valid_to INTEGER
             );
-            CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, position);
+            CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, valid_to, position);
+            CREATE INDEX IF NOT EXISTS ix_graph_working_binding ON graph_working (tenant, binding, valid_to);
             """
         )
 
@@ -102,7 +106,7 @@ class GraphProjector:
                 inserts.clear()
             if working:
                 conn.executemany(
-                    "INSERT OR IGNORE INTO graph_working (tenant, binding, memory_id, memory_type, position) VALUES (?,?,?,?,?)",
+                    "INSERT INTO graph_working (tenant, binding, memory_id, memory_type, position, valid_from) VALUES (?,?,?,?,?,?)",
                     working,
                 )
                 working.clear()
@@ -119,10 +123,15 @@ class GraphProjector:
             flush()
             if isinstance(event, c.EdgeEvent.__args__):
                 self._edge(recorded, conn)
-            elif isinstance(event, c.WorkingMemoryEvicted):
+            elif isinstance(event, (c.WorkingMemoryEvicted, c.WorkingMemoryWithdrawn)):
                 conn.executemany(
-                    "DELETE FROM graph_working WHERE tenant = ? AND binding = ?",
-                    [(recorded.tenant, b) for b in event.bindings],
+                    "UPDATE graph_working SET valid_to = ? WHERE tenant = ? AND binding = ? AND valid_to IS NULL",
+                    [(recorded.position, recorded.tenant, b) for b in event.bindings],
+                )
+            elif isinstance(event, c.WorkingMemoryRestored):
+                conn.executemany(
+                    "INSERT INTO graph_working (tenant, binding, memory_id, memory_type, position, valid_from) VALUES (?,?,?,?,?,?)",
+                    [(recorded.tenant, e.binding, e.memory_id, e.memory_type, e.entered_at, recorded.position) for e in event.entries],
                 )
             elif isinstance(event, c.TenantDropped):
                 for table in ("graph_memories", "graph_edges", "graph_working"):
@@ -158,7 +167,7 @@ class GraphProjector:
                 )
             )
             if row.version == 1 and row.working_binding:
-                working.append((row.tenant, row.working_binding, row.memory_id, content.memory_type, row.position))
+                working.append((row.tenant, row.working_binding, row.memory_id, content.memory_type, row.position, row.position))
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:
         event, tenant, position = recorded.event, recorded.tenant, recorded.position

@@ -54,6 +54,18 @@ class EdgeView(msgspec.Struct, frozen=True, kw_only=True):
     valid_to: int | None
 
 
+class WorkingEntryView(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of a tenant's working memory: ``entered_at`` (the position it entered at) orders the FIFO."""
+
+    binding: str
+    memory_id: str
+    memory_type: str
+    entered_at: int
+    valid_from: int
+    valid_to: int | None
+    memory: MemoryView | None = None  # the memory as of the same point, when asked for
+
+
 class Reached(msgspec.Struct, frozen=True):
     """A node BFS reached: the product of the edge weights along the first path found."""
 
@@ -256,38 +268,130 @@ def bfs(
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
 
 
-def graph_stats(conn: sqlite3.Connection, tenant: str) -> dict[str, Any]:
+def working_memory(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None, memories: bool = False) -> list[WorkingEntryView]:
+    """The tenant's working memory, oldest entry first; with ``memories``, each with its memory."""
+    valid, params = head_clause(as_of)
+    rows = conn.execute(
+        f"SELECT binding, memory_id, memory_type, position, valid_from, valid_to FROM graph_working WHERE tenant = ? AND {valid}"
+        " ORDER BY position, binding",
+        (tenant, *params),
+    ).fetchall()
+    views = get_memories(conn, tenant, [r[1] for r in rows], as_of=as_of) if memories else {}
+    return [
+        WorkingEntryView(
+            binding=b, memory_id=m, memory_type=t, entered_at=p, valid_from=vf, valid_to=vt, memory=views.get(m)
+        )
+        for b, m, t, p, vf, vt in rows
+    ]
+
+
+def graph_stats(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> dict[str, Any]:
+    """Counts of memories by status, edges by type, and working memory: at the head or as of a position."""
+    valid, params = head_clause(as_of)
     memories = dict(
         conn.execute(
-            "SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND valid_to IS NULL GROUP BY status", (tenant,)
+            f"SELECT status, count(*) FROM graph_memories WHERE tenant = ? AND {valid} GROUP BY status", (tenant, *params)
         ).fetchall()
     )
     edge_types = dict(
         conn.execute(
-            "SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND valid_to IS NULL GROUP BY edge_type", (tenant,)
+            f"SELECT edge_type, count(*) FROM graph_edges WHERE tenant = ? AND {valid} GROUP BY edge_type", (tenant, *params)
         ).fetchall()
     )
-    working = conn.execute("SELECT count(*) FROM graph_working WHERE tenant = ?", (tenant,)).fetchone()[0]
+    working = conn.execute(f"SELECT count(*) FROM graph_working WHERE tenant = ? AND {valid}", (tenant, *params)).fetchone()[0]
     return {
         "memories": memories,
         "memories_total": sum(memories.values()),
         "edges": edge_types,
         "edges_total": sum(edge_types.values()),
         "working_memory": working,
+        "as_of": as_of,
     }
+
+
+def memory_versions(conn: sqlite3.Connection, tenant: str, memory_id: str) -> list[MemoryView]:
+    """Every projected version of a memory, oldest first (a dropped tenant's are gone)."""
+    rows = conn.execute(f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id = ? ORDER BY version", (tenant, memory_id))
+    return [memory_from_row(r) for r in rows]
+
+
+def activated_memories(conn: sqlite3.Connection, tenant: str) -> list[MemoryView]:
+    """The tenant's activated memories at the head, by id."""
+    rows = conn.execute(
+        f"{_MEMORY_SELECT} WHERE tenant = ? AND status = 'activated' AND valid_to IS NULL ORDER BY memory_id", (tenant,)
+    )
+    return [memory_from_row(r) for r in rows]
+
+
+class GraphReads:
+    """The graph projection's reads, bound to one service.
+
+    It holds the service's per-thread read connection and resolves ``as_of``
+    (a position, an ISO-8601 time or a datetime) as every read of the
+    service does; a caller that makes several reads of one point in time
+    resolves it once (``service.resolve_as_of``) and passes the position.
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], resolve_as_of: Callable[[Any], int | None]):
+        self._connect = connect
+        self._resolve = resolve_as_of
+
+    def memory(self, tenant: str, memory_id: str, *, as_of: Any = None) -> MemoryView | None:
+        return get_memory(self._connect(), tenant, memory_id, as_of=self._resolve(as_of))
+
+    def memories(self, tenant: str, memory_ids: Iterable[str], *, as_of: Any = None) -> dict[str, MemoryView]:
+        return get_memories(self._connect(), tenant, memory_ids, as_of=self._resolve(as_of))
+
+    def versions(self, tenant: str, memory_id: str) -> list[MemoryView]:
+        return memory_versions(self._connect(), tenant, memory_id)
+
+    def activated(self, tenant: str) -> list[MemoryView]:
+        return activated_memories(self._connect(), tenant)
+
+    def working_memory(self, tenant: str, *, as_of: Any = None, memories: bool = False) -> list[WorkingEntryView]:
+        return working_memory(self._connect(), tenant, as_of=self._resolve(as_of), memories=memories)
+
+    def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
+        return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
+
+    def edges_between(self, tenant: str, node_ids: Sequence[str], *, as_of: Any = None) -> list[EdgeView]:
+        return edges_between(self._connect(), tenant, node_ids, as_of=self._resolve(as_of))
+
+    def bfs(
+        self,
+        tenant: str,
+        seeds: dict[str, float] | Sequence[str],
+        *,
+        depth: int = 2,
+        direction: str = "both",
+        edge_types: Sequence[str] | None = None,
+        as_of: Any = None,
+        max_nodes: int = 1000,
+    ) -> list[Reached]:
+        return bfs(
+            self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes
+        )
+
+    def stats(self, tenant: str, *, as_of: Any = None) -> dict[str, Any]:
+        return graph_stats(self._connect(), tenant, as_of=self._resolve(as_of))
 
 
 class ProjectionFacts:
     """:class:`mnemolog.eventstore.commands.GraphFacts` answered from the graph projection.
 
-    ``sync`` is called first, so answers reflect the log's head. Extra node
-    resolvers (entities, documents) can be added by later projections.
+    ``sync`` is called first, so answers reflect the log's head. Nodes that
+    are not memories (entities, documents) are found by ``node_resolvers``.
     """
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: Callable[[], Any]):
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        sync: Callable[[], Any],
+        node_resolvers: Sequence[Callable[[sqlite3.Connection, str, str], bool]] = (),
+    ):
         self._connect = connect
         self._sync = sync
-        self.node_resolvers: list[Callable[[sqlite3.Connection, str, str], bool]] = []
+        self.node_resolvers: list[Callable[[sqlite3.Connection, str, str], bool]] = list(node_resolvers)
 
     def live_edges_of(self, tenant: str, node_ids: Sequence[str]) -> list[c.EdgeRecord]:
         self._sync()
@@ -329,8 +433,11 @@ class ProjectionFacts:
         return any(resolver(conn, tenant, node_id) for resolver in self.node_resolvers)
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
+        return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]
+
+    def working_entries(self, tenant: str) -> list[c.WorkingEntry]:
         self._sync()
-        rows = self._connect().execute(
-            "SELECT binding, memory_id, memory_type FROM graph_working WHERE tenant = ? ORDER BY position, binding", (tenant,)
-        )
-        return [tuple(r) for r in rows]
+        return [
+            c.WorkingEntry(binding=e.binding, memory_id=e.memory_id, memory_type=e.memory_type, entered_at=e.entered_at)
+            for e in working_memory(self._connect(), tenant)
+        ]

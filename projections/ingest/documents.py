@@ -30,18 +30,18 @@ import hashlib
 import io
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 
-from mnemolog.eventstore.commands.documents import Chunk, DocumentImport
+from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
 
 __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
 
 _DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
               ".pdf": "pdf"}
-PDF_INSTALL_HINT = "pip install 'mnemolog[pdf]'"
+PDF_INSTALL_HINT = "pip install -e '.[pdf]' from a checkout, or pip install 'mnemolog[pdf]'"
 
 
 class DocumentError(Exception):
@@ -49,7 +49,7 @@ class DocumentError(Exception):
 
     ``reason`` is a stable code for callers: ``unsupported``, ``unreadable``,
     ``empty``, ``decode``, ``missing-dependency``, ``corrupt``, ``encrypted``,
-    ``no-text``.
+    ``no-text``, ``outside-root`` (see :func:`default_doc_id`).
     """
 
     def __init__(self, message: str, *, reason: str, path: str | None = None) -> None:
@@ -323,16 +323,41 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
     return chunks
 
 
-def default_doc_id(path: str) -> str:
-    """A document id from a file name: ``My Notes.md`` -> ``My-Notes.md``."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).name).strip("-._")
-    return (name or "document")[:128]
+def default_doc_id(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
+    """A document's id: its path relative to ``root``, each part made safe, joined by ``/``.
+
+    ``notes/My Notes.md`` -> ``notes/My-Notes.md``. Without ``root`` the path
+    is taken as it is (an uploaded file's name, which may hold folders); with
+    one, a path outside it is a :class:`DocumentError` (``outside-root``), so
+    that two files never share an id because only their names were used.
+    ``.`` and ``..`` parts are dropped, and an id longer than
+    :data:`DOC_ID_MAX` keeps its tail and gains a hash of the whole path.
+    """
+    raw = Path(path)
+    if root is not None:
+        base = Path(root).resolve()
+        try:
+            raw = raw.resolve().relative_to(base)
+        except ValueError:
+            raise DocumentError(f"outside the import root {base}", reason="outside-root", path=str(path)) from None
+    parts = [_safe_part(p) for p in PurePosixPath(str(raw).replace("\\", "/")).parts if p not in ("/", ".", "..")]
+    doc_id = "/".join(p for p in parts if p) or "document"
+    if len(doc_id) > DOC_ID_MAX:
+        digest = hashlib.sha256("/".join(parts).encode()).hexdigest()[:12]
+        tail = doc_id[-(DOC_ID_MAX - len(digest) - 1) :]
+        doc_id = f"{digest}-{tail.lstrip('-._/')}"
+    return doc_id
+
+
+def _safe_part(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-._")
 
 
 def document_import(
     parsed: ParsedDocument,
     *,
     doc_id: str | None = None,
+    root: str | os.PathLike[str] | None = None,
     collection: str | None = None,
     doc_type: str | None = None,
     lang: str | None = None,
@@ -342,9 +367,14 @@ def document_import(
     max_chars: int = 1200,
     path: str | None = None,
 ) -> DocumentImport:
-    """The import request for a parsed document, chunked with :func:`chunk_document`."""
+    """The import request for a parsed document, chunked with :func:`chunk_document`.
+
+    Its id is ``doc_id``, else :func:`default_doc_id` of ``path`` (or the
+    parsed file's) relative to ``root``.
+    """
+    where = path if path is not None else parsed.path
     return DocumentImport(
-        doc_id=doc_id or default_doc_id(path or parsed.path),
+        doc_id=doc_id or default_doc_id(where, root),
         title=title or parsed.title,
         content_hash=parsed.content_hash,
         format=parsed.doc_type,
@@ -355,7 +385,7 @@ def document_import(
         lang=lang or None,
         source_url=source_url or None,
         model=model or None,
-        path=path if path is not None else parsed.path,
+        path=where,
     )
 
 

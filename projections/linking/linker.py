@@ -39,9 +39,7 @@ Offsets
 
 from __future__ import annotations
 
-import random
 import re
-import time
 import unicodedata
 from bisect import bisect_left
 from collections import defaultdict
@@ -53,7 +51,7 @@ import msgspec
 __all__ = [
     "AMBIGUITY_PENALTY", "CONFIDENCE", "AliasCatalogue", "AmbiguousAlias", "DocumentMention",
     "DroppedAlias", "LinkChunk", "LinkEntity", "LinkResult", "Mention", "RejectedSurface",
-    "bench_linker", "normalise", "normalise_with_offsets",
+    "normalise", "normalise_with_offsets",
 ]
 
 #: Mention confidence by the kind of surface that matched.
@@ -473,49 +471,3 @@ class AliasCatalogue:
             for text, p in over
         )
         return {p for _, p in over}, dropped
-
-
-# -------------------------------------------------------------------- benchmark
-
-
-def bench_linker(n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 1234) -> dict:
-    """Time :meth:`AliasCatalogue.link` on synthetic data from a seeded generator.
-
-    ``n_aliases`` distinct surfaces (entity names of one or two words, plus
-    one-word aliases) and ``n_chunks`` chunks of 60 pseudo-words, six of which
-    are replaced by random surfaces.
-    """
-    rng = random.Random(seed)
-    syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"]
-    words: set[str] = set()
-    while len(words) < 4_000 + 2 * n_aliases:
-        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
-    vocab = sorted(words)
-    rng.shuffle(vocab)
-    filler, fresh = vocab[:4_000], iter(vocab[4_000:])  # surfaces never share a word
-    entities: list[LinkEntity] = []
-    surfaces: list[str] = []
-    while len(surfaces) < n_aliases:
-        name = " ".join(next(fresh) for _ in range(rng.randint(1, 2)))
-        aliases = (next(fresh).capitalize(),) if len(surfaces) + 1 < n_aliases else ()
-        n = len(entities)
-        entities.append(LinkEntity(f"e{n:06d}", name.title(), aliases, (), n))
-        surfaces += [name, *aliases]
-    chunks = []
-    for c in range(n_chunks):
-        text = [rng.choice(filler) for _ in range(60)]
-        for _ in range(6):
-            text[rng.randrange(60)] = rng.choice(surfaces)
-        chunks.append(LinkChunk(f"c{c:06d}", f"d{c // 20:05d}", " ".join(text).capitalize() + "."))
-
-    t0 = time.perf_counter()
-    catalogue = AliasCatalogue.build(entities)
-    t1 = time.perf_counter()
-    result = catalogue.link(chunks)
-    link_s = time.perf_counter() - t1
-    return {
-        "n_chunks": n_chunks, "n_aliases": len(catalogue), "n_entities": len(entities),
-        "build_s": round(t1 - t0, 4), "link_s": round(link_s, 4),
-        "chunks_per_s": round(n_chunks / link_s, 1) if link_s > 0 else float("inf"),
-        "mentions": len(result.mentions), "document_mentions": len(result.document_mentions),
-    }

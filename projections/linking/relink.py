@@ -31,34 +31,26 @@ Reads
 from __future__ import annotations
 
 import math
-import random
 import sqlite3
-import statistics
 import threading
-import time
-from datetime import datetime, timezone
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import msgspec
 
-from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
-from mnemolog.eventstore.commands.entities import EntityCommands
-from mnemolog.eventstore.events import Metadata
-from mnemolog.eventstore.commands.context import now_iso
-from mnemolog.eventstore.ids import new_id, new_ids
-from mnemolog.eventstore.model import MemoryContent
-from mnemolog.eventstore.store import NO_STREAM, StreamAppend
+from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.settings import setting
 
 from ..entities import projector as ents
 from ..graph.projector import edge_from_row
 from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
 from ..memory_rows import decode_content, head_clause
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 MAX_DF = setting(
     "linker_max_alias_document_frequency",
@@ -125,11 +117,11 @@ def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:
     return a.weight == b.weight and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
 
 
-def import_linker(service, cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
-    """The linker :class:`DocumentCommands` calls on import: the current catalogue over the new chunks."""
+def import_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
+    """The linker :class:`~mnemolog.eventstore.commands.documents.DocumentCommands` calls on import: the current catalogue over the new chunks."""
 
     def link(tenant: str, doc_node: str, run_id: str, chunks: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
-        catalogue, _ = cache.get(service.read_conn(), tenant)
+        catalogue, _ = cache.get(connect(), tenant)
         if not len(catalogue):
             return []
         return mention_edges(catalogue.link(LinkChunk(cid, doc_node, text) for cid, text in chunks), run_id)
@@ -265,31 +257,6 @@ def _new_pairs(before: dict[str, set[str]], after: dict[str, set[str]], preview:
     return rows, len(gained), sum(1 for p in gained if not shared_before[p])
 
 
-def relink(service, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
-    """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again under the writer lock)."""
-    if max_alias_document_frequency is None:
-        max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
-    options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
-    if not commit:
-        service.sync()
-        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
-        return {"dry_run": True, "committed": False, **{k: v for k, v in plan.summary.items() if k not in ("run_id", "prefix")}}
-
-    def run() -> Any:
-        plan = plan_relink(service.read_conn(), ctx.tenant, service.catalogues, **options)
-        result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
-        return plan, result
-
-    plan, result = service.run(run)
-    report = {"dry_run": False, **plan.summary, **result.data, "correlation_id": result.correlation_id, "positions": list(result.positions), "replayed": result.replayed}
-    if result.replayed and result.data.get("committed"):  # a retry: the first run's figures, not the new plan's
-        report.update(add=result.data["added"], remove=result.data["removed"], added_preview=[], removed_preview=[], cross_document_pairs=[])
-    if not result.data.get("committed"):
-        report.pop("run_id", None)
-        report.pop("prefix", None)
-    return report
-
-
 # -- reads ---------------------------------------------------------------------------------------------------
 
 
@@ -389,112 +356,65 @@ def seed_hook(cache: CatalogueCache):
     return seeds
 
 
-def attach_entities(service) -> None:
-    """Entity and document commands, graph node resolvers and the recall seed hook, on a service."""
-    cache = service.catalogues = CatalogueCache()
+class Linking:
+    """The entity linker bound to one service: relink runs, document links, relation cards.
 
-    def incoming(tenant: str, entity_id: str) -> list[tuple[str, str]]:
-        service.sync()
-        return ents.incoming_relations(service.read_conn(), tenant, entity_id)
-
-    service.entities = EntityCommands(service.store, service.facts, max_tags=int(service.settings.entity_max_tags), incoming=incoming)
-    service.documents = DocumentCommands(service.store, service.facts, linker=import_linker(service, cache))
-    service.edges = LinkAwareEdgeCommands(service.store, service.facts)
-    service.facts.node_resolvers.extend([ents.entity_node_exists, ents.document_node_exists])
-    searcher = getattr(service, "searcher", None)
-    if searcher is not None:
-        searcher.seed_hooks.append(seed_hook(cache))
-
-
-# -- benchmark ---------------------------------------------------------------------------------------------------
-
-
-def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 99) -> dict[str, Any]:
-    """Seconds for a committed relink over ``n_chunks`` stored chunks and ``n_aliases`` aliases (fresh data dir).
-
-    The chunks and entities are appended as events first (not timed); the
-    timed part plans, commits and projects the run.
+    It owns the service's alias catalogues (:attr:`catalogues`), which the
+    import linker and recall's graph seeds share.
     """
-    from ..service import MemoryService
 
-    rng = random.Random(seed)
-    syllables = [a + b for a in "bdfgklmnprstvz" for b in "aeiou"]
-    words = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(3 * n_aliases + 4000)})
-    rng.shuffle(words)
-    filler, fresh = words[:3000], iter(words[3000:])
-    service = MemoryService.open(data_dir)
-    try:
-        store, tenant = service.store, "bench"
-        surfaces: list[str] = []
-        writes = []
-        n = 0
-        while len(surfaces) < n_aliases:
-            name, alias = next(fresh), next(fresh)
-            surfaces += [name, alias]
-            event = g.EntityUpserted(entity_id=f"e{n}", name=name.title(), aliases=(alias.title(),))
-            writes.append(StreamAppend(g.entity_stream(tenant, f"e{n}"), [event], NO_STREAM))
-            n += 1
-        store.append_batch(writes, tenant=tenant)
-        ids, stamp = new_ids(n_chunks), now_iso()
-        for start in range(0, n_chunks, 2000):
-            batch = []
-            for i in range(start, min(start + 2000, n_chunks)):
-                text = [rng.choice(filler) for _ in range(60)]
-                for _ in range(6):
-                    text[rng.randrange(60)] = rng.choice(surfaces)
-                content = MemoryContent(memory=" ".join(text).capitalize() + ".", memory_type="RawFileMemory")
-                batch.append(StreamAppend(c.memory_stream(ids[i]), [c.MemoryAdded(memory_id=ids[i], content=content, created_at=stamp, origin="import")], NO_STREAM))
-            store.append_batch(batch, tenant=tenant)
-        service.sync()
-        t0 = time.perf_counter()
-        report = relink(service, CommandContext(tenant=tenant), commit=True)
-        seconds = time.perf_counter() - t0
-    finally:
-        service.close()
-    return {"chunks": n_chunks, "aliases": report["catalogue_size"], "added": report["add"], "seconds": round(seconds, 3)}
+    def __init__(self, service: MemoryService):
+        self.service = service
+        self.catalogues = CatalogueCache()
 
+    def relink(self, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
+        """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again as the single writer)."""
+        service = self.service
+        if max_alias_document_frequency is None:
+            max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
+        options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
+        if not commit:
+            service.sync()
+            plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
+            return {"dry_run": True, "committed": False, **{k: v for k, v in plan.summary.items() if k not in ("run_id", "prefix")}}
 
-def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: int = 3, queries: int = 300, seed: int = 7) -> dict:
-    """p50/p95 of :func:`get_related` (``direction="out"``) on a random graph, projected in memory.
+        def run() -> Any:
+            plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
+            result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
+            return plan, result
 
-    The graph is built by applying ``EntityUpserted`` and ``RelationSet``
-    events through :class:`mnemolog.projections.entities.projector.EntityProjector` (no log), so only the read is timed.
-    """
-    rng = random.Random(seed)
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    projector = ents.EntityProjector()
-    projector.create(conn)
-    stamp, meta = datetime.now(timezone.utc), Metadata()
-    position = 0
+        plan, result = service.run(run)
+        report = {"dry_run": False, **plan.summary, **result.data, "correlation_id": result.correlation_id, "positions": list(result.positions), "replayed": result.replayed}
+        if result.replayed and result.data.get("committed"):  # a retry: the first run's figures, not the new plan's
+            report.update(add=result.data["added"], remove=result.data["removed"], added_preview=[], removed_preview=[], cross_document_pairs=[])
+        if not result.data.get("committed"):
+            report.pop("run_id", None)
+            report.pop("prefix", None)
+        return report
 
-    def recorded(event) -> RecordedEvent:
-        nonlocal position
-        position += 1
-        return RecordedEvent(position, "", "", 1, type(event).__name__, 1, "bench", event, meta, stamp)
+    def document_links(
+        self,
+        tenant: str,
+        *,
+        doc_id: str | None = None,
+        collection: str | None = None,
+        min_shared: int = 1,
+        limit: int = 20,
+        max_entity_documents: int = 200,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """:func:`document_links` over the service's projections; ``as_of`` is a position or a time."""
+        return document_links(
+            self.service.read_conn(), tenant, doc_id=doc_id, collection=collection, min_shared=min_shared, limit=limit,
+            max_entity_documents=max_entity_documents, as_of=self.service.resolve_as_of(as_of),
+        )
 
-    conn.execute("BEGIN")
-    projector.apply([recorded(g.EntityUpserted(entity_id=f"e{i}", name=f"entity {i}")) for i in range(n_entities)], conn)
-    seen: set[tuple[int, int]] = set()
-    batch = []
-    while len(seen) < n_relations:
-        a, b = rng.randrange(n_entities), rng.randrange(n_entities)
-        if a == b or (a, b) in seen:
-            continue
-        seen.add((a, b))
-        batch.append(recorded(g.RelationSet(source_id=f"e{a}", target_id=f"e{b}", relation_type=rng.choice(("KNOWS", "USES", "PART_OF")), weight=round(rng.uniform(0.3, 1.0), 3))))
-    projector.apply(batch, conn)
-    conn.execute("COMMIT")
-    timings, sizes = [], []
-    for _ in range(queries):
-        start = f"e{rng.randrange(n_entities)}"
-        t0 = time.perf_counter()
-        found = ents.get_related(conn, "bench", start, depth=depth, direction="out")
-        timings.append((time.perf_counter() - t0) * 1000)
-        sizes.append(len(found))
-    timings.sort()
-    conn.close()
-    return {
-        "relations": n_relations, "entities": n_entities, "depth": depth, "queries": queries,
-        "p50_ms": round(statistics.median(timings), 4), "p95_ms": round(timings[int(0.95 * (len(timings) - 1))], 4),
-        "mean_reached": round(statistics.mean(sizes), 1),
-    }
+    def relation_cards(self, tenant: str, question: str, *, as_of: Any = None, limit: int = 10, max_relations: int = 25) -> dict[str, Any]:
+        """:func:`relation_cards` over the service's projections; ``as_of`` is a position or a time."""
+        return relation_cards(
+            self.service.read_conn(), tenant, question, self.catalogues, as_of=self.service.resolve_as_of(as_of), limit=limit, max_relations=max_relations
+        )
+
+    def live_mentions(self, tenant: str, *, as_of: Any = None) -> list[c.EdgeRecord]:
+        """:func:`live_mentions` over the service's projections."""
+        return live_mentions(self.service.read_conn(), tenant, as_of=self.service.resolve_as_of(as_of))

@@ -16,14 +16,19 @@
   the older memory (by ``updated_at``) by the newer, unless either is merged
   or already superseded in the same batch (the merged memory is judged again
   as a trigger of the next batch).
+- :class:`RevertedDecisions` remembers the pairs of memories that a merge or
+  supersede joined and a revert undid: such a pair is never judged again, and
+  never ends up in one merge group, so a revert sticks even when the log is
+  organized again from position 0.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections import defaultdict
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import msgspec
 import numpy as np
@@ -33,6 +38,9 @@ from mnemolog.eventstore.model import MemoryContent
 
 from ..vectors.embedders import get_embedder
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 ACTOR = "organizer"
 _content = msgspec.json.Decoder(MemoryContent)
@@ -141,7 +149,7 @@ def slot(key: str | None) -> str:
 class Vectors:
     """Unit vectors for memories: ``vec_docs`` rows of the current version, else the embedder."""
 
-    def __init__(self, service, embedder_name: str, cache_limit: int = 200_000):
+    def __init__(self, service: MemoryService, embedder_name: str, cache_limit: int = 200_000):
         self.service = service
         self.embedder = get_embedder(embedder_name)
         self.cache: dict[str, np.ndarray] = {}
@@ -175,7 +183,7 @@ class Vectors:
             return out
         try:
             projected = self._from_projection(self.service.read_conn(), tenant, items)
-        except Exception:  # no vectors projection here: embed
+        except sqlite3.Error:  # no readable vectors projection here: embed
             projected = {}
         with self._lock:
             if len(self.cache) > self.cache_limit:
@@ -216,6 +224,57 @@ def load_items(conn, tenant: str, memory_type: str | None = None, ids: list[str]
     rows = conn.execute(sql + " ORDER BY memory_id", params)
     return [Item(r[0], r[1], r[2], r[3], _content.decode(r[4])) for r in rows]
 
+
+
+class RevertedDecisions:
+    """Pairs of memories once merged or superseded together by a correlation that was reverted.
+
+    Read from the log (never from a projection), incrementally: :meth:`refresh`
+    reads the merges, supersedes and reverts appended since the last call.
+    """
+
+    TYPES = ("MemoriesMerged", "MemorySuperseded", "CorrelationReverted")
+
+    def __init__(self, store):
+        self.store = store
+        self.position = 0
+        self._by_correlation: dict[tuple[str, str], list[tuple[str, ...]]] = defaultdict(list)
+        self.pairs: set[tuple[str, str, str]] = set()  # (tenant, lower id, higher id)
+        self._lock = threading.Lock()
+
+    def refresh(self) -> "RevertedDecisions":
+        with self._lock:
+            head = self.store.last_position()
+            if head > self.position:
+                for batch in self.store.iter_all(after=self.position, until=head, types=self.TYPES):
+                    for r in batch:
+                        self._take(r)
+                self.position = head  # the next refresh reads only what came after
+        return self
+
+    def _take(self, r) -> None:
+        e = r.event
+        if isinstance(e, c.CorrelationReverted):
+            for ids in self._by_correlation.pop((r.tenant, e.correlation_id), ()):
+                self.pairs.update((r.tenant, a, b) for n, a in enumerate(ids) for b in ids[n + 1 :])
+            return
+        ids = e.source_ids if isinstance(e, c.MemoriesMerged) else (e.memory_id, e.superseded_by)
+        correlation = r.metadata.correlation_id
+        if correlation:
+            self._by_correlation[(r.tenant, correlation)].append(tuple(sorted(ids)))
+
+    def apart(self, tenant: str, a: str, b: str) -> bool:
+        """Whether a revert undid a decision that joined ``a`` and ``b``."""
+        return (tenant, *sorted((a, b))) in self.pairs
+
+    def any_apart(self, tenant: str, ids) -> str | None:
+        """The first reverted pair among ``ids``, described, or None."""
+        ordered = sorted(ids)
+        for n, a in enumerate(ordered):
+            for b in ordered[n + 1 :]:
+                if (tenant, a, b) in self.pairs:
+                    return f"{a} and {b} were decided together before and that was reverted"
+        return None
 
 
 class Pair(NamedTuple):
@@ -280,8 +339,11 @@ def candidates(corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_
                 yield i, j, float(max(s[j], 0.0)), r
 
 
-def decide(pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
-    """The decisions for judged pairs, ordered by triggering position."""
+def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None) -> list[Planned]:
+    """The decisions for judged pairs, ordered by triggering position.
+
+    A pair that ``reverted`` holds apart never ends up in one merge group.
+    """
     parent: dict[tuple[str, str], tuple[str, str]] = {}
     members: dict[tuple[str, str], set] = {}
 
@@ -304,6 +366,8 @@ def decide(pairs: list[Pair], verdicts: list[Verdict]) -> list[Planned]:
             continue
         ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
         if against and any(against[x] & gb for x in ga if x in against):
+            continue
+        if reverted is not None and any(reverted.apart(x[0], x[1], y[1]) for x in ga for y in gb):
             continue
         parent[rb] = ra
         members[ra] = ga | gb

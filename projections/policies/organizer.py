@@ -21,8 +21,20 @@ key derived from (organizer, triggering position, members), and the
 checkpoint (table ``organizer_checkpoint`` in ``projections.db``) moves only
 after a batch's decisions are appended: after a crash a batch is processed
 again, and its decisions are either replayed no-ops or skipped because their
-memories are no longer activated. Reverted memories come back through
-``MemoryRolledBack``, which is not a trigger, so a revert sticks.
+memories are no longer activated.
+
+Its progress also lives in the log: a batch that decided anything is followed
+by an ``OrganizerPassRecorded`` on ``organizer-<tenant>`` (for each tenant it
+decided in) naming the position it covered, and the organizer resumes from
+the later of that record and its local checkpoint. Deleting
+``projections.db`` therefore never makes it judge the log again, and a
+rebuild appends nothing.
+
+A revert sticks. Reverted memories come back through ``MemoryRolledBack``,
+which is not a trigger; and the pairs of memories a reverted merge or
+supersede joined (:class:`~mnemolog.projections.policies.dedup.RevertedDecisions`,
+read from the log) are never judged or grouped again, and :meth:`Organizer.apply`
+skips a decision that holds one, even when the log is organized from position 0.
 
 Finding candidates and deciding is :mod:`mnemolog.projections.policies.dedup`; the
 topic hierarchy is :mod:`mnemolog.projections.policies.topics` (``cluster``).
@@ -34,20 +46,25 @@ import asyncio
 import logging
 import threading
 import time
-from collections import defaultdict
-from typing import Any, Callable
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any, Callable
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.commands.context import commit
+from mnemolog.eventstore.store import StreamAppend
 from mnemolog.eventstore.errors import IdempotencyConflict
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
 
 from ..runner import connect
-from .dedup import ACTOR, CorpusCache, Pair, Planned, Vectors, candidates, decide, load_items
+from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .settings import build_judge, type_list
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 log = logging.getLogger("mnemolog.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
@@ -58,7 +75,7 @@ APPLY_CHUNK = 16  # decisions per turn of the writer: other writes wait at most 
 class Organizer:
     """The log follower; see the module docstring. ``judge`` defaults to the configured one."""
 
-    def __init__(self, service, settings: Settings | None = None, judge=None):
+    def __init__(self, service: MemoryService, settings: Settings | None = None, judge=None):
         self.service = service
         self.settings = settings or service.settings
         self._own_judge = judge is None
@@ -71,7 +88,11 @@ class Organizer:
         self._conn_lock = threading.Lock()
         with self._conn_lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS organizer_checkpoint (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
-        self._position = self.checkpoint()
+        self.reverted = RevertedDecisions(service.store)
+        self._records: dict[str, int] = {}  # checkpoint name -> the last position a pass recorded in this log
+        self._records_scanned = 0
+        self._records_lock = threading.Lock()
+        self._position = max(self.checkpoint(), self.recorded())
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._waiters_lock = threading.Lock()
         self.decisions: dict[str, dict[str, int]] = defaultdict(lambda: {"merge": 0, "supersede": 0})
@@ -83,8 +104,35 @@ class Organizer:
 
     def checkpoint(self, name: str = "organizer") -> int:
         with self._conn_lock:
-            row = self._conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
-        return row[0] if row else 0
+            return stored_checkpoint(self._conn, name)
+
+    def recorded(self, name: str = "organizer") -> int:
+        """The last position a pass over ``name`` recorded in the log (0 when none did).
+
+        A record whose position does not hold its event in this log (a copy
+        imported with other positions) is ignored.
+        """
+        store = self.service.store
+        with self._records_lock:
+            head = store.last_position()
+            for batch in store.iter_all(after=self._records_scanned, until=head, types=["OrganizerPassRecorded"]):
+                for r in batch:
+                    e = r.event
+                    if e.position <= self._records.get(e.checkpoint, 0):
+                        continue
+                    at = store.read_all(after=e.position - 1, limit=1)
+                    if at and at[0].position == e.position and at[0].event_id == e.event_id:
+                        self._records[e.checkpoint] = e.position
+            self._records_scanned = max(self._records_scanned, head)
+            return self._records.get(name, 0)
+
+    def _record(self, name: str, position: int, decisions: Counter, correlation_id: str) -> None:
+        """Append, for each tenant decided in, that the pass covered the log up to ``position`` (the caller holds the writer)."""
+        [at] = self.service.store.read_all(after=position - 1, limit=1)
+        for tenant, count in sorted(decisions.items()):
+            ctx = CommandContext(tenant=tenant, correlation_id=correlation_id, actor=ACTOR)
+            event = c.OrganizerPassRecorded(checkpoint=name, position=position, event_id=at.event_id, decisions=count)
+            commit(self.service.store, ctx, "organizer-pass", [StreamAppend(c.organizer_stream(tenant), [event])], request=None)
 
     def _save(self, name: str, position: int) -> None:
         with self._conn_lock:
@@ -167,6 +215,7 @@ class Organizer:
         for (tenant, memory_id), r in triggers.items():
             groups[(tenant, r.event.content.memory_type)].append((memory_id, r))
         pairs: dict[tuple[str, str, str], Pair] = {}
+        reverted = self.reverted.refresh()
         conn = self.service.read_conn()
         min_cos, top_k = float(self.settings.organizer_min_cosine), int(self.settings.organizer_top_k)
         for (tenant, memory_type), members in sorted(groups.items()):
@@ -174,7 +223,7 @@ class Organizer:
             rows = [(corpus.row[m], r) for m, r in members if m in corpus.row]  # skip the no longer activated
             for i, j, cos, r in candidates(corpus, rows, min_cos, top_k):
                 a, b = sorted((corpus.items[i], corpus.items[j]))
-                if (tenant, a.id) in exclude or (tenant, b.id) in exclude:
+                if (tenant, a.id) in exclude or (tenant, b.id) in exclude or reverted.apart(tenant, a.id, b.id):
                     continue
                 key = (tenant, a.id, b.id)
                 if key not in pairs or r.position < pairs[key].position:
@@ -195,7 +244,7 @@ class Organizer:
     def plan(self, events, exclude: frozenset = frozenset()) -> list[Planned]:
         """The decisions for a batch; ``exclude`` holds (tenant, id) already decided in a dry run."""
         pairs = self._pairs(events, exclude)
-        return decide(pairs, self._judge_all(pairs)) if pairs else []
+        return decide(pairs, self._judge_all(pairs), self.reverted) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -209,6 +258,8 @@ class Organizer:
             idempotency_key=planned.idempotency_key,
         )
         memories = self.service.memories
+        if (why := self.reverted.refresh().any_apart(planned.tenant, planned.memory_ids)) is not None:
+            return f"skipped: {why}"
         try:
             if planned.action == "merge":
                 result = memories.merge(ctx, planned.memory_ids, text=planned.text, decision=planned.decision, expected_versions=planned.versions)
@@ -245,7 +296,9 @@ class Organizer:
         name = "organizer" if tenant is None else f"organizer@{tenant}"
         await call(write_executor, self.service.sync)
         head = self.service.runner.position()
-        position = max(self.checkpoint(name), self.checkpoint()) if tenant else self.checkpoint()
+        position = max(self.checkpoint(), self.recorded())
+        if tenant:
+            position = max(position, self.checkpoint(name), self.recorded(name))
         correlation = new_id()
         started, t0 = time.time(), time.perf_counter()
         report: dict[str, Any] = {"enabled": True, "correlation_id": correlation, "from": position, "events": 0, "planned": [], "outcomes": {}}
@@ -266,7 +319,7 @@ class Organizer:
                 planned = await call(read_executor, self.plan, events, frozenset(decided))
             else:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided))
-                planned = decide(pairs, await self._ajudge_all(pairs)) if pairs else []
+                planned = decide(pairs, await self._ajudge_all(pairs), self.reverted) if pairs else []
             report["events"] += len(events)
             if dry_run:
                 report["planned"] += [p.describe() for p in planned]
@@ -274,6 +327,7 @@ class Organizer:
                     decided.update((p.tenant, m) for m in (p.memory_ids if p.action == "merge" else p.memory_ids[:1]))
                 position = end
                 continue
+            applied: Counter = Counter()
             for start in range(0, len(planned), APPLY_CHUNK):
                 chunk = planned[start : start + APPLY_CHUNK]
                 outcomes = await call(write_executor, self.service.run, self.apply_many, chunk, correlation)
@@ -281,6 +335,10 @@ class Organizer:
                     kind = outcome.split(":")[0]
                     report["outcomes"][kind] = report["outcomes"].get(kind, 0) + 1
                     report["planned"].append({**p.describe(), "outcome": outcome})
+                    if outcome == "applied":
+                        applied[p.tenant] += 1
+            if applied:
+                await call(write_executor, self.service.run, self._record, name, end, applied, correlation)
             await call(write_executor, self._save, name, end)
             position = end
         report.update(to=position, applied=report["outcomes"].get("applied", 0), seconds=round(time.perf_counter() - t0, 3))
@@ -382,3 +440,21 @@ class Organizer:
         with self._conn_lock:
             self._conn.close()
 
+
+# -- without an organizer ------------------------------------------------------------------------
+
+
+def stored_checkpoint(conn, name: str = "organizer") -> int:
+    """The position an organizer stored under ``name`` in ``projections.db`` (0: none yet)."""
+    row = conn.execute("SELECT position FROM organizer_checkpoint WHERE name = ?", (name,)).fetchone()
+    return row[0] if row else 0
+
+
+def stored_status(service: MemoryService, min_position: int | None = None) -> dict[str, Any]:
+    """The status when no organizer runs in this process: its stored checkpoint, if any."""
+    try:
+        position = stored_checkpoint(service.read_conn())
+    except Exception:  # never ran: no table yet
+        position = 0
+    target = service.store.last_position() if min_position is None else min_position
+    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}

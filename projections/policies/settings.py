@@ -45,8 +45,7 @@ RULE_SETTINGS = {
     "judge_containment_min_chars": ("containment_min_chars", "Rule judge: a contained text counts as redundant from this many characters."),
     "judge_containment_min_words": ("containment_min_words", "Rule judge: … and this many words."),
 }
-for _name, (_field, _help) in RULE_SETTINGS.items():
-    setting(_name, getattr(_DEFAULT_RULES, _field), _help)
+RULE_JUDGE_SETTINGS = tuple(setting(name, getattr(_DEFAULT_RULES, field), help) for name, (field, help) in RULE_SETTINGS.items())
 
 
 def type_list(settings: Settings) -> tuple[str, ...]:

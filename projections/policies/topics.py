@@ -22,9 +22,11 @@ equal to a live topic's is left alone, so re-running writes nothing. A
 changed cluster is written as ONE atomic batch that adds the new topic nodes
 and PARENT edges (``parent:<run>:<n>``) and retires (archives, unlinking
 their edges) the earlier topics it overlaps; topics left over are retired at
-the end. The time budget is checked between clusters, so a run that stops
-leaves no cluster half-written. A run has one correlation id: ``revert``
-undoes it.
+the end. Before clustering, each run retires the topics with no activated
+memory left under them (their members reverted or deleted), even when too
+few candidates remain to cluster. The time budget is checked between
+clusters, so a run that stops leaves no cluster half-written. A run has one
+correlation id: ``revert`` undoes it.
 
 **FOLLOWS.** Memories of one conversation are chained in order when their
 data says so: a ``conv`` / ``conversation`` / ``session`` property with a
@@ -42,7 +44,7 @@ import math
 import re
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 import numpy as np
@@ -54,7 +56,11 @@ from mnemolog.eventstore.ids import new_id, new_ids
 from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
 from .dedup import ACTOR, Item, Vectors, load_items
+from .llm_judge import LLMUnavailable
 from .settings import type_list
+
+if TYPE_CHECKING:
+    from ..service import MemoryService
 
 TOPIC = MemoryType.TOPIC.value
 BRANCH = 10  # at most this many clusters per split
@@ -146,7 +152,7 @@ class Terms:
 
 
 class TopicBuilder:
-    def __init__(self, service, settings, vectors: Vectors, summarizer=None):
+    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None):
         self.service = service
         self.settings = settings
         self.vectors = vectors
@@ -269,7 +275,7 @@ class TopicBuilder:
             try:
                 title, summary = await self.summarizer.summarize_topic(cluster.sample)
                 cluster.key, cluster.text, cluster.summarizer = title[:200], summary, "llm"
-            except Exception as exc:  # the endpoint failed: keep the extractive summary
+            except (LLMUnavailable, ValueError) as exc:  # the endpoint failed or answered badly: keep the extractive summary
                 cluster.summarizer = f"extractive (llm failed: {str(exc)[:200]})"
 
         await asyncio.gather(*(one(cl) for top in clusters for cl in (top, *top.subs)))
@@ -302,9 +308,40 @@ class TopicBuilder:
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
         return self.service.run(self.commands.organize, ctx, add=add, link=edges, retire=retire)
 
-    def retire(self, tenant: str, topic_ids: list[str], run: str):
+    def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = "no longer a cluster"):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self.commands.organize, ctx, retire=topic_ids, reason="no longer a cluster")
+        return self.service.run(self.commands.organize, ctx, retire=topic_ids, reason=reason)
+
+    def orphaned(self, tenant: str) -> list[str]:
+        """Live organizer topics with no activated memory left under them (e.g. after a revert deleted them all).
+
+        A topic is kept while any memory below it (directly or through its
+        sub-topics) is activated; a dead topic goes with its sub-topics.
+        """
+        conn = self.service.read_conn()
+        topics = {i.id for i in load_items(conn, tenant, TOPIC) if i.content.properties.get("organizer") == "topics"}
+        if not topics:
+            return []
+        children: dict[str, list[str]] = defaultdict(list)
+        for source, target in conn.execute(
+            "SELECT source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id LIKE 'parent:%'", (tenant,)
+        ):
+            if source in topics:
+                children[source].append(target)
+        members = sorted({m for kids in children.values() for m in kids if m not in topics})
+        active = {i.id for i in load_items(conn, tenant, ids=members)}
+
+        def alive(topic: str, seen: frozenset = frozenset()) -> bool:
+            return any(alive(k, seen | {topic}) if k in topics else k in active for k in children[topic] if k not in seen)
+
+        return sorted(t for t in topics if not alive(t))
+
+    def retire_orphaned(self, tenant: str, run: str) -> int:
+        """Retire (archive, as events) the topics :meth:`orphaned` finds; how many."""
+        orphans = self.orphaned(tenant)
+        if orphans:
+            self.retire(tenant, orphans, run, reason="no activated member left")
+        return len(orphans)
 
     # -- conversation order -------------------------------------------------------------------
 
@@ -359,6 +396,13 @@ class TopicBuilder:
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
         for t in tenants:
+            try:
+                if dry_run:
+                    report["retired"] += len(await call(read_executor, self.orphaned, t))
+                else:
+                    report["retired"] += await call(write_executor, self.retire_orphaned, t, run)
+            except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
+                report["errors"].append(f"{t}/orphaned topics: {exc}")
             for memory_type in self.types:
                 if self.clock() > deadline:
                     report["stopped"] = "time budget"

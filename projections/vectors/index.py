@@ -172,7 +172,7 @@ class VectorIndex:
                 return f"stale: {key} is {meta.get(key)!r}, expected {expected!r}"
         try:
             loaded = Index.restore(str(self.path))
-        except Exception as exc:  # usearch raises plain RuntimeErrors on damaged files
+        except (RuntimeError, OSError, ValueError) as exc:  # usearch raises plain RuntimeErrors on damaged files
             return f"unreadable index ({exc})"
         if loaded is None or loaded.ndim != self.dim or len(loaded) != meta.get("count"):
             return "index file does not match its checkpoint"

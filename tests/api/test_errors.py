@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemolog.api.client import ApiError
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 
 
 def assert_error_body(body: dict, status: int) -> None:
@@ -275,6 +275,35 @@ async def test_bad_query_parameters_are_422_with_the_field(api, memory_id):
         await call(api, "GET", path.replace("{id}", memory_id), status=422, field=field, code="invalid")
 
     await each(BAD_QUERIES, check)
+
+
+async def test_unknown_query_parameters_are_422_naming_the_parameter(api, memory_id):
+    """A misspelt parameter is refused like an unknown body field, never silently ignored."""
+    await api.client().request("PUT", "/v1/entities/person:ada", json={"name": "Ada"})
+    body = await call(api, "GET", "/v1/entities?keyword=ada", status=422, field="keyword", code="invalid")
+    assert "'q'" not in body["error"]["message"] and "q, tag" in body["error"]["message"]
+
+    async def check(path, field):
+        await call(api, "GET", path.replace("{id}", memory_id), status=422, field=field, code="invalid")
+
+    await each(
+        [
+            ("/v1/memories/{id}?asof=3", "asof"),
+            ("/v1/memories/{id}/history?as_of=1", "as_of"),
+            ("/v1/events?limit=5&typ=MemoryAdded", "typ"),
+            ("/v1/graph/neighbors?node={id}&depht=2", "depht"),
+            ("/v1/tags?prefix=a&Prefix=b", "Prefix"),
+            ("/health?verbose=1", "verbose"),
+        ],
+        check,
+    )
+    await call(api, "POST", "/v1/recall?limit=3", json={"query": "x"}, status=422, field="limit", code="invalid")
+    # Declared parameters still work, repeated ones included, and every route's declared list is accepted.
+    found = await api.client().request("GET", "/v1/entities", params={"q": "ada"})
+    assert [e["id"] for e in found["entities"]] == ["person:ada"]
+    assert (await api.raw.get(f"/v1/graph/neighbors?node={memory_id}&type=RELATED&type=FOLLOWS")).status == 200
+    removed = await api.raw.delete("/v1/entities/person:ada/relations?target_id=person:bob&relation_type=knows")
+    assert removed.status in (200, 404, 409), await removed.text()
 
 
 async def test_bad_if_match_is_400(api, memory_id):

@@ -173,3 +173,44 @@ async def test_idempotent_retries_answer_as_the_first_request(http):
     twice = await call(http, "POST", "/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1"})
     assert once["committed"] and twice["committed"] and twice["replayed"]
     assert (twice["run_id"], twice["positions"]) == (once["run_id"], once["positions"])
+
+
+async def test_documents_with_the_same_file_name_stay_apart(http):
+    a, b = "Project A uses PostgreSQL for storage.\n", "Project B uses Redis as a cache.\n"
+    form = aiohttp.FormData()
+    form.add_field("file", a.encode(), filename="a/README.md", content_type="text/markdown")
+    form.add_field("file", b.encode(), filename="b/README.md", content_type="text/markdown")
+    report = await call(http, "POST", "/v1/import/documents", data=form)
+    assert sorted((r["doc_id"], r["version"]) for r in report["results"]) == [("a/README.md", 1), ("b/README.md", 1)]
+    head = (await call(http, "GET", "/v1/digest"))["position"]
+    again = aiohttp.FormData()
+    again.add_field("file", a.encode(), filename="a/README.md", content_type="text/markdown")
+    again.add_field("file", b.encode(), filename="b/README.md", content_type="text/markdown")
+    assert (await call(http, "POST", "/v1/import/documents", data=again))["skipped"] == 2
+    # An explicit id, and in JSON; unchanged content under it writes nothing either.
+    one = aiohttp.FormData()
+    one.add_field("doc_id", "guide")
+    one.add_field("file", a.encode(), filename="README.md", content_type="text/markdown")
+    assert (await call(http, "POST", "/v1/import/documents", data=one))["results"][0]["doc_id"] == "guide"
+    body = {"documents": [{"filename": "README.md", "content": b, "doc_id": "docs/guide.md"}, {"filename": "other/README.md", "content": a}]}
+    done = await call(http, "POST", "/v1/import/documents", json=body)
+    assert [r["doc_id"] for r in done["results"]] == ["docs/guide.md", "other/README.md"]
+    head = (await call(http, "GET", "/v1/digest"))["position"]
+    assert (await call(http, "POST", "/v1/import/documents", json=body))["skipped"] == 2
+    assert (await call(http, "GET", "/v1/digest"))["position"] == head
+    recall = await call(http, "POST", "/v1/recall", json={"query": "which database does project A use for storage", "filters": {"doc_ids": ["a/README.md"]}})
+    assert recall["hits"] and "PostgreSQL" in recall["hits"][0]["memory"]["memory"]
+
+
+async def test_two_documents_of_one_request_with_one_id_are_refused(http):
+    head = (await call(http, "GET", "/v1/digest"))["position"]
+    form = aiohttp.FormData()
+    form.add_field("file", b"one\n", filename="x/README.md", content_type="text/markdown")
+    form.add_field("file", b"two\n", filename="y/README.md", content_type="text/markdown")
+    form.add_field("doc_id", "same")
+    error = await call(http, "POST", "/v1/import/documents", 422, data=form)
+    assert error["error"]["field"] == "doc_id"
+    body = {"documents": [{"filename": "README.md", "content": "one"}, {"filename": "README.md", "content": "two"}]}
+    error = await call(http, "POST", "/v1/import/documents", 422, json=body)
+    assert error["error"]["field"] == "documents[1].doc_id" and "README.md" in error["error"]["message"]
+    assert (await call(http, "GET", "/v1/digest"))["position"] == head

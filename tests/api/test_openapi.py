@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 
 _PARAM = re.compile(r"{(\w+)}")
 _METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -76,14 +76,28 @@ async def test_request_bodies_reference_components_that_exist(document):
             continue
         with_body += 1
         schema = body["content"]["application/json"]["schema"]
-        ref = schema["$ref"]
-        assert ref.startswith("#/components/schemas/"), ref
-        assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
-    assert with_body >= 15  # every write and the POST reads
+        for ref in [s["$ref"] for s in schema["oneOf"]] if "oneOf" in schema else [schema["$ref"]]:
+            assert ref.startswith("#/components/schemas/"), ref
+            assert ref.rsplit("/", 1)[1] in schemas, (method, path, ref)
+    assert with_body >= 16  # every write and the POST reads
     for r in ROUTES:
         if r.request is not None:
             body = document["paths"][r.path][r.method.lower()]["requestBody"]
             assert body["content"]["application/json"]["schema"]["$ref"].endswith("/" + r.request.__name__)
+
+
+async def test_document_import_has_its_json_and_multipart_bodies(document):
+    body = document["paths"]["/v1/import/documents"]["post"]["requestBody"]
+    assert body["required"] is True
+    json_refs = {s["$ref"].rsplit("/", 1)[1] for s in body["content"]["application/json"]["schema"]["oneOf"]}
+    assert json_refs == {"ImportDocumentsRequest", "DocumentIn"}
+    schemas = document["components"]["schemas"]
+    assert "documents" in schemas["ImportDocumentsRequest"]["properties"]
+    assert {"filename", "content", "encoding"} <= set(schemas["DocumentIn"]["properties"])
+    form = body["content"]["multipart/form-data"]["schema"]
+    assert form["required"] == ["file"]
+    assert form["properties"]["file"]["items"] == {"type": "string", "format": "binary"}
+    assert {"collection", "doc_type", "lang", "source_url", "model"} <= set(form["properties"])
 
 
 async def test_every_ref_anywhere_resolves(document):
@@ -157,6 +171,19 @@ async def test_write_routes_document_idempotency_and_if_match(document):
     assert {"Idempotency-Key", "If-Match", "id"} <= names
     events = document["paths"]["/v1/events"]["get"]
     assert {"after", "limit", "type", "stream", "correlation_id"} <= {p["name"] for p in events["parameters"]}
+
+
+async def test_document_import_and_relation_removal_are_described(document):
+    """The body of a document import and the query of a relation removal are named in the document."""
+    schemas = document["components"]["schemas"]
+    body = document["paths"]["/v1/import/documents"]["post"]["requestBody"]["content"]
+    refs = [one["$ref"] for one in body["application/json"]["schema"]["oneOf"]]
+    assert refs == ["#/components/schemas/ImportDocumentsRequest", "#/components/schemas/DocumentIn"]
+    assert "file" in body["multipart/form-data"]["schema"]["properties"]
+    assert set(schemas["ImportDocumentsRequest"]["properties"]) == {"documents", "collection", "doc_type", "lang", "source_url", "model"}
+    assert {"filename", "content", "encoding", "doc_id", "title"} <= set(schemas["DocumentIn"]["properties"])
+    removal = document["paths"]["/v1/entities/{id}/relations"]["delete"]
+    assert {"target_id", "relation_type", "reason"} <= {p["name"] for p in removal["parameters"]}
 
 
 async def test_documented_success_statuses_are_the_ones_answered(api, document):

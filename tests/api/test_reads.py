@@ -153,6 +153,89 @@ async def test_graph_stats_counts_by_status_and_edge_type(client):
     assert stats["edges_total"] == 3
 
 
+async def test_graph_stats_as_of_a_position_is_what_the_head_said_then(start):
+    api = await start(working_memory_capacity=3)
+    client = api.client()
+    seen: list[tuple[int, dict]] = []
+
+    async def snapshot() -> None:
+        stats = await client.request("GET", "/v1/graph/stats")
+        assert stats["as_of"] is None
+        position = (await client.request("GET", "/health"))["head_position"]
+        seen.append((position, stats))
+
+    await snapshot()
+    center, others = await _star(client, leaves=3)
+    await snapshot()
+    await client.add_batch([{"memory": f"scratch {n}", "memory_type": "WorkingMemory"} for n in range(4)])  # evicts
+    await snapshot()
+    await client.archive(others[0])
+    await client.unlink("star:1:1")
+    await snapshot()
+    assert len({counts_key(stats) for _, stats in seen}) == len(seen), "every step changed the counts"
+    assert seen[-1][1]["working_memory"] == 3 and seen[-1][1]["edges"] == {"RELATED": 2}
+
+    for position, stats in seen:
+        then = await client.request("GET", "/v1/graph/stats", params={"as_of": str(position)})
+        assert {**then, "as_of": None} == stats, position
+        assert then["as_of"] == position
+
+    events = (await client.events(limit=1))["events"]
+    moment = events[0]["recorded_at"].replace("Z", "+00:00")
+    by_time = await client.request("GET", "/v1/graph/stats", params={"as_of": moment})
+    assert by_time["memories_total"] == 4  # the star's memories share their first event's time
+
+    with pytest.raises(ApiError) as err:
+        await client.request("GET", "/v1/graph/stats", params={"as_of": "yesterday"})
+    assert (err.value.status, err.value.field) == (422, "as_of")
+
+
+def counts_key(stats: dict) -> str:
+    return repr(sorted(stats.items()))
+
+
+HEAD_ONLY_READS = [
+    ("GET", "/v1/events"),
+    ("GET", "/v1/memories/{id}/history"),
+    ("GET", "/v1/digest"),
+    ("GET", "/v1/capabilities"),
+    ("GET", "/v1/organizer/status"),
+    ("POST", "/v1/recall"),  # recall takes as_of in its body, not in the query
+]
+
+
+async def test_reads_that_cannot_honour_as_of_refuse_it(api, client):
+    memory_id = await add(client, "read at the head")
+    for method, path in HEAD_ONLY_READS:
+        response = await api.raw.request(method, path.replace("{id}", memory_id), params={"as_of": "1"}, json={"query": "head"})
+        assert response.status == 422, (method, path, response.status)
+        assert (await response.json())["error"]["field"] == "as_of", (method, path)
+    response = await api.raw.get("/v1/events/stream", params={"as_of": "1"})
+    assert response.status == 422 and (await response.json())["error"]["field"] == "as_of"
+    # Reads that honour it still take it.
+    for path in (f"/v1/memories/{memory_id}", "/v1/graph/stats", f"/v1/graph/neighbors?node={memory_id}"):
+        response = await api.raw.get(path, params={"as_of": "1"})
+        assert response.status == 200, (path, await response.text())
+
+
+async def test_every_read_route_either_declares_as_of_or_refuses_it(api, client):
+    """The route table is the contract: a route that lists ``as_of`` is honouring it; any other refuses it."""
+    from mnemolog.api.app import ROUTES
+
+    memory_id = await add(client, "the contract")
+    for r in ROUTES:
+        if r.scope != "read" or r.method != "GET" or r.path == "/v1/events/stream":
+            continue
+        declared = any(name == "as_of" for name, _ in r.query)
+        path = r.path.replace("{id}", memory_id)
+        response = await api.raw.get(path, params={"as_of": "1", "node": memory_id})
+        if declared:
+            assert response.status != 422 or (await response.json())["error"]["field"] != "as_of", r.path
+        else:
+            assert response.status == 422, (r.path, response.status)
+            assert (await response.json())["error"]["field"] == "as_of", r.path
+
+
 # -- the log ----------------------------------------------------------------------------------
 
 
@@ -261,6 +344,23 @@ async def test_sse_tail_survives_keep_alives(api, client, monkeypatch):
         assert int(frame["id"]) == written.positions[0]
 
 
+@pytest.mark.parametrize("resume", ["query", "Last-Event-ID"])
+async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client, resume):
+    await client.add({"memory": "already there"})
+    ahead = 4
+    if resume == "query":
+        request = api.raw.get("/v1/events/stream", params={"after": str(ahead)})
+    else:
+        request = api.raw.get("/v1/events/stream", headers={"Last-Event-ID": str(ahead)})
+    async with request as response:
+        assert response.status == 200
+        written = await client.add_batch([{"memory": f"later {i}"} for i in range(5)])
+        assert written.positions == [2, 3, 4, 5, 6]
+        frames = await _sse_frames(response, 2)
+        assert [int(f["id"]) for f in frames] == [5, 6]
+        assert '"later 3"' in frames[0]["data"]
+
+
 async def test_sse_bad_last_event_id_is_400(api):
     response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
     assert response.status == 400
@@ -307,6 +407,28 @@ async def test_health_and_capabilities(api, client):
     assert caps["channels"].get("graph") is True
     assert caps["channels"]["lexical"] is True
     assert set(caps["channels"]) == {"lexical", "semantic", "graph"}
+
+
+async def test_verify_names_missing_guards_and_narrows_a_difference_between_digests(api, client):
+    import sqlite3
+
+    await client.add_batch([{"memory": f"guarded {i}"} for i in range(4)])
+    early = await client.digest()
+    await client.add({"memory": "later"})
+    late = await client.digest()
+    both = await client.request("GET", "/v1/verify", params=[("against", early["digest"]), ("against", late["digest"])])
+    assert both["ok"] is True and both["guards"] == []
+    forged = f"{late['position']}:{'0' * 64}"
+    narrowed = await client.request("GET", "/v1/verify", params=[("against", forged), ("against", early["digest"])])
+    assert narrowed["ok"] is False
+    assert (narrowed["broken_at"], narrowed["differs_at"], narrowed["unchanged_through"]) == (late["position"], late["position"], early["position"])
+
+    conn = sqlite3.connect(api.data_dir / "events.db")
+    conn.execute("DROP TRIGGER idempotency_keys_no_delete")
+    conn.close()
+    result = await client.verify()
+    assert result["ok"] is False and result["broken_at"] is None
+    assert result["guards"] == [{"table": "idempotency_keys", "trigger": "idempotency_keys_no_delete", "problem": "missing"}]
 
 
 # -- recall explanations ---------------------------------------------------------------------
@@ -458,3 +580,78 @@ async def test_search_returns_each_channels_own_ranking(client):
     assert "painting" in result["terms"]
     only = await client.search("melanie painting", channels=["graph"], limit=1)
     assert list(only["channels"]) == ["graph"] and len(only["channels"]["graph"]) == 1
+
+
+async def test_a_channel_requested_by_name_contributes_and_shows_its_ranks(client):
+    """The hashing embedder's semantic weight is 0: asked for by name, the channel still ranks, and says why."""
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    semantic = await client.recall("painting lake", channels=["semantic"], min_position=position)
+    state = semantic["channels"]["semantic"]
+    assert state["status"] == "ok" and state["weight"] > 0 and "requested" in state["reason"]
+    assert semantic["strategy"] == "semantic-only"
+    assert len(semantic["hits"]) == min(state["count"], 10) > 0
+    assert all(set(h["channels"]) == {"semantic"} for h in semantic["hits"])
+    assert [h["channels"]["semantic"]["rank"] for h in semantic["hits"]] == sorted(h["channels"]["semantic"]["rank"] for h in semantic["hits"])
+
+    both = await client.recall("painting lake", channels=["semantic", "lexical"], min_position=position)
+    assert both["strategy"] == "hybrid"
+    ranked = {h["id"]: h["channels"] for h in both["hits"]}
+    first = semantic["hits"][0]["id"]
+    assert ranked[first]["semantic"]["rank"] == 1
+    for hit in both["hits"]:
+        assert "semantic" in hit["channels"] or hit["id"] not in {h["id"] for h in semantic["hits"]}
+
+    # Not requested by name, the channel that cannot contribute says so.
+    default = await client.recall("painting lake", min_position=position)
+    assert default["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 for this embedder"}
+    assert all("semantic" not in h["channels"] for h in default["hits"])
+
+    # A weight of 0 set in the request switches even a requested channel off, and says so.
+    zero = await client.recall("painting lake", channels=["semantic", "lexical"], weights={"semantic": 0}, min_position=position)
+    assert zero["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 in the request"}
+    assert zero["strategy"] == "lexical-only"
+
+
+# -- fusion per request ------------------------------------------------------------------------
+
+
+async def test_fusion_is_chosen_per_request_and_rrf_k_takes_effect_under_rrf(client):
+    painting, caroline, lake_house, taxes, position = await _people(client)
+    by_score = await client.recall("painting lake", min_position=position)
+    assert by_score["fusion"] == "score"
+    near = await client.recall("painting lake", fusion="rrf", rrf_k=1, min_position=position)
+    far = await client.recall("painting lake", fusion="rrf", rrf_k=1000, min_position=position)
+    assert near["fusion"] == far["fusion"] == "rrf"
+    assert [h["id"] for h in near["hits"]][:1] == [painting]
+    # 1/(k + rank): a small k separates the ranks far more than a large one.
+    assert near["hits"][0]["score"] > 100 * far["hits"][0]["score"]
+    explicit = await client.recall("painting lake", fusion="score", propagation=False, min_position=position)
+    assert explicit["fusion"] == "score"
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/v1/recall", {"rrf_k": 10}, "rrf_k"),  # the default fusion is score
+        ("/v1/recall", {"fusion": "score", "rrf_k": 10}, "rrf_k"),
+        ("/v1/recall", {"fusion": "rrf", "propagation": True}, "propagation"),
+        ("/v1/recall", {"fusion": "bayes"}, "fusion"),
+        ("/v1/search", {"rrf_k": 10, "fusion": "rrf"}, "rrf_k"),
+        ("/v1/search", {"propagation": False}, "propagation"),
+    ],
+)
+async def test_parameters_that_do_not_apply_are_refused(api, path, body, field):
+    response = await api.raw.post(path, json={"query": "painting lake", **body})
+    assert response.status == 422, await response.text()
+    assert (await response.json())["error"]["field"] == field
+
+
+async def test_the_server_default_fusion_decides_what_applies(start):
+    api = await start(recall_fusion="rrf")
+    client = api.client()
+    result = await client.recall("anything", rrf_k=5)
+    assert result["fusion"] == "rrf"
+    with pytest.raises(ApiError) as err:
+        await client.recall("anything", propagation=True)
+    assert (err.value.status, err.value.field) == (422, "propagation")
+    assert (await client.recall("anything", fusion="score", propagation=True))["fusion"] == "score"

@@ -13,7 +13,7 @@ import pytest
 
 from mnemolog.api.auth import KeyStore
 from mnemolog.api.client import ApiError, MnemologClient
-from mnemolog.api.routing import ROUTES
+from mnemolog.api.app import ROUTES
 from mnemolog.tools import cli
 from mnemolog.tools.serve_cmds import first_start_key
 
@@ -68,6 +68,37 @@ async def test_unknown_and_revoked_keys_are_401(secured):
     assert secured.keystore.revoke(record.key_id) is True
     await expect(401, client.recall("written"), code="unauthorized")
     await expect(401, client.add({"memory": "after revocation"}), code="unauthorized")
+
+
+def test_a_key_revoked_through_another_connection_is_refused_at_once(tmp_path):
+    """A worker or the CLI revokes through its own connection: the cached lookup here must not outlive it."""
+    server = KeyStore(tmp_path / "auth.db")
+    secret, record = server.create("acme", ["read"], name="cached")
+    assert server.authenticate(secret).key_id == record.key_id  # now cached
+    other = KeyStore(tmp_path / "auth.db")
+    try:
+        assert other.revoke(record.key_id) is True
+        assert server.authenticate(secret) is None
+        # A key created elsewhere is known at once too, and unrelated keys stay valid.
+        fresh, fresh_record = other.create("acme", ["read"], name="fresh")
+        assert server.authenticate(fresh).key_id == fresh_record.key_id
+    finally:
+        other.close()
+        server.close()
+
+
+async def test_a_key_revoked_with_the_cli_is_refused_by_the_running_server_at_once(secured):
+    secret, record = secured.keystore.create("acme", ["read", "write"], name="cli revoked")
+    client = secured.client(api_key=secret)
+    await client.add({"memory": "written before revocation"})
+    await client.capabilities()  # the lookup is cached now
+    process = await asyncio.create_subprocess_exec(
+        str(MNEMOLOG), "keys", "revoke", record.key_id, "--data-dir", str(secured.data_dir),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err
+    await expect(401, client.capabilities(), code="unauthorized")
 
 
 async def test_x_api_key_header_works_too(secured):

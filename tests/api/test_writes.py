@@ -209,6 +209,19 @@ async def test_archive_delete_restore_cycle(client):
     assert err.value.status == 409
 
 
+async def test_updating_an_archived_memory_is_409_until_restored(client):
+    memory_id = await add(client, "The spare key is under the blue pot")
+    await client.archive(memory_id, reason="stale")
+    with pytest.raises(ApiError) as err:
+        await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+    assert err.value.status == 409 and err.value.code == "conflict"
+    assert "archived" in err.value.message and err.value.body["error"]["current_version"] == 2
+    assert (await client.get(memory_id))["memory"] == "The spare key is under the blue pot"
+    await client.restore(memory_id)
+    updated = await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+    assert updated.data["version"] == 4
+
+
 async def test_delete_with_evolve_to(client):
     old = await add(client, "Eve works at Initech")
     new = await add(client, "Eve works at Globex")
@@ -395,3 +408,30 @@ async def test_an_overlong_idempotency_key_is_400(client):
     with pytest.raises(ApiError) as err:
         await client.add({"memory": "x"}, idempotency_key="k" * 201)
     assert err.value.status == 400 and err.value.field == "Idempotency-Key"
+
+
+# -- the request Structs and the model --------------------------------------------------------------
+
+
+def test_request_fields_are_content_fields_and_convert_whole():
+    import msgspec
+
+    from mnemolog.api.routes_memories import _content
+    from mnemolog.api.schemas import MemoryIn, UpdateMemoryRequest
+    from mnemolog.eventstore.commands.memories import UPDATABLE_FIELDS
+    from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent
+
+    assert set(MemoryIn.__struct_fields__) == set(CONTENT_FIELDS)
+    assert set(UpdateMemoryRequest.__struct_fields__) - {"reason"} == set(UPDATABLE_FIELDS)
+    item = msgspec.json.decode(
+        b'{"memory": "m", "memory_type": "UserMemory", "key": "k", "tags": ["a", "b"], "sources": ["s"], "background": "b",'
+        b' "confidence": 0.5, "collection": "c", "doc_type": "t", "doc_id": "d", "doc_version": "1", "lang": "en",'
+        b' "source_url": "https://example.org", "model": "m1", "embedding": [0.25, 0.5], "properties": {"x": 1}}',
+        type=MemoryIn,
+    )
+    content = _content(item)
+    assert type(content) is MemoryContent
+    assert msgspec.structs.asdict(content) == {
+        name: tuple(value) if isinstance(value, list) else value for name, value in msgspec.structs.asdict(item).items()
+    }
+    assert all(getattr(content, name) is not None for name in CONTENT_FIELDS)  # every field carried over

@@ -421,6 +421,20 @@ class EventStoreContract:
         finally:
             await subscription.aclose()
 
+    async def test_subscribe_after_a_position_beyond_the_head_waits_for_it(self, store):
+        store.append("s", notes("a", "b"))
+        subscription = store.subscribe(after=5, poll_seconds=0.05)
+        try:
+            pending = asyncio.ensure_future(subscription.__anext__())
+            await asyncio.sleep(0.2)  # several polls pass with the head still below 5
+            for text in "cdefg":
+                store.append("s", notes(text))
+            live = await asyncio.wait_for(pending, timeout=5)
+            assert (live.position, live.event.text) == (6, "f")
+            assert (await next_within(subscription, 5)).position == 7
+        finally:
+            await subscription.aclose()
+
     async def test_subscribe_sees_commits_of_another_instance(self, store, tmp_path):
         store.append("s", notes("before"))
         other = self.open_another(store, tmp_path)

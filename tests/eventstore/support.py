@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.dialects import append_only_triggers
 
 
 def db_path(store: EventStore) -> Path:
@@ -35,6 +36,29 @@ def drop_append_only_triggers(path: Path | str) -> None:
         for name in names:
             conn.execute(f"DROP TRIGGER {name}")
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
+
+
+def restore_append_only_triggers(path: Path | str) -> None:
+    """Put the triggers back exactly as the schema makes them, as a careful forger would."""
+    with raw(path) as conn:
+        for trigger in append_only_triggers("sqlite"):
+            conn.execute(trigger.drop)
+            conn.execute(trigger.create)
+
+
+@contextlib.contextmanager
+def tampering(path: Path | str) -> Iterator[sqlite3.Connection]:
+    """A raw connection with the append-only triggers dropped for its use, and restored after.
+
+    The edits it makes leave no trace in the schema: only the hash chain
+    (and digests kept elsewhere) can tell.
+    """
+    drop_append_only_triggers(path)
+    try:
+        with raw(path) as conn:
+            yield conn
+    finally:
+        restore_append_only_triggers(path)
 
 
 def positions(path: Path | str) -> list[int]:

@@ -54,7 +54,10 @@ def dump(store, **kwargs) -> bytes:
 def test_export_writes_one_envelope_a_line(source):
     data = dump(source)
     lines = data.splitlines()
-    assert len(lines) == 7 and data.endswith(b"\n")
+    assert len(lines) == 1 + 7 + 1 and data.endswith(b"\n")
+    assert json.loads(lines[0]) == {"mnemolog_export": 2, "scope": "log", "tenant": None}
+    assert json.loads(lines[-1]) == {"mnemolog_export_end": True, "events": 7, "digest": str(source.digest()), "slices": [[1, 7]]}
+    lines = lines[1:-1]
     first = json.loads(lines[0])
     assert list(first) == [
         "position", "event_id", "stream_id", "stream_version", "type", "schema_version", "tenant",
@@ -111,7 +114,9 @@ def test_payload_text_round_trips_byte_for_byte(tmp_path, target):
 
 def test_tenant_export_and_import(source, target):
     data = dump(source, tenant="globex")
-    lines = [json.loads(line) for line in data.splitlines()]
+    header, *lines, footer = [json.loads(line) for line in data.splitlines()]
+    assert header == {"mnemolog_export": 2, "scope": "tenant", "tenant": "globex"}
+    assert footer == {"mnemolog_export_end": True, "events": 3, "digest": str(source.digest()), "slices": [[3, 3], [5, 6]]}
     assert [line["position"] for line in lines] == [3, 5, 6]
     assert {line["tenant"] for line in lines} == {"globex"}
     report = import_(target, io.BytesIO(data))
@@ -138,24 +143,24 @@ def tampered(data: bytes, lineno: int, old: bytes, new: bytes) -> bytes:
 
 
 def test_a_tampered_line_is_refused_and_nothing_is_written(source, target):
-    data = tampered(dump(source), 4, b"\"text\":\"caf", b"\"text\":\"CAF")
-    with pytest.raises(ImportRefused, match=r"line 4 \(position 4\).*hash"):
+    data = tampered(dump(source), 5, b"\"text\":\"caf", b"\"text\":\"CAF")
+    with pytest.raises(ImportRefused, match=r"line 5 \(position 4\).*hash"):
         import_(target, io.BytesIO(data))
     assert target.last_position() == 0
 
 
 def test_a_broken_link_is_refused(source, target):
     lines = dump(source).splitlines(keepends=True)
-    second = json.loads(lines[1])
+    second = json.loads(lines[2])
     second["prev_hash"] = "f" * 64
-    lines[1] = json.dumps(second).encode() + b"\n"
-    with pytest.raises(ImportRefused, match=r"line 2 \(position 2\)"):
+    lines[2] = json.dumps(second).encode() + b"\n"
+    with pytest.raises(ImportRefused, match=r"line 3 \(position 2\)"):
         import_(target, io.BytesIO(b"".join(lines)))
     assert target.last_position() == 0
 
 
 def test_rehash_accepts_an_edited_file(source, target):
-    data = tampered(dump(source), 4, b"\"text\":\"caf", b"\"text\":\"CAF")
+    data = tampered(dump(source), 5, b"\"text\":\"caf", b"\"text\":\"CAF")
     report = import_(target, io.BytesIO(data), rehash=True)
     assert report.imported == 7
     assert target.verify().ok
@@ -190,16 +195,16 @@ def test_ids_and_type_names_that_would_need_escaping_are_refused(source, target,
 
 
 def test_refusal_in_a_later_group_writes_nothing(source, target):
-    data = tampered(dump(source), 7, b"fourth", b"FOURTH")
-    with pytest.raises(ImportRefused, match="line 7"):
+    data = tampered(dump(source), 8, b"fourth", b"FOURTH")
+    with pytest.raises(ImportRefused, match="line 8"):
         import_(target, io.BytesIO(data), group_size=2)
     assert target.last_position() == 0
 
 
 def test_reordered_lines_are_refused(source, target):
     lines = dump(source).splitlines(keepends=True)
-    lines[2], lines[3] = lines[3], lines[2]
-    with pytest.raises(ImportRefused, match="positions must increase"):
+    lines[3], lines[4] = lines[4], lines[3]
+    with pytest.raises(ImportRefused, match=r"line 4 \(position 4\): position 3 is missing"):
         import_(target, io.BytesIO(b"".join(lines)))
 
 
@@ -236,11 +241,61 @@ def test_import_from_an_unseekable_stream(source, target):
 
 
 def test_blank_lines_are_ignored_and_empty_files_import_nothing(source, target):
-    assert import_(target, io.BytesIO(b"")) == ImportReport(0, 0, 0, [])
+    with pytest.raises(ImportRefused, match="empty"):
+        import_(target, io.BytesIO(b""))
+    assert import_(target, io.BytesIO(b""), rehash=True) == ImportReport(0, 0, 0, [])
     data = dump(source).replace(b"\n", b"\n\n", 1)
     assert import_(target, io.BytesIO(data)).imported == 7
 
 
 def test_export_line_decodes_with_msgspec(source):
-    line = dump(source).splitlines()[0]
+    line = dump(source).splitlines()[1]
     assert msgspec.json.decode(line)["type"] == "ExchangeNoted"
+
+
+# -- what the header and footer catch -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tenant", [None, "globex", "acme"])
+def test_any_missing_line_is_refused_naming_a_line(source, tmp_path, tenant):
+    lines = dump(source, tenant=tenant).splitlines(keepends=True)
+    for n in range(len(lines)):
+        with EventStore.open(tmp_path / f"target-{tenant}-{n}") as target:
+            with pytest.raises(ImportRefused, match=r"^line \d+"):
+                import_(target, io.BytesIO(b"".join(lines[:n] + lines[n + 1 :])))
+            assert target.last_position() == 0
+
+
+def test_an_extra_event_is_refused(source, tmp_path):
+    acme = dump(source, tenant="acme").splitlines(keepends=True)
+    globex = dump(source, tenant="globex").splitlines(keepends=True)
+    mixed = acme[:-1] + [globex[1]] + acme[-1:]
+    with EventStore.open(tmp_path / "t") as target:
+        with pytest.raises(ImportRefused, match=r"line 6 \(position 3\): an event of tenant 'globex' in an export of tenant 'acme'"):
+            import_(target, io.BytesIO(b"".join(mixed)))
+    full = dump(source).splitlines(keepends=True)
+    duplicated = full[:3] + full[2:]
+    with EventStore.open(tmp_path / "u") as target:
+        with pytest.raises(ImportRefused, match=r"^line 4 \(position 2\)"):
+            import_(target, io.BytesIO(b"".join(duplicated)))
+
+
+def test_a_footer_that_does_not_hold_is_refused(source, target):
+    lines = dump(source).splitlines(keepends=True)
+    footer = json.loads(lines[-1])
+    for field, value, message in (
+        ("events", 6, "counts 6 events, the file holds 7"),
+        ("slices", [[1, 8]], "position 8 is missing"),
+        ("digest", "7:" + "0" * 64, "is not the last event's"),
+    ):
+        edited = lines[:-1] + [json.dumps({**footer, field: value}).encode() + b"\n"]
+        with pytest.raises(ImportRefused, match=message):
+            import_(target, io.BytesIO(b"".join(edited)))
+    assert target.last_position() == 0
+
+
+def test_a_file_without_header_needs_rehash(source, target):
+    legacy = b"".join(dump(source).splitlines(keepends=True)[1:-1])  # the format before the header and footer
+    with pytest.raises(ImportRefused, match=r"^line 1: no export header.*--rehash"):
+        import_(target, io.BytesIO(legacy))
+    assert import_(target, io.BytesIO(legacy), rehash=True).imported == 7

@@ -11,7 +11,7 @@ from mnemolog.eventstore import DomainEvent, EventStore, Metadata, StreamAppend
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
 from mnemolog.eventstore.store import decode_rows
-from tests.eventstore.support import db_path, drop_append_only_triggers, raw
+from tests.eventstore.support import db_path, raw, tampering
 
 
 class PageNoted(DomainEvent, frozen=True):
@@ -92,8 +92,7 @@ def test_an_event_without_its_span_fails_verify(tmp_path):
     store = EventStore.open(tmp_path)
     _varied_log(store)
     assert store.verify().ok
-    drop_append_only_triggers(db_path(store))
-    with raw(db_path(store)) as conn:
+    with tampering(db_path(store)) as conn:
         conn.execute("DELETE FROM event_spans WHERE first_position = 21")
     result = store.verify()
     assert not result.ok and result.broken_at == 21 and "span" in result.reason

@@ -1,8 +1,9 @@
 """Tampering with the file behind the store's back, and what ``verify()`` says.
 
-The append-only triggers are dropped by raw SQL first, as anyone holding the
-file can do; from then on only the hash chain stands between an edit and a
-silently changed history.
+Each edit drops the append-only triggers by raw SQL first, as anyone holding
+the file can do, and puts them back exactly as they were afterwards; from
+then on only the hash chain stands between an edit and a silently changed
+history.
 
 How ``verify()`` walks (``mnemolog.eventstore.chain.walk``), for each row in order:
 position must be the previous one + 1, ``prev_hash`` must equal the previous
@@ -13,6 +14,7 @@ follow from that order of checks.
 
 from __future__ import annotations
 
+import io
 import json
 from hashlib import sha256
 
@@ -20,7 +22,8 @@ import pytest
 
 from mnemolog.eventstore import Digest, DomainEvent, EventStore, StreamAppend
 from mnemolog.eventstore.chain import GENESIS_HASH
-from tests.eventstore.support import db_path, drop_append_only_triggers, raw
+from mnemolog.eventstore.exchange import export, read_export
+from tests.eventstore.support import db_path, raw, tampering
 
 N = 10
 HASHED_COLUMNS = (
@@ -54,7 +57,6 @@ def store(tmp_path):
             tenant="acme",
         )
     assert store.last_position() == N
-    drop_append_only_triggers(db_path(store))
     try:
         yield store
     finally:
@@ -62,7 +64,7 @@ def store(tmp_path):
 
 
 def execute(store: EventStore, sql: str, *params) -> None:
-    with raw(db_path(store)) as conn:
+    with tampering(db_path(store)) as conn:
         conn.execute(sql, params)
 
 
@@ -81,7 +83,7 @@ def independent_hash(prev_hash: str, values: tuple) -> str:
 def rehash_everything(store: EventStore) -> None:
     """What a careful forger does after editing: recompute the whole chain."""
     columns = ", ".join(HASHED_COLUMNS)
-    with raw(db_path(store)) as conn:
+    with tampering(db_path(store)) as conn:
         rows = conn.execute(f"SELECT {columns} FROM events ORDER BY position").fetchall()
         prev = GENESIS_HASH
         conn.execute("BEGIN")
@@ -238,3 +240,97 @@ def test_a_truncated_and_regrown_log_fails_an_old_digest(store):
     assert store.verify().ok
     result = store.verify(against=old)
     assert (result.ok, result.broken_at) == (False, N)
+
+
+# -- where a re-hashed log differs from what was kept outside ---------------------
+
+
+def exported_rows(store: EventStore) -> list:
+    buffer = io.BytesIO()
+    export(store, buffer)
+    buffer.seek(0)
+    return list(read_export(buffer))
+
+
+def test_a_rehashed_log_against_one_digest_says_where_it_disagrees_and_the_span_of_the_edit(store):
+    old = store.digest()
+    edit_and_rehash(store, 3)
+    result = store.verify(against=old)
+    assert (result.ok, result.broken_at) == (False, N)
+    # One digest cannot say more than: something at or before its position changed.
+    assert (result.differs_at, result.unchanged_through) == (N, 0)
+    assert f"positions 1..{N}" in result.difference
+
+
+def test_a_second_digest_narrows_the_edit_down(store):
+    early, late = Digest(2, store.verify(to=2).tip_hash), store.digest()
+    edit_and_rehash(store, 3)
+    result = store.verify(against=[late, early])  # any order
+    assert (result.ok, result.broken_at) == (False, N)
+    assert (result.differs_at, result.unchanged_through) == (N, 2)
+    assert f"positions 3..{N}" in result.difference
+    # Digests on both sides of the edit, next to each other, pin it.
+    forged = Digest(3, store.verify(to=3).tip_hash)  # taken after the forgery: it agrees with it
+    assert not store.verify(against=[early, Digest(3, "a" * 64)]).ok
+    pinned = store.verify(against=[early, Digest(3, "a" * 64), late])
+    assert (pinned.differs_at, pinned.unchanged_through, pinned.broken_at) == (3, 2, N)
+    assert pinned.difference.startswith("position 3 differs")
+    assert store.verify(against=[early, forged]).ok
+
+
+@pytest.mark.parametrize("position", [1, 3, N])
+def test_a_stored_export_names_the_first_edited_row_of_a_rehashed_log(store, position):
+    kept = exported_rows(store)
+    edit_and_rehash(store, position)
+    assert store.verify().ok  # internally consistent
+    result = store.verify(export=kept)
+    assert not result.ok
+    assert (result.broken_at, result.differs_at, result.unchanged_through) == (N, position, position - 1)
+    assert result.difference == f"position {position} differs: payload differs from the export"
+    assert result.reason == "the log differs from the export's row here (the last row that differs)"
+
+
+def test_a_stored_export_and_an_untouched_log_agree(store):
+    kept = exported_rows(store)
+    assert store.verify(export=kept).ok
+    store.append("later", [TamperNoted(text="after the export")])
+    result = store.verify(export=kept, against=store.digest())
+    assert result.ok and result.checked == N + 1
+
+
+@pytest.mark.parametrize("edited, differs, unchanged, exact", [(5, 6, 4, False), (6, 6, 4, True)])
+def test_an_export_with_gaps_brackets_an_edit_between_its_rows(store, edited, differs, unchanged, exact):
+    # A tenant's export holds only some positions; here, the even ones.
+    kept = [row for row in exported_rows(store) if row.position % 2 == 0]
+    edit_and_rehash(store, edited)
+    result = store.verify(export=kept)
+    assert (result.differs_at, result.unchanged_through) == (differs, unchanged)
+    if exact:
+        assert result.difference == "position 6 differs: payload differs from the export"
+    else:
+        assert result.difference.startswith("the log differs somewhere in positions 5..6")
+        assert "stored hash differs from the export's" in result.difference
+
+
+def test_a_shortened_log_differs_at_the_first_missing_row_of_the_export(store):
+    kept = exported_rows(store)
+    execute(store, "DELETE FROM events WHERE position > 7")
+    execute(store, "DELETE FROM event_spans WHERE first_position > 7")
+    execute(store, "DELETE FROM event_spans WHERE first_position = 7")
+    execute(store, "INSERT INTO event_spans VALUES (7, 7, 'acme', NULL)")
+    result = store.verify(export=kept)
+    assert not result.ok
+    assert (result.broken_at, result.differs_at, result.unchanged_through) == (7, 8, 7)
+    assert "ends before" in result.reason and "the log ends at position 7" in result.difference
+
+
+def test_a_reference_that_goes_back_is_refused(store):
+    kept = exported_rows(store)
+    with pytest.raises(ValueError, match="goes back"):
+        store.verify(export=[kept[3], kept[1]])
+
+
+def edit_and_rehash(store: EventStore, position: int) -> None:
+    payload = cell(store, "payload", position)
+    execute(store, "UPDATE events SET payload = ? WHERE position = ?", flip_one_byte(payload, "note-"), position)
+    rehash_everything(store)

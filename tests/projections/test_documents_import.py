@@ -29,6 +29,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def do_import(svc, path: Path, tenant: str = "t", **options):
+    options.setdefault("root", path.parent)  # the id is the file's name
     return svc.run(svc.documents.import_document, ctx(tenant), document_import(read_document(path), **options))
 
 
@@ -164,13 +165,13 @@ def test_cli_skips_a_corrupt_file_and_imports_the_rest(tmp_path, capsys):
     (docs / "c.pdf").write_bytes(b"%PDF-1.4 this is not a pdf")
     (docs / "d.pdf").write_bytes(make_pdf(["Delta text."]))
     data = str(tmp_path / "data")
-    code = cli.main(["--data-dir", data, "import", "docs", str(docs), "--collection", "kb", "--json"])
+    code = cli.main(["--data-dir", data, "import", "docs", str(docs), "--root", str(docs), "--collection", "kb", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     assert (report["documents"], report["chunks"], report["skipped"], report["failed"]) == (3, 3, 0, 1)
     [failed] = [r for r in report["results"] if r["status"] == "failed"]
     assert failed["path"].endswith("c.pdf") and failed["reason"] == "corrupt"
-    assert cli.main(["--data-dir", data, "import", "docs", str(docs / "a.md"), str(docs / "b.txt")]) == 0
+    assert cli.main(["--data-dir", data, "import", "docs", str(docs / "a.md"), str(docs / "b.txt"), "--root", str(docs)]) == 0
     assert "documents=0 chunks=0 skipped=2 failed=0" in capsys.readouterr().out
     with MemoryService.open(data) as service:
         assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default", collection="kb")] == ["a.md", "b.txt", "d.pdf"]

@@ -245,13 +245,6 @@ def test_projection_rebuilds_identically(svc):
     assert dump() == before
 
 
-def test_bench_bfs_smoke():
-    from mnemolog.projections.linking.relink import bench_bfs
-
-    figures = bench_bfs(2_000, 500, queries=20)
-    assert figures["relations"] == 2_000 and figures["p50_ms"] > 0
-
-
 def test_tenant_drop_clears_the_entity_projection(svc):
     upsert(svc, "a", tenant="gone", tags=["x"])
     upsert(svc, "b", tenant="gone")

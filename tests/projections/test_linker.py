@@ -12,7 +12,6 @@ from mnemolog.projections.linking.linker import (
     AliasCatalogue,
     LinkChunk,
     LinkEntity,
-    bench_linker,
     normalise_with_offsets,
 )
 
@@ -224,9 +223,3 @@ def test_empty_catalogue_and_empty_text():
     cat = AliasCatalogue.build([])
     assert cat.link([LinkChunk("c", None, "anything")]).mentions == ()
     assert AliasCatalogue.build([ent("e", "Thing")]).query_entities("") == []
-
-
-def test_bench_linker_small():
-    stats = bench_linker(n_chunks=200, n_aliases=100)
-    assert stats["n_chunks"] == 200 and stats["n_aliases"] == 100
-    assert stats["chunks_per_s"] > 0 and stats["mentions"] > 0

@@ -301,8 +301,9 @@ def test_revert_a_bad_import_batch_once(svc):
     svc.run(svc.edges.link, ctx(correlation_id="import-7"), imported.memory_ids[0], keep, "RELATED", edge_id="import:7:1")
     svc.run(svc.memories.update, ctx(correlation_id="import-7"), keep, {"tags": ["imported"]})
     r = svc.run(svc.reverts.revert, ctx(), "import-7")
-    assert r.data["reverted"] == 5 and r.data["conflicts"] == [] and not r.data["forced"]
+    assert r.data["reverted"] == 6 and r.data["conflicts"] == [] and not r.data["forced"]  # the batch's eviction too
     assert [svc.get("a", m).status for m in imported.memory_ids] == ["deleted"] * 3
+    assert [m for _, m, _ in svc.facts.working_memory("a")] == [keep]  # as before the batch
     assert svc.get("a", keep).tags == () and svc.get("a", keep).status == "activated"
     assert svc.edges_of("a", keep) == []
     head = svc.store.last_position()
@@ -420,7 +421,7 @@ def test_drop_tenant_backs_up_then_removes_it_everywhere(tmp_path):
     assert held["graph_memories"] == 2 and held["graph_edges"] == 1
     r = svc.drop_tenant(ctx("alice"), reason="account closed")
     backup = tmp_path / "backups" / r.data["backup"].rsplit("/", 1)[-1]
-    lines = backup.read_text().splitlines()
+    lines = backup.read_text().splitlines()[1:-1]  # between the export's header and footer
     assert r.data["events_backed_up"] == len(lines) == 3 and {json.loads(x)["tenant"] for x in lines} == {"alice"}
     assert not any(_tenant_rows(svc, "alice").values())
     assert svc.get("bob", b1).memory == "bob 1"
@@ -490,6 +491,20 @@ def test_cli_add_get_update_history(run_cli, monkeypatch):
     run_cli("get", "no-such-id", "--as-of", "yesterday", code=2)
 
 
+def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
+    out = run_cli("add", "I live in Berlin", "--actor", "alice", "--correlation-id", "onboarding-run-0001")
+    m = out.split(": ", 1)[1].split(" ")[0]
+    run_cli("update", m, "--text", "I live in Paris", "--actor", "a-very-long-actor-name-indeed", "--reason", "moved")
+    header, first, second = run_cli("history", m).splitlines()
+    assert header.split()[:7] == ["VERSION", "POSITION", "STATUS", "EVENT", "ACTOR", "CORRELATION", "REASON"]
+    assert first.split()[:6] == ["1", "1", "activated", "MemoryAdded", "alice", "onboarding-run-0001"]
+    row = second.split()
+    assert row[4] == "a-very-long-act…"  # cut to its column
+    generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines())][1]
+    assert row[5] == generated and len(generated) > 16  # whole: revert takes it
+    assert second.index(generated) == header.index("CORRELATION")
+
+
 def test_cli_status_merge_links_revert(run_cli):
     ids = json.loads(run_cli("add", "--json", stdin='{"memory": "a"}\n{"memory": "b"}\n{"memory": "c"}\n'))["memory_ids"]
     a, b, d = ids
@@ -540,3 +555,19 @@ def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
     run_cli("drop-tenant", "--tenant", "t9", "--yes", code=2)
     with sqlite3.connect(tmp_path / "projections.db") as conn:
         assert conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 0
+
+
+def test_an_archived_memory_is_not_updated_until_restored(svc):
+    """Archived, like deleted, is refused with the current version; nothing is appended."""
+    (m,) = add(svc, "the spare key is under the blue pot").memory_ids
+    svc.run(svc.memories.archive, ctx(), m, reason="stale")
+    head = svc.store.last_position()
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.memories.update, ctx(), m, {"memory": "the spare key is under the red pot"})
+    assert "archived" in str(err.value) and "restore" in str(err.value)
+    assert err.value.current_version == 2
+    assert svc.store.last_position() == head
+    assert svc.get("a", m).memory == "the spare key is under the blue pot"
+    svc.run(svc.memories.restore, ctx(), m)
+    assert svc.run(svc.memories.update, ctx(), m, {"memory": "the spare key is under the red pot"}).data["version"] == 4
+    assert (svc.get("a", m).status, svc.get("a", m).memory) == ("activated", "the spare key is under the red pot")

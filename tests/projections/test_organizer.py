@@ -15,7 +15,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.judge import RuleJudge, normalize_text
 from mnemolog.projections.policies.llm_judge import LLMJudge
-from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.policies.organizer import TRIGGERS, Organizer
 from mnemolog.projections.service import MemoryService
 
 TENANT = "t1"
@@ -155,6 +155,56 @@ def test_tenants_are_never_mixed(svc, settings):
     assert Organizer(svc, settings).run_once()["applied"] == 0
 
 
+# -- distinct facts are never merged or superseded ------------------------------------------------
+
+
+def test_invoices_that_differ_only_in_their_number_are_left_alone(svc, settings):
+    a, b = add(svc, "Invoice 1001 from Acme was paid in full", "Invoice 1002 from Acme was paid in full")
+    organizer = Organizer(svc, settings)
+    assert organizer.dry_run() == []
+    before = svc.store.last_position()
+    report = organizer.run_once()
+    assert report["events"] == 2 and report["applied"] == 0 and svc.store.last_position() == before
+    assert view(svc, a).status == view(svc, b).status == "activated"
+
+
+def test_a_numbered_list_is_left_alone(svc, settings):
+    dishes = ["a lemon cake", "pancakes", "a tomato soup"]
+    add(svc, *(f"Recipe number {n} is {dishes[n % 3]} and serves {n % 4 + 2} people" for n in range(1, 41)))
+    assert Organizer(svc, settings).dry_run() == []
+
+
+def test_the_same_key_in_chinese_and_english_is_not_superseded(svc, settings):
+    [zh] = add(svc, MemoryContent(memory="我的家乡是柏林", key="home city"))
+    [en] = add(svc, MemoryContent(memory="Home city: Berlin", key="home city"))
+    organizer = Organizer(svc, settings)
+    assert organizer.dry_run() == []
+    assert organizer.run_once()["applied"] == 0
+    assert view(svc, zh).status == view(svc, en).status == "activated"
+
+
+def test_one_identified_thing_with_a_new_value_is_still_superseded(svc, settings):
+    [older] = add(svc, "Ticket 4521 is assigned to Bob")
+    [newer] = add(svc, "Ticket 4521 is assigned to Carol")
+    [planned] = Organizer(svc, settings).dry_run()
+    assert planned["action"] == "supersede" and planned["memory_ids"] == [older, newer]
+    assert "bob vs carol" in planned["decision"]["reason"]
+
+
+def test_organize_dry_run_on_the_cli_plans_nothing_for_distinct_invoices(tmp_path, capsys):
+    from mnemolog.tools.cli import main
+
+    def run(*argv) -> tuple[int, str]:
+        code = main(["--data-dir", str(tmp_path / "data"), *argv])
+        return code, capsys.readouterr().out
+
+    for text in ("Invoice 1001 from Acme was paid in full", "Invoice 1002 from Acme was paid in full"):
+        assert run("add", text)[0] == 0
+    code, out = run("organize", "--once", "--dry-run", "--no-topics")
+    assert code == 0 and "supersede" not in out and "merge" not in out
+    assert "dry run: 0 decision(s)" in out
+
+
 # -- crash safety, disabled, dry run, revert ----------------------------------------------------
 
 
@@ -177,12 +227,14 @@ def test_restart_after_a_crash_neither_reapplies_nor_skips(tmp_path):
         first.run_once()
     assert len(events(svc, "MemoriesMerged")) == 2  # batch 2 was appended, its checkpoint was not
     assert first.checkpoint() == saved[0]
+    assert first.recorded() > saved[0]  # the log holds how far batch 2 got, the local checkpoint does not
+    covered = first.recorded()
     svc.close()
 
     svc = MemoryService.open(tmp_path, settings=settings)
     add(svc, "Fact number four is stored here", "fact number four is stored here.")
     second = Organizer(svc, settings)
-    assert second.position == saved[0]
+    assert second.position == covered
     second.run_once()
     merged = events(svc, "MemoriesMerged")
     sources = sorted(sorted(e.event.source_ids) for e in merged)
@@ -344,3 +396,151 @@ async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, set
         assert fallback.judge == "rule" and fallback.fallback.startswith("llm failed: HTTP 503")
     finally:
         await organizer.aclose()
+
+
+# -- progress in the log, reverts that stick -------------------------------------------------------
+
+
+def _organize_after_rebuild(tmp_path, settings) -> tuple[MemoryService, Organizer]:
+    """Delete the disposable files, open the service again (it rebuilds) and a new organizer."""
+    for name in ("projections.db", "projections.db-wal", "projections.db-shm", "vectors.usearch", "vectors.usearch.json"):
+        (tmp_path / name).unlink(missing_ok=True)
+    svc = MemoryService.open(tmp_path, settings=settings)
+    return svc, Organizer(svc, settings)
+
+
+def test_deleting_the_projections_never_makes_the_organizer_append(tmp_path, settings):
+    svc = MemoryService.open(tmp_path, settings=settings)
+    [a] = add(svc, "Alice lives in Berlin.")
+    kept = add(svc, "Bob plays chess on Sundays.", "bob plays chess on sundays")
+    organizer = Organizer(svc, settings)
+    assert organizer.run_once()["applied"] == 1  # Bob's pair; Alice's memory has no pair yet
+    [b] = add(svc, "alice lives in berlin")
+    report = organizer.run_once()
+    assert report["applied"] == 1
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    assert {view(svc, m).status for m in (a, b)} == {"activated"}
+    covered = organizer.recorded()
+    assert covered > 0 and [r.event.checkpoint for r in events(svc, "OrganizerPassRecorded")] == ["organizer"] * 2
+    head = svc.store.last_position()
+    svc.close()
+
+    svc, fresh = _organize_after_rebuild(tmp_path, settings)
+    assert fresh.checkpoint() == 0 and fresh.position == covered  # resumes from the log's record
+    again = fresh.run_once()
+    assert again["applied"] == 0 and svc.store.last_position() == head
+    assert {view(svc, m).status for m in (a, b)} == {"activated"} and {view(svc, m).status for m in kept} == {"archived"}
+    svc.close()
+
+
+def test_a_reverted_decision_is_not_redone_even_from_position_zero(tmp_path, settings):
+    svc = MemoryService.open(tmp_path, settings=settings)
+    [a] = add(svc, "Alice lives in Berlin.")
+    organizer = Organizer(svc, settings)
+    organizer.run_once()
+    [b] = add(svc, "alice lives in berlin")
+    [older] = add(svc, MemoryContent(memory="Editor: Vim", key="editor"))
+    [newer] = add(svc, MemoryContent(memory="Editor: Emacs", key="editor"))
+    report = organizer.run_once()
+    assert sorted(p["action"] for p in report["planned"]) == ["merge", "supersede"]
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    head = svc.store.last_position()
+    # From position 0 the merge's trigger is a's MemoryAdded, not b's: a new idempotency key.
+    fresh = Organizer(svc, settings)
+    fresh.recorded = lambda name="organizer": 0
+    fresh._save("organizer", 0)
+    assert fresh.plan(svc.store.read_all(types=TRIGGERS)) == []
+    assert fresh.run_once()["applied"] == 0 and svc.store.last_position() == head
+    assert {view(svc, m).status for m in (a, b, older, newer)} == {"activated"}
+
+
+def test_a_decision_planned_again_after_its_revert_is_skipped(svc, settings):
+    import msgspec
+
+    add(svc, "Meeting notes are stored in Notion", "MEETING NOTES ARE STORED IN NOTION")
+    organizer = Organizer(svc, settings)
+    [planned] = organizer.plan(svc.store.read_all(types=TRIGGERS))
+    assert svc.run(organizer.apply, planned, "pass-1") == "applied"
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT), "pass-1")
+    head = svc.store.last_position()
+    # The same pair, as another trigger would plan it: another idempotency key, the current versions.
+    again = msgspec.structs.replace(planned, idempotency_key="another-trigger", versions={m: view(svc, m).version for m in planned.memory_ids})
+    outcome = svc.run(organizer.apply, again, "pass-2")
+    assert outcome.startswith("skipped:") and "reverted" in outcome
+    assert svc.store.last_position() == head
+
+
+def test_a_reverted_pair_is_never_grouped_through_a_third_memory(svc, settings):
+    from mnemolog.projections.policies.dedup import Pair, RevertedDecisions, decide, load_items
+    from mnemolog.projections.policies.judge import Verdict
+
+    a, b = add(svc, "Alice lives in Berlin.", "alice lives in berlin")
+    organizer = Organizer(svc, settings)
+    report = organizer.run_once()
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT), report["correlation_id"])
+    [c_] = add(svc, "ALICE LIVES IN BERLIN")
+    items = {i.id: i for i in load_items(svc.read_conn(), TENANT)}
+    verdict = Verdict("redundant", "test", "rule", "1", 1.0)
+    pairs = [Pair(TENANT, "LongTermMemory", *sorted((items[x], items[c_])), 1.0, 1, "e") for x in (a, b)]
+    reverted = RevertedDecisions(svc.store).refresh()
+    planned = decide(pairs, [verdict, verdict], reverted)
+    assert [sorted(p.memory_ids) for p in planned] == [sorted((a, c_))] or [sorted(p.memory_ids) for p in planned] == [sorted((b, c_))]
+    assert len(decide(pairs, [verdict, verdict])) == 1 and len(decide(pairs, [verdict, verdict])[0].memory_ids) == 3
+    result = organizer.run_once()
+    assert not any({a, b} <= set(p["memory_ids"]) for p in result["planned"] if p["outcome"] == "applied")
+
+
+def test_a_pass_record_from_another_log_is_ignored(tmp_path, settings):
+    import io
+
+    from mnemolog.eventstore import exchange
+
+    source = MemoryService.open(tmp_path / "source", settings=settings)
+    add(source, "Alice lives in Berlin.", "alice lives in berlin")
+    Organizer(source, settings).run_once()
+    out = io.BytesIO()
+    exchange.export(source.store, out, tenant=TENANT)
+    source.close()
+    target = MemoryService.open(tmp_path / "target", settings=settings)
+    add(target, *(f"other tenant memory {n}" for n in range(5)), tenant="other")
+    out.seek(0)
+    exchange.import_(target.store, out)
+    target.sync()
+    assert events(target, "OrganizerPassRecorded")  # imported, at other positions
+    assert Organizer(target, settings).recorded() == 0
+    target.close()
+
+
+async def test_a_server_started_on_deleted_projections_appends_nothing(tmp_path, aiohttp_client):
+    from mnemolog.api.app import create_app
+    from mnemolog.api.background import default_background
+
+    settings = make_settings(data_dir=str(tmp_path))
+
+    async def caught_up(client, position: int) -> dict:
+        resp = await client.get("/v1/organizer/status", params={"min_position": position, "wait": "10s"})
+        body = await resp.json()
+        assert resp.status == 200 and body["caught_up"] is True, body
+        return body
+
+    client = await aiohttp_client(create_app(settings, background=default_background(settings)))
+    for text in ("Lives in São Paulo", "lives in São Paulo."):
+        resp = await client.post("/v1/memories", json={"memory": {"memory": text}})
+        assert resp.status in (200, 201), await resp.text()
+        await caught_up(client, max((await resp.json())["positions"]))
+    head = (await (await client.get("/v1/digest")).json())["position"]
+    await caught_up(client, head)
+    [merged] = [e for e in (await (await client.get("/v1/events", params={"type": "MemoriesMerged"})).json())["events"]]
+    resp = await client.post("/v1/reverts", json={"correlation_id": merged["metadata"]["correlation_id"]})
+    assert resp.status in (200, 201), await resp.text()
+    digest = await (await client.get("/v1/digest")).json()
+    await caught_up(client, digest["position"])
+    await client.close()
+
+    for name in ("projections.db", "projections.db-wal", "projections.db-shm", "vectors.usearch", "vectors.usearch.json"):
+        (tmp_path / name).unlink(missing_ok=True)
+    client = await aiohttp_client(create_app(settings, background=default_background(settings)))
+    await caught_up(client, digest["position"])
+    assert await (await client.get("/v1/digest")).json() == digest  # the rebuild and the organizer appended nothing
+    resp = await client.post("/v1/recall", json={"query": "São Paulo"})
+    assert len((await resp.json())["hits"]) == 2  # the reverted merge stays undone

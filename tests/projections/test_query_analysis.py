@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime
 
 import pytest
@@ -179,9 +182,17 @@ def test_fts5_match_quotes_terms_and_is_always_valid():
     assert rows == (1,)  # "paintings" meets "painted" through the porter tokenizer
 
 
-def test_analyze_is_deterministic():
-    q = "When did Ann and Bob visit the Grand Canyon last summer?"
-    assert analyze(q) == analyze(q)
+def test_analyze_is_deterministic_across_processes():
+    """The same question gives the same analysis in every process, whatever the string-hash seed (no set order leaks)."""
+    script = (
+        "from mnemolog.projections.recall.query_analysis import analyze; "
+        "print(repr(analyze('When did Ann and Bob visit the Grand Canyon last summer with Carol, Dave and Eve?')))"
+    )
+    runs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(runs) == 1 and "Grand Canyon" in runs.pop()
 
 
 def test_non_latin_scripts_are_terms():

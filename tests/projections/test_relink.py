@@ -24,7 +24,7 @@ def upsert(svc, entity_id, name, **kw):
 def add_doc(svc, tmp_path: Path, name: str, text: str):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path)))
+    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path), root=path.parent))
 
 
 def mentions(svc, tenant: str = "t"):
@@ -45,7 +45,7 @@ def corpus(svc, tmp_path):
 
 def test_dry_run_writes_nothing_and_previews(svc, corpus):
     head, before = svc.store.last_position(), mentions(svc)
-    report = rl.relink(svc, ctx())
+    report = svc.linking.relink(ctx())
     assert report["dry_run"] and not report["committed"] and "run_id" not in report
     assert svc.store.last_position() == head and mentions(svc) == before
     assert report["remove"] == 2  # chunk -> Lovelace and document -> Lovelace, replaced by the longer name
@@ -58,7 +58,7 @@ def test_dry_run_writes_nothing_and_previews(svc, corpus):
 
 def test_commit_then_undo_namespace_restores_the_previous_edges_exactly(svc, corpus):
     before = mentions(svc)
-    report = rl.relink(svc, ctx(), commit=True)
+    report = svc.linking.relink(ctx(), commit=True)
     assert report["committed"] and report["add"] == 6 and report["remove"] == 2
     prefix = report["prefix"]
     types = [r.type for r in svc.store.read_all(after=report["positions"][0] - 1, until=report["positions"][-1])]
@@ -67,7 +67,7 @@ def test_commit_then_undo_namespace_restores_the_previous_edges_exactly(svc, cor
     assert after != before and sum(1 for e in after if e[0].startswith(prefix)) == 6
     assert not any(e[2] == "person:lovelace" for e in after)
     # Nothing left to do: a second run is a no-op.
-    again = rl.relink(svc, ctx(), commit=True)
+    again = svc.linking.relink(ctx(), commit=True)
     assert not again["committed"] and again["kept"] == 6 and again["positions"] == []
     undo = svc.run(svc.edges.undo_namespace, ctx(), prefix)
     assert (undo.data["removed"], undo.data["restored"]) == (6, 2)
@@ -77,20 +77,20 @@ def test_commit_then_undo_namespace_restores_the_previous_edges_exactly(svc, cor
 
 def test_commit_then_revert_correlation_restores_the_previous_edges(svc, corpus):
     before = mentions(svc)
-    report = rl.relink(svc, ctx(), commit=True)
+    report = svc.linking.relink(ctx(), commit=True)
     svc.run(svc.reverts.revert, ctx(), report["correlation_id"])
     assert mentions(svc) == before
 
 
 def test_as_of_before_the_run_shows_the_old_mentions(svc, corpus):
     before = mentions(svc)
-    report = rl.relink(svc, ctx(), commit=True)
+    report = svc.linking.relink(ctx(), commit=True)
     old = sorted(e.edge_id for e in rl.live_mentions(svc.read_conn(), "t", as_of=report["positions"][0] - 1))
     assert old == [e[0] for e in before]
 
 
 def test_relink_is_per_tenant(svc, corpus):
-    other = rl.relink(svc, ctx("other"), commit=True)
+    other = svc.linking.relink(ctx("other"), commit=True)
     assert not other["committed"] and other["chunks"] == 0 and mentions(svc, "other") == []
 
 
@@ -118,7 +118,7 @@ def test_relation_cards(svc):
     upsert(svc, "thing:engine", "Analytical Engine")
     svc.run(svc.entities.set_relation, ctx(), "person:ada", "thing:engine", "wrote_about", weight=0.9)
     svc.run(svc.entities.set_relation, ctx(), "person:babbage", "person:ada", "worked_with", weight=0.7)
-    cards = rl.relation_cards(svc.read_conn(), "t", "Who did Ada work with?", svc.catalogues)
+    cards = svc.linking.relation_cards("t", "Who did Ada work with?")
     assert cards["matched"]
     [card] = cards["cards"]
     assert card["entity"]["id"] == "person:ada" and card["matched_alias"] == "ada"
@@ -126,8 +126,8 @@ def test_relation_cards(svc):
         ("out", "WROTE_ABOUT", "thing:engine"),
         ("in", "WORKED_WITH", "person:babbage"),
     ]
-    assert rl.relation_cards(svc.read_conn(), "t", "What is the weather?", svc.catalogues) == {"matched": False, "question": "What is the weather?", "cards": []}
-    assert not rl.relation_cards(svc.read_conn(), "other-tenant", "Ada?", svc.catalogues)["matched"]
+    assert svc.linking.relation_cards("t", "What is the weather?") == {"matched": False, "question": "What is the weather?", "cards": []}
+    assert not svc.linking.relation_cards("other-tenant", "Ada?")["matched"]
 
 
 def test_recall_graph_channel_finds_a_chunk_through_an_entity_alias(svc, tmp_path):
@@ -145,16 +145,6 @@ def test_recall_graph_channel_finds_a_chunk_through_an_entity_alias(svc, tmp_pat
 def test_include_tags_links_tags_too(svc, tmp_path):
     upsert(svc, "topic:hydro", "Hydrology", tags=["rivers"])
     add_doc(svc, tmp_path, "n.md", "Notes about rivers.\n")
-    assert rl.relink(svc, ctx())["add"] == 0
-    report = rl.relink(svc, ctx(), include_tags=True, commit=True)
+    assert svc.linking.relink(ctx())["add"] == 0
+    report = svc.linking.relink(ctx(), include_tags=True, commit=True)
     assert report["add"] == 2 and report["committed"]
-
-
-def test_bench_graph_ends_with_its_figures(capsys):
-    from mnemolog.tools import cli
-
-    code = cli.main(["bench", "graph", "--relations", "2000", "--entities", "500", "--queries", "10", "--chunks", "200", "--aliases", "100"])
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert code == 0
-    figures = dict(pair.split("=") for pair in last.split())
-    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s"] and all(float(v) > 0 for v in figures.values())

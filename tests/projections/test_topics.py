@@ -263,3 +263,27 @@ async def test_llm_names_topics_and_extractive_is_the_fallback(tmp_path, fake_ll
     finally:
         await organizer.aclose()
         svc.close()
+
+
+# -- summaries ----------------------------------------------------------------------------------------
+
+
+class _Summarizer:
+    def __init__(self, error: Exception):
+        self.error = error
+
+    async def summarize_topic(self, texts):
+        raise self.error
+
+
+def test_an_unavailable_endpoint_keeps_the_extractive_summary_and_a_bug_is_not_hidden(svc, settings):
+    from mnemolog.projections.policies.llm_judge import LLMUnavailable
+    from mnemolog.projections.policies.topics import Cluster
+
+    down = TopicBuilder(svc, settings, Vectors(svc, "hashing"), summarizer=_Summarizer(LLMUnavailable("timeout after 5s")))
+    cluster = Cluster(members=["a"], sample=["a text"])
+    asyncio.run(down.summarize([cluster]))
+    assert cluster.summarizer == "extractive (llm failed: timeout after 5s)"
+    broken = TopicBuilder(svc, settings, Vectors(svc, "hashing"), summarizer=_Summarizer(TypeError("a bug in the summarizer")))
+    with pytest.raises(TypeError):
+        asyncio.run(broken.summarize([Cluster(members=["a"], sample=["a text"])]))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mnemolog.eventstore import ANY, EventStore, Metadata
+from mnemolog.eventstore.chain import StoredRow
 from mnemolog.eventstore.events import DomainEvent, encode_payload, encoder, type_name
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
@@ -82,7 +83,7 @@ def test_migrate_prints_the_revision(tmp_path, capsys):
     head = migrate.head_revision()
     assert code == 0 and out.startswith(f"schema revision {head}")
     code, out, _ = run(capsys, "migrate", "--data-dir", tmp_path / "fresh", "--json")
-    assert code == 0 and json.loads(out) == {"revision": head, "previous": head, "head": head, "migrated": False}
+    assert code == 0 and json.loads(out) == {"revision": head, "previous": head, "head": head, "migrated": False, "restored": []}
 
 
 def test_data_dir_comes_from_the_environment(tmp_path, capsys, monkeypatch):
@@ -203,6 +204,107 @@ def test_verify_names_the_tampered_position(data, tmp_path, capsys):
     assert run(capsys, "--data-dir", data, "verify")[0] == 0  # the original is untouched
 
 
+def test_a_dropped_trigger_fails_verify_and_migrate_restores_it(data, capsys):
+    with sqlite3.connect(data / "events.db") as conn:
+        conn.execute("DROP TRIGGER events_no_update")
+    conn.close()
+    code, out, _ = run(capsys, "--data-dir", data, "verify")
+    assert code == 1
+    assert "guard missing: trigger events_no_update on events is missing" in out
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--json")
+    assert code == 1
+    assert json.loads(out)["guards"] == [{"table": "events", "trigger": "events_no_update", "problem": "missing"}]
+
+    code, out, _ = run(capsys, "--data-dir", data, "migrate")
+    assert code == 0
+    assert "up to date" not in out
+    assert "restored events_no_update on events (it was missing)" in out
+    assert run(capsys, "--data-dir", data, "verify")[0] == 0
+    code, out, _ = run(capsys, "--data-dir", data, "migrate", "--json")
+    assert json.loads(out)["restored"] == []
+    with sqlite3.connect(data / "events.db") as conn:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE events SET tenant = 'x'")
+    conn.close()
+
+
+def test_an_altered_trigger_fails_verify_and_migrate_restores_it(data, capsys):
+    with sqlite3.connect(data / "events.db") as conn:
+        conn.execute("DROP TRIGGER event_spans_no_delete")
+        conn.execute("CREATE TRIGGER event_spans_no_delete BEFORE DELETE ON event_spans WHEN 0 BEGIN SELECT 1; END")
+    conn.close()
+    code, out, _ = run(capsys, "--data-dir", data, "verify")
+    assert code == 1 and "event_spans_no_delete on event_spans is altered" in out
+    code, out, _ = run(capsys, "--data-dir", data, "migrate", "--json")
+    assert json.loads(out)["restored"] == [{"table": "event_spans", "trigger": "event_spans_no_delete", "problem": "altered"}]
+    assert run(capsys, "--data-dir", data, "verify")[0] == 0
+
+
+def _rehash_after_editing(path: Path, position: int) -> None:
+    """Edit one payload, then recompute every hash, triggers dropped and put back."""
+    from mnemolog.eventstore.chain import GENESIS_HASH, expected_hash
+    from mnemolog.eventstore.dialects import append_only_triggers
+    from mnemolog.eventstore.recorder import _COLUMNS
+
+    conn = sqlite3.connect(path / "events.db", isolation_level=None)
+    triggers = append_only_triggers("sqlite")
+    for trigger in triggers:
+        conn.execute(trigger.drop)
+    conn.execute("UPDATE events SET payload = replace(payload, '\"text\":\"', '\"text\":\"edited ') WHERE position = ?", (position,))
+    prev = GENESIS_HASH
+    columns = ", ".join(c.name for c in _COLUMNS)
+    for row in conn.execute(f"SELECT {columns} FROM events ORDER BY position").fetchall():
+        digest = expected_hash(StoredRow(*row[:-2], prev, ""))
+        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?", (prev, digest, row[0]))
+        prev = digest
+    for trigger in triggers:
+        conn.execute(trigger.create)
+    conn.close()
+
+
+def test_verify_against_an_export_and_a_second_digest_names_the_first_difference(data, tmp_path, capsys):
+    kept = tmp_path / "kept.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", kept)[0] == 0
+    early = run(capsys, "--data-dir", data, "verify", "--to", "1", "--json")[1]
+    early = f"1:{json.loads(early)['tip_hash']}"
+    tip = run(capsys, "--data-dir", data, "digest")[1].strip()
+    _rehash_after_editing(data, 4)
+    assert run(capsys, "--data-dir", data, "verify")[0] == 0  # the forged chain holds together
+
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", tip)
+    assert code == 1
+    assert out.startswith("broken at position 5: hash at the digest's position differs from the digest")
+    assert "first difference: the log differs somewhere in positions 1..5" in out
+
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", tip, "--against", early)
+    assert code == 1
+    assert out.startswith("broken at position 5:")
+    assert "somewhere in positions 2..5" in out
+
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", kept)
+    assert code == 1
+    assert "first difference: position 4 differs: payload differs from the export" in out
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", kept, "--json")
+    found = json.loads(out)
+    assert (found["broken_at"], found["differs_at"], found["unchanged_through"]) == (5, 4, 3)
+
+
+@pytest.mark.parametrize("content", [b"not json\n", b'{"position": 1}\n'])
+def test_verify_against_a_malformed_export_exits_2(data, tmp_path, capsys, content):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    code, _, err = run(capsys, "--data-dir", data, "verify", "--against", bad)
+    assert code == 2
+    assert_one_line_error(err)
+    assert "line 1" in err
+
+
+def test_verify_against_a_missing_file_exits_2(data, tmp_path, capsys):
+    code, _, err = run(capsys, "--data-dir", data, "verify", "--against", tmp_path / "nowhere.jsonl")
+    assert code == 2
+    assert_one_line_error(err)
+
+
 # -- export / import ------------------------------------------------------------
 
 
@@ -227,7 +329,7 @@ def test_export_import_round_trip(data, tmp_path, capsys):
 
 def test_export_one_tenant_to_stdout(data, capsysbinary):
     assert main(["--data-dir", str(data), "export", "--tenant", "acme"]) == 0
-    lines = capsysbinary.readouterr().out.splitlines()
+    lines = capsysbinary.readouterr().out.splitlines()[1:-1]  # between the header and the footer
     assert [json.loads(line)["position"] for line in lines] == [1, 2, 4]
 
 
@@ -239,7 +341,7 @@ def test_import_of_a_tampered_file_is_refused(data, tmp_path, capsys):
     code, out, err = run(capsys, "--data-dir", fresh, "import", dump)
     assert code == 2 and out == ""
     assert_one_line_error(err)
-    assert "line 4" in err and "nothing written" in err
+    assert "line 5" in err and "nothing written" in err
     assert run(capsys, "--data-dir", fresh, "digest")[1].startswith("0:")
     code, out, _ = run(capsys, "--data-dir", fresh, "import", dump, "--rehash")
     assert code == 0 and "imported 5" in out
@@ -282,6 +384,9 @@ def test_bench_append_smoke(tmp_path, capsys):
     pairs = dict(item.split("=") for item in out.strip().splitlines()[-1].split())
     for key in ("append_b1000_eps", "raw_b1000_eps", "ratio_b1000", "append_b1_eps", "read_eps"):
         assert float(pairs[key + "_normal"]) > 0
+    for batch in (1, 100, 1000):  # each ratio compares the log with the raw limit measured in the same run
+        ratio = float(pairs[f"append_b{batch}_eps_normal"]) / float(pairs[f"raw_b{batch}_eps_normal"])
+        assert float(pairs[f"ratio_b{batch}_normal"]) == pytest.approx(ratio, rel=0.01, abs=0.002)
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
 
 

@@ -1,0 +1,93 @@
+"""Dropping a tenant: never without a backup that exists, and answered alike for unknown and dropped tenants."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.eventstore.settings import Settings, SettingError
+from mnemolog.projections.service import MemoryService
+from mnemolog.tools import cli
+
+
+def ctx(tenant: str) -> CommandContext:
+    return CommandContext(tenant=tenant)
+
+
+def add(svc, text: str, tenant: str) -> None:
+    svc.run(svc.memories.add, ctx(tenant), [MemoryContent(memory=text)])
+
+
+def backups(data):
+    return sorted(p.name for p in (data / "backups").glob("*.jsonl"))
+
+
+def drops(svc):
+    return [r.event for r in svc.store.read_all(types=["TenantDropped"])]
+
+
+@pytest.mark.parametrize("keep", [0, -1])
+def test_a_keep_below_one_is_refused_before_anything_is_written(tmp_path, keep):
+    data = tmp_path / "data"
+    with MemoryService.open(data, settings=Settings({"backups_keep": 3})) as svc:
+        for tenant in ("a", "b"):
+            add(svc, f"{tenant}'s memory", tenant)
+        svc.drop_tenant(ctx("a"))
+        kept, head = backups(data), svc.store.last_position()
+    with MemoryService.open(data, settings=Settings({"backups_keep": keep})) as svc:
+        with pytest.raises(SettingError, match="MNEMOLOG_BACKUPS_KEEP must be at least 1"):
+            svc.drop_tenant(ctx("b"))
+        assert svc.store.last_position() == head and backups(data) == kept  # no drop, no file removed
+
+
+def test_keep_one_keeps_exactly_the_backup_the_drop_recorded(tmp_path):
+    data = tmp_path / "data"
+    with MemoryService.open(data, settings=Settings({"backups_keep": 1})) as svc:
+        for tenant in ("a", "b", "c"):
+            add(svc, f"{tenant}'s memory", tenant)
+        for tenant in ("a", "b", "c"):
+            svc.drop_tenant(ctx(tenant))
+            recorded = drops(svc)[-1].backup
+            assert backups(data) == [recorded.rsplit("/", 1)[-1]]
+        # Every drop's backup existed when it was recorded; the last one still does.
+        assert (data / "backups" / drops(svc)[-1].backup.rsplit("/", 1)[-1]).is_file()
+
+
+def test_dropped_and_unknown_tenants_are_answered_alike(tmp_path):
+    data = tmp_path / "data"
+    with MemoryService.open(data) as svc:
+        add(svc, "a memory", "a")
+        svc.drop_tenant(ctx("a"))
+        head, kept = svc.store.last_position(), backups(data)
+        for tenant in ("a", "nobody"):
+            with pytest.raises(NotFound) as refused:
+                svc.drop_tenant(ctx(tenant))
+            assert str(refused.value) == str(NotFound("tenant", tenant))
+        assert svc.store.last_position() == head and backups(data) == kept and len(drops(svc)) == 1
+        add(svc, "back again", "a")  # a tenant used again can be dropped again
+        assert svc.drop_tenant(ctx("a")).data["events_backed_up"] >= 1 and len(drops(svc)) == 2
+
+
+def test_serve_refuses_to_start_with_a_keep_below_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MNEMOLOG_BACKUPS_KEEP", "0")
+    monkeypatch.setenv("MNEMOLOG_AUTH", "off")
+    assert cli.main(["--data-dir", str(tmp_path / "data"), "serve", "--port", "0"]) == 2
+    assert "MNEMOLOG_BACKUPS_KEEP must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_drop_of_a_dropped_tenant_exits_like_an_unknown_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("MNEMOLOG_TENANT", raising=False)
+    data = str(tmp_path / "data")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert cli.main(["--data-dir", data, "add", "--tenant", "gone", "hello"]) == 0
+    assert cli.main(["--data-dir", data, "drop-tenant", "--tenant", "gone", "--yes"]) == 0
+    capsys.readouterr()
+    messages = []
+    for tenant in ("gone", "nobody"):
+        assert cli.main(["--data-dir", data, "drop-tenant", "--tenant", tenant, "--yes"]) == 2
+        messages.append(capsys.readouterr().err.replace(repr(tenant), "TENANT"))
+    assert messages[0] == messages[1] and "not found" in messages[0]

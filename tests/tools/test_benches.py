@@ -1,0 +1,62 @@
+"""The bench registry and ``mnemolog bench graph``: what each bench measures is the product's real work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from mnemolog.projections.graph.reads import graph_stats
+from mnemolog.projections.service import MemoryService
+from mnemolog.tools import bench_graph, cli
+from mnemolog.tools.bench_cmds import BENCHES
+
+SMALL_GRAPH = ["--relations", "2000", "--entities", "500", "--queries", "10", "--chunks", "200", "--aliases", "100"]
+
+
+def test_every_bench_is_in_the_one_registry_and_on_the_command_line():
+    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "organize"}
+    # A fresh interpreter: the commands come from the list, not from what happened to be imported first.
+    listing = subprocess.run(
+        [sys.executable, "-c", "from mnemolog.tools import cli; cli.main(['bench', '--help'])"],
+        capture_output=True, text=True, timeout=60,
+    ).stdout
+    listed = {line.split()[0] for line in listing.splitlines() if line.startswith("    ") and not line.strip().startswith("-")}
+    assert set(BENCHES) <= listed
+
+
+def test_the_linker_bench_finds_the_surfaces_it_planted():
+    figures = bench_graph.bench_linker(n_chunks=200, n_aliases=100)
+    # Six surfaces are planted in each chunk (some may overwrite each other): at least one survives.
+    assert 200 <= figures["mentions"] <= 6 * 200
+    # 20 chunks a document: every one of the 10 documents mentions something.
+    assert 10 <= figures["document_mentions"] <= figures["mentions"]
+    assert figures["n_entities"] < figures["n_aliases"] == 100
+    assert bench_graph.bench_linker(n_chunks=200, n_aliases=100)["mentions"] == figures["mentions"]  # seeded
+
+
+def test_the_relink_bench_commits_the_edges_it_reports(tmp_path):
+    figures = bench_graph.bench_relink(tmp_path, n_chunks=100, n_aliases=60)
+    with MemoryService.open(tmp_path) as service:
+        service.sync()
+        live = graph_stats(service.read_conn(), "bench")["edges"]
+    assert figures["added"] == live["MENTIONS"] >= 100  # each chunk mentions an entity, and so does its document
+
+
+def test_the_bfs_bench_reaches_past_the_first_hop():
+    figures = bench_graph.bench_bfs(2_000, 500, queries=20)
+    # Four relations per entity on average: three hops reach well beyond one node's own relations.
+    assert 4 < figures["mean_reached"] < 500
+    assert figures["p50_ms"] <= figures["p95_ms"]
+
+
+def test_bench_graph_ends_with_its_figures(capsys):
+    assert cli.main(["bench", "graph", *SMALL_GRAPH, "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    report, last = json.loads(lines[0]), lines[-1]
+    figures = dict(pair.split("=") for pair in last.split())
+    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s"]
+    assert float(figures["bfs3_p50_ms"]) == report["bfs"]["p50_ms"]
+    assert float(figures["link_chunks_per_s"]) == report["linker"]["chunks_per_s"]
+    assert float(figures["relink_10k_s"]) == report["relink"]["seconds"]
+    assert report["linker"]["n_chunks"] == report["relink"]["chunks"] == 200

