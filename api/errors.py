@@ -11,6 +11,7 @@ import re
 
 import msgspec
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
@@ -90,6 +91,8 @@ async def error_middleware(request: web.Request, handler):
         return error_response(409, "version_conflict", str(exc), None, current_version=exc.actual)
     except IdempotencyConflict as exc:
         return error_response(409, "idempotency_conflict", str(exc), "Idempotency-Key")
+    except HttpProcessingError as exc:  # a part of the request that is read late (a multipart body) does not parse
+        return error_response(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

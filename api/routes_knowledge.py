@@ -229,7 +229,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
             elif part.name in _FORM_FIELDS:
                 meta[part.name] = (await part.text()).strip() or None
             else:
-                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name)
+                raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name or "form")
         if not files:
             raise ApiError(422, "invalid", "upload at least one file", "file")
         doc_id = meta.pop("doc_id", None)

@@ -118,7 +118,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                         raise ApiError(422, "invalid", f"{request.method} {resource.canonical} does not take as_of: it answers at the head only", "as_of")
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
-                        raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name)
+                        raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
         return await handler(request)
 
     return check_query_parameters

@@ -455,3 +455,26 @@ async def test_fuzz_random_query_strings_never_yield_a_5xx(api, memory_id, data)
     assert response.status < 500, (path, params, response.status, text)
     if response.status >= 400:
         assert_error_body(json.loads(text), response.status)
+
+
+# -- found by the schemathesis run (tests/api/test_fuzz.py) ----------------------------------------------
+
+
+async def test_a_query_parameter_without_a_name_is_422_naming_the_query(api):
+    await call(api, "GET", "/v1/events?=x", status=422, code="invalid", field="query")
+    await call(api, "GET", "/v1/graph/stats?=1", status=422, code="invalid", field="query")
+
+
+def _multipart(part_headers: bytes, content: bytes = b"value") -> tuple[bytes, dict]:
+    body = b"--b0undary\r\n" + part_headers + b"\r\n\r\n" + content + b"\r\n--b0undary--\r\n"
+    return body, {"Content-Type": "multipart/form-data; boundary=b0undary"}
+
+
+async def test_a_multipart_part_header_that_does_not_parse_is_400_naming_the_body(api):
+    body, headers = _multipart(b'Content-Disposition: form-data; name="a\x10b"')
+    await call(api, "POST", "/v1/import/documents", data=body, headers=headers, status=400, code="bad_request", field="body")
+
+
+async def test_a_form_field_without_a_name_is_422_naming_the_form(api):
+    body, headers = _multipart(b'Content-Disposition: form-data; name=""')
+    await call(api, "POST", "/v1/import/documents", data=body, headers=headers, status=422, code="invalid", field="form")
