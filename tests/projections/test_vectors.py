@@ -216,6 +216,28 @@ def test_index_follows_commits_and_tenant_drops(tmp_path, log, store, embedder):
     runner.close()
 
 
+def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, log, runner, embedder):
+    """A stream of writes is indexed in one batch when it pauses; a long one every ``max_lag`` rows; searches stay exact meanwhile."""
+    from mnemolog.projections.assembly import IndexFollower
+
+    index = open_index(tmp_path, runner)
+    follower = IndexFollower(index, runner.path, max_lag=25)  # never started: each look is one step()
+    for i in range(10):
+        log.add(f"m{i}", f"note number {i}")
+        runner.catch_up()
+        assert follower.step(runner.conn) == 0  # the projection moved since the last look: writes go on
+    assert len(index) == 0
+    hits = vector_search(runner.conn, index, "t", embedder.embed_query("note number 7"), limit=1, exact_threshold=0)
+    assert ids(hits) == ["m7"]  # the unindexed tail is searched exactly
+    assert follower.step(runner.conn) == 10 and len(index) == 10  # nothing new since the last look: one batch
+    assert follower.step(runner.conn) == 0
+    for i in range(10, 40):
+        log.add(f"m{i}", f"note number {i}")
+    runner.catch_up()
+    assert follower.step(runner.conn) == 30  # 30 waiting >= max_lag: added although writes may go on
+    assert len(index) == 40 and index.synced_row_id == runner.conn.execute("SELECT max(row_id) FROM vec_docs").fetchone()[0]
+
+
 def test_rollback_reuses_the_cached_vector(log, runner, embedder):
     first = log.add("m1", "the first wording of this memory")
     log.update("m1", "a second wording")
