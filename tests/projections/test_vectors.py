@@ -113,6 +113,30 @@ def test_embeddings_are_batched_cached_and_reused(log, runner, embedder):
     assert embedder.texts == 51
 
 
+def test_an_unusable_embedding_is_skipped_with_its_reason_and_the_rest_kept(store, tmp_path, log):
+    class Spoiling(Counting):
+        """Zeros for texts about zeros, NaN for texts about nothing; the rest as the inner embedder says."""
+
+        def embed(self, texts):
+            matrix = np.array(super().embed(texts), dtype=np.float32)
+            for row, text in enumerate(texts):
+                if "zeros" in text:
+                    matrix[row] = 0.0
+                elif "nothing" in text:
+                    matrix[row, 3] = np.nan
+            return matrix
+
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(Spoiling(HashingEmbedder(DIM)))])
+    for memory_id, text in [("a", "a fine note"), ("z", "all zeros"), ("n", "much ado about nothing"), ("b", "another fine note")]:
+        log.add(memory_id, text)
+    runner.catch_up()
+    rows = dict(runner.conn.execute("SELECT memory_id, vector IS NOT NULL FROM vec_docs").fetchall())
+    assert rows == {"a": 1, "z": 0, "n": 0, "b": 1}
+    skipped = dict(runner.conn.execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
+    assert skipped == {"z": "the embedder returned no usable vector", "n": "the embedder returned no usable vector"}
+    runner.close()
+
+
 def test_embedder_change_rebuilds_the_projection(store, tmp_path, log):
     log.add("m1", "coffee in the morning")
     first = VectorProjector(HashingEmbedder(DIM))
