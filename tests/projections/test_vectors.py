@@ -260,6 +260,12 @@ def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, lo
     runner.catch_up()
     assert follower.step(runner.conn) == 30  # 30 waiting >= max_lag: added although writes may go on
     assert len(index) == 40 and index.synced_row_id == runner.conn.execute("SELECT max(row_id) FROM vec_docs").fetchone()[0]
+    trickle = IndexFollower(index, runner.path, max_lag=1000, max_wait=10.0)
+    for i, now in enumerate([100.0, 105.0, 109.0, 110.5]):  # a write before every look: never quiet, never 1,000 behind
+        log.add(f"t{i}", f"trickled note {i}")
+        runner.catch_up()
+        assert trickle.step(runner.conn, now=now) == (4 if now >= 110.0 else 0)  # the oldest waited 10 s: indexed
+    assert len(index) == 44
 
 
 def test_rollback_reuses_the_cached_vector(log, runner, embedder):
