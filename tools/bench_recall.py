@@ -332,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
     qps, ingest_mps, command_mps = _median(qps_runs), _median(ingest_runs), _median(command_runs)
     over_small = _median_p(http_small, 0.5) - _p(lat, 0.5)
     over_large = _median_p(http_large, 0.5) - _p(lat_large, 0.5)
-    runs = lambda values, unit="": ", ".join(f"{v:,.0f}{unit}" for v in values)  # noqa: E731
+    runs = lambda values: ", ".join(f"{v:,.0f}" for v in values)  # noqa: E731
     print(f"\nthe server: mnemolog serve, {processes}. HTTP figures: the median of {RUNS} runs, from a client of")
     print("prebuilt requests on keep-alive connections (tools/http_load.py) sharing the server's cores")
     print(f"HTTP p50 over in process: {over_small:+.2f} ms at {args.small:,}, {over_large:+.2f} ms at {args.large:,} (target: at most +2 ms)")
