@@ -27,7 +27,7 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(interval)
             try:
-                behind = await run(app[keys.readers_key], lambda: service.store.last_position() > service.runner.position())
+                behind = await run(app[keys.readers_key], lambda: service.store.last_position() > service.position())
                 if behind:
                     await run(service.writer, service.sync)
             except Exception:  # keep following; the next round retries

@@ -27,10 +27,10 @@ def _channels(svc: MemoryService) -> dict:
 
 def _state(svc: MemoryService) -> dict:
     head = svc.store.last_position()
-    return {"head_position": head, "projection_lags": svc.runner.lag()}
+    return {"head_position": head, "projection_lags": svc.runner.lag(), "vector_index_lag": svc.vector_index_lag()}
 
 
-@routes.get("/health", scope=None, summary="Liveness and the log's head position")
+@routes.get("/health", scope=None, summary="Liveness, the log's head position, the projections' lags and this process's vector-index lag")
 async def health(request: web.Request) -> web.Response:
     svc = request.app[keys.service_key]
     state = await read(request, _state, svc)

@@ -83,7 +83,7 @@ async def _reach(request: web.Request, svc: MemoryService, min_position: int | N
     if min_position > head:
         raise ApiError(422, "invalid", f"position {min_position} has not been written (head is {head})", "min_position")
     for _ in range(100):
-        position = await read(request, svc.runner.position)
+        position = await read(request, svc.position)
         if position >= min_position:
             return position
         await asyncio.get_running_loop().run_in_executor(svc.writer, svc.sync)
@@ -131,7 +131,7 @@ async def recall(request: web.Request) -> web.Response:
 
 
 def _recall(svc: MemoryService, tenant: str, query: str, options: RecallOptions, position: int | None):
-    position = svc.runner.position() if position is None else position
+    position = svc.position() if position is None else position
     return svc.searcher.recall(tenant, query, options, position=position)
 
 
@@ -140,7 +140,7 @@ async def search(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, SearchRequest)
     with _raw_fts_errors(body):
         if position is None:
-            position = await read(request, svc.runner.position)
+            position = await read(request, svc.position)
         results, states, paths, analysis = await read(request, svc.searcher.channel_results, tenant, body.query, options)
     channels = {
         name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]

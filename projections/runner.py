@@ -148,12 +148,22 @@ class ProjectionRunner:
         head = self.store.last_position()
         return {p.name: head - (self.checkpoint(p.name) or (0,))[0] for p in self.projectors}
 
-    def position(self) -> int:
-        """The lowest checkpoint: every projection has applied the log up to here."""
+    def position(self, conn: sqlite3.Connection | None = None) -> int:
+        """The lowest checkpoint: every projection has applied the log up to here.
+
+        Readers pass their own connection (see ``MemoryService.position``):
+        the runner's own one may be inside a batch whose checkpoint is written
+        but not committed, which no reader can see yet, and a reader would
+        wait there for the writer's statements.
+        """
         if not self.projectors:
             return 0
-        found = dict(self.conn.execute("SELECT name, position FROM checkpoints").fetchall())  # every read asks: one query
+        found = self._positions(conn)  # every read asks: one query
         return min(found.get(p.name, 0) for p in self.projectors)
+
+    def _positions(self, conn: sqlite3.Connection | None = None) -> dict[str, int]:
+        """Every projection's checkpoint position, in one query."""
+        return dict((conn or self.conn).execute("SELECT name, position FROM checkpoints").fetchall())
 
     def catch_up(self, *, until: int | None = None, batch_size: int = DEFAULT_BATCH, progress=None) -> int:
         """Apply the log to every projector up to ``until`` (default: the head).
@@ -166,8 +176,9 @@ class ProjectionRunner:
             target = self.store.last_position() if until is None else until
             while True:
                 groups: dict[int, list[Projector]] = {}
+                positions = self._positions()  # one query: each command asks twice (before and after)
                 for projector in self.projectors:
-                    position = (self.checkpoint(projector.name) or (0,))[0]
+                    position = positions.get(projector.name, 0)
                     if position < target:
                         groups.setdefault(position, []).append(projector)
                 if not groups:

@@ -162,6 +162,14 @@ class MemoryService:
             conn = self._local.conn = connect(self.runner.path, reader=True)
         return conn
 
+    def position(self) -> int:
+        """The position every projection has applied and committed, as this thread's reads see them."""
+        return self.runner.position(self.read_conn())
+
+    def vector_index_lag(self) -> int:
+        """Row ids of the vectors projection not yet in this process's HNSW index (searched exactly meanwhile)."""
+        return self.vector_index.lag(self.read_conn())[1]
+
     def sync(self) -> int:
         """Catch the projections up with the log; the events applied."""
         return self.runner.catch_up()

@@ -201,6 +201,21 @@ class VectorIndex:
         with self._lock:
             return self._sync(conn)
 
+    def lag(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        """``(top, behind)``: the last ``vec_docs`` row id, and how many row ids past the checkpoint it is.
+
+        One cheap query (the table's largest rowid), for a follower deciding
+        whether a sync is due. An index of another generation is behind by
+        all of ``top`` (at least 1, so that it is reset even when empty).
+        """
+        try:
+            top = conn.execute("SELECT coalesce(max(row_id), 0) FROM vec_docs").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0, 0  # the projection's tables do not exist (yet)
+        if not self.is_current(conn):
+            return top, max(top, 1)
+        return top, max(0, top - self.synced_row_id)
+
     def close(self) -> None:
         """Stop syncing and saving; returns once an add in progress has finished."""
         self._closed = True

@@ -278,9 +278,10 @@ class VectorProjector:
         missing = [h for h in wanted if h not in found]
         if missing:
             matrix = np.asarray(self.embedder.embed([texts[h] for h in missing]), dtype=np.float32)
+            usable = (matrix.any(axis=1) & np.isfinite(matrix).all(axis=1)).tolist()  # one pass, not two per row
             fresh = []
-            for text_hash, vector in zip(missing, matrix):
-                if np.any(vector) and np.all(np.isfinite(vector)):
+            for text_hash, vector, ok in zip(missing, matrix, usable):
+                if ok:
                     found[text_hash] = vector.tobytes()
                     fresh.append((name, text_hash, found[text_hash]))
             if cached:

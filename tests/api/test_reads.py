@@ -398,6 +398,7 @@ async def test_health_and_capabilities(api, client):
     assert health["head_position"] == 1
     assert health["version"] and health["commit"]
     assert all(lag == 0 for lag in health["projection_lags"].values())
+    assert health["vector_index_lag"] >= 0  # the index follows once writes pause: 0 soon after, never negative
     caps = await client.capabilities()
     assert caps["version"] == health["version"]
     assert caps["head_position"] == 1

@@ -149,3 +149,21 @@ def test_linking_reads_and_relinks_through_the_service(svc):
     committed = svc.linking.relink(ctx(), commit=True)
     assert [(e.target, e.edge_id.startswith(committed["prefix"])) for e in svc.linking.live_mentions("t")] == [("ada", True)]
     assert svc.linking.live_mentions("t", as_of=committed["positions"][0] - 1) == []
+
+
+def test_readers_are_told_only_a_committed_position(svc):
+    """A batch whose checkpoint is written but not committed is not yet readable: no reader may be told it is."""
+    add(svc, "one memory")
+    committed = svc.position()
+    assert committed == svc.store.last_position()
+    with svc.writer.lock:
+        svc.runner.conn.execute("BEGIN IMMEDIATE")
+        try:
+            svc.runner.conn.execute("UPDATE checkpoints SET position = position + 5")
+            seen = {}
+            reader = threading.Thread(target=lambda: seen.update(position=svc.position()))
+            reader.start()
+            reader.join(30)
+        finally:
+            svc.runner.conn.execute("ROLLBACK")
+    assert seen["position"] == committed

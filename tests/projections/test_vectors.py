@@ -113,6 +113,30 @@ def test_embeddings_are_batched_cached_and_reused(log, runner, embedder):
     assert embedder.texts == 51
 
 
+def test_an_unusable_embedding_is_skipped_with_its_reason_and_the_rest_kept(store, tmp_path, log):
+    class Spoiling(Counting):
+        """Zeros for texts about zeros, NaN for texts about nothing; the rest as the inner embedder says."""
+
+        def embed(self, texts):
+            matrix = np.array(super().embed(texts), dtype=np.float32)
+            for row, text in enumerate(texts):
+                if "zeros" in text:
+                    matrix[row] = 0.0
+                elif "nothing" in text:
+                    matrix[row, 3] = np.nan
+            return matrix
+
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(Spoiling(HashingEmbedder(DIM)))])
+    for memory_id, text in [("a", "a fine note"), ("z", "all zeros"), ("n", "much ado about nothing"), ("b", "another fine note")]:
+        log.add(memory_id, text)
+    runner.catch_up()
+    rows = dict(runner.conn.execute("SELECT memory_id, vector IS NOT NULL FROM vec_docs").fetchall())
+    assert rows == {"a": 1, "z": 0, "n": 0, "b": 1}
+    skipped = dict(runner.conn.execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
+    assert skipped == {"z": "the embedder returned no usable vector", "n": "the embedder returned no usable vector"}
+    runner.close()
+
+
 def test_embedder_change_rebuilds_the_projection(store, tmp_path, log):
     log.add("m1", "coffee in the morning")
     first = VectorProjector(HashingEmbedder(DIM))
@@ -214,6 +238,34 @@ def test_index_follows_commits_and_tenant_drops(tmp_path, log, store, embedder):
     cached = {r[0] for r in runner.conn.execute("SELECT content_hash FROM embedding_cache")}
     assert len(cached) == 10  # the dropped tenant's embeddings are gone with it
     runner.close()
+
+
+def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, log, runner, embedder):
+    """A stream of writes is indexed in one batch when it pauses; a long one every ``max_lag`` rows; searches stay exact meanwhile."""
+    from mnemolog.projections.assembly import IndexFollower
+
+    index = open_index(tmp_path, runner)
+    follower = IndexFollower(index, runner.path, max_lag=25)  # never started: each look is one step()
+    for i in range(10):
+        log.add(f"m{i}", f"note number {i}")
+        runner.catch_up()
+        assert follower.step(runner.conn) == 0  # the projection moved since the last look: writes go on
+    assert len(index) == 0
+    hits = vector_search(runner.conn, index, "t", embedder.embed_query("note number 7"), limit=1, exact_threshold=0)
+    assert ids(hits) == ["m7"]  # the unindexed tail is searched exactly
+    assert follower.step(runner.conn) == 10 and len(index) == 10  # nothing new since the last look: one batch
+    assert follower.step(runner.conn) == 0
+    for i in range(10, 40):
+        log.add(f"m{i}", f"note number {i}")
+    runner.catch_up()
+    assert follower.step(runner.conn) == 30  # 30 waiting >= max_lag: added although writes may go on
+    assert len(index) == 40 and index.synced_row_id == runner.conn.execute("SELECT max(row_id) FROM vec_docs").fetchone()[0]
+    trickle = IndexFollower(index, runner.path, max_lag=1000, max_wait=10.0)
+    for i, now in enumerate([100.0, 105.0, 109.0, 110.5]):  # a write before every look: never quiet, never 1,000 behind
+        log.add(f"t{i}", f"trickled note {i}")
+        runner.catch_up()
+        assert trickle.step(runner.conn, now=now) == (4 if now >= 110.0 else 0)  # the oldest waited 10 s: indexed
+    assert len(index) == 44
 
 
 def test_rollback_reuses_the_cached_vector(log, runner, embedder):
