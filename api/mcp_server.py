@@ -27,8 +27,11 @@ Built on the SDK's low-level server (``mcp.server.lowlevel.Server``): the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
 import re
+import stat
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -424,9 +427,8 @@ def build_server(front: McpFront):
         return MCPError(code, f"{error.message}" + (f" (field: {error.field})" if error.field else ""), error_body(error))
 
     def text_result(data: Any, *, is_error: bool = False) -> Any:
-        encoded = _encoder.encode(data)
-        structured = msgspec.json.decode(encoded)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=encoded.decode())], structured_content=structured, is_error=is_error)
+        """The HTTP API's JSON, as one text block (a structured copy would double what every call carries and parses)."""
+        return types.CallToolResult(content=[types.TextContent(type="text", text=_encoder.encode(data).decode())], is_error=is_error)
 
     async def list_tools(ctx, params):
         try:
@@ -519,6 +521,9 @@ def build_server(front: McpFront):
         SERVER_NAME,
         version=front.version["version"],
         instructions="mnemolog: an event-sourced memory. Recall before answering, cite memories as [memory:<id> v<version> @<position>] (see the cite_memory prompt).",
+        # The streamable-HTTP transport checks Mcp-Param headers against a tool's schema: give it
+        # the schema directly rather than have it list the tools (a listing that needs the key).
+        get_tool_input_schema=lambda name: input_schema(TOOLS_BY_NAME[name].args) if name in TOOLS_BY_NAME else None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
@@ -527,6 +532,9 @@ def build_server(front: McpFront):
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    # The SDK wraps every message in an OpenTelemetry span, which costs on each call and goes
+    # nowhere unless an exporter is installed; mnemolog installs none.
+    server.middleware = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
     return server
 
 
@@ -547,14 +555,79 @@ async def _serve(front: McpFront, serve: Callable[[Any], Awaitable[None]]) -> No
             pass
 
 
+class _PipeLines:
+    """Lines read from a pipe on the event loop: what the SDK's stdio transport iterates over."""
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self.reader = reader
+
+    def __aiter__(self) -> "_PipeLines":
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _PipeWriter:
+    """Text written to a pipe on the event loop: what the SDK's stdio transport writes to."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: Any):
+        self.writer = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
+
+    async def write(self, text: str) -> None:
+        self.writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self.writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def _stdio_pipes():
+    """stdin and stdout as event-loop pipes, or ``(None, None)`` when they are not pipes.
+
+    The SDK's own stdio streams hand every line read and every write to a
+    worker thread; on busy cores each hand-off costs about a millisecond.
+    Pipes (what an MCP client launching this server gives it) are read and
+    written on the event loop instead. As the SDK does, file descriptors 0
+    and 1 are pointed at the null device and at stderr while serving, so
+    that stray output never corrupts the protocol.
+    """
+    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
+        yield None, None
+        return
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    in_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0))
+    out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0))
+    try:
+        yield _PipeLines(reader), _PipeWriter(out_transport, out_protocol)
+    finally:
+        in_transport.close()
+        out_transport.close()
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
 def run_stdio(front: McpFront) -> None:
     """Serve one client over stdin/stdout until it closes them."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     async def serve(server) -> None:
-        async with stdio_server() as (reader, writer):
-            await server.run(reader, writer, server.create_initialization_options())
+        async with _stdio_pipes() as (lines, out):
+            async with stdio_server(lines, out) as (reader, writer):
+                await server.run(reader, writer, server.create_initialization_options())
 
     anyio.run(_serve, front, serve)
 
