@@ -7,7 +7,7 @@ them, and msgspec validates with them), the answers come from
 :mod:`mnemolog.api.operations`, and errors map through
 :func:`mnemolog.api.errors.as_api_error`. A tool answers the same JSON as the
 matching HTTP route, explanations included (channels, ranks, graph paths,
-relationships), as text and as structured content.
+relationships), as one text block.
 
 The server acts as one API key: ``MNEMOLOG_API_KEY`` or ``--api-key``, or
 over HTTP the request's ``Authorization: Bearer <key>``. The key is checked
