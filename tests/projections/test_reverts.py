@@ -31,7 +31,7 @@ def ctx(**kw) -> CommandContext:
 
 
 def do_import(svc, path: Path):
-    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path)))
+    return svc.run(svc.documents.import_document, ctx(), document_import(read_document(path), root=path.parent))
 
 
 def chunks(svc, doc_id: str) -> dict[str, str]:
