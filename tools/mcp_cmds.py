@@ -39,7 +39,7 @@ def mcp(args: argparse.Namespace) -> int:
     if args.http and not is_loopback(args.host):
         raise CommandError(f"mnemolog mcp --http serves loopback only, not {args.host}: use 127.0.0.1, ::1 or localhost")
     get_embedder(str(settings.embedder))  # a missing extra stops here, as one line
-    front = McpFront.open(settings, api_key=api_key, tenant=args.tenant, allow_writes=args.allow_writes)
+    front = McpFront.open(settings, api_key=api_key, tenant=args.tenant, allow_writes=args.allow_writes, inline_reads=not args.http)
     try:
         if args.http:
             run_http(front, args.host, args.port, ready=lambda url: print(f"mnemolog: MCP over streamable HTTP at {url} (Ctrl-C stops)", file=sys.stderr, flush=True))
