@@ -20,7 +20,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
-from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.model import ValidationError
 from mnemolog.projections.entities import projector as ents
 from mnemolog.projections.service import MemoryService
 
