@@ -24,6 +24,8 @@ from pathlib import Path
 
 import msgspec
 
+from .errors import ApiError
+
 SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "mlk_"
 CACHE_SECONDS = 5.0  # the longest a cached lookup is trusted, even when auth.db looks unchanged
@@ -122,3 +124,28 @@ class KeyStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def authorize(
+    keystore: KeyStore, secret: str, scope: str, *, tenant: str | None, secret_field: str, secret_hint: str, tenant_field: str
+) -> tuple[ApiKey, str]:
+    """The key for ``secret`` and the tenant it acts for: what every front end checks before a call.
+
+    401 without a secret or for an unknown or revoked one, 403 without
+    ``scope``; a key for every tenant (``*``) acts for ``tenant``, which must
+    then be named (400). ``secret_field`` and ``tenant_field`` name where the
+    caller gives them (a header over HTTP, an option for MCP) and
+    ``secret_hint`` how, so that the error says what to fix.
+    """
+    if not secret:
+        raise ApiError(401, "unauthorized", f"an API key is needed: {secret_hint}", secret_field)
+    key = keystore.authenticate(secret)
+    if key is None:
+        raise ApiError(401, "unauthorized", "unknown or revoked API key", secret_field)
+    if not key.allows(scope):
+        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None)
+    if key.tenant != "*":
+        return key, key.tenant
+    if not tenant:
+        raise ApiError(400, "bad_request", f"a key for every tenant must name one in {tenant_field}", tenant_field)
+    return key, tenant

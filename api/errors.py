@@ -71,34 +71,47 @@ _STATUS_CODES = {
 }
 
 
+def as_api_error(exc: BaseException) -> ApiError | None:
+    """The client's mistake that ``exc`` reports, as an :class:`ApiError`; None for anything else (a bug).
+
+    The one mapping from the product's exceptions to codes and fields, shared
+    by the HTTP middleware and the MCP tools.
+    """
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, ValidationError):
+        return ApiError(422, "invalid", str(exc), exc.field)
+    if isinstance(exc, msgspec.ValidationError):
+        return ApiError(422, "invalid", str(exc), field_of(exc) or "body")
+    if isinstance(exc, msgspec.DecodeError):
+        return ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc) or "body")
+    if isinstance(exc, NotFound):
+        return ApiError(404, "not_found", str(exc), None)
+    if isinstance(exc, Conflict):
+        return ApiError(409, "conflict", str(exc), None, current_version=exc.current_version)
+    if isinstance(exc, ConcurrencyError):
+        return ApiError(409, "version_conflict", str(exc), None, current_version=exc.actual)
+    if isinstance(exc, IdempotencyConflict):
+        return ApiError(409, "idempotency_conflict", str(exc), "Idempotency-Key")
+    if isinstance(exc, HttpProcessingError):  # a part of the request that is read late (a multipart body) does not parse
+        return ApiError(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
+    return None
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     try:
         return await handler(request)
-    except ApiError as exc:
-        return error_response(exc.status, exc.code, exc.message, exc.field, **exc.extra)
-    except ValidationError as exc:
-        return error_response(422, "invalid", str(exc), exc.field)
-    except msgspec.ValidationError as exc:
-        return error_response(422, "invalid", str(exc), field_of(exc) or "body")
-    except msgspec.DecodeError as exc:
-        return error_response(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc) or "body")
-    except NotFound as exc:
-        return error_response(404, "not_found", str(exc), None)
-    except Conflict as exc:
-        return error_response(409, "conflict", str(exc), None, current_version=exc.current_version)
-    except ConcurrencyError as exc:
-        return error_response(409, "version_conflict", str(exc), None, current_version=exc.actual)
-    except IdempotencyConflict as exc:
-        return error_response(409, "idempotency_conflict", str(exc), "Idempotency-Key")
-    except HttpProcessingError as exc:  # a part of the request that is read late (a multipart body) does not parse
-        return error_response(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         code = _STATUS_CODES.get(exc.status, "http_error")
         message = exc.reason if exc.status != 413 else "the request body is too large"
         return error_response(exc.status, code, message, "body" if exc.status == 413 else None)
-    except Exception:  # a bug: never a client's fault
+    except Exception as exc:
+        known = as_api_error(exc)
+        if known is not None:
+            return error_response(known.status, known.code, known.message, known.field, **known.extra)
+        # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)

@@ -6,19 +6,12 @@ from aiohttp import web
 
 from mnemolog.projections.service import MemoryService
 
-from . import keys
+from . import keys, operations
 from .errors import ApiError
 from .routing import RouteTable, authenticate, check_as_of, decode, json_response, query_int, read
 from .schemas import SubgraphRequest
 
 routes = RouteTable()
-
-
-def _neighbors(svc: MemoryService, tenant, node, depth, direction, types, as_of):
-    position = svc.resolve_as_of(as_of)
-    reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
-    edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position)
-    return {"node": node, "edges": edges, "reached": reached}
 
 
 @routes.get(
@@ -37,7 +30,7 @@ async def neighbors(request: web.Request) -> web.Response:
     if direction not in ("out", "in", "both"):
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     svc = request.app[keys.service_key]
-    body = await read(request, _neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, check_as_of(request.query.get("as_of")))
+    body = await read(request, operations.neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, check_as_of(request.query.get("as_of")))
     return json_response(body)
 
 

@@ -20,11 +20,11 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
-from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.model import ValidationError
 from mnemolog.projections.entities import projector as ents
 from mnemolog.projections.service import MemoryService
 
-from . import keys
+from . import keys, operations
 from .errors import ApiError
 from .routing import RequestBody, RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
@@ -76,24 +76,11 @@ async def put_tags(request: web.Request) -> web.Response:
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-def _entity(svc: MemoryService, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
-    position = svc.resolve_as_of(as_of)  # refuses impossible positions and bad times with a 422
-    entity = svc.knowledge.get(tenant, entity_id, as_of=position)
-    if entity is None:
-        raise NotFound("entity", entity_id)
-    return {**msgspec.structs.asdict(entity), "relations": svc.knowledge.relations_of(tenant, entity_id, as_of=position)}
-
-
 @routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
 async def get_entity(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
-    return json_response(await read(request, _entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
-
-
-def _find(svc: MemoryService, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
-    found = svc.knowledge.find_by_keywords(tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=as_of)
-    return {"entities": found, "count": len(found)}
+    return json_response(await read(request, operations.entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
 
 
 @routes.get(
@@ -106,7 +93,7 @@ async def find_entities(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 50, low=1, high=500)
     q = request.query
-    body = await read(request, _find, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
+    body = await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
     return json_response(body)
 
 
@@ -333,12 +320,8 @@ async def document_links(request: web.Request) -> web.Response:
     return json_response(await read(request, _document_links, _svc(request), tenant, body))
 
 
-def _cards(svc: MemoryService, tenant: str, body: RelationsRequest) -> dict[str, Any]:
-    return svc.linking.relation_cards(tenant, body.question, as_of=body.as_of, limit=body.limit)
-
-
 @routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
 async def relation_cards(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     body = await decode(request, RelationsRequest)
-    return json_response(await read(request, _cards, _svc(request), tenant, body))
+    return json_response(await read(request, operations.relation_cards, _svc(request), tenant, body))

@@ -10,7 +10,7 @@ from aiohttp import web
 from mnemolog.eventstore import Digest
 from mnemolog.eventstore.events import encoder
 
-from . import keys
+from . import keys, operations
 from .errors import ApiError
 from .routing import MAX_POSITION, RouteTable, authenticate, is_number, json_response, query_int, read
 
@@ -18,10 +18,6 @@ routes = RouteTable()
 
 MAX_PAGE = 1000
 KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
-
-
-def _event_json(recorded) -> dict:
-    return recorded.to_dict()
 
 
 @routes.get(
@@ -35,18 +31,18 @@ async def list_events(request: web.Request) -> web.Response:
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
     types = request.query.getall("type", []) or None
-    store = request.app[keys.service_key].store
-    events = await read(
+    svc = request.app[keys.service_key]
+    body = await read(
         request,
-        store.read_all,
+        operations.events_page,
+        svc,
+        tenant,
         after,
         limit,
-        tenant=tenant,
         types=types,
-        stream_id=request.query.get("stream") or None,
-        correlation_id=request.query.get("correlation_id") or None,
+        stream=request.query.get("stream"),
+        correlation_id=request.query.get("correlation_id"),
     )
-    body = {"events": [_event_json(e) for e in events], "next_after": events[-1].position if events else after}
     return json_response(body)
 
 
@@ -76,7 +72,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 await response.write(b": keep-alive\n\n")
                 continue
             recorded, pending = pending.result(), None
-            data = encoder.encode(_event_json(recorded))
+            data = encoder.encode(recorded.to_dict())
             await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
     except (ConnectionResetError, asyncio.CancelledError):
         pass

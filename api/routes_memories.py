@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 from aiohttp import web
 
-from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
-from . import keys
+from . import keys, operations
 from .routing import (
     RouteTable,
     authenticate,
@@ -25,7 +25,6 @@ from .schemas import (
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
-    MemoryIn,
     MergeRequest,
     ReasonRequest,
     RevertRequest,
@@ -45,34 +44,17 @@ def _service(request: web.Request) -> MemoryService:
     return request.app[keys.service_key]
 
 
-def _content(item: MemoryIn) -> MemoryContent:
-    """The validated request item as the model's content (lists become tuples)."""
-    return msgspec.convert(item, MemoryContent, from_attributes=True)
-
-
 @routes.post("/v1/memories", scope="write", summary="Add one memory or an atomic batch", request=AddMemoriesRequest, response=WriteResponse, statuses=(201,))
 async def add_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, AddMemoriesRequest)
-    if (body.memory is None) == (body.memories is None):
-        raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
-    items = [body.memory] if body.memory is not None else body.memories
-    if not items:
-        raise ApiError(422, "invalid", "memories must not be empty", "memories")
-    result = await write(request, svc.run, svc.memories.add, ctx, [_content(i) for i in items])
-    return write_response(result, status=201)
+    return write_response(await write(request, operations.add_memories, svc, ctx, body), status=201)
 
 
 @routes.patch("/v1/memories/{id}", scope="write", summary="Update a memory: a new version", request=UpdateMemoryRequest, response=WriteResponse)
 async def update_memory(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, UpdateMemoryRequest)
-    raw = msgspec.json.decode(await request.read() or b"{}")
-    changes = {name: getattr(body, name) for name in raw if name != "reason"}
-    for name in ("tags", "sources", "embedding"):
-        if changes.get(name) is not None:
-            changes[name] = tuple(changes[name])
-    result = await write(
-        request, svc.run, svc.memories.update, ctx, request.match_info["id"], changes, expected_version=if_match(request), reason=body.reason
-    )
+    given = msgspec.json.decode(await request.read() or b"{}")
+    result = await write(request, operations.update_memory, svc, ctx, request.match_info["id"], body, given, if_match(request))
     return write_response(result)
 
 
@@ -133,8 +115,7 @@ async def get_memory(request: web.Request) -> web.Response:
 async def memory_history(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    versions = await read(request, svc.history, tenant, request.match_info["id"])
-    return json_response({"memory_id": request.match_info["id"], "versions": versions})
+    return json_response(await read(request, operations.history, svc, tenant, request.match_info["id"]))
 
 
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
@@ -188,10 +169,10 @@ async def undo_namespace(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@routes.post("/v1/reverts", scope="write", summary="Revert everything a correlation id did", request=RevertRequest, response=WriteResponse)
+@routes.post("/v1/reverts", scope="write", summary="Revert everything a correlation id did (dry_run: say what it would do, write nothing)", request=RevertRequest, response=WriteResponse)
 async def revert_correlation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RevertRequest)
-    result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force)
+    result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force, dry_run=body.dry_run)
     return write_response(result)
 
 

@@ -20,8 +20,9 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
-from .auth import ApiKey
+from .auth import ApiKey, authorize
 from .errors import ApiError
+from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -76,11 +77,6 @@ class RouteTable:
     def __len__(self) -> int:
         return len(self._routes)
 
-
-
-def is_number(text: str) -> bool:
-    """ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
-    return text.isascii() and text.isdigit()
 
 
 class RequestBody(msgspec.Struct, frozen=True):
@@ -139,19 +135,15 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
         return None, tenant
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
-    if not secret:
-        raise ApiError(401, "unauthorized", "an API key is needed: Authorization: Bearer <key>", "Authorization")
-    key = request.app[keys.keystore_key].authenticate(secret)
-    if key is None:
-        raise ApiError(401, "unauthorized", "unknown or revoked API key", "Authorization")
-    if not key.allows(scope):
-        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None)
-    tenant = key.tenant
-    if tenant == "*":
-        tenant = request.headers.get("X-Mnemolog-Tenant", "")
-        if not tenant:
-            raise ApiError(400, "bad_request", "a key for every tenant must name one in X-Mnemolog-Tenant", "X-Mnemolog-Tenant")
-    return key, tenant
+    return authorize(
+        request.app[keys.keystore_key],
+        secret,
+        scope,
+        tenant=request.headers.get("X-Mnemolog-Tenant", ""),
+        secret_field="Authorization",
+        secret_hint="Authorization: Bearer <key>",
+        tenant_field="X-Mnemolog-Tenant",
+    )
 
 
 async def decode(request: web.Request, kind: type) -> Any:
@@ -215,14 +207,7 @@ def if_match(request: web.Request) -> int | None:
 
 
 def write_response(result: CommandResult, status: int = 200) -> web.Response:
-    body = {
-        "positions": list(result.positions),
-        "correlation_id": result.correlation_id,
-        "replayed": result.replayed,
-        "memory_ids": list(result.memory_ids),
-        "data": result.data,
-    }
-    return json_response(body, status=status)
+    return json_response(write_result(result), status=status)
 
 
 def query_int(request: web.Request, name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:
@@ -238,20 +223,4 @@ def query_int(request: web.Request, name: str, default: int | None, *, low: int 
         raise ApiError(422, "invalid", f"{name} must be {bounds}", name)
     if value > MAX_POSITION:
         raise ApiError(422, "invalid", f"{name} is too large", name)
-    return value
-
-
-def check_as_of(value: Any, field: str = "as_of") -> Any:
-    """``value`` unchanged, or a 422 naming ``field`` for a position no log can hold.
-
-    The service resolves ``as_of``; this stops what would reach SQLite as an
-    out-of-range integer, or fail ``int()`` after passing ``str.isdigit``.
-    """
-    number = value
-    if isinstance(value, str) and value.strip().isdigit():
-        if not is_number(value.strip()):
-            raise ApiError(422, "invalid", f"{field} must be a position or an ISO-8601 time", field)
-        number = int(value.strip())
-    if isinstance(number, int) and number > MAX_POSITION:
-        raise ApiError(422, "invalid", f"{field} is too large for a position", field)
     return value

@@ -37,7 +37,7 @@ class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     """A new memory: :class:`mnemolog.eventstore.model.MemoryContent`'s fields with the API's limits.
 
-    Handlers turn it into the content with ``msgspec.convert(item,
+    :func:`mnemolog.api.operations.memory_content` turns it into the content with ``msgspec.convert(item,
     MemoryContent, from_attributes=True)``; ``tests/api/test_writes.py``
     checks that every field here is a content field.
     """
@@ -110,6 +110,7 @@ class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
 class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
     correlation_id: Annotated[str, Meta(min_length=1)]
     force: bool = False
+    dry_run: bool = False  # report what would be reverted (events, memories, conflicts), write nothing
 
 
 class DropTenantRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -27,12 +27,13 @@ from mnemolog.eventstore import EventStoreError
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.settings import SetupError
 
-from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, memory_cmds, organize_cmds, serve_cmds
+from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
 from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, fail
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (
     log_cmds,
     serve_cmds,
+    mcp_cmds,
     bench_cmds,
     memory_cmds,
     organize_cmds,

@@ -1,6 +1,7 @@
 """The reference (``docs/reference.md``), generated from the product's registries.
 
-Every HTTP route comes from :data:`mnemolog.api.app.ROUTES`, every setting
+Every HTTP route comes from :data:`mnemolog.api.app.ROUTES`, every MCP tool
+from :data:`mnemolog.api.mcp_server.TOOLS`, every setting
 from the modules in :data:`SETTINGS_MODULES`, every CLI command from the
 parser :func:`mnemolog.tools.cli.build_parser` builds. Nothing is read from
 the sources, so the reference says what the product serves.
@@ -20,6 +21,7 @@ from typing import Iterator, Sequence
 
 from mnemolog.api import app as api_app
 from mnemolog.api import background as api_background
+from mnemolog.api import mcp_server
 from mnemolog.api import settings as api_settings
 from mnemolog.api.routing import Route
 from mnemolog.eventstore import settings as eventstore_settings
@@ -121,6 +123,14 @@ def _route_rows() -> Iterator[str]:
         yield f"| `{r.method} {r.path}` | {r.scope or 'none'} | {_cell(r.summary)} | {', '.join(params)} |"
 
 
+def _tool_rows() -> Iterator[str]:
+    yield "| tool | scope | what it does | arguments |"
+    yield "|---|---|---|---|"
+    for t in mcp_server.TOOLS:
+        arguments = ", ".join(f"`{name}`" for name in t.args.__struct_fields__)
+        yield f"| `{t.name}` | {t.scope} | {_cell(t.description)} | {arguments} |"
+
+
 def _setting_rows() -> Iterator[str]:
     yield "| setting | default | meaning |"
     yield "|---|---|---|"
@@ -140,6 +150,9 @@ def render() -> str:
         HEADER,
         "## HTTP routes\n\nEvery route but those of scope `none` needs an API key with the scope shown.\n",
         "\n".join(_route_rows()) + "\n",
+        "## MCP tools\n\n`mnemolog mcp` serves these; the write tools only with `--allow-writes` and a key with the write scope."
+        " Resources: `mnemolog://memory/{id}`, `mnemolog://memory/{id}/history`; prompt: `cite_memory`.\n",
+        "\n".join(_tool_rows()) + "\n",
         "## Settings\n\nEvery setting is read from the environment as `MNEMOLOG_<NAME>`.\n",
         "\n".join(_setting_rows()) + "\n",
         "## CLI commands\n\n"

@@ -70,12 +70,18 @@ class RevertCommands:
         self.facts = facts
         self.working_capacity = working_capacity
 
-    def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False) -> CommandResult:
+    def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
+        """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
+
+        A dry run reports ``would_revert`` (the events it would compensate),
+        ``memory_ids`` (the memories it would touch) and ``conflicts`` (the
+        later changes that would make a real revert refuse unless forced).
+        """
         if not correlation_id:
             raise ValidationError("correlation_id", "must not be empty")
         if correlation_id == ctx.correlation_id:
             raise ValidationError("correlation_id", "a revert cannot revert itself")
-        if (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
+        if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
         if self._already_reverted(ctx.tenant, correlation_id):
             return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
@@ -103,6 +109,13 @@ class RevertCommands:
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
         writes += self._dangling(ctx, removed_entities, removed_documents, edge_events, reason, conflicts, compensated)
+        if dry_run:
+            touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
+            return CommandResult(
+                correlation_id=ctx.correlation_id,
+                memory_ids=touched,
+                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False},
+            )
         if conflicts and not force:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"

@@ -416,7 +416,7 @@ async def test_an_overlong_idempotency_key_is_400(client):
 def test_request_fields_are_content_fields_and_convert_whole():
     import msgspec
 
-    from mnemolog.api.routes_memories import _content
+    from mnemolog.api.operations import memory_content as _content
     from mnemolog.api.schemas import MemoryIn, UpdateMemoryRequest
     from mnemolog.eventstore.commands.memories import UPDATABLE_FIELDS
     from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent

@@ -15,7 +15,7 @@ SMALL_GRAPH = ["--relations", "2000", "--entities", "500", "--queries", "10", "-
 
 
 def test_every_bench_is_in_the_one_registry_and_on_the_command_line():
-    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "organize"}
+    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize"}
     # A fresh interpreter: the commands come from the list, not from what happened to be imported first.
     listing = subprocess.run(
         [sys.executable, "-c", "from mnemolog.tools import cli; cli.main(['bench', '--help'])"],

@@ -1,0 +1,276 @@
+"""What the front ends do with the service: the HTTP routes and the MCP tools call these, never a copy.
+
+Each function takes the :class:`MemoryService`, the caller's tenant (or
+command context) and a decoded request, and returns the JSON-ready answer
+both front ends send. Reads are plain functions run in a reader thread;
+writes run on the service's writer (``svc.writer``). Client mistakes raise
+:class:`mnemolog.api.errors.ApiError` or the product's own errors, which
+:func:`mnemolog.api.errors.as_api_error` maps to a code and a field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from concurrent.futures import Executor
+from typing import Any, Iterable
+
+import msgspec
+
+from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.service import MemoryService
+
+from .errors import ApiError
+from .schemas import AddMemoriesRequest, MemoryIn, RecallRequest, UpdateMemoryRequest
+from .schemas_knowledge import RelationsRequest
+
+def is_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def check_as_of(value: Any, field: str = "as_of") -> Any:
+    """``value`` unchanged, or a 422 naming ``field`` for a position no log can hold.
+
+    The service resolves ``as_of``; this stops what would reach SQLite as an
+    out-of-range integer, or fail ``int()`` after passing ``str.isdigit``.
+    """
+    number = value
+    if isinstance(value, str) and value.strip().isdigit():
+        if not is_number(value.strip()):
+            raise ApiError(422, "invalid", f"{field} must be a position or an ISO-8601 time", field)
+        number = int(value.strip())
+    if isinstance(number, int) and number > MAX_POSITION:
+        raise ApiError(422, "invalid", f"{field} is too large for a position", field)
+    return value
+
+
+# -- recall and search ------------------------------------------------------------------------------
+
+
+def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
+    f = body.filters
+    filters = SearchFilters(
+        status=tuple(f.status) if f.status else ("activated",),
+        memory_types=tuple(f.memory_types) if f.memory_types else None,
+        tags=tuple(t.lower() for t in f.tags) if f.tags else None,
+        collection=f.collection,
+        exclude_collection=f.exclude_collection,
+        doc_type=f.doc_type,
+        model=f.model,
+        doc_ids=tuple(f.doc_ids) if f.doc_ids else None,
+        created_from=f.created_from,
+        created_to=f.created_to,
+        updated_from=f.updated_from,
+        updated_to=f.updated_to,
+    )
+    weights = {k: v for k, v in (("semantic", body.weights.semantic), ("lexical", body.weights.lexical), ("graph", body.weights.graph)) if v is not None}
+    return RecallOptions(
+        limit=body.limit,
+        filters=filters,
+        as_of=svc.resolve_as_of(check_as_of(body.as_of)),
+        channels=tuple(body.channels) if body.channels else None,
+        weights=weights,
+        rrf_k=body.rrf_k,
+        raw_fts=body.raw_fts,
+        embedding=tuple(body.embedding) if body.embedding is not None else None,
+        graph_depth=body.graph_depth,
+        graph_direction=body.graph_direction,
+        graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
+        propagation=body.propagation,
+        fusion=body.fusion,
+    )
+
+
+# Parameters that only one way of ranking uses: a request that sets one where
+# it does nothing is refused, never silently ignored.
+_FUSION_ONLY = {"rrf_k": "rrf", "propagation": "score"}
+
+
+def check_applicable(svc: MemoryService, body: RecallRequest, options: RecallOptions, *, fused: bool) -> None:
+    """A 422 naming the first parameter that does not apply to this request's ranking."""
+    mode = svc.searcher.fusion_mode(options)
+    for name, needs in _FUSION_ONLY.items():
+        if getattr(body, name) is None:
+            continue
+        if not fused:
+            raise ApiError(422, "invalid", f"{name} applies to fused recall (/v1/recall), not to the raw channels", name)
+        if mode != needs:
+            raise ApiError(422, "invalid", f"{name} applies to {needs} fusion only; this request fuses by {mode} (set fusion: {needs})", name)
+
+
+def _check_embedding(svc: MemoryService, body: RecallRequest) -> None:
+    if body.embedding is None:
+        return
+    dim = svc.embedding_dim
+    if len(body.embedding) != dim:
+        raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
+
+
+def recall_options(svc: MemoryService, body: RecallRequest, *, fused: bool) -> RecallOptions:
+    """The checked options of a recall (``fused``) or search request."""
+    _check_embedding(svc, body)
+    options = options_from(svc, body)
+    check_applicable(svc, body, options, fused=fused)
+    return options
+
+
+async def reach(svc: MemoryService, min_position: int | None, readers: Executor) -> int | None:
+    """Wait (briefly) until the projections include ``min_position``: read-your-writes.
+
+    None without ``min_position``: the read itself then notes the position it
+    saw, in the same trip to the reader pool.
+    """
+    if min_position is None:
+        return None
+    loop = asyncio.get_running_loop()
+    head = await loop.run_in_executor(readers, svc.store.last_position)
+    if min_position > head:
+        raise ApiError(422, "invalid", f"position {min_position} has not been written (head is {head})", "min_position")
+    for _ in range(100):
+        position = await loop.run_in_executor(readers, svc.position)
+        if position >= min_position:
+            return position
+        await loop.run_in_executor(svc.writer, svc.sync)
+    raise ApiError(409, "not_ready", "projections did not reach min_position in time", "min_position")
+
+
+@contextlib.contextmanager
+def _raw_fts_errors(body: RecallRequest):
+    """A raw FTS5 query the caller wrote may not parse: that is the caller's 422, not a 500."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if not body.raw_fts or "locked" in text or "busy" in text:
+            raise
+        raise ApiError(422, "invalid", f"the raw FTS query does not parse: {text}", "query") from None
+
+
+def recall(svc: MemoryService, tenant: str, body: RecallRequest, options: RecallOptions, position: int | None):
+    """Fused recall with its explanations (channels, ranks, graph paths, relationships)."""
+    with _raw_fts_errors(body):
+        position = svc.position() if position is None else position
+        return svc.searcher.recall(tenant, body.query, options, position=position)
+
+
+def search(svc: MemoryService, tenant: str, body: RecallRequest, options: RecallOptions, position: int | None) -> dict[str, Any]:
+    """The raw channels, unfused: each channel's own ranking."""
+    with _raw_fts_errors(body):
+        if position is None:
+            position = svc.position()
+        results, states, paths, analysis = svc.searcher.channel_results(tenant, body.query, options)
+    channels = {
+        name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]
+        for name, hits in results.items()
+    }
+    return {"query": body.query, "terms": analysis.terms, "channels": channels, "states": states, "position": position}
+
+
+# -- memories, graph, log ---------------------------------------------------------------------------
+
+
+def history(svc: MemoryService, tenant: str, memory_id: str) -> dict[str, Any]:
+    return {"memory_id": memory_id, "versions": svc.history(tenant, memory_id)}
+
+
+def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:
+    """A node's edges and the nodes a BFS reaches from it, each with its path."""
+    position = svc.resolve_as_of(as_of)
+    reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
+    edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position)
+    return {"node": node, "edges": edges, "reached": reached}
+
+
+def events_page(
+    svc: MemoryService, tenant: str, after: int, limit: int, *, types: list[str] | None = None, stream: str | None = None, correlation_id: str | None = None
+) -> dict[str, Any]:
+    """One page of the tenant's events after position ``after``, and where the next page starts."""
+    events = svc.store.read_all(after, limit, tenant=tenant, types=types, stream_id=stream or None, correlation_id=correlation_id or None)
+    return {"events": [e.to_dict() for e in events], "next_after": events[-1].position if events else after}
+
+
+def channels(svc: MemoryService) -> dict[str, bool]:
+    """Which recall channels this server runs: available and weighted above 0 by default."""
+    searcher = svc.searcher
+    weights = searcher.default_weights()
+    available = {
+        "lexical": searcher.lexical is not None,
+        "semantic": searcher.semantic is not None and searcher.embed_query is not None,
+        "graph": True,
+    }
+    return {name: ok and weights.get(name, 0.0) > 0 for name, ok in available.items()}
+
+
+def state(svc: MemoryService) -> dict[str, Any]:
+    return {"head_position": svc.store.last_position(), "projection_lags": svc.runner.lag(), "vector_index_lag": svc.vector_index_lag()}
+
+
+def capabilities(svc: MemoryService, version: dict[str, str], *, organizer: bool) -> dict[str, Any]:
+    """Version, head position, projection lags, the recall channels, the embedder, whether the organizer runs."""
+    return {**version, **state(svc), "channels": channels(svc), "embedder": svc.settings.embedder, "organizer": organizer}
+
+
+# -- entities ---------------------------------------------------------------------------------------
+
+
+def entity(svc: MemoryService, tenant: str, entity_id: str, as_of: Any) -> dict[str, Any]:
+    position = svc.resolve_as_of(as_of)  # refuses impossible positions and bad times with a 422
+    found = svc.knowledge.get(tenant, entity_id, as_of=position)
+    if found is None:
+        raise NotFound("entity", entity_id)
+    return {**msgspec.structs.asdict(found), "relations": svc.knowledge.relations_of(tenant, entity_id, as_of=position)}
+
+
+def find_entities(svc: MemoryService, tenant: str, q: str, tag: str | None, entity_type: str | None, limit: int, as_of: Any) -> dict[str, Any]:
+    found = svc.knowledge.find_by_keywords(tenant, q, tag=tag, entity_type=entity_type, limit=limit, as_of=as_of)
+    return {"entities": found, "count": len(found)}
+
+
+def relation_cards(svc: MemoryService, tenant: str, body: RelationsRequest) -> dict[str, Any]:
+    return svc.linking.relation_cards(tenant, body.question, as_of=body.as_of, limit=body.limit)
+
+
+# -- writes -----------------------------------------------------------------------------------------
+
+
+def memory_content(item: MemoryIn) -> MemoryContent:
+    """The validated request item as the model's content (lists become tuples)."""
+    return msgspec.convert(item, MemoryContent, from_attributes=True)
+
+
+def add_memories(svc: MemoryService, ctx: CommandContext, body: AddMemoriesRequest) -> CommandResult:
+    """Add ``body.memory`` or the batch ``body.memories`` (atomically); run it on the writer."""
+    if (body.memory is None) == (body.memories is None):
+        raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
+    items = [body.memory] if body.memory is not None else body.memories
+    if not items:
+        raise ApiError(422, "invalid", "memories must not be empty", "memories")
+    return svc.run(svc.memories.add, ctx, [memory_content(i) for i in items])
+
+
+def update_memory(
+    svc: MemoryService, ctx: CommandContext, memory_id: str, body: UpdateMemoryRequest, given: Iterable[str], expected_version: int | None
+) -> CommandResult:
+    """A new version of the memory with the fields the caller ``given`` (by name); run it on the writer."""
+    changes = {name: getattr(body, name) for name in given if name != "reason"}
+    for name in ("tags", "sources", "embedding"):
+        if changes.get(name) is not None:
+            changes[name] = tuple(changes[name])
+    return svc.run(svc.memories.update, ctx, memory_id, changes, expected_version=expected_version, reason=body.reason)
+
+
+def write_result(result: CommandResult) -> dict[str, Any]:
+    """A command's answer: the positions it appended (the last one is recall's ``min_position``), its correlation id, its data."""
+    return {
+        "positions": list(result.positions),
+        "correlation_id": result.correlation_id,
+        "replayed": result.replayed,
+        "memory_ids": list(result.memory_ids),
+        "data": result.data,
+    }

@@ -1,0 +1,416 @@
+"""The MCP server, driven by the MCP SDK's own client: a real ``mnemolog mcp`` subprocess over stdio, and
+a real ``mnemolog mcp --http`` subprocess over streamable HTTP on a free loopback port.
+
+Data is written through the HTTP API (a real aiohttp server on the same data
+directory, with auth), keys come from ``mnemolog keys create``, and every
+read tool's answer is compared with the HTTP API's answer for the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+HAVE_MCP = find_spec("mcp") is not None
+needs_mcp = pytest.mark.skipif(not HAVE_MCP, reason="the mcp package (the mnemolog[mcp] extra) is not installed")
+
+BIN = Path(sys.executable).parent
+MNEMOLOG = str(BIN / "mnemolog")
+CLIENT_NAME = "test-agent"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    return {**env, **extra}
+
+
+def create_key(data_dir: Path, tenant: str, scopes: str) -> str:
+    done = subprocess.run(
+        [MNEMOLOG, "--data-dir", str(data_dir), "keys", "create", "--tenant", tenant, "--scopes", scopes, "--json"],
+        capture_output=True, text=True, env=_env(), check=True,
+    )
+    return json.loads(done.stdout)["key"]
+
+
+def _text(result) -> dict:
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return json.loads(result.content[0].text)
+
+
+def ok(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    return _text(result)
+
+
+def refused(result) -> dict:
+    assert result.is_error, result.content[0].text
+    return _text(result)["error"]
+
+
+@asynccontextmanager
+async def stdio_client(data_dir: Path, key: str | None, *args: str, env: dict | None = None):
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    extra = {"MNEMOLOG_API_KEY": key} if key is not None else {}
+    target = StdioServerParameters(
+        command=MNEMOLOG, args=["--data-dir", str(data_dir), "mcp", *args], env=_env(**extra, **(env or {}))
+    )
+    async with Client(target, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
+        yield client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_mcp():
+    """Start ``mnemolog mcp --http`` subprocesses; each is stopped at teardown."""
+    started: list[subprocess.Popen] = []
+
+    def start(data_dir: Path, key: str | None, *args: str) -> str:
+        port = _free_port()
+        extra = {"MNEMOLOG_API_KEY": key} if key is not None else {}
+        proc = subprocess.Popen(
+            [MNEMOLOG, "--data-dir", str(data_dir), "mcp", "--http", "--port", str(port), *args],
+            env=_env(**extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        started.append(proc)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return f"http://127.0.0.1:{port}/mcp"
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("mnemolog mcp --http did not start")
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@asynccontextmanager
+async def http_client(url: str, key: str | None):
+    import httpx2
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
+            yield client
+
+
+READ_TOOLS = {"recall", "search", "get_memory", "history", "related", "relations", "entities", "log", "capabilities"}
+WRITE_TOOLS = {"add_memory", "update_memory", "archive_memory", "link", "revert"}
+
+
+async def seed(start):
+    """A server with auth on a fresh data directory, with memories, an edge, entities and a relation in tenant default."""
+    api = await start(auth=True)
+    key = create_key(api.data_dir, "default", "read,write")
+    http = api.client(api_key=key)
+    lisbon = await http.add({"memory": "I moved to Lisbon in May", "key": "home city", "tags": ["moves"]})
+    cat = await http.add({"memory": "I adopted a cat called Miso in June"})
+    await http.update(cat.memory_ids[0], {"memory": "I adopted a grey cat called Miso in June"})
+    await http.link(lisbon.memory_ids[0], cat.memory_ids[0], "RELATED", weight=0.5)
+    await http.request("PUT", "/v1/entities/person:ada", json={"name": "Ada Lovelace", "entity_type": "person", "aliases": ["Ada"]})
+    await http.request("PUT", "/v1/entities/machine:engine", json={"name": "Analytical Engine", "entity_type": "machine"})
+    await http.request("POST", "/v1/entities/person:ada/relations", json={"target_id": "machine:engine", "relation_type": "wrote_about", "weight": 0.9})
+    return api, http, key, lisbon.memory_ids[0], cat.memory_ids[0]
+
+
+# -- without the extra --------------------------------------------------------------------------------------------
+
+
+def test_without_the_extra_the_verb_says_how_to_install_it(tmp_path):
+    code = "import sys; sys.modules['mcp'] = None; from mnemolog.tools.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--data-dir", str(tmp_path), "mcp"], capture_output=True, text=True, env=_env(MNEMOLOG_API_KEY="x")
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mnemolog: error: ")
+    assert "pip install -e '.[mcp]'" in lines[0] and "pip install 'mnemolog[mcp]'" in lines[0]
+    assert not (tmp_path / "events.db").exists()  # refused before anything was made
+
+
+def test_print_config_gives_the_client_snippet(tmp_path):
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(tmp_path), "mcp", "--print-config"], capture_output=True, text=True, env=_env(), check=True)
+    entry = json.loads(done.stdout)["mcpServers"]["mnemolog"]
+    assert entry["args"] == ["--data-dir", str(tmp_path.resolve()), "mcp"]
+    assert Path(entry["command"]).name == "mnemolog" and "MNEMOLOG_API_KEY" in entry["env"]
+
+
+def test_stdio_without_a_key_is_refused_with_one_line(tmp_path):
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(tmp_path), "mcp"], capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "MNEMOLOG_API_KEY" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- stdio --------------------------------------------------------------------------------------------------------
+
+
+@needs_mcp
+async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        listed = {t.name: t for t in (await mcp.list_tools()).tools}
+        assert set(listed) == READ_TOOLS  # no --allow-writes: no write tools, whatever the key
+        assert listed["recall"].input_schema["type"] == "object" and "query" in listed["recall"].input_schema["required"]
+
+        over_mcp = ok(await mcp.call_tool("recall", {"query": "which city did I move to?", "limit": 5}))
+        over_http = await http.recall("which city did I move to?", limit=5)
+        assert over_mcp == over_http
+        assert over_mcp["hits"][0]["id"] == lisbon and over_mcp["hits"][0]["channels"]  # explanations kept
+
+        filtered = {"query": "cat", "filters": {"tags": ["moves"]}, "channels": ["lexical"]}
+        assert ok(await mcp.call_tool("recall", filtered)) == await http.recall("cat", filters={"tags": ["moves"]}, channels=["lexical"])
+        assert ok(await mcp.call_tool("search", {"query": "cat Miso"})) == await http.search("cat Miso")
+
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+        assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2}))["version"] == 1
+        assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2})) == await http.get(cat, as_of=2)
+        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.history(cat)
+
+        related = ok(await mcp.call_tool("related", {"node": lisbon, "depth": 2, "direction": "out", "edge_types": ["RELATED"]}))
+        assert related == await http.request("GET", "/v1/graph/neighbors", params={"node": lisbon, "depth": "2", "direction": "out", "type": "RELATED"})
+        assert [r["node"] for r in related["reached"]] == [cat]
+
+        cards = ok(await mcp.call_tool("relations", {"question": "What did Ada write about?"}))
+        assert cards == await http.request("POST", "/v1/relations", json={"question": "What did Ada write about?"})
+        one = ok(await mcp.call_tool("entities", {"id": "person:ada"}))
+        assert one == await http.request("GET", "/v1/entities/person:ada")
+        assert one["relations"]
+        found = ok(await mcp.call_tool("entities", {"q": "ada", "entity_type": "person"}))
+        assert found == await http.request("GET", "/v1/entities", params={"q": "ada", "type": "person"}) and found["count"] == 1
+
+        page = ok(await mcp.call_tool("log", {"after": 1, "limit": 2}))
+        assert page == await http.events(after=1, limit=2) and len(page["events"]) == 2
+        correlation = page["events"][0]["metadata"]["correlation_id"]
+        by_correlation = ok(await mcp.call_tool("log", {"correlation_id": correlation}))
+        assert by_correlation == await http.events(correlation_id=correlation)
+
+        caps = ok(await mcp.call_tool("capabilities", {}))
+        assert {k: caps[k] for k in ("version", "head_position", "channels", "embedder")} == {
+            k: v for k, v in (await http.capabilities()).items() if k in ("version", "head_position", "channels", "embedder")
+        }
+        assert caps["session"]["tenant"] == "default" and caps["session"]["writes"] is False
+        assert caps["session"]["actor"] == f"mcp:{CLIENT_NAME}"
+
+
+@needs_mcp
+async def test_resources_and_the_citation_prompt(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        templates = {t.uri_template for t in (await mcp.list_resource_templates()).resource_templates}
+        assert templates == {"mnemolog://memory/{id}", "mnemolog://memory/{id}/history"}
+        memory = await mcp.read_resource(f"mnemolog://memory/{cat}")
+        assert json.loads(memory.contents[0].text) == await http.get(cat)
+        history = await mcp.read_resource(f"mnemolog://memory/{cat}/history")
+        assert json.loads(history.contents[0].text) == await http.history(cat)
+
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError) as missing:
+            await mcp.read_resource("mnemolog://memory/nope")
+        assert missing.value.data["error"]["code"] == "not_found"
+
+        prompts = (await mcp.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["cite_memory"]
+        prompt = await mcp.get_prompt("cite_memory", {"question": "Where do I live?"})
+        text = prompt.messages[0].content.text
+        assert "Where do I live?" in text and "[memory:<id> v<version> @<position>]" in text and "as_of" in text
+
+
+@needs_mcp
+async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        assert refused(await mcp.call_tool("recall", {"query": "x", "limit": 0}))["field"] == "limit"
+        assert refused(await mcp.call_tool("recall", {"query": "x", "limt": 3}))["field"] == "limt"
+        assert refused(await mcp.call_tool("recall", {}))["field"] == "query"
+        assert refused(await mcp.call_tool("recall", {"query": "x", "filters": {"status": ["gone"]}}))["field"] == "filters.status[0]"
+        assert refused(await mcp.call_tool("get_memory", {"id": cat, "as_of": "yesterday-ish"}))["field"] == "as_of"
+        assert refused(await mcp.call_tool("related", {"node": lisbon, "direction": "sideways"}))["field"] == "direction"
+        missing = refused(await mcp.call_tool("get_memory", {"id": "nope"}))
+        assert missing["code"] == "not_found" and missing["status"] == 404
+        assert refused(await mcp.call_tool("entities", {"id": "person:ada", "q": "ada"}))["field"] == "id"
+        assert refused(await mcp.call_tool("no_such_tool", {}))["field"] == "name"
+        # the server is still there and still right
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+
+
+@needs_mcp
+async def test_a_bad_key_is_refused_at_the_first_call(start):
+    from mcp.shared.exceptions import MCPError
+
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, "mlk_not_a_key") as mcp:
+        with pytest.raises(MCPError) as listing:
+            await mcp.list_tools()
+        assert listing.value.data["error"] == {"code": "unauthorized", "message": "unknown or revoked API key", "field": "api_key", "status": 401}
+        error = refused(await mcp.call_tool("get_memory", {"id": cat}))
+        assert error["code"] == "unauthorized" and error["field"] == "api_key"
+        error = refused(await mcp.call_tool("get_memory", {"id": cat}))  # still refused, still serving
+        assert error["code"] == "unauthorized"
+
+
+@needs_mcp
+async def test_a_revoked_key_is_refused_from_the_next_call(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        ok(await mcp.call_tool("get_memory", {"id": cat}))
+        key_id = key.split("_")[1]
+        subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "keys", "revoke", key_id], check=True, env=_env(), capture_output=True)
+        assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "unauthorized"
+
+
+@needs_mcp
+async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes_the_session(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS | WRITE_TOOLS
+        added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto", "tags": ["family"]}, "idempotency_key": "k1"}))
+        again = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto", "tags": ["family"]}, "idempotency_key": "k1"}))
+        assert again["replayed"] is True and again["memory_ids"] == added["memory_ids"]
+        sister = added["memory_ids"][0]
+        session = added["correlation_id"]
+        assert session.startswith(f"mcp-{CLIENT_NAME}-")
+
+        found = ok(await mcp.call_tool("recall", {"query": "where does my sister live", "min_position": added["positions"][-1]}))
+        assert found["hits"][0]["id"] == sister
+
+        conflict = refused(await mcp.call_tool("update_memory", {"id": cat, "memory": "I adopted two cats", "expected_version": 1}))
+        assert conflict["code"] == "conflict" and conflict["current_version"] == 2
+        updated = ok(await mcp.call_tool("update_memory", {"id": cat, "memory": "I adopted two cats", "expected_version": 2, "reason": "a second cat"}))
+        assert updated["correlation_id"] == session
+        ok(await mcp.call_tool("link", {"source": sister, "target": lisbon, "edge_type": "RELATED"}))
+        ok(await mcp.call_tool("archive_memory", {"id": lisbon, "reason": "moved on"}))
+        assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": ""}}))["field"] == "memory.memory"
+
+        versions = (await http.history(cat))["versions"]
+        assert versions[-1]["actor"] == f"mcp:{CLIENT_NAME}" and versions[-1]["correlation_id"] == session
+        assert (await http.history(cat))["versions"][-1]["memory"] == "I adopted two cats"
+
+        head = (await http.digest())["position"]
+        preview = ok(await mcp.call_tool("revert", {"correlation_id": session}))
+        assert preview["positions"] == [] and preview["data"]["dry_run"] is True and preview["data"]["would_revert"] >= 4
+        assert set(preview["memory_ids"]) == {sister, cat, lisbon}
+        assert (await http.digest())["position"] == head  # a dry run writes nothing
+
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "revert", session], capture_output=True, text=True, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert (await http.get(sister))["status"] == "deleted"
+    assert (await http.get(cat))["memory"] == "I adopted a grey cat called Miso in June"
+    assert (await http.get(lisbon))["status"] == "activated"
+
+
+@needs_mcp
+async def test_a_read_only_key_cannot_write(start):
+    api, http, key, lisbon, cat = await seed(start)
+    reader = create_key(api.data_dir, "default", "read")
+    head = (await http.digest())["position"]
+    async with stdio_client(api.data_dir, reader, "--allow-writes") as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
+        error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
+        assert error["code"] == "forbidden" and "write" in error["message"]
+        assert refused(await mcp.call_tool("revert", {"correlation_id": "x", "dry_run": False}))["code"] == "forbidden"
+        assert ok(await mcp.call_tool("capabilities", {}))["session"]["writes"] is False
+    async with stdio_client(api.data_dir, key) as mcp:  # a writer key, but the server was not allowed to write
+        error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
+        assert error["code"] == "forbidden" and "--allow-writes" in error["message"]
+    assert (await http.digest())["position"] == head
+
+
+@needs_mcp
+async def test_another_tenants_ids_are_invisible(start):
+    from mcp.shared.exceptions import MCPError
+
+    api, http, key, lisbon, cat = await seed(start)
+    other = create_key(api.data_dir, "other", "read,write")
+    async with stdio_client(api.data_dir, other, "--allow-writes") as mcp:
+        assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
+        assert refused(await mcp.call_tool("history", {"id": cat}))["code"] == "not_found"
+        assert ok(await mcp.call_tool("recall", {"query": "which city did I move to?"}))["hits"] == []
+        assert ok(await mcp.call_tool("related", {"node": lisbon}))["edges"] == []
+        assert ok(await mcp.call_tool("log", {}))["events"] == []
+        assert refused(await mcp.call_tool("entities", {"id": "person:ada"}))["code"] == "not_found"
+        assert refused(await mcp.call_tool("archive_memory", {"id": cat}))["code"] == "not_found"
+        with pytest.raises(MCPError):
+            await mcp.read_resource(f"mnemolog://memory/{cat}")
+        assert ok(await mcp.call_tool("capabilities", {}))["session"]["tenant"] == "other"
+    assert (await http.get(cat))["status"] == "activated"
+
+
+# -- streamable HTTP ----------------------------------------------------------------------------------------------
+
+
+@needs_mcp
+async def test_streamable_http_serves_the_same_answers_and_checks_each_requests_key(start, http_mcp):
+    from mcp.shared.exceptions import MCPError
+
+    api, http, key, lisbon, cat = await seed(start)
+    other = create_key(api.data_dir, "other", "read")
+    url = http_mcp(api.data_dir, None, "--allow-writes")
+    async with http_client(url, key) as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS | WRITE_TOOLS
+        assert ok(await mcp.call_tool("recall", {"query": "which city did I move to?"})) == await http.recall("which city did I move to?")
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+        added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The office moved to Porto"}}))
+        assert (await http.history(added["memory_ids"][0]))["versions"][0]["actor"] == f"mcp:{CLIENT_NAME}"
+    async with http_client(url, other) as mcp:  # each request acts as its own key: another tenant, read only
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
+        assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
+        assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": "x"}}))["code"] == "forbidden"
+    async with http_client(url, "mlk_wrong") as mcp:
+        with pytest.raises(MCPError):
+            await mcp.list_tools()
+        assert refused(await mcp.call_tool("recall", {"query": "x"}))["field"] == "api_key"
+    async with http_client(url, None) as mcp:  # no key anywhere: refused, naming where to give one
+        error = refused(await mcp.call_tool("recall", {"query": "x"}))
+        assert error["field"] == "api_key" and "MNEMOLOG_API_KEY" in error["message"]
+
+
+@needs_mcp
+async def test_streamable_http_with_the_servers_key(start, http_mcp):
+    api, http, key, lisbon, cat = await seed(start)
+    url = http_mcp(api.data_dir, key)
+    async with http_client(url, None) as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
+        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.history(cat)
+
+
+# -- the HTTP API's revert dry run, which the MCP revert uses -------------------------------------------------------
+
+
+async def test_http_revert_dry_run_writes_nothing(start):
+    api, http, key, lisbon, cat = await seed(start)
+    written = await http.add({"memory": "a passing thought"}, correlation_id="session-1")
+    head = (await http.digest())["position"]
+    preview = await http.request("POST", "/v1/reverts", json={"correlation_id": "session-1", "dry_run": True})
+    assert preview["positions"] == [] and preview["data"] == {"dry_run": True, "would_revert": 1, "conflicts": [], "forced": False}
+    assert preview["memory_ids"] == written.memory_ids
+    assert (await http.digest())["position"] == head
+    done = await http.request("POST", "/v1/reverts", json={"correlation_id": "session-1"})
+    assert done["positions"] and (await http.get(written.memory_ids[0]))["status"] == "deleted"

@@ -1,0 +1,72 @@
+"""``mnemolog mcp``: the MCP server, over stdio (for desktop agents) or streamable HTTP on loopback.
+
+The server itself is :mod:`mnemolog.api.mcp_server`; it needs the optional
+``mcp`` extra, and without it this command exits 2 saying how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from mnemolog.api.mcp_server import INSTALL_HINT, McpUnavailable, client_config, require_sdk
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.vectors.embedders import get_embedder
+
+from .common import CommandError, add_command, data_dir
+from .serve_cmds import is_loopback
+
+API_KEY_ENV = "MNEMOLOG_API_KEY"
+DEFAULT_PORT = 8766
+
+
+def mcp(args: argparse.Namespace) -> int:
+    if args.print_config:
+        print(json.dumps(client_config(str(data_dir(args).resolve()), command=_command_path(), allow_writes=args.allow_writes), indent=2))
+        return 0
+    try:
+        require_sdk()
+    except McpUnavailable:
+        raise CommandError(f"mnemolog mcp needs the optional mcp package: {INSTALL_HINT}") from None
+    from mnemolog.api.mcp_server import McpFront, run_http, run_stdio
+
+    settings = Settings({"data_dir": str(data_dir(args))})
+    api_key = args.api_key or os.environ.get(API_KEY_ENV, "")
+    if settings.auth and not api_key and not args.http:
+        raise CommandError(f"name the API key the server acts as: set {API_KEY_ENV} or pass --api-key (create one with mnemolog keys create)")
+    if args.http and not is_loopback(args.host):
+        raise CommandError(f"mnemolog mcp --http serves loopback only, not {args.host}: use 127.0.0.1, ::1 or localhost")
+    get_embedder(str(settings.embedder))  # a missing extra stops here, as one line
+    front = McpFront.open(settings, api_key=api_key, tenant=args.tenant, allow_writes=args.allow_writes, inline_reads=not args.http)
+    try:
+        if args.http:
+            run_http(front, args.host, args.port, ready=lambda url: print(f"mnemolog: MCP over streamable HTTP at {url} (Ctrl-C stops)", file=sys.stderr, flush=True))
+        else:
+            run_stdio(front)
+    finally:
+        front.close()
+    return 0
+
+
+def _command_path() -> str:
+    """This ``mnemolog`` executable's absolute path, for a client that launches it without a PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mnemolog")
+    return here if os.path.exists(here) else "mnemolog"
+
+
+def register(subparsers) -> None:
+    parser = add_command(
+        subparsers,
+        "mcp",
+        mcp,
+        help="serve memory to MCP clients: stdio by default, --http for streamable HTTP on loopback (needs the mcp extra)",
+    )
+    parser.add_argument("--tenant", metavar="TENANT", help="the tenant, for a key of every tenant ('*') or with MNEMOLOG_AUTH off (default: default)")
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address for --http (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port for --http (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--api-key", help=f"the API key to act as (default ${API_KEY_ENV}); over HTTP a request's Authorization: Bearer key wins")
+    parser.add_argument("--allow-writes", action="store_true", help="offer the write tools (add_memory, update_memory, archive_memory, link, revert) to a key with the write scope")
+    parser.add_argument("--print-config", action="store_true", help="print the mcpServers entry an MCP client needs to launch this server, and exit")
