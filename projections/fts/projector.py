@@ -83,6 +83,7 @@ from mnemolog.eventstore.model import MemoryContent
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..runner import execute_script
 from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
+from .postings import PostingsIndex
 from .textsearch import (
     MAX_TERMS,
     build_match,
@@ -345,6 +346,12 @@ def fts_search(
         phrases = query_phrases(query, terms)
         if not phrases:
             return []
+        if not exact and not cjk_query_terms(query):
+            chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
+            words = [w for w in dict.fromkeys(chosen) if w.strip() and not has_cjk(w)][:MAX_TERMS]
+            rows = PostingsIndex.for_connection(conn).search(conn, tenant, words, limit=limit, as_of=as_of, filters=filters)
+            if rows is not None:
+                return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
         if exact or len(phrases) == 1:
             rows = _run(conn, stats, tenant, _or(phrases), limit, as_of, filters)
         else:

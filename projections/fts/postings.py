@@ -1,0 +1,450 @@
+"""An in-memory postings index over the FTS projection, ranked exactly like FTS5's bm25.
+
+FTS5 scores every row that matches an OR of a query's words and has no top-k
+pruning: at 100,000 memories a recall query spent most of its time in the
+tiered FTS5 statements of :func:`~mnemolog.projections.fts.projector.fts_search`.
+This index answers the same question (the top ``limit`` rows of the OR of a
+query's word phrases over the word columns, ranked by
+``bm25(fts_index, 1, 2, 1.5, 0.5, 1)``) from postings held in memory, with
+numpy, in well under a millisecond at that size.
+
+What it holds
+-------------
+One entry per row of ``fts_docs`` (every state of every memory of every
+tenant): its row id, tenant, memory id, version, validity positions, status
+and token count; and per stemmed term the rows that hold it in a word column
+(``text``, ``key``, ``tags``, ``background``) with the term's column-weighted
+frequency in that row. Tokens are FTS5's own: rows are tokenised by an FTS5
+table with the projection's tokenizer (``porter unicode61
+remove_diacritics 2``) in a private in-memory database, and so are the query's
+words, so that the index and the query stem alike and the scores equal
+FTS5's (same idf, same average row length, same column weights).
+
+How it stays a projection
+-------------------------
+It is derived from ``fts_docs``, which the FTS projector builds from the log,
+and never written to disk. Before each search it compares the FTS
+projection's generation (a new one marks a rebuild), its deletion counter
+(a tenant drop) and its highest row id with what it last read. A new
+generation or a drop reloads it whole; a higher row id adds the rows past
+the last one read and closes the rows those new versions replaced (the FTS
+projector closes a memory's row only when it opens the memory's next one, at
+the same position). All of it is read in one read transaction with the
+search, so a search sees the projection exactly as ``fts_docs`` holds it
+when the search starts: read-your-writes holds wherever it holds for
+``fts_docs``. Each process keeps its own copy.
+
+Tenant, ``as_of`` and filters
+-----------------------------
+Rows are scored, then kept when their tenant matches and they were valid at
+the head (``valid_to`` unset) or at ``as_of`` (validity intervals), and when
+their status passes. Any other filter is checked in SQL on ``fts_docs``,
+best-scored rows first, until ``limit`` rows passed: since every matching row
+was scored, a filter never drops a row an exact filtered search returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Sequence
+
+import msgspec
+import numpy as np
+
+from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
+
+__all__ = ["PostingsIndex", "TOKENIZER"]
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
+K1, B = 1.2, 0.75
+#: No row is valid past this position (stands for an unset ``valid_to``).
+_OPEN = np.iinfo(np.int64).max
+_ids_encoder = msgspec.json.Encoder()
+
+
+@contextmanager
+def _no_gc():
+    """Millions of small tuples are built and dropped at once: the cyclic collector would walk them over and over."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Tokenizer:
+    """FTS5's tokenizer, run in a private in-memory database: the tokens FTS5 indexes.
+
+    ``tokens(rows)`` yields ``(term, row_id, column)`` for every token of
+    ``rows`` (``(row_id, text, key, tags, background, cjk)``); ``stems(word)``
+    the tokens of one query word (cached).
+    """
+
+    def __init__(self) -> None:
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        cols = ", ".join(INDEXED_COLUMNS)
+        self.conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({cols}, tokenize='{TOKENIZER}')")
+        self.conn.execute("CREATE VIRTUAL TABLE doc_terms USING fts5vocab(doc, 'instance')")
+        self.conn.execute(f"CREATE VIRTUAL TABLE word USING fts5(w, tokenize='{TOKENIZER}')")
+        self.conn.execute("CREATE VIRTUAL TABLE word_terms USING fts5vocab(word, 'instance')")
+        self.lock = threading.Lock()
+        self.cache: dict[str, tuple[str, ...]] = {}
+
+    def tokens(self, rows: Sequence[tuple]) -> list[tuple[str, int, str]]:
+        with self.lock:
+            self.conn.execute("BEGIN")
+            try:
+                self.conn.executemany(f"INSERT INTO doc (rowid, {', '.join(INDEXED_COLUMNS)}) VALUES (?,?,?,?,?,?)", rows)
+                found = self.conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM doc_terms").fetchall()  # by term, then row id
+                self.conn.execute("DELETE FROM doc")
+            finally:
+                self.conn.execute("COMMIT")
+            return found
+
+    def stems(self, word: str) -> tuple[str, ...]:
+        found = self.cache.get(word)
+        if found is not None:
+            return found
+        with self.lock:
+            self.conn.execute("INSERT INTO word (rowid, w) VALUES (1, ?)", (word,))
+            terms = self.conn.execute("SELECT term FROM word_terms ORDER BY offset").fetchall()
+            self.conn.execute("DELETE FROM word")
+        found = tuple(t for (t,) in terms)
+        if len(self.cache) > 100_000:
+            self.cache.clear()
+        self.cache[word] = found
+        return found
+
+
+class _Segment:
+    """Postings of a run of rows: per term, row indexes (ascending) and weighted frequencies."""
+
+    __slots__ = ("terms", "starts", "rows", "freqs")
+
+    def __init__(self, terms: dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray):
+        self.terms, self.starts, self.rows, self.freqs = terms, starts, rows, freqs
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        t = self.terms.get(term)
+        if t is None:
+            return None
+        lo, hi = self.starts[t], self.starts[t + 1]
+        return self.rows[lo:hi], self.freqs[lo:hi]
+
+    @staticmethod
+    def merge(segments: Sequence["_Segment"]) -> "_Segment":
+        vocabulary: dict[str, int] = {}
+        for seg in segments:
+            for term in seg.terms:
+                vocabulary.setdefault(term, len(vocabulary))
+        ids, rows, freqs = [], [], []
+        for seg in segments:
+            remap = np.empty(len(seg.terms), dtype=np.int64)
+            for term, t in seg.terms.items():
+                remap[t] = vocabulary[term]
+            ids.append(np.repeat(remap, np.diff(seg.starts)))
+            rows.append(seg.rows)
+            freqs.append(seg.freqs)
+        return _Segment.from_pairs(vocabulary, np.concatenate(ids), np.concatenate(rows), np.concatenate(freqs))
+
+    @staticmethod
+    def from_pairs(vocabulary: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, freqs: np.ndarray) -> "_Segment":
+        order = np.lexsort((rows, term_ids))
+        term_ids = term_ids[order]
+        starts = np.searchsorted(term_ids, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        return _Segment(vocabulary, starts, rows[order].astype(np.int32), freqs[order].astype(np.float32))
+
+
+class _Columns:
+    """Growable per-row arrays."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.row_id = np.zeros(0, np.int64)
+        self.tenant = np.zeros(0, np.int32)
+        self.version = np.zeros(0, np.int64)
+        self.valid_from = np.zeros(0, np.int64)
+        self.valid_to = np.zeros(0, np.int64)
+        self.status = np.zeros(0, np.int16)
+        self.length = np.zeros(0, np.float64)
+        self.memory_id: list[str] = []
+
+    _ARRAYS = ("row_id", "tenant", "version", "valid_from", "valid_to", "status", "length")
+
+    def reserve(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= len(self.row_id):
+            return
+        size = max(need, int(len(self.row_id) * 1.5) + 1024)
+        for name in self._ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros(size, old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+
+class PostingsIndex:
+    """The in-memory postings of one ``projections.db`` (module docstring); one per process and database."""
+
+    _indexes: dict[str, "PostingsIndex"] = {}
+    _registry_lock = threading.Lock()
+    #: Small segments are merged once there are more than this many.
+    MAX_SEGMENTS = 8
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tokenizer = _Tokenizer()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state: tuple | None = None  # (generation, deletions)
+        self.cols = _Columns()
+        self.segments: list[_Segment] = []
+        self.tenants: dict[str, int] = {}
+        self.statuses: dict[str, int] = {}
+        self.total_length = 0.0
+
+    @classmethod
+    def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        key = path or f"memory:{id(conn)}"
+        with cls._registry_lock:
+            index = cls._indexes.get(key)
+            if index is None:
+                index = cls._indexes[key] = cls()
+            return index
+
+    # -- keeping up with fts_docs ----------------------------------------------------
+
+    def _sync(self, conn: sqlite3.Connection) -> None:
+        """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held)."""
+        try:
+            generation = conn.execute("SELECT generation FROM checkpoints WHERE name = 'fts'").fetchone()
+        except sqlite3.OperationalError:  # a bare FTS database (no runner): nothing marks a rebuild but the counter
+            generation = None
+        found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
+        state = (generation[0] if generation else None, found[0] if found else 0)
+        last = int(self.cols.row_id[self.cols.n - 1]) if self.cols.n else 0
+        if state != self.state:
+            self._reset()
+            self.state = state
+            # The whole projection: the rows, and their tokens as the FTS5 index holds them (same snapshot).
+            with _no_gc():
+                rows = conn.execute(_META_SQL + " ORDER BY row_id").fetchall()
+                conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_index_instances USING fts5vocab(main, fts_index, 'instance')")
+                tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances").fetchall()
+                self._add(rows, tokens)
+        elif conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0] != last:
+            fresh = conn.execute(_ROWS_SQL + " WHERE row_id > ? ORDER BY row_id", (last,)).fetchall()
+            self._close(conn, [(r[1], r[2], r[4]) for r in fresh if r[3] > 1])
+            self._add(fresh)
+
+    def _close(self, conn: sqlite3.Connection, opened: list[tuple[str, str, int]]) -> None:
+        """Close the rows that the new versions ``(tenant, memory_id, valid_from)`` replaced."""
+        if not opened:
+            return
+        closed = conn.execute(
+            "SELECT d.row_id, d.valid_to FROM json_each(?) AS j CROSS JOIN fts_docs AS d"
+            " ON d.tenant = j.value ->> 0 AND d.memory_id = j.value ->> 1 AND d.valid_to = j.value ->> 2",
+            (_ids_encoder.encode(opened).decode(),),
+        ).fetchall()
+        cols = self.cols
+        ids = cols.row_id[: cols.n]
+        for row_id, valid_to in closed:
+            i = int(np.searchsorted(ids, row_id))
+            if i < cols.n and ids[i] == row_id:
+                cols.valid_to[i] = valid_to
+
+    def _add(self, rows: list[tuple], tokens: list[tuple] | None = None) -> None:
+        with _no_gc():
+            self._append(rows, tokens)
+
+    def _append(self, rows: list[tuple], tokens: list[tuple] | None) -> None:
+        """Append ``rows`` (row id order) and their postings; ``tokens``: their FTS5 instances, when already read."""
+        if not rows:
+            return
+        cols = self.cols
+        first = cols.n
+        count = len(rows)
+        cols.reserve(count)
+        end = first + count
+        tenants, statuses = self.tenants, self.statuses
+        cols.row_id[first:end] = [r[0] for r in rows]
+        cols.tenant[first:end] = [tenants.setdefault(r[1], len(tenants)) for r in rows]
+        cols.memory_id.extend(r[2] for r in rows)
+        cols.version[first:end] = [r[3] for r in rows]
+        cols.valid_from[first:end] = [r[4] for r in rows]
+        cols.valid_to[first:end] = [_OPEN if r[5] is None else r[5] for r in rows]
+        cols.status[first:end] = [statuses.setdefault(r[6], len(statuses)) for r in rows]
+        cols.n = end
+        if tokens is None:
+            tokens = self.tokenizer.tokens([(r[0], r[7], r[8], r[9], r[10], r[11]) for r in rows])
+        if not tokens:
+            return
+        # Tokens come ordered by term, then row id: runs of one (term, row) are contiguous.
+        terms, docs, weights = zip(*tokens)
+        terms = np.array(terms, dtype=object)
+        new_term = np.empty(len(terms), bool)
+        new_term[0] = True
+        np.not_equal(terms[1:], terms[:-1], out=new_term[1:])
+        term_ids = np.cumsum(new_term) - 1
+        at = np.searchsorted(cols.row_id[first:end], np.array(docs, np.int64))
+        weight = np.array(weights, np.float64)
+        lengths = np.bincount(at, minlength=count).astype(np.float64)
+        cols.length[first:end] = lengths
+        self.total_length += float(lengths.sum())
+        new_pair = new_term.copy()
+        new_pair[1:] |= at[1:] != at[:-1]
+        pair = np.cumsum(new_pair) - 1
+        freqs = np.bincount(pair, weights=weight)
+        starts = np.flatnonzero(new_pair)
+        word = freqs > 0  # a (term, row) seen only in the cjk column is no match of a word phrase
+        pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
+        vocabulary = {term: i for i, term in enumerate(terms[new_term].tolist())}
+        bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        segment = _Segment(vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32))
+        self.segments.append(segment)
+        if len(self.segments) > self.MAX_SEGMENTS:
+            # Merge the smaller half with each other (the large first segment stays until it is outgrown).
+            keep = self.segments[:1] if len(self.segments[0].rows) > sum(len(s.rows) for s in self.segments[1:]) else []
+            self.segments = keep + [_Segment.merge(self.segments[len(keep) :])]
+
+    # -- searching ----------------------------------------------------------------------
+
+    def search(
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        words: Sequence[str],
+        *,
+        limit: int,
+        as_of: int | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[tuple[str, int, int, float]] | None:
+        """The top ``limit`` rows of the OR of ``words`` as ``(memory_id, row_id, version, bm25)``, best first.
+
+        ``bm25`` is FTS5's (negative; lower is better) and ties go to the
+        lower row id, as in the exact FTS5 statement. ``words`` are the
+        query's phrases over the word columns, one phrase each (a repeated
+        word is one phrase). None when a word is not one token (a phrase:
+        FTS5 answers it).
+        """
+        words = list(dict.fromkeys(w for w in words if w and not w.isspace()))
+        stems = [self.tokenizer.stems(w.replace("\x00", " ")) for w in words]
+        if any(len(s) > 1 for s in stems):
+            return None
+        terms = [s[0] for s in stems if s]
+        began = conn.in_transaction
+        if not began:
+            conn.execute("BEGIN")
+        try:
+            with self.lock:
+                self._sync(conn)
+                scored = self._score(tenant, terms, as_of, filters or DEFAULT_FILTERS)
+                if scored is None:
+                    return []
+                rows, scores = scored
+                cols = self.cols
+                return self._ranked(conn, rows, scores, limit, filters or DEFAULT_FILTERS, cols)
+        finally:
+            if not began:
+                conn.execute("COMMIT")
+
+    def _score(self, tenant, terms, as_of, filters) -> tuple[np.ndarray, np.ndarray] | None:
+        cols = self.cols
+        n = cols.n
+        tenant_id = self.tenants.get(tenant)
+        if tenant_id is None or n == 0 or not terms:
+            return None
+        avgdl = self.total_length / n
+        found_rows, found_scores = [], []
+        for term in terms:
+            parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
+            if not parts:
+                continue
+            rows = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+            freqs = (parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])).astype(np.float64)
+            hits = len(rows)
+            idf = math.log((n - hits + 0.5) / (hits + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            norm = K1 * (1.0 - B + B * cols.length[rows] / avgdl)
+            found_rows.append(rows)
+            found_scores.append(idf * ((freqs * (K1 + 1.0)) / (freqs + norm)))  # FTS5's order of operations
+        if not found_rows:
+            return None
+        if len(found_rows) == 1:
+            rows, scores = found_rows[0].astype(np.int64), found_scores[0]
+        else:
+            # One dense accumulator: summed in phrase order, as FTS5 sums.
+            total = np.bincount(np.concatenate(found_rows), weights=np.concatenate(found_scores), minlength=n)
+            rows = np.flatnonzero(total)
+            scores = total[rows]
+        keep = cols.tenant[rows] == tenant_id
+        if as_of is None:
+            keep &= cols.valid_to[rows] == _OPEN
+        else:
+            keep &= (cols.valid_from[rows] <= as_of) & (cols.valid_to[rows] > as_of)
+        if filters.status:
+            allowed = np.zeros(len(self.statuses) + 1, bool)
+            allowed[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
+            keep &= allowed[cols.status[rows]]
+        return rows[keep], scores[keep]
+
+    def _ranked(self, conn, rows, scores, limit, filters, cols) -> list[tuple[str, int, int, float]]:
+        rest = msgspec.structs.replace(filters, status=None)
+        checked = rest != SearchFilters(status=None)
+        # Best first, ties to the lower row id (row indexes ascend with row ids).
+        out: list[tuple[str, int, int, float]] = []
+        if len(rows) == 0:
+            return out
+        want = limit if not checked else max(4 * limit, 200)
+        if want < len(rows):
+            top = np.argpartition(-scores, want - 1)[:want]
+            cut = scores[top].min()
+            # Every row tied with the cut takes part, so that ties break by row id as FTS5's ORDER BY does.
+            top = np.flatnonzero(scores >= cut)
+        else:
+            top = np.arange(len(rows))
+        order = top[np.lexsort((rows[top], -scores[top]))]
+        if checked:
+            where, params = filter_sql(rest, "d")
+            pending = order
+            remaining = np.setdiff1d(np.arange(len(rows)), order, assume_unique=True)
+            while True:
+                ids = [int(cols.row_id[r]) for r in rows[pending]]
+                passed = set()
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    found = conn.execute(
+                        f"SELECT d.row_id FROM fts_docs AS d WHERE d.row_id IN ({','.join('?' * len(chunk))}) AND {where}",
+                        (*chunk, *params),
+                    )
+                    passed.update(r for (r,) in found)
+                for i in pending:
+                    row = int(rows[i])
+                    if int(cols.row_id[row]) in passed:
+                        out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
+                        if len(out) == limit:
+                            return out
+                if len(remaining) == 0:
+                    return out
+                pending = remaining[np.lexsort((rows[remaining], -scores[remaining]))]
+                remaining = remaining[:0]
+        for i in order[:limit]:
+            row = int(rows[i])
+            out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
+        return out
+
+
+_META_SQL = "SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status FROM fts_docs"
+_ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
+#: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
+_WEIGHT_SQL = "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5 ELSE 0.0 END"

@@ -1,0 +1,140 @@
+"""The in-memory postings index answers exactly what the exact FTS5 statement answers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnemolog.eventstore import EventStore
+from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.fts import projector as fts_module
+from mnemolog.projections.fts.postings import PostingsIndex
+from mnemolog.projections.fts.projector import FtsProjector, fts_search
+from mnemolog.projections.runner import ProjectionRunner
+from tests.projections.support import Log
+
+WORDS = "coffee tea milk sugar bread jam honey lemon running runs ran water juice café".split()
+
+_op = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 11), st.lists(st.sampled_from(WORDS), min_size=1, max_size=7), st.sampled_from(["t", "u"]),
+              st.sampled_from([(), ("red",), ("blue", "red")]), st.sampled_from([None, "coffee", "jam"])),
+    st.tuples(st.just("update"), st.integers(0, 11), st.lists(st.sampled_from(WORDS), min_size=1, max_size=7)),
+    st.tuples(st.just("archive"), st.integers(0, 11)),
+    st.tuples(st.just("catch_up")),
+    st.tuples(st.just("drop"), st.sampled_from(["t", "u"])),
+)  # fmt: skip
+
+_filters = st.sampled_from(
+    [
+        None,
+        SearchFilters(status=None),
+        SearchFilters(status=("archived",)),
+        SearchFilters(tags=("red",)),
+        SearchFilters(status=None, tags=("blue",)),
+        SearchFilters(memory_types=("UserMemory",)),
+    ]
+)
+
+
+def _key(hits):
+    return [(h.memory_id, h.row_id, h.version) for h in hits]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    ops=st.lists(_op, min_size=1, max_size=40),
+    queries=st.lists(
+        st.tuples(st.lists(st.sampled_from(WORDS + ["absent", "e-mail"]), min_size=1, max_size=4), st.integers(1, 12), _filters, st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_postings_equal_the_exact_statement_under_writes_filters_and_as_of(tmp_path_factory, ops, queries):
+    path = tmp_path_factory.mktemp("postings")
+    store = EventStore.open(path)
+    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
+    log = Log(store)
+    live: dict[str, str] = {}  # memory id -> tenant, for memories not dropped
+    used: set[str] = set()  # every stream written (a dropped memory's stream stays)
+    positions = [0]
+    try:
+        def check():
+            runner.catch_up()
+            for words, limit, filters, past in queries:
+                query = " ".join(words)
+                as_of = positions[len(positions) // 2] if past else None
+                for tenant in ("t", "u"):
+                    fast = fts_search(runner.conn, tenant, query, limit=limit, as_of=as_of, filters=filters)
+                    exact = fts_search(runner.conn, tenant, query, limit=limit, as_of=as_of, filters=filters, exact=True)
+                    assert _key(fast) == _key(exact)
+                    assert [h.score for h in fast] == pytest.approx([h.score for h in exact], rel=1e-9, abs=1e-12)
+
+        for op in ops:
+            kind = op[0]
+            if kind == "add":
+                _, n, words, tenant, tags, key = op
+                mid = f"m{n}-{len(positions)}" if f"m{n}" in used else f"m{n}"
+                used.add(mid)
+                memory_type = "UserMemory" if n % 3 == 0 else "OuterMemory"
+                positions.append(log.add(mid, " ".join(words), tenant=tenant, tags=tags, key=key, memory_type=memory_type))
+                live[mid] = tenant
+            elif kind == "update" and f"m{op[1]}" in live:
+                positions.append(log.update(f"m{op[1]}", " ".join(op[2]), tenant=live[f"m{op[1]}"]))
+            elif kind == "archive" and f"m{op[1]}" in live:
+                positions.append(log.archive(f"m{op[1]}", tenant=live[f"m{op[1]}"]))
+            elif kind == "drop" and op[1] in live.values():
+                positions.append(log.drop(op[1]))
+                live = {m: t for m, t in live.items() if t != op[1]}
+            elif kind == "catch_up":
+                check()  # the index then follows the next writes incrementally
+        check()
+    finally:
+        runner.close()
+        store.close()
+
+
+@pytest.fixture
+def runner(store, tmp_path):
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [FtsProjector()])
+    yield runner
+    runner.close()
+
+
+def test_searches_come_from_the_postings_not_from_fts5(log, runner, monkeypatch):
+    log.add("m1", "we adopted a dog named Rex")
+    log.add("m2", "the animal shelter called about the dog")
+    runner.catch_up()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("FTS5 was asked")
+
+    monkeypatch.setattr(fts_module, "_tiered", refuse)
+    monkeypatch.setattr(fts_module, "_run", refuse)
+    hits = fts_search(runner.conn, "t", "when did they adopt the dog?")
+    assert [h.memory_id for h in hits] == ["m1", "m2"]
+
+
+def test_phrases_and_cjk_are_left_to_fts5(log, runner):
+    log.add("m1", "send the e-mail today")
+    log.add("m2", "mail the letter by email")
+    log.add("zh", "我今天早上在公司喝了一杯咖啡")
+    runner.catch_up()
+    index = PostingsIndex.for_connection(runner.conn)
+    assert index.search(runner.conn, "t", ["e-mail"], limit=5) is None  # two tokens: a phrase
+    assert [h.memory_id for h in fts_search(runner.conn, "t", "e-mail", terms=["e-mail"])] == ["m1"]
+    assert [h.memory_id for h in fts_search(runner.conn, "t", "咖啡")] == ["zh"]
+
+
+def test_a_rebuild_reloads_the_index(log, runner):
+    for i in range(20):
+        log.add(f"m{i}", f"note {i} about coffee and tea number{i % 5}")
+    runner.catch_up()
+    before = fts_search(runner.conn, "t", "coffee number3")
+    runner.rebuild(["fts"])
+    log.update("m3", "only tea now")
+    runner.catch_up()
+    after = fts_search(runner.conn, "t", "coffee number3")
+    assert after == fts_search(runner.conn, "t", "coffee number3", exact=True)
+    assert [h.memory_id for h in after] != [h.memory_id for h in before]
+    assert "m3" not in [h.memory_id for h in after]
