@@ -124,19 +124,23 @@ class _Tokenizer:
 
 
 class _Segment:
-    """Postings of a run of rows: per term, row indexes (ascending) and weighted frequencies."""
+    """Postings of a run of rows: per term, row indexes (ascending), weighted frequencies and row lengths.
 
-    __slots__ = ("terms", "starts", "rows", "freqs")
+    A row's length is kept in each of its postings (it never changes), so
+    that scoring reads it in sequence rather than gathering it row by row.
+    """
 
-    def __init__(self, terms: dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray):
-        self.terms, self.starts, self.rows, self.freqs = terms, starts, rows, freqs
+    __slots__ = ("terms", "starts", "rows", "freqs", "lengths")
 
-    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def __init__(self, terms: dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray):
+        self.terms, self.starts, self.rows, self.freqs, self.lengths = terms, starts, rows, freqs, lengths
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         t = self.terms.get(term)
         if t is None:
             return None
         lo, hi = self.starts[t], self.starts[t + 1]
-        return self.rows[lo:hi], self.freqs[lo:hi]
+        return self.rows[lo:hi], self.freqs[lo:hi], self.lengths[lo:hi]
 
     @staticmethod
     def merge(segments: Sequence["_Segment"]) -> "_Segment":
@@ -144,22 +148,19 @@ class _Segment:
         for seg in segments:
             for term in seg.terms:
                 vocabulary.setdefault(term, len(vocabulary))
-        ids, rows, freqs = [], [], []
+        ids = []
         for seg in segments:
             remap = np.empty(len(seg.terms), dtype=np.int64)
             for term, t in seg.terms.items():
                 remap[t] = vocabulary[term]
             ids.append(np.repeat(remap, np.diff(seg.starts)))
-            rows.append(seg.rows)
-            freqs.append(seg.freqs)
-        return _Segment.from_pairs(vocabulary, np.concatenate(ids), np.concatenate(rows), np.concatenate(freqs))
-
-    @staticmethod
-    def from_pairs(vocabulary: dict[str, int], term_ids: np.ndarray, rows: np.ndarray, freqs: np.ndarray) -> "_Segment":
+        term_ids = np.concatenate(ids)
+        rows = np.concatenate([seg.rows for seg in segments])
         order = np.lexsort((rows, term_ids))
-        term_ids = term_ids[order]
-        starts = np.searchsorted(term_ids, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
-        return _Segment(vocabulary, starts, rows[order].astype(np.int32), freqs[order].astype(np.float32))
+        starts = np.searchsorted(term_ids[order], np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        freqs = np.concatenate([seg.freqs for seg in segments])[order]
+        lengths = np.concatenate([seg.lengths for seg in segments])[order]
+        return _Segment(vocabulary, starts, rows[order], freqs, lengths)
 
 
 class _Columns:
@@ -210,6 +211,7 @@ class PostingsIndex:
         self.tenants: dict[str, int] = {}
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
+        self._sums = np.zeros(0, np.float64)
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
@@ -309,7 +311,7 @@ class PostingsIndex:
         pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
         vocabulary = {term: i for i, term in enumerate(terms[new_term].tolist())}
         bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
-        segment = _Segment(vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32))
+        segment = _Segment(vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32), cols.length[pair_rows].astype(np.float32))
         self.segments.append(segment)
         if len(self.segments) > self.MAX_SEGMENTS:
             # Merge the smaller half with each other (the large first segment stays until it is outgrown).
@@ -347,100 +349,112 @@ class PostingsIndex:
         try:
             with self.lock:
                 self._sync(conn)
-                scored = self._score(tenant, terms, as_of, filters or DEFAULT_FILTERS)
+                scored = self._score(terms)
                 if scored is None:
                     return []
                 rows, scores = scored
-                cols = self.cols
-                return self._ranked(conn, rows, scores, limit, filters or DEFAULT_FILTERS, cols)
+                return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
         finally:
             if not began:
                 conn.execute("COMMIT")
 
-    def _score(self, tenant, terms, as_of, filters) -> tuple[np.ndarray, np.ndarray] | None:
-        cols = self.cols
-        n = cols.n
-        tenant_id = self.tenants.get(tenant)
-        if tenant_id is None or n == 0 or not terms:
+    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
+        n = self.cols.n
+        if n == 0 or not terms:
             return None
         avgdl = self.total_length / n
-        found_rows, found_scores = [], []
-        for term in terms:
-            parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
-            if not parts:
-                continue
-            rows = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
-            freqs = (parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])).astype(np.float64)
-            hits = len(rows)
-            idf = math.log((n - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            norm = K1 * (1.0 - B + B * cols.length[rows] / avgdl)
-            found_rows.append(rows)
-            found_scores.append(idf * ((freqs * (K1 + 1.0)) / (freqs + norm)))  # FTS5's order of operations
-        if not found_rows:
-            return None
-        if len(found_rows) == 1:
-            rows, scores = found_rows[0].astype(np.int64), found_scores[0]
-        else:
-            # One dense accumulator: summed in phrase order, as FTS5 sums.
-            total = np.bincount(np.concatenate(found_rows), weights=np.concatenate(found_scores), minlength=n)
-            rows = np.flatnonzero(total)
-            scores = total[rows]
-        keep = cols.tenant[rows] == tenant_id
-        if as_of is None:
-            keep &= cols.valid_to[rows] == _OPEN
-        else:
-            keep &= (cols.valid_from[rows] <= as_of) & (cols.valid_to[rows] > as_of)
-        if filters.status:
-            allowed = np.zeros(len(self.statuses) + 1, bool)
-            allowed[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
-            keep &= allowed[cols.status[rows]]
-        return rows[keep], scores[keep]
+        if len(self._sums) < n:
+            self._sums = np.zeros(max(n, int(len(self._sums) * 1.5)), np.float64)
+        sums = self._sums  # zero between searches; each row's sum is added in phrase order, as FTS5 adds
+        touched: list[np.ndarray] = []
+        try:
+            for term in terms:
+                parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
+                if not parts:
+                    continue
+                rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
+                freqs = freqs.astype(np.float64)
+                hits = len(rows)
+                idf = math.log((n - hits + 0.5) / (hits + 0.5))
+                if idf <= 0.0:
+                    idf = 1e-6
+                norm = K1 * (1.0 - B + B * lengths.astype(np.float64) / avgdl)
+                touched.append(rows[sums[rows] == 0.0])  # a row's first phrase (every phrase adds more than 0)
+                sums[rows] += idf * ((freqs * (K1 + 1.0)) / (freqs + norm))  # FTS5's order of operations
+            if not touched:
+                return None
+            rows = touched[0].astype(np.int64) if len(touched) == 1 else np.concatenate(touched).astype(np.int64)
+            return rows, sums[rows]
+        finally:
+            for part in touched:
+                sums[part] = 0.0
 
-    def _ranked(self, conn, rows, scores, limit, filters, cols) -> list[tuple[str, int, int, float]]:
+    def _ranked(self, conn, rows, scores, tenant, limit, as_of, filters) -> list[tuple[str, int, int, float]]:
+        """The best ``limit`` of the scored rows that pass tenant, validity and filters, best first.
+
+        Ties go to the lower row id (row indexes ascend with row ids). The
+        best rows are checked first; only when too few of them pass are the
+        others checked, all of them, in score order, so nothing that passes
+        is ever skipped.
+        """
+        cols = self.cols
+        tenant_id = self.tenants.get(tenant)
+        if tenant_id is None or len(rows) == 0:
+            return []
+        statuses = None
+        if filters.status:
+            statuses = np.zeros(len(self.statuses) + 1, bool)
+            statuses[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
         rest = msgspec.structs.replace(filters, status=None)
-        checked = rest != SearchFilters(status=None)
-        # Best first, ties to the lower row id (row indexes ascend with row ids).
+        where, params = filter_sql(rest, "d") if rest != SearchFilters(status=None) else (None, ())
+
+        def passing(chosen: np.ndarray) -> np.ndarray:
+            at = rows[chosen]
+            keep = cols.tenant[at] == tenant_id
+            if as_of is None:
+                keep &= cols.valid_to[at] == _OPEN
+            else:
+                keep &= (cols.valid_from[at] <= as_of) & (cols.valid_to[at] > as_of)
+            if statuses is not None:
+                keep &= statuses[cols.status[at]]
+            return chosen[keep]
+
+        def best_first(chosen: np.ndarray) -> np.ndarray:
+            return chosen[np.lexsort((rows[chosen], -scores[chosen]))]
+
         out: list[tuple[str, int, int, float]] = []
-        if len(rows) == 0:
-            return out
-        want = limit if not checked else max(4 * limit, 200)
+
+        def take(chosen: np.ndarray) -> bool:
+            for start in range(0, len(chosen), 500):
+                part = chosen[start : start + 500]
+                if where is not None:
+                    ids = cols.row_id[rows[part]].tolist()
+                    found = conn.execute(
+                        f"SELECT d.row_id FROM fts_docs AS d WHERE d.row_id IN ({','.join('?' * len(ids))}) AND {where}",
+                        (*ids, *params),
+                    )
+                    passed = {r for (r,) in found}
+                    part = [i for i, r in zip(part.tolist(), ids) if r in passed]
+                for i in part if isinstance(part, list) else part.tolist():
+                    row = int(rows[i])
+                    out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
+                    if len(out) == limit:
+                        return True
+            return False
+
+        want = max(2 * limit, 64)
         if want < len(rows):
             top = np.argpartition(-scores, want - 1)[:want]
-            cut = scores[top].min()
             # Every row tied with the cut takes part, so that ties break by row id as FTS5's ORDER BY does.
-            top = np.flatnonzero(scores >= cut)
+            top = np.flatnonzero(scores >= scores[top].min())
         else:
             top = np.arange(len(rows))
-        order = top[np.lexsort((rows[top], -scores[top]))]
-        if checked:
-            where, params = filter_sql(rest, "d")
-            pending = order
-            remaining = np.setdiff1d(np.arange(len(rows)), order, assume_unique=True)
-            while True:
-                ids = [int(cols.row_id[r]) for r in rows[pending]]
-                passed = set()
-                for start in range(0, len(ids), 500):
-                    chunk = ids[start : start + 500]
-                    found = conn.execute(
-                        f"SELECT d.row_id FROM fts_docs AS d WHERE d.row_id IN ({','.join('?' * len(chunk))}) AND {where}",
-                        (*chunk, *params),
-                    )
-                    passed.update(r for (r,) in found)
-                for i in pending:
-                    row = int(rows[i])
-                    if int(cols.row_id[row]) in passed:
-                        out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
-                        if len(out) == limit:
-                            return out
-                if len(remaining) == 0:
-                    return out
-                pending = remaining[np.lexsort((rows[remaining], -scores[remaining]))]
-                remaining = remaining[:0]
-        for i in order[:limit]:
-            row = int(rows[i])
-            out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
+        if take(best_first(passing(top))) or len(top) == len(rows):
+            return out
+        others = np.ones(len(rows), bool)
+        others[top] = False
+        take(best_first(passing(np.flatnonzero(others))))
         return out
 
 
