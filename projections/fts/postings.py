@@ -36,6 +36,9 @@ when the search starts: read-your-writes holds wherever it holds for
 
 Tenant, ``as_of`` and filters
 -----------------------------
+Memory ids stay in ``fts_docs`` (they would be most of the index's size):
+the rows chosen are named by one lookup by row id.
+
 Rows are scored, then kept when their tenant matches and they were valid at
 the head (``valid_to`` unset) or at ``as_of`` (validity intervals), and when
 their status passes. Any other filter is checked in SQL on ``fts_docs``,
@@ -175,7 +178,6 @@ class _Columns:
         self.valid_to = np.zeros(0, np.int64)
         self.status = np.zeros(0, np.int16)
         self.length = np.zeros(0, np.float64)
-        self.memory_id: list[str] = []
 
     _ARRAYS = ("row_id", "tenant", "version", "valid_from", "valid_to", "status", "length")
 
@@ -280,7 +282,6 @@ class PostingsIndex:
         tenants, statuses = self.tenants, self.statuses
         cols.row_id[first:end] = [r[0] for r in rows]
         cols.tenant[first:end] = [tenants.setdefault(r[1], len(tenants)) for r in rows]
-        cols.memory_id.extend(r[2] for r in rows)
         cols.version[first:end] = [r[3] for r in rows]
         cols.valid_from[first:end] = [r[4] for r in rows]
         cols.valid_to[first:end] = [_OPEN if r[5] is None else r[5] for r in rows]
@@ -423,7 +424,7 @@ class PostingsIndex:
         def best_first(chosen: np.ndarray) -> np.ndarray:
             return chosen[np.lexsort((rows[chosen], -scores[chosen]))]
 
-        out: list[tuple[str, int, int, float]] = []
+        out: list[tuple[int, float]] = []  # (row index, score)
 
         def take(chosen: np.ndarray) -> bool:
             for start in range(0, len(chosen), 500):
@@ -437,8 +438,7 @@ class PostingsIndex:
                     passed = {r for (r,) in found}
                     part = [i for i, r in zip(part.tolist(), ids) if r in passed]
                 for i in part if isinstance(part, list) else part.tolist():
-                    row = int(rows[i])
-                    out.append((cols.memory_id[row], int(cols.row_id[row]), int(cols.version[row]), -float(scores[i])))
+                    out.append((int(rows[i]), -float(scores[i])))
                     if len(out) == limit:
                         return True
             return False
@@ -450,15 +450,17 @@ class PostingsIndex:
             top = np.flatnonzero(scores >= scores[top].min())
         else:
             top = np.arange(len(rows))
-        if take(best_first(passing(top))) or len(top) == len(rows):
-            return out
-        others = np.ones(len(rows), bool)
-        others[top] = False
-        take(best_first(passing(np.flatnonzero(others))))
-        return out
+        if not take(best_first(passing(top))) and len(top) < len(rows):
+            others = np.ones(len(rows), bool)
+            others[top] = False
+            take(best_first(passing(np.flatnonzero(others))))
+        # Memory ids are not held in memory (they would be most of its size): the chosen rows' are read.
+        ids = [int(cols.row_id[row]) for row, _ in out]
+        names = dict(conn.execute(f"SELECT row_id, memory_id FROM fts_docs WHERE row_id IN ({','.join('?' * len(ids))})", ids).fetchall()) if ids else {}
+        return [(names[row_id], row_id, int(cols.version[row]), score) for row_id, (row, score) in zip(ids, out)]
 
 
-_META_SQL = "SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status FROM fts_docs"
+_META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
 #: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
 _WEIGHT_SQL = "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5 ELSE 0.0 END"
