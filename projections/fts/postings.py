@@ -319,6 +319,19 @@ class PostingsIndex:
             keep = self.segments[:1] if len(self.segments[0].rows) > sum(len(s.rows) for s in self.segments[1:]) else []
             self.segments = keep + [_Segment.merge(self.segments[len(keep) :])]
 
+    def load(self, conn: sqlite3.Connection) -> int:
+        """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds."""
+        began = conn.in_transaction
+        if not began:
+            conn.execute("BEGIN")
+        try:
+            with self.lock:
+                self._sync(conn)
+                return self.cols.n
+        finally:
+            if not began:
+                conn.execute("COMMIT")
+
     # -- searching ----------------------------------------------------------------------
 
     def search(

@@ -19,6 +19,12 @@ old values, then deleted from ``fts_docs``, so the index stays consistent.
 
 Search plan, chosen by measurement
 ----------------------------------
+A query of words (no CJK, no raw syntax, every word one token) is answered
+by :class:`~mnemolog.projections.fts.postings.PostingsIndex`: postings held
+in memory, ranked exactly as the statement of :func:`fts_search_sql` ranks
+(same bm25, same ties), at about a millisecond at 100,000 memories. What
+follows is the FTS5 plan, which answers every other query.
+
 Setting: 100,000 memories of one tenant (synthetic sentences of 8-16 words
 drawn from a Zipf vocabulary of 20,000 words, with function words mixed in),
 400 natural-language queries ("what did I say about the A and B and C when we
@@ -330,9 +336,11 @@ def fts_search(
     ``raw=True`` passes FTS5 syntax through (FTS5 may then reject it with
     ``sqlite3.OperationalError``). The ranking is bm25 over the OR of the
     query's content terms (or the words ``terms``, e.g. from a query
-    analysis; CJK bigrams still come from ``query``). ``exact=True`` skips the
-    tiered plan (module docstring), which may leave out rows holding only
-    very common terms.
+    analysis; CJK bigrams still come from ``query``). A query of words is
+    answered from the in-memory postings (the same ranking as the exact
+    statement); ``exact=True`` runs the exact FTS5 statement instead, and
+    skips the tiered plan (module docstring), which may leave out rows
+    holding only very common terms.
     """
     if not tenant:
         raise ValueError("tenant must not be empty")
