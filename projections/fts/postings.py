@@ -239,16 +239,22 @@ class PostingsIndex:
         if state != self.state:
             self._reset()
             self.state = state
-            # The whole projection: the rows, and their tokens as the FTS5 index holds them (same snapshot).
+            # The whole projection: the rows, and their tokens as the FTS5 index holds them (same snapshot),
+            # read in chunks so that no more than a chunk is ever held as Python objects.
             with _no_gc():
-                rows = conn.execute(_META_SQL + " ORDER BY row_id").fetchall()
+                rows = conn.execute(_META_SQL + " ORDER BY row_id")
+                for chunk in iter(lambda: rows.fetchmany(_CHUNK), []):
+                    self._add_rows(chunk)
                 conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_index_instances USING fts5vocab(main, fts_index, 'instance')")
-                tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances").fetchall()
-                self._add(rows, tokens)
+                tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances")
+                self._add_postings(0, iter(lambda: tokens.fetchmany(_CHUNK), []))
         elif conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0] != last:
             fresh = conn.execute(_ROWS_SQL + " WHERE row_id > ? ORDER BY row_id", (last,)).fetchall()
             self._close(conn, [(r[1], r[2], r[4]) for r in fresh if r[3] > 1])
-            self._add(fresh)
+            first = self.cols.n
+            with _no_gc():
+                self._add_rows(fresh)
+                self._add_postings(first, [self.tokenizer.tokens([(r[0], r[7], r[8], r[9], r[10], r[11]) for r in fresh])])
 
     def _close(self, conn: sqlite3.Connection, opened: list[tuple[str, str, int]]) -> None:
         """Close the rows that the new versions ``(tenant, memory_id, valid_from)`` replaced."""
@@ -266,19 +272,14 @@ class PostingsIndex:
             if i < cols.n and ids[i] == row_id:
                 cols.valid_to[i] = valid_to
 
-    def _add(self, rows: list[tuple], tokens: list[tuple] | None = None) -> None:
-        with _no_gc():
-            self._append(rows, tokens)
-
-    def _append(self, rows: list[tuple], tokens: list[tuple] | None) -> None:
-        """Append ``rows`` (row id order) and their postings; ``tokens``: their FTS5 instances, when already read."""
+    def _add_rows(self, rows: list[tuple]) -> None:
+        """Append ``rows`` (in row id order) to the per-row arrays."""
         if not rows:
             return
         cols = self.cols
         first = cols.n
-        count = len(rows)
-        cols.reserve(count)
-        end = first + count
+        end = first + len(rows)
+        cols.reserve(len(rows))
         tenants, statuses = self.tenants, self.statuses
         cols.row_id[first:end] = [r[0] for r in rows]
         cols.tenant[first:end] = [tenants.setdefault(r[1], len(tenants)) for r in rows]
@@ -287,37 +288,75 @@ class PostingsIndex:
         cols.valid_to[first:end] = [_OPEN if r[5] is None else r[5] for r in rows]
         cols.status[first:end] = [statuses.setdefault(r[6], len(statuses)) for r in rows]
         cols.n = end
-        if tokens is None:
-            tokens = self.tokenizer.tokens([(r[0], r[7], r[8], r[9], r[10], r[11]) for r in rows])
-        if not tokens:
+
+    def _add_postings(self, first: int, chunks) -> None:
+        """One segment from the tokens of the rows from index ``first`` on.
+
+        ``chunks`` yields lists of FTS5 instances ``(term, row_id, column
+        weight)``, ordered by term, then row id (fts5vocab's order). Each
+        chunk is turned into postings at once (a term cut by a chunk's end is
+        carried to the next), so that no more than a chunk is ever held as
+        Python objects; the parts hold disjoint, ordered runs of terms and
+        are joined into one segment.
+        """
+        cols = self.cols
+        count = cols.n - first
+        if count <= 0:
             return
-        # Tokens come ordered by term, then row id: runs of one (term, row) are contiguous.
-        terms, docs, weights = zip(*tokens)
-        terms = np.array(terms, dtype=object)
-        new_term = np.empty(len(terms), bool)
-        new_term[0] = True
-        np.not_equal(terms[1:], terms[:-1], out=new_term[1:])
-        term_ids = np.cumsum(new_term) - 1
-        at = np.searchsorted(cols.row_id[first:end], np.array(docs, np.int64))
-        weight = np.array(weights, np.float64)
-        lengths = np.bincount(at, minlength=count).astype(np.float64)
-        cols.length[first:end] = lengths
+        lengths = np.zeros(count, np.float64)
+        parts = []
+        carry: list = []
+        for chunk in chunks:
+            if carry:
+                chunk = carry + chunk
+            if not chunk:
+                continue
+            last, cut = chunk[-1][0], len(chunk)
+            while cut and chunk[cut - 1][0] == last:
+                cut -= 1
+            carry = chunk[cut:]
+            if cut:
+                parts.append(self._postings(first, chunk[:cut], lengths))
+        if carry:
+            parts.append(self._postings(first, carry, lengths))
+        cols.length[first : cols.n] = lengths
         self.total_length += float(lengths.sum())
-        new_pair = new_term.copy()
-        new_pair[1:] |= at[1:] != at[:-1]
-        pair = np.cumsum(new_pair) - 1
-        freqs = np.bincount(pair, weights=weight)
-        starts = np.flatnonzero(new_pair)
-        word = freqs > 0  # a (term, row) seen only in the cjk column is no match of a word phrase
-        pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
-        vocabulary = {term: i for i, term in enumerate(terms[new_term].tolist())}
-        bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
-        segment = _Segment(vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32), cols.length[pair_rows].astype(np.float32))
+        if not parts:
+            return
+        vocabulary: dict[str, int] = {}
+        starts, offset = [], 0
+        for terms, bounds, rows, _ in parts:
+            base = len(vocabulary)
+            vocabulary.update((term, base + t) for term, t in terms.items())
+            starts.append(bounds[:-1] + offset)
+            offset += len(rows)
+        starts.append(np.array([offset], np.int64))
+        rows = np.concatenate([part[2] for part in parts])
+        freqs = np.concatenate([part[3] for part in parts])
+        segment = _Segment(vocabulary, np.concatenate(starts), rows, freqs, cols.length[rows].astype(np.float32))
         self.segments.append(segment)
         if len(self.segments) > self.MAX_SEGMENTS:
             # Merge the smaller half with each other (the large first segment stays until it is outgrown).
             keep = self.segments[:1] if len(self.segments[0].rows) > sum(len(s.rows) for s in self.segments[1:]) else []
             self.segments = keep + [_Segment.merge(self.segments[len(keep) :])]
+
+    def _postings(self, first: int, tokens: list[tuple], lengths: np.ndarray):
+        """``(vocabulary, bounds, rows, freqs)`` of whole terms' tokens; each token counts toward its row's length."""
+        cols = self.cols
+        terms, docs, weights = zip(*tokens)
+        vocabulary: dict[str, int] = {}
+        term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in terms), np.int32, len(terms))
+        at = np.searchsorted(cols.row_id[first : cols.n], np.array(docs, np.int64))
+        lengths += np.bincount(at, minlength=len(lengths))
+        new_pair = np.empty(len(term_ids), bool)
+        new_pair[0] = True
+        new_pair[1:] = (term_ids[1:] != term_ids[:-1]) | (at[1:] != at[:-1])
+        starts = np.flatnonzero(new_pair)
+        freqs = np.add.reduceat(np.array(weights, np.float64), starts)  # the weights of one (term, row) are contiguous
+        word = freqs > 0  # a (term, row) seen only in the cjk column is no match of a word phrase
+        pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
+        bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        return vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32)
 
     def load(self, conn: sqlite3.Connection) -> int:
         """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds."""
@@ -473,6 +512,8 @@ class PostingsIndex:
         return [(names[row_id], row_id, int(cols.version[row]), score) for row_id, (row, score) in zip(ids, out)]
 
 
+#: Rows read at a time when the index loads.
+_CHUNK = 20_000
 _META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
 #: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
