@@ -138,3 +138,20 @@ def test_a_rebuild_reloads_the_index(log, runner):
     assert after == fts_search(runner.conn, "t", "coffee number3", exact=True)
     assert [h.memory_id for h in after] != [h.memory_id for h in before]
     assert "m3" not in [h.memory_id for h in after]
+
+
+def test_recall_reads_its_own_writes_through_the_loaded_index(svc):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.recall.searcher import RecallOptions
+
+    ctx = CommandContext(tenant="t", actor="test")
+    svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"note {i} about the garden") for i in range(20)])
+    svc.warm()  # the index holds the first twenty
+    added = svc.run(svc.memories.add, ctx, [MemoryContent(memory="the saxophone lesson moved to Friday")])
+    found = svc.searcher.recall("t", "when is the saxophone lesson?", RecallOptions(channels=("lexical",)))
+    assert [h.id for h in found.hits] == list(added.memory_ids)
+    archived = svc.run(svc.memories.archive, ctx, added.memory_ids[0])
+    assert svc.searcher.recall("t", "saxophone lesson", RecallOptions(channels=("lexical",))).hits == []
+    past = svc.searcher.recall("t", "saxophone lesson", RecallOptions(channels=("lexical",), as_of=archived.first_position - 1))
+    assert [h.id for h in past.hits] == list(added.memory_ids)
