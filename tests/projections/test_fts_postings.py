@@ -155,3 +155,19 @@ def test_recall_reads_its_own_writes_through_the_loaded_index(svc):
     assert svc.searcher.recall("t", "saxophone lesson", RecallOptions(channels=("lexical",))).hits == []
     past = svc.searcher.recall("t", "saxophone lesson", RecallOptions(channels=("lexical",), as_of=archived.first_position - 1))
     assert [h.id for h in past.hits] == list(added.memory_ids)
+
+
+def test_merged_segments_rank_as_fts5_does(log, runner, monkeypatch):
+    monkeypatch.setattr(PostingsIndex, "MAX_SEGMENTS", 2)
+    index = PostingsIndex.for_connection(runner.conn)
+    words = "coffee tea milk sugar bread jam honey".split()
+    for step in range(12):  # one segment per catch-up: merged along the way
+        for i in range(5):
+            log.add(f"m{step}-{i}", " ".join(words[(step + i + k) % 7] for k in range(1 + i % 4)))
+        if step % 3 == 2:
+            log.update(f"m{step}-0", "jam and honey only")
+        runner.catch_up()
+        for query in ("coffee honey", "jam", "tea sugar milk"):
+            fast = fts_search(runner.conn, "t", query, limit=7)
+            assert _key(fast) == _key(fts_search(runner.conn, "t", query, limit=7, exact=True))
+        assert len(index.segments) <= 3
