@@ -104,6 +104,7 @@ def create_app(
         app[keys.service_key] = service
         app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
+        app[keys.readers_key].submit(service.warm)  # the lexical index loads while the server already answers
         yield
         app[keys.readers_key].shutdown(wait=True)
         app[keys.keystore_key].close()

@@ -34,6 +34,7 @@ from mnemolog.eventstore.settings import Settings, SettingError, setting
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
 from .entities import projector as ents
 from .entities.reads import EntityReads
+from .fts.postings import PostingsIndex
 from .graph import reads as graph_reads
 from .linking.relink import Linking, import_linker, seed_hook
 from .recall.searcher import Searcher
@@ -169,6 +170,10 @@ class MemoryService:
     def vector_index_lag(self) -> int:
         """Row ids of the vectors projection not yet in this process's HNSW index (searched exactly meanwhile)."""
         return self.vector_index.lag(self.read_conn())[1]
+
+    def warm(self) -> None:
+        """Load the in-memory lexical index now rather than at the first search (a server calls it at start)."""
+        PostingsIndex.for_connection(self.read_conn()).load(self.read_conn())
 
     def sync(self) -> int:
         """Catch the projections up with the log; the events applied."""

@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -48,6 +49,9 @@ from mnemolog.eventstore.settings import Settings
 
 from . import http_load
 from .bench_rebuild import _NAMES, _OBJECTS, sentences
+
+#: The size whose in-process p50 is compared with the baseline (and with the large size).
+REFERENCE = 100_000
 
 HELP = "recall latency (in process, HTTP) at 10k and 100k memories, a numpy+FTS5 baseline, throughput, ingest, RSS"
 
@@ -146,7 +150,7 @@ class Server:
             self.proc.kill()
 
 
-#: Runs behind each HTTP figure: the bench prints their median.
+#: Runs behind each HTTP figure, and passes over the queries per in-process measurement: the bench prints their median.
 RUNS = 3
 
 
@@ -204,7 +208,8 @@ def _command_ingest(data_dir: Path, texts: list[str], runs: int = RUNS) -> list[
         service.close()
 
 
-def _in_process(data_dir: Path, asks: list[str]) -> list[float]:
+def _in_process(data_dir: Path, asks: list[str], runs: int = RUNS) -> list[list[float]]:
+    """Recall latencies, ``runs`` passes over ``asks`` (after five warm-up queries, which load the indexes)."""
     from mnemolog.projections.recall.searcher import RecallOptions
     from mnemolog.projections.service import MemoryService
 
@@ -212,29 +217,48 @@ def _in_process(data_dir: Path, asks: list[str]) -> list[float]:
     try:
         for q in asks[:5]:
             service.searcher.recall("default", q, RecallOptions())
-        samples = []
-        for q in asks:
-            began = time.perf_counter()
-            service.searcher.recall("default", q, RecallOptions())
-            samples.append(time.perf_counter() - began)
-        return samples
+        passes = []
+        for _ in range(runs):
+            samples = []
+            for q in asks:
+                began = time.perf_counter()
+                service.searcher.recall("default", q, RecallOptions())
+                samples.append(time.perf_counter() - began)
+            passes.append(samples)
+        return passes
     finally:
         service.close()
 
 
-def _fill(data_dir: Path, texts: list[str]) -> None:
+def _median_pass(passes: list[list[float]]) -> tuple[float, float]:
+    """p50 and p95 (ms) of the pass whose p50 is the median of the passes."""
+    ranked = sorted(passes, key=lambda samples: _p(samples, 0.5))
+    middle = ranked[len(ranked) // 2]
+    return _p(middle, 0.5), _p(middle, 0.95)
+
+
+def _label(n: int) -> str:
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    return f"{n // 1000}k" if n >= 1000 else str(n)
+
+
+def _fill(data_dir: Path, texts: list[str]) -> float:
+    """Add ``texts`` through the commands in batches of 1,000 (projections included); memories/s."""
     from mnemolog.projections.service import MemoryService
 
     settings = Settings({"data_dir": str(data_dir), "synchronous": "NORMAL"})
     service = MemoryService.open(data_dir, settings=settings)
     try:
+        began = time.perf_counter()
         for start in range(0, len(texts), 1000):
             service.run(service.memories.add, CommandContext(tenant="default", actor="bench"), [MemoryContent(memory=t, memory_type="OuterMemory") for t in texts[start : start + 1000]])
+        return len(texts) / (time.perf_counter() - began)
     finally:
         service.close()
 
 
-def _baseline(texts: list[str], asks: list[str]) -> list[float]:
+def _baseline(texts: list[str], asks: list[str], runs: int = RUNS) -> list[list[float]]:
     """Brute-force numpy cosine plus one plain FTS5 query: no fusion, no filters, no validity."""
     from mnemolog.projections.vectors.embedders import HashingEmbedder
 
@@ -243,16 +267,19 @@ def _baseline(texts: list[str], asks: list[str]) -> list[float]:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61')")
     conn.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", enumerate(texts))
-    samples = []
-    for q in asks:
-        terms = " OR ".join('"' + w.strip("?").replace('"', '""') + '"' for w in q.split() if w.strip("?"))
-        began = time.perf_counter()
-        vector = embedder.embed_query(q)
-        scores = matrix @ vector
-        np.argpartition(-scores, 10)[:10]
-        conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (terms,)).fetchall()
-        samples.append(time.perf_counter() - began)
-    return samples
+    passes = []
+    for _ in range(runs):
+        samples = []
+        for q in asks:
+            terms = " OR ".join('"' + w.strip("?").replace('"', '""') + '"' for w in q.split() if w.strip("?"))
+            began = time.perf_counter()
+            vector = embedder.embed_query(q)
+            scores = matrix @ vector
+            np.argpartition(-scores, 10)[:10]
+            conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 10", (terms,)).fetchall()
+            samples.append(time.perf_counter() - began)
+        passes.append(samples)
+    return passes
 
 
 class _MemoryPeak:
@@ -298,40 +325,60 @@ def run(args: argparse.Namespace) -> int:
             say("the vector index catches up …")
             asyncio.run(http_load.index_caught_up(server.url, args.workers))
             http_small = _http_latency(server.url, asks)
-            rows.append((f"{args.small // 1000}k", "HTTP /v1/recall", _median_p(http_small, 0.5), _median_p(http_small, 0.95)))
+            rows.append((_label(args.small), "HTTP /v1/recall", _median_p(http_small, 0.5), _median_p(http_small, 0.95)))
             say("16 concurrent clients …")
             qps_runs = _http_load(server.url, asks, 16, args.duration)
         finally:
             server.stop()
         say("the same batches through the commands, in process …")
         command_runs = _command_ingest(Path(tmp) / "commands", texts_small)
-        lat = _in_process(small, asks)
-        rows.append((f"{args.small // 1000}k", "recall in process", _p(lat, 0.5), _p(lat, 0.95)))
-        texts_large = sentences(args.large, seed=22)
-        say(f"adding {args.large:,} memories …")
-        _fill(large, texts_large)
-        lat_large = _in_process(large, asks)
-        rows.append((f"{args.large // 1000}k", "recall in process", _p(lat_large, 0.5), _p(lat_large, 0.95)))
-        base = _baseline(texts_large, asks)
-        rows.append((f"{args.large // 1000}k", "baseline: numpy cosine + FTS5", _p(base, 0.5), _p(base, 0.95)))
+        curve: list[tuple[int, float, float, float | None]] = []  # size, p50, p95, fill memories/s
+        small_passes = _in_process(small, asks)
+        lat = sorted(small_passes, key=lambda samples: _p(samples, 0.5))[len(small_passes) // 2]  # the median pass
+        curve.append((args.small, *_median_pass(small_passes), None))
+        # The reference size: 100,000 memories (or --large when it is smaller), with the baseline beside it.
+        reference = min(REFERENCE, args.large)
+        stores = [(reference, Path(tmp) / "reference")] if args.large > reference else []
+        stores.append((args.large, large))
+        base_p50 = base_p95 = float("nan")
+        for n, where in stores:
+            texts = sentences(n, seed=22)
+            say(f"adding {n:,} memories …")
+            fill_mps = _fill(where, texts)
+            curve.append((n, *_median_pass(_in_process(where, asks)), fill_mps))
+            if n == reference:
+                say("baseline …")
+                base_p50, base_p95 = _median_pass(_baseline(texts, asks))
+            del texts
+            if where != large:
+                shutil.rmtree(where, ignore_errors=True)
+        for n, p50, p95, _ in curve:
+            rows.append((_label(n), "recall in process", p50, p95))
+        rows.append((_label(reference), "baseline: numpy cosine + FTS5", base_p50, base_p95))
         server = Server(large, args.workers)
         try:
             with _MemoryPeak(server) as peak:
                 http_large = _http_latency(server.url, asks)
-                rows.append((f"{args.large // 1000}k", "HTTP /v1/recall", _median_p(http_large, 0.5), _median_p(http_large, 0.95)))
+                rows.append((_label(args.large), "HTTP /v1/recall", _median_p(http_large, 0.5), _median_p(http_large, 0.95)))
                 say("load on the large store …")
                 _http_load(server.url, asks, 16, min(args.duration, 10.0), runs=1)
             rss, pss = peak.rss, peak.pss
         finally:
             server.stop()
-    print(f"mnemolog bench recall: hybrid recall, hashing embedder, {args.queries} queries\n")
+    ref_p50 = next(p50 for n, p50, _, _ in curve if n == reference)
+    large_p50 = curve[-1][1]
+    print(f"mnemolog bench recall: hybrid recall, hashing embedder, {args.queries} queries; in process: the median of {RUNS} passes\n")
     print(f"{'size':6} {'path':34} {'p50 ms':>8} {'p95 ms':>8}")
     for size, path, p50, p95 in rows:
         print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")
+    print(f"\nrecall in process at {_label(reference)}: {ref_p50 / base_p50:.2f} × the baseline in the same run")
+    print("cost with size, recall in process p50: " + ", ".join(f"{_label(n)} {p50:.2f} ms" for n, p50, _, _ in curve))
+    for n, _, _, fill_mps in curve[1:]:
+        print(f"filling {n:,} memories through the commands, batches of 1,000: {fill_mps:,.0f} memories/s")
     processes = f"{args.workers} worker processes" if args.workers > 1 else "one process"
     qps, ingest_mps, command_mps = _median(qps_runs), _median(ingest_runs), _median(command_runs)
-    over_small = _median_p(http_small, 0.5) - _p(lat, 0.5)
-    over_large = _median_p(http_large, 0.5) - _p(lat_large, 0.5)
+    over_small = _median_p(http_small, 0.5) - curve[0][1]
+    over_large = _median_p(http_large, 0.5) - large_p50
     runs = lambda values: ", ".join(f"{v:,.0f}" for v in values)  # noqa: E731
     print(f"\nthe server: mnemolog serve, {processes}. HTTP figures: the median of {RUNS} runs, from a client of")
     print("prebuilt requests on keep-alive connections (tools/http_load.py) sharing the server's cores")
@@ -345,9 +392,14 @@ def run(args: argparse.Namespace) -> int:
         f" reference: the same batches through the commands in process, {command_mps:,.0f} memories/s"
     )
     print(f"server peak memory holding {args.large:,} memories under load, all processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")
+    scale = ""
+    if args.large > reference:
+        big = _label(args.large)
+        scale = f" recall_p50_ms_{big}={large_p50:.2f} scale_{big}_vs_{_label(reference)}={large_p50 / ref_p50:.2f} fill_mps_{big}={curve[-1][3]:.0f}"
     print(
-        f"\nrecall_p50_ms_100k={_p(lat_large, 0.5):.2f} http_p50_ms_100k={_median_p(http_large, 0.5):.2f} http_over_ms_100k={over_large:.2f}"
-        f" baseline_p50_ms_100k={_p(base, 0.5):.2f} recall_qps_16={qps:.0f} ingest_mps={ingest_mps:.0f} ingest_commands_mps={command_mps:.0f} rss_mb_100k={rss:.0f}"
+        f"\nrecall_p50_ms_100k={ref_p50:.2f} http_p50_ms_100k={_median_p(http_large, 0.5):.2f} http_over_ms_100k={over_large:.2f}"
+        f" baseline_p50_ms_100k={base_p50:.2f} recall_vs_baseline_100k={ref_p50 / base_p50:.3f}{scale}"
+        f" recall_qps_16={qps:.0f} ingest_mps={ingest_mps:.0f} ingest_commands_mps={command_mps:.0f} rss_mb_100k={rss:.0f}"
         f" pss_mb_100k={pss:.0f} workers={args.workers}"
     )
     return 0

@@ -19,6 +19,12 @@ old values, then deleted from ``fts_docs``, so the index stays consistent.
 
 Search plan, chosen by measurement
 ----------------------------------
+A query of words (no CJK, no raw syntax, every word one token) is answered
+by :class:`~mnemolog.projections.fts.postings.PostingsIndex`: postings held
+in memory, ranked exactly as the statement of :func:`fts_search_sql` ranks
+(same bm25, same ties), at about a millisecond at 100,000 memories. What
+follows is the FTS5 plan, which answers every other query.
+
 Setting: 100,000 memories of one tenant (synthetic sentences of 8-16 words
 drawn from a Zipf vocabulary of 20,000 words, with function words mixed in),
 400 natural-language queries ("what did I say about the A and B and C when we
@@ -83,6 +89,7 @@ from mnemolog.eventstore.model import MemoryContent
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..runner import execute_script
 from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
+from .postings import PostingsIndex
 from .textsearch import (
     MAX_TERMS,
     build_match,
@@ -329,9 +336,11 @@ def fts_search(
     ``raw=True`` passes FTS5 syntax through (FTS5 may then reject it with
     ``sqlite3.OperationalError``). The ranking is bm25 over the OR of the
     query's content terms (or the words ``terms``, e.g. from a query
-    analysis; CJK bigrams still come from ``query``). ``exact=True`` skips the
-    tiered plan (module docstring), which may leave out rows holding only
-    very common terms.
+    analysis; CJK bigrams still come from ``query``). A query of words is
+    answered from the in-memory postings (the same ranking as the exact
+    statement); ``exact=True`` runs the exact FTS5 statement instead, and
+    skips the tiered plan (module docstring), which may leave out rows
+    holding only very common terms.
     """
     if not tenant:
         raise ValueError("tenant must not be empty")
@@ -345,6 +354,12 @@ def fts_search(
         phrases = query_phrases(query, terms)
         if not phrases:
             return []
+        if not exact and not cjk_query_terms(query):
+            chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
+            words = [w for w in dict.fromkeys(chosen) if w.strip() and not has_cjk(w)][:MAX_TERMS]
+            rows = PostingsIndex.for_connection(conn).search(conn, tenant, words, limit=limit, as_of=as_of, filters=filters)
+            if rows is not None:
+                return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
         if exact or len(phrases) == 1:
             rows = _run(conn, stats, tenant, _or(phrases), limit, as_of, filters)
         else:

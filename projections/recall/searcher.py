@@ -322,8 +322,10 @@ class Searcher:
         )
         candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits))
         follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
-        newcomers = [n for m in candidates for n, _, _ in follows.get(m, ())]
-        allowed = _filter_memories(conn, tenant, list(dict.fromkeys(candidates + newcomers)), options)
+        # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
+        known = set(candidates)
+        newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
+        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options)
         rows = graph_reads.memory_rows(conn, tenant, allowed, as_of=options.as_of)
         facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in rows.items()}
         fused = fusion.recall(

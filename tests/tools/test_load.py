@@ -38,6 +38,7 @@ import aiohttp
 import pytest
 
 from mnemolog.eventstore import EventStore
+from mnemolog.eventstore import catalogue  # noqa: F401  (registers the event types the log is decoded into)
 from tests.serving import create_key, run_cli, serve
 
 LOAD_SECONDS = float(os.environ.get("MNEMOLOG_TEST_LOAD_SECONDS", "20"))

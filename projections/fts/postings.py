@@ -1,0 +1,520 @@
+"""An in-memory postings index over the FTS projection, ranked exactly like FTS5's bm25.
+
+FTS5 scores every row that matches an OR of a query's words and has no top-k
+pruning: at 100,000 memories a recall query spent most of its time in the
+tiered FTS5 statements of :func:`~mnemolog.projections.fts.projector.fts_search`.
+This index answers the same question (the top ``limit`` rows of the OR of a
+query's word phrases over the word columns, ranked by
+``bm25(fts_index, 1, 2, 1.5, 0.5, 1)``) from postings held in memory, with
+numpy, in well under a millisecond at that size.
+
+What it holds
+-------------
+One entry per row of ``fts_docs`` (every state of every memory of every
+tenant): its row id, tenant, memory id, version, validity positions, status
+and token count; and per stemmed term the rows that hold it in a word column
+(``text``, ``key``, ``tags``, ``background``) with the term's column-weighted
+frequency in that row. Tokens are FTS5's own: rows are tokenised by an FTS5
+table with the projection's tokenizer (``porter unicode61
+remove_diacritics 2``) in a private in-memory database, and so are the query's
+words, so that the index and the query stem alike and the scores equal
+FTS5's (same idf, same average row length, same column weights).
+
+How it stays a projection
+-------------------------
+It is derived from ``fts_docs``, which the FTS projector builds from the log,
+and never written to disk. Before each search it compares the FTS
+projection's generation (a new one marks a rebuild), its deletion counter
+(a tenant drop) and its highest row id with what it last read. A new
+generation or a drop reloads it whole; a higher row id adds the rows past
+the last one read and closes the rows those new versions replaced (the FTS
+projector closes a memory's row only when it opens the memory's next one, at
+the same position). All of it is read in one read transaction with the
+search, so a search sees the projection exactly as ``fts_docs`` holds it
+when the search starts: read-your-writes holds wherever it holds for
+``fts_docs``. Each process keeps its own copy.
+
+Tenant, ``as_of`` and filters
+-----------------------------
+Memory ids stay in ``fts_docs`` (they would be most of the index's size):
+the rows chosen are named by one lookup by row id.
+
+Rows are scored, then kept when their tenant matches and they were valid at
+the head (``valid_to`` unset) or at ``as_of`` (validity intervals), and when
+their status passes. Any other filter is checked in SQL on ``fts_docs``,
+best-scored rows first, until ``limit`` rows passed: since every matching row
+was scored, a filter never drops a row an exact filtered search returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Sequence
+
+import msgspec
+import numpy as np
+
+from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
+
+__all__ = ["PostingsIndex", "TOKENIZER"]
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
+K1, B = 1.2, 0.75
+#: No row is valid past this position (stands for an unset ``valid_to``).
+_OPEN = np.iinfo(np.int64).max
+_ids_encoder = msgspec.json.Encoder()
+
+
+@contextmanager
+def _no_gc():
+    """Millions of small tuples are built and dropped at once: the cyclic collector would walk them over and over."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Tokenizer:
+    """FTS5's tokenizer, run in a private in-memory database: the tokens FTS5 indexes.
+
+    ``tokens(rows)`` yields ``(term, row_id, column)`` for every token of
+    ``rows`` (``(row_id, text, key, tags, background, cjk)``); ``stems(word)``
+    the tokens of one query word (cached).
+    """
+
+    def __init__(self) -> None:
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        cols = ", ".join(INDEXED_COLUMNS)
+        self.conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({cols}, tokenize='{TOKENIZER}')")
+        self.conn.execute("CREATE VIRTUAL TABLE doc_terms USING fts5vocab(doc, 'instance')")
+        self.conn.execute(f"CREATE VIRTUAL TABLE word USING fts5(w, tokenize='{TOKENIZER}')")
+        self.conn.execute("CREATE VIRTUAL TABLE word_terms USING fts5vocab(word, 'instance')")
+        self.lock = threading.Lock()
+        self.cache: dict[str, tuple[str, ...]] = {}
+
+    def tokens(self, rows: Sequence[tuple]) -> list[tuple[str, int, str]]:
+        with self.lock:
+            self.conn.execute("BEGIN")
+            try:
+                self.conn.executemany(f"INSERT INTO doc (rowid, {', '.join(INDEXED_COLUMNS)}) VALUES (?,?,?,?,?,?)", rows)
+                found = self.conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM doc_terms").fetchall()  # by term, then row id
+                self.conn.execute("DELETE FROM doc")
+            finally:
+                self.conn.execute("COMMIT")
+            return found
+
+    def stems(self, word: str) -> tuple[str, ...]:
+        found = self.cache.get(word)
+        if found is not None:
+            return found
+        with self.lock:
+            self.conn.execute("INSERT INTO word (rowid, w) VALUES (1, ?)", (word,))
+            terms = self.conn.execute("SELECT term FROM word_terms ORDER BY offset").fetchall()
+            self.conn.execute("DELETE FROM word")
+        found = tuple(t for (t,) in terms)
+        if len(self.cache) > 100_000:
+            self.cache.clear()
+        self.cache[word] = found
+        return found
+
+
+class _Segment:
+    """Postings of a run of rows: per term, row indexes (ascending), weighted frequencies and row lengths.
+
+    A row's length is kept in each of its postings (it never changes), so
+    that scoring reads it in sequence rather than gathering it row by row.
+    """
+
+    __slots__ = ("terms", "starts", "rows", "freqs", "lengths")
+
+    def __init__(self, terms: dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray):
+        self.terms, self.starts, self.rows, self.freqs, self.lengths = terms, starts, rows, freqs, lengths
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        t = self.terms.get(term)
+        if t is None:
+            return None
+        lo, hi = self.starts[t], self.starts[t + 1]
+        return self.rows[lo:hi], self.freqs[lo:hi], self.lengths[lo:hi]
+
+    @staticmethod
+    def merge(segments: Sequence["_Segment"]) -> "_Segment":
+        vocabulary: dict[str, int] = {}
+        for seg in segments:
+            for term in seg.terms:
+                vocabulary.setdefault(term, len(vocabulary))
+        ids = []
+        for seg in segments:
+            remap = np.empty(len(seg.terms), dtype=np.int64)
+            for term, t in seg.terms.items():
+                remap[t] = vocabulary[term]
+            ids.append(np.repeat(remap, np.diff(seg.starts)))
+        term_ids = np.concatenate(ids)
+        rows = np.concatenate([seg.rows for seg in segments])
+        order = np.lexsort((rows, term_ids))
+        starts = np.searchsorted(term_ids[order], np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        freqs = np.concatenate([seg.freqs for seg in segments])[order]
+        lengths = np.concatenate([seg.lengths for seg in segments])[order]
+        return _Segment(vocabulary, starts, rows[order], freqs, lengths)
+
+
+class _Columns:
+    """Growable per-row arrays."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.row_id = np.zeros(0, np.int64)
+        self.tenant = np.zeros(0, np.int32)
+        self.version = np.zeros(0, np.int64)
+        self.valid_from = np.zeros(0, np.int64)
+        self.valid_to = np.zeros(0, np.int64)
+        self.status = np.zeros(0, np.int16)
+        self.length = np.zeros(0, np.float64)
+
+    _ARRAYS = ("row_id", "tenant", "version", "valid_from", "valid_to", "status", "length")
+
+    def reserve(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= len(self.row_id):
+            return
+        size = max(need, int(len(self.row_id) * 1.5) + 1024)
+        for name in self._ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros(size, old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+
+
+class PostingsIndex:
+    """The in-memory postings of one ``projections.db`` (module docstring); one per process and database."""
+
+    _indexes: dict[str, "PostingsIndex"] = {}
+    _registry_lock = threading.Lock()
+    #: Small segments are merged once there are more than this many.
+    MAX_SEGMENTS = 8
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tokenizer = _Tokenizer()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state: tuple | None = None  # (generation, deletions)
+        self.cols = _Columns()
+        self.segments: list[_Segment] = []
+        self.tenants: dict[str, int] = {}
+        self.statuses: dict[str, int] = {}
+        self.total_length = 0.0
+        self._sums = np.zeros(0, np.float64)
+
+    @classmethod
+    def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        key = path or f"memory:{id(conn)}"
+        with cls._registry_lock:
+            index = cls._indexes.get(key)
+            if index is None:
+                index = cls._indexes[key] = cls()
+            return index
+
+    # -- keeping up with fts_docs ----------------------------------------------------
+
+    def _sync(self, conn: sqlite3.Connection) -> None:
+        """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held)."""
+        try:
+            generation = conn.execute("SELECT generation FROM checkpoints WHERE name = 'fts'").fetchone()
+        except sqlite3.OperationalError:  # a bare FTS database (no runner): nothing marks a rebuild but the counter
+            generation = None
+        found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
+        state = (generation[0] if generation else None, found[0] if found else 0)
+        last = int(self.cols.row_id[self.cols.n - 1]) if self.cols.n else 0
+        if state != self.state:
+            self._reset()
+            self.state = state
+            # The whole projection: the rows, and their tokens as the FTS5 index holds them (same snapshot),
+            # read in chunks so that no more than a chunk is ever held as Python objects.
+            with _no_gc():
+                rows = conn.execute(_META_SQL + " ORDER BY row_id")
+                for chunk in iter(lambda: rows.fetchmany(_CHUNK), []):
+                    self._add_rows(chunk)
+                conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_index_instances USING fts5vocab(main, fts_index, 'instance')")
+                tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances")
+                self._add_postings(0, iter(lambda: tokens.fetchmany(_CHUNK), []))
+        elif conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0] != last:
+            fresh = conn.execute(_ROWS_SQL + " WHERE row_id > ? ORDER BY row_id", (last,)).fetchall()
+            self._close(conn, [(r[1], r[2], r[4]) for r in fresh if r[3] > 1])
+            first = self.cols.n
+            with _no_gc():
+                self._add_rows(fresh)
+                self._add_postings(first, [self.tokenizer.tokens([(r[0], r[7], r[8], r[9], r[10], r[11]) for r in fresh])])
+
+    def _close(self, conn: sqlite3.Connection, opened: list[tuple[str, str, int]]) -> None:
+        """Close the rows that the new versions ``(tenant, memory_id, valid_from)`` replaced."""
+        if not opened:
+            return
+        closed = conn.execute(
+            "SELECT d.row_id, d.valid_to FROM json_each(?) AS j CROSS JOIN fts_docs AS d"
+            " ON d.tenant = j.value ->> 0 AND d.memory_id = j.value ->> 1 AND d.valid_to = j.value ->> 2",
+            (_ids_encoder.encode(opened).decode(),),
+        ).fetchall()
+        cols = self.cols
+        ids = cols.row_id[: cols.n]
+        for row_id, valid_to in closed:
+            i = int(np.searchsorted(ids, row_id))
+            if i < cols.n and ids[i] == row_id:
+                cols.valid_to[i] = valid_to
+
+    def _add_rows(self, rows: list[tuple]) -> None:
+        """Append ``rows`` (in row id order) to the per-row arrays."""
+        if not rows:
+            return
+        cols = self.cols
+        first = cols.n
+        end = first + len(rows)
+        cols.reserve(len(rows))
+        tenants, statuses = self.tenants, self.statuses
+        cols.row_id[first:end] = [r[0] for r in rows]
+        cols.tenant[first:end] = [tenants.setdefault(r[1], len(tenants)) for r in rows]
+        cols.version[first:end] = [r[3] for r in rows]
+        cols.valid_from[first:end] = [r[4] for r in rows]
+        cols.valid_to[first:end] = [_OPEN if r[5] is None else r[5] for r in rows]
+        cols.status[first:end] = [statuses.setdefault(r[6], len(statuses)) for r in rows]
+        cols.n = end
+
+    def _add_postings(self, first: int, chunks) -> None:
+        """One segment from the tokens of the rows from index ``first`` on.
+
+        ``chunks`` yields lists of FTS5 instances ``(term, row_id, column
+        weight)``, ordered by term, then row id (fts5vocab's order). Each
+        chunk is turned into postings at once (a term cut by a chunk's end is
+        carried to the next), so that no more than a chunk is ever held as
+        Python objects; the parts hold disjoint, ordered runs of terms and
+        are joined into one segment.
+        """
+        cols = self.cols
+        count = cols.n - first
+        if count <= 0:
+            return
+        lengths = np.zeros(count, np.float64)
+        parts = []
+        carry: list = []
+        for chunk in chunks:
+            if carry:
+                chunk = carry + chunk
+            if not chunk:
+                continue
+            last, cut = chunk[-1][0], len(chunk)
+            while cut and chunk[cut - 1][0] == last:
+                cut -= 1
+            carry = chunk[cut:]
+            if cut:
+                parts.append(self._postings(first, chunk[:cut], lengths))
+        if carry:
+            parts.append(self._postings(first, carry, lengths))
+        cols.length[first : cols.n] = lengths
+        self.total_length += float(lengths.sum())
+        if not parts:
+            return
+        vocabulary: dict[str, int] = {}
+        starts, offset = [], 0
+        for terms, bounds, rows, _ in parts:
+            base = len(vocabulary)
+            vocabulary.update((term, base + t) for term, t in terms.items())
+            starts.append(bounds[:-1] + offset)
+            offset += len(rows)
+        starts.append(np.array([offset], np.int64))
+        rows = np.concatenate([part[2] for part in parts])
+        freqs = np.concatenate([part[3] for part in parts])
+        segment = _Segment(vocabulary, np.concatenate(starts), rows, freqs, cols.length[rows].astype(np.float32))
+        self.segments.append(segment)
+        if len(self.segments) > self.MAX_SEGMENTS:
+            # Merge the smaller half with each other (the large first segment stays until it is outgrown).
+            keep = self.segments[:1] if len(self.segments[0].rows) > sum(len(s.rows) for s in self.segments[1:]) else []
+            self.segments = keep + [_Segment.merge(self.segments[len(keep) :])]
+
+    def _postings(self, first: int, tokens: list[tuple], lengths: np.ndarray):
+        """``(vocabulary, bounds, rows, freqs)`` of whole terms' tokens; each token counts toward its row's length."""
+        cols = self.cols
+        terms, docs, weights = zip(*tokens)
+        vocabulary: dict[str, int] = {}
+        term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in terms), np.int32, len(terms))
+        at = np.searchsorted(cols.row_id[first : cols.n], np.array(docs, np.int64))
+        lengths += np.bincount(at, minlength=len(lengths))
+        new_pair = np.empty(len(term_ids), bool)
+        new_pair[0] = True
+        new_pair[1:] = (term_ids[1:] != term_ids[:-1]) | (at[1:] != at[:-1])
+        starts = np.flatnonzero(new_pair)
+        freqs = np.add.reduceat(np.array(weights, np.float64), starts)  # the weights of one (term, row) are contiguous
+        word = freqs > 0  # a (term, row) seen only in the cjk column is no match of a word phrase
+        pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
+        bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
+        return vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32)
+
+    def load(self, conn: sqlite3.Connection) -> int:
+        """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds."""
+        began = conn.in_transaction
+        if not began:
+            conn.execute("BEGIN")
+        try:
+            with self.lock:
+                self._sync(conn)
+                return self.cols.n
+        finally:
+            if not began:
+                conn.execute("COMMIT")
+
+    # -- searching ----------------------------------------------------------------------
+
+    def search(
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        words: Sequence[str],
+        *,
+        limit: int,
+        as_of: int | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[tuple[str, int, int, float]] | None:
+        """The top ``limit`` rows of the OR of ``words`` as ``(memory_id, row_id, version, bm25)``, best first.
+
+        ``bm25`` is FTS5's (negative; lower is better) and ties go to the
+        lower row id, as in the exact FTS5 statement. ``words`` are the
+        query's phrases over the word columns, one phrase each (a repeated
+        word is one phrase). None when a word is not one token (a phrase:
+        FTS5 answers it).
+        """
+        words = list(dict.fromkeys(w for w in words if w and not w.isspace()))
+        stems = [self.tokenizer.stems(w.replace("\x00", " ")) for w in words]
+        if any(len(s) > 1 for s in stems):
+            return None
+        terms = [s[0] for s in stems if s]
+        began = conn.in_transaction
+        if not began:
+            conn.execute("BEGIN")
+        try:
+            with self.lock:
+                self._sync(conn)
+                scored = self._score(terms)
+                if scored is None:
+                    return []
+                rows, scores = scored
+                return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
+        finally:
+            if not began:
+                conn.execute("COMMIT")
+
+    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
+        n = self.cols.n
+        if n == 0 or not terms:
+            return None
+        avgdl = self.total_length / n
+        if len(self._sums) < n:
+            self._sums = np.zeros(max(n, int(len(self._sums) * 1.5)), np.float64)
+        sums = self._sums  # zero between searches; each row's sum is added in phrase order, as FTS5 adds
+        touched: list[np.ndarray] = []
+        try:
+            for term in terms:
+                parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
+                if not parts:
+                    continue
+                rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
+                freqs = freqs.astype(np.float64)
+                hits = len(rows)
+                idf = math.log((n - hits + 0.5) / (hits + 0.5))
+                if idf <= 0.0:
+                    idf = 1e-6
+                norm = K1 * (1.0 - B + B * lengths.astype(np.float64) / avgdl)
+                touched.append(rows[sums[rows] == 0.0])  # a row's first phrase (every phrase adds more than 0)
+                sums[rows] += idf * ((freqs * (K1 + 1.0)) / (freqs + norm))  # FTS5's order of operations
+            if not touched:
+                return None
+            rows = touched[0].astype(np.int64) if len(touched) == 1 else np.concatenate(touched).astype(np.int64)
+            return rows, sums[rows]
+        finally:
+            for part in touched:
+                sums[part] = 0.0
+
+    def _ranked(self, conn, rows, scores, tenant, limit, as_of, filters) -> list[tuple[str, int, int, float]]:
+        """The best ``limit`` of the scored rows that pass tenant, validity and filters, best first.
+
+        Ties go to the lower row id (row indexes ascend with row ids). The
+        best rows are checked first; only when too few of them pass are the
+        others checked, all of them, in score order, so nothing that passes
+        is ever skipped.
+        """
+        cols = self.cols
+        tenant_id = self.tenants.get(tenant)
+        if tenant_id is None or len(rows) == 0:
+            return []
+        statuses = None
+        if filters.status:
+            statuses = np.zeros(len(self.statuses) + 1, bool)
+            statuses[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
+        rest = msgspec.structs.replace(filters, status=None)
+        where, params = filter_sql(rest, "d") if rest != SearchFilters(status=None) else (None, ())
+
+        def passing(chosen: np.ndarray) -> np.ndarray:
+            at = rows[chosen]
+            keep = cols.tenant[at] == tenant_id
+            if as_of is None:
+                keep &= cols.valid_to[at] == _OPEN
+            else:
+                keep &= (cols.valid_from[at] <= as_of) & (cols.valid_to[at] > as_of)
+            if statuses is not None:
+                keep &= statuses[cols.status[at]]
+            return chosen[keep]
+
+        def best_first(chosen: np.ndarray) -> np.ndarray:
+            return chosen[np.lexsort((rows[chosen], -scores[chosen]))]
+
+        out: list[tuple[int, float]] = []  # (row index, score)
+
+        def take(chosen: np.ndarray) -> bool:
+            for start in range(0, len(chosen), 500):
+                part = chosen[start : start + 500]
+                if where is not None:
+                    ids = cols.row_id[rows[part]].tolist()
+                    found = conn.execute(
+                        f"SELECT d.row_id FROM fts_docs AS d WHERE d.row_id IN ({','.join('?' * len(ids))}) AND {where}",
+                        (*ids, *params),
+                    )
+                    passed = {r for (r,) in found}
+                    part = [i for i, r in zip(part.tolist(), ids) if r in passed]
+                for i in part if isinstance(part, list) else part.tolist():
+                    out.append((int(rows[i]), -float(scores[i])))
+                    if len(out) == limit:
+                        return True
+            return False
+
+        want = max(2 * limit, 64)
+        if want < len(rows):
+            top = np.argpartition(-scores, want - 1)[:want]
+            # Every row tied with the cut takes part, so that ties break by row id as FTS5's ORDER BY does.
+            top = np.flatnonzero(scores >= scores[top].min())
+        else:
+            top = np.arange(len(rows))
+        if not take(best_first(passing(top))) and len(top) < len(rows):
+            others = np.ones(len(rows), bool)
+            others[top] = False
+            take(best_first(passing(np.flatnonzero(others))))
+        # Memory ids are not held in memory (they would be most of its size): the chosen rows' are read.
+        ids = [int(cols.row_id[row]) for row, _ in out]
+        names = dict(conn.execute(f"SELECT row_id, memory_id FROM fts_docs WHERE row_id IN ({','.join('?' * len(ids))})", ids).fetchall()) if ids else {}
+        return [(names[row_id], row_id, int(cols.version[row]), score) for row_id, (row, score) in zip(ids, out)]
+
+
+#: Rows read at a time when the index loads.
+_CHUNK = 20_000
+_META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
+_ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
+#: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
+_WEIGHT_SQL = "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5 ELSE 0.0 END"
