@@ -136,6 +136,22 @@ _VERBS = ["enjoys", "studies", "teaches", "practises", "writes about", "collects
 _WHEN = ["on weekends", "every morning", "since childhood", "with friends", "at the club", "in the evenings", "during holidays", "online"]
 
 
+def distinct_facts(n: int, rng: random.Random) -> list[str]:
+    """``n`` different facts of one template ("Alice enjoys tea in Berlin on weekends"): near in
+    wording and vectors, so the organizer has candidates to judge, yet none is a duplicate."""
+    if n > len(_NAMES) * len(_VERBS) * len(_THINGS) * len(_PLACES) * len(_WHEN):
+        raise ValueError(f"at most {len(_NAMES) * len(_VERBS) * len(_THINGS) * len(_PLACES) * len(_WHEN):,} distinct facts")
+    facts: list[str] = []
+    seen = set()
+    while len(facts) < n:
+        who, verb, what, where, when = rng.choice(_NAMES), rng.choice(_VERBS), rng.choice(_THINGS), rng.choice(_PLACES), rng.choice(_WHEN)
+        text = f"{who.title()} {verb} {what} in {where.title()} {when}"
+        if text not in seen:
+            seen.add(text)
+            facts.append(text)
+    return facts
+
+
 def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     """``n`` memories: unique facts, ~10% duplicates (exact variants or paraphrases) and same-key contradictions.
 
@@ -145,14 +161,7 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     from mnemolog.eventstore.model import MemoryContent
 
     rng = random.Random(seed)
-    facts: list[tuple[str, str]] = []
-    seen = set()
-    while len(facts) < n:
-        who, verb, what, where, when = rng.choice(_NAMES), rng.choice(_VERBS), rng.choice(_THINGS), rng.choice(_PLACES), rng.choice(_WHEN)
-        text = f"{who.title()} {verb} {what} in {where.title()} {when}"
-        if text not in seen:
-            seen.add(text)
-            facts.append((text, f"f{len(facts)}"))
+    facts = [(text, f"f{i}") for i, text in enumerate(distinct_facts(n, rng))]
     out: list[MemoryContent] = []
     kinds: Counter = Counter()
     i = 0
