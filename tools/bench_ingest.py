@@ -12,9 +12,11 @@ runs so that both see the same neighbours on a shared machine.
 
 The memories are distinct facts of one template (see
 :func:`mnemolog.tools.organize_cmds.distinct_facts`): close in wording and
-vectors, so the organizer finds candidates and judges them, yet none should
-be merged or superseded. Each organizer-on run reports the decisions it made
-and how far behind the log's head the organizer was when the load stopped.
+vectors, so the organizer finds candidates and judges them; none is a
+duplicate, and about one in a thousand contradicts another ("enjoys" /
+"dislikes" the same thing). Each organizer-on run reports the decisions it
+made and how far behind the log's head the organizer was when the load
+stopped.
 
 Each configuration runs ``--runs`` times (default 3) and the medians count.
 The last line is ``sustained_mps= sustained_mps_no_organizer= organizer_ratio=``

@@ -138,7 +138,8 @@ _WHEN = ["on weekends", "every morning", "since childhood", "with friends", "at 
 
 def distinct_facts(n: int, rng: random.Random) -> list[str]:
     """``n`` different facts of one template ("Alice enjoys tea in Berlin on weekends"): near in
-    wording and vectors, so the organizer has candidates to judge, yet none is a duplicate."""
+    wording and vectors, so the organizer has candidates to judge, yet none is a duplicate
+    (a few contradict another: "enjoys" / "dislikes" the same thing)."""
     if n > len(_NAMES) * len(_VERBS) * len(_THINGS) * len(_PLACES) * len(_WHEN):
         raise ValueError(f"at most {len(_NAMES) * len(_VERBS) * len(_THINGS) * len(_PLACES) * len(_WHEN):,} distinct facts")
     facts: list[str] = []
