@@ -337,6 +337,7 @@ class Organizer:
         correlation = new_id()
         started, t0 = time.time(), time.perf_counter()
         report: dict[str, Any] = {"enabled": True, "correlation_id": correlation, "from": position, "events": 0, "planned": [], "outcomes": {}}
+        planning = applying = 0.0  # seconds finding and judging pairs, and appending decisions (rests included)
         decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
         rounds = 0
         while not self.stopped:
@@ -350,12 +351,15 @@ class Organizer:
                     break
                 continue
             events, end = await call(read_executor, self._batch, tenant, position, head)
+            began = time.perf_counter()
             if self._sync_judge():
                 planned = await call(read_executor, self.plan, events, frozenset(decided), pacer)
             else:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
                 planned = decide(pairs, await self._ajudge_all(pairs), self.reverted) if pairs else []
             report["events"] += len(events)
+            planning += time.perf_counter() - began
+            began = time.perf_counter()
             if dry_run:
                 report["planned"] += [p.describe() for p in planned]
                 for p in planned:
@@ -378,8 +382,15 @@ class Organizer:
             if applied:
                 await call(write_executor, self.service.run, self._record, name, end, applied, correlation)
             await call(write_executor, self._save, name, end)
+            applying += time.perf_counter() - began
             position = end
-        report.update(to=position, applied=report["outcomes"].get("applied", 0), seconds=round(time.perf_counter() - t0, 3))
+        report.update(
+            to=position,
+            applied=report["outcomes"].get("applied", 0),
+            seconds=round(time.perf_counter() - t0, 3),
+            plan_seconds=round(planning, 3),
+            apply_seconds=round(applying, 3),
+        )
         if not dry_run and report["events"]:
             self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")}}
         return report
