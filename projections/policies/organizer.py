@@ -338,6 +338,8 @@ class Organizer:
         started, t0 = time.time(), time.perf_counter()
         report: dict[str, Any] = {"enabled": True, "correlation_id": correlation, "from": position, "events": 0, "planned": [], "outcomes": {}}
         planning = applying = 0.0  # seconds finding and judging pairs, and appending decisions (rests included)
+        if pacer is not None:
+            pacer.restart()
         decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
         rounds = 0
         while not self.stopped:

@@ -34,6 +34,10 @@ class Pacer:
         self._since = clock()
         self.rested = 0.0  # seconds rested in all, for reports
 
+    def restart(self) -> None:
+        """A new slice starts now (at the start of a pass: the idle time before it was no work)."""
+        self._since = self._clock()
+
     def due(self) -> float:
         """Seconds to rest now: 0 within a slice or when nobody else wrote during it."""
         now = self._clock()

@@ -61,6 +61,15 @@ def test_the_pacer_rests_only_after_a_slice_in_which_others_wrote():
     assert pacer.rested == pytest.approx(0.12 + 1.0)
 
 
+def test_idle_time_before_a_pass_is_not_counted_as_work():
+    clock = FakeClock()
+    pacer = Pacer(0.25, lambda: True, slice_s=0.02, clock=clock)
+    clock.now += 3600  # the organizer waited an hour for writes
+    pacer.restart()
+    clock.now += 0.04
+    assert pacer.due() == pytest.approx(0.12)
+
+
 def test_a_pacer_with_the_whole_share_never_rests_and_a_bad_share_is_refused():
     clock = FakeClock()
     pacer = Pacer(1.0, lambda: True, slice_s=0.0, clock=clock)
