@@ -62,7 +62,7 @@ from ..runner import connect
 from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
-from .settings import build_judge, type_list
+from .settings import build_judge, busy_share, type_list
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -82,6 +82,7 @@ class Organizer:
         self._own_judge = judge is None
         self.judge = judge if judge is not None else build_judge(self.settings)
         self.enabled = bool(self.settings.organizer_enabled)
+        self.busy_share = busy_share(self.settings)  # a bad value stops the server at start, not the organizer later
         self.types = set(type_list(self.settings)) - {"TopicMemory"}
         self.vectors = Vectors(service, str(self.settings.embedder))
         self.corpora = CorpusCache(self.vectors)
@@ -307,8 +308,7 @@ class Organizer:
 
     def pacer(self) -> Pacer | None:
         """The background passes' :class:`Pacer` (``organizer_busy_share``), or None when it never rests."""
-        share = float(self.settings.organizer_busy_share)
-        return Pacer(share, self._others_wrote) if share < 1 else None
+        return Pacer(self.busy_share, self._others_wrote) if self.busy_share < 1 else None
 
     # -- passes ------------------------------------------------------------------------------
 

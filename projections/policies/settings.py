@@ -54,6 +54,14 @@ RULE_SETTINGS = {
 RULE_JUDGE_SETTINGS = tuple(setting(name, getattr(_DEFAULT_RULES, field), help) for name, (field, help) in RULE_SETTINGS.items())
 
 
+def busy_share(settings: Settings) -> float:
+    """``MNEMOLOG_ORGANIZER_BUSY_SHARE``, refused outside (0, 1]: at 0 a busy organizer would never work."""
+    share = float(settings.organizer_busy_share)
+    if not 0 < share <= 1:
+        raise SettingError(f"{ORGANIZER_BUSY_SHARE.env} must be greater than 0 and at most 1, got {share:g}")
+    return share
+
+
 def type_list(settings: Settings) -> tuple[str, ...]:
     return tuple(t.strip() for t in str(settings.organizer_types).split(",") if t.strip())
 

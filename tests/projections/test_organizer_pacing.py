@@ -10,7 +10,7 @@ import pytest
 
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
-from mnemolog.eventstore.settings import Settings
+from mnemolog.eventstore.settings import SettingError, Settings
 from mnemolog.projections.policies import organizer as organizer_module
 from mnemolog.projections.policies.organizer import Organizer
 from mnemolog.projections.policies.pacing import Pacer
@@ -91,6 +91,9 @@ def test_the_organizer_tells_its_own_writes_from_others(svc, settings):
     assert organizer._others_wrote() is False
     assert organizer.pacer().share == 0.25
     assert Organizer(svc, settings.with_overrides(organizer_busy_share=1.0)).pacer() is None
+    for bad in (0, -1, 1.5):
+        with pytest.raises(SettingError, match="MNEMOLOG_ORGANIZER_BUSY_SHARE"):
+            Organizer(svc, settings.with_overrides(organizer_busy_share=bad))
 
 
 # -- passes beside other writes --------------------------------------------------------------------
