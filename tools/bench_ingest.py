@@ -175,5 +175,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {f'{name} #{n}':<30}{load.memories:>10,}{load.rate:>9,.0f}{load.rate_between(0, third):>13,.0f}"
                   f"{load.rate_between(2 * third, args.duration):>12,.0f}{load.errors:>8}  {state}")
     print(f"  median: organizer on {on:,.0f} memories/s, off {off:,.0f} memories/s (the reference); ratio {ratio:.2f} (target >= 0.8)")
+    pairs = [a.rate / b.rate for a, b in zip(with_organizer, without) if b.rate]
+    print(f"  each run against the reference run right after it: {', '.join(f'{r:.2f}' for r in pairs)} (median {statistics.median(pairs):.2f})")
     print(f"sustained_mps={on:.0f} sustained_mps_no_organizer={off:.0f} organizer_ratio={ratio:.2f}")
     return 0
