@@ -36,6 +36,13 @@ supersede joined (:class:`~mnemolog.projections.policies.dedup.RevertedDecisions
 read from the log) are never judged or grouped again, and :meth:`Organizer.apply`
 skips a decision that holds one, even when the log is organized from position 0.
 
+Beside ingest it steps aside: decisions are appended a short slice of the
+single writer at a time (``APPLY_SLICE_S``), and a background pass
+(:meth:`Organizer.follow`) rests after each slice of work in which others
+wrote, keeping to ``organizer_busy_share`` of the time
+(:class:`~mnemolog.projections.policies.pacing.Pacer`); it catches up once
+the writes stop.
+
 Finding candidates and deciding is :mod:`mnemolog.projections.policies.dedup`; the
 topic hierarchy is :mod:`mnemolog.projections.policies.topics` (``cluster``).
 """
