@@ -121,8 +121,14 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
 
 
 def dropped_at(store: EventStore, tenant: str) -> int:
-    """The position of the tenant's last drop (0 if never dropped): what came before it is gone."""
-    drops = store.read_all(tenant=tenant, types=["TenantDropped"])
+    """The position of the tenant's last drop (0 if never dropped): what came before it is gone.
+
+    A drop is appended to the tenant's own stream (``tenant-<tenant>``, which
+    holds only drops and revert markers), so this is an indexed read of a
+    short stream, not a scan of the tenant's events: every command and every
+    aggregate load asks it.
+    """
+    drops = store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["TenantDropped"])
     return drops[-1].position if drops else 0
 
 

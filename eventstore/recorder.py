@@ -84,6 +84,12 @@ def utc_stamp(moment: datetime | None = None) -> str:
 _stamp_second: tuple[int, str] = (-1, "")
 
 
+class IdempotencyRecord(NamedTuple):
+    fingerprint: str
+    first_position: int
+    last_position: int
+
+
 class SQLRecorder:
     def __init__(self, writer: Engine, reader: Engine):
         self.writer = writer
@@ -112,6 +118,12 @@ class SQLRecorder:
         last = select(func.max(events.c.position))
         compiled = last.compile(dialect=reader.dialect)
         self._last_position = (str(compiled), (), last) if compiled.positional else (None, None, last)
+        # Every command with an idempotency key looks it up, once to answer a retry and once under the lock.
+        idem = select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
+            idempotency.c.key == bindparam("key")
+        )
+        compiled = idem.compile(dialect=reader.dialect)
+        self._idem_lookup = (str(compiled), tuple(compiled.positiontup), idem) if compiled.positional else (None, None, idem)
         if self._fast:
             self._tip_sql = str(self._tip_query.compile(dialect=writer.dialect, compile_kwargs={"literal_binds": True}))
             self._version_sql = str(self._version_query.compile(dialect=writer.dialect))
@@ -174,15 +186,14 @@ class SQLRecorder:
             raise IdempotencyConflict(key)
         return Appended(row.first_position, row.last_position, True)
 
-    def idempotency_record(self, key: str, conn: Connection | None = None):
+    def idempotency_record(self, key: str, conn: Connection | None = None) -> "IdempotencyRecord | None":
         """The stored ``(fingerprint, first_position, last_position)`` of an idempotency key, or None."""
-        query = select(idempotency.c.fingerprint, idempotency.c.first_position, idempotency.c.last_position).where(
-            idempotency.c.key == key
-        )
         if conn is not None:
-            return conn.execute(query).first()
-        with self.reader.connect() as own:
-            return own.execute(query).first()
+            rows = _run_prepared(conn, self._idem_lookup, {"key": key})
+        else:
+            with self.reader.connect() as own:
+                rows = _run_prepared(own, self._idem_lookup, {"key": key})
+        return IdempotencyRecord(*rows[0]) if rows else None
 
     def _insert(self, conn: Connection, writes: Sequence[PendingWrite]) -> Appended:
         if self._fast:

@@ -89,18 +89,17 @@ def _free_port() -> int:
 
 
 class Server:
-    """A real ``mnemolog serve`` on loopback, without auth, for the measurement."""
+    """A real ``mnemolog serve`` on loopback, for the measurement.
 
-    def __init__(self, data_dir: Path, workers: int = 1):
+    By default without auth, the organizer or fsync per commit (recall's
+    setup); ``env`` replaces those settings (``{}``: the server's defaults).
+    """
+
+    def __init__(self, data_dir: Path, workers: int = 1, env: dict[str, str] | None = None):
         self.port = _free_port()
         self.workers = workers
-        env = {
-            **os.environ,
-            "MNEMOLOG_AUTH": "off",
-            "MNEMOLOG_ORGANIZER_ENABLED": "off",
-            "MNEMOLOG_SYNCHRONOUS": "NORMAL",
-            "MNEMOLOG_WORKERS": str(workers),
-        }
+        chosen = {"MNEMOLOG_AUTH": "off", "MNEMOLOG_ORGANIZER_ENABLED": "off", "MNEMOLOG_SYNCHRONOUS": "NORMAL"} if env is None else env
+        env = {**os.environ, **chosen, "MNEMOLOG_WORKERS": str(workers)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(self.port)],
             env=env,

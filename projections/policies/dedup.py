@@ -28,7 +28,7 @@ import hashlib
 import sqlite3
 import threading
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import msgspec
 import numpy as np
@@ -308,12 +308,18 @@ class Planned(msgspec.Struct, kw_only=True):
         return out
 
 
-def candidates(corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_k: int) -> Iterator[tuple[int, int, float, Any]]:
-    """``(i, j, cosine, trigger)`` for each trigger row ``i`` of ``rows`` and each of its candidates ``j``."""
+def candidates(
+    corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_k: int, pace: Callable[[], None] | None = None
+) -> Iterator[tuple[int, int, float, Any]]:
+    """``(i, j, cosine, trigger)`` for each trigger row ``i`` of ``rows`` and each of its candidates ``j``.
+
+    ``pace`` is called before each chunk of triggers (see :class:`~.pacing.Pacer`)."""
     X = corpus.vectors
     if not rows or len(corpus.items) < 2:
         return
     for start in range(0, len(rows), 256):
+        if pace is not None:
+            pace()
         chunk = rows[start : start + 256]
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T

@@ -123,10 +123,21 @@ def _prepare(text: str) -> str:
     return unicodedata.normalize("NFKC", text or "").translate(_APOSTROPHES).casefold()
 
 
+class _PunctuationToSpace(dict):
+    """A ``str.translate`` table: punctuation (but ``%#@``) to a space, filled in as characters are met."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        self[code] = out = " " if unicodedata.category(ch)[0] == "P" and ch not in _KEEP_PUNCT else ch
+        return out
+
+
+_PUNCTUATION_TO_SPACE = _PunctuationToSpace()
+
+
 def normalize_text(text: str) -> str:
     """NFKC, casefold, drop apostrophes, punctuation to spaces, collapse whitespace."""
-    t = _prepare(text).replace("'", "")
-    t = "".join(" " if unicodedata.category(c)[0] == "P" and c not in _KEEP_PUNCT else c for c in t)
+    t = _prepare(text).replace("'", "").translate(_PUNCTUATION_TO_SPACE)
     return " ".join(t.split())
 
 
@@ -215,6 +226,7 @@ _OPPOSITES = [p.split("/") for p in (
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     """A tiny, consistent suffix stripper (likes/liked/liking -> lik)."""
     w = word
@@ -235,6 +247,10 @@ def _stem(word: str) -> str:
 
 _FILLER_STEMS = frozenset(map(_stem, _FILLER))
 _OPPOSITE_STEMS = frozenset(frozenset(map(_stem, pair)) for pair in _OPPOSITES)
+_OPPOSITE_OF: dict[str, frozenset[str]] = {}  # stem -> the stems listed as its opposites
+for _pair in _OPPOSITE_STEMS:
+    for _x in _pair:
+        _OPPOSITE_OF[_x] = _OPPOSITE_OF.get(_x, frozenset()) | (_pair - {_x})
 _CONTRAST_STEMS = frozenset(map(_stem, _CONTRAST))
 
 # Identifiers: a number after one of these nouns names which thing it is.
@@ -618,9 +634,17 @@ def _conflicts(a: _Analysis, b: _Analysis) -> list[str]:
 
 def _opposites(only_a: set[str], only_b: set[str]) -> list[tuple[str, str]]:
     """Word pairs of opposite meaning: listed ones, or x / un-x, dis-x, in-x, ..."""
-    return [(x, y) for x in sorted(only_a) for y in sorted(only_b)
-            if frozenset((x, y)) in _OPPOSITE_STEMS
-            or any(x == p + y or y == p + x for p in _NEGATING_PREFIXES)]
+    out: list[tuple[str, str]] = []
+    if not only_a or not only_b:
+        return out
+    for x in sorted(only_a):  # each x's possible opposites, looked up rather than tried against every y
+        partners = set(_OPPOSITE_OF.get(x, ()))
+        for p in _NEGATING_PREFIXES:
+            partners.add(p + x)
+            if x.startswith(p):
+                partners.add(x[len(p) :])
+        out += [(x, y) for y in sorted(partners & only_b)]
+    return out
 
 
 def _tense_differs(a: _Analysis, b: _Analysis) -> bool:

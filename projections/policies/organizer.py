@@ -36,6 +36,13 @@ supersede joined (:class:`~mnemolog.projections.policies.dedup.RevertedDecisions
 read from the log) are never judged or grouped again, and :meth:`Organizer.apply`
 skips a decision that holds one, even when the log is organized from position 0.
 
+Beside ingest it steps aside: decisions are appended a short slice of the
+single writer at a time (``APPLY_SLICE_S``), and a background pass
+(:meth:`Organizer.follow`) rests after each slice of work in which others
+wrote, keeping to ``organizer_busy_share`` of the time
+(:class:`~mnemolog.projections.policies.pacing.Pacer`); it catches up once
+the writes stop.
+
 Finding candidates and deciding is :mod:`mnemolog.projections.policies.dedup`; the
 topic hierarchy is :mod:`mnemolog.projections.policies.topics` (``cluster``).
 """
@@ -61,7 +68,8 @@ from mnemolog.eventstore.settings import Settings
 from ..runner import connect
 from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
-from .settings import build_judge, type_list
+from .pacing import Pacer
+from .settings import build_judge, busy_share, type_list
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -69,7 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mnemolog.organizer")
 TRIGGERS = ("MemoryAdded", "MemoriesMerged", "MemoryUpdated")
 MAX_ROUNDS = 3  # a pass follows the head this many times (its own merges are memories to check too)
-APPLY_CHUNK = 16  # decisions per turn of the writer: other writes wait at most this many
+APPLY_SLICE_S = 0.02  # a turn of the writer applies decisions for about this long (at least one): other writes wait no longer
 
 
 class Organizer:
@@ -81,6 +89,7 @@ class Organizer:
         self._own_judge = judge is None
         self.judge = judge if judge is not None else build_judge(self.settings)
         self.enabled = bool(self.settings.organizer_enabled)
+        self.busy_share = busy_share(self.settings)  # a bad value stops the server at start, not the organizer later
         self.types = set(type_list(self.settings)) - {"TopicMemory"}
         self.vectors = Vectors(service, str(self.settings.embedder))
         self.corpora = CorpusCache(self.vectors)
@@ -99,6 +108,7 @@ class Organizer:
         self.last_run: dict[str, Any] | None = None
         self.last_cluster: dict[str, Any] | None = None
         self.stopped = False
+        self._mark = 0  # the log's head after this organizer's last write: a higher head means others wrote
 
     # -- checkpoint and waiting ----------------------------------------------------------
 
@@ -133,6 +143,7 @@ class Organizer:
             ctx = CommandContext(tenant=tenant, correlation_id=correlation_id, actor=ACTOR)
             event = c.OrganizerPassRecorded(checkpoint=name, position=position, event_id=at.event_id, decisions=count)
             commit(self.service.store, ctx, "organizer-pass", [StreamAppend(c.organizer_stream(tenant), [event])], request=None)
+        self._mark = self.service.store.last_position()
 
     def _save(self, name: str, position: int) -> None:
         with self._conn_lock:
@@ -201,7 +212,7 @@ class Organizer:
         events = self.service.store.read_all(after=after, limit=limit, until=head, tenant=tenant, types=TRIGGERS)
         return events, (events[-1].position if len(events) == limit else head)
 
-    def _pairs(self, events, exclude: frozenset = frozenset()) -> list[Pair]:
+    def _pairs(self, events, exclude: frozenset = frozenset(), pacer: Pacer | None = None) -> list[Pair]:
         triggers: dict[tuple[str, str], Any] = {}
         for r in events:
             e = r.event
@@ -221,7 +232,7 @@ class Organizer:
         for (tenant, memory_type), members in sorted(groups.items()):
             corpus = self.corpora.get(conn, tenant, memory_type)
             rows = [(corpus.row[m], r) for m, r in members if m in corpus.row]  # skip the no longer activated
-            for i, j, cos, r in candidates(corpus, rows, min_cos, top_k):
+            for i, j, cos, r in candidates(corpus, rows, min_cos, top_k, pace=pacer.step if pacer else None):
                 a, b = sorted((corpus.items[i], corpus.items[j]))
                 if (tenant, a.id) in exclude or (tenant, b.id) in exclude or reverted.apart(tenant, a.id, b.id):
                     continue
@@ -235,16 +246,22 @@ class Organizer:
     def _sync_judge(self) -> bool:
         return hasattr(self.judge, "judge_sync")
 
-    def _judge_all(self, pairs: list[Pair]) -> list[Verdict]:
-        return [self.judge.judge_sync(p.a.judged(), p.b.judged(), p.cosine) for p in pairs]
+    def _judge_all(self, pairs: list[Pair], pacer: Pacer | None = None) -> list[Verdict]:
+        if pacer is None:
+            return [self.judge.judge_sync(p.a.judged(), p.b.judged(), p.cosine) for p in pairs]
+        verdicts = []
+        for p in pairs:
+            pacer.step()
+            verdicts.append(self.judge.judge_sync(p.a.judged(), p.b.judged(), p.cosine))
+        return verdicts
 
     async def _ajudge_all(self, pairs: list[Pair]) -> list[Verdict]:
         return list(await asyncio.gather(*(self.judge.judge(p.a.judged(), p.b.judged(), p.cosine) for p in pairs)))
 
-    def plan(self, events, exclude: frozenset = frozenset()) -> list[Planned]:
+    def plan(self, events, exclude: frozenset = frozenset(), pacer: Pacer | None = None) -> list[Planned]:
         """The decisions for a batch; ``exclude`` holds (tenant, id) already decided in a dry run."""
-        pairs = self._pairs(events, exclude)
-        return decide(pairs, self._judge_all(pairs), self.reverted) if pairs else []
+        pairs = self._pairs(events, exclude, pacer)
+        return decide(pairs, self._judge_all(pairs, pacer), self.reverted) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -279,13 +296,38 @@ class Organizer:
         self.decisions[planned.tenant][planned.action] += 1
         return "applied"
 
-    def apply_many(self, planned: list[Planned], correlation_id: str) -> list[str]:
-        return [self.apply(p, correlation_id) for p in planned]
+    def apply_many(self, planned: list[Planned], correlation_id: str, slice_s: float | None = None) -> list[str]:
+        """Apply decisions in order (the caller holds the writer); with ``slice_s``, stop after about
+        that long (at least one is applied): the outcomes say how many were."""
+        began, outcomes = time.perf_counter(), []
+        for p in planned:
+            outcomes.append(self.apply(p, correlation_id))
+            if slice_s is not None and time.perf_counter() - began >= slice_s:
+                break
+        self._mark = self.service.store.last_position()  # still the writer: what is after it, others wrote
+        return outcomes
+
+    def _others_wrote(self) -> bool:
+        """Whether anyone else appended since this organizer last wrote or asked (see :class:`Pacer`)."""
+        head = self.service.store.last_position()
+        wrote, self._mark = head > self._mark, max(self._mark, head)
+        return wrote
+
+    def pacer(self) -> Pacer | None:
+        """The background passes' :class:`Pacer` (``organizer_busy_share``), or None when it never rests."""
+        return Pacer(self.busy_share, self._others_wrote) if self.busy_share < 1 else None
 
     # -- passes ------------------------------------------------------------------------------
 
-    async def arun_once(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:
-        """Process the log up to the projections' head; one correlation id for the whole pass."""
+    async def arun_once(
+        self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False, pacer: Pacer | None = None
+    ) -> dict[str, Any]:
+        """Process the log up to the projections' head; one correlation id for the whole pass.
+
+        With a ``pacer`` the pass works in short slices and rests after those in
+        which others wrote; decisions are applied a slice of the writer at a time
+        (``APPLY_SLICE_S``) either way.
+        """
         if not self.enabled:
             return {"enabled": False, "planned": [], "applied": 0}
         loop = asyncio.get_running_loop()
@@ -302,6 +344,9 @@ class Organizer:
         correlation = new_id()
         started, t0 = time.time(), time.perf_counter()
         report: dict[str, Any] = {"enabled": True, "correlation_id": correlation, "from": position, "events": 0, "planned": [], "outcomes": {}}
+        planning = applying = 0.0  # seconds finding and judging pairs, and appending decisions (rests included)
+        if pacer is not None:
+            pacer.restart()
         decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
         rounds = 0
         while not self.stopped:
@@ -315,12 +360,15 @@ class Organizer:
                     break
                 continue
             events, end = await call(read_executor, self._batch, tenant, position, head)
+            began = time.perf_counter()
             if self._sync_judge():
-                planned = await call(read_executor, self.plan, events, frozenset(decided))
+                planned = await call(read_executor, self.plan, events, frozenset(decided), pacer)
             else:
-                pairs = await call(read_executor, self._pairs, events, frozenset(decided))
+                pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
                 planned = decide(pairs, await self._ajudge_all(pairs), self.reverted) if pairs else []
             report["events"] += len(events)
+            planning += time.perf_counter() - began
+            began = time.perf_counter()
             if dry_run:
                 report["planned"] += [p.describe() for p in planned]
                 for p in planned:
@@ -328,20 +376,30 @@ class Organizer:
                 position = end
                 continue
             applied: Counter = Counter()
-            for start in range(0, len(planned), APPLY_CHUNK):
-                chunk = planned[start : start + APPLY_CHUNK]
-                outcomes = await call(write_executor, self.service.run, self.apply_many, chunk, correlation)
-                for p, outcome in zip(chunk, outcomes):
+            start = 0
+            while start < len(planned):
+                if pacer is not None:
+                    await pacer.astep()
+                outcomes = await call(write_executor, self.service.run, self.apply_many, planned[start:], correlation, APPLY_SLICE_S)
+                for p, outcome in zip(planned[start:], outcomes):
                     kind = outcome.split(":")[0]
                     report["outcomes"][kind] = report["outcomes"].get(kind, 0) + 1
                     report["planned"].append({**p.describe(), "outcome": outcome})
                     if outcome == "applied":
                         applied[p.tenant] += 1
+                start += len(outcomes)
             if applied:
                 await call(write_executor, self.service.run, self._record, name, end, applied, correlation)
             await call(write_executor, self._save, name, end)
+            applying += time.perf_counter() - began
             position = end
-        report.update(to=position, applied=report["outcomes"].get("applied", 0), seconds=round(time.perf_counter() - t0, 3))
+        report.update(
+            to=position,
+            applied=report["outcomes"].get("applied", 0),
+            seconds=round(time.perf_counter() - t0, 3),
+            plan_seconds=round(planning, 3),
+            apply_seconds=round(applying, 3),
+        )
         if not dry_run and report["events"]:
             self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")}}
         return report
@@ -411,6 +469,7 @@ class Organizer:
         interval = float(self.settings.organizer_cluster_interval_s)
         next_cluster = loop.time() + interval if interval > 0 else float("inf")
         failures = 0
+        pacer = self.pacer()
         wake.set()
         while not self.stopped:
             try:
@@ -421,7 +480,7 @@ class Organizer:
             try:
                 head = await loop.run_in_executor(read_executor, self.service.store.last_position)
                 if head > self._position:
-                    await self.arun_once(read_executor=read_executor, write_executor=write_executor)
+                    await self.arun_once(read_executor=read_executor, write_executor=write_executor, pacer=pacer)
                 if loop.time() >= next_cluster:
                     next_cluster = loop.time() + interval
                     await self.acluster(read_executor=read_executor, write_executor=write_executor)

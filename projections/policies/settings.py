@@ -19,6 +19,12 @@ ORGANIZER_TYPES = setting(
     "Memory types the organizer dedups and clusters (comma-separated); working memory and document chunks are left alone by default.",
 )
 ORGANIZER_BATCH = setting("organizer_batch", 1000, "Memory events the organizer reads per batch (one checkpoint move per batch).")
+ORGANIZER_BUSY_SHARE = setting(
+    "organizer_busy_share",
+    0.25,
+    "While other writes arrive, the background organizer rests between short slices of work so that its passes take about this share"
+    " of the time (1: never rest); with the log otherwise quiet it runs at full speed.",
+)
 ORGANIZER_POLL_S = setting("organizer_poll_s", 1.0, "How often the background organizer looks for events written by other processes.")
 CLUSTER_INTERVAL_S = setting("organizer_cluster_interval_s", 100.0, "Seconds between two topic clustering runs of the background organizer (0: never).")
 MAX_CLUSTER_SIZE = setting("organizer_max_cluster_size", 20, "Topics are split until no cluster has more members than this.")
@@ -46,6 +52,14 @@ RULE_SETTINGS = {
     "judge_containment_min_words": ("containment_min_words", "Rule judge: … and this many words."),
 }
 RULE_JUDGE_SETTINGS = tuple(setting(name, getattr(_DEFAULT_RULES, field), help) for name, (field, help) in RULE_SETTINGS.items())
+
+
+def busy_share(settings: Settings) -> float:
+    """``MNEMOLOG_ORGANIZER_BUSY_SHARE``, refused outside (0, 1]: at 0 a busy organizer would never work."""
+    share = float(settings.organizer_busy_share)
+    if not 0 < share <= 1:
+        raise SettingError(f"{ORGANIZER_BUSY_SHARE.env} must be greater than 0 and at most 1, got {share:g}")
+    return share
 
 
 def type_list(settings: Settings) -> tuple[str, ...]:

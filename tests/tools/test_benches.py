@@ -15,7 +15,7 @@ SMALL_GRAPH = ["--relations", "2000", "--entities", "500", "--queries", "10", "-
 
 
 def test_every_bench_is_in_the_one_registry_and_on_the_command_line():
-    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize"}
+    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize", "ingest"}
     # A fresh interpreter: the commands come from the list, not from what happened to be imported first.
     listing = subprocess.run(
         [sys.executable, "-c", "from mnemolog.tools import cli; cli.main(['bench', '--help'])"],
@@ -60,3 +60,23 @@ def test_bench_graph_ends_with_its_figures(capsys):
     assert float(figures["link_chunks_per_s"]) == report["linker"]["chunks_per_s"]
     assert float(figures["relink_10k_s"]) == report["relink"]["seconds"]
     assert report["linker"]["n_chunks"] == report["relink"]["chunks"] == 200
+
+
+def test_bench_ingest_runs_a_real_server_with_and_without_the_organizer(tmp_path):
+    """A few seconds of it, in a subprocess as an operator runs it: both rates, the ratio, and the last line."""
+    run = subprocess.run(
+        [sys.executable, "-m", "mnemolog.tools.cli", "bench", "ingest", "--duration", "2", "--runs", "1", "--catch-up-limit", "60", "--tmp-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    figures = dict(pair.split("=") for pair in lines[-1].split())
+    assert list(figures) == ["sustained_mps", "sustained_mps_no_organizer", "organizer_ratio"]
+    on, off, ratio = float(figures["sustained_mps"]), float(figures["sustained_mps_no_organizer"]), float(figures["organizer_ratio"])
+    assert on > 0 and off > 0
+    assert abs(ratio - on / off) < 0.01
+    rows = {line.split("#")[0].strip(): line for line in lines if " #1 " in line}
+    assert set(rows) == {"organizer on", "organizer off (reference)"}
+    assert "events behind the head" in rows["organizer on"]  # the organizer ran in the server and said where it was
+    assert "caught up" in rows["organizer on"] and "not caught up" not in rows["organizer on"]  # ... and finished the work left
+    assert list(tmp_path.iterdir()) == []  # the servers' data directories are gone
