@@ -7,13 +7,16 @@ check that the index migration keeps every row and every query plan.
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemolog.eventstore import DomainEvent, EventStore, Metadata, StreamAppend
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
-from mnemolog.eventstore.store import decode_rows
+from mnemolog.eventstore.recorder import EventPage
+from mnemolog.eventstore.store import _PageDecoder, decode_rows
 from tests.eventstore.support import db_path, raw, tampering
 
 
@@ -176,3 +179,20 @@ def test_pages_quote_any_stream_id_and_tenant(tmp_path_factory, streams, tenant,
         assert [(r.stream_id, r.tenant, r.event.text) for r in decoded] == [(s, tenant, text) for s in streams]
     finally:
         store.close()
+
+
+def test_a_page_out_of_order_is_still_checked_for_old_versions_after_the_disorder(tmp_path):
+    """A row out of order sorts the page, and every later row is still
+    checked: one stored at an older schema version sends the page to the
+    row-by-row path (its upcasters) instead of being taken as current."""
+    store = EventStore.open(tmp_path)
+    store.append("s", [PageNoted(text=str(i)) for i in range(3)])
+    rows = store.recorder.select_event_page(after=0)
+    store.close()
+    decoder = _PageDecoder()
+    envelopes = json.loads(rows.json)
+    swapped = [envelopes[1], envelopes[0], envelopes[2]]
+    in_order = decoder.decode(EventPage(json.dumps(swapped), 3))
+    assert [r.position for r in in_order] == [1, 2, 3]  # sorted back
+    swapped[2]["schema_version"] = 0  # stored before the current version: needs upcasting
+    assert decoder.decode(EventPage(json.dumps(swapped), 3)) is None
