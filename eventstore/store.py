@@ -189,15 +189,21 @@ class _PageDecoder:
             out = self._decoder.decode(page.json)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
+        # Every row is checked, in order or not: a row out of order must not
+        # end the check, or a stored version needing its upcaster after it
+        # would be taken as current.
         current = self._current
         last = 0
+        ordered = True
         for recorded in out:
             if current.get(recorded.type) != recorded.schema_version:
                 return None
-            if recorded.position <= last:  # rows arrive in position order; never rely on it blindly
-                out.sort(key=_by_position)
-                break
-            last = recorded.position
+            position = recorded.position
+            if position <= last:  # rows arrive in position order; never rely on it blindly
+                ordered = False
+            last = position
+        if not ordered:
+            out.sort(key=_by_position)
         return out
 
 

@@ -6,11 +6,17 @@ events (~300-byte payloads) are appended one per transaction, in batches of
 ``sqlite3`` ``executemany`` into a bare table (same columns and primary key,
 no triggers, no other indexes, same WAL journal and ``synchronous``): the
 raw limit the log's append is compared with. Last, all N events are read
-back decoded into Structs. Every case runs ``--repeat`` times (default 3)
-and the fastest run counts, for ours and for the raw limit alike: on a
-shared machine the slow runs measure the neighbours. Under FULL every commit waits for the disk, so
-one-per-transaction runs use fewer events (the table says how many;
-at most 5,000 under FULL, 10,000 under NORMAL).
+back decoded into Structs (``iter_all``), and the same rows are read by the
+reference: a plain ``sqlite3`` cursor over the envelope's columns, in
+position order, whose payload and metadata are decoded by msgspec into the
+same Structs, row by row.
+
+Every case runs ``--repeat`` times (at least 3, default 3) and the median
+run counts, for ours and for each reference alike; the reads of ours and of
+the reference alternate, so that both see the same neighbours. Under FULL
+every commit waits for the disk, so one-per-transaction runs use fewer
+events (the table says how many; at most 5,000 under FULL, 10,000 under
+NORMAL).
 
 The last line of output is ``key=value`` pairs for scripts; keys of the
 NORMAL run end in ``_normal``.
@@ -28,10 +34,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from mnemolog.eventstore import DomainEvent, EventStore
-from mnemolog.eventstore.dialects import sqlite_pragmas
+import msgspec
 
-HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads"
+from mnemolog.eventstore import DomainEvent, EventStore, Metadata
+from mnemolog.eventstore.chain import CANONICAL_FIELDS
+from mnemolog.eventstore.dialects import sqlite_pragmas
+from mnemolog.eventstore.store import PAGE_ROWS
+
+from .bench_runs import MIN_RUNS, check_runs, middle
+
+HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec"
 
 LEVELS = ("FULL", "NORMAL")
 B1_LIMITS = {"FULL": 5000, "NORMAL": 10000}  # events appended one per transaction
@@ -126,58 +138,93 @@ def time_raw(directory: Path, level: str, rows: list[tuple], batch: int) -> floa
         shutil.rmtree(directory)
 
 
-def time_read(store: EventStore) -> tuple[int, float]:
+def time_read(store: EventStore) -> Result:
     started = time.perf_counter()
     count = 0
     for batch in store.iter_all():
         count += len(batch)
-    return count, time.perf_counter() - started
+    return Result("read back decoded (iter_all)", count, time.perf_counter() - started)
+
+
+_RAW_SELECT = f"SELECT {', '.join(CANONICAL_FIELDS)} FROM events ORDER BY position"
+_PAYLOAD, _METADATA = CANONICAL_FIELDS.index("payload"), CANONICAL_FIELDS.index("metadata")
+
+
+def time_raw_read(path: Path, level: str) -> Result:
+    """The reference for reads: a plain sqlite3 cursor over the same rows
+    (the log's pragmas), payload and metadata decoded by msgspec row by row,
+    one page of rows in memory at a time like ``iter_all``."""
+    payloads, metadatas = msgspec.json.Decoder(BenchNoted), msgspec.json.Decoder(Metadata)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for pragma in sqlite_pragmas(level):
+            conn.execute(pragma)
+        started = time.perf_counter()
+        count = 0
+        cursor = conn.execute(_RAW_SELECT)
+        while rows := cursor.fetchmany(PAGE_ROWS):
+            decoded = [(row, payloads.decode(row[_PAYLOAD]), metadatas.decode(row[_METADATA])) for row in rows]
+            count += len(decoded)
+        return Result("raw sqlite3 fetch + msgspec decode", count, time.perf_counter() - started)
+    finally:
+        conn.close()
+
+
+def _seconds(result: Result) -> float:
+    return result.seconds
 
 
 def run_level(root: Path, level: str, events: list[BenchNoted], repeat: int, status: Callable[[str], None]) -> dict[str, Result]:
-    """Each case runs ``repeat`` times, each time into a new file; the fastest run counts."""
+    """Each case runs ``repeat`` times, each append into a new file; the median run counts."""
     n = len(events)
     n_b1 = min(n, B1_LIMITS[level])
     n_raw_b1 = min(n, RAW_B1_LIMITS[level])
     results: dict[str, Result] = {}
+    rows: list[tuple] = []
     for batch, count in ((1, n_b1), (100, n), (1000, n)):
         status(f"{level}: append, {batch} per transaction")
-        best = float("inf")
+        runs: list[float] = []
         for run in range(repeat):
-            seconds, store = time_append(root / f"{level}-b{batch}-{run}", level, events[:count], batch)
-            best = min(best, seconds)
+            directory = root / f"{level}-b{batch}-{run}"
+            seconds, store = time_append(directory, level, events[:count], batch)
+            runs.append(seconds)
             if batch == 1000 and run == repeat - 1:
                 rows = [tuple(row) for rows in store.iter_rows() for row in rows]
                 status(f"{level}: read back")
-                reads = [time_read(store) for _ in range(repeat)]
-                read = min(reads, key=lambda r: r[1])
-                results["read"] = Result("read back decoded (iter_all)", read[0], read[1])
+                ours: list[Result] = []
+                reference: list[Result] = []
+                for _ in range(repeat):  # alternate, so that both see the same neighbours
+                    ours.append(time_read(store))
+                    reference.append(time_raw_read(directory / "events.db", level))
+                results["read"], results["raw_read"] = middle(ours, key=_seconds), middle(reference, key=_seconds)
             store.close()
-            shutil.rmtree(root / f"{level}-b{batch}-{run}")  # keeps the disk footprint to one log
-        results[f"append_b{batch}"] = Result(f"append, {batch:,} per transaction", count, best)
+            shutil.rmtree(directory)  # keeps the disk footprint to one log
+        results[f"append_b{batch}"] = Result(f"append, {batch:,} per transaction", count, middle(runs))
     for batch, count in ((1, n_raw_b1), (100, n), (1000, n)):
         status(f"{level}: raw sqlite3, {batch} per transaction")
-        best = min(time_raw(root / f"raw-{level}-b{batch}-{run}", level, rows[:count], batch) for run in range(repeat))
-        results[f"raw_b{batch}"] = Result(f"raw sqlite3 executemany, {batch:,} per transaction", count, best)
+        seconds = middle([time_raw(root / f"raw-{level}-b{batch}-{run}", level, rows[:count], batch) for run in range(repeat)])
+        results[f"raw_b{batch}"] = Result(f"raw sqlite3 executemany, {batch:,} per transaction", count, seconds)
     return results
 
 
 def table(level: str, n: int, repeat: int, results: dict[str, Result]) -> str:
-    lines = [f"synchronous={level}  (N={n:,}; fastest of {repeat} runs per case)"]
+    lines = [f"synchronous={level}  (N={n:,}; median of {repeat} runs per case)"]
     lines.append(f"  {'case':<46}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs raw':>9}")
-    order = ("append_b1", "append_b100", "append_b1000", "raw_b1", "raw_b100", "raw_b1000", "read")
+    order = ("append_b1", "append_b100", "append_b1000", "raw_b1", "raw_b100", "raw_b1000", "read", "raw_read")
     for key in order:
         r = results[key]
         ratio = ""
         if key.startswith("append_"):
-            raw = results["raw_" + key.split("_", 1)[1]]
-            ratio = f"{r.eps / raw.eps:.2f}"
+            ratio = f"{r.eps / results['raw_' + key.split('_', 1)[1]].eps:.2f}"
+        elif key == "read":
+            ratio = f"{r.eps / results['raw_read'].eps:.2f}"
         lines.append(f"  {r.label:<46}{r.events:>10,}{r.seconds:>10.2f}{r.eps:>12,.0f}{ratio:>9}")
     for key in ("append_b1", "raw_b1"):
         if results[key].events < n:
             why = "each commit waits for its own sync" if level == "FULL" else "capped to keep the run short"
             lines.append(f"  ({results[key].label}: {results[key].events:,} of N events; {why})")
-    lines.append("  raw: bare table with the same columns and primary key; no triggers, no unique or secondary indexes")
+    lines.append("  raw appends: bare table with the same columns and primary key; no triggers, no unique or secondary indexes")
+    lines.append("  raw read: sqlite3 cursor over the envelope's columns in position order, payload and metadata decoded by msgspec per row")
     return "\n".join(lines)
 
 
@@ -188,7 +235,10 @@ def keys(results: dict[str, Result], n: int, suffix: str) -> list[str]:
         out.append(f"append_b{batch}_eps{suffix}={append.eps:.0f}")
         out.append(f"raw_b{batch}_eps{suffix}={raw.eps:.0f}")
         out.append(f"ratio_b{batch}{suffix}={append.eps / raw.eps:.3f}")
-    out.append(f"read_eps{suffix}={results['read'].eps:.0f}")
+    read, raw_read = results["read"], results["raw_read"]
+    out.append(f"read_eps{suffix}={read.eps:.0f}")
+    out.append(f"raw_read_eps{suffix}={raw_read.eps:.0f}")
+    out.append(f"read_ratio{suffix}={read.eps / raw_read.eps:.3f}")
     return out
 
 
@@ -201,15 +251,16 @@ def add_args(parser: argparse.ArgumentParser) -> None:
         default="BOTH",
         help="SQLite synchronous level(s) to measure (default: both)",
     )
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each case; the fastest counts (default 3)")
+    parser.add_argument(
+        "--repeat", type=int, default=MIN_RUNS, help=f"runs of each case; the median counts (at least {MIN_RUNS}, default {MIN_RUNS})"
+    )
     parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory (default: the system's)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError("--n must be at least 1")
-    if args.repeat < 1:
-        raise ValueError("--repeat must be at least 1")
+    check_runs(args.repeat, "--repeat")
     levels = LEVELS if args.synchronous == "BOTH" else (args.synchronous,)
     events = make_events(args.n)
     verbose = sys.stderr.isatty()

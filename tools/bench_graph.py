@@ -10,7 +10,8 @@ the product's own code:
 - :func:`bench_relink`: seconds for a committed relink over stored chunks in a
   fresh data directory (plan, commit and projection timed).
 
-The last line of output is ``bfs3_p50_ms=… link_chunks_per_s=… relink_10k_s=…``.
+Each measurement runs ``--runs`` times (at least 3) and the median run
+counts. The last line of output is ``bfs3_p50_ms=… link_chunks_per_s=… relink_10k_s=…``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mnemolog.eventstore.ids import new_ids
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.store import NO_STREAM, StreamAppend
 
+from .bench_runs import add_runs_arg, check_runs, middle
 from .common import print_json_line
 
 # The product's read side is imported inside each bench, so that the CLI starts
@@ -189,14 +191,20 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", type=int, default=300, metavar="N", help="BFS queries timed (default 300)")
     parser.add_argument("--chunks", type=int, default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
     parser.add_argument("--aliases", type=int, default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
+    add_runs_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
 
-def run(args: argparse.Namespace) -> int:
-    bfs = bench_bfs(args.relations, args.entities, depth=3, queries=args.queries)
-    link = bench_linker(args.chunks, args.aliases)
+def _relink_run(chunks: int, aliases: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-graph-") as tmp:
-        rel = bench_relink(tmp, args.chunks, args.aliases)
+        return bench_relink(tmp, chunks, aliases)
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = range(check_runs(args.runs))
+    bfs = middle([bench_bfs(args.relations, args.entities, depth=3, queries=args.queries) for _ in runs], key=lambda r: r["p50_ms"])
+    link = middle([bench_linker(args.chunks, args.aliases) for _ in runs], key=lambda r: r["link_s"])
+    rel = middle([_relink_run(args.chunks, args.aliases) for _ in runs], key=lambda r: r["seconds"])
     figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
     if args.json:
         print_json_line({"bfs": bfs, "linker": link, "relink": rel, **figures})
@@ -206,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
     ]
     if not args.json:
+        print(f"median run of {args.runs} per measurement")
         for name, size, result in rows:
             print(f"{name:<16} {size:<40} {result}")
     print(" ".join(f"{k}={v}" for k, v in figures.items()))

@@ -7,6 +7,10 @@
    events/s overall and per projector, and the child's peak RSS.
 3. Searches (lexical and vector) at the head and ``as_of`` random past
    positions, p50 of each, and their ratio.
+
+Each phase runs ``--runs`` times (at least 3; the adds each time into a new
+data directory, the rebuild and the searches on the last one) and every
+figure is the median of its runs, the commands' and the log's alike.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +32,8 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.ids import new_ids
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
+
+from .bench_runs import add_runs_arg, check_runs, middle
 
 HELP = "rebuild all projections from a log of N added memories; as-of vs head search; command-layer adds"
 
@@ -52,6 +59,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000, help="memories to add (default 100000)")
     parser.add_argument("--queries", type=int, default=200, help="searches per measurement (default 200)")
     parser.add_argument("--keep", metavar="DIR", help="use and keep this directory instead of a temporary one")
+    add_runs_arg(parser, what="each phase")
 
 
 def _p50(samples: list[float]) -> float:
@@ -147,21 +155,29 @@ def _search_phase(root: Path, queries: int) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     if args.n < 1000:
         raise ValueError("--n must be at least 1000")
+    runs = check_runs(args.runs)
     status = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         texts = sentences(args.n)
-        status("adding through the commands …")
-        add_s, raw_s = _add_phase(root, texts, status)
+        adds = []
+        for i in range(runs):
+            status(f"adding through the commands (run {i + 1} of {runs}) …")
+            if i:  # a fresh data directory for every run; the last one stays for the next phases
+                shutil.rmtree(root / "data")
+                shutil.rmtree(root / "raw")
+            adds.append(_add_phase(root, texts, status))
+        add_s, raw_s = middle(a[0] for a in adds), middle(a[1] for a in adds)
         status("rebuilding …")
-        rebuilt = _rebuild_phase(root)
+        rebuilt = middle([_rebuild_phase(root) for _ in range(runs)], key=lambda r: r["total_s"])
         status("searching …")
-        search = _search_phase(root, args.queries)
+        searches = [_search_phase(root, args.queries) for _ in range(runs)]
+        search = {key: middle(s[key] for s in searches) for key in searches[0]}
     events = rebuilt["events"]
     timings = rebuilt["timings"]
     graph_fts_s = timings.get("graph", 0.0) + timings.get("fts", 0.0)
-    print(f"mnemolog bench rebuild: {args.n:,} memories, {events:,} events (synchronous=NORMAL)\n")
+    print(f"mnemolog bench rebuild: {args.n:,} memories, {events:,} events (synchronous=NORMAL; median of {runs} runs per figure)\n")
     print(f"{'phase':42} {'seconds':>9} {'events/s':>12}")
     print(f"{'adds via commands, batches of 100':42} {add_s:9.2f} {args.n / add_s:12,.0f}")
     print(f"{'same events straight to the log (b100)':42} {raw_s:9.2f} {args.n / raw_s:12,.0f}")

@@ -387,7 +387,18 @@ def test_bench_append_smoke(tmp_path, capsys):
     for batch in (1, 100, 1000):  # each ratio compares the log with the raw limit measured in the same run
         ratio = float(pairs[f"append_b{batch}_eps_normal"]) / float(pairs[f"raw_b{batch}_eps_normal"])
         assert float(pairs[f"ratio_b{batch}_normal"]) == pytest.approx(ratio, rel=0.01, abs=0.002)
+    # decoded reads against sqlite3 + msgspec over the same rows, in the same run
+    ratio = float(pairs["read_eps_normal"]) / float(pairs["raw_read_eps_normal"])
+    assert float(pairs["read_ratio_normal"]) == pytest.approx(ratio, rel=0.01, abs=0.002)
+    assert "median of 3 runs per case" in out
+    assert "raw sqlite3 fetch + msgspec decode" in out and " 150 " in out.split("raw sqlite3 fetch + msgspec decode")[1].split("\n")[0]
     assert list(tmp_path.iterdir()) == []  # the temporary directory is gone
+
+
+def test_benches_refuse_fewer_than_three_runs(capsys):
+    for argv in (["bench", "append", "--n", "10", "--repeat", "2"], ["bench", "graph", "--runs", "1"], ["bench", "rebuild", "--runs", "2"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "at least 3" in err and len(err.strip().splitlines()) == 1, argv
 
 
 # -- as a real process ------------------------------------------------------------
