@@ -12,7 +12,7 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, is_number, json_response, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, json_response, query_int, read
 
 routes = RouteTable()
 
@@ -28,7 +28,14 @@ def _event_json(recorded) -> dict:
     "/v1/events",
     scope="read",
     summary="The tenant's events, paginated by position",
-    query=(("after", "position"), ("limit", "1..1000"), ("type", "event type, repeatable"), ("stream", "stream id"), ("correlation_id", "correlation id")),
+    query=(
+        ("after", "position"),
+        ("limit", "1..1000"),
+        ("type", "event type, repeatable"),
+        ("stream", "stream id"),
+        ("correlation_id", "correlation id"),
+        ("as_of", "position or ISO-8601 time: only events recorded by then"),
+    ),
 )
 async def list_events(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
@@ -46,6 +53,11 @@ async def list_events(request: web.Request) -> web.Response:
         stream_id=request.query.get("stream") or None,
         correlation_id=request.query.get("correlation_id") or None,
     )
+    as_of = request.query.get("as_of")
+    if as_of:
+        svc = request.app[keys.service_key]
+        position = await read(request, svc.resolve_as_of, check_as_of(as_of))
+        events = [e for e in events if e.position <= position]
     body = {"events": [_event_json(e) for e in events], "next_after": events[-1].position if events else after}
     return json_response(body)
 

@@ -129,11 +129,27 @@ async def get_memory(request: web.Request) -> web.Response:
     return json_response(view, headers={"ETag": f'"{view.version}"'})
 
 
-@routes.get("/v1/memories/{id}/history", scope="read", summary="Every version of a memory, from its stream")
+def _history(svc: MemoryService, tenant: str, memory_id: str, as_of) -> list[dict]:
+    """Every version of a memory; as of a position or time, the versions written by then."""
+    position = svc.resolve_as_of(as_of)
+    versions = svc.history(tenant, memory_id)
+    if position is not None:
+        versions = [v for v in versions if v["position"] <= position]
+        if not versions:
+            raise NotFound("memory", memory_id)
+    return versions
+
+
+@routes.get(
+    "/v1/memories/{id}/history",
+    scope="read",
+    summary="Every version of a memory, from its stream (as of a position or time: those written by then)",
+    query=(("as_of", "position or ISO-8601 time"),),
+)
 async def memory_history(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    versions = await read(request, svc.history, tenant, request.match_info["id"])
+    versions = await read(request, _history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of")))
     return json_response({"memory_id": request.match_info["id"], "versions": versions})
 
 

@@ -144,7 +144,7 @@ async def _http_ingest(url: str, texts: list[str]) -> float:
     async with MnemologClient(url) as client:
         began = time.perf_counter()
         for start in range(0, len(texts), 100):
-            await client.add_batch([{"memory": t} for t in texts[start : start + 100]])
+            await client.add_memories(memories=[{"memory": t} for t in texts[start : start + 100]])
         return len(texts) / (time.perf_counter() - began)
 
 
