@@ -31,7 +31,7 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             "summary": r.summary,
             "operationId": r.handler.__name__,
             "responses": {
-                **{str(status): _success(status, r.response) for status in r.statuses},
+                **{str(status): _success(status, r.response, r.media_type) for status in r.statuses},
                 "4XX": {"description": "a client error, naming the field", "content": {"application/json": {"schema": error_ref}}},
             },
         }
@@ -46,7 +46,8 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
         if r.body is not None:
             operation["requestBody"] = _body(r.body)
         elif r.request is not None:
-            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(r.request)}}}
+            # A body the query string can replace (remove_relation) is optional too.
+            operation["requestBody"] = {"required": _required(r.request) and not r.query, "content": {"application/json": {"schema": _ref(r.request)}}}
         if r.scope is not None:
             operation["security"] = [{"apiKey": []}]
             operation["x-scope"] = r.scope
@@ -65,8 +66,18 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
 _DESCRIPTIONS = {200: "success", 201: "created"}
 
 
-def _success(status: int, kind) -> dict[str, Any]:
+def _success(status: int, kind, media_type: str) -> dict[str, Any]:
+    if media_type != "application/json":  # a stream: text, described in the summary
+        return {"description": _DESCRIPTIONS.get(status, "success"), "content": {media_type: {"schema": {"type": "string"}}}}
     return {"description": _DESCRIPTIONS.get(status, "success"), "content": {"application/json": {"schema": _ref(kind) or {"type": "object"}}}}
+
+
+def _required(kind) -> bool:
+    """Whether a body of this Struct must be sent: an empty body decodes as ``{}``, so only a required field makes it so.
+
+    A Struct whose fields are all optional but that needs one of them says so with ``body_required: ClassVar[bool] = True``.
+    """
+    return getattr(kind, "body_required", False) or any(f.required for f in msgspec.structs.fields(kind))
 
 
 def _body(body: RequestBody) -> dict[str, Any]:

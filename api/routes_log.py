@@ -62,7 +62,13 @@ async def list_events(request: web.Request) -> web.Response:
     return json_response(body)
 
 
-@routes.get("/v1/events/stream", scope="read", summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)", query=(("after", "position"),))
+@routes.get(
+    "/v1/events/stream",
+    scope="read",
+    summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)",
+    query=(("after", "position"),),
+    media_type="text/event-stream",
+)
 async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
     last = request.headers.get("Last-Event-ID")
