@@ -52,6 +52,7 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             operation["security"] = [{"apiKey": []}]
             operation["x-scope"] = r.scope
         paths.setdefault(r.path, {})[r.method.lower()] = operation
+    _add_links(routes, paths)
     return {
         "openapi": "3.1.0",
         "info": {"title": "mnemolog", "version": version, "description": "An event-sourced memory store for AI agents."},
@@ -100,3 +101,29 @@ def _ref(kind) -> dict[str, Any] | None:
     if kind is None:
         return None
     return {"$ref": f"#/components/schemas/{kind.__name__}"}
+
+
+#: Where an id made by one operation is found, and the path under which the operations using it live.
+_CREATES = {
+    "add_memories": ("$response.body#/memory_ids/0", "/v1/memories/{id}"),
+    "merge_memories": ("$response.body#/memory_ids/0", "/v1/memories/{id}"),
+    "put_entity": ("$request.path.id", "/v1/entities/{id}"),
+    "link": ("$response.body#/data/edge_ids/0", "/v1/edges/{edge_id}"),
+}
+
+
+def _add_links(routes, paths: dict[str, dict[str, Any]]) -> None:
+    """OpenAPI links from the operation that makes an id to those that take it, so that a stateful client or fuzzer can follow it."""
+    for r in routes:
+        made = _CREATES.get(r.handler.__name__)
+        if made is None:
+            continue
+        expression, prefix = made
+        parameter = _PARAM.findall(prefix)[0]
+        links = {
+            f"{other.handler.__name__}": {"operationId": other.handler.__name__, "parameters": {parameter: expression}}
+            for other in routes
+            if (other.path == prefix or other.path.startswith(prefix + "/")) and other is not r
+        }
+        for status in r.statuses:
+            paths[r.path][r.method.lower()]["responses"][str(status)]["links"] = links

@@ -102,6 +102,7 @@ async def test_every_method_against_a_live_server(live, tmp_path):
         assert "kettle on" not in [e.memory.memory for e in (await client.working_memory(as_of=before)).entries]
 
         linked = await client.link(newer, grace, edge_id="user:test:1")
+        assert linked.data["edge_ids"] == ["user:test:1"]  # where the document's links find it
         await client.link(newer, grace, "FOLLOWS", edge_id="user:test:2")
         assert user_edges(await client.neighbors(newer)) == {"user:test:1", "user:test:2"}
         assert (await client.neighbors(newer, as_of=before))["edges"] == []

@@ -240,3 +240,16 @@ async def test_a_body_is_required_only_when_the_handler_needs_one(api, document)
             response = await api.raw.request(method.upper(), _PARAM.sub("x", path))
             refused_for_the_body = response.status in (400, 422) and (await response.json())["error"]["field"] not in (None, "x", "id", "node")
             assert body["required"] == refused_for_the_body, (method, path, response.status, await response.text())
+
+
+async def test_links_lead_from_the_operation_making_an_id_to_those_using_it(document):
+    by_id = {op["operationId"]: (path, op) for path, item in document["paths"].items() for op in item.values()}
+    followed = set()
+    for path, item in document["paths"].items():
+        for operation in item.values():
+            for response in operation["responses"].values():
+                for link in response.get("links", {}).values():
+                    target_path, target = by_id[link["operationId"]]
+                    assert set(link["parameters"]) <= set(_PARAM.findall(target_path)), (operation["operationId"], link)
+                    followed.add((operation["operationId"], link["operationId"]))
+    assert {("add_memories", "get_memory"), ("add_memories", "update_memory"), ("put_entity", "get_entity"), ("put_entity", "set_relation"), ("link", "unlink")} <= followed
