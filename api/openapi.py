@@ -7,10 +7,12 @@ from typing import Any
 
 import msgspec
 
-from .routing import RequestBody
+from .routing import MAX_POSITION, RequestBody
 from .schemas import ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
+_RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+_CHOICES = re.compile(r"^\w+(\|\w+)+$")
 
 
 def openapi_document(routes, version: str) -> dict[str, Any]:
@@ -36,7 +38,7 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             },
         }
         parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(r.path)]
-        parameters += [{"name": name, "in": "query", "required": False, "description": desc, "schema": {"type": "string"}} for name, desc in r.query]
+        parameters += [{"name": name, "in": "query", "required": False, "description": desc, "schema": query_schema(desc)} for name, desc in r.query]
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope == "write" or r.scope == "admin":
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}})
         if r.method in ("PATCH", "POST") and "{id}" in r.path:
@@ -62,6 +64,21 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def query_schema(description: str) -> dict[str, Any]:
+    """A query parameter's JSON schema, read from the description every route declares with it.
+
+    ``"1..500"`` is an integer in that range, ``"out|in|both"`` one of those
+    words, ``"position"`` a log position; anything else a string.
+    """
+    if found := _RANGE.match(description):
+        return {"type": "integer", "minimum": int(found.group(1)), "maximum": int(found.group(2))}
+    if _CHOICES.match(description):
+        return {"type": "string", "enum": description.split("|")}
+    if description == "position":
+        return {"type": "integer", "minimum": 0, "maximum": MAX_POSITION}
+    return {"type": "string"}
 
 
 _DESCRIPTIONS = {200: "success", 201: "created"}

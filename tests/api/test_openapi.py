@@ -253,3 +253,22 @@ async def test_links_lead_from_the_operation_making_an_id_to_those_using_it(docu
                     assert set(link["parameters"]) <= set(_PARAM.findall(target_path)), (operation["operationId"], link)
                     followed.add((operation["operationId"], link["operationId"]))
     assert {("add_memories", "get_memory"), ("add_memories", "update_memory"), ("put_entity", "get_entity"), ("put_entity", "set_relation"), ("link", "unlink")} <= followed
+
+
+async def test_typed_query_parameters_are_refused_outside_their_schema(api, document):
+    checked = 0
+    for path, item in document["paths"].items():
+        if path == "/v1/events/stream":
+            continue
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                schema = parameter["schema"]
+                if parameter["in"] != "query" or schema.get("type") == "string" and "enum" not in schema:
+                    continue
+                bad = "not-one-of-them" if "enum" in schema else str(schema["maximum"] + 1)
+                params = {parameter["name"]: bad, **({"node": "x"} if path == "/v1/graph/neighbors" and parameter["name"] != "node" else {})}
+                response = await api.raw.request(method.upper(), _PARAM.sub("x", path), params=params)
+                assert response.status == 422, (method, path, parameter["name"], response.status)
+                assert (await response.json())["error"]["field"] == parameter["name"], (path, parameter["name"])
+                checked += 1
+    assert checked >= 10
