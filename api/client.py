@@ -1,20 +1,82 @@
-"""A small typed aiohttp client for mnemolog's HTTP API.
+"""The async Python client for mnemolog's HTTP API: one method per operation.
+
+Each operation of ``GET /openapi.json`` has a method named by its
+``operationId`` (``tests/api/test_client.py`` walks the served document and
+fails on one without). Requests and responses are the Structs the server
+uses (:mod:`mnemolog.api.schemas`, :mod:`mnemolog.api.schemas_knowledge`),
+so a caller gets attributes; an error answer is raised as an
+:class:`ApiError` subclass by kind, carrying the server's JSON error.
 
 >>> async with MnemologClient("http://127.0.0.1:8765", api_key="mlk_…") as client:
-...     written = await client.add({"memory": "I moved to Lisbon", "key": "home city"})
+...     written = await client.add_memories(MemoryIn(memory="I moved to Lisbon", key="home city"))
 ...     found = await client.recall("where do I live?", min_position=written.positions[-1])
+
+Writes are safe to retry: each sends an ``Idempotency-Key`` (generated when
+the caller gives none) and a retry after a dropped connection reuses it, so
+the server replays the first answer instead of writing twice. Reads take
+``as_of`` (a position or an ISO-8601 time) wherever the server keeps history.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+import asyncio
+import contextlib
+import contextvars
+import io
+import os
+import uuid
+from pathlib import Path
+from typing import IO, Any, AsyncIterator, Iterable, Sequence, TypedDict, TypeVar, Union
 
 import aiohttp
 import msgspec
 
+from .schemas import (
+    AddMemoriesRequest,
+    DeleteRequest,
+    DropTenantRequest,
+    LinkRequest,
+    MemoryIn,
+    MergeRequest,
+    ReasonRequest,
+    RevertRequest,
+    RollbackRequest,
+    SubgraphRequest,
+    SupersedeRequest,
+    UndoNamespaceRequest,
+    UpdateMemoryRequest,
+    WorkingMemoryResponse,
+    WriteResponse,
+)
+from .schemas_knowledge import DocumentLinksRequest, EntityIn, RelationIn, RelationKey, RelationsRequest, RelinkRequest, RemoveEntityRequest, TagsIn
+
+__all__ = [
+    "ApiError",
+    "AuthenticationError",
+    "ConflictError",
+    "ForbiddenError",
+    "IdempotencyConflictError",
+    "InvalidInputError",
+    "MnemologClient",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "ServerError",
+    "VersionConflictError",
+    "Written",
+]
+
+AsOf = Union[int, str, None]
+#: A document to upload: a path, a file object with a name, or ``(filename, bytes or file object)``.
+Upload = Union[str, os.PathLike, IO[bytes], tuple[str, Union[bytes, IO[bytes]]]]
+Written = WriteResponse  # what every write answers
+T = TypeVar("T")
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+
 
 class ApiError(Exception):
-    """A 4xx/5xx answer: ``status``, ``code``, ``message`` and the offending ``field``."""
+    """An error answer: ``status``, ``code``, ``message``, the offending ``field`` and the whole JSON ``body``."""
 
     def __init__(self, status: int, code: str, message: str, field: str | None, body: dict[str, Any]):
         super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
@@ -25,18 +87,135 @@ class ApiError(Exception):
         self.body = body
 
 
-class Written(msgspec.Struct):
-    positions: list[int]
+class InvalidInputError(ApiError):
+    """400, 415 or 422: the request is wrong; ``field`` names what (``body`` for the body as a whole)."""
+
+
+class AuthenticationError(ApiError):
+    """401: no key, or an unknown or revoked one."""
+
+
+class ForbiddenError(ApiError):
+    """403: the key lacks the operation's scope."""
+
+
+class NotFoundError(ApiError):
+    """404: no such memory, entity, edge or tenant (at that position)."""
+
+
+class ConflictError(ApiError):
+    """409: the request conflicts with the current state."""
+
+
+class VersionConflictError(ConflictError):
+    """409: ``expected_version`` (``If-Match``) is not the current version; ``current_version`` is."""
+
+    @property
+    def current_version(self) -> int | None:
+        return self.body.get("error", {}).get("current_version")
+
+
+class IdempotencyConflictError(ConflictError):
+    """409: the idempotency key was used before for a different request."""
+
+
+class PayloadTooLargeError(ApiError):
+    """413: the body or an uploaded file is larger than the server takes."""
+
+
+class ServerError(ApiError):
+    """5xx: a server fault (never the caller's)."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {400: InvalidInputError, 401: AuthenticationError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 415: InvalidInputError, 422: InvalidInputError}
+_BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
+
+
+def error_for(status: int, body: bytes) -> ApiError:
+    """The exception for an error answer, by its code, else by its status."""
+    try:
+        decoded = msgspec.json.decode(body) if body else {}
+    except msgspec.DecodeError:
+        decoded = {}
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    if not isinstance(error, dict):  # not our JSON (a proxy, or the HTTP parser refusing the request)
+        error, decoded = {"code": "http_error", "message": body.decode("utf-8", "replace")[:500]}, {}
+    code = str(error.get("code") or "http_error")
+    kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
+    return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
+
+
+# -- the client -------------------------------------------------------------------------------------------
+
+
+class WriteOptions(TypedDict, total=False):
+    """What every write method also takes.
+
+    ``idempotency_key``: replaying it answers the first result (default: a new
+    UUID per call, kept across its retries); ``expected_version``: the
+    memory's version the write expects (``If-Match``), else a
+    :class:`VersionConflictError`; ``correlation_id``: this call's correlation
+    (default: the enclosing :meth:`MnemologClient.correlation`, else the
+    server's own).
+    """
+
+    idempotency_key: str
+    expected_version: int
     correlation_id: str
-    replayed: bool = False
-    memory_ids: list[str] = []
-    data: dict[str, Any] = {}
+
+
+_correlation: contextvars.ContextVar[str | None] = contextvars.ContextVar("mnemolog_correlation", default=None)
+_RETRYABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError)
+
+
+def _body(value: Any) -> Any:
+    """A Struct without the fields left at their defaults (the server applies the same ones), else ``value``.
+
+    Leaving defaults out keeps a partial update partial: an
+    :class:`UpdateMemoryRequest` changes only the fields it sets.
+    """
+    if not isinstance(value, msgspec.Struct):
+        return value
+    out = {}
+    for field in msgspec.structs.fields(value):
+        current = getattr(value, field.name)
+        default = field.default if field.default is not msgspec.NODEFAULT else (field.default_factory() if field.default_factory is not msgspec.NODEFAULT else msgspec.NODEFAULT)
+        if default is msgspec.NODEFAULT or current != default:
+            out[field.encode_name] = current
+    return out
+
+
+def _params(**values: Any) -> list[tuple[str, str]]:
+    """Query parameters without the unset ones; a list value repeats its name."""
+    out: list[tuple[str, str]] = []
+    for name, value in values.items():
+        if value is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            out.append((name, str(item).lower() if isinstance(item, bool) else str(item)))
+    return out
 
 
 class MnemologClient:
-    def __init__(self, base_url: str, *, api_key: str | None = None, tenant: str | None = None, session: aiohttp.ClientSession | None = None, timeout: float = 30.0):
+    """An async client: ``async with MnemologClient(url, api_key=...) as client``.
+
+    ``tenant`` is sent as ``X-Mnemolog-Tenant`` (for a key valid for every
+    tenant, or a server without auth). A request that loses its connection is
+    retried ``max_retries`` times (writes keep their idempotency key).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        tenant: str | None = None,
+        session: aiohttp.ClientSession | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+    ):
         self.base_url = base_url.rstrip("/")
-        self._headers = {}
+        self._headers: dict[str, str] = {}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         if tenant:
@@ -44,148 +223,300 @@ class MnemologClient:
         self._session = session
         self._own_session = session is None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.max_retries = max_retries
 
     async def __aenter__(self) -> "MnemologClient":
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._open()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
 
     async def close(self) -> None:
         if self._session is not None and self._own_session:
             await self._session.close()
             self._session = None
 
-    async def request(self, method: str, path: str, *, json: Any = None, params: dict | None = None, headers: dict | None = None) -> Any:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+    @contextlib.asynccontextmanager
+    async def correlation(self, correlation_id: str | None = None) -> AsyncIterator[str]:
+        """Every write inside runs under one correlation id (yielded), so that :meth:`revert` undoes them together."""
+        cid = correlation_id or f"client-{uuid.uuid4().hex}"
+        token = _correlation.set(cid)
+        try:
+            yield cid
+        finally:
+            _correlation.reset(token)
+
+    # -- transport ---------------------------------------------------------------------------
+
+    async def request(self, method: str, path: str, *, json: Any = None, params: Any = None, headers: dict[str, str] | None = None, form: Any = None) -> Any:
+        """One HTTP exchange, decoded JSON back; retried on a dropped connection. ``form``: a callable building FormData."""
         merged = {**self._headers, **(headers or {})}
-        data = msgspec.json.encode(json) if json is not None else None
-        if data is not None:
+        data = None
+        if json is not None:
+            data = msgspec.json.encode(_body(json))
             merged["Content-Type"] = "application/json"
-        async with self._session.request(method, self.base_url + path, data=data, params=params, headers=merged) as response:
-            body = await response.read()
+        for attempt in range(self.max_retries + 1):
             try:
-                decoded = msgspec.json.decode(body) if body else None
-            except msgspec.DecodeError:
-                if response.status < 400:
+                async with self._open().request(method, self.base_url + path, data=form() if form else data, params=params, headers=merged) as response:
+                    body = await response.read()
+                    if response.status >= 400:
+                        raise error_for(response.status, body)
+                    return msgspec.json.decode(body) if body else None
+            except _RETRYABLE:
+                if attempt == self.max_retries:
                     raise
-                # Not our JSON (a proxy, or the HTTP parser refusing the request): still an ApiError.
-                raise ApiError(response.status, "http_error", body.decode("utf-8", "replace")[:500], None, {}) from None
-            if response.status >= 400:
-                error = (decoded or {}).get("error", {}) if isinstance(decoded, dict) else {}
-                raise ApiError(response.status, error.get("code", "http_error"), error.get("message", ""), error.get("field"), decoded or {})
-            return decoded
+                await asyncio.sleep(0.05 * 2**attempt)
 
-    @staticmethod
-    def _write_headers(idempotency_key: str | None, if_match: int | None, correlation_id: str | None) -> dict[str, str]:
-        headers = {}
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
-        if if_match is not None:
-            headers["If-Match"] = str(if_match)
-        if correlation_id:
-            headers["X-Correlation-Id"] = correlation_id
-        return headers
+    async def _read(self, method: str, path: str, kind: type[T] | None = None, *, json: Any = None, params: Any = None) -> Any:
+        data = await self.request(method, path, json=json, params=params)
+        return msgspec.convert(data, kind) if kind is not None else data
 
-    async def _write(self, method: str, path: str, body: Any = None, *, idempotency_key=None, if_match=None, correlation_id=None) -> Written:
-        data = await self.request(method, path, json=body, headers=self._write_headers(idempotency_key, if_match, correlation_id))
-        return msgspec.convert(data, Written)
+    async def _write(self, method: str, path: str, body: Any = None, options: WriteOptions | None = None, *, params: Any = None, form: Any = None, kind: type = WriteResponse) -> Any:
+        options = options or {}
+        headers = {"Idempotency-Key": options.get("idempotency_key") or uuid.uuid4().hex}
+        if options.get("expected_version") is not None:
+            headers["If-Match"] = str(options["expected_version"])
+        correlation = options.get("correlation_id") or _correlation.get()
+        if correlation:
+            headers["X-Correlation-Id"] = correlation
+        data = await self.request(method, path, json=body, params=params, headers=headers, form=form)
+        return msgspec.convert(data, kind) if kind is not None else data
 
-    # -- writes ------------------------------------------------------------------------
-
-    async def add(self, memory: dict[str, Any], **kw) -> Written:
-        return await self._write("POST", "/v1/memories", {"memory": memory}, **kw)
-
-    async def add_batch(self, memories: list[dict[str, Any]], **kw) -> Written:
-        return await self._write("POST", "/v1/memories", {"memories": memories}, **kw)
-
-    async def update(self, memory_id: str, changes: dict[str, Any], **kw) -> Written:
-        return await self._write("PATCH", f"/v1/memories/{memory_id}", changes, **kw)
-
-    async def merge(self, memory_ids: list[str], text: str | None = None, **kw) -> Written:
-        return await self._write("POST", "/v1/memories/merge", {"memory_ids": memory_ids, "text": text}, **kw)
-
-    async def archive(self, memory_id: str, reason: str = "", **kw) -> Written:
-        return await self._write("POST", f"/v1/memories/{memory_id}/archive", {"reason": reason}, **kw)
-
-    async def delete(self, memory_id: str, reason: str = "", evolve_to: str | None = None, **kw) -> Written:
-        return await self._write("POST", f"/v1/memories/{memory_id}/delete", {"reason": reason, "evolve_to": evolve_to}, **kw)
-
-    async def restore(self, memory_id: str, reason: str = "", **kw) -> Written:
-        return await self._write("POST", f"/v1/memories/{memory_id}/restore", {"reason": reason}, **kw)
-
-    async def rollback(self, memory_id: str, to_version: int, **kw) -> Written:
-        return await self._write("POST", f"/v1/memories/{memory_id}/rollback", {"to_version": to_version}, **kw)
-
-    async def supersede(self, memory_id: str, superseded_by: str, **kw) -> Written:
-        return await self._write("POST", f"/v1/memories/{memory_id}/supersede", {"superseded_by": superseded_by}, **kw)
-
-    async def link(self, source: str, target: str, edge_type: str = "RELATED", *, weight: float = 1.0, edge_id: str | None = None, **kw) -> Written:
-        body = {"source": source, "target": target, "edge_type": edge_type, "weight": weight, "edge_id": edge_id}
-        return await self._write("POST", "/v1/edges", body, **kw)
-
-    async def unlink(self, edge_id: str, **kw) -> Written:
-        return await self._write("DELETE", f"/v1/edges/{edge_id}", None, **kw)
-
-    async def undo_namespace(self, prefix: str, **kw) -> Written:
-        return await self._write("POST", "/v1/edges/undo-namespace", {"prefix": prefix}, **kw)
-
-    async def revert(self, correlation_id: str, *, force: bool = False, **kw) -> Written:
-        return await self._write("POST", "/v1/reverts", {"correlation_id": correlation_id, "force": force}, **kw)
-
-    # -- reads -------------------------------------------------------------------------
-
-    async def get(self, memory_id: str, *, as_of: int | str | None = None) -> dict[str, Any]:
-        params = {"as_of": str(as_of)} if as_of is not None else None
-        return await self.request("GET", f"/v1/memories/{memory_id}", params=params)
-
-    async def history(self, memory_id: str) -> dict[str, Any]:
-        return await self.request("GET", f"/v1/memories/{memory_id}/history")
-
-    async def working_memory(self, *, as_of: int | str | None = None) -> dict[str, Any]:
-        params = {"as_of": str(as_of)} if as_of is not None else None
-        return await self.request("GET", "/v1/working-memory", params=params)
-
-    async def recall(self, query: str, **options: Any) -> dict[str, Any]:
-        return await self.request("POST", "/v1/recall", json={"query": query, **options})
-
-    async def search(self, query: str, **options: Any) -> dict[str, Any]:
-        return await self.request("POST", "/v1/search", json={"query": query, **options})
-
-    async def neighbors(self, node: str, *, depth: int = 1, direction: str = "both", as_of: int | str | None = None) -> dict[str, Any]:
-        params = {"node": node, "depth": str(depth), "direction": direction}
-        if as_of is not None:
-            params["as_of"] = str(as_of)
-        return await self.request("GET", "/v1/graph/neighbors", params=params)
-
-    async def events(self, *, after: int = 0, limit: int = 100, **filters: str) -> dict[str, Any]:
-        return await self.request("GET", "/v1/events", params={"after": str(after), "limit": str(limit), **filters})
-
-    async def tail(self, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
-        """Server-sent events from ``after`` on, as decoded dicts (resumes with their ids)."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
-        headers = {**self._headers, "Last-Event-ID": str(after)}
-        async with self._session.get(self.base_url + "/v1/events/stream", headers=headers, timeout=aiohttp.ClientTimeout(total=None)) as response:
-            if response.status >= 400:
-                body = msgspec.json.decode(await response.read())
-                error = body.get("error", {})
-                raise ApiError(response.status, error.get("code", ""), error.get("message", ""), error.get("field"), body)
-            async for line in response.content:
-                if line.startswith(b"data: "):
-                    yield msgspec.json.decode(line[6:])
-
-    async def digest(self) -> dict[str, Any]:
-        return await self.request("GET", "/v1/digest")
-
-    async def verify(self, against: str | None = None) -> dict[str, Any]:
-        return await self.request("GET", "/v1/verify", params={"against": against} if against else None)
-
-    async def capabilities(self) -> dict[str, Any]:
-        return await self.request("GET", "/v1/capabilities")
+    # -- meta ------------------------------------------------------------------------------------
 
     async def health(self) -> dict[str, Any]:
-        return await self.request("GET", "/health")
+        return await self._read("GET", "/health")
+
+    async def capabilities(self) -> dict[str, Any]:
+        return await self._read("GET", "/v1/capabilities")
+
+    async def openapi(self) -> dict[str, Any]:
+        return await self._read("GET", "/openapi.json")
+
+    # -- memories ----------------------------------------------------------------------------
+
+    async def add_memories(self, memory: MemoryIn | dict[str, Any] | None = None, *, memories: Sequence[MemoryIn | dict[str, Any]] | None = None, **options: Any) -> WriteResponse:
+        """One memory, or ``memories``: an atomic batch."""
+        body = {"memory": _body(memory)} if memory is not None else {"memories": [_body(m) for m in memories or []]}
+        return await self._write("POST", "/v1/memories", body, options)
+
+    async def update_memory(self, memory_id: str, changes: UpdateMemoryRequest | dict[str, Any], **options: Any) -> WriteResponse:
+        return await self._write("PATCH", f"/v1/memories/{memory_id}", changes, options)
+
+    async def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, **options: Any) -> WriteResponse:
+        return await self._write("POST", "/v1/memories/merge", MergeRequest(list(memory_ids), text), options)
+
+    async def archive_memory(self, memory_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{memory_id}/archive", ReasonRequest(reason), options)
+
+    async def delete_memory(self, memory_id: str, *, reason: str = "", evolve_to: str | None = None, **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{memory_id}/delete", DeleteRequest(reason, evolve_to), options)
+
+    async def restore_memory(self, memory_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{memory_id}/restore", ReasonRequest(reason), options)
+
+    async def rollback_memory(self, memory_id: str, to_version: int, *, reason: str = "", **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{memory_id}/rollback", {"to_version": to_version, "reason": reason}, options)
+
+    async def supersede_memory(self, memory_id: str, superseded_by: str, **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{memory_id}/supersede", SupersedeRequest(superseded_by), options)
+
+    async def get_memory(self, memory_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", f"/v1/memories/{memory_id}", params=_params(as_of=as_of))
+
+    async def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
+        """Every version of a memory; with ``as_of``, the versions written by then."""
+        return await self._read("GET", f"/v1/memories/{memory_id}/history", params=_params(as_of=as_of))
+
+    async def working_memory(self, *, as_of: AsOf = None) -> WorkingMemoryResponse:
+        return await self._read("GET", "/v1/working-memory", WorkingMemoryResponse, params=_params(as_of=as_of))
+
+    # -- edges, reverts, tenants -------------------------------------------------------------------
+
+    async def link(self, source: str, target: str, edge_type: str = "RELATED", *, weight: float = 1.0, edge_id: str | None = None, properties: dict[str, Any] | None = None, **options: Any) -> WriteResponse:
+        body = LinkRequest(source=source, target=target, edge_type=edge_type, weight=weight, edge_id=edge_id, properties=properties or {})
+        return await self._write("POST", "/v1/edges", body, options)
+
+    async def unlink(self, edge_id: str, **options: Any) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/edges/{edge_id}", None, options)
+
+    async def undo_namespace(self, prefix: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        return await self._write("POST", "/v1/edges/undo-namespace", UndoNamespaceRequest(prefix, reason), options)
+
+    async def revert(self, correlation_id: str, /, *, force: bool = False, **options: Any) -> WriteResponse:
+        """Undo everything done under ``correlation_id`` (see :meth:`correlation`)."""
+        return await self._write("POST", "/v1/reverts", RevertRequest(correlation_id, force), options)
+
+    async def drop_tenant(self, confirm: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        """Drop the key's tenant (``confirm`` repeats its name) after writing an export backup."""
+        return await self._write("POST", "/v1/admin/drop-tenant", DropTenantRequest(confirm, reason), options)
+
+    # -- recall and the graph ----------------------------------------------------------------------
+
+    async def recall(self, query: str, *, as_of: AsOf = None, **options: Any) -> dict[str, Any]:
+        """Fused recall; ``options`` are :class:`~mnemolog.api.schemas.RecallRequest`'s fields (limit, filters, min_position, …)."""
+        return await self._read("POST", "/v1/recall", json={"query": query, **options, **({"as_of": as_of} if as_of is not None else {})})
+
+    async def search(self, query: str, *, as_of: AsOf = None, **options: Any) -> dict[str, Any]:
+        """The raw channels, unfused; ``options`` as for :meth:`recall`."""
+        return await self._read("POST", "/v1/search", json={"query": query, **options, **({"as_of": as_of} if as_of is not None else {})})
+
+    async def neighbors(self, node: str, *, depth: int = 1, direction: str = "both", types: Sequence[str] | None = None, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", "/v1/graph/neighbors", params=_params(node=node, depth=depth, direction=direction, type=types, as_of=as_of))
+
+    async def subgraph(self, seeds: Sequence[str], *, depth: int = 2, direction: str = "both", edge_types: Sequence[str] | None = None, max_nodes: int = 200, max_edges: int = 1000, as_of: AsOf = None) -> dict[str, Any]:
+        body = SubgraphRequest(seeds=list(seeds), depth=depth, direction=direction, edge_types=list(edge_types) if edge_types else None, max_nodes=max_nodes, max_edges=max_edges, as_of=as_of)  # type: ignore[arg-type]
+        return await self._read("POST", "/v1/graph/subgraph", json=body)
+
+    async def graph_stats(self, *, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", "/v1/graph/stats", params=_params(as_of=as_of))
+
+    # -- the log ---------------------------------------------------------------------------------
+
+    async def list_events(self, *, after: int = 0, limit: int = 100, types: Sequence[str] | None = None, stream: str | None = None, correlation_id: str | None = None, as_of: int | None = None) -> dict[str, Any]:
+        """A page of the tenant's events after ``after``; ``as_of``: only those at or before that position."""
+        return await self._read("GET", "/v1/events", params=_params(after=after, limit=limit, type=types, stream=stream, correlation_id=correlation_id, as_of=as_of))
+
+    async def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
+        """The tenant's events after ``after`` as they are written: an endless async iterator.
+
+        After a dropped connection it reconnects with ``Last-Event-ID`` set to
+        the last event it yielded, so no event is lost or repeated; an event
+        cut off mid-way is never yielded. ``idle_timeout``: how long a silent
+        connection is trusted (the server sends a keep-alive every 15 s).
+        """
+        last = after
+        failures = 0
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=idle_timeout)
+        while True:
+            try:
+                headers = {**self._headers, "Last-Event-ID": str(last), "Accept": "text/event-stream"}
+                async with self._open().get(self.base_url + "/v1/events/stream", headers=headers, timeout=timeout) as response:
+                    if response.status >= 400:
+                        raise error_for(response.status, await response.read())
+                    event_id, data = None, []
+                    async for raw in response.content:
+                        line = raw.rstrip(b"\r\n")
+                        if line.startswith(b"id:"):
+                            event_id = int(line[3:].strip())
+                        elif line.startswith(b"data:"):
+                            data.append(line[5:].lstrip(b" "))
+                        elif not line and data:
+                            event = msgspec.json.decode(b"\n".join(data))
+                            last = event_id if event_id is not None else event.get("position", last)
+                            event_id, data, failures = None, [], 0
+                            yield event
+            except _RETRYABLE:
+                failures += 1
+                if failures > self.max_retries:
+                    raise
+                await asyncio.sleep(0.05 * 2**failures)
+
+    async def digest(self) -> dict[str, Any]:
+        return await self._read("GET", "/v1/digest")
+
+    async def verify(self, *, start: int | None = None, end: int | None = None, against: str | Sequence[str] | None = None) -> dict[str, Any]:
+        """Walk the hash chain from ``start`` to ``end``, optionally against kept digests (``POSITION:HASH``)."""
+        return await self._read("GET", "/v1/verify", params=_params(**{"from": start, "to": end, "against": against}))
+
+    async def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> dict[str, Any]:
+        """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
+        if isinstance(wait, (int, float)):
+            wait = f"{wait}s"
+        return await self._read("GET", "/v1/organizer/status", params=_params(min_position=min_position, wait=wait))
+
+    # -- entities and tags -----------------------------------------------------------------------
+
+    async def put_entity(self, entity_id: str, entity: EntityIn | dict[str, Any], **options: Any) -> WriteResponse:
+        """Create or replace an entity (``data["created"]`` says which)."""
+        return await self._write("PUT", f"/v1/entities/{entity_id}", entity, options)
+
+    async def delete_entity(self, entity_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/entities/{entity_id}", RemoveEntityRequest(reason), options)
+
+    async def put_tags(self, entity_id: str, tags: Sequence[str], **options: Any) -> WriteResponse:
+        return await self._write("PUT", f"/v1/entities/{entity_id}/tags", TagsIn(list(tags)), options)
+
+    async def set_relation(self, entity_id: str, target_id: str, relation_type: str, *, weight: float = 1.0, **options: Any) -> WriteResponse:
+        return await self._write("POST", f"/v1/entities/{entity_id}/relations", RelationIn(target_id=target_id, relation_type=relation_type, weight=weight), options)
+
+    async def remove_relation(self, entity_id: str, target_id: str, relation_type: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        body = RelationKey(target_id=target_id, relation_type=relation_type, reason=reason)
+        return await self._write("DELETE", f"/v1/entities/{entity_id}/relations", body, options)
+
+    async def get_entity(self, entity_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", f"/v1/entities/{entity_id}", params=_params(as_of=as_of))
+
+    async def find_entities(self, q: str = "", *, tag: str | None = None, entity_type: str | None = None, limit: int = 50, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", "/v1/entities", params=_params(q=q or None, tag=tag, type=entity_type, limit=limit, as_of=as_of))
+
+    async def related(self, entity_id: str, *, depth: int = 1, direction: str = "out", types: Sequence[str] | None = None, limit: int = 100, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", f"/v1/entities/{entity_id}/related", params=_params(depth=depth, direction=direction, type=types, limit=limit, as_of=as_of))
+
+    async def find_tags(self, prefix: str = "", *, limit: int = 100, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("GET", "/v1/tags", params=_params(prefix=prefix or None, limit=limit, as_of=as_of))
+
+    # -- documents and linking -------------------------------------------------------------------
+
+    async def import_documents(
+        self,
+        files: Upload | Iterable[Upload],
+        *,
+        collection: str | None = None,
+        doc_type: str | None = None,
+        lang: str | None = None,
+        source_url: str | None = None,
+        model: str | None = None,
+        doc_id: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Upload text, Markdown or PDF files; the import report (a bad file is reported, not raised).
+
+        A file is a path, a file object with a ``name``, or ``(filename,
+        bytes or file object)``; its document id is ``doc_id`` (one file
+        only), else its file name.
+        """
+        items = [files] if isinstance(files, (str, os.PathLike, tuple, io.IOBase)) or hasattr(files, "read") else list(files)
+        uploads = [_upload(item) for item in items]
+        meta = {"collection": collection, "doc_type": doc_type, "lang": lang, "source_url": source_url, "model": model, "doc_id": doc_id}
+
+        def form() -> aiohttp.FormData:
+            data = aiohttp.FormData()
+            for name, content in uploads:
+                data.add_field("file", content, filename=name, content_type="application/octet-stream")
+            for key, value in meta.items():
+                if value is not None:
+                    data.add_field(key, value)
+            return data
+
+        return await self._write("POST", "/v1/import/documents", None, options, form=form, kind=None)
+
+    async def relink(self, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20, **options: Any) -> dict[str, Any]:
+        """Re-run the entity linker: a dry run, or with ``commit`` a write (write scope)."""
+        body = RelinkRequest(commit=commit, include_tags=include_tags, max_alias_document_frequency=max_alias_document_frequency, preview=preview)
+        return await self._write("POST", "/v1/graph/relink", body, options, kind=None)
+
+    async def document_links(self, *, doc_id: str | None = None, collection: str | None = None, min_shared: int = 1, limit: int = 20, max_entity_documents: int = 200, as_of: AsOf = None) -> dict[str, Any]:
+        body = DocumentLinksRequest(doc_id=doc_id, collection=collection, min_shared=min_shared, limit=limit, max_entity_documents=max_entity_documents, as_of=as_of)
+        return await self._read("POST", "/v1/graph/document-links", json=body)
+
+    async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> dict[str, Any]:
+        return await self._read("POST", "/v1/relations", json=RelationsRequest(question=question, limit=limit, as_of=as_of))
+
+
+def _upload(item: Upload) -> tuple[str, bytes]:
+    """``(filename, bytes)`` of one file to upload, read now so that a retry can send it again."""
+    if isinstance(item, tuple):
+        name, content = item
+        return name, content if isinstance(content, bytes) else content.read()
+    if isinstance(item, (str, os.PathLike)):
+        path = Path(item)
+        return path.name, path.read_bytes()
+    name = Path(getattr(item, "name", "") or "document").name
+    return name, item.read()

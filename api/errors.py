@@ -53,9 +53,9 @@ def field_of(exc: msgspec.ValidationError | msgspec.DecodeError) -> str | None:
     return path or None
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None, **extra) -> web.Response:
+def error_response(status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None, **extra) -> web.Response:
     body = {"error": {"code": code, "message": message, "field": field, **extra}}
-    return web.Response(status=status, body=msgspec.json.encode(body), content_type="application/json")
+    return web.Response(status=status, body=msgspec.json.encode(body), content_type="application/json", headers=headers)
 
 
 _STATUS_CODES = {
@@ -107,7 +107,9 @@ async def error_middleware(request: web.Request, handler):
             raise
         code = _STATUS_CODES.get(exc.status, "http_error")
         message = exc.reason if exc.status != 413 else "the request body is too large"
-        return error_response(exc.status, code, message, "body" if exc.status == 413 else None)
+        # A 405 keeps its Allow header (RFC 9110: the methods the resource takes).
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return error_response(exc.status, code, message, "body" if exc.status == 413 else None, headers)
     except Exception as exc:
         known = as_api_error(exc)
         if known is not None:

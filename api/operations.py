@@ -175,8 +175,15 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
 # -- memories, graph, log ---------------------------------------------------------------------------
 
 
-def history(svc: MemoryService, tenant: str, memory_id: str) -> dict[str, Any]:
-    return {"memory_id": memory_id, "versions": svc.history(tenant, memory_id)}
+def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
+    """Every version of a memory; as of a position or time, the versions written by then."""
+    position = svc.resolve_as_of(as_of)
+    versions = svc.history(tenant, memory_id)
+    if position is not None:
+        versions = [v for v in versions if v["position"] <= position]
+        if not versions:
+            raise NotFound("memory", memory_id)
+    return {"memory_id": memory_id, "versions": versions}
 
 
 def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:
@@ -188,10 +195,19 @@ def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction:
 
 
 def events_page(
-    svc: MemoryService, tenant: str, after: int, limit: int, *, types: list[str] | None = None, stream: str | None = None, correlation_id: str | None = None
+    svc: MemoryService,
+    tenant: str,
+    after: int,
+    limit: int,
+    *,
+    types: list[str] | None = None,
+    stream: str | None = None,
+    correlation_id: str | None = None,
+    as_of: Any = None,
 ) -> dict[str, Any]:
-    """One page of the tenant's events after position ``after``, and where the next page starts."""
-    events = svc.store.read_all(after, limit, tenant=tenant, types=types, stream_id=stream or None, correlation_id=correlation_id or None)
+    """One page of the tenant's events after position ``after`` (as of a position or time: those recorded by then), and where the next page starts."""
+    until = svc.resolve_as_of(as_of)
+    events = svc.store.read_all(after, limit, tenant=tenant, types=types, until=until, stream_id=stream or None, correlation_id=correlation_id or None)
     return {"events": [e.to_dict() for e in events], "next_after": events[-1].position if events else after}
 
 

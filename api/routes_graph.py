@@ -69,7 +69,7 @@ async def subgraph(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type", query=(("as_of", "position or time"),))
-async def stats(request: web.Request) -> web.Response:
+async def graph_stats(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = request.app[keys.service_key]
     body = await read(request, svc.graph.stats, tenant, as_of=check_as_of(request.query.get("as_of")))

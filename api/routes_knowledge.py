@@ -162,7 +162,7 @@ def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) 
 
 
 @routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
-async def tags(request: web.Request) -> web.Response:
+async def find_tags(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 100, low=1, high=1000)
     return json_response(await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of")))
@@ -293,7 +293,7 @@ async def import_documents(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
-async def relink_graph(request: web.Request) -> web.Response:
+async def relink(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)
     svc = _svc(request)

@@ -12,7 +12,7 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, is_number, json_response, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, json_response, query_int, read
 
 routes = RouteTable()
 
@@ -24,7 +24,14 @@ KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and 
     "/v1/events",
     scope="read",
     summary="The tenant's events, paginated by position",
-    query=(("after", "position"), ("limit", "1..1000"), ("type", "event type, repeatable"), ("stream", "stream id"), ("correlation_id", "correlation id")),
+    query=(
+        ("after", "position"),
+        ("limit", "1..1000"),
+        ("type", "event type, repeatable"),
+        ("stream", "stream id"),
+        ("correlation_id", "correlation id"),
+        ("as_of", "position or ISO-8601 time: only events recorded by then"),
+    ),
 )
 async def list_events(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
@@ -42,11 +49,18 @@ async def list_events(request: web.Request) -> web.Response:
         types=types,
         stream=request.query.get("stream"),
         correlation_id=request.query.get("correlation_id"),
+        as_of=check_as_of(request.query.get("as_of")),
     )
     return json_response(body)
 
 
-@routes.get("/v1/events/stream", scope="read", summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)", query=(("after", "position"),))
+@routes.get(
+    "/v1/events/stream",
+    scope="read",
+    summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)",
+    query=(("after", "position"),),
+    media_type="text/event-stream",
+)
 async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
     last = request.headers.get("Last-Event-ID")

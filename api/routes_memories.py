@@ -65,7 +65,7 @@ async def merge_memories(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-def _status_route(path: str, summary: str, command_name: str, request_type):
+def _status_route(name: str, path: str, summary: str, command_name: str, request_type):
     async def handler(request: web.Request) -> web.Response:
         ctx, body, svc = await write_request(request, request_type)
         command = getattr(svc.memories, command_name)
@@ -75,14 +75,14 @@ def _status_route(path: str, summary: str, command_name: str, request_type):
         result = await write(request, svc.run, command, ctx, request.match_info["id"], **kwargs)
         return write_response(result)
 
-    handler.__name__ = command_name
+    handler.__name__ = handler.__qualname__ = name  # the operationId
     routes.post(path, scope="write", summary=summary, request=request_type, response=WriteResponse)(handler)
     return handler
 
 
-archive_memory = _status_route("/v1/memories/{id}/archive", "Archive a memory", "archive", ReasonRequest)
-delete_memory = _status_route("/v1/memories/{id}/delete", "Soft-delete a memory (optionally evolving to another)", "soft_delete", DeleteRequest)
-restore_memory = _status_route("/v1/memories/{id}/restore", "Restore an archived or deleted memory", "restore", ReasonRequest)
+archive_memory = _status_route("archive_memory", "/v1/memories/{id}/archive", "Archive a memory", "archive", ReasonRequest)
+delete_memory = _status_route("delete_memory", "/v1/memories/{id}/delete", "Soft-delete a memory (optionally evolving to another)", "soft_delete", DeleteRequest)
+restore_memory = _status_route("restore_memory", "/v1/memories/{id}/restore", "Restore an archived or deleted memory", "restore", ReasonRequest)
 
 
 @routes.post("/v1/memories/{id}/rollback", scope="write", summary="Roll a memory back to an earlier version", request=RollbackRequest, response=WriteResponse)
@@ -111,11 +111,17 @@ async def get_memory(request: web.Request) -> web.Response:
     return json_response(view, headers={"ETag": f'"{view.version}"'})
 
 
-@routes.get("/v1/memories/{id}/history", scope="read", summary="Every version of a memory, from its stream")
+
+@routes.get(
+    "/v1/memories/{id}/history",
+    scope="read",
+    summary="Every version of a memory, from its stream (as of a position or time: those written by then)",
+    query=(("as_of", "position or ISO-8601 time"),),
+)
 async def memory_history(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    return json_response(await read(request, operations.history, svc, tenant, request.match_info["id"]))
+    return json_response(await read(request, operations.history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of"))))
 
 
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
@@ -138,7 +144,7 @@ async def working_memory(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse, statuses=(201,))
-async def link_edge(request: web.Request) -> web.Response:
+async def link(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, LinkRequest)
     result = await write(
         request,
@@ -155,8 +161,8 @@ async def link_edge(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge")
-async def unlink_edge(request: web.Request) -> web.Response:
+@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge", response=WriteResponse)
+async def unlink(request: web.Request) -> web.Response:
     ctx, _, svc = await write_request(request)
     result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"])
     return write_response(result)
@@ -170,7 +176,7 @@ async def undo_namespace(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/reverts", scope="write", summary="Revert everything a correlation id did (dry_run: say what it would do, write nothing)", request=RevertRequest, response=WriteResponse)
-async def revert_correlation(request: web.Request) -> web.Response:
+async def revert(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RevertRequest)
     result = await write(request, svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force, dry_run=body.dry_run)
     return write_response(result)

@@ -39,6 +39,7 @@ class Route(msgspec.Struct, frozen=True):
     query: tuple[tuple[str, str], ...] = ()  # (name, description)
     body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
     statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
+    media_type: str = "application/json"  # of its success answers
 
 
 class RouteTable:
@@ -48,10 +49,11 @@ class RouteTable:
         self._routes: list[Route] = []
 
     def route(
-        self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,)
+        self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,),
+        media_type: str = "application/json",
     ):
         def decorate(handler):
-            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses)))
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type))
             return handler
 
         return decorate

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
@@ -55,11 +55,15 @@ class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
 class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Either ``memory`` (one item) or ``memories`` (an atomic batch)."""
 
+    body_required: ClassVar[bool] = True  # every field is optional, but one of them must be sent
     memory: MemoryIn | None = None
     memories: Annotated[list[MemoryIn], Meta(max_length=10_000)] | None = None
 
 
 class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
+    """The fields to change (at least one); those left out keep their value."""
+
+    body_required: ClassVar[bool] = True
     memory: Text | None = None
     key: str | None = None
     tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] | None = None

@@ -2,7 +2,7 @@
 
 The public API, imported on first use so that ``import mnemolog`` stays cheap:
 
->>> from mnemolog import EventStore, MemoryService, MnemologClient, create_app
+>>> from mnemolog import Client, EventStore, MemoryService, MnemologClient, create_app
 
 The layers install as subpackages: :mod:`mnemolog.eventstore` (the log and
 the commands), :mod:`mnemolog.projections` (the read side),
@@ -25,6 +25,8 @@ _PUBLIC = {
     "MemoryService": "mnemolog.projections.service",
     "create_app": "mnemolog.api.app",
     "MnemologClient": "mnemolog.api.client",
+    "Client": "mnemolog.api.sync_client",
+    "ApiError": "mnemolog.api.client",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -108,12 +108,12 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
                 {k: v for k, v in {"memory": c.memory, "sources": list(c.sources), "collection": c.collection, "background": c.background, "properties": c.properties}.items() if v is not None}
                 for c in batch
             ]
-            written = await client.add_batch(body)
+            written = await client.add_memories(memories=body)
             last = max(last, *written.positions)
             for memory_id, content in zip(written.memory_ids, batch):
                 source_of[memory_id] = content.sources[0]
         try:  # let the organizer link the conversation order, when the server runs one
-            await client.request("GET", "/v1/organizer/status", params={"min_position": str(last), "wait": "30s"})
+            await client.organizer_status(min_position=last, wait="30s")
         except (ApiError, aiohttp.ClientError, asyncio.TimeoutError):
             pass
         ingest_s = time.perf_counter() - began

@@ -57,7 +57,7 @@ class Api:
         """How many events the client's tenant can see in /v1/events."""
         total, after = 0, 0
         while True:
-            page = await client.events(after=after, limit=1000)
+            page = await client.list_events(after=after, limit=1000)
             total += len(page["events"])
             if not page["events"]:
                 return total

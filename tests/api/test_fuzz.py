@@ -7,9 +7,13 @@ key made by ``mnemolog keys create``. For every operation of
 parameters are fuzzed twice, once with generated ids and once with ids that
 exist (seeded first), so that the handlers behind the 404 are reached too.
 
-Every response must pass:
+Every response must pass every schemathesis check but one (see ``CHECKS``):
 
 - no 5xx (``not_a_server_error``);
+- an undeclared method is a 405 with ``Allow`` (``unsupported_method``,
+  ``allow_header_conformance``); a request without its key is refused
+  (``ignored_auth``, ``missing_required_header``); schema-invalid requests are
+  refused (``negative_data_rejection``); documented headers conform;
 - a documented status and content type, and a body that matches the
   documented schema (``status_code_conformance``, ``content_type_conformance``,
   ``response_schema_conformance``);
@@ -32,13 +36,40 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
-from schemathesis.checks import content_type_conformance, not_a_server_error, response_schema_conformance, status_code_conformance
+from schemathesis.checks import (
+    allow_header_conformance,
+    content_type_conformance,
+    ignored_auth,
+    missing_required_header,
+    negative_data_rejection,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+    unsupported_method,
+)
 
 from tests.serving import create_key, serve
 
 EXAMPLES = 20
 SKIPPED = {"/v1/events/stream"}  # an endless server-sent event stream
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+    missing_required_header,
+    unsupported_method,
+    ignored_auth,
+    allow_header_conformance,
+]
+# Off: positive_data_acceptance. Query and path parameters are documented as
+# plain strings and several bodies accept any string where the handler wants a
+# position, a time or an existing id, so schema-valid requests are still
+# refused (400/422) on 36 operations; the check goes on once those schemas are
+# as strict as the handlers. max_response_time is a timing, never asserted here.
 NAMED_FIELD_STATUSES = (400, 413, 415, 422)
 
 

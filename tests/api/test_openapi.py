@@ -207,3 +207,68 @@ async def test_documented_success_statuses_are_the_ones_answered(api, document):
     assert (await api.raw.put("/v1/entities/e2", json={"name": "F"})).status == 201
     assert (await api.raw.post("/v1/entities/e1/relations", json={"target_id": "e2", "relation_type": "knows"})).status == 201
     assert (await api.raw.post("/v1/entities/e1/relations", json={"target_id": "e2", "relation_type": "knows", "weight": 0.5})).status == 200
+
+
+async def test_an_undeclared_method_is_405_with_allow_naming_the_declared_ones(api, document):
+    for path, item in document["paths"].items():
+        declared = {m.upper() for m in item}
+        concrete = _PARAM.sub("x", path)
+        # A method that no template matching this path declares (PATCH /v1/memories/merge is PATCH /v1/memories/{id}).
+        overlapping = {m.upper() for other, o in document["paths"].items() if re.fullmatch(_PARAM.sub("[^/]+", other), concrete) for m in o}
+        undeclared = next(m for m in ("PATCH", "PUT", "DELETE", "POST", "GET") if m not in overlapping)
+        response = await api.raw.request(undeclared, concrete)
+        assert response.status == 405, (undeclared, path)
+        allowed = {m.strip() for m in response.headers.get("Allow", "").split(",") if m.strip()}
+        assert declared <= allowed, (path, response.headers.get("Allow"))
+        assert (await response.json())["error"]["code"] == "method_not_allowed"
+
+
+async def test_the_event_stream_is_documented_as_server_sent_events(document):
+    assert list(document["paths"]["/v1/events/stream"]["get"]["responses"]["200"]["content"]) == ["text/event-stream"]
+
+
+async def test_a_body_is_required_only_when_the_handler_needs_one(api, document):
+    """Bodies whose every field has a default decode from an empty body: the document says they are optional."""
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            body = operation.get("requestBody")
+            if body is None or "application/json" not in body["content"] or "multipart/form-data" in body["content"]:
+                continue
+            if any(p["in"] == "query" for p in operation.get("parameters", [])):  # the query can stand in for the body
+                assert body["required"] is False, (method, path)
+                continue
+            response = await api.raw.request(method.upper(), _PARAM.sub("x", path))
+            refused_for_the_body = response.status in (400, 422) and (await response.json())["error"]["field"] not in (None, "x", "id", "node")
+            assert body["required"] == refused_for_the_body, (method, path, response.status, await response.text())
+
+
+async def test_links_lead_from_the_operation_making_an_id_to_those_using_it(document):
+    by_id = {op["operationId"]: (path, op) for path, item in document["paths"].items() for op in item.values()}
+    followed = set()
+    for path, item in document["paths"].items():
+        for operation in item.values():
+            for response in operation["responses"].values():
+                for link in response.get("links", {}).values():
+                    target_path, target = by_id[link["operationId"]]
+                    assert set(link["parameters"]) <= set(_PARAM.findall(target_path)), (operation["operationId"], link)
+                    followed.add((operation["operationId"], link["operationId"]))
+    assert {("add_memories", "get_memory"), ("add_memories", "update_memory"), ("put_entity", "get_entity"), ("put_entity", "set_relation"), ("link", "unlink")} <= followed
+
+
+async def test_typed_query_parameters_are_refused_outside_their_schema(api, document):
+    checked = 0
+    for path, item in document["paths"].items():
+        if path == "/v1/events/stream":
+            continue
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                schema = parameter["schema"]
+                if parameter["in"] != "query" or schema.get("type") == "string" and "enum" not in schema:
+                    continue
+                bad = "not-one-of-them" if "enum" in schema else str(schema["maximum"] + 1)
+                params = {parameter["name"]: bad, **({"node": "x"} if path == "/v1/graph/neighbors" and parameter["name"] != "node" else {})}
+                response = await api.raw.request(method.upper(), _PARAM.sub("x", path), params=params)
+                assert response.status == 422, (method, path, parameter["name"], response.status)
+                assert (await response.json())["error"]["field"] == parameter["name"], (path, parameter["name"])
+                checked += 1
+    assert checked >= 10

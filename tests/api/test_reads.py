@@ -13,53 +13,53 @@ from mnemolog.api.client import ApiError
 
 
 async def add(client, text: str, **fields) -> str:
-    return (await client.add({"memory": text, **fields})).memory_ids[0]
+    return (await client.add_memories({"memory": text, **fields})).memory_ids[0]
 
 
 # -- memories: as_of and history -----------------------------------------------------------------
 
 
 async def test_get_memory_as_of_a_position(client):
-    first = await client.add({"memory": "Rent is 900 euros"})
+    first = await client.add_memories({"memory": "Rent is 900 euros"})
     [memory_id] = first.memory_ids
-    second = await client.update(memory_id, {"memory": "Rent is 950 euros"})
-    assert (await client.get(memory_id))["memory"] == "Rent is 950 euros"
-    old = await client.get(memory_id, as_of=first.positions[-1])
+    second = await client.update_memory(memory_id, {"memory": "Rent is 950 euros"})
+    assert (await client.get_memory(memory_id))["memory"] == "Rent is 950 euros"
+    old = await client.get_memory(memory_id, as_of=first.positions[-1])
     assert old["memory"] == "Rent is 900 euros" and old["version"] == 1
-    assert (await client.get(memory_id, as_of=second.positions[-1]))["version"] == 2
+    assert (await client.get_memory(memory_id, as_of=second.positions[-1]))["version"] == 2
     # Before the memory existed it is not found.
     with pytest.raises(ApiError) as err:
-        await client.get(memory_id, as_of=first.positions[0] - 1) if first.positions[0] > 1 else await client.get(memory_id, as_of=0)
+        await client.get_memory(memory_id, as_of=first.positions[0] - 1) if first.positions[0] > 1 else await client.get_memory(memory_id, as_of=0)
     assert err.value.status == 404
 
 
 async def test_get_memory_as_of_an_iso_time(client):
-    first = await client.add({"memory": "The office is on floor 3"})
+    first = await client.add_memories({"memory": "The office is on floor 3"})
     [memory_id] = first.memory_ids
     await asyncio.sleep(0.02)
-    second = await client.update(memory_id, {"memory": "The office is on floor 5"})
-    events = (await client.events(stream=f"memory-{memory_id}"))["events"]
+    second = await client.update_memory(memory_id, {"memory": "The office is on floor 5"})
+    events = (await client.list_events(stream=f"memory-{memory_id}"))["events"]
     t1 = datetime.fromisoformat(events[0]["recorded_at"].replace("Z", "+00:00"))
     t2 = datetime.fromisoformat(events[1]["recorded_at"].replace("Z", "+00:00"))
     assert events[1]["position"] == second.positions[0]
     between = t1 + (t2 - t1) / 2
     for stamp in (between.isoformat(), between.strftime("%Y-%m-%dT%H:%M:%S.%fZ")):
-        view = await client.get(memory_id, as_of=stamp)
+        view = await client.get_memory(memory_id, as_of=stamp)
         assert view["memory"] == "The office is on floor 3", stamp
     later = (t2 + timedelta(seconds=1)).isoformat()
-    assert (await client.get(memory_id, as_of=later))["memory"] == "The office is on floor 5"
+    assert (await client.get_memory(memory_id, as_of=later))["memory"] == "The office is on floor 5"
     with pytest.raises(ApiError) as err:
-        await client.get(memory_id, as_of=(t1 - timedelta(days=1)).isoformat())
+        await client.get_memory(memory_id, as_of=(t1 - timedelta(days=1)).isoformat())
     assert err.value.status == 404
 
 
 async def test_history_lists_every_version(client):
-    first = await client.add({"memory": "v1 text", "tags": ["a"]}, correlation_id="hist-1")
+    first = await client.add_memories({"memory": "v1 text", "tags": ["a"]}, correlation_id="hist-1")
     [memory_id] = first.memory_ids
-    await client.update(memory_id, {"memory": "v2 text", "reason": "typo"})
-    await client.archive(memory_id, reason="old")
-    await client.rollback(memory_id, 1)
-    body = await client.history(memory_id)
+    await client.update_memory(memory_id, {"memory": "v2 text", "reason": "typo"})
+    await client.archive_memory(memory_id, reason="old")
+    await client.rollback_memory(memory_id, 1)
+    body = await client.memory_history(memory_id)
     assert body["memory_id"] == memory_id
     versions = body["versions"]
     assert [v["version"] for v in versions] == [1, 2, 3, 4]
@@ -71,7 +71,7 @@ async def test_history_lists_every_version(client):
     assert versions[0]["position"] == first.positions[0]
     assert all(v["position"] < w["position"] for v, w in zip(versions, versions[1:]))
     with pytest.raises(ApiError) as err:
-        await client.history("no-such-memory")
+        await client.memory_history("no-such-memory")
     assert err.value.status == 404
 
 
@@ -79,7 +79,7 @@ async def test_history_lists_every_version(client):
 
 
 async def _star(client, leaves: int = 6) -> tuple[str, list[str]]:
-    written = await client.add_batch([{"memory": f"star node {i}"} for i in range(leaves + 1)])
+    written = await client.add_memories(memories=[{"memory": f"star node {i}"} for i in range(leaves + 1)])
     center, *others = written.memory_ids
     for n, other in enumerate(others):
         await client.link(center, other, "RELATED", weight=0.5, edge_id=f"star:{n}:1")
@@ -87,7 +87,7 @@ async def _star(client, leaves: int = 6) -> tuple[str, list[str]]:
 
 
 async def test_neighbors_depth_direction_and_types(client):
-    a, b, c = (await client.add_batch([{"memory": "chain a"}, {"memory": "chain b"}, {"memory": "chain c"}])).memory_ids
+    a, b, c = (await client.add_memories(memories=[{"memory": "chain a"}, {"memory": "chain b"}, {"memory": "chain c"}])).memory_ids
     await client.link(a, b, "FOLLOWS", weight=0.5, edge_id="t:ab:1")
     await client.link(b, c, "MENTIONS", weight=0.4, edge_id="t:bc:1")
     near = await client.neighbors(a, depth=1)
@@ -145,7 +145,7 @@ async def test_subgraph_of_an_exact_fit_is_not_truncated(client):
 
 async def test_graph_stats_counts_by_status_and_edge_type(client):
     center, others = await _star(client, leaves=3)
-    await client.archive(others[0])
+    await client.archive_memory(others[0])
     stats = await client.request("GET", "/v1/graph/stats")
     assert stats["memories"] == {"activated": 3, "archived": 1}
     assert stats["memories_total"] == 4
@@ -167,9 +167,9 @@ async def test_graph_stats_as_of_a_position_is_what_the_head_said_then(start):
     await snapshot()
     center, others = await _star(client, leaves=3)
     await snapshot()
-    await client.add_batch([{"memory": f"scratch {n}", "memory_type": "WorkingMemory"} for n in range(4)])  # evicts
+    await client.add_memories(memories=[{"memory": f"scratch {n}", "memory_type": "WorkingMemory"} for n in range(4)])  # evicts
     await snapshot()
-    await client.archive(others[0])
+    await client.archive_memory(others[0])
     await client.unlink("star:1:1")
     await snapshot()
     assert len({counts_key(stats) for _, stats in seen}) == len(seen), "every step changed the counts"
@@ -180,7 +180,7 @@ async def test_graph_stats_as_of_a_position_is_what_the_head_said_then(start):
         assert {**then, "as_of": None} == stats, position
         assert then["as_of"] == position
 
-    events = (await client.events(limit=1))["events"]
+    events = (await client.list_events(limit=1))["events"]
     moment = events[0]["recorded_at"].replace("Z", "+00:00")
     by_time = await client.request("GET", "/v1/graph/stats", params={"as_of": moment})
     assert by_time["memories_total"] == 4  # the star's memories share their first event's time
@@ -195,8 +195,6 @@ def counts_key(stats: dict) -> str:
 
 
 HEAD_ONLY_READS = [
-    ("GET", "/v1/events"),
-    ("GET", "/v1/memories/{id}/history"),
     ("GET", "/v1/digest"),
     ("GET", "/v1/capabilities"),
     ("GET", "/v1/organizer/status"),
@@ -240,10 +238,10 @@ async def test_every_read_route_either_declares_as_of_or_refuses_it(api, client)
 
 
 async def test_events_paginate_by_position(client):
-    await client.add_batch([{"memory": f"paged {i}"} for i in range(7)])
+    await client.add_memories(memories=[{"memory": f"paged {i}"} for i in range(7)])
     seen, after, pages = [], 0, 0
     while True:
-        page = await client.events(after=after, limit=3)
+        page = await client.list_events(after=after, limit=3)
         if not page["events"]:
             assert page["next_after"] == after
             break
@@ -254,7 +252,7 @@ async def test_events_paginate_by_position(client):
         pages += 1
     assert seen == list(range(1, 8))
     assert pages == 3
-    event = (await client.events(limit=1))["events"][0]
+    event = (await client.list_events(limit=1))["events"][0]
     assert set(event) >= {"position", "event_id", "stream_id", "stream_version", "type", "tenant", "payload", "metadata", "recorded_at"}
     assert event["type"] == "MemoryAdded" and event["tenant"] == "default"
 
@@ -263,16 +261,16 @@ async def test_events_filters(client):
     a = await add(client, "filter me")
     b = await add(client, "and me")
     await client.link(a, b, edge_id="t:f:1", correlation_id="corr-f")
-    await client.archive(a)
+    await client.archive_memory(a)
     only_added = await client.request("GET", "/v1/events", params=[("type", "MemoryAdded")])
     assert [e["type"] for e in only_added["events"]] == ["MemoryAdded", "MemoryAdded"]
     two_types = await client.request("GET", "/v1/events", params=[("type", "EdgeLinked"), ("type", "MemoryArchived")])
     assert [e["type"] for e in two_types["events"]] == ["EdgeLinked", "MemoryArchived"]
-    stream = await client.events(stream=f"memory-{a}")
+    stream = await client.list_events(stream=f"memory-{a}")
     assert [e["type"] for e in stream["events"]] == ["MemoryAdded", "MemoryArchived"]
-    correlated = await client.events(correlation_id="corr-f")
+    correlated = await client.list_events(correlation_id="corr-f")
     assert [e["type"] for e in correlated["events"]] == ["EdgeLinked"]
-    assert (await client.events(type="NoSuchType"))["events"] == []
+    assert (await client.list_events(types=["NoSuchType"]))["events"] == []
 
 
 # -- the live tail --------------------------------------------------------------------------
@@ -302,27 +300,27 @@ async def _sse_frames(response, count: int, timeout: float = 10.0) -> list[dict[
 
 
 async def test_sse_tail_receives_new_events_and_resumes_with_last_event_id(api, client):
-    await client.add({"memory": "before the tail"})
+    await client.add_memories({"memory": "before the tail"})
     async with api.raw.get("/v1/events/stream") as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         [old] = await _sse_frames(response, 1)
         assert old["id"] == "1" and old["event"] == "MemoryAdded"
-        written = await client.add({"memory": "written while tailing"})
+        written = await client.add_memories({"memory": "written while tailing"})
         [new] = await _sse_frames(response, 1)
         assert int(new["id"]) == written.positions[0]
         assert '"written while tailing"' in new["data"]
     # Two more writes while disconnected; resume after the last id seen.
-    missed = await client.add_batch([{"memory": "missed one"}, {"memory": "missed two"}])
+    missed = await client.add_memories(memories=[{"memory": "missed one"}, {"memory": "missed two"}])
     async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": new["id"]}) as response:
         frames = await _sse_frames(response, 2)
         assert [int(f["id"]) for f in frames] == missed.positions
 
 
 async def test_sse_tail_through_the_client(api, client):
-    written = await client.add_batch([{"memory": "tail a"}, {"memory": "tail b"}])
+    written = await client.add_memories(memories=[{"memory": "tail a"}, {"memory": "tail b"}])
     received = []
-    async for event in client.tail(after=written.positions[0]):
+    async for event in client.stream_events(after=written.positions[0]):
         received.append(event)
         break
     assert received[0]["position"] == written.positions[1]
@@ -339,14 +337,14 @@ async def test_sse_tail_survives_keep_alives(api, client, monkeypatch):
             line = await asyncio.wait_for(response.content.readline(), 5)
             comments += line.startswith(b": keep-alive")
         assert comments == 3
-        written = await client.add({"memory": "after a quiet spell"})
+        written = await client.add_memories({"memory": "after a quiet spell"})
         [frame] = await _sse_frames(response, 1)
         assert int(frame["id"]) == written.positions[0]
 
 
 @pytest.mark.parametrize("resume", ["query", "Last-Event-ID"])
 async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client, resume):
-    await client.add({"memory": "already there"})
+    await client.add_memories({"memory": "already there"})
     ahead = 4
     if resume == "query":
         request = api.raw.get("/v1/events/stream", params={"after": str(ahead)})
@@ -354,7 +352,7 @@ async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client
         request = api.raw.get("/v1/events/stream", headers={"Last-Event-ID": str(ahead)})
     async with request as response:
         assert response.status == 200
-        written = await client.add_batch([{"memory": f"later {i}"} for i in range(5)])
+        written = await client.add_memories(memories=[{"memory": f"later {i}"} for i in range(5)])
         assert written.positions == [2, 3, 4, 5, 6]
         frames = await _sse_frames(response, 2)
         assert [int(f["id"]) for f in frames] == [5, 6]
@@ -371,7 +369,7 @@ async def test_sse_bad_last_event_id_is_400(api):
 
 
 async def test_digest_and_verify_against_it(client):
-    await client.add_batch([{"memory": f"audit {i}"} for i in range(4)])
+    await client.add_memories(memories=[{"memory": f"audit {i}"} for i in range(4)])
     digest = await client.digest()
     assert digest["position"] == 4
     assert len(digest["hash"]) == 64
@@ -379,7 +377,7 @@ async def test_digest_and_verify_against_it(client):
     result = await client.verify()
     assert result["ok"] is True and result["checked"] == 4 and result["tip_hash"] == digest["hash"]
     assert (await client.verify(against=digest["digest"]))["ok"] is True
-    await client.add({"memory": "later"})
+    await client.add_memories({"memory": "later"})
     assert (await client.verify(against=digest["digest"]))["ok"] is True  # an old digest still holds
     forged = f"{digest['position']}:{'0' * 64}"
     bad = await client.verify(against=forged)
@@ -392,7 +390,7 @@ async def test_digest_and_verify_against_it(client):
 
 
 async def test_health_and_capabilities(api, client):
-    await client.add({"memory": "make a head"})
+    await client.add_memories({"memory": "make a head"})
     health = await client.health()
     assert health["status"] == "ok"
     assert health["head_position"] == 1
@@ -413,9 +411,9 @@ async def test_health_and_capabilities(api, client):
 async def test_verify_names_missing_guards_and_narrows_a_difference_between_digests(api, client):
     import sqlite3
 
-    await client.add_batch([{"memory": f"guarded {i}"} for i in range(4)])
+    await client.add_memories(memories=[{"memory": f"guarded {i}"} for i in range(4)])
     early = await client.digest()
-    await client.add({"memory": "later"})
+    await client.add_memories({"memory": "later"})
     late = await client.digest()
     both = await client.request("GET", "/v1/verify", params=[("against", early["digest"]), ("against", late["digest"])])
     assert both["ok"] is True and both["guards"] == []
@@ -436,7 +434,7 @@ async def test_verify_names_missing_guards_and_narrows_a_difference_between_dige
 
 
 async def _people(client):
-    written = await client.add_batch(
+    written = await client.add_memories(memories=
         [
             {"memory": "Melanie painted a sunrise over the lake", "key": "painting"},
             {"memory": "Caroline went to a support group meeting", "key": "caroline"},
@@ -490,7 +488,7 @@ async def test_recall_lists_the_edge_between_two_hits(client):
 
 
 async def test_recall_lists_shared_sources_and_same_document(client):
-    written = await client.add_batch(
+    written = await client.add_memories(memories=
         [
             {"memory": "Quarterly revenue grew 12 percent", "sources": ["report.pdf"], "doc_id": "q3"},
             {"memory": "Quarterly costs fell 3 percent", "sources": ["report.pdf"], "doc_id": "q3"},
@@ -531,22 +529,22 @@ async def test_recall_strategies_and_switched_off_channels(client):
 
 
 async def test_recall_filters_and_limit(client):
-    written = await client.add_batch(
+    written = await client.add_memories(memories=
         [{"memory": f"Garden note {i} about tomatoes", "tags": ["garden"] if i % 2 else ["kitchen"]} for i in range(6)]
     )
     result = await client.recall("tomatoes", limit=2, min_position=written.positions[-1])
     assert len(result["hits"]) == 2
     tagged = await client.recall("tomatoes", filters={"tags": ["Garden"]}, min_position=written.positions[-1])
     assert {h["id"] for h in tagged["hits"]} == set(written.memory_ids[1::2])
-    await client.archive(written.memory_ids[0])
+    await client.archive_memory(written.memory_ids[0])
     archived = await client.recall("tomatoes", filters={"status": ["archived"]})
     assert [h["id"] for h in archived["hits"]] == [written.memory_ids[0]]
 
 
 async def test_recall_as_of(client):
-    first = await client.add({"memory": "The wifi password is hunter2"})
+    first = await client.add_memories({"memory": "The wifi password is hunter2"})
     [memory_id] = first.memory_ids
-    updated = await client.update(memory_id, {"memory": "The wifi password is correcthorse"})
+    updated = await client.update_memory(memory_id, {"memory": "The wifi password is correcthorse"})
     now = await client.recall("wifi password", min_position=updated.positions[-1])
     assert now["hits"][0]["memory"]["memory"].endswith("correcthorse")
     then = await client.recall("wifi password", as_of=first.positions[-1])

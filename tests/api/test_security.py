@@ -64,10 +64,10 @@ async def test_unknown_and_revoked_keys_are_401(secured):
     await expect(401, secured.client(api_key="mlk_nope_nope").recall("anything"), code="unauthorized")
     secret, record = secured.keystore.create("acme", ["read", "write"], name="soon revoked")
     client = secured.client(api_key=secret)
-    await client.add({"memory": "written before revocation"})
+    await client.add_memories({"memory": "written before revocation"})
     assert secured.keystore.revoke(record.key_id) is True
     await expect(401, client.recall("written"), code="unauthorized")
-    await expect(401, client.add({"memory": "after revocation"}), code="unauthorized")
+    await expect(401, client.add_memories({"memory": "after revocation"}), code="unauthorized")
 
 
 def test_a_key_revoked_through_another_connection_is_refused_at_once(tmp_path):
@@ -90,7 +90,7 @@ def test_a_key_revoked_through_another_connection_is_refused_at_once(tmp_path):
 async def test_a_key_revoked_with_the_cli_is_refused_by_the_running_server_at_once(secured):
     secret, record = secured.keystore.create("acme", ["read", "write"], name="cli revoked")
     client = secured.client(api_key=secret)
-    await client.add({"memory": "written before revocation"})
+    await client.add_memories({"memory": "written before revocation"})
     await client.capabilities()  # the lookup is cached now
     process = await asyncio.create_subprocess_exec(
         str(MNEMOLOG), "keys", "revoke", record.key_id, "--data-dir", str(secured.data_dir),
@@ -122,7 +122,7 @@ async def test_keys_are_hashed_at_rest(tmp_path):
 async def test_read_only_key_cannot_write_on_any_write_route(secured):
     reader = secured.key("acme", "read")
     writer = secured.client(api_key=secured.key("acme", "read", "write"))
-    written = await writer.add({"memory": "readers may read this"})
+    written = await writer.add_memories({"memory": "readers may read this"})
     headers = {"Authorization": f"Bearer {reader}"}
     tip = (await writer.digest())["position"]
     for r in ROUTES:
@@ -133,18 +133,18 @@ async def test_read_only_key_cannot_write_on_any_write_route(secured):
         assert (await response.json())["error"]["code"] == "forbidden"
     assert (await writer.digest())["position"] == tip
     reading = secured.client(api_key=reader)
-    assert (await reading.get(written.memory_ids[0]))["memory"] == "readers may read this"
+    assert (await reading.get_memory(written.memory_ids[0]))["memory"] == "readers may read this"
     await expect(403, reading.verify(), code="forbidden")  # verify needs admin
 
 
 async def test_write_only_key_cannot_read_and_admin_can_do_everything(secured):
     writer = secured.client(api_key=secured.key("acme", "write"))
-    written = await writer.add({"memory": "write only"})
-    await expect(403, writer.get(written.memory_ids[0]), code="forbidden")
+    written = await writer.add_memories({"memory": "write only"})
+    await expect(403, writer.get_memory(written.memory_ids[0]), code="forbidden")
     admin = secured.client(api_key=secured.key("acme", "admin"))
-    assert (await admin.get(written.memory_ids[0]))["memory"] == "write only"
+    assert (await admin.get_memory(written.memory_ids[0]))["memory"] == "write only"
     assert (await admin.verify())["ok"] is True
-    await admin.archive(written.memory_ids[0])
+    await admin.archive_memory(written.memory_ids[0])
 
 
 # -- tenancy ---------------------------------------------------------------------------------------
@@ -155,25 +155,25 @@ async def tenants(secured):
     """Tenant A's client, tenant B's client, and B's memory, edge and correlation."""
     a = secured.client(api_key=secured.key("tenant-a", "read", "write", "admin"))
     b = secured.client(api_key=secured.key("tenant-b", "read", "write", "admin"))
-    b1 = await b.add({"memory": "Tenant B's secret launch code is zebra", "key": "launch"}, correlation_id="b-corr")
-    b2 = await b.add({"memory": "Tenant B's second zebra note"})
+    b1 = await b.add_memories({"memory": "Tenant B's secret launch code is zebra", "key": "launch"}, correlation_id="b-corr")
+    b2 = await b.add_memories({"memory": "Tenant B's second zebra note"})
     await b.link(b1.memory_ids[0], b2.memory_ids[0], edge_id="bns:secret:1")
-    mine = await a.add({"memory": "Tenant A's own zebra note"})
+    mine = await a.add_memories({"memory": "Tenant A's own zebra note"})
     return secured, a, b, b1.memory_ids[0], b2.memory_ids[0], mine.memory_ids[0]
 
 
 async def test_tenant_a_cannot_read_tenant_b(tenants):
     api, a, b, b_id, b_other, a_id = tenants
-    await expect(404, a.get(b_id), code="not_found")
-    await expect(404, a.get(b_id, as_of=1), code="not_found")
-    await expect(404, a.history(b_id), code="not_found")
+    await expect(404, a.get_memory(b_id), code="not_found")
+    await expect(404, a.get_memory(b_id, as_of=1), code="not_found")
+    await expect(404, a.memory_history(b_id), code="not_found")
     # The answers are those for a memory that does not exist at all.
-    unknown = await expect(404, a.get("01a00000-0000-7000-8000-000000000000"))
+    unknown = await expect(404, a.get_memory("01a00000-0000-7000-8000-000000000000"))
     assert unknown.code == "not_found"
-    events = (await a.events(limit=1000))["events"]
+    events = (await a.list_events(limit=1000))["events"]
     assert events and {e["tenant"] for e in events} == {"tenant-a"}
-    assert (await a.events(stream=f"memory-{b_id}"))["events"] == []
-    assert (await a.events(correlation_id="b-corr"))["events"] == []
+    assert (await a.list_events(stream=f"memory-{b_id}"))["events"] == []
+    assert (await a.list_events(correlation_id="b-corr"))["events"] == []
     found = await a.recall("zebra launch code")
     assert [h["id"] for h in found["hits"]] == [a_id]
     assert found["relationships"] == []
@@ -185,21 +185,21 @@ async def test_tenant_a_cannot_read_tenant_b(tenants):
     stats = await a.request("GET", "/v1/graph/stats")
     assert stats["memories_total"] == 1 and stats["edges_total"] == 0
     # B still sees its own.
-    assert (await b.get(b_id))["memory"].startswith("Tenant B's secret")
+    assert (await b.get_memory(b_id))["memory"].startswith("Tenant B's secret")
 
 
 async def test_tenant_a_cannot_write_tenant_b(tenants):
     api, a, b, b_id, b_other, a_id = tenants
     tip = (await b.digest())["position"]
-    await expect(404, a.update(b_id, {"memory": "overwritten by A"}))
-    await expect(404, a.update(b_id, {"memory": "overwritten by A"}, if_match=1))
-    await expect(404, a.archive(b_id))
-    await expect(404, a.delete(b_id))
-    await expect(404, a.restore(b_id))
-    await expect(404, a.rollback(b_id, 1))
-    await expect(404, a.merge([b_id, a_id]))
-    await expect(404, a.supersede(a_id, b_id))
-    await expect(404, a.delete(a_id, evolve_to=b_id))
+    await expect(404, a.update_memory(b_id, {"memory": "overwritten by A"}))
+    await expect(404, a.update_memory(b_id, {"memory": "overwritten by A"}, expected_version=1))
+    await expect(404, a.archive_memory(b_id))
+    await expect(404, a.delete_memory(b_id))
+    await expect(404, a.restore_memory(b_id))
+    await expect(404, a.rollback_memory(b_id, 1))
+    await expect(404, a.merge_memories([b_id, a_id]))
+    await expect(404, a.supersede_memory(a_id, b_id))
+    await expect(404, a.delete_memory(a_id, evolve_to=b_id))
     await expect(404, a.link(a_id, b_id, edge_id="a:steal:1"))
     await expect(404, a.link(b_id, b_other, edge_id="a:steal:2"))
     await expect(404, a.unlink("bns:secret:1"))
@@ -207,7 +207,7 @@ async def test_tenant_a_cannot_write_tenant_b(tenants):
     removed = await a.undo_namespace("bns:")
     assert removed.data["removed"] == 0 and removed.positions == []
     assert (await b.digest())["position"] == tip
-    view = await b.get(b_id)
+    view = await b.get_memory(b_id)
     assert view["version"] == 1 and view["status"] == "activated"
     assert [e["edge_id"] for e in (await b.neighbors(b_id))["edges"]] == ["bns:secret:1"]
 
@@ -216,11 +216,11 @@ async def test_a_tenant_header_does_not_override_the_keys_tenant(tenants):
     api, a, b, b_id, b_other, a_id = tenants
     secret = api.key("tenant-a", "read", "write")
     spoofing = api.client(api_key=secret, tenant="tenant-b")
-    await expect(404, spoofing.get(b_id))
-    written = await spoofing.add({"memory": "lands in tenant A"})
-    view = await a.get(written.memory_ids[0])
+    await expect(404, spoofing.get_memory(b_id))
+    written = await spoofing.add_memories({"memory": "lands in tenant A"})
+    view = await a.get_memory(written.memory_ids[0])
     assert view["tenant"] == "tenant-a"
-    await expect(404, b.get(written.memory_ids[0]))
+    await expect(404, b.get_memory(written.memory_ids[0]))
 
 
 async def test_sse_tail_only_carries_the_callers_tenant(tenants):
@@ -228,8 +228,8 @@ async def test_sse_tail_only_carries_the_callers_tenant(tenants):
     secret = api.key("tenant-a", "read")
     async with api.raw.get("/v1/events/stream", headers={"Authorization": f"Bearer {secret}"}) as response:
         assert response.status == 200
-        await b.add({"memory": "B writes while A tails"})
-        mine = await a.add({"memory": "A writes while A tails"})
+        await b.add_memories({"memory": "B writes while A tails"})
+        mine = await a.add_memories({"memory": "A writes while A tails"})
         seen = []
 
         async def read_until_mine():
@@ -251,12 +251,12 @@ async def test_wildcard_key_needs_a_tenant_header(secured):
     bare = secured.client(api_key=secret)
     error = await expect(400, bare.recall("anything"))
     assert error.field == "X-Mnemolog-Tenant"
-    await expect(400, bare.add({"memory": "nowhere"}))
+    await expect(400, bare.add_memories({"memory": "nowhere"}))
     acme = secured.client(api_key=secret, tenant="acme")
     globex = secured.client(api_key=secret, tenant="globex")
-    written = await acme.add({"memory": "acme's memory"})
-    assert (await acme.get(written.memory_ids[0]))["tenant"] == "acme"
-    await expect(404, globex.get(written.memory_ids[0]))
+    written = await acme.add_memories({"memory": "acme's memory"})
+    assert (await acme.get_memory(written.memory_ids[0]))["tenant"] == "acme"
+    await expect(404, globex.get_memory(written.memory_ids[0]))
 
 
 async def test_admin_drop_tenant_only_drops_the_keys_tenant(tenants):
@@ -265,8 +265,8 @@ async def test_admin_drop_tenant_only_drops_the_keys_tenant(tenants):
     assert error.field == "confirm"
     dropped = await a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-a"})
     assert dropped["positions"]
-    await expect(404, a.get(a_id))
-    assert (await b.get(b_id))["status"] == "activated"
+    await expect(404, a.get_memory(a_id))
+    assert (await b.get_memory(b_id))["status"] == "activated"
 
 
 # -- serve: safe defaults ----------------------------------------------------------------------------
@@ -389,7 +389,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
                     await asyncio.sleep(0.1)
             assert health and health["status"] == "ok"
             # What the printed curl lines do.
-            written = await client.add({"memory": "I moved to Lisbon in May", "key": "home city"})
+            written = await client.add_memories({"memory": "I moved to Lisbon in May", "key": "home city"})
             found = await client.recall("where do I live? Lisbon", min_position=written.positions[-1])
             assert [h["id"] for h in found["hits"]][:1] == written.memory_ids
         async with MnemologClient(url, timeout=10) as anonymous:

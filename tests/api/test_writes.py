@@ -8,7 +8,7 @@ from mnemolog.api.client import ApiError
 
 
 async def add(client, text: str, **fields) -> str:
-    written = await client.add({"memory": text, **fields})
+    written = await client.add_memories({"memory": text, **fields})
     assert written.memory_ids
     return written.memory_ids[0]
 
@@ -30,11 +30,11 @@ async def head(client) -> int:
 
 
 async def test_add_single_returns_positions_and_the_memory_reads_back(client):
-    written = await client.add({"memory": "I moved to Lisbon in May", "key": "home city", "tags": ["Move"]})
+    written = await client.add_memories({"memory": "I moved to Lisbon in May", "key": "home city", "tags": ["Move"]})
     assert_positions(written)
     assert written.positions[-1] == await head(client)
     [memory_id] = written.memory_ids
-    view = await client.get(memory_id)
+    view = await client.get_memory(memory_id)
     assert view["memory"] == "I moved to Lisbon in May"
     assert view["key"] == "home city"
     assert view["version"] == 1
@@ -43,21 +43,21 @@ async def test_add_single_returns_positions_and_the_memory_reads_back(client):
 
 async def test_add_batch_is_one_atomic_write_with_one_position_per_memory(client):
     texts = ["Alice likes green tea", "Bob plays chess on Sundays", "Carol collects vinyl records"]
-    written = await client.add_batch([{"memory": t, "memory_type": "LongTermMemory"} for t in texts])
+    written = await client.add_memories(memories=[{"memory": t, "memory_type": "LongTermMemory"} for t in texts])
     assert_positions(written, at_least=3)
     assert len(written.memory_ids) == 3
     assert len(set(written.memory_ids)) == 3
     for memory_id, text in zip(written.memory_ids, texts):
-        assert (await client.get(memory_id))["memory"] == text
+        assert (await client.get_memory(memory_id))["memory"] == text
     # The whole batch shares one correlation id in the log.
-    page = await client.events(correlation_id=written.correlation_id)
+    page = await client.list_events(correlation_id=written.correlation_id)
     assert [e["position"] for e in page["events"]] == written.positions
 
 
 async def test_an_invalid_item_rejects_the_whole_batch(client):
     before = await head(client)
     with pytest.raises(ApiError) as err:
-        await client.add_batch([{"memory": "fine"}, {"memory": "bad tags", "tags": ["has space"]}])
+        await client.add_memories(memories=[{"memory": "fine"}, {"memory": "bad tags", "tags": ["has space"]}])
     assert err.value.status == 422
     assert err.value.field and err.value.field.startswith("memories[1].tags")
     assert await head(client) == before
@@ -67,14 +67,14 @@ async def test_an_invalid_item_rejects_the_whole_batch(client):
 
 
 async def test_recall_with_min_position_reads_the_clients_own_write(client):
-    written = await client.add({"memory": "The ferry to Cacilhas leaves every twenty minutes"})
+    written = await client.add_memories({"memory": "The ferry to Cacilhas leaves every twenty minutes"})
     found = await client.recall("ferry Cacilhas", min_position=written.positions[-1])
     assert found["position"] >= written.positions[-1]
     assert [h["id"] for h in found["hits"]][:1] == written.memory_ids
 
 
 async def test_min_position_beyond_the_head_is_refused(client):
-    written = await client.add({"memory": "something to have a head"})
+    written = await client.add_memories({"memory": "something to have a head"})
     with pytest.raises(ApiError) as err:
         await client.recall("something", min_position=written.positions[-1] + 1000)
     assert err.value.status == 422 and err.value.field == "min_position"
@@ -82,7 +82,7 @@ async def test_min_position_beyond_the_head_is_refused(client):
 
 async def test_read_your_writes_after_an_update(client):
     memory_id = await add(client, "My favourite colour is blue")
-    updated = await client.update(memory_id, {"memory": "My favourite colour is turquoise"})
+    updated = await client.update_memory(memory_id, {"memory": "My favourite colour is turquoise"})
     found = await client.recall("turquoise colour", min_position=updated.positions[-1])
     hit = next(h for h in found["hits"] if h["id"] == memory_id)
     assert hit["memory"]["memory"] == "My favourite colour is turquoise"
@@ -94,24 +94,24 @@ async def test_read_your_writes_after_an_update(client):
 
 async def test_update_with_matching_if_match_makes_a_new_version(client):
     memory_id = await add(client, "The meeting is on Tuesday")
-    written = await client.update(memory_id, {"memory": "The meeting is on Wednesday", "reason": "moved"}, if_match=1)
+    written = await client.update_memory(memory_id, {"memory": "The meeting is on Wednesday", "reason": "moved"}, expected_version=1)
     assert_positions(written)
     assert written.data["version"] == 2
     assert written.data["changed"] == ["memory"]
-    view = await client.get(memory_id)
+    view = await client.get_memory(memory_id)
     assert view["version"] == 2 and view["memory"] == "The meeting is on Wednesday"
 
 
 async def test_update_with_a_stale_if_match_is_409_with_the_current_version(client):
     memory_id = await add(client, "Version one")
-    await client.update(memory_id, {"memory": "Version two"})
+    await client.update_memory(memory_id, {"memory": "Version two"})
     before = await head(client)
     with pytest.raises(ApiError) as err:
-        await client.update(memory_id, {"memory": "Version three?"}, if_match=1)
+        await client.update_memory(memory_id, {"memory": "Version three?"}, expected_version=1)
     assert err.value.status == 409
     assert err.value.body["error"]["current_version"] == 2
     assert await head(client) == before
-    assert (await client.get(memory_id))["memory"] == "Version two"
+    assert (await client.get_memory(memory_id))["memory"] == "Version two"
 
 
 async def test_if_match_accepts_an_etag_from_get(api, client):
@@ -128,14 +128,14 @@ async def test_if_match_accepts_an_etag_from_get(api, client):
 
 async def test_if_match_on_archive_and_rollback(client):
     memory_id = await add(client, "Guarded")
-    await client.update(memory_id, {"memory": "Guarded twice"})
+    await client.update_memory(memory_id, {"memory": "Guarded twice"})
     with pytest.raises(ApiError) as err:
-        await client.archive(memory_id, if_match=1)
+        await client.archive_memory(memory_id, expected_version=1)
     assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
     with pytest.raises(ApiError) as err:
-        await client.rollback(memory_id, 1, if_match=1)
+        await client.rollback_memory(memory_id, 1, expected_version=1)
     assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
-    assert_positions(await client.archive(memory_id, if_match=2))
+    assert_positions(await client.archive_memory(memory_id, expected_version=2))
 
 
 async def test_concurrent_updates_with_one_if_match_let_exactly_one_win(api, client):
@@ -144,28 +144,28 @@ async def test_concurrent_updates_with_one_if_match_let_exactly_one_win(api, cli
     memory_id = await add(client, "Contended")
     others = [api.client() for _ in range(4)]
     results = await asyncio.gather(
-        *(c.update(memory_id, {"memory": f"Contended by writer {n}"}, if_match=1) for n, c in enumerate(others)), return_exceptions=True
+        *(c.update_memory(memory_id, {"memory": f"Contended by writer {n}"}, expected_version=1) for n, c in enumerate(others)), return_exceptions=True
     )
     won = [r for r in results if not isinstance(r, BaseException)]
     lost = [r for r in results if isinstance(r, BaseException)]
     assert len(won) == 1, results
     assert all(isinstance(e, ApiError) and e.status == 409 and e.body["error"]["current_version"] == 2 for e in lost), lost
-    assert (await client.get(memory_id))["version"] == 2
+    assert (await client.get_memory(memory_id))["version"] == 2
 
 
 async def test_if_match_on_supersede(client):
     older = await add(client, "Older fact")
     newer = await add(client, "Newer fact")
-    await client.update(older, {"memory": "Older fact, edited"})
+    await client.update_memory(older, {"memory": "Older fact, edited"})
     with pytest.raises(ApiError) as err:
-        await client.supersede(older, newer, if_match=1)
+        await client.supersede_memory(older, newer, expected_version=1)
     assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
 
 
 async def test_update_without_changes_writes_nothing(client):
     memory_id = await add(client, "Unchanged", tags=["same"])
     before = await head(client)
-    written = await client.update(memory_id, {"tags": ["same"]})
+    written = await client.update_memory(memory_id, {"tags": ["same"]})
     assert written.positions == []
     assert written.data["changed"] == []
     assert await head(client) == before
@@ -177,12 +177,12 @@ async def test_update_without_changes_writes_nothing(client):
 async def test_merge_returns_positions_and_archives_the_sources(client):
     a = await add(client, "Dana lives in Porto")
     b = await add(client, "Dana moved to Porto in 2021")
-    written = await client.merge([a, b], text="Dana has lived in Porto since 2021")
+    written = await client.merge_memories([a, b], text="Dana has lived in Porto since 2021")
     assert_positions(written, at_least=3)
     [merged] = written.memory_ids
-    assert (await client.get(merged))["memory"] == "Dana has lived in Porto since 2021"
+    assert (await client.get_memory(merged))["memory"] == "Dana has lived in Porto since 2021"
     for source in (a, b):
-        assert (await client.get(source))["status"] == "archived"
+        assert (await client.get_memory(source))["status"] == "archived"
     found = await client.recall("Dana Porto", min_position=written.positions[-1])
     assert merged in [h["id"] for h in found["hits"]]
     assert not {a, b} & {h["id"] for h in found["hits"]}
@@ -190,70 +190,70 @@ async def test_merge_returns_positions_and_archives_the_sources(client):
 
 async def test_archive_delete_restore_cycle(client):
     memory_id = await add(client, "The spare key is under the blue pot")
-    archived = await client.archive(memory_id, reason="stale")
+    archived = await client.archive_memory(memory_id, reason="stale")
     assert_positions(archived)
-    assert (await client.get(memory_id))["status"] == "archived"
-    restored = await client.restore(memory_id)
+    assert (await client.get_memory(memory_id))["status"] == "archived"
+    restored = await client.restore_memory(memory_id)
     assert_positions(restored)
     assert restored.positions[0] > archived.positions[-1]
-    deleted = await client.delete(memory_id, reason="wrong")
+    deleted = await client.delete_memory(memory_id, reason="wrong")
     assert_positions(deleted)
-    assert (await client.get(memory_id))["status"] == "deleted"
+    assert (await client.get_memory(memory_id))["status"] == "deleted"
     # A deleted memory is not recalled by default.
     found = await client.recall("spare key blue pot", min_position=deleted.positions[-1])
     assert memory_id not in [h["id"] for h in found["hits"]]
     # Restoring twice is a conflict, not a new event.
-    await client.restore(memory_id)
+    await client.restore_memory(memory_id)
     with pytest.raises(ApiError) as err:
-        await client.restore(memory_id)
+        await client.restore_memory(memory_id)
     assert err.value.status == 409
 
 
 async def test_updating_an_archived_memory_is_409_until_restored(client):
     memory_id = await add(client, "The spare key is under the blue pot")
-    await client.archive(memory_id, reason="stale")
+    await client.archive_memory(memory_id, reason="stale")
     with pytest.raises(ApiError) as err:
-        await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+        await client.update_memory(memory_id, {"memory": "The spare key is under the red pot"})
     assert err.value.status == 409 and err.value.code == "conflict"
     assert "archived" in err.value.message and err.value.body["error"]["current_version"] == 2
-    assert (await client.get(memory_id))["memory"] == "The spare key is under the blue pot"
-    await client.restore(memory_id)
-    updated = await client.update(memory_id, {"memory": "The spare key is under the red pot"})
+    assert (await client.get_memory(memory_id))["memory"] == "The spare key is under the blue pot"
+    await client.restore_memory(memory_id)
+    updated = await client.update_memory(memory_id, {"memory": "The spare key is under the red pot"})
     assert updated.data["version"] == 4
 
 
 async def test_delete_with_evolve_to(client):
     old = await add(client, "Eve works at Initech")
     new = await add(client, "Eve works at Globex")
-    written = await client.delete(old, reason="changed jobs", evolve_to=new)
+    written = await client.delete_memory(old, reason="changed jobs", evolve_to=new)
     assert_positions(written)
-    assert (await client.get(old))["status"] == "deleted"
-    page = await client.events(stream=f"memory-{old}")
+    assert (await client.get_memory(old))["status"] == "deleted"
+    page = await client.list_events(stream=f"memory-{old}")
     assert page["events"][-1]["payload"]["evolve_to"] == new
     with pytest.raises(ApiError) as err:
-        await client.delete(new, evolve_to="no-such-memory")
+        await client.delete_memory(new, evolve_to="no-such-memory")
     assert err.value.status == 404
 
 
 async def test_rollback_returns_positions_and_restores_the_old_text(client):
     memory_id = await add(client, "First draft")
-    await client.update(memory_id, {"memory": "Second draft"})
-    written = await client.rollback(memory_id, 1)
+    await client.update_memory(memory_id, {"memory": "Second draft"})
+    written = await client.rollback_memory(memory_id, 1)
     assert_positions(written)
     assert written.data["version"] == 3
-    view = await client.get(memory_id)
+    view = await client.get_memory(memory_id)
     assert view["memory"] == "First draft" and view["version"] == 3
     with pytest.raises(ApiError) as err:
-        await client.rollback(memory_id, 9)
+        await client.rollback_memory(memory_id, 9)
     assert err.value.status == 422 and err.value.field == "to_version"
 
 
 async def test_supersede_archives_the_older_memory_with_an_edge(client):
     older = await add(client, "Frank's phone number ends in 12")
     newer = await add(client, "Frank's phone number ends in 34")
-    written = await client.supersede(older, newer)
+    written = await client.supersede_memory(older, newer)
     assert_positions(written, at_least=2)
-    assert (await client.get(older))["status"] == "archived"
+    assert (await client.get_memory(older))["status"] == "archived"
     near = await client.neighbors(older, direction="out")
     assert [(e["edge_type"], e["target"]) for e in near["edges"]] == [("SUPERSEDED_BY", newer)]
 
@@ -304,15 +304,15 @@ async def test_undo_namespace_removes_every_edge_under_the_prefix(client):
 
 async def test_revert_undoes_everything_a_correlation_did(client):
     keep = await add(client, "Kept memory")
-    batch = await client.add_batch([{"memory": "Imported one"}, {"memory": "Imported two"}], correlation_id="import-42")
+    batch = await client.add_memories(memories=[{"memory": "Imported one"}, {"memory": "Imported two"}], correlation_id="import-42")
     assert batch.correlation_id == "import-42"
     await client.link(batch.memory_ids[0], keep, edge_id="import:42:1", correlation_id="import-42")
     written = await client.revert("import-42")
     assert_positions(written)
     assert written.data["reverted"] >= 3
     for memory_id in batch.memory_ids:
-        assert (await client.get(memory_id))["status"] == "deleted"
-    assert (await client.get(keep))["status"] == "activated"
+        assert (await client.get_memory(memory_id))["status"] == "deleted"
+    assert (await client.get_memory(keep))["status"] == "activated"
     assert (await client.neighbors(keep))["edges"] == []
     # Reverting twice is a no-op.
     again = await client.revert("import-42")
@@ -323,8 +323,8 @@ async def test_revert_undoes_everything_a_correlation_did(client):
 
 
 async def test_x_correlation_id_is_recorded_on_every_event(client):
-    written = await client.add({"memory": "Correlated"}, correlation_id="req-7")
-    page = await client.events(correlation_id="req-7")
+    written = await client.add_memories({"memory": "Correlated"}, correlation_id="req-7")
+    page = await client.list_events(correlation_id="req-7")
     assert [e["position"] for e in page["events"]] == written.positions
     assert all(e["metadata"]["correlation_id"] == "req-7" for e in page["events"])
 
@@ -347,29 +347,29 @@ async def _replays(api, client, call, *, key: str):
 
 
 async def test_idempotent_add_replays_positions_and_ids(api, client):
-    first, second = await _replays(api, client, lambda **kw: client.add({"memory": "Only once"}, **kw), key="add-1")
+    first, second = await _replays(api, client, lambda **kw: client.add_memories({"memory": "Only once"}, **kw), key="add-1")
     assert second.memory_ids == first.memory_ids
 
 
 async def test_idempotent_batch_add(api, client):
     body = [{"memory": "batch one"}, {"memory": "batch two"}]
-    first, second = await _replays(api, client, lambda **kw: client.add_batch(body, **kw), key="batch-1")
+    first, second = await _replays(api, client, lambda **kw: client.add_memories(memories=body, **kw), key="batch-1")
     assert sorted(second.memory_ids) == sorted(first.memory_ids)
 
 
 async def test_idempotent_update_archive_link_and_revert(api, client):
     a = await add(client, "Idem A")
     b = await add(client, "Idem B")
-    await _replays(api, client, lambda **kw: client.update(a, {"memory": "Idem A2"}, **kw), key="upd-1")
+    await _replays(api, client, lambda **kw: client.update_memory(a, {"memory": "Idem A2"}, **kw), key="upd-1")
     await _replays(api, client, lambda **kw: client.link(a, b, **kw), key="link-1")
-    await _replays(api, client, lambda **kw: client.archive(b, **kw), key="arch-1")
-    await _replays(api, client, lambda **kw: client.restore(b, **kw), key="rest-1")
-    await _replays(api, client, lambda **kw: client.rollback(a, 1, **kw), key="roll-1")
+    await _replays(api, client, lambda **kw: client.archive_memory(b, **kw), key="arch-1")
+    await _replays(api, client, lambda **kw: client.restore_memory(b, **kw), key="rest-1")
+    await _replays(api, client, lambda **kw: client.rollback_memory(a, 1, **kw), key="roll-1")
     c = await add(client, "Idem C")
-    await _replays(api, client, lambda **kw: client.merge([b, c], **kw), key="merge-1")
-    written = await client.add({"memory": "to revert"}, correlation_id="rev-src")
+    await _replays(api, client, lambda **kw: client.merge_memories([b, c], **kw), key="merge-1")
+    written = await client.add_memories({"memory": "to revert"}, correlation_id="rev-src")
     await _replays(api, client, lambda **kw: client.revert("rev-src", **kw), key="revert-1")
-    assert (await client.get(written.memory_ids[0]))["status"] == "deleted"
+    assert (await client.get_memory(written.memory_ids[0]))["status"] == "deleted"
 
 
 async def test_idempotent_delete_supersede_unlink_and_undo(api, client):
@@ -380,15 +380,15 @@ async def test_idempotent_delete_supersede_unlink_and_undo(api, client):
     await client.link(b, c, edge_id="idem:other:1")
     await _replays(api, client, lambda **kw: client.unlink("idem:ns:1", **kw), key="unlink-1")
     await _replays(api, client, lambda **kw: client.undo_namespace("idem:other:", **kw), key="undo-1")
-    await _replays(api, client, lambda **kw: client.supersede(a, b, **kw), key="sup-1")
-    await _replays(api, client, lambda **kw: client.delete(c, reason="x", **kw), key="del-1")
+    await _replays(api, client, lambda **kw: client.supersede_memory(a, b, **kw), key="sup-1")
+    await _replays(api, client, lambda **kw: client.delete_memory(c, reason="x", **kw), key="del-1")
 
 
 async def test_same_idempotency_key_with_another_body_is_409(api, client):
-    await client.add({"memory": "first body"}, idempotency_key="dup-1")
+    await client.add_memories({"memory": "first body"}, idempotency_key="dup-1")
     count = await api.event_count(client)
     with pytest.raises(ApiError) as err:
-        await client.add({"memory": "second body"}, idempotency_key="dup-1")
+        await client.add_memories({"memory": "second body"}, idempotency_key="dup-1")
     assert err.value.status == 409
     assert err.value.code == "idempotency_conflict"
     assert err.value.field == "Idempotency-Key"
@@ -398,15 +398,15 @@ async def test_same_idempotency_key_with_another_body_is_409(api, client):
 async def test_idempotency_keys_are_scoped_per_tenant(api):
     one = api.client(tenant="t-one")
     two = api.client(tenant="t-two")
-    a = await one.add({"memory": "same key, tenant one"}, idempotency_key="shared")
-    b = await two.add({"memory": "same key, tenant two"}, idempotency_key="shared")
+    a = await one.add_memories({"memory": "same key, tenant one"}, idempotency_key="shared")
+    b = await two.add_memories({"memory": "same key, tenant two"}, idempotency_key="shared")
     assert not b.replayed
     assert a.memory_ids != b.memory_ids
 
 
 async def test_an_overlong_idempotency_key_is_400(client):
     with pytest.raises(ApiError) as err:
-        await client.add({"memory": "x"}, idempotency_key="k" * 201)
+        await client.add_memories({"memory": "x"}, idempotency_key="k" * 201)
     assert err.value.status == 400 and err.value.field == "Idempotency-Key"
 
 

@@ -67,14 +67,14 @@ async def test_writes_through_one_worker_are_read_through_any(served):
     # Separate connections: SO_REUSEPORT spreads them over both workers.
     for i in range(12):
         async with MnemologClient(url, timeout=10) as client:
-            written.append(await client.add({"memory": f"note {i}: the heron nests by the north pond"}))
+            written.append(await client.add_memories({"memory": f"note {i}: the heron nests by the north pond"}))
     positions = [p for w in written for p in w.positions]
     assert positions == list(range(1, 13))  # one gap-free log, whichever process wrote
     for i in range(12):
         async with MnemologClient(url, timeout=10) as client:
             found = await client.recall("heron north pond", limit=20, min_position=positions[-1])
             assert {h["id"] for h in found["hits"]} == {m for w in written for m in w.memory_ids}
-            history = await client.history(written[i].memory_ids[0])
+            history = await client.memory_history(written[i].memory_ids[0])
             assert len(history["versions"] if isinstance(history, dict) else history) >= 1
 
     proc.send_signal(signal.SIGTERM)

@@ -1,0 +1,256 @@
+"""The async client against a real ``mnemolog serve`` on loopback, with keys: every method, retries, streams, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from mnemolog.api.client import (
+    ApiError,
+    AuthenticationError,
+    ForbiddenError,
+    InvalidInputError,
+    MnemologClient,
+    NotFoundError,
+    PayloadTooLargeError,
+    VersionConflictError,
+)
+from mnemolog.api.schemas import MemoryIn, UpdateMemoryRequest, WorkingMemoryResponse, WriteResponse
+from mnemolog.api.schemas_knowledge import EntityIn
+from tests.api.client_support import CuttingProxy, live_server
+
+#: Read methods that answer about the log's metadata or the server, not about stored memories: no history to travel in.
+NOT_HISTORICAL = {"health", "capabilities", "openapi", "digest", "verify", "organizer_status", "stream_events"}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    with live_server(tmp_path_factory.mktemp("client"), max_body_bytes="1000000") as server:
+        yield server
+
+
+class Recording:
+    """The client, noting the name of every method called through it."""
+
+    def __init__(self, client: MnemologClient):
+        self.client = client
+        self.called: set[str] = set()
+
+    def __getattr__(self, name: str):
+        method = getattr(self.client, name)
+        self.called.add(name)
+        return method
+
+
+def user_edges(neighbors: dict) -> set[str]:
+    return {e["edge_id"] for e in neighbors["edges"] if e["edge_id"].startswith("user:")}
+
+
+def operations(document: dict) -> set[str]:
+    return {op["operationId"] for path in document["paths"].values() for op in path.values()}
+
+
+async def test_every_operation_of_the_served_document_has_a_method(live):
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        document = await client.openapi()
+    missing = sorted(name for name in operations(document) if not inspect.iscoroutinefunction(getattr(MnemologClient, name, None)) and not inspect.isasyncgenfunction(getattr(MnemologClient, name, None)))
+    assert len(operations(document)) >= 40
+    assert not missing, f"operations without a client method: {missing}"
+
+
+def test_every_read_method_of_stored_data_takes_as_of():
+    from mnemolog.api.app import ROUTES
+
+    reads = {r.handler.__name__ for r in ROUTES if r.scope == "read"} - NOT_HISTORICAL - {"relink"}
+    without = sorted(name for name in reads if "as_of" not in inspect.signature(getattr(MnemologClient, name)).parameters)
+    assert len(reads) >= 15 and not without, without
+
+
+async def test_every_method_against_a_live_server(live, tmp_path):
+    async with MnemologClient(live.url, api_key=live.key) as raw:
+        client = Recording(raw)
+        assert (await client.health())["status"] == "ok"
+        assert "channels" in await client.capabilities()
+        document = await client.openapi()
+
+        written = await client.add_memories(memories=[MemoryIn(memory="Ada keeps bees in Lisbon", key="bees"), {"memory": "Grace writes compilers"}])
+        assert isinstance(written, WriteResponse) and len(written.memory_ids) == 2
+        ada, grace = written.memory_ids
+        before = written.positions[-1]
+        one = await client.add_memories(MemoryIn(memory="Ada keeps bees in Porto now"))
+        moved = await client.update_memory(ada, UpdateMemoryRequest(memory="Ada keeps bees in Porto"), expected_version=1)
+        assert (await client.get_memory(ada))["memory"] == "Ada keeps bees in Porto"
+        assert (await client.get_memory(ada, as_of=before))["memory"] == "Ada keeps bees in Lisbon"
+        assert len((await client.memory_history(ada))["versions"]) == 2
+        assert len((await client.memory_history(ada, as_of=before))["versions"]) == 1
+        assert (await client.archive_memory(grace, reason="old")).positions
+        assert (await client.restore_memory(grace)).positions
+        assert (await client.delete_memory(grace, reason="wrong")).positions
+        await client.restore_memory(grace)
+        await client.rollback_memory(ada, 1, reason="back")
+        assert (await client.get_memory(ada))["memory"] == "Ada keeps bees in Lisbon"
+        merged = await client.merge_memories([ada, one.memory_ids[0]], text="Ada keeps bees")
+        newer = merged.memory_ids[0]
+        scratch = await client.add_memories(MemoryIn(memory="an older guess"))
+        await client.supersede_memory(scratch.memory_ids[0], newer)
+
+        await client.add_memories(MemoryIn(memory="kettle on", memory_type="WorkingMemory"))
+        listed = await client.working_memory()
+        assert isinstance(listed, WorkingMemoryResponse) and listed.entries[-1].memory.memory == "kettle on"
+        assert "kettle on" not in [e.memory.memory for e in (await client.working_memory(as_of=before)).entries]
+
+        linked = await client.link(newer, grace, edge_id="user:test:1")
+        assert linked.data["edge_ids"] == ["user:test:1"]  # where the document's links find it
+        await client.link(newer, grace, "FOLLOWS", edge_id="user:test:2")
+        assert user_edges(await client.neighbors(newer)) == {"user:test:1", "user:test:2"}
+        assert (await client.neighbors(newer, as_of=before))["edges"] == []
+        assert (await client.unlink("user:test:2")).positions
+        sub = await client.subgraph([newer], depth=1)
+        assert {newer, grace} <= {n["id"] for n in sub["nodes"]}
+        assert (await client.subgraph([newer], depth=1, as_of=before))["edges"] == []
+        stats = await client.graph_stats()
+        assert stats != await client.graph_stats(as_of=before)
+        undone = await client.undo_namespace("user:test")
+        assert undone.positions and user_edges(await client.neighbors(newer)) == set()
+        assert user_edges(await client.neighbors(newer, as_of=linked.positions[-1])) == {"user:test:1"}
+
+        found = await client.recall("bees", min_position=undone.positions[-1])
+        assert newer in [h["id"] for h in found["hits"]]
+        then = await client.recall("bees", as_of=before)
+        assert newer not in [h["id"] for h in then["hits"]]
+        assert "channels" in await client.search("bees")
+        assert newer not in str(await client.search("bees", as_of=before))
+
+        page = await client.list_events(limit=1000)
+        assert page["events"] and page["next_after"] == page["events"][-1]["position"]
+        assert [e["position"] for e in (await client.list_events(as_of=before))["events"]] == list(range(1, before + 1))
+        stream = client.stream_events(after=before - 1)
+        first = await asyncio.wait_for(stream.__anext__(), 30)
+        await stream.aclose()
+        assert first["position"] == before
+        tip = await client.digest()
+        assert (await client.verify(against=tip["digest"]))["ok"] is True
+        assert "position" in await client.organizer_status(wait=0)
+
+        put = await client.put_entity("ada", EntityIn(name="Ada Lovelace", aliases=["Ada"], tags=["math"]))
+        assert put.data["created"] is True
+        await client.put_entity("grace", {"name": "Grace Hopper"})
+        await client.put_tags("ada", ["math", "poetry"])
+        await client.set_relation("ada", "grace", "knows", weight=0.5)
+        entity = await client.get_entity("ada")
+        assert entity["name"] == "Ada Lovelace" and entity["relations"]
+        with pytest.raises(NotFoundError):
+            await client.get_entity("ada", as_of=before)
+        assert (await client.find_entities("lovelace"))["count"] == 1
+        assert (await client.find_entities("lovelace", as_of=before))["count"] == 0
+        assert [r["id"] for r in (await client.related("ada"))["related"]] == ["grace"]
+        assert (await client.related("ada", as_of=put.positions[-1]))["related"] == []
+        assert [t["tag"] for t in (await client.find_tags("p"))["tags"]] == ["poetry"]
+        assert (await client.find_tags("p", as_of=put.positions[-1]))["tags"] == []
+        cards = await client.relation_cards("Who does Ada know?")
+        assert cards["matched"] is True
+        assert (await client.relation_cards("Who does Ada know?", as_of=before))["matched"] is False
+
+        notes = tmp_path / "notes.md"
+        notes.write_text("# Notes\n\nAda Lovelace wrote the first program with Grace Hopper.\n")
+        (tmp_path / "met.txt").write_text("Ada Lovelace met Grace Hopper.")
+        with open(tmp_path / "met.txt", "rb") as opened:
+            report = await client.import_documents([notes, ("plain.txt", b"Grace Hopper built compilers with Ada Lovelace."), opened], collection="kb")
+        assert report["documents"] == 3 and report["failed"] == 0, report
+        assert (await client.relink())["committed"] is False
+        links = await client.document_links(collection="kb")
+        assert links["pairs"] if "pairs" in links else links
+        assert (await client.document_links(collection="kb", as_of=before)) != links
+        await client.remove_relation("ada", "grace", "knows")
+        assert (await client.get_entity("ada"))["relations"] == []
+        await client.delete_entity("grace")
+        with pytest.raises(NotFoundError):
+            await client.get_entity("grace")
+
+        await client.revert(moved.correlation_id, force=True)
+
+    async with MnemologClient(live.url, api_key=live.scratch) as scratch_raw:
+        scratch_client = Recording(scratch_raw)
+        await scratch_client.add_memories(MemoryIn(memory="to be dropped"))
+        dropped = await scratch_client.drop_tenant("scratch", reason="test")
+        assert dropped.positions
+        client.called |= scratch_client.called
+
+    assert operations(document) <= client.called, sorted(operations(document) - client.called)
+
+
+async def test_a_write_retried_after_a_dropped_connection_is_written_once(live):
+    async with CuttingProxy(live.url) as proxy, MnemologClient(proxy.url, api_key=live.key) as client:
+        async with client.correlation() as cid:
+            written = await client.add_memories(MemoryIn(memory="written once, answered twice"))
+        assert proxy.cut.is_set() and proxy.connections == 2
+        assert written.replayed is True
+    async with MnemologClient(live.url, api_key=live.key) as direct:
+        events = (await direct.list_events(correlation_id=cid, limit=1000))["events"]
+        assert [e["type"] for e in events] == ["MemoryAdded"] and written.memory_ids
+
+
+async def test_without_retries_the_dropped_connection_is_raised(live):
+    import aiohttp
+
+    async with CuttingProxy(live.url) as proxy, MnemologClient(proxy.url, api_key=live.key, max_retries=0) as client:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await client.add_memories(MemoryIn(memory="lost answer"))
+
+
+async def test_correlation_groups_calls_that_revert_undoes_together(live):
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        async with client.correlation() as cid:
+            a = await client.add_memories(MemoryIn(memory="grouped one"))
+            b = await client.add_memories(MemoryIn(memory="grouped two"))
+            await client.link(a.memory_ids[0], b.memory_ids[0], edge_id=f"user:{cid}:1")
+        outside = await client.add_memories(MemoryIn(memory="not in the group"))
+        assert a.correlation_id == b.correlation_id == cid != outside.correlation_id
+        await client.revert(cid)
+        for memory_id in (*a.memory_ids, *b.memory_ids):
+            assert (await client.get_memory(memory_id))["status"] == "deleted"
+        assert (await client.get_memory(outside.memory_ids[0]))["status"] == "activated"
+        assert (await client.neighbors(a.memory_ids[0]))["edges"] == []
+
+
+async def test_the_event_stream_resumes_after_a_dropped_connection_without_loss_or_repeats(live):
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        start = (await client.digest())["position"]
+        written = await client.add_memories(memories=[MemoryIn(memory=f"streamed {i}") for i in range(6)])
+        expected = [p for p in range(start + 1, written.positions[-1] + 1)]
+    # Cut the first connection in the middle of the third event: the headers, two events and a half arrive.
+    async with CuttingProxy(live.url, cut_after=1500) as proxy, MnemologClient(proxy.url, api_key=live.key) as client:
+        seen = []
+        stream = client.stream_events(after=start)
+        while len(seen) < len(expected):
+            seen.append((await asyncio.wait_for(stream.__anext__(), 30))["position"])
+        await stream.aclose()
+        assert proxy.cut.is_set() and proxy.connections == 2
+    assert seen == expected
+
+
+async def test_errors_are_raised_by_kind_with_the_servers_json(live):
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        with pytest.raises(NotFoundError) as missing:
+            await client.get_memory("01a00000-0000-7000-8000-000000000000")
+        assert missing.value.status == 404 and missing.value.body["error"]["code"] == "not_found"
+        memory_id = (await client.add_memories(MemoryIn(memory="versioned"))).memory_ids[0]
+        await client.update_memory(memory_id, {"memory": "versioned twice"})
+        with pytest.raises(VersionConflictError) as stale:
+            await client.update_memory(memory_id, {"memory": "a stale write"}, expected_version=1)
+        assert stale.value.current_version == 2
+        with pytest.raises(InvalidInputError) as invalid:
+            await client.update_memory(memory_id, {"memory": ""})
+        assert invalid.value.status == 422 and invalid.value.field == "memory"
+        with pytest.raises(PayloadTooLargeError):
+            await client.import_documents(("big.txt", b"word " * 300_000))
+    async with MnemologClient(live.url, api_key=live.reader) as reader:
+        with pytest.raises(ForbiddenError) as forbidden:
+            await reader.add_memories(MemoryIn(memory="no write scope"))
+        assert forbidden.value.code == "forbidden"
+    async with MnemologClient(live.url, api_key="mlk_not_a_key") as stranger:
+        with pytest.raises(AuthenticationError):
+            await stranger.health() if False else await stranger.capabilities()
+    assert issubclass(NotFoundError, ApiError) and issubclass(VersionConflictError, ApiError)
