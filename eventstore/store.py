@@ -113,8 +113,8 @@ class Digest(msgspec.Struct, frozen=True):
 
 def resolve_url(settings: Settings | None = None) -> str:
     settings = settings or Settings()
-    if settings.database_url:
-        return settings.database_url
+    if settings.log_url:
+        return settings.log_url
     return dialects.sqlite_url(Path(settings.data_dir) / "events.db")
 
 
