@@ -91,6 +91,7 @@ class SQLRecorder:
         self._lock = threading.RLock()  # re-entrant: a caller holding write_lock may append
         self._conn: Connection | None = None  # the writer's held connection (see transaction)
         self._listeners: list[Callable[[int], None]] = []
+        self._commit_listener: dialects.CommitListener | None = None  # PostgreSQL: other processes' commits
         self._idem_stmt = idempotency.insert()
         # The hot path sends plain tuples through the driver; the statement
         # itself is still compiled from the Core table for the dialect.
@@ -153,6 +154,7 @@ class SQLRecorder:
                 if seen is not None:
                     return seen
             appended = self._insert(conn, writes)
+            dialects.announce_append(conn, appended.last_position)
             if idempotency_key is not None:
                 conn.execute(
                     self._idem_stmt,
@@ -275,7 +277,12 @@ class SQLRecorder:
     # -- notifications ---------------------------------------------------
 
     def add_listener(self, listener: Callable[[int], None]) -> None:
-        self._listeners.append(listener)
+        """Call ``listener(position)`` after each commit: this process's at once, and on
+        PostgreSQL every other process's too (LISTEN/NOTIFY)."""
+        with self._lock:
+            self._listeners.append(listener)
+            if self._commit_listener is None and self.reader.dialect.name == "postgresql":
+                self._commit_listener = dialects.CommitListener(self.reader, self._notify)
 
     def remove_listener(self, listener: Callable[[int], None]) -> None:
         try:
@@ -508,6 +515,9 @@ class SQLRecorder:
         }
 
     def dispose(self) -> None:
+        if self._commit_listener is not None:
+            self._commit_listener.stop()
+            self._commit_listener = None
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
