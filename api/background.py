@@ -18,14 +18,32 @@ FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server
 
 
 async def follow_log(app: web.Application) -> AsyncIterator[None]:
-    """Keep projections caught up with events written by other processes (the CLI, importers)."""
+    """Keep projections caught up with events written by other processes (the CLI,
+    importers, other servers on a shared log).
+
+    On PostgreSQL every commit anywhere wakes it at once (LISTEN/NOTIFY), so a
+    replica trails the shared log by one catch-up; the interval is the
+    fallback poll.
+    """
+    service = app[keys.service_key]
+    loop_ = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def listener(_position: int) -> None:
+        try:
+            loop_.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # the loop has closed
+            pass
 
     async def loop() -> None:
-        service = app[keys.service_key]
         interval = float(app[keys.settings_key].projection_follow_seconds)
-        run = asyncio.get_running_loop().run_in_executor
+        run = loop_.run_in_executor
         while True:
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=interval)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
             try:
                 behind = await run(app[keys.readers_key], lambda: service.store.last_position() > service.runner.position())
                 if behind:
@@ -33,8 +51,10 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
             except Exception:  # keep following; the next round retries
                 log.exception("projection catch-up failed")
 
+    service.store.add_commit_listener(listener)
     task = asyncio.create_task(loop())
     yield
+    service.store.remove_commit_listener(listener)
     task.cancel()
     try:
         await task

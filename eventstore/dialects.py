@@ -7,6 +7,7 @@ that make the log append-only in the database itself.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -167,6 +168,58 @@ class CommitListener:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+class Lease:
+    """One holder at a time, across every process and machine on the log.
+
+    On PostgreSQL a session advisory lock on a connection of its own, held
+    until :meth:`release` or until that connection drops (a crashed holder's
+    lease frees itself); :meth:`held` takes it when free and tells whether
+    this process holds it now. On SQLite the log lives on one machine and the
+    server starts one holder itself, so the lease is always held.
+    """
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self._engine = engine
+        self.name = name
+        self._key = int.from_bytes(hashlib.sha256(f"mnemolog:{name}".encode()).digest()[:8], "big", signed=True)
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def held(self) -> bool:
+        if self._engine.dialect.name != "postgresql":
+            return True
+        with self._lock:
+            try:
+                if self._conn is not None:
+                    self._conn.execute("SELECT 1")  # still connected, so still held
+                    return True
+                raw = self._engine.raw_connection()
+                conn = raw.driver_connection
+                raw.detach()
+                conn.rollback()
+                conn.autocommit = True
+                if conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]:
+                    self._conn = conn
+                    return True
+                conn.close()
+                return False
+            except Exception:  # the connection dropped: the lease went with it
+                self._close()
+                return False
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+    def release(self) -> None:
+        with self._lock:
+            self._close()
 
 
 class AppendOnlyTrigger(NamedTuple):

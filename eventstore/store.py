@@ -272,6 +272,17 @@ class EventStore:
         """The lock every append of this store takes (re-entrant); a writer that holds it appends without interleaving."""
         return self._recorder.write_lock
 
+    def add_commit_listener(self, listener) -> None:
+        """Call ``listener(position)`` from another thread after each commit (see ``SQLRecorder.add_listener``)."""
+        self._recorder.add_listener(listener)
+
+    def remove_commit_listener(self, listener) -> None:
+        self._recorder.remove_listener(listener)
+
+    def lease(self, name: str) -> dialects.Lease:
+        """A lease named ``name`` that one process at a time holds across every server on this log."""
+        return dialects.Lease(self._recorder.reader, name)
+
     def close(self) -> None:
         self._recorder.dispose()
 
