@@ -50,6 +50,16 @@ def create_log_engines(url: str, *, synchronous: str = "FULL") -> tuple[Engine, 
     return writer, reader
 
 
+def psycopg_conninfo(url: str) -> str:
+    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    parts = {"user": parsed.username, "password": parsed.password, "host": parsed.host, "port": parsed.port, "dbname": parsed.database}
+    parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
+    return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v)
+
+
 def create_migration_engine(url: str) -> Engine:
     if not url.startswith("sqlite"):
         return create_engine(url, poolclass=NullPool)

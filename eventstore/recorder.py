@@ -103,6 +103,12 @@ class SQLRecorder:
         if writer.dialect.paramstyle == "qmark" and self._insert_keys == _KEYS:
             head, values = self._insert_sql.rsplit(" VALUES ", 1)
             self._insert_many_sql = f"{head} VALUES {', '.join([values] * ROWS_PER_INSERT)}"
+        # psycopg 3: rows go straight to the driver's executemany, which
+        # pipelines them (one round trip per batch, not per row).
+        self._pg_insert_sql = self._pg_span_sql = None
+        if writer.dialect.name == "postgresql":
+            self._pg_insert_sql = f"INSERT INTO events ({', '.join(_KEYS)}) VALUES ({', '.join(['%s'] * len(_KEYS))})"
+            self._pg_span_sql = f"INSERT INTO event_spans ({', '.join(_SPAN_KEYS)}) VALUES (%s, %s, %s, %s)"
         self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
         self._version_query = select(func.max(events.c.stream_version)).where(events.c.stream_id == bindparam("stream_id"))
         # With a qmark driver (sqlite3) the two per-append queries run as
@@ -228,6 +234,9 @@ class SQLRecorder:
         self._execute_insert(conn, values)
         if self._fast:
             conn.connection.driver_connection.executemany(self._span_sql, spans)
+        elif self._pg_span_sql is not None:
+            with conn.connection.driver_connection.cursor() as cursor:
+                cursor.executemany(self._pg_span_sql, spans)
         else:
             conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
         return Appended(first, position, False)
@@ -248,6 +257,9 @@ class SQLRecorder:
                     cursor.executemany(self._insert_sql, [values[i : i + width] for i in range(grouped, len(values), width)])
             finally:
                 cursor.close()
+        elif self._pg_insert_sql is not None:
+            with conn.connection.driver_connection.cursor() as cursor:
+                cursor.executemany(self._pg_insert_sql, [values[i : i + width] for i in range(0, len(values), width)])
         else:
             rows = [values[i : i + width] for i in range(0, len(values), width)]
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
