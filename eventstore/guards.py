@@ -19,7 +19,7 @@ from . import dialects
 from .schema import APPEND_ONLY_TABLES
 
 
-class GuardProblem(msgspec.Struct, frozen=True):
+class GuardProblem(msgspec.Struct, frozen=True, omit_defaults=True):
     """An append-only trigger that is not as the schema defines it, or (PostgreSQL)
     a privilege to rewrite a log table that the serving role holds."""
 
