@@ -21,12 +21,20 @@ log = logging.getLogger("mnemolog.background")
 FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server catches projections up with writes from other processes.")
 
 
-async def follow(service: "MemoryService", readers: Executor) -> None:
-    """Forever: catch the projections up with events written by other processes (the CLI, importers, servers)."""
+async def follow(service: "MemoryService", readers: Executor, wake: asyncio.Event | None = None) -> None:
+    """Forever: catch the projections up with events written by other processes (the CLI, importers, servers).
+
+    ``wake``, set by a commit listener, starts a round at once; the interval is the fallback poll.
+    """
     interval = float(service.settings.projection_follow_seconds)
     run = asyncio.get_running_loop().run_in_executor
+    wake = wake or asyncio.Event()
     while True:
-        await asyncio.sleep(interval)
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=interval)
+        except asyncio.TimeoutError:
+            pass
+        wake.clear()
         try:
             behind = await run(readers, lambda: service.store.last_position() > service.position())
             if behind:
@@ -36,9 +44,27 @@ async def follow(service: "MemoryService", readers: Executor) -> None:
 
 
 async def follow_log(app: web.Application) -> AsyncIterator[None]:
-    """Keep projections caught up with events written by other processes (the CLI, importers)."""
-    task = asyncio.create_task(follow(app[keys.service_key], app[keys.readers_key]))
+    """Keep projections caught up with events written by other processes (the CLI,
+    importers, other servers on a shared log).
+
+    On PostgreSQL every commit anywhere wakes it at once (LISTEN/NOTIFY), so a
+    replica trails the shared log by one catch-up; the interval is the
+    fallback poll.
+    """
+    service = app[keys.service_key]
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def listener(_position: int) -> None:
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # the loop has closed
+            pass
+
+    service.store.add_commit_listener(listener)
+    task = asyncio.create_task(follow(service, app[keys.readers_key], wake))
     yield
+    service.store.remove_commit_listener(listener)
     task.cancel()
     try:
         await task

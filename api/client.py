@@ -32,7 +32,6 @@ import aiohttp
 import msgspec
 
 from .schemas import (
-    AddMemoriesRequest,
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
@@ -40,7 +39,6 @@ from .schemas import (
     MergeRequest,
     ReasonRequest,
     RevertRequest,
-    RollbackRequest,
     SubgraphRequest,
     SupersedeRequest,
     UndoNamespaceRequest,

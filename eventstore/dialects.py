@@ -7,6 +7,8 @@ that make the log append-only in the database itself.
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -46,6 +48,16 @@ def create_log_engines(url: str, *, synchronous: str = "FULL") -> tuple[Engine, 
     _configure_sqlite(writer, synchronous=level, begin="BEGIN IMMEDIATE")
     _configure_sqlite(reader, synchronous=level, begin="BEGIN")
     return writer, reader
+
+
+def psycopg_conninfo(url: str) -> str:
+    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    parts = {"user": parsed.username, "password": parsed.password, "host": parsed.host, "port": parsed.port, "dbname": parsed.database}
+    parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
+    return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v)
 
 
 def create_migration_engine(url: str) -> Engine:
@@ -96,15 +108,128 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
         conn.connection.driver_connection.execute(begin)
 
 
+#: The transaction-scoped advisory lock every append on PostgreSQL takes (one per database).
+APPEND_LOCK_KEY = 0x6D6E656D6F6C6F67  # "mnemolog"
+
+
 def lock_log(conn: Connection) -> None:
     """Serialise writers for the rest of the transaction.
 
-    SQLite already holds the write lock (``BEGIN IMMEDIATE``); PostgreSQL
-    would take an exclusive table lock so that positions stay gap-free in
-    commit order.
+    SQLite already holds the write lock (``BEGIN IMMEDIATE``). On PostgreSQL
+    every append, from any process or machine, first takes one
+    transaction-scoped advisory lock, then allocates positions from
+    ``max(position) + 1``: the next writer waits until this one commits or
+    rolls back, so positions are gap-free and commit in position order (what
+    ``LOCK TABLE events IN EXCLUSIVE MODE`` would give, without the UPDATE
+    privilege that lock needs and the serving role must not hold). Readers
+    never wait for it.
     """
     if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE events IN EXCLUSIVE MODE"))
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
+
+
+#: The PostgreSQL channel every append notifies with its last position, on commit.
+NOTIFY_CHANNEL = "mnemolog_log"
+
+
+def announce_append(conn: Connection, last_position: int) -> None:
+    """Tell listeners in every process that positions up to ``last_position`` are committed.
+
+    PostgreSQL delivers the notification only when the transaction commits,
+    and a rolled-back append sends nothing. SQLite has no such channel: its
+    subscribers in other processes poll.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_notify(:channel, :position)"), {"channel": NOTIFY_CHANNEL, "position": str(last_position)})
+
+
+class CommitListener:
+    """A thread that LISTENs on :data:`NOTIFY_CHANNEL` and calls ``on_commit(position)``.
+
+    It owns one connection outside the pools; when the connection breaks it
+    reconnects after a pause (subscribers keep polling meanwhile).
+    """
+
+    def __init__(self, engine: Engine, on_commit) -> None:
+        self._engine = engine
+        self._on_commit = on_commit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mnemolog-log-listener", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                raw = self._engine.raw_connection()
+                conn = raw.driver_connection
+                raw.detach()
+                try:
+                    conn.rollback()
+                    conn.autocommit = True
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self._on_commit(int(note.payload))
+                finally:
+                    conn.close()
+            except Exception:  # a lost connection: retry, polling covers the gap
+                self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class Lease:
+    """One holder at a time, across every process and machine on the log.
+
+    On PostgreSQL a session advisory lock on a connection of its own, held
+    until :meth:`release` or until that connection drops (a crashed holder's
+    lease frees itself); :meth:`held` takes it when free and tells whether
+    this process holds it now. On SQLite the log lives on one machine and the
+    server starts one holder itself, so the lease is always held.
+    """
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self._engine = engine
+        self.name = name
+        self._key = int.from_bytes(hashlib.sha256(f"mnemolog:{name}".encode()).digest()[:8], "big", signed=True)
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def held(self) -> bool:
+        if self._engine.dialect.name != "postgresql":
+            return True
+        with self._lock:
+            try:
+                if self._conn is not None:
+                    self._conn.execute("SELECT 1")  # still connected, so still held
+                    return True
+                raw = self._engine.raw_connection()
+                conn = raw.driver_connection
+                raw.detach()
+                conn.rollback()
+                conn.autocommit = True
+                if conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]:
+                    self._conn = conn
+                    return True
+                conn.close()
+                return False
+            except Exception:  # the connection dropped: the lease went with it
+                self._close()
+                return False
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+    def release(self) -> None:
+        with self._lock:
+            self._close()
 
 
 class AppendOnlyTrigger(NamedTuple):
@@ -191,6 +316,35 @@ def installed_triggers(conn: Connection) -> dict[str, InstalledTrigger]:
         )
         return {name: InstalledTrigger(name, table, None) for name, table in rows}
     return {}
+
+
+#: What no role serving the log may do to its tables on PostgreSQL: the
+#: serving role may INSERT and SELECT only. Revoked by migration 0003 and by
+#: ``mnemolog migrate``; ``verify`` reports any of them held.
+REFUSED_PRIVILEGES = ("UPDATE", "DELETE", "TRUNCATE")
+
+
+def revoke_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[str]:
+    """Statements that take the refused privileges from the connected role and from PUBLIC."""
+    if dialect_name != "postgresql":
+        return []
+    return [f"REVOKE {', '.join(REFUSED_PRIVILEGES)} ON {', '.join(tables)} FROM PUBLIC, CURRENT_USER"]
+
+
+def held_privileges(conn: Connection, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[tuple[str, str]]:
+    """``(table, privilege)`` of each refused privilege the connected role holds (PostgreSQL only).
+
+    A superuser holds every privilege whatever was revoked, so a log served
+    by one is reported as such.
+    """
+    if conn.dialect.name != "postgresql":
+        return []
+    held = []
+    for table in tables:
+        for privilege in REFUSED_PRIVILEGES:
+            if conn.execute(text("SELECT has_table_privilege(current_user, :t, :p)"), {"t": table, "p": privilege}).scalar():
+                held.append((table, privilege))
+    return held
 
 
 # The envelope of one event as a JSON object whose keys are RecordedEvent's

@@ -1,4 +1,5 @@
-"""The log's guards: the triggers that keep its tables append-only.
+"""The log's guards: the triggers (and on PostgreSQL, the revoked privileges)
+that keep its tables append-only.
 
 Anyone holding the database file can drop or rewrite a trigger, and alembic
 would not notice: the schema revision stays the same. :func:`check_guards`
@@ -18,14 +19,18 @@ from . import dialects
 from .schema import APPEND_ONLY_TABLES
 
 
-class GuardProblem(msgspec.Struct, frozen=True):
-    """An append-only trigger that is not as the schema defines it."""
+class GuardProblem(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An append-only trigger that is not as the schema defines it, or (PostgreSQL)
+    a privilege to rewrite a log table that the serving role holds."""
 
     table: str
     trigger: str
-    problem: Literal["missing", "altered"]
+    problem: Literal["missing", "altered", "granted"]
+    privilege: str = ""
 
     def __str__(self) -> str:
+        if self.problem == "granted":
+            return f"the serving role holds {self.privilege} on {self.table}"
         return f"trigger {self.trigger} on {self.table} is {self.problem}"
 
 
@@ -43,6 +48,8 @@ def check_guards(conn: Connection) -> list[GuardProblem]:
             problems.append(GuardProblem(trigger.table, trigger.name, "missing"))
         elif found.table != trigger.table or (found.sql is not None and _normalised(found.sql) != _normalised(trigger.create)):
             problems.append(GuardProblem(trigger.table, trigger.name, "altered"))
+    for table, privilege in dialects.held_privileges(conn, APPEND_ONLY_TABLES):
+        problems.append(GuardProblem(table, "", "granted", privilege))
     return problems
 
 
@@ -53,7 +60,10 @@ def restore_guards(engine: Engine) -> list[GuardProblem]:
             problems = check_guards(conn)
             if not problems:
                 return []
-            wanted = {p.trigger for p in problems}
+            wanted = {p.trigger for p in problems if p.problem != "granted"}
+            if any(p.problem == "granted" for p in problems):
+                for statement in dialects.revoke_ddl(conn.dialect.name):
+                    conn.execute(text(statement))
             for statement in dialects.guard_setup_ddl(conn.dialect.name):
                 conn.execute(text(statement))
             for trigger in dialects.append_only_triggers(conn.dialect.name, APPEND_ONLY_TABLES):

@@ -97,6 +97,7 @@ class SQLRecorder:
         self._lock = threading.RLock()  # re-entrant: a caller holding write_lock may append
         self._conn: Connection | None = None  # the writer's held connection (see transaction)
         self._listeners: list[Callable[[int], None]] = []
+        self._commit_listener: dialects.CommitListener | None = None  # PostgreSQL: other processes' commits
         self._idem_stmt = idempotency.insert()
         # The hot path sends plain tuples through the driver; the statement
         # itself is still compiled from the Core table for the dialect.
@@ -108,6 +109,12 @@ class SQLRecorder:
         if writer.dialect.paramstyle == "qmark" and self._insert_keys == _KEYS:
             head, values = self._insert_sql.rsplit(" VALUES ", 1)
             self._insert_many_sql = f"{head} VALUES {', '.join([values] * ROWS_PER_INSERT)}"
+        # psycopg 3: rows go straight to the driver's executemany, which
+        # pipelines them (one round trip per batch, not per row).
+        self._pg_insert_sql = self._pg_span_sql = None
+        if writer.dialect.name == "postgresql":
+            self._pg_insert_sql = f"INSERT INTO events ({', '.join(_KEYS)}) VALUES ({', '.join(['%s'] * len(_KEYS))})"
+            self._pg_span_sql = f"INSERT INTO event_spans ({', '.join(_SPAN_KEYS)}) VALUES (%s, %s, %s, %s)"
         self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
         self._version_query = select(func.max(events.c.stream_version)).where(events.c.stream_id == bindparam("stream_id"))
         # With a qmark driver (sqlite3) the two per-append queries run as
@@ -165,6 +172,7 @@ class SQLRecorder:
                 if seen is not None:
                     return seen
             appended = self._insert(conn, writes)
+            dialects.announce_append(conn, appended.last_position)
             if idempotency_key is not None:
                 conn.execute(
                     self._idem_stmt,
@@ -237,6 +245,9 @@ class SQLRecorder:
         self._execute_insert(conn, values)
         if self._fast:
             conn.connection.driver_connection.executemany(self._span_sql, spans)
+        elif self._pg_span_sql is not None:
+            with conn.connection.driver_connection.cursor() as cursor:
+                cursor.executemany(self._pg_span_sql, spans)
         else:
             conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
         return Appended(first, position, False)
@@ -257,6 +268,9 @@ class SQLRecorder:
                     cursor.executemany(self._insert_sql, [values[i : i + width] for i in range(grouped, len(values), width)])
             finally:
                 cursor.close()
+        elif self._pg_insert_sql is not None:
+            with conn.connection.driver_connection.cursor() as cursor:
+                cursor.executemany(self._pg_insert_sql, [values[i : i + width] for i in range(0, len(values), width)])
         else:
             rows = [values[i : i + width] for i in range(0, len(values), width)]
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
@@ -286,7 +300,12 @@ class SQLRecorder:
     # -- notifications ---------------------------------------------------
 
     def add_listener(self, listener: Callable[[int], None]) -> None:
-        self._listeners.append(listener)
+        """Call ``listener(position)`` after each commit: this process's at once, and on
+        PostgreSQL every other process's too (LISTEN/NOTIFY)."""
+        with self._lock:
+            self._listeners.append(listener)
+            if self._commit_listener is None and self.reader.dialect.name == "postgresql":
+                self._commit_listener = dialects.CommitListener(self.reader, self._notify)
 
     def remove_listener(self, listener: Callable[[int], None]) -> None:
         try:
@@ -519,6 +538,9 @@ class SQLRecorder:
         }
 
     def dispose(self) -> None:
+        if self._commit_listener is not None:
+            self._commit_listener.stop()
+            self._commit_listener = None
         with self._lock:
             if self._conn is not None:
                 self._conn.close()

@@ -119,10 +119,12 @@ class Settings:
 
 
 DATA_DIR = setting("data_dir", "./data", "Directory holding events.db, projections.db, vectors.usearch and backups/.")
-DATABASE_URL = setting(
-    "database_url",
+LOG_URL = setting(
+    "log_url",
     "",
-    "SQLAlchemy URL of the event log. Empty means sqlite:///<data_dir>/events.db.",
+    "SQLAlchemy URL of the event log: empty means sqlite:///<data_dir>/events.db; "
+    "postgresql+psycopg://user@host/db puts it in PostgreSQL (the postgres extra), shared by every server "
+    "that names it, each keeping its projections in its own data_dir.",
 )
 SYNCHRONOUS = setting(
     "synchronous",

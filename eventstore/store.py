@@ -113,8 +113,8 @@ class Digest(msgspec.Struct, frozen=True):
 
 def resolve_url(settings: Settings | None = None) -> str:
     settings = settings or Settings()
-    if settings.database_url:
-        return settings.database_url
+    if settings.log_url:
+        return settings.log_url
     return dialects.sqlite_url(Path(settings.data_dir) / "events.db")
 
 
@@ -277,6 +277,17 @@ class EventStore:
     def write_lock(self) -> threading.RLock:
         """The lock every append of this store takes (re-entrant); a writer that holds it appends without interleaving."""
         return self._recorder.write_lock
+
+    def add_commit_listener(self, listener) -> None:
+        """Call ``listener(position)`` from another thread after each commit (see ``SQLRecorder.add_listener``)."""
+        self._recorder.add_listener(listener)
+
+    def remove_commit_listener(self, listener) -> None:
+        self._recorder.remove_listener(listener)
+
+    def lease(self, name: str) -> dialects.Lease:
+        """A lease named ``name`` that one process at a time holds across every server on this log."""
+        return dialects.Lease(self._recorder.reader, name)
 
     def close(self) -> None:
         self._recorder.dispose()

@@ -136,7 +136,7 @@ class MemoryService:
     def open(cls, data_dir: str | os.PathLike | None = None, *, settings: Settings | None = None, catch_up: bool = True) -> "MemoryService":
         settings = settings or Settings()
         data_dir = Path(data_dir or settings.data_dir)
-        store = EventStore.open(data_dir if not settings.database_url else settings.database_url, settings=settings)
+        store = EventStore.open(data_dir if not settings.log_url else settings.log_url, settings=settings)
         service = cls(store, data_dir, settings)
         if catch_up:
             service.sync()

@@ -20,6 +20,11 @@ NORMAL).
 
 The last line of output is ``key=value`` pairs for scripts; keys of the
 NORMAL run end in ``_normal``.
+
+``--backend postgres`` measures the log on PostgreSQL instead: in a private
+cluster the bench starts and stops (``mnemolog.tools.pg_cluster``), appends
+of 1 and 100 per transaction, next to psycopg ``executemany`` of the same
+rows into a bare table in the same run; each case in a new database.
 """
 
 from __future__ import annotations
@@ -242,8 +247,89 @@ def keys(results: dict[str, Result], n: int, suffix: str) -> list[str]:
     return out
 
 
+PG_B1_LIMIT = 2000  # events appended one per transaction on PostgreSQL
+
+
+def time_append_url(url: str, events: list[BenchNoted], batch: int) -> float:
+    with EventStore.open(url) as store:
+        started = time.perf_counter()
+        for index, start in enumerate(range(0, len(events), batch)):
+            store.append(f"bench-{index % STREAMS}", events[start : start + batch])
+        return time.perf_counter() - started
+
+
+def time_raw_psycopg(url: str, rows: list[tuple], batch: int) -> float:
+    """psycopg 3 ``executemany`` into a bare table (same columns and primary key), ``batch`` rows per transaction."""
+    import psycopg
+
+    from mnemolog.eventstore.dialects import psycopg_conninfo
+
+    with psycopg.connect(psycopg_conninfo(url)) as conn:
+        conn.execute(_RAW_DDL.replace("position INTEGER", "position BIGINT"))
+        conn.commit()
+        insert = _RAW_INSERT.replace("?", "%s")
+        started = time.perf_counter()
+        with conn.cursor() as cursor:
+            for start in range(0, len(rows), batch):
+                cursor.executemany(insert, rows[start : start + batch])
+                conn.commit()
+        return time.perf_counter() - started
+
+
+def run_postgres(args: argparse.Namespace, events: list[BenchNoted], status: Callable[[str], None]) -> list[str]:
+    from .pg_cluster import PrivateCluster
+
+    cluster = PrivateCluster()
+    reason = cluster.ensure()
+    if reason:
+        raise RuntimeError(reason)
+    try:
+        n = len(events)
+        results: dict[str, Result] = {}
+        rows: list[tuple] = []
+        for batch, count in ((1, min(n, PG_B1_LIMIT)), (100, n)):
+            status(f"postgres: append, {batch} per transaction")
+            best = middle([time_append_url(cluster.create_database(), events[:count], batch) for _ in range(args.repeat)])
+            results[f"append_b{batch}"] = Result(f"append, {batch:,} per transaction", count, best)
+        url = cluster.create_database()
+        with EventStore.open(url) as store:
+            for start in range(0, n, 1000):
+                store.append("rows", events[start : start + 1000])
+            rows = [tuple(row) for page in store.iter_rows() for row in page]
+        for batch, count in ((1, min(n, PG_B1_LIMIT)), (100, n)):
+            status(f"postgres: raw psycopg, {batch} per transaction")
+            best = middle([time_raw_psycopg(cluster.create_database(), rows[:count], batch) for _ in range(args.repeat)])
+            results[f"raw_b{batch}"] = Result(f"raw psycopg executemany, {batch:,} per transaction", count, best)
+    finally:
+        cluster.stop()
+    lines = [f"PostgreSQL (private cluster, fsync off; N={n:,}; the median of {args.repeat} runs per case)"]
+    lines.append(f"  {'case':<50}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs raw':>9}")
+    for key in ("append_b1", "append_b100", "raw_b1", "raw_b100"):
+        r = results[key]
+        ratio = f"{r.eps / results['raw_' + key.split('_', 1)[1]].eps:.2f}" if key.startswith("append_") else ""
+        lines.append(f"  {r.label:<50}{r.events:>10,}{r.seconds:>10.2f}{r.eps:>12,.0f}{ratio:>9}")
+    lines.append("  raw: bare table with the same columns and primary key; no triggers, no unique or secondary indexes, no lock")
+    print("\n".join(lines), flush=True)
+    print()
+    b100, raw100 = results["append_b100"], results["raw_b100"]
+    return [
+        f"pg_n={n}",
+        f"pg_append_b1_eps={results['append_b1'].eps:.0f}",
+        f"pg_raw_b1_eps={results['raw_b1'].eps:.0f}",
+        f"pg_raw_b100_eps={raw100.eps:.0f}",
+        f"pg_append_b100_eps={b100.eps:.0f}",
+        f"pg_ratio_b100={b100.eps / raw100.eps:.3f}",
+    ]
+
+
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000, help="events per batched run (default 100,000)")
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the log's database: sqlite (default) or postgres (a private cluster the bench starts; needs the postgres extra and server binaries)",
+    )
     parser.add_argument(
         "--synchronous",
         type=str.upper,
@@ -270,6 +356,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"bench append: {text}", file=sys.stderr, flush=True)
 
     pairs: list[str] = []
+    if args.backend == "postgres":
+        pairs = run_postgres(args, events, status)
+        print(" ".join(pairs))
+        return 0
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
         for level in levels:
             results = run_level(Path(tmp), level, events, args.repeat, status)

@@ -115,11 +115,18 @@ def data_dir(args: argparse.Namespace) -> Path:
 
 
 def open_store(args: argparse.Namespace, *, migrate: bool = True) -> EventStore:
-    """Open the log named by ``--data-dir`` (or the environment), migrating its schema."""
+    """Open the log named by ``MNEMOLOG_LOG_URL``, else the one in ``--data-dir`` (or the environment), migrating its schema.
+
+    A shared log (PostgreSQL) is the same whichever data directory a server
+    keeps its projections in.
+    """
+    settings = Settings()
+    if settings.log_url:
+        return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
     explicit = getattr(args, "data_dir", None)
     if explicit:
         return EventStore.open(explicit, migrate_schema=migrate)
-    return EventStore.open(settings=Settings(), migrate_schema=migrate)
+    return EventStore.open(settings=settings, migrate_schema=migrate)
 
 
 def sqlite_path(store: EventStore) -> Path | None:

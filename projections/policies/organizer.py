@@ -102,6 +102,7 @@ class Organizer:
         self._records_scanned = 0
         self._records_lock = threading.Lock()
         self._position = max(self.checkpoint(), self.recorded())
+        self.lease = None  # taken by follow(): one organizer at a time across servers on a shared log
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._waiters_lock = threading.Lock()
         self.decisions: dict[str, dict[str, int]] = defaultdict(lambda: {"merge": 0, "supersede": 0})
@@ -465,11 +466,14 @@ class Organizer:
                     pass
 
         self.service.add_after_commit(hook)
+        # Several servers on one shared log: one organizer runs, the others stand by.
+        self.lease = self.service.store.lease("organizer")
         poll = float(self.settings.organizer_poll_s)
         interval = float(self.settings.organizer_cluster_interval_s)
         next_cluster = loop.time() + interval if interval > 0 else float("inf")
         failures = 0
         pacer = self.pacer()
+        standby = False
         wake.set()
         while not self.stopped:
             try:
@@ -478,6 +482,12 @@ class Organizer:
                 pass
             wake.clear()
             try:
+                if not await loop.run_in_executor(read_executor, self.lease.held):
+                    standby = True
+                    continue
+                if standby:  # taking over: start from the progress the last holder recorded in the log
+                    standby = False
+                    self._position = max(self._position, await loop.run_in_executor(read_executor, self.recorded))
                 head = await loop.run_in_executor(read_executor, self.service.store.last_position)
                 if head > self._position:
                     await self.arun_once(read_executor=read_executor, write_executor=write_executor, pacer=pacer)
@@ -494,6 +504,8 @@ class Organizer:
 
     async def aclose(self) -> None:
         self.stopped = True
+        if self.lease is not None:
+            self.lease.release()
         if not self._sync_judge() and hasattr(self.judge, "close"):
             await self.judge.close()
         with self._conn_lock:

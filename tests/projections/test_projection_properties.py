@@ -274,8 +274,21 @@ def knowledge(conn: sqlite3.Connection, tenant: str, as_of: int | None) -> dict:
 SEED = [("add", 0, 2, 1, 0), ("add", 1, 1, 0, 1), ("add", 0, 1, 0, 2)]
 
 
-def scenario_run(ops, tmp: str) -> Scenario:
-    svc = MemoryService.open(tmp, settings=SETTINGS)
+@pytest.fixture(params=["sqlite", "postgres"])
+def log_url(request):
+    """The log's backend: a callable giving an empty log's URL for each example ("" is SQLite in the data dir)."""
+    if request.param == "sqlite":
+        return lambda: ""
+    from tests.pg import fresh_database_url, unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    return fresh_database_url
+
+
+def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
+    svc = MemoryService.open(tmp, settings=SETTINGS.with_overrides(log_url=log_url) if log_url else SETTINGS)
     scenario = Scenario(svc)
     for op in [*SEED, *ops]:
         scenario.apply(op)
@@ -287,9 +300,9 @@ def scenario_run(ops, tmp: str) -> Scenario:
 
 @PROPERTY
 @given(ops=st.lists(OPS_WITH_DROP, min_size=1, max_size=30), batch=st.integers(1, 7))
-def test_incremental_projections_equal_a_rebuild(ops, batch):
+def test_incremental_projections_equal_a_rebuild(ops, batch, log_url):
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = scenario_run(ops, tmp)
+        scenario = scenario_run(ops, tmp, log_url())
         svc = scenario.svc
         incremental = dump(svc.runner)
         rebuilt = side_runner(svc.store, Path(tmp) / "rebuilt")
@@ -322,9 +335,9 @@ def _edge_reads(views) -> list[tuple]:
 
 @PROPERTY
 @given(ops=st.lists(OPS, min_size=1, max_size=25))
-def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops):
+def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = scenario_run(ops, tmp)
+        scenario = scenario_run(ops, tmp, log_url())
         svc = scenario.svc
         replay = side_runner(svc.store, Path(tmp) / "replay")
         conn = connect(replay.path)
@@ -356,9 +369,9 @@ def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops):
 # A forced revert that found nothing to compensate (archive, restore, revert of the archive) holds
 # only its marker; reverting it is a no-op, not an error.
 @example(prefix=[("archive", 0, 0, 0, 0), ("restore", 0, 0, 0, 0)], last=("revert", 0, 2, 1, 0))
-def test_reverting_a_command_restores_the_visible_state(prefix, last):
+def test_reverting_a_command_restores_the_visible_state(prefix, last, log_url):
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = scenario_run(prefix, tmp)
+        scenario = scenario_run(prefix, tmp, log_url())
         svc = scenario.svc
         before = scenario.visible()
         existed = {t: set(scenario.memories[t]) for t in TENANTS}

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from mnemolog.projections.graph.reads import graph_stats
 from mnemolog.projections.service import MemoryService
 from mnemolog.tools import bench_graph, cli
@@ -80,3 +82,20 @@ def test_bench_ingest_runs_a_real_server_with_and_without_the_organizer(tmp_path
     assert "events behind the head" in rows["organizer on"]  # the organizer ran in the server and said where it was
     assert "caught up" in rows["organizer on"] and "not caught up" not in rows["organizer on"]  # ... and finished the work left
     assert list(tmp_path.iterdir()) == []  # the servers' data directories are gone
+
+
+def test_the_postgres_append_bench_ends_with_its_figures():
+    from tests.pg import unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    run = subprocess.run(
+        [sys.executable, "-m", "mnemolog.tools.cli", "bench", "append", "--backend", "postgres", "--n", "300", "--repeat", "3"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    figures = dict(pair.split("=") for pair in run.stdout.strip().splitlines()[-1].split())
+    assert int(figures["pg_n"]) == 300
+    assert float(figures["pg_append_b100_eps"]) > 0 and float(figures["pg_ratio_b100"]) > 0
+    assert "raw psycopg executemany" in run.stdout

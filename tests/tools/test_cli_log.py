@@ -407,7 +407,7 @@ def test_benches_refuse_fewer_than_three_runs(capsys):
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["MNEMOLOG_SUBSCRIBE_POLL_SECONDS"] = "0.1"
-    env.pop("MNEMOLOG_DATABASE_URL", None)
+    env.pop("MNEMOLOG_LOG_URL", None)
     return env
 
 
