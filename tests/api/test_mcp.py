@@ -131,9 +131,9 @@ async def seed(start):
     api = await start(auth=True)
     key = create_key(api.data_dir, "default", "read,write")
     http = api.client(api_key=key)
-    lisbon = await http.add({"memory": "I moved to Lisbon in May", "key": "home city", "tags": ["moves"]})
-    cat = await http.add({"memory": "I adopted a cat called Miso in June"})
-    await http.update(cat.memory_ids[0], {"memory": "I adopted a grey cat called Miso in June"})
+    lisbon = await http.add_memories({"memory": "I moved to Lisbon in May", "key": "home city", "tags": ["moves"]})
+    cat = await http.add_memories({"memory": "I adopted a cat called Miso in June"})
+    await http.update_memory(cat.memory_ids[0], {"memory": "I adopted a grey cat called Miso in June"})
     await http.link(lisbon.memory_ids[0], cat.memory_ids[0], "RELATED", weight=0.5)
     await http.request("PUT", "/v1/entities/person:ada", json={"name": "Ada Lovelace", "entity_type": "person", "aliases": ["Ada"]})
     await http.request("PUT", "/v1/entities/machine:engine", json={"name": "Analytical Engine", "entity_type": "machine"})
@@ -188,10 +188,10 @@ async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
         assert ok(await mcp.call_tool("recall", filtered)) == await http.recall("cat", filters={"tags": ["moves"]}, channels=["lexical"])
         assert ok(await mcp.call_tool("search", {"query": "cat Miso"})) == await http.search("cat Miso")
 
-        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
         assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2}))["version"] == 1
-        assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2})) == await http.get(cat, as_of=2)
-        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.history(cat)
+        assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2})) == await http.get_memory(cat, as_of=2)
+        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.memory_history(cat)
 
         related = ok(await mcp.call_tool("related", {"node": lisbon, "depth": 2, "direction": "out", "edge_types": ["RELATED"]}))
         assert related == await http.request("GET", "/v1/graph/neighbors", params={"node": lisbon, "depth": "2", "direction": "out", "type": "RELATED"})
@@ -206,10 +206,10 @@ async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
         assert found == await http.request("GET", "/v1/entities", params={"q": "ada", "type": "person"}) and found["count"] == 1
 
         page = ok(await mcp.call_tool("log", {"after": 1, "limit": 2}))
-        assert page == await http.events(after=1, limit=2) and len(page["events"]) == 2
+        assert page == await http.list_events(after=1, limit=2) and len(page["events"]) == 2
         correlation = page["events"][0]["metadata"]["correlation_id"]
         by_correlation = ok(await mcp.call_tool("log", {"correlation_id": correlation}))
-        assert by_correlation == await http.events(correlation_id=correlation)
+        assert by_correlation == await http.list_events(correlation_id=correlation)
 
         caps = ok(await mcp.call_tool("capabilities", {}))
         assert {k: caps[k] for k in ("version", "head_position", "channels", "embedder")} == {
@@ -226,9 +226,9 @@ async def test_resources_and_the_citation_prompt(start):
         templates = {t.uri_template for t in (await mcp.list_resource_templates()).resource_templates}
         assert templates == {"mnemolog://memory/{id}", "mnemolog://memory/{id}/history"}
         memory = await mcp.read_resource(f"mnemolog://memory/{cat}")
-        assert json.loads(memory.contents[0].text) == await http.get(cat)
+        assert json.loads(memory.contents[0].text) == await http.get_memory(cat)
         history = await mcp.read_resource(f"mnemolog://memory/{cat}/history")
-        assert json.loads(history.contents[0].text) == await http.history(cat)
+        assert json.loads(history.contents[0].text) == await http.memory_history(cat)
 
         from mcp.shared.exceptions import MCPError
 
@@ -258,7 +258,7 @@ async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on
         assert refused(await mcp.call_tool("entities", {"id": "person:ada", "q": "ada"}))["field"] == "id"
         assert refused(await mcp.call_tool("no_such_tool", {}))["field"] == "name"
         # the server is still there and still right
-        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
 
 
 @needs_mcp
@@ -309,9 +309,9 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
         ok(await mcp.call_tool("archive_memory", {"id": lisbon, "reason": "moved on"}))
         assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": ""}}))["field"] == "memory.memory"
 
-        versions = (await http.history(cat))["versions"]
+        versions = (await http.memory_history(cat))["versions"]
         assert versions[-1]["actor"] == f"mcp:{CLIENT_NAME}" and versions[-1]["correlation_id"] == session
-        assert (await http.history(cat))["versions"][-1]["memory"] == "I adopted two cats"
+        assert (await http.memory_history(cat))["versions"][-1]["memory"] == "I adopted two cats"
 
         head = (await http.digest())["position"]
         preview = ok(await mcp.call_tool("revert", {"correlation_id": session}))
@@ -321,9 +321,9 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
 
     done = subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "revert", session], capture_output=True, text=True, env=_env())
     assert done.returncode == 0, done.stderr
-    assert (await http.get(sister))["status"] == "deleted"
-    assert (await http.get(cat))["memory"] == "I adopted a grey cat called Miso in June"
-    assert (await http.get(lisbon))["status"] == "activated"
+    assert (await http.get_memory(sister))["status"] == "deleted"
+    assert (await http.get_memory(cat))["memory"] == "I adopted a grey cat called Miso in June"
+    assert (await http.get_memory(lisbon))["status"] == "activated"
 
 
 @needs_mcp
@@ -360,7 +360,7 @@ async def test_another_tenants_ids_are_invisible(start):
         with pytest.raises(MCPError):
             await mcp.read_resource(f"mnemolog://memory/{cat}")
         assert ok(await mcp.call_tool("capabilities", {}))["session"]["tenant"] == "other"
-    assert (await http.get(cat))["status"] == "activated"
+    assert (await http.get_memory(cat))["status"] == "activated"
 
 
 # -- streamable HTTP ----------------------------------------------------------------------------------------------
@@ -376,9 +376,9 @@ async def test_streamable_http_serves_the_same_answers_and_checks_each_requests_
     async with http_client(url, key) as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS | WRITE_TOOLS
         assert ok(await mcp.call_tool("recall", {"query": "which city did I move to?"})) == await http.recall("which city did I move to?")
-        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get(cat)
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
         added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The office moved to Porto"}}))
-        assert (await http.history(added["memory_ids"][0]))["versions"][0]["actor"] == f"mcp:{CLIENT_NAME}"
+        assert (await http.memory_history(added["memory_ids"][0]))["versions"][0]["actor"] == f"mcp:{CLIENT_NAME}"
     async with http_client(url, other) as mcp:  # each request acts as its own key: another tenant, read only
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
         assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
@@ -398,7 +398,7 @@ async def test_streamable_http_with_the_servers_key(start, http_mcp):
     url = http_mcp(api.data_dir, key)
     async with http_client(url, None) as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
-        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.history(cat)
+        assert ok(await mcp.call_tool("history", {"id": cat})) == await http.memory_history(cat)
 
 
 # -- the HTTP API's revert dry run, which the MCP revert uses -------------------------------------------------------
@@ -406,11 +406,11 @@ async def test_streamable_http_with_the_servers_key(start, http_mcp):
 
 async def test_http_revert_dry_run_writes_nothing(start):
     api, http, key, lisbon, cat = await seed(start)
-    written = await http.add({"memory": "a passing thought"}, correlation_id="session-1")
+    written = await http.add_memories({"memory": "a passing thought"}, correlation_id="session-1")
     head = (await http.digest())["position"]
     preview = await http.request("POST", "/v1/reverts", json={"correlation_id": "session-1", "dry_run": True})
     assert preview["positions"] == [] and preview["data"] == {"dry_run": True, "would_revert": 1, "conflicts": [], "forced": False}
     assert preview["memory_ids"] == written.memory_ids
     assert (await http.digest())["position"] == head
     done = await http.request("POST", "/v1/reverts", json={"correlation_id": "session-1"})
-    assert done["positions"] and (await http.get(written.memory_ids[0]))["status"] == "deleted"
+    assert done["positions"] and (await http.get_memory(written.memory_ids[0]))["status"] == "deleted"

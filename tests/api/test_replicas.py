@@ -34,11 +34,11 @@ async def test_a_write_on_one_server_is_read_on_another(aiohttp_server, aiohttp_
 
     one, two = await start("one"), await start("two")
     assert (tmp_path / "one" / "projections.db").exists() and (tmp_path / "two" / "projections.db").exists()
-    written = await one.client().add({"memory": "The ferry to Cacilhas leaves every twenty minutes"})
+    written = await one.client().add_memories({"memory": "The ferry to Cacilhas leaves every twenty minutes"})
     found = await two.client().recall("ferry Cacilhas", min_position=written.positions[-1])
     assert [h["id"] for h in found["hits"]][:1] == written.memory_ids
 
-    later = await two.client().add({"memory": "The night ferry stops at one"})
+    later = await two.client().add_memories({"memory": "The night ferry stops at one"})
     runner = one.app[keys.service_key].runner
     for _ in range(200):  # followed without a request: the projections reach it by themselves
         if runner.position() >= later.positions[-1]:

@@ -32,7 +32,7 @@ def test_overrides_then_the_environment_then_defaults():
     settings = Settings({"synchronous": "OFF"}, env=env)
     assert settings.synchronous == "OFF"
     assert settings.subscribe_poll_seconds == 2.5
-    assert settings.database_url == ""
+    assert settings.log_url == ""
     with pytest.raises(AttributeError):
         settings.no_such_setting
 
