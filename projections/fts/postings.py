@@ -360,16 +360,9 @@ class PostingsIndex:
 
     def load(self, conn: sqlite3.Connection) -> int:
         """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds."""
-        began = conn.in_transaction
-        if not began:
-            conn.execute("BEGIN")
-        try:
-            with self.lock:
-                self._sync(conn)
-                return self.cols.n
-        finally:
-            if not began:
-                conn.execute("COMMIT")
+        with _one_snapshot(conn), self.lock:
+            self._sync(conn)
+            return self.cols.n
 
     # -- searching ----------------------------------------------------------------------
 
@@ -396,20 +389,13 @@ class PostingsIndex:
         if any(len(s) > 1 for s in stems):
             return None
         terms = [s[0] for s in stems if s]
-        began = conn.in_transaction
-        if not began:
-            conn.execute("BEGIN")
-        try:
-            with self.lock:
-                self._sync(conn)
-                scored = self._score(terms)
-                if scored is None:
-                    return []
-                rows, scores = scored
-                return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
-        finally:
-            if not began:
-                conn.execute("COMMIT")
+        with _one_snapshot(conn), self.lock:
+            self._sync(conn)
+            scored = self._score(terms)
+            if scored is None:
+                return []
+            rows, scores = scored
+            return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
 
     def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
@@ -518,3 +504,16 @@ _META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status 
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
 #: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
 _WEIGHT_SQL = "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5 ELSE 0.0 END"
+
+
+@contextmanager
+def _one_snapshot(conn: sqlite3.Connection):
+    """Read the index and ``fts_docs`` in one read transaction (the caller's, if it holds one)."""
+    began = conn.in_transaction
+    if not began:
+        conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if not began:
+            conn.execute("COMMIT")
