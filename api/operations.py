@@ -176,14 +176,14 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
 
 
 def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
-    """Every version of a memory; as of a position or time, the versions written by then."""
+    """Every version of a memory and its entity mention links; as of a position or time, those written by then."""
     position = svc.resolve_as_of(as_of)
-    versions = svc.history(tenant, memory_id)
+    versions = svc.history(tenant, memory_id, as_of=position)
     if position is not None:
         versions = [v for v in versions if v["position"] <= position]
         if not versions:
             raise NotFound("memory", memory_id)
-    return {"memory_id": memory_id, "versions": versions}
+    return {"memory_id": memory_id, "versions": versions, "mention_links": svc.mention_links(tenant, memory_id, as_of=position)}
 
 
 def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:

@@ -292,7 +292,7 @@ async def import_documents(request: web.Request) -> web.Response:
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks and memories: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
 async def relink(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)

@@ -187,6 +187,7 @@ class RelinkCommitted(DomainEvent, frozen=True):
     entities: int
     include_tags: bool = False
     max_alias_document_frequency: float | None = None
+    memories: int = 0  # the memories linked besides the chunks
 
 
 EntityEvent = EntityUpserted | EntityRolledBack | EntityTagsSet | EntityRemoved | RelationSet | RelationRemoved

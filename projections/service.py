@@ -26,6 +26,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
+from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
@@ -36,7 +37,7 @@ from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
 from .graph import reads as graph_reads
-from .linking.relink import Linking, import_linker, seed_hook
+from .linking.relink import Linking, command_linker, seed_hook
 from .recall.searcher import Searcher
 from .runner import ProjectionRunner, Projector, connect
 from .vectors.embedders import get_embedder
@@ -46,6 +47,13 @@ from .writer import Writer
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
 BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
+
+
+def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
+    """A projected row's validity at ``position`` (None: the head), as :func:`~mnemolog.projections.memory_rows.head_clause` reads it."""
+    if position is None:
+        return valid_to is None
+    return valid_from <= position and (valid_to is None or valid_to > position)
 
 
 def backups_keep(settings: Settings) -> int:
@@ -82,11 +90,12 @@ class MemoryService:
         self.facts = self.construct_facts()
 
         # Commands, run through ``run`` (the writer).
-        self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
+        linker = command_linker(self.read_conn, self.linking.catalogues)  # commands record the entities texts mention
+        self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity), linker=linker)
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
         self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
-        self.documents = DocumentCommands(store, self.facts, linker=import_linker(self.read_conn, self.linking.catalogues))
+        self.documents = DocumentCommands(store, self.facts, linker=linker)
 
         # Recall: the vector index, kept up to date off the write path, and the fused searcher.
         self.embedder = get_embedder(settings.embedder)
@@ -234,11 +243,20 @@ class MemoryService:
             raise NotFound("memory", memory_id)
         return view
 
-    def history(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
-        """Every version of a memory, read from its stream."""
+    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
+        """Every version of a memory, read from its stream, each with the entities it mentioned (see :meth:`mention_links`).
+
+        A version's ``mentions`` are the entities its memory was linked to
+        just before the next version (or at ``as_of``, or now, if sooner).
+        """
         state = load(self.store, tenant, memory_id)
+        links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
         out = []
-        for v in state.versions:
+        ends = [v.position - 1 for v in state.versions[1:]] + [None]
+        for v, end in zip(state.versions, ends):
+            if as_of is not None:
+                end = as_of if end is None else min(end, as_of)
+            mentioned = [e.target for e in links if _holds(e.valid_from, e.valid_to, end)]
             out.append(
                 {
                     "version": v.version,
@@ -252,7 +270,24 @@ class MemoryService:
                     "tags": list(v.content.tags),
                     "status": v.status,
                     "reason": v.reason,
+                    "mentions": list(dict.fromkeys(mentioned)),
                 }
+            )
+        return out
+
+    def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
+        """Every ``MENTIONS`` link of a memory, ended ones included: the entity, the linker's alias and confidence, and when it held.
+
+        ``linked_at`` / ``unlinked_at`` are log positions; ``as_of`` leaves
+        out the links made after it and shows those ended after it as live.
+        """
+        out = []
+        for e in self.graph.edge_lives(tenant, memory_id, MENTIONS):
+            if as_of is not None and e.valid_from > as_of:
+                continue
+            ended = e.valid_to if as_of is None or (e.valid_to is not None and e.valid_to <= as_of) else None
+            out.append(
+                {"edge_id": e.edge_id, "entity_id": e.target, "weight": e.weight, "alias": e.properties.get("alias"), "linked_at": e.valid_from, "unlinked_at": ended}
             )
         return out
 

@@ -217,16 +217,21 @@ def _extend_import(subparsers) -> None:
 
 def cmd_relink(args: argparse.Namespace) -> int:
 
-    with _open(args) as svc:
-        report = svc.linking.relink(_context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview)
+    with _open(args) as svc, progress_for(args, "relink") as progress:
+        report = svc.linking.relink(
+            _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview,
+            progress=lambda step, count: progress(count, step),
+        )
     if args.json:
         print_json_line(report)
         return 0
     head = "dry run" if report["dry_run"] else ("committed" if report.get("committed") else "nothing to change")
     print(
         f"{head}: {report['add']} mention edges to add, {report['remove']} to remove, {report['kept']} kept"
-        f" ({report['chunks']} chunks, {report['entities']} entities, {report['catalogue_size']} aliases)"
+        f" ({report['chunks']} chunks, {report['memories']} memories, {report['entities']} entities, {report['catalogue_size']} aliases)"
     )
+    for kind, counts in report.get("by_kind", {}).items():
+        print(f"  {kind}: +{counts['add']} -{counts['remove']} ={counts['kept']}")
     for sign, key in (("+", "added_preview"), ("-", "removed_preview")):
         for e in report[key]:
             print(f"  {sign} {e['source']} -> {e['target']} ({e['alias']}, {e['weight']})")
@@ -378,10 +383,10 @@ def _weight(text: str) -> float:
 
 def register(subparsers) -> None:
     _extend_import(subparsers)
-    p = add_command(subparsers, "relink", cmd_relink, help="re-run the entity linker over stored chunks (a dry run unless --commit)", json=True)
+    p = add_command(subparsers, "relink", cmd_relink, help="re-run the entity linker over stored chunks and memories (a dry run unless --commit)", json=True)
     p.add_argument("--commit", action="store_true", help="write the run (one batch, undoable with undo-namespace mention:<run>:)")
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
-    p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks")
+    p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks (of the memories)")
     p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
     p.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")

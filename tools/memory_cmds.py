@@ -190,8 +190,9 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    with _open(args, catch_up=False) as svc:
+    with _open(args) as svc:  # caught up: the mention links come from the graph projection
         versions = svc.history(_tenant(args), args.id)
+        links = svc.mention_links(_tenant(args), args.id)
     if args.json:
         for version in versions:
             print_json_line(version)
@@ -211,6 +212,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
             f"{correlation:<{correlation_width}} {reason:<32} {memory}"
         )
+    if links:
+        print("mentions:")
+        for link in links:
+            held = f"positions {link['linked_at']}-{link['unlinked_at']}" if link["unlinked_at"] is not None else f"since position {link['linked_at']}"
+            print(f"  {link['entity_id']} ({link['alias']}, {link['weight']}) {held}")
     return 0
 
 

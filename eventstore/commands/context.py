@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
+from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
@@ -137,6 +138,7 @@ def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Seque
             touched.append(memory_id)
         if isinstance(event, c.MemoryAdded):
             data.setdefault("evicted", 0)
+            data.setdefault("mentions", 0)
         elif isinstance(event, c.MemoriesMerged):
             data.update(merged_id=memory_id, sources=list(event.source_ids), repointed=0)
         elif isinstance(event, c.MemoryUpdated):
@@ -147,6 +149,9 @@ def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Seque
             data["evicted"] = len(event.bindings)
         elif isinstance(event, c.EdgesRepointed):
             data["repointed"] = len(event.previous)
+        elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and (created or touched) and event.edge.edge_id.startswith(MENTION_PREFIX):
+            if isinstance(event, c.EdgeLinked) and "mentions" in data:  # the mentions a memory change linked
+                data["mentions"] += 1
         elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and not created:
             data.setdefault("edge_ids", []).append(event.edge.edge_id)
         elif isinstance(event, c.NamespaceUndone):

@@ -34,7 +34,7 @@ Relink
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import msgspec
 
@@ -47,6 +47,7 @@ from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, nothing_done, replayed
 from .edges import EdgeCommands, check_edge
 from .facts import GraphFacts
+from .mentions import Linker  # ``linker(tenant, doc_node, run_id, [(chunk_id, text)])`` -> the chunks' mention edges
 
 # A document id is a relative path: ``/``-separated parts of letters, digits and ``. _ -``, each
 # starting with a letter or digit (so no ``..``, no absolute path), 255 characters at most.
@@ -54,9 +55,6 @@ DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-
 DOC_ID_MAX = 255
 RUN_PREFIX_RE = re.compile(r"^mention:([^:\s]+):$")
 RAW_FILE = MemoryType.RAW_FILE.value
-
-#: ``linker(tenant, doc_node, run_id, [(chunk_id, text)])`` -> the chunks' mention edges.
-Linker = Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]
 
 
 class Chunk(msgspec.Struct, frozen=True):
@@ -286,6 +284,7 @@ class DocumentCommands:
             removed=len(remove),
             kept=int(summary.get("kept", 0)),
             chunks=int(summary.get("chunks", 0)),
+            memories=int(summary.get("memories", 0)),
             catalogue_size=int(summary.get("catalogue_size", 0)),
             entities=int(summary.get("entities", 0)),
             include_tags=bool(summary.get("include_tags", False)),

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
+from .. import catalogue_graph as g
 from ..aggregate import MemoryState, load
 from ..ids import new_ids
 from ..model import (
@@ -24,16 +25,19 @@ from ..model import (
 from ..store import ANY, NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
+from .mentions import Linker, MemoryMentions
 
+_STATUS_WORD = {"archive": "archived", "delete": "deleted"}
 UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
 MAX_BATCH = 10_000
 
 
 class MemoryCommands:
-    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int = 20):
+    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int = 20, linker: Linker | None = None):
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        self.mentions = MemoryMentions(facts, linker)  # the entities each memory mentions (see .mentions)
 
     # -- add -------------------------------------------------------------------
 
@@ -70,6 +74,11 @@ class MemoryCommands:
                 entered.append((binding, memory_id, content.memory_type))
         evicted = self._evictions(ctx.tenant, entered, created)
         writes.extend(evicted)
+        archived = {w.events[0].memory_id for w in evicted[1:]}  # WorkingMemory items that left with the eviction
+        linked = self.mentions.link(ctx.tenant, [(m, content.memory) for m, content in zip(memory_ids, contents) if m not in archived])
+        edge_events = linked + self.mentions.unlink(ctx.tenant, sorted(archived - set(memory_ids)), "archived: evicted from working memory")
+        if edge_events:
+            writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         return commit(
             self.store,
             ctx,
@@ -77,7 +86,7 @@ class MemoryCommands:
             writes,
             request=contents,
             memory_ids=memory_ids,
-            data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0},
+            data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0, "mentions": len(linked)},
         )
 
     def _evictions(self, tenant: str, entered: list[tuple[str, str, str]], stamp: str) -> list[StreamAppend]:
@@ -164,14 +173,10 @@ class MemoryCommands:
         if "memory" in changed and "embedding" not in changes:
             content = msgspec.structs.replace(content, embedding=None)  # a stale caller embedding would lie
         event = c.MemoryUpdated(memory_id=memory_id, content=content, changed=changed, updated_at=now_iso(), reason=reason)
-        result = commit(
-            self.store,
-            ctx,
-            "update",
-            [StreamAppend(c.memory_stream(memory_id), [event], state.version)],
-            request=[memory_id, changes, reason],
-            memory_ids=[memory_id],
-        )
+        writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
+        if "memory" in changed:
+            writes += self._mention_writes(ctx, memory_id, content.memory, content.memory_type, f"version {state.version + 1}")
+        result = commit(self.store, ctx, "update", writes, request=[memory_id, changes, reason], memory_ids=[memory_id])
         return _with(result, version=state.version + 1, changed=list(changed))
 
     def rollback(self, ctx: CommandContext, memory_id: str, to_version: int, *, expected_version: int | None = None, reason: str = "") -> CommandResult:
@@ -192,14 +197,10 @@ class MemoryCommands:
             updated_at=now_iso(),
             reason=reason or f"rolled back to version {to_version}",
         )
-        result = commit(
-            self.store,
-            ctx,
-            "rollback",
-            [StreamAppend(c.memory_stream(memory_id), [event], state.version)],
-            request=[memory_id, to_version],
-            memory_ids=[memory_id],
-        )
+        text = target.content.memory if target.status == Status.ACTIVATED.value else None
+        writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
+        writes += self._mention_writes(ctx, memory_id, text, target.content.memory_type, f"rolled back to version {to_version}")
+        result = commit(self.store, ctx, "rollback", writes, request=[memory_id, to_version], memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
     # -- merge and supersede -----------------------------------------------------------
@@ -251,7 +252,12 @@ class MemoryCommands:
         edge_events: list = []
         previous, current = [], []
         source_set = set(ids)
+        mentions_out = []  # a source's mentions end with it; the merged memory's come from its own text
         for edge in self.facts.live_edges_of(ctx.tenant, ids):
+            if edge.edge_type == g.MENTIONS and edge.source in source_set and edge.edge_id.startswith(g.MENTION_EDGE_PREFIX):
+                if self.mentions.linker is not None:
+                    mentions_out.append(c.EdgeUnlinked(edge=edge, reason=f"merged into {merged_id}"))
+                    continue
             source = merged_id if edge.source in source_set else edge.source
             target = merged_id if edge.target in source_set else edge.target
             previous.append(edge)
@@ -271,6 +277,7 @@ class MemoryCommands:
                     )
                 )
             )
+        edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory)])
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
@@ -314,7 +321,8 @@ class MemoryCommands:
                             weight=1.0,
                             properties={"reason": "conflict"},
                         )
-                    )
+                    ),
+                    *self.mentions.unlink(ctx.tenant, [older_id], f"superseded by {newer_id}"),
                 ],
             ),
         ]
@@ -365,15 +373,24 @@ class MemoryCommands:
         return replayed(self.store, ctx, command, [memory_id, event_type.__name__, reason], [memory_id])
 
     def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event) -> CommandResult:
+        writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
+        restored = isinstance(event, c.MemoryRestored)
+        text = state.content.memory if restored else None  # restored: linked again with today's catalogue
+        writes += self._mention_writes(ctx, state.memory_id, text, state.content.memory_type, "restored" if restored else _STATUS_WORD[command])
         result = commit(
             self.store,
             ctx,
             command,
-            [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)],
+            writes,
             request=[state.memory_id, type(event).__name__, getattr(event, "reason", "")],
             memory_ids=[state.memory_id],
         )
         return _with(result, version=state.version + 1)
+
+    def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, memory_type: str, reason: str) -> list[StreamAppend]:
+        """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any."""
+        events = self.mentions.adjust(ctx.tenant, memory_id, text, memory_type, f"memory {memory_id} {reason}")
+        return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 
 from .projector import edge_from_row
 from ..memory_rows import decode_content, head_clause
@@ -268,6 +269,63 @@ def bfs(
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
 
 
+def edge_lives(conn: sqlite3.Connection, tenant: str, source: str, edge_type: str) -> list[EdgeView]:
+    """Every life of the ``edge_type`` edges starting at ``source``, ended ones included, in the order they were linked."""
+    rows = conn.execute(
+        f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND source = ? AND edge_type = ? ORDER BY valid_from, row_id",
+        (tenant, source, edge_type),
+    )
+    return [_edge_view(r) for r in rows]
+
+
+def mention_walk(
+    conn: sqlite3.Connection,
+    tenant: str,
+    starts: dict[str, float],
+    *,
+    as_of: int | None = None,
+    per_entity: int = 50,
+    max_nodes: int = 200,
+) -> list[Reached]:
+    """Memories that share an entity with ``starts`` (memory id -> score): memory -> entity -> other memory over ``MENTIONS``.
+
+    A reached memory scores its start's score times both edge weights, and
+    its path is the two edge ids; the best path wins. Each entity leads to
+    at most ``per_entity`` memories (its most recent mentions), so an entity
+    named everywhere costs a bounded read. Two queries whatever the number
+    of starts; none reach anything in a tenant with no mentions.
+    """
+    if not starts:
+        return []
+    valid, params = head_clause(as_of)
+    marks = ",".join("?" * len(starts))
+    out_rows = conn.execute(
+        f"SELECT edge_id, source, target, weight FROM graph_edges WHERE tenant = ? AND source IN ({marks}) AND edge_type = 'MENTIONS' AND {valid}",
+        (tenant, *starts, *params),
+    ).fetchall()
+    best_in: dict[str, tuple[float, str, str]] = {}  # entity -> (score, start, edge id)
+    for edge_id, source, target, weight in out_rows:
+        score = starts[source] * weight
+        if target not in best_in or (-score, edge_id) < (-best_in[target][0], best_in[target][2]):
+            best_in[target] = (score, source, edge_id)
+    reached: dict[str, Reached] = {}
+    for entity in sorted(best_in):
+        score, start, first = best_in[entity]
+        rows = conn.execute(
+            f"SELECT edge_id, source, weight FROM graph_edges WHERE tenant = ? AND target = ? AND edge_type = 'MENTIONS' AND {valid}"
+            " ORDER BY row_id DESC LIMIT ?",
+            (tenant, entity, *params, per_entity + len(starts)),
+        )
+        for edge_id, source, weight in rows:
+            if source in starts or source.startswith(DOCUMENT_NODE_PREFIX):
+                continue
+            found = Reached(source, 2, score * weight, (first, edge_id), start)
+            current = reached.get(source)
+            if current is None or (-found.score, found.path) < (-current.score, current.path):
+                reached[source] = found
+    return sorted(reached.values(), key=lambda r: (-r.score, r.node))[:max_nodes]
+
+
 def working_memory(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None, memories: bool = False) -> list[WorkingEntryView]:
     """The tenant's working memory, oldest entry first; with ``memories``, each with its memory."""
     valid, params = head_clause(as_of)
@@ -371,6 +429,9 @@ class GraphReads:
         return bfs(
             self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes
         )
+
+    def edge_lives(self, tenant: str, source: str, edge_type: str) -> list[EdgeView]:
+        return edge_lives(self._connect(), tenant, source, edge_type)
 
     def stats(self, tenant: str, *, as_of: Any = None) -> dict[str, Any]:
         return graph_stats(self._connect(), tenant, as_of=self._resolve(as_of))

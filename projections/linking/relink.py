@@ -41,7 +41,9 @@ import msgspec
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.commands.mentions import Linker
 from mnemolog.eventstore.ids import new_id
+from mnemolog.eventstore.model import MemoryType
 from mnemolog.eventstore.settings import setting
 
 from ..entities import projector as ents
@@ -117,10 +119,14 @@ def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:
     return a.weight == b.weight and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
 
 
-def import_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCache) -> Callable[[str, str, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]:
-    """The linker :class:`~mnemolog.eventstore.commands.documents.DocumentCommands` calls on import: the current catalogue over the new chunks."""
+def command_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCache) -> Linker:
+    """The linker the commands call: the current catalogue over new chunks (document import) or memory texts (``doc_node`` None).
 
-    def link(tenant: str, doc_node: str, run_id: str, chunks: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
+    One pass of the catalogue's automaton over the batch; a tenant with no
+    entity pays one cached lookup.
+    """
+
+    def link(tenant: str, doc_node: str | None, run_id: str, chunks: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
         catalogue, _ = cache.get(connect(), tenant)
         if not len(catalogue):
             return []
@@ -132,6 +138,10 @@ def import_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCac
 # -- relink ---------------------------------------------------------------------------------------------
 
 
+#: ``progress(step, count)``: a relink's steps (``read`` texts, ``linked`` mentions, ``compared`` changes, ``committed`` events).
+Progress = Callable[[str, int], None]
+
+
 class RelinkPlan(msgspec.Struct, kw_only=True):
     run_id: str
     add: list[c.EdgeRecord]
@@ -139,22 +149,36 @@ class RelinkPlan(msgspec.Struct, kw_only=True):
     summary: dict[str, Any]
 
 
-def stored_chunks(conn: sqlite3.Connection, tenant: str) -> tuple[list[LinkChunk], set[str]]:
-    """The activated chunks to link (document set only when the document exists) and every chunk id."""
+class StoredTexts(msgspec.Struct, kw_only=True):
+    """What a relink links: activated chunks and memories, and the id of every chunk and memory it owns the mentions of."""
+
+    chunks: list[LinkChunk]
+    memories: list[LinkChunk]
+    chunk_ids: set[str]
+    memory_ids: set[str]
+
+
+def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
+    """The tenant's activated chunks (with their document when it exists) and memories (topics aside), in one scan."""
     docs = {d.node for d in ents.list_documents(conn, tenant)}
-    chunks, every = [], set()
+    out = StoredTexts(chunks=[], memories=[], chunk_ids=set(), memory_ids=set())
     rows = conn.execute(
-        "SELECT memory_id, status, content FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_type = 'RawFileMemory'"
+        "SELECT memory_id, status, memory_type, content FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_type != ?"
         " ORDER BY memory_id",
-        (tenant,),
+        (tenant, MemoryType.TOPIC.value),
     )
-    for memory_id, status, content in rows:
-        every.add(memory_id)
-        if status == "activated":
-            body = decode_content(content)
+    for memory_id, status, memory_type, content in rows:
+        chunk = memory_type == MemoryType.RAW_FILE.value
+        (out.chunk_ids if chunk else out.memory_ids).add(memory_id)
+        if status != "activated":
+            continue
+        body = decode_content(content)
+        if chunk:
             node = g.document_node(body.doc_id) if body.doc_id else None
-            chunks.append(LinkChunk(memory_id, node if node in docs else None, body.memory))
-    return chunks, every
+            out.chunks.append(LinkChunk(memory_id, node if node in docs else None, body.memory))
+        else:
+            out.memories.append(LinkChunk(memory_id, None, body.memory))
+    return out
 
 
 def live_mentions(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[c.EdgeRecord]:
@@ -167,13 +191,34 @@ def live_mentions(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = 
     return [edge_from_row(r) for r in rows]
 
 
-def plan_relink(conn: sqlite3.Connection, tenant: str, cache: CatalogueCache, *, include_tags: bool = False, max_df: float | None = None, preview: int = 20) -> RelinkPlan:
+def plan_relink(
+    conn: sqlite3.Connection,
+    tenant: str,
+    cache: CatalogueCache,
+    *,
+    include_tags: bool = False,
+    max_df: float | None = None,
+    preview: int = 20,
+    progress: Progress | None = None,
+) -> RelinkPlan:
+    """The diff between the live mention edges of chunks, documents and memories and what the catalogue finds now.
+
+    One scan of the stored texts, one linker pass over the chunks and one
+    over the memories (each with its own alias frequency limit), one read of
+    the live mention edges: no query per memory. ``progress(step, count)``
+    hears about each step.
+    """
+    report = progress or (lambda step, count: None)
     catalogue, n_entities = cache.get(conn, tenant, include_tags=include_tags, max_df=max_df)
-    chunks, chunk_ids = stored_chunks(conn, tenant)
-    result = catalogue.link(chunks)
+    texts = stored_texts(conn, tenant)
+    report("read", len(texts.chunks) + len(texts.memories))
+    chunk_result = catalogue.link(texts.chunks)
+    memory_result = catalogue.link(texts.memories)
+    report("linked", len(chunk_result.mentions) + len(memory_result.mentions))
     run_id = new_id()
-    wanted = mention_edges(result, run_id)
-    owned = [e for e in live_mentions(conn, tenant) if e.source in chunk_ids or e.source.startswith(g.DOCUMENT_NODE_PREFIX)]
+    wanted = mention_edges(chunk_result, run_id) + mention_edges(memory_result, run_id)
+    owned_ids = texts.chunk_ids | texts.memory_ids
+    owned = [e for e in live_mentions(conn, tenant) if e.source in owned_ids or e.source.startswith(g.DOCUMENT_NODE_PREFIX)]
     live: dict[tuple[str, str], c.EdgeRecord] = {}
     remove: list[c.EdgeRecord] = []
     for edge in owned:
@@ -182,16 +227,22 @@ def plan_relink(conn: sqlite3.Connection, tenant: str, cache: CatalogueCache, *,
         else:
             live[(edge.source, edge.target)] = edge
     add: list[c.EdgeRecord] = []
-    kept = 0
+    kept_edges: list[c.EdgeRecord] = []
     for edge in wanted:
         current = live.pop((edge.source, edge.target), None)
         if current is not None and _same(current, edge):
-            kept += 1
+            kept_edges.append(edge)
             continue
         add.append(edge)
         if current is not None:
             remove.append(current)
     remove.extend(live.values())
+    kept = len(kept_edges)
+    report("compared", len(add) + len(remove))
+    ids = texts.memory_ids
+    memories = {"add": _from(add, ids), "remove": _from(remove, ids), "kept": _from(kept_edges, ids)}
+    chunks = {"add": len(add) - memories["add"], "remove": len(remove) - memories["remove"], "kept": kept - memories["kept"]}  # documents' edges too
+    by_kind = {"chunks": chunks, "memories": memories}
     add = [msgspec.structs.replace(e, edge_id=f"{g.MENTION_EDGE_PREFIX}{run_id}:{n}") for n, e in enumerate(add, 1)]
     before = _doc_entities(e for e in owned if e.source.startswith(g.DOCUMENT_NODE_PREFIX))
     after = _doc_entities(e for e in wanted if e.source.startswith(g.DOCUMENT_NODE_PREFIX))
@@ -199,26 +250,34 @@ def plan_relink(conn: sqlite3.Connection, tenant: str, cache: CatalogueCache, *,
     summary = {
         "run_id": run_id,
         "prefix": f"{g.MENTION_EDGE_PREFIX}{run_id}:",
-        "chunks": len(chunks),
+        "chunks": len(texts.chunks),
+        "memories": len(texts.memories),
         "entities": n_entities,
         "catalogue_size": len(catalogue),
         "include_tags": include_tags,
         "max_alias_document_frequency": max_df,
-        "mentions": len(result.mentions),
-        "document_mentions": len(result.document_mentions),
+        "mentions": len(chunk_result.mentions) + len(memory_result.mentions),
+        "memory_mentions": len(memory_result.mentions),
+        "document_mentions": len(chunk_result.document_mentions),
         "add": len(add),
         "remove": len(remove),
         "kept": kept,
+        "by_kind": by_kind,
         "added_preview": [_show(e) for e in add[:preview]],
         "removed_preview": [_show(e) for e in remove[:preview]],
         "cross_document_pairs": pairs,
         "cross_document_pair_count": pair_count,
         "new_document_pair_count": new_pairs,
-        "dropped_aliases": [msgspec.to_builtins(d) for d in result.dropped_aliases],
-        "ambiguous_aliases": len(result.ambiguous_aliases),
+        "dropped_aliases": [msgspec.to_builtins(d) for d in chunk_result.dropped_aliases],
+        "memory_dropped_aliases": [msgspec.to_builtins(d) for d in memory_result.dropped_aliases],
+        "ambiguous_aliases": len(catalogue.ambiguous),
         "rejected_surfaces": len(catalogue.rejected),
     }
     return RelinkPlan(run_id=run_id, add=add, remove=remove, summary=summary)
+
+
+def _from(edges: list[c.EdgeRecord], sources: set[str]) -> int:
+    return sum(1 for e in edges if e.source in sources)
 
 
 def _show(edge: c.EdgeRecord) -> dict[str, Any]:
@@ -367,12 +426,21 @@ class Linking:
         self.service = service
         self.catalogues = CatalogueCache()
 
-    def relink(self, ctx: CommandContext, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20) -> dict[str, Any]:
-        """Plan a relink of ``ctx.tenant`` and, with ``commit``, append it (planned again as the single writer)."""
+    def relink(
+        self,
+        ctx: CommandContext,
+        *,
+        commit: bool = False,
+        include_tags: bool = False,
+        max_alias_document_frequency: float | None = None,
+        preview: int = 20,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Plan a relink of ``ctx.tenant`` (chunks, documents and memories) and, with ``commit``, append it (planned again as the single writer)."""
         service = self.service
         if max_alias_document_frequency is None:
             max_alias_document_frequency = float(service.settings.linker_max_alias_document_frequency) or None
-        options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview}
+        options = {"include_tags": include_tags, "max_df": max_alias_document_frequency, "preview": preview, "progress": progress}
         if not commit:
             service.sync()
             plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
@@ -381,6 +449,8 @@ class Linking:
         def run() -> Any:
             plan = plan_relink(service.read_conn(), ctx.tenant, self.catalogues, **options)
             result = service.documents.commit_relink(ctx, run_id=plan.run_id, add=plan.add, remove=plan.remove, summary=plan.summary)
+            if progress is not None:
+                progress("committed", len(result.positions))
             return plan, result
 
         plan, result = service.run(run)

@@ -7,8 +7,9 @@ Channels:
 - ``semantic``: cosine over the configured embedder's vectors (or a vector
   the caller supplies);
 - ``graph``: memories named in the query (by key, or through entities that
-  later projections resolve) expanded by BFS; score = product of the edge
-  weights along the path.
+  later projections resolve) expanded by BFS, then memory -> entity ->
+  memory over ``MENTIONS`` from those and the other channels' top hits;
+  score = product of the edge weights along the path.
 
 Fusion is weighted reciprocal-rank fusion (defaults below, per request and in
 settings) plus a small bonus for query-term overlap. Conversation context
@@ -28,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
+from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.settings import setting
 
 from . import fusion
@@ -225,12 +227,22 @@ class Searcher:
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
-                hits, paths = self._graph(tenant, analysis, options, candidates)
+                hits, paths = self._graph(tenant, analysis, options, candidates, results)
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
         return results, states, paths, analysis
 
-    def _graph(self, tenant: str, analysis, options: RecallOptions, limit: int) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:
+    def _graph(
+        self, tenant: str, analysis, options: RecallOptions, limit: int, found: dict[str, list[tuple[str, float]]] | None = None
+    ) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:
+        """Seeds (memories named by key, entities the query names) expanded by BFS, then the mention walk.
+
+        The mention walk goes from the seed memories and from the top
+        :data:`WALK_FROM_HITS` hits of the channels already run (``found``)
+        to the other memories that mention the same entities (memory ->
+        entity -> memory over ``MENTIONS``), so that a question that finds
+        one memory about Acme also reaches what else is known about Acme.
+        """
         conn = self.conn()
         seeds: dict[str, float] = {}
         # A memory's key may be named by a phrase, a word, two adjacent words or all of them ("home city").
@@ -241,7 +253,8 @@ class Searcher:
         for hook in self.seed_hooks:
             for node, score in hook(conn, tenant, analysis, options.as_of).items():
                 seeds[node] = max(seeds.get(node, 0.0), score)
-        if not seeds:
+        starts = _walk_starts(seeds, found or {}) if _walks_mentions(options) else {}
+        if not seeds and not starts:
             return [], {}
         reached = graph_reads.bfs(
             conn,
@@ -252,10 +265,11 @@ class Searcher:
             edge_types=options.graph_edge_types,
             as_of=options.as_of,
             max_nodes=limit * 4,
-        )
+        ) if seeds else []
+        reached += graph_reads.mention_walk(conn, tenant, starts, as_of=options.as_of, max_nodes=limit * 4)
         scores = {node: score for node, score in seeds.items()}
         paths = {node: [] for node in seeds}
-        for r in reached:
+        for r in sorted(reached, key=lambda r: (-r.score, r.depth, r.node)):
             if r.node not in scores:
                 scores[r.node] = r.score
                 paths[r.node] = list(r.path)
@@ -405,6 +419,24 @@ def strategy_name(active: Sequence[str]) -> str:
     if len(active) == 1:
         return f"{active[0]}-only"
     return "none"
+
+
+#: Hits of each other channel the mention walk starts from, and the score of the first (the n-th: ``1 / (n + 1)``).
+WALK_FROM_HITS = 3
+
+
+def _walks_mentions(options: RecallOptions) -> bool:
+    """The mention walk follows ``MENTIONS`` both ways: only when the request lets the graph do so."""
+    return options.graph_direction == "both" and (not options.graph_edge_types or g.MENTIONS in options.graph_edge_types)
+
+
+def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
+    """Where the mention walk starts: the seeds (entities lead nowhere from there) and the other channels' top hits."""
+    starts = dict(seeds)
+    for hits in found.values():
+        for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
+            starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
+    return starts
 
 
 def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:

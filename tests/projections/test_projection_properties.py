@@ -10,8 +10,9 @@
    exactly the visible state from before the command: memories, edges,
    working memory, documents, entities and their relations.
 
-The commands cover memories and edges, document imports (with mention
-edges), entities and relations, and topic clustering runs.
+The commands cover memories (whose texts mention entities) and edges,
+document imports (with mention edges), entities and relations, relink runs
+and topic clustering runs.
 
 Plus a crash test: catch-up processes killed at random moments never lose
 or repeat an event (the checkpoint moves in the batch's transaction).
@@ -86,7 +87,7 @@ def side_runner(store: EventStore, where: Path) -> ProjectionRunner:
 KINDS = (
     "add", "add", "update", "archive", "delete", "restore", "rollback", "merge", "supersede",
     "link", "link", "link", "unlink", "undo", "undo", "revert", "revert",
-    "import", "import", "entity", "entity", "relate", "tags", "unrelate", "forget", "topics",
+    "import", "import", "entity", "entity", "relate", "tags", "unrelate", "forget", "topics", "relink",
 )  # fmt: skip
 OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 1), st.integers(0, 40), st.integers(0, 40), st.integers(0, 3))
 # A tenant drop deletes the tenant's past from the projections, so ``as_of`` reads and reverts exclude it.
@@ -101,6 +102,8 @@ DOC_TEXTS = (
     "Ana and the Old Bridge.\n",
 )
 RELATION_TYPES = ("knows", "near")
+# What memory texts mention: the entities' names and aliases, so that adds, updates and relinks link memories to them.
+MENTIONED = ("", " with Ana", " by the river", " at the Old Bridge with Ana L", " near the bridge")
 
 
 def parsed(doc_id: str, text: str) -> ParsedDocument:
@@ -159,12 +162,12 @@ class Scenario:
         m, m2 = self.pick(mems, a), self.pick(mems, a + 1 + b % max(1, len(mems) - 1))  # m2 != m when it can be
         if kind == "add":
             memory_type = "WorkingMemory" if b % 3 == 0 else "LongTermMemory"
-            items = [MemoryContent(memory=f"note {n}.{i}", memory_type=memory_type, tags=(f"t{flag}",)) for i in range(1 + a % 3)]
+            items = [MemoryContent(memory=f"note {n}.{i}{MENTIONED[(a + i) % 5]}", memory_type=memory_type, tags=(f"t{flag}",)) for i in range(1 + a % 3)]
             result = svc.run(svc.memories.add, ctx, items)
             mems.extend(result.memory_ids)
             return result
         if kind == "update":
-            changes = {"memory": f"edit {n}"} if flag % 2 == 0 else {"tags": [f"u{n}"], "key": f"k{flag}"}
+            changes = {"memory": f"edit {n}{MENTIONED[b % 5]}"} if flag % 2 == 0 else {"tags": [f"u{n}"], "key": f"k{flag}"}
             return svc.run(svc.memories.update, ctx, m, changes)
         if kind in ("archive", "delete", "restore"):
             if kind == "delete":
@@ -213,6 +216,10 @@ class Scenario:
             if kind == "unrelate":
                 return svc.run(svc.entities.remove_relation, ctx, entity_id, other, RELATION_TYPES[flag % 2])
             return svc.run(svc.entities.remove, ctx, entity_id)
+        if kind == "relink":
+            report = svc.linking.relink(ctx, commit=True)
+            return CommandResult(first_position=report["positions"][0] if report["positions"] else None,
+                                 last_position=report["positions"][-1] if report["positions"] else None, correlation_id=report["correlation_id"])
         if kind == "topics":
             builder = TopicBuilder(svc, SETTINGS, Vectors(svc, "hashing"))
             report = asyncio.run(builder.arun(tenant, inline=True))

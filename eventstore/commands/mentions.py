@@ -1,0 +1,95 @@
+"""The entities a memory mentions, as ``MENTIONS`` edge events of the command that changes the memory.
+
+The entity linker lives on the read side (it needs the entity catalogue), so
+the commands get it injected as a :data:`Linker` and record what it found as
+facts: ``EdgeLinked`` / ``EdgeUnlinked`` events on the tenant's edge stream,
+in the same atomic batch (and so the same correlation) as the memory change.
+Reverting that correlation removes or restores them with it, ``as_of`` reads
+them at their time, and replay never runs the linker again.
+
+What each memory change does to its mentions:
+
+- add, merge (the merged memory): the new text's mentions are linked under
+  ``mention:<run>:<n>`` (memory -> entity, weight = the linker's confidence,
+  properties ``alias``, ``occurrences``, ``confidence`` and ``evidence``: the
+  linker's reason);
+- update, rollback to an activated version, restore: the memory's live
+  mentions are compared with those of its (new) text, by entity: an equal
+  edge is kept, the others are unlinked and linked again;
+- archive, soft delete, merged into another, superseded, evicted from
+  working memory (archived), rollback to an inactive version: the live
+  mentions are unlinked. The memory has left recall, so the graph stops
+  walking through it; ``as_of`` a position before still shows the edges.
+
+Topic memories (the organizer's summaries) are not linked.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+from .. import catalogue as c
+from .. import catalogue_graph as g
+from ..ids import new_id
+from ..model import MemoryType
+from .edges import check_edge
+from .facts import GraphFacts
+
+#: ``linker(tenant, doc_node or None, run_id, [(memory_id, text)])`` -> the mention edges, numbered ``mention:<run_id>:<n>``.
+Linker = Callable[[str, str | None, str, Sequence[tuple[str, str]]], list[c.EdgeRecord]]
+
+UNLINKED = MemoryType.TOPIC.value
+
+
+class MemoryMentions:
+    """Mention edge events for memory commands; with no linker, every method returns no events."""
+
+    def __init__(self, facts: GraphFacts, linker: Linker | None = None):
+        self.facts = facts
+        self.linker = linker
+
+    def link(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[c.EdgeLinked]:
+        """``EdgeLinked`` for the mentions of new memories ``[(memory_id, text)]``: one linker pass over the batch."""
+        if self.linker is None or not items:
+            return []
+        return [c.EdgeLinked(edge=e) for e in self._found(tenant, items)]
+
+    def unlink(self, tenant: str, memory_ids: Iterable[str], reason: str) -> list[c.EdgeUnlinked]:
+        """``EdgeUnlinked`` for every live mention edge starting at ``memory_ids``."""
+        if self.linker is None:
+            return []
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return []
+        return [c.EdgeUnlinked(edge=e, reason=reason) for e in self._live(tenant, ids)]
+
+    def adjust(self, tenant: str, memory_id: str, text: str | None, memory_type: str, reason: str) -> list:
+        """The events that make ``memory_id``'s live mentions those of ``text`` (``None``: no mentions)."""
+        if self.linker is None:
+            return []
+        live = {e.target: e for e in self._live(tenant, [memory_id])}
+        wanted = {} if text is None or memory_type == UNLINKED else {e.target: e for e in self._found(tenant, [(memory_id, text)])}
+        events: list = []
+        for target, edge in live.items():
+            new = wanted.get(target)
+            if new is not None and new.weight == edge.weight and new.properties == edge.properties:
+                del wanted[target]  # the same mention: kept as it is
+            else:
+                why = f"{reason}: no longer mentions {edge.properties.get('alias', target)!r}" if new is None else f"{reason}: mention changed"
+                events.append(c.EdgeUnlinked(edge=edge, reason=why))
+        events.extend(c.EdgeLinked(edge=e) for e in wanted.values())
+        return events
+
+    def _found(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
+        assert self.linker is not None
+        edges = self.linker(tenant, None, new_id(), list(items))
+        for edge in edges:
+            check_edge(edge)
+        return edges
+
+    def _live(self, tenant: str, memory_ids: list[str]) -> list[c.EdgeRecord]:
+        mine = set(memory_ids)
+        return [
+            e for e in self.facts.live_edges_of(tenant, memory_ids)
+            if e.edge_type == g.MENTIONS and e.source in mine and e.edge_id.startswith(g.MENTION_EDGE_PREFIX)
+        ]
