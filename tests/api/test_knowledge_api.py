@@ -214,3 +214,29 @@ async def test_two_documents_of_one_request_with_one_id_are_refused(http):
     error = await call(http, "POST", "/v1/import/documents", 422, json=body)
     assert error["error"]["field"] == "documents[1].doc_id" and "README.md" in error["error"]["message"]
     assert (await call(http, "GET", "/v1/digest"))["position"] == head
+
+
+async def test_memories_added_over_http_link_the_entities_they_mention_and_history_shows_it(http):
+    await call(http, "PUT", "/v1/entities/alice", 201, json={"name": "Alice", "entity_type": "person"})
+    await call(http, "PUT", "/v1/entities/acme", 201, json={"name": "Acme Corp", "aliases": ["Acme"]})
+    added = await call(http, "POST", "/v1/memories", 201, json={"memory": {"memory": "Alice joined Acme Corp as an engineer in 2021"}})
+    [memory_id] = added["memory_ids"]
+    assert added["data"]["mentions"] == 2
+    history = await call(http, "GET", f"/v1/memories/{memory_id}/history")
+    assert history["versions"][0]["mentions"] == ["alice", "acme"]
+    assert [(x["entity_id"], x["alias"], x["unlinked_at"]) for x in history["mention_links"]] == [("alice", "alice", None), ("acme", "acme corp", None)]
+    before = added["positions"][0]
+    hood = await call(http, "GET", "/v1/graph/neighbors", params={"node": "acme"})
+    assert memory_id in {r["node"] for r in hood["reached"]}
+    then = await call(http, "GET", "/v1/graph/neighbors", params={"node": "acme", "as_of": str(before)})
+    assert memory_id not in {r["node"] for r in then["reached"]}
+    graph = await call(http, "POST", "/v1/recall", json={"query": "what else do we know about Acme?", "channels": ["graph"]})
+    assert [h["id"] for h in graph["hits"]] == [memory_id]
+
+    await call(http, "PUT", "/v1/entities/y2021", 201, json={"name": "2021 intake", "aliases": ["engineer"]})
+    dry = await call(http, "POST", "/v1/graph/relink", json={})
+    assert dry["memories"] == 1 and dry["by_kind"]["memories"] == {"add": 1, "remove": 0, "kept": 2}
+    await call(http, "POST", "/v1/reverts", json={"correlation_id": added["correlation_id"]})
+    history = await call(http, "GET", f"/v1/memories/{memory_id}/history")
+    assert history["versions"][-1]["status"] == "deleted" and history["versions"][-1]["mentions"] == []
+    assert all(x["unlinked_at"] is not None for x in history["mention_links"])

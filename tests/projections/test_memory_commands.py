@@ -571,3 +571,16 @@ def test_an_archived_memory_is_not_updated_until_restored(svc):
     svc.run(svc.memories.restore, ctx(), m)
     assert svc.run(svc.memories.update, ctx(), m, {"memory": "the spare key is under the red pot"}).data["version"] == 4
     assert (svc.get("a", m).status, svc.get("a", m).memory) == ("activated", "the spare key is under the red pot")
+
+
+def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
+    run_cli("entity", "upsert", "acme", "--name", "Acme Corp")
+    m = json.loads(run_cli("add", "Alice joined Acme Corp", "--json"))["memory_ids"][0]
+    [version] = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    assert version["mentions"] == ["acme"]
+    assert "mentions:\n  acme (acme corp, 1.0) since position" in run_cli("history", m)
+    run_cli("entity", "upsert", "alice", "--name", "Alice")
+    out = run_cli("relink")
+    assert out.startswith("dry run: 1 mention edges to add, 0 to remove, 1 kept (0 chunks, 1 memories,")
+    assert "  memories: +1 -0 =1" in out
+    assert json.loads(run_cli("relink", "--commit", "--json"))["by_kind"]["memories"]["add"] == 1

@@ -140,8 +140,8 @@ def test_graph_reads_list_versions_and_activated_memories_per_tenant(svc):
 
 
 def test_linking_reads_and_relinks_through_the_service(svc):
+    add(svc, "Ada Lovelace wrote notes", memory_type="RawFileMemory")  # before the entity: the add links nothing
     svc.run(svc.entities.upsert, ctx(), "ada", name="Ada Lovelace")
-    add(svc, "Ada Lovelace wrote notes", memory_type="RawFileMemory")
     assert svc.linking.relation_cards("t", "what did Ada Lovelace do?")["matched"]
     assert not svc.linking.relation_cards("u", "what did Ada Lovelace do?")["matched"]
     planned = svc.linking.relink(ctx())
