@@ -8,10 +8,12 @@ the product's own code:
 - :func:`bench_linker`: chunks per second through
   :meth:`~mnemolog.projections.linking.linker.AliasCatalogue.link`;
 - :func:`bench_relink`: seconds for a committed relink over stored chunks in a
-  fresh data directory (plan, commit and projection timed).
+  fresh data directory (plan, commit and projection timed), and the same
+  over memories (which the add links as it goes; stored here as events, so
+  that the relink links them all).
 
 Each measurement runs ``--runs`` times (at least 3) and the median run
-counts. The last line of output is ``bfs3_p50_ms=… link_chunks_per_s=… relink_10k_s=…``.
+counts. The last line of output is ``bfs3_p50_ms=… link_chunks_per_s=… relink_10k_s=… relink_memories_10k_s=…``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .common import print_json_line
 # The product's read side is imported inside each bench, so that the CLI starts
 # without loading it.
 
-HELP = "BFS depth 3 over 100k relations, linker throughput, relink of 10k chunks"
+HELP = "BFS depth 3 over 100k relations, linker throughput, relink of 10k chunks and of 10k memories"
 
 
 def bench_linker(n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 1234) -> dict:
@@ -89,8 +91,8 @@ def bench_linker(n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 
     }
 
 
-def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 99) -> dict[str, Any]:
-    """Seconds for a committed relink over ``n_chunks`` stored chunks and ``n_aliases`` aliases (fresh data dir).
+def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, seed: int = 99, memory_type: str = "RawFileMemory") -> dict[str, Any]:
+    """Seconds for a committed relink over ``n_chunks`` stored chunks (or memories of ``memory_type``) and ``n_aliases`` aliases (fresh data dir).
 
     The chunks and entities are appended as events first (not timed); the
     timed part plans, commits and projects the run.
@@ -122,7 +124,7 @@ def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, se
                 text = [rng.choice(filler) for _ in range(60)]
                 for _ in range(6):
                     text[rng.randrange(60)] = rng.choice(surfaces)
-                content = MemoryContent(memory=" ".join(text).capitalize() + ".", memory_type="RawFileMemory")
+                content = MemoryContent(memory=" ".join(text).capitalize() + ".", memory_type=memory_type)
                 batch.append(StreamAppend(c.memory_stream(ids[i]), [c.MemoryAdded(memory_id=ids[i], content=content, created_at=stamp, origin="import")], NO_STREAM))
             store.append_batch(batch, tenant=tenant)
         service.sync()
@@ -131,7 +133,7 @@ def bench_relink(data_dir, n_chunks: int = 10_000, n_aliases: int = 5_000, *, se
         seconds = time.perf_counter() - t0
     finally:
         service.close()
-    return {"chunks": n_chunks, "aliases": report["catalogue_size"], "added": report["add"], "seconds": round(seconds, 3)}
+    return {"chunks": n_chunks, "memory_type": memory_type, "aliases": report["catalogue_size"], "added": report["add"], "seconds": round(seconds, 3)}
 
 
 def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: int = 3, queries: int = 300, seed: int = 7) -> dict:
@@ -195,9 +197,9 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
 
-def _relink_run(chunks: int, aliases: int) -> dict[str, Any]:
+def _relink_run(chunks: int, aliases: int, memory_type: str = "RawFileMemory") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-graph-") as tmp:
-        return bench_relink(tmp, chunks, aliases)
+        return bench_relink(tmp, chunks, aliases, memory_type=memory_type)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,13 +207,15 @@ def run(args: argparse.Namespace) -> int:
     bfs = middle([bench_bfs(args.relations, args.entities, depth=3, queries=args.queries) for _ in runs], key=lambda r: r["p50_ms"])
     link = middle([bench_linker(args.chunks, args.aliases) for _ in runs], key=lambda r: r["link_s"])
     rel = middle([_relink_run(args.chunks, args.aliases) for _ in runs], key=lambda r: r["seconds"])
-    figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"]}
+    relm = middle([_relink_run(args.chunks, args.aliases, "LongTermMemory") for _ in runs], key=lambda r: r["seconds"])
+    figures = {"bfs3_p50_ms": bfs["p50_ms"], "link_chunks_per_s": link["chunks_per_s"], "relink_10k_s": rel["seconds"], "relink_memories_10k_s": relm["seconds"]}
     if args.json:
-        print_json_line({"bfs": bfs, "linker": link, "relink": rel, **figures})
+        print_json_line({"bfs": bfs, "linker": link, "relink": rel, "relink_memories": relm, **figures})
     rows = [
         ("BFS depth 3", f"{bfs['relations']:,} relations, {bfs['entities']:,} entities", f"p50 {bfs['p50_ms']} ms, p95 {bfs['p95_ms']} ms, {bfs['mean_reached']} reached"),
         ("linker", f"{link['n_chunks']:,} chunks x {link['n_aliases']:,} aliases", f"{link['chunks_per_s']:,} chunks/s ({link['link_s']} s)"),
         ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
+        ("relink (commit)", f"{relm['chunks']:,} memories x {relm['aliases']:,} aliases", f"{relm['seconds']} s, {relm['added']:,} edges added"),
     ]
     if not args.json:
         print(f"median run of {args.runs} per measurement")

@@ -45,6 +45,14 @@ def test_the_relink_bench_commits_the_edges_it_reports(tmp_path):
     assert figures["added"] == live["MENTIONS"] >= 100  # each chunk mentions an entity, and so does its document
 
 
+def test_the_relink_bench_over_memories_links_each_memory(tmp_path):
+    figures = bench_graph.bench_relink(tmp_path, n_chunks=100, n_aliases=60, memory_type="LongTermMemory")
+    with MemoryService.open(tmp_path) as service:
+        service.sync()
+        live = graph_stats(service.read_conn(), "bench")["edges"]
+    assert figures["added"] == live["MENTIONS"] >= 100  # each memory mentions an entity; no document here
+
+
 def test_the_bfs_bench_reaches_past_the_first_hop():
     figures = bench_graph.bench_bfs(2_000, 500, queries=20)
     # Four relations per entity on average: three hops reach well beyond one node's own relations.
@@ -57,11 +65,12 @@ def test_bench_graph_ends_with_its_figures(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     report, last = json.loads(lines[0]), lines[-1]
     figures = dict(pair.split("=") for pair in last.split())
-    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s"]
+    assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s", "relink_memories_10k_s"]
     assert float(figures["bfs3_p50_ms"]) == report["bfs"]["p50_ms"]
     assert float(figures["link_chunks_per_s"]) == report["linker"]["chunks_per_s"]
     assert float(figures["relink_10k_s"]) == report["relink"]["seconds"]
-    assert report["linker"]["n_chunks"] == report["relink"]["chunks"] == 200
+    assert report["linker"]["n_chunks"] == report["relink"]["chunks"] == report["relink_memories"]["chunks"] == 200
+    assert float(figures["relink_memories_10k_s"]) == report["relink_memories"]["seconds"] and report["relink_memories"]["added"] >= 200
 
 
 def test_bench_ingest_runs_a_real_server_with_and_without_the_organizer(tmp_path):
