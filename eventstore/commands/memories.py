@@ -7,7 +7,6 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
-from .. import catalogue_graph as g
 from ..aggregate import MemoryState, load
 from ..ids import new_ids
 from ..model import (
@@ -254,10 +253,9 @@ class MemoryCommands:
         source_set = set(ids)
         mentions_out = []  # a source's mentions end with it; the merged memory's come from its own text
         for edge in self.facts.live_edges_of(ctx.tenant, ids):
-            if edge.edge_type == g.MENTIONS and edge.source in source_set and edge.edge_id.startswith(g.MENTION_EDGE_PREFIX):
-                if self.mentions.linker is not None:
-                    mentions_out.append(c.EdgeUnlinked(edge=edge, reason=f"merged into {merged_id}"))
-                    continue
+            if self.mentions.owns(edge) and edge.source in source_set:
+                mentions_out.append(c.EdgeUnlinked(edge=edge, reason=f"merged into {merged_id}"))
+                continue
             source = merged_id if edge.source in source_set else edge.source
             target = merged_id if edge.target in source_set else edge.target
             previous.append(edge)
@@ -277,7 +275,7 @@ class MemoryCommands:
                     )
                 )
             )
-        edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory)])
+        edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory)] if content.memory_type != MemoryType.TOPIC.value else [])
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))

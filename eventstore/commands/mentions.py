@@ -80,6 +80,10 @@ class MemoryMentions:
         events.extend(c.EdgeLinked(edge=e) for e in wanted.values())
         return events
 
+    def owns(self, edge: c.EdgeRecord) -> bool:
+        """True for a mention edge these commands keep in line with its memory's text (only with a linker)."""
+        return self.linker is not None and edge.edge_type == g.MENTIONS and edge.edge_id.startswith(g.MENTION_EDGE_PREFIX)
+
     def _found(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
         assert self.linker is not None
         edges = self.linker(tenant, None, new_id(), list(items))
@@ -89,7 +93,4 @@ class MemoryMentions:
 
     def _live(self, tenant: str, memory_ids: list[str]) -> list[c.EdgeRecord]:
         mine = set(memory_ids)
-        return [
-            e for e in self.facts.live_edges_of(tenant, memory_ids)
-            if e.edge_type == g.MENTIONS and e.source in mine and e.edge_id.startswith(g.MENTION_EDGE_PREFIX)
-        ]
+        return [e for e in self.facts.live_edges_of(tenant, memory_ids) if e.source in mine and self.owns(e)]
