@@ -329,7 +329,7 @@ class MnemologClient:
         return await self._read("GET", f"/v1/memories/{memory_id}", params=_params(as_of=as_of))
 
     async def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
-        """Every version of a memory; with ``as_of``, the versions written by then."""
+        """Every version of a memory and its entity mention links; with ``as_of``, those written by then."""
         return await self._read("GET", f"/v1/memories/{memory_id}/history", params=_params(as_of=as_of))
 
     async def working_memory(self, *, as_of: AsOf = None) -> WorkingMemoryResponse:
@@ -496,7 +496,7 @@ class MnemologClient:
         return await self._write("POST", "/v1/import/documents", None, options, form=form, kind=None)
 
     async def relink(self, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20, **options: Any) -> dict[str, Any]:
-        """Re-run the entity linker: a dry run, or with ``commit`` a write (write scope)."""
+        """Re-run the entity linker over chunks and memories: a dry run, or with ``commit`` a write (write scope)."""
         body = RelinkRequest(commit=commit, include_tags=include_tags, max_alias_document_frequency=max_alias_document_frequency, preview=preview)
         return await self._write("POST", "/v1/graph/relink", body, options, kind=None)
 

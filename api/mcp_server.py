@@ -371,7 +371,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories: each hit says which channels found it, at what rank, its graph path, and how the hits relate. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
     Tool("search", "The raw recall channels, unfused: each channel's own ranking (POST /v1/search).", SearchRequest, "read", _search),
     Tool("get_memory", "One memory by id, at the head or as of a log position or ISO-8601 time.", MemoryRef, "read", _get_memory),
-    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation.", HistoryArgs, "read", _history),
+    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links).", HistoryArgs, "read", _history),
     Tool("related", "A node's edges and the nodes a BFS reaches from it (depth 0..5, direction out|in|both, edge types), each with its path; as_of for the past.", RelatedArgs, "read", _related),
     Tool("relations", "One-hop relation cards for the entities a question names (matched: false when none).", RelationsRequest, "read", _relations),
     Tool("entities", "Look up entities: one by id with its relations, or search by keywords (q), tag or entity_type.", EntitiesArgs, "read", _entities),

@@ -115,7 +115,7 @@ async def get_memory(request: web.Request) -> web.Response:
 @routes.get(
     "/v1/memories/{id}/history",
     scope="read",
-    summary="Every version of a memory, from its stream (as of a position or time: those written by then)",
+    summary="Every version of a memory, from its stream, with the entities it mentions (as of a position or time: those written by then)",
     query=(("as_of", "position or ISO-8601 time"),),
 )
 async def memory_history(request: web.Request) -> web.Response:

@@ -294,6 +294,27 @@ def log_url(request):
     return fresh_database_url
 
 
+# Entities first, then memories that mention them, updated, archived, relinked and merged: every mention path once.
+# (The seed leaves five memories in the first tenant; the add makes the sixth, index 5.)
+MENTIONING = [
+    ("entity", 0, 0, 0, 1), ("entity", 0, 1, 0, 0), ("add", 0, 3, 0, 0), ("update", 0, 5, 1, 0), ("entity", 0, 2, 0, 0),
+    ("relink", 0, 0, 0, 0), ("archive", 0, 5, 0, 0), ("restore", 0, 5, 0, 0), ("merge", 0, 5, 0, 0),
+]  # fmt: skip
+
+
+def test_the_mentioning_example_links_memories_to_entities(tmp_path):
+    scenario = scenario_run(MENTIONING, str(tmp_path))
+    svc = scenario.svc
+    linked = [r.event.edge for r in svc.store.read_all(types=["EdgeLinked"]) if r.event.edge.edge_type == "MENTIONS"]
+    assert {e.target for e in linked} == {"e0", "e1", "e2"}
+    unlinked = [r.event.reason for r in svc.store.read_all(types=["EdgeUnlinked"]) if r.event.edge.edge_type == "MENTIONS"]
+    assert any("no longer mentions" in why for why in unlinked) and any("archived" in why for why in unlinked)
+    assert any("merged into" in why for why in unlinked)
+    merged = scenario.memories[TENANTS[0]][-1]
+    assert {e.target for e in svc.linking.live_mentions(TENANTS[0]) if e.source == merged} == {"e2"}  # "by the river"
+    svc.close()
+
+
 def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
     svc = MemoryService.open(tmp, settings=SETTINGS.with_overrides(log_url=log_url) if log_url else SETTINGS)
     scenario = Scenario(svc)
@@ -307,6 +328,7 @@ def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
 
 @PROPERTY
 @given(ops=st.lists(OPS_WITH_DROP, min_size=1, max_size=30), batch=st.integers(1, 7))
+@example(ops=MENTIONING, batch=2)
 def test_incremental_projections_equal_a_rebuild(ops, batch, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(ops, tmp, log_url())
@@ -342,6 +364,7 @@ def _edge_reads(views) -> list[tuple]:
 
 @PROPERTY
 @given(ops=st.lists(OPS, min_size=1, max_size=25))
+@example(ops=MENTIONING)
 def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(ops, tmp, log_url())
@@ -376,6 +399,10 @@ def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
 # A forced revert that found nothing to compensate (archive, restore, revert of the archive) holds
 # only its marker; reverting it is a no-op, not an error.
 @example(prefix=[("archive", 0, 0, 0, 0), ("restore", 0, 0, 0, 0)], last=("revert", 0, 2, 1, 0))
+@example(prefix=MENTIONING[:3], last=("add", 0, 3, 0, 0))
+@example(prefix=MENTIONING[:3], last=("update", 0, 5, 1, 0))
+@example(prefix=MENTIONING, last=("relink", 0, 0, 0, 0))
+@example(prefix=MENTIONING[:3], last=("entity", 0, 0, 0, 0))
 def test_reverting_a_command_restores_the_visible_state(prefix, last, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(prefix, tmp, log_url())
