@@ -112,6 +112,13 @@ class GraphProjector:
                 working.clear()
 
         memory_events = []
+        links: list[tuple[str, int, c.EdgeRecord]] = []  # a run of EdgeLinked (a batch's mentions), opened in one statement
+
+        def flush_links() -> None:
+            if links:
+                self._open_rows(conn, links)
+                links.clear()
+
         for recorded in events:
             event = recorded.event
             if isinstance(event, c.MemoryEvent.__args__):
@@ -121,6 +128,10 @@ class GraphProjector:
             self._memories(memory_events, conn, inserts, working, previous, flush)
             memory_events = []
             flush()
+            if isinstance(event, c.EdgeLinked):
+                links.append((recorded.tenant, recorded.position, event.edge))
+                continue
+            flush_links()
             if isinstance(event, c.EdgeEvent.__args__):
                 self._edge(recorded, conn)
             elif isinstance(event, (c.WorkingMemoryEvicted, c.WorkingMemoryWithdrawn)):
@@ -136,6 +147,7 @@ class GraphProjector:
             elif isinstance(event, c.TenantDropped):
                 for table in ("graph_memories", "graph_edges", "graph_working"):
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
+        flush_links()
         self._memories(memory_events, conn, inserts, working, previous, flush)
         flush()
 
@@ -183,14 +195,19 @@ class GraphProjector:
         elif isinstance(event, c.NamespaceRestored):
             self._open(conn, tenant, position, event.edges)
 
+    @classmethod
+    def _open(cls, conn: sqlite3.Connection, tenant: str, position: int, edges) -> None:
+        cls._open_rows(conn, [(tenant, position, e) for e in edges])
+
     @staticmethod
-    def _open(conn: sqlite3.Connection, tenant: str, position: int, edges) -> None:
+    def _open_rows(conn: sqlite3.Connection, rows: list[tuple[str, int, c.EdgeRecord]]) -> None:
+        """Open an edge row per ``(tenant, position, edge)``, in order."""
         conn.executemany(
             "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to)"
             " VALUES (?,?,?,?,?,?,?,?,NULL)",
             [
                 (tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position)
-                for e in edges
+                for tenant, position, e in rows
             ],
         )
 
