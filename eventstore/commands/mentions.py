@@ -67,10 +67,15 @@ class MemoryMentions:
         """The events that make ``memory_id``'s live mentions those of ``text`` (``None``: no mentions)."""
         if self.linker is None:
             return []
-        live = {e.target: e for e in self._live(tenant, [memory_id])}
         wanted = {} if text is None or memory_type == UNLINKED else {e.target: e for e in self._found(tenant, [(memory_id, text)])}
         events: list = []
-        for target, edge in live.items():
+        seen: set[str] = set()
+        for edge in self._live(tenant, [memory_id]):
+            target = edge.target
+            if target in seen:  # one mention per entity: a second live edge goes
+                events.append(c.EdgeUnlinked(edge=edge, reason=f"{reason}: duplicate mention"))
+                continue
+            seen.add(target)
             new = wanted.get(target)
             if new is not None and new.weight == edge.weight and new.properties == edge.properties:
                 del wanted[target]  # the same mention: kept as it is

@@ -217,3 +217,11 @@ def test_the_mention_walk_follows_mentions_only_when_the_request_lets_the_graph_
 @pytest.fixture
 def settings():
     return Settings({"working_memory_capacity": 3}, env={})
+
+
+def test_an_update_leaves_one_mention_per_entity(kg):
+    [m] = add(kg, "Alice joined Acme Corp").memory_ids
+    kg.run(kg.edges.link, ctx(), m, "acme", "MENTIONS", edge_id="mention:byhand:1", weight=0.5)  # a second one, by hand
+    kg.run(kg.memories.update, ctx(), m, {"memory": "Acme Corp hired Alice"})
+    assert len(kg.graph.edges_of("t", m, direction="out", edge_types=["MENTIONS"])) == 2  # alice, acme
+    assert set(mentioned(kg, m)) == {"alice", "acme"}
