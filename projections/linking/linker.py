@@ -44,6 +44,7 @@ import unicodedata
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import lru_cache
 
 import ahocorasick_rs
 import msgspec
@@ -177,6 +178,17 @@ def _reject_reason(surface: str, min_length: int) -> str | None:
     if len(surface) < min_length and not all(_is_unspaced_script(c) for c in surface):
         return "too short"
     return None
+
+
+@lru_cache(maxsize=1 << 16)
+def _surface_verdict(raw: str, min_length: int) -> tuple[str, str | None]:
+    """A raw surface normalised, and why it is unusable (or None).
+
+    Cached: a catalogue is rebuilt whole after every entity change, and
+    most of its surfaces are the same as last time.
+    """
+    surface = _normalise_surface(raw)
+    return surface, _reject_reason(surface, min_length)
 
 
 # ------------------------------------------------------------------------- data
@@ -323,8 +335,7 @@ class AliasCatalogue:
             if include_tags:
                 sources += [(2, t) for t in entity.tags]
             for kind, raw in sources:
-                surface = _normalise_surface(raw)
-                reason = _reject_reason(surface, min_alias_length)
+                surface, reason = _surface_verdict(raw, min_alias_length)
                 if reason is not None:
                     rejected.append(RejectedSurface(entity.id, raw, _KINDS[kind], reason))
                     continue
