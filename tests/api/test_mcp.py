@@ -327,6 +327,16 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
 
 
 @needs_mcp
+async def test_a_memory_added_through_mcp_is_linked_to_the_entities_it_mentions(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+        added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "Ada Lovelace wrote about the Analytical Engine"}}))
+        assert added["data"]["mentions"] == 2
+        history = ok(await mcp.call_tool("history", {"id": added["memory_ids"][0]}))
+        assert [link["entity_id"] for link in history["mention_links"]] == ["person:ada", "machine:engine"]
+
+
+@needs_mcp
 async def test_a_read_only_key_cannot_write(start):
     api, http, key, lisbon, cat = await seed(start)
     reader = create_key(api.data_dir, "default", "read")
