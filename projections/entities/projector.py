@@ -72,6 +72,20 @@ class Related(msgspec.Struct, frozen=True, kw_only=True):
     path: tuple[RelationView, ...]
 
 
+class EntityCard(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reader needs to recognise an entity: relation cards and recall's entity hits show it."""
+
+    id: str
+    name: str
+    entity_type: str
+    aliases: list[str]
+    description: str
+
+
+def entity_card(entity: EntityView) -> EntityCard:
+    return EntityCard(id=entity.id, name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases), description=entity.description)
+
+
 class DocumentView(msgspec.Struct, frozen=True, kw_only=True):
     doc_id: str
     node: str
@@ -295,6 +309,15 @@ def get_entities(conn: sqlite3.Connection, tenant: str, entity_ids: Iterable[str
 def active_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[EntityView]:
     valid, params = head_clause(as_of)
     return [_entity(r) for r in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid} ORDER BY entity_id", (tenant, *params))]
+
+
+def has_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> bool:
+    """Whether the tenant has at least one entity (at the head or as of a position)."""
+    valid, params = head_clause(as_of)
+    try:
+        return conn.execute(f"SELECT 1 FROM kg_entities WHERE tenant = ? AND {valid} LIMIT 1", (tenant, *params)).fetchone() is not None
+    except sqlite3.OperationalError:  # the projection is not part of this service
+        return False
 
 
 def find_by_keywords(
