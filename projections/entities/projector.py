@@ -436,8 +436,9 @@ def get_related(
 ) -> list[Related]:
     """Entities reached from ``entity_id`` by BFS over relations.
 
-    Cycle-safe; the first path that reaches a node is kept (frontier order,
-    then relation type, then id); score = product of the weights on it.
+    Cycle-safe; the first path that reaches a node is kept (frontier order:
+    the strongest path first, then relation type, then id); score = product
+    of the weights on it.
     Sorted by score, then depth, then id. ``depth=0`` returns nothing but
     still raises :class:`NotFound` for an unknown entity.
     """
@@ -464,6 +465,7 @@ def get_related(
                 step = (other, score * weight, path + (RelationView(source, target, rtype, weight),))
                 following.append(step)
                 reached.append(Related(id=other, depth=level, score=step[1], path=step[2]))
+        following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
         frontier = following
     reached = reached[:max_nodes]
     reached.sort(key=lambda r: (-r.score, r.depth, r.id))

@@ -417,6 +417,13 @@ class Linking:
             self.service.read_conn(), tenant, question, self.catalogues, as_of=self.service.resolve_as_of(as_of), limit=limit, max_relations=max_relations
         )
 
+    def memory_mentions(self, tenant: str, items: Sequence[tuple[str, str]], run_id: str) -> list[c.EdgeRecord]:
+        """The ``MENTIONS`` edges (item -> entity, ``mention:<run_id>:<n>``) the linker finds in ``(memory_id, text)`` items, unwritten."""
+        catalogue, _ = self.catalogues.get(self.service.read_conn(), tenant)
+        if not len(catalogue):
+            return []
+        return mention_edges(catalogue.link(LinkChunk(memory_id, None, text) for memory_id, text in items), run_id)
+
     def live_mentions(self, tenant: str, *, as_of: Any = None) -> list[c.EdgeRecord]:
         """:func:`live_mentions` over the service's projections."""
         return live_mentions(self.service.read_conn(), tenant, as_of=self.service.resolve_as_of(as_of))

@@ -16,13 +16,17 @@ Scores, calibrated against memories
     scores 1, one edge of weight w further w):
 
     - an entity reached from a named one: the product of the relation weights
-      along its path (``WORKS_AT`` 0.9 then ``HEADQUARTERED_IN`` 0.9: 0.81);
+      along its path, times ``MNEMOLOG_RECALL_ENTITY_DEPTH_DECAY`` (0.8) for
+      every relation beyond the first (``WORKS_AT`` 0.9 then
+      ``HEADQUARTERED_IN`` 0.9: 0.81 x 0.8 = 0.648): weights near 1 would
+      otherwise let two hops tie with one;
     - a named entity itself: ``MNEMOLOG_RECALL_ENTITY_SEED_SCORE`` (0.5): the
       question already knows it, so it ranks below a strong one-relation
       answer but is still returned as the card the answer hangs on;
-    - a hint: the score is multiplied by ``MNEMOLOG_RECALL_ENTITY_HINT_BOOST``
-      when the query names the entity's type ("which *team*", "*who*" for a
-      person) or a word of the relation that reached it ("who *works* at").
+    - hints: the score is multiplied by ``MNEMOLOG_RECALL_ENTITY_HINT_BOOST``
+      (1.2) when the query names the entity's type ("which *team*", "*who*"
+      for a person), and again when it names a word of the relation that
+      reached it ("who *works* at"); capped at 1.
 
     Fusion then treats entities like any graph-channel hit: weighted RRF by
     their rank in the channel, score fusion by their absolute score times the
@@ -34,7 +38,10 @@ Scores, calibrated against memories
 Memories the entities lead to
     The named entities (score 1) and the reached ones (their score) seed a
     one-hop walk along ``MENTIONS`` edges (item -> entity) back to the memories
-    and chunks that mention them: score = seed score x mention weight.
+    and chunks that mention them: score = seed score x mention weight x
+    ``MNEMOLOG_RECALL_ENTITY_MENTION_FACTOR`` (0.9): a memory about an answer
+    ranks just below the answer, a memory about the named entity (0.9) above
+    the named entity's own card (0.5).
 """
 
 from __future__ import annotations
@@ -52,7 +59,9 @@ from .query_analysis import stem
 
 SEED_SCORE = setting("recall_entity_seed_score", 0.5, "Graph-channel score of an entity the query names (the entities it leads to score the product of the relation weights).")
 ENTITY_DEPTH = setting("recall_entity_depth", 2, "Relations walked from the entities a query names when the request sets no graph_depth.")
-HINT_BOOST = setting("recall_entity_hint_boost", 1.2, "Score factor of an entity whose type, or the relation that reached it, the query names (1 switches hints off).")
+HINT_BOOST = setting("recall_entity_hint_boost", 1.2, "Score factor of an entity whose type the query names, and again when it names the relation that reached it (1 switches hints off).")
+DEPTH_DECAY = setting("recall_entity_depth_decay", 0.8, "Score factor per relation beyond the first on an entity's path (1: the weight product alone).")
+MENTION_FACTOR = setting("recall_entity_mention_factor", 0.9, "Score factor of a memory reached from an entity through a MENTIONS edge (one step further than the entity; a named entity counts 1).")
 
 #: Query words that name an entity type, beyond the type's own name.
 TYPE_WORDS: dict[str, tuple[str, ...]] = {
@@ -83,14 +92,15 @@ def hint_words(query: str, terms: Sequence[str]) -> set[str]:
     return words
 
 
-def _hinted(reach: EntityReach, entity_type: str, words: set[str], query: str) -> bool:
+def hints(reach: EntityReach, entity_type: str, words: set[str], query: str) -> int:
+    """How many hints the query gives for ``reach``: its type named (0 or 1), plus the last relation named (0 or 1)."""
     type_words = (entity_type.lower(), *TYPE_WORDS.get(entity_type.lower(), ()))
-    if any(w in words or (not w.isascii() and w in query) for w in type_words if w):
-        return True
+    named_type = any(w in words or (not w.isascii() and w in query) for w in type_words if w)
+    named_relation = False
     if reach.path:
         parts = [p.lower() for p in reach.path[-1].relation_type.split("_") if len(p) > 2]
-        return any(p in words or stem(p) in words for p in parts)
-    return False
+        named_relation = any(p in words or stem(p) in words for p in parts)
+    return int(named_type) + int(named_relation)
 
 
 def walk(
@@ -107,6 +117,7 @@ def walk(
     max_nodes: int,
     seed_score: float,
     hint_boost: float,
+    depth_decay: float = 1.0,
 ) -> list[EntityReach]:
     """The named entities and those their relations reach, best first (score, depth, id)."""
     best: dict[str, EntityReach] = {e: EntityReach(e, seed_score, 0, (), alias, 1.0) for e, alias in named.items()}
@@ -119,12 +130,12 @@ def walk(
         for r in reached:
             current = best.get(r.id)
             if current is None or (current.depth > 0 and r.score > current.score):
-                best[r.id] = EntityReach(r.id, r.score, r.depth, r.path, None, r.score)
+                best[r.id] = EntityReach(r.id, r.score * depth_decay ** (r.depth - 1), r.depth, r.path, None, r.score)
     if hint_boost != 1.0 and best:
         words = hint_words(query, terms)
         types = {e: v.entity_type for e, v in ents.get_entities(conn, tenant, list(best), as_of=as_of).items()}
         best = {
-            e: msgspec.structs.replace(r, score=min(1.0, r.score * hint_boost)) if r.depth and _hinted(r, types.get(e, ""), words, query) else r
+            e: msgspec.structs.replace(r, score=min(1.0, r.score * hint_boost ** hints(r, types.get(e, ""), words, query))) if r.depth else r
             for e, r in best.items()
         }
     return sorted(best.values(), key=lambda r: (-r.score, r.depth, r.id))

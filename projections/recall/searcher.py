@@ -314,7 +314,7 @@ class Searcher:
         return entity_walk.walk(
             conn, tenant, named, query=analysis.query, terms=analysis.terms, depth=depth, direction=options.graph_direction,
             relation_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit,
-            seed_score=float(s.recall_entity_seed_score), hint_boost=float(s.recall_entity_hint_boost),
+            seed_score=float(s.recall_entity_seed_score), hint_boost=float(s.recall_entity_hint_boost), depth_decay=float(s.recall_entity_depth_decay),
         )
 
     def _graph(self, tenant: str, analysis, options: RecallOptions, limit: int, *, entity_items: bool = True) -> tuple[list[tuple[str, float]], GraphFindings]:
@@ -342,8 +342,9 @@ class Searcher:
             ))
         types = options.graph_edge_types
         if reached_entities and (types is None or g.MENTIONS in types):
-            # Back from the entities to the items that mention them (MENTIONS: item -> entity); a named entity counts in full.
-            entity_seeds = {r.id: 1.0 if r.depth == 0 else r.score for r in reached_entities}
+            # Back from the entities to the items that mention them (MENTIONS: item -> entity), one step below the entity (a named one counts 1).
+            factor = float(self.settings.recall_entity_mention_factor)
+            entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             take(graph_reads.bfs(conn, tenant, entity_seeds, depth=1, direction="in", edge_types=(g.MENTIONS,), as_of=options.as_of, max_nodes=limit * 4))
         allowed = _filter_memories(conn, tenant, list(scores), options)
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
