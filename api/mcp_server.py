@@ -368,7 +368,7 @@ async def _revert(front: McpFront, caller: Caller, body: RevertArgs, raw: dict) 
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories: each hit says which channels found it, at what rank, its graph path, and how the hits relate. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
+    Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories and knowledge graph: each hit has a kind (memory, or entity with its card and the relation path from an entity the question names), says which channels found it at what rank, and the relationships form the answer's subgraph. strategy: hybrid (default), knowledge-only (memories) or graph-only (entities and the memories they lead to); the answer names the strategy used. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
     Tool("search", "The raw recall channels, unfused: each channel's own ranking (POST /v1/search).", SearchRequest, "read", _search),
     Tool("get_memory", "One memory by id, at the head or as of a log position or ISO-8601 time.", MemoryRef, "read", _get_memory),
     Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation.", HistoryArgs, "read", _history),

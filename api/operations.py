@@ -22,7 +22,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import SearchFilters
-from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
 
 from .errors import ApiError
@@ -118,6 +118,7 @@ def recall_options(svc: MemoryService, body: RecallRequest, *, fused: bool) -> R
     _check_embedding(svc, body)
     options = options_from(svc, body)
     check_applicable(svc, body, options, fused=fused)
+    check_strategy(options)
     return options
 
 
