@@ -187,7 +187,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    parser = add_command(subparsers, "eval", run_eval, help="measure recall on a conversational corpus and its questions", json=True)
+    parser = add_command(subparsers, "eval", run_eval, help="measure recall on a conversational corpus and its questions, or over memories and a knowledge graph (--entities)", json=True)
     parser.add_argument("--corpus", help="corpus JSON lines: id, text, conv, session, time, speaker")
     parser.add_argument("--queries", help="question JSON lines: qid, conv, query, gold, category")
     parser.add_argument(

@@ -47,6 +47,7 @@ Memories the entities lead to
 from __future__ import annotations
 
 import sqlite3
+from functools import lru_cache
 from typing import Sequence
 
 import msgspec
@@ -92,14 +93,23 @@ def hint_words(query: str, terms: Sequence[str]) -> set[str]:
     return words
 
 
+@lru_cache(maxsize=4096)
+def _type_words(entity_type: str) -> tuple[str, ...]:
+    kind = entity_type.lower()
+    return tuple(w for w in (kind, *TYPE_WORDS.get(kind, ())) if w)
+
+
+@lru_cache(maxsize=4096)
+def _relation_words(relation_type: str) -> frozenset[str]:
+    """A relation type's words of 3+ letters and their stems ("WORKS_AT": works, work)."""
+    parts = [p.lower() for p in relation_type.split("_") if len(p) > 2]
+    return frozenset(parts) | {stem(p) for p in parts}
+
+
 def hints(reach: EntityReach, entity_type: str, words: set[str], query: str) -> int:
     """How many hints the query gives for ``reach``: its type named (0 or 1), plus the last relation named (0 or 1)."""
-    type_words = (entity_type.lower(), *TYPE_WORDS.get(entity_type.lower(), ()))
-    named_type = any(w in words or (not w.isascii() and w in query) for w in type_words if w)
-    named_relation = False
-    if reach.path:
-        parts = [p.lower() for p in reach.path[-1].relation_type.split("_") if len(p) > 2]
-        named_relation = any(p in words or stem(p) in words for p in parts)
+    named_type = any(w in words or (not w.isascii() and w in query) for w in _type_words(entity_type))
+    named_relation = bool(reach.path) and not words.isdisjoint(_relation_words(reach.path[-1].relation_type))
     return int(named_type) + int(named_relation)
 
 

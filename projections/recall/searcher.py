@@ -345,7 +345,12 @@ class Searcher:
             # Back from the entities to the items that mention them (MENTIONS: item -> entity), one step below the entity (a named one counts 1).
             factor = float(self.settings.recall_entity_mention_factor)
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
-            take(graph_reads.bfs(conn, tenant, entity_seeds, depth=1, direction="in", edge_types=(g.MENTIONS,), as_of=options.as_of, max_nodes=limit * 4))
+            mentioning: dict[str, graph_reads.Reached] = {}
+            for edge_id, source, target, weight in graph_reads.edges_into(conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of):
+                score = entity_seeds[target] * weight
+                if source not in entity_seeds and (source not in mentioning or score > mentioning[source].score):
+                    mentioning[source] = graph_reads.Reached(source, 1, score, (edge_id,), target)
+            take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         allowed = _filter_memories(conn, tenant, list(scores), options)
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
