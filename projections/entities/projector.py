@@ -306,6 +306,20 @@ def get_entities(conn: sqlite3.Connection, tenant: str, entity_ids: Iterable[str
     return out
 
 
+def entity_types(conn: sqlite3.Connection, tenant: str, entity_ids: Sequence[str], *, as_of: int | None = None) -> dict[str, str]:
+    """Entity id -> type, without decoding the rest of each entity (recall's hints read many)."""
+    valid, params = head_clause(as_of)
+    out: dict[str, str] = {}
+    for start in range(0, len(entity_ids), 500):
+        part = entity_ids[start : start + 500]
+        rows = conn.execute(
+            f"SELECT entity_id, entity_type FROM kg_entities WHERE tenant = ? AND entity_id IN ({','.join('?' * len(part))}) AND {valid}",
+            (tenant, *part, *params),
+        )
+        out.update(rows)
+    return out
+
+
 def active_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[EntityView]:
     valid, params = head_clause(as_of)
     return [_entity(r) for r in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid} ORDER BY entity_id", (tenant, *params))]

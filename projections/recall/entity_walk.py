@@ -143,9 +143,8 @@ def walk(
                 best[r.id] = EntityReach(r.id, r.score * depth_decay ** (r.depth - 1), r.depth, r.path, None, r.score)
     if hint_boost != 1.0 and best:
         words = hint_words(query, terms)
-        types = {e: v.entity_type for e, v in ents.get_entities(conn, tenant, list(best), as_of=as_of).items()}
-        best = {
-            e: msgspec.structs.replace(r, score=min(1.0, r.score * hint_boost ** hints(r, types.get(e, ""), words, query))) if r.depth else r
-            for e, r in best.items()
-        }
+        types = ents.entity_types(conn, tenant, list(best), as_of=as_of)
+        for e, r in best.items():
+            if r.depth and (n := hints(r, types.get(e, ""), words, query)):
+                best[e] = msgspec.structs.replace(r, score=min(1.0, r.score * hint_boost**n))
     return sorted(best.values(), key=lambda r: (-r.score, r.depth, r.id))

@@ -355,7 +355,8 @@ class Searcher:
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
         if entity_items:
-            for r in reached_entities:
+            # The best entities compete for the channel's places; the rest only led to memories.
+            for r in reached_entities[: 2 * max(options.limit, 10)]:
                 if r.id not in ranked_scores:
                     ranked_scores[r.id] = r.score
                     entities[r.id] = r
@@ -442,7 +443,7 @@ class Searcher:
             date_boost=float(s.recall_date_boost),
             alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
         )
-        candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits))
+        candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits if m not in entity_ids))
         follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
