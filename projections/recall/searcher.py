@@ -48,7 +48,7 @@ from mnemolog.eventstore.model import ValidationError
 from . import entity_walk, fusion
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
-from ..filters import SearchFilters, filter_sql
+from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
 
@@ -97,14 +97,23 @@ class ContextContribution(msgspec.Struct, frozen=True):
     amount: float
 
 
+class DocumentRef(msgspec.Struct, frozen=True, kw_only=True):
+    """The document a chunk hit belongs to, as of the read."""
+
+    doc_id: str
+    title: str
+    version: int
+    collection: str | None = None
+
+
 class RecallHit(msgspec.Struct, frozen=True):
     """One result: its fused score and why: channels, priors, inherited context.
 
-    ``kind`` is ``memory`` (``memory`` set; document chunks too) or
-    ``entity`` (``entity`` set, ``memory`` null): then ``path`` lists the
-    relations walked from an entity the query names (empty for a named one,
-    ``named_as`` the words that named it) and ``path_score`` is the product
-    of their weights.
+    ``kind`` is ``memory`` (``memory`` set; a document chunk also has its
+    ``document``) or ``entity`` (``entity`` set, ``memory`` null): then
+    ``path`` lists the relations walked from an entity the query names (empty
+    for a named one, ``named_as`` the words that named it) and ``path_score``
+    is the product of their weights.
     """
 
     id: str
@@ -120,6 +129,7 @@ class RecallHit(msgspec.Struct, frozen=True):
     path: list[ents.RelationView] | None = None
     path_score: float | None = None
     named_as: str | None = None
+    document: DocumentRef | None = None
 
 
 class Relationship(msgspec.Struct, frozen=True):
@@ -172,6 +182,16 @@ class GraphFindings(msgspec.Struct):
 
     paths: dict[str, list[str]] = {}
     entities: dict[str, entity_walk.EntityReach] = {}
+
+
+def scoped(filters: SearchFilters) -> bool:
+    """Whether ``filters`` narrow the memories beyond their status (a collection, tags, documents, types, dates).
+
+    Such a request asks for memories of that scope: entities, which belong to
+    no collection or document, are then left out of its hits (they still lead
+    the graph channel to the memories in scope).
+    """
+    return msgspec.structs.replace(filters, status=DEFAULT_FILTERS.status) != DEFAULT_FILTERS
 
 
 def check_strategy(options: "RecallOptions") -> None:
@@ -297,7 +317,7 @@ class Searcher:
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
-                hits, findings = self._graph(tenant, analysis, options, candidates, entity_items=strategy != "knowledge-only")
+                hits, findings = self._graph(tenant, analysis, options, candidates, entity_items=strategy != "knowledge-only" and not scoped(options.filters))
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
         return results, states, findings, analysis
@@ -337,7 +357,7 @@ class Searcher:
 
         if seeds:
             take(graph_reads.bfs(
-                conn, tenant, seeds, depth=options.graph_depth or 1, direction=options.graph_direction,
+                conn, tenant, seeds, depth=1 if options.graph_depth is None else options.graph_depth, direction=options.graph_direction,
                 edge_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit * 4,
             ))
         types = options.graph_edge_types
@@ -384,11 +404,16 @@ class Searcher:
                 if len(wanted) >= options.limit:
                     break
         cards = ents.get_entities(conn, tenant, [h.memory_id for h in wanted if h.memory_id in entity_ids], as_of=options.as_of)
+        documents: dict[str, DocumentRef | None] = {}
         hits = []
         for h in wanted:
             channels = {name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()}
             if h.memory_id in rows:
                 view = graph_reads.memory_from_row(rows[h.memory_id])  # only the memories returned are decoded whole
+                doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
+                if doc_id and doc_id not in documents:
+                    found = ents.get_document(conn, tenant, doc_id, as_of=options.as_of)
+                    documents[doc_id] = DocumentRef(doc_id=found.doc_id, title=found.title, version=found.version, collection=found.collection) if found else None
                 hits.append(
                     RecallHit(
                         id=h.memory_id,
@@ -399,6 +424,7 @@ class Searcher:
                         overlap_bonus=round(h.bonus, 6),
                         context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
                         graph_path=findings.paths.get(h.memory_id),
+                        document=documents.get(doc_id) if doc_id else None,
                     )
                 )
             elif h.memory_id in cards:

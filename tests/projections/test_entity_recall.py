@@ -196,3 +196,36 @@ def test_tenants_do_not_see_each_others_entities(svc):
     svc.run(svc.memories.add, ctx("u"), [MemoryContent(memory="Where does Alice work? Nobody knows")])
     svc.sync()
     assert all(h.kind == "memory" for h in recall(svc, "Where does Alice work?", tenant="u").hits)
+
+
+def test_a_chunk_hit_carries_its_document_and_leads_to_its_entity(svc, tmp_path):
+    from mnemolog.projections.ingest.documents import document_import, read_document
+
+    svc.run(svc.entities.upsert, ctx(), "babbage", name="Charles Babbage", entity_type="person")
+    svc.run(svc.entities.upsert, ctx(), "engine", name="Analytical Engine", entity_type="machine")
+    svc.run(svc.entities.set_relation, ctx(), "babbage", "engine", "DESIGNED", weight=0.9)
+    path = tmp_path / "bio.md"
+    path.write_text("# Bio\n\nCharles Babbage liked trains.\n", encoding="utf-8")
+    imported = svc.run(svc.documents.import_document, ctx(), document_import(read_document(path), root=tmp_path))
+    svc.sync()
+    hits = {h.id: h for h in recall(svc, "What did Charles Babbage design?").hits}
+    [chunk] = imported.memory_ids
+    assert hits[chunk].kind == "memory" and hits[chunk].document.doc_id == "bio.md" and hits[chunk].document.title
+    assert hits["engine"].kind == "entity" and [r.relation_type for r in hits["engine"].path] == ["DESIGNED"]
+
+
+def test_a_request_scoped_by_filters_gets_memories_only(svc):
+    memory = issue_world(svc)
+    from mnemolog.projections.filters import SearchFilters
+
+    kind = svc.graph.memory("t", memory).memory_type
+    scoped = recall(svc, "Where does Alice work?", filters=SearchFilters(memory_types=(kind,)))
+    assert [(h.kind, h.id) for h in scoped.hits] == [("memory", memory)]
+    archived_too = recall(svc, "Where does Alice work?", filters=SearchFilters(status=("activated", "archived")))
+    assert "acme" in {h.id for h in archived_too.hits} and memory in {h.id for h in archived_too.hits}
+
+
+def test_graph_depth_zero_walks_nothing(svc):
+    issue_world(svc)
+    hits = recall(svc, "Where does Alice work?", strategy="graph-only", graph_depth=0).hits
+    assert "acme" not in {h.id for h in hits} and "alice" in {h.id for h in hits}
