@@ -40,10 +40,9 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from mnemolog.eventstore.settings import setting
-
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.model import ValidationError
+from mnemolog.eventstore.settings import setting
 
 from . import entity_walk, fusion
 from ..entities import projector as ents
@@ -446,7 +445,8 @@ class Searcher:
         active = [n for n, s in states.items() if s.status == "ok"]
         return RecallResult(
             query=query,
-            strategy=strategy or strategy_name(active),
+            # hybrid narrowed by channels says what ran (lexical-only, graph-only, ...); the other strategies name themselves.
+            strategy=strategy if strategy not in (None, "hybrid") else strategy_name(active),
             fusion=mode,
             degraded=strategy_reason is not None or any(s.status == "unavailable" for s in states.values()),
             hits=hits,

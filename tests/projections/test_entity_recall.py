@@ -229,3 +229,10 @@ def test_graph_depth_zero_walks_nothing(svc):
     issue_world(svc)
     hits = recall(svc, "Where does Alice work?", strategy="graph-only", graph_depth=0).hits
     assert "acme" not in {h.id for h in hits} and "alice" in {h.id for h in hits}
+
+
+def test_hybrid_narrowed_by_channels_names_what_ran(svc):
+    issue_world(svc)
+    assert recall(svc, "Where does Alice work?", strategy="hybrid", channels=("lexical",)).strategy == "lexical-only"
+    assert recall(svc, "Where does Alice work?", strategy="hybrid", channels=("graph",)).strategy == "graph-only"
+    assert recall(svc, "Where does Alice work?", strategy="hybrid").strategy == "hybrid"
