@@ -236,3 +236,49 @@ def test_hybrid_narrowed_by_channels_names_what_ran(svc):
     assert recall(svc, "Where does Alice work?", strategy="hybrid", channels=("lexical",)).strategy == "lexical-only"
     assert recall(svc, "Where does Alice work?", strategy="hybrid", channels=("graph",)).strategy == "graph-only"
     assert recall(svc, "Where does Alice work?", strategy="hybrid").strategy == "hybrid"
+
+
+# -- invariants over random graphs ---------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st  # noqa: E402
+
+_NODES = ["e0", "e1", "e2", "e3", "e4", "e5"]
+_relations = st.lists(
+    st.tuples(st.sampled_from(_NODES), st.sampled_from(_NODES), st.sampled_from(["LIKES", "OWNS"]), st.sampled_from([0.2, 0.5, 0.9, 1.0])),
+    max_size=10,
+).map(lambda rels: {(a, b, t): w for a, b, t, w in rels if a != b})
+
+
+@hsettings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(relations=_relations)
+def test_entity_paths_are_relation_chains_from_the_named_entity(tmp_path_factory, relations):
+    from mnemolog.projections.service import MemoryService
+
+    svc = MemoryService.open(tmp_path_factory.mktemp("graph"))
+    try:
+        for node in _NODES:
+            svc.run(svc.entities.upsert, ctx(), node, name=f"Zorblat {node[1]}")
+        for (a, b, rtype), weight in relations.items():
+            svc.run(svc.entities.set_relation, ctx(), a, b, rtype, weight=weight)
+        svc.sync()
+        result = recall(svc, "tell me about Zorblat 0", strategy="graph-only", limit=50)
+        hits = {h.id: h for h in result.hits}
+        assert hits["e0"].named_as == "zorblat 0" and hits["e0"].path == []
+        reachable = {b for (a, b, _) in relations if a == "e0"} | {a for (a, b, _) in relations if b == "e0"}
+        assert reachable <= set(hits)  # every neighbour is found
+        for hit in result.hits:
+            assert hit.kind == "entity"
+            if hit.id == "e0":
+                continue
+            assert 1 <= len(hit.path) <= 2
+            at = "e0"
+            product = 1.0
+            for step in hit.path:
+                assert relations[(step.source_id, step.target_id, step.relation_type)] == step.weight
+                assert at in (step.source_id, step.target_id)
+                at = step.target_id if step.source_id == at else step.source_id
+                product *= step.weight
+            assert at == hit.id and hit.path_score == pytest.approx(product, abs=1e-6)
+            assert hit.channels["graph"].score <= hit.path_score + 1e-6  # no hint in the question: depth only lowers it
+    finally:
+        svc.close()
