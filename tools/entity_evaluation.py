@@ -5,7 +5,7 @@ with typed weighted relations, memories, and questions whose answer is an
 entity or a memory reached only through one. The set is loaded into a fresh
 in-process store: entities and relations as commands, memories with their
 source id, and the ``MENTIONS`` edges the entity linker finds in them
-(memory -> entity, one ``mention:`` run). Every question is then asked once
+(memory -> entity, one ``mention:`` run, for the pairs not linked yet). Every question is then asked once
 per strategy (hybrid, knowledge-only, graph-only); a ranking lists entity
 ids and memory source ids, so gold labels name either.
 """
@@ -47,7 +47,12 @@ def ingest(service, knowledge: dict[str, Any]) -> dict[str, str]:
     written = service.run(service.memories.add, ctx, [MemoryContent(memory=m["text"], sources=(m["id"],)) for m in memories])
     service.sync()
     source_of = dict(zip(written.memory_ids, (m["id"] for m in memories)))
-    edges = service.linking.memory_mentions(TENANT, [(mid, m["text"]) for mid, m in zip(written.memory_ids, memories)], new_id())
+    # The mentions the memory commands did not link already (where they link on add), as one linker run.
+    linked = {(e.source, e.target) for e in service.linking.live_mentions(TENANT)}
+    edges = [
+        e for e in service.linking.memory_mentions(TENANT, [(mid, m["text"]) for mid, m in zip(written.memory_ids, memories)], new_id())
+        if (e.source, e.target) not in linked
+    ]
     if edges:
         service.run(service.edges.link_many, ctx, edges)
     service.sync()
