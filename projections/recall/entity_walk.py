@@ -6,7 +6,7 @@ Finding them
     deterministic linker of document import and of ``POST /v1/relations``).
     From each named entity, :func:`mnemolog.projections.entities.projector.get_related`
     (the BFS of ``GET /v1/entities/{id}/related``: depth, direction, relation
-    types, first path wins) reaches the others. The walk is bounded (at most
+    types; the strongest paths expand first) reaches the others. The walk is bounded (at most
     ``max_nodes`` entities a named entity) and does not run at all when the
     query names no entity.
 
