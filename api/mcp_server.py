@@ -403,10 +403,12 @@ PROMPT_NAME = "cite_memory"
 PROMPT_TEXT = """You have mnemolog memory through MCP tools. {ask}
 
 1. Call `recall` with the question (add filters, channels or as_of when the question needs them).
-   Its `position` is the log position the answer was read at; each hit has an `id`, the memory's
-   `version`, and why it was found (`channels` with ranks, `graph_path`, `relationships`).
+   Its `position` is the log position the answer was read at; each hit has an `id`, a `kind`
+   (`memory`, with the memory's `version`, or `entity`, with its card and the relation `path`
+   that led to it) and why it was found (`channels` with ranks, `graph_path`, `relationships`).
 2. Use only what the hits say. Cite every memory you rely on right after the claim, as
-   [memory:<id> v<version> @<position>], for example [memory:{example} v2 @{position}].
+   [memory:<id> v<version> @<position>], for example [memory:{example} v2 @{position}];
+   cite an entity as [entity:<id> @<position>].
 3. To show a memory as it was when you read it, call `get_memory` with `id` and `as_of=<position>`;
    `history` lists every version with who changed it and when.
 4. If no hit supports an answer, say so rather than guess.

@@ -248,6 +248,7 @@ async def test_resources_and_the_citation_prompt(start):
         prompt = await mcp.get_prompt("cite_memory", {"question": "Where do I live?"})
         text = prompt.messages[0].content.text
         assert "Where do I live?" in text and "[memory:<id> v<version> @<position>]" in text and "as_of" in text
+        assert "[entity:<id> @<position>]" in text
 
 
 @needs_mcp
