@@ -282,3 +282,11 @@ def test_entity_paths_are_relation_chains_from_the_named_entity(tmp_path_factory
             assert hit.channels["graph"].score <= hit.path_score + 1e-6  # no hint in the question: depth only lowers it
     finally:
         svc.close()
+
+
+def test_rrf_fusion_ranks_entities_by_their_graph_rank_too(svc):
+    memory = issue_world(svc)
+    result = recall(svc, "Where does Alice work?", fusion="rrf")
+    by_id = {h.id: h for h in result.hits}
+    assert by_id["acme"].kind == "entity" and by_id[memory].kind == "memory"
+    assert by_id["acme"].score == pytest.approx(0.8 / (60 + by_id["acme"].channels["graph"].rank), abs=1e-6)
