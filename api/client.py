@@ -357,9 +357,18 @@ class MnemologClient:
 
     # -- recall and the graph ----------------------------------------------------------------------
 
-    async def recall(self, query: str, *, as_of: AsOf = None, **options: Any) -> dict[str, Any]:
-        """Fused recall; ``options`` are :class:`~mnemolog.api.schemas.RecallRequest`'s fields (limit, filters, min_position, …)."""
-        return await self._read("POST", "/v1/recall", json={"query": query, **options, **({"as_of": as_of} if as_of is not None else {})})
+    async def recall(self, query: str, *, as_of: AsOf = None, strategy: str | None = None, **options: Any) -> dict[str, Any]:
+        """Fused recall; ``options`` are :class:`~mnemolog.api.schemas.RecallRequest`'s fields (limit, filters, min_position, …).
+
+        ``strategy``: ``hybrid`` (the server's default: memories and entities),
+        ``knowledge-only`` (memories) or ``graph-only`` (entities and the
+        memories they lead to). Each hit has a ``kind``: ``memory`` (``memory``
+        set) or ``entity`` (``entity`` card, relation ``path``, ``path_score``);
+        the answer's ``strategy`` is the one used and ``strategy_reason`` says
+        why when it differs.
+        """
+        extra = {**({"as_of": as_of} if as_of is not None else {}), **({"strategy": strategy} if strategy is not None else {})}
+        return await self._read("POST", "/v1/recall", json={"query": query, **options, **extra})
 
     async def search(self, query: str, *, as_of: AsOf = None, **options: Any) -> dict[str, Any]:
         """The raw channels, unfused; ``options`` as for :meth:`recall`."""

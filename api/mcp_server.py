@@ -368,7 +368,7 @@ async def _revert(front: McpFront, caller: Caller, body: RevertArgs, raw: dict) 
 
 
 TOOLS: tuple[Tool, ...] = (
-    Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories: each hit says which channels found it, at what rank, its graph path, and how the hits relate. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
+    Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories and knowledge graph: each hit has a kind (memory, or entity with its card and the relation path from an entity the question names), says which channels found it at what rank, and the relationships form the answer's subgraph. strategy: hybrid (default), knowledge-only (memories) or graph-only (entities and the memories they lead to); the answer names the strategy used. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
     Tool("search", "The raw recall channels, unfused: each channel's own ranking (POST /v1/search).", SearchRequest, "read", _search),
     Tool("get_memory", "One memory by id, at the head or as of a log position or ISO-8601 time.", MemoryRef, "read", _get_memory),
     Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links).", HistoryArgs, "read", _history),
@@ -403,10 +403,12 @@ PROMPT_NAME = "cite_memory"
 PROMPT_TEXT = """You have mnemolog memory through MCP tools. {ask}
 
 1. Call `recall` with the question (add filters, channels or as_of when the question needs them).
-   Its `position` is the log position the answer was read at; each hit has an `id`, the memory's
-   `version`, and why it was found (`channels` with ranks, `graph_path`, `relationships`).
+   Its `position` is the log position the answer was read at; each hit has an `id`, a `kind`
+   (`memory`, with the memory's `version`, or `entity`, with its card and the relation `path`
+   that led to it) and why it was found (`channels` with ranks, `graph_path`, `relationships`).
 2. Use only what the hits say. Cite every memory you rely on right after the claim, as
-   [memory:<id> v<version> @<position>], for example [memory:{example} v2 @{position}].
+   [memory:<id> v<version> @<position>], for example [memory:{example} v2 @{position}];
+   cite an entity as [entity:<id> @<position>].
 3. To show a memory as it was when you read it, call `get_memory` with `id` and `as_of=<position>`;
    `history` lists every version with who changed it and when.
 4. If no hit supports an answer, say so rather than guess.

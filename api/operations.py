@@ -22,7 +22,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import SearchFilters
-from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
 
 from .errors import ApiError
@@ -84,6 +84,7 @@ def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
         graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
         propagation=body.propagation,
         fusion=body.fusion,
+        strategy=body.strategy,
     )
 
 
@@ -117,6 +118,7 @@ def recall_options(svc: MemoryService, body: RecallRequest, *, fused: bool) -> R
     _check_embedding(svc, body)
     options = options_from(svc, body)
     check_applicable(svc, body, options, fused=fused)
+    check_strategy(options)
     return options
 
 
@@ -164,11 +166,18 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
     with _raw_fts_errors(body):
         if position is None:
             position = svc.position()
-        results, states, paths, analysis = svc.searcher.channel_results(tenant, body.query, options)
-    channels = {
-        name: [{"id": m, "rank": i, "score": round(s, 6), **({"path": paths[m]} if name == "graph" and m in paths else {})} for i, (m, s) in enumerate(hits[: body.limit], 1)]
-        for name, hits in results.items()
-    }
+        strategy, _ = svc.searcher.resolve_strategy(tenant, options)
+        results, states, found, analysis = svc.searcher.channel_results(tenant, body.query, options, strategy)
+
+    def row(name: str, rank: int, node: str, score: float) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": node, "rank": rank, "score": round(score, 6)}
+        if name == "graph" and node in found.entities:
+            out.update(kind="entity", path=found.entities[node].path)
+        elif name == "graph" and node in found.paths:
+            out["path"] = found.paths[node]
+        return out
+
+    channels = {name: [row(name, i, m, s) for i, (m, s) in enumerate(hits[: body.limit], 1)] for name, hits in results.items()}
     return {"query": body.query, "terms": analysis.terms, "channels": channels, "states": states, "position": position}
 
 

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from . import keys, operations
 from .routing import RouteTable, authenticate, decode, json_response, read
-from .schemas import RecallRequest, SearchRequest
+from .schemas import RecallRequest, RecallResponse, SearchRequest
 
 routes = RouteTable()
 
@@ -21,7 +21,7 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
     return tenant, body, svc, position, options
 
 
-@routes.post("/v1/recall", scope="read", summary="Fused recall with explanations and the relationships between results", request=RecallRequest)
+@routes.post("/v1/recall", scope="read", summary="Fused recall over memories and entities (strategy hybrid, knowledge-only or graph-only) with explanations and the answer subgraph", request=RecallRequest, response=RecallResponse)
 async def recall(request: web.Request) -> web.Response:
     tenant, body, svc, position, options = await _request(request, RecallRequest)
     return json_response(await read(request, operations.recall, svc, tenant, body, options, position))

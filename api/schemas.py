@@ -9,6 +9,7 @@ from msgspec import Meta
 
 from mnemolog.eventstore.model import MAX_TAGS
 from mnemolog.projections.graph.reads import WorkingEntryView
+from mnemolog.projections.recall.searcher import RecallResult
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]
@@ -163,10 +164,16 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     raw_fts: bool = False
     embedding: list[float] | None = None
-    graph_depth: Depth = 1
+    graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
     propagation: bool | None = None  # score fusion only
+    # hybrid (default): memories and entities; knowledge-only: memories; graph-only: the graph channel alone.
+    strategy: Literal["hybrid", "knowledge-only", "graph-only"] | None = None
+
+
+#: The answer of ``POST /v1/recall``: typed hits (``kind`` memory or entity), the strategy used, the answer subgraph.
+RecallResponse = RecallResult
 
 
 class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):

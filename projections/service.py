@@ -37,7 +37,7 @@ from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
 from .graph import reads as graph_reads
-from .linking.relink import Linking, command_linker, seed_hook
+from .linking.relink import Linking, command_linker, named_entities
 from .recall.searcher import Searcher
 from .runner import ProjectionRunner, Projector, connect
 from .vectors.embedders import get_embedder
@@ -129,7 +129,7 @@ class MemoryService:
         return follower
 
     def construct_searcher(self) -> Searcher:
-        """Fused recall over the lexical, semantic and graph channels; the graph's seeds come from the alias catalogues."""
+        """Fused recall over the lexical, semantic and graph channels; the entities a query names come from the alias catalogues."""
         searcher = Searcher(
             self.read_conn,
             lexical_channel(self.read_conn),
@@ -138,7 +138,8 @@ class MemoryService:
             self.embedder.name,
             self.settings,
         )
-        searcher.seed_hooks.append(seed_hook(self.linking.catalogues))
+        catalogues = self.linking.catalogues
+        searcher.named_entities = lambda conn, tenant, text, as_of: named_entities(conn, tenant, text, catalogues, as_of=as_of)
         return searcher
 
     @classmethod

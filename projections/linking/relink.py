@@ -370,56 +370,58 @@ def document_links(
     return {"documents": len(docs), "pairs": out}
 
 
+def named_entities(conn: sqlite3.Connection, tenant: str, text: str, cache: CatalogueCache, *, as_of: int | None = None) -> dict[str, str]:
+    """The entities ``text`` names, in text order, each with the first surface that named it.
+
+    The same deterministic linker as document import (the tenant's alias
+    catalogue as of ``as_of``): relation cards and recall both start here.
+    """
+    try:
+        catalogue, _ = cache.get(conn, tenant, as_of=as_of)
+    except sqlite3.OperationalError:  # the entity projection is not part of this service
+        return {}
+    named: dict[str, str] = {}
+    for entity_id, alias, _, _ in catalogue.query_entities(text):
+        named.setdefault(entity_id, alias)
+    return named
+
+
+def relation_rows(conn: sqlite3.Connection, tenant: str, entity_id: str, *, as_of: int | None = None, limit: int = 25) -> list[dict[str, Any]]:
+    """An entity's relations, strongest first: direction, type, the entity at the other end (id and name), weight."""
+    relations = ents.relations_of(conn, tenant, entity_id, direction="both", as_of=as_of)
+    others = ents.get_entities(conn, tenant, [r.target_id if r.source_id == entity_id else r.source_id for r in relations], as_of=as_of)
+    rows = []
+    for r in sorted(relations, key=lambda r: (-r.weight, r.relation_type, r.source_id, r.target_id))[:limit]:
+        outgoing = r.source_id == entity_id
+        other = r.target_id if outgoing else r.source_id
+        rows.append(
+            {"direction": "out" if outgoing else "in", "relation_type": r.relation_type, "entity_id": other,
+             "name": others[other].name if other in others else "", "weight": r.weight}
+        )
+    return rows
+
+
 def relation_cards(conn: sqlite3.Connection, tenant: str, question: str, cache: CatalogueCache, *, as_of: int | None = None, limit: int = 10, max_relations: int = 25) -> dict[str, Any]:
     """One-hop relation cards for the entities ``question`` names; ``matched: false`` when it names none."""
-    catalogue, _ = cache.get(conn, tenant, as_of=as_of)
-    named: dict[str, str] = {}
-    for entity_id, alias, _, _ in catalogue.query_entities(question):
-        named.setdefault(entity_id, alias)
-    found = ents.get_entities(conn, tenant, list(named)[:limit], as_of=as_of)
-    cards = []
-    for entity_id, alias in list(named.items())[:limit]:
-        entity = found.get(entity_id)
-        if entity is None:
-            continue
-        relations = ents.relations_of(conn, tenant, entity_id, direction="both", as_of=as_of)
-        others = ents.get_entities(conn, tenant, [r.target_id if r.source_id == entity_id else r.source_id for r in relations], as_of=as_of)
-        rows = []
-        for r in sorted(relations, key=lambda r: (-r.weight, r.relation_type, r.source_id, r.target_id))[:max_relations]:
-            outgoing = r.source_id == entity_id
-            other = r.target_id if outgoing else r.source_id
-            rows.append(
-                {"direction": "out" if outgoing else "in", "relation_type": r.relation_type, "entity_id": other,
-                 "name": others[other].name if other in others else "", "weight": r.weight}
-            )
-        cards.append(
-            {"entity": {"id": entity.id, "name": entity.name, "entity_type": entity.entity_type, "description": entity.description},
-             "matched_alias": alias, "relations": rows}
-        )
+    named = dict(list(named_entities(conn, tenant, question, cache, as_of=as_of).items())[:limit])
+    found = ents.get_entities(conn, tenant, list(named), as_of=as_of)
+    cards = [
+        {"entity": msgspec.to_builtins(ents.entity_card(found[entity_id])), "matched_alias": alias,
+         "relations": relation_rows(conn, tenant, entity_id, as_of=as_of, limit=max_relations)}
+        for entity_id, alias in named.items()
+        if entity_id in found
+    ]
     return {"matched": bool(cards), "question": question, "cards": cards}
 
 
 # -- wiring ---------------------------------------------------------------------------------------------------
 
 
-def seed_hook(cache: CatalogueCache):
-    """Recall's graph seeds: the entities whose name or alias the query contains (score = 1)."""
-
-    def seeds(conn: sqlite3.Connection, tenant: str, analysis: Any, as_of: int | None) -> dict[str, float]:
-        try:
-            catalogue, _ = cache.get(conn, tenant, as_of=as_of)
-        except sqlite3.OperationalError:  # the entity projection is not part of this service
-            return {}
-        return {entity_id: 1.0 for entity_id, _, _, _ in catalogue.query_entities(analysis.query)}
-
-    return seeds
-
-
 class Linking:
     """The entity linker bound to one service: relink runs, document links, relation cards.
 
     It owns the service's alias catalogues (:attr:`catalogues`), which the
-    import linker and recall's graph seeds share.
+    import linker, relation cards and recall share.
     """
 
     def __init__(self, service: MemoryService):
@@ -484,6 +486,13 @@ class Linking:
         return relation_cards(
             self.service.read_conn(), tenant, question, self.catalogues, as_of=self.service.resolve_as_of(as_of), limit=limit, max_relations=max_relations
         )
+
+    def memory_mentions(self, tenant: str, items: Sequence[tuple[str, str]], run_id: str) -> list[c.EdgeRecord]:
+        """The ``MENTIONS`` edges (item -> entity, ``mention:<run_id>:<n>``) the linker finds in ``(memory_id, text)`` items, unwritten."""
+        catalogue, _ = self.catalogues.get(self.service.read_conn(), tenant)
+        if not len(catalogue):
+            return []
+        return mention_edges(catalogue.link(LinkChunk(memory_id, None, text) for memory_id, text in items), run_id)
 
     def live_mentions(self, tenant: str, *, as_of: Any = None) -> list[c.EdgeRecord]:
         """:func:`live_mentions` over the service's projections."""

@@ -201,7 +201,9 @@ def normalize(ranked: Ranked, method: str = "max") -> dict[MemoryId, float]:
 
     ``"max"``: divide by the best score (scores must be >= 0; a channel whose
     best score is <= 0 gives all zeros). ``"minmax"``: (s - min)/(max - min)
-    (all 1.0 when every score is equal). ``"rank"``: 1/rank, independent of
+    (all 1.0 when every score is equal). ``"absolute"``: the score itself,
+    clipped to [0, 1], for channels already on that scale (the graph's
+    weight products). ``"rank"``: 1/rank, independent of
     the raw scale. The first occurrence of a repeated id counts.
     """
     first: dict[MemoryId, float] = {}
@@ -220,6 +222,8 @@ def normalize(ranked: Ranked, method: str = "max") -> dict[MemoryId, float]:
         if hi <= 0:
             return {mid: 0.0 for mid in first}
         return {mid: max(0.0, v) / hi for mid, v in first.items()}
+    if method == "absolute":
+        return {mid: min(1.0, max(0.0, v)) for mid, v in first.items()}
     if method == "minmax":
         if hi == lo:
             return {mid: 1.0 for mid in first}
@@ -559,10 +563,12 @@ def recall(
     (every other memory of the session, weight ``1/len(session)``).
     ``speakers``: the speakers to recognise in the query (default: those of
     the candidates). ``extra_weights`` adds channels (e.g. ``graph``) to the
-    score-level fusion; a channel with no weight contributes nothing.
+    score-level fusion; a channel with no weight contributes nothing. The
+    graph channel's scores are weight products in [0, 1] and count as they
+    are (``"absolute"``): one weak path is not promoted to the channel's best.
     """
     weights = {"lexical": params.lexical_weight, "semantic": params.semantic_weight, **(extra_weights or {})}
-    hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm}, default_weight=0.0)
+    hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm, "graph": "absolute"}, default_weight=0.0)
     scores = {h.memory_id: h.score for h in hits}
     chans = {h.memory_id: h.channels for h in hits}
     if speakers is None:

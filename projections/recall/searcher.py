@@ -6,10 +6,21 @@ Channels:
   character bigrams), content terms only;
 - ``semantic``: cosine over the configured embedder's vectors (or a vector
   the caller supplies);
-- ``graph``: memories named in the query (by key, or through entities that
-  later projections resolve) expanded by BFS, then memory -> entity ->
-  memory over ``MENTIONS`` from those and the other channels' top hits;
-  score = product of the edge weights along the path.
+- ``graph``: memories named in the query (by key) expanded by BFS, and the
+  entities the query names with those their relations reach, and the
+  memories that mention them (see :mod:`mnemolog.projections.recall.entity_walk`);
+  score = product of the edge and relation weights along the path.
+
+Hits are typed: ``kind`` is ``memory`` (document chunks included) or
+``entity`` (its card, its relation ``path`` from an entity the query names,
+the weight product of that path).
+
+Strategies (per request): ``hybrid`` (the default: every channel, memories
+and entities), ``knowledge-only`` (memories only; entities still lead the
+graph channel to the memories that mention them) and ``graph-only`` (the
+graph channel alone: entities and the memories they lead to). A graph-only
+request over a tenant with no entities falls back to knowledge-only and says
+why in ``strategy_reason``.
 
 Fusion is weighted reciprocal-rank fusion (defaults below, per request and in
 settings) plus a small bonus for query-term overlap. Conversation context
@@ -30,11 +41,13 @@ from typing import Any, Callable, Sequence
 import msgspec
 
 from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.model import ValidationError
 from mnemolog.eventstore.settings import setting
 
-from . import fusion
+from . import entity_walk, fusion
+from ..entities import projector as ents
 from ..graph import reads as graph_reads
-from ..filters import SearchFilters, filter_sql
+from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
 
@@ -64,6 +77,7 @@ DATE_BOOST = setting("recall_date_boost", 2.0, "Score factor for a memory whose 
 RRF_WEIGHTS = {"semantic": 1.0, "lexical": 1.2, "graph": 0.8}
 
 CHANNELS = ("lexical", "semantic", "graph")
+STRATEGIES = ("hybrid", "knowledge-only", "graph-only")
 
 #: The weight of a channel requested by name (``channels``) whose configured
 #: weight is 0: a channel asked for explicitly contributes, and its ranks show.
@@ -82,17 +96,39 @@ class ContextContribution(msgspec.Struct, frozen=True):
     amount: float
 
 
+class DocumentRef(msgspec.Struct, frozen=True, kw_only=True):
+    """The document a chunk hit belongs to, as of the read."""
+
+    doc_id: str
+    title: str
+    version: int
+    collection: str | None = None
+
+
 class RecallHit(msgspec.Struct, frozen=True):
-    """One result: its fused score and why: channels, priors, inherited context."""
+    """One result: its fused score and why: channels, priors, inherited context.
+
+    ``kind`` is ``memory`` (``memory`` set; a document chunk also has its
+    ``document``) or ``entity`` (``entity`` set, ``memory`` null): then
+    ``path`` lists the relations walked from an entity the query names (empty
+    for a named one, ``named_as`` the words that named it) and ``path_score``
+    is the product of their weights.
+    """
 
     id: str
     score: float
-    memory: graph_reads.MemoryView
+    memory: graph_reads.MemoryView | None
     channels: dict[str, ChannelHit]
     priors: dict[str, float] = {}
     overlap_bonus: float = 0.0
     context: list[ContextContribution] = []
     graph_path: list[str] | None = None
+    kind: str = "memory"
+    entity: ents.EntityCard | None = None
+    path: list[ents.RelationView] | None = None
+    path_score: float | None = None
+    named_as: str | None = None
+    document: DocumentRef | None = None
 
 
 class Relationship(msgspec.Struct, frozen=True):
@@ -120,6 +156,7 @@ class RecallResult(msgspec.Struct, frozen=True):
     as_of: int | None
     position: int
     terms: list[str]
+    strategy_reason: str | None = None
 
 
 class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,11 +168,44 @@ class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
     rrf_k: float | None = None
     raw_fts: bool = False
     embedding: tuple[float, ...] | None = None
-    graph_depth: int = 1
+    graph_depth: int | None = None  # None: 1 for memory edges, recall_entity_depth for relations
     graph_direction: str = "both"
     graph_edge_types: tuple[str, ...] | None = None
     propagation: bool | None = None
     fusion: str | None = None
+    strategy: str | None = None
+
+
+class GraphFindings(msgspec.Struct):
+    """What the graph channel found beyond its ranking: memory paths (edge ids) and entities."""
+
+    paths: dict[str, list[str]] = {}
+    entities: dict[str, entity_walk.EntityReach] = {}
+
+
+def scoped(filters: SearchFilters) -> bool:
+    """Whether ``filters`` narrow the memories beyond their status (a collection, tags, documents, types, dates).
+
+    Such a request asks for memories of that scope: entities, which belong to
+    no collection or document, are then left out of its hits (they still lead
+    the graph channel to the memories in scope).
+    """
+    return msgspec.structs.replace(filters, status=DEFAULT_FILTERS.status) != DEFAULT_FILTERS
+
+
+def check_strategy(options: "RecallOptions") -> None:
+    """Refuse a strategy with channels or weights that contradict it (a ValidationError naming the field)."""
+    strategy = options.strategy
+    if strategy is None:
+        return
+    if strategy not in STRATEGIES:
+        raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if strategy == "graph-only":
+        extra = [c for c in options.channels or () if c != "graph"]
+        if extra:
+            raise ValidationError("channels", f"strategy graph-only uses the graph channel alone; drop {', '.join(extra)} or choose hybrid")
+        if options.weights.get("graph") == 0:
+            raise ValidationError("weights", "strategy graph-only needs the graph channel; its weight cannot be 0")
 
 
 class Searcher:
@@ -144,8 +214,9 @@ class Searcher:
     ``lexical(tenant, query, limit, as_of, raw, filters)`` and
     ``semantic(tenant, vector, limit, as_of, filters)`` return ranked
     ``[(memory_id, score)]``; ``embed_query`` returns a vector or None when
-    no embedder is configured; ``seed_nodes(conn, tenant, analysis, as_of)``
-    hooks (entities, …) name extra graph seeds.
+    no embedder is configured; ``named_entities(conn, tenant, text, as_of)``
+    (set by the service: the alias catalogue's linker) gives the entities a
+    query names as ``{entity_id: surface}``.
     """
 
     def __init__(
@@ -163,7 +234,7 @@ class Searcher:
         self.embed_query = embed_query
         self.embedder_name = embedder_name
         self.settings = settings
-        self.seed_hooks: list[Callable[[sqlite3.Connection, str, Any, int | None], dict[str, float]]] = []
+        self.named_entities: Callable[[sqlite3.Connection, str, str, int | None], dict[str, str]] | None = None
 
     def semantic_weight(self) -> float:
         name = self.embedder_name or ""
@@ -189,23 +260,41 @@ class Searcher:
 
     # -- channels ------------------------------------------------------------------
 
-    def channel_results(self, tenant: str, query: str, options: RecallOptions) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], dict[str, list[str]], Any]:
+    def resolve_strategy(self, tenant: str, options: RecallOptions) -> tuple[str | None, str | None]:
+        """The strategy this request runs and, when it is not the one asked for, why."""
+        check_strategy(options)
+        if options.strategy == "graph-only" and not ents.has_entities(self.conn(), tenant, as_of=options.as_of):
+            when = f" as of position {options.as_of}" if options.as_of is not None else ""
+            return "knowledge-only", f"graph-only needs entities and the tenant has none{when}: recalled memories (knowledge-only) instead"
+        return options.strategy, None
+
+    def channel_results(
+        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None
+    ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], GraphFindings, Any]:
+        """Each channel's own ranking (memory and entity ids), the channel states, the graph's findings, the query analysis.
+
+        ``strategy`` is the resolved one (:meth:`resolve_strategy`): graph-only
+        runs the graph channel alone; knowledge-only keeps entities out of
+        the ranking (they still lead the graph channel to memories).
+        """
         analysis = analyze(query)
         weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
         wanted = set(options.channels or CHANNELS)
+        if strategy == "graph-only":
+            wanted = {"graph"}
         candidates = max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
         states: dict[str, ChannelState] = {}
-        paths: dict[str, list[str]] = {}
+        findings = GraphFindings()
         for name in CHANNELS:
             weight = weights.get(name, 0.0)
             note = None
             if name not in wanted:
-                states[name] = ChannelState("off", weight=weight, reason="not requested")
+                states[name] = ChannelState("off", weight=weight, reason="not requested" if strategy != "graph-only" else "strategy graph-only")
                 continue
             if weight <= 0:
                 set_here = options.weights.get(name) is not None
-                if set_here or not options.channels:
+                if set_here or not (options.channels or strategy == "graph-only"):
                     why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
                     states[name] = ChannelState("off", weight=weight, reason=why)
                     continue
@@ -227,14 +316,38 @@ class Searcher:
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
-                hits, paths = self._graph(tenant, analysis, options, candidates, results)
+                hits, findings = self._graph(
+                    tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters)
+                )
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
-        return results, states, paths, analysis
+        return results, states, findings, analysis
+
+    def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int) -> list[entity_walk.EntityReach]:
+        """The entities the query names and those their relations reach (nothing, cheaply, when it names none)."""
+        if self.named_entities is None:
+            return []
+        named = self.named_entities(conn, tenant, analysis.query, options.as_of)
+        if not named:
+            return []
+        s = self.settings
+        depth = options.graph_depth if options.graph_depth is not None else int(s.recall_entity_depth)
+        return entity_walk.walk(
+            conn, tenant, named, query=analysis.query, terms=analysis.terms, depth=depth, direction=options.graph_direction,
+            relation_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit,
+            seed_score=float(s.recall_entity_seed_score), hint_boost=float(s.recall_entity_hint_boost), depth_decay=float(s.recall_entity_depth_decay),
+        )
 
     def _graph(
-        self, tenant: str, analysis, options: RecallOptions, limit: int, found: dict[str, list[tuple[str, float]]] | None = None
-    ) -> tuple[list[tuple[str, float]], dict[str, list[str]]]:
+        self,
+        tenant: str,
+        analysis,
+        options: RecallOptions,
+        limit: int,
+        found: dict[str, list[tuple[str, float]]] | None = None,
+        *,
+        entity_items: bool = True,
+    ) -> tuple[list[tuple[str, float]], GraphFindings]:
         """Seeds (memories named by key, entities the query names) expanded by BFS, then the mention walk.
 
         The mention walk goes from the seed memories and from the top
@@ -250,80 +363,123 @@ class Searcher:
         keys = list(analysis.phrases) + terms + [" ".join(pair) for pair in zip(terms, terms[1:])] + [" ".join(terms)]
         for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
             seeds[memory_id] = 1.0
-        for hook in self.seed_hooks:
-            for node, score in hook(conn, tenant, analysis, options.as_of).items():
-                seeds[node] = max(seeds.get(node, 0.0), score)
-        starts = _walk_starts(seeds, found or {}) if _walks_mentions(options) else {}
-        if not seeds and not starts:
-            return [], {}
-        reached = graph_reads.bfs(
-            conn,
-            tenant,
-            seeds,
-            depth=options.graph_depth,
-            direction=options.graph_direction,
-            edge_types=options.graph_edge_types,
-            as_of=options.as_of,
-            max_nodes=limit * 4,
-        ) if seeds else []
-        reached += graph_reads.mention_walk(conn, tenant, starts, as_of=options.as_of, max_nodes=limit * 4)
-        scores = {node: score for node, score in seeds.items()}
-        paths = {node: [] for node in seeds}
-        for r in sorted(reached, key=lambda r: (-r.score, r.depth, r.node)):
-            if r.node not in scores:
-                scores[r.node] = r.score
-                paths[r.node] = list(r.path)
+        reached_entities = self._entities(conn, tenant, analysis, options, limit)
+        scores: dict[str, float] = dict(seeds)
+        paths: dict[str, list[str]] = {node: [] for node in seeds}
+
+        def take(found: list[graph_reads.Reached]) -> None:
+            for r in found:
+                if r.node not in scores or r.score > scores[r.node]:
+                    scores[r.node] = r.score
+                    paths[r.node] = list(r.path)
+
+        if seeds:
+            take(graph_reads.bfs(
+                conn, tenant, seeds, depth=1 if options.graph_depth is None else options.graph_depth, direction=options.graph_direction,
+                edge_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit * 4,
+            ))
+        types = options.graph_edge_types
+        if reached_entities and (types is None or g.MENTIONS in types):
+            # Back from the entities to the items that mention them (MENTIONS: item -> entity), one step below the entity (a named one counts 1).
+            factor = float(self.settings.recall_entity_mention_factor)
+            entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
+            mentioning: dict[str, graph_reads.Reached] = {}
+            for edge_id, source, target, weight in graph_reads.edges_into(conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of):
+                score = entity_seeds[target] * weight
+                if source not in entity_seeds and (source not in mentioning or score > mentioning[source].score):
+                    mentioning[source] = graph_reads.Reached(source, 1, score, (edge_id,), target)
+            take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
+        if _walks_mentions(options):
+            take(graph_reads.mention_walk(conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, max_nodes=limit * 4))
         allowed = _filter_memories(conn, tenant, list(scores), options)
-        ranked = fusion.rank({m: s for m, s in scores.items() if m in allowed}, limit)
-        return ranked, {m: paths[m] for m, _ in ranked}
+        ranked_scores = {m: s for m, s in scores.items() if m in allowed}
+        entities = {}
+        if entity_items:
+            # The best entities compete for the channel's places; the rest only led to memories.
+            for r in reached_entities[: 2 * max(options.limit, 10)]:
+                if r.id not in ranked_scores:
+                    ranked_scores[r.id] = r.score
+                    entities[r.id] = r
+        ranked = fusion.rank(ranked_scores, limit)
+        return ranked, GraphFindings({m: paths[m] for m, _ in ranked if m in paths}, {m: entities[m] for m, _ in ranked if m in entities})
 
     # -- fusion ------------------------------------------------------------------------
 
     def recall(self, tenant: str, query: str, options: RecallOptions, *, position: int = 0) -> RecallResult:
-        results, states, paths, analysis = self.channel_results(tenant, query, options)
+        conn = self.conn()
+        strategy, strategy_reason = self.resolve_strategy(tenant, options)
+        results, states, findings, analysis = self.channel_results(tenant, query, options, strategy)
         weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
         mode = self.fusion_mode(options)
-        conn = self.conn()
         propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
+        entity_ids = set(findings.entities)
         if mode == "rrf":
             fused, rows = self._rrf(conn, tenant, results, weights, analysis, options)
         else:
-            fused, rows = self._score(conn, tenant, results, weights, analysis, options, propagation)
-        hits = []
+            fused, rows = self._score(conn, tenant, results, weights, analysis, options, propagation, entity_ids)
+        wanted = []
         for h in fused:
-            row = rows.get(h.memory_id)
-            if row is None:
-                continue
-            view = graph_reads.memory_from_row(row)  # only the memories returned are decoded whole
-            hits.append(
-                RecallHit(
-                    id=h.memory_id,
-                    score=round(h.score, 6),
-                    memory=view,
-                    channels={name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()},
-                    priors=h.factors,
-                    overlap_bonus=round(h.bonus, 6),
-                    context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
-                    graph_path=paths.get(h.memory_id),
+            if h.memory_id in rows or h.memory_id in entity_ids:
+                wanted.append(h)
+                if len(wanted) >= options.limit:
+                    break
+        cards = ents.get_entities(conn, tenant, [h.memory_id for h in wanted if h.memory_id in entity_ids], as_of=options.as_of)
+        documents: dict[str, DocumentRef | None] = {}
+        hits = []
+        for h in wanted:
+            channels = {name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()}
+            if h.memory_id in rows:
+                view = graph_reads.memory_from_row(rows[h.memory_id])  # only the memories returned are decoded whole
+                doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
+                if doc_id and doc_id not in documents:
+                    found = ents.get_document(conn, tenant, doc_id, as_of=options.as_of)
+                    documents[doc_id] = DocumentRef(doc_id=found.doc_id, title=found.title, version=found.version, collection=found.collection) if found else None
+                hits.append(
+                    RecallHit(
+                        id=h.memory_id,
+                        score=round(h.score, 6),
+                        memory=view,
+                        channels=channels,
+                        priors=h.factors,
+                        overlap_bonus=round(h.bonus, 6),
+                        context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
+                        graph_path=findings.paths.get(h.memory_id),
+                        document=documents.get(doc_id) if doc_id else None,
+                    )
                 )
-            )
-            if len(hits) >= options.limit:
-                break
+            elif h.memory_id in cards:
+                reach = findings.entities[h.memory_id]
+                hits.append(
+                    RecallHit(
+                        id=h.memory_id,
+                        score=round(h.score, 6),
+                        memory=None,
+                        channels=channels,
+                        priors=h.factors,
+                        kind="entity",
+                        entity=ents.entity_card(cards[h.memory_id]),
+                        path=list(reach.path),
+                        path_score=round(reach.path_score, 6),
+                        named_as=reach.named_as,
+                    )
+                )
         active = [n for n, s in states.items() if s.status == "ok"]
         return RecallResult(
             query=query,
-            strategy=strategy_name(active),
+            # hybrid narrowed by channels says what ran (lexical-only, graph-only, ...); the other strategies name themselves.
+            strategy=strategy if strategy not in (None, "hybrid") else strategy_name(active),
             fusion=mode,
-            degraded=any(s.status == "unavailable" for s in states.values()),
+            degraded=strategy_reason is not None or any(s.status == "unavailable" for s in states.values()),
             hits=hits,
-            relationships=relationships(conn, tenant, [h.memory for h in hits], options.as_of),
+            relationships=relationships(conn, tenant, hits, options.as_of),
             channels=states,
             as_of=options.as_of,
             position=position,
             terms=analysis.terms,
+            strategy_reason=strategy_reason,
         )
 
-    def _score(self, conn, tenant, results, weights, analysis, options, propagation):
+    def _score(self, conn, tenant, results, weights, analysis, options, propagation, entity_ids=frozenset()):
         """The measured recipe: normalised scores, priors, then context from adjacent turns."""
         s = self.settings
         params = fusion.RecallParams(
@@ -334,7 +490,7 @@ class Searcher:
             date_boost=float(s.recall_date_boost),
             alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
         )
-        candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits))
+        candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits if m not in entity_ids))
         follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
@@ -351,7 +507,7 @@ class Searcher:
             limit=None,
             extra_weights={"graph": weights.get("graph", 0.0)},
         )
-        return [h for h in fused if h.memory_id in rows], rows
+        return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
         """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
@@ -460,9 +616,10 @@ def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str
 _SESSION = re.compile(r"^(.*):[^:]+$")
 
 
-def relationships(conn: sqlite3.Connection, tenant: str, views: list[graph_reads.MemoryView], as_of: int | None) -> list[Relationship]:
-    """Edges between the results, shared sources, and results from one document."""
-    ids = [v.id for v in views]
+def relationships(conn: sqlite3.Connection, tenant: str, hits: list[RecallHit], as_of: int | None) -> list[Relationship]:
+    """Edges between the results (entity relations and ``MENTIONS`` included: a small answer subgraph), shared sources, results from one document."""
+    ids = [h.id for h in hits]
+    views = [h.memory for h in hits if h.memory is not None]
     out = [
         Relationship("edge", e.source, e.target, {"edge_id": e.edge_id, "edge_type": e.edge_type, "weight": e.weight})
         for e in graph_reads.edges_between(conn, tenant, ids, as_of=as_of)

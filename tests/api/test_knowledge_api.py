@@ -231,7 +231,8 @@ async def test_memories_added_over_http_link_the_entities_they_mention_and_histo
     then = await call(http, "GET", "/v1/graph/neighbors", params={"node": "acme", "as_of": str(before)})
     assert memory_id not in {r["node"] for r in then["reached"]}
     graph = await call(http, "POST", "/v1/recall", json={"query": "what else do we know about Acme?", "channels": ["graph"]})
-    assert [h["id"] for h in graph["hits"]] == [memory_id]
+    assert [h["id"] for h in graph["hits"] if h["kind"] == "memory"] == [memory_id]
+    assert [h["id"] for h in graph["hits"] if h["kind"] == "entity"] == ["acme"]
 
     await call(http, "PUT", "/v1/entities/y2021", 201, json={"name": "2021 intake", "aliases": ["engineer"]})
     dry = await call(http, "POST", "/v1/graph/relink", json={})

@@ -197,6 +197,13 @@ async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
         assert related == await http.request("GET", "/v1/graph/neighbors", params={"node": lisbon, "depth": "2", "direction": "out", "type": "RELATED"})
         assert [r["node"] for r in related["reached"]] == [cat]
 
+        entity_recall = ok(await mcp.call_tool("recall", {"query": "What did Ada write about?", "strategy": "graph-only"}))
+        assert entity_recall == await http.recall("What did Ada write about?", strategy="graph-only")
+        assert entity_recall["strategy"] == "graph-only"
+        engine = next(h for h in entity_recall["hits"] if h["id"] == "machine:engine")
+        assert engine["kind"] == "entity" and engine["entity"]["name"] == "Analytical Engine"
+        assert engine["path"] == [{"source_id": "person:ada", "target_id": "machine:engine", "relation_type": "WROTE_ABOUT", "weight": 0.9}]
+
         cards = ok(await mcp.call_tool("relations", {"question": "What did Ada write about?"}))
         assert cards == await http.request("POST", "/v1/relations", json={"question": "What did Ada write about?"})
         one = ok(await mcp.call_tool("entities", {"id": "person:ada"}))
@@ -241,6 +248,7 @@ async def test_resources_and_the_citation_prompt(start):
         prompt = await mcp.get_prompt("cite_memory", {"question": "Where do I live?"})
         text = prompt.messages[0].content.text
         assert "Where do I live?" in text and "[memory:<id> v<version> @<position>]" in text and "as_of" in text
+        assert "[entity:<id> @<position>]" in text
 
 
 @needs_mcp

@@ -79,6 +79,19 @@ def test_bfs_is_cycle_safe_and_keeps_the_first_path(svc):
     assert [r.id for r in ordered] == ["b", "c", "d"]  # sorted by score
 
 
+def test_bfs_expands_the_strongest_paths_of_a_level_first(svc):
+    """Two paths of the same length reach d: the one through the stronger relation is kept, whatever the type order."""
+    for e in "abcd":
+        upsert(svc, e)
+    relate(svc, "a", "b", "ALPHA", weight=0.2)
+    relate(svc, "a", "c", "BETA", weight=0.9)
+    relate(svc, "b", "d", weight=1.0)
+    relate(svc, "c", "d", weight=1.0)
+    found = related(svc, "a", depth=2)
+    assert found["d"].score == pytest.approx(0.9)
+    assert [(r.source_id, r.target_id) for r in found["d"].path] == [("a", "c"), ("c", "d")]
+
+
 def test_bfs_directions_and_type_filter(svc):
     for e in ("hub", "in1", "out1", "out2"):
         upsert(svc, e)

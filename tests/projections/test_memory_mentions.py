@@ -184,14 +184,16 @@ def test_relink_removes_mentions_the_catalogue_no_longer_finds(kg):
 # -- recall's graph channel ---------------------------------------------------------------------------
 
 
-def graph_hits(svc, query: str, **kw) -> list[str]:
+def graph_hits(svc, query: str, kind: str = "memory", **kw) -> list[str]:
+    """The graph channel's hits of one kind (memories by default; the entities the query names are hits too)."""
     result = svc.searcher.recall("t", query, RecallOptions(channels=("graph",), limit=10, **kw))
-    return [h.id for h in result.hits]
+    return [h.id for h in result.hits if h.kind == kind]
 
 
 def test_the_graph_channel_reaches_the_memories_that_mention_an_entity_the_query_names(kg):
     joined, rockets, other = add(kg, "Alice joined Acme Corp as an engineer in 2021", "Acme ships rockets", "The weather is fine").memory_ids
     assert set(graph_hits(kg, "what else do we know about Acme?")) == {joined, rockets}
+    assert "acme" in graph_hits(kg, "what else do we know about Acme?", kind="entity")
     assert graph_hits(kg, "what else do we know about Acme?", as_of=kg.store.last_position() - 3) == []  # before the links
 
 

@@ -135,11 +135,15 @@ def test_recall_graph_channel_finds_a_chunk_through_an_entity_alias(svc, tmp_pat
     result = add_doc(svc, tmp_path, "bio.md", "# Bio\n\nCharles Babbage designed a calculating machine.\n\nHe also liked trains.\n")
     chunk = result.memory_ids[0]
     hits = svc.searcher.recall("t", "what did old charlie design", RecallOptions(channels=("graph",))).hits
-    assert [h.id for h in hits] == [chunk]
+    # The chunk that mentions the named entity first, then the entity itself (a named entity scores below a full mention).
+    assert [(h.kind, h.id) for h in hits] == [("memory", chunk), ("entity", "person:babbage")]
     assert hits[0].graph_path and hits[0].graph_path[0].startswith("mention:")
+    assert hits[1].named_as == "old charlie" and hits[1].path == []
     # The seed follows the catalogue: a new alias works at once.
     upsert(svc, "person:babbage", "Charles Babbage", aliases=["Old Charlie", "Chuck"])
-    assert [h.id for h in svc.searcher.recall("t", "chuck", RecallOptions(channels=("graph",))).hits] == [chunk]
+    assert [h.id for h in svc.searcher.recall("t", "chuck", RecallOptions(channels=("graph",))).hits] == [chunk, "person:babbage"]
+    only_memories = svc.searcher.recall("t", "chuck", RecallOptions(channels=("graph",), strategy="knowledge-only"))
+    assert [h.id for h in only_memories.hits] == [chunk] and only_memories.strategy == "knowledge-only"
 
 
 def test_include_tags_links_tags_too(svc, tmp_path):

@@ -57,7 +57,7 @@ def document_reads(svc, doc_id: str) -> dict:
         "node": svc.facts.node_exists(T, f"document:{doc_id}"),
         "chunks": chunks(svc, doc_id),
         "links": document_links(conn, T),
-        "recall": [(h.id, h.memory.status) for h in hits],
+        "recall": [(h.id, h.memory.status if h.kind == "memory" else h.kind) for h in hits],
         "edges": sorted((e.edge_id, e.source, e.target) for e in svc.edges_of(T, "place:bridge")),
     }
 

@@ -108,3 +108,20 @@ def test_the_postgres_append_bench_ends_with_its_figures():
     assert int(figures["pg_n"]) == 300
     assert float(figures["pg_append_b100_eps"]) > 0 and float(figures["pg_ratio_b100"]) > 0
     assert "raw psycopg executemany" in run.stdout
+
+
+def test_the_recall_bench_puts_a_knowledge_graph_beside_its_memories(tmp_path):
+    from mnemolog.projections.recall.searcher import RecallOptions
+    from mnemolog.tools import bench_recall
+
+    entities, relations = bench_recall._add_graph(tmp_path, 300)
+    assert (entities, relations) == (30, 90)
+    service = MemoryService.open(tmp_path)
+    try:
+        assert service.knowledge.get("default", "e0").name == "Alice"
+        named = [q for q in bench_recall.questions(40) if bench_recall.names_an_entity(q)]
+        assert named and len(named) < 40  # some questions name an entity, some none
+        hits = service.searcher.recall("default", named[0], RecallOptions(strategy="graph-only")).hits
+        assert hits and all(h.kind == "entity" for h in hits)
+    finally:
+        service.close()

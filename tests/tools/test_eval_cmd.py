@@ -35,3 +35,56 @@ def test_rankings_go_where_asked(tmp_path, capsys):
     target = tmp_path / "out" / "ranks.jsonl"
     assert cli.main(["eval", *_inputs(tmp_path), "--rankings", str(target)]) == 0
     assert json.loads(target.read_text().splitlines()[0])["gold"] == ["t1"]
+
+
+# -- the entity set -------------------------------------------------------------------------------------
+
+from mnemolog.tools import entity_evaluation  # noqa: E402
+
+
+def test_the_shipped_entity_set_is_labelled_against_its_own_graph():
+    knowledge, questions = entity_evaluation.load_set(entity_evaluation.DEFAULT_SET)
+    ids = {e["id"] for e in knowledge["entities"]} | {m["id"] for m in knowledge["memories"]}
+    assert len(questions) >= 100 and len({q.qid for q in questions}) == len(questions)
+    assert all(q.gold and set(q.gold) <= ids for q in questions)
+    assert any(not q.query.isascii() for q in questions)  # Chinese questions too
+    names = {e["id"] for e in knowledge["entities"]}
+    assert all(r["source"] in names and r["target"] in names and 0 <= r["weight"] <= 1 for r in knowledge["relations"])
+
+
+def test_eval_entities_scores_every_strategy_and_meets_its_targets(tmp_path, capsys):
+    assert cli.main(["eval", "--entities", "--work-dir", str(tmp_path / "data")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("recall@1=") and "recall@5=" in lines[-1]
+    for strategy in ("hybrid", "knowledge-only", "graph-only"):
+        assert any(line.startswith(f"{strategy} ") and "overall" in line for line in lines)
+    hybrid_r5 = float(lines[-1].split()[1].split("=")[1])
+    assert hybrid_r5 >= 0.90
+    found = next(line for line in lines if line.startswith("graph-only") and "entity answers found" in line)
+    got, wanted = found.split("top 10: ")[1].split(";")[0].split("/")
+    assert got == wanted
+
+
+def test_eval_entities_json_and_a_set_of_ones_own(tmp_path, capsys):
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "knowledge.json").write_text(json.dumps({
+        "entities": [{"id": "ada", "name": "Ada", "entity_type": "person"}, {"id": "acme", "name": "Acme", "entity_type": "organization"}],
+        "relations": [{"source": "ada", "target": "acme", "relation_type": "WORKS_AT", "weight": 0.9}],
+        "memories": [{"id": "m1", "text": "Ada likes tea"}],
+    }))
+    (folder / "questions.jsonl").write_text(json.dumps({"qid": "q1", "query": "Where does Ada work?", "gold": ["acme"], "category": "entity"}) + "\n")
+    assert cli.main(["eval", "--entities", str(folder), "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    report = json.loads(out[0])
+    assert report["strategies"]["graph-only"]["entity_answers_found"] == 1
+    assert report["strategies"]["knowledge-only"]["overall"]["recall@10"] == 0.0
+    assert "recall@5=1.0000" in out[-1]
+
+
+def test_eval_entities_refuses_a_corpus_and_a_missing_set(tmp_path, capsys):
+    assert cli.main(["eval", "--entities", *_inputs(tmp_path)]) == 2
+    assert cli.main(["eval", "--entities", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["eval"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("mnemolog: error: ") or "error" in line for line in err)
