@@ -1,13 +1,17 @@
 """One error middleware: every failure leaves as ``{"error": {"code", "message", "field"}}``.
 
-Client mistakes map to 4xx with the offending field named; anything else is
-a bug, logged with its traceback and answered with a bare 500.
+Client mistakes map to 4xx with the offending field named. A database
+still busy after its lock wait (SQLite's busy timeout) is a 503 with
+``Retry-After``: the request may be sent again, and nothing was half-written
+(each write is one transaction). Anything else is a bug, logged with its
+traceback and answered with a bare 500.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 
 import msgspec
 from aiohttp import web
@@ -20,13 +24,32 @@ log = logging.getLogger("mnemolog.api")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None, **extra):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None, *, headers: dict[str, str] | None = None, **extra):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.headers = headers
         self.extra = extra
+
+
+#: Seconds a client is asked to wait (``Retry-After``) when the database stayed busy.
+BUSY_RETRY_AFTER_S = 1
+
+_LOCK_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def is_lock_contention(exc: BaseException) -> bool:
+    """True when ``exc`` is SQLite's "database is locked" / "busy", raw or wrapped by SQLAlchemy (``.orig``)."""
+    exc = getattr(exc, "orig", None) or exc
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _LOCK_CODES  # extended codes (BUSY_SNAPSHOT, BUSY_RECOVERY, ...) keep the primary one in the low byte
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 class ErrorBody(msgspec.Struct):
@@ -93,6 +116,10 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "version_conflict", str(exc), None, current_version=exc.actual)
     if isinstance(exc, IdempotencyConflict):
         return ApiError(409, "idempotency_conflict", str(exc), "Idempotency-Key")
+    if is_lock_contention(exc):
+        return ApiError(
+            503, "busy", "the database stayed busy past its lock wait; send the request again", None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}
+        )
     if isinstance(exc, HttpProcessingError):  # a part of the request that is read late (a multipart body) does not parse
         return ApiError(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
     return None
@@ -113,7 +140,9 @@ async def error_middleware(request: web.Request, handler):
     except Exception as exc:
         known = as_api_error(exc)
         if known is not None:
-            return error_response(known.status, known.code, known.message, known.field, **known.extra)
+            if known.status >= 500:
+                log.warning("%s %s answered %d: %s", request.method, request.path, known.status, exc)
+            return error_response(known.status, known.code, known.message, known.field, known.headers, **known.extra)
         # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)

@@ -25,7 +25,7 @@ from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
 
-from .errors import ApiError
+from .errors import ApiError, is_lock_contention
 from .schemas import AddMemoriesRequest, MemoryIn, RecallRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 
@@ -148,10 +148,9 @@ def _raw_fts_errors(body: RecallRequest):
     try:
         yield
     except sqlite3.OperationalError as exc:
-        text = str(exc)
-        if not body.raw_fts or "locked" in text or "busy" in text:
+        if not body.raw_fts or is_lock_contention(exc):
             raise
-        raise ApiError(422, "invalid", f"the raw FTS query does not parse: {text}", "query") from None
+        raise ApiError(422, "invalid", f"the raw FTS query does not parse: {exc}", "query") from None
 
 
 def recall(svc: MemoryService, tenant: str, body: RecallRequest, options: RecallOptions, position: int | None):

@@ -10,7 +10,17 @@ version changed is dropped and rebuilt from position 0.
 
 Several processes may run a runner on the same data directory: the
 checkpoint is read inside the write transaction (``BEGIN IMMEDIATE``), so
-two runners never apply the same batch twice.
+two runners never apply the same batch twice, and a runner that finds
+another process's runner writing waits its turn (the busy timeout), then
+skips what that one applied.
+
+The runner's own connection (``conn``) is its writer's: it is used only
+under the runner's lock. Every other thread reads checkpoints through its
+own connection (:meth:`ProjectionRunner.read_conn`). SQLite waits for a
+lock only when a transaction starts from no read snapshot: a ``BEGIN
+IMMEDIATE`` on a connection where another thread's statement still holds
+one fails at once with "database is locked" whenever another process holds
+the write lock or has committed since that snapshot was taken.
 """
 
 from __future__ import annotations
@@ -94,7 +104,8 @@ class ProjectionRunner:
         self.by_name = {p.name: p for p in self.projectors}
         self._after_commit = after_commit
         self._lock = threading.Lock()
-        self.conn = connect(self.path)
+        self._local = threading.local()
+        self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
         self._ensure_meta()
         self.rebuilt_on_start: list[str] = []
         for projector in self.projectors:
@@ -111,8 +122,15 @@ class ProjectionRunner:
                 " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL)"
             )
 
+    def read_conn(self) -> sqlite3.Connection:
+        """This thread's read connection to ``projections.db`` (never the runner's own one)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.path, reader=True)
+        return conn
+
     def checkpoint(self, name: str, conn: sqlite3.Connection | None = None) -> tuple[int, int, str] | None:
-        row = (conn or self.conn).execute(
+        row = (conn or self.read_conn()).execute(
             "SELECT position, schema_version, generation FROM checkpoints WHERE name = ?", (name,)
         ).fetchone()
         return tuple(row) if row else None
@@ -123,7 +141,7 @@ class ProjectionRunner:
         return found[2] if found else None
 
     def _needs_rebuild(self, projector: Projector) -> bool:
-        found = self.checkpoint(projector.name)
+        found = self.checkpoint(projector.name, self.conn)
         return found is None or found[1] != projector.schema_version
 
     def _transaction(self):
@@ -151,10 +169,10 @@ class ProjectionRunner:
     def position(self, conn: sqlite3.Connection | None = None) -> int:
         """The lowest checkpoint: every projection has applied the log up to here.
 
-        Readers pass their own connection (see ``MemoryService.position``):
-        the runner's own one may be inside a batch whose checkpoint is written
-        but not committed, which no reader can see yet, and a reader would
-        wait there for the writer's statements.
+        Read through ``conn`` or this thread's read connection, never the
+        runner's own one: that one may be inside a batch whose checkpoint is
+        written but not committed, which no reader can see yet, and a read
+        on it from another thread would break the next ``BEGIN IMMEDIATE``.
         """
         if not self.projectors:
             return 0
@@ -163,7 +181,7 @@ class ProjectionRunner:
 
     def _positions(self, conn: sqlite3.Connection | None = None) -> dict[str, int]:
         """Every projection's checkpoint position, in one query."""
-        return dict((conn or self.conn).execute("SELECT name, position FROM checkpoints").fetchall())
+        return dict((conn or self.read_conn()).execute("SELECT name, position FROM checkpoints").fetchall())
 
     def catch_up(self, *, until: int | None = None, batch_size: int = DEFAULT_BATCH, progress=None) -> int:
         """Apply the log to every projector up to ``until`` (default: the head).
@@ -176,7 +194,7 @@ class ProjectionRunner:
             target = self.store.last_position() if until is None else until
             while True:
                 groups: dict[int, list[Projector]] = {}
-                positions = self._positions()  # one query: each command asks twice (before and after)
+                positions = self._positions(self.conn)  # one query: each command asks twice (before and after)
                 for projector in self.projectors:
                     position = positions.get(projector.name, 0)
                     if position < target:
@@ -255,13 +273,18 @@ class ProjectionRunner:
                     "schema_version": projector.schema_version,
                     "checkpoint": found[0],
                     "lag": head - found[0],
-                    "rows": size(self.conn) if callable(size) else None,
+                    "rows": size(self.read_conn()) if callable(size) else None,
                 }
             )
         return out
 
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            self.conn.close()
+        reader = getattr(self._local, "conn", None)
+        if reader is not None:
+            reader.close()
+            self._local.conn = None
 
 
 class _Transaction:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +38,7 @@ from .fts.postings import PostingsIndex
 from .graph import reads as graph_reads
 from .linking.relink import Linking, command_linker, named_entities
 from .recall.searcher import Searcher
-from .runner import ProjectionRunner, Projector, connect
+from .runner import ProjectionRunner, Projector
 from .vectors.embedders import get_embedder
 from .vectors.index import VectorIndex
 from .writer import Writer
@@ -75,7 +74,6 @@ class MemoryService:
         self.store = store
         self.data_dir = Path(data_dir)
         self.settings = settings
-        self._local = threading.local()
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
 
         # The single writer, and the projections it keeps caught up.
@@ -119,7 +117,7 @@ class MemoryService:
         return graph_reads.ProjectionFacts(self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists])
 
     def construct_vector_index(self) -> VectorIndex:
-        return VectorIndex.open(self.data_dir, self.runner.conn, embedder_name=self.embedder.name, dim=self.embedder.dim)
+        return VectorIndex.open(self.data_dir, self.read_conn(), embedder_name=self.embedder.name, dim=self.embedder.dim)
 
     def construct_index_follower(self) -> IndexFollower:
         """The thread that adds new vectors to the index after each projection batch (searches stay exact meanwhile)."""
@@ -168,10 +166,7 @@ class MemoryService:
 
     def read_conn(self) -> sqlite3.Connection:
         """A per-thread read connection to ``projections.db``."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.runner.path, reader=True)
-        return conn
+        return self.runner.read_conn()
 
     def position(self) -> int:
         """The position every projection has applied and committed, as this thread's reads see them."""

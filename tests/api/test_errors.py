@@ -477,3 +477,55 @@ async def test_a_multipart_part_header_that_does_not_parse_is_400_naming_the_bod
 async def test_a_form_field_without_a_name_is_422_naming_the_form(api):
     body, headers = _multipart(b'Content-Disposition: form-data; name=""')
     await call(api, "POST", "/v1/import/documents", data=body, headers=headers, status=422, code="invalid", field="form")
+
+
+# -- a database still busy after its lock wait: 503 with Retry-After, never a 500 -----------------------
+
+
+def _locked_write(path, *, through_sqlalchemy: bool) -> None:
+    """A real "database is locked": a write that gives up at once while another connection holds the write lock."""
+    import sqlite3
+
+    import sqlalchemy
+
+    if through_sqlalchemy:
+        engine = sqlalchemy.create_engine(f"sqlite:///{path}", connect_args={"timeout": 0}, poolclass=sqlalchemy.pool.NullPool)
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("INSERT INTO t VALUES (1)"))
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=0)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.close()
+
+
+@pytest.mark.parametrize("through_sqlalchemy", [False, True], ids=["sqlite3", "sqlalchemy"])
+async def test_lock_contention_past_the_busy_timeout_is_a_503_with_retry_after(aiohttp_client, tmp_path, through_sqlalchemy):
+    import sqlite3
+
+    from aiohttp import web
+
+    from mnemolog.api.errors import error_middleware
+
+    path = tmp_path / "busy.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+
+    async def write(_request):
+        _locked_write(path, through_sqlalchemy=through_sqlalchemy)
+        return web.json_response({})
+
+    app = web.Application(middlewares=[error_middleware])
+    app.router.add_post("/write", write)
+    client = await aiohttp_client(app)
+    response = await client.post("/write")
+    body = json.loads(await response.text())
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert response.status == 503, body
+    assert response.headers["Retry-After"] == "1"
+    assert_error_body(body, 503)
+    assert body["error"]["code"] == "busy"

@@ -1,0 +1,123 @@
+"""Catch-ups on one data directory never fail for lock contention.
+
+Two services on one data directory stand for two server processes: each
+appends and catches up while the other does, and a third thread reads
+checkpoints (what ``/health``'s lags and the organizer's head ask) on the
+service whose runner writes. SQLite waits for the write lock only when a
+transaction starts from no read snapshot, so a read left on the runner's own
+connection made its ``BEGIN IMMEDIATE`` fail at once with "database is
+locked" (the 500s of a mixed load on two workers).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.runner import ProjectionRunner
+from mnemolog.projections.service import MemoryService
+
+WRITES = 120  # each; the race showed in about one write in three
+
+
+@pytest.fixture
+def pair(tmp_path):
+    first = MemoryService.open(tmp_path / "data")
+    second = MemoryService.open(tmp_path / "data")
+    yield first, second
+    first.close()
+    second.close()
+
+
+def test_catch_up_waits_its_turn_while_other_threads_read_checkpoints(pair):
+    first, second = pair
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def guarded(step):
+        def loop():
+            while not stop.is_set():
+                try:
+                    step()
+                except BaseException as exc:  # noqa: BLE001 - every failure is the finding
+                    errors.append(exc)
+                    stop.set()
+
+        return loop
+
+    def writes(svc: MemoryService, tag: str):
+        def run():
+            for i in range(WRITES):
+                if stop.is_set():
+                    return
+                try:
+                    svc.run(svc.memories.add, CommandContext(tenant="t"), [MemoryContent(memory=f"{tag} note {i}")])
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+                    stop.set()
+
+        return run
+
+    readers = [
+        threading.Thread(target=guarded(lambda: (first.runner.lag(), first.runner.position(), first.runner.status()))),
+        threading.Thread(target=guarded(lambda: second.writer.call(second.sync))),  # the other process's follower
+    ]
+    writers = [threading.Thread(target=writes(first, "a")), threading.Thread(target=writes(second, "b"))]
+    for thread in readers + writers:
+        thread.start()
+    for thread in writers:
+        thread.join(timeout=600)
+    stop.set()
+    for thread in readers:
+        thread.join(timeout=60)
+    assert not errors, [repr(e) for e in errors[:3]]
+    head = first.store.last_position()
+    assert first.sync() == 0 and second.sync() == 0  # the other caught up for both: nothing was skipped or applied twice
+    assert first.runner.position() == second.runner.position() == head
+    count = first.read_conn().execute("SELECT count(*) FROM graph_memories WHERE tenant = 't'").fetchone()[0]
+    assert count == 2 * WRITES
+
+
+def test_checkpoint_reads_never_use_the_writers_connection(pair):
+    """A reader on another thread is served while the runner's write transaction is open, from the committed state."""
+    first, _ = pair
+    first.run(first.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="one")])
+    committed = first.runner.position()
+    runner: ProjectionRunner = first.runner
+    with first.writer.lock, runner._lock, runner._transaction() as conn:
+        conn.execute("UPDATE checkpoints SET position = position + 5")
+        seen = {}
+
+        def read():
+            seen.update(position=runner.position(), lag=runner.lag(), checkpoint=runner.checkpoint("graph"))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(30)
+        conn.execute("UPDATE checkpoints SET position = position - 5")
+    assert seen["position"] == committed and set(seen["lag"].values()) == {0}
+    assert seen["checkpoint"][0] == committed
+
+
+def test_another_process_holding_the_write_lock_is_waited_for(pair, tmp_path):
+    """A catch-up behind another connection's write transaction waits (busy timeout), then applies."""
+    first, second = pair
+    other = sqlite3.connect(tmp_path / "data" / "projections.db", isolation_level=None, timeout=30)
+    other.execute("BEGIN IMMEDIATE")
+    result = {}
+
+    def write():
+        result["r"] = second.run(second.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="late")])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(0.5)
+    assert writer.is_alive() and "r" not in result  # waiting for the lock, neither failed nor done
+    other.execute("ROLLBACK")
+    other.close()
+    writer.join(60)
+    assert "r" in result and first.sync() == 0
