@@ -303,7 +303,14 @@ class Lease:
             self._conn = None
 
     def release(self) -> None:
+        """Free the lease now: unlocked before its connection closes, since the
+        server frees a closed session's locks only once that backend has exited."""
         with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+                except Exception:  # the connection dropped: the lease went with it
+                    pass
             self._close()
 
 
