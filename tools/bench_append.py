@@ -54,7 +54,10 @@ from mnemolog.eventstore.store import PAGE_ROWS
 from . import bench_replicas
 from .bench_runs import MIN_RUNS, check_runs, middle
 
-HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec"
+HELP = (
+    "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec;"
+    " --backend postgres: appends against raw psycopg, then two replica servers on one log against one"
+)
 
 LEVELS = ("FULL", "NORMAL")
 B1_LIMITS = {"FULL": 5000, "NORMAL": 10000}  # events appended one per transaction

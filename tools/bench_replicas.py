@@ -49,6 +49,8 @@ class ReplicaFigures(NamedTuple):
     two_qps: list[float]  # ... two servers
     one_client_cores: float  # CPU the load client used per second of the median run, one server
     two_client_cores: float
+    one_server_cores: float  # ... and the server(s)
+    two_server_cores: float
     lag_ms: list[float]  # each run's p50, from sending the write on A to reading it on B
     lag_p95_ms: list[float]
     ack_lag_ms: list[float]  # each run's p50 from A's acknowledgement
@@ -143,11 +145,39 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def _load(targets: list[tuple[str, list[bytes]]], duration: float) -> tuple[float, float]:
-    """Requests/s of one load run, and the CPU cores the load client used meanwhile."""
-    cpu, wall = time.process_time(), time.perf_counter()
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(servers: list[Server]) -> float:
+    """CPU time (user + system) the servers' processes have used so far."""
+    total = 0
+    for server in servers:
+        for pid in server.pids():
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+    return total / _TICKS
+
+
+class LoadRun(NamedTuple):
+    qps: float
+    client_cores: float  # CPU the load client used per second of the run
+    server_cores: float  # ... and the servers
+
+
+def _qps(run: LoadRun) -> float:
+    return run.qps
+
+
+def _load(targets: list[tuple[str, list[bytes]]], servers: list[Server], duration: float) -> LoadRun:
+    """One load run: requests/s, and the CPU cores the load client and the servers used meanwhile."""
+    cpu, served, wall = time.process_time(), _cpu_seconds(servers), time.perf_counter()
     qps = asyncio.run(http_load.throughput_across(targets, CLIENTS, duration))
-    return qps, (time.process_time() - cpu) / (time.perf_counter() - wall)
+    elapsed = time.perf_counter() - wall
+    return LoadRun(qps, (time.process_time() - cpu) / elapsed, (_cpu_seconds(servers) - served) / elapsed)
 
 
 def run_replicas(cluster, args, status: Callable[[str], None]) -> ReplicaFigures:
@@ -171,12 +201,12 @@ def run_replicas(cluster, args, status: Callable[[str], None]) -> ReplicaFigures
             two = one + [(b.url, [http_load.post(b.url, "/v1/recall", {"query": q}) for q in asks])]
             for server_url, requests in two:  # warm up: each process loads its indexes on its first recalls
                 asyncio.run(http_load.latencies(server_url, requests[:20]))
-            one_runs: list[tuple[float, float]] = []
-            two_runs: list[tuple[float, float]] = []
+            one_runs: list[LoadRun] = []
+            two_runs: list[LoadRun] = []
             for run in range(MIN_RUNS):  # alternating, so that both cases see the same neighbours
                 status(f"replicas: {CLIENTS} clients, one server then two (run {run + 1} of {MIN_RUNS})")
-                one_runs.append(_load(one, args.replica_seconds))
-                two_runs.append(_load(two, args.replica_seconds))
+                one_runs.append(_load(one, [a], args.replica_seconds))
+                two_runs.append(_load(two, [a, b], args.replica_seconds))
             lags: list[tuple[list[float], list[float]]] = []
             for run in range(MIN_RUNS):
                 status(f"replicas: lag, {args.replica_writes} writes on A read on B (run {run + 1} of {MIN_RUNS})")
@@ -185,13 +215,15 @@ def run_replicas(cluster, args, status: Callable[[str], None]) -> ReplicaFigures
             for server in (a, b):
                 if server is not None:
                     server.stop()
-    one_median, two_median = middle(one_runs), middle(two_runs)
+    one_median, two_median = middle(one_runs, key=_qps), middle(two_runs, key=_qps)
     return ReplicaFigures(
         memories=len(texts),
-        one_qps=[qps for qps, _ in one_runs],
-        two_qps=[qps for qps, _ in two_runs],
-        one_client_cores=one_median[1],
-        two_client_cores=two_median[1],
+        one_qps=[run.qps for run in one_runs],
+        two_qps=[run.qps for run in two_runs],
+        one_client_cores=one_median.client_cores,
+        two_client_cores=two_median.client_cores,
+        one_server_cores=one_median.server_cores,
+        two_server_cores=two_median.server_cores,
         lag_ms=[_p(sent, 0.5) for sent, _ in lags],
         lag_p95_ms=[_p(sent, 0.95) for sent, _ in lags],
         ack_lag_ms=[_p(ack, 0.5) for _, ack in lags],
@@ -203,13 +235,15 @@ def report(figures: ReplicaFigures, seconds: float) -> str:
     runs = lambda values: ", ".join(f"{v:,.0f}" for v in values)  # noqa: E731
     runs_ms = lambda values: ", ".join(f"{v:.1f}" for v in values)  # noqa: E731
     one, two = middle(figures.one_qps), middle(figures.two_qps)
+    per_cpu = lambda qps, cores: f"{qps / cores:,.0f}" if cores > 0 else "n/a"  # noqa: E731
     lines = [
         f"Two replicas on one PostgreSQL log ({figures.memories:,} memories; each server one process, its own data directory;"
         f" {os.cpu_count()} cores shared by the servers, their load client and PostgreSQL)",
         f"  /v1/recall, {CLIENTS} clients, {seconds:.0f} s a run, the median of {len(figures.one_qps)}:",
-        f"    one server (reference)        {one:>9,.0f} requests/s   (runs {runs(figures.one_qps)}; load client {figures.one_client_cores:.2f} cores)",
-        f"    two servers, 8 clients each   {two:>9,.0f} requests/s   (runs {runs(figures.two_qps)}; load client {figures.two_client_cores:.2f} cores)",
-        f"    two servers / one: {figures.qps_ratio:.2f} ×",
+        f"    one server (reference)        {one:>9,.0f} requests/s   (runs {runs(figures.one_qps)}; CPU: server {figures.one_server_cores:.2f} cores, load client {figures.one_client_cores:.2f})",
+        f"    two servers, 8 clients each   {two:>9,.0f} requests/s   (runs {runs(figures.two_qps)}; CPU: servers {figures.two_server_cores:.2f} cores, load client {figures.two_client_cores:.2f})",
+        f"    two servers / one: {figures.qps_ratio:.2f} ×; requests per CPU-second of the servers: one {per_cpu(one, figures.one_server_cores)},"
+        f" two {per_cpu(two, figures.two_server_cores)} (the ratio is what the cores gave the servers, not a limit of the replicas)",
         f"  replica lag, a write on A until a read on B returns it ({figures.writes} writes a run, the median of {len(figures.lag_ms)} runs):",
         f"    from sending the write: p50 {middle(figures.lag_ms):.1f} ms (runs {runs_ms(figures.lag_ms)}), p95 {middle(figures.lag_p95_ms):.1f} ms",
         f"    from A's acknowledgement: p50 {middle(figures.ack_lag_ms):.1f} ms (runs {runs_ms(figures.ack_lag_ms)})",
@@ -222,6 +256,8 @@ def keys(figures: ReplicaFigures) -> list[str]:
         f"replica_memories={figures.memories}",
         f"replica_one_qps={middle(figures.one_qps):.0f}",
         f"replica_two_qps={middle(figures.two_qps):.0f}",
+        f"replica_one_server_cores={figures.one_server_cores:.2f}",
+        f"replica_two_server_cores={figures.two_server_cores:.2f}",
         f"replica_ack_lag_p50_ms={middle(figures.ack_lag_ms):.1f}",
         f"replica_lag_p50_ms={middle(figures.lag_ms):.1f}",
         f"replicas_qps_ratio={figures.qps_ratio:.2f}",
