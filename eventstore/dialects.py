@@ -156,10 +156,10 @@ class PgAppendStatements:
     version of each stream in the order given (NULL for a new stream), and
     the idempotency key's fingerprint and positions (NULLs when unknown).
     :meth:`write` inserts a run of events, their spans and the key and sends
-    the notification, in one statement. Every value is a scalar parameter:
+    the notification, in one statement. Values go as scalar parameters:
     psycopg dumps those in C, where a list dumped as an array costs more
-    than the statement it saves. One text per shape, so that each is
-    prepared once.
+    than the statement it saves. One text per shape (row, span and stream
+    counts), so that psycopg prepares each once.
     """
 
     #: Rows in one INSERT statement (13 parameters each; PostgreSQL takes at most 65,535).
@@ -175,31 +175,47 @@ class PgAppendStatements:
             f"INSERT INTO {idempotency.name} ({k.key.name}, {k.fingerprint.name}, {k.first_position.name}, "
             f"{k.last_position.name}) VALUES (%s, %s, %s, %s)"
         )
-        self._heads: dict[int, str] = {}
+        self._heads: dict[int, str] = {}  # by stream count; 0: the ids as one array
         self._writes: dict[tuple[int, int, bool], str] = {}
         self._inserts: dict[int, str] = {}
 
-    def head(self, streams: int) -> str:
-        sql = self._heads.get(streams)
+    def head(self, streams: Sequence[str], key: str | None) -> tuple[str, tuple]:
+        """The head query of an append to ``streams`` (in that order) under ``key``, and its parameters.
+
+        Up to :data:`ROWS_PER_STATEMENT` stream ids go as scalar parameters;
+        more (a large import) as one array, which stays within PostgreSQL's
+        limit on parameters.
+        """
+        count = len(streams) if len(streams) <= self.ROWS_PER_STATEMENT else 0
+        sql = self._heads.get(count)
         if sql is None:
             e, k = events.c, idempotency.c
-            sql = self._heads[streams] = (
+            ids = f"ARRAY[{', '.join(['%s::text'] * count)}]" if count else "%s::text[]"
+            sql = self._remember(self._heads, count, (
                 f"SELECT tip.{e.position.name}, tip.{e.hash.name}, tip.{e.recorded_at.name}, "
                 f"ARRAY(SELECT (SELECT max({e.stream_version.name}) FROM {events.name} WHERE {e.stream_id.name} = s.id) "
-                f"FROM unnest(ARRAY[{', '.join(['%s::text'] * streams)}]) WITH ORDINALITY AS s(id, n) ORDER BY s.n), "
+                f"FROM unnest({ids}) WITH ORDINALITY AS s(id, n) ORDER BY s.n), "
                 f"idem.{k.fingerprint.name}, idem.{k.first_position.name}, idem.{k.last_position.name} "
                 "FROM (SELECT 1) AS one "
                 f"LEFT JOIN LATERAL (SELECT {e.position.name}, {e.hash.name}, {e.recorded_at.name} FROM {events.name} "
                 f"ORDER BY {e.position.name} DESC LIMIT 1) AS tip ON true "
                 f"LEFT JOIN (SELECT * FROM {idempotency.name} WHERE {k.key.name} = %s::text) AS idem ON true"
-            )
+            ))
+        return sql, ((*streams, key) if count else (list(streams), key))
+
+    _KEPT = 256  # statement texts kept per kind; appends of many shapes (imports) start again past it
+
+    def _remember(self, cache: dict, shape, sql: str) -> str:
+        if len(cache) >= self._KEPT:
+            cache.clear()
+        cache[shape] = sql
         return sql
 
     def insert(self, rows: int) -> str:
         """A plain INSERT of ``rows`` events (the rows beyond the first statement's)."""
         sql = self._inserts.get(rows)
         if sql is None:
-            sql = self._inserts[rows] = self._events + ", ".join([self._event_row] * rows)
+            sql = self._remember(self._inserts, rows, self._events + ", ".join([self._event_row] * rows))
         return sql
 
     def insert_spans(self, spans: int) -> str:
@@ -214,7 +230,7 @@ class PgAppendStatements:
             parts = [f"e AS ({self.insert(rows)})", f"s AS ({self.insert_spans(spans)})"]
             if keyed:
                 parts.append(f"k AS ({self._key})")
-            sql = self._writes[shape] = f"WITH {', '.join(parts)} {PG_NOTIFY_SQL}"
+            sql = self._remember(self._writes, shape, f"WITH {', '.join(parts)} {PG_NOTIFY_SQL}")
         return sql
 
 

@@ -212,7 +212,7 @@ class SQLRecorder:
                 with driver.pipeline():
                     driver.execute("BEGIN")
                     driver.execute(dialects.PG_LOCK_SQL, (dialects.APPEND_LOCK_KEY,))
-                    head = driver.execute(statements.head(len(streams)), (*streams, key)).fetchone()  # the first round trip
+                    head = driver.execute(*statements.head(streams, key)).fetchone()  # the first round trip
                     tip_position, tip_hash, tip_stamp, current, known, first, last = head
                     if known is not None:
                         driver.execute("ROLLBACK")
@@ -258,7 +258,9 @@ class SQLRecorder:
     def _abandon(self, driver) -> None:
         """Roll back what a failed append began; a connection that cannot is closed (the next append makes another)."""
         try:
-            if driver.info.transaction_status != driver.info.transaction_status.IDLE:
+            from psycopg.pq import TransactionStatus
+
+            if driver.info.transaction_status != TransactionStatus.IDLE:
                 driver.execute("ROLLBACK")
         except Exception:
             driver.close()

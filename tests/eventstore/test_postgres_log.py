@@ -212,18 +212,23 @@ def test_an_append_takes_two_round_trips_whatever_its_shape():
         assert store.verify().ok and store.last_position() == 4503
 
 
-def test_appends_bigger_than_one_statement_keep_positions_spans_and_chain(tmp_path):
-    """An append of more rows and spans than one statement carries goes out in several, in one transaction."""
+def test_appends_bigger_than_one_statement_keep_positions_versions_spans_and_chain(tmp_path):
+    """More rows, spans and streams than one statement carries: several statements, one transaction, as on SQLite."""
     meta = [encoder.encode(Metadata(correlation_id=f"c{i}")).decode() for i in range(2600)]
     rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, f"t{i % 3}", '{"text":"x"}', meta[i], f"c{i}") for i in range(2600)]
+    writes = [PendingWrite(f"big-{n}", 0 if n % 2 else ANY, rows[2 * n : 2 * n + 2]) for n in range(1300)]  # 1,300 new streams
     with EventStore.open(fresh_database_url()) as store, EventStore.open(tmp_path) as lite:
         for log in (store, lite):
             log.append("s", [PgNoted(text="before")])
-            appended = log.append_records([PendingWrite("big", 0, rows[:1300]), PendingWrite("big", ANY, rows[1300:])])
+            appended = log.append_records(writes)
             assert (appended.first_position, appended.last_position) == (2, 2601)
             log.append("s", [PgNoted(text="after")], expected_version=1)
+            with pytest.raises(ConcurrencyError):
+                log.append_records([PendingWrite("fresh", ANY, rows[:1]), PendingWrite("big-1299", 1, rows[1:2])])
         assert store.verify().ok and lite.verify().ok
-        assert [r.stream_version for r in store.read_stream("big")] == list(range(1, 2601))
+        assert store.digest().position == lite.digest().position == 2602
+        for n in (0, 999, 1000, 1299):
+            assert [r.stream_version for r in store.read_stream(f"big-{n}")] == [1, 2]
         assert store.recorder.spans_overlapping(1, 2602) == lite.recorder.spans_overlapping(1, 2602)
         assert len(store.read_all(tenant="t1")) == len([r for r in rows if r.tenant == "t1"])
 
