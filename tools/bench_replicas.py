@@ -98,7 +98,7 @@ async def caught_up(url: str, position: int, timeout: float = 600.0) -> None:
 async def _head(url: str) -> int:
     conn = await http_load.Connection.open(url)
     try:
-        status, body = await conn.send(http_load.get(url, "/health"))
+        _, body = await conn.send(http_load.get(url, "/health"))
         return msgspec.json.decode(body)["head_position"]
     finally:
         conn.close()
