@@ -12,10 +12,14 @@ process (``MNEMOLOG_WORKERS=1``), without auth or the organizer. Then:
   :data:`~mnemolog.tools.bench_runs.MIN_RUNS` times, so that both cases see
   the same neighbours, and the median of each counts. The load client
   (``tools/http_load.py``) runs in this process on the same cores as the
-  servers, so the bench also reports how much CPU it took: on a machine
-  with two cores, two servers and their client share what one server and
-  its client had, and the ratio says how much a second replica adds there,
-  not what it adds on a machine of its own.
+  servers, so the bench also reports how much CPU it and the servers took:
+  on a machine with two cores, two servers and their client share what one
+  server and its client had, and the ratio says how much a second replica
+  adds there, not what it adds on a machine of its own. Each server runs in
+  a session of its own, as a service would: Linux's autogroup scheduling
+  (``/proc/sys/kernel/sched_autogroup_enabled``) divides the CPU between
+  sessions first, so two servers in the bench's session would split the
+  one share that a single server had, and measure that split.
 - **replica lag**: one memory at a time is posted to A, and B is asked for
   it (``GET /v1/memories/{id}`` on one kept-alive connection, again as soon
   as it answers 404) until it has it: the time from sending the write to the
@@ -73,8 +77,9 @@ def check_args(args) -> None:
 
 
 def _server(url: str, data_dir: Path) -> Server:
+    """One replica: one process, in a session of its own (see the module's docstring)."""
     env = {"MNEMOLOG_AUTH": "off", "MNEMOLOG_ORGANIZER_ENABLED": "off", "MNEMOLOG_LOG_URL": url}
-    return Server(data_dir, workers=1, env=env)
+    return Server(data_dir, workers=1, env=env, own_session=True)
 
 
 async def caught_up(url: str, position: int, timeout: float = 600.0) -> None:
