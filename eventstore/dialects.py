@@ -15,7 +15,7 @@ from typing import NamedTuple, Sequence
 from sqlalchemy import ColumnElement, Connection, Engine, Text, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
 
-from .schema import APPEND_ONLY_TABLES, events
+from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -110,6 +110,8 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
 
 #: The transaction-scoped advisory lock every append on PostgreSQL takes (one per database).
 APPEND_LOCK_KEY = 0x6D6E656D6F6C6F67  # "mnemolog"
+#: The statement that takes it, in psycopg's parameter style (the recorder sends it straight to the driver).
+PG_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 
 
 def lock_log(conn: Connection) -> None:
@@ -125,11 +127,13 @@ def lock_log(conn: Connection) -> None:
     never wait for it.
     """
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK_KEY})
+        conn.exec_driver_sql(PG_LOCK_SQL, (APPEND_LOCK_KEY,))
 
 
 #: The PostgreSQL channel every append notifies with its last position, on commit.
 NOTIFY_CHANNEL = "mnemolog_log"
+#: The statement that sends it (channel, last position), in psycopg's parameter style.
+PG_NOTIFY_SQL = "SELECT pg_notify(%s, %s)"
 
 
 def announce_append(conn: Connection, last_position: int) -> None:
@@ -140,7 +144,94 @@ def announce_append(conn: Connection, last_position: int) -> None:
     subscribers in other processes poll.
     """
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_notify(:channel, :position)"), {"channel": NOTIFY_CHANNEL, "position": str(last_position)})
+        conn.exec_driver_sql(PG_NOTIFY_SQL, (NOTIFY_CHANNEL, str(last_position)))
+
+
+class PgAppendStatements:
+    """The statements of an append on PostgreSQL, in psycopg's parameter style.
+
+    :meth:`head` (sent after the lock, as a statement of its own so that it
+    reads a snapshot taken once the lock is held) returns one row: the tip's
+    position, hash and recorded_at (NULLs on an empty log), the current
+    version of each stream in the order given (NULL for a new stream), and
+    the idempotency key's fingerprint and positions (NULLs when unknown).
+    :meth:`write` inserts a run of events, their spans and the key and sends
+    the notification, in one statement. Values go as scalar parameters:
+    psycopg dumps those in C, where a list dumped as an array costs more
+    than the statement it saves. One text per shape (row, span and stream
+    counts), so that psycopg prepares each once.
+    """
+
+    #: Rows in one INSERT statement (13 parameters each; PostgreSQL takes at most 65,535).
+    ROWS_PER_STATEMENT = 1000
+
+    def __init__(self, event_columns: Sequence[str], span_columns: Sequence[str]) -> None:
+        self._events = f"INSERT INTO {events.name} ({', '.join(event_columns)}) VALUES "
+        self._event_row = "(" + ", ".join(["%s"] * len(event_columns)) + ")"
+        self._spans = f"INSERT INTO {event_spans.name} ({', '.join(span_columns)}) VALUES "
+        self._span_row = "(" + ", ".join(["%s"] * len(span_columns)) + ")"
+        k = idempotency.c
+        self._key = (
+            f"INSERT INTO {idempotency.name} ({k.key.name}, {k.fingerprint.name}, {k.first_position.name}, "
+            f"{k.last_position.name}) VALUES (%s, %s, %s, %s)"
+        )
+        self._heads: dict[int, str] = {}  # by stream count; 0: the ids as one array
+        self._writes: dict[tuple[int, int, bool], str] = {}
+        self._inserts: dict[int, str] = {}
+
+    def head(self, streams: Sequence[str], key: str | None) -> tuple[str, tuple]:
+        """The head query of an append to ``streams`` (in that order) under ``key``, and its parameters.
+
+        Up to :data:`ROWS_PER_STATEMENT` stream ids go as scalar parameters;
+        more (a large import) as one array, which stays within PostgreSQL's
+        limit on parameters.
+        """
+        count = len(streams) if len(streams) <= self.ROWS_PER_STATEMENT else 0
+        sql = self._heads.get(count)
+        if sql is None:
+            e, k = events.c, idempotency.c
+            ids = f"ARRAY[{', '.join(['%s::text'] * count)}]" if count else "%s::text[]"
+            sql = self._remember(self._heads, count, (
+                f"SELECT tip.{e.position.name}, tip.{e.hash.name}, tip.{e.recorded_at.name}, "
+                f"ARRAY(SELECT (SELECT max({e.stream_version.name}) FROM {events.name} WHERE {e.stream_id.name} = s.id) "
+                f"FROM unnest({ids}) WITH ORDINALITY AS s(id, n) ORDER BY s.n), "
+                f"idem.{k.fingerprint.name}, idem.{k.first_position.name}, idem.{k.last_position.name} "
+                "FROM (SELECT 1) AS one "
+                f"LEFT JOIN LATERAL (SELECT {e.position.name}, {e.hash.name}, {e.recorded_at.name} FROM {events.name} "
+                f"ORDER BY {e.position.name} DESC LIMIT 1) AS tip ON true "
+                f"LEFT JOIN (SELECT * FROM {idempotency.name} WHERE {k.key.name} = %s::text) AS idem ON true"
+            ))
+        return sql, ((*streams, key) if count else (list(streams), key))
+
+    _KEPT = 256  # statement texts kept per kind; appends of many shapes (imports) start again past it
+
+    def _remember(self, cache: dict, shape, sql: str) -> str:
+        if len(cache) >= self._KEPT:
+            cache.clear()
+        cache[shape] = sql
+        return sql
+
+    def insert(self, rows: int) -> str:
+        """A plain INSERT of ``rows`` events (the rows beyond the first statement's)."""
+        sql = self._inserts.get(rows)
+        if sql is None:
+            sql = self._remember(self._inserts, rows, self._events + ", ".join([self._event_row] * rows))
+        return sql
+
+    def insert_spans(self, spans: int) -> str:
+        """A plain INSERT of ``spans`` spans (those beyond the first statement's)."""
+        return self._spans + ", ".join([self._span_row] * spans)
+
+    def write(self, rows: int, spans: int, keyed: bool) -> str:
+        """``rows`` events, ``spans`` spans, the key when ``keyed``, then the notification (channel, position)."""
+        shape = (rows, spans, keyed)
+        sql = self._writes.get(shape)
+        if sql is None:
+            parts = [f"e AS ({self.insert(rows)})", f"s AS ({self.insert_spans(spans)})"]
+            if keyed:
+                parts.append(f"k AS ({self._key})")
+            sql = self._remember(self._writes, shape, f"WITH {', '.join(parts)} {PG_NOTIFY_SQL}")
+        return sql
 
 
 class CommitListener:
@@ -228,7 +319,14 @@ class Lease:
             self._conn = None
 
     def release(self) -> None:
+        """Free the lease now: unlocked before its connection closes, since the
+        server frees a closed session's locks only once that backend has exited."""
         with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+                except Exception:  # the connection dropped: the lease went with it
+                    pass
             self._close()
 
 

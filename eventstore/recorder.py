@@ -109,12 +109,10 @@ class SQLRecorder:
         if writer.dialect.paramstyle == "qmark" and self._insert_keys == _KEYS:
             head, values = self._insert_sql.rsplit(" VALUES ", 1)
             self._insert_many_sql = f"{head} VALUES {', '.join([values] * ROWS_PER_INSERT)}"
-        # psycopg 3: rows go straight to the driver's executemany, which
-        # pipelines them (one round trip per batch, not per row).
-        self._pg_insert_sql = self._pg_span_sql = None
-        if writer.dialect.name == "postgresql":
-            self._pg_insert_sql = f"INSERT INTO events ({', '.join(_KEYS)}) VALUES ({', '.join(['%s'] * len(_KEYS))})"
-            self._pg_span_sql = f"INSERT INTO event_spans ({', '.join(_SPAN_KEYS)}) VALUES (%s, %s, %s, %s)"
+        # psycopg 3: an append is two statements sent straight to the driver
+        # in pipeline mode (see _append_pipelined).
+        self._pg = dialects.PgAppendStatements(_KEYS, _SPAN_KEYS) if writer.dialect.name == "postgresql" else None
+        self._pg_driver = None  # the psycopg connection appends use on PostgreSQL (see _append_pipelined)
         self._tip_query = select(events.c.position, events.c.hash, events.c.recorded_at).order_by(events.c.position.desc()).limit(1)
         self._version_query = select(func.max(events.c.stream_version)).where(events.c.stream_id == bindparam("stream_id"))
         # With a qmark driver (sqlite3) the two per-append queries run as
@@ -152,9 +150,7 @@ class SQLRecorder:
         Extensions write in it through the inner ``_insert(conn, …)`` helpers.
         """
         with self._lock:
-            conn = self._conn
-            if conn is None or conn.closed:
-                conn = self._conn = self.writer.connect()
+            conn = self._held_connection()
             with conn.begin():
                 dialects.lock_log(conn)
                 yield conn
@@ -166,6 +162,11 @@ class SQLRecorder:
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
     ) -> Appended:
+        if self._pg is not None:
+            appended = self._append_pipelined(writes, idempotency_key, fingerprint or "")
+            if not appended.replayed:
+                self._notify(appended.last_position)
+            return appended
         with self.transaction() as conn:
             if idempotency_key is not None:
                 seen = self._idempotent(conn, idempotency_key, fingerprint or "")
@@ -185,6 +186,92 @@ class SQLRecorder:
                 )
         self._notify(appended.last_position)
         return appended
+
+    def _append_pipelined(self, writes: Sequence[PendingWrite], key: str | None, fingerprint: str) -> Appended:
+        """One append on PostgreSQL in two round trips, whatever its size.
+
+        psycopg's pipeline mode sends statements without waiting for each
+        answer, on a connection of the recorder's own in autocommit mode, so
+        that ``BEGIN`` travels with the rest (psycopg waits for its own
+        implicit one). The first round trip carries ``BEGIN``, the append
+        lock (:func:`dialects.lock_log`) and one query for the tip, each
+        stream's version and the idempotency key, as a statement of its own
+        so that (READ COMMITTED) it reads a snapshot taken once the lock is
+        held. The rows are then checked, numbered and chained here, and the
+        second round trip carries one statement that inserts the events,
+        their spans and the key and sends the notification, then ``COMMIT``.
+        The guarantees are those of :meth:`transaction`: one writer at a time
+        under the lock, every check made before anything is written, and an
+        error anywhere rolls the whole append back.
+        """
+        statements = self._pg
+        streams = list(dict.fromkeys(w.stream_id for w in writes))
+        with self._lock:
+            driver = self._pipeline_connection()
+            try:
+                with driver.pipeline():
+                    driver.execute("BEGIN")
+                    driver.execute(dialects.PG_LOCK_SQL, (dialects.APPEND_LOCK_KEY,))
+                    head = driver.execute(*statements.head(streams, key)).fetchone()  # the first round trip
+                    tip_position, tip_hash, tip_stamp, current, known, first, last = head
+                    if known is not None:
+                        driver.execute("ROLLBACK")
+                        if known != fingerprint:
+                            raise IdempotencyConflict(key)
+                        return Appended(first, last, True)
+                    tip = (tip_position, tip_hash, tip_stamp) if tip_position is not None else None
+                    versions = {stream_id: version for stream_id, version in zip(streams, current) if version is not None}
+                    values, spans, appended = self._chain_rows(writes, tip, versions)
+                    # One statement carries up to ROWS_PER_STATEMENT events and spans; a bigger append sends the rest in more.
+                    width, most = len(_KEYS), statements.ROWS_PER_STATEMENT
+                    for start in range(most * width, len(values), most * width):
+                        part = values[start : start + most * width]
+                        driver.execute(statements.insert(len(part) // width), part)
+                    for start in range(most, len(spans), most):
+                        part = spans[start : start + most]
+                        driver.execute(statements.insert_spans(len(part)), [value for span in part for value in span])
+                    params = values[: most * width]
+                    params += (value for span in spans[:most] for value in span)
+                    if key is not None:
+                        params += (key, fingerprint, appended.first_position, appended.last_position)
+                    params += (dialects.NOTIFY_CHANNEL, str(appended.last_position))
+                    driver.execute(statements.write(min(len(values) // width, most), min(len(spans), most), key is not None), params)
+                    driver.execute("COMMIT")
+                # Leaving the pipeline is the second round trip: it raises any error of the statements above.
+            except BaseException:
+                self._abandon(driver)
+                raise
+        return appended
+
+    def _pipeline_connection(self):
+        """The psycopg connection of :meth:`_append_pipelined`, in autocommit mode; made on first use and after a failure."""
+        driver = self._pg_driver
+        if driver is None or driver.closed:
+            raw = self.writer.raw_connection()
+            driver = raw.driver_connection
+            raw.detach()  # the recorder owns it from now on; dispose() closes it
+            driver.rollback()
+            driver.autocommit = True
+            self._pg_driver = driver
+        return driver
+
+    def _abandon(self, driver) -> None:
+        """Roll back what a failed append began; a connection that cannot is closed (the next append makes another)."""
+        try:
+            from psycopg.pq import TransactionStatus
+
+            if driver.info.transaction_status != TransactionStatus.IDLE:
+                driver.execute("ROLLBACK")
+        except Exception:
+            driver.close()
+            self._pg_driver = None
+
+    def _held_connection(self) -> Connection:
+        """The writer's one connection, kept open between appends (call with the lock held)."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            conn = self._conn = self.writer.connect()
+        return conn
 
     def _idempotent(self, conn: Connection, key: str, fingerprint: str) -> Appended | None:
         row = self.idempotency_record(key, conn)
@@ -209,8 +296,23 @@ class SQLRecorder:
             tip = tip[0] if tip else None
         else:
             tip = conn.execute(self._tip_query).first()
-        position, prev_hash, last_stamp = (tip[0], tip[1], tip[2]) if tip else (0, GENESIS_HASH, "")
         versions = self._current_versions(conn, {w.stream_id for w in writes})
+        values, spans, appended = self._chain_rows(writes, tip, versions)
+        self._execute_insert(conn, values)
+        if self._fast:
+            conn.connection.driver_connection.executemany(self._span_sql, spans)
+        else:
+            conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
+        return appended
+
+    def _chain_rows(self, writes: Sequence[PendingWrite], tip, versions: dict[str, int]) -> tuple[list, list[tuple], Appended]:
+        """Number, stamp and chain the rows of ``writes`` after ``tip`` (``(position, hash, recorded_at)`` or None).
+
+        Checks each stream's expected version against ``versions`` (the
+        current ones) first. Returns every row's values in one flat list, the
+        spans (see ``schema.event_spans``) and the positions taken.
+        """
+        position, prev_hash, last_stamp = (tip[0], tip[1], tip[2]) if tip else (0, GENESIS_HASH, "")
         # Recorded times never go backwards, so that time -> position is monotone.
         now = max(utc_stamp(), last_stamp)
         first = position + 1
@@ -242,15 +344,7 @@ class SQLRecorder:
         if not values:
             raise ValueError("an append needs at least one event")
         spans.append((span_first, position, span_tenant, span_correlation))
-        self._execute_insert(conn, values)
-        if self._fast:
-            conn.connection.driver_connection.executemany(self._span_sql, spans)
-        elif self._pg_span_sql is not None:
-            with conn.connection.driver_connection.cursor() as cursor:
-                cursor.executemany(self._pg_span_sql, spans)
-        else:
-            conn.execute(event_spans.insert(), [dict(zip(_SPAN_KEYS, span)) for span in spans])
-        return Appended(first, position, False)
+        return values, spans, Appended(first, position, False)
 
     def _execute_insert(self, conn: Connection, values: list) -> None:
         """Insert rows given as their values in one flat list, row after row."""
@@ -268,9 +362,6 @@ class SQLRecorder:
                     cursor.executemany(self._insert_sql, [values[i : i + width] for i in range(grouped, len(values), width)])
             finally:
                 cursor.close()
-        elif self._pg_insert_sql is not None:
-            with conn.connection.driver_connection.cursor() as cursor:
-                cursor.executemany(self._pg_insert_sql, [values[i : i + width] for i in range(0, len(values), width)])
         else:
             rows = [values[i : i + width] for i in range(0, len(values), width)]
             conn.execute(events.insert(), [dict(zip(_KEYS, row)) for row in rows])
@@ -545,6 +636,9 @@ class SQLRecorder:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._pg_driver is not None:
+                self._pg_driver.close()
+                self._pg_driver = None
         self.writer.dispose()
         self.reader.dispose()
 

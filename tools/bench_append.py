@@ -32,7 +32,12 @@ NORMAL run end in ``_normal``.
 ``--backend postgres`` measures the log on PostgreSQL instead: in a private
 cluster the bench starts and stops (``mnemolog.tools.pg_cluster``), appends
 of 1 and 100 per transaction, next to psycopg ``executemany`` of the same
-rows into a bare table in the same run; each case in a new database.
+rows into a bare table in the same run; each case in a new database. Then,
+in the same cluster, two ``mnemolog serve`` replicas on one log against one
+server alone (recall throughput with 16 clients, and the lag from a write on
+one to a read on the other: see :mod:`mnemolog.tools.bench_replicas`). Its
+last line ends with the issue's figures: ``pg_append_b100_eps``,
+``pg_ratio_b100``, ``replica_lag_p50_ms`` and ``replicas_qps_ratio``.
 """
 
 from __future__ import annotations
@@ -55,9 +60,13 @@ from mnemolog.eventstore.chain import CANONICAL_FIELDS
 from mnemolog.eventstore.dialects import sqlite_pragmas
 from mnemolog.eventstore.store import PAGE_ROWS
 
+from . import bench_replicas
 from .bench_runs import MIN_RUNS, check_runs, middle
 
-HELP = "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec"
+HELP = (
+    "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec;"
+    " --backend postgres: appends against raw psycopg, then two replica servers on one log against one"
+)
 
 LEVELS = ("FULL", "NORMAL")
 B1_LIMITS = {"FULL": 5000, "NORMAL": 10000}  # events appended one per transaction
@@ -291,9 +300,14 @@ def time_raw_psycopg(url: str, rows: list[tuple], batch: int) -> float:
         return time.perf_counter() - started
 
 
+#: The issue's headline figures, which end the last line of ``--backend postgres`` in this order.
+PG_HEADLINE = ("pg_append_b100_eps", "pg_ratio_b100", "replica_lag_p50_ms", "replicas_qps_ratio")
+
+
 def run_postgres(args: argparse.Namespace, events: list[BenchNoted], status: Callable[[str], None]) -> list[str]:
     from .pg_cluster import PrivateCluster
 
+    bench_replicas.check_args(args)
     cluster = PrivateCluster()
     reason = cluster.ensure()
     if reason:
@@ -315,6 +329,7 @@ def run_postgres(args: argparse.Namespace, events: list[BenchNoted], status: Cal
             status(f"postgres: raw psycopg, {batch} per transaction")
             best = middle([time_raw_psycopg(cluster.create_database(), rows[:count], batch) for _ in range(args.repeat)])
             results[f"raw_b{batch}"] = Result(f"raw psycopg executemany, {batch:,} per transaction", count, best)
+        replicas = bench_replicas.run_replicas(cluster, args, status)
     finally:
         cluster.stop()
     lines = [f"PostgreSQL (private cluster, fsync off; N={n:,}; the median of {args.repeat} runs per case)"]
@@ -324,17 +339,24 @@ def run_postgres(args: argparse.Namespace, events: list[BenchNoted], status: Cal
         ratio = f"{r.eps / results['raw_' + key.split('_', 1)[1]].eps:.2f}" if key.startswith("append_") else ""
         lines.append(f"  {r.label:<50}{r.events:>10,}{r.seconds:>10.2f}{r.eps:>12,.0f}{ratio:>9}")
     lines.append("  raw: bare table with the same columns and primary key; no triggers, no unique or secondary indexes, no lock")
+    lines.append("  an append: two round trips whatever its size (BEGIN, lock and head read; then one INSERT statement and COMMIT)")
     print("\n".join(lines), flush=True)
     print()
+    print(bench_replicas.report(replicas, args.replica_seconds), flush=True)
+    print()
     b100, raw100 = results["append_b100"], results["raw_b100"]
-    return [
+    pairs = [
         f"pg_n={n}",
         f"pg_append_b1_eps={results['append_b1'].eps:.0f}",
         f"pg_raw_b1_eps={results['raw_b1'].eps:.0f}",
+        f"pg_ratio_b1={results['append_b1'].eps / results['raw_b1'].eps:.3f}",
         f"pg_raw_b100_eps={raw100.eps:.0f}",
         f"pg_append_b100_eps={b100.eps:.0f}",
         f"pg_ratio_b100={b100.eps / raw100.eps:.3f}",
+        *bench_replicas.keys(replicas),
     ]
+    headline = {pair.split("=")[0]: pair for pair in pairs}
+    return [pair for pair in pairs if pair.split("=")[0] not in PG_HEADLINE] + [headline[key] for key in PG_HEADLINE]
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -356,6 +378,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
         "--repeat", type=int, default=MIN_RUNS, help=f"runs of each case; the median counts (at least {MIN_RUNS}, default {MIN_RUNS})"
     )
     parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory (default: the system's)")
+    bench_replicas.add_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -100,9 +100,11 @@ class Server:
 
     By default without auth, the organizer or fsync per commit (recall's
     setup); ``env`` replaces those settings (``{}``: the server's defaults).
+    ``own_session``: the server runs in a session of its own, as a service
+    would (see :mod:`mnemolog.tools.bench_replicas`).
     """
 
-    def __init__(self, data_dir: Path, workers: int = 1, env: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, workers: int = 1, env: dict[str, str] | None = None, own_session: bool = False):
         self.port = _free_port()
         self.workers = workers
         chosen = {"MNEMOLOG_AUTH": "off", "MNEMOLOG_ORGANIZER_ENABLED": "off", "MNEMOLOG_SYNCHRONOUS": "NORMAL"} if env is None else env
@@ -112,6 +114,7 @@ class Server:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=own_session,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 300

@@ -13,12 +13,18 @@ import io
 import subprocess
 import sys
 import textwrap
+import tempfile
 import threading
+import uuid
 
 import psycopg
 import pytest
+from sqlalchemy import event
 
-from mnemolog.eventstore import DomainEvent, EventStore
+from mnemolog.eventstore import ANY, DomainEvent, EventStore, Metadata, StreamAppend
+from mnemolog.eventstore.errors import ConcurrencyError
+from mnemolog.eventstore.events import encoder
+from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
 from mnemolog.eventstore.dialects import create_migration_engine
 from mnemolog.eventstore.exchange import export, import_
 from mnemolog.eventstore.guards import restore_guards
@@ -96,7 +102,7 @@ def test_verify_reports_a_dropped_trigger_and_a_granted_privilege_and_migrate_re
 WRITER = textwrap.dedent(
     """
     import random, sys
-    from mnemolog.eventstore import DomainEvent, EventStore
+    from mnemolog.eventstore import DomainEvent, EventStore, StreamAppend
 
     class PgNoted(DomainEvent, frozen=True):
         text: str
@@ -106,7 +112,14 @@ WRITER = textwrap.dedent(
     with EventStore.open(url, migrate_schema=False) as store:
         for i in range(rounds):
             size = rng.choice([1, 1, 3, 40])
-            store.append(f"writer-{me}", [PgNoted(text=f"{me}-{i}-{j}") for j in range(size)], tenant=f"t{me % 2}")
+            events = [PgNoted(text=f"{me}-{i}-{j}") for j in range(size)]
+            if i % 5 == 4:  # two streams, one shared with every writer, under an idempotency key; then its retry
+                writes = [StreamAppend(f"writer-{me}", events), StreamAppend("shared", [PgNoted(text=f"{me}-{i}")])]
+                first = store.append_batch(writes, tenant=f"t{me % 2}", idempotency_key=f"{me}-{i}")
+                again = store.append_batch(writes, tenant=f"t{me % 2}", idempotency_key=f"{me}-{i}")
+                assert again.replayed and again.positions == first.positions, (first, again)
+            else:
+                store.append(f"writer-{me}", events, tenant=f"t{me % 2}")
     print("done")
     """
 )
@@ -140,11 +153,94 @@ def test_racing_writer_processes_get_gap_free_positions_in_commit_order():
         recorded = store.read_all()
         assert [r.position for r in recorded] == list(range(1, len(recorded) + 1))
         assert [r.recorded_at for r in recorded] == sorted(r.recorded_at for r in recorded)
-        for n in range(4):
-            versions = [r.stream_version for r in recorded if r.stream_id == f"writer-{n}"]
+        for stream_id in [f"writer-{n}" for n in range(4)] + ["shared"]:
+            versions = [r.stream_version for r in recorded if r.stream_id == stream_id]
             assert versions == list(range(1, len(versions) + 1))
+        assert len([r for r in recorded if r.stream_id == "shared"]) == 4 * 5  # each retry replayed, never appended
         result = store.verify()
         assert result.ok and result.checked == len(recorded)
+
+
+class RoundTrips:
+    """Counts the client's round trips on every connection a store's writer opens, from libpq's protocol trace.
+
+    A round trip is a message after which the client waits for the server's
+    answers: a simple ``Query``, or ``Sync`` or ``Flush`` in the extended
+    protocol (psycopg's pipeline mode sends many statements, then one of
+    those; a ``Flush`` right after a ``Sync`` asks for the same answers).
+    """
+
+    WAITS = ("Query", "Sync", "Flush")
+
+    def __init__(self, store: EventStore) -> None:
+        self._file = tempfile.TemporaryFile("w+")
+        self._traced: list = []
+        event.listen(store.recorder.writer, "connect", self._trace)
+
+    def _trace(self, dbapi_connection, _record) -> None:
+        dbapi_connection.pgconn.trace(self._file.fileno())
+        dbapi_connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def take(self) -> int:
+        """Round trips since the last call."""
+        self._file.flush()
+        self._file.seek(0)
+        lines = self._file.read().splitlines()
+        self._file.seek(0)
+        self._file.truncate()
+        sent = [line.split("\t")[2].strip() for line in lines if line.startswith("F\t")]
+        return sum(1 for i, message in enumerate(sent) if message in self.WAITS and (i == 0 or sent[i - 1] not in self.WAITS))
+
+
+def test_an_append_takes_two_round_trips_whatever_its_shape():
+    with EventStore.open(fresh_database_url()) as store:
+        trips = RoundTrips(store)
+        store.append("s", [PgNoted(text="first")])
+        trips.take()  # the first append connects; count from the second
+        store.append("s", [PgNoted(text="one")])
+        assert trips.take() == 2
+        store.append("s", [PgNoted(text="keyed")], idempotency_key="k", expected_version=2)
+        assert trips.take() == 2
+        assert store.append("s", [PgNoted(text="keyed")], idempotency_key="k").replayed
+        assert trips.take() == 2
+        many = [StreamAppend(f"s{n}", [PgNoted(text=f"{n}-{i}") for i in range(1500)]) for n in range(3)]
+        assert store.append_batch(many).positions == range(4, 4 + 4500)
+        assert trips.take() == 2
+        with pytest.raises(ConcurrencyError):
+            store.append("s", [PgNoted(text="late")], expected_version=1)
+        assert trips.take() <= 3  # the check, then the rollback
+        assert store.verify().ok and store.last_position() == 4503
+
+
+def test_appends_bigger_than_one_statement_keep_positions_versions_spans_and_chain(tmp_path):
+    """More rows, spans and streams than one statement carries: several statements, one transaction, as on SQLite."""
+    meta = [encoder.encode(Metadata(correlation_id=f"c{i}")).decode() for i in range(2600)]
+    rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, f"t{i % 3}", '{"text":"x"}', meta[i], f"c{i}") for i in range(2600)]
+    writes = [PendingWrite(f"big-{n}", 0 if n % 2 else ANY, rows[2 * n : 2 * n + 2]) for n in range(1300)]  # 1,300 new streams
+    with EventStore.open(fresh_database_url()) as store, EventStore.open(tmp_path) as lite:
+        for log in (store, lite):
+            log.append("s", [PgNoted(text="before")])
+            appended = log.append_records(writes)
+            assert (appended.first_position, appended.last_position) == (2, 2601)
+            log.append("s", [PgNoted(text="after")], expected_version=1)
+            with pytest.raises(ConcurrencyError):
+                log.append_records([PendingWrite("fresh", ANY, rows[:1]), PendingWrite("big-1299", 1, rows[1:2])])
+        assert store.verify().ok and lite.verify().ok
+        assert store.digest().position == lite.digest().position == 2602
+        for n in (0, 999, 1000, 1299):
+            assert [r.stream_version for r in store.read_stream(f"big-{n}")] == [1, 2]
+        assert store.recorder.spans_overlapping(1, 2602) == lite.recorder.spans_overlapping(1, 2602)
+        assert len(store.read_all(tenant="t1")) == len([r for r in rows if r.tenant == "t1"])
+
+
+def test_a_failed_append_writes_nothing_and_the_next_one_follows_without_a_gap(store):
+    duplicate = PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", '{"text":"dup"}', "{}", None)
+    store.append_records([PendingWrite("d", ANY, [duplicate])])
+    with pytest.raises(psycopg.errors.UniqueViolation):  # the same event id again, refused by the database
+        store.append_records([PendingWrite("e", ANY, [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", "{}", "{}", None), duplicate])])
+    assert store.last_position() == 3 and store.stream_version("e") == 0
+    assert store.append("s", [PgNoted(text="three")], expected_version=2).positions == range(4, 5)
+    assert store.verify().ok
 
 
 def test_export_from_sqlite_imports_into_postgres_and_back(tmp_path):

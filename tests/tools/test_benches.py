@@ -94,20 +94,27 @@ def test_bench_ingest_runs_a_real_server_with_and_without_the_organizer(tmp_path
 
 
 def test_the_postgres_append_bench_ends_with_its_figures():
+    """At a tiny size: appends, then two replica servers on one log against one, ending with the issue's figures."""
     from tests.pg import unavailable
 
     reason = unavailable()
     if reason:
         pytest.skip(reason)
+    tiny = ["--n", "300", "--repeat", "3", "--replica-memories", "200", "--replica-seconds", "0.5", "--replica-writes", "5"]
     run = subprocess.run(
-        [sys.executable, "-m", "mnemolog.tools.cli", "bench", "append", "--backend", "postgres", "--n", "300", "--repeat", "3"],
+        [sys.executable, "-m", "mnemolog.tools.cli", "bench", "append", "--backend", "postgres", *tiny],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    figures = dict(pair.split("=") for pair in run.stdout.strip().splitlines()[-1].split())
-    assert int(figures["pg_n"]) == 300
-    assert float(figures["pg_append_b100_eps"]) > 0 and float(figures["pg_ratio_b100"]) > 0
-    assert "raw psycopg executemany" in run.stdout
+    last = run.stdout.strip().splitlines()[-1].split()
+    assert [pair.split("=")[0] for pair in last[-4:]] == ["pg_append_b100_eps", "pg_ratio_b100", "replica_lag_p50_ms", "replicas_qps_ratio"]
+    figures = dict(pair.split("=") for pair in last)
+    assert int(figures["pg_n"]) == 300 and int(figures["replica_memories"]) == 200
+    for key in ("pg_append_b1_eps", "pg_append_b100_eps", "pg_ratio_b100", "replica_one_qps", "replica_two_qps", "replicas_qps_ratio"):
+        assert float(figures[key]) > 0, key
+    # every probe was read back on the other server, no sooner than its own write was acknowledged
+    assert 0 < float(figures["replica_ack_lag_p50_ms"]) <= float(figures["replica_lag_p50_ms"])
+    assert "raw psycopg executemany" in run.stdout and "two servers, 8 clients each" in run.stdout
 
 
 def test_the_recall_bench_puts_a_knowledge_graph_beside_its_memories(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 import pytest
 
@@ -40,3 +42,28 @@ async def test_requests_sent_are_answered_and_the_answers_read_whole(url):
 async def test_a_refused_request_stops_a_measurement(url):
     with pytest.raises(RuntimeError, match="422"):
         await http_load.send_all(url, [http_load.post(url, "/v1/memories", {"memories": []})])
+
+
+async def test_load_across_servers_deals_the_clients_to_each(aiohttp_server):
+    """``throughput_across``: the clients go to the servers in turn, and every answer of each is counted."""
+    from aiohttp import web
+
+    served: list[int] = []
+    urls = []
+    for k in range(2):
+        served.append(0)
+
+        async def answer(request: web.Request, k: int = k) -> web.Response:
+            served[k] += 1
+            return web.json_response({"server": k})
+
+        app = web.Application()
+        app.router.add_post("/v1/recall", answer)
+        server = await aiohttp_server(app)
+        urls.append(str(server.make_url("")).rstrip("/"))
+    targets = [(url, [http_load.post(url, "/v1/recall", {"query": "q"})]) for url in urls]
+    began = asyncio.get_running_loop().time()
+    rate = await http_load.throughput_across(targets, clients=4, duration=0.3)
+    elapsed = asyncio.get_running_loop().time() - began
+    assert served[0] > 0 and served[1] > 0
+    assert rate * elapsed == pytest.approx(sum(served), rel=0.2)  # the rate counts the answers of both
