@@ -509,6 +509,44 @@ class SQLRecorder:
         with self.reader.connect() as conn:
             return [tuple(row) for row in conn.execute(query)]
 
+    def tenant_commits(self, tenant: str, limit: int) -> tuple[int, list[tuple[int, int, str | None, str]]]:
+        """The tenant's commits as ``(count, [(first, last, correlation_id, recorded_at), …])`` in log order.
+
+        A commit is one ``event_spans`` row (a run of one append's events with
+        the same correlation id). With more than ``limit`` of them, an even
+        sample of at most ``limit`` is returned, the first and latest always included; the spans' tenant
+        index serves it, and each sampled commit's time is one primary-key
+        lookup.
+        """
+        spans = event_spans.c
+        with self.reader.begin() as conn:
+            count = conn.execute(select(func.count()).select_from(event_spans).where(spans.tenant == tenant)).scalar() or 0
+            if count == 0:
+                return 0, []
+            step = 1 if count <= limit else -(-(count - 1) // max(limit - 1, 1))  # at most ``limit`` marks, both ends included
+            numbered = (
+                select(spans.first_position, spans.last_position, spans.correlation_id, func.row_number().over(order_by=spans.last_position).label("n"))
+                .where(spans.tenant == tenant)
+                .subquery()
+            )
+            sampled = (
+                select(numbered.c.first_position, numbered.c.last_position, numbered.c.correlation_id, events.c.recorded_at)
+                .join(events, events.c.position == numbered.c.last_position)
+                .where((numbered.c.n - 1) % step == 0 if step > 1 else numbered.c.n > 0)
+                .order_by(numbered.c.last_position)
+            )
+            rows = [tuple(row) for row in conn.execute(sampled)]
+            if step > 1 and (count - 1) % step != 0:  # the latest commit is always a mark
+                last = conn.execute(
+                    select(spans.first_position, spans.last_position, spans.correlation_id, events.c.recorded_at)
+                    .join(events, events.c.position == spans.last_position)
+                    .where(spans.tenant == tenant)
+                    .order_by(spans.last_position.desc())
+                    .limit(1)
+                ).first()
+                rows.append(tuple(last))
+        return count, rows
+
     def counts(self) -> dict[str, object]:
         with self.reader.connect() as conn:
             total = conn.execute(select(func.count()).select_from(events)).scalar() or 0
