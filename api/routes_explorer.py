@@ -37,6 +37,7 @@ ASSETS = (
     ("/explorer", "explorer.html", "text/html"),
     ("/explorer/explorer.js", "explorer.js", "text/javascript"),
     ("/explorer/explorer.css", "explorer.css", "text/css"),
+    ("/explorer/favicon.svg", "favicon.svg", "image/svg+xml"),
 )
 
 

@@ -80,11 +80,13 @@ async function api(path, { method = "GET", body = undefined, params = {} } = {})
   return data;
 }
 
+// Runs one step of the page, reporting on the status line how long it took or what went wrong; a message
+// the step returns replaces the timing.
 async function guarded(what, fn) {
   try {
     const began = performance.now();
-    await fn();
-    status(`${what} (${Math.round(performance.now() - began)} ms)`);
+    const message = await fn();
+    status(message || `${what} (${Math.round(performance.now() - began)} ms)`);
   } catch (error) {
     status(`${what}: ${error.message}`, true);
   }
@@ -171,7 +173,7 @@ async function search() {
 
 function hitItem(hit) {
   const m = hit.memory;
-  const why = Object.entries(hit.channels).map(([name, c]) => el("span", { class: "chip" }, `${name} #${c.rank} (${c.score.toFixed(3)})`));
+  const why = Object.entries(hit.channels).map(([name, c]) => el("span", { class: "chip" }, `${name} #${c.rank} (${Number(c.score).toPrecision(3)})`));
   const extra = [];
   const priors = Object.entries(hit.priors || {});
   if (priors.length) extra.push(`priors ${priors.map(([k, v]) => `${k}×${v}`).join(", ")}`);
@@ -322,8 +324,8 @@ function diffWords(before, after) {
   let j = 0;
   while (i < a.length || j < b.length) {
     if (i < a.length && j < b.length && a[i] === b[j]) { push("same", a[i]); i++; j++; }
-    else if (j < b.length && (i >= a.length || table[i][j + 1] >= table[i + 1][j])) { push("ins", b[j]); j++; }
-    else { push("del", a[i]); i++; }
+    else if (i < a.length && (j >= b.length || table[i + 1][j] >= table[i][j + 1])) { push("del", a[i]); i++; }
+    else { push("ins", b[j]); j++; }
   }
   return out.map((part) => (part.kind === "same" ? document.createTextNode(part.text) : el(part.kind, {}, part.text)));
 }
@@ -379,7 +381,7 @@ async function confirmRevert(event) {
     const done = await api("/v1/reverts", { method: "POST", body: { correlation_id: id } });
     await loadTimeline();
     await redrawAll();
-    status(`reverted ${id}: ${done.data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`);
+    return `reverted ${id}: ${done.data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`;
   });
 }
 
