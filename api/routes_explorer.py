@@ -90,9 +90,6 @@ async def timeline(request: web.Request) -> web.Response:
 )
 async def neighborhood(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
-    node = request.query.get("node")
-    if not node:
-        raise ApiError(422, "invalid", "node is required", "node")
     kind = request.query.get("kind", "memory")
     if kind not in ("memory", "entity"):
         raise ApiError(422, "invalid", "kind must be memory or entity", "kind")
@@ -104,19 +101,25 @@ async def neighborhood(request: web.Request) -> web.Response:
     offset = query_int(request, "offset", 0)
     types = [t for t in request.query.getall("type", []) if t] or None
     as_of = check_as_of(request.query.get("as_of"))
+    node = request.query.get("node")
+    if not node:
+        raise ApiError(422, "invalid", "node is required", "node")
     svc = request.app[keys.service_key]
     return json_response(await read(request, explorer_reads.neighborhood, svc, tenant, node, kind, depth, direction, types, limit, offset, as_of))
 
 
 @routes.get(
-    "/v1/correlations/{id}",
+    "/v1/correlation",
     scope="read",
     summary="What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it",
-    query=(("after", "position"), ("limit", "1..1000")),
+    query=(("correlation_id", "correlation id"), ("after", "position"), ("limit", "1..1000")),
 )
 async def correlation(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 200, low=1, high=1000)
+    correlation_id = request.query.get("correlation_id")
+    if not correlation_id:
+        raise ApiError(422, "invalid", "correlation_id is required", "correlation_id")
     svc = request.app[keys.service_key]
-    return json_response(await read(request, explorer_reads.correlation, svc, tenant, request.match_info["id"], after, limit))
+    return json_response(await read(request, explorer_reads.correlation, svc, tenant, correlation_id, after, limit))

@@ -150,18 +150,24 @@ async function backToNow() {
   await redrawAll();
 }
 
+// Every open view, as of the slider's moment: the calls go out together.
 async function redrawAll() {
-  if (state.query) await guarded("recall", search);
-  if (state.graph) await guarded("neighbourhood", drawGraph);
-  if (state.historyId) await guarded("history", showHistory);
-  if (state.correlationId) await guarded("correlation", showCorrelation);
-  document.body.dataset.asOf = state.asOf === null ? "head" : String(state.asOf);
+  const asOf = state.asOf;
+  await Promise.all([
+    state.query ? guarded("recall", search) : null,
+    state.graph ? guarded("neighbourhood", drawGraph) : null,
+    state.historyId ? guarded("history", showHistory) : null,
+    state.correlationId ? guarded("correlation", showCorrelation) : null,
+  ]);
+  if (asOf === state.asOf) document.body.dataset.asOf = asOf === null ? "head" : String(asOf);
 }
 
 // -- recall with its explanation -----------------------------------------------------------------
 
 async function search() {
-  const answer = await api("/v1/recall", { method: "POST", body: { query: state.query, limit: 10, as_of: state.asOf } });
+  const asOf = state.asOf;
+  const answer = await api("/v1/recall", { method: "POST", body: { query: state.query, limit: 10, as_of: asOf } });
+  if (asOf !== state.asOf) return; // the slider moved on: a newer call draws
   const channels = Object.entries(answer.channels).map(([name, c]) => `${name}: ${c.status}${c.status === "ok" ? ` ${c.count}` : ""}`);
   $("search-info").textContent = `${answer.hits.length} results · ${answer.fusion} fusion · ${channels.join(" · ")}${answer.degraded ? " · degraded" : ""}` +
     (answer.as_of !== null ? ` · as of ${answer.as_of}` : "");
@@ -205,10 +211,12 @@ function openGraph(node, kind) {
 
 async function drawGraph() {
   const g = state.graph;
+  const asOf = state.asOf;
   const types = $("types").value.split(",").map((t) => t.trim()).filter(Boolean);
   const page = await api("/v1/graph/neighborhood", {
-    params: { node: g.node, kind: g.kind, depth: $("depth").value, direction: $("direction").value, type: types, limit: PAGE, offset: g.offset, as_of: state.asOf },
+    params: { node: g.node, kind: g.kind, depth: $("depth").value, direction: $("direction").value, type: types, limit: PAGE, offset: g.offset, as_of: asOf },
   });
+  if (asOf !== state.asOf || g !== state.graph) return;
   const shown = page.nodes.length - 1;
   const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
   $("graph-info").textContent = `${page.kind} ${page.node}: nodes ${page.offset + 1}–${page.offset + shown} of ${total} · ${page.edges.length} edges` +
@@ -289,7 +297,9 @@ function openHistory(id) {
 async function showHistory() {
   const id = state.historyId;
   $("history-id").textContent = id;
-  const answer = await api(`/v1/memories/${encodeURIComponent(id)}/history`, { params: { as_of: state.asOf } });
+  const asOf = state.asOf;
+  const answer = await api(`/v1/memories/${encodeURIComponent(id)}/history`, { params: { as_of: asOf } });
+  if (asOf !== state.asOf || id !== state.historyId) return;
   const items = answer.versions.map((v, i) => {
     const before = i > 0 ? answer.versions[i - 1].memory : "";
     return el(
@@ -346,7 +356,7 @@ function eventSummary(e) {
 
 async function showCorrelation() {
   const id = state.correlationId;
-  const answer = await api(`/v1/correlations/${encodeURIComponent(id)}`, { params: { limit: 500 } });
+  const answer = await api("/v1/correlation", { params: { correlation_id: id, limit: 500 } });
   const reverted = answer.reverted_by.map((r) => `reverted at position ${r.position} by ${r.actor || "?"} (${r.correlation_id})`);
   $("correlation-info").textContent = `${answer.events.length}${answer.more ? "+" : ""} events` +
     (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted");

@@ -201,17 +201,18 @@ async def test_an_unknown_node_is_not_found(api):
 async def test_a_correlation_lists_its_events_in_pages_and_the_revert_of_it(api):
     batch = await post(api.raw, "/v1/memories", {"memories": [{"memory": f"imported {i}"} for i in range(5)]}, {"X-Correlation-Id": "import-1"})
     await add(api.raw, "unrelated", "other")
-    seen = await get(api.raw, "/v1/correlations/import-1", limit=2)
+    seen = await get(api.raw, "/v1/correlation", correlation_id="import-1", limit=2)
     assert [e["position"] for e in seen["events"]] == batch["positions"][:2] and seen["more"] and seen["next_after"] == batch["positions"][1]
-    rest = await get(api.raw, "/v1/correlations/import-1", after=seen["next_after"], limit=10)
+    rest = await get(api.raw, "/v1/correlation", correlation_id="import-1", after=seen["next_after"], limit=10)
     assert [e["position"] for e in rest["events"]] == batch["positions"][2:] and not rest["more"]
     assert all(e["metadata"]["correlation_id"] == "import-1" and e["type"] == "MemoryAdded" for e in seen["events"] + rest["events"])
     assert seen["reverted_by"] == [] and seen["reverts"] is None
     revert = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-1"})
-    after = await get(api.raw, "/v1/correlations/import-1")
+    after = await get(api.raw, "/v1/correlation", correlation_id="import-1")
     [mark] = after["reverted_by"]
     assert mark["correlation_id"] == "undo-1" and mark["reverted"] == 5 and mark["position"] in revert["positions"]
-    assert (await get(api.raw, "/v1/correlations/undo-1"))["reverts"] == "import-1"
+    assert (await get(api.raw, "/v1/correlation", correlation_id="undo-1"))["reverts"] == "import-1"
     # Another tenant sees none of it.
-    hidden = await get(api.raw, "/v1/correlations/import-1", status=404, headers={"X-Mnemolog-Tenant": "other"})
+    hidden = await get(api.raw, "/v1/correlation", correlation_id="import-1", status=404, headers={"X-Mnemolog-Tenant": "other"})
     assert hidden["error"]["code"] == "not_found"
+    assert (await get(api.raw, "/v1/correlation", status=422))["error"]["field"] == "correlation_id"

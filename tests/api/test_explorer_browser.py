@@ -173,7 +173,7 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         assert not revert.is_displayed()
         wait_for(driver, "the revert's report", lambda d: "reverted import-notes: 6 events compensated" in text_of(d, "status"))
         assert not driver.find_element(By.ID, "signin").is_displayed()
-        assert call(server.url, key, "GET", "/v1/correlations/import-notes")["reverted_by"][0]["actor"].startswith("api:")
+        assert call(server.url, key, "GET", "/v1/correlation?correlation_id=import-notes")["reverted_by"][0]["actor"].startswith("api:")
         driver.save_screenshot(str(ARTIFACTS / "explorer.png"))
 
         # Nothing was refused by the page's Content-Security-Policy, and no script failed.
