@@ -1,6 +1,7 @@
 """The explorer: the page at ``/explorer`` (static files shipped in the package) and the small reads it needs.
 
-The page and its assets need no key; every data call does (the page sends
+The page and its assets need no key, and are routes like any other but
+left out of the OpenAPI document (files of a page, not API operations); every data call does (the page sends
 the key it keeps in ``sessionStorage`` as ``Authorization: Bearer``). The
 page runs under a strict Content-Security-Policy (same origin only: no
 inline script or style, no other host), and renders data as text only.
@@ -48,7 +49,7 @@ def _static_route(path: str, filename: str, media_type: str, name: str) -> None:
 
     handler.__name__ = handler.__qualname__ = name  # the operationId
     summary = "The explorer page (no key needed to load it)" if filename.endswith(".html") else f"The explorer's {filename}"
-    routes.get(path, scope=None, summary=summary, media_type=media_type)(handler)
+    routes.get(path, scope=None, summary=summary, media_type=media_type, in_openapi=False)(handler)
 
 
 for _path, _file, _media in ASSETS:
@@ -114,7 +115,7 @@ async def neighborhood(request: web.Request) -> web.Response:
     summary="What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it",
     query=(("correlation_id", "correlation id"), ("after", "position"), ("limit", "1..1000")),
 )
-async def correlation(request: web.Request) -> web.Response:
+async def correlation_events(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 200, low=1, high=1000)
