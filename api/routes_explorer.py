@@ -85,7 +85,7 @@ async def timeline(request: web.Request) -> web.Response:
         ("direction", "out|in|both"),
         ("type", "edge or relation type, repeatable"),
         ("limit", "1..500"),
-        ("offset", "position"),
+        ("offset", "0..1000000"),
         ("as_of", "position or time"),
     ),
 )
@@ -99,7 +99,7 @@ async def neighborhood(request: web.Request) -> web.Response:
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     depth = query_int(request, "depth", 1, low=0, high=5)
     limit = query_int(request, "limit", 50, low=1, high=500)
-    offset = query_int(request, "offset", 0)
+    offset = query_int(request, "offset", 0, high=1_000_000)
     types = [t for t in request.query.getall("type", []) if t] or None
     as_of = check_as_of(request.query.get("as_of"))
     node = request.query.get("node")
