@@ -406,6 +406,7 @@ function start() {
     else sessionStorage.removeItem(TENANT);
     $("key").value = "";
     await guarded("signed in", signIn);
+    if ($("identity").hidden) sessionStorage.removeItem(KEY); // refused: keep nothing
   });
   $("signout").addEventListener("click", signOut);
   $("slider").addEventListener("input", moveSlider);
