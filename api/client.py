@@ -384,6 +384,28 @@ class MnemologClient:
     async def graph_stats(self, *, as_of: AsOf = None) -> dict[str, Any]:
         return await self._read("GET", "/v1/graph/stats", params=_params(as_of=as_of))
 
+    async def neighborhood(
+        self, node: str, *, kind: str = "memory", depth: int = 1, direction: str = "both", types: Sequence[str] | None = None,
+        limit: int = 50, offset: int = 0, as_of: AsOf = None,
+    ) -> dict[str, Any]:
+        """One page of a memory's (graph edges) or an entity's (relations) neighbourhood: labelled nodes and the edges between them."""
+        params = _params(node=node, kind=kind, depth=depth, direction=direction, type=types, limit=limit, offset=offset, as_of=as_of)
+        return await self._read("GET", "/v1/graph/neighborhood", params=params)
+
+    # -- the explorer's reads --------------------------------------------------------------------
+
+    async def whoami(self) -> dict[str, Any]:
+        """The key's tenant, id, name and scopes."""
+        return await self._read("GET", "/v1/whoami")
+
+    async def timeline(self, *, limit: int = 500) -> dict[str, Any]:
+        """The tenant's commits (position, time, correlation id), evenly sampled beyond ``limit``."""
+        return await self._read("GET", "/v1/timeline", params=_params(limit=limit))
+
+    async def correlation_events(self, correlation_id: str, *, after: int = 0, limit: int = 200) -> dict[str, Any]:
+        """A page of what one correlation wrote, and the reverts of it."""
+        return await self._read("GET", "/v1/correlation", params=_params(correlation_id=correlation_id, after=after, limit=limit))
+
     # -- the log ---------------------------------------------------------------------------------
 
     async def list_events(self, *, after: int = 0, limit: int = 100, types: Sequence[str] | None = None, stream: str | None = None, correlation_id: str | None = None, as_of: int | None = None) -> dict[str, Any]:

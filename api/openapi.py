@@ -16,6 +16,7 @@ _CHOICES = re.compile(r"^\w+(\|\w+)+$")
 
 
 def openapi_document(routes, version: str) -> dict[str, Any]:
+    routes = [r for r in routes if r.in_openapi]
     types = {ErrorEnvelope}
     for r in routes:
         if r.request is not None:

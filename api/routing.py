@@ -40,6 +40,7 @@ class Route(msgspec.Struct, frozen=True):
     body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
     statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
     media_type: str = "application/json"  # of its success answers
+    in_openapi: bool = True  # False: a file of a page (the explorer), not an API operation; still in docs/reference.md
 
 
 class RouteTable:
@@ -50,10 +51,10 @@ class RouteTable:
 
     def route(
         self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,),
-        media_type: str = "application/json",
+        media_type: str = "application/json", in_openapi: bool = True,
     ):
         def decorate(handler):
-            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type))
+            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type, in_openapi))
             return handler
 
         return decorate

@@ -15,7 +15,7 @@ from hashlib import sha256
 from datetime import datetime, timezone
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Engine, and_, bindparam, false, func, select
+from sqlalchemy import Connection, Engine, Integer, and_, bindparam, false, func, literal, select
 
 from . import dialects
 from .chain import CANONICAL_FIELDS, GENESIS_HASH, StoredRow, canonical_encoder
@@ -599,6 +599,52 @@ class SQLRecorder:
         )
         with self.reader.connect() as conn:
             return [tuple(row) for row in conn.execute(query)]
+
+    def tenant_commits(self, tenant: str, limit: int) -> tuple[int, list[tuple[int, int, str | None, str]]]:
+        """The tenant's commits as ``(count, [(first, last, correlation_id, recorded_at), …])`` in log order.
+
+        A commit is one ``event_spans`` row (a run of one append's events with
+        the same correlation id). With more than ``limit`` of them, at most
+        ``limit`` are returned, spread evenly over the tenant's positions, the
+        first and the latest always among them: each is the first commit at
+        or after one of ``limit`` evenly spaced positions, one seek in the
+        spans' tenant index, so the cost follows ``limit``, not the count.
+        """
+        spans = event_spans.c
+        limit = max(int(limit), 2)
+        with self.reader.begin() as conn:
+            ends = conn.execute(
+                select(func.count(), func.min(spans.last_position), func.max(spans.last_position)).where(spans.tenant == tenant)
+            ).first()
+            count, first, last = ends[0] or 0, ends[1], ends[2]
+            if count == 0:
+                return 0, []
+            details = (spans.first_position, spans.last_position, spans.correlation_id, events.c.recorded_at)
+            if count <= limit:
+                query = (
+                    select(*details)
+                    .join(events, events.c.position == spans.last_position)
+                    .where(spans.tenant == tenant)
+                    .order_by(spans.last_position)
+                )
+                return count, [tuple(row) for row in conn.execute(query)]
+            steps = select(literal(0, Integer).label("i")).cte("steps", recursive=True)
+            steps = steps.union_all(select((steps.c.i + 1).label("i")).where(steps.c.i + 1 < limit))
+            at = event_spans.alias("at")
+            target = first + (steps.c.i * (last - first)) // (limit - 1)
+            pick = select(func.min(at.c.last_position)).where(at.c.tenant == tenant, at.c.last_position >= target).correlate(steps).scalar_subquery()
+            picked = sorted({p for (p,) in conn.execute(select(pick).select_from(steps)) if p is not None})
+            rows: list[tuple[int, int, str | None, str]] = []
+            for start in range(0, len(picked), 500):  # the commits' details, by primary keys and the tenant index
+                chunk = picked[start : start + 500]
+                query = (
+                    select(*details)
+                    .join(events, events.c.position == spans.last_position)
+                    .where(spans.tenant == tenant, spans.last_position.in_(chunk))
+                    .order_by(spans.last_position)
+                )
+                rows += [tuple(row) for row in conn.execute(query)]
+            return count, rows
 
     def counts(self) -> dict[str, object]:
         with self.reader.connect() as conn:

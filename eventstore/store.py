@@ -80,6 +80,15 @@ class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False):
         }
 
 
+class Commit(msgspec.Struct, frozen=True):
+    """One append's run of a tenant's events under one correlation id: positions ``first_position..position``."""
+
+    first_position: int
+    position: int
+    correlation_id: str | None
+    recorded_at: str  # of its last event (UTC, as stored)
+
+
 class AppendResult(msgspec.Struct, frozen=True):
     first_position: int
     last_position: int
@@ -450,6 +459,15 @@ class EventStore:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
         return self._recorder.position_at(moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+    def tenant_commits(self, tenant: str, limit: int = 500) -> tuple[int, list[Commit]]:
+        """How many commits (runs of one append's events, one correlation id) the tenant has, and up to about ``limit`` of them.
+
+        Beyond ``limit`` they are an even sample in log order, the latest
+        always included: marks for a timeline over the tenant's history.
+        """
+        count, rows = self._recorder.tenant_commits(tenant, limit)
+        return count, [Commit(first, last, correlation, recorded_at) for first, last, correlation, recorded_at in rows]
 
     def stats(self) -> dict[str, object]:
         stats = self._recorder.counts()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable, NamedTuple
 
-from . import bench_append, bench_graph, bench_ingest, bench_mcp, bench_rebuild, bench_recall, organize_cmds
+from . import bench_append, bench_explorer, bench_graph, bench_ingest, bench_mcp, bench_rebuild, bench_recall, organize_cmds
 from .common import add_command
 
 
@@ -28,6 +28,7 @@ BENCHES: dict[str, Bench] = {
     "graph": Bench(bench_graph.HELP, bench_graph.add_args, bench_graph.run),
     "mcp": Bench(bench_mcp.HELP, bench_mcp.add_args, bench_mcp.run),
     "ingest": Bench(bench_ingest.HELP, bench_ingest.add_args, bench_ingest.run),
+    "explorer": Bench(bench_explorer.HELP, bench_explorer.add_args, bench_explorer.run),
     "organize": Bench(
         "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall",
         organize_cmds.add_bench_args,

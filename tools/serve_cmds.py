@@ -48,6 +48,8 @@ Try it:
          -H 'Content-Type: application/json' -d '{{"memory": {{"memory": "I moved to Lisbon in May", "key": "home city"}}}}'
     curl -s -X POST {url}/v1/recall -H 'Authorization: Bearer {secret}' \\
          -H 'Content-Type: application/json' -d '{{"query": "which city did I move to?"}}'
+
+Or browse it at {url}/explorer (sign in with the key).
 """,
         flush=True,
     )

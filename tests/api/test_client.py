@@ -22,7 +22,7 @@ from mnemolog.api.schemas_knowledge import EntityIn
 from tests.api.client_support import CuttingProxy, live_server
 
 #: Read methods that answer about the log's metadata or the server, not about stored memories: no history to travel in.
-NOT_HISTORICAL = {"health", "capabilities", "openapi", "digest", "verify", "organizer_status", "stream_events"}
+NOT_HISTORICAL = {"health", "capabilities", "openapi", "digest", "verify", "organizer_status", "stream_events", "whoami", "timeline", "correlation_events"}
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +170,10 @@ async def test_every_method_against_a_live_server(live, tmp_path):
             await client.get_entity("grace")
 
         await client.revert(moved.correlation_id, force=True)
+        assert (await client.correlation_events(moved.correlation_id))["reverted_by"]
+        assert "read" in (await client.whoami())["scopes"]
+        assert (await client.timeline(limit=2))["sampled"] is True
+        assert (await client.neighborhood(ada, as_of=before))["nodes"][0]["id"] == ada
 
     async with MnemologClient(live.url, api_key=live.scratch) as scratch_raw:
         scratch_client = Recording(scratch_raw)

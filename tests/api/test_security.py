@@ -377,7 +377,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
         assert secret, lines
         banner = "\n".join(lines)
         url = f"http://127.0.0.1:{port}"
-        assert f"{url}/v1/memories" in banner and f"{url}/v1/recall" in banner
+        assert f"{url}/v1/memories" in banner and f"{url}/v1/recall" in banner and f"{url}/explorer" in banner
 
         async with MnemologClient(url, api_key=secret, timeout=10) as client:
             health = None

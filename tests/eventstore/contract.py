@@ -290,6 +290,23 @@ class EventStoreContract:
         store.append("m3", notes("c"), tenant="beta", metadata=Metadata(correlation_id="c1"))  # 5
         store.append("m2", notes("d", "e"), tenant="beta")  # 6, 7
 
+    def test_tenant_commits_mark_each_append_of_a_tenant_and_sample_evenly(self, store):
+        self._mixed_log(store)
+        count, commits = store.tenant_commits("beta")
+        assert count == 3
+        assert [(c.first_position, c.position, c.correlation_id) for c in commits] == [(3, 3, "c2"), (5, 5, "c1"), (6, 7, None)]
+        times = {r.position: r.to_dict()["recorded_at"] for r in store.read_all()}
+        assert [c.recorded_at for c in commits] == [times[3], times[5], times[7]]
+        assert store.tenant_commits("nobody") == (0, [])
+        for i in range(20):
+            store.append(f"x{i}", notes("n"), tenant="many")
+        for limit in range(2, 23):
+            count, commits = store.tenant_commits("many", limit)
+            marks = [c.position for c in commits]
+            assert count == 20 and min(limit, 20) // 2 < len(marks) <= min(limit, 20), (limit, marks)
+            assert limit < 20 or marks == list(range(8, 28))
+            assert marks[0] == 8 and marks[-1] == 27 and marks == sorted(set(marks))
+
     def test_read_all_filters(self, store):
         self._mixed_log(store)
         pos = lambda recorded: [r.position for r in recorded]  # noqa: E731

@@ -17,7 +17,7 @@ SMALL_GRAPH = ["--relations", "2000", "--entities", "500", "--queries", "10", "-
 
 
 def test_every_bench_is_in_the_one_registry_and_on_the_command_line():
-    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize", "ingest"}
+    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize", "ingest", "explorer"}
     # A fresh interpreter: the commands come from the list, not from what happened to be imported first.
     listing = subprocess.run(
         [sys.executable, "-c", "from mnemolog.tools import cli; cli.main(['bench', '--help'])"],

@@ -1,0 +1,150 @@
+"""What the explorer page reads beyond the other routes: who the key is, the timeline, a neighbourhood page, a correlation.
+
+Plain functions run in a reader thread, like :mod:`mnemolog.api.operations`:
+each takes the service and the caller's tenant and returns the JSON-ready
+answer. ``as_of`` is resolved by the service (a position or an ISO-8601 time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import NotFound
+from mnemolog.projections.service import MemoryService
+
+from .auth import SCOPES, ApiKey
+
+
+def whoami(key: ApiKey | None, tenant: str, *, auth: bool) -> dict[str, Any]:
+    """The key's tenant and scopes (every scope when the server runs without auth), never its secret."""
+    if key is None:
+        return {"auth": auth, "tenant": tenant, "key_id": None, "name": None, "scopes": list(SCOPES)}
+    scopes = list(SCOPES) if "admin" in key.scopes else [s for s in SCOPES if s in key.scopes]
+    return {"auth": auth, "tenant": tenant, "key_id": key.key_id, "name": key.name, "scopes": scopes}
+
+
+def timeline(svc: MemoryService, tenant: str, limit: int) -> dict[str, Any]:
+    """The tenant's commits as marks for a slider over positions and times (an even sample beyond ``limit``)."""
+    head = svc.store.last_position()
+    count, commits = svc.store.tenant_commits(tenant, limit)
+    return {
+        "tenant": tenant,
+        "head_position": head,
+        "commits": count,
+        "sampled": len(commits) < count,
+        "marks": [msgspec.structs.asdict(m) for m in commits],
+    }
+
+
+def neighborhood(
+    svc: MemoryService,
+    tenant: str,
+    node: str,
+    kind: str,
+    depth: int,
+    direction: str,
+    types: list[str] | None,
+    limit: int,
+    offset: int,
+    as_of: Any,
+) -> dict[str, Any]:
+    """One page of a node's neighbourhood, ready to draw: the nodes (seed first) with labels, and the edges between them.
+
+    ``kind`` memory walks the graph's edges (a BFS over memories and the
+    nodes they link to); ``entity`` walks the entities' relations. Nodes
+    come in BFS order, ``limit`` a page from ``offset``; the BFS stops one
+    node past the page, so a page costs what its nodes cost, however big the
+    neighbourhood.
+    """
+    position = svc.resolve_as_of(as_of)
+    if kind == "entity":
+        seed = svc.knowledge.get(tenant, node, as_of=position)
+        if seed is None:
+            raise NotFound("entity", node)
+        reached_all = svc.knowledge.related(tenant, node, depth, direction, types, as_of=position)
+        total: int | None = len(reached_all)
+        page = reached_all[offset : offset + limit]
+        more = offset + limit < len(reached_all)
+        shown = [node, *(r.id for r in page)]
+        visible = set(shown)
+        edges = {}
+        for r in page:
+            for rel in r.path:
+                if rel.source_id in visible and rel.target_id in visible:
+                    key = f"{rel.source_id}|{rel.relation_type}|{rel.target_id}"
+                    edges[key] = {"id": key, "source": rel.source_id, "target": rel.target_id, "type": rel.relation_type, "weight": rel.weight}
+        edge_list = list(edges.values())
+        placed = [{"id": r.id, "depth": r.depth, "score": r.score} for r in page]
+    else:
+        seed_memory = svc.graph.memory(tenant, node, as_of=position)
+        reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=offset + limit + 1)
+        if seed_memory is None and not reached:
+            raise NotFound("memory", node)
+        page = reached[offset : offset + limit]
+        more = len(reached) > offset + limit
+        total = None if more else len(reached)
+        shown = [node, *(r.node for r in page)]
+        edge_list = [
+            {"id": e.edge_id, "source": e.source, "target": e.target, "type": e.edge_type, "weight": e.weight}
+            for e in svc.graph.edges_between(tenant, shown, as_of=position)[: 8 * limit]
+        ]
+        placed = [{"id": r.node, "depth": r.depth, "score": r.score} for r in page]
+    memories = svc.graph.memories(tenant, shown, as_of=position)
+    entities = svc.knowledge.many(tenant, [n for n in shown if n not in memories], as_of=position)
+
+    def describe(node_id: str) -> dict[str, Any]:
+        if node_id in memories:
+            m = memories[node_id]
+            return {"kind": "memory", "label": m.memory, "status": m.status, "version": m.version}
+        if node_id in entities:
+            e = entities[node_id]
+            return {"kind": "entity", "label": e.name, "entity_type": e.entity_type}
+        return {"kind": "node", "label": node_id}
+
+    nodes = [{"id": node, "depth": 0, "score": 1.0, **describe(node)}, *({**p, **describe(p["id"])} for p in placed)]
+    return {
+        "node": node,
+        "kind": kind,
+        "as_of": position,
+        "depth": depth,
+        "direction": direction,
+        "offset": offset,
+        "limit": limit,
+        "total": total,
+        "more": more,
+        "next_offset": offset + len(page) if more else None,
+        "nodes": nodes,
+        "edges": edge_list,
+    }
+
+
+def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int, limit: int) -> dict[str, Any]:
+    """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it."""
+    found = svc.store.read_all(after, limit + 1, tenant=tenant, correlation_id=correlation_id)
+    if not found and after == 0:
+        raise NotFound("correlation", correlation_id)
+    page = found[:limit]
+    reverted_by = [
+        {
+            "position": r.position,
+            "recorded_at": r.to_dict()["recorded_at"],
+            "correlation_id": r.metadata.correlation_id,
+            "actor": r.metadata.actor,
+            "forced": r.event.forced,
+            "reverted": len(r.event.reverted_positions),
+        }
+        for r in svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
+        if r.event.correlation_id == correlation_id
+    ]
+    reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
+    return {
+        "correlation_id": correlation_id,
+        "events": [r.to_dict() for r in page],
+        "more": len(found) > limit,
+        "next_after": page[-1].position if page else after,
+        "reverted_by": reverted_by,
+        "reverts": reverts,
+    }

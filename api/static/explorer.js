@@ -1,0 +1,437 @@
+// mnemolog explorer: recall, a neighbourhood graph, history with diffs, one correlation, all as of any moment.
+// No library, no build step. Data is only ever rendered as text (text nodes, never parsed as markup), and the
+// API key stays in sessionStorage: it is sent as "Authorization: Bearer" on every data call.
+
+const KEY = "mnemolog.explorer.key";
+const TENANT = "mnemolog.explorer.tenant";
+const SVG = "http://www.w3.org/2000/svg";
+const PAGE = 40; // nodes per neighbourhood page
+
+const state = {
+  scopes: [],
+  marks: [],
+  asOf: null, // null: the head
+  query: "",
+  graph: null, // {node, kind, offset}
+  historyId: null,
+  correlationId: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+// -- DOM helpers: text only --------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (value !== null && value !== undefined && value !== false) node.setAttribute(name, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function linkButton(label, action, extra = {}) {
+  return el("button", { type: "button", class: "link", onclick: action, ...extra }, label);
+}
+
+function shorten(text, n) {
+  const s = String(text ?? "");
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+function status(message, error = false) {
+  const line = $("status");
+  line.textContent = message;
+  line.classList.toggle("error", error);
+}
+
+// -- the API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {}
+
+async function api(path, { method = "GET", body = undefined, params = {} } = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [name, value] of Object.entries(params)) {
+    if (value === null || value === undefined || value === "") continue;
+    for (const one of Array.isArray(value) ? value : [value]) url.searchParams.append(name, String(one));
+  }
+  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` };
+  const tenant = sessionStorage.getItem(TENANT);
+  if (tenant) headers["X-Mnemolog-Tenant"] = tenant;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const e = data.error || {};
+    throw new ApiError(`${response.status} ${e.code || ""}: ${e.message || response.statusText}${e.field ? ` (${e.field})` : ""}`);
+  }
+  return data;
+}
+
+// Runs one step of the page, reporting on the status line how long it took or what went wrong; a message
+// the step returns replaces the timing.
+async function guarded(what, fn) {
+  try {
+    const began = performance.now();
+    const message = await fn();
+    status(message || `${what} (${Math.round(performance.now() - began)} ms)`);
+  } catch (error) {
+    status(`${what}: ${error.message}`, true);
+  }
+}
+
+// -- sign-in -----------------------------------------------------------------------------------
+
+async function signIn() {
+  const me = await api("/v1/whoami");
+  state.scopes = me.scopes;
+  $("who").textContent = `tenant ${me.tenant} · ${me.scopes.join(", ")}${me.name ? ` · ${me.name}` : ""}`;
+  $("signin").hidden = true;
+  $("identity").hidden = false;
+  $("timeline").hidden = false;
+  $("views").hidden = false;
+  await loadTimeline();
+}
+
+function signOut() {
+  sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(TENANT);
+  window.location.reload();
+}
+
+// -- the timeline: a slider over the tenant's commits ------------------------------------------------
+
+async function loadTimeline() {
+  const timeline = await api("/v1/timeline", { params: { limit: 1000 } });
+  state.marks = timeline.marks;
+  const slider = $("slider");
+  slider.max = String(Math.max(state.marks.length - 1, 0));
+  slider.disabled = state.marks.length === 0;
+  if (state.asOf === null) slider.value = slider.max;
+  showMoment(timeline);
+}
+
+function showMoment(timeline = null) {
+  const out = $("moment");
+  if (state.asOf === null) {
+    const last = state.marks[state.marks.length - 1];
+    out.textContent = last ? `head · position ${last.position} · ${last.recorded_at}` : "head · no events yet";
+    return;
+  }
+  const mark = state.marks[Number($("slider").value)];
+  out.textContent = `as of position ${mark.position} · ${mark.recorded_at} · ${mark.correlation_id || "no correlation"}`;
+}
+
+let redrawTimer = null;
+
+function moveSlider() {
+  const i = Number($("slider").value);
+  state.asOf = i >= state.marks.length - 1 ? null : state.marks[i].position;
+  showMoment();
+  clearTimeout(redrawTimer);
+  redrawTimer = setTimeout(redrawAll, 120);
+}
+
+async function backToNow() {
+  state.asOf = null;
+  await guarded("timeline", loadTimeline);
+  await redrawAll();
+}
+
+// Every open view, as of the slider's moment: the calls go out together.
+async function redrawAll() {
+  const asOf = state.asOf;
+  await Promise.all([
+    state.query ? guarded("recall", search) : null,
+    state.graph ? guarded("neighbourhood", drawGraph) : null,
+    state.historyId ? guarded("history", showHistory) : null,
+    state.correlationId ? guarded("correlation", showCorrelation) : null,
+  ]);
+  if (asOf === state.asOf) document.body.dataset.asOf = asOf === null ? "head" : String(asOf);
+}
+
+// -- recall with its explanation -----------------------------------------------------------------
+
+async function search() {
+  const asOf = state.asOf;
+  const answer = await api("/v1/recall", { method: "POST", body: { query: state.query, limit: 10, as_of: asOf } });
+  if (asOf !== state.asOf) return; // the slider moved on: a newer call draws
+  const channels = Object.entries(answer.channels).map(([name, c]) => `${name}: ${c.status}${c.status === "ok" ? ` ${c.count}` : ""}`);
+  $("search-info").textContent = `${answer.hits.length} results · ${answer.fusion} fusion · ${channels.join(" · ")}${answer.degraded ? " · degraded" : ""}` +
+    (answer.as_of !== null ? ` · as of ${answer.as_of}` : "");
+  $("results").replaceChildren(...answer.hits.map(hitItem));
+  $("relationships").replaceChildren(
+    ...answer.relationships.slice(0, 20).map((r) => el("li", { class: "meta" }, `${r.kind}: ${r.a} ↔ ${r.b}${r.detail && r.detail.edge_type ? ` (${r.detail.edge_type})` : ""}`)),
+  );
+}
+
+function hitItem(hit) {
+  const m = hit.memory;
+  const why = Object.entries(hit.channels).map(([name, c]) => el("span", { class: "chip" }, `${name} #${c.rank} (${Number(c.score).toPrecision(3)})`));
+  const extra = [];
+  const priors = Object.entries(hit.priors || {});
+  if (priors.length) extra.push(`priors ${priors.map(([k, v]) => `${k}×${v}`).join(", ")}`);
+  if (hit.graph_path && hit.graph_path.length) extra.push(`path ${hit.graph_path.join(" → ")}`);
+  if (hit.context && hit.context.length) extra.push(`context ${hit.context.map((c) => `${c.relation} ${c.source} +${c.amount.toFixed(3)}`).join(", ")}`);
+  return el(
+    "li",
+    { class: "hit", "data-id": hit.id },
+    el("div", { class: "text" }, m.memory),
+    el("div", { class: "why" }, why, extra.length ? el("span", { class: "meta" }, extra.join(" · ")) : null),
+    el(
+      "div",
+      { class: "meta" },
+      `${hit.id} · v${m.version} · ${m.status} · score ${hit.score.toFixed(4)} `,
+      linkButton("history", () => openHistory(hit.id), { "data-action": "history" }),
+      linkButton("graph", () => openGraph(hit.id, "memory"), { "data-action": "graph" }),
+    ),
+  );
+}
+
+// -- the neighbourhood graph ---------------------------------------------------------------------
+
+function openGraph(node, kind) {
+  state.graph = { node, kind, offset: 0 };
+  $("node").value = node;
+  $("kind").value = kind;
+  return guarded("neighbourhood", drawGraph);
+}
+
+async function drawGraph() {
+  const g = state.graph;
+  const asOf = state.asOf;
+  const types = $("types").value.split(",").map((t) => t.trim()).filter(Boolean);
+  const page = await api("/v1/graph/neighborhood", {
+    params: { node: g.node, kind: g.kind, depth: $("depth").value, direction: $("direction").value, type: types, limit: PAGE, offset: g.offset, as_of: asOf },
+  });
+  if (asOf !== state.asOf || g !== state.graph) return;
+  const shown = page.nodes.length - 1;
+  const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
+  $("graph-info").textContent = `${page.kind} ${page.node}: nodes ${page.offset + 1}–${page.offset + shown} of ${total} · ${page.edges.length} edges` +
+    (page.as_of !== null ? ` · as of ${page.as_of}` : "");
+  $("graph-prev").disabled = page.offset === 0;
+  $("graph-next").disabled = !page.more;
+  render(page);
+}
+
+// A deterministic layout: the seed in the middle, each BFS depth on its own ring, nodes in BFS order around it.
+function layout(nodes) {
+  const byDepth = new Map();
+  for (const n of nodes) {
+    if (!byDepth.has(n.depth)) byDepth.set(n.depth, []);
+    byDepth.get(n.depth).push(n);
+  }
+  const rings = [...byDepth.keys()].filter((d) => d > 0).sort((a, b) => a - b);
+  const step = rings.length ? 210 / rings.length : 0;
+  const at = new Map();
+  for (const n of byDepth.get(0) || []) at.set(n.id, [320, 240]);
+  rings.forEach((depth, ring) => {
+    const members = byDepth.get(depth);
+    const radius = step * (ring + 1);
+    members.forEach((n, i) => {
+      const angle = (2 * Math.PI * i) / members.length + ring * 0.35 - Math.PI / 2;
+      at.set(n.id, [320 + radius * Math.cos(angle) * 1.35, 240 + radius * Math.sin(angle)]);
+    });
+  });
+  return at;
+}
+
+function render(page) {
+  const at = layout(page.nodes);
+  const drawing = $("graph");
+  const parts = [];
+  for (const e of page.edges) {
+    const a = at.get(e.source);
+    const b = at.get(e.target);
+    if (!a || !b) continue;
+    const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1] });
+    line.append(svg("title", {}, `${e.type} ${e.source} → ${e.target} (weight ${e.weight})`));
+    parts.push(line, svg("text", { x: (a[0] + b[0]) / 2, y: (a[1] + b[1]) / 2, class: "edge" }, e.type));
+  }
+  page.nodes.forEach((n, i) => {
+    const [x, y] = at.get(n.id);
+    const dot = svg("circle", { cx: x, cy: y, r: i === 0 ? 9 : 6, class: `${n.kind}${i === 0 ? " seed" : ""}`, "data-id": n.id });
+    dot.append(svg("title", {}, `${n.id}\n${n.label}`));
+    dot.addEventListener("click", () => openGraph(n.id, n.kind === "entity" ? "entity" : state.graph.kind === "entity" ? "entity" : "memory"));
+    parts.push(dot, svg("text", { x: x + 9, y: y + 3 }, shorten(n.label, 28)));
+  });
+  drawing.replaceChildren(...parts);
+  $("graph-nodes").replaceChildren(
+    ...page.nodes.map((n) =>
+      el(
+        "li",
+        { class: "meta" },
+        `${n.kind} ${n.id} (depth ${n.depth}): `,
+        el("span", { class: "text" }, shorten(n.label, 120)),
+        " ",
+        n.kind === "memory" ? linkButton("history", () => openHistory(n.id)) : null,
+      ),
+    ),
+  );
+}
+
+function graphPage(delta) {
+  state.graph.offset = Math.max(0, state.graph.offset + delta * PAGE);
+  return guarded("neighbourhood", drawGraph);
+}
+
+// -- history with a word-level diff --------------------------------------------------------------
+
+function openHistory(id) {
+  state.historyId = id;
+  return guarded("history", showHistory);
+}
+
+async function showHistory() {
+  const id = state.historyId;
+  $("history-id").textContent = id;
+  const asOf = state.asOf;
+  const answer = await api(`/v1/memories/${encodeURIComponent(id)}/history`, { params: { as_of: asOf } });
+  if (asOf !== state.asOf || id !== state.historyId) return;
+  const items = answer.versions.map((v, i) => {
+    const before = i > 0 ? answer.versions[i - 1].memory : "";
+    return el(
+      "li",
+      { class: "version", "data-version": v.version },
+      el("div", { class: "meta" },
+        `v${v.version} · ${v.event_type} · position ${v.position} · ${v.recorded_at} · ${v.status} · actor ${v.actor || "?"} · correlation `,
+        v.correlation_id ? linkButton(v.correlation_id, () => openCorrelation(v.correlation_id), { "data-action": "correlation" }) : "none"),
+      v.reason ? el("div", { class: "why" }, `reason: ${v.reason}`) : null,
+      el("div", { class: "text diff" }, diffWords(before, v.memory)),
+    );
+  });
+  $("history").replaceChildren(...items.reverse());
+}
+
+// Word-level diff (longest common subsequence over words and the spaces between them), as ins/del nodes.
+function diffWords(before, after) {
+  const a = before ? before.split(/(\s+)/).filter((t) => t !== "") : [];
+  const b = after ? after.split(/(\s+)/).filter((t) => t !== "") : [];
+  if (a.length * b.length > 4_000_000) return [el("del", {}, before), el("ins", {}, after)];
+  const table = Array.from({ length: a.length + 1 }, () => new Uint32Array(b.length + 1));
+  for (let i = a.length - 1; i >= 0; i--)
+    for (let j = b.length - 1; j >= 0; j--)
+      table[i][j] = a[i] === b[j] ? table[i + 1][j + 1] + 1 : Math.max(table[i + 1][j], table[i][j + 1]);
+  const out = [];
+  const push = (kind, text) => {
+    const last = out[out.length - 1];
+    if (last && last.kind === kind) last.text += text;
+    else out.push({ kind, text });
+  };
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) { push("same", a[i]); i++; j++; }
+    else if (i < a.length && (j >= b.length || table[i + 1][j] >= table[i][j + 1])) { push("del", a[i]); i++; }
+    else { push("ins", b[j]); j++; }
+  }
+  return out.map((part) => (part.kind === "same" ? document.createTextNode(part.text) : el(part.kind, {}, part.text)));
+}
+
+// -- one correlation, and its revert behind a confirmation ----------------------------------------
+
+function openCorrelation(id) {
+  state.correlationId = id;
+  $("correlation-id").value = id;
+  return guarded("correlation", showCorrelation);
+}
+
+function eventSummary(e) {
+  const p = e.payload || {};
+  const text = p.content?.memory ?? p.memory ?? p.name ?? p.text ?? p.reason ?? p.correlation_id ?? "";
+  return shorten(typeof text === "string" ? text : JSON.stringify(text), 160);
+}
+
+async function showCorrelation() {
+  const id = state.correlationId;
+  const answer = await api("/v1/correlation", { params: { correlation_id: id, limit: 500 } });
+  const reverted = answer.reverted_by.map((r) => `reverted at position ${r.position} by ${r.actor || "?"} (${r.correlation_id})`);
+  $("correlation-info").textContent = `${answer.events.length}${answer.more ? "+" : ""} events` +
+    (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted");
+  $("correlation-events").tBodies[0].replaceChildren(
+    ...answer.events.map((e) =>
+      el("tr", { class: state.asOf !== null && e.position > state.asOf ? "later" : "" },
+        el("td", {}, e.position), el("td", {}, e.recorded_at), el("td", {}, e.type), el("td", {}, e.stream_id),
+        el("td", {}, e.metadata.actor || ""), el("td", { class: "text" }, eventSummary(e))),
+    ),
+  );
+  const canWrite = state.scopes.includes("write");
+  $("revert").hidden = !(canWrite && answer.reverted_by.length === 0 && !answer.reverts && answer.events.length > 0);
+}
+
+async function askRevert() {
+  const id = state.correlationId;
+  const preview = await api("/v1/reverts", { method: "POST", body: { correlation_id: id, dry_run: true } });
+  const d = preview.data || {};
+  $("confirm-id").textContent = id;
+  $("confirm-text").textContent = d.already_reverted
+    ? "It was already reverted."
+    : `${d.would_revert ?? 0} events would be compensated, touching ${preview.memory_ids.length} memories` +
+      (d.conflicts && d.conflicts.length ? `; later changes conflict: ${d.conflicts.join("; ")} (it will be refused)` : ".");
+  $("confirm-revert").showModal();
+}
+
+async function confirmRevert(event) {
+  event.preventDefault();
+  $("confirm-revert").close();
+  const id = state.correlationId;
+  await guarded(`revert of ${id}`, async () => {
+    const done = await api("/v1/reverts", { method: "POST", body: { correlation_id: id } });
+    await loadTimeline();
+    await redrawAll();
+    return `reverted ${id}: ${done.data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`;
+  });
+}
+
+// -- wiring ----------------------------------------------------------------------------------------
+
+function start() {
+  $("signin").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY, $("key").value.trim());
+    const tenant = $("tenant").value.trim();
+    if (tenant) sessionStorage.setItem(TENANT, tenant);
+    else sessionStorage.removeItem(TENANT);
+    $("key").value = "";
+    await guarded("signed in", signIn);
+    if ($("identity").hidden) sessionStorage.removeItem(KEY); // refused: keep nothing
+  });
+  $("signout").addEventListener("click", signOut);
+  $("slider").addEventListener("input", moveSlider);
+  $("now").addEventListener("click", backToNow);
+  $("search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.query = $("query").value.trim();
+    if (state.query) guarded("recall", search);
+  });
+  $("graph-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const node = $("node").value.trim();
+    if (node) openGraph(node, $("kind").value);
+  });
+  $("graph-prev").addEventListener("click", () => graphPage(-1));
+  $("graph-next").addEventListener("click", () => graphPage(1));
+  $("correlation-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = $("correlation-id").value.trim();
+    if (id) openCorrelation(id);
+  });
+  $("revert").addEventListener("click", () => guarded("revert preview", askRevert));
+  $("confirm-ok").addEventListener("click", confirmRevert);
+  if (sessionStorage.getItem(KEY)) guarded("signed in", signIn);
+  document.body.dataset.ready = "yes";
+}
+
+start();

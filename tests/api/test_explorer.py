@@ -1,0 +1,218 @@
+"""The explorer's page and its reads over real HTTP: whoami, the timeline, neighbourhood pages, a correlation."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+from mnemolog.api import routes_explorer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def post(raw, path, body, headers=None):
+    response = await raw.post(path, json=body, headers=headers or {})
+    assert response.status in (200, 201), await response.text()
+    return await response.json()
+
+
+async def get(raw, path, status=200, headers=None, **params):
+    response = await raw.get(path, params={k: v for k, v in params.items() if v is not None}, headers=headers or {})
+    body = await response.json()
+    assert response.status == status, body
+    return body
+
+
+async def add(raw, text, correlation=None):
+    headers = {"X-Correlation-Id": correlation} if correlation else {}
+    return await post(raw, "/v1/memories", {"memory": {"memory": text}}, headers)
+
+
+# -- the page --------------------------------------------------------------------------------------
+
+
+async def test_the_page_and_its_assets_load_without_a_key_under_a_strict_policy(start):
+    api = await start(auth=True)
+    for path, filename, media in routes_explorer.ASSETS:
+        response = await api.raw.get(path)
+        assert response.status == 200, path
+        assert response.content_type == media
+        policy = response.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy and "connect-src 'self'" in policy
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy and "http" not in policy
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert await response.read() == (routes_explorer.STATIC / filename).read_bytes()
+    # The data calls need the key.
+    assert (await api.raw.get("/v1/whoami")).status == 401
+    assert (await api.raw.get("/v1/timeline")).status == 401
+
+
+def test_the_page_renders_data_as_text_only_and_loads_nothing_from_elsewhere():
+    script = (routes_explorer.STATIC / "explorer.js").read_text()
+    page = (routes_explorer.STATIC / "explorer.html").read_text()
+    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert forbidden not in script, forbidden
+    assert "sessionStorage" in script and "localStorage" not in script
+    # Every asset the page names is served, from this origin only; no inline script or style.
+    assert set(re.findall(r'(?:src|href)="([^"]+)"', page)) == {p for p, f, _ in routes_explorer.ASSETS if not f.endswith(".html")}
+    assert "<style" not in page and "style=" not in page and re.search(r"<script(?![^>]*src=)", page) is None
+
+
+def test_the_package_ships_every_static_file():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["mnemolog.api"]
+    files = [p.relative_to(ROOT / "api").as_posix() for p in (ROOT / "api" / "static").iterdir()]
+    assert files and all(any(fnmatch(f, pattern) for pattern in patterns) for f in files), (files, patterns)
+    assert {f for _, f, _ in routes_explorer.ASSETS} == {Path(f).name for f in files}
+
+
+# -- whoami -------------------------------------------------------------------------------------------
+
+
+async def test_whoami_names_the_keys_tenant_and_scopes_never_its_secret(start):
+    api = await start(auth=True)
+    secret, record = api.keystore.create("acme", ["read"], name="auditor")
+    me = await get(api.raw, "/v1/whoami", headers={"Authorization": f"Bearer {secret}"})
+    assert me == {"auth": True, "tenant": "acme", "key_id": record.key_id, "name": "auditor", "scopes": ["read"]}
+    admin, _ = api.keystore.create("acme", ["admin"])
+    me = await get(api.raw, "/v1/whoami", headers={"Authorization": f"Bearer {admin}"})
+    assert me["scopes"] == ["read", "write", "admin"] and secret not in str(me) and admin not in str(me)
+    everyone, _ = api.keystore.create("*", ["read", "write"])
+    me = await get(api.raw, "/v1/whoami", headers={"Authorization": f"Bearer {everyone}", "X-Mnemolog-Tenant": "beta"})
+    assert me["tenant"] == "beta" and me["scopes"] == ["read", "write"]
+    bad = await get(api.raw, "/v1/whoami", status=401, headers={"Authorization": "Bearer mlk_nope"})
+    assert bad["error"]["field"] == "Authorization"
+
+
+async def test_whoami_without_auth_has_every_scope(api):
+    assert await get(api.raw, "/v1/whoami") == {"auth": False, "tenant": "default", "key_id": None, "name": None, "scopes": ["read", "write", "admin"]}
+
+
+# -- the timeline ---------------------------------------------------------------------------------
+
+
+async def test_the_timeline_marks_each_commit_of_the_tenant_with_its_time_and_correlation(api):
+    first = await add(api.raw, "one", "c-1")
+    await post(api.raw, "/v1/memories", {"memory": {"memory": "elsewhere"}}, {"X-Mnemolog-Tenant": "other"})
+    batch = await post(api.raw, "/v1/memories", {"memories": [{"memory": "two"}, {"memory": "three"}]}, {"X-Correlation-Id": "c-2"})
+    timeline = await get(api.raw, "/v1/timeline")
+    assert timeline["commits"] == 2 and not timeline["sampled"] and timeline["head_position"] == batch["positions"][-1]
+    assert [(m["first_position"], m["position"], m["correlation_id"]) for m in timeline["marks"]] == [
+        (first["positions"][0], first["positions"][-1], "c-1"),
+        (batch["positions"][0], batch["positions"][-1], "c-2"),
+    ]
+    times = [m["recorded_at"] for m in timeline["marks"]]
+    assert times == sorted(times) and all(t.endswith("Z") for t in times)
+    # Each mark's time maps back to its position (as_of by time and by position agree).
+    events = await get(api.raw, "/v1/events", as_of=times[0])
+    assert events["events"][-1]["position"] == first["positions"][-1]
+    empty = await get(api.raw, "/v1/timeline", headers={"X-Mnemolog-Tenant": "nobody"})
+    assert empty["commits"] == 0 and empty["marks"] == []
+
+
+async def test_a_sampled_timeline_stays_within_its_limit_and_keeps_both_ends(api):
+    positions = [(await add(api.raw, f"memory {i}"))["positions"][-1] for i in range(23)]
+    for limit in range(2, 26):
+        timeline = await get(api.raw, "/v1/timeline", limit=limit)
+        marks = [m["position"] for m in timeline["marks"]]
+        assert len(marks) <= limit and marks[0] == positions[0] and marks[-1] == positions[-1], (limit, marks)
+        assert marks == sorted(set(marks)) and set(marks) <= set(positions)
+        assert timeline["sampled"] == (limit < 23) and (limit < 23 or marks == positions)
+    bad = await get(api.raw, "/v1/timeline", status=422, limit=1)
+    assert bad["error"]["field"] == "limit"
+
+
+# -- neighbourhoods ---------------------------------------------------------------------------------
+
+
+async def star(raw, leaves: int):
+    """A hub memory linked to ``leaves`` memories; (hub, leaf ids in link order, the position before the last link)."""
+    hub = (await add(raw, "the hub"))["memory_ids"][0]
+    ids, before_last = [], 0
+    for i in range(leaves):
+        leaf = (await add(raw, f"leaf number {i}"))["memory_ids"][0]
+        done = await post(raw, "/v1/edges", {"source": hub, "target": leaf, "edge_type": "RELATED"})
+        before_last = done["positions"][0] - 1
+        ids.append(leaf)
+    return hub, ids, before_last
+
+
+async def test_a_memory_neighbourhood_comes_in_pages_that_cover_it_once(api):
+    hub, leaves, _ = await star(api.raw, 7)
+    seen, offset, pages = [], 0, 0
+    while offset is not None:
+        page = await get(api.raw, "/v1/graph/neighborhood", node=hub, limit=3, offset=offset)
+        assert page["nodes"][0] == {**page["nodes"][0], "id": hub, "depth": 0, "kind": "memory", "label": "the hub"}
+        rest = page["nodes"][1:]
+        assert len(rest) <= 3 and all(n["kind"] == "memory" and n["label"].startswith("leaf number") for n in rest)
+        assert {(e["source"], e["target"]) for e in page["edges"]} == {(hub, n["id"]) for n in rest}
+        seen += [n["id"] for n in rest]
+        offset, pages = page["next_offset"], pages + 1
+    assert sorted(seen) == sorted(leaves) and len(seen) == len(set(seen)) and pages == 3
+    assert page["total"] == 7 and not page["more"]
+
+
+async def test_a_neighbourhood_as_of_a_position_is_the_graph_of_then(api):
+    hub, leaves, before_last = await star(api.raw, 3)
+    then = await get(api.raw, "/v1/graph/neighborhood", node=hub, as_of=before_last, limit=10)
+    assert {n["id"] for n in then["nodes"][1:]} == set(leaves[:2]) and then["as_of"] == before_last
+    # Types filter, direction.
+    assert len((await get(api.raw, "/v1/graph/neighborhood", node=hub, type="FOLLOWS"))["nodes"]) == 1
+    assert len((await get(api.raw, "/v1/graph/neighborhood", node=hub, direction="in"))["nodes"]) == 1
+
+
+async def test_an_entity_neighbourhood_walks_relations_with_names(api):
+    for eid, name in (("ada", "Ada"), ("bob", "Bob"), ("cy", "Cy")):
+        await api.raw.put(f"/v1/entities/{eid}", json={"name": name, "entity_type": "person"})
+    await post(api.raw, "/v1/entities/ada/relations", {"target_id": "bob", "relation_type": "KNOWS"})
+    await post(api.raw, "/v1/entities/bob/relations", {"target_id": "cy", "relation_type": "WORKS_WITH", "weight": 0.5})
+    page = await get(api.raw, "/v1/graph/neighborhood", node="ada", kind="entity", depth=2, direction="out")
+    assert [(n["id"], n["label"], n["depth"]) for n in page["nodes"]] == [("ada", "Ada", 0), ("bob", "Bob", 1), ("cy", "Cy", 2)]
+    assert {(e["source"], e["type"], e["target"]) for e in page["edges"]} == {("ada", "KNOWS", "bob"), ("bob", "WORKS_WITH", "cy")}
+    assert page["total"] == 2
+    first = await get(api.raw, "/v1/graph/neighborhood", node="ada", kind="entity", depth=2, direction="out", limit=1)
+    assert [n["id"] for n in first["nodes"]] == ["ada", "bob"] and first["more"] and first["next_offset"] == 1
+    second = await get(api.raw, "/v1/graph/neighborhood", node="ada", kind="entity", depth=2, direction="out", limit=1, offset=1)
+    assert [n["id"] for n in second["nodes"]] == ["ada", "cy"] and second["edges"] == [] and not second["more"]
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [({}, "node"), ({"node": "x", "kind": "person"}, "kind"), ({"node": "x", "depth": 9}, "depth"), ({"node": "x", "direction": "up"}, "direction"),
+     ({"node": "x", "limit": 0}, "limit"), ({"node": "x", "offset": -1}, "offset"), ({"node": "x", "as_of": "yesterday"}, "as_of")],
+)
+async def test_a_bad_neighbourhood_request_names_its_field(api, params, field):
+    body = await get(api.raw, "/v1/graph/neighborhood", status=422, **params)
+    assert body["error"]["field"] == field
+
+
+async def test_an_unknown_node_is_not_found(api):
+    assert (await get(api.raw, "/v1/graph/neighborhood", status=404, node="nope"))["error"]["code"] == "not_found"
+    assert (await get(api.raw, "/v1/graph/neighborhood", status=404, node="nope", kind="entity"))["error"]["code"] == "not_found"
+
+
+# -- one correlation -----------------------------------------------------------------------------------
+
+
+async def test_a_correlation_lists_its_events_in_pages_and_the_revert_of_it(api):
+    batch = await post(api.raw, "/v1/memories", {"memories": [{"memory": f"imported {i}"} for i in range(5)]}, {"X-Correlation-Id": "import-1"})
+    await add(api.raw, "unrelated", "other")
+    seen = await get(api.raw, "/v1/correlation", correlation_id="import-1", limit=2)
+    assert [e["position"] for e in seen["events"]] == batch["positions"][:2] and seen["more"] and seen["next_after"] == batch["positions"][1]
+    rest = await get(api.raw, "/v1/correlation", correlation_id="import-1", after=seen["next_after"], limit=10)
+    assert [e["position"] for e in rest["events"]] == batch["positions"][2:] and not rest["more"]
+    assert all(e["metadata"]["correlation_id"] == "import-1" and e["type"] == "MemoryAdded" for e in seen["events"] + rest["events"])
+    assert seen["reverted_by"] == [] and seen["reverts"] is None
+    revert = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-1"})
+    after = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    [mark] = after["reverted_by"]
+    assert mark["correlation_id"] == "undo-1" and mark["reverted"] == 5 and mark["position"] in revert["positions"]
+    assert (await get(api.raw, "/v1/correlation", correlation_id="undo-1"))["reverts"] == "import-1"
+    # Another tenant sees none of it.
+    hidden = await get(api.raw, "/v1/correlation", correlation_id="import-1", status=404, headers={"X-Mnemolog-Tenant": "other"})
+    assert hidden["error"]["code"] == "not_found"
+    assert (await get(api.raw, "/v1/correlation", status=422))["error"]["field"] == "correlation_id"

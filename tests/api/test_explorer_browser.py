@@ -1,0 +1,195 @@
+"""The explorer in a real browser: headless Chromium, driven by selenium, against a live ``mnemolog serve`` on loopback.
+
+The server holds seeded data (a memory updated once, entities and a
+relation, a document import). The test signs in with a key, searches, moves
+the timeline slider to before the update and sees the old text, opens the
+memory's history and sees the word-level diff, opens the import's
+correlation and reverts it behind the confirmation (the button is offered
+to a key with write scope only), and leaves a screenshot in
+``test-artifacts/`` (kept by CI, ignored by git). The browser reaches
+nothing beyond loopback: background networking, updates and sync are off.
+
+Skipped, with the reason, only when Chromium or its driver cannot start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.serving import ROOT, create_key, serve
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
+from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ARTIFACTS = ROOT / "test-artifacts"
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--window-size=1400,1800",
+)
+
+
+def _binary(*names: str) -> str | None:
+    for name in names:
+        found = name if os.path.isabs(name) and os.access(name, os.X_OK) else shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = _binary("/usr/lib/chromium/chromium", "chromium", "chromium-browser", "google-chrome")
+    driver_path = _binary("/usr/bin/chromedriver", "chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-', dir=tmp_path)}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let selenium look for drivers on the network
+    try:
+        driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    except WebDriverException as exc:
+        pytest.skip(f"chromium could not start: {str(exc).splitlines()[0]}")
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def call(url: str, key: str, method: str, path: str, body=None, headers=None):
+    request = urllib.request.Request(
+        url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json", **(headers or {})},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def seed(url: str, key: str) -> dict:
+    added = call(url, key, "POST", "/v1/memories", {"memory": {"memory": "Ada lives in Porto near the river", "key": "home"}}, {"X-Correlation-Id": "seed-add"})
+    memory_id = added["memory_ids"][0]
+    call(url, key, "PATCH", f"/v1/memories/{memory_id}", {"memory": "Ada lives in Lisbon near the river", "reason": "she moved"}, {"X-Correlation-Id": "seed-update"})
+    for eid, name in (("ada", "Ada"), ("bob", "Bob")):
+        call(url, key, "PUT", f"/v1/entities/{eid}", {"name": name, "entity_type": "person"})
+    call(url, key, "POST", "/v1/entities/ada/relations", {"target_id": "bob", "relation_type": "KNOWS"})
+    doc = {"documents": [{"filename": "notes.md", "content": "# Harbour notes\n\nAda met Bob at the harbour by the river mouth."}]}
+    call(url, key, "POST", "/v1/import/documents", doc, {"X-Correlation-Id": "import-notes"})
+    return {"memory_id": memory_id, "added_at": added["positions"][-1]}
+
+
+def wait_for(driver, what: str, condition, timeout: float = 30):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
+    except TimeoutException:
+        status = driver.find_element(By.ID, "status").text
+        pytest.fail(f"timed out waiting for {what}; the page's status line says: {status!r}")
+
+
+def text_of(driver, element_id: str) -> str:
+    return driver.find_element(By.ID, element_id).text
+
+
+def sign_in(driver, url: str, key: str) -> None:
+    driver.get(url + "/explorer")
+    wait_for(driver, "the page's script", lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "yes")
+    driver.find_element(By.ID, "key").send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#signin button[type=submit]").click()
+    wait_for(driver, "the signed-in identity", lambda d: d.find_element(By.ID, "identity").is_displayed() and "tenant default" in text_of(d, "who"))
+    wait_for(driver, "the timeline", lambda d: d.find_element(By.ID, "slider").get_attribute("max") not in (None, "0"))
+
+
+def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path, browser):
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write")
+    reader = create_key(data_dir, "default", "read")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        seeded = seed(server.url, key)
+        driver = browser
+        # A wrong key is refused, and nothing of it is kept.
+        driver.get(server.url + "/explorer")
+        wait_for(driver, "the page's script", lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "yes")
+        driver.find_element(By.ID, "key").send_keys("mlk_not_a_key", Keys.ENTER)
+        wait_for(driver, "the refusal", lambda d: "401 unauthorized" in text_of(d, "status"))
+        assert driver.execute_script("return sessionStorage.length") == 0 and not driver.find_element(By.ID, "views").is_displayed()
+        sign_in(driver, server.url, key)
+        assert "write" in text_of(driver, "who")
+        assert driver.execute_script("return sessionStorage.getItem('mnemolog.explorer.key')") == key
+        assert driver.execute_script("return localStorage.length") == 0
+
+        # Search: recall with its explanation.
+        driver.find_element(By.ID, "query").send_keys("where does Ada live near the river", Keys.ENTER)
+        wait_for(driver, "the current text in the results", lambda d: "Ada lives in Lisbon" in text_of(d, "results"))
+        assert "lexical #" in text_of(driver, "results") and "fusion" in text_of(driver, "search-info")
+
+        # The slider, moved with the keyboard to the commit before the update: every view redraws as of then.
+        marks = call(server.url, key, "GET", "/v1/timeline")["marks"]
+        target = next(i for i, m in enumerate(marks) if m["position"] == seeded["added_at"])
+        slider = driver.find_element(By.ID, "slider")
+        slider.send_keys(Keys.END)
+        slider.send_keys(*[Keys.ARROW_LEFT] * (len(marks) - 1 - target))
+        wait_for(driver, "the old text as of before the update", lambda d: "Ada lives in Porto" in text_of(d, "results"))
+        assert "Lisbon" not in text_of(driver, "results")
+        assert f"as of position {seeded['added_at']}" in text_of(driver, "moment")
+        assert driver.find_element(By.TAG_NAME, "body").get_attribute("data-as-of") == str(seeded["added_at"])
+
+        # Back to now; the memory's history with the word-level diff and the event behind each version.
+        driver.find_element(By.ID, "now").click()
+        wait_for(driver, "the head again", lambda d: "Ada lives in Lisbon" in text_of(d, "results"))
+        hit = driver.find_element(By.CSS_SELECTOR, f"#results li.hit[data-id='{seeded['memory_id']}']")
+        hit.find_element(By.CSS_SELECTOR, "button[data-action=history]").click()
+        wait_for(driver, "two versions", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#history li.version")) == 2)
+        newest = driver.find_element(By.CSS_SELECTOR, "#history li.version[data-version='2']")
+        assert [e.text for e in newest.find_elements(By.TAG_NAME, "del")] == ["Porto"]
+        assert [e.text for e in newest.find_elements(By.TAG_NAME, "ins")] == ["Lisbon"]
+        assert "reason: she moved" in newest.text and "seed-update" in newest.text and "MemoryUpdated" in newest.text
+
+        # The neighbourhood of an entity, drawn in SVG.
+        driver.find_element(By.ID, "node").send_keys("ada")
+        driver.find_element(By.CSS_SELECTOR, "#kind option[value=entity]").click()
+        driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
+        wait_for(driver, "the entity graph", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 2)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#graph line")) == 1 and "Bob" in text_of(driver, "graph-nodes")
+
+        # The import's correlation, reverted behind the confirmation.
+        driver.find_element(By.ID, "correlation-id").send_keys("import-notes", Keys.ENTER)
+        wait_for(driver, "the import's events", lambda d: "DocumentImported" in text_of(d, "correlation-events"))
+        revert = driver.find_element(By.ID, "revert")
+        wait_for(driver, "the revert button", lambda d: revert.is_displayed())
+        revert.click()
+        dialog = driver.find_element(By.ID, "confirm-revert")
+        wait_for(driver, "the confirmation", lambda d: dialog.is_displayed() and "would be compensated" in text_of(d, "confirm-text"))
+        driver.save_screenshot(str(ARTIFACTS / "explorer-confirm-revert.png"))
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait_for(driver, "the revert", lambda d: "reverted at position" in text_of(d, "correlation-info"))
+        assert not revert.is_displayed()
+        wait_for(driver, "the revert's report", lambda d: "reverted import-notes: 6 events compensated" in text_of(d, "status"))
+        assert not driver.find_element(By.ID, "signin").is_displayed()
+        assert call(server.url, key, "GET", "/v1/correlation?correlation_id=import-notes")["reverted_by"][0]["actor"].startswith("api:")
+        driver.save_screenshot(str(ARTIFACTS / "explorer.png"))
+
+        # Nothing was refused by the page's Content-Security-Policy, and no script failed (the wrong key's 401 aside).
+        problems = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and "/v1/whoami" not in e["message"]]
+        assert problems == [], problems
+
+        # A read-only key is not offered the revert.
+        driver.find_element(By.ID, "signout").click()
+        sign_in(driver, server.url, reader)
+        driver.find_element(By.ID, "correlation-id").send_keys("seed-add", Keys.ENTER)
+        wait_for(driver, "the correlation", lambda d: "MemoryAdded" in text_of(d, "correlation-events"))
+        assert not driver.find_element(By.ID, "revert").is_displayed()
+    assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
