@@ -178,16 +178,18 @@ async function search() {
 }
 
 function hitItem(hit) {
-  const m = hit.memory;
   const why = Object.entries(hit.channels).map(([name, c]) => el("span", { class: "chip" }, `${name} #${c.rank} (${Number(c.score).toPrecision(3)})`));
   const extra = [];
   const priors = Object.entries(hit.priors || {});
   if (priors.length) extra.push(`priors ${priors.map(([k, v]) => `${k}×${v}`).join(", ")}`);
   if (hit.graph_path && hit.graph_path.length) extra.push(`path ${hit.graph_path.join(" → ")}`);
   if (hit.context && hit.context.length) extra.push(`context ${hit.context.map((c) => `${c.relation} ${c.source} +${c.amount.toFixed(3)}`).join(", ")}`);
+  if (hit.kind === "entity") return entityHitItem(hit, why, extra);
+  const m = hit.memory;
+  if (hit.document) extra.push(`document ${hit.document.title} v${hit.document.version}`);
   return el(
     "li",
-    { class: "hit", "data-id": hit.id },
+    { class: "hit", "data-id": hit.id, "data-kind": "memory" },
     el("div", { class: "text" }, m.memory),
     el("div", { class: "why" }, why, extra.length ? el("span", { class: "meta" }, extra.join(" · ")) : null),
     el(
@@ -196,6 +198,27 @@ function hitItem(hit) {
       `${hit.id} · v${m.version} · ${m.status} · score ${hit.score.toFixed(4)} `,
       linkButton("history", () => openHistory(hit.id), { "data-action": "history" }),
       linkButton("graph", () => openGraph(hit.id, "memory"), { "data-action": "graph" }),
+    ),
+  );
+}
+
+// An entity hit: its card, and the relations walked to it from an entity the question names.
+function entityHitItem(hit, why, extra) {
+  const e = hit.entity;
+  if (hit.named_as) extra.push(`named as "${hit.named_as}"`);
+  if (hit.path && hit.path.length) {
+    extra.push(`via ${hit.path.map((r) => `${r.source_id} —${r.relation_type} ${r.weight}→ ${r.target_id}`).join(", ")} (×${Number(hit.path_score).toPrecision(3)})`);
+  }
+  return el(
+    "li",
+    { class: "hit entity", "data-id": hit.id, "data-kind": "entity" },
+    el("div", { class: "text" }, `${e.name}${e.entity_type ? ` (${e.entity_type})` : ""}${e.description ? ` — ${e.description}` : ""}`),
+    el("div", { class: "why" }, why, extra.length ? el("span", { class: "meta" }, extra.join(" · ")) : null),
+    el(
+      "div",
+      { class: "meta" },
+      `entity ${hit.id} · score ${hit.score.toFixed(4)} `,
+      linkButton("graph", () => openGraph(hit.id, "entity"), { "data-action": "graph" }),
     ),
   );
 }

@@ -135,6 +135,9 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         driver.find_element(By.ID, "query").send_keys("where does Ada live near the river", Keys.ENTER)
         wait_for(driver, "the current text in the results", lambda d: "Ada lives in Lisbon" in text_of(d, "results"))
         assert "lexical #" in text_of(driver, "results") and "fusion" in text_of(driver, "search-info")
+        # The entity the question names is a hit of its own, with its card and the graph channel's rank.
+        entity_hit = driver.find_element(By.CSS_SELECTOR, "#results li[data-kind=entity][data-id=ada]")
+        assert "Ada (person)" in entity_hit.text and "graph #" in entity_hit.text and 'named as "ada"' in entity_hit.text.lower()
 
         # The slider, moved with the keyboard to the commit before the update: every view redraws as of then.
         marks = call(server.url, key, "GET", "/v1/timeline")["marks"]
