@@ -191,6 +191,21 @@ class ProjectionRunner:
                 if progress is not None:
                     progress(batch[-1].position)
 
+    def compact(self, before: Callable[[sqlite3.Connection], None] | None = None) -> None:
+        """Rewrite ``projections.db`` without free pages (``VACUUM``) and empty its WAL, between batches.
+
+        ``before(conn)`` runs first in the same critical section (e.g. merging
+        the full-text index's segments). With ``secure_delete``, turned on
+        here for the rest of the connection's life, later deletions are
+        zeroed in place too.
+        """
+        with self._lock:
+            self.conn.execute("PRAGMA secure_delete = ON")
+            if before is not None:
+                before(self.conn)
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> int:
         end = batch[-1].position
         done: list[str] = []

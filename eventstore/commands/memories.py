@@ -25,7 +25,7 @@ from ..store import ANY, NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 
-UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
+UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f not in ("memory_type", "erased"))
 MAX_BATCH = 10_000
 
 
@@ -149,6 +149,8 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
+        if state.content.erased:
+            raise Conflict(f"memory {memory_id} was erased (its subject was forgotten)", current_version=state.version)
         if state.status != Status.ACTIVATED.value:
             # An archived memory is out of recall (merged, superseded, evicted, archived by hand):
             # editing it in place would change what it was when it left, so it comes back first.
@@ -184,6 +186,8 @@ class MemoryCommands:
         if to_version == state.version:
             raise Conflict(f"memory {memory_id} is already at version {to_version}", current_version=state.version)
         target = state.at(to_version)
+        if state.content.erased or target.content.erased:
+            raise Conflict(f"memory {memory_id} was erased (its subject was forgotten)", current_version=state.version)
         event = c.MemoryRolledBack(
             memory_id=memory_id,
             to_version=to_version,
@@ -230,6 +234,11 @@ class MemoryCommands:
         for state in states:
             if state.status != Status.ACTIVATED.value:
                 raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
+            if state.content.erased:
+                raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version)
+        if len({s.content.subject for s in states}) > 1:
+            # A merged memory has one subject: forgetting one of them must not leave its text in another's.
+            raise Conflict("memories of different subjects do not merge")
         content = validate_content(merge_contents([s.content for s in states], text))
         merged_id = new_ids(1)[0]
         stamp = now_iso()

@@ -1,0 +1,265 @@
+"""Crypto-shredding: the personal fields of events, sealed with their subject's data key.
+
+What is sealed. Each event type names its personal fields in its
+``personal`` class attribute (a field holding a Struct with ``personal`` of
+its own, like a memory's ``content``, is sealed inside it): a memory's text,
+key, background, tags, sources, source URL, properties and caller embedding;
+an entity's name, description, aliases and properties; a document's title,
+path and source URL. Ids, types, times, statuses, positions, reasons and the
+envelope stay readable to the log's machinery (guards, spans, verify,
+revert). Reasons and actors are operator text: keep personal data out of
+them.
+
+How. On append, a Struct's personal fields are encoded together (JSON of
+those fields only) and encrypted with AES-256-GCM under the subject's key
+with a fresh random 96-bit nonce; the *first* personal field (always a
+string: the text, the name, the title) then holds the token
+``mnemolog:sealed:v1:<key id>:<base64url(nonce + ciphertext)>`` and the
+others their defaults, so the stored payload still decodes as its Struct.
+The associated data is ``<event id>/<field path>``: a token copied into
+another event, or another field, does not open. The hash chain covers the
+stored (sealed) payload, so ``verify``, digests and exports are unaffected
+by a key's later destruction.
+
+The subject is the memory content's ``subject`` (plaintext: use a
+pseudonymous id, not a name), or, without one, the tenant (its own key).
+Entities and documents use the tenant's key.
+
+On read (:meth:`EventStore.read_all` and every other decoded read) tokens
+are opened transparently, so projections, history, export's readers and the
+API see plaintext while the key exists. When the key was forgotten, the
+Struct reads as *erased*: the first field holds :data:`ERASED_TEXT`, the
+others their defaults, and ``erased`` is true where the Struct has it
+(memory content). That is deterministic, so a rebuild after a forget gives
+the same erased projections. A key the key store never held (a log copied
+without its keys) is an error (:class:`~mnemolog.eventstore.errors.KeyMissing`),
+never silently erased.
+
+``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
+extra (the ``cryptography`` package) is installed; ``on`` requires it;
+``off`` writes plaintext. A log written before, or with it off, reads as
+before: a field without the token prefix is plaintext.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import KeyMissing, SealBroken
+from .events import DomainEvent
+from .keystore import FORGOTTEN, KeyStore
+from .settings import SettingError, Settings, SetupError, setting
+
+ENCRYPTION = setting(
+    "encryption",
+    "auto",
+    "Seal the personal fields of new events with per-subject keys (AES-256-GCM) so that forget can erase them: "
+    "auto (on when the crypto extra is installed), on, off. Plaintext events written before stay readable.",
+)
+KEY_STORE = setting(
+    "key_store",
+    "",
+    "Path of the key store (per-subject data keys, apart from the log): empty means keys.db beside a SQLite "
+    "log's events.db, or <data_dir>/keys.db for a PostgreSQL log.",
+)
+
+PREFIX = "mnemolog:sealed:v1:"
+ERASED_TEXT = "[erased: subject forgotten]"
+NONCE_BYTES = 12
+
+try:  # the crypto extra
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+except ImportError:  # pragma: no cover - exercised where the extra is missing
+    AESGCM = None  # type: ignore[assignment,misc]
+    InvalidTag = Exception  # type: ignore[assignment,misc]
+
+
+def crypto_available() -> bool:
+    return AESGCM is not None
+
+
+def key_store_path(url: str, settings: Settings) -> Path:
+    """Where the key store of the log at ``url`` lives (see :data:`KEY_STORE`)."""
+    if settings.key_store:
+        return Path(settings.key_store)
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///") :].split("?", 1)[0]).parent / "keys.db"
+    return Path(settings.data_dir) / "keys.db"
+
+
+def encryption_enabled(settings: Settings) -> bool:
+    mode = str(settings.encryption).strip().lower()
+    if mode == "auto":
+        return crypto_available()
+    if mode in ("on", "true", "1", "yes"):
+        if not crypto_available():
+            raise SetupError("MNEMOLOG_ENCRYPTION=on needs the cryptography package: pip install 'mnemolog[crypto]'")
+        return True
+    if mode in ("off", "false", "0", "no"):
+        return False
+    raise SettingError(f"MNEMOLOG_ENCRYPTION: expected auto, on or off, got {settings.encryption!r}")
+
+
+def _default(info: Any) -> Any:
+    if info.default is not msgspec.NODEFAULT:
+        return info.default
+    if info.default_factory is not msgspec.NODEFAULT:
+        return info.default_factory()
+    raise TypeError(f"personal field {info.name!r} needs a default")
+
+
+class _Group:
+    """The personal fields of one Struct type: sealed together into the first one."""
+
+    def __init__(self, cls: type, names: tuple[str, ...]):
+        infos = {f.name: f for f in msgspec.structs.fields(cls)}
+        self.carrier = names[0]
+        self.others = names[1:]
+        self.defaults = {n: _default(infos[n]) for n in self.others}
+        self.part = msgspec.defstruct(
+            f"{cls.__name__}Personal",
+            [(self.carrier, infos[self.carrier].type)] + [(n, infos[n].type, self.defaults[n]) for n in self.others],
+            omit_defaults=True,
+        )
+        self.decoder = msgspec.json.Decoder(self.part)
+        self.erased = {**self.defaults, self.carrier: ERASED_TEXT}
+        if "erased" in infos:
+            self.erased["erased"] = True
+
+    def values(self, owner: Any) -> Any:
+        return self.part(*(getattr(owner, n) for n in (self.carrier, *self.others)))
+
+
+class _Plan(msgspec.Struct):
+    nested: str | None  # the event field holding the Struct to seal, or None: the event itself
+    group: _Group
+    path: str  # the field path bound into the associated data
+
+
+_PLANS: dict[type, _Plan | None] = {}
+_encoder = msgspec.json.Encoder()
+
+
+def _plan(cls: type) -> _Plan | None:
+    try:
+        return _PLANS[cls]
+    except KeyError:
+        pass
+    plan = None
+    names = tuple(getattr(cls, "personal", ()) or ())
+    if names:
+        infos = {f.name: f for f in msgspec.structs.fields(cls)}
+        inner = infos[names[0]].type
+        inner_names = tuple(getattr(inner, "personal", ()) or ()) if isinstance(inner, type) else ()
+        if len(names) == 1 and inner_names:
+            plan = _Plan(names[0], _Group(inner, inner_names), f"{names[0]}.{inner_names[0]}")
+        else:
+            plan = _Plan(None, _Group(cls, names), names[0])
+    _PLANS[cls] = plan
+    return plan
+
+
+def subject_of(event: DomainEvent) -> str | None:
+    """The subject whose key seals ``event``: its content's ``subject``; ``None`` is the tenant's key."""
+    content = getattr(event, "content", None)
+    return getattr(content, "subject", None)
+
+
+def is_sealed(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def erase(owner: Any) -> Any:
+    """``owner`` (an event or a memory content) as it reads once its subject's key is gone."""
+    plan = _plan(type(owner))
+    if plan is not None:
+        if plan.nested is not None:
+            return msgspec.structs.replace(owner, **{plan.nested: erase(getattr(owner, plan.nested))})
+        return msgspec.structs.replace(owner, **plan.group.erased)
+    names = tuple(getattr(type(owner), "personal", ()) or ())
+    if not names:
+        return owner
+    return msgspec.structs.replace(owner, **_Group(type(owner), names).erased)
+
+
+class Sealer:
+    """Seals events on append and opens them on read, with the keys of one :class:`KeyStore`."""
+
+    def __init__(self, keys: KeyStore, *, enabled: bool):
+        self.keys = keys
+        self.enabled = enabled
+        self._ciphers: dict[str, Any] = {}
+
+    @classmethod
+    def open(cls, url: str, settings: Settings) -> "Sealer":
+        return cls(KeyStore(key_store_path(url, settings)), enabled=encryption_enabled(settings))
+
+    def close(self) -> None:
+        self.keys.close()
+
+    def _cipher(self, key_id: str, key: bytes):
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            cipher = self._ciphers[key_id] = AESGCM(key)
+        return cipher
+
+    # -- sealing -----------------------------------------------------------------
+
+    def seal(self, event: DomainEvent, event_id: str, tenant: str) -> DomainEvent:
+        """``event`` with its personal fields sealed (itself when it has none, or sealing is off)."""
+        if not self.enabled:
+            return event
+        plan = _plan(type(event))
+        if plan is None:
+            return event
+        owner = event if plan.nested is None else getattr(event, plan.nested)
+        if getattr(owner, "erased", False):
+            raise ValueError(f"{type(event).__name__}: an erased content is never written again")
+        group = plan.group
+        key_id, key = self.keys.key_for(tenant, subject_of(event))
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._cipher(key_id, key).encrypt(nonce, _encoder.encode(group.values(owner)), f"{event_id}/{plan.path}".encode())
+        token = f"{PREFIX}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
+        owner = msgspec.structs.replace(owner, **group.defaults, **{group.carrier: token})
+        return owner if plan.nested is None else msgspec.structs.replace(event, **{plan.nested: owner})
+
+    # -- opening -----------------------------------------------------------------
+
+    def unseal(self, event: DomainEvent, event_id: str) -> DomainEvent:
+        """``event`` with its sealed fields opened, or erased if the key was forgotten."""
+        plan = _plan(type(event))
+        if plan is None:
+            if type(event).__name__ == "SubjectForgotten":  # another process may have forgotten these keys
+                self.keys.forget_cached(event.key_ids)
+            return event
+        owner = event if plan.nested is None else getattr(event, plan.nested)
+        group = plan.group
+        token = getattr(owner, group.carrier)
+        if not is_sealed(token):
+            return event  # plaintext: written before sealing, or with it off
+        key_id, _, body = token[len(PREFIX) :].partition(":")
+        key = self.keys.key(key_id)
+        if key is None:
+            raise KeyMissing(
+                f"event {event_id} is sealed with key {key_id}, which the key store {self.keys.path} never held:"
+                " restore keys.db, or import the export's key file (mnemolog import --keys)"
+            )
+        if key == FORGOTTEN:
+            owner = msgspec.structs.replace(owner, **group.erased)
+        else:
+            if AESGCM is None:
+                raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
+            try:
+                raw = base64.urlsafe_b64decode(body)
+                opened = self._cipher(key_id, key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], f"{event_id}/{plan.path}".encode())
+            except (InvalidTag, ValueError):
+                raise SealBroken(f"event {event_id}: the sealed {plan.path} does not authenticate (altered, or moved from another event)") from None
+            part = group.decoder.decode(opened)
+            owner = msgspec.structs.replace(owner, **msgspec.structs.asdict(part))
+        return owner if plan.nested is None else msgspec.structs.replace(event, **{plan.nested: owner})
