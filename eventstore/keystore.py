@@ -172,15 +172,19 @@ class KeyStore:
         return len(ids)
 
     def tombstone(self, key_ids: Iterable[str], tenant: str) -> None:
-        """Record keys as forgotten without ever having held them (an import of a log with forgotten subjects)."""
+        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone."""
+        ids = list(key_ids)
         with self._lock:
             conn = self._connection()
-            for key_id in key_ids:
+            held = [k for k in ids if conn.execute("SELECT 1 FROM data_keys WHERE key_id = ? AND state != 'forgotten'", (k,)).fetchone()]
+            for key_id in ids:
                 conn.execute(
                     "INSERT OR IGNORE INTO data_keys (key_id, tenant, subject, key, state, created_at, forgotten_at)"
                     " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
                     (key_id, tenant, _now(), _now()),
                 )
+            if held:
+                self.forget(held)
 
     def forget_cached(self, key_ids: Iterable[str]) -> None:
         """Drop keys another process forgot from this process's cache."""
@@ -240,3 +244,52 @@ class KeyStore:
                 conn.execute("ROLLBACK")
                 raise
         return added
+
+
+KEY_FILE_FORMAT = 1
+KEY_FILE_WARNING = (
+    "SECRET: mnemolog data keys. Whoever holds this file and the log reads every sealed field."
+    " Keep it apart from the export; destroy it when done."
+)
+
+
+def write_key_file(keys: KeyStore, path: str | os.PathLike, *, tenant: str | None = None) -> int:
+    """Write the keys (of one tenant, or all) to a marked JSON-lines file readable by its owner only; the keys written."""
+    import json
+
+    rows = keys.export_rows(tenant)
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps({"mnemolog_keys": KEY_FILE_FORMAT, "warning": KEY_FILE_WARNING, "tenant": tenant}) + "\n")
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    os.replace(partial, target)
+    return len(rows)
+
+
+def read_key_file(path: str | os.PathLike) -> list[dict]:
+    """The keys of a file :func:`write_key_file` wrote; ``ValueError`` naming the line if it is not one."""
+    import json
+
+    with open(path, encoding="utf-8") as lines:
+        header = lines.readline()
+        try:
+            if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
+                raise ValueError
+        except (ValueError, AttributeError):
+            raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
+        rows = []
+        for lineno, line in enumerate(lines, start=2):
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("key_id"), str) or not isinstance(row.get("tenant"), str):
+                    raise ValueError
+                if row.get("key") is not None:
+                    if len(bytes.fromhex(row["key"])) != KEY_BYTES:
+                        raise ValueError
+            except ValueError:
+                raise ValueError(f"{path}: line {lineno} is not a key record") from None
+            rows.append(row)
+    return rows

@@ -254,6 +254,8 @@ class MemoryService:
                     "tags": list(v.content.tags),
                     "status": v.status,
                     "reason": v.reason,
+                    "subject": v.content.subject,
+                    "erased": v.content.erased,
                 }
             )
         return out
@@ -288,11 +290,10 @@ class MemoryService:
         """Forget a subject (see :mod:`mnemolog.eventstore.commands.subjects`), then scrub the local files.
 
         The projections drop the subject's derived rows when they apply the
-        event; then the full-text index merges its segments (FTS5 keeps a
-        deleted row's tokens until then), ``projections.db`` is vacuumed and
-        its WAL truncated, and the vector index, rebuilt without the erased
-        vectors, is saved over its file. With ``secure_delete`` on, freed
-        pages are zeroed as well.
+        event, and the runner then compacts ``projections.db`` (the full-text
+        index merges its segments, since FTS5 keeps a deleted row's tokens
+        until then; ``VACUUM``; the WAL truncated). Then the vector index,
+        rebuilt without the erased vectors, is saved over its file.
         """
         with self._write_lock:
             result = self.run(self.subjects.forget, ctx, subject, reason=reason)
@@ -301,14 +302,11 @@ class MemoryService:
         return result
 
     def scrub(self) -> None:
-        """Rewrite the local derived files so that no deleted content lingers in them."""
-        from .fts.projector import purge_deleted
+        """Rewrite the local derived files so that no erased content lingers in them.
 
-        def purge(conn: sqlite3.Connection) -> None:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_index'").fetchone():
-                purge_deleted(conn)
-
-        self.runner.compact(purge)
+        The runner already compacted ``projections.db`` when it applied the
+        forget; the vector index starts over without the erased vectors and
+        is saved over its file (usearch's remove keeps the bytes)."""
         self.vector_index.sync(self.read_conn())
         self.vector_index.save()
 

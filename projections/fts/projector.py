@@ -235,12 +235,17 @@ class FtsProjector:
             )  # fmt: skip
 
     @staticmethod
+    def purge(conn: sqlite3.Connection) -> None:
+        """Called by the runner after an erasure: deleted rows' tokens leave the index's segments."""
+        purge_deleted(conn)
+
+    @staticmethod
     def _drop_tenant(conn: sqlite3.Connection, tenant: str) -> None:
         FtsProjector._delete_rows(conn, "tenant = ?", (tenant,))
 
     @staticmethod
     def _erase(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> None:
-        """A forgotten subject's memories leave the index (``mnemolog forget`` then merges its segments, see :func:`purge_deleted`)."""
+        """A forgotten subject's memories leave the index (the runner then merges its segments, see :meth:`purge`)."""
         ids = _ids_encoder.encode(list(memory_ids)).decode()
         FtsProjector._delete_rows(conn, "tenant = ? AND memory_id IN (SELECT value FROM json_each(?))", (tenant, ids))
 

@@ -217,6 +217,9 @@ class VectorIndex:
             return 0, 0  # the projection's tables do not exist (yet)
         if not self.is_current(conn):
             return top, max(top, 1)
+        erasures = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
+        if erasures is not None and erasures[0] != self.erasures:
+            return top, max(top, 1)  # a forget: the index starts over
         return top, max(0, top - self.synced_row_id)
 
     def close(self) -> None:
