@@ -112,6 +112,28 @@ class KeyStore:
             self._by_id[row[0]] = found[1]
             return found
 
+    def ensure(self, tenant: str, subjects: set[str | None]) -> None:
+        """Make the live keys of ``subjects`` that do not exist yet, in one transaction (one sync for a batch)."""
+        live = self._live
+        missing = {s for s in (subject or TENANT_SUBJECT for subject in subjects) if (tenant, s) not in live}
+        if not missing:
+            return
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for subject in sorted(missing):
+                    conn.execute(
+                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at)"
+                        " SELECT ?, ?, ?, ?, 'live', ? WHERE NOT EXISTS"
+                        " (SELECT 1 FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live')",
+                        (new_id(), tenant, subject, os.urandom(KEY_BYTES), _now(), tenant, subject),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
     def key(self, key_id: str) -> bytes | None:
         """The key's bytes; :data:`FORGOTTEN` (empty) if it was forgotten; ``None`` if this store never held it."""
         found = self._by_id.get(key_id)

@@ -10,11 +10,11 @@ envelope stay readable to the log's machinery (guards, spans, verify,
 revert). Reasons and actors are operator text: keep personal data out of
 them.
 
-How. On append, a Struct's personal fields are encoded together (JSON of
-those fields only) and encrypted with AES-256-GCM under the subject's key
+How. On append, a Struct's personal fields are encoded together (a JSON
+array of their values) and encrypted with AES-256-GCM under the subject's key
 with a fresh random 96-bit nonce; the *first* personal field (always a
 string: the text, the name, the title) then holds the token
-``mnemolog:sealed:v1:<key id>:<base64url(nonce + ciphertext)>`` and the
+``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>`` and the
 others their defaults, so the stored payload still decodes as its Struct.
 The associated data is ``<event id>/<field path>``: a token copied into
 another event, or another field, does not open. The hash chain covers the
@@ -43,7 +43,8 @@ before: a field without the token prefix is plaintext.
 
 from __future__ import annotations
 
-import base64
+import binascii
+import operator
 import os
 from pathlib import Path
 from typing import Any
@@ -115,31 +116,35 @@ def _default(info: Any) -> Any:
 
 
 class _Group:
-    """The personal fields of one Struct type: sealed together into the first one."""
+    """The personal fields of one Struct type: sealed together into the first one.
+
+    The plaintext is the JSON array of the fields' values in order (every
+    value, defaults too), decoded back with their exact types.
+    """
 
     def __init__(self, cls: type, names: tuple[str, ...]):
         infos = {f.name: f for f in msgspec.structs.fields(cls)}
         self.carrier = names[0]
-        self.others = names[1:]
-        self.defaults = {n: _default(infos[n]) for n in self.others}
-        self.part = msgspec.defstruct(
-            f"{cls.__name__}Personal",
-            [(self.carrier, infos[self.carrier].type)] + [(n, infos[n].type, self.defaults[n]) for n in self.others],
-            omit_defaults=True,
-        )
-        self.decoder = msgspec.json.Decoder(self.part)
+        self.names = names
+        self.defaults = {n: _default(infos[n]) for n in names[1:]}
+        self.values = operator.attrgetter(*names)
+        self.decoder = msgspec.json.Decoder(tuple[tuple(infos[n].type for n in names)])  # type: ignore[misc]
         self.erased = {**self.defaults, self.carrier: ERASED_TEXT}
         if "erased" in infos:
             self.erased["erased"] = True
-
-    def values(self, owner: Any) -> Any:
-        return self.part(*(getattr(owner, n) for n in (self.carrier, *self.others)))
 
 
 class _Plan(msgspec.Struct):
     nested: str | None  # the event field holding the Struct to seal, or None: the event itself
     group: _Group
     path: str  # the field path bound into the associated data
+    suffix: str = ""  # "/<path>": the associated data is the event id and this
+
+    def __post_init__(self) -> None:
+        self.suffix = "/" + self.path
+
+
+_MISSING = object()
 
 
 _PLANS: dict[type, _Plan | None] = {}
@@ -195,6 +200,7 @@ class Sealer:
         self.keys = keys
         self.enabled = enabled
         self._ciphers: dict[str, Any] = {}
+        self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
@@ -211,37 +217,62 @@ class Sealer:
 
     # -- sealing -----------------------------------------------------------------
 
-    def seal(self, event: DomainEvent, event_id: str, tenant: str) -> DomainEvent:
-        """``event`` with its personal fields sealed (itself when it has none, or sealing is off)."""
+    def prepare(self, events, tenant: str) -> None:
+        """Make the keys a batch of events needs before sealing them: new subjects' keys in one transaction."""
+        live, plans = self._live, _PLANS
+        missing = set()
+        for e in events:
+            if plans.get(type(e), _MISSING) is not None:
+                subject = getattr(getattr(e, "content", None), "subject", None)
+                if (tenant, subject or "") not in live:
+                    missing.add(subject)
+        if missing:
+            self.keys.ensure(tenant, missing)
+
+    def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
+        """``event`` with its personal fields sealed (itself when it has none, or sealing is off).
+
+        ``nonce``: 12 random bytes for this event (a batch draws them at once); drawn here when not given.
+        """
         if not self.enabled:
             return event
-        plan = _plan(type(event))
+        plan = _PLANS.get(type(event), _MISSING)
+        if plan is _MISSING:
+            plan = _plan(type(event))
         if plan is None:
             return event
-        owner = event if plan.nested is None else getattr(event, plan.nested)
+        nested = plan.nested
+        owner = event if nested is None else getattr(event, nested)
         if getattr(owner, "erased", False):
             raise ValueError(f"{type(event).__name__}: an erased content is never written again")
         group = plan.group
-        key_id, key = self.keys.key_for(tenant, subject_of(event))
-        nonce = os.urandom(NONCE_BYTES)
-        sealed = self._cipher(key_id, key).encrypt(nonce, _encoder.encode(group.values(owner)), f"{event_id}/{plan.path}".encode())
-        token = f"{PREFIX}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
-        owner = msgspec.structs.replace(owner, **group.defaults, **{group.carrier: token})
-        return owner if plan.nested is None else msgspec.structs.replace(event, **{plan.nested: owner})
+        subject = getattr(getattr(event, "content", None), "subject", None)
+        key_id, key = self._live.get((tenant, subject or "")) or self.keys.key_for(tenant, subject)
+        cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
+        if nonce is None:
+            nonce = os.urandom(NONCE_BYTES)
+        sealed = cipher.encrypt(nonce, _encoder.encode(group.values(owner)), (event_id + plan.suffix).encode())
+        changes = dict(group.defaults)
+        changes[group.carrier] = PREFIX + key_id + ":" + binascii.b2a_base64(nonce + sealed, newline=False).decode()
+        owner = msgspec.structs.replace(owner, **changes)
+        return owner if nested is None else msgspec.structs.replace(event, **{nested: owner})
 
     # -- opening -----------------------------------------------------------------
 
     def unseal(self, event: DomainEvent, event_id: str) -> DomainEvent:
         """``event`` with its sealed fields opened, or erased if the key was forgotten."""
-        plan = _plan(type(event))
+        plan = _PLANS.get(type(event), _MISSING)
+        if plan is _MISSING:
+            plan = _plan(type(event))
         if plan is None:
             if type(event).__name__ == "SubjectForgotten":  # another process may have forgotten these keys
                 self.keys.forget_cached(event.key_ids)
             return event
-        owner = event if plan.nested is None else getattr(event, plan.nested)
+        nested = plan.nested
+        owner = event if nested is None else getattr(event, nested)
         group = plan.group
         token = getattr(owner, group.carrier)
-        if not is_sealed(token):
+        if not token.startswith(PREFIX):
             return event  # plaintext: written before sealing, or with it off
         key_id, _, body = token[len(PREFIX) :].partition(":")
         key = self.keys.key(key_id)
@@ -255,11 +286,11 @@ class Sealer:
         else:
             if AESGCM is None:
                 raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
+            cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
             try:
-                raw = base64.urlsafe_b64decode(body)
-                opened = self._cipher(key_id, key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], f"{event_id}/{plan.path}".encode())
-            except (InvalidTag, ValueError):
+                raw = binascii.a2b_base64(body)
+                opened = cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], (event_id + plan.suffix).encode())
+            except (InvalidTag, ValueError, binascii.Error):
                 raise SealBroken(f"event {event_id}: the sealed {plan.path} does not authenticate (altered, or moved from another event)") from None
-            part = group.decoder.decode(opened)
-            owner = msgspec.structs.replace(owner, **msgspec.structs.asdict(part))
-        return owner if plan.nested is None else msgspec.structs.replace(event, **{plan.nested: owner})
+            owner = msgspec.structs.replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
+        return owner if nested is None else msgspec.structs.replace(event, **{nested: owner})
