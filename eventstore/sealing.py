@@ -217,17 +217,24 @@ class Sealer:
 
     # -- sealing -----------------------------------------------------------------
 
-    def prepare(self, events, tenant: str) -> None:
-        """Make the keys a batch of events needs before sealing them: new subjects' keys in one transaction."""
-        live, plans = self._live, _PLANS
+    def prepare(self, events, tenant: str) -> bool:
+        """Make the keys a batch of events needs before sealing them (new subjects' keys in one
+        transaction); whether any event of the batch has personal fields to seal."""
+        live = self._live
         missing = set()
+        sealable = False
         for e in events:
-            if plans.get(type(e), _MISSING) is not None:
+            plan = _PLANS.get(type(e), _MISSING)
+            if plan is _MISSING:
+                plan = _plan(type(e))
+            if plan is not None:
+                sealable = True
                 subject = getattr(getattr(e, "content", None), "subject", None)
                 if (tenant, subject or "") not in live:
                     missing.add(subject)
         if missing:
             self.keys.ensure(tenant, missing)
+        return sealable
 
     def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
         """``event`` with its personal fields sealed (itself when it has none, or sealing is off).

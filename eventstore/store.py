@@ -355,9 +355,9 @@ class EventStore:
         # The hot path of every append: PendingEvents are made with
         # tuple.__new__, and each class's tag and version looked up once.
         make, encode, stamp_of = tuple.__new__, encoder.encode, _STAMPS
-        seal = self.sealer.seal if self.sealer.enabled else None
+        sealer = self.sealer
+        seal = sealer.seal if sealer.enabled and sealer.prepare((e for w in writes for e in w.events), tenant) else None
         if seal is not None:
-            self.sealer.prepare((e for w in writes for e in w.events), tenant)
             nonces = os.urandom(12 * len(ids))  # one draw for the batch: a fresh random nonce per event
         pending = []
         i = 0
