@@ -54,6 +54,7 @@ import msgspec
 from .errors import KeyMissing, SealBroken
 from .events import DomainEvent
 from .keystore import FORGOTTEN, KeyStore
+from .model import Conflict
 from .settings import SettingError, Settings, SetupError, setting
 
 ENCRYPTION = setting(
@@ -251,7 +252,7 @@ class Sealer:
         nested = plan.nested
         owner = event if nested is None else getattr(event, nested)
         if getattr(owner, "erased", False):
-            raise ValueError(f"{type(event).__name__}: an erased content is never written again")
+            raise Conflict(f"{type(event).__name__}: the content of a forgotten subject was erased; it is never written again")
         group = plan.group
         subject = getattr(getattr(event, "content", None), "subject", None)
         key_id, key = self._live.get((tenant, subject or "")) or self.keys.key_for(tenant, subject)

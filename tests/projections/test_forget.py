@@ -174,3 +174,14 @@ def test_the_forget_event_is_in_the_log_without_personal_data(svc):
     assert recorded.metadata.actor == "privacy-officer" and recorded.event.subject == "u-42" and len(recorded.event.memory_ids) == 30
     stored = sqlite3.connect(svc.data_dir / "events.db").execute("SELECT payload FROM events WHERE type = 'SubjectForgotten'").fetchone()[0]
     assert "Quillbert" not in stored and "lighthouse" not in stored
+
+
+def test_a_forget_cannot_be_reverted_and_a_revert_does_not_bring_erased_text_back(svc):
+    mine, _ = _seed(svc)
+    update = svc.run(svc.memories.update, CommandContext(tenant="t"), mine[3], {"memory": f"{SECRET} again"})
+    forget = svc.forget(CommandContext(tenant="t", actor="privacy-officer"), "u-42")
+    with pytest.raises(ValidationError, match="nothing to revert"):
+        svc.run(svc.reverts.revert, CommandContext(tenant="t"), forget.correlation_id)
+    # Both versions read erased, so reverting the update has nothing to change in the memory.
+    svc.run(svc.reverts.revert, CommandContext(tenant="t"), update.correlation_id)
+    assert svc.get("t", mine[3]).erased and svc.get("t", mine[3]).version == 2 and svc.store.verify().ok
