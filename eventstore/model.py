@@ -128,7 +128,7 @@ MAX_SUBJECT_CHARS = 200
 
 
 def validate_subject(subject: object, *, field: str = "subject") -> str:
-    """A subject id: 1 to 200 printable characters; ``@`` starts none (it marks a tenant on the command line)."""
+    """A subject id: 1 to 200 printable characters, not starting with ``@`` (kept for names that are not subjects)."""
     if not isinstance(subject, str) or not 0 < len(subject) <= MAX_SUBJECT_CHARS or subject.startswith("@") or not subject.isprintable():
         raise ValidationError(field, f"must be 1 to {MAX_SUBJECT_CHARS} printable characters, not starting with @")
     return subject
