@@ -143,10 +143,8 @@ class KeyStore:
             row = self._connection().execute("SELECT key, state FROM data_keys WHERE key_id = ?", (key_id,)).fetchone()
         if row is None:
             return None
-        if row[1] == "forgotten":
-            return FORGOTTEN
-        self._by_id[key_id] = bytes(row[0])
-        return self._by_id[key_id]
+        found = self._by_id[key_id] = FORGOTTEN if row[1] == "forgotten" else bytes(row[0])
+        return found
 
     def subject_keys(self, tenant: str, subject: str | None) -> list[str]:
         """Ids of the subject's keys that still exist (live or retired)."""
@@ -186,7 +184,7 @@ class KeyStore:
                 conn.execute("ROLLBACK")
                 raise
             for key_id in ids:
-                self._by_id.pop(key_id, None)
+                self._by_id[key_id] = FORGOTTEN
             for live_key, (key_id, _) in list(self._live.items()):
                 if key_id in ids:
                     del self._live[live_key]

@@ -290,6 +290,7 @@ class Sealer:
                 " restore keys.db, or import the export's key file (mnemolog import --keys)"
             )
         if key == FORGOTTEN:
+            self._ciphers.pop(key_id, None)
             owner = msgspec.structs.replace(owner, **group.erased)
         else:
             if AESGCM is None:
