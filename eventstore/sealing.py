@@ -171,27 +171,14 @@ def _plan(cls: type) -> _Plan | None:
     return plan
 
 
-def subject_of(event: DomainEvent) -> str | None:
-    """The subject whose key seals ``event``: its content's ``subject``; ``None`` is the tenant's key."""
-    content = getattr(event, "content", None)
-    return getattr(content, "subject", None)
-
-
-def is_sealed(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith(PREFIX)
-
-
 def erase(owner: Any) -> Any:
-    """``owner`` (an event or a memory content) as it reads once its subject's key is gone."""
+    """``owner`` (an event, or a Struct with personal fields such as a memory content) as it reads once its subject's key is gone."""
     plan = _plan(type(owner))
-    if plan is not None:
-        if plan.nested is not None:
-            return msgspec.structs.replace(owner, **{plan.nested: erase(getattr(owner, plan.nested))})
-        return msgspec.structs.replace(owner, **plan.group.erased)
-    names = tuple(getattr(type(owner), "personal", ()) or ())
-    if not names:
+    if plan is None:
         return owner
-    return msgspec.structs.replace(owner, **_Group(type(owner), names).erased)
+    if plan.nested is not None:
+        return msgspec.structs.replace(owner, **{plan.nested: erase(getattr(owner, plan.nested))})
+    return msgspec.structs.replace(owner, **plan.group.erased)
 
 
 class Sealer:
@@ -210,7 +197,7 @@ class Sealer:
     def close(self) -> None:
         self.keys.close()
 
-    def _cipher(self, key_id: str, key: bytes):
+    def _cipher(self, key_id: str, key: bytes):  # one AESGCM object per key, made on first use
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             cipher = self._ciphers[key_id] = AESGCM(key)
