@@ -1,7 +1,8 @@
 """The key store: one random 256-bit data key per subject, apart from the log.
 
-A *subject* is a tenant (its own key, named ``""`` here and ``@tenant`` on
-the command line) or a ``subject`` named on a memory, within its tenant.
+A *subject* is a tenant (its own key, subject ``""`` here: what memories
+without a subject, entities and documents are sealed with) or a ``subject``
+named on a memory, within its tenant.
 Keys live in their own SQLite database, ``keys.db`` in the data directory
 (``MNEMOLOG_KEY_STORE`` names another file). A log on PostgreSQL keeps its
 keys there too: the key store is never in the log's database, so a copy of
