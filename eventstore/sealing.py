@@ -36,8 +36,9 @@ without its keys) is an error (:class:`~mnemolog.eventstore.errors.KeyMissing`),
 never silently erased.
 
 ``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
-extra (the ``cryptography`` package) is installed; ``on`` requires it;
-``off`` writes plaintext. A log written before, or with it off, reads as
+extra (the ``cryptography`` package) is installed and the log is SQLite, or
+a PostgreSQL log with ``MNEMOLOG_KEY_STORE`` set (the key store its servers
+share); ``on`` requires the extra; ``off`` writes plaintext. A log written before, or with it off, reads as
 before: a field without the token prefix is plaintext.
 """
 
@@ -61,13 +62,14 @@ ENCRYPTION = setting(
     "encryption",
     "auto",
     "Seal the personal fields of new events with per-subject keys (AES-256-GCM) so that forget can erase them: "
-    "auto (on when the crypto extra is installed), on, off. Plaintext events written before stay readable.",
+    "auto (on when the crypto extra is installed, for a PostgreSQL log only with MNEMOLOG_KEY_STORE set), on, off. "
+    "Plaintext events written before stay readable.",
 )
 KEY_STORE = setting(
     "key_store",
     "",
     "Path of the key store (per-subject data keys, apart from the log): empty means keys.db beside a SQLite "
-    "log's events.db, or <data_dir>/keys.db for a PostgreSQL log.",
+    "log's events.db, or <data_dir>/keys.db for a PostgreSQL log (servers sharing one log must share this file).",
 )
 
 PREFIX = "mnemolog:sealed:v1:"
@@ -95,10 +97,17 @@ def key_store_path(url: str, settings: Settings) -> Path:
     return Path(settings.data_dir) / "keys.db"
 
 
-def encryption_enabled(settings: Settings) -> bool:
+def encryption_enabled(settings: Settings, url: str = "sqlite:///") -> bool:
+    """Whether new events are sealed (see :data:`ENCRYPTION`).
+
+    ``auto`` seals when the crypto extra is installed and every reader of the
+    log finds the keys: always for a SQLite log (``keys.db`` beside it); for a
+    log shared through PostgreSQL only when ``MNEMOLOG_KEY_STORE`` names the key
+    store its servers share, since each server keeps its own data directory.
+    """
     mode = str(settings.encryption).strip().lower()
     if mode == "auto":
-        return crypto_available()
+        return crypto_available() and (url.startswith("sqlite") or bool(settings.key_store))
     if mode in ("on", "true", "1", "yes"):
         if not crypto_available():
             raise SetupError("MNEMOLOG_ENCRYPTION=on needs the cryptography package: pip install 'mnemolog[crypto]'")
@@ -192,7 +201,7 @@ class Sealer:
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
-        return cls(KeyStore(key_store_path(url, settings)), enabled=encryption_enabled(settings))
+        return cls(KeyStore(key_store_path(url, settings)), enabled=encryption_enabled(settings, url))
 
     def close(self) -> None:
         self.keys.close()

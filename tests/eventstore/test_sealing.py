@@ -184,6 +184,10 @@ def test_forgetting_rewrites_the_key_store_without_the_key_bytes(tmp_path):
 def test_the_encryption_setting(tmp_path):
     assert encryption_enabled(_settings(encryption="auto")) is True  # the crypto extra is installed here
     assert encryption_enabled(_settings(encryption="off")) is False
+    postgres = "postgresql+psycopg://u@h/db"
+    assert encryption_enabled(_settings(encryption="auto"), postgres) is False  # each server has its own data directory
+    assert encryption_enabled(_settings(encryption="auto", key_store=str(tmp_path / "shared.db")), postgres) is True
+    assert encryption_enabled(_settings(encryption="on"), postgres) is True
     with pytest.raises(SettingError):
         encryption_enabled(_settings(encryption="maybe"))
 
