@@ -72,7 +72,7 @@ class MemoryContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     erased: bool = False
 
 
-CONTENT_FIELDS = tuple(MemoryContent.__struct_fields__)
+CONTENT_FIELDS = tuple(f for f in MemoryContent.__struct_fields__ if f != "erased")  # ``erased`` is read, never written
 
 
 class ValidationError(ValueError):

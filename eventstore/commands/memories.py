@@ -25,7 +25,7 @@ from ..store import ANY, NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 
-UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f not in ("memory_type", "erased"))
+UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
 MAX_BATCH = 10_000
 
 
