@@ -193,11 +193,6 @@ class ProjectionRunner:
                 if progress is not None:
                     progress(batch[-1].position)
 
-    def compact(self) -> None:
-        """Rewrite ``projections.db`` so that no deleted content lingers in it (see :meth:`_compact`)."""
-        with self._lock:
-            self._compact()
-
     def _compact(self) -> None:
         """Purge deleted content (lock held): each projector's ``purge(conn)`` if it has one (the
         full-text index merges its segments), then ``VACUUM`` and an emptied WAL. ``secure_delete``

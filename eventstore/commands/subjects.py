@@ -18,11 +18,12 @@ not revertible: nothing can bring a destroyed key back.
 from __future__ import annotations
 
 from .. import catalogue as c
-from ..keystore import KeyStore
+from ..keystore import FORGOTTEN, KeyStore
 from ..model import NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
+
 
 class SubjectCommands:
     def __init__(self, store: EventStore, facts: GraphFacts, keys: KeyStore):
@@ -36,6 +37,9 @@ class SubjectCommands:
         if not isinstance(reason, str):
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
+            # A retry after a crash between the append and step 3 finishes the destruction.
+            for recorded in self.store.read_all(after=done.first_position - 1, until=done.last_position, types=["SubjectForgotten"]):
+                self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
             return done
         key_ids = self.keys.retire(ctx.tenant, subject)
         if not key_ids:

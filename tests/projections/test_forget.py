@@ -185,3 +185,20 @@ def test_a_forget_cannot_be_reverted_and_a_revert_does_not_bring_erased_text_bac
     # Both versions read erased, so reverting the update has nothing to change in the memory.
     svc.run(svc.reverts.revert, CommandContext(tenant="t"), update.correlation_id)
     assert svc.get("t", mine[3]).erased and svc.get("t", mine[3]).version == 2 and svc.store.verify().ok
+
+
+def test_a_retried_forget_finishes_destroying_the_keys(svc):
+    _seed(svc)
+    keys = svc.store.sealer.keys
+    destroy = keys.forget
+    keys.forget = lambda ids: 0  # the first attempt stops after its append
+    ctx = CommandContext(tenant="t", actor="privacy-officer", idempotency_key="erase-u-42")
+    try:
+        first = svc.forget(ctx, "u-42")
+    finally:
+        keys.forget = destroy
+    [key_id] = svc.store.read_all(types=["SubjectForgotten"])[0].event.key_ids
+    assert keys.key(key_id) not in (None, b"")  # still held
+    again = svc.forget(CommandContext(tenant="t", actor="privacy-officer", idempotency_key="erase-u-42"), "u-42")
+    assert again.replayed and again.first_position == first.first_position
+    assert keys.key(key_id) == b""
