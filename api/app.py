@@ -29,6 +29,7 @@ from .errors import error_middleware
 from .routing import Route, query_parameters_middleware
 from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
 from . import routes_explorer
+from . import routes_subjects
 
 #: Every route table the app serves, added in this order (the whole registry:
 #: a route module registers nothing by being imported).
@@ -41,6 +42,7 @@ ROUTE_TABLES = (
     routes_organizer.routes,
     routes_knowledge.routes,
     routes_explorer.routes,
+    routes_subjects.routes,
 )
 
 #: The routes of :data:`ROUTE_TABLES`, in order.

@@ -25,6 +25,7 @@ import contextvars
 import io
 import os
 import uuid
+from urllib.parse import quote
 from pathlib import Path
 from typing import IO, Any, AsyncIterator, Iterable, Sequence, TypedDict, TypeVar, Union
 
@@ -34,6 +35,7 @@ import msgspec
 from .schemas import (
     DeleteRequest,
     DropTenantRequest,
+    ForgetRequest,
     LinkRequest,
     MemoryIn,
     MergeRequest,
@@ -354,6 +356,10 @@ class MnemologClient:
     async def drop_tenant(self, confirm: str, *, reason: str = "", **options: Any) -> WriteResponse:
         """Drop the key's tenant (``confirm`` repeats its name) after writing an export backup."""
         return await self._write("POST", "/v1/admin/drop-tenant", DropTenantRequest(confirm, reason), options)
+
+    async def forget_subject(self, subject: str, *, reason: str = "", **options: Any) -> WriteResponse:
+        """Forget ``subject`` in the key's tenant (admin scope): its keys destroyed, its memories erased everywhere."""
+        return await self._write("POST", f"/v1/subjects/{quote(subject, safe='')}/forget", ForgetRequest(reason), options)
 
     # -- recall and the graph ----------------------------------------------------------------------
 

@@ -191,7 +191,8 @@ def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) 
         versions = [v for v in versions if v["position"] <= position]
         if not versions:
             raise NotFound("memory", memory_id)
-    return {"memory_id": memory_id, "versions": versions, "mention_links": svc.mention_links(tenant, memory_id, as_of=position)}
+    forgotten = [f for f in svc.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
+    return {"memory_id": memory_id, "versions": versions, "mention_links": svc.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
 
 
 def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 AsOf = int | str | None
+Subject = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^@]")]
 # An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
 IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
 
@@ -51,6 +52,7 @@ class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     background: str | None = None
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] = {}
+    subject: Subject | None = None  # whose data (a pseudonymous id; none: the tenant's): the key that seals it, what forget erases
 
 
 class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -72,12 +74,17 @@ class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=
     background: str | None = None
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] | None = None
+    subject: Subject | None = None
     reason: str = ""
 
 
 class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
     memory_ids: Annotated[list[str], Meta(min_length=2, max_length=100)]
     text: str | None = None
+
+
+class ForgetRequest(msgspec.Struct, forbid_unknown_fields=True):
+    reason: Annotated[str, Meta(max_length=2000)] = ""  # recorded in the log: no personal data
 
 
 class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -71,6 +71,7 @@ class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class MemoryAdded(DomainEvent, frozen=True):
+    personal = ("content",)
     memory_id: str
     content: MemoryContent
     created_at: str
@@ -79,6 +80,7 @@ class MemoryAdded(DomainEvent, frozen=True):
 
 
 class MemoryUpdated(DomainEvent, frozen=True):
+    personal = ("content",)
     memory_id: str
     content: MemoryContent
     changed: tuple[str, ...]
@@ -88,6 +90,8 @@ class MemoryUpdated(DomainEvent, frozen=True):
 
 class MemoriesMerged(DomainEvent, frozen=True):
     """A new memory made from several; recorded on the new memory's stream."""
+
+    personal = ("content",)
 
     memory_id: str
     source_ids: tuple[str, ...]
@@ -133,6 +137,7 @@ class MemoryRestored(DomainEvent, frozen=True):
 
 
 class MemoryRolledBack(DomainEvent, frozen=True):
+    personal = ("content",)
     """A new version whose content and status equal those of ``to_version``."""
 
     memory_id: str
@@ -235,6 +240,23 @@ class TenantDropped(DomainEvent, frozen=True):
     reason: str = ""
 
 
+class SubjectForgotten(DomainEvent, frozen=True):
+    """A subject's data keys were destroyed: its sealed fields read as erased from now on, in every replay.
+
+    Recorded on the tenant's stream. ``subject`` is the pseudonymous subject
+    id (``""``: the tenant's own key); ``key_ids`` the keys destroyed;
+    ``memory_ids`` the memories whose derived rows every projection erases
+    (any version of which had the subject), so that no projector needs to
+    know subjects. Who and when are the envelope's actor and time. No
+    personal data.
+    """
+
+    subject: str
+    key_ids: tuple[str, ...]
+    memory_ids: tuple[str, ...] = ()
+    reason: str = ""
+
+
 class OrganizerPassRecorded(DomainEvent, frozen=True):
     """An organizer pass decided something and has covered the log up to ``position``.
 
@@ -266,7 +288,7 @@ MemoryEvent = (
 )
 EdgeEvent = EdgeLinked | EdgeUnlinked | EdgesRepointed | NamespaceUndone | NamespaceRestored
 WorkingMemoryEvent = WorkingMemoryEvicted | WorkingMemoryWithdrawn | WorkingMemoryRestored
-TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped | OrganizerPassRecorded
+TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped | OrganizerPassRecorded | SubjectForgotten
 Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)

@@ -54,6 +54,8 @@ def relation_edge_id(source_id: str, relation_type: str, target_id: str) -> str:
 class EntityUpserted(DomainEvent, frozen=True):
     """An entity created or replaced: the whole state, so no projector needs the previous one."""
 
+    personal = ("name", "description", "aliases", "properties")
+
     entity_id: str
     name: str
     entity_type: str = ""
@@ -69,6 +71,8 @@ class EntityRolledBack(DomainEvent, frozen=True):
     ``created_position`` is the position that had (re)created the entity, so
     that the linker's ambiguity rule (the oldest entity wins) reads as before.
     """
+
+    personal = ("name", "description", "aliases", "properties")
 
     entity_id: str
     name: str
@@ -119,6 +123,8 @@ class DocumentImported(DomainEvent, frozen=True):
     same batch (never deleted).
     """
 
+    personal = ("title", "path", "source_url")
+
     doc_id: str
     version: int
     title: str
@@ -141,6 +147,8 @@ class DocumentRolledBack(DomainEvent, frozen=True):
     The chunks' own changes (archived, restored, deleted) are memory events of
     the same revert.
     """
+
+    personal = ("title", "path", "source_url")
 
     doc_id: str
     version: int

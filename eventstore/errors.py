@@ -39,3 +39,11 @@ class UpcastError(EventStoreError):
 
 class ImportRefused(EventStoreError):
     """An exported file does not hold together and was not imported."""
+
+
+class KeyMissing(EventStoreError):
+    """A sealed event names a data key that the key store never held (neither live nor forgotten)."""
+
+
+class SealBroken(EventStoreError):
+    """A sealed field does not authenticate: its ciphertext was altered or moved from another event."""

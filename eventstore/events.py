@@ -20,6 +20,8 @@ class DomainEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     """Base of every event. Subclasses are past-tense facts, never instructions."""
 
     schema_version: ClassVar[int] = 1
+    #: Fields holding personal data, sealed with the subject's key (see :mod:`mnemolog.eventstore.sealing`).
+    personal: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -32,6 +32,11 @@ cut file has none). ``rehash=True`` accepts an edited file (or one from
 before the header existed): hashes, links and slices are not checked, and
 the store hashes the events into its own chain anyway.
 
+A ``SubjectForgotten`` in the file makes its keys tombstones in the
+importing store's key store (destroying them if it held them), so an
+imported forgotten subject stays erased. Keys travel only in a separate,
+marked key file (``export --with-keys``, ``import --keys``).
+
 Events already present (by ``event_id``) are skipped, so importing the same
 file twice is a no-op. The importing store gives the new events its own
 positions and hashes: they join the target's chain.
@@ -427,6 +432,17 @@ def _writes(lines: list[_Line]) -> list[PendingWrite]:
     return writes
 
 
+_forgotten_decoder = msgspec.json.Decoder(dict)
+
+
+def _forget_keys(store, lines: list[_Line]) -> None:
+    """A subject forgotten in the source stays forgotten here: its keys become tombstones (destroyed if held)."""
+    for line in lines:
+        if line.event.type == "SubjectForgotten":
+            key_ids = _forgotten_decoder.decode(line.payload).get("key_ids") or []
+            store.sealer.keys.tombstone(key_ids, line.event.tenant)
+
+
 def import_(
     store,
     lines: BinaryIO,
@@ -460,6 +476,7 @@ def import_(
             existing = store.recorder.existing_event_ids([line.event.event_id for line in chunk])
             new = [line for line in chunk if line.event.event_id not in existing]
             skipped += len(chunk) - len(new)
+            _forget_keys(store, chunk)
             if new:
                 store.append_records(_writes(new))
                 imported += len(new)

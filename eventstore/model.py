@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -41,7 +41,16 @@ class Status(str, enum.Enum):
 
 
 class MemoryContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One version of a memory: its text and metadata."""
+    """One version of a memory: its text and metadata.
+
+    ``subject`` names whose data it is (a pseudonymous id; ``None``: the
+    tenant's): the key that seals its personal fields, and what ``forget``
+    erases. ``erased`` is never written: it is true on a content read after
+    its subject was forgotten (see :mod:`mnemolog.eventstore.sealing`).
+    """
+
+    #: Sealed together (the first holds the token); the rest stays readable.
+    personal: ClassVar[tuple[str, ...]] = ("memory", "key", "background", "tags", "sources", "source_url", "properties", "embedding")
 
     memory: str
     memory_type: str = MemoryType.LONG_TERM.value
@@ -59,9 +68,11 @@ class MemoryContent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     model: str | None = None
     embedding: tuple[float, ...] | None = None
     properties: dict[str, Any] = {}
+    subject: str | None = None
+    erased: bool = False
 
 
-CONTENT_FIELDS = tuple(MemoryContent.__struct_fields__)
+CONTENT_FIELDS = tuple(f for f in MemoryContent.__struct_fields__ if f != "erased")  # ``erased`` is read, never written
 
 
 class ValidationError(ValueError):
@@ -113,6 +124,16 @@ def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> 
     return tuple(out)
 
 
+MAX_SUBJECT_CHARS = 200
+
+
+def validate_subject(subject: object, *, field: str = "subject") -> str:
+    """A subject id: 1 to 200 printable characters, not starting with ``@`` (kept for names that are not subjects)."""
+    if not isinstance(subject, str) or not 0 < len(subject) <= MAX_SUBJECT_CHARS or subject.startswith("@") or not subject.isprintable():
+        raise ValidationError(field, f"must be 1 to {MAX_SUBJECT_CHARS} printable characters, not starting with @")
+    return subject
+
+
 def validate_content(content: MemoryContent, *, field_prefix: str = "") -> MemoryContent:
     """Check and normalise a content; raise :class:`ValidationError` naming the field."""
     p = field_prefix
@@ -127,6 +148,10 @@ def validate_content(content: MemoryContent, *, field_prefix: str = "") -> Memor
         raise ValidationError(p + "confidence", "must be between 0 and 1")
     if content.key is not None and len(content.key) > 200:
         raise ValidationError(p + "key", "at most 200 characters")
+    if content.subject is not None:
+        validate_subject(content.subject, field=p + "subject")
+    if content.erased:
+        raise ValidationError(p + "erased", "is set by forget, never written")
     tags = normalise_tags(content.tags, field=p + "tags")
     sources = tuple(dict.fromkeys(str(s) for s in content.sources))
     embedding = content.embedding

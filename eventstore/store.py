@@ -36,6 +36,8 @@ from .events import (
     type_name,
 )
 from .recorder import ANY, NO_STREAM, Appended, EventPage, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
+from .sealing import Sealer, key_store_path
+from .keystore import KeyStore
 from .settings import Settings
 
 __all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "StreamAppend", "Digest", "resolve_url"]
@@ -241,10 +243,13 @@ def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
 class EventStore:
     """The append-only, hash-chained event log."""
 
-    def __init__(self, recorder: SQLRecorder, url: str):
+    def __init__(self, recorder: SQLRecorder, url: str, sealer: Sealer | None = None):
         self._recorder = recorder
         self.url = url
         self._pages = _PageDecoder()
+        # Personal fields are sealed on append and opened on read (see .sealing); without a
+        # sealer of its own a store seals nothing but still opens what it finds beside its log.
+        self.sealer = sealer or Sealer(KeyStore(key_store_path(url, Settings())), enabled=False)
 
     @classmethod
     def open(
@@ -272,7 +277,7 @@ class EventStore:
             finally:
                 engine.dispose()
         writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous)
-        store = cls(SQLRecorder(writer, reader), url)
+        store = cls(SQLRecorder(writer, reader), url, Sealer.open(url, settings))
         store.poll_seconds = float(settings.subscribe_poll_seconds)
         return store
 
@@ -300,6 +305,7 @@ class EventStore:
 
     def close(self) -> None:
         self._recorder.dispose()
+        self.sealer.close()
 
     def __enter__(self) -> "EventStore":
         return self
@@ -358,11 +364,17 @@ class EventStore:
         # The hot path of every append: PendingEvents are made with
         # tuple.__new__, and each class's tag and version looked up once.
         make, encode, stamp_of = tuple.__new__, encoder.encode, _STAMPS
+        sealer = self.sealer
+        seal = sealer.seal if sealer.enabled and sealer.prepare((e for w in writes for e in w.events), tenant) else None
+        if seal is not None:
+            nonces = os.urandom(12 * len(ids))  # one draw for the batch: a fresh random nonce per event
         pending = []
         i = 0
         for write in writes:
             records = []
             for event in write.events:
+                if seal is not None:
+                    event = seal(event, ids[i], tenant, nonces[12 * i : 12 * i + 12])
                 cls = type(event)
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
                 records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, encode(event).decode(), meta_text, correlation, None)))
@@ -378,7 +390,20 @@ class EventStore:
     # -- reading -----------------------------------------------------------
 
     def _read(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
-        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``).
+        """Events after ``after`` matching ``filters``, their sealed fields opened (see :meth:`_read_stored`)."""
+        return self._open_sealed(self._read_stored(after, limit, conn, **filters))
+
+    def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
+        unseal, replace = self.sealer.unseal, msgspec.structs.replace
+        for i, recorded in enumerate(events):
+            event = recorded.event
+            opened = unseal(event, recorded.event_id)
+            if opened is not event:
+                events[i] = replace(recorded, event=opened)
+        return events
+
+    def _read_stored(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
+        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``), as stored.
 
         Where the database builds JSON pages, they are read PAGE_ROWS at a
         time in one read transaction and each is decoded by one msgspec
@@ -389,7 +414,7 @@ class EventStore:
             return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters))
         if conn is None:
             with recorder.reader.begin() as own:
-                return self._read(after, limit, own, **filters)
+                return self._read_stored(after, limit, own, **filters)
         out: list[RecordedEvent] = []
         while limit is None or len(out) < limit:
             want = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(out))

@@ -206,8 +206,23 @@ class ProjectionRunner:
                 if not batch:
                     return applied
                 applied += self._apply(groups[start], start, batch)
+                if any(r.type == "SubjectForgotten" for r in batch):
+                    self._compact()  # the erased rows' old bytes must not stay in free pages or the WAL
                 if progress is not None:
                     progress(batch[-1].position)
+
+    def _compact(self) -> None:
+        """Purge deleted content (lock held): each projector's ``purge(conn)`` if it has one (the
+        full-text index merges its segments), then ``VACUUM`` and an emptied WAL. ``secure_delete``
+        is turned on for the rest of the connection's life, so later deletions are zeroed in place too.
+        Run after a batch erased a forgotten subject's rows."""
+        self.conn.execute("PRAGMA secure_delete = ON")
+        for projector in self.projectors:
+            purge = getattr(projector, "purge", None)
+            if purge is not None:
+                purge(self.conn)
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> int:
         end = batch[-1].position

@@ -27,6 +27,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCo
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
+from mnemolog.eventstore.commands.subjects import SubjectCommands
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
@@ -94,6 +95,7 @@ class MemoryService:
         self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=linker)
+        self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)
 
         # Recall: the vector index, kept up to date off the write path, and the fused searcher.
         self.embedder = get_embedder(settings.embedder)
@@ -267,6 +269,8 @@ class MemoryService:
                     "status": v.status,
                     "reason": v.reason,
                     "mentions": list(dict.fromkeys(mentioned)),
+                    "subject": v.content.subject,
+                    "erased": v.content.erased,
                 }
             )
         return out
@@ -287,11 +291,55 @@ class MemoryService:
             )
         return out
 
+    def forgotten(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
+        """The forgets that erased a memory: subject, who, when, why (from the tenant's stream)."""
+        out = []
+        for r in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
+            if memory_id in r.event.memory_ids:
+                out.append(
+                    {
+                        "position": r.position,
+                        "recorded_at": r.recorded_at.isoformat(),
+                        "event_type": r.type,
+                        "subject": r.event.subject,
+                        "actor": r.metadata.actor,
+                        "correlation_id": r.metadata.correlation_id,
+                        "reason": r.event.reason,
+                    }
+                )
+        return out
+
     def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types=None, as_of: Any = None):
         return self.graph.edges_of(tenant, node_id, direction=direction, edge_types=edge_types, as_of=as_of)
 
     def neighbors(self, tenant: str, node_id: str, *, depth: int = 1, direction: str = "both", edge_types=None, as_of: Any = None, max_nodes: int = 200):
         return self.graph.bfs(tenant, [node_id], depth=depth, direction=direction, edge_types=edge_types, as_of=as_of, max_nodes=max_nodes)
+
+    # -- forgetting a subject -------------------------------------------------------------------
+
+    def forget(self, ctx: CommandContext, subject: str, *, reason: str = "") -> CommandResult:
+        """Forget a subject (see :mod:`mnemolog.eventstore.commands.subjects`), then scrub the local files.
+
+        The projections drop the subject's derived rows when they apply the
+        event, and the runner then compacts ``projections.db`` (the full-text
+        index merges its segments, since FTS5 keeps a deleted row's tokens
+        until then; ``VACUUM``; the WAL truncated). Then the vector index,
+        rebuilt without the erased vectors, is saved over its file.
+        """
+        with self._write_lock:
+            result = self.run(self.subjects.forget, ctx, subject, reason=reason)
+            if not result.replayed:
+                self.scrub()
+        return result
+
+    def scrub(self) -> None:
+        """Rewrite the local derived files so that no erased content lingers in them.
+
+        The runner already compacted ``projections.db`` when it applied the
+        forget; the vector index starts over without the erased vectors and
+        is saved over its file (usearch's remove keeps the bytes)."""
+        self.vector_index.sync(self.read_conn())
+        self.vector_index.save()
 
     # -- tenant drop --------------------------------------------------------------------------
 

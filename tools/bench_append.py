@@ -26,6 +26,10 @@ every commit waits for the disk, so one-per-transaction runs use fewer
 events (the table says how many; at most 5,000 under FULL, 10,000 under
 NORMAL).
 
+Then the cost of crypto-shredding (:mod:`mnemolog.tools.bench_sealing`):
+sealed vs plaintext memory appends and reads in the same run, and the time
+to forget a subject with ``--forget-n`` memories.
+
 The last line of output is ``key=value`` pairs for scripts; keys of the
 NORMAL run end in ``_normal``.
 
@@ -62,6 +66,7 @@ from mnemolog.eventstore.store import PAGE_ROWS
 
 from . import bench_replicas
 from .bench_runs import MIN_RUNS, check_runs, middle
+from .bench_sealing import FORGET_N, run_sealing
 
 HELP = (
     "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec;"
@@ -379,6 +384,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory (default: the system's)")
     bench_replicas.add_args(parser)
+    parser.add_argument("--forget-n", type=int, default=FORGET_N, help=f"memories of the subject forgotten (default {FORGET_N:,}, at most --n)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -404,5 +410,9 @@ def run(args: argparse.Namespace) -> int:
             print(table(level, args.n, args.repeat, results), flush=True)
             print()
             pairs.extend(keys(results, args.n, "" if level == "FULL" else "_" + level.lower()))
+        text, sealing = run_sealing(Path(tmp), args.n, max(1, min(args.forget_n, args.n)), args.repeat, status)
+        print(text, flush=True)
+        print()
+        pairs.extend(sealing)
     print(" ".join(pairs))
     return 0

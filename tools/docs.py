@@ -24,6 +24,7 @@ from mnemolog.api import background as api_background
 from mnemolog.api import mcp_server
 from mnemolog.api import settings as api_settings
 from mnemolog.api.routing import Route
+from mnemolog.eventstore import sealing as eventstore_sealing
 from mnemolog.eventstore import settings as eventstore_settings
 from mnemolog.eventstore.settings import Setting
 from mnemolog.projections import service as projections_service
@@ -40,6 +41,7 @@ from . import cli
 #: importing the whole product declares no setting outside these modules.
 SETTINGS_MODULES = (
     eventstore_settings,
+    eventstore_sealing,
     api_settings,
     api_background,
     projections_service,

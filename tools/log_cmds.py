@@ -20,6 +20,7 @@ from mnemolog.eventstore.chain import StoredRow
 from mnemolog.eventstore.events import decode_payload
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
+from mnemolog.eventstore.keystore import read_key_file, write_key_file
 
 from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -47,15 +48,16 @@ def time_arg(text: str) -> datetime:
 # -- rendering ----------------------------------------------------------------
 
 
-def _payload(type_: str, schema_version: int, text: str) -> Any:
-    """The payload decoded through its event type (upcast), or as stored for types this process lacks."""
+def _payload(type_: str, schema_version: int, text: str, event_id: str, sealer=None) -> Any:
+    """The payload decoded through its event type (upcast, sealed fields opened), or as stored for types this process lacks."""
     try:
-        return msgspec.to_builtins(decode_payload(type_, schema_version, text))
+        event = decode_payload(type_, schema_version, text)
+        return msgspec.to_builtins(sealer.unseal(event, event_id) if sealer is not None else event)
     except (EventStoreError, msgspec.MsgspecError):
         return _generic.decode(text)
 
 
-def row_dict(row: StoredRow) -> dict[str, Any]:
+def row_dict(row: StoredRow, sealer=None) -> dict[str, Any]:
     return {
         "position": row.position,
         "event_id": row.event_id,
@@ -65,7 +67,7 @@ def row_dict(row: StoredRow) -> dict[str, Any]:
         "schema_version": row.schema_version,
         "tenant": row.tenant,
         "recorded_at": row.recorded_at,
-        "payload": _payload(row.type, row.schema_version, row.payload),
+        "payload": _payload(row.type, row.schema_version, row.payload, row.event_id, sealer),
         "metadata": _generic.decode(row.metadata),
     }
 
@@ -203,7 +205,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         batch = min(args.limit or 5000, 5000)
         going = True
         for rows in store.iter_rows(after, until=until, batch_size=batch, **filters):
-            if not emit([row_dict(r) for r in rows]):
+            if not emit([row_dict(r, store.sealer) for r in rows]):
                 going = False
                 break
         if not args.follow:
@@ -243,7 +245,7 @@ async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]]
             rows = store.recorder.select_rows(after=position, limit=1000, tenant=args.tenant, types=args.types)
             for row in rows:
                 position = row.position
-                if wanted(row.stream_id, row.correlation_id) and not emit([row_dict(row)]):
+                if wanted(row.stream_id, row.correlation_id) and not emit([row_dict(row, store.sealer)]):
                     return
 
 
@@ -321,6 +323,10 @@ def cmd_digest(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
+    if args.with_keys and to_stdout:
+        raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
+    if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
+        raise CommandError("--with-keys must name another file than --output")
     with open_store(args) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
@@ -336,15 +342,24 @@ def cmd_export(args: argparse.Namespace) -> int:
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
+        keys_written = write_key_file(store.sealer.keys, args.with_keys, tenant=args.tenant) if args.with_keys else None
     if args.json:
-        print_json_line({"exported": count, "file": str(target), "tenant": args.tenant})
+        print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
-        print(f"exported {count} events to {target}")
+        print(f"exported {count} events to {target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    key_rows = None
+    if args.keys:
+        try:
+            key_rows = read_key_file(args.keys)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"import refused, nothing written: {exc}") from None
     with open_store(args) as store:
+        if key_rows is not None:
+            store.sealer.keys.import_rows(key_rows)
         with progress_for(args, "import") as progress:
             try:
                 if args.file == "-":
@@ -441,9 +456,11 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "export", cmd_export, help="write the log as JSON lines", json=True, tenant=True)
     p.add_argument("-o", "--output", metavar="FILE", help="file to write (default: stdout)")
+    p.add_argument("--with-keys", metavar="KEYFILE", help="also write the data keys to KEYFILE, a separate file marked secret (never into the export)")
 
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
     p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
+    p.add_argument("--keys", metavar="KEYFILE", help="first add the data keys of 'mnemolog export --with-keys' to this data directory's key store")
     p.add_argument("--rehash", action="store_true", help="accept a file whose hashes, links, header or footer do not hold (an edited export, or one from before the header and footer)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

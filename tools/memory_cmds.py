@@ -145,10 +145,12 @@ def cmd_add(args: argparse.Namespace) -> int:
             fields["tags"] = _tags(args.tags)
         if args.source:
             fields["sources"] = args.source
+        if args.subject is not None:
+            fields["subject"] = args.subject
         items = [msgspec.convert(fields, MemoryContent)]
     else:
-        if any(v is not None for v in (args.key, args.type, args.tags)) or args.source:
-            return fail("--key, --type, --tags and --source apply to TEXT; in a batch give them in each JSON line")
+        if any(v is not None for v in (args.key, args.type, args.tags, args.subject)) or args.source:
+            return fail("--key, --type, --tags, --subject and --source apply to TEXT; in a batch give them in each JSON line")
         if sys.stdin is None or sys.stdin.isatty():
             return fail("give TEXT, or pipe JSON lines (one memory each) on stdin")
         items = _read_batch(sys.stdin)
@@ -193,9 +195,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
         versions = svc.history(_tenant(args), args.id)
         links = svc.mention_links(_tenant(args), args.id)
+        forgotten = svc.forgotten(_tenant(args), args.id)
     if args.json:
         for version in versions:
             print_json_line(version)
+        for forget in forgotten:
+            print_json_line(forget)
         return 0
     # The correlation id is shown whole: it is what `mnemolog revert` takes.
     correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])
@@ -217,6 +222,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         for link in links:
             held = f"positions {link['linked_at']}-{link['unlinked_at']}" if link["unlinked_at"] is not None else f"since position {link['linked_at']}"
             print(f"  {link['entity_id']} ({link['alias']}, {link['weight']}) {held}")
+    for f in forgotten:
+        print(
+            f"forgotten: subject {f['subject']!r} at position {f['position']} ({f['recorded_at']}) by {f['actor'] or '-'},"
+            f" correlation {f['correlation_id']}: {one_line(f['reason'] or '-')}"
+        )
     return 0
 
 
@@ -256,8 +266,10 @@ def cmd_update(args: argparse.Namespace) -> int:
         changes["key"] = args.key or None
     if args.tags is not None:
         changes["tags"] = tuple(_tags(args.tags) or ())
+    if args.subject is not None:
+        changes["subject"] = args.subject or None
     if not changes:
-        return fail("nothing to update: give --text, --key or --tags")
+        return fail("nothing to update: give --text, --key, --tags or --subject")
     with _open(args) as svc:
         result = svc.run(svc.memories.update, _context(args), args.id, changes, expected_version=args.if_version, reason=args.reason or "")
     if not result.data.get("changed"):
@@ -343,6 +355,19 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
         if data.get("forced"):
             text += f"; forced over {len(data['conflicts'])} conflict(s): " + "; ".join(data["conflicts"])
+    return _report(args, result, text)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    if not args.yes:
+        return fail(f"forgetting subject {args.subject!r} destroys its keys: its data can never be read again; pass --yes to confirm")
+    with _open(args) as svc:
+        result = svc.forget(_context(args), args.subject, reason=args.reason or "")
+    data = result.data
+    text = (
+        f"forgot subject {args.subject}: {data.get('keys_destroyed', 0)} key(s) destroyed,"
+        f" {data.get('memories_erased', 0)} memories erased {_trailer(result)}"
+    )
     return _report(args, result, text)
 
 
@@ -437,6 +462,7 @@ def register(subparsers) -> None:
     p.add_argument("--type", metavar="TYPE", help="memory type (default LongTermMemory)")
     p.add_argument("--tags", metavar="A,B", help="comma-separated tags")
     p.add_argument("--source", action="append", metavar="S", help="a source (repeatable)")
+    p.add_argument("--subject", metavar="S", help="whose data it is (a pseudonymous id): sealed with that subject's key, erased by forget")
 
     p = _command(subparsers, "get", cmd_get, "show a memory (as of a position or time)")
     p.add_argument("id", metavar="ID")
@@ -453,6 +479,7 @@ def register(subparsers) -> None:
     p.add_argument("--text", metavar="T", help="new text")
     p.add_argument("--key", metavar="K", help="new key ('' clears it)")
     p.add_argument("--tags", metavar="A,B", help="new tags, comma-separated ('' clears them)")
+    p.add_argument("--subject", metavar="S", help="new subject ('' makes it the tenant's)")
     p.add_argument("--if-version", type=_positive, metavar="N", help="refuse unless the memory is at version N")
     p.add_argument("--reason", metavar="R", help="why (kept in history)")
 
@@ -496,6 +523,13 @@ def register(subparsers) -> None:
     p = _command(subparsers, "revert", cmd_revert, "undo everything one correlation did, with compensating events", writes=True)
     p.add_argument("correlation", metavar="CORRELATION_ID")
     p.add_argument("--force", action="store_true", help="revert even when later changes touch the same memories or edges")
+
+    p = _command(
+        subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True
+    )
+    p.add_argument("--subject", required=True, metavar="S", help="the subject named on its memories")
+    p.add_argument("--reason", metavar="R", help="why (recorded in the log; no personal data)")
+    p.add_argument("--yes", action="store_true", help="confirm")
 
     p = _command(subparsers, "drop-tenant", cmd_drop_tenant, "back the tenant up, then remove it from every projection", writes=True)
     p.add_argument("--yes", action="store_true", help="confirm")

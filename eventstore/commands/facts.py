@@ -29,3 +29,6 @@ class GraphFacts(Protocol):
 
     def working_entries(self, tenant: str) -> list[WorkingEntry]:
         """The working-memory FIFO, oldest first, with each entry's place (``entered_at``)."""
+
+    def subject_memories(self, tenant: str, subject: str) -> list[str]:
+        """Ids of the memories any version of which names ``subject``."""

@@ -157,6 +157,8 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
+        if state.content.erased:
+            raise Conflict(f"memory {memory_id} was erased (its subject was forgotten)", current_version=state.version)
         if state.status != Status.ACTIVATED.value:
             # An archived memory is out of recall (merged, superseded, evicted, archived by hand):
             # editing it in place would change what it was when it left, so it comes back first.
@@ -188,6 +190,8 @@ class MemoryCommands:
         if to_version == state.version:
             raise Conflict(f"memory {memory_id} is already at version {to_version}", current_version=state.version)
         target = state.at(to_version)
+        if state.content.erased or target.content.erased:
+            raise Conflict(f"memory {memory_id} was erased (its subject was forgotten)", current_version=state.version)
         event = c.MemoryRolledBack(
             memory_id=memory_id,
             to_version=to_version,
@@ -230,6 +234,11 @@ class MemoryCommands:
         for state in states:
             if state.status != Status.ACTIVATED.value:
                 raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
+            if state.content.erased:
+                raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version)
+        if len({s.content.subject for s in states}) > 1:
+            # A merged memory has one subject: forgetting one of them must not leave its text in another's.
+            raise Conflict("memories of different subjects do not merge")
         content = validate_content(merge_contents([s.content for s in states], text))
         merged_id = new_ids(1)[0]
         stamp = now_iso()

@@ -18,7 +18,7 @@ Reverting twice is a no-op, and so is reverting a revert that had nothing to
 compensate (it holds only its marker). When later changes from other
 correlations touched the same memories, documents, entities or edges, or
 hang on a node the revert removes, the revert is refused with the list of
-conflicts, unless forced. A tenant drop cannot be reverted.
+conflicts, unless forced. A tenant drop cannot be reverted, nor can a forget.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .entities import EntityState, load_entity
 from .facts import GraphFacts
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
-UNREVERTED = {"CorrelationReverted", "TenantDropped", "OrganizerPassRecorded"}
+UNREVERTED = {"CorrelationReverted", "TenantDropped", "OrganizerPassRecorded", "SubjectForgotten"}  # a destroyed key never comes back
 _DOCUMENT_FIELDS = g.DocumentImported.__struct_fields__
 
 

@@ -205,6 +205,11 @@ class FtsProjector:
                 flush()
                 for _, tenant in dropped_tenants([recorded]):
                     self._drop_tenant(conn, tenant)
+            elif isinstance(recorded.event, c.SubjectForgotten):
+                self._rows(pending, conn, inserts, previous, flush)
+                pending = []
+                flush()
+                self._erase(conn, recorded.tenant, recorded.event.memory_ids)
         self._rows(pending, conn, inserts, previous, flush)
         flush()
 
@@ -217,6 +222,8 @@ class FtsProjector:
                 flush()
                 close_rows(conn, "fts_docs", row.tenant, row.memory_id, row.position)
             content = row.content
+            if content.erased:
+                continue  # a forgotten subject's text: nothing to index
             cjk = cjk_segment(" ".join(t for t in (content.memory, content.key, content.background) if t))
             inserts.append(
                 (
@@ -228,14 +235,35 @@ class FtsProjector:
             )  # fmt: skip
 
     @staticmethod
+    def purge(conn: sqlite3.Connection) -> None:
+        """Called by the runner after an erasure: deleted rows' tokens leave the index's segments."""
+        purge_deleted(conn)
+
+    @staticmethod
     def _drop_tenant(conn: sqlite3.Connection, tenant: str) -> None:
+        FtsProjector._delete_rows(conn, "tenant = ?", (tenant,))
+
+    @staticmethod
+    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> None:
+        """A forgotten subject's memories leave the index (the runner then merges its segments, see :meth:`purge`)."""
+        ids = _ids_encoder.encode(list(memory_ids)).decode()
+        FtsProjector._delete_rows(conn, "tenant = ? AND memory_id IN (SELECT value FROM json_each(?))", (tenant, ids))
+
+    @staticmethod
+    def _delete_rows(conn: sqlite3.Connection, where: str, params: tuple) -> None:
+        """Remove rows from the index (FTS5 'delete' commands with the old values), then from ``fts_docs``."""
         conn.execute(
             f"INSERT INTO fts_index (fts_index, rowid, {INDEXED})"
-            f" SELECT 'delete', row_id, {INDEXED} FROM fts_docs WHERE tenant = ?",
-            (tenant,),
+            f" SELECT 'delete', row_id, {INDEXED} FROM fts_docs WHERE {where}",
+            params,
         )
-        deleted = conn.execute("DELETE FROM fts_docs WHERE tenant = ?", (tenant,)).rowcount
+        deleted = conn.execute(f"DELETE FROM fts_docs WHERE {where}", params).rowcount
         conn.execute("UPDATE fts_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
+
+
+def purge_deleted(conn: sqlite3.Connection) -> None:
+    """Merge the index's segments, so that deleted rows' tokens leave the file (FTS5 keeps them until a merge)."""
+    conn.execute("INSERT INTO fts_index (fts_index) VALUES ('optimize')")
 
 
 # -- searching ---------------------------------------------------------------------

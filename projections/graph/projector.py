@@ -21,6 +21,7 @@ import msgspec
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.sealing import erase
 
 from ..runner import execute_script
 from ..memory_rows import Previous, close_rows, decode_content, encode_content, transitions
@@ -147,6 +148,8 @@ class GraphProjector:
             elif isinstance(event, c.TenantDropped):
                 for table in ("graph_memories", "graph_edges", "graph_working"):
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
+            elif isinstance(event, c.SubjectForgotten):
+                self._erase(conn, recorded.tenant, event.memory_ids)
         flush_links()
         self._memories(memory_events, conn, inserts, working, previous, flush)
         flush()
@@ -180,6 +183,18 @@ class GraphProjector:
             )
             if row.version == 1 and row.working_binding:
                 working.append((row.tenant, row.working_binding, row.memory_id, content.memory_type, row.position, row.position))
+
+    @staticmethod
+    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids) -> None:
+        """Every version of a forgotten subject's memories reads as erased: ids, times and statuses stay."""
+        rows = conn.execute(
+            "SELECT row_id, content FROM graph_memories WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))",
+            (tenant, _edge_props.encode(list(memory_ids)).decode()),
+        ).fetchall()
+        conn.executemany(
+            "UPDATE graph_memories SET content = ?, key = NULL WHERE row_id = ?",
+            [(encode_content(erase(decode_content(content))), row_id) for row_id, content in rows],
+        )
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:
         event, tenant, position = recorded.event, recorded.tenant, recorded.position

@@ -42,6 +42,8 @@ class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, Any]
     properties: dict[str, Any]
     has_embedding: bool
+    subject: str | None = None  # whose data it is (None: the tenant's)
+    erased: bool = False  # the subject was forgotten: the text is a marker, personal fields are empty
 
 
 class EdgeView(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,6 +105,8 @@ def memory_from_row(row: Sequence) -> MemoryView:
         metadata={f: getattr(content, f) for f in _DOC_FIELDS if getattr(content, f) is not None},
         properties=content.properties,
         has_embedding=content.embedding is not None,
+        subject=content.subject,
+        erased=content.erased,
     )
 
 
@@ -489,6 +493,15 @@ class ProjectionFacts:
             (tenant, prefix, prefix + "\U0010ffff"),
         )
         return [edge_from_row(r) for r in rows]
+
+    def subject_memories(self, tenant: str, subject: str) -> list[str]:
+        self._sync()
+        rows = self._connect().execute(
+            "SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') = ?"
+            " ORDER BY memory_id",
+            (tenant, subject),
+        )
+        return [r[0] for r in rows]
 
     def live_edge(self, tenant: str, edge_id: str) -> c.EdgeRecord | None:
         self._sync()

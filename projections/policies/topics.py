@@ -216,7 +216,9 @@ class TopicBuilder:
                 "SELECT target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id NOT LIKE 'parent:%'", (tenant,)
             )
         }
-        items = [i for i in load_items(conn, tenant, memory_type) if i.id not in user_parented]
+        # A topic quotes and summarises its members under the tenant's key: a memory of a named
+        # subject stays out, so that forgetting the subject leaves none of its text in a topic.
+        items = [i for i in load_items(conn, tenant, memory_type) if i.id not in user_parented and i.content.subject is None and not i.content.erased]
         out: dict[str, Any] = {"memory_type": memory_type, "candidates": len(items), "new": [], "kept": [], "stale": {}}
         if len(items) < self.min_group:
             out["skipped"] = f"{len(items)} candidates < organizer_min_group_size {self.min_group}"

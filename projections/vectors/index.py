@@ -102,6 +102,7 @@ class VectorIndex:
         self.generation: str | None = None
         self.synced_row_id = 0
         self.deletions = 0
+        self.erasures = 0  # vec_stats.erasures seen: a forget makes the index start over, see _sync
         self.rebuilt_because: str | None = None
         self._lock = threading.RLock()
         self._closed = False
@@ -182,6 +183,7 @@ class VectorIndex:
         self.generation = generation
         self.synced_row_id = int(meta.get("synced_row_id", 0))
         self.deletions = int(meta.get("deletions", 0))
+        self.erasures = int(meta.get("erasures", 0))
         return None
 
     def _reset(self, generation: str | None) -> None:
@@ -189,6 +191,7 @@ class VectorIndex:
         self.generation = generation
         self.synced_row_id = 0
         self.deletions = 0
+        self.erasures = 0
 
     # -- syncing -------------------------------------------------------------------
 
@@ -214,6 +217,9 @@ class VectorIndex:
             return 0, 0  # the projection's tables do not exist (yet)
         if not self.is_current(conn):
             return top, max(top, 1)
+        erasures = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
+        if erasures is not None and erasures[0] != self.erasures:
+            return top, max(top, 1)  # a forget: the index starts over
         return top, max(0, top - self.synced_row_id)
 
     def close(self) -> None:
@@ -234,6 +240,13 @@ class VectorIndex:
         except sqlite3.OperationalError:
             return 0  # the projection's tables do not exist (yet)
         deletions = deletions[0] if deletions else 0
+        erasures = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
+        erasures = erasures[0] if erasures else 0
+        if erasures != self.erasures:
+            # usearch's remove leaves the vector bytes in the saved file: after a forget the
+            # index starts over from vec_docs, so the next save writes none of the erased ones.
+            self._reset(generation)
+            self.erasures = erasures
         if deletions != self.deletions:
             self._remove_dropped(conn)
             self.deletions = deletions
@@ -335,6 +348,7 @@ class VectorIndex:
                 "generation": self.generation,
                 "synced_row_id": self.synced_row_id,
                 "deletions": self.deletions,
+                "erasures": self.erasures,
                 "count": len(self._index),
             }
             tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")

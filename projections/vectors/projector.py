@@ -161,6 +161,7 @@ class VectorProjector:
             """
         )
         conn.execute("INSERT OR IGNORE INTO vec_stats (name, value) VALUES ('deletions', 0)")
+        conn.execute("INSERT OR IGNORE INTO vec_stats (name, value) VALUES ('erasures', 0)")
 
     def drop(self, conn: sqlite3.Connection) -> None:
         # The embedding cache survives: it is what makes a rebuild cheap.
@@ -181,6 +182,10 @@ class VectorProjector:
                 segment = []
                 for _, tenant in dropped_tenants([recorded]):
                     self._drop_tenant(conn, tenant)
+            elif isinstance(recorded.event, c.SubjectForgotten):
+                self._apply_memories(segment, conn)
+                segment = []
+                self._erase(conn, recorded.tenant, recorded.event.memory_ids)
         self._apply_memories(segment, conn)
 
     def _apply_memories(self, events: list[RecordedEvent], conn: sqlite3.Connection) -> None:
@@ -231,6 +236,8 @@ class VectorProjector:
         content = row.content
         if not row.content_changed and before is not None:
             return before
+        if content.erased:
+            return _Vector(None, None, None, None, "erased")
         if content.embedding is not None:
             return self._caller_vector(content)
         text_hash = content_hash(content.memory)
@@ -358,6 +365,24 @@ class VectorProjector:
         deleted = conn.execute("DELETE FROM vec_docs WHERE tenant = ?", (tenant,)).rowcount
         conn.execute("DELETE FROM vec_skipped WHERE tenant = ?", (tenant,))
         conn.execute("UPDATE vec_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
+
+
+    @staticmethod
+    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> None:
+        """A forgotten subject's memories: their rows, skips and cached embeddings go (the
+        cache keeps a text another memory still holds), and ``erasures`` makes the HNSW index start over."""
+        ids = _ids_encoder.encode(list(memory_ids)).decode()
+        mine = "SELECT row_id FROM vec_docs WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))"
+        conn.execute(
+            "DELETE FROM embedding_cache WHERE content_hash IN"
+            f" (SELECT content_hash FROM vec_docs WHERE row_id IN ({mine}) AND content_hash IS NOT NULL)"
+            f" AND content_hash NOT IN (SELECT content_hash FROM vec_docs WHERE row_id NOT IN ({mine}) AND content_hash IS NOT NULL)",
+            (tenant, ids, tenant, ids),
+        )
+        deleted = conn.execute(f"DELETE FROM vec_docs WHERE row_id IN ({mine})", (tenant, ids)).rowcount
+        conn.execute("DELETE FROM vec_skipped WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))", (tenant, ids))
+        conn.execute("UPDATE vec_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
+        conn.execute("INSERT INTO vec_stats (name, value) VALUES ('erasures', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
 
 
 # -- searching ---------------------------------------------------------------------

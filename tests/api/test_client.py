@@ -178,6 +178,8 @@ async def test_every_method_against_a_live_server(live, tmp_path):
     async with MnemologClient(live.url, api_key=live.scratch) as scratch_raw:
         scratch_client = Recording(scratch_raw)
         await scratch_client.add_memories(MemoryIn(memory="to be dropped"))
+        await scratch_client.add_memories(MemoryIn(memory="forget me", subject="u-1"))
+        assert (await scratch_client.forget_subject("u-1", reason="test")).data["memories_erased"] == 1
         dropped = await scratch_client.drop_tenant("scratch", reason="test")
         assert dropped.positions
         client.called |= scratch_client.called

@@ -36,7 +36,7 @@ async def expect(status: int, call, *, code: str | None = None) -> ApiError:
 
 
 def sample_path(path: str) -> str:
-    return path.replace("{id}", "some-id").replace("{edge_id}", "user:some:1")
+    return path.replace("{id}", "some-id").replace("{edge_id}", "user:some:1").replace("{subject}", "some-subject")
 
 
 # -- keys -------------------------------------------------------------------------------------------

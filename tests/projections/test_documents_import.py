@@ -181,10 +181,10 @@ def test_cli_log_import_still_works(tmp_path, capsys):
     source = str(tmp_path / "source")
     with MemoryService.open(source) as service:
         service.run(service.entities.upsert, ctx("default"), "e", name="E")
-    export = tmp_path / "log.jsonl"
-    assert cli.main(["--data-dir", source, "export", "-o", str(export)]) == 0
+    export, keys = tmp_path / "log.jsonl", tmp_path / "log.keys"  # the entity's name is sealed: its key travels apart
+    assert cli.main(["--data-dir", source, "export", "-o", str(export), "--with-keys", str(keys)]) == 0
     target = str(tmp_path / "target")
-    assert cli.main(["--data-dir", target, "import", str(export)]) == 0
+    assert cli.main(["--data-dir", target, "import", str(export), "--keys", str(keys)]) == 0
     assert "imported 1" in capsys.readouterr().out
     assert cli.main(["--data-dir", target, "import", str(export), "extra.md"]) == 2
     with MemoryService.open(target) as service:

@@ -500,10 +500,12 @@ def test_a_pass_record_from_another_log_is_ignored(tmp_path, settings):
     Organizer(source, settings).run_once()
     out = io.BytesIO()
     exchange.export(source.store, out, tenant=TENANT)
+    keys = source.store.sealer.keys.export_rows(TENANT)  # sealed memories travel with their keys, apart
     source.close()
     target = MemoryService.open(tmp_path / "target", settings=settings)
     add(target, *(f"other tenant memory {n}" for n in range(5)), tenant="other")
     out.seek(0)
+    target.store.sealer.keys.import_rows(keys)
     exchange.import_(target.store, out)
     target.sync()
     assert events(target, "OrganizerPassRecorded")  # imported, at other positions

@@ -287,3 +287,15 @@ def test_an_unavailable_endpoint_keeps_the_extractive_summary_and_a_bug_is_not_h
     broken = TopicBuilder(svc, settings, Vectors(svc, "hashing"), summarizer=_Summarizer(TypeError("a bug in the summarizer")))
     with pytest.raises(TypeError):
         asyncio.run(broken.summarize([Cluster(members=["a"], sample=["a text"])]))
+
+
+def test_memories_of_a_named_subject_stay_out_of_topics(svc, settings):
+    for theme in ("kitchen", "money"):
+        add(svc, themed(theme, 14))
+    private = [MemoryContent(memory=c.memory, properties=c.properties, subject="u-9") for c in themed("space", 14)]
+    private_ids = set(add(svc, private))
+    report = Organizer(svc, settings).cluster()
+    topics = live_topics(svc)
+    assert report["created"] == 2 and len(topics) == 2
+    assert not private_ids & {target for _, _, target in parent_edges(svc)}
+    assert not any(word in json.dumps(content) for content in topics.values() for word in ("telescope", "nebula", "astronaut"))

@@ -87,15 +87,18 @@ def head(data_dir: Path) -> int:
 
 
 def fresh_rebuild(data_dir: Path, where: Path) -> dict:
-    """The projections of a copy of the log, replayed from position 0 in another directory."""
+    """The projections of a copy of the log (with its key store), replayed from position 0 in another directory."""
     where.mkdir(parents=True)
-    source = sqlite3.connect(str(data_dir / "events.db"))
-    copy = sqlite3.connect(str(where / "events.db"))
-    try:
-        source.backup(copy)
-    finally:
-        source.close()
-        copy.close()
+    for name in ("events.db", "keys.db"):  # the log, and the keys its sealed fields need
+        if not (data_dir / name).exists():
+            continue
+        source = sqlite3.connect(str(data_dir / name))
+        copy = sqlite3.connect(str(where / name))
+        try:
+            source.backup(copy)
+        finally:
+            source.close()
+            copy.close()
     store = EventStore.open(where, settings=SETTINGS)
     runner = ProjectionRunner(store, where / "projections.db", default_projectors(SETTINGS, where))
     try:

@@ -1,0 +1,316 @@
+"""The key store: one random 256-bit data key per subject, apart from the log.
+
+A *subject* is a tenant (its own key, subject ``""`` here: what memories
+without a subject, entities and documents are sealed with) or a ``subject``
+named on a memory, within its tenant.
+Keys live in their own SQLite database, ``keys.db`` in the data directory
+(``MNEMOLOG_KEY_STORE`` names another file). A log on PostgreSQL keeps its
+keys there too: the key store is never in the log's database, so a copy of
+the log (a replica, a dump, an export) holds ciphertext only, and every
+process that must read plaintext needs the key file (point
+``MNEMOLOG_KEY_STORE`` of each replica at the same file, or copy it with
+``mnemolog export --with-keys``).
+
+A key's life: ``live`` (new events of the subject are sealed with it),
+``retired`` (a forget has begun: new events get a new key, old ones still
+open), then forgotten: the key bytes are deleted and only a tombstone row
+(key id, tenant, time) stays, so that a reader can tell "forgotten, show as
+erased" from "missing, restore the key store". Forgetting rewrites the file
+so that the key bytes do not linger: ``secure_delete`` zeroes freed
+content, ``VACUUM`` rewrites the database, and a ``TRUNCATE`` checkpoint
+empties the write-ahead log.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Iterable
+
+from .ids import new_id
+
+KEY_BYTES = 32
+TENANT_SUBJECT = ""  # the tenant's own key
+FORGOTTEN = b""  # what :meth:`KeyStore.key` returns for a forgotten key
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class KeyStore:
+    """Data keys by id, created on demand; thread-safe; shared safely with other processes (SQLite locking)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._by_id: dict[str, bytes] = {}
+        self._live: dict[tuple[str, str], tuple[str, bytes]] = {}
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS data_keys (
+                    key_id TEXT PRIMARY KEY,
+                    tenant TEXT NOT NULL,
+                    subject TEXT,
+                    key BLOB,
+                    state TEXT NOT NULL CHECK (state IN ('live', 'retired', 'forgotten')),
+                    created_at TEXT NOT NULL,
+                    forgotten_at TEXT
+                );
+                CREATE UNIQUE INDEX IF NOT EXISTS ux_data_keys_live ON data_keys (tenant, subject) WHERE state = 'live';
+                """
+            )
+            try:
+                os.chmod(self.path, 0o600)
+            except OSError:
+                pass
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- keys ----------------------------------------------------------------------
+
+    def key_for(self, tenant: str, subject: str | None) -> tuple[str, bytes]:
+        """The live key of a subject (``None`` or ``""``: the tenant's), made on first use."""
+        subject = subject or TENANT_SUBJECT
+        found = self._live.get((tenant, subject))
+        if found is not None:
+            return found
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT key_id, key FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject)
+                ).fetchone()
+                if row is None:
+                    row = (new_id(), os.urandom(KEY_BYTES))
+                    conn.execute(
+                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at) VALUES (?,?,?,?,'live',?)",
+                        (row[0], tenant, subject, row[1], _now()),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            found = self._live[(tenant, subject)] = (row[0], bytes(row[1]))
+            self._by_id[row[0]] = found[1]
+            return found
+
+    def ensure(self, tenant: str, subjects: set[str | None]) -> None:
+        """Make the live keys of ``subjects`` that do not exist yet, in one transaction (one sync for a batch)."""
+        live = self._live
+        missing = {s for s in (subject or TENANT_SUBJECT for subject in subjects) if (tenant, s) not in live}
+        if not missing:
+            return
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for subject in sorted(missing):
+                    conn.execute(
+                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at)"
+                        " SELECT ?, ?, ?, ?, 'live', ? WHERE NOT EXISTS"
+                        " (SELECT 1 FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live')",
+                        (new_id(), tenant, subject, os.urandom(KEY_BYTES), _now(), tenant, subject),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def key(self, key_id: str) -> bytes | None:
+        """The key's bytes; :data:`FORGOTTEN` (empty) if it was forgotten; ``None`` if this store never held it."""
+        found = self._by_id.get(key_id)
+        if found is not None:
+            return found
+        with self._lock:
+            row = self._connection().execute("SELECT key, state FROM data_keys WHERE key_id = ?", (key_id,)).fetchone()
+        if row is None:
+            return None
+        found = self._by_id[key_id] = FORGOTTEN if row[1] == "forgotten" else bytes(row[0])
+        return found
+
+    def subject_keys(self, tenant: str, subject: str | None) -> list[str]:
+        """Ids of the subject's keys that still exist (live or retired)."""
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT key_id FROM data_keys WHERE tenant = ? AND subject = ? AND state != 'forgotten' ORDER BY created_at, key_id",
+                (tenant, subject or TENANT_SUBJECT),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def retire(self, tenant: str, subject: str | None) -> list[str]:
+        """Stop sealing with the subject's keys (new events get a new key); the ids retired or already retired."""
+        subject = subject or TENANT_SUBJECT
+        with self._lock:
+            conn = self._connection()
+            conn.execute("UPDATE data_keys SET state = 'retired' WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject))
+            self._live.pop((tenant, subject), None)
+        return self.subject_keys(tenant, subject)
+
+    def forget(self, key_ids: Iterable[str]) -> int:
+        """Destroy the keys: the rows become tombstones, and the file is rewritten without the key bytes."""
+        ids = list(key_ids)
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for key_id in ids:
+                    row = conn.execute("SELECT tenant FROM data_keys WHERE key_id = ?", (key_id,)).fetchone()
+                    conn.execute("DELETE FROM data_keys WHERE key_id = ?", (key_id,))
+                    conn.execute(
+                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at, forgotten_at)"
+                        " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
+                        (key_id, row[0] if row else "", _now(), _now()),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            for key_id in ids:
+                self._by_id[key_id] = FORGOTTEN
+            for live_key, (key_id, _) in list(self._live.items()):
+                if key_id in ids:
+                    del self._live[live_key]
+            self.scrub()
+        return len(ids)
+
+    def tombstone(self, key_ids: Iterable[str], tenant: str) -> None:
+        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone."""
+        ids = list(key_ids)
+        with self._lock:
+            conn = self._connection()
+            held = [k for k in ids if conn.execute("SELECT 1 FROM data_keys WHERE key_id = ? AND state != 'forgotten'", (k,)).fetchone()]
+            for key_id in ids:
+                conn.execute(
+                    "INSERT OR IGNORE INTO data_keys (key_id, tenant, subject, key, state, created_at, forgotten_at)"
+                    " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
+                    (key_id, tenant, _now(), _now()),
+                )
+            if held:
+                self.forget(held)
+
+    def forget_cached(self, key_ids: Iterable[str]) -> None:
+        """Drop keys another process forgot from this process's cache."""
+        for key_id in key_ids:
+            self._by_id.pop(key_id, None)
+            for live_key, (live_id, _) in list(self._live.items()):
+                if live_id == key_id:
+                    del self._live[live_key]
+
+    def scrub(self) -> None:
+        """Rewrite the file so that freed pages and the WAL hold no deleted key bytes."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- moving keys with an export --------------------------------------------------
+
+    def export_rows(self, tenant: str | None = None) -> list[dict]:
+        """Every key (tombstones included), for ``export --with-keys``; the caller writes them to a marked file."""
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT key_id, tenant, subject, key, state, created_at, forgotten_at FROM data_keys"
+                + (" WHERE tenant = ?" if tenant is not None else "")
+                + " ORDER BY created_at, key_id",
+                (tenant,) if tenant is not None else (),
+            ).fetchall()
+        return [
+            {"key_id": r[0], "tenant": r[1], "subject": r[2], "key": r[3].hex() if r[3] else None, "state": r[4], "created_at": r[5], "forgotten_at": r[6]}
+            for r in rows
+        ]
+
+    def import_rows(self, rows: Iterable[dict]) -> int:
+        """Add keys from an export's key file; a key already here (by id) is kept as it is. The rows added."""
+        added = 0
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for r in rows:
+                    state = r["state"] if r.get("key") else "forgotten"
+                    if state == "live" and conn.execute(
+                        "SELECT 1 FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live'", (r["tenant"], r["subject"])
+                    ).fetchone():
+                        state = "retired"  # this store already seals the subject with a key of its own
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO data_keys (key_id, tenant, subject, key, state, created_at, forgotten_at) VALUES (?,?,?,?,?,?,?)",
+                        (
+                            r["key_id"], r["tenant"], r.get("subject") if state != "forgotten" else None,
+                            bytes.fromhex(r["key"]) if state != "forgotten" else None, state, r.get("created_at") or _now(), r.get("forgotten_at"),
+                        ),
+                    )  # fmt: skip
+                    added += cur.rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return added
+
+
+KEY_FILE_FORMAT = 1
+KEY_FILE_WARNING = (
+    "SECRET: mnemolog data keys. Whoever holds this file and the log reads every sealed field."
+    " Keep it apart from the export; destroy it when done."
+)
+
+
+def write_key_file(keys: KeyStore, path: str | os.PathLike, *, tenant: str | None = None) -> int:
+    """Write the keys (of one tenant, or all) to a marked JSON-lines file readable by its owner only; the keys written."""
+    import json
+
+    rows = keys.export_rows(tenant)
+    target = Path(path)
+    partial = target.with_name(target.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps({"mnemolog_keys": KEY_FILE_FORMAT, "warning": KEY_FILE_WARNING, "tenant": tenant}) + "\n")
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    os.replace(partial, target)
+    return len(rows)
+
+
+def read_key_file(path: str | os.PathLike) -> list[dict]:
+    """The keys of a file :func:`write_key_file` wrote; ``ValueError`` naming the line if it is not one."""
+    import json
+
+    with open(path, encoding="utf-8") as lines:
+        header = lines.readline()
+        try:
+            if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
+                raise ValueError
+        except (ValueError, AttributeError):
+            raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
+        rows = []
+        for lineno, line in enumerate(lines, start=2):
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("key_id"), str) or not isinstance(row.get("tenant"), str):
+                    raise ValueError
+                if row.get("key") is not None:
+                    if len(bytes.fromhex(row["key"])) != KEY_BYTES:
+                        raise ValueError
+            except ValueError:
+                raise ValueError(f"{path}: line {lineno} is not a key record") from None
+            rows.append(row)
+    return rows

@@ -1,0 +1,47 @@
+"""``POST /v1/subjects/{subject}/forget`` over real HTTP: admin only, clear 4xx errors, erased reads afterwards."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemolog.api.client import ApiError
+
+
+@pytest.fixture
+async def secured(start):
+    return await start(auth=True)
+
+
+async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
+    writer = secured.client(api_key=secured.key("acme", "read", "write"))
+    mine = await writer.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7", "tags": ["health"]})
+    other = await writer.add_memories({"memory": "the office opens at nine"})
+    with pytest.raises(ApiError) as err:
+        await writer.forget_subject("u-7", reason="request 12")
+    assert err.value.status == 403
+    assert (await writer.get_memory(mine.memory_ids[0]))["memory"] == "Marguerite's allergy to hazelnuts"
+
+    admin = secured.client(api_key=secured.key("acme", "read", "admin"))
+    done = await admin.forget_subject("u-7", reason="request 12")
+    assert done.data == {"subject": "u-7", "keys_destroyed": 1, "memories_erased": 1}
+    view = await admin.get_memory(mine.memory_ids[0])
+    assert view["erased"] is True and view["subject"] == "u-7" and "hazelnut" not in view["memory"] and view["tags"] == []
+    assert view["status"] == "activated" and view["id"] == mine.memory_ids[0]
+    assert (await admin.get_memory(other.memory_ids[0]))["erased"] is False
+    history = await admin.memory_history(mine.memory_ids[0])
+    assert history["forgotten"][0]["reason"] == "request 12" and history["forgotten"][0]["subject"] == "u-7"
+    assert (await admin.verify())["ok"] is True
+
+
+async def test_forget_refuses_bad_and_unknown_subjects_with_json_errors(api):
+    bad = await api.raw.post("/v1/subjects/@tenant/forget", json={"reason": "x"})
+    assert bad.status == 422 and (await bad.json())["error"]["field"] == "subject"
+    unknown = await api.raw.post("/v1/subjects/nobody/forget", json={})
+    assert unknown.status == 404 and (await unknown.json())["error"]["code"] == "not_found"
+    extra = await api.raw.post("/v1/subjects/nobody/forget", json={"why": "x"})
+    assert extra.status == 422
+
+
+async def test_a_subject_on_a_new_memory_is_validated(api):
+    response = await api.raw.post("/v1/memories", json={"memory": {"memory": "x", "subject": "@nope"}})
+    assert response.status == 422 and (await response.json())["error"]["field"] is not None

@@ -1,0 +1,218 @@
+"""Sealed personal fields: stored as ciphertext, read as plaintext while the key exists, erased once it is gone.
+
+``fixtures/plaintext_memories.jsonl`` is an export of a log written without
+sealing (memory added and updated, an entity), byte for byte what mnemolog
+wrote before sealing existed: a store that seals must still read it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore import exchange
+from mnemolog.eventstore.errors import KeyMissing, SealBroken
+from mnemolog.eventstore.keystore import KeyStore, read_key_file, write_key_file
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.sealing import ERASED_TEXT, PREFIX, Sealer, encryption_enabled
+from mnemolog.eventstore.settings import SettingError, Settings
+
+FIXTURE = Path(__file__).with_name("fixtures") / "plaintext_memories.jsonl"
+
+
+def _settings(**values) -> Settings:
+    return Settings(values, env={})
+
+
+def _open(path: Path, **values) -> EventStore:
+    return EventStore.open(path, settings=_settings(data_dir=str(path), **values))
+
+
+def _added(text: str, subject: str | None = "u-1", memory_id: str = "m-1", **content) -> c.MemoryAdded:
+    return c.MemoryAdded(memory_id=memory_id, content=MemoryContent(memory=text, subject=subject, **content), created_at="2026-01-01T00:00:00Z")
+
+
+def _payloads(path: Path) -> list[str]:
+    return [r[0] for r in sqlite3.connect(path / "events.db").execute("SELECT payload FROM events ORDER BY position")]
+
+
+def test_personal_fields_are_stored_sealed_and_read_in_plaintext(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        event = _added("Zebrafinch sings at dawn", tags=("birds",), background="heard in Lisbon", properties={"where": "Lisbon"}, key="song")
+        store.append("memory-1", [event], tenant="t")
+        [payload] = _payloads(tmp_path)
+        for plain in ("Zebrafinch", "Lisbon", "birds", "song"):
+            assert plain not in payload
+        assert PREFIX in payload and '"subject":"u-1"' in payload  # the subject stays readable, the rest is sealed
+        [recorded] = store.read_all()
+        assert recorded.event == event
+        assert store.verify().ok
+
+
+def test_entities_and_documents_are_sealed_with_the_tenants_key(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        entity = g.EntityUpserted(entity_id="e1", name="Ada Lovelace", description="mathematician", aliases=("Ada",), properties={"born": "1815"})
+        document = g.DocumentImported(doc_id="d1", version=1, title="Ada's notes", content_hash="h", chunk_ids=(), path="/home/ada/notes.md")
+        store.append("entity-t/e1", [entity], tenant="t")
+        store.append("document-t/d1", [document], tenant="t")
+        text = "".join(_payloads(tmp_path))
+        assert "Lovelace" not in text and "mathematician" not in text and "/home/ada" not in text and "1815" not in text
+        assert [r.event for r in store.read_all()] == [entity, document]
+        assert store.sealer.keys.subject_keys("t", None)  # the tenant's own key
+
+
+def test_with_encryption_off_payloads_are_plaintext_and_a_sealing_store_reads_them(tmp_path):
+    event = _added("Plain as day")
+    with _open(tmp_path, encryption="off") as store:
+        store.append("memory-1", [event], tenant="t")
+    assert "Plain as day" in _payloads(tmp_path)[0]
+    with _open(tmp_path, encryption="on") as store:
+        assert store.read_all()[0].event == event
+
+
+def test_a_log_written_before_sealing_reads_as_before_and_verifies(tmp_path):
+    with _open(tmp_path, encryption="on") as store, open(FIXTURE, "rb") as lines:
+        report = exchange.import_(store, lines)
+        assert report.imported == 3
+        events = [r.event for r in store.read_all()]
+        assert events[0].content.memory == "the user prefers green tea" and events[0].content.properties == {"mood": "calm"}
+        assert events[1].content.memory == "the user prefers jasmine tea"
+        assert events[2].name == "Jasmine Tea" and events[2].aliases == ("jasmine",)
+        assert all(e.content.subject is None and not e.content.erased for e in events[:2])
+        assert store.verify().ok
+
+
+def test_a_forgotten_key_reads_as_erased_the_same_way_every_time(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        store.append("memory-1", [_added("Okapi secret", subject="u-1", tags=("zoo",), background="bg")], tenant="t")
+        store.append("memory-2", [_added("Other subject", subject="u-2")], tenant="t")
+        keys = store.sealer.keys
+        keys.forget(keys.retire("t", "u-1"))
+        first, second = store.read_all()
+        assert first.event.content.memory == ERASED_TEXT and first.event.content.erased
+        assert first.event.content.tags == () and first.event.content.background is None and first.event.content.subject == "u-1"
+        assert first.event.memory_id == "m-1"  # ids stay
+        assert second.event.content.memory == "Other subject"
+        assert store.read_all() == [first, second]
+        assert store.verify().ok
+
+
+def test_a_new_key_after_forget_keeps_new_events_readable(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        store.append("memory-1", [_added("before forget")], tenant="t")
+        keys = store.sealer.keys
+        keys.forget(keys.retire("t", "u-1"))
+        store.append("memory-2", [_added("after forget")], tenant="t")
+        texts = [r.event.content.memory for r in store.read_all()]
+        assert texts == [ERASED_TEXT, "after forget"]
+
+
+def test_a_key_the_store_never_held_is_an_error_not_an_erasure(tmp_path):
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("needs its key")], tenant="t")
+        path = tmp_path / "a" / "export.jsonl"
+        with open(path, "wb") as out:
+            exchange.export(store, out)
+    with _open(tmp_path / "b", encryption="on") as other, open(path, "rb") as lines:
+        exchange.import_(other, lines)
+        with pytest.raises(KeyMissing, match="never held"):
+            other.read_all()
+
+
+def test_a_token_moved_to_another_event_does_not_open(tmp_path):
+    sealer = Sealer(KeyStore(tmp_path / "keys.db"), enabled=True)
+    sealed = sealer.seal(_added("bound to its event"), "event-a", "t")
+    assert sealer.unseal(sealed, "event-a").content.memory == "bound to its event"
+    with pytest.raises(SealBroken):
+        sealer.unseal(sealed, "event-b")
+
+
+def test_keys_travel_only_in_a_marked_key_file_and_make_an_import_readable(tmp_path):
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("Travels with its key")], tenant="t")
+        export = tmp_path / "log.jsonl"
+        with open(export, "wb") as out:
+            exchange.export(store, out)
+        assert write_key_file(store.sealer.keys, tmp_path / "log.keys") == 1
+    assert "Travels" not in export.read_text()
+    key_text = (tmp_path / "log.keys").read_text()
+    assert key_text.startswith('{"mnemolog_keys": 1, "warning": "SECRET') and (tmp_path / "log.keys").stat().st_mode & 0o077 == 0
+    with _open(tmp_path / "b", encryption="on") as other, open(export, "rb") as lines:
+        other.sealer.keys.import_rows(read_key_file(tmp_path / "log.keys"))
+        exchange.import_(other, lines)
+        assert other.read_all()[0].event.content.memory == "Travels with its key"
+
+
+def test_an_import_of_a_forget_keeps_the_subject_erased_even_where_the_key_was_held(tmp_path):
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("Forgotten elsewhere")], tenant="t")
+        write_key_file(store.sealer.keys, tmp_path / "log.keys")
+        keys = store.sealer.keys
+        ids = keys.retire("t", "u-1")
+        keys.forget(ids)
+        store.append("tenant-t", [c.SubjectForgotten(subject="u-1", key_ids=tuple(ids))], tenant="t")
+        with open(tmp_path / "log.jsonl", "wb") as out:
+            exchange.export(store, out)
+    with _open(tmp_path / "b", encryption="on") as other, open(tmp_path / "log.jsonl", "rb") as lines:
+        other.sealer.keys.import_rows(read_key_file(tmp_path / "log.keys"))  # the key, taken before the forget
+        exchange.import_(other, lines)
+        assert other.read_all()[0].event.content.erased
+        assert other.verify().ok
+
+
+def test_forgetting_rewrites_the_key_store_without_the_key_bytes(tmp_path):
+    keys = KeyStore(tmp_path / "keys.db")
+    key_id, key = keys.key_for("t", "u-1")
+    keys.key_for("t", "u-2")
+    keys.forget(keys.retire("t", "u-1"))
+    keys.close()
+    for name in ("keys.db", "keys.db-wal"):
+        path = tmp_path / name
+        if path.exists():
+            assert key not in path.read_bytes()
+    reopened = KeyStore(tmp_path / "keys.db")
+    assert reopened.key(key_id) == b"" and reopened.subject_keys("t", "u-2")
+
+
+def test_the_encryption_setting(tmp_path):
+    assert encryption_enabled(_settings(encryption="auto")) is True  # the crypto extra is installed here
+    assert encryption_enabled(_settings(encryption="off")) is False
+    postgres = "postgresql+psycopg://u@h/db"
+    assert encryption_enabled(_settings(encryption="auto"), postgres) is False  # each server has its own data directory
+    assert encryption_enabled(_settings(encryption="auto", key_store=str(tmp_path / "shared.db")), postgres) is True
+    assert encryption_enabled(_settings(encryption="on"), postgres) is True
+    with pytest.raises(SettingError):
+        encryption_enabled(_settings(encryption="maybe"))
+
+
+_text = st.text(min_size=1, max_size=40).filter(str.strip)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=_text,
+    tags=st.lists(st.from_regex(r"[a-z]{1,8}", fullmatch=True), max_size=3, unique=True),
+    properties=st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=10), st.booleans()), max_size=3),
+    background=st.none() | _text,
+    subject=st.none() | st.from_regex(r"u-[0-9]{1,3}", fullmatch=True),
+)
+def test_sealing_round_trips_any_content(tmp_path, text, tags, properties, background, subject):
+    sealer = Sealer(KeyStore(tmp_path / "keys.db"), enabled=True)
+    event = c.MemoryUpdated(
+        memory_id="m1",
+        content=MemoryContent(memory=text, tags=tuple(tags), properties=properties, background=background, subject=subject),
+        changed=("memory",),
+        updated_at="2026-01-01T00:00:00Z",
+    )
+    sealed = sealer.seal(event, "e1", "t")
+    stored = msgspec.json.encode(sealed)
+    again = msgspec.json.decode(stored, type=c.MemoryUpdated)  # the stored form still decodes as its Struct
+    assert again.content.memory.startswith(PREFIX) and again.content.tags == () and again.content.properties == {}
+    assert sealer.unseal(again, "e1") == event

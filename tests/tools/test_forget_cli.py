@@ -1,0 +1,56 @@
+"""``mnemolog forget`` and the key file of ``export --with-keys`` / ``import --keys``, as an operator runs them (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
+
+
+def run(data: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == code, (argv, done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def test_forget_from_the_command_line(tmp_path):
+    data = tmp_path / "data"
+    added = json.loads(run(data, "add", "Rosalind keeps bees in Porto", "--subject", "u-3", "--tenant", "t", "--json").stdout)
+    memory_id = added["memory_ids"][0]
+    run(data, "export", "-o", str(tmp_path / "log.jsonl"), "--with-keys", str(tmp_path / "log.keys"))
+    assert "Rosalind" not in (tmp_path / "log.jsonl").read_text()
+    assert "SECRET" in (tmp_path / "log.keys").read_text()
+
+    refused = run(data, "forget", "--subject", "u-3", "--tenant", "t", code=2)
+    assert "--yes" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    done = json.loads(run(data, "forget", "--subject", "u-3", "--tenant", "t", "--reason", "asked by phone", "--yes", "--json").stdout)
+    assert done["memories_erased"] == 1 and done["keys_destroyed"] == 1
+    run(data, "forget", "--subject", "u-3", "--tenant", "t", "--yes", code=2)  # nothing left to forget
+
+    shown = json.loads(run(data, "get", memory_id, "--tenant", "t", "--json").stdout)
+    assert shown["erased"] is True and "Rosalind" not in shown["memory"]
+    history = run(data, "history", memory_id, "--tenant", "t").stdout
+    assert "forgotten: subject 'u-3'" in history and "asked by phone" in history
+    run(data, "verify")
+
+    # The key file taken before the forget does not bring the subject back: the forget travels with the log.
+    copy = tmp_path / "copy"
+    run(data, "export", "-o", str(tmp_path / "after.jsonl"))
+    run(copy, "import", str(tmp_path / "after.jsonl"), "--keys", str(tmp_path / "log.keys"))
+    assert json.loads(run(copy, "get", memory_id, "--tenant", "t", "--json").stdout)["erased"] is True
+
+
+def test_keys_never_go_to_stdout_or_into_the_export_itself(tmp_path):
+    data = tmp_path / "data"
+    run(data, "add", "x", "--tenant", "t")
+    assert "--output" in run(data, "export", "--with-keys", str(tmp_path / "k"), code=2).stderr
+    out = tmp_path / "same.jsonl"
+    run(data, "export", "-o", str(out), "--with-keys", str(out), code=2)
+    bad = tmp_path / "bad.keys"
+    bad.write_text("{}\n")
+    assert "not a mnemolog key file" in run(data, "import", str(out), "--keys", str(bad), code=2).stderr

@@ -1,0 +1,125 @@
+"""The cost of crypto-shredding, as part of ``mnemolog bench append``.
+
+- **Sealed vs plaintext appends**, in the same run: memory events of a
+  subject (a ~220-character text, tags, background, properties: what a
+  memory write carries) appended 100 per transaction with
+  ``MNEMOLOG_ENCRYPTION=on`` and ``off``, alternating runs, under
+  ``synchronous=NORMAL`` so the disk does not hide the CPU cost; then the
+  same logs read back decoded (``iter_all``; the sealed one opens every
+  token). The goal is a ratio of at least 0.8.
+- **Forget**: a subject with ``--forget-n`` memories (default 10,000) among
+  a tenth as many of other subjects, written through the service; the time
+  of ``MemoryService.forget`` (the command, the projections erasing the
+  rows, the compaction of ``projections.db``, the vector index saved anew).
+  The goal is under 5 seconds.
+
+Each case runs ``--repeat`` times; the median counts.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Callable
+
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
+
+from .bench_runs import middle
+
+SEAL_LIMIT = 20_000  # events in the sealed vs plaintext comparison (at most)
+FORGET_N = 10_000
+_WORDS = "alice moved to lisbon in may and prefers green tea her sister works at the harbour office near the old bridge".split()
+
+
+def memory_events(n: int, seed: int = 11) -> list[c.MemoryAdded]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words: list[str] = []
+        while sum(len(w) + 1 for w in words) < 220:
+            words.append(rng.choice(_WORDS))
+        content = MemoryContent(
+            memory=" ".join(words), tags=(_WORDS[i % 7], _WORDS[i % 5]), background="said in a chat", properties={"n": i}, subject=f"u-{i % 50}"
+        )
+        out.append(c.MemoryAdded(memory_id=f"m-{i}", content=content, created_at="2026-01-01T00:00:00Z"))
+    return out
+
+
+def _append_and_read(directory: Path, events: list[c.MemoryAdded], encryption: str) -> tuple[float, float]:
+    settings = Settings({"data_dir": str(directory), "encryption": encryption}, env={})
+    with EventStore.open(directory, settings=settings, synchronous="NORMAL") as store:
+        started = time.perf_counter()
+        for start in range(0, len(events), 100):
+            store.append(f"memory-{start}", events[start : start + 100], tenant="bench")
+        appended = time.perf_counter() - started
+        started = time.perf_counter()
+        count = sum(len(batch) for batch in store.iter_all())
+        read = time.perf_counter() - started
+        assert count == len(events)
+    return appended, read
+
+
+def _forget_once(directory: Path, n: int) -> float:
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.projections.service import MemoryService
+
+    settings = Settings({"data_dir": str(directory), "encryption": "on", "synchronous": "NORMAL"}, env={})
+    ctx = CommandContext(tenant="bench", actor="bench")
+    with MemoryService.open(directory, settings=settings) as svc:
+        texts = [e.content.memory for e in memory_events(min(n, 2_000))]
+        for start in range(0, n, 2_000):
+            batch = [MemoryContent(memory=f"{texts[i % len(texts)]} {i}", subject="forgotten") for i in range(start, min(n, start + 2_000))]
+            svc.run(svc.memories.add, ctx, batch)
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"{texts[i % len(texts)]} other {i}", subject=f"u-{i}") for i in range(max(1, n // 10))])
+        svc.scrub()  # the vector index built and saved, as a running server keeps it
+        started = time.perf_counter()
+        result = svc.forget(ctx, "forgotten", reason="bench")
+        seconds = time.perf_counter() - started
+        assert result.data["memories_erased"] == n
+    return seconds
+
+
+def run_sealing(root: Path, n: int, forget_n: int, repeat: int, status: Callable[[str], None]) -> tuple[str, list[str]]:
+    """The table and the ``key=value`` pairs of the sealing cases."""
+    events = memory_events(min(n, SEAL_LIMIT))
+    runs: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    for run in range(repeat):
+        for mode in ("off", "on") if run % 2 == 0 else ("on", "off"):  # alternate, so both see the same neighbours
+            status(f"sealing: append and read, encryption {mode}")
+            directory = root / f"seal-{mode}-{run}"
+            runs[mode].append(_append_and_read(directory, events, mode))
+            shutil.rmtree(directory)
+    count = len(events)
+    on_append, off_append = middle(r[0] for r in runs["on"]), middle(r[0] for r in runs["off"])
+    on_read, off_read = middle(r[1] for r in runs["on"]), middle(r[1] for r in runs["off"])
+    forgets = []
+    for run in range(repeat):
+        status(f"sealing: forget a subject with {forget_n:,} memories")
+        directory = root / f"forget-{run}"
+        forgets.append(_forget_once(directory, forget_n))
+        shutil.rmtree(directory)
+    forget_s = middle(forgets)
+    append_ratio, read_ratio = off_append / on_append, off_read / on_read
+    lines = [f"crypto-shredding  (memory events of 50 subjects, 100 per transaction, synchronous=NORMAL; median of {repeat} runs per case)"]
+    lines.append(f"  {'case':<46}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs off':>9}")
+    lines.append(f"  {'append, encryption off':<46}{count:>10,}{off_append:>10.2f}{count / off_append:>12,.0f}{'':>9}")
+    lines.append(f"  {'append, encryption on (sealed)':<46}{count:>10,}{on_append:>10.2f}{count / on_append:>12,.0f}{append_ratio:>9.2f}")
+    lines.append(f"  {'read back decoded, encryption off':<46}{count:>10,}{off_read:>10.2f}{count / off_read:>12,.0f}{'':>9}")
+    lines.append(f"  {'read back decoded, sealed (opened)':<46}{count:>10,}{on_read:>10.2f}{count / on_read:>12,.0f}{read_ratio:>9.2f}")
+    lines.append(f"  {f'forget a subject with {forget_n:,} memories':<46}{forget_n:>10,}{forget_s:>10.2f}{forget_n / forget_s:>12,.0f}{'':>9}")
+    lines.append(f"  goals: sealed append at least 0.8x plaintext ({append_ratio:.2f}x); forget of 10,000 memories under 5 s ({forget_s:.2f} s)")
+    pairs = [
+        f"seal_n={count}",
+        f"append_off_eps={count / off_append:.0f}",
+        f"append_on_eps={count / on_append:.0f}",
+        f"seal_append_ratio={append_ratio:.3f}",
+        f"seal_read_ratio={read_ratio:.3f}",
+        f"forget_n={forget_n}",
+        f"forget_s={forget_s:.2f}",
+    ]
+    return "\n".join(lines), pairs
