@@ -6,7 +6,6 @@ from aiohttp import web
 
 from mnemolog.eventstore.model import validate_subject
 
-
 from .routing import RouteTable, write, write_request, write_response
 from .schemas import ForgetRequest, WriteResponse
 
