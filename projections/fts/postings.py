@@ -251,6 +251,7 @@ class PostingsIndex:
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
         self._sums = np.zeros(0, np.float64)
+        self._buffers = np.empty((3, 0), np.float64)
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
@@ -544,6 +545,12 @@ class PostingsIndex:
             rows, scores = scored
             return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
 
+    def _scratch(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Three float64 buffers of ``size`` for :meth:`_score` (kept between searches; the lock is held)."""
+        if self._buffers.shape[1] < size:
+            self._buffers = np.empty((3, max(size, int(self._buffers.shape[1] * 1.5))), np.float64)
+        return self._buffers[0, :size], self._buffers[1, :size], self._buffers[2, :size]
+
     def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
         n = self.cols.n
@@ -560,14 +567,27 @@ class PostingsIndex:
                 if not parts:
                     continue
                 rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
-                freqs = freqs.astype(np.float64)
                 hits = len(rows)
                 idf = math.log((n - hits + 0.5) / (hits + 0.5))
                 if idf <= 0.0:
                     idf = 1e-6
-                norm = K1 * (1.0 - B + B * lengths.astype(np.float64) / avgdl)
-                touched.append(rows[sums[rows] == 0.0])  # a row's first phrase (every phrase adds more than 0)
-                sums[rows] += idf * ((freqs * (K1 + 1.0)) / (freqs + norm))  # FTS5's order of operations
+                # FTS5's order of operations, idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl))),
+                # computed in scratch buffers: fresh temporaries of this size cost more in page faults than in arithmetic.
+                tf, norm, held = self._scratch(hits)
+                np.copyto(norm, lengths)
+                np.multiply(norm, B, out=norm)
+                np.divide(norm, avgdl, out=norm)
+                np.add(norm, 1.0 - B, out=norm)
+                np.multiply(norm, K1, out=norm)
+                np.copyto(tf, freqs)  # as float64 before any arithmetic, as before
+                np.add(norm, tf, out=norm)
+                np.multiply(tf, K1 + 1.0, out=tf)
+                np.divide(tf, norm, out=tf)
+                np.multiply(tf, idf, out=tf)
+                np.take(sums, rows, out=held)
+                touched.append(rows[held == 0.0])  # a row's first phrase (every phrase adds more than 0)
+                np.add(held, tf, out=held)
+                sums[rows] = held  # rows are distinct within a term
             if not touched:
                 return None
             rows = touched[0].astype(np.int64) if len(touched) == 1 else np.concatenate(touched).astype(np.int64)
