@@ -452,7 +452,7 @@ class PostingsIndex:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:  # another process of this data directory is writing it
                 return False
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp = self.path.with_name(self.path.name + ".tmp")  # one writer at a time (the lock): a torn one is overwritten
             try:
                 with open(tmp, "wb") as out:
                     np.savez(out, **arrays)
