@@ -239,7 +239,7 @@ class PostingsIndex:
         self.lock = threading.Lock()
         self.tokenizer = _Tokenizer()
         self._reset()
-        self.saved_row_id = -1  # the last row id the file on disk holds, as this process last wrote or read it
+        self.saved: tuple | None = None  # (state, last row id) of the file on disk, as this process last wrote or read it
         self.restored = False  # whether the rows came from the saved file (else from fts_docs)
 
     def _reset(self) -> None:
@@ -423,7 +423,7 @@ class PostingsIndex:
             return self._save()
 
     def _save(self) -> bool:
-        if self.path is None or self.state is None or self._last_row_id() == self.saved_row_id:
+        if self.path is None or self.state is None or (self.state, self._last_row_id()) == self.saved:
             return False
         cols, n = self.cols, self.cols.n
         meta = {
@@ -460,7 +460,7 @@ class PostingsIndex:
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-        self.saved_row_id = meta["last_row_id"]
+        self.saved = (self.state, meta["last_row_id"])
         return True
 
     def _restore(self, conn: sqlite3.Connection, state: tuple, position: int) -> None:
@@ -493,7 +493,7 @@ class PostingsIndex:
         self.statuses = {s: i for i, s in enumerate(meta["statuses"])}
         self.total_length = float(meta["total_length"])
         self.state, self.position = state, int(meta["position"])
-        self.saved_row_id = int(meta["last_row_id"])
+        self.saved = (state, int(meta["last_row_id"]))
         self.restored = True
 
     @staticmethod

@@ -346,3 +346,21 @@ def test_the_service_saves_the_index_at_warm_and_at_close(tmp_path, monkeypatch)
         assert index.restored and index.cols.n == 21
         found = svc.searcher.recall("t", "when is the saxophone lesson?", RecallOptions(channels=("lexical",)))
         assert len(found.hits) == 1
+
+
+def test_a_rebuild_saves_the_file_again_though_its_rows_keep_their_ids(log, runner, tmp_path, monkeypatch):
+    import json
+
+    import numpy as np
+
+    _notes(log, 0, 10)
+    runner.catch_up()
+    index = PostingsIndex.for_connection(runner.conn)
+    index.load(runner.conn, save=True)
+    runner.rebuild(["fts"])  # the same log: the same row ids, another generation
+    index.load(runner.conn, save=True)
+    with np.load(tmp_path / "fts.postings") as saved:
+        assert json.loads(saved["meta"].tobytes())["generation"] == runner.generation("fts")
+    _fresh_process(monkeypatch)
+    assert PostingsIndex.for_connection(runner.conn).load(runner.conn) == 10
+    assert PostingsIndex.for_connection(runner.conn).restored
