@@ -183,7 +183,7 @@ class MemoryService:
     def close(self) -> None:
         self.writer.shutdown(wait=True)
         self.index_follower.close()
-        PostingsIndex.for_connection(self.runner.conn).save()  # if this process loaded it and it grew since saved
+        PostingsIndex.save_loaded(self.runner.conn)  # if this process loaded it and it grew since saved
         self.runner.close()
         self.store.close()
 

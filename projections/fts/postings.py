@@ -254,6 +254,14 @@ class PostingsIndex:
         self._buffers = np.empty((3, 0), np.float64)
 
     @classmethod
+    def save_loaded(cls, conn: sqlite3.Connection) -> bool:
+        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        with cls._registry_lock:
+            index = cls._indexes.get(path) if path else None
+        return index.save() if index is not None else False
+
+    @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         key = path or f"memory:{id(conn)}"

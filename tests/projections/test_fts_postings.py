@@ -364,3 +364,14 @@ def test_a_rebuild_saves_the_file_again_though_its_rows_keep_their_ids(log, runn
     _fresh_process(monkeypatch)
     assert PostingsIndex.for_connection(runner.conn).load(runner.conn) == 10
     assert PostingsIndex.for_connection(runner.conn).restored
+
+
+def test_a_process_that_never_searched_writes_no_file(tmp_path, monkeypatch):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    _fresh_process(monkeypatch)
+    with MemoryService.open(tmp_path / "data") as svc:
+        svc.run(svc.memories.add, CommandContext(tenant="t", actor="test"), [MemoryContent(memory="a note about the garden")])
+    assert not (tmp_path / "data" / "fts.postings").exists() and PostingsIndex._indexes == {}
