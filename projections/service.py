@@ -179,8 +179,9 @@ class MemoryService:
         return self.vector_index.lag(self.read_conn())[1]
 
     def warm(self) -> None:
-        """Load the in-memory lexical index now rather than at the first search (a server calls it at start)."""
-        PostingsIndex.for_connection(self.read_conn()).load(self.read_conn())
+        """Load the in-memory lexical index now rather than at the first search (a server calls it at start),
+        from its saved file where that is current, and save it if the file held less."""
+        PostingsIndex.for_connection(self.read_conn()).load(self.read_conn(), save=True)
 
     def sync(self) -> int:
         """Catch the projections up with the log; the events applied."""
@@ -189,6 +190,7 @@ class MemoryService:
     def close(self) -> None:
         self.writer.shutdown(wait=True)
         self.index_follower.close()
+        PostingsIndex.save_loaded(self.runner.conn)  # if this process loaded it and it grew since saved
         self.runner.close()
         self.store.close()
 

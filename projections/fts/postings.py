@@ -22,8 +22,8 @@ FTS5's (same idf, same average row length, same column weights).
 
 How it stays a projection
 -------------------------
-It is derived from ``fts_docs``, which the FTS projector builds from the log,
-and never written to disk. Before each search it compares the FTS
+It is derived from ``fts_docs``, which the FTS projector builds from the log.
+Before each search it compares the FTS
 projection's generation (a new one marks a rebuild), its deletion counter
 (a tenant drop) and its highest row id with what it last read. A new
 generation or a drop reloads it whole; a higher row id adds the rows past
@@ -33,6 +33,25 @@ the same position). All of it is read in one read transaction with the
 search, so a search sees the projection exactly as ``fts_docs`` holds it
 when the search starts: read-your-writes holds wherever it holds for
 ``fts_docs``. Each process keeps its own copy.
+
+Saved beside its checkpoint
+---------------------------
+Building the index from ``fts_docs`` reads every token back from FTS5 (about
+25 s at a million memories), and each server process builds its own. So, as
+``vectors.usearch`` is, it is saved in the data directory (``fts.postings``,
+beside ``projections.db``): disposable, never a source of truth, written
+atomically (a temporary file, then ``os.replace``) by :meth:`PostingsIndex.save`
+once loaded at a server's start and at a clean stop. The file records what
+it covers: the FTS projection's generation, its deletion counter, its
+checkpoint position and the last row id (with that row's ``valid_from``) it
+holds. A process loading it checks all of them against ``projections.db``
+in the read transaction of its first sync, and then adds the rows past that
+row id exactly as it follows new writes (each row once: rows up to it come
+from the file, rows after it from ``fts_docs``). A missing, unreadable
+(zip CRCs catch a torn write) or stale file (another generation: a
+rebuild; another counter: a drop; a checkpoint or row the database no
+longer has: an older ``projections.db``) is ignored and the index is built
+from ``fts_docs`` as before.
 
 Tenant, ``as_of`` and filters
 -----------------------------
@@ -48,11 +67,17 @@ was scored, a filter never drops a row an exact filtered search returns.
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import json
+import logging
 import math
+import os
 import sqlite3
 import threading
+import zipfile
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Sequence
 
 import msgspec
@@ -60,7 +85,14 @@ import numpy as np
 
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 
-__all__ = ["PostingsIndex", "TOKENIZER"]
+__all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
+
+log = logging.getLogger(__name__)
+
+#: The saved index, in the directory of ``projections.db``.
+POSTINGS_FILE = "fts.postings"
+#: The saved file's layout; a file of another format is ignored (rebuilt).
+FILE_FORMAT = 1
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
@@ -201,19 +233,33 @@ class PostingsIndex:
     #: Small segments are merged once there are more than this many.
     MAX_SEGMENTS = 8
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
+        #: The saved index (None: never saved, e.g. an in-memory database).
+        self.path = path
         self.lock = threading.Lock()
         self.tokenizer = _Tokenizer()
         self._reset()
+        self.saved: tuple | None = None  # (state, last row id) of the file on disk, as this process last wrote or read it
+        self.restored = False  # whether the rows came from the saved file (else from fts_docs)
 
     def _reset(self) -> None:
         self.state: tuple | None = None  # (generation, deletions)
+        self.position = 0  # the FTS checkpoint position the index reflects
         self.cols = _Columns()
         self.segments: list[_Segment] = []
         self.tenants: dict[str, int] = {}
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
         self._sums = np.zeros(0, np.float64)
+        self._buffers = np.empty((3, 0), np.float64)
+
+    @classmethod
+    def save_loaded(cls, conn: sqlite3.Connection) -> bool:
+        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        with cls._registry_lock:
+            index = cls._indexes.get(path) if path else None
+        return index.save() if index is not None else False
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
@@ -222,7 +268,7 @@ class PostingsIndex:
         with cls._registry_lock:
             index = cls._indexes.get(key)
             if index is None:
-                index = cls._indexes[key] = cls()
+                index = cls._indexes[key] = cls(Path(path).with_name(POSTINGS_FILE) if path else None)
             return index
 
     # -- keeping up with fts_docs ----------------------------------------------------
@@ -230,13 +276,17 @@ class PostingsIndex:
     def _sync(self, conn: sqlite3.Connection) -> None:
         """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held)."""
         try:
-            generation = conn.execute("SELECT generation FROM checkpoints WHERE name = 'fts'").fetchone()
+            checkpoint = conn.execute("SELECT generation, position FROM checkpoints WHERE name = 'fts'").fetchone()
         except sqlite3.OperationalError:  # a bare FTS database (no runner): nothing marks a rebuild but the counter
-            generation = None
+            checkpoint = None
         found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
-        state = (generation[0] if generation else None, found[0] if found else 0)
+        state = (checkpoint[0] if checkpoint else None, found[0] if found else 0)
+        if self.state is None and state != self.state and self.path is not None:
+            self._restore(conn, state, checkpoint[1] if checkpoint else 0)
+        self.position = checkpoint[1] if checkpoint else 0
         last = int(self.cols.row_id[self.cols.n - 1]) if self.cols.n else 0
         if state != self.state:
+            self.restored = False
             self._reset()
             self.state = state
             # The whole projection: the rows, and their tokens as the FTS5 index holds them (same snapshot),
@@ -358,11 +408,117 @@ class PostingsIndex:
         bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
         return vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32)
 
-    def load(self, conn: sqlite3.Connection) -> int:
-        """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds."""
+    def load(self, conn: sqlite3.Connection, *, save: bool = False) -> int:
+        """Bring the index up to ``fts_docs`` now (a server does it at start); the rows it holds.
+
+        With ``save``, write the file too when it holds less than the index
+        now does (module docstring).
+        """
         with _one_snapshot(conn), self.lock:
             self._sync(conn)
+            if save:
+                self._save()
             return self.cols.n
+
+    # -- the saved file -------------------------------------------------------------------
+
+    def _last_row_id(self) -> int:
+        return int(self.cols.row_id[self.cols.n - 1]) if self.cols.n else 0
+
+    def save(self) -> bool:
+        """Write the file if the index was loaded and holds more than the file does; whether it wrote."""
+        with self.lock:
+            return self._save()
+
+    def _save(self) -> bool:
+        if self.path is None or self.state is None or (self.state, self._last_row_id()) == self.saved:
+            return False
+        cols, n = self.cols, self.cols.n
+        meta = {
+            "format": FILE_FORMAT,
+            "generation": self.state[0],
+            "deletions": self.state[1],
+            "position": self.position,
+            "last_row_id": self._last_row_id(),
+            "last_valid_from": int(cols.valid_from[n - 1]) if n else 0,
+            "rows": n,
+            "total_length": self.total_length,
+            "tenants": sorted(self.tenants, key=self.tenants.__getitem__),
+            "statuses": sorted(self.statuses, key=self.statuses.__getitem__),
+            "segments": len(self.segments),
+        }
+        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        arrays.update((f"col_{name}", getattr(cols, name)[:n]) for name in _Columns._ARRAYS)
+        for k, seg in enumerate(self.segments):
+            terms = sorted(seg.terms, key=seg.terms.__getitem__)
+            arrays[f"seg{k}_terms"] = np.frombuffer(msgspec.msgpack.encode(terms), np.uint8)
+            for name in ("starts", "rows", "freqs", "lengths"):
+                arrays[f"seg{k}_{name}"] = getattr(seg, name)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process of this data directory is writing it
+                return False
+            tmp = self.path.with_name(self.path.name + ".tmp")  # one writer at a time (the lock): a torn one is overwritten
+            try:
+                with open(tmp, "wb") as out:
+                    np.savez(out, **arrays)
+                os.replace(tmp, self.path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        self.saved = (self.state, meta["last_row_id"])
+        return True
+
+    def _restore(self, conn: sqlite3.Connection, state: tuple, position: int) -> None:
+        """Take the saved file's rows and postings if it matches ``projections.db`` (lock held, in the sync's snapshot)."""
+        if not self.path.exists():
+            return
+        try:
+            with np.load(self.path, allow_pickle=False) as saved:
+                meta = json.loads(saved["meta"].tobytes())
+                reason = self._stale(conn, meta, state, position)
+                if reason is not None:
+                    log.info("not loading %s: %s", self.path, reason)
+                    return
+                cols = _Columns()
+                for name in _Columns._ARRAYS:
+                    setattr(cols, name, saved[f"col_{name}"])
+                cols.n = int(meta["rows"])
+                segments = []
+                for k in range(int(meta["segments"])):
+                    terms = msgspec.msgpack.decode(saved[f"seg{k}_terms"].tobytes(), type=list[str])
+                    arrays = [saved[f"seg{k}_{name}"] for name in ("starts", "rows", "freqs", "lengths")]
+                    segments.append(_Segment(dict(zip(terms, range(len(terms)))), *arrays))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, msgspec.DecodeError) as exc:
+            log.info("not loading %s: unreadable (%s)", self.path, exc)
+            return
+        if any(len(getattr(cols, name)) != cols.n for name in _Columns._ARRAYS):
+            return
+        self.cols, self.segments = cols, segments
+        self.tenants = {t: i for i, t in enumerate(meta["tenants"])}
+        self.statuses = {s: i for i, s in enumerate(meta["statuses"])}
+        self.total_length = float(meta["total_length"])
+        self.state, self.position = state, int(meta["position"])
+        self.saved = (state, int(meta["last_row_id"]))
+        self.restored = True
+
+    @staticmethod
+    def _stale(conn: sqlite3.Connection, meta: dict, state: tuple, position: int) -> str | None:
+        """Why the saved file does not describe ``projections.db`` as this snapshot holds it, or None."""
+        if meta.get("format") != FILE_FORMAT:
+            return f"format {meta.get('format')!r}, expected {FILE_FORMAT}"
+        if (meta.get("generation"), meta.get("deletions")) != tuple(state):
+            return "another generation of the projection, or a tenant dropped since"
+        if int(meta.get("position", 0)) > position:
+            return f"it covers position {meta.get('position')}, the projection only {position}"
+        last = int(meta.get("last_row_id", 0))
+        if last:
+            row = conn.execute("SELECT valid_from FROM fts_docs WHERE row_id = ?", (last,)).fetchone()
+            if row is None or row[0] != meta.get("last_valid_from"):
+                return f"row {last} differs"
+        return None
 
     # -- searching ----------------------------------------------------------------------
 
@@ -397,6 +553,12 @@ class PostingsIndex:
             rows, scores = scored
             return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
 
+    def _scratch(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Three float64 buffers of ``size`` for :meth:`_score` (kept between searches; the lock is held)."""
+        if self._buffers.shape[1] < size:
+            self._buffers = np.empty((3, max(size, int(self._buffers.shape[1] * 1.5))), np.float64)
+        return self._buffers[0, :size], self._buffers[1, :size], self._buffers[2, :size]
+
     def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
         n = self.cols.n
@@ -413,14 +575,27 @@ class PostingsIndex:
                 if not parts:
                     continue
                 rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
-                freqs = freqs.astype(np.float64)
                 hits = len(rows)
                 idf = math.log((n - hits + 0.5) / (hits + 0.5))
                 if idf <= 0.0:
                     idf = 1e-6
-                norm = K1 * (1.0 - B + B * lengths.astype(np.float64) / avgdl)
-                touched.append(rows[sums[rows] == 0.0])  # a row's first phrase (every phrase adds more than 0)
-                sums[rows] += idf * ((freqs * (K1 + 1.0)) / (freqs + norm))  # FTS5's order of operations
+                # FTS5's order of operations, idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl))),
+                # computed in scratch buffers: fresh temporaries of this size cost more in page faults than in arithmetic.
+                tf, norm, held = self._scratch(hits)
+                np.copyto(norm, lengths)
+                np.multiply(norm, B, out=norm)
+                np.divide(norm, avgdl, out=norm)
+                np.add(norm, 1.0 - B, out=norm)
+                np.multiply(norm, K1, out=norm)
+                np.copyto(tf, freqs)  # as float64 before any arithmetic, as before
+                np.add(norm, tf, out=norm)
+                np.multiply(tf, K1 + 1.0, out=tf)
+                np.divide(tf, norm, out=tf)
+                np.multiply(tf, idf, out=tf)
+                np.take(sums, rows, out=held)
+                touched.append(rows[held == 0.0])  # a row's first phrase (every phrase adds more than 0)
+                np.add(held, tf, out=held)
+                sums[rows] = held  # rows are distinct within a term
             if not touched:
                 return None
             rows = touched[0].astype(np.int64) if len(touched) == 1 else np.concatenate(touched).astype(np.int64)

@@ -63,6 +63,13 @@ class Corpus:
 
     ``position`` is the last graph position it reflects; :meth:`refresh`
     brings it to the head by reloading only the memories whose rows changed.
+    It does so in place, so that a refresh costs what changed, not the
+    corpus's size (it runs before every batch while ingest goes on): a
+    changed memory's row is retired (its vector zeroed, its text and key
+    lookups dropped, its id unmapped) and its new state, if activated,
+    appended; the matrix grows by doubling. Rows keep their relative order,
+    so candidates come in the order a fresh load would give them. Once a
+    quarter of the rows are retired they are compacted away.
     """
 
     def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray, norms: list[str], position: int = 0):
@@ -70,11 +77,48 @@ class Corpus:
         self._set(items, vectors, norms)
 
     def _set(self, items: list[Item], vectors: np.ndarray, norms: list[str]) -> None:
-        self.items, self.vectors, self.norms = items, vectors, norms
-        self.row = {item.id: i for i, item in enumerate(items)}
+        self.items, self.norms = list(items), list(norms)
+        self._matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.row = {item.id: i for i, item in enumerate(self.items)}
+        self.retired: list[int] = []  # rows of memories no longer in the corpus
         self.by_norm: dict[str, list[int]] = defaultdict(list)
         self.by_key: dict[str, list[int]] = defaultdict(list)
-        for n, (item, norm) in enumerate(zip(items, norms)):
+        for n, (item, norm) in enumerate(zip(self.items, self.norms)):
+            self.by_norm[norm].append(n)
+            if key := slot(item.content.key):
+                self.by_key[key].append(n)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """One unit vector per row (zero for a retired row)."""
+        return self._matrix[: len(self.items)]
+
+    @property
+    def live(self) -> int:
+        """The memories the corpus holds (rows not retired)."""
+        return len(self.row)
+
+    def _retire(self, memory_id: str) -> None:
+        n = self.row.pop(memory_id, None)
+        if n is None:
+            return
+        self._matrix[n] = 0.0
+        self.by_norm[self.norms[n]].remove(n)
+        if key := slot(self.items[n].content.key):
+            self.by_key[key].remove(n)
+        self.retired.append(n)
+
+    def _append(self, fresh: list[Item], matrix: np.ndarray, norms: list[str]) -> None:
+        first, need = len(self.items), len(self.items) + len(fresh)
+        if need > len(self._matrix):
+            grown = np.zeros((max(need, 2 * len(self._matrix), 64), matrix.shape[1]), dtype=np.float32)
+            grown[:first] = self.vectors
+            self._matrix = grown
+        self._matrix[first:need] = matrix
+        for n, (item, norm) in enumerate(zip(fresh, norms), start=first):
+            self.items.append(item)
+            self.norms.append(norm)
+            self.row[item.id] = n
             self.by_norm[norm].append(n)
             if key := slot(item.content.key):
                 self.by_key[key].append(n)
@@ -108,15 +152,17 @@ class Corpus:
         finally:
             conn.execute("COMMIT")
         if not ids:
-            return count == len(self.items)
-        gone = set(ids)
-        keep = [n for n, item in enumerate(self.items) if item.id not in gone]
-        items = [self.items[n] for n in keep] + fresh
-        if len(items) != count:
+            return count == self.live
+        if self.live - sum(1 for i in ids if i in self.row) + len(fresh) != count:
             return False
-        matrix = np.vstack([self.vectors[keep], vectors.matrix(self.tenant, fresh)]) if fresh else self.vectors[keep]
-        norms = [self.norms[n] for n in keep] + [vectors.norm_key(i.content.memory) for i in fresh]
-        self._set(items, matrix, norms)
+        matrix = vectors.matrix(self.tenant, fresh)
+        norms = [vectors.norm_key(i.content.memory) for i in fresh]
+        for memory_id in ids:
+            self._retire(memory_id)
+        self._append(fresh, matrix, norms)
+        if len(self.retired) > max(64, len(self.items) // 4):
+            keep = sorted(self.row.values())
+            self._set([self.items[n] for n in keep], self.vectors[keep], [self.norms[n] for n in keep])
         self.position = max(self.position, *(r[1] for r in changed), *(r[2] or 0 for r in changed))
         return True
 
@@ -315,8 +361,9 @@ def candidates(
 
     ``pace`` is called before each chunk of triggers (see :class:`~.pacing.Pacer`)."""
     X = corpus.vectors
-    if not rows or len(corpus.items) < 2:
+    if not rows or corpus.live < 2:
         return
+    retired = np.array(corpus.retired, dtype=np.int64)
     for start in range(0, len(rows), 256):
         if pace is not None:
             pace()
@@ -324,6 +371,8 @@ def candidates(
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T
         sims[np.arange(len(chunk)), idx] = -1.0
+        if len(retired):
+            sims[:, retired] = -1.0  # never a candidate, whatever the threshold
         hit_rows, hit_cols = np.nonzero(sims >= min_cos)
         found_by_row = np.split(hit_cols, np.cumsum(np.bincount(hit_rows, minlength=len(chunk)))[:-1])
         for n, (i, r) in enumerate(chunk):

@@ -457,9 +457,12 @@ class Organizer:
             return
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
+        # Every projection commit calls the hook (several per write): one call into the loop until it wakes, not one each.
+        woken = threading.Event()
 
         def hook(_name: str, _position: int) -> None:
-            if not self.stopped and not loop.is_closed():
+            if not self.stopped and not woken.is_set() and not loop.is_closed():
+                woken.set()
                 try:
                     loop.call_soon_threadsafe(wake.set)
                 except RuntimeError:
@@ -481,6 +484,7 @@ class Organizer:
             except asyncio.TimeoutError:
                 pass
             wake.clear()
+            woken.clear()  # a commit from now on wakes the loop again (this round reads the head after it)
             try:
                 if not await loop.run_in_executor(read_executor, self.lease.held):
                     standby = True

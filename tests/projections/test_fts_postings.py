@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mnemolog.eventstore import EventStore
@@ -171,3 +171,207 @@ def test_merged_segments_rank_as_fts5_does(log, runner, monkeypatch):
             fast = fts_search(runner.conn, "t", query, limit=7)
             assert _key(fast) == _key(fts_search(runner.conn, "t", query, limit=7, exact=True))
         assert len(index.segments) <= 3
+
+
+# -- the saved file ------------------------------------------------------------------------------
+
+
+def _fresh_process(monkeypatch):
+    """Forget every loaded index, as a new process starts with none."""
+    monkeypatch.setattr(PostingsIndex, "_indexes", {})
+
+
+def _contents(index: PostingsIndex) -> tuple:
+    """What an index holds, independent of how its segments are cut: per-row columns and per-term postings."""
+    cols = index.cols
+    rows = tuple(getattr(cols, name)[: cols.n].tolist() for name in ("row_id", "version", "valid_from", "valid_to", "length"))
+    tenants = {i: t for t, i in index.tenants.items()}
+    statuses = {i: s for s, i in index.statuses.items()}
+    named = ([tenants[i] for i in cols.tenant[: cols.n].tolist()], [statuses[i] for i in cols.status[: cols.n].tolist()])
+    postings: dict[str, list] = {}
+    for seg in index.segments:
+        for term in seg.terms:
+            found, freqs, lengths = seg.postings(term)
+            postings.setdefault(term, []).extend(zip(cols.row_id[found].tolist(), freqs.tolist(), lengths.tolist()))
+    return rows, named, {t: sorted(p) for t, p in postings.items()}, index.total_length
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=st.lists(st.one_of(_op, st.tuples(st.just("restart")), st.tuples(st.just("restart")), st.tuples(st.just("rebuild"))), min_size=1, max_size=40))
+@example(ops=[("add", 1, ["coffee"], "t", (), None), ("restart",), ("update", 1, ["tea"]), ("add", 2, ["jam"], "u", (), None)])
+def test_a_saved_index_loads_and_catches_up_to_what_a_build_from_fts_docs_holds(tmp_path_factory, ops):
+    """Restarts at any point (save, then a new process loads the file and catches up): every row exactly once."""
+    path = tmp_path_factory.mktemp("saved")
+    store = EventStore.open(path)
+    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
+    log = Log(store)
+    live: dict[str, str] = {}
+    used: set[str] = set()
+    saved = dict(PostingsIndex._indexes)
+    try:
+        for op in ops:
+            kind = op[0]
+            if kind == "add":
+                _, n, words, tenant, tags, key = op
+                mid = f"m{n}-{len(used)}" if f"m{n}" in used else f"m{n}"
+                used.add(mid)
+                log.add(mid, " ".join(words), tenant=tenant, tags=tags, key=key)
+                live[mid] = tenant
+            elif kind == "update" and f"m{op[1]}" in live:
+                log.update(f"m{op[1]}", " ".join(op[2]), tenant=live[f"m{op[1]}"])
+            elif kind == "archive" and f"m{op[1]}" in live:
+                log.archive(f"m{op[1]}", tenant=live[f"m{op[1]}"])
+            elif kind == "drop" and op[1] in live.values():
+                log.drop(op[1])
+                live = {m: t for m, t in live.items() if t != op[1]}
+            elif kind == "catch_up":
+                runner.catch_up()
+                PostingsIndex.for_connection(runner.conn).load(runner.conn)
+            elif kind == "restart":
+                runner.catch_up()
+                PostingsIndex.for_connection(runner.conn).load(runner.conn, save=True)
+                PostingsIndex._indexes.clear()  # a new process: the next load starts from the file
+            elif kind == "rebuild":
+                runner.rebuild(["fts"])
+        runner.catch_up()
+        loaded = PostingsIndex.for_connection(runner.conn)
+        loaded.load(runner.conn)
+        PostingsIndex._indexes.clear()
+        (path / "fts.postings").unlink(missing_ok=True)
+        built = PostingsIndex.for_connection(runner.conn)
+        built.load(runner.conn)
+        assert not built.restored
+        assert _contents(loaded) == _contents(built)
+        for words in (["coffee", "tea"], ["jam"], ["running", "water", "café"]):
+            for tenant in ("t", "u"):
+                assert loaded.search(runner.conn, tenant, words, limit=5) == built.search(runner.conn, tenant, words, limit=5)
+    finally:
+        PostingsIndex._indexes.clear()
+        PostingsIndex._indexes.update(saved)
+        runner.close()
+        store.close()
+
+
+def _notes(log, first: int, count: int) -> None:
+    for i in range(first, first + count):
+        log.add(f"m{i}", f"note {i} about coffee and tea number{i % 5}")
+
+
+def test_a_new_process_loads_the_saved_file_and_adds_only_the_rows_after_it(log, runner, tmp_path, monkeypatch):
+    _notes(log, 0, 30)
+    runner.catch_up()
+    first = PostingsIndex.for_connection(runner.conn)
+    assert first.load(runner.conn, save=True) == 30 and (tmp_path / "fts.postings").exists()
+    _notes(log, 30, 5)
+    log.update("m3", "only tea now")
+    runner.catch_up()
+
+    _fresh_process(monkeypatch)
+    tokenized = []
+    index = PostingsIndex.for_connection(runner.conn)
+    real = index.tokenizer.tokens
+    monkeypatch.setattr(index.tokenizer, "tokens", lambda rows: tokenized.append(len(rows)) or real(rows))
+    assert index.load(runner.conn) == 36
+    assert index.restored and tokenized == [6]  # the five new notes and m3's new version; the rest came from the file
+    for query in ("coffee number3", "tea", "note 33"):
+        assert fts_search(runner.conn, "t", query, limit=10) == fts_search(runner.conn, "t", query, limit=10, exact=True)
+    assert "m3" not in [h.memory_id for h in fts_search(runner.conn, "t", "coffee number3")]
+
+
+@pytest.mark.parametrize("change", ["rebuild", "drop", "older_database", "torn", "garbage"])
+def test_a_stale_or_damaged_file_is_ignored_and_the_index_built_from_fts_docs(log, runner, tmp_path, monkeypatch, change):
+    import shutil
+
+    _notes(log, 0, 20)
+    log.add("u1", "coffee for the other tenant", tenant="u")
+    runner.catch_up()
+    older = tmp_path / "older.db"
+    if change == "older_database":  # a copy of projections.db from before the file was saved
+        runner.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copy(tmp_path / "projections.db", older)
+    _notes(log, 20, 5)
+    runner.catch_up()
+    PostingsIndex.for_connection(runner.conn).load(runner.conn, save=True)
+    saved = tmp_path / "fts.postings"
+    if change == "rebuild":
+        runner.rebuild(["fts"])
+    elif change == "drop":
+        log.drop("u")
+        runner.catch_up()
+    elif change == "older_database":
+        runner.close()
+        (tmp_path / "projections.db-wal").unlink(missing_ok=True)
+        shutil.copy(older, tmp_path / "projections.db")
+        runner = ProjectionRunner(log.store, tmp_path / "projections.db", [FtsProjector()], after_commit=None)
+        runner.catch_up(until=21)
+    elif change == "torn":
+        saved.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+    else:
+        data = bytearray(saved.read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+        saved.write_bytes(bytes(data))
+
+    _fresh_process(monkeypatch)
+    index = PostingsIndex.for_connection(runner.conn)
+    index.load(runner.conn)
+    assert not index.restored
+    for tenant in ("t", "u"):
+        for query in ("coffee number3", "coffee", "note 22"):
+            assert fts_search(runner.conn, tenant, query, limit=30) == fts_search(runner.conn, tenant, query, limit=30, exact=True)
+    if change == "older_database":
+        runner.close()
+
+
+def test_the_service_saves_the_index_at_warm_and_at_close(tmp_path, monkeypatch):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.recall.searcher import RecallOptions
+    from mnemolog.projections.service import MemoryService
+
+    _fresh_process(monkeypatch)
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant="t", actor="test")
+    with MemoryService.open(data) as svc:
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"note {i} about the garden") for i in range(20)])
+        svc.warm()
+        assert (data / "fts.postings").exists()
+        written = (data / "fts.postings").stat().st_mtime_ns
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory="the saxophone lesson moved to Friday")])
+        svc.searcher.recall("t", "saxophone", RecallOptions(channels=("lexical",)))  # the index follows the write
+    assert (data / "fts.postings").stat().st_mtime_ns != written  # saved again at close: it held one more row
+    _fresh_process(monkeypatch)
+    with MemoryService.open(data) as svc:
+        svc.warm()
+        index = PostingsIndex.for_connection(svc.read_conn())
+        assert index.restored and index.cols.n == 21
+        found = svc.searcher.recall("t", "when is the saxophone lesson?", RecallOptions(channels=("lexical",)))
+        assert len(found.hits) == 1
+
+
+def test_a_rebuild_saves_the_file_again_though_its_rows_keep_their_ids(log, runner, tmp_path, monkeypatch):
+    import json
+
+    import numpy as np
+
+    _notes(log, 0, 10)
+    runner.catch_up()
+    index = PostingsIndex.for_connection(runner.conn)
+    index.load(runner.conn, save=True)
+    runner.rebuild(["fts"])  # the same log: the same row ids, another generation
+    index.load(runner.conn, save=True)
+    with np.load(tmp_path / "fts.postings") as saved:
+        assert json.loads(saved["meta"].tobytes())["generation"] == runner.generation("fts")
+    _fresh_process(monkeypatch)
+    assert PostingsIndex.for_connection(runner.conn).load(runner.conn) == 10
+    assert PostingsIndex.for_connection(runner.conn).restored
+
+
+def test_a_process_that_never_searched_writes_no_file(tmp_path, monkeypatch):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    _fresh_process(monkeypatch)
+    with MemoryService.open(tmp_path / "data") as svc:
+        svc.run(svc.memories.add, CommandContext(tenant="t", actor="test"), [MemoryContent(memory="a note about the garden")])
+    assert not (tmp_path / "data" / "fts.postings").exists() and PostingsIndex._indexes == {}

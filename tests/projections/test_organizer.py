@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 import pytest
 from aiohttp import web
@@ -311,6 +312,35 @@ async def test_wait_for_returns_once_the_organizer_processed_the_position(svc, s
         assert await organizer.wait_for(head + 1000, 0.2) is False
         status = organizer.status(TENANT)
         assert status["enabled"] and status["decisions"] == 1 and status["last_run"] is not None
+    finally:
+        organizer.stopped = True
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await organizer.aclose()
+
+
+async def test_commits_while_the_loop_is_busy_wake_the_organizer_once(svc, settings, monkeypatch):
+    organizer = Organizer(svc, settings)
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(organizer.follow())
+    try:
+        await asyncio.sleep(0.2)  # the follower waits for commits
+        calls = []
+        real = loop.call_soon_threadsafe
+
+        def counted(*args, **kwargs):
+            if sys._getframe(1).f_code.co_name == "hook":  # the commit hook's wake-ups, not the waiters' signals
+                calls.append(args)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+        for n in range(5):  # the loop is blocked meanwhile: every commit's hooks find it not yet woken
+            add(svc, f"note {n}: the API rate limit is 100 requests per minute")
+        assert len(calls) == 1
+        assert await organizer.wait_for(svc.store.last_position(), 10) is True
+        add(svc, "the API rate-limit is 100 requests per minute")  # woken and cleared: the next commit wakes it again
+        assert len(calls) == 2
+        assert await organizer.wait_for(svc.store.last_position(), 10) is True
     finally:
         organizer.stopped = True
         task.cancel()
