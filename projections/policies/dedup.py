@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from bisect import insort
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
@@ -66,10 +67,13 @@ class Corpus:
     It does so in place, so that a refresh costs what changed, not the
     corpus's size (it runs before every batch while ingest goes on): a
     changed memory's row is retired (its vector zeroed, its text and key
-    lookups dropped, its id unmapped) and its new state, if activated,
-    appended; the matrix grows by doubling. Rows keep their relative order,
-    so candidates come in the order a fresh load would give them. Once a
-    quarter of the rows are retired they are compacted away.
+    lookups dropped, its id unmapped), a memory still activated takes its
+    new state in its own row, and a new memory is appended (its id, time
+    ordered, sorts after every row's); the matrix grows by doubling. So the
+    rows stay in id order, the order a fresh load gives, and candidates come
+    in the same order; a refresh that would break it (a memory restored
+    among older ones) reloads instead. Once a quarter of the rows are retired
+    they are compacted away.
     """
 
     def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray, norms: list[str], position: int = 0):
@@ -107,6 +111,16 @@ class Corpus:
         if key := slot(self.items[n].content.key):
             self.by_key[key].remove(n)
         self.retired.append(n)
+
+    def _replace(self, n: int, item: Item, vector: np.ndarray, norm: str) -> None:
+        """A memory's new state in its own row (lookups kept in row order)."""
+        self.by_norm[self.norms[n]].remove(n)
+        insort(self.by_norm[norm], n)
+        if key := slot(self.items[n].content.key):
+            self.by_key[key].remove(n)
+        if key := slot(item.content.key):
+            insort(self.by_key[key], n)
+        self.items[n], self.norms[n], self._matrix[n] = item, norm, vector
 
     def _append(self, fresh: list[Item], matrix: np.ndarray, norms: list[str]) -> None:
         first, need = len(self.items), len(self.items) + len(fresh)
@@ -155,11 +169,19 @@ class Corpus:
             return count == self.live
         if self.live - sum(1 for i in ids if i in self.row) + len(fresh) != count:
             return False
+        kept = [k for k, item in enumerate(fresh) if item.id in self.row]
+        new = [k for k, item in enumerate(fresh) if item.id not in self.row]
+        if new and self.items and fresh[new[0]].id <= self.items[-1].id:
+            return False  # a memory back among older ones (``fresh`` is in id order): a reload keeps the rows in id order
         matrix = vectors.matrix(self.tenant, fresh)
         norms = [vectors.norm_key(i.content.memory) for i in fresh]
+        staying = {item.id for item in fresh}
         for memory_id in ids:
-            self._retire(memory_id)
-        self._append(fresh, matrix, norms)
+            if memory_id not in staying:
+                self._retire(memory_id)
+        for k in kept:
+            self._replace(self.row[fresh[k].id], fresh[k], matrix[k], norms[k])
+        self._append([fresh[k] for k in new], matrix[new], [norms[k] for k in new])
         if len(self.retired) > max(64, len(self.items) // 4):
             keep = sorted(self.row.values())
             self._set([self.items[n] for n in keep], self.vectors[keep], [self.norms[n] for n in keep])
