@@ -26,8 +26,18 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RequestBody, RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
+from .routing import RequestBody, RouteTable, authenticate, command_context, decode, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
+from .schemas_responses import (
+    DocumentLinksResponse,
+    EntitiesResponse,
+    EntityResponse,
+    ImportReport,
+    RelatedResponse,
+    RelationCardsResponse,
+    RelinkReport,
+    TagsResponse,
+)
 from .schemas_knowledge import (
     DocumentIn,
     DocumentLinksRequest,
@@ -76,11 +86,11 @@ async def put_tags(request: web.Request) -> web.Response:
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
-async def get_entity(request: web.Request) -> web.Response:
+@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),), response=EntityResponse)
+async def get_entity(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
-    return json_response(await read(request, operations.entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
+    return await read(request, operations.entity, svc, tenant, request.match_info["id"], request.query.get("as_of"))
 
 
 @routes.get(
@@ -88,13 +98,13 @@ async def get_entity(request: web.Request) -> web.Response:
     scope="read",
     summary="Find entities by keywords (substring of name, aliases, tags, description), tag or type",
     query=(("q", "keywords, all required"), ("tag", "a tag"), ("type", "entity type"), ("limit", "1..500"), ("as_of", "position or time")),
+    response=EntitiesResponse,
 )
-async def find_entities(request: web.Request) -> web.Response:
+async def find_entities(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 50, low=1, high=500)
     q = request.query
-    body = await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
-    return json_response(body)
+    return await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
 
 
 @routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
@@ -143,8 +153,9 @@ def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, lim
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the first path)",
     query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
+    response=RelatedResponse,
 )
-async def related(request: web.Request) -> web.Response:
+async def related(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     depth = query_int(request, "depth", 1, low=0, high=6)
     limit = query_int(request, "limit", 100, low=1, high=1000)
@@ -152,8 +163,7 @@ async def related(request: web.Request) -> web.Response:
     if direction not in ents.DIRECTIONS:
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     types = request.query.getall("type", []) or None
-    body = await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
-    return json_response(body)
+    return await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
 
 
 def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
@@ -161,11 +171,11 @@ def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) 
     return {"tags": [{"tag": t, "entities": n} for t, n in found]}
 
 
-@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
-async def find_tags(request: web.Request) -> web.Response:
+@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")), response=TagsResponse)
+async def find_tags(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 100, low=1, high=1000)
-    return json_response(await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of")))
+    return await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of"))
 
 
 # -- documents -------------------------------------------------------------------------------------------
@@ -262,8 +272,8 @@ def _distinct(ids: list[str], fields: list[str]) -> None:
         seen.add(doc_id)
 
 
-@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY)
-async def import_documents(request: web.Request) -> web.Response:
+@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY, response=ImportReport)
+async def import_documents(request: web.Request) -> dict:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
     for name, data, options, error in await _uploads(request):
@@ -286,24 +296,24 @@ async def import_documents(request: web.Request) -> web.Response:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
         results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-    return json_response(import_report(results, ctx.correlation_id))
+    return import_report(results, ctx.correlation_id)
 
 
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
-async def relink(request: web.Request) -> web.Response:
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest, response=RelinkReport)
+async def relink(request: web.Request) -> dict:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)
     svc = _svc(request)
     options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
     if not body.commit:
         ctx = CommandContext(tenant=tenant)
-        return json_response(await read(request, svc.linking.relink, ctx, commit=False, **options))
+        return await read(request, svc.linking.relink, ctx, commit=False, **options)
     key, tenant = authenticate(request, "write")
     ctx = command_context(request, tenant, key)
-    return json_response(await write(request, svc.linking.relink, ctx, commit=True, **options))
+    return await write(request, svc.linking.relink, ctx, commit=True, **options)
 
 
 def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
@@ -313,15 +323,15 @@ def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest)
     )
 
 
-@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
-async def document_links(request: web.Request) -> web.Response:
+@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest, response=DocumentLinksResponse)
+async def document_links(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, DocumentLinksRequest)
-    return json_response(await read(request, _document_links, _svc(request), tenant, body))
+    return await read(request, _document_links, _svc(request), tenant, body)
 
 
-@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
-async def relation_cards(request: web.Request) -> web.Response:
+@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest, response=RelationCardsResponse)
+async def relation_cards(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, RelationsRequest)
-    return json_response(await read(request, operations.relation_cards, _svc(request), tenant, body))
+    return await read(request, operations.relation_cards, _svc(request), tenant, body)

@@ -12,7 +12,8 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, json_response, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, query_int, read
+from .schemas_responses import DigestResponse, EventsPage, VerifyResult
 
 routes = RouteTable()
 
@@ -32,8 +33,9 @@ KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and 
         ("correlation_id", "correlation id"),
         ("as_of", "position or ISO-8601 time: only events recorded by then"),
     ),
+    response=EventsPage,
 )
-async def list_events(request: web.Request) -> web.Response:
+async def list_events(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
@@ -51,7 +53,7 @@ async def list_events(request: web.Request) -> web.Response:
         correlation_id=request.query.get("correlation_id"),
         as_of=check_as_of(request.query.get("as_of")),
     )
-    return json_response(body)
+    return body
 
 
 @routes.get(
@@ -99,12 +101,12 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-@routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store")
-async def digest(request: web.Request) -> web.Response:
+@routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store", response=DigestResponse)
+async def digest(request: web.Request) -> DigestResponse:
     authenticate(request, "read")
     store = request.app[keys.service_key].store
     tip = await read(request, store.digest)
-    return json_response({"position": tip.position, "hash": tip.hash, "digest": str(tip)})
+    return DigestResponse(position=tip.position, hash=tip.hash, digest=str(tip))
 
 
 @routes.get(
@@ -112,8 +114,9 @@ async def digest(request: web.Request) -> web.Response:
     scope="admin",
     summary="Walk the hash chain (optionally against a kept digest)",
     query=(("from", "position"), ("to", "position"), ("against", "POSITION:HASH")),
+    response=VerifyResult,
 )
-async def verify(request: web.Request) -> web.Response:
+async def verify(request: web.Request) -> VerifyResult:
     authenticate(request, "admin")
     digests = []
     for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
@@ -131,5 +134,4 @@ async def verify(request: web.Request) -> web.Response:
     head = await read(request, store.last_position)
     if start > 1 and start > head:  # an empty range is not a broken chain
         raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
-    result = await read(request, store.verify, start, end, against=digests or None)
-    return json_response(result)
+    return await read(request, store.verify, start, end, against=digests or None)

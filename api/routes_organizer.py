@@ -21,7 +21,8 @@ from mnemolog.projections.policies.organizer import Organizer, stored_status
 
 from . import keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, json_response, query_int, read
+from .routing import RouteTable, authenticate, query_int, read
+from .schemas_responses import OrganizerStatusResponse
 
 routes = RouteTable()
 
@@ -48,19 +49,20 @@ def parse_wait(raw: str | None, field: str = "wait") -> float:
     scope="read",
     summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",
     query=(("min_position", "a log position to wait for (default: the head)"), ("wait", "how long to wait, e.g. 5s or 500ms (at most 30s)")),
+    response=OrganizerStatusResponse,
 )
-async def organizer_status(request: web.Request) -> web.Response:
+async def organizer_status(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     min_position = query_int(request, "min_position", None, low=0)
     wait = parse_wait(request.query.get("wait"))
     service = request.app[keys.service_key]
     organizer = request.app.get(keys.organizer_key)
     if organizer is None:
-        return json_response(await read(request, stored_status, service, min_position))
+        return await read(request, stored_status, service, min_position)
     if wait > 0:
         target = min_position if min_position is not None else await read(request, service.store.last_position)
         await organizer.wait_for(target, wait)
-    return json_response(await read(request, organizer.status, tenant, min_position))
+    return await read(request, organizer.status, tenant, min_position)
 
 
 async def organizer_task(app: web.Application) -> AsyncIterator[None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -22,10 +22,13 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from . import keys
 from .auth import ApiKey, authorize
 from .errors import ApiError
+from .schemas import WriteResponse
 from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
+
+T = TypeVar("T")
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -53,7 +56,8 @@ class RouteTable:
         media_type: str = "application/json",
     ):
         def decorate(handler):
-            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type))
+            served = answering(handler, response) if response is not None and media_type == "application/json" else handler
+            self._routes.append(Route(method, path, served, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type))
             return handler
 
         return decorate
@@ -127,6 +131,30 @@ _encoder = msgspec.json.Encoder()
 
 def json_response(data: Any, status: int = 200, headers: dict | None = None) -> web.Response:
     return web.Response(body=_encoder.encode(data), status=status, content_type="application/json", headers=headers)
+
+
+def typed(kind: type[T], data: Any) -> T:
+    """``data`` as the response Struct ``kind``: unchanged when it is one, else converted (a dict, or a Struct with the same fields)."""
+    return data if isinstance(data, kind) else msgspec.convert(data, kind, from_attributes=True)
+
+
+def answering(handler: Callable[[web.Request], Awaitable[Any]], kind: type) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The handler as served: what it returns is encoded as its route's response Struct ``kind``.
+
+    A handler returns its answer's data and the route's declared ``response``
+    encodes it, so the server's JSON is the Struct that the OpenAPI document
+    shows and the client decodes, by construction (a handler that needs a
+    status or headers returns a ``web.Response`` of :func:`typed` data).
+    """
+
+    @functools.wraps(handler)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        result = await handler(request)
+        if isinstance(result, web.StreamResponse):
+            return result
+        return json_response(typed(kind, result))
+
+    return answer
 
 
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
@@ -209,7 +237,7 @@ def if_match(request: web.Request) -> int | None:
 
 
 def write_response(result: CommandResult, status: int = 200) -> web.Response:
-    return json_response(write_result(result), status=status)
+    return json_response(typed(WriteResponse, write_result(result)), status=status)
 
 
 def query_int(request: web.Request, name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:

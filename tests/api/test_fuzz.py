@@ -43,6 +43,7 @@ from schemathesis.checks import (
     missing_required_header,
     negative_data_rejection,
     not_a_server_error,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -64,6 +65,7 @@ CHECKS = [
     unsupported_method,
     ignored_auth,
     allow_header_conformance,
+    positive_data_acceptance,
 ]
 # Off: positive_data_acceptance. Query and path parameters are documented as
 # plain strings and several bodies accept any string where the handler wants a
