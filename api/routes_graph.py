@@ -8,7 +8,11 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, decode, query_int, read
+from typing import Annotated
+
+from msgspec import Meta
+
+from .routing import RouteTable, authenticate, check_as_of, decode, param, query_int, read
 from .schemas import SubgraphRequest
 from .schemas_responses import GraphStatsResponse, NeighborsResponse, SubgraphResponse
 
@@ -19,7 +23,7 @@ routes = RouteTable()
     "/v1/graph/neighbors",
     scope="read",
     summary="A node's edges and the nodes reached from it",
-    query=(("node", "node id"), ("depth", "0..5"), ("direction", "out|in|both"), ("type", "edge type, repeatable"), ("as_of", "position or time")),
+    query=(param("node", "node id", Annotated[str, Meta(min_length=1)], required=True), ("depth", "0..5"), ("direction", "out|in|both"), ("type", "edge type, repeatable"), ("as_of", "position or time")),
     response=NeighborsResponse,
 )
 async def neighbors(request: web.Request) -> dict:

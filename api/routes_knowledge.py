@@ -26,7 +26,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RequestBody, RouteTable, authenticate, command_context, decode, query_int, read, write, write_request, write_response
+from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse
 from .schemas_responses import (
     DocumentLinksResponse,
@@ -39,12 +39,15 @@ from .schemas_responses import (
     TagsResponse,
 )
 from .schemas_knowledge import (
+    DocId,
     DocumentIn,
+    EntityId,
     DocumentLinksRequest,
     EntityIn,
     ImportDocumentsRequest,
     RelationIn,
     RelationKey,
+    RelationType,
     RelationsRequest,
     RelinkRequest,
     RemoveEntityRequest,
@@ -52,6 +55,7 @@ from .schemas_knowledge import (
 )
 
 routes = RouteTable()
+ENTITY_PATH = {"id": EntityId}  # an entity's id, as the entity commands check it
 
 _META = ("collection", "doc_type", "lang", "source_url", "model")
 _FORM_FIELDS = (*_META, "doc_id")
@@ -64,7 +68,7 @@ def _svc(request: web.Request) -> MemoryService:
 # -- entities ------------------------------------------------------------------------------------
 
 
-@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201))
+@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201), path_types=ENTITY_PATH)
 async def put_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
@@ -74,19 +78,19 @@ async def put_entity(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
+@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse, path_types=ENTITY_PATH)
 async def delete_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RemoveEntityRequest)
     return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
 
 
-@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
+@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse, path_types=ENTITY_PATH)
 async def put_tags(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, TagsIn)
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),), response=EntityResponse)
+@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),), response=EntityResponse, path_types=ENTITY_PATH)
 async def get_entity(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
@@ -107,7 +111,7 @@ async def find_entities(request: web.Request) -> dict:
     return await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
 
 
-@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
+@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201), path_types=ENTITY_PATH)
 async def set_relation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
@@ -118,11 +122,16 @@ async def set_relation(request: web.Request) -> web.Response:
 
 @routes.delete(
     "/v1/entities/{id}/relations",
+    path_types=ENTITY_PATH,
     scope="write",
     summary="Remove a relation by its triple (body or target_id & relation_type query)",
     request=RelationKey,
     response=WriteResponse,
-    query=(("target_id", "the relation's target (instead of a body)"), ("relation_type", "the relation's type"), ("reason", "why (kept in history)")),
+    query=(
+        param("target_id", "the relation's target (instead of a body)", EntityId),
+        param("relation_type", "the relation's type (with target_id)", RelationType),
+        ("reason", "why (kept in history)"),
+    ),
 )
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
@@ -150,6 +159,7 @@ def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, lim
 
 @routes.get(
     "/v1/entities/{id}/related",
+    path_types=ENTITY_PATH,
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the first path)",
     query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
@@ -184,7 +194,7 @@ async def find_tags(request: web.Request) -> dict:
 IMPORT_DOCUMENTS_BODY = RequestBody(
     json=(ImportDocumentsRequest, DocumentIn),
     form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META)
-    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)"),),
+    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)", DocId),),
     files=("file",),
 )
 

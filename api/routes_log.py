@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Annotated
 
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.eventstore import Digest
 from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read
 from .schemas_responses import DigestResponse, EventsPage, VerifyResult
 
 routes = RouteTable()
 
 MAX_PAGE = 1000
+FROM_POSITION = Annotated[int, Meta(ge=1, le=MAX_POSITION)]
+AGAINST_RE = r"^(?:[0-9]{1,18}:[0-9a-f]{64})?$"  # what Digest.parse takes (empty: none)
 KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
 
 
@@ -113,7 +117,11 @@ async def digest(request: web.Request) -> DigestResponse:
     "/v1/verify",
     scope="admin",
     summary="Walk the hash chain (optionally against a kept digest)",
-    query=(("from", "position"), ("to", "position"), ("against", "POSITION:HASH")),
+    query=(
+        param("from", "the first position to check (default 1)", FROM_POSITION),
+        param("to", "the last position to check (default: the head)", FROM_POSITION),
+        param("against", "a kept digest, POSITION:HASH (repeatable)", Annotated[str, Meta(pattern=AGAINST_RE)]),
+    ),
     response=VerifyResult,
 )
 async def verify(request: web.Request) -> VerifyResult:
@@ -132,6 +140,6 @@ async def verify(request: web.Request) -> VerifyResult:
         raise ApiError(422, "invalid", "to must not be before from", "to")
     store = request.app[keys.service_key].store
     head = await read(request, store.last_position)
-    if start > 1 and start > head:  # an empty range is not a broken chain
-        raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
+    if start > 1 and start > head:  # an empty range is not a broken chain; the log may reach it later (409, like a stale read)
+        raise ApiError(409, "beyond_head", f"from is beyond the log's head ({head})", "from")
     return await read(request, store.verify, start, end, against=digests or None)

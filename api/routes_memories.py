@@ -188,8 +188,8 @@ async def revert(request: web.Request) -> web.Response:
 @routes.post("/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
 async def drop_tenant(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, DropTenantRequest, scope="admin")
-    if body.confirm != ctx.tenant:
-        raise ApiError(422, "invalid", "confirm must repeat the tenant's name", "confirm")
+    if body.confirm != ctx.tenant:  # the key's tenant decides what is right, which no schema can say: a 409 naming the field
+        raise ApiError(409, "confirmation_mismatch", "confirm must repeat the tenant's name", "confirm")
     try:
         result = await write(request, svc.drop_tenant, ctx, reason=body.reason)
     except NotFound:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import keys, operations
-from .openapi import openapi_document
+from .openapi import ServerFacts, openapi_document
 from .routing import RouteTable, authenticate, read
 from .schemas_responses import CapabilitiesResponse, HealthResponse, OpenApiDocument
 
@@ -29,4 +29,6 @@ async def capabilities(request: web.Request) -> dict:
 
 @routes.get("/openapi.json", scope=None, summary="This API as an OpenAPI 3 document", response=OpenApiDocument)
 async def openapi(request: web.Request) -> dict:
-    return (openapi_document(request.app[keys.routes_key], request.app[keys.version_key]["version"]))
+    svc = request.app[keys.service_key]
+    facts = ServerFacts(embedding_dim=svc.embedding_dim, fusion=str(svc.settings.recall_fusion))
+    return openapi_document(request.app[keys.routes_key], request.app[keys.version_key]["version"], facts)

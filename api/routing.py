@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
+import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 
 import msgspec
@@ -39,10 +41,11 @@ class Route(msgspec.Struct, frozen=True):
     summary: str
     request: Any = None
     response: Any = None
-    query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    query: tuple[tuple, ...] = ()  # (name, description) or, from :func:`param`, (name, description, type, required)
     body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
     statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
     media_type: str = "application/json"  # of its success answers
+    path_types: tuple[tuple[str, Any], ...] = ()  # (name, type) of path parameters that are not any string
 
 
 class RouteTable:
@@ -53,11 +56,13 @@ class RouteTable:
 
     def route(
         self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,),
-        media_type: str = "application/json",
+        media_type: str = "application/json", path_types: dict[str, Any] | None = None,
     ):
         def decorate(handler):
             served = answering(handler, response) if response is not None and media_type == "application/json" else handler
-            self._routes.append(Route(method, path, served, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type))
+            self._routes.append(
+                Route(method, path, served, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type, tuple((path_types or {}).items()))
+            )
             return handler
 
         return decorate
@@ -85,6 +90,17 @@ class RouteTable:
 
 
 
+def param(name: str, description: str, kind: Any = None, *, required: bool = False) -> tuple[str, str, Any, bool]:
+    """A query parameter whose schema is ``kind``'s (a type msgspec describes), for a value no description rule covers."""
+    return (name, description, kind, required)
+
+
+#: ``If-Match`` as taken: the expected version, optionally quoted and weak (``3``, ``"3"``, ``W/"3"``).
+IF_MATCH_RE = re.compile(r'^(?:W/)?"?([0-9]{1,18})"?$')
+#: ``Idempotency-Key``'s length bounds.
+IDEMPOTENCY_KEY_LENGTH = (1, 200)
+
+
 class RequestBody(msgspec.Struct, frozen=True):
     """A request body taken in more than one form, for the OpenAPI document.
 
@@ -106,7 +122,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     the OpenAPI document publishes), so a misspelt filter never silently
     widens a read.
     """
-    declared = {(r.method, r.path): frozenset(name for name, _ in r.query) for r in routes}
+    declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -183,9 +199,26 @@ async def decode(request: web.Request, kind: type) -> Any:
     if not body:
         body = b"{}"
     try:
-        return msgspec.json.decode(body, type=kind)
+        try:
+            return msgspec.json.decode(body, type=kind)
+        except msgspec.ValidationError as exc:
+            if "got `float`" not in str(exc):
+                raise
+            # JSON has one kind of number: 5.0 is the integer 5 (as JSON Schema counts it), so it is taken where an integer is.
+            return msgspec.convert(integral_numbers(msgspec.json.decode(body)), kind)
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
+
+
+def integral_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [integral_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral_numbers(v) for k, v in value.items()}
+    return value
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -202,8 +235,9 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
     idem = request.headers.get("Idempotency-Key")
-    if idem is not None and not (1 <= len(idem) <= 200):
-        raise ApiError(400, "bad_request", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key")
+    low, high = IDEMPOTENCY_KEY_LENGTH
+    if idem is not None and not (low <= len(idem) <= high):
+        raise ApiError(400, "bad_request", f"Idempotency-Key must be {low} to {high} characters", "Idempotency-Key")
     correlation = request.headers.get("X-Correlation-Id") or ""
     if len(correlation) > 200:
         raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
@@ -230,10 +264,10 @@ def if_match(request: web.Request) -> int | None:
     raw = request.headers.get("If-Match")
     if raw is None:
         return None
-    text = raw.strip().strip('"').removeprefix("W/").strip('"')
-    if not is_number(text):
+    found = IF_MATCH_RE.match(raw.strip())
+    if found is None:
         raise ApiError(400, "bad_request", "If-Match must hold the expected version number", "If-Match")
-    return int(text)
+    return int(found.group(1))
 
 
 def write_response(result: CommandResult, status: int = 200) -> web.Response:

@@ -96,6 +96,14 @@ def error_shape_problem(response) -> str | None:
     return None
 
 
+def named_field(response) -> str:
+    """``, field X`` for an error answer naming a field, so that distinct refusals are reported apart."""
+    try:
+        return f", field {response.json()['error']['field']}"
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
 def seed(session, url: str) -> dict[str, str]:
     """Memories, entities, a relation and an edge to aim the path parameters at."""
 
@@ -166,7 +174,7 @@ def test_fuzzing_the_openapi_document_finds_no_server_error_and_only_json_errors
                         try:
                             case.validate_response(response, checks=CHECKS, headers=headers)
                         except BaseException as exc:  # schemathesis raises an exception group of its failures
-                            problems += [str(e).splitlines()[0] for e in getattr(exc, "exceptions", [exc])]
+                            problems += [f"{str(e).splitlines()[0]} ({response.status_code}{named_field(response)})" for e in getattr(exc, "exceptions", [exc])]
                         for problem in problems:
                             failures[(operation.label, problem)].append(f"{response.status_code} {response.text[:300]}\n    {case.as_curl_command(headers=headers)[:600]}")
 

@@ -261,7 +261,7 @@ async def test_wildcard_key_needs_a_tenant_header(secured):
 
 async def test_admin_drop_tenant_only_drops_the_keys_tenant(tenants):
     api, a, b, b_id, b_other, a_id = tenants
-    error = await expect(422, a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-b"}))
+    error = await expect(409, a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-b"}))
     assert error.field == "confirm"
     dropped = await a.request("POST", "/v1/admin/drop-tenant", json={"confirm": "tenant-a"})
     assert dropped["positions"]

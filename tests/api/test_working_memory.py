@@ -9,7 +9,7 @@ from mnemolog.api.client import ApiError
 
 async def test_working_memory_reads_the_fifo_at_the_head_and_as_of_a_position(start):
     api = await start(working_memory_capacity=2)
-    client = api.client()
+    client = api.typed_client()
     first = await client.add_memories(memories=[{"memory": "kettle on"}, {"memory": "scratch", "memory_type": "WorkingMemory"}])
     listed = await client.working_memory()
     assert listed.capacity == 2 and listed.as_of is None

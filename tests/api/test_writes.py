@@ -77,7 +77,7 @@ async def test_min_position_beyond_the_head_is_refused(client):
     written = await client.add_memories({"memory": "something to have a head"})
     with pytest.raises(ApiError) as err:
         await client.recall("something", min_position=written.positions[-1] + 1000)
-    assert err.value.status == 422 and err.value.field == "min_position"
+    assert err.value.status == 409 and err.value.code == "beyond_head" and err.value.field == "min_position"
 
 
 async def test_read_your_writes_after_an_update(client):
