@@ -39,7 +39,7 @@ WAIT_RE = re.compile(r"^(?:(?:[0-9]|[12][0-9])(?:\.[0-9]{1,3})?|30(?:\.0{1,3})?)
 
 def parse_wait(raw: str | None, field: str = "wait") -> float:
     """``"5s"``, ``"500ms"`` or plain seconds, at most 30 s; a bad value is a 422 naming ``field``."""
-    if raw is None or raw == "":
+    if raw is None:
         return 0.0
     if not WAIT_RE.match(raw):
         raise ApiError(422, "invalid", f"{field} must be a duration of at most {MAX_WAIT_S:g}s, such as 5s or 500ms", field)

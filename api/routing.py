@@ -276,7 +276,7 @@ def write_response(result: CommandResult, status: int = 200) -> web.Response:
 
 def query_int(request: web.Request, name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:
     raw = request.query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         value = int(raw)

@@ -12,12 +12,36 @@ from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_TAGS, MAX_TEXT_CHAR
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.graph.reads import WorkingEntryView
 
+#: Inside a character class: whitespace as Python's ``re`` and ``str.strip`` see it (ECMA's ``\s`` lacks \x1c-\x1f and \x85),
+#: so that a published pattern means the same to a JSON Schema validator as to the server.
+SPACE = r"\s\x1c-\x1f\x85"
+
+
+def portable(pattern: str) -> str:
+    """A pattern of the product's (Python ``re``) that matches the same strings under ECMA regex rules: ``\s`` spelt out."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and pattern[i + 1 : i + 2] == "s":
+            out.append(SPACE if in_class else f"[{SPACE}]")
+            i += 2
+            continue
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        in_class = True if char == "[" else False if char == "]" else in_class
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]
 Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
-Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=r"\S")]  # not blank
+Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=portable(r"[^\s]"))]  # not blank
 #: A memory's tag as given: the command trims and lower-cases it; inside, no spaces or commas, at most 64 characters.
-MemoryTag = Annotated[str, Meta(pattern=r"^\s*[^\s,]{0,64}\s*$")]
+MemoryTag = Annotated[str, Meta(pattern=portable(r"^\s*[^\s,]{0,64}\s*$"))]
 #: A caller's embedding: finite numbers, not all zeros (JSON carries no NaN or infinity).
 Embedding = Annotated[list[float], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]
@@ -93,8 +117,8 @@ UpdateMemoryRequest.json_schema_extra = {  # type: ignore[attr-defined]
 
 
 class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
-    memory_ids: Annotated[list[str], Meta(min_length=2, max_length=100, extra_json_schema={"uniqueItems": True})]  # distinct: checked by the command
-    text: str | None = None
+    memory_ids: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(min_length=2, max_length=100, extra_json_schema={"uniqueItems": True})]
+    text: Text | None = None
 
 
 class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -120,12 +144,12 @@ class LinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target: str
     edge_type: Annotated[str, Meta(pattern=EDGE_TYPE_RE.pattern)] = "RELATED"
     weight: Weight = 1.0
-    edge_id: Annotated[str, Meta(pattern=EDGE_ID_RE.pattern, max_length=255)] | None = None
+    edge_id: Annotated[str, Meta(pattern=portable(EDGE_ID_RE.pattern), max_length=255)] | None = None  # and distinct from the others
     properties: dict[str, Any] = {}
 
 
 class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=NAMESPACE_RE.pattern)]
+    prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=portable(NAMESPACE_RE.pattern))]
     reason: str = ""
 
 

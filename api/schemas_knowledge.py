@@ -8,16 +8,16 @@ import msgspec
 from msgspec import Meta
 
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOC_ID_RE
-from mnemolog.eventstore.commands.entities import ENTITY_ID_RE
+from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
 
-from .schemas import AsOf
+from .schemas import AsOf, Weight, portable
 
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
 #: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
 Tag = Annotated[str, Meta(max_length=64, pattern=r"^[^,]*$")]
 #: A relation type as given: letters, digits, ``_``, spaces or ``-`` (a run of spaces and dashes becomes ``_``), upper-cased by the command.
-RelationType = Annotated[str, Meta(min_length=1, max_length=40, pattern=r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$")]
+RelationType = Annotated[str, Meta(min_length=1, max_length=40, pattern=portable(r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$"))]
 DocId = Annotated[str, Meta(max_length=DOC_ID_MAX, pattern=DOC_ID_RE.pattern)]
 
 
@@ -29,7 +29,7 @@ class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     description: Annotated[str, Meta(max_length=4000)] = ""
     aliases: Annotated[list[str], Meta(max_length=64)] = []
     tags: Annotated[list[Tag], Meta(max_length=256)] = []
-    properties: dict[str, str] = {}
+    properties: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=100)], Annotated[str, Meta(max_length=2000)]], Meta(max_length=MAX_PROPERTIES)] = {}
 
 
 class TagsIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -39,7 +39,7 @@ class TagsIn(msgspec.Struct, forbid_unknown_fields=True):
 class RelationIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_id: EntityId
     relation_type: RelationType
-    weight: float = 1.0  # checked by the command: a number in [0, 1]
+    weight: Weight = 1.0
 
 
 class RelationKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
