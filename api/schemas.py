@@ -18,7 +18,7 @@ SPACE = r"\s\x1c-\x1f\x85"
 
 
 def portable(pattern: str) -> str:
-    """A pattern of the product's (Python ``re``) that matches the same strings under ECMA regex rules: ``\s`` spelt out."""
+    r"""A pattern of the product's (Python ``re``) that matches the same strings under ECMA regex rules: ``\s`` spelt out."""
     out, in_class, i = [], False, 0
     while i < len(pattern):
         char = pattern[i]
@@ -41,7 +41,8 @@ Depth = Annotated[int, Meta(ge=0, le=5)]
 Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
 Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=portable(r"[^\s]"))]  # not blank
 #: A memory's tag as given: the command trims and lower-cases it; inside, no spaces or commas, at most 64 characters.
-MemoryTag = Annotated[str, Meta(pattern=portable(r"^\s*[^\s,]{0,64}\s*$"))]
+#: The command checks it (its error names the tag); the schema says the same.
+MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\s,]{0,64}\s*$")})]
 #: A caller's embedding: finite numbers, not all zeros (JSON carries no NaN or infinity).
 Embedding = Annotated[list[float], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]

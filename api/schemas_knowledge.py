@@ -15,7 +15,7 @@ from .schemas import AsOf, Weight, portable
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
 #: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
-Tag = Annotated[str, Meta(max_length=64, pattern=r"^[^,]*$")]
+Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": "^[^,]*$"})]  # checked by the command, whose error names the tag
 #: A relation type as given: letters, digits, ``_``, spaces or ``-`` (a run of spaces and dashes becomes ``_``), upper-cased by the command.
 RelationType = Annotated[str, Meta(min_length=1, max_length=40, pattern=portable(r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$"))]
 DocId = Annotated[str, Meta(max_length=DOC_ID_MAX, pattern=DOC_ID_RE.pattern)]

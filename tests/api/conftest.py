@@ -27,19 +27,24 @@ from mnemolog.api.schemas import WriteResponse
 from mnemolog.eventstore.settings import Settings
 
 
+def as_json(value: Any) -> Any:
+    """``value`` as the JSON it is sent as, decoded: plain dicts and lists."""
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
 class JsonClient(MnemologClient):
     """The client, answering reads (and the import and relink reports) as plain JSON; a write still answers a :class:`WriteResponse`."""
 
     async def _read(self, method: str, path: str, kind: Any, **kwargs: Any) -> Any:
-        return msgspec.to_builtins(await super()._read(method, path, kind, **kwargs))
+        return as_json(await super()._read(method, path, kind, **kwargs))
 
     async def _write(self, method: str, path: str, body: Any, options: Any, kind: Any, **kwargs: Any) -> Any:
         answer = await super()._write(method, path, body, options, kind, **kwargs)
-        return answer if kind is WriteResponse else msgspec.to_builtins(answer)
+        return answer if kind is WriteResponse else as_json(answer)
 
     async def stream_events(self, **options: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         async for event in super().stream_events(**options):
-            yield msgspec.to_builtins(event)
+            yield as_json(event)
 
 
 class Api:

@@ -26,9 +26,10 @@ Every response must pass every schemathesis check but one (see ``CHECKS``):
 
 A few rules tie two values of one request together, which JSON Schema cannot
 state (an edge from a node to itself, ``to`` before ``from``, a body or a
-query string): :func:`breaks_a_rule_across_fields` names them, and a case
-breaking one is not held against the document (the server's 422 names the
-field all the same).
+query string): :func:`tests.api.schemathesis_hooks.breaks_a_rule_across_fields`
+names them, and a case breaking one is not held against the document (the
+server's 422 names the field all the same). The same module is the hook that
+``schemathesis run`` loads from ``schemathesis.toml``.
 
 Then a stateful run follows the document's links (an id from the call that
 makes it to the calls that take it) with the same checks.
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from urllib.parse import unquote
 
 import pytest
 import requests
@@ -65,7 +65,7 @@ from schemathesis.checks import (
     unsupported_method,
 )
 
-from mnemolog.projections.ingest.documents import default_doc_id
+from tests.api.schemathesis_hooks import breaks_a_rule_across_fields
 from tests.serving import create_key, serve
 
 EXAMPLES = 20
@@ -105,41 +105,6 @@ def error_shape_problem(response) -> str | None:
         return f"not an error envelope ({exc!r}): {response.text[:200]!r}"
     if response.status_code in NAMED_FIELD_STATUSES and not error["field"]:
         return f"a {response.status_code} must name the field: {error!r}"
-    return None
-
-
-def breaks_a_rule_across_fields(case) -> str | None:
-    """The rule a generated request breaks that ties two of its values together, which no JSON Schema states, or None."""
-    body = case.body if isinstance(case.body, dict) else {}
-    query = case.query or {}
-    path = {name: unquote(value) for name, value in (case.path_parameters or {}).items()}  # they come percent-encoded
-    if case.path == "/v1/edges" and body.get("source") == body.get("target"):
-        return "an edge from a node to itself"
-    if case.path.endswith("/supersede") and body.get("superseded_by") == path.get("id"):
-        return "a memory superseding itself"
-    if case.path == "/v1/entities/{id}/relations":
-        if body.get("target_id") == path.get("id") or query.get("target_id") == path.get("id"):
-            return "a relation from an entity to itself"
-        if case.method == "DELETE" and "target_id" not in query and "target_id" not in body:
-            return "a relation named neither by the body nor by target_id and relation_type in the query"
-        if case.method == "DELETE" and "target_id" in query and "relation_type" not in query:
-            return "target_id in the query without relation_type"
-    if case.path == "/v1/verify":
-        start, end = query.get("from", 1), query.get("to")
-        if end is not None and int(end) < int(start):
-            return "to before from"
-    if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
-        return "a raw FTS5 query, whose grammar is FTS5's"
-    if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
-        ids = [d.get("doc_id") or default_doc_id(d.get("filename", "")) for d in body["documents"] if isinstance(d, dict)]
-        if len(set(ids)) < len(ids):
-            return "two documents whose ids (given, or made from their file names) are the same"
-    if case.path == "/v1/import/documents" and case.media_type == "multipart/form-data" and isinstance(case.body, dict):
-        files = case.body.get("file") or []
-        if case.body.get("doc_id") is not None and len(files) != 1:
-            return "doc_id with more than one file"
-        if len(files) > 1:
-            return "several files under one file name"
     return None
 
 

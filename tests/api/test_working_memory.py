@@ -26,7 +26,7 @@ async def test_working_memory_reads_the_fifo_at_the_head_and_as_of_a_position(st
     assert [e.memory_id for e in (await client.working_memory()).entries] == first.memory_ids
     assert (await client.working_memory()).entries[0].memory.status == "activated"
 
-    other = api.client(tenant="other")
+    other = api.typed_client(tenant="other")
     assert (await other.working_memory()).entries == []
 
 

@@ -245,6 +245,9 @@ async def test_rollback_returns_positions_and_restores_the_old_text(client):
     assert view["memory"] == "First draft" and view["version"] == 3
     with pytest.raises(ApiError) as err:
         await client.rollback_memory(memory_id, 9)
+    assert err.value.status == 404 and "version 9" in err.value.message  # a version the memory never had: missing, not malformed
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(memory_id, 0)
     assert err.value.status == 422 and err.value.field == "to_version"
 
 
