@@ -62,7 +62,7 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
         for name, desc, *typed in r.query:
             kind, required = typed or (None, False)
             parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": query_schema(desc, kind)})
-        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope == "write" or r.scope == "admin":
+        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope in ("write", "admin"):  # a read ignores the header
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})
         if r.method in ("PATCH", "POST") and "{id}" in r.path:

@@ -33,8 +33,8 @@ def breaks_a_rule_across_fields(case) -> str | None:
         if case.method == "DELETE" and "target_id" in query and "relation_type" not in query:
             return "target_id in the query without relation_type"
     if case.path == "/v1/verify":
-        start, end = query.get("from", 1), query.get("to")
-        if end is not None and int(end) < int(start):
+        start, end = str(query.get("from", 1)), str(query.get("to", ""))
+        if start.isdigit() and end.isdigit() and int(end) < int(start):
             return "to before from"
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"

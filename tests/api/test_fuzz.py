@@ -68,7 +68,7 @@ from schemathesis.checks import (
 from tests.api.schemathesis_hooks import breaks_a_rule_across_fields
 from tests.serving import create_key, serve
 
-EXAMPLES = 20
+EXAMPLES = 12
 SKIPPED = {"/v1/events/stream"}  # an endless server-sent event stream
 CHECKS = [
     not_a_server_error,
@@ -204,7 +204,7 @@ def test_fuzzing_the_openapi_document_finds_no_server_error_and_only_json_errors
     assert not report, "\n".join(report) + f"\nserver log:\n{log}"
 
 
-STATEFUL_SCENARIOS = 15
+STATEFUL_SCENARIOS = 10
 STATEFUL_STEPS = 8
 
 
