@@ -162,7 +162,11 @@ _DESCRIPTIONS = {200: "success", 201: "created"}
 
 
 def _success(status: int, kind, media_type: str) -> dict[str, Any]:
-    if media_type != "application/json":  # a stream: text, described in the summary
+    if media_type == "text/event-stream":  # OpenAPI 3.1: the schema describes each event, whose data is ``kind`` as JSON
+        data = {"type": "string", "contentMediaType": "application/json", **({"contentSchema": _ref(kind)} if kind is not None else {})}
+        event = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}, "event": {"type": "string"}, "data": data}, "required": ["id", "event", "data"]}
+        return {"description": _DESCRIPTIONS.get(status, "success"), "content": {media_type: {"schema": event}}}
+    if media_type != "application/json":
         return {"description": _DESCRIPTIONS.get(status, "success"), "content": {media_type: {"schema": {"type": "string"}}}}
     return {"description": _DESCRIPTIONS.get(status, "success"), "content": {"application/json": {"schema": _ref(kind) or {"type": "object"}}}}
 

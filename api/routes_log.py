@@ -15,7 +15,7 @@ from mnemolog.eventstore.events import encoder
 from . import keys, operations
 from .errors import ApiError
 from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read
-from .schemas_responses import DigestResponse, EventsPage, VerifyResult
+from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
 
@@ -65,6 +65,7 @@ async def list_events(request: web.Request) -> dict:
     scope="read",
     summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)",
     query=(("after", "position"),),
+    response=EventView,  # each event's data
     media_type="text/event-stream",
 )
 async def stream_events(request: web.Request) -> web.StreamResponse:

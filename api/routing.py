@@ -114,6 +114,29 @@ class RequestBody(msgspec.Struct, frozen=True):
     files: tuple[str, ...] = ()
 
 
+def router_path(route: Route, routes: "Iterable[Route]") -> str:
+    """``route.path`` as the router matches it: a ``{param}`` never takes a literal sibling's name.
+
+    ``/v1/memories/{id}`` would also match ``/v1/memories/merge``, so a GET
+    there would read a memory called ``merge`` and a 405's ``Allow`` would list
+    the methods of both; the document lists ``merge`` as its own resource
+    with POST only, and so does the router: ``{id:(?!merge$)[^/]+}``.
+    """
+    parts = route.path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith("{") and part.endswith("}"):
+            siblings = sorted(
+                {
+                    other.path.split("/")[i]
+                    for other in routes
+                    if other.path.split("/")[:i] == parts[:i] and len(other.path.split("/")) > i and not other.path.split("/")[i].startswith("{")
+                }
+            )
+            if siblings:
+                parts[i] = "{%s:(?!(?:%s)$)[^/]+}" % (part[1:-1], "|".join(re.escape(s) for s in siblings))
+    return "/".join(parts)
+
+
 def query_parameters_middleware(routes: "Iterable[Route]"):
     """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
 

@@ -39,7 +39,8 @@ def breaks_a_rule_across_fields(case) -> str | None:
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
-        ids = [d.get("doc_id") or default_doc_id(d.get("filename", "")) for d in body["documents"] if isinstance(d, dict)]
+        documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str)]
+        ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]
         if len(set(ids)) < len(ids):
             return "two documents whose ids (given, or made from their file names) are the same"
     if case.path == "/v1/import/documents" and case.media_type == "multipart/form-data" and isinstance(case.body, dict):
