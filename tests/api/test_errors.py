@@ -110,6 +110,14 @@ async def test_wrong_types_and_values_are_422_naming_the_field(api):
     await call(api, "POST", "/v1/recall", json={"query": "x", "min_position": 10**12}, status=409, field="min_position", code="beyond_head")
 
 
+async def test_a_whole_number_written_with_a_fraction_fills_an_integer_field(api):
+    """JSON has one kind of number and JSON Schema counts 5.0 as an integer: so does the server; 5.5 stays refused."""
+    found = await api.raw.post("/v1/recall", json={"query": "anything", "limit": 5.0, "graph_depth": 1.0})
+    assert found.status == 200, await found.text()
+    await call(api, "POST", "/v1/recall", json={"query": "anything", "limit": 5.5}, status=422, field="limit")
+    await call(api, "POST", "/v1/recall", json={"query": "anything", "limit": "5"}, status=422, field="limit")
+
+
 async def test_patch_and_status_routes_name_the_field(api, memory_id):
     await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"memory": 3}, status=422, field="memory")
     await call(api, "PATCH", f"/v1/memories/{memory_id}", json={"tags": ["a b"]}, status=422, field="tags")
@@ -265,6 +273,10 @@ BAD_QUERIES = (
         ("/v1/verify?from=99999999999999999999999", "from"),
         ("/v1/verify?to=99999999999999999999999", "to"),
         ("/v1/verify?from=5&to=2", "to"),
+        ("/v1/events?after=", "after"),
+        ("/v1/organizer/status?wait=", "wait"),
+        ("/v1/organizer/status?wait=%205s", "wait"),
+        ("/v1/organizer/status?wait=30.5s", "wait"),
         ("/v1/events/stream?after=99999999999999999999999", "after"),
         ("/v1/events/stream?after=x", "after"),
 )
