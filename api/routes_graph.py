@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from typing import Annotated
-
-from msgspec import Meta
-
 from .routing import RouteTable, authenticate, check_as_of, decode, param, query_int, read
 from .schemas import SubgraphRequest
 from .schemas_responses import GraphStatsResponse, NeighborsResponse, SubgraphResponse
@@ -23,7 +22,13 @@ routes = RouteTable()
     "/v1/graph/neighbors",
     scope="read",
     summary="A node's edges and the nodes reached from it",
-    query=(param("node", "node id", Annotated[str, Meta(min_length=1)], required=True), ("depth", "0..5"), ("direction", "out|in|both"), ("type", "edge type, repeatable"), ("as_of", "position or time")),
+    query=(
+        param("node", "node id", Annotated[str, Meta(min_length=1)], required=True),
+        ("depth", "0..5"),
+        ("direction", "out|in|both"),
+        ("type", "edge type, repeatable"),
+        ("as_of", "position or time"),
+    ),
     response=NeighborsResponse,
 )
 async def neighbors(request: web.Request) -> dict:

@@ -13,18 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.projections.policies.organizer import Organizer, stored_status
 
 from . import keys
 from .errors import ApiError
-from typing import Annotated
-
-from msgspec import Meta
-
 from .routing import RouteTable, authenticate, param, query_int, read
 from .schemas import Position
 from .schemas_responses import OrganizerStatusResponse
