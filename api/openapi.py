@@ -65,7 +65,7 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope in ("write", "admin"):  # a read ignores the header
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})
-        if r.method in ("PATCH", "POST") and "{id}" in r.path:
+        if r.method in ("PATCH", "POST") and r.path.startswith("/v1/memories/{id}"):  # the memory commands check a version
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string", "pattern": IF_MATCH_RE.pattern}, "description": "expected version"})
         if parameters:
             operation["parameters"] = parameters
@@ -102,6 +102,9 @@ def _add_struct_extras(types, components: dict[str, Any]) -> None:
             extra = getattr(info.cls, "json_schema_extra", None)
             if extra and info.cls.__name__ in components:
                 components[info.cls.__name__].update(extra)
+            one_of = getattr(info.cls, "json_schema_one_of", None)
+            if one_of and info.cls.__name__ in components:
+                components[info.cls.__name__] = _one_field_of(components[info.cls.__name__], one_of)
             for field in info.fields:
                 walk(field.type)
         else:
@@ -112,6 +115,16 @@ def _add_struct_extras(types, components: dict[str, Any]) -> None:
 
     for info in msgspec.inspect.multi_type_info(types):
         walk(info)
+
+
+def _one_field_of(schema: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """An object schema as ``oneOf`` objects of exactly one of ``names`` each, so that a generator builds each form whole."""
+    kept = {k: v for k, v in schema.items() if k in ("title", "description")}
+    forms = [
+        {"type": "object", "properties": {name: schema["properties"][name]}, "required": [name], "additionalProperties": False}
+        for name in names
+    ]
+    return {**kept, "type": "object", "oneOf": forms}
 
 
 def _add_server_facts(components: dict[str, Any], facts: ServerFacts) -> None:

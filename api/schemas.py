@@ -93,7 +93,7 @@ class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Either ``memory`` (one item) or ``memories`` (an atomic batch)."""
 
     body_required: ClassVar[bool] = True  # every field is optional, but one of them must be sent
-    json_schema_extra: ClassVar[dict[str, Any]] = {"minProperties": 1, "maxProperties": 1}  # one of the two
+    json_schema_one_of: ClassVar[tuple[str, ...]] = ("memory", "memories")  # the document: exactly one of them
     memory: MemoryIn | UnsetType = UNSET
     memories: Annotated[list[MemoryIn], Meta(min_length=1, max_length=10_000)] | UnsetType = UNSET
 
@@ -128,7 +128,7 @@ class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class DeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
     reason: str = ""
-    evolve_to: str | None = None
+    evolve_to: Annotated[str, Meta(min_length=1)] | None = None
 
 
 class RollbackRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -39,7 +39,7 @@ def breaks_a_rule_across_fields(case) -> str | None:
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
-        documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str)]
+        documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str) and isinstance(d.get("doc_id"), (str, type(None)))]
         ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]
         if len(set(ids)) < len(ids):
             return "two documents whose ids (given, or made from their file names) are the same"
