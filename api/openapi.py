@@ -118,13 +118,16 @@ def _add_struct_extras(types, components: dict[str, Any]) -> None:
 
 
 def _one_field_of(schema: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """An object schema as ``oneOf`` objects of exactly one of ``names`` each, so that a generator builds each form whole."""
+    """An object schema as objects of exactly one of ``names`` each, so that a generator builds each form whole.
+
+    ``anyOf`` rather than ``oneOf``: each form forbids the others' fields, so they never overlap.
+    """
     kept = {k: v for k, v in schema.items() if k in ("title", "description")}
     forms = [
         {"type": "object", "properties": {name: schema["properties"][name]}, "required": [name], "additionalProperties": False}
         for name in names
     ]
-    return {**kept, "type": "object", "oneOf": forms}
+    return {**kept, "anyOf": forms}
 
 
 def _add_server_facts(components: dict[str, Any], facts: ServerFacts) -> None:

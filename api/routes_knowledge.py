@@ -11,13 +11,14 @@ import binascii
 import tempfile
 from urllib.parse import unquote
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import check_doc_id
+from mnemolog.eventstore.commands.documents import DOC_ID_RE, check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import ValidationError
@@ -27,7 +28,7 @@ from mnemolog.projections.service import MemoryService
 from . import keys, operations
 from .errors import ApiError
 from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, query_int, read, write, write_request, write_response
-from .schemas import WriteResponse
+from .schemas import WriteResponse, portable
 from .schemas_responses import (
     DocumentLinksResponse,
     EntitiesResponse,
@@ -39,7 +40,6 @@ from .schemas_responses import (
     TagsResponse,
 )
 from .schemas_knowledge import (
-    DocId,
     DocumentIn,
     EntityId,
     DocumentLinksRequest,
@@ -191,10 +191,13 @@ async def find_tags(request: web.Request) -> dict:
 # -- documents -------------------------------------------------------------------------------------------
 
 
+#: A form field is trimmed, and an empty one is left out.
+FORM_DOC_ID = Annotated[str, Meta(pattern=portable(r"^\s*(?:" + DOC_ID_RE.pattern[1:-1] + r")?\s*$"))]
+
 IMPORT_DOCUMENTS_BODY = RequestBody(
     json=(ImportDocumentsRequest, DocumentIn),
     form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META)
-    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)", DocId),),
+    + (("doc_id", "the document's id, for a single uploaded file (default, or empty: its file name with its folders)", FORM_DOC_ID),),
     files=("file",),
 )
 
@@ -225,7 +228,10 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         files: list[tuple[str, bytes]] = []
         meta: dict[str, Any] = {}
         total = 0
-        reader = await request.multipart()
+        try:
+            reader = await request.multipart()
+        except (ValueError, AssertionError, KeyError):  # no boundary, or not multipart after all
+            raise ApiError(400, "malformed_multipart", "a multipart/form-data body needs a boundary and parts", "Content-Type") from None
         while (part := await reader.next()) is not None:
             if part.filename:
                 data = bytes(await part.read(decode=False))

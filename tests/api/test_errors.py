@@ -110,6 +110,14 @@ async def test_wrong_types_and_values_are_422_naming_the_field(api):
     await call(api, "POST", "/v1/recall", json={"query": "x", "min_position": 10**12}, status=409, field="min_position", code="beyond_head")
 
 
+async def test_a_multipart_body_without_a_boundary_is_400_naming_the_content_type(api):
+    """Found by ``schemathesis run``: it was a 500."""
+    response = await api.raw.post("/v1/import/documents", data=b'{"documents": []}', headers={"Content-Type": "multipart/form-data"})
+    assert response.status == 400, await response.text()
+    body = await response.json()
+    assert body["error"]["field"] == "Content-Type" and body["error"]["code"] == "malformed_multipart"
+
+
 async def test_a_whole_number_written_with_a_fraction_fills_an_integer_field(api):
     """JSON has one kind of number and JSON Schema counts 5.0 as an integer: so does the server; 5.5 stays refused."""
     found = await api.raw.post("/v1/recall", json={"query": "anything", "limit": 5.0, "graph_depth": 1.0})

@@ -153,7 +153,7 @@ async def test_component_schemas_are_json_schema_ish(document):
             for prop, sub in properties.items():
                 assert isinstance(sub, dict), (name, prop)
     add = schemas["AddMemoriesRequest"]
-    assert [form["required"] for form in add["oneOf"]] == [["memory"], ["memories"]]  # exactly one of them
+    assert [form["required"] for form in add["anyOf"]] == [["memory"], ["memories"]]  # exactly one of them
     recall = schemas["RecallRequest"]
     assert recall["required"] == ["query"]
     assert recall["properties"]["limit"]["maximum"] == 100
