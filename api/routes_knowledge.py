@@ -204,7 +204,7 @@ IMPORT_DOCUMENTS_BODY = RequestBody(
 
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
-    safe = Path(name).name or "document"
+    safe = Path(name.replace("\x00", "")).name.encode("utf-8", "ignore").decode("utf-8") or "document"  # no NUL, no lone surrogate: a name any file system takes
     with tempfile.TemporaryDirectory(prefix="mnemolog-import-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)

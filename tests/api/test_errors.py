@@ -118,6 +118,14 @@ async def test_a_multipart_body_without_a_boundary_is_400_naming_the_content_typ
     assert body["error"]["field"] == "Content-Type" and body["error"]["code"] == "malformed_multipart"
 
 
+async def test_a_file_name_no_file_system_takes_is_imported_under_a_safe_name(api):
+    """Found by the schemathesis run: a NUL in a document's file name was a 500."""
+    body = {"documents": [{"filename": "notes\u0000.md", "content": "# Notes\n\nAda met Grace."}, {"filename": "plain.txt", "content": "text"}]}
+    response = await api.raw.post("/v1/import/documents", data=json.dumps(body), headers={"Content-Type": "application/json"})
+    assert response.status == 200, await response.text()
+    assert [r["status"] for r in (await response.json())["results"]] == ["imported", "imported"]
+
+
 async def test_a_whole_number_written_with_a_fraction_fills_an_integer_field(api):
     """JSON has one kind of number and JSON Schema counts 5.0 as an integer: so does the server; 5.5 stays refused."""
     found = await api.raw.post("/v1/recall", json={"query": "anything", "limit": 5.0, "graph_depth": 1.0})
