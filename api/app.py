@@ -26,7 +26,7 @@ from . import keys
 from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
 from .errors import error_middleware
-from .routing import Route, query_parameters_middleware
+from .routing import Route, query_parameters_middleware, router_path
 from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
 from . import routes_explorer
 from . import routes_subjects
@@ -99,7 +99,7 @@ def create_app(
     app[keys.version_key] = version_info()
     app[keys.routes_key] = ROUTES
     for r in ROUTES:
-        app.router.add_route(r.method, r.path, r.handler, name=r.handler.__name__ + ":" + r.method)
+        app.router.add_route(r.method, router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":" + r.method)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()

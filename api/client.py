@@ -25,22 +25,25 @@ import contextvars
 import io
 import os
 import uuid
-from urllib.parse import quote
 from pathlib import Path
-from typing import IO, Any, AsyncIterator, Iterable, Sequence, TypedDict, TypeVar, Union
+from typing import IO, Any, AsyncIterator, Iterable, Literal, Sequence, TypedDict, TypeVar, Union, Unpack
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
 
 from .schemas import (
+    ChannelWeights,
     DeleteRequest,
     DropTenantRequest,
     ForgetRequest,
+    Filters,
     LinkRequest,
     MemoryIn,
     MergeRequest,
     ReasonRequest,
     RevertRequest,
+    RollbackRequest,
     SubgraphRequest,
     SupersedeRequest,
     UndoNamespaceRequest,
@@ -49,6 +52,35 @@ from .schemas import (
     WriteResponse,
 )
 from .schemas_knowledge import DocumentLinksRequest, EntityIn, RelationIn, RelationKey, RelationsRequest, RelinkRequest, RemoveEntityRequest, TagsIn
+from .schemas_responses import (
+    CapabilitiesResponse,
+    CorrelationPage,
+    DigestResponse,
+    DocumentLinksResponse,
+    EntitiesResponse,
+    EntityResponse,
+    EventsPage,
+    EventView,
+    GraphStatsResponse,
+    HealthResponse,
+    ImportReport,
+    MemoryHistoryResponse,
+    MemoryView,
+    NeighborhoodPage,
+    NeighborsResponse,
+    OpenApiDocument,
+    OrganizerStatusResponse,
+    RecallResult,
+    RelatedResponse,
+    RelationCardsResponse,
+    RelinkReport,
+    SearchResponse,
+    SubgraphResponse,
+    TagsResponse,
+    TimelineResponse,
+    VerifyResult,
+    WhoAmIResponse,
+)
 
 __all__ = [
     "ApiError",
@@ -60,8 +92,10 @@ __all__ = [
     "MnemologClient",
     "NotFoundError",
     "PayloadTooLargeError",
+    "RecallOptions",
     "ServerError",
     "VersionConflictError",
+    "WriteOptions",
     "Written",
 ]
 
@@ -69,6 +103,7 @@ AsOf = Union[int, str, None]
 #: A document to upload: a path, a file object with a name, or ``(filename, bytes or file object)``.
 Upload = Union[str, os.PathLike, IO[bytes], tuple[str, Union[bytes, IO[bytes]]]]
 Written = WriteResponse  # what every write answers
+Direction = Literal["out", "in", "both"]
 T = TypeVar("T")
 
 
@@ -164,6 +199,30 @@ class WriteOptions(TypedDict, total=False):
     correlation_id: str
 
 
+class RecallOptions(TypedDict, total=False):
+    """What :meth:`MnemologClient.recall` and :meth:`~MnemologClient.search` also take: :class:`~mnemolog.api.schemas.RecallRequest`'s fields.
+
+    ``min_position`` (read your writes: a write's last position) waits until
+    the projections include it; ``rrf_k`` and ``propagation`` belong to
+    fused recall only.
+    """
+
+    limit: int
+    filters: Filters | dict[str, Any]
+    min_position: int
+    channels: list[Literal["lexical", "semantic", "graph"]]
+    weights: ChannelWeights | dict[str, float]
+    fusion: Literal["score", "rrf"]
+    rrf_k: float
+    raw_fts: bool
+    embedding: list[float]
+    graph_depth: int
+    graph_direction: Direction
+    graph_edge_types: list[str]
+    propagation: bool
+    strategy: Literal["hybrid", "knowledge-only", "graph-only"]
+
+
 _correlation: contextvars.ContextVar[str | None] = contextvars.ContextVar("mnemolog_correlation", default=None)
 _RETRYABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError)
 
@@ -254,8 +313,10 @@ class MnemologClient:
 
     # -- transport ---------------------------------------------------------------------------
 
-    async def request(self, method: str, path: str, *, json: Any = None, params: Any = None, headers: dict[str, str] | None = None, form: Any = None) -> Any:
-        """One HTTP exchange, decoded JSON back; retried on a dropped connection. ``form``: a callable building FormData."""
+    async def request(
+        self, method: str, path: str, *, json: Any = None, params: Any = None, headers: dict[str, str] | None = None, form: Any = None, kind: Any = None
+    ) -> Any:
+        """One HTTP exchange, its JSON answer decoded as ``kind`` (a type; default: plain JSON); retried on a dropped connection. ``form``: a callable building FormData."""
         merged = {**self._headers, **(headers or {})}
         data = None
         if json is not None:
@@ -267,104 +328,105 @@ class MnemologClient:
                     body = await response.read()
                     if response.status >= 400:
                         raise error_for(response.status, body)
-                    return msgspec.json.decode(body) if body else None
+                    return msgspec.json.decode(body, type=Any if kind is None else kind) if body else None
             except _RETRYABLE:
                 if attempt == self.max_retries:
                     raise
                 await asyncio.sleep(0.05 * 2**attempt)
 
-    async def _read(self, method: str, path: str, kind: type[T] | None = None, *, json: Any = None, params: Any = None) -> Any:
-        data = await self.request(method, path, json=json, params=params)
-        return msgspec.convert(data, kind) if kind is not None else data
+    async def _read(self, method: str, path: str, kind: type[T], *, json: Any = None, params: Any = None) -> T:
+        """A read: its answer decoded as the operation's response Struct ``kind``."""
+        return await self.request(method, path, json=json, params=params, kind=kind)  # type: ignore[no-any-return]
 
-    async def _write(self, method: str, path: str, body: Any = None, options: WriteOptions | None = None, *, params: Any = None, form: Any = None, kind: type = WriteResponse) -> Any:
-        options = options or {}
+    async def _write(self, method: str, path: str, body: Any, options: WriteOptions, kind: type[T], *, form: Any = None) -> T:
+        """A write: sent with its idempotency key, ``If-Match`` and correlation id; its answer decoded as ``kind``."""
         headers = {"Idempotency-Key": options.get("idempotency_key") or uuid.uuid4().hex}
         if options.get("expected_version") is not None:
             headers["If-Match"] = str(options["expected_version"])
         correlation = options.get("correlation_id") or _correlation.get()
         if correlation:
             headers["X-Correlation-Id"] = correlation
-        data = await self.request(method, path, json=body, params=params, headers=headers, form=form)
-        return msgspec.convert(data, kind) if kind is not None else data
+        return await self.request(method, path, json=body, headers=headers, form=form, kind=kind)  # type: ignore[no-any-return]
 
     # -- meta ------------------------------------------------------------------------------------
 
-    async def health(self) -> dict[str, Any]:
-        return await self._read("GET", "/health")
+    async def health(self) -> HealthResponse:
+        return await self._read("GET", "/health", HealthResponse)
 
-    async def capabilities(self) -> dict[str, Any]:
-        return await self._read("GET", "/v1/capabilities")
+    async def capabilities(self) -> CapabilitiesResponse:
+        return await self._read("GET", "/v1/capabilities", CapabilitiesResponse)
 
-    async def openapi(self) -> dict[str, Any]:
-        return await self._read("GET", "/openapi.json")
+    async def openapi(self) -> OpenApiDocument:
+        return await self._read("GET", "/openapi.json", OpenApiDocument)
 
     # -- memories ----------------------------------------------------------------------------
 
-    async def add_memories(self, memory: MemoryIn | dict[str, Any] | None = None, *, memories: Sequence[MemoryIn | dict[str, Any]] | None = None, **options: Any) -> WriteResponse:
+    async def add_memories(self, memory: MemoryIn | dict[str, Any] | None = None, *, memories: Sequence[MemoryIn | dict[str, Any]] | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
         """One memory, or ``memories``: an atomic batch."""
         body = {"memory": _body(memory)} if memory is not None else {"memories": [_body(m) for m in memories or []]}
-        return await self._write("POST", "/v1/memories", body, options)
+        return await self._write("POST", "/v1/memories", body, options, WriteResponse)
 
-    async def update_memory(self, memory_id: str, changes: UpdateMemoryRequest | dict[str, Any], **options: Any) -> WriteResponse:
-        return await self._write("PATCH", f"/v1/memories/{memory_id}", changes, options)
+    async def update_memory(self, memory_id: str, changes: UpdateMemoryRequest | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("PATCH", f"/v1/memories/{_segment(memory_id)}", changes, options, WriteResponse)
 
-    async def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, **options: Any) -> WriteResponse:
-        return await self._write("POST", "/v1/memories/merge", MergeRequest(list(memory_ids), text), options)
+    async def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", "/v1/memories/merge", MergeRequest(list(memory_ids), text), options, WriteResponse)
 
-    async def archive_memory(self, memory_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/memories/{memory_id}/archive", ReasonRequest(reason), options)
+    async def archive_memory(self, memory_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/archive", ReasonRequest(reason), options, WriteResponse)
 
-    async def delete_memory(self, memory_id: str, *, reason: str = "", evolve_to: str | None = None, **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/memories/{memory_id}/delete", DeleteRequest(reason, evolve_to), options)
+    async def delete_memory(self, memory_id: str, *, reason: str = "", evolve_to: str | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/delete", DeleteRequest(reason, evolve_to), options, WriteResponse)
 
-    async def restore_memory(self, memory_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/memories/{memory_id}/restore", ReasonRequest(reason), options)
+    async def restore_memory(self, memory_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/restore", ReasonRequest(reason), options, WriteResponse)
 
-    async def rollback_memory(self, memory_id: str, to_version: int, *, reason: str = "", **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/memories/{memory_id}/rollback", {"to_version": to_version, "reason": reason}, options)
+    async def rollback_memory(self, memory_id: str, to_version: int, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/rollback", RollbackRequest(to_version, reason), options, WriteResponse)
 
-    async def supersede_memory(self, memory_id: str, superseded_by: str, **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/memories/{memory_id}/supersede", SupersedeRequest(superseded_by), options)
+    async def supersede_memory(self, memory_id: str, superseded_by: str, **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/supersede", SupersedeRequest(superseded_by), options, WriteResponse)
 
-    async def get_memory(self, memory_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", f"/v1/memories/{memory_id}", params=_params(as_of=as_of))
+    async def get_memory(self, memory_id: str, *, as_of: AsOf = None) -> MemoryView:
+        return await self._read("GET", f"/v1/memories/{_segment(memory_id)}", MemoryView, params=_params(as_of=as_of))
 
-    async def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
-        """Every version of a memory and its entity mention links; with ``as_of``, those written by then."""
-        return await self._read("GET", f"/v1/memories/{memory_id}/history", params=_params(as_of=as_of))
+    async def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> MemoryHistoryResponse:
+        """Every version of a memory, its entity mention links and any forget that erased it; with ``as_of``, those written by then."""
+        return await self._read("GET", f"/v1/memories/{_segment(memory_id)}/history", MemoryHistoryResponse, params=_params(as_of=as_of))
 
     async def working_memory(self, *, as_of: AsOf = None) -> WorkingMemoryResponse:
         return await self._read("GET", "/v1/working-memory", WorkingMemoryResponse, params=_params(as_of=as_of))
 
     # -- edges, reverts, tenants -------------------------------------------------------------------
 
-    async def link(self, source: str, target: str, edge_type: str = "RELATED", *, weight: float = 1.0, edge_id: str | None = None, properties: dict[str, Any] | None = None, **options: Any) -> WriteResponse:
+    async def link(
+        self, source: str, target: str, edge_type: str = "RELATED", *, weight: float = 1.0, edge_id: str | None = None, properties: dict[str, Any] | None = None, **options: Unpack[WriteOptions]
+    ) -> WriteResponse:
         body = LinkRequest(source=source, target=target, edge_type=edge_type, weight=weight, edge_id=edge_id, properties=properties or {})
-        return await self._write("POST", "/v1/edges", body, options)
+        return await self._write("POST", "/v1/edges", body, options, WriteResponse)
 
-    async def unlink(self, edge_id: str, **options: Any) -> WriteResponse:
-        return await self._write("DELETE", f"/v1/edges/{edge_id}", None, options)
+    async def unlink(self, edge_id: str, **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/edges/{_segment(edge_id)}", None, options, WriteResponse)
 
-    async def undo_namespace(self, prefix: str, *, reason: str = "", **options: Any) -> WriteResponse:
-        return await self._write("POST", "/v1/edges/undo-namespace", UndoNamespaceRequest(prefix, reason), options)
+    async def undo_namespace(self, prefix: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("POST", "/v1/edges/undo-namespace", UndoNamespaceRequest(prefix, reason), options, WriteResponse)
 
-    async def revert(self, correlation_id: str, /, *, force: bool = False, **options: Any) -> WriteResponse:
-        """Undo everything done under ``correlation_id`` (see :meth:`correlation`)."""
-        return await self._write("POST", "/v1/reverts", RevertRequest(correlation_id, force), options)
+    async def revert(self, correlation_id: str, /, *, force: bool = False, dry_run: bool = False, **options: Unpack[WriteOptions]) -> WriteResponse:
+        """Undo everything done under ``correlation_id`` (see :meth:`correlation`); ``dry_run``: say what it would do."""
+        return await self._write("POST", "/v1/reverts", RevertRequest(correlation_id, force, dry_run), options, WriteResponse)
 
-    async def drop_tenant(self, confirm: str, *, reason: str = "", **options: Any) -> WriteResponse:
+    async def drop_tenant(self, confirm: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         """Drop the key's tenant (``confirm`` repeats its name) after writing an export backup."""
-        return await self._write("POST", "/v1/admin/drop-tenant", DropTenantRequest(confirm, reason), options)
+        return await self._write("POST", "/v1/admin/drop-tenant", DropTenantRequest(confirm, reason), options, WriteResponse)
 
-    async def forget_subject(self, subject: str, *, reason: str = "", **options: Any) -> WriteResponse:
+    async def forget_subject(self, subject: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         """Forget ``subject`` in the key's tenant (admin scope): its keys destroyed, its memories erased everywhere."""
-        return await self._write("POST", f"/v1/subjects/{quote(subject, safe='')}/forget", ForgetRequest(reason), options)
+        return await self._write("POST", f"/v1/subjects/{_segment(subject)}/forget", ForgetRequest(reason), options, WriteResponse)
 
     # -- recall and the graph ----------------------------------------------------------------------
 
-    async def recall(self, query: str, *, as_of: AsOf = None, strategy: str | None = None, **options: Any) -> dict[str, Any]:
-        """Fused recall; ``options`` are :class:`~mnemolog.api.schemas.RecallRequest`'s fields (limit, filters, min_position, …).
+    async def recall(self, query: str, *, as_of: AsOf = None, **options: Unpack[RecallOptions]) -> RecallResult:
+        """Fused recall; ``options`` are :class:`~mnemolog.api.schemas.RecallRequest`'s fields (limit, filters, min_position, strategy, …).
 
         ``strategy``: ``hybrid`` (the server's default: memories and entities),
         ``knowledge-only`` (memories) or ``graph-only`` (entities and the
@@ -373,52 +435,57 @@ class MnemologClient:
         the answer's ``strategy`` is the one used and ``strategy_reason`` says
         why when it differs.
         """
-        extra = {**({"as_of": as_of} if as_of is not None else {}), **({"strategy": strategy} if strategy is not None else {})}
-        return await self._read("POST", "/v1/recall", json={"query": query, **options, **extra})
+        return await self._read("POST", "/v1/recall", RecallResult, json=_recall_body(query, as_of, options))
 
-    async def search(self, query: str, *, as_of: AsOf = None, **options: Any) -> dict[str, Any]:
-        """The raw channels, unfused; ``options`` as for :meth:`recall`."""
-        return await self._read("POST", "/v1/search", json={"query": query, **options, **({"as_of": as_of} if as_of is not None else {})})
+    async def search(self, query: str, *, as_of: AsOf = None, **options: Unpack[RecallOptions]) -> SearchResponse:
+        """The raw channels, unfused; ``options`` as for :meth:`recall` (but ``rrf_k`` and ``propagation``, which belong to fusion)."""
+        return await self._read("POST", "/v1/search", SearchResponse, json=_recall_body(query, as_of, options))
 
-    async def neighbors(self, node: str, *, depth: int = 1, direction: str = "both", types: Sequence[str] | None = None, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", "/v1/graph/neighbors", params=_params(node=node, depth=depth, direction=direction, type=types, as_of=as_of))
+    async def neighbors(self, node: str, *, depth: int = 1, direction: Direction = "both", types: Sequence[str] | None = None, as_of: AsOf = None) -> NeighborsResponse:
+        params = _params(node=node, depth=depth, direction=direction, type=types, as_of=as_of)
+        return await self._read("GET", "/v1/graph/neighbors", NeighborsResponse, params=params)
 
-    async def subgraph(self, seeds: Sequence[str], *, depth: int = 2, direction: str = "both", edge_types: Sequence[str] | None = None, max_nodes: int = 200, max_edges: int = 1000, as_of: AsOf = None) -> dict[str, Any]:
-        body = SubgraphRequest(seeds=list(seeds), depth=depth, direction=direction, edge_types=list(edge_types) if edge_types else None, max_nodes=max_nodes, max_edges=max_edges, as_of=as_of)  # type: ignore[arg-type]
-        return await self._read("POST", "/v1/graph/subgraph", json=body)
+    async def subgraph(
+        self, seeds: Sequence[str], *, depth: int = 2, direction: Direction = "both", edge_types: Sequence[str] | None = None, max_nodes: int = 200, max_edges: int = 1000, as_of: AsOf = None
+    ) -> SubgraphResponse:
+        body = SubgraphRequest(seeds=list(seeds), depth=depth, direction=direction, edge_types=list(edge_types) if edge_types else None, max_nodes=max_nodes, max_edges=max_edges, as_of=as_of)
+        return await self._read("POST", "/v1/graph/subgraph", SubgraphResponse, json=body)
 
-    async def graph_stats(self, *, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", "/v1/graph/stats", params=_params(as_of=as_of))
+    async def graph_stats(self, *, as_of: AsOf = None) -> GraphStatsResponse:
+        return await self._read("GET", "/v1/graph/stats", GraphStatsResponse, params=_params(as_of=as_of))
 
     async def neighborhood(
-        self, node: str, *, kind: str = "memory", depth: int = 1, direction: str = "both", types: Sequence[str] | None = None,
+        self, node: str, *, kind: Literal["memory", "entity"] = "memory", depth: int = 1, direction: Direction = "both", types: Sequence[str] | None = None,
         limit: int = 50, offset: int = 0, as_of: AsOf = None,
-    ) -> dict[str, Any]:
+    ) -> NeighborhoodPage:
         """One page of a memory's (graph edges) or an entity's (relations) neighbourhood: labelled nodes and the edges between them."""
         params = _params(node=node, kind=kind, depth=depth, direction=direction, type=types, limit=limit, offset=offset, as_of=as_of)
-        return await self._read("GET", "/v1/graph/neighborhood", params=params)
+        return await self._read("GET", "/v1/graph/neighborhood", NeighborhoodPage, params=params)
 
     # -- the explorer's reads --------------------------------------------------------------------
 
-    async def whoami(self) -> dict[str, Any]:
+    async def whoami(self) -> WhoAmIResponse:
         """The key's tenant, id, name and scopes."""
-        return await self._read("GET", "/v1/whoami")
+        return await self._read("GET", "/v1/whoami", WhoAmIResponse)
 
-    async def timeline(self, *, limit: int = 500) -> dict[str, Any]:
+    async def timeline(self, *, limit: int = 500) -> TimelineResponse:
         """The tenant's commits (position, time, correlation id), evenly sampled beyond ``limit``."""
-        return await self._read("GET", "/v1/timeline", params=_params(limit=limit))
+        return await self._read("GET", "/v1/timeline", TimelineResponse, params=_params(limit=limit))
 
-    async def correlation_events(self, correlation_id: str, *, after: int = 0, limit: int = 200) -> dict[str, Any]:
+    async def correlation_events(self, correlation_id: str, *, after: int = 0, limit: int = 200) -> CorrelationPage:
         """A page of what one correlation wrote, and the reverts of it."""
-        return await self._read("GET", "/v1/correlation", params=_params(correlation_id=correlation_id, after=after, limit=limit))
+        return await self._read("GET", "/v1/correlation", CorrelationPage, params=_params(correlation_id=correlation_id, after=after, limit=limit))
 
     # -- the log ---------------------------------------------------------------------------------
 
-    async def list_events(self, *, after: int = 0, limit: int = 100, types: Sequence[str] | None = None, stream: str | None = None, correlation_id: str | None = None, as_of: int | None = None) -> dict[str, Any]:
-        """A page of the tenant's events after ``after``; ``as_of``: only those at or before that position."""
-        return await self._read("GET", "/v1/events", params=_params(after=after, limit=limit, type=types, stream=stream, correlation_id=correlation_id, as_of=as_of))
+    async def list_events(
+        self, *, after: int = 0, limit: int = 100, types: Sequence[str] | None = None, stream: str | None = None, correlation_id: str | None = None, as_of: AsOf = None
+    ) -> EventsPage:
+        """A page of the tenant's events after ``after``; ``as_of``: only those recorded by then (a position or a time)."""
+        params = _params(after=after, limit=limit, type=types, stream=stream, correlation_id=correlation_id, as_of=as_of)
+        return await self._read("GET", "/v1/events", EventsPage, params=params)
 
-    async def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
+    async def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> AsyncIterator[EventView]:
         """The tenant's events after ``after`` as they are written: an endless async iterator.
 
         After a dropped connection it reconnects with ``Last-Event-ID`` set to
@@ -443,8 +510,8 @@ class MnemologClient:
                         elif line.startswith(b"data:"):
                             data.append(line[5:].lstrip(b" "))
                         elif not line and data:
-                            event = msgspec.json.decode(b"\n".join(data))
-                            last = event_id if event_id is not None else event.get("position", last)
+                            event = msgspec.json.decode(b"\n".join(data), type=EventView)
+                            last = event_id if event_id is not None else event.position
                             event_id, data, failures = None, [], 0
                             yield event
             except _RETRYABLE:
@@ -453,49 +520,52 @@ class MnemologClient:
                     raise
                 await asyncio.sleep(0.05 * 2**failures)
 
-    async def digest(self) -> dict[str, Any]:
-        return await self._read("GET", "/v1/digest")
+    async def digest(self) -> DigestResponse:
+        return await self._read("GET", "/v1/digest", DigestResponse)
 
-    async def verify(self, *, start: int | None = None, end: int | None = None, against: str | Sequence[str] | None = None) -> dict[str, Any]:
+    async def verify(self, *, start: int | None = None, end: int | None = None, against: str | Sequence[str] | None = None) -> VerifyResult:
         """Walk the hash chain from ``start`` to ``end``, optionally against kept digests (``POSITION:HASH``)."""
-        return await self._read("GET", "/v1/verify", params=_params(**{"from": start, "to": end, "against": against}))
+        return await self._read("GET", "/v1/verify", VerifyResult, params=_params(**{"from": start, "to": end, "against": against}))
 
-    async def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> dict[str, Any]:
+    async def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> OrganizerStatusResponse:
         """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
         if isinstance(wait, (int, float)):
             wait = f"{wait}s"
-        return await self._read("GET", "/v1/organizer/status", params=_params(min_position=min_position, wait=wait))
+        return await self._read("GET", "/v1/organizer/status", OrganizerStatusResponse, params=_params(min_position=min_position, wait=wait))
 
     # -- entities and tags -----------------------------------------------------------------------
 
-    async def put_entity(self, entity_id: str, entity: EntityIn | dict[str, Any], **options: Any) -> WriteResponse:
+    async def put_entity(self, entity_id: str, entity: EntityIn | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:
         """Create or replace an entity (``data["created"]`` says which)."""
-        return await self._write("PUT", f"/v1/entities/{entity_id}", entity, options)
+        return await self._write("PUT", f"/v1/entities/{_segment(entity_id)}", entity, options, WriteResponse)
 
-    async def delete_entity(self, entity_id: str, *, reason: str = "", **options: Any) -> WriteResponse:
-        return await self._write("DELETE", f"/v1/entities/{entity_id}", RemoveEntityRequest(reason), options)
+    async def delete_entity(self, entity_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/entities/{_segment(entity_id)}", RemoveEntityRequest(reason), options, WriteResponse)
 
-    async def put_tags(self, entity_id: str, tags: Sequence[str], **options: Any) -> WriteResponse:
-        return await self._write("PUT", f"/v1/entities/{entity_id}/tags", TagsIn(list(tags)), options)
+    async def put_tags(self, entity_id: str, tags: Sequence[str], **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("PUT", f"/v1/entities/{_segment(entity_id)}/tags", TagsIn(list(tags)), options, WriteResponse)
 
-    async def set_relation(self, entity_id: str, target_id: str, relation_type: str, *, weight: float = 1.0, **options: Any) -> WriteResponse:
-        return await self._write("POST", f"/v1/entities/{entity_id}/relations", RelationIn(target_id=target_id, relation_type=relation_type, weight=weight), options)
+    async def set_relation(self, entity_id: str, target_id: str, relation_type: str, *, weight: float = 1.0, **options: Unpack[WriteOptions]) -> WriteResponse:
+        body = RelationIn(target_id=target_id, relation_type=relation_type, weight=weight)
+        return await self._write("POST", f"/v1/entities/{_segment(entity_id)}/relations", body, options, WriteResponse)
 
-    async def remove_relation(self, entity_id: str, target_id: str, relation_type: str, *, reason: str = "", **options: Any) -> WriteResponse:
+    async def remove_relation(self, entity_id: str, target_id: str, relation_type: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         body = RelationKey(target_id=target_id, relation_type=relation_type, reason=reason)
-        return await self._write("DELETE", f"/v1/entities/{entity_id}/relations", body, options)
+        return await self._write("DELETE", f"/v1/entities/{_segment(entity_id)}/relations", body, options, WriteResponse)
 
-    async def get_entity(self, entity_id: str, *, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", f"/v1/entities/{entity_id}", params=_params(as_of=as_of))
+    async def get_entity(self, entity_id: str, *, as_of: AsOf = None) -> EntityResponse:
+        return await self._read("GET", f"/v1/entities/{_segment(entity_id)}", EntityResponse, params=_params(as_of=as_of))
 
-    async def find_entities(self, q: str = "", *, tag: str | None = None, entity_type: str | None = None, limit: int = 50, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", "/v1/entities", params=_params(q=q or None, tag=tag, type=entity_type, limit=limit, as_of=as_of))
+    async def find_entities(self, q: str = "", *, tag: str | None = None, entity_type: str | None = None, limit: int = 50, as_of: AsOf = None) -> EntitiesResponse:
+        params = _params(q=q or None, tag=tag, type=entity_type, limit=limit, as_of=as_of)
+        return await self._read("GET", "/v1/entities", EntitiesResponse, params=params)
 
-    async def related(self, entity_id: str, *, depth: int = 1, direction: str = "out", types: Sequence[str] | None = None, limit: int = 100, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", f"/v1/entities/{entity_id}/related", params=_params(depth=depth, direction=direction, type=types, limit=limit, as_of=as_of))
+    async def related(self, entity_id: str, *, depth: int = 1, direction: Direction = "out", types: Sequence[str] | None = None, limit: int = 100, as_of: AsOf = None) -> RelatedResponse:
+        params = _params(depth=depth, direction=direction, type=types, limit=limit, as_of=as_of)
+        return await self._read("GET", f"/v1/entities/{_segment(entity_id)}/related", RelatedResponse, params=params)
 
-    async def find_tags(self, prefix: str = "", *, limit: int = 100, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("GET", "/v1/tags", params=_params(prefix=prefix or None, limit=limit, as_of=as_of))
+    async def find_tags(self, prefix: str = "", *, limit: int = 100, as_of: AsOf = None) -> TagsResponse:
+        return await self._read("GET", "/v1/tags", TagsResponse, params=_params(prefix=prefix or None, limit=limit, as_of=as_of))
 
     # -- documents and linking -------------------------------------------------------------------
 
@@ -509,15 +579,16 @@ class MnemologClient:
         source_url: str | None = None,
         model: str | None = None,
         doc_id: str | None = None,
-        **options: Any,
-    ) -> dict[str, Any]:
+        **options: Unpack[WriteOptions],
+    ) -> ImportReport:
         """Upload text, Markdown or PDF files; the import report (a bad file is reported, not raised).
 
         A file is a path, a file object with a ``name``, or ``(filename,
         bytes or file object)``; its document id is ``doc_id`` (one file
         only), else its file name.
         """
-        items = [files] if isinstance(files, (str, os.PathLike, tuple, io.IOBase)) or hasattr(files, "read") else list(files)
+        one = isinstance(files, (str, os.PathLike, tuple, io.IOBase)) or hasattr(files, "read")
+        items: list[Upload] = [files] if one else list(files)  # type: ignore[list-item, arg-type]
         uploads = [_upload(item) for item in items]
         meta = {"collection": collection, "doc_type": doc_type, "lang": lang, "source_url": source_url, "model": model, "doc_id": doc_id}
 
@@ -530,19 +601,32 @@ class MnemologClient:
                     data.add_field(key, value)
             return data
 
-        return await self._write("POST", "/v1/import/documents", None, options, form=form, kind=None)
+        return await self._write("POST", "/v1/import/documents", None, options, ImportReport, form=form)
 
-    async def relink(self, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20, **options: Any) -> dict[str, Any]:
+    async def relink(
+        self, *, commit: bool = False, include_tags: bool = False, max_alias_document_frequency: float | None = None, preview: int = 20, **options: Unpack[WriteOptions]
+    ) -> RelinkReport:
         """Re-run the entity linker over chunks and memories: a dry run, or with ``commit`` a write (write scope)."""
         body = RelinkRequest(commit=commit, include_tags=include_tags, max_alias_document_frequency=max_alias_document_frequency, preview=preview)
-        return await self._write("POST", "/v1/graph/relink", body, options, kind=None)
+        return await self._write("POST", "/v1/graph/relink", body, options, RelinkReport)
 
-    async def document_links(self, *, doc_id: str | None = None, collection: str | None = None, min_shared: int = 1, limit: int = 20, max_entity_documents: int = 200, as_of: AsOf = None) -> dict[str, Any]:
+    async def document_links(
+        self, *, doc_id: str | None = None, collection: str | None = None, min_shared: int = 1, limit: int = 20, max_entity_documents: int = 200, as_of: AsOf = None
+    ) -> DocumentLinksResponse:
         body = DocumentLinksRequest(doc_id=doc_id, collection=collection, min_shared=min_shared, limit=limit, max_entity_documents=max_entity_documents, as_of=as_of)
-        return await self._read("POST", "/v1/graph/document-links", json=body)
+        return await self._read("POST", "/v1/graph/document-links", DocumentLinksResponse, json=body)
 
-    async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> dict[str, Any]:
-        return await self._read("POST", "/v1/relations", json=RelationsRequest(question=question, limit=limit, as_of=as_of))
+    async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> RelationCardsResponse:
+        return await self._read("POST", "/v1/relations", RelationCardsResponse, json=RelationsRequest(question=question, limit=limit, as_of=as_of))
+
+
+def _segment(value: str) -> str:
+    """An id as one path segment: ``/``, ``?``, ``#``, ``%`` and spaces percent-encoded."""
+    return quote(value, safe="")
+
+
+def _recall_body(query: str, as_of: AsOf, options: RecallOptions) -> dict[str, Any]:
+    return {"query": query, **options, **({"as_of": as_of} if as_of is not None else {})}
 
 
 def _upload(item: Upload) -> tuple[str, bytes]:

@@ -1,4 +1,12 @@
-"""The OpenAPI 3 document, generated from the route table and its msgspec Structs."""
+"""The OpenAPI 3 document, generated from the route table and its msgspec Structs.
+
+The schemas are the Structs' own (the constraints msgspec validates with),
+plus what a Struct declares for its whole body in a ``json_schema_extra``
+ClassVar (one of two fields, at least one change), plus what depends on the
+server's settings (:class:`ServerFacts`: the embedding's dimensions, the
+default fusion), so that every request the document calls valid is one this
+server takes.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +15,22 @@ from typing import Any
 
 import msgspec
 
-from .routing import MAX_POSITION, RequestBody
-from .schemas import ErrorEnvelope
+from .routing import IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody
+from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
 _CHOICES = re.compile(r"^\w+(\|\w+)+$")
 
 
-def openapi_document(routes, version: str) -> dict[str, Any]:
+class ServerFacts(msgspec.Struct, frozen=True):
+    """What the document says that depends on the server's settings."""
+
+    embedding_dim: int | None = None  # an ``embedding`` sent with a request has exactly this many numbers
+    fusion: str = "score"  # how recall fuses when a request leaves ``fusion`` out
+
+
+def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -> dict[str, Any]:
     routes = [r for r in routes if r.in_openapi]
     types = {ErrorEnvelope}
     for r in routes:
@@ -27,6 +42,8 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
             types.add(r.response)
     ordered = sorted(types, key=lambda t: t.__name__)
     _, components = msgspec.json.schema_components(ordered, ref_template="#/components/schemas/{name}")
+    _add_struct_extras(ordered, components)
+    _add_server_facts(components, facts)
     paths: dict[str, dict[str, Any]] = {}
     error_ref = {"$ref": "#/components/schemas/ErrorEnvelope"}
     for r in routes:
@@ -38,12 +55,19 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
                 "4XX": {"description": "a client error, naming the field", "content": {"application/json": {"schema": error_ref}}},
             },
         }
-        parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(r.path)]
-        parameters += [{"name": name, "in": "query", "required": False, "description": desc, "schema": query_schema(desc)} for name, desc in r.query]
-        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope == "write" or r.scope == "admin":
-            parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}})
-        if r.method in ("PATCH", "POST") and "{id}" in r.path:
-            parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}, "description": "expected version"})
+        typed = dict(r.path_types)
+        parameters = [
+            {"name": name, "in": "path", "required": True, "schema": msgspec.json.schema(typed[name]) if name in typed else {"type": "string"}}
+            for name in _PARAM.findall(r.path)
+        ]
+        for name, desc, *typed in r.query:
+            kind, required = typed or (None, False)
+            parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": query_schema(desc, kind)})
+        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope in ("write", "admin"):  # a read ignores the header
+            low, high = IDEMPOTENCY_KEY_LENGTH
+            parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})
+        if r.method in ("PATCH", "POST") and r.path.startswith("/v1/memories/{id}"):  # the memory commands check a version
+            parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string", "pattern": IF_MATCH_RE.pattern}, "description": "expected version"})
         if parameters:
             operation["parameters"] = parameters
         if r.body is not None:
@@ -67,12 +91,81 @@ def openapi_document(routes, version: str) -> dict[str, Any]:
     }
 
 
-def query_schema(description: str) -> dict[str, Any]:
-    """A query parameter's JSON schema, read from the description every route declares with it.
+def _add_struct_extras(types, components: dict[str, Any]) -> None:
+    """Each Struct's ``json_schema_extra`` (a ClassVar): what JSON Schema says of a body as a whole."""
+    seen: set[type] = set()
+
+    def walk(info: Any) -> None:
+        if isinstance(info, msgspec.inspect.StructType):
+            if info.cls in seen:
+                return
+            seen.add(info.cls)
+            extra = getattr(info.cls, "json_schema_extra", None)
+            if extra and info.cls.__name__ in components:
+                components[info.cls.__name__].update(extra)
+            one_of = getattr(info.cls, "json_schema_one_of", None)
+            if one_of and info.cls.__name__ in components:
+                components[info.cls.__name__] = _one_field_of(components[info.cls.__name__], one_of)
+            for field in info.fields:
+                walk(field.type)
+        else:
+            for child in ("item_type", "key_type", "value_type", "types", "item_types"):
+                found = getattr(info, child, None)
+                for each in found if isinstance(found, tuple) else ([found] if found is not None else []):
+                    walk(each)
+
+    for info in msgspec.inspect.multi_type_info(types):
+        walk(info)
+
+
+def _one_field_of(schema: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """An object schema as objects of exactly one of ``names`` each, so that a generator builds each form whole.
+
+    ``anyOf`` rather than ``oneOf``: each form forbids the others' fields, so they never overlap.
+    """
+    kept = {k: v for k, v in schema.items() if k in ("title", "description")}
+    forms = [
+        {"type": "object", "properties": {name: schema["properties"][name]}, "required": [name], "additionalProperties": False}
+        for name in names
+    ]
+    return {**kept, "anyOf": forms}
+
+
+def _add_server_facts(components: dict[str, Any], facts: ServerFacts) -> None:
+    """The embedding's length and which fusion-only parameters a request without ``fusion`` may set."""
+    if facts.embedding_dim:
+        for schema in components.values():
+            embedding = schema.get("properties", {}).get("embedding")
+            for option in (embedding or {}).get("anyOf", [embedding] if embedding else []):
+                if option.get("type") == "array":
+                    option.update(minItems=facts.embedding_dim, maxItems=facts.embedding_dim)
+    recall = components.get("RecallRequest")
+    if recall is None:
+        return
+    rules = []
+    for name, needs in FUSION_ONLY.items():
+        given = {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+        if needs == facts.fusion:  # the default: refused only when another fusion is asked for
+            other = next(mode for mode in ("score", "rrf") if mode != needs)
+            then = {"not": {"required": ["fusion"], "properties": {"fusion": {"const": other}}}}
+        else:
+            then = {"required": ["fusion"], "properties": {"fusion": {"const": needs}}}
+        rules.append({"if": given, "then": then})
+    recall["allOf"] = rules
+    recall["description"] = (recall.get("description", "") + f" Without fusion, this server fuses by {facts.fusion}.").strip()
+
+
+def query_schema(description: str, kind: Any = None) -> dict[str, Any]:
+    """A query parameter's JSON schema: its declared type's, else read from the description every route declares with it.
 
     ``"1..500"`` is an integer in that range, ``"out|in|both"`` one of those
-    words, ``"position"`` a log position; anything else a string.
+    words, ``"position"`` a log position, ``"position or …"`` an ``as_of``
+    (a position or a time); anything else a string.
     """
+    if kind is not None:
+        return msgspec.json.schema(kind)
+    if description.startswith("position or"):
+        return msgspec.json.schema(AsOfQuery)
     if found := _RANGE.match(description):
         return {"type": "integer", "minimum": int(found.group(1)), "maximum": int(found.group(2))}
     if _CHOICES.match(description):
@@ -86,7 +179,11 @@ _DESCRIPTIONS = {200: "success", 201: "created"}
 
 
 def _success(status: int, kind, media_type: str) -> dict[str, Any]:
-    if media_type != "application/json":  # a stream: text, described in the summary
+    if media_type == "text/event-stream":  # OpenAPI 3.1: the schema describes each event, whose data is ``kind`` as JSON
+        data = {"type": "string", "contentMediaType": "application/json", **({"contentSchema": _ref(kind)} if kind is not None else {})}
+        event = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}, "event": {"type": "string"}, "data": data}, "required": ["id", "event", "data"]}
+        return {"description": _DESCRIPTIONS.get(status, "success"), "content": {media_type: {"schema": event}}}
+    if media_type != "application/json":
         return {"description": _DESCRIPTIONS.get(status, "success"), "content": {media_type: {"schema": {"type": "string"}}}}
     return {"description": _DESCRIPTIONS.get(status, "success"), "content": {"application/json": {"schema": _ref(kind) or {"type": "object"}}}}
 
@@ -110,8 +207,11 @@ def _body(body: RequestBody) -> dict[str, Any]:
             name: {"type": "array", "items": {"type": "string", "format": "binary"}, "description": "files to upload (any part with a filename)"}
             for name in body.files
         }
-        properties.update({name: {"type": "string", "description": desc} for name, desc in body.form})
-        content["multipart/form-data"] = {"schema": {"type": "object", "properties": properties, "required": list(body.files)}}
+        for name, desc, *typed in body.form:
+            properties[name] = {**(msgspec.json.schema(typed[0]) if typed else {"type": "string"}), "description": desc}
+        for name in body.files:
+            properties[name]["minItems"] = 1
+        content["multipart/form-data"] = {"schema": {"type": "object", "properties": properties, "required": list(body.files), "additionalProperties": False}}
     return {"required": True, "content": content}
 
 

@@ -26,7 +26,7 @@ from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
 
 from .errors import ApiError, is_lock_contention
-from .schemas import AddMemoriesRequest, MemoryIn, RecallRequest, UpdateMemoryRequest
+from .schemas import FUSION_ONLY, AddMemoriesRequest, MemoryIn, RecallQuery, RecallRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 
 def is_number(text: str) -> bool:
@@ -53,7 +53,7 @@ def check_as_of(value: Any, field: str = "as_of") -> Any:
 # -- recall and search ------------------------------------------------------------------------------
 
 
-def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
+def options_from(svc: MemoryService, body: RecallQuery) -> RecallOptions:
     f = body.filters
     filters = SearchFilters(
         status=tuple(f.status) if f.status else ("activated",),
@@ -76,28 +76,27 @@ def options_from(svc: MemoryService, body: RecallRequest) -> RecallOptions:
         as_of=svc.resolve_as_of(check_as_of(body.as_of)),
         channels=tuple(body.channels) if body.channels else None,
         weights=weights,
-        rrf_k=body.rrf_k,
+        rrf_k=getattr(body, "rrf_k", None),
         raw_fts=body.raw_fts,
         embedding=tuple(body.embedding) if body.embedding is not None else None,
         graph_depth=body.graph_depth,
         graph_direction=body.graph_direction,
         graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,
-        propagation=body.propagation,
+        propagation=getattr(body, "propagation", None),
         fusion=body.fusion,
         strategy=body.strategy,
     )
 
 
-# Parameters that only one way of ranking uses: a request that sets one where
-# it does nothing is refused, never silently ignored.
-_FUSION_ONLY = {"rrf_k": "rrf", "propagation": "score"}
+def check_applicable(svc: MemoryService, body: RecallQuery, options: RecallOptions, *, fused: bool) -> None:
+    """A 422 naming the first parameter that does not apply to this request's ranking.
 
-
-def check_applicable(svc: MemoryService, body: RecallRequest, options: RecallOptions, *, fused: bool) -> None:
-    """A 422 naming the first parameter that does not apply to this request's ranking."""
+    A parameter that only one way of ranking uses (:data:`~mnemolog.api.schemas.FUSION_ONLY`)
+    is refused where it would do nothing, never silently ignored.
+    """
     mode = svc.searcher.fusion_mode(options)
-    for name, needs in _FUSION_ONLY.items():
-        if getattr(body, name) is None:
+    for name, needs in FUSION_ONLY.items():
+        if getattr(body, name, None) is None:
             continue
         if not fused:
             raise ApiError(422, "invalid", f"{name} applies to fused recall (/v1/recall), not to the raw channels", name)
@@ -132,8 +131,8 @@ async def reach(svc: MemoryService, min_position: int | None, readers: Executor)
         return None
     loop = asyncio.get_running_loop()
     head = await loop.run_in_executor(readers, svc.store.last_position)
-    if min_position > head:
-        raise ApiError(422, "invalid", f"position {min_position} has not been written (head is {head})", "min_position")
+    if min_position > head:  # the log's state, not the request, is what falls short: a 409, like a stale version
+        raise ApiError(409, "beyond_head", f"position {min_position} has not been written (head is {head})", "min_position")
     for _ in range(100):
         position = await loop.run_in_executor(readers, svc.position)
         if position >= min_position:
@@ -271,9 +270,9 @@ def memory_content(item: MemoryIn) -> MemoryContent:
 
 def add_memories(svc: MemoryService, ctx: CommandContext, body: AddMemoriesRequest) -> CommandResult:
     """Add ``body.memory`` or the batch ``body.memories`` (atomically); run it on the writer."""
-    if (body.memory is None) == (body.memories is None):
+    if isinstance(body.memory, msgspec.UnsetType) == isinstance(body.memories, msgspec.UnsetType):
         raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
-    items = [body.memory] if body.memory is not None else body.memories
+    items = [body.memory] if not isinstance(body.memory, msgspec.UnsetType) else body.memories
     if not items:
         raise ApiError(422, "invalid", "memories must not be empty", "memories")
     return svc.run(svc.memories.add, ctx, [memory_content(i) for i in items])

@@ -15,7 +15,8 @@ from aiohttp import web
 
 from . import explorer_reads, keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, json_response, query_int, read
+from .routing import RouteTable, authenticate, check_as_of, query_int, read
+from .schemas_responses import CorrelationPage, NeighborhoodPage, TimelineResponse, WhoAmIResponse
 
 routes = RouteTable()
 
@@ -56,10 +57,10 @@ for _path, _file, _media in ASSETS:
     _static_route(_path, _file, _media, "explorer_" + _file.replace(".", "_"))
 
 
-@routes.get("/v1/whoami", scope="read", summary="The calling key: its tenant, id, name and scopes (never its secret)")
-async def whoami(request: web.Request) -> web.Response:
+@routes.get("/v1/whoami", scope="read", summary="The calling key: its tenant, id, name and scopes (never its secret)", response=WhoAmIResponse)
+async def whoami(request: web.Request) -> dict:
     key, tenant = authenticate(request, "read")
-    return json_response(explorer_reads.whoami(key, tenant, auth=bool(request.app[keys.settings_key].auth)))
+    return explorer_reads.whoami(key, tenant, auth=bool(request.app[keys.settings_key].auth))
 
 
 @routes.get(
@@ -67,11 +68,12 @@ async def whoami(request: web.Request) -> web.Response:
     scope="read",
     summary="The tenant's commits (position, time, correlation id) as marks for a timeline; an even sample beyond limit",
     query=(("limit", "2..5000"),),
+    response=TimelineResponse,
 )
-async def timeline(request: web.Request) -> web.Response:
+async def timeline(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 500, low=2, high=5000)
-    return json_response(await read(request, explorer_reads.timeline, request.app[keys.service_key], tenant, limit))
+    return await read(request, explorer_reads.timeline, request.app[keys.service_key], tenant, limit)
 
 
 @routes.get(
@@ -88,8 +90,9 @@ async def timeline(request: web.Request) -> web.Response:
         ("offset", "0..1000000"),
         ("as_of", "position or time"),
     ),
+    response=NeighborhoodPage,
 )
-async def neighborhood(request: web.Request) -> web.Response:
+async def neighborhood(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     kind = request.query.get("kind", "memory")
     if kind not in ("memory", "entity"):
@@ -106,7 +109,7 @@ async def neighborhood(request: web.Request) -> web.Response:
     if not node:
         raise ApiError(422, "invalid", "node is required", "node")
     svc = request.app[keys.service_key]
-    return json_response(await read(request, explorer_reads.neighborhood, svc, tenant, node, kind, depth, direction, types, limit, offset, as_of))
+    return await read(request, explorer_reads.neighborhood, svc, tenant, node, kind, depth, direction, types, limit, offset, as_of)
 
 
 @routes.get(
@@ -114,8 +117,9 @@ async def neighborhood(request: web.Request) -> web.Response:
     scope="read",
     summary="What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it",
     query=(("correlation_id", "correlation id"), ("after", "position"), ("limit", "1..1000")),
+    response=CorrelationPage,
 )
-async def correlation_events(request: web.Request) -> web.Response:
+async def correlation_events(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 200, low=1, high=1000)
@@ -123,4 +127,4 @@ async def correlation_events(request: web.Request) -> web.Response:
     if not correlation_id:
         raise ApiError(422, "invalid", "correlation_id is required", "correlation_id")
     svc = request.app[keys.service_key]
-    return json_response(await read(request, explorer_reads.correlation, svc, tenant, correlation_id, after, limit))
+    return await read(request, explorer_reads.correlation, svc, tenant, correlation_id, after, limit)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, decode, json_response, query_int, read
+from .routing import RouteTable, authenticate, check_as_of, decode, param, query_int, read
 from .schemas import SubgraphRequest
+from .schemas_responses import GraphStatsResponse, NeighborsResponse, SubgraphResponse
 
 routes = RouteTable()
 
@@ -18,9 +22,16 @@ routes = RouteTable()
     "/v1/graph/neighbors",
     scope="read",
     summary="A node's edges and the nodes reached from it",
-    query=(("node", "node id"), ("depth", "0..5"), ("direction", "out|in|both"), ("type", "edge type, repeatable"), ("as_of", "position or time")),
+    query=(
+        param("node", "node id", Annotated[str, Meta(min_length=1)], required=True),
+        ("depth", "0..5"),
+        ("direction", "out|in|both"),
+        ("type", "edge type, repeatable"),
+        ("as_of", "position or time"),
+    ),
+    response=NeighborsResponse,
 )
-async def neighbors(request: web.Request) -> web.Response:
+async def neighbors(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     node = request.query.get("node")
     if not node:
@@ -31,7 +42,7 @@ async def neighbors(request: web.Request) -> web.Response:
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     svc = request.app[keys.service_key]
     body = await read(request, operations.neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, check_as_of(request.query.get("as_of")))
-    return json_response(body)
+    return body
 
 
 def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
@@ -59,18 +70,17 @@ def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     }
 
 
-@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest)
-async def subgraph(request: web.Request) -> web.Response:
+@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest, response=SubgraphResponse)
+async def subgraph(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)
     check_as_of(body.as_of)
     svc = request.app[keys.service_key]
-    return json_response(await read(request, _subgraph, svc, tenant, body))
+    return await read(request, _subgraph, svc, tenant, body)
 
 
-@routes.get("/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type", query=(("as_of", "position or time"),))
-async def graph_stats(request: web.Request) -> web.Response:
+@routes.get("/v1/graph/stats", scope="read", summary="Counts of the tenant's memories by status and edges by type", query=(("as_of", "position or time"),), response=GraphStatsResponse)
+async def graph_stats(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = request.app[keys.service_key]
-    body = await read(request, svc.graph.stats, tenant, as_of=check_as_of(request.query.get("as_of")))
-    return json_response(body)
+    return await read(request, svc.graph.stats, tenant, as_of=check_as_of(request.query.get("as_of")))

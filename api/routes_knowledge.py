@@ -11,13 +11,14 @@ import binascii
 import tempfile
 from urllib.parse import unquote
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import check_doc_id
+from mnemolog.eventstore.commands.documents import DOC_ID_RE, check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import ValidationError
@@ -26,15 +27,27 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RequestBody, RouteTable, authenticate, command_context, decode, json_response, query_int, read, write, write_request, write_response
-from .schemas import WriteResponse
+from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, query_int, read, write, write_request, write_response
+from .schemas import WriteResponse, portable
+from .schemas_responses import (
+    DocumentLinksResponse,
+    EntitiesResponse,
+    EntityResponse,
+    ImportReport,
+    RelatedResponse,
+    RelationCardsResponse,
+    RelinkReport,
+    TagsResponse,
+)
 from .schemas_knowledge import (
     DocumentIn,
+    EntityId,
     DocumentLinksRequest,
     EntityIn,
     ImportDocumentsRequest,
     RelationIn,
     RelationKey,
+    RelationType,
     RelationsRequest,
     RelinkRequest,
     RemoveEntityRequest,
@@ -42,6 +55,7 @@ from .schemas_knowledge import (
 )
 
 routes = RouteTable()
+ENTITY_PATH = {"id": EntityId}  # an entity's id, as the entity commands check it
 
 _META = ("collection", "doc_type", "lang", "source_url", "model")
 _FORM_FIELDS = (*_META, "doc_id")
@@ -54,7 +68,7 @@ def _svc(request: web.Request) -> MemoryService:
 # -- entities ------------------------------------------------------------------------------------
 
 
-@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201))
+@routes.put("/v1/entities/{id}", scope="write", summary="Create or replace an entity (extra tags are cut and reported)", request=EntityIn, response=WriteResponse, statuses=(200, 201), path_types=ENTITY_PATH)
 async def put_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, EntityIn)
     result = await write(
@@ -64,23 +78,23 @@ async def put_entity(request: web.Request) -> web.Response:
     return write_response(result, status=201 if result.data.get("created") else 200)
 
 
-@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse)
+@routes.delete("/v1/entities/{id}", scope="write", summary="Remove an entity, its relations and the edges touching it", request=RemoveEntityRequest, response=WriteResponse, path_types=ENTITY_PATH)
 async def delete_entity(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RemoveEntityRequest)
     return write_response(await write(request, svc.run, svc.entities.remove, ctx, request.match_info["id"], reason=body.reason))
 
 
-@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse)
+@routes.put("/v1/entities/{id}/tags", scope="write", summary="Replace an entity's tags (extra tags are cut and reported)", request=TagsIn, response=WriteResponse, path_types=ENTITY_PATH)
 async def put_tags(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, TagsIn)
     return write_response(await write(request, svc.run, svc.entities.set_tags, ctx, request.match_info["id"], body.tags))
 
 
-@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),))
-async def get_entity(request: web.Request) -> web.Response:
+@routes.get("/v1/entities/{id}", scope="read", summary="An entity with its relations (as of a position or time)", query=(("as_of", "position or time"),), response=EntityResponse, path_types=ENTITY_PATH)
+async def get_entity(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = _svc(request)
-    return json_response(await read(request, operations.entity, svc, tenant, request.match_info["id"], request.query.get("as_of")))
+    return await read(request, operations.entity, svc, tenant, request.match_info["id"], request.query.get("as_of"))
 
 
 @routes.get(
@@ -88,16 +102,16 @@ async def get_entity(request: web.Request) -> web.Response:
     scope="read",
     summary="Find entities by keywords (substring of name, aliases, tags, description), tag or type",
     query=(("q", "keywords, all required"), ("tag", "a tag"), ("type", "entity type"), ("limit", "1..500"), ("as_of", "position or time")),
+    response=EntitiesResponse,
 )
-async def find_entities(request: web.Request) -> web.Response:
+async def find_entities(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 50, low=1, high=500)
     q = request.query
-    body = await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
-    return json_response(body)
+    return await read(request, operations.find_entities, _svc(request), tenant, q.get("q", ""), q.get("tag") or None, q.get("type") or None, limit, q.get("as_of"))
 
 
-@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201))
+@routes.post("/v1/entities/{id}/relations", scope="write", summary="Set a relation (the triple is its key; a new weight overwrites)", request=RelationIn, response=WriteResponse, statuses=(200, 201), path_types=ENTITY_PATH)
 async def set_relation(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, RelationIn)
     result = await write(
@@ -108,11 +122,16 @@ async def set_relation(request: web.Request) -> web.Response:
 
 @routes.delete(
     "/v1/entities/{id}/relations",
+    path_types=ENTITY_PATH,
     scope="write",
     summary="Remove a relation by its triple (body or target_id & relation_type query)",
     request=RelationKey,
     response=WriteResponse,
-    query=(("target_id", "the relation's target (instead of a body)"), ("relation_type", "the relation's type"), ("reason", "why (kept in history)")),
+    query=(
+        param("target_id", "the relation's target (instead of a body)", EntityId),
+        param("relation_type", "the relation's type (with target_id)", RelationType),
+        ("reason", "why (kept in history)"),
+    ),
 )
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
@@ -140,11 +159,13 @@ def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, lim
 
 @routes.get(
     "/v1/entities/{id}/related",
+    path_types=ENTITY_PATH,
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the first path)",
     query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
+    response=RelatedResponse,
 )
-async def related(request: web.Request) -> web.Response:
+async def related(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     depth = query_int(request, "depth", 1, low=0, high=6)
     limit = query_int(request, "limit", 100, low=1, high=1000)
@@ -152,8 +173,7 @@ async def related(request: web.Request) -> web.Response:
     if direction not in ents.DIRECTIONS:
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     types = request.query.getall("type", []) or None
-    body = await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
-    return json_response(body)
+    return await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
 
 
 def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) -> dict[str, Any]:
@@ -161,27 +181,30 @@ def _tags(svc: MemoryService, tenant: str, prefix: str, limit: int, as_of: Any) 
     return {"tags": [{"tag": t, "entities": n} for t, n in found]}
 
 
-@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")))
-async def find_tags(request: web.Request) -> web.Response:
+@routes.get("/v1/tags", scope="read", summary="Entity tags starting with a prefix, with entity counts", query=(("prefix", "tag prefix"), ("limit", "1..1000"), ("as_of", "position or time")), response=TagsResponse)
+async def find_tags(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     limit = query_int(request, "limit", 100, low=1, high=1000)
-    return json_response(await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of")))
+    return await read(request, _tags, _svc(request), tenant, request.query.get("prefix", ""), limit, request.query.get("as_of"))
 
 
 # -- documents -------------------------------------------------------------------------------------------
 
 
+#: A form field is trimmed, and an empty one is left out.
+FORM_DOC_ID = Annotated[str, Meta(pattern=portable(r"^\s*(?:" + DOC_ID_RE.pattern[1:-1] + r")?\s*$"))]
+
 IMPORT_DOCUMENTS_BODY = RequestBody(
     json=(ImportDocumentsRequest, DocumentIn),
     form=tuple((name, f"the documents' {name.replace('_', ' ')} (applies to every file)") for name in _META)
-    + (("doc_id", "the document's id, for a single uploaded file (default: its file name with its folders)"),),
+    + (("doc_id", "the document's id, for a single uploaded file (default, or empty: its file name with its folders)", FORM_DOC_ID),),
     files=("file",),
 )
 
 
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
-    safe = Path(name).name or "document"
+    safe = Path(name.replace("\x00", "")).name.encode("utf-8", "ignore").decode("utf-8") or "document"  # no NUL, no lone surrogate: a name any file system takes
     with tempfile.TemporaryDirectory(prefix="mnemolog-import-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
@@ -205,7 +228,10 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         files: list[tuple[str, bytes]] = []
         meta: dict[str, Any] = {}
         total = 0
-        reader = await request.multipart()
+        try:
+            reader = await request.multipart()
+        except (ValueError, AssertionError, KeyError):  # no boundary, or not multipart after all
+            raise ApiError(400, "malformed_multipart", "a multipart/form-data body needs a boundary and parts", "Content-Type") from None
         while (part := await reader.next()) is not None:
             if part.filename:
                 data = bytes(await part.read(decode=False))
@@ -262,8 +288,8 @@ def _distinct(ids: list[str], fields: list[str]) -> None:
         seen.add(doc_id)
 
 
-@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY)
-async def import_documents(request: web.Request) -> web.Response:
+@routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY, response=ImportReport)
+async def import_documents(request: web.Request) -> dict:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
     for name, data, options, error in await _uploads(request):
@@ -286,24 +312,24 @@ async def import_documents(request: web.Request) -> web.Response:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
         results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-    return json_response(import_report(results, ctx.correlation_id))
+    return import_report(results, ctx.correlation_id)
 
 
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks and memories: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest)
-async def relink(request: web.Request) -> web.Response:
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks and memories: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest, response=RelinkReport)
+async def relink(request: web.Request) -> dict:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)
     svc = _svc(request)
     options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
     if not body.commit:
         ctx = CommandContext(tenant=tenant)
-        return json_response(await read(request, svc.linking.relink, ctx, commit=False, **options))
+        return await read(request, svc.linking.relink, ctx, commit=False, **options)
     key, tenant = authenticate(request, "write")
     ctx = command_context(request, tenant, key)
-    return json_response(await write(request, svc.linking.relink, ctx, commit=True, **options))
+    return await write(request, svc.linking.relink, ctx, commit=True, **options)
 
 
 def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest) -> dict[str, Any]:
@@ -313,15 +339,15 @@ def _document_links(svc: MemoryService, tenant: str, body: DocumentLinksRequest)
     )
 
 
-@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest)
-async def document_links(request: web.Request) -> web.Response:
+@routes.post("/v1/graph/document-links", scope="read", summary="Document pairs sharing entities, ranked by how distinctive the shared entities are", request=DocumentLinksRequest, response=DocumentLinksResponse)
+async def document_links(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, DocumentLinksRequest)
-    return json_response(await read(request, _document_links, _svc(request), tenant, body))
+    return await read(request, _document_links, _svc(request), tenant, body)
 
 
-@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest)
-async def relation_cards(request: web.Request) -> web.Response:
+@routes.post("/v1/relations", scope="read", summary="One-hop relation cards for the entities a question names (matched: false when none)", request=RelationsRequest, response=RelationCardsResponse)
+async def relation_cards(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, RelationsRequest)
-    return json_response(await read(request, operations.relation_cards, _svc(request), tenant, body))
+    return await read(request, operations.relation_cards, _svc(request), tenant, body)

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Annotated
 
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.eventstore import Digest
 from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, json_response, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read
+from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
 
 MAX_PAGE = 1000
+FROM_POSITION = Annotated[int, Meta(ge=1, le=MAX_POSITION)]
+AGAINST_RE = r"^(?:[0-9]{1,18}:[0-9a-f]{64})?$"  # what Digest.parse takes (empty: none)
 KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
 
 
@@ -32,8 +37,9 @@ KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and 
         ("correlation_id", "correlation id"),
         ("as_of", "position or ISO-8601 time: only events recorded by then"),
     ),
+    response=EventsPage,
 )
-async def list_events(request: web.Request) -> web.Response:
+async def list_events(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 100, low=1, high=MAX_PAGE)
@@ -51,7 +57,7 @@ async def list_events(request: web.Request) -> web.Response:
         correlation_id=request.query.get("correlation_id"),
         as_of=check_as_of(request.query.get("as_of")),
     )
-    return json_response(body)
+    return body
 
 
 @routes.get(
@@ -59,6 +65,7 @@ async def list_events(request: web.Request) -> web.Response:
     scope="read",
     summary="A live tail of the tenant's events as server-sent events (resumable with Last-Event-ID)",
     query=(("after", "position"),),
+    response=EventView,  # each event's data
     media_type="text/event-stream",
 )
 async def stream_events(request: web.Request) -> web.StreamResponse:
@@ -99,21 +106,26 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-@routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store")
-async def digest(request: web.Request) -> web.Response:
+@routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store", response=DigestResponse)
+async def digest(request: web.Request) -> DigestResponse:
     authenticate(request, "read")
     store = request.app[keys.service_key].store
     tip = await read(request, store.digest)
-    return json_response({"position": tip.position, "hash": tip.hash, "digest": str(tip)})
+    return DigestResponse(position=tip.position, hash=tip.hash, digest=str(tip))
 
 
 @routes.get(
     "/v1/verify",
     scope="admin",
     summary="Walk the hash chain (optionally against a kept digest)",
-    query=(("from", "position"), ("to", "position"), ("against", "POSITION:HASH")),
+    query=(
+        param("from", "the first position to check (default 1)", FROM_POSITION),
+        param("to", "the last position to check (default: the head)", FROM_POSITION),
+        param("against", "a kept digest, POSITION:HASH (repeatable)", Annotated[str, Meta(pattern=AGAINST_RE)]),
+    ),
+    response=VerifyResult,
 )
-async def verify(request: web.Request) -> web.Response:
+async def verify(request: web.Request) -> VerifyResult:
     authenticate(request, "admin")
     digests = []
     for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
@@ -129,7 +141,6 @@ async def verify(request: web.Request) -> web.Response:
         raise ApiError(422, "invalid", "to must not be before from", "to")
     store = request.app[keys.service_key].store
     head = await read(request, store.last_position)
-    if start > 1 and start > head:  # an empty range is not a broken chain
-        raise ApiError(422, "invalid", f"from is beyond the log's head ({head})", "from")
-    result = await read(request, store.verify, start, end, against=digests or None)
-    return json_response(result)
+    if start > 1 and start > head:  # an empty range is not a broken chain; the log may reach it later (409, like a stale read)
+        raise ApiError(409, "beyond_head", f"from is beyond the log's head ({head})", "from")
+    return await read(request, store.verify, start, end, against=digests or None)

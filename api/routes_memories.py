@@ -15,6 +15,7 @@ from .routing import (
     check_as_of,
     if_match,
     json_response,
+    typed,
     read,
     write,
     write_request,
@@ -35,6 +36,7 @@ from .schemas import (
     WorkingMemoryResponse,
     WriteResponse,
 )
+from .schemas_responses import MemoryHistoryResponse, MemoryView
 from .errors import ApiError
 
 routes = RouteTable()
@@ -103,12 +105,12 @@ async def supersede_memory(request: web.Request) -> web.Response:
     return write_response(result)
 
 
-@routes.get("/v1/memories/{id}", scope="read", summary="A memory, at the head or as of a position or time", query=(("as_of", "position or ISO-8601 time"),))
+@routes.get("/v1/memories/{id}", scope="read", summary="A memory, at the head or as of a position or time", query=(("as_of", "position or ISO-8601 time"),), response=MemoryView)
 async def get_memory(request: web.Request) -> web.Response:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
     view = await read(request, svc.get, tenant, request.match_info["id"], as_of=check_as_of(request.query.get("as_of")))
-    return json_response(view, headers={"ETag": f'"{view.version}"'})
+    return json_response(typed(MemoryView, view), headers={"ETag": f'"{view.version}"'})
 
 
 
@@ -117,11 +119,12 @@ async def get_memory(request: web.Request) -> web.Response:
     scope="read",
     summary="Every version of a memory, from its stream, with the entities it mentions (as of a position or time: those written by then)",
     query=(("as_of", "position or ISO-8601 time"),),
+    response=MemoryHistoryResponse,
 )
-async def memory_history(request: web.Request) -> web.Response:
+async def memory_history(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    return json_response(await read(request, operations.history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of"))))
+    return await read(request, operations.history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of")))
 
 
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
@@ -137,10 +140,10 @@ def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResp
     response=WorkingMemoryResponse,
     query=(("as_of", "position or ISO-8601 time"),),
 )
-async def working_memory(request: web.Request) -> web.Response:
+async def working_memory(request: web.Request) -> WorkingMemoryResponse:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    return json_response(await read(request, _working_memory, svc, tenant, check_as_of(request.query.get("as_of"))))
+    return await read(request, _working_memory, svc, tenant, check_as_of(request.query.get("as_of")))
 
 
 @routes.post("/v1/edges", scope="write", summary="Link two nodes with a typed, weighted, namespaced edge", request=LinkRequest, response=WriteResponse, statuses=(201,))
@@ -185,8 +188,8 @@ async def revert(request: web.Request) -> web.Response:
 @routes.post("/v1/admin/drop-tenant", scope="admin", summary="Drop the tenant after writing an export backup", request=DropTenantRequest, response=WriteResponse)
 async def drop_tenant(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, DropTenantRequest, scope="admin")
-    if body.confirm != ctx.tenant:
-        raise ApiError(422, "invalid", "confirm must repeat the tenant's name", "confirm")
+    if body.confirm != ctx.tenant:  # the key's tenant decides what is right, which no schema can say: a 409 naming the field
+        raise ApiError(409, "confirmation_mismatch", "confirm must repeat the tenant's name", "confirm")
     try:
         result = await write(request, svc.drop_tenant, ctx, reason=body.reason)
     except NotFound:

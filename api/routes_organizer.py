@@ -13,54 +13,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from aiohttp import web
+from msgspec import Meta
 
 from mnemolog.projections.policies.organizer import Organizer, stored_status
 
 from . import keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, json_response, query_int, read
+from .routing import RouteTable, authenticate, param, query_int, read
+from .schemas import Position
+from .schemas_responses import OrganizerStatusResponse
 
 routes = RouteTable()
 
 log = logging.getLogger("mnemolog.organizer")
 MAX_WAIT_S = 30.0
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
+#: A wait of at most 30 s: seconds (``5``, ``2.5s``) or milliseconds (``500ms``); the OpenAPI document publishes this pattern.
+WAIT_RE = re.compile(r"^(?:(?:[0-9]|[12][0-9])(?:\.[0-9]{1,3})?|30(?:\.0{1,3})?)s?$|^(?:[0-9]{1,4}|[12][0-9]{4}|30000)ms$")
 
 
 def parse_wait(raw: str | None, field: str = "wait") -> float:
     """``"5s"``, ``"500ms"`` or plain seconds, at most 30 s; a bad value is a 422 naming ``field``."""
-    if raw is None or raw == "":
+    if raw is None:
         return 0.0
-    m = _DURATION.match(raw)
-    if not m:
-        raise ApiError(422, "invalid", f"{field} must be a duration such as 5s or 500ms", field)
-    seconds = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
-    if seconds > MAX_WAIT_S:
-        raise ApiError(422, "invalid", f"{field} must be at most {MAX_WAIT_S:g}s", field)
-    return seconds
+    if not WAIT_RE.match(raw):
+        raise ApiError(422, "invalid", f"{field} must be a duration of at most {MAX_WAIT_S:g}s, such as 5s or 500ms", field)
+    return float(raw[:-2]) / 1000.0 if raw.endswith("ms") else float(raw.removesuffix("s"))
 
 
 @routes.get(
     "/v1/organizer/status",
     scope="read",
     summary="The organizer's position and last run; waits (wait=5s) until it has processed min_position",
-    query=(("min_position", "a log position to wait for (default: the head)"), ("wait", "how long to wait, e.g. 5s or 500ms (at most 30s)")),
+    query=(
+        param("min_position", "a log position to wait for (default: the head)", Position),
+        param("wait", "how long to wait, e.g. 5s or 500ms (at most 30s)", Annotated[str, Meta(pattern=WAIT_RE.pattern)]),
+    ),
+    response=OrganizerStatusResponse,
 )
-async def organizer_status(request: web.Request) -> web.Response:
+async def organizer_status(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     min_position = query_int(request, "min_position", None, low=0)
     wait = parse_wait(request.query.get("wait"))
     service = request.app[keys.service_key]
     organizer = request.app.get(keys.organizer_key)
     if organizer is None:
-        return json_response(await read(request, stored_status, service, min_position))
+        return await read(request, stored_status, service, min_position)
     if wait > 0:
         target = min_position if min_position is not None else await read(request, service.store.last_position)
         await organizer.wait_for(target, wait)
-    return json_response(await read(request, organizer.status, tenant, min_position))
+    return await read(request, organizer.status, tenant, min_position)
 
 
 async def organizer_task(app: web.Application) -> AsyncIterator[None]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import keys, operations
-from .routing import RouteTable, authenticate, decode, json_response, read
-from .schemas import RecallRequest, RecallResponse, SearchRequest
+from .routing import RouteTable, authenticate, decode, read
+from .schemas import RecallRequest, SearchRequest
+from .schemas_responses import RecallResult, SearchResponse
 
 routes = RouteTable()
 
@@ -21,13 +22,13 @@ async def _request(request: web.Request, kind: type[RecallRequest]):
     return tenant, body, svc, position, options
 
 
-@routes.post("/v1/recall", scope="read", summary="Fused recall over memories and entities (strategy hybrid, knowledge-only or graph-only) with explanations and the answer subgraph", request=RecallRequest, response=RecallResponse)
-async def recall(request: web.Request) -> web.Response:
+@routes.post("/v1/recall", scope="read", summary="Fused recall over memories and entities (strategy hybrid, knowledge-only or graph-only) with explanations and the answer subgraph", request=RecallRequest, response=RecallResult)
+async def recall(request: web.Request) -> RecallResult:
     tenant, body, svc, position, options = await _request(request, RecallRequest)
-    return json_response(await read(request, operations.recall, svc, tenant, body, options, position))
+    return await read(request, operations.recall, svc, tenant, body, options, position)
 
 
-@routes.post("/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest)
-async def search(request: web.Request) -> web.Response:
+@routes.post("/v1/search", scope="read", summary="The raw channels, unfused: each channel's own ranking", request=SearchRequest, response=SearchResponse)
+async def search(request: web.Request) -> dict:
     tenant, body, svc, position, options = await _request(request, SearchRequest)
-    return json_response(await read(request, operations.search, svc, tenant, body, options, position))
+    return await read(request, operations.search, svc, tenant, body, options, position)

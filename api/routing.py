@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator
+import math
+import re
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -22,10 +24,13 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from . import keys
 from .auth import ApiKey, authorize
 from .errors import ApiError
+from .schemas import WriteResponse
 from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
+
+T = TypeVar("T")
 
 
 class Route(msgspec.Struct, frozen=True):
@@ -36,10 +41,11 @@ class Route(msgspec.Struct, frozen=True):
     summary: str
     request: Any = None
     response: Any = None
-    query: tuple[tuple[str, str], ...] = ()  # (name, description)
+    query: tuple[tuple, ...] = ()  # (name, description) or, from :func:`param`, (name, description, type, required)
     body: Any = None  # a RequestBody in more than one form, for a route whose ``request`` is None
     statuses: tuple[int, ...] = (200,)  # the success statuses it answers, as the OpenAPI document lists them
     media_type: str = "application/json"  # of its success answers
+    path_types: tuple[tuple[str, Any], ...] = ()  # (name, type) of path parameters that are not any string
     in_openapi: bool = True  # False: a file of a page (the explorer), not an API operation; still in docs/reference.md
 
 
@@ -51,10 +57,16 @@ class RouteTable:
 
     def route(
         self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,),
-        media_type: str = "application/json", in_openapi: bool = True,
+        media_type: str = "application/json", path_types: dict[str, Any] | None = None, in_openapi: bool = True,
     ):
         def decorate(handler):
-            self._routes.append(Route(method, path, handler, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type, in_openapi))
+            served = answering(handler, response) if response is not None and media_type == "application/json" else handler
+            self._routes.append(
+                Route(
+                    method, path, served, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type,
+                    tuple((path_types or {}).items()), in_openapi,
+                )
+            )
             return handler
 
         return decorate
@@ -82,6 +94,17 @@ class RouteTable:
 
 
 
+def param(name: str, description: str, kind: Any = None, *, required: bool = False) -> tuple[str, str, Any, bool]:
+    """A query parameter whose schema is ``kind``'s (a type msgspec describes), for a value no description rule covers."""
+    return (name, description, kind, required)
+
+
+#: ``If-Match`` as taken: the expected version, optionally quoted and weak (``3``, ``"3"``, ``W/"3"``).
+IF_MATCH_RE = re.compile(r'^(?:W/)?"?([0-9]{1,18})"?$')
+#: ``Idempotency-Key``'s length bounds.
+IDEMPOTENCY_KEY_LENGTH = (1, 200)
+
+
 class RequestBody(msgspec.Struct, frozen=True):
     """A request body taken in more than one form, for the OpenAPI document.
 
@@ -95,6 +118,29 @@ class RequestBody(msgspec.Struct, frozen=True):
     files: tuple[str, ...] = ()
 
 
+def router_path(route: Route, routes: "Iterable[Route]") -> str:
+    """``route.path`` as the router matches it: a ``{param}`` never takes a literal sibling's name.
+
+    ``/v1/memories/{id}`` would also match ``/v1/memories/merge``, so a GET
+    there would read a memory called ``merge`` and a 405's ``Allow`` would list
+    the methods of both; the document lists ``merge`` as its own resource
+    with POST only, and so does the router: ``{id:(?!merge$)[^/]+}``.
+    """
+    parts = route.path.split("/")
+    for i, part in enumerate(parts):
+        if part.startswith("{") and part.endswith("}"):
+            siblings = sorted(
+                {
+                    other.path.split("/")[i]
+                    for other in routes
+                    if other.path.split("/")[:i] == parts[:i] and len(other.path.split("/")) > i and not other.path.split("/")[i].startswith("{")
+                }
+            )
+            if siblings:
+                parts[i] = "{%s:(?!(?:%s)$)[^/]+}" % (part[1:-1], "|".join(re.escape(s) for s in siblings))
+    return "/".join(parts)
+
+
 def query_parameters_middleware(routes: "Iterable[Route]"):
     """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
 
@@ -103,7 +149,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     the OpenAPI document publishes), so a misspelt filter never silently
     widens a read.
     """
-    declared = {(r.method, r.path): frozenset(name for name, _ in r.query) for r in routes}
+    declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -128,6 +174,30 @@ _encoder = msgspec.json.Encoder()
 
 def json_response(data: Any, status: int = 200, headers: dict | None = None) -> web.Response:
     return web.Response(body=_encoder.encode(data), status=status, content_type="application/json", headers=headers)
+
+
+def typed(kind: type[T], data: Any) -> T:
+    """``data`` as the response Struct ``kind``: unchanged when it is one, else converted (a dict, or a Struct with the same fields)."""
+    return data if isinstance(data, kind) else msgspec.convert(data, kind, from_attributes=True)
+
+
+def answering(handler: Callable[[web.Request], Awaitable[Any]], kind: type) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The handler as served: what it returns is encoded as its route's response Struct ``kind``.
+
+    A handler returns its answer's data and the route's declared ``response``
+    encodes it, so the server's JSON is the Struct that the OpenAPI document
+    shows and the client decodes, by construction (a handler that needs a
+    status or headers returns a ``web.Response`` of :func:`typed` data).
+    """
+
+    @functools.wraps(handler)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        result = await handler(request)
+        if isinstance(result, web.StreamResponse):
+            return result
+        return json_response(typed(kind, result))
+
+    return answer
 
 
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
@@ -156,9 +226,26 @@ async def decode(request: web.Request, kind: type) -> Any:
     if not body:
         body = b"{}"
     try:
-        return msgspec.json.decode(body, type=kind)
+        try:
+            return msgspec.json.decode(body, type=kind)
+        except msgspec.ValidationError as exc:
+            if "got `float`" not in str(exc):
+                raise
+            # JSON has one kind of number: 5.0 is the integer 5 (as JSON Schema counts it), so it is taken where an integer is.
+            return msgspec.convert(integral_numbers(msgspec.json.decode(body)), kind)
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
+
+
+def integral_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [integral_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral_numbers(v) for k, v in value.items()}
+    return value
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -175,8 +262,9 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
     idem = request.headers.get("Idempotency-Key")
-    if idem is not None and not (1 <= len(idem) <= 200):
-        raise ApiError(400, "bad_request", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key")
+    low, high = IDEMPOTENCY_KEY_LENGTH
+    if idem is not None and not (low <= len(idem) <= high):
+        raise ApiError(400, "bad_request", f"Idempotency-Key must be {low} to {high} characters", "Idempotency-Key")
     correlation = request.headers.get("X-Correlation-Id") or ""
     if len(correlation) > 200:
         raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
@@ -203,19 +291,19 @@ def if_match(request: web.Request) -> int | None:
     raw = request.headers.get("If-Match")
     if raw is None:
         return None
-    text = raw.strip().strip('"').removeprefix("W/").strip('"')
-    if not is_number(text):
+    found = IF_MATCH_RE.match(raw.strip())
+    if found is None:
         raise ApiError(400, "bad_request", "If-Match must hold the expected version number", "If-Match")
-    return int(text)
+    return int(found.group(1))
 
 
 def write_response(result: CommandResult, status: int = 200) -> web.Response:
-    return json_response(write_result(result), status=status)
+    return json_response(typed(WriteResponse, write_result(result)), status=status)
 
 
 def query_int(request: web.Request, name: str, default: int | None, *, low: int = 0, high: int | None = None) -> int | None:
     raw = request.query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         value = int(raw)

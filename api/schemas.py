@@ -5,19 +5,55 @@ from __future__ import annotations
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
-from mnemolog.eventstore.model import MAX_TAGS
+from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
+from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_TAGS, MAX_TEXT_CHARS
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.graph.reads import WorkingEntryView
-from mnemolog.projections.recall.searcher import RecallResult
+
+#: Inside a character class: whitespace as Python's ``re`` and ``str.strip`` see it (ECMA's ``\s`` lacks \x1c-\x1f and \x85),
+#: so that a published pattern means the same to a JSON Schema validator as to the server.
+SPACE = r"\s\x1c-\x1f\x85"
+
+
+def portable(pattern: str) -> str:
+    r"""A pattern of the product's (Python ``re``) that matches the same strings under ECMA regex rules: ``\s`` spelt out."""
+    out, in_class, i = [], False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and pattern[i + 1 : i + 2] == "s":
+            out.append(SPACE if in_class else f"[{SPACE}]")
+            i += 2
+            continue
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        in_class = True if char == "[" else False if char == "]" else in_class
+        out.append(char)
+        i += 1
+    return "".join(out)
+
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
 Depth = Annotated[int, Meta(ge=0, le=5)]
 Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
-Text = Annotated[str, Meta(min_length=1, max_length=100_000)]
+Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=portable(r"[^\s]"))]  # not blank
+#: A memory's tag as given: the command trims and lower-cases it; inside, no spaces or commas, at most 64 characters.
+#: The command checks it (its error names the tag); the schema says the same.
+MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\s,]{0,64}\s*$")})]
+#: A caller's embedding: finite numbers, not all zeros (JSON carries no NaN or infinity).
+Embedding = Annotated[list[float], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
-AsOf = int | str | None
+Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]
+#: ``as_of`` as text: an RFC 3339 time (mapped to the log's position then), a position in digits, or empty (the head).
+#: The service resolves it (:meth:`mnemolog.projections.service.MemoryService.resolve_as_of`); the schema says what it takes.
+AS_OF_TEXT_SCHEMA = {"anyOf": [{"format": "date-time"}, {"pattern": r"^[0-9]{1,18}$"}, {"maxLength": 0}]}
+AsOfText = Annotated[str, Meta(extra_json_schema=AS_OF_TEXT_SCHEMA)]
+AsOfQuery = Position | AsOfText  # in a query string (never null)
+AsOf = AsOfQuery | None
 Subject = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^@]")]
 # An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
 IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
@@ -33,7 +69,7 @@ class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     lang: str | None = None
     source_url: str | None = None
     model: str | None = None
-    embedding: list[float] | None = None
+    embedding: Embedding | None = None
 
 
 class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
@@ -47,7 +83,7 @@ class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     memory: Text
     memory_type: Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory"] = "LongTermMemory"
     key: Annotated[str, Meta(max_length=200)] | None = None
-    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] = []
+    tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] = []
     sources: list[str] = []
     background: str | None = None
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
@@ -59,28 +95,34 @@ class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Either ``memory`` (one item) or ``memories`` (an atomic batch)."""
 
     body_required: ClassVar[bool] = True  # every field is optional, but one of them must be sent
-    memory: MemoryIn | None = None
-    memories: Annotated[list[MemoryIn], Meta(max_length=10_000)] | None = None
+    json_schema_one_of: ClassVar[tuple[str, ...]] = ("memory", "memories")  # the document: exactly one of them
+    memory: MemoryIn | UnsetType = UNSET
+    memories: Annotated[list[MemoryIn], Meta(min_length=1, max_length=10_000)] | UnsetType = UNSET
 
 
 class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
-    """The fields to change (at least one); those left out keep their value."""
+    """The fields to change (at least one); those left out keep their value, and null clears an optional one."""
 
     body_required: ClassVar[bool] = True
-    memory: Text | None = None
-    key: str | None = None
-    tags: Annotated[list[str], Meta(max_length=MAX_TAGS)] | None = None
-    sources: list[str] | None = None
+    memory: Text | UnsetType = UNSET
+    key: Annotated[str, Meta(max_length=200)] | None = None
+    tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] | UnsetType = UNSET
+    sources: list[str] | UnsetType = UNSET
     background: str | None = None
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
-    properties: dict[str, Any] | None = None
+    properties: dict[str, Any] | UnsetType = UNSET
     subject: Subject | None = None
     reason: str = ""
 
 
+UpdateMemoryRequest.json_schema_extra = {  # type: ignore[attr-defined]
+    "anyOf": [{"required": [name]} for name in UpdateMemoryRequest.__struct_fields__ if name != "reason"]
+}
+
+
 class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
-    memory_ids: Annotated[list[str], Meta(min_length=2, max_length=100)]
-    text: str | None = None
+    memory_ids: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(min_length=2, max_length=100, extra_json_schema={"uniqueItems": True})]
+    text: Text | None = None
 
 
 class ForgetRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -93,34 +135,34 @@ class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class DeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
     reason: str = ""
-    evolve_to: str | None = None
+    evolve_to: Annotated[str, Meta(min_length=1)] | None = None
 
 
 class RollbackRequest(msgspec.Struct, forbid_unknown_fields=True):
-    to_version: Annotated[int, Meta(ge=1)]
+    to_version: Annotated[int, Meta(ge=1, le=MAX_POSITION)]
     reason: str = ""
 
 
 class SupersedeRequest(msgspec.Struct, forbid_unknown_fields=True):
-    superseded_by: str
+    superseded_by: Annotated[str, Meta(min_length=1)]
 
 
 class LinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     source: str
     target: str
-    edge_type: Annotated[str, Meta(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")] = "RELATED"
+    edge_type: Annotated[str, Meta(pattern=EDGE_TYPE_RE.pattern)] = "RELATED"
     weight: Weight = 1.0
-    edge_id: str | None = None
+    edge_id: Annotated[str, Meta(pattern=portable(EDGE_ID_RE.pattern), max_length=255)] | None = None  # and distinct from the others
     properties: dict[str, Any] = {}
 
 
 class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, Meta(min_length=2, max_length=255)]
+    prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=portable(NAMESPACE_RE.pattern))]
     reason: str = ""
 
 
 class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
-    correlation_id: Annotated[str, Meta(min_length=1)]
+    correlation_id: Annotated[str, Meta(min_length=1, max_length=200)]
     force: bool = False
     dry_run: bool = False  # report what would be reverted (events, memories, conflicts), write nothing
 
@@ -159,7 +201,9 @@ class ChannelWeights(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     graph: Annotated[float, Meta(ge=0, le=10)] | None = None
 
 
-class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What recall and search share: the query, filters, channels and their weights, ``as_of``."""
+
     query: Annotated[str, Meta(min_length=1, max_length=4000)]
     limit: Limit = 10
     filters: Filters = msgspec.field(default_factory=Filters)
@@ -168,26 +212,35 @@ class RecallRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     channels: list[Literal["lexical", "semantic", "graph"]] | None = None
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
     fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
-    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     raw_fts: bool = False
     embedding: list[float] | None = None
     graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
+
+
+class RecallRequest(RecallQuery, forbid_unknown_fields=True, kw_only=True):
+    """Fused recall. ``rrf_k`` belongs to rrf fusion and ``propagation`` to score fusion: each is refused under the other.
+
+    The OpenAPI document says so for the server's default fusion (``fusion``
+    left out), which it reads from the server's settings.
+    """
+
+    rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     propagation: bool | None = None  # score fusion only
     # hybrid (default): memories and entities; knowledge-only: memories; graph-only: the graph channel alone.
     strategy: Literal["hybrid", "knowledge-only", "graph-only"] | None = None
 
 
-#: The answer of ``POST /v1/recall``: typed hits (``kind`` memory or entity), the strategy used, the answer subgraph.
-RecallResponse = RecallResult
+#: Parameters that only one way of fusing uses.
+FUSION_ONLY = {"rrf_k": "rrf", "propagation": "score"}
 
 
-class SearchRequest(RecallRequest, forbid_unknown_fields=True, kw_only=True):
+class SearchRequest(RecallQuery, forbid_unknown_fields=True, kw_only=True):
     """The raw channels, unfused: each channel's own ranking.
 
     ``fusion`` only chooses the default channel weights (a channel weighted 0
-    is off); ``rrf_k`` and ``propagation`` belong to fusion and are refused.
+    is off); ``rrf_k`` and ``propagation`` belong to fusion and are not taken.
     """
 
 

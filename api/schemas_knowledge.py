@@ -7,9 +7,18 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-AsOf = int | str | None
+from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOC_ID_RE
+from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
+
+from .schemas import AsOf, Weight, portable
+
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
-EntityId = Annotated[str, Meta(min_length=1, max_length=100)]
+EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
+#: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
+Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": "^[^,]*$"})]  # checked by the command, whose error names the tag
+#: A relation type as given: letters, digits, ``_``, spaces or ``-`` (a run of spaces and dashes becomes ``_``), upper-cased by the command.
+RelationType = Annotated[str, Meta(min_length=1, max_length=40, pattern=portable(r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$"))]
+DocId = Annotated[str, Meta(max_length=DOC_ID_MAX, pattern=DOC_ID_RE.pattern)]
 
 
 class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -19,23 +28,23 @@ class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     entity_type: Annotated[str, Meta(max_length=64)] = ""
     description: Annotated[str, Meta(max_length=4000)] = ""
     aliases: Annotated[list[str], Meta(max_length=64)] = []
-    tags: Annotated[list[str], Meta(max_length=256)] = []
-    properties: dict[str, str] = {}
+    tags: Annotated[list[Tag], Meta(max_length=256)] = []
+    properties: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=100)], Annotated[str, Meta(max_length=2000)]], Meta(max_length=MAX_PROPERTIES)] = {}
 
 
 class TagsIn(msgspec.Struct, forbid_unknown_fields=True):
-    tags: Annotated[list[str], Meta(max_length=256)]
+    tags: Annotated[list[Tag], Meta(max_length=256)]
 
 
 class RelationIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_id: EntityId
-    relation_type: Annotated[str, Meta(min_length=1, max_length=40)]
-    weight: float = 1.0  # checked by the command: a number in [0, 1]
+    relation_type: RelationType
+    weight: Weight = 1.0
 
 
 class RelationKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_id: EntityId
-    relation_type: Annotated[str, Meta(min_length=1, max_length=40)]
+    relation_type: RelationType
     reason: str = ""
 
 
@@ -62,7 +71,7 @@ class DocumentIn(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
     filename: Annotated[str, Meta(min_length=1, max_length=255)]
     content: str
     encoding: Literal["text", "base64"] = "text"
-    doc_id: str | None = None
+    doc_id: DocId | None = None
     title: str | None = None
 
 
@@ -80,7 +89,7 @@ class RelinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class DocumentLinksRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    doc_id: str | None = None
+    doc_id: DocId | None = None
     collection: str | None = None
     min_shared: Annotated[int, Meta(ge=1, le=1000)] = 1
     limit: Annotated[int, Meta(ge=1, le=500)] = 20

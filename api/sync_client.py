@@ -1,25 +1,31 @@
 """The blocking client for scripts and notebooks: :class:`Client`, with :class:`MnemologClient`'s methods.
 
-Its methods are generated from the async client's, not written twice: each
-runs the async method on a private event loop in a daemon thread and waits
-for it. ``stream_events`` becomes a plain iterator and ``correlation`` a
-plain context manager.
+Its methods are not written twice: :mod:`mnemolog.api.sync_methods` is
+generated from the async client's (``python -m mnemolog.tools.sync_client_gen
+--write``; a test fails when it is out of date), each one call of
+:meth:`Client._call`, which runs the async method on a private event loop in a
+daemon thread and waits for it. ``stream_events`` becomes a plain iterator and
+``correlation`` a plain context manager. Being real methods, they are seen by
+editors and type checkers, with the same response Structs as the async client.
 
 >>> with Client("http://127.0.0.1:8765", api_key="mlk_…") as client:
-...     written = client.add_memories({"memory": "I moved to Lisbon"})
+...     written = client.add_memories(MemoryIn(memory="I moved to Lisbon"))
+...     client.get_memory(written.memory_ids[0]).memory
+'I moved to Lisbon'
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import threading
 import uuid
 from typing import Any, Iterator
 
 from .client import MnemologClient, _correlation
+from .sync_methods import SyncMethods
+
+__all__ = ["Client"]
 
 
 class _Loop:
@@ -39,11 +45,15 @@ class _Loop:
         self.loop.close()
 
 
-class Client:
-    """A blocking client; ``with Client(url, api_key=...) as client`` and every :class:`MnemologClient` method."""
+class Client(SyncMethods):
+    """A blocking client; ``with Client(url, api_key=...) as client`` and every :class:`MnemologClient` method.
+
+    It takes :class:`MnemologClient`'s options (``api_key``, ``tenant``,
+    ``timeout``, ``max_retries``).
+    """
 
     def __init__(self, base_url: str, **options: Any) -> None:
-        self._loop = _Loop()
+        self._loop: _Loop | None = _Loop()
         self._async = MnemologClient(base_url, **options)
         self.base_url = self._async.base_url
 
@@ -62,11 +72,17 @@ class Client:
     @contextlib.contextmanager
     def correlation(self, correlation_id: str | None = None) -> Iterator[str]:
         """Every write inside runs under one correlation id (yielded), so that ``revert`` undoes them together."""
-        token = _correlation.set(correlation_id or f"client-{uuid.uuid4().hex}")  # in this thread: each call carries it to the loop
+        cid = correlation_id or f"client-{uuid.uuid4().hex}"
+        token = _correlation.set(cid)  # in this thread: each call carries it to the loop
         try:
-            yield _correlation.get()  # type: ignore[misc]
+            yield cid
         finally:
             _correlation.reset(token)
+
+    def _running(self) -> _Loop:
+        if self._loop is None:
+            raise RuntimeError("the client is closed")
+        return self._loop
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         cid = _correlation.get()
@@ -76,37 +92,17 @@ class Client:
                 _correlation.set(cid)  # the task runs in a copy of the loop's context
             return await getattr(self._async, name)(*args, **kwargs)
 
-        return self._loop.run(call())
+        return self._running().run(call())
 
     def _iterate(self, name: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        loop = self._running()
         iterator = getattr(self._async, name)(*args, **kwargs)
         try:
             while True:
                 try:
-                    yield self._loop.run(iterator.__anext__())
+                    yield loop.run(iterator.__anext__())
                 except StopAsyncIteration:
                     return
         finally:
             if self._loop is not None:
                 self._loop.run(iterator.aclose())
-
-
-def _blocking(name: str, method: Any) -> Any:
-    if inspect.isasyncgenfunction(method):
-
-        @functools.wraps(method)
-        def iterate(self: Client, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            return self._iterate(name, *args, **kwargs)
-
-        return iterate
-
-    @functools.wraps(method)
-    def call(self: Client, *args: Any, **kwargs: Any) -> Any:
-        return self._call(name, *args, **kwargs)
-
-    return call
-
-
-for _name, _method in vars(MnemologClient).items():
-    if not _name.startswith("_") and _name not in vars(Client) and (inspect.iscoroutinefunction(_method) or inspect.isasyncgenfunction(_method)):
-        setattr(Client, _name, _blocking(_name, _method))

@@ -13,7 +13,15 @@ the commands), :mod:`mnemolog.projections` (the read side),
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy names below
+    from mnemolog.api.app import create_app
+    from mnemolog.api.client import ApiError, MnemologClient
+    from mnemolog.api.sync_client import Client
+    from mnemolog.eventstore import ANY, NO_STREAM, Digest, EventStore, StreamAppend
+    from mnemolog.eventstore.settings import Settings
+    from mnemolog.projections.service import MemoryService
 
 _PUBLIC = {
     "EventStore": "mnemolog.eventstore",

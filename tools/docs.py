@@ -121,7 +121,7 @@ def _route_rows() -> Iterator[str]:
     yield "| route | scope | what it does | parameters |"
     yield "|---|---|---|---|"
     for r in routes():
-        params = [f"`{name}` ({_cell(about)})" for name, about in r.query]
+        params = [f"`{name}` ({_cell(about)})" for name, about, *_ in r.query]
         if r.request is not None:
             params.append(f"body `{r.request.__name__}`")
         yield f"| `{r.method} {r.path}` | {r.scope or 'none'} | {_cell(r.summary)} | {', '.join(params)} |"

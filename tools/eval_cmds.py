@@ -125,8 +125,8 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
             if args.channels:
                 body["channels"] = args.channels
             result = await client.recall(q.query, **body)
-            strategy = result["strategy"]
-            rankings[q.qid] = [source_of.get(h["id"], h["id"]) for h in result["hits"]]
+            strategy = result.strategy
+            rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
         query_s = time.perf_counter() - began
     return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": {}}
 

@@ -185,8 +185,10 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "rollback", [memory_id, to_version], [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
-        if not isinstance(to_version, int) or not 1 <= to_version <= state.version:
+        if not isinstance(to_version, int) or to_version < 1:
             raise ValidationError("to_version", f"must be between 1 and {state.version}")
+        if to_version > state.version:  # a version the memory has not reached: missing, like an unknown memory
+            raise NotFound(f"version {to_version} of memory", memory_id)
         if to_version == state.version:
             raise Conflict(f"memory {memory_id} is already at version {to_version}", current_version=state.version)
         target = state.at(to_version)

@@ -2,24 +2,49 @@
 
 ``start(**settings)`` builds ``create_app(Settings(...))`` on ``tmp_path``,
 serves it with the ``aiohttp_server`` fixture (127.0.0.1, a free port) and
-returns an :class:`Api` handle. ``Api.client(...)`` gives a
+returns an :class:`Api` handle. ``Api.typed_client(...)`` gives a
 :class:`mnemolog.api.client.MnemologClient` talking real HTTP to it (closed at
-teardown); ``Api.raw`` is an aiohttp ``TestClient`` for requests the typed
-client cannot make (malformed bodies, odd content types, raw headers).
+teardown); ``Api.client(...)`` a :class:`JsonClient`, the same client whose
+read answers are the JSON the server sent, for the behaviour tests that
+compare answers with literal JSON (the typed results are tested in
+``test_client.py``); ``Api.raw`` is an aiohttp ``TestClient`` for requests the
+typed client cannot make (malformed bodies, odd content types, raw headers).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
+import msgspec
 import pytest
 from aiohttp import web
 
 from mnemolog.api import keys
 from mnemolog.api.app import create_app
 from mnemolog.api.client import MnemologClient
+from mnemolog.api.schemas import WriteResponse
 from mnemolog.eventstore.settings import Settings
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as the JSON it is sent as, decoded: plain dicts and lists."""
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+class JsonClient(MnemologClient):
+    """The client, answering reads (and the import and relink reports) as plain JSON; a write still answers a :class:`WriteResponse`."""
+
+    async def _read(self, method: str, path: str, kind: Any, **kwargs: Any) -> Any:
+        return as_json(await super()._read(method, path, kind, **kwargs))
+
+    async def _write(self, method: str, path: str, body: Any, options: Any, kind: Any, **kwargs: Any) -> Any:
+        answer = await super()._write(method, path, body, options, kind, **kwargs)
+        return answer if kind is WriteResponse else as_json(answer)
+
+    async def stream_events(self, **options: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        async for event in super().stream_events(**options):
+            yield as_json(event)
 
 
 class Api:
@@ -44,8 +69,12 @@ class Api:
         secret, _ = self.keystore.create(tenant, list(scopes or ("read", "write")), name="test")
         return secret
 
-    def client(self, api_key: str | None = None, tenant: str | None = None) -> MnemologClient:
-        client = MnemologClient(self.url, api_key=api_key, tenant=tenant, timeout=20)
+    def client(self, api_key: str | None = None, tenant: str | None = None) -> Any:
+        """A :class:`JsonClient`: read answers as JSON."""
+        return self.typed_client(api_key, tenant, kind=JsonClient)
+
+    def typed_client(self, api_key: str | None = None, tenant: str | None = None, *, kind: type[MnemologClient] = MnemologClient) -> MnemologClient:
+        client = kind(self.url, api_key=api_key, tenant=tenant, timeout=20)
         self._clients.append(client)
         return client
 

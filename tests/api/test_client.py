@@ -17,6 +17,7 @@ from mnemolog.api.client import (
     PayloadTooLargeError,
     VersionConflictError,
 )
+from mnemolog.api import schemas_responses as responses
 from mnemolog.api.schemas import MemoryIn, UpdateMemoryRequest, WorkingMemoryResponse, WriteResponse
 from mnemolog.api.schemas_knowledge import EntityIn
 from tests.api.client_support import CuttingProxy, live_server
@@ -44,12 +45,12 @@ class Recording:
         return method
 
 
-def user_edges(neighbors: dict) -> set[str]:
-    return {e["edge_id"] for e in neighbors["edges"] if e["edge_id"].startswith("user:")}
+def user_edges(neighbors: responses.NeighborsResponse) -> set[str]:
+    return {e.edge_id for e in neighbors.edges if e.edge_id.startswith("user:")}
 
 
-def operations(document: dict) -> set[str]:
-    return {op["operationId"] for path in document["paths"].values() for op in path.values()}
+def operations(document: responses.OpenApiDocument) -> set[str]:
+    return {op["operationId"] for path in document.paths.values() for op in path.values()}
 
 
 async def test_every_operation_of_the_served_document_has_a_method(live):
@@ -58,6 +59,20 @@ async def test_every_operation_of_the_served_document_has_a_method(live):
     missing = sorted(name for name in operations(document) if not inspect.iscoroutinefunction(getattr(MnemologClient, name, None)) and not inspect.isasyncgenfunction(getattr(MnemologClient, name, None)))
     assert len(operations(document)) >= 40
     assert not missing, f"operations without a client method: {missing}"
+
+
+def test_every_method_answers_the_response_struct_its_route_declares():
+    """One declaration: the route's ``response`` encodes the server's answer, documents it, and is the client method's result."""
+    import typing
+
+    from mnemolog.api.app import ROUTES
+
+    for r in ROUTES:
+        returns = typing.get_type_hints(getattr(MnemologClient, r.handler.__name__))["return"]
+        if r.media_type == "text/event-stream":
+            assert returns == typing.AsyncIterator[responses.EventView], r.handler.__name__
+        else:
+            assert r.response is not None and returns is r.response, (r.handler.__name__, returns, r.response)
 
 
 def test_every_read_method_of_stored_data_takes_as_of():
@@ -71,9 +86,12 @@ def test_every_read_method_of_stored_data_takes_as_of():
 async def test_every_method_against_a_live_server(live, tmp_path):
     async with MnemologClient(live.url, api_key=live.key) as raw:
         client = Recording(raw)
-        assert (await client.health())["status"] == "ok"
-        assert "channels" in await client.capabilities()
+        health = await client.health()
+        assert isinstance(health, responses.HealthResponse) and health.status == "ok" and health.head_position == 0
+        capabilities = await client.capabilities()
+        assert isinstance(capabilities, responses.CapabilitiesResponse) and capabilities.channels["graph"] is True and capabilities.organizer is False
         document = await client.openapi()
+        assert isinstance(document, responses.OpenApiDocument) and document.openapi.startswith("3.")
 
         written = await client.add_memories(memories=[MemoryIn(memory="Ada keeps bees in Lisbon", key="bees"), {"memory": "Grace writes compilers"}])
         assert isinstance(written, WriteResponse) and len(written.memory_ids) == 2
@@ -81,16 +99,19 @@ async def test_every_method_against_a_live_server(live, tmp_path):
         before = written.positions[-1]
         one = await client.add_memories(MemoryIn(memory="Ada keeps bees in Porto now"))
         moved = await client.update_memory(ada, UpdateMemoryRequest(memory="Ada keeps bees in Porto"), expected_version=1)
-        assert (await client.get_memory(ada))["memory"] == "Ada keeps bees in Porto"
-        assert (await client.get_memory(ada, as_of=before))["memory"] == "Ada keeps bees in Lisbon"
-        assert len((await client.memory_history(ada))["versions"]) == 2
-        assert len((await client.memory_history(ada, as_of=before))["versions"]) == 1
+        current = await client.get_memory(ada)
+        assert isinstance(current, responses.MemoryView) and current.memory == "Ada keeps bees in Porto" and current.version == 2 and current.key == "bees"
+        assert (await client.get_memory(ada, as_of=before)).memory == "Ada keeps bees in Lisbon"
+        history = await client.memory_history(ada)
+        assert isinstance(history, responses.MemoryHistoryResponse) and history.memory_id == ada
+        assert [(v.version, v.event_type, v.memory) for v in history.versions] == [(1, "MemoryAdded", "Ada keeps bees in Lisbon"), (2, "MemoryUpdated", "Ada keeps bees in Porto")]
+        assert len((await client.memory_history(ada, as_of=before)).versions) == 1
         assert (await client.archive_memory(grace, reason="old")).positions
         assert (await client.restore_memory(grace)).positions
         assert (await client.delete_memory(grace, reason="wrong")).positions
         await client.restore_memory(grace)
         await client.rollback_memory(ada, 1, reason="back")
-        assert (await client.get_memory(ada))["memory"] == "Ada keeps bees in Lisbon"
+        assert (await client.get_memory(ada)).memory == "Ada keeps bees in Lisbon"
         merged = await client.merge_memories([ada, one.memory_ids[0]], text="Ada keeps bees")
         newer = merged.memory_ids[0]
         scratch = await client.add_memories(MemoryIn(memory="an older guess"))
@@ -104,35 +125,46 @@ async def test_every_method_against_a_live_server(live, tmp_path):
         linked = await client.link(newer, grace, edge_id="user:test:1")
         assert linked.data["edge_ids"] == ["user:test:1"]  # where the document's links find it
         await client.link(newer, grace, "FOLLOWS", edge_id="user:test:2")
-        assert user_edges(await client.neighbors(newer)) == {"user:test:1", "user:test:2"}
-        assert (await client.neighbors(newer, as_of=before))["edges"] == []
+        near = await client.neighbors(newer)
+        assert isinstance(near, responses.NeighborsResponse) and near.node == newer
+        assert user_edges(near) == {"user:test:1", "user:test:2"} and grace in {r.node for r in near.reached}
+        assert (await client.neighbors(newer, as_of=before)).edges == []
         assert (await client.unlink("user:test:2")).positions
         sub = await client.subgraph([newer], depth=1)
-        assert {newer, grace} <= {n["id"] for n in sub["nodes"]}
-        assert (await client.subgraph([newer], depth=1, as_of=before))["edges"] == []
+        assert isinstance(sub, responses.SubgraphResponse) and sub.truncated is False
+        assert {newer, grace} <= {n.id for n in sub.nodes} and all(n.memory is not None and n.memory.id == n.id for n in sub.nodes)
+        assert (await client.subgraph([newer], depth=1, as_of=before)).edges == []
         stats = await client.graph_stats()
-        assert stats != await client.graph_stats(as_of=before)
+        assert isinstance(stats, responses.GraphStatsResponse) and stats.edges_total >= 1 and stats.as_of is None
+        assert (await client.graph_stats(as_of=before)).edges_total == 0
         undone = await client.undo_namespace("user:test")
         assert undone.positions and user_edges(await client.neighbors(newer)) == set()
         assert user_edges(await client.neighbors(newer, as_of=linked.positions[-1])) == {"user:test:1"}
 
-        found = await client.recall("bees", min_position=undone.positions[-1])
-        assert newer in [h["id"] for h in found["hits"]]
+        found = await client.recall("bees", min_position=undone.positions[-1], limit=5)
+        assert isinstance(found, responses.RecallResult) and found.position >= undone.positions[-1]
+        assert newer in [h.id for h in found.hits] and all(h.memory.id == h.id for h in found.hits)
         then = await client.recall("bees", as_of=before)
-        assert newer not in [h["id"] for h in then["hits"]]
-        assert "channels" in await client.search("bees")
-        assert newer not in str(await client.search("bees", as_of=before))
+        assert newer not in [h.id for h in then.hits]
+        raw = await client.search("bees")
+        assert isinstance(raw, responses.SearchResponse) and raw.terms == ["bees"] and raw.states["lexical"].status == "ok"
+        assert newer in [hit.id for hit in raw.channels["lexical"]]
+        assert newer not in [hit.id for hits in (await client.search("bees", as_of=before)).channels.values() for hit in hits]
 
         page = await client.list_events(limit=1000)
-        assert page["events"] and page["next_after"] == page["events"][-1]["position"]
-        assert [e["position"] for e in (await client.list_events(as_of=before))["events"]] == list(range(1, before + 1))
+        assert isinstance(page, responses.EventsPage) and page.events and page.next_after == page.events[-1].position
+        assert page.events[0].type == "MemoryAdded" and page.events[0].payload["type"] == "MemoryAdded"
+        assert [e.position for e in (await client.list_events(as_of=before)).events] == list(range(1, before + 1))
         stream = client.stream_events(after=before - 1)
         first = await asyncio.wait_for(stream.__anext__(), 30)
         await stream.aclose()
-        assert first["position"] == before
+        assert isinstance(first, responses.EventView) and first.position == before
         tip = await client.digest()
-        assert (await client.verify(against=tip["digest"]))["ok"] is True
-        assert "position" in await client.organizer_status(wait=0)
+        assert isinstance(tip, responses.DigestResponse) and tip.digest == f"{tip.position}:{tip.hash}"
+        checked = await client.verify(against=tip.digest)
+        assert isinstance(checked, responses.VerifyResult) and checked.ok is True and checked.last_position == tip.position
+        status = await client.organizer_status(wait=0)
+        assert isinstance(status, responses.OrganizerStatusResponse) and status.enabled is False
 
         put = await client.put_entity("ada", EntityIn(name="Ada Lovelace", aliases=["Ada"], tags=["math"]))
         assert put.data["created"] is True
@@ -140,31 +172,40 @@ async def test_every_method_against_a_live_server(live, tmp_path):
         await client.put_tags("ada", ["math", "poetry"])
         await client.set_relation("ada", "grace", "knows", weight=0.5)
         entity = await client.get_entity("ada")
-        assert entity["name"] == "Ada Lovelace" and entity["relations"]
+        assert isinstance(entity, responses.EntityResponse) and entity.name == "Ada Lovelace" and entity.aliases == ["Ada"]
+        assert [(r.target_id, r.relation_type, r.weight) for r in entity.relations] == [("grace", "KNOWS", 0.5)]
         with pytest.raises(NotFoundError):
             await client.get_entity("ada", as_of=before)
-        assert (await client.find_entities("lovelace"))["count"] == 1
-        assert (await client.find_entities("lovelace", as_of=before))["count"] == 0
-        assert [r["id"] for r in (await client.related("ada"))["related"]] == ["grace"]
-        assert (await client.related("ada", as_of=put.positions[-1]))["related"] == []
-        assert [t["tag"] for t in (await client.find_tags("p"))["tags"]] == ["poetry"]
-        assert (await client.find_tags("p", as_of=put.positions[-1]))["tags"] == []
+        entities = await client.find_entities("lovelace")
+        assert isinstance(entities, responses.EntitiesResponse) and entities.count == 1 and entities.entities[0].id == "ada"
+        assert (await client.find_entities("lovelace", as_of=before)).count == 0
+        related = await client.related("ada")
+        assert isinstance(related, responses.RelatedResponse) and related.total == 1
+        assert [(r.id, r.name, r.depth) for r in related.related] == [("grace", "Grace Hopper", 1)]
+        assert (await client.related("ada", as_of=put.positions[-1])).related == []
+        tags = await client.find_tags("p")
+        assert isinstance(tags, responses.TagsResponse) and [(t.tag, t.entities) for t in tags.tags] == [("poetry", 1)]
+        assert (await client.find_tags("p", as_of=put.positions[-1])).tags == []
         cards = await client.relation_cards("Who does Ada know?")
-        assert cards["matched"] is True
-        assert (await client.relation_cards("Who does Ada know?", as_of=before))["matched"] is False
+        assert isinstance(cards, responses.RelationCardsResponse) and cards.matched is True
+        assert cards.cards[0].entity.id == "ada" and [(r.direction, r.entity_id) for r in cards.cards[0].relations] == [("out", "grace")]
+        assert (await client.relation_cards("Who does Ada know?", as_of=before)).matched is False
 
         notes = tmp_path / "notes.md"
         notes.write_text("# Notes\n\nAda Lovelace wrote the first program with Grace Hopper.\n")
         (tmp_path / "met.txt").write_text("Ada Lovelace met Grace Hopper.")
         with open(tmp_path / "met.txt", "rb") as opened:
             report = await client.import_documents([notes, ("plain.txt", b"Grace Hopper built compilers with Ada Lovelace."), opened], collection="kb")
-        assert report["documents"] == 3 and report["failed"] == 0, report
-        assert (await client.relink())["committed"] is False
+        assert isinstance(report, responses.ImportReport) and report.documents == 3 and report.failed == 0, report
+        assert {r.filename for r in report.results} == {"notes.md", "plain.txt", "met.txt"} and all(r.status == "imported" and r.memory_ids for r in report.results)
+        planned = await client.relink()
+        assert isinstance(planned, responses.RelinkReport) and planned.dry_run is True and planned.committed is False
         links = await client.document_links(collection="kb")
-        assert links["pairs"] if "pairs" in links else links
-        assert (await client.document_links(collection="kb", as_of=before)) != links
+        assert isinstance(links, responses.DocumentLinksResponse) and links.documents == 3 and links.pairs
+        assert {"ada", "grace"} <= {shared.entity_id for shared in links.pairs[0].shared}
+        assert (await client.document_links(collection="kb", as_of=before)).documents == 0
         await client.remove_relation("ada", "grace", "knows")
-        assert (await client.get_entity("ada"))["relations"] == []
+        assert (await client.get_entity("ada")).relations == []
         await client.delete_entity("grace")
         with pytest.raises(NotFoundError):
             await client.get_entity("grace")
@@ -194,8 +235,8 @@ async def test_a_write_retried_after_a_dropped_connection_is_written_once(live):
         assert proxy.cut.is_set() and proxy.connections == 2
         assert written.replayed is True
     async with MnemologClient(live.url, api_key=live.key) as direct:
-        events = (await direct.list_events(correlation_id=cid, limit=1000))["events"]
-        assert [e["type"] for e in events] == ["MemoryAdded"] and written.memory_ids
+        events = (await direct.list_events(correlation_id=cid, limit=1000)).events
+        assert [e.type for e in events] == ["MemoryAdded"] and written.memory_ids
 
 
 async def test_without_retries_the_dropped_connection_is_raised(live):
@@ -216,14 +257,14 @@ async def test_correlation_groups_calls_that_revert_undoes_together(live):
         assert a.correlation_id == b.correlation_id == cid != outside.correlation_id
         await client.revert(cid)
         for memory_id in (*a.memory_ids, *b.memory_ids):
-            assert (await client.get_memory(memory_id))["status"] == "deleted"
-        assert (await client.get_memory(outside.memory_ids[0]))["status"] == "activated"
-        assert (await client.neighbors(a.memory_ids[0]))["edges"] == []
+            assert (await client.get_memory(memory_id)).status == "deleted"
+        assert (await client.get_memory(outside.memory_ids[0])).status == "activated"
+        assert (await client.neighbors(a.memory_ids[0])).edges == []
 
 
 async def test_the_event_stream_resumes_after_a_dropped_connection_without_loss_or_repeats(live):
     async with MnemologClient(live.url, api_key=live.key) as client:
-        start = (await client.digest())["position"]
+        start = (await client.digest()).position
         written = await client.add_memories(memories=[MemoryIn(memory=f"streamed {i}") for i in range(6)])
         expected = [p for p in range(start + 1, written.positions[-1] + 1)]
     # Cut the first connection in the middle of the third event: the headers, two events and a half arrive.
@@ -231,7 +272,7 @@ async def test_the_event_stream_resumes_after_a_dropped_connection_without_loss_
         seen = []
         stream = client.stream_events(after=start)
         while len(seen) < len(expected):
-            seen.append((await asyncio.wait_for(stream.__anext__(), 30))["position"])
+            seen.append((await asyncio.wait_for(stream.__anext__(), 30)).position)
         await stream.aclose()
         assert proxy.cut.is_set() and proxy.connections == 2
     assert seen == expected

@@ -224,7 +224,7 @@ async def test_every_read_route_either_declares_as_of_or_refuses_it(api, client)
     for r in ROUTES:
         if r.scope != "read" or r.method != "GET" or r.path == "/v1/events/stream":
             continue
-        declared = any(name == "as_of" for name, _ in r.query)
+        declared = any(name == "as_of" for name, *_ in r.query)
         path = r.path.replace("{id}", memory_id)
         response = await api.raw.get(path, params={"as_of": "1", "node": memory_id})
         if declared:

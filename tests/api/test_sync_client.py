@@ -1,14 +1,22 @@
-"""The blocking ``mnemolog.Client`` against a real ``mnemolog serve``: the same methods, correlation, the stream, errors."""
+"""The blocking ``mnemolog.Client`` against a real ``mnemolog serve``: the same methods, correlation, the stream, errors.
+
+Its methods are generated source (:mod:`mnemolog.api.sync_methods`); a test
+fails when that module is out of date with the async client.
+"""
 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
 import mnemolog
+from mnemolog.api import sync_methods
 from mnemolog.api.client import MnemologClient, NotFoundError
 from mnemolog.api.schemas import MemoryIn, WriteResponse
+from mnemolog.api.schemas_responses import DigestResponse, EventView, MemoryView
+from mnemolog.tools import sync_client_gen
 from tests.api.client_support import CuttingProxy, live_server
 
 
@@ -18,29 +26,42 @@ def live(tmp_path_factory):
         yield server
 
 
-def test_the_sync_client_has_every_async_method_with_its_signature():
+def test_the_generated_methods_are_up_to_date_with_the_async_client():
+    assert Path(sync_methods.__file__).read_text() == sync_client_gen.render(), "run: python -m mnemolog.tools.sync_client_gen --write"
+    assert sync_client_gen.main(["--check"]) == 0
+
+
+def test_the_sync_client_has_every_async_method_with_its_parameters_and_result():
     public = {name for name, fn in vars(MnemologClient).items() if not name.startswith("_") and (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn))}
+    assert len(public) >= 40
     for name in public:
         method = getattr(mnemolog.Client, name)
-        assert not inspect.iscoroutinefunction(method), name
-        assert inspect.signature(method) == inspect.signature(getattr(MnemologClient, name)), name
+        assert not inspect.iscoroutinefunction(method) and not inspect.isasyncgenfunction(method), name
+        blocking, original = inspect.signature(method), inspect.signature(getattr(MnemologClient, name))
+        assert blocking.parameters == original.parameters, name
+        expected = original.return_annotation.replace("AsyncIterator[", "Iterator[") if name == "stream_events" else original.return_annotation
+        assert blocking.return_annotation == expected or name == "close", name
 
 
 def test_sync_client_writes_reads_reverts_and_streams(live):
     with mnemolog.Client(live.url, api_key=live.key) as client:
-        before = client.digest()["position"]
+        tip = client.digest()
+        assert isinstance(tip, DigestResponse)
+        before = tip.position
         with client.correlation() as cid:
             one = client.add_memories(MemoryIn(memory="a notebook note"))
             two = client.add_memories({"memory": "another notebook note"})
         assert isinstance(one, WriteResponse) and one.correlation_id == two.correlation_id == cid
-        assert client.get_memory(one.memory_ids[0])["memory"] == "a notebook note"
+        note = client.get_memory(one.memory_ids[0])
+        assert isinstance(note, MemoryView) and note.memory == "a notebook note"
         with pytest.raises(NotFoundError):
             client.get_memory(one.memory_ids[0], as_of=before)
         stream = client.stream_events(after=before)
-        assert [next(stream)["position"] for _ in range(2)] == [before + 1, before + 2]
+        events = [next(stream) for _ in range(2)]
+        assert all(isinstance(e, EventView) for e in events) and [e.position for e in events] == [before + 1, before + 2]
         stream.close()
         client.revert(cid)
-        assert client.get_memory(two.memory_ids[0])["status"] == "deleted"
+        assert client.get_memory(two.memory_ids[0]).status == "deleted"
 
 
 async def test_sync_client_retries_a_dropped_write_once(live):

@@ -9,7 +9,7 @@ from mnemolog.api.client import ApiError
 
 async def test_working_memory_reads_the_fifo_at_the_head_and_as_of_a_position(start):
     api = await start(working_memory_capacity=2)
-    client = api.client()
+    client = api.typed_client()
     first = await client.add_memories(memories=[{"memory": "kettle on"}, {"memory": "scratch", "memory_type": "WorkingMemory"}])
     listed = await client.working_memory()
     assert listed.capacity == 2 and listed.as_of is None
@@ -26,7 +26,7 @@ async def test_working_memory_reads_the_fifo_at_the_head_and_as_of_a_position(st
     assert [e.memory_id for e in (await client.working_memory()).entries] == first.memory_ids
     assert (await client.working_memory()).entries[0].memory.status == "activated"
 
-    other = api.client(tenant="other")
+    other = api.typed_client(tenant="other")
     assert (await other.working_memory()).entries == []
 
 

@@ -77,7 +77,7 @@ async def test_min_position_beyond_the_head_is_refused(client):
     written = await client.add_memories({"memory": "something to have a head"})
     with pytest.raises(ApiError) as err:
         await client.recall("something", min_position=written.positions[-1] + 1000)
-    assert err.value.status == 422 and err.value.field == "min_position"
+    assert err.value.status == 409 and err.value.code == "beyond_head" and err.value.field == "min_position"
 
 
 async def test_read_your_writes_after_an_update(client):
@@ -245,6 +245,9 @@ async def test_rollback_returns_positions_and_restores_the_old_text(client):
     assert view["memory"] == "First draft" and view["version"] == 3
     with pytest.raises(ApiError) as err:
         await client.rollback_memory(memory_id, 9)
+    assert err.value.status == 404 and "version 9" in err.value.message  # a version the memory never had: missing, not malformed
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(memory_id, 0)
     assert err.value.status == 422 and err.value.field == "to_version"
 
 

@@ -229,9 +229,10 @@ def test_rollback_restores_content_and_status(svc):
     assert (svc.get("a", m).memory, svc.get("a", m).status) == ("v2", "archived")
     with pytest.raises(Conflict):
         svc.run(svc.memories.rollback, ctx(), m, 5)
-    for bad in (0, 6):
-        with pytest.raises(ValidationError):
-            svc.run(svc.memories.rollback, ctx(), m, bad)
+    with pytest.raises(ValidationError):
+        svc.run(svc.memories.rollback, ctx(), m, 0)
+    with pytest.raises(NotFound):  # a version the memory has not reached
+        svc.run(svc.memories.rollback, ctx(), m, 6)
 
 
 # -- edges ---------------------------------------------------------------------------------

@@ -73,9 +73,9 @@ async def test_writes_through_one_worker_are_read_through_any(served):
     for i in range(12):
         async with MnemologClient(url, timeout=10) as client:
             found = await client.recall("heron north pond", limit=20, min_position=positions[-1])
-            assert {h["id"] for h in found["hits"]} == {m for w in written for m in w.memory_ids}
+            assert {h.id for h in found.hits} == {m for w in written for m in w.memory_ids}
             history = await client.memory_history(written[i].memory_ids[0])
-            assert len(history["versions"] if isinstance(history, dict) else history) >= 1
+            assert len(history.versions) >= 1
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
