@@ -10,12 +10,14 @@ inline script or style, no other host), and renders data as text only.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from aiohttp import web
+from msgspec import Meta
 
 from . import explorer_reads, keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, query_int, read
+from .routing import RouteTable, authenticate, check_as_of, param, query_int, read
 from .schemas_responses import CorrelationPage, NeighborhoodPage, TimelineResponse, WhoAmIResponse
 
 routes = RouteTable()
@@ -81,7 +83,7 @@ async def timeline(request: web.Request) -> dict:
     scope="read",
     summary="One page of a memory's (graph edges) or an entity's (relations) neighbourhood: labelled nodes in BFS order and the edges between them",
     query=(
-        ("node", "memory or entity id"),
+        param("node", "memory or entity id", Annotated[str, Meta(min_length=1)], required=True),
         ("kind", "memory|entity"),
         ("depth", "0..5"),
         ("direction", "out|in|both"),
@@ -116,7 +118,7 @@ async def neighborhood(request: web.Request) -> dict:
     "/v1/correlation",
     scope="read",
     summary="What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it",
-    query=(("correlation_id", "correlation id"), ("after", "position"), ("limit", "1..1000")),
+    query=(param("correlation_id", "correlation id", Annotated[str, Meta(min_length=1, max_length=200)], required=True), ("after", "position"), ("limit", "1..1000")),
     response=CorrelationPage,
 )
 async def correlation_events(request: web.Request) -> dict:
@@ -124,7 +126,7 @@ async def correlation_events(request: web.Request) -> dict:
     after = query_int(request, "after", 0)
     limit = query_int(request, "limit", 200, low=1, high=1000)
     correlation_id = request.query.get("correlation_id")
-    if not correlation_id:
-        raise ApiError(422, "invalid", "correlation_id is required", "correlation_id")
+    if not correlation_id or len(correlation_id) > 200:
+        raise ApiError(422, "invalid", "correlation_id is required, at most 200 characters", "correlation_id")
     svc = request.app[keys.service_key]
     return await read(request, explorer_reads.correlation, svc, tenant, correlation_id, after, limit)

@@ -7,7 +7,7 @@ from aiohttp import web
 from mnemolog.eventstore.model import validate_subject
 
 from .routing import RouteTable, write, write_request, write_response
-from .schemas import ForgetRequest, WriteResponse
+from .schemas import ForgetRequest, Subject, WriteResponse
 
 routes = RouteTable()
 
@@ -18,6 +18,7 @@ routes = RouteTable()
     summary="Forget a subject: destroy its keys, erase its memories from every projection, record who and why",
     request=ForgetRequest,
     response=WriteResponse,
+    path_types={"subject": Subject},
 )
 async def forget_subject(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, ForgetRequest, scope="admin")

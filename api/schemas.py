@@ -8,7 +8,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
-from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_TAGS, MAX_TEXT_CHARS
+from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.graph.reads import WorkingEntryView
 
@@ -54,7 +54,7 @@ AS_OF_TEXT_SCHEMA = {"anyOf": [{"format": "date-time"}, {"pattern": r"^[0-9]{1,1
 AsOfText = Annotated[str, Meta(extra_json_schema=AS_OF_TEXT_SCHEMA)]
 AsOfQuery = Position | AsOfText  # in a query string (never null)
 AsOf = AsOfQuery | None
-Subject = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^@]")]
+Subject = Annotated[str, Meta(pattern=SUBJECT_RE.pattern)]
 # An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
 IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
 
@@ -217,6 +217,8 @@ class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
+    # hybrid (default): memories and entities; knowledge-only: memories; graph-only: the graph channel alone.
+    strategy: Literal["hybrid", "knowledge-only", "graph-only"] | None = None
 
 
 class RecallRequest(RecallQuery, forbid_unknown_fields=True, kw_only=True):
@@ -228,8 +230,6 @@ class RecallRequest(RecallQuery, forbid_unknown_fields=True, kw_only=True):
 
     rrf_k: Annotated[float, Meta(ge=1, le=1000)] | None = None  # rrf fusion only
     propagation: bool | None = None  # score fusion only
-    # hybrid (default): memories and entities; knowledge-only: memories; graph-only: the graph channel alone.
-    strategy: Literal["hybrid", "knowledge-only", "graph-only"] | None = None
 
 
 #: Parameters that only one way of fusing uses.

@@ -125,12 +125,15 @@ def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> 
 
 
 MAX_SUBJECT_CHARS = 200
+#: A subject id: a pseudonymous id (letters, digits, ``_ . : - @``), never a name with spaces; ``@`` never first
+#: (names starting with it are not subjects). The API's schema publishes the same pattern.
+SUBJECT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,%d}$" % (MAX_SUBJECT_CHARS - 1))
 
 
 def validate_subject(subject: object, *, field: str = "subject") -> str:
-    """A subject id: 1 to 200 printable characters, not starting with ``@`` (kept for names that are not subjects)."""
-    if not isinstance(subject, str) or not 0 < len(subject) <= MAX_SUBJECT_CHARS or subject.startswith("@") or not subject.isprintable():
-        raise ValidationError(field, f"must be 1 to {MAX_SUBJECT_CHARS} printable characters, not starting with @")
+    """A subject id (see :data:`SUBJECT_RE`)."""
+    if not isinstance(subject, str) or not SUBJECT_RE.match(subject):
+        raise ValidationError(field, f"must be 1 to {MAX_SUBJECT_CHARS} letters, digits or _ . : - @, not starting with @")
     return subject
 
 

@@ -29,7 +29,8 @@ def blocking(url: str, key: str) -> str:
     with mnemolog.Client(url, api_key=key) as client:
         written = client.add_memories(MemoryIn(memory="I moved to Lisbon"), idempotency_key="k1")
         found = client.recall("where do I live?", min_position=written.positions[-1], limit=3)
-        text: str = found.hits[0].memory.memory
+        hit = found.hits[0]
+        text: str = hit.memory.memory if hit.memory is not None else hit.entity.name if hit.entity is not None else ""
         return text
 
 
