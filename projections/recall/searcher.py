@@ -436,11 +436,11 @@ class Searcher:
                     documents[doc_id] = DocumentRef(doc_id=found.doc_id, title=found.title, version=found.version, collection=found.collection) if found else None
                 hits.append(
                     RecallHit(
-                        id=h.memory_id,
-                        score=round(h.score, 6),
-                        memory=view,
-                        channels=channels,
-                        priors=h.factors,
+                        h.memory_id,
+                        round(h.score, 6),
+                        view,
+                        channels,
+                        h.factors,
                         overlap_bonus=round(h.bonus, 6),
                         context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
                         graph_path=findings.paths.get(h.memory_id),
@@ -451,11 +451,11 @@ class Searcher:
                 reach = findings.entities[h.memory_id]
                 hits.append(
                     RecallHit(
-                        id=h.memory_id,
-                        score=round(h.score, 6),
-                        memory=None,
-                        channels=channels,
-                        priors=h.factors,
+                        h.memory_id,
+                        round(h.score, 6),
+                        None,
+                        channels,
+                        h.factors,
                         kind="entity",
                         entity=ents.entity_card(cards[h.memory_id]),
                         path=list(reach.path),
