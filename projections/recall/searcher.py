@@ -547,7 +547,12 @@ def _when(text: str):
 
 
 def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
-    """FOLLOWS neighbours of many memories in one query: the next turn (FOLLOWS) and the previous (PRECEDES)."""
+    """FOLLOWS neighbours of many memories: the next turn (FOLLOWS) and the previous (PRECEDES).
+
+    One indexed lookup a side (``source IN``, then ``target IN``): an ``OR``
+    of the two lets SQLite fall back to scanning the tenant's edges, which
+    grows with every relation and mention in the graph.
+    """
     out: dict[str, list[tuple[str, float, str]]] = {}
     if not memory_ids:
         return out
@@ -555,17 +560,15 @@ def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of
     for start in range(0, len(memory_ids), 400):
         chunk = memory_ids[start : start + 400]
         marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            f"SELECT source, target, weight FROM graph_edges WHERE tenant = ? AND edge_type = 'FOLLOWS' AND {valid}"
-            f" AND (source IN ({marks}) OR target IN ({marks}))",
-            (tenant, *params, *chunk, *chunk),
-        )
-        wanted = set(chunk)
-        for source, target, weight in rows:
-            if source in wanted:
-                out.setdefault(source, []).append((target, weight, "FOLLOWS"))
-            if target in wanted:
-                out.setdefault(target, []).append((source, weight, "PRECEDES"))
+        found = []
+        for order, (side, other, label) in enumerate((("source", "target", "FOLLOWS"), ("target", "source", "PRECEDES"))):
+            rows = conn.execute(
+                f"SELECT row_id, {side}, {other}, weight FROM graph_edges WHERE tenant = ? AND {side} IN ({marks}) AND edge_type = 'FOLLOWS' AND {valid}",
+                (tenant, *chunk, *params),
+            )
+            found += [(row_id, order, memory_id, (neighbour, weight, label)) for row_id, memory_id, neighbour, weight in rows]
+        for _, _, memory_id, neighbour in sorted(found):  # in the edges' order, as one scan would give them
+            out.setdefault(memory_id, []).append(neighbour)
     return out
 
 
