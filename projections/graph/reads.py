@@ -215,10 +215,25 @@ def edges_of(
     return out
 
 
-def edges_into(conn: sqlite3.Connection, tenant: str, targets: Sequence[str], edge_type: str, *, as_of: int | None = None) -> list[tuple[str, str, str, float]]:
-    """``(edge_id, source, target, weight)`` of the ``edge_type`` edges ending at any of ``targets``: one indexed query per 500 targets."""
+def edges_into(
+    conn: sqlite3.Connection, tenant: str, targets: Sequence[str], edge_type: str, *, as_of: int | None = None, per_target: int | None = None
+) -> list[tuple[str, str, str, float]]:
+    """``(edge_id, source, target, weight)`` of the ``edge_type`` edges ending at any of ``targets``: one indexed query per 500 targets.
+
+    ``per_target``: at most that many edges into each target, its most recent
+    (one query a target), so that an entity mentioned everywhere costs a
+    bounded read.
+    """
     valid, params = head_clause(as_of)
     out: list[tuple[str, str, str, float]] = []
+    if per_target is not None:
+        for target in targets:
+            out.extend(conn.execute(
+                f"SELECT edge_id, source, target, weight FROM graph_edges WHERE tenant = ? AND target = ? AND edge_type = ? AND {valid}"
+                " ORDER BY row_id DESC LIMIT ?",
+                (tenant, target, edge_type, *params, per_target),
+            ))
+        return out
     for start in range(0, len(targets), 500):
         part = targets[start : start + 500]
         out.extend(conn.execute(

@@ -384,13 +384,15 @@ class Searcher:
             factor = float(self.settings.recall_entity_mention_factor)
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             mentioning: dict[str, graph_reads.Reached] = {}
-            for edge_id, source, target, weight in graph_reads.edges_into(conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of):
+            for edge_id, source, target, weight in graph_reads.edges_into(
+                conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=MENTIONS_PER_ENTITY
+            ):
                 score = entity_seeds[target] * weight
                 if source not in entity_seeds and (source not in mentioning or score > mentioning[source].score):
                     mentioning[source] = graph_reads.Reached(source, 1, score, (edge_id,), target)
             take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         if _walks_mentions(options):
-            take(graph_reads.mention_walk(conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, max_nodes=limit * 4))
+            take(graph_reads.mention_walk(conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4))
         allowed = _filter_memories(conn, tenant, list(scores), options)
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
@@ -579,6 +581,9 @@ def strategy_name(active: Sequence[str]) -> str:
         return f"{active[0]}-only"
     return "none"
 
+
+#: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
+MENTIONS_PER_ENTITY = 50
 
 #: Hits of each other channel the mention walk starts from, and the score of the first (the n-th: ``1 / (n + 1)``).
 WALK_FROM_HITS = 3
