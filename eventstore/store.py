@@ -35,7 +35,8 @@ from .events import (
     registry_generation,
     type_name,
 )
-from .recorder import ANY, NO_STREAM, Appended, EventPage, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
+from .log_reads import EventPage
+from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
 from .keystore import KeyStore
 from .settings import Settings

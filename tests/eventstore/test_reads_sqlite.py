@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mnemolog.eventstore import DomainEvent, EventStore, Metadata, StreamAppend
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
-from mnemolog.eventstore.recorder import EventPage
+from mnemolog.eventstore.log_reads import EventPage
 from mnemolog.eventstore.store import _PageDecoder, decode_rows
 from tests.eventstore.support import db_path, raw, tampering
 

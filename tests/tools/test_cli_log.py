@@ -244,7 +244,7 @@ def _rehash_after_editing(path: Path, position: int) -> None:
     """Edit one payload, then recompute every hash, triggers dropped and put back."""
     from mnemolog.eventstore.chain import GENESIS_HASH, expected_hash
     from mnemolog.eventstore.dialects import append_only_triggers
-    from mnemolog.eventstore.recorder import _COLUMNS
+    from mnemolog.eventstore.log_reads import _COLUMNS
 
     conn = sqlite3.connect(path / "events.db", isolation_level=None)
     triggers = append_only_triggers("sqlite")
