@@ -8,7 +8,9 @@ that make the log append-only in the database itself.
 from __future__ import annotations
 
 import hashlib
+import struct
 import threading
+from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -156,82 +158,180 @@ class PgAppendStatements:
     version of each stream in the order given (NULL for a new stream), and
     the idempotency key's fingerprint and positions (NULLs when unknown).
     :meth:`write` inserts a run of events, their spans and the key and sends
-    the notification, in one statement. Values go as scalar parameters:
-    psycopg dumps those in C, where a list dumped as an array costs more
-    than the statement it saves. One text per shape (row, span and stream
-    counts), so that psycopg prepares each once.
+    the notification, in one statement.
+
+    Rows go column by column: one binary array parameter per column, which
+    the statement turns back into rows with ``unnest`` (see
+    :func:`_unnest_insert`). So the statement's text and parameter count are
+    the same whatever the number of rows: psycopg converts its text once
+    (it caches only statements of at most 50 parameters) and prepares it
+    once, where a ``VALUES`` list of one placeholder per value was parsed
+    again in Python on every append. One event alone goes as a ``VALUES``
+    row of scalars, which psycopg dumps in C: for one row that costs less
+    than an array per column. Each array is cast to its column's base type
+    (``text``, ``bigint``), never to a bounded ``varchar(n)``, whose
+    explicit cast would truncate: the insert's own assignment cast refuses a
+    value that does not fit. The connection that sends them must have
+    :func:`register_pg_arrays` done.
     """
 
-    #: Rows in one INSERT statement (13 parameters each; PostgreSQL takes at most 65,535).
+    #: Rows in one INSERT statement: an append of more sends the rest in more statements, each a bounded message.
     ROWS_PER_STATEMENT = 1000
 
     def __init__(self, event_columns: Sequence[str], span_columns: Sequence[str]) -> None:
-        self._events = f"INSERT INTO {events.name} ({', '.join(event_columns)}) VALUES "
-        self._event_row = "(" + ", ".join(["%s"] * len(event_columns)) + ")"
-        self._spans = f"INSERT INTO {event_spans.name} ({', '.join(span_columns)}) VALUES "
-        self._span_row = "(" + ", ".join(["%s"] * len(span_columns)) + ")"
-        k = idempotency.c
-        self._key = (
+        self._width = len(event_columns)
+        self._event_arrays = _array_types(events, event_columns)
+        self._span_arrays = _array_types(event_spans, span_columns)
+        #: Events alone, and spans alone: the rows of an append beyond its first :data:`ROWS_PER_STATEMENT`.
+        self.insert_events = _unnest_insert(events, event_columns, self._event_arrays)
+        self.insert_spans = _unnest_insert(event_spans, span_columns, self._span_arrays)
+        e, k = events.c, idempotency.c
+        self._head = (
+            f"SELECT tip.{e.position.name}, tip.{e.hash.name}, tip.{e.recorded_at.name}, "
+            f"ARRAY(SELECT (SELECT max({e.stream_version.name}) FROM {events.name} WHERE {e.stream_id.name} = s.id) "
+            "FROM unnest(%b::text[]) WITH ORDINALITY AS s(id, n) ORDER BY s.n), "
+            f"idem.{k.fingerprint.name}, idem.{k.first_position.name}, idem.{k.last_position.name} "
+            "FROM (SELECT 1) AS one "
+            f"LEFT JOIN LATERAL (SELECT {e.position.name}, {e.hash.name}, {e.recorded_at.name} FROM {events.name} "
+            f"ORDER BY {e.position.name} DESC LIMIT 1) AS tip ON true "
+            f"LEFT JOIN (SELECT * FROM {idempotency.name} WHERE {k.key.name} = %s::text) AS idem ON true"
+        )
+        key = (
             f"INSERT INTO {idempotency.name} ({k.key.name}, {k.fingerprint.name}, {k.first_position.name}, "
             f"{k.last_position.name}) VALUES (%s, %s, %s, %s)"
         )
-        self._heads: dict[int, str] = {}  # by stream count; 0: the ids as one array
-        self._writes: dict[tuple[int, int, bool], str] = {}
-        self._inserts: dict[int, str] = {}
+        arrays = f"e AS ({self.insert_events}), s AS ({self.insert_spans})"
+        one = (
+            f"e AS ({_values_insert(events, event_columns)}), s AS ({_values_insert(event_spans, span_columns)})"
+        )
+        self._writes = {
+            (many, keyed): f"WITH {rows}{f', k AS ({key})' if keyed else ''} {PG_NOTIFY_SQL}"
+            for many, rows in ((True, arrays), (False, one))
+            for keyed in (False, True)
+        }
 
     def head(self, streams: Sequence[str], key: str | None) -> tuple[str, tuple]:
-        """The head query of an append to ``streams`` (in that order) under ``key``, and its parameters.
+        """The head query of an append to ``streams`` (in that order) under ``key``, and its parameters."""
+        return self._head, (PgTexts(streams), key)
 
-        Up to :data:`ROWS_PER_STATEMENT` stream ids go as scalar parameters;
-        more (a large import) as one array, which stays within PostgreSQL's
-        limit on parameters.
-        """
-        count = len(streams) if len(streams) <= self.ROWS_PER_STATEMENT else 0
-        sql = self._heads.get(count)
-        if sql is None:
-            e, k = events.c, idempotency.c
-            ids = f"ARRAY[{', '.join(['%s::text'] * count)}]" if count else "%s::text[]"
-            sql = self._remember(self._heads, count, (
-                f"SELECT tip.{e.position.name}, tip.{e.hash.name}, tip.{e.recorded_at.name}, "
-                f"ARRAY(SELECT (SELECT max({e.stream_version.name}) FROM {events.name} WHERE {e.stream_id.name} = s.id) "
-                f"FROM unnest({ids}) WITH ORDINALITY AS s(id, n) ORDER BY s.n), "
-                f"idem.{k.fingerprint.name}, idem.{k.first_position.name}, idem.{k.last_position.name} "
-                "FROM (SELECT 1) AS one "
-                f"LEFT JOIN LATERAL (SELECT {e.position.name}, {e.hash.name}, {e.recorded_at.name} FROM {events.name} "
-                f"ORDER BY {e.position.name} DESC LIMIT 1) AS tip ON true "
-                f"LEFT JOIN (SELECT * FROM {idempotency.name} WHERE {k.key.name} = %s::text) AS idem ON true"
-            ))
-        return sql, ((*streams, key) if count else (list(streams), key))
+    def write(self, values: list, spans: Sequence[tuple], key: tuple | None, notify: tuple) -> tuple[str, list]:
+        """The statement that inserts rows (their values in one flat list, row after row) and ``spans``,
+        the idempotency record ``key`` (key, fingerprint, first, last) when given, and sends ``notify``
+        (channel, position); and its parameters."""
+        many = len(values) > self._width
+        params = self.event_columns(values) + self.span_columns(spans) if many else [*values, *spans[0]]
+        if key is not None:
+            params += key
+        params += notify
+        return self._writes[many, key is not None], params
 
-    _KEPT = 256  # statement texts kept per kind; appends of many shapes (imports) start again past it
+    def event_columns(self, values: list) -> list[list]:
+        """The parameters of :attr:`insert_events` from rows given as their values in one flat list, row after row."""
+        width = self._width
+        return [array(values[i::width]) for i, array in enumerate(self._event_arrays)]
 
-    def _remember(self, cache: dict, shape, sql: str) -> str:
-        if len(cache) >= self._KEPT:
-            cache.clear()
-        cache[shape] = sql
-        return sql
+    def span_columns(self, spans: Sequence[tuple]) -> list[list]:
+        """The parameters of :attr:`insert_spans` from spans given as tuples."""
+        return [array(column) for array, column in zip(self._span_arrays, zip(*spans))]
 
-    def insert(self, rows: int) -> str:
-        """A plain INSERT of ``rows`` events (the rows beyond the first statement's)."""
-        sql = self._inserts.get(rows)
-        if sql is None:
-            sql = self._remember(self._inserts, rows, self._events + ", ".join([self._event_row] * rows))
-        return sql
 
-    def insert_spans(self, spans: int) -> str:
-        """A plain INSERT of ``spans`` spans (those beyond the first statement's)."""
-        return self._spans + ", ".join([self._span_row] * spans)
+class PgTexts(list):
+    """Strings (or None), sent to PostgreSQL as one binary ``text[]`` parameter (see :func:`register_pg_arrays`)."""
 
-    def write(self, rows: int, spans: int, keyed: bool) -> str:
-        """``rows`` events, ``spans`` spans, the key when ``keyed``, then the notification (channel, position)."""
-        shape = (rows, spans, keyed)
-        sql = self._writes.get(shape)
-        if sql is None:
-            parts = [f"e AS ({self.insert(rows)})", f"s AS ({self.insert_spans(spans)})"]
-            if keyed:
-                parts.append(f"k AS ({self._key})")
-            sql = self._remember(self._writes, shape, f"WITH {', '.join(parts)} {PG_NOTIFY_SQL}")
-        return sql
+    __slots__ = ()
+
+
+class PgBigints(list):
+    """Integers, sent to PostgreSQL as one binary ``bigint[]`` parameter (see :func:`register_pg_arrays`)."""
+
+    __slots__ = ()
+
+
+_ARRAY_SQL = {PgTexts: "text[]", PgBigints: "bigint[]"}
+
+
+def _array_types(table, columns: Sequence[str]) -> list[type]:
+    return [PgTexts if table.c[name].type.python_type is str else PgBigints for name in columns]
+
+
+def _values_insert(table, columns: Sequence[str]) -> str:
+    """``INSERT INTO table (columns) VALUES (…)``: one row of scalar parameters."""
+    return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+
+
+def _unnest_insert(table, columns: Sequence[str], arrays: Sequence[type]) -> str:
+    """``INSERT INTO table (columns) SELECT unnest(…), …``: one binary array parameter per column.
+
+    In the select list, the ``unnest`` calls step through their arrays
+    together, row by row; ``FROM unnest(…)`` would first copy every array
+    into a tuplestore of its own.
+    """
+    values = ", ".join(f"unnest(%b::{_ARRAY_SQL[array]})" for array in arrays)
+    return f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT {values}"
+
+
+_ARRAY_HEAD = struct.Struct(">iiIii")  # dimensions, has nulls, element type; then length and lower bound of the one dimension
+_NULL_LENGTH = (-1).to_bytes(4, "big", signed=True)
+_TEXT_OID, _TEXT_ARRAY_OID, _BIGINT_OID, _BIGINT_ARRAY_OID = 25, 1009, 20, 1016
+
+
+def pg_text_array(items: Sequence[str | None], encoding: str = "utf-8") -> bytes:
+    """A one-dimensional ``text[]`` in PostgreSQL's binary format.
+
+    psycopg's own list dumper inspects the list and dumps its items one
+    Python call each; here every step is one C call over the whole list.
+    """
+    n = len(items)
+    parts: list = [None] * (2 * n + 1)
+    has_null = None in items
+    if has_null:
+        for i, item in enumerate(items):
+            if item is None:
+                parts[2 * i + 1], parts[2 * i + 2] = _NULL_LENGTH, b""
+            else:
+                data = item.encode(encoding)
+                parts[2 * i + 1], parts[2 * i + 2] = len(data).to_bytes(4, "big"), data
+    else:
+        encoded = list(map(str.encode, items, repeat(encoding)))
+        parts[1::2] = map(int.to_bytes, map(len, encoded), repeat(4), repeat("big"))
+        parts[2::2] = encoded
+    parts[0] = _ARRAY_HEAD.pack(1, has_null, _TEXT_OID, n, 1)
+    return b"".join(parts)
+
+
+def pg_bigint_array(items: Sequence[int]) -> bytes:
+    """A one-dimensional ``bigint[]`` (no NULLs) in PostgreSQL's binary format."""
+    n = len(items)
+    fields = [8] * (2 * n)  # each item: its length, then its value
+    fields[1::2] = items
+    return _ARRAY_HEAD.pack(1, 0, _BIGINT_OID, n, 1) + struct.pack(f">{'iq' * n}", *fields)
+
+
+def register_pg_arrays(driver) -> None:
+    """Make a psycopg connection send :class:`PgTexts` and :class:`PgBigints` as binary arrays."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class TextsDumper(Dumper):
+        format = Format.BINARY
+        oid = _TEXT_ARRAY_OID
+
+        def __init__(self, cls, context=None):
+            super().__init__(cls, context)
+            self._encoding = self.connection.info.encoding if self.connection is not None else "utf-8"
+
+        def dump(self, obj):
+            return pg_text_array(obj, self._encoding)
+
+    class BigintsDumper(Dumper):
+        format = Format.BINARY
+        oid = _BIGINT_ARRAY_OID
+
+        def dump(self, obj):
+            return pg_bigint_array(obj)
+
+    driver.adapters.register_dumper(PgTexts, TextsDumper)
+    driver.adapters.register_dumper(PgBigints, BigintsDumper)
 
 
 class CommitListener:

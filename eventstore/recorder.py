@@ -214,20 +214,15 @@ class SQLRecorder(LogReads):
                     tip = (tip_position, tip_hash, tip_stamp) if tip_position is not None else None
                     versions = {stream_id: version for stream_id, version in zip(streams, current) if version is not None}
                     values, spans, appended = self._chain_rows(writes, tip, versions)
-                    # One statement carries up to ROWS_PER_STATEMENT events and spans; a bigger append sends the rest in more.
+                    # One statement carries up to ROWS_PER_STATEMENT events and spans, column by column; a bigger append sends the rest in more.
                     width, most = len(_KEYS), statements.ROWS_PER_STATEMENT
                     for start in range(most * width, len(values), most * width):
-                        part = values[start : start + most * width]
-                        driver.execute(statements.insert(len(part) // width), part)
+                        driver.execute(statements.insert_events, statements.event_columns(values[start : start + most * width]))
                     for start in range(most, len(spans), most):
-                        part = spans[start : start + most]
-                        driver.execute(statements.insert_spans(len(part)), [value for span in part for value in span])
-                    params = values[: most * width]
-                    params += (value for span in spans[:most] for value in span)
-                    if key is not None:
-                        params += (key, fingerprint, appended.first_position, appended.last_position)
-                    params += (dialects.NOTIFY_CHANNEL, str(appended.last_position))
-                    driver.execute(statements.write(min(len(values) // width, most), min(len(spans), most), key is not None), params)
+                        driver.execute(statements.insert_spans, statements.span_columns(spans[start : start + most]))
+                    record = (key, fingerprint, appended.first_position, appended.last_position) if key is not None else None
+                    notify = (dialects.NOTIFY_CHANNEL, str(appended.last_position))
+                    driver.execute(*statements.write(values[: most * width], spans[:most], record, notify))
                     driver.execute("COMMIT")
                 # Leaving the pipeline is the second round trip: it raises any error of the statements above.
             except BaseException:
@@ -244,6 +239,8 @@ class SQLRecorder(LogReads):
             raw.detach()  # the recorder owns it from now on; dispose() closes it
             driver.rollback()
             driver.autocommit = True
+            dialects.register_pg_arrays(driver)
+            driver.execute("SET plan_cache_mode = force_generic_plan")
             self._pg_driver = driver
         return driver
 
