@@ -201,13 +201,13 @@ class SQLRecorder(LogReads):
         with self._lock:
             driver = self._pipeline_connection()
             try:
-                with driver.pipeline():
-                    driver.execute("BEGIN")
-                    driver.execute(dialects.PG_LOCK_SQL, (dialects.APPEND_LOCK_KEY,))
-                    head = driver.execute(*statements.head(streams, key)).fetchone()  # the first round trip
+                with driver.cursor() as cursor, driver.pipeline():  # one cursor for every statement of the append
+                    cursor.execute("BEGIN")
+                    cursor.execute(dialects.PG_LOCK_SQL, (dialects.APPEND_LOCK_KEY,))
+                    head = cursor.execute(*statements.head(streams, key)).fetchone()  # the first round trip
                     tip_position, tip_hash, tip_stamp, current, known, first, last = head
                     if known is not None:
-                        driver.execute("ROLLBACK")
+                        cursor.execute("ROLLBACK")
                         if known != fingerprint:
                             raise IdempotencyConflict(key)
                         return Appended(first, last, True)
@@ -217,13 +217,13 @@ class SQLRecorder(LogReads):
                     # One statement carries up to ROWS_PER_STATEMENT events and spans, column by column; a bigger append sends the rest in more.
                     width, most = len(_KEYS), statements.ROWS_PER_STATEMENT
                     for start in range(most * width, len(values), most * width):
-                        driver.execute(statements.insert_events, statements.event_columns(values[start : start + most * width]))
+                        cursor.execute(statements.insert_events, statements.event_columns(values[start : start + most * width]))
                     for start in range(most, len(spans), most):
-                        driver.execute(statements.insert_spans, statements.span_columns(spans[start : start + most]))
+                        cursor.execute(statements.insert_spans, statements.span_columns(spans[start : start + most]))
                     record = (key, fingerprint, appended.first_position, appended.last_position) if key is not None else None
                     notify = (dialects.NOTIFY_CHANNEL, str(appended.last_position))
-                    driver.execute(*statements.write(values[: most * width], spans[:most], record, notify))
-                    driver.execute("COMMIT")
+                    cursor.execute(*statements.write(values[: most * width], spans[:most], record, notify))
+                    cursor.execute("COMMIT")
                 # Leaving the pipeline is the second round trip: it raises any error of the statements above.
             except BaseException:
                 self._abandon(driver)

@@ -19,13 +19,15 @@ import uuid
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import event
 
 from mnemolog.eventstore import ANY, DomainEvent, EventStore, Metadata, StreamAppend
 from mnemolog.eventstore.errors import ConcurrencyError
 from mnemolog.eventstore.events import encoder
 from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
-from mnemolog.eventstore.dialects import create_migration_engine
+from mnemolog.eventstore.dialects import PgBigints, PgTexts, create_migration_engine, psycopg_conninfo, register_pg_arrays
 from mnemolog.eventstore.exchange import export, import_
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.schema import APPEND_ONLY_TABLES
@@ -181,14 +183,18 @@ class RoundTrips:
         dbapi_connection.pgconn.trace(self._file.fileno())
         dbapi_connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
 
-    def take(self) -> int:
-        """Round trips since the last call."""
+    def sent(self) -> list[str]:
+        """The names of the messages the client sent since the last call (``Parse``, ``Bind``, ``Sync``, …)."""
         self._file.flush()
         self._file.seek(0)
         lines = self._file.read().splitlines()
         self._file.seek(0)
         self._file.truncate()
-        sent = [line.split("\t")[2].strip() for line in lines if line.startswith("F\t")]
+        return [line.split("\t")[2].strip() for line in lines if line.startswith("F\t")]
+
+    def take(self) -> int:
+        """Round trips since the last call."""
+        sent = self.sent()
         return sum(1 for i, message in enumerate(sent) if message in self.WAITS and (i == 0 or sent[i - 1] not in self.WAITS))
 
 
@@ -210,6 +216,52 @@ def test_an_append_takes_two_round_trips_whatever_its_shape():
             store.append("s", [PgNoted(text="late")], expected_version=1)
         assert trips.take() <= 3  # the check, then the rollback
         assert store.verify().ok and store.last_position() == 4503
+
+
+def test_an_append_of_a_size_never_sent_before_reuses_the_prepared_statements():
+    """Rows go as one array per column, so the statements are the same whatever an append's size:
+    once prepared, an append of a new size sends parameters only, never a statement's text (Parse)."""
+    with EventStore.open(fresh_database_url()) as store:
+        trips = RoundTrips(store)
+        for n in [1] * 6 + list(range(2, 8)):  # psycopg prepares a statement on its fifth use
+            store.append("s", [PgNoted(text=f"{n}-{i}") for i in range(n)])
+        trips.sent()
+        store.append("s", [PgNoted(text=f"new-{i}") for i in range(37)])
+        store.append("s", [PgNoted(text="one")])
+        sent = trips.sent()
+        assert sent.count("Bind") == 2 * 5 and "Parse" not in sent, sent
+        assert store.last_position() == 6 + sum(range(2, 8)) + 38 and store.verify().ok
+        assert [r.event.text for r in store.read_stream("s")][-3:] == ["new-35", "new-36", "one"]
+
+
+def test_a_value_longer_than_its_column_is_refused_not_cut(store):
+    """Arrays are cast to text, never to varchar(n), whose explicit cast would cut the value silently."""
+    too_long = "s" * 256  # stream_id is VARCHAR(255)
+    for count in (1, 3):  # one row goes as VALUES, more as arrays
+        rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", '{"text":"x"}', "{}", None) for _ in range(count)]
+        with pytest.raises(psycopg.errors.StringDataRightTruncation):
+            store.append_records([PendingWrite(too_long, ANY, rows)])
+    assert store.last_position() == 2 and store.verify().ok
+
+
+@pytest.fixture(scope="module")
+def pg_conn():
+    with psycopg.connect(psycopg_conninfo(fresh_database_url()), autocommit=True) as conn:
+        register_pg_arrays(conn)
+        yield conn
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.none() | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), max_size=40),
+    numbers=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40),
+)
+def test_binary_arrays_reach_postgresql_unchanged(pg_conn, texts, numbers):
+    """What appends send as one array per column arrives element for element: NULLs, quotes, backslashes, any script."""
+    got_texts, got_numbers = pg_conn.execute(
+        "SELECT coalesce(%b::text[], '{}'), coalesce(%b::bigint[], '{}')", (PgTexts(texts), PgBigints(numbers))
+    ).fetchone()
+    assert got_texts == texts and got_numbers == numbers
 
 
 def test_appends_bigger_than_one_statement_keep_positions_versions_spans_and_chain(tmp_path):
