@@ -276,15 +276,19 @@ _TEXT_OID, _TEXT_ARRAY_OID, _BIGINT_OID, _BIGINT_ARRAY_OID = 25, 1009, 20, 1016
 
 
 def pg_text_array(items: Sequence[str | None], encoding: str = "utf-8") -> bytes:
-    """A one-dimensional ``text[]`` in PostgreSQL's binary format.
+    """A one-dimensional ``text[]`` in PostgreSQL's binary format: each item its length, then its bytes.
 
     psycopg's own list dumper inspects the list and dumps its items one
-    Python call each; here every step is one C call over the whole list.
+    Python call each; here, unless NULLs and strings mix, every step is one
+    C call over the whole list.
     """
     n = len(items)
-    parts: list = [None] * (2 * n + 1)
-    has_null = None in items
-    if has_null:
+    nulls = items.count(None)
+    head = _ARRAY_HEAD.pack(1, nulls > 0, _TEXT_OID, n, 1)
+    if nulls == n:
+        return head + _NULL_LENGTH * n
+    parts: list = [head] * (2 * n + 1)
+    if nulls:
         for i, item in enumerate(items):
             if item is None:
                 parts[2 * i + 1], parts[2 * i + 2] = _NULL_LENGTH, b""
@@ -295,7 +299,6 @@ def pg_text_array(items: Sequence[str | None], encoding: str = "utf-8") -> bytes
         encoded = list(map(str.encode, items, repeat(encoding)))
         parts[1::2] = map(int.to_bytes, map(len, encoded), repeat(4), repeat("big"))
         parts[2::2] = encoded
-    parts[0] = _ARRAY_HEAD.pack(1, has_null, _TEXT_OID, n, 1)
     return b"".join(parts)
 
 
