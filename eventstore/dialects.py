@@ -201,9 +201,7 @@ class PgAppendStatements:
             f"{k.last_position.name}) VALUES (%s, %s, %s, %s)"
         )
         arrays = f"e AS ({self.insert_events}), s AS ({self.insert_spans})"
-        one = (
-            f"e AS ({_values_insert(events, event_columns)}), s AS ({_values_insert(event_spans, span_columns)})"
-        )
+        one = f"e AS ({_values_insert(events, event_columns)}), s AS ({_values_insert(event_spans, span_columns)})"
         self._writes = {
             (many, keyed): f"WITH {rows}{f', k AS ({key})' if keyed else ''} {PG_NOTIFY_SQL}"
             for many, rows in ((True, arrays), (False, one))

@@ -240,6 +240,9 @@ class SQLRecorder(LogReads):
             driver.rollback()
             driver.autocommit = True
             dialects.register_pg_arrays(driver)
+            # The planner cannot see an array parameter's length in a generic
+            # plan, so it judged its cost above a custom plan's and planned the
+            # head query again on every append: plan each statement once.
             driver.execute("SET plan_cache_mode = force_generic_plan")
             self._pg_driver = driver
         return driver
