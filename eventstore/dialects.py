@@ -249,6 +249,7 @@ _ARRAY_SQL = {PgTexts: "text[]", PgBigints: "bigint[]"}
 
 
 def _array_types(table, columns: Sequence[str]) -> list[type]:
+    """The array each column's values travel in: text for strings, bigint for integers."""
     return [PgTexts if table.c[name].type.python_type is str else PgBigints for name in columns]
 
 

@@ -3,7 +3,7 @@
 Append-only by privileges and triggers (checked by ``verify``, restored by
 ``migrate``), gap-free positions in commit order under writers in several
 processes, export and import between backends, and subscriptions woken by
-LISTEN/NOTIFY.
+LISTEN/NOTIFY; an append's statements are prepared once whatever its size.
 """
 
 from __future__ import annotations
