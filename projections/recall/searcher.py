@@ -33,6 +33,7 @@ each channel. Recall never writes.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from functools import lru_cache
@@ -47,6 +48,7 @@ from mnemolog.eventstore.settings import setting
 from . import entity_walk, fusion
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
+from ..graph.newest_edges import NewestEdges
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
@@ -235,6 +237,7 @@ class Searcher:
         self.embedder_name = embedder_name
         self.settings = settings
         self.named_entities: Callable[[sqlite3.Connection, str, str, int | None], dict[str, str]] | None = None
+        self.newest_edges = NewestEdges()  # the mentions entities lead to, kept while the graph projection stays as it is
 
     def semantic_weight(self) -> float:
         name = self.embedder_name or ""
@@ -384,7 +387,7 @@ class Searcher:
             factor = float(self.settings.recall_entity_mention_factor)
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             mentioning: dict[str, graph_reads.Reached] = {}
-            for edge_id, source, target, weight in graph_reads.edges_into(
+            for edge_id, source, target, weight in self.newest_edges.edges_into(
                 conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=MENTIONS_PER_ENTITY
             ):
                 score = entity_seeds[target] * weight
@@ -392,13 +395,17 @@ class Searcher:
                     mentioning[source] = graph_reads.Reached(source, 1, score, (edge_id,), target)
             take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         if _walks_mentions(options):
-            take(graph_reads.mention_walk(conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4))
-        allowed = _filter_memories(conn, tenant, list(scores), options)
+            take(graph_reads.mention_walk(
+                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
+                newest_into=self.newest_edges.edges_into,
+            ))
+        competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
+        allowed = _best_allowed(conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores])
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
         if entity_items:
             # The best entities compete for the channel's places; the rest only led to memories.
-            for r in reached_entities[: 2 * max(options.limit, 10)]:
+            for r in competing:
                 if r.id not in ranked_scores:
                     ranked_scores[r.id] = r.score
                     entities[r.id] = r
@@ -498,17 +505,30 @@ class Searcher:
         known = set(candidates)
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
         allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options)
-        rows = graph_reads.memory_rows(conn, tenant, allowed, as_of=options.as_of)
+        # Memories only the graph found, with no neighbour: fused apart, and read only when their priors could lift them into the answer.
+        alone = _graph_alone(results, entity_ids, follows)
+        channels = {name: [h for h in hits if h[0] not in alone] if name == "graph" else hits for name, hits in results.items()} if alone else results
+        rows = graph_reads.memory_rows(conn, tenant, [m for m in allowed if m not in alone], as_of=options.as_of)
         facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in rows.items()}
         fused = fusion.recall(
             analysis,
-            results,
+            channels,
             lambda m: facts.get(m, _NO_FACTS),
             lambda m: [(n, w, r) for n, w, r in follows.get(m, ()) if n in rows],
             params,
             limit=None,
             extra_weights={"graph": weights.get("graph", 0.0)},
         )
+        if alone:
+            returnable = [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids]
+            floor = returnable[options.limit - 1].score if len(returnable) >= options.limit else -math.inf
+            ceiling = fusion.prior_ceiling(analysis, params) * (1 + 1e-9)  # the margin covers the rounding of the product
+            apart = fusion.combine({"graph": [h for h in results["graph"] if h[0] in alone]}, {"graph": weights.get("graph", 0.0)}, method="absolute")
+            found = graph_reads.memory_rows(conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], as_of=options.as_of)
+            rows.update(found)
+            found_facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in found.items()}
+            fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)
+            _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
@@ -523,6 +543,28 @@ class Searcher:
 
 
 _NO_FACTS = fusion.MemoryFacts()
+
+
+def _restore_ranks(hits: list[fusion.FusedHit], channel: str, ranked: list[tuple[str, float]]) -> None:
+    """Give ``hits`` their rank in the whole ``ranked`` list of ``channel`` (they were fused from parts of it)."""
+    rank: dict[str, int] = {}
+    for position, (m, _) in enumerate(ranked, 1):
+        rank.setdefault(m, position)
+    for h in hits:
+        if channel in h.channels:
+            h.channels[channel] = (rank[h.memory_id], h.channels[channel][1])
+
+
+def _graph_alone(results: dict[str, list[tuple[str, float]]], entity_ids: set[str], follows: dict[str, list]) -> set[str]:
+    """Memories only the graph channel found that have no conversation neighbour (no ``FOLLOWS`` edge either way).
+
+    Such a memory's fused score is its graph score times its priors, and it
+    passes nothing to any other: score fusion reads it only when that could
+    reach the top of the answer (most of the memories an entity leads to
+    cannot).
+    """
+    others = {m for name, hits in results.items() if name != "graph" for m, _ in hits}
+    return {m for m, _ in results.get("graph", ()) if m not in others and m not in entity_ids and not follows.get(m)}
 
 
 def _facts(content: graph_reads.ContentFacts, temporal: bool) -> fusion.MemoryFacts:
@@ -601,6 +643,26 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
+
+
+def _best_allowed(
+    conn: sqlite3.Connection, tenant: str, scores: dict[str, float], options: RecallOptions, limit: int, also: Sequence[str] = ()
+) -> set[str]:
+    """The best ``limit`` of ``scores`` that pass the request's filters (and which of ``also`` pass), checked best first.
+
+    A channel keeps its ``limit`` best allowed memories: those below them
+    are never read, so a walk that reached hundreds costs one small check.
+    """
+    order = [m for m, _ in fusion.rank(scores)]
+    allowed = _filter_memories(conn, tenant, list(also), options) if also else set()
+    found = 0
+    for start in range(0, len(order), max(1, limit)):
+        passed = _filter_memories(conn, tenant, order[start : start + limit], options)
+        allowed |= passed
+        found += len(passed)
+        if found >= limit:
+            break
+    return allowed
 
 
 def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
