@@ -5,11 +5,9 @@ mention it (:func:`mnemolog.projections.graph.reads.edges_into` with
 ``per_target``, and the mention walk): dozens of indexed reads a question,
 most of them for entities nothing mentions, repeated by every question that
 reaches the same entities. Their answers change only when the graph
-projection does, so each process keeps them for the projection's current
-state, named by its checkpoint (generation and position, which its changes
-move in the same transaction): one primary-key read a call tells whether
-they still hold; any change drops them all, and the next calls read again.
-Reads ``as_of`` a position go to SQL every time.
+projection does, so they are held per state of its checkpoint
+(:class:`mnemolog.projections.state_memo.StateMemo`). Reads ``as_of`` a
+position go to SQL every time.
 """
 
 from __future__ import annotations
@@ -18,40 +16,31 @@ import sqlite3
 from typing import Sequence
 
 from . import reads
-
-#: Edges held at most (all nodes together); past it, the memo starts afresh.
-MAX_ROWS = 100_000
+from ..state_memo import StateMemo
 
 _Edge = tuple[str, str, str, float]
 
 
 class NewestEdges:
-    """``edges_into(..., per_target=n)`` answered from memory while the graph projection's checkpoint stays the same.
+    """``edges_into(..., per_target=n)`` answered from ``memo`` (the graph projection's) when it can.
 
     A node's newest ``n`` edges serve any later call asking for ``n`` or fewer
-    (or for more, when the node has fewer than ``n``). Safe across threads:
-    each checkpoint gets its own memo, and a thread still reading for an
-    older one fills only that.
+    (or for more, when the node has fewer than ``n``).
     """
 
-    def __init__(self, max_rows: int = MAX_ROWS):
-        self.max_rows = max_rows
-        self._memo: tuple[tuple | None, dict[tuple[str, str, str], tuple[int, list[_Edge]]], list[int]] = (None, {}, [0])
+    def __init__(self, memo: StateMemo):
+        self.memo = memo
 
     def edges_into(
         self, conn: sqlite3.Connection, tenant: str, targets: Sequence[str], edge_type: str, *, as_of: int | None = None, per_target: int
     ) -> list[_Edge]:
         """What :func:`reads.edges_into` returns with ``per_target`` (target by target, each target's newest first)."""
-        stamp = _checkpoint(conn) if as_of is None and targets else None
-        if stamp is None:
+        held = self.memo.held(conn) if as_of is None and targets else None
+        if held is None:
             return reads.edges_into(conn, tenant, targets, edge_type, as_of=as_of, per_target=per_target)
-        memo = self._memo
-        if memo[0] != stamp or memo[2][0] > self.max_rows:
-            memo = self._memo = (stamp, {}, [0])
-        _, held, size = memo
         missing = []
         for target in dict.fromkeys(targets):
-            found = held.get((tenant, edge_type, target))
+            found = held.get(("into", tenant, edge_type, target))
             if found is None or (per_target > found[0] and len(found[1]) == found[0]):
                 missing.append(target)
         if missing:
@@ -59,17 +48,8 @@ class NewestEdges:
             for edge in reads.edges_into(conn, tenant, missing, edge_type, per_target=per_target):
                 read[edge[2]].append(edge)
             for target, edges in read.items():
-                held[(tenant, edge_type, target)] = (per_target, edges)
-                size[0] += len(edges) + 1
+                held.put(("into", tenant, edge_type, target), (per_target, edges), len(edges) + 1)
         out: list[_Edge] = []
         for target in targets:
-            out.extend(held[(tenant, edge_type, target)][1][:per_target])
+            out.extend(held[("into", tenant, edge_type, target)][1][:per_target])
         return out
-
-
-def _checkpoint(conn: sqlite3.Connection) -> tuple | None:
-    """The graph projection's (generation, position), or None where it has no checkpoint (then nothing is held)."""
-    try:
-        return conn.execute("SELECT generation, position FROM checkpoints WHERE name = 'graph'").fetchone()
-    except sqlite3.OperationalError:  # no checkpoints table: a bare projection database
-        return None

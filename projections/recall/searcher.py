@@ -49,6 +49,7 @@ from . import entity_walk, fusion
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
+from ..state_memo import StateMemo
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
@@ -237,7 +238,10 @@ class Searcher:
         self.embedder_name = embedder_name
         self.settings = settings
         self.named_entities: Callable[[sqlite3.Connection, str, str, int | None], dict[str, str]] | None = None
-        self.newest_edges = NewestEdges()  # the mentions entities lead to, kept while the graph projection stays as it is
+        # Adjacency recall reads question after question, held while its projection stays as it is.
+        self.graph_memo = StateMemo("graph")
+        self.entity_memo = StateMemo("entities")
+        self.newest_edges = NewestEdges(self.graph_memo)
 
     def semantic_weight(self) -> float:
         name = self.embedder_name or ""
@@ -339,6 +343,7 @@ class Searcher:
             conn, tenant, named, query=analysis.query, terms=analysis.terms, depth=depth, direction=options.graph_direction,
             relation_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit,
             seed_score=float(s.recall_entity_seed_score), hint_boost=float(s.recall_entity_hint_boost), depth_decay=float(s.recall_entity_depth_decay),
+            memo=self.entity_memo,
         )
 
     def _graph(
@@ -500,7 +505,7 @@ class Searcher:
             alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
         )
         candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits if m not in entity_ids))
-        follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
+        follows = _follows(conn, tenant, candidates, options.as_of, self.graph_memo) if propagation else {}
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
@@ -590,12 +595,36 @@ def _when(text: str):
     return parse_datetime(text)
 
 
-def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
+def _follows(
+    conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, memo: StateMemo | None = None
+) -> dict[str, list[tuple[str, float, str]]]:
     """FOLLOWS neighbours of many memories: the next turn (FOLLOWS) and the previous (PRECEDES).
 
-    One indexed lookup a side (``source IN``, then ``target IN``): an ``OR``
-    of the two lets SQLite fall back to scanning the tenant's edges, which
-    grows with every relation and mention in the graph.
+    At the head, each memory's neighbours are held in ``memo`` (the graph
+    projection's) while the projection stays as it is: only the memories not
+    held yet are read.
+    """
+    held = memo.held(conn) if memo is not None and as_of is None else None
+    if held is None:
+        return _read_follows(conn, tenant, memory_ids, as_of)
+    unread = [m for m in memory_ids if ("follows", tenant, m) not in held]
+    if unread:
+        read = _read_follows(conn, tenant, unread, as_of)
+        for m in unread:
+            found = read.get(m, [])
+            held.put(("follows", tenant, m), found, len(found) + 1)
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    for m in memory_ids:
+        if found := held[("follows", tenant, m)]:
+            out[m] = found
+    return out
+
+
+def _read_follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
+    """:func:`_follows` from SQL: one indexed lookup a side (``source IN``, then ``target IN``).
+
+    An ``OR`` of the two sides lets SQLite fall back to scanning the
+    tenant's edges, which grows with every relation and mention in the graph.
     """
     out: dict[str, list[tuple[str, float, str]]] = {}
     if not memory_ids:
