@@ -241,6 +241,7 @@ class Searcher:
         # Adjacency recall reads question after question, held while its projection stays as it is.
         self.graph_memo = StateMemo("graph")
         self.entity_memo = StateMemo("entities")
+        self.fts_memo = StateMemo("fts")
         self.newest_edges = NewestEdges(self.graph_memo)
 
     def semantic_weight(self) -> float:
@@ -405,7 +406,7 @@ class Searcher:
                 newest_into=self.newest_edges.edges_into,
             ))
         competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
-        allowed = _best_allowed(conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores])
+        allowed = _best_allowed(conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores], memo=self.fts_memo)
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
         if entity_items:
@@ -509,12 +510,11 @@ class Searcher:
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
-        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options)
+        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options, self.fts_memo)
         # Memories only the graph found, with no neighbour: fused apart, and read only when their priors could lift them into the answer.
         alone = _graph_alone(results, entity_ids, follows)
         channels = {name: [h for h in hits if h[0] not in alone] if name == "graph" else hits for name, hits in results.items()} if alone else results
-        rows = graph_reads.memory_rows(conn, tenant, [m for m in allowed if m not in alone], as_of=options.as_of)
-        facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in rows.items()}
+        rows, facts = self._rows_and_facts(conn, tenant, [m for m in allowed if m not in alone], options.as_of, analysis.is_temporal)
         fused = fusion.recall(
             analysis,
             channels,
@@ -529,12 +529,37 @@ class Searcher:
             floor = returnable[options.limit - 1].score if len(returnable) >= options.limit else -math.inf
             ceiling = fusion.prior_ceiling(analysis, params) * (1 + 1e-9)  # the margin covers the rounding of the product
             apart = fusion.combine({"graph": [h for h in results["graph"] if h[0] in alone]}, {"graph": weights.get("graph", 0.0)}, method="absolute")
-            found = graph_reads.memory_rows(conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], as_of=options.as_of)
+            found, found_facts = self._rows_and_facts(conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], options.as_of, analysis.is_temporal)
             rows.update(found)
-            found_facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in found.items()}
             fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)
             _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
+
+    def _rows_and_facts(
+        self, conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, temporal: bool
+    ) -> tuple[dict[str, tuple], dict[str, fusion.MemoryFacts]]:
+        """The stored rows of ``memory_ids`` (those found) and what the priors need of each.
+
+        At the head both are held in the graph projection's memo while it
+        stays as it is, so a memory is read and decoded once, not once a question.
+        """
+        held = self.graph_memo.held(conn) if self.graph_memo is not None and as_of is None else None
+        if held is None:
+            rows = graph_reads.memory_rows(conn, tenant, memory_ids, as_of=as_of)
+            return rows, {m: _facts(graph_reads.content_facts(row), temporal) for m, row in rows.items()}
+        unread = [m for m in dict.fromkeys(memory_ids) if ("row", tenant, m) not in held]
+        if unread:
+            found = graph_reads.memory_rows(conn, tenant, unread)
+            for m in unread:
+                held.put(("row", tenant, m), found.get(m))
+        rows, facts = {}, {}
+        for m in memory_ids:
+            row = held[("row", tenant, m)]
+            if row is not None:
+                rows[m] = row
+                known = held.get(("facts", tenant, m, temporal))
+                facts[m] = known if known is not None else held.put(("facts", tenant, m, temporal), _facts(graph_reads.content_facts(row), temporal), 0)
+        return rows, facts
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
         """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
@@ -675,7 +700,8 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
 
 
 def _best_allowed(
-    conn: sqlite3.Connection, tenant: str, scores: dict[str, float], options: RecallOptions, limit: int, also: Sequence[str] = ()
+    conn: sqlite3.Connection, tenant: str, scores: dict[str, float], options: RecallOptions, limit: int, also: Sequence[str] = (),
+    memo: StateMemo | None = None,
 ) -> set[str]:
     """The best ``limit`` of ``scores`` that pass the request's filters (and which of ``also`` pass), checked best first.
 
@@ -683,10 +709,10 @@ def _best_allowed(
     are never read, so a walk that reached hundreds costs one small check.
     """
     order = [m for m, _ in fusion.rank(scores)]
-    allowed = _filter_memories(conn, tenant, list(also), options) if also else set()
+    allowed = _filter_memories(conn, tenant, list(also), options, memo) if also else set()
     found = 0
     for start in range(0, len(order), max(1, limit)):
-        passed = _filter_memories(conn, tenant, order[start : start + limit], options)
+        passed = _filter_memories(conn, tenant, order[start : start + limit], options, memo)
         allowed |= passed
         found += len(passed)
         if found >= limit:
@@ -694,10 +720,27 @@ def _best_allowed(
     return allowed
 
 
-def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
-    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table)."""
+def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions, memo: StateMemo | None = None) -> set[str]:
+    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table).
+
+    At the head each answer is held in ``memo`` (the FTS projection's) while
+    that projection stays as it is.
+    """
     if not memory_ids:
         return set()
+    held = memo.held(conn) if memo is not None and options.as_of is None else None
+    if held is None:
+        return _read_allowed(conn, tenant, memory_ids, options)
+    filters = options.filters
+    unread = [m for m in dict.fromkeys(memory_ids) if ("allowed", tenant, filters, m) not in held]
+    if unread:
+        passed = _read_allowed(conn, tenant, unread, options)
+        for m in unread:
+            held.put(("allowed", tenant, filters, m), m in passed)
+    return {m for m in memory_ids if held[("allowed", tenant, filters, m)]}
+
+
+def _read_allowed(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
     valid, valid_params = head_clause(options.as_of, "d")
     where, where_params = filter_sql(options.filters, "d")
     allowed: set[str] = set()

@@ -88,11 +88,12 @@ def test_graph_only_memories_that_cannot_reach_the_answer_are_not_read(world, mo
         return rows(conn, tenant, ids, as_of=as_of)
 
     monkeypatch.setattr(graph_reads, "memory_rows", counting)
-    whole = world.searcher.recall("t", "Where is Acme?", RecallOptions(limit=50))
+    head = world.store.last_position()  # as of a position: nothing is held, every row recall needs is read
+    whole = world.searcher.recall("t", "Where is Acme?", RecallOptions(limit=50, as_of=head))
     graph_only = [h for h in whole.hits if h.kind == "memory" and set(h.channels) == {"graph"}]
     assert len(graph_only) > 2  # the memories about the people who work at Acme: found through the graph alone
     read.clear()
-    world.searcher.recall("t", "Where is Acme?", RecallOptions(limit=2))
+    world.searcher.recall("t", "Where is Acme?", RecallOptions(limit=2, as_of=head))
     assert sum(read) < len(graph_only)
 
 
@@ -119,6 +120,7 @@ def test_a_repeated_question_reads_no_adjacency_again(world):
     assert not [s for s in statements if "kg_relations" in s]  # the walk from the entity named
     assert not [s for s in statements if "FROM graph_edges" in s and "target = " in s]  # each entity's newest mentions
     assert not [s for s in statements if "edge_type = 'FOLLOWS'" in s]  # the turns' neighbours
+    assert not [s for s in statements if s.startswith(graph_reads._MEMORY_SELECT)]  # the memories' rows
 
 
 def test_the_next_question_sees_a_new_mention_and_a_new_relation(world):
