@@ -14,8 +14,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Hashable
 
-#: Held values at most (each weighs what its holder says: an edge list its length), past which a memo starts afresh.
-MAX_WEIGHT = 200_000
+#: Held weight at most (each value weighs what its holder says: an edge list its length, a row its size in
+#: 128-byte units), past which a memo starts afresh: some tens of megabytes a process at most.
+MAX_WEIGHT = 100_000
 
 
 class Held(dict):

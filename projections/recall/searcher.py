@@ -551,7 +551,8 @@ class Searcher:
         if unread:
             found = graph_reads.memory_rows(conn, tenant, unread)
             for m in unread:
-                held.put(("row", tenant, m), found.get(m))
+                row = found.get(m)
+                held.put(("row", tenant, m), row, 1 + (len(row[9]) // 128 if row is not None else 0))
         rows, facts = {}, {}
         for m in memory_ids:
             row = held[("row", tenant, m)]
