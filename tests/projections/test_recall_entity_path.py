@@ -14,6 +14,7 @@ import pytest
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.graph import reads as graph_reads
 from mnemolog.projections.graph.newest_edges import NewestEdges
 from mnemolog.projections.recall.searcher import RecallOptions
@@ -56,7 +57,8 @@ def world(svc):
             props["speaker"] = NAMES[(i + 1) % 3]
         if i % 5 == 1:
             props["occurred_at"] = f"2023-05-0{i % 9 + 1}"
-        contents.append(MemoryContent(memory=f"{name} fixed {thing} {when} (note {i})".replace("  ", " "), properties=props))
+        tags = ("work",) if i % 3 == 0 else ()
+        contents.append(MemoryContent(memory=f"{name} fixed {thing} {when} (note {i})".replace("  ", " "), properties=props, tags=tags))
     ids = svc.run(svc.memories.add, ctx(), contents).memory_ids
     turns = ids[:8]
     svc.run(svc.edges.link_many, ctx(), [
@@ -71,11 +73,12 @@ def hits(result) -> list:
 
 
 @pytest.mark.parametrize("strategy", ["hybrid", "graph-only", "knowledge-only"])
-def test_the_first_hits_never_depend_on_the_limit(world, strategy):
+@pytest.mark.parametrize("filters", [SearchFilters(), SearchFilters(tags=("work",))])
+def test_the_first_hits_never_depend_on_the_limit(world, strategy, filters):
     for question in QUESTIONS:
-        everything = hits(world.searcher.recall("t", question, RecallOptions(limit=50, strategy=strategy)))
+        everything = hits(world.searcher.recall("t", question, RecallOptions(limit=50, strategy=strategy, filters=filters)))
         for k in (1, 2, 3, 5, 10):
-            assert hits(world.searcher.recall("t", question, RecallOptions(limit=k, strategy=strategy))) == everything[:k], (question, k)
+            assert hits(world.searcher.recall("t", question, RecallOptions(limit=k, strategy=strategy, filters=filters))) == everything[:k], (question, k)
 
 
 def test_graph_only_memories_that_cannot_reach_the_answer_are_not_read(world, monkeypatch):
