@@ -729,7 +729,7 @@ def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str
     """
     if not memory_ids:
         return set()
-    held = memo.held(conn) if memo is not None and options.as_of is None else None
+    held = memo.held(conn) if memo is not None and options.as_of is None and _hashable(options.filters) else None
     if held is None:
         return _read_allowed(conn, tenant, memory_ids, options)
     filters = options.filters
@@ -739,6 +739,15 @@ def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str
         for m in unread:
             held.put(("allowed", tenant, filters, m), m in passed)
     return {m for m in memory_ids if held[("allowed", tenant, filters, m)]}
+
+
+def _hashable(value) -> bool:
+    """Whether ``value`` can key a memo (filters built in code may hold lists)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _read_allowed(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:

@@ -165,3 +165,9 @@ def test_a_memo_starts_afresh_when_its_projection_moves_and_holds_nothing_withou
     small = StateMemo("graph", max_weight=2)
     small.held(conn).put("a", 1, weight=3)
     assert "a" not in small.held(conn)  # past its weight, it starts afresh
+
+
+def test_filters_built_with_lists_are_answered_as_with_tuples(world):
+    as_tuple = world.searcher.recall("t", "Who works at Acme?", RecallOptions(filters=SearchFilters(tags=("work",))))
+    as_list = world.searcher.recall("t", "Who works at Acme?", RecallOptions(filters=SearchFilters(tags=["work"])))
+    assert hits(as_list) == hits(as_tuple) and as_tuple.hits
