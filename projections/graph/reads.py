@@ -319,14 +319,17 @@ def mention_walk(
     as_of: int | None = None,
     per_entity: int = 50,
     max_nodes: int = 200,
+    newest_into: Callable[..., list[tuple[str, str, str, float]]] | None = None,
 ) -> list[Reached]:
     """Memories that share an entity with ``starts`` (memory id -> score): memory -> entity -> other memory over ``MENTIONS``.
 
     A reached memory scores its start's score times both edge weights, and
     its path is the two edge ids; the best path wins. Each entity leads to
     at most ``per_entity`` memories (its most recent mentions), so an entity
-    named everywhere costs a bounded read. Two queries whatever the number
-    of starts; none reach anything in a tenant with no mentions.
+    named everywhere costs a bounded read. One query for the starts'
+    mentions whatever their number, then the entities' newest mentions
+    (:func:`edges_into`, or ``newest_into``, which answers as it does from a
+    memo); none reach anything in a tenant with no mentions.
     """
     if not starts:
         return []
@@ -342,20 +345,15 @@ def mention_walk(
         if target not in best_in or (-score, edge_id) < (-best_in[target][0], best_in[target][2]):
             best_in[target] = (score, source, edge_id)
     reached: dict[str, Reached] = {}
-    for entity in sorted(best_in):
+    into = newest_into or edges_into
+    for edge_id, source, entity, weight in into(conn, tenant, sorted(best_in), "MENTIONS", as_of=as_of, per_target=per_entity + len(starts)):
+        if source in starts or source.startswith(DOCUMENT_NODE_PREFIX):
+            continue
         score, start, first = best_in[entity]
-        rows = conn.execute(
-            f"SELECT edge_id, source, weight FROM graph_edges WHERE tenant = ? AND target = ? AND edge_type = 'MENTIONS' AND {valid}"
-            " ORDER BY row_id DESC LIMIT ?",
-            (tenant, entity, *params, per_entity + len(starts)),
-        )
-        for edge_id, source, weight in rows:
-            if source in starts or source.startswith(DOCUMENT_NODE_PREFIX):
-                continue
-            found = Reached(source, 2, score * weight, (first, edge_id), start)
-            current = reached.get(source)
-            if current is None or (-found.score, found.path) < (-current.score, current.path):
-                reached[source] = found
+        found = Reached(source, 2, score * weight, (first, edge_id), start)
+        current = reached.get(source)
+        if current is None or (-found.score, found.path) < (-current.score, current.path):
+            reached[source] = found
     return sorted(reached.values(), key=lambda r: (-r.score, r.node))[:max_nodes]
 
 

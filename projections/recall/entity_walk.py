@@ -56,6 +56,7 @@ from mnemolog.eventstore.model import NotFound
 from mnemolog.eventstore.settings import setting
 
 from ..entities import projector as ents
+from ..state_memo import Held, StateMemo
 from .query_analysis import stem
 
 SEED_SCORE = setting("recall_entity_seed_score", 0.5, "Graph-channel score of an entity the query names (the entities it leads to score the product of the relation weights).")
@@ -128,12 +129,18 @@ def walk(
     seed_score: float,
     hint_boost: float,
     depth_decay: float = 1.0,
+    memo: StateMemo | None = None,
 ) -> list[EntityReach]:
-    """The named entities and those their relations reach, best first (score, depth, id)."""
+    """The named entities and those their relations reach, best first (score, depth, id).
+
+    ``memo`` (the entity projection's) holds, at the head, each entity's
+    walk and type while the projection stays as it is.
+    """
+    held = memo.held(conn) if memo is not None and as_of is None else None
     best: dict[str, EntityReach] = {e: EntityReach(e, seed_score, 0, (), alias, 1.0) for e, alias in named.items()}
     for entity_id in named:
         try:
-            reached = ents.get_related(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes=max_nodes)
+            reached = _related(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes, held)
         except NotFound:  # removed since the catalogue was read
             best.pop(entity_id, None)
             continue
@@ -143,8 +150,32 @@ def walk(
                 best[r.id] = EntityReach(r.id, r.score * depth_decay ** (r.depth - 1), r.depth, r.path, None, r.score)
     if hint_boost != 1.0 and best:
         words = hint_words(query, terms)
-        types = ents.entity_types(conn, tenant, list(best), as_of=as_of)
+        types = _types(conn, tenant, list(best), as_of, held)
         for e, r in best.items():
             if r.depth and (n := hints(r, types.get(e, ""), words, query)):
                 best[e] = msgspec.structs.replace(r, score=min(1.0, r.score * hint_boost**n))
     return sorted(best.values(), key=lambda r: (-r.score, r.depth, r.id))
+
+
+def _related(conn, tenant: str, entity_id: str, depth: int, direction: str, relation_types, as_of: int | None, max_nodes: int, held: Held | None):
+    """:func:`ents.get_related`, from ``held`` when it holds the same walk."""
+    if held is None:
+        return ents.get_related(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes=max_nodes)
+    key = ("related", tenant, entity_id, depth, direction, tuple(relation_types) if relation_types is not None else None, max_nodes)
+    found = held.get(key)
+    if found is None:
+        found = ents.get_related(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes=max_nodes)
+        held.put(key, found, len(found) + 1)
+    return found
+
+
+def _types(conn, tenant: str, entity_ids: list[str], as_of: int | None, held: Held | None) -> dict[str, str]:
+    """:func:`ents.entity_types` (an entity it does not find: ""), reading only what ``held`` does not hold."""
+    if held is None:
+        return ents.entity_types(conn, tenant, entity_ids, as_of=as_of)
+    unread = [e for e in entity_ids if ("type", tenant, e) not in held]
+    if unread:
+        found = ents.entity_types(conn, tenant, unread, as_of=as_of)
+        for e in unread:
+            held.put(("type", tenant, e), found.get(e, ""))
+    return {e: held[("type", tenant, e)] for e in entity_ids}

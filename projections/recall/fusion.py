@@ -108,6 +108,8 @@ __all__ = [
     "SEMANTIC_WEIGHTS",
     "memory_priors",
     "named_speakers",
+    "prior_ceiling",
+    "with_priors",
     "recall",
 ]
 
@@ -539,6 +541,48 @@ def memory_priors(
                 f["date"] = params.date_boost
                 break
     return f
+
+
+def prior_ceiling(analysis: "QueryAnalysis", params: RecallParams) -> float:
+    """The largest factor :func:`memory_priors` can give any memory for this query.
+
+    Only the priors the query can trigger count (a speaker boost needs a
+    name in the query, the time boost a when-question, the date boost a
+    date); a boost below 1 counts 1. The caller bounds with it what a memory
+    it has not read yet could score.
+    """
+    ceiling = 1.0
+    if analysis.entity_terms:
+        ceiling *= max(1.0, params.speaker_boost)
+    if analysis.is_temporal:
+        ceiling *= max(1.0, params.time_boost)
+    if any(te.kind == "date" and (te.month or te.year) for te in analysis.time_expressions):
+        ceiling *= max(1.0, params.date_boost)
+    return ceiling
+
+
+def with_priors(
+    hits: Sequence[FusedHit], facts: Mapping[MemoryId, MemoryFacts], analysis: "QueryAnalysis", params: RecallParams
+) -> list[FusedHit]:
+    """``hits`` re-ranked after giving the memories of ``facts`` their priors.
+
+    For memories that :func:`recall` fused without their facts (the empty
+    :class:`MemoryFacts`: factor 1) and that take no part in context
+    propagation (no neighbour either way): each then scores what
+    :func:`recall` gives it with its facts, bit for bit (the same product in
+    the same order), whatever the other candidates (whether the query names
+    a speaker depends on that speaker alone).
+    """
+    out = []
+    for h in hits:
+        f = facts.get(h.memory_id)
+        if f is None:
+            out.append(h)
+            continue
+        named = named_speakers(analysis.entity_terms, [f.speaker])
+        scores, why = scale({h.memory_id: h.score}, lambda _m: memory_priors(analysis, f, named, params))
+        out.append(FusedHit(h.memory_id, scores[h.memory_id], h.channels, h.bonus, why.get(h.memory_id, {}), h.context))
+    return _sorted_hits(out)
 
 
 def recall(

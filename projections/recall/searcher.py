@@ -33,6 +33,7 @@ each channel. Recall never writes.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from functools import lru_cache
@@ -47,6 +48,8 @@ from mnemolog.eventstore.settings import setting
 from . import entity_walk, fusion
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
+from ..graph.newest_edges import NewestEdges
+from ..state_memo import StateMemo
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from ..memory_rows import head_clause
 from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
@@ -235,6 +238,11 @@ class Searcher:
         self.embedder_name = embedder_name
         self.settings = settings
         self.named_entities: Callable[[sqlite3.Connection, str, str, int | None], dict[str, str]] | None = None
+        # Adjacency recall reads question after question, held while its projection stays as it is.
+        self.graph_memo = StateMemo("graph")
+        self.entity_memo = StateMemo("entities")
+        self.fts_memo = StateMemo("fts")
+        self.newest_edges = NewestEdges(self.graph_memo)
 
     def semantic_weight(self) -> float:
         name = self.embedder_name or ""
@@ -336,6 +344,7 @@ class Searcher:
             conn, tenant, named, query=analysis.query, terms=analysis.terms, depth=depth, direction=options.graph_direction,
             relation_types=options.graph_edge_types, as_of=options.as_of, max_nodes=limit,
             seed_score=float(s.recall_entity_seed_score), hint_boost=float(s.recall_entity_hint_boost), depth_decay=float(s.recall_entity_depth_decay),
+            memo=self.entity_memo,
         )
 
     def _graph(
@@ -384,7 +393,7 @@ class Searcher:
             factor = float(self.settings.recall_entity_mention_factor)
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             mentioning: dict[str, graph_reads.Reached] = {}
-            for edge_id, source, target, weight in graph_reads.edges_into(
+            for edge_id, source, target, weight in self.newest_edges.edges_into(
                 conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=MENTIONS_PER_ENTITY
             ):
                 score = entity_seeds[target] * weight
@@ -392,13 +401,17 @@ class Searcher:
                     mentioning[source] = graph_reads.Reached(source, 1, score, (edge_id,), target)
             take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         if _walks_mentions(options):
-            take(graph_reads.mention_walk(conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4))
-        allowed = _filter_memories(conn, tenant, list(scores), options)
+            take(graph_reads.mention_walk(
+                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
+                newest_into=self.newest_edges.edges_into,
+            ))
+        competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
+        allowed = _best_allowed(conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores], memo=self.fts_memo)
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
         if entity_items:
             # The best entities compete for the channel's places; the rest only led to memories.
-            for r in reached_entities[: 2 * max(options.limit, 10)]:
+            for r in competing:
                 if r.id not in ranked_scores:
                     ranked_scores[r.id] = r.score
                     entities[r.id] = r
@@ -493,23 +506,61 @@ class Searcher:
             alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
         )
         candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits if m not in entity_ids))
-        follows = _follows(conn, tenant, candidates, options.as_of) if propagation else {}
+        follows = _follows(conn, tenant, candidates, options.as_of, self.graph_memo) if propagation else {}
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
-        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options)
-        rows = graph_reads.memory_rows(conn, tenant, allowed, as_of=options.as_of)
-        facts = {m: _facts(graph_reads.content_facts(row), analysis.is_temporal) for m, row in rows.items()}
+        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options, self.fts_memo)
+        # Memories only the graph found, with no neighbour: fused apart, and read only when their priors could lift them into the answer.
+        alone = _graph_alone(results, entity_ids, follows)
+        channels = {name: [h for h in hits if h[0] not in alone] if name == "graph" else hits for name, hits in results.items()} if alone else results
+        rows, facts = self._rows_and_facts(conn, tenant, [m for m in allowed if m not in alone], options.as_of, analysis.is_temporal)
         fused = fusion.recall(
             analysis,
-            results,
+            channels,
             lambda m: facts.get(m, _NO_FACTS),
             lambda m: [(n, w, r) for n, w, r in follows.get(m, ()) if n in rows],
             params,
             limit=None,
             extra_weights={"graph": weights.get("graph", 0.0)},
         )
+        if alone:
+            returnable = [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids]
+            floor = returnable[options.limit - 1].score if len(returnable) >= options.limit else -math.inf
+            ceiling = fusion.prior_ceiling(analysis, params) * (1 + 1e-9)  # the margin covers the rounding of the product
+            apart = fusion.combine({"graph": [h for h in results["graph"] if h[0] in alone]}, {"graph": weights.get("graph", 0.0)}, method="absolute")
+            found, found_facts = self._rows_and_facts(conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], options.as_of, analysis.is_temporal)
+            rows.update(found)
+            fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)
+            _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
+
+    def _rows_and_facts(
+        self, conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, temporal: bool
+    ) -> tuple[dict[str, tuple], dict[str, fusion.MemoryFacts]]:
+        """The stored rows of ``memory_ids`` (those found) and what the priors need of each.
+
+        At the head both are held in the graph projection's memo while it
+        stays as it is, so a memory is read and decoded once, not once a question.
+        """
+        held = self.graph_memo.held(conn) if self.graph_memo is not None and as_of is None else None
+        if held is None:
+            rows = graph_reads.memory_rows(conn, tenant, memory_ids, as_of=as_of)
+            return rows, {m: _facts(graph_reads.content_facts(row), temporal) for m, row in rows.items()}
+        unread = [m for m in dict.fromkeys(memory_ids) if ("row", tenant, m) not in held]
+        if unread:
+            found = graph_reads.memory_rows(conn, tenant, unread)
+            for m in unread:
+                row = found.get(m)
+                held.put(("row", tenant, m), row, 1 + (len(row[9]) // 128 if row is not None else 0))
+        rows, facts = {}, {}
+        for m in memory_ids:
+            row = held[("row", tenant, m)]
+            if row is not None:
+                rows[m] = row
+                known = held.get(("facts", tenant, m, temporal))
+                facts[m] = known if known is not None else held.put(("facts", tenant, m, temporal), _facts(graph_reads.content_facts(row), temporal), 0)
+        return rows, facts
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
         """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
@@ -523,6 +574,28 @@ class Searcher:
 
 
 _NO_FACTS = fusion.MemoryFacts()
+
+
+def _restore_ranks(hits: list[fusion.FusedHit], channel: str, ranked: list[tuple[str, float]]) -> None:
+    """Give ``hits`` their rank in the whole ``ranked`` list of ``channel`` (they were fused from parts of it)."""
+    rank: dict[str, int] = {}
+    for position, (m, _) in enumerate(ranked, 1):
+        rank.setdefault(m, position)
+    for h in hits:
+        if channel in h.channels:
+            h.channels[channel] = (rank[h.memory_id], h.channels[channel][1])
+
+
+def _graph_alone(results: dict[str, list[tuple[str, float]]], entity_ids: set[str], follows: dict[str, list]) -> set[str]:
+    """Memories only the graph channel found that have no conversation neighbour (no ``FOLLOWS`` edge either way).
+
+    Such a memory's fused score is its graph score times its priors, and it
+    passes nothing to any other: score fusion reads it only when that could
+    reach the top of the answer (most of the memories an entity leads to
+    cannot).
+    """
+    others = {m for name, hits in results.items() if name != "graph" for m, _ in hits}
+    return {m for m, _ in results.get("graph", ()) if m not in others and m not in entity_ids and not follows.get(m)}
 
 
 def _facts(content: graph_reads.ContentFacts, temporal: bool) -> fusion.MemoryFacts:
@@ -548,12 +621,36 @@ def _when(text: str):
     return parse_datetime(text)
 
 
-def _follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
+def _follows(
+    conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, memo: StateMemo | None = None
+) -> dict[str, list[tuple[str, float, str]]]:
     """FOLLOWS neighbours of many memories: the next turn (FOLLOWS) and the previous (PRECEDES).
 
-    One indexed lookup a side (``source IN``, then ``target IN``): an ``OR``
-    of the two lets SQLite fall back to scanning the tenant's edges, which
-    grows with every relation and mention in the graph.
+    At the head, each memory's neighbours are held in ``memo`` (the graph
+    projection's) while the projection stays as it is: only the memories not
+    held yet are read.
+    """
+    held = memo.held(conn) if memo is not None and as_of is None else None
+    if held is None:
+        return _read_follows(conn, tenant, memory_ids, as_of)
+    unread = [m for m in memory_ids if ("follows", tenant, m) not in held]
+    if unread:
+        read = _read_follows(conn, tenant, unread, as_of)
+        for m in unread:
+            found = read.get(m, [])
+            held.put(("follows", tenant, m), found, len(found) + 1)
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    for m in memory_ids:
+        if found := held[("follows", tenant, m)]:
+            out[m] = found
+    return out
+
+
+def _read_follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
+    """:func:`_follows` from SQL: one indexed lookup a side (``source IN``, then ``target IN``).
+
+    An ``OR`` of the two sides lets SQLite fall back to scanning the
+    tenant's edges, which grows with every relation and mention in the graph.
     """
     out: dict[str, list[tuple[str, float, str]]] = {}
     if not memory_ids:
@@ -603,10 +700,57 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
     return starts
 
 
-def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
-    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table)."""
+def _best_allowed(
+    conn: sqlite3.Connection, tenant: str, scores: dict[str, float], options: RecallOptions, limit: int, also: Sequence[str] = (),
+    memo: StateMemo | None = None,
+) -> set[str]:
+    """The best ``limit`` of ``scores`` that pass the request's filters (and which of ``also`` pass), checked best first.
+
+    A channel keeps its ``limit`` best allowed memories: those below them
+    are never read, so a walk that reached hundreds costs one small check.
+    """
+    order = [m for m, _ in fusion.rank(scores)]
+    allowed = _filter_memories(conn, tenant, list(also), options, memo) if also else set()
+    found = 0
+    for start in range(0, len(order), max(1, limit)):
+        passed = _filter_memories(conn, tenant, order[start : start + limit], options, memo)
+        allowed |= passed
+        found += len(passed)
+        if found >= limit:
+            break
+    return allowed
+
+
+def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions, memo: StateMemo | None = None) -> set[str]:
+    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table).
+
+    At the head each answer is held in ``memo`` (the FTS projection's) while
+    that projection stays as it is.
+    """
     if not memory_ids:
         return set()
+    held = memo.held(conn) if memo is not None and options.as_of is None and _hashable(options.filters) else None
+    if held is None:
+        return _read_allowed(conn, tenant, memory_ids, options)
+    filters = options.filters
+    unread = [m for m in dict.fromkeys(memory_ids) if ("allowed", tenant, filters, m) not in held]
+    if unread:
+        passed = _read_allowed(conn, tenant, unread, options)
+        for m in unread:
+            held.put(("allowed", tenant, filters, m), m in passed)
+    return {m for m in memory_ids if held[("allowed", tenant, filters, m)]}
+
+
+def _hashable(value) -> bool:
+    """Whether ``value`` can key a memo (filters built in code may hold lists)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _read_allowed(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
     valid, valid_params = head_clause(options.as_of, "d")
     where, where_params = filter_sql(options.filters, "d")
     allowed: set[str] = set()

@@ -394,3 +394,46 @@ def test_recall_with_semantic_channel_switched_off_equals_lexical_only():
     without = recall(a, {"lexical": lex}, facts.__getitem__, neighbours, params)
     assert [(h.memory_id, h.score) for h in with_sem] == [(h.memory_id, h.score) for h in without]
     assert all("semantic" not in h.channels for h in with_sem)
+
+
+# -- memories fused apart (recall reads them only when they can reach the answer) -----------------
+
+from hypothesis import given, settings as hyp_settings, strategies as st  # noqa: E402
+
+from mnemolog.projections.recall.fusion import combine, prior_ceiling, with_priors  # noqa: E402
+
+_QUESTIONS = ["When did Ann visit Rome on 8 May, 2023?", "What did Ann visit?", "pottery class", "When did Bob fix it?", "what happened in 2023"]
+_boosts = st.sampled_from([0.5, 1.0, 1.25, 1.5, 2.0, 3.0])
+_facts = st.builds(
+    MemoryFacts,
+    speaker=st.sampled_from([None, "Ann", "Bob", "Annabel Lee"]),
+    has_time_ref=st.booleans(),
+    occurred_at=st.sampled_from([None, datetime(2023, 5, 8), datetime(2023, 6, 1), datetime(2022, 5, 8)]),
+)
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_QUESTIONS), _facts, _boosts, _boosts, _boosts)
+def test_no_memory_gets_priors_above_the_ceiling(question, facts, speaker, time_boost, date_boost):
+    params = RecallParams(speaker_boost=speaker, time_boost=time_boost, date_boost=date_boost)
+    a = analyze(question)
+    total = 1.0
+    for factor in memory_priors(a, facts, named_speakers(a.entity_terms, [facts.speaker]), params).values():
+        total *= factor
+    assert total <= prior_ceiling(a, params)
+
+
+@hyp_settings(max_examples=100, deadline=None)
+@given(st.sampled_from(_QUESTIONS), st.lists(_facts, min_size=1, max_size=6), st.lists(st.floats(0.0, 1.0), min_size=6, max_size=6))
+def test_a_memory_with_no_neighbour_fused_apart_scores_as_in_the_whole_recipe(question, facts, graph_scores):
+    """Fused alone with no facts, then given its priors: the same score, factors and rank as the whole recipe gives it."""
+    a = analyze(question)
+    params = RecallParams(alpha_follows=0.1)
+    lexical = [("lex", 3.0)]
+    graph = [(f"g{i}", s) for i, s in enumerate(graph_scores[: len(facts)])]
+    known = {f"g{i}": f for i, f in enumerate(facts)} | {"lex": MemoryFacts(speaker="Ann")}
+    whole = recall(a, {"lexical": lexical, "graph": graph}, lambda m: known[m], lambda m: [], params, limit=None, extra_weights={"graph": 0.8})
+    apart = combine({"graph": graph}, {"graph": 0.8}, method="absolute")
+    rest = recall(a, {"lexical": lexical}, lambda m: known[m], lambda m: [], params, limit=None, extra_weights={"graph": 0.8})
+    joined = with_priors(rest + apart, {m: f for m, f in known.items() if m != "lex"}, a, params)
+    assert [(h.memory_id, h.score, h.factors) for h in joined] == [(h.memory_id, h.score, h.factors) for h in whole]

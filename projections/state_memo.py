@@ -1,0 +1,62 @@
+"""Values read from a projection, held in memory while the projection stays as it is.
+
+A projection's checkpoint (generation and position) moves in the same
+transaction as every change to its tables, and a rebuild gives it a new
+generation, so what was read from those tables at the head holds exactly as
+long as the checkpoint does: one primary-key read tells. Recall reads the same
+adjacency (an entity's relations and mentions, a turn's neighbours) for
+question after question; a process keeps those answers per checkpoint and
+reads them again after any change. Reads as of a position never come here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Hashable
+
+#: Held weight at most (each value weighs what its holder says: an edge list its length, a row its size in
+#: 128-byte units), past which a memo starts afresh: some tens of megabytes a process at most.
+MAX_WEIGHT = 100_000
+
+
+class Held(dict):
+    """The values held for one state of a projection; ``weight`` sums what :meth:`put` charged."""
+
+    __slots__ = ("weight",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = 0
+
+    def put(self, key: Hashable, value: Any, weight: int = 1) -> Any:
+        self[key] = value
+        self.weight += weight
+        return value
+
+
+class StateMemo:
+    """Values computed from the tables of the projection ``projection``, held per state of its checkpoint.
+
+    Safe across threads: each state gets its own :class:`Held`, and a thread
+    still working from an older state fills only that one.
+    """
+
+    def __init__(self, projection: str, max_weight: int = MAX_WEIGHT):
+        self.projection = projection
+        self.max_weight = max_weight
+        self._state: tuple | None = None
+        self._held = Held()
+
+    def held(self, conn: sqlite3.Connection) -> Held | None:
+        """The values held for the projection's current state (fresh when it moved), or None where it has no checkpoint."""
+        try:
+            state = conn.execute("SELECT generation, position FROM checkpoints WHERE name = ?", (self.projection,)).fetchone()
+        except sqlite3.OperationalError:  # no checkpoints table: a bare projection database
+            return None
+        if state is None:
+            return None
+        held = self._held
+        if state != self._state or held.weight > self.max_weight:
+            held = Held()
+            self._state, self._held = state, held
+        return held
