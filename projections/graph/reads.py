@@ -19,7 +19,7 @@ from .projector import edge_from_row
 from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
-_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to"
+_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject"  # see edge_from_row
 
 
 class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
