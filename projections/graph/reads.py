@@ -510,11 +510,13 @@ class ProjectionFacts:
         return [edge_from_row(r) for r in rows]
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
+        """Ids of the memories any version of which names ``subject`` (``""``: names none, so the tenant's key sealed it)."""
         self._sync()
+        named = "IS NULL" if subject == "" else "= ?"
         rows = self._connect().execute(
-            "SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') = ?"
+            f"SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') {named}"
             " ORDER BY memory_id",
-            (tenant, subject),
+            (tenant,) if subject == "" else (tenant, subject),
         )
         return [r[0] for r in rows]
 
