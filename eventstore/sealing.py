@@ -255,6 +255,25 @@ def _plan(cls: type) -> _Plan | None:
     return plan
 
 
+_FAST: dict[type, tuple | bool | None] = {}
+
+
+def _fast(cls: type) -> tuple | bool | None:
+    """What :meth:`Sealer.seal_batch` needs of an event type, unpacked at once: None (nothing to seal), False (tuples of
+    Structs: the slow path) or ``(field, carrier, defaults, values, suffix, subject getter, erasable, sealable)``."""
+    plan = _plan(cls)
+    if plan is None:
+        spec = None
+    elif plan.one is None:
+        spec = False
+    else:
+        one, group = plan.one, plan.one.group
+        subject_of = operator.attrgetter(group.subject) if group.subject else None
+        spec = (one.field, group.carrier, group.defaults, group.values, one.suffix, subject_of, group.erasable, group.sealable)
+    _FAST[cls] = spec
+    return spec
+
+
 def _erase_owner(group: _Group, owner: Any) -> Any:
     return msgspec.structs.replace(owner, **group.erased)
 
@@ -331,40 +350,42 @@ class Sealer:
             return list(events)
         if nonces is None:
             nonces = os.urandom(NONCE_BYTES * len(events))
-        plans, live, heads, replace, encode = _PLANS, self._live, self._heads, msgspec.structs.replace, _encoder.encode
+        fast, live, heads, replace, encode = _FAST, self._live, self._heads, msgspec.structs.replace, _encoder.encode
         out: list = []
-        waiting: list[int] = []  # events whose subject has no key yet
+        waiting: list[int] = []  # events sealed after the loop: their subject has no key yet, or they hold tuples of Structs
         missing: set = set()
+        by_subject: dict = {}  # subject -> (cipher, token head), for this batch
         for i, event in enumerate(events):
-            plan = plans.get(type(event), _MISSING)
-            if plan is _MISSING:
-                plan = _plan(type(event))
-            if plan is None:
+            spec = fast.get(type(event), _MISSING)
+            if spec is _MISSING:
+                spec = _fast(type(event))
+            if spec is None:  # nothing to seal
                 out.append(event)
                 continue
-            one = plan.one
-            if one is None:  # tuples of Structs (edge events): each sealed on its own
+            if spec is False:  # tuples of Structs (edge events): each sealed on its own
                 out.append(event)
                 waiting.append(i)
                 continue
-            group, field = one.group, one.field
+            field, carrier, defaults, values, suffix, subject_of, erasable, sealable = spec
             owner = event if field is None else getattr(event, field)
-            if group.sealable is not None and not group.sealable(owner):
+            if sealable is not None and not sealable(owner):
                 out.append(event)
                 continue
-            subject = getattr(owner, group.subject) if group.subject else None
-            found = live.get((tenant, subject or ""))
-            if found is None:
-                missing.add(subject)
-                waiting.append(i)
-                out.append(event)
-                continue
-            if group.erasable and owner.erased:
+            subject = subject_of(owner) if subject_of is not None else None
+            head = by_subject.get(subject)
+            if head is None:
+                found = live.get((tenant, subject or ""))
+                if found is None:
+                    missing.add(subject)
+                    waiting.append(i)
+                    out.append(event)
+                    continue
+                head = by_subject[subject] = heads.get(found[0]) or self._head(*found)
+            if erasable and owner.erased:
                 raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
-            head = heads.get(found[0]) or self._head(*found)
             nonce = nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES]
-            changes = dict(group.defaults)
-            changes[group.carrier] = head[1] + nonce + head[0].encrypt(nonce, encode(group.values(owner)), (event_ids[i] + one.suffix).encode())
+            changes = dict(defaults)
+            changes[carrier] = head[1] + nonce + head[0].encrypt(nonce, encode(values(owner)), (event_ids[i] + suffix).encode())
             sealed = replace(owner, **changes)
             out.append(sealed if field is None else replace(event, **{field: sealed}))
         if missing:
