@@ -270,11 +270,13 @@ class SubjectForgotten(DomainEvent, frozen=True):
     """A subject's data keys were destroyed: its sealed fields read as erased from now on, in every replay.
 
     Recorded on the tenant's stream. ``subject`` is the pseudonymous subject
-    id (``""``: the tenant's own key); ``key_ids`` the keys destroyed;
-    ``memory_ids`` the memories whose derived rows every projection erases
-    (any version of which had the subject), so that no projector needs to
-    know subjects. Who and when are the envelope's actor and time. No
-    personal data.
+    id (``""``: the tenant's own key, which also sealed its entities and
+    documents: the entity projection erases them all then); ``key_ids`` the
+    keys destroyed; ``memory_ids`` the memories whose derived rows every
+    projection erases (any version of which had the subject), so that no
+    memory projector needs to know subjects; the graph erases the
+    properties of the mention edges recorded under ``subject``. Who and
+    when are the envelope's actor and time. No personal data.
     """
 
     subject: str

@@ -305,3 +305,21 @@ def test_forgetting_the_tenants_key_erases_its_entities_documents_and_memories_e
         copy.sync()
         assert copy.knowledge.get("t", "person:q1").erased and copy.get("t", ids["named"]).memory == "an ordinary harbour note"
         assert copy.knowledge.get("t", "person:n1").name == "Newcomer Person" and copy.store.verify().ok
+
+
+def test_forgetting_a_subject_erases_the_aliases_its_memories_mentions_matched(svc):
+    svc.run(svc.entities.upsert, CTX, "person:z1", name="Zebulon Harrowgate")
+    [mine] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="Zebulon Harrowgate called at noon", subject="u-42")]).memory_ids
+    [tenants] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="Zebulon Harrowgate owns the mill")]).memory_ids
+    assert [link["alias"] for link in svc.mention_links("t", mine)] == ["zebulon harrowgate"]
+    [stored] = [p for (p,) in sqlite3.connect(svc.data_dir / "events.db").execute("SELECT payload FROM events WHERE type = 'EdgeLinked'")][:1]
+    assert "harrowgate" not in stored.lower()  # the alias is sealed in the log
+
+    svc.forget(CTX, "u-42")
+    [erased] = svc.mention_links("t", mine)
+    assert erased["entity_id"] == "person:z1" and erased["alias"] is None  # the link stays, its alias is gone
+    assert [link["alias"] for link in svc.mention_links("t", tenants)] == ["zebulon harrowgate"]
+    assert svc.knowledge.get("t", "person:z1").name == "Zebulon Harrowgate"  # the tenant's entity is not the subject's
+    live = _projected(svc)
+    svc.runner.rebuild()
+    assert _projected(svc) == live
