@@ -131,9 +131,9 @@ def encryption_enabled(settings: Settings, url: str = "sqlite:///") -> bool:
 
 def is_sealed(value: object) -> bool:
     """Whether a stored field holds a token (either format) rather than plaintext."""
-    return isinstance(value, (str, bytes)) and (
-        (isinstance(value, bytes) and value.startswith(_MAGIC)) or (isinstance(value, str) and value.startswith((TOKEN_MARK, PREFIX)))
-    )
+    if isinstance(value, bytes):
+        return value.startswith(_MAGIC)
+    return isinstance(value, str) and value.startswith((TOKEN_MARK, PREFIX))
 
 
 def _default(info: Any) -> Any:
@@ -302,6 +302,7 @@ class Sealer:
         self._ciphers: dict[str, Any] = {}  # key id -> one AESGCM object per key, made on first use
         self._heads: dict[str, tuple[Any, bytes]] = {}  # key id -> (cipher, magic + key reference): what every token of it starts with
         self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
+        self._refs: dict[bytes, tuple[str, int]] = {}  # a token's first 29 bytes (magic, UUID key reference) -> (key id, nonce offset)
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
@@ -470,17 +471,24 @@ class Sealer:
             blob = token
         else:
             return owner
+        found = self._refs.get(blob[:29])  # magic and a UUID key reference: parsed once per key
+        if found is None:
+            found = self._key_of(blob, slot, event_id)
+        key_id, rest = found
+        return self._opened(slot, owner, key_id, blob[rest : rest + NONCE_BYTES], blob[rest + NONCE_BYTES :], event_id, index)
+
+    def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
+        """The key id a token names, and where its nonce starts."""
         try:
             if blob[:12] != _MAGIC:
                 raise ValueError
             size = blob[12]
             if size == 0:
-                key_id, rest = str(uuid.UUID(bytes=blob[13:29])), 29
-            else:
-                key_id, rest = blob[13 : 13 + size].decode("ascii"), 13 + size
+                found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
+                return found
+            return blob[13 : 13 + size].decode("ascii"), 13 + size
         except (ValueError, IndexError, UnicodeDecodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
-        return self._opened(slot, owner, key_id, blob[rest : rest + NONCE_BYTES], blob[rest + NONCE_BYTES :], event_id, index)
 
     def _open_v1(self, slot: _Slot, owner: Any, token: str, event_id: str, index: int | None) -> Any:
         """A token of the first format: ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``."""
