@@ -83,7 +83,8 @@ class MemoryMentions:
             if new is not None and new.weight == edge.weight and new.properties == edge.properties and new.subject == edge.subject:
                 del wanted[target]  # the same mention: kept as it is
             else:
-                why = f"{reason}: no longer mentions {edge.properties.get('alias', target)!r}" if new is None else f"{reason}: mention changed"
+                # The entity's id, not the alias matched: a reason is stored as it is, and the alias is personal (sealed with the edge).
+                why = f"{reason}: no longer mentions {target!r}" if new is None else f"{reason}: mention changed"
                 events.append(c.EdgeUnlinked(edge=edge, reason=why))
         events.extend(c.EdgeLinked(edge=e) for e in wanted.values())
         return events
