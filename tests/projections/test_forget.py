@@ -258,6 +258,8 @@ def test_forgetting_the_tenants_key_erases_its_entities_documents_and_memories_e
         svc.warm()  # and the lexical postings, with the tenant's words
         assert _tenant_needles()[3] in (data / "fts.postings").read_bytes()
         digest = svc.store.digest()
+        keys = svc.store.sealer.keys
+        [tenant_key] = [keys.key(k) for k in keys.subject_keys("t", None)]
 
         result = svc.forget(CTX, "@tenant", reason="tenant closed")
         assert result.data["subject"] == "@tenant" and result.data["memories_erased"] >= 2  # the memory and the document's chunk
@@ -288,18 +290,18 @@ def test_forgetting_the_tenants_key_erases_its_entities_documents_and_memories_e
         assert svc.knowledge.get("t", "person:n1").name == "Newcomer Person"
         files = [p for p in data.rglob("*") if p.is_file()]
         assert {"events.db", "projections.db", "keys.db", "vectors.usearch"} <= {p.name for p in files}
-        _assert_clean(files, _tenant_needles())  # while open: WAL and SHM files included
+        _assert_clean(files, _tenant_needles() + [tenant_key])  # while open: WAL and SHM files included; the key's bytes are gone too
     finally:
         svc.close()
-    _assert_clean([p for p in data.rglob("*") if p.is_file()], _tenant_needles())
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _tenant_needles() + [tenant_key])
 
     # An export holds ciphertext only, and a copy of the log reads the tenant as erased.
     with MemoryService.open(data) as again, open(tmp_path / "log.jsonl", "wb") as out:
         exchange.export(again.store, out)
-        keys = again.store.sealer.keys.export_rows()
+        exported_keys = again.store.sealer.keys.export_rows()
     _assert_clean([tmp_path / "log.jsonl"], _tenant_needles())
     with MemoryService.open(tmp_path / "copy") as copy:
-        copy.store.sealer.keys.import_rows(keys)
+        copy.store.sealer.keys.import_rows(exported_keys)
         with open(tmp_path / "log.jsonl", "rb") as lines:
             exchange.import_(copy.store, lines)
         copy.sync()
