@@ -303,6 +303,7 @@ class Sealer:
         self._heads: dict[str, tuple[Any, bytes]] = {}  # key id -> (cipher, magic + key reference): what every token of it starts with
         self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
         self._refs: dict[bytes, tuple[str, int]] = {}  # a token's first 29 bytes (magic, UUID key reference) -> (key id, nonce offset)
+        self._held = keys._by_id  # key id -> key bytes (empty once forgotten): the key store's cache, read without a call
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
@@ -433,7 +434,25 @@ class Sealer:
         if one is not None:
             field = one.field
             owner = event if field is None else getattr(event, field)
-            opened = self._open_owner(one, owner, event_id, None)
+            token = getattr(owner, one.group.carrier)
+            opened = None
+            if type(token) is str and token.startswith(TOKEN_MARK):  # the hot path of every decoded read: one call, no lookups but dicts
+                try:
+                    blob = binascii.a2b_base64(token)
+                except (ValueError, binascii.Error):
+                    blob = None
+                found = self._refs.get(blob[:29]) if blob else None
+                # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
+                cipher = self._ciphers.get(found[0]) if found and self._held.get(found[0]) else None
+                if cipher is not None:
+                    try:
+                        plain = cipher.decrypt(blob[29:41], blob[41:], (event_id + one.suffix).encode())
+                    except (InvalidTag, ValueError):
+                        plain = None
+                    if plain is not None:
+                        opened = msgspec.structs.replace(owner, **dict(zip(one.group.names, one.group.decoder.decode(plain))))
+            if opened is None:  # first use of a key, a forgotten or missing one, a broken token, first-format tokens, plaintext
+                opened = self._open_owner(one, owner, event_id, None)
             if opened is owner:
                 return event
             return opened if field is None else msgspec.structs.replace(event, **{field: opened})
