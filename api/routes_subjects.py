@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mnemolog.eventstore.commands.subjects import TENANT_KEY
 from mnemolog.eventstore.model import validate_subject
 
 from .routing import RouteTable, write, write_request, write_response
-from .schemas import ForgetRequest, Subject, WriteResponse
+from .schemas import ForgetRequest, ForgetSubject, WriteResponse
 
 routes = RouteTable()
 
@@ -15,13 +16,15 @@ routes = RouteTable()
 @routes.post(
     "/v1/subjects/{subject}/forget",
     scope="admin",
-    summary="Forget a subject: destroy its keys, erase its memories from every projection, record who and why",
+    summary="Forget a subject (or @tenant: the tenant's own key): destroy its keys, erase what they sealed from every projection, record who and why",
     request=ForgetRequest,
     response=WriteResponse,
-    path_types={"subject": Subject},
+    path_types={"subject": ForgetSubject},
 )
 async def forget_subject(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, ForgetRequest, scope="admin")
-    subject = validate_subject(request.match_info["subject"])
+    subject = request.match_info["subject"]
+    if subject != TENANT_KEY:
+        validate_subject(subject)
     result = await write(request, svc.forget, ctx, subject, reason=body.reason)
     return write_response(result)

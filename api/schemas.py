@@ -55,6 +55,8 @@ AsOfText = Annotated[str, Meta(extra_json_schema=AS_OF_TEXT_SCHEMA)]
 AsOfQuery = Position | AsOfText  # in a query string (never null)
 AsOf = AsOfQuery | None
 Subject = Annotated[str, Meta(pattern=SUBJECT_RE.pattern)]
+#: What a forget names: a subject, or ``@tenant`` (the tenant's own key: its entities, documents and memories without a subject).
+ForgetSubject = Annotated[str, Meta(pattern="^(?:@tenant|" + SUBJECT_RE.pattern[1:-1] + ")$")]
 # An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
 IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
 

@@ -18,7 +18,7 @@ An event holds everything its projectors need, so replay never calls a model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -57,7 +57,19 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A typed, weighted edge with a namespaced id (``<namespace>:<run>:<n>``)."""
+    """A typed, weighted edge with a namespaced id (``<namespace>:<run>:<n>``).
+
+    The properties of a ``MENTIONS`` edge are personal (the alias the linker
+    matched in its memory's text): they are sealed (see
+    :mod:`mnemolog.eventstore.sealing`) under ``subject``, the memory's
+    subject (``None``: the tenant's key), into ``sealed``, which callers never
+    set. Once that key is forgotten the edge reads with no properties and
+    ``erased`` true; its ids, type, ends and weight stay. Other edges'
+    properties are the caller's and stay as they are.
+    """
+
+    #: Sealed together (``sealed`` holds the token) when :meth:`sealable`.
+    personal: ClassVar[tuple[str, ...]] = ("sealed", "properties")
 
     edge_id: str
     edge_type: str
@@ -65,6 +77,12 @@ class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     target: str
     weight: float = 1.0
     properties: dict[str, Any] = {}
+    subject: str | None = None
+    sealed: str | None = None
+    erased: bool = False
+
+    def sealable(self) -> bool:
+        return self.edge_type == "MENTIONS" and bool(self.properties)
 
 
 # -- memories ---------------------------------------------------------------
@@ -188,16 +206,20 @@ class WorkingMemoryRestored(DomainEvent, frozen=True):
 
 
 class EdgeLinked(DomainEvent, frozen=True):
+    personal = ("edge",)
     edge: EdgeRecord
 
 
 class EdgeUnlinked(DomainEvent, frozen=True):
+    personal = ("edge",)
     edge: EdgeRecord  # the edge as it was, so that an undo can link it again
     reason: str = ""
 
 
 class EdgesRepointed(DomainEvent, frozen=True):
     """Edges of merged memories moved to the merged node: old ids end, new ones start."""
+
+    personal = ("previous", "current")
 
     previous: tuple[EdgeRecord, ...]
     current: tuple[EdgeRecord, ...]
@@ -207,6 +229,8 @@ class EdgesRepointed(DomainEvent, frozen=True):
 class NamespaceUndone(DomainEvent, frozen=True):
     """Every live edge under ``prefix`` removed at once; ``edges`` keeps them for an undo."""
 
+    personal = ("edges",)
+
     prefix: str
     edges: tuple[EdgeRecord, ...]
     reason: str = ""
@@ -214,6 +238,8 @@ class NamespaceUndone(DomainEvent, frozen=True):
 
 class NamespaceRestored(DomainEvent, frozen=True):
     """The edges a namespace undo removed, linked again."""
+
+    personal = ("edges",)
 
     prefix: str
     edges: tuple[EdgeRecord, ...]
@@ -244,11 +270,13 @@ class SubjectForgotten(DomainEvent, frozen=True):
     """A subject's data keys were destroyed: its sealed fields read as erased from now on, in every replay.
 
     Recorded on the tenant's stream. ``subject`` is the pseudonymous subject
-    id (``""``: the tenant's own key); ``key_ids`` the keys destroyed;
-    ``memory_ids`` the memories whose derived rows every projection erases
-    (any version of which had the subject), so that no projector needs to
-    know subjects. Who and when are the envelope's actor and time. No
-    personal data.
+    id (``""``: the tenant's own key, which also sealed its entities and
+    documents: the entity projection erases them all then); ``key_ids`` the
+    keys destroyed; ``memory_ids`` the memories whose derived rows every
+    projection erases (any version of which had the subject), so that no
+    memory projector needs to know subjects; the graph erases the
+    properties of the mention edges recorded under ``subject``. Who and
+    when are the envelope's actor and time. No personal data.
     """
 
     subject: str

@@ -63,6 +63,7 @@ class EntityUpserted(DomainEvent, frozen=True):
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     properties: dict[str, str] = {}
+    erased: bool = False  # read true once the tenant's key was forgotten (see sealing); never written
 
 
 class EntityRolledBack(DomainEvent, frozen=True):
@@ -83,6 +84,7 @@ class EntityRolledBack(DomainEvent, frozen=True):
     properties: dict[str, str] = {}
     created_position: int = 0
     reason: str = ""
+    erased: bool = False
 
 
 class EntityTagsSet(DomainEvent, frozen=True):
@@ -139,6 +141,7 @@ class DocumentImported(DomainEvent, frozen=True):
     path: str | None = None
     pages: int = 1
     archived_chunk_ids: tuple[str, ...] = ()
+    erased: bool = False  # read true once the tenant's key was forgotten (see sealing); never written
 
 
 class DocumentRolledBack(DomainEvent, frozen=True):
@@ -165,6 +168,7 @@ class DocumentRolledBack(DomainEvent, frozen=True):
     pages: int = 1
     archived_chunk_ids: tuple[str, ...] = ()
     reason: str = ""
+    erased: bool = False
 
 
 class DocumentRemoved(DomainEvent, frozen=True):

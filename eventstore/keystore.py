@@ -130,10 +130,19 @@ class KeyStore:
                         " (SELECT 1 FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live')",
                         (new_id(), tenant, subject, os.urandom(KEY_BYTES), _now(), tenant, subject),
                     )
+                rows = [
+                    (subject, *conn.execute(
+                        "SELECT key_id, key FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject)
+                    ).fetchone())
+                    for subject in sorted(missing)
+                ]  # fmt: skip
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            for subject, key_id, key in rows:  # cached, so that sealing the batch asks the store nothing more
+                found = self._live[(tenant, subject)] = (key_id, bytes(key))
+                self._by_id[key_id] = found[1]
 
     def key(self, key_id: str) -> bytes | None:
         """The key's bytes; :data:`FORGOTTEN` (empty) if it was forgotten; ``None`` if this store never held it."""

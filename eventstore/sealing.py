@@ -1,45 +1,53 @@
 """Crypto-shredding: the personal fields of events, sealed with their subject's data key.
 
 What is sealed. Each event type names its personal fields in its
-``personal`` class attribute (a field holding a Struct with ``personal`` of
-its own, like a memory's ``content``, is sealed inside it): a memory's text,
-key, background, tags, sources, source URL, properties and caller embedding;
-an entity's name, description, aliases and properties; a document's title,
-path and source URL. Ids, types, times, statuses, positions, reasons and the
-envelope stay readable to the log's machinery (guards, spans, verify,
-revert). Reasons and actors are operator text: keep personal data out of
-them.
+``personal`` class attribute; a field holding a Struct with ``personal`` of
+its own (a memory's ``content``, an edge record), or a tuple of them (the
+edges of a namespace undo), is sealed inside it, each Struct on its own: a
+memory's text, key, background, tags, sources, source URL, properties and
+caller embedding; an entity's name, description, aliases and properties; a
+document's title, path and source URL; the properties of a ``MENTIONS`` edge
+(the alias the linker matched, and its evidence). Ids, types, times,
+statuses, positions, reasons and the envelope stay readable to the log's
+machinery (guards, spans, verify, revert). Reasons and actors are operator
+text: keep personal data out of them.
 
 How. On append, a Struct's personal fields are encoded together (a JSON
 array of their values) and encrypted with AES-256-GCM under the subject's key
-with a fresh random 96-bit nonce; the *first* personal field (always a
-string: the text, the name, the title) then holds the token
-``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>`` and the
-others their defaults, so the stored payload still decodes as its Struct.
-The associated data is ``<event id>/<field path>``: a token copied into
-another event, or another field, does not open. The hash chain covers the
-stored (sealed) payload, so ``verify``, digests and exports are unaffected
-by a key's later destruction.
+with a fresh random 96-bit nonce (one ``os.urandom`` draw per batch); the
+*first* personal field (the text, the name, the title, an edge's ``sealed``)
+then holds the token and the others are emptied, so the stored payload
+still decodes as its Struct. The token is the base64 of ``magic + key id +
+nonce + ciphertext``: the carrier holds those bytes and the payload's JSON
+encoder writes their base64 in the same pass as the rest of the event; the
+magic makes every token start with :data:`TOKEN_MARK`. Tokens written before
+(``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``, see
+:data:`PREFIX`) are read as ever. The associated data is
+``<event id>/<field path>``: a token copied into another event, or another
+field, does not open. The hash chain covers the stored (sealed) payload, so
+``verify``, digests and exports are unaffected by a key's later destruction.
 
-The subject is the memory content's ``subject`` (plaintext: use a
-pseudonymous id, not a name), or, without one, the tenant (its own key).
-Entities and documents use the tenant's key.
+The subject is the ``subject`` of the sealed Struct (a memory content's; a
+mention edge carries its memory's; plaintext: use a pseudonymous id, not a
+name), or, without one, the tenant (its own key). Entities and documents
+use the tenant's key.
 
 On read (:meth:`EventStore.read_all` and every other decoded read) tokens
 are opened transparently, so projections, history, export's readers and the
 API see plaintext while the key exists. When the key was forgotten, the
-Struct reads as *erased*: the first field holds :data:`ERASED_TEXT`, the
-others their defaults, and ``erased`` is true where the Struct has it
-(memory content). That is deterministic, so a rebuild after a forget gives
-the same erased projections. A key the key store never held (a log copied
-without its keys) is an error (:class:`~mnemolog.eventstore.errors.KeyMissing`),
-never silently erased.
+Struct reads as *erased*: the first field holds :data:`ERASED_TEXT` (an
+edge's ``sealed`` stays empty), the others their defaults, and ``erased`` is
+true where the Struct has it. That is deterministic, so a rebuild after a
+forget gives the same erased projections. A key the key store never held (a
+log copied without its keys) is an error
+(:class:`~mnemolog.eventstore.errors.KeyMissing`), never silently erased.
 
 ``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
 extra (the ``cryptography`` package) is installed and the log is SQLite, or
 a PostgreSQL log with ``MNEMOLOG_KEY_STORE`` set (the key store its servers
-share); ``on`` requires the extra; ``off`` writes plaintext. A log written before, or with it off, reads as
-before: a field without the token prefix is plaintext.
+share); ``on`` requires the extra; ``off`` writes plaintext. A log written
+before, or with it off, reads as before: a field without a token's mark is
+plaintext.
 """
 
 from __future__ import annotations
@@ -47,8 +55,10 @@ from __future__ import annotations
 import binascii
 import operator
 import os
+import typing
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import msgspec
 
@@ -72,9 +82,11 @@ KEY_STORE = setting(
     "log's events.db, or <data_dir>/keys.db for a PostgreSQL log (servers sharing one log must share this file).",
 )
 
-PREFIX = "mnemolog:sealed:v1:"
+PREFIX = "mnemolog:sealed:v1:"  # tokens written before the current format: read, never written
+TOKEN_MARK = "mnemologSealedV2"  # how every token of the current format starts (the base64 of its magic)
 ERASED_TEXT = "[erased: subject forgotten]"
 NONCE_BYTES = 12
+_MAGIC = binascii.a2b_base64(TOKEN_MARK)  # 12 bytes: a whole number of base64 groups, so the mark is fixed
 
 try:  # the crypto extra
     from cryptography.exceptions import InvalidTag
@@ -117,6 +129,13 @@ def encryption_enabled(settings: Settings, url: str = "sqlite:///") -> bool:
     raise SettingError(f"MNEMOLOG_ENCRYPTION: expected auto, on or off, got {settings.encryption!r}")
 
 
+def is_sealed(value: object) -> bool:
+    """Whether a stored field holds a token (either format) rather than plaintext."""
+    if isinstance(value, bytes):
+        return value.startswith(_MAGIC)
+    return isinstance(value, str) and value.startswith((TOKEN_MARK, PREFIX))
+
+
 def _default(info: Any) -> Any:
     if info.default is not msgspec.NODEFAULT:
         return info.default
@@ -125,8 +144,21 @@ def _default(info: Any) -> Any:
     raise TypeError(f"personal field {info.name!r} needs a default")
 
 
+def _key_ref(key_id: str) -> bytes:
+    """The key id inside a token: 0 and its 16 bytes for a UUID (every key this store makes), else its length and ASCII."""
+    try:
+        if str(uuid.UUID(key_id)) == key_id:
+            return b"\x00" + uuid.UUID(key_id).bytes
+    except ValueError:
+        pass
+    raw = key_id.encode("ascii")
+    if not 0 < len(raw) < 256:
+        raise ValueError(f"key id {key_id!r} cannot be named in a token")
+    return bytes((len(raw),)) + raw
+
+
 class _Group:
-    """The personal fields of one Struct type: sealed together into the first one.
+    """The personal fields of one Struct type: sealed together into the first one (the carrier).
 
     The plaintext is the JSON array of the fields' values in order (every
     value, defaults too), decoded back with their exact types.
@@ -137,28 +169,66 @@ class _Group:
         self.carrier = names[0]
         self.names = names
         self.defaults = {n: _default(infos[n]) for n in names[1:]}
-        self.values = operator.attrgetter(*names)
+        getter = operator.attrgetter(*names)
+        self.values = getter if len(names) > 1 else (lambda owner: (getter(owner),))
         self.decoder = msgspec.json.Decoder(tuple[tuple(infos[n].type for n in names)])  # type: ignore[misc]
-        self.erased = {**self.defaults, self.carrier: ERASED_TEXT}
-        if "erased" in infos:
+        # A dedicated token field (an edge's ``sealed``, empty by default) stays empty once erased; a text reads as the marker.
+        carrier_default = infos[self.carrier].default
+        self.erased = {**self.defaults, self.carrier: None if carrier_default is None else ERASED_TEXT}
+        self.erasable = "erased" in infos  # reads true once erased: such a Struct is never written again
+        if self.erasable:
             self.erased["erased"] = True
+        self.subject = "subject" if "subject" in infos else None  # whose key; without the field: the tenant's
+        self.sealable = getattr(cls, "sealable", None)  # a predicate on the Struct: seal this one at all?
 
 
-class _Plan(msgspec.Struct):
-    nested: str | None  # the event field holding the Struct to seal, or None: the event itself
+class _Slot(msgspec.Struct):
+    """Where a group's Structs sit in an event: the event itself (``field`` None), a Struct field, or a tuple field (``many``)."""
+
+    field: str | None
+    many: bool
     group: _Group
-    path: str  # the field path bound into the associated data
-    suffix: str = ""  # "/<path>": the associated data is the event id and this
+    path: str  # the field path bound into the associated data (for ``many``: the field, then ``.<i>.<carrier>``)
+    suffix: str = ""
 
     def __post_init__(self) -> None:
         self.suffix = "/" + self.path
 
+    def ad(self, event_id: str, index: int | None = None) -> bytes:
+        if index is None:
+            return (event_id + self.suffix).encode()
+        return f"{event_id}{self.suffix}.{index}.{self.group.carrier}".encode()
+
+
+class _Plan(msgspec.Struct):
+    slots: tuple[_Slot, ...]
+    one: _Slot | None  # the only slot, when it holds one Struct (every memory, entity and document event): the fast path
+
 
 _MISSING = object()
-
-
 _PLANS: dict[type, _Plan | None] = {}
+_GROUPS: dict[type, _Group] = {}
 _encoder = msgspec.json.Encoder()
+
+
+def _personal_struct(annotation: Any) -> tuple[type | None, bool]:
+    """The Struct type with personal fields an annotation holds, and whether as a tuple of them."""
+    if isinstance(annotation, type) and getattr(annotation, "personal", ()):
+        return annotation, False
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if args and isinstance(args[0], type) and getattr(args[0], "personal", ()):
+            return args[0], True
+    return None, False
+
+
+def _group(cls: type, names: tuple[str, ...] | None = None) -> _Group:
+    found = _GROUPS.get(cls) if names is None else None
+    if found is None:
+        found = _Group(cls, names or tuple(cls.personal))
+        if names is None:
+            _GROUPS[cls] = found
+    return found
 
 
 def _plan(cls: type) -> _Plan | None:
@@ -170,14 +240,42 @@ def _plan(cls: type) -> _Plan | None:
     names = tuple(getattr(cls, "personal", ()) or ())
     if names:
         infos = {f.name: f for f in msgspec.structs.fields(cls)}
-        inner = infos[names[0]].type
-        inner_names = tuple(getattr(inner, "personal", ()) or ()) if isinstance(inner, type) else ()
-        if len(names) == 1 and inner_names:
-            plan = _Plan(names[0], _Group(inner, inner_names), f"{names[0]}.{inner_names[0]}")
-        else:
-            plan = _Plan(None, _Group(cls, names), names[0])
+        slots, own = [], []
+        for name in names:
+            inner, many = _personal_struct(infos[name].type)
+            if inner is None:
+                own.append(name)
+                continue
+            group = _group(inner)
+            slots.append(_Slot(name, many, group, name if many else f"{name}.{group.carrier}"))
+        if own:
+            slots.insert(0, _Slot(None, False, _Group(cls, tuple(own)), own[0]))
+        plan = _Plan(tuple(slots), slots[0] if len(slots) == 1 and not slots[0].many else None)
     _PLANS[cls] = plan
     return plan
+
+
+_FAST: dict[type, tuple | bool | None] = {}
+
+
+def _fast(cls: type) -> tuple | bool | None:
+    """What :meth:`Sealer.seal_batch` needs of an event type, unpacked at once: None (nothing to seal), False (tuples of
+    Structs: the slow path) or ``(field, carrier, defaults, values, suffix, subject getter, erasable, sealable)``."""
+    plan = _plan(cls)
+    if plan is None:
+        spec = None
+    elif plan.one is None:
+        spec = False
+    else:
+        one, group = plan.one, plan.one.group
+        subject_of = operator.attrgetter(group.subject) if group.subject else None
+        spec = (one.field, group.carrier, group.defaults, group.values, one.suffix, subject_of, group.erasable, group.sealable)
+    _FAST[cls] = spec
+    return spec
+
+
+def _erase_owner(group: _Group, owner: Any) -> Any:
+    return msgspec.structs.replace(owner, **group.erased)
 
 
 def erase(owner: Any) -> Any:
@@ -185,9 +283,14 @@ def erase(owner: Any) -> Any:
     plan = _plan(type(owner))
     if plan is None:
         return owner
-    if plan.nested is not None:
-        return msgspec.structs.replace(owner, **{plan.nested: erase(getattr(owner, plan.nested))})
-    return msgspec.structs.replace(owner, **plan.group.erased)
+    for slot in plan.slots:
+        if slot.field is None:
+            owner = _erase_owner(slot.group, owner)
+        elif slot.many:
+            owner = msgspec.structs.replace(owner, **{slot.field: tuple(_erase_owner(slot.group, o) for o in getattr(owner, slot.field))})
+        else:
+            owner = msgspec.structs.replace(owner, **{slot.field: _erase_owner(slot.group, getattr(owner, slot.field))})
+    return owner
 
 
 class Sealer:
@@ -196,8 +299,11 @@ class Sealer:
     def __init__(self, keys: KeyStore, *, enabled: bool):
         self.keys = keys
         self.enabled = enabled
-        self._ciphers: dict[str, Any] = {}
+        self._ciphers: dict[str, Any] = {}  # key id -> one AESGCM object per key, made on first use
+        self._heads: dict[str, tuple[Any, bytes]] = {}  # key id -> (cipher, magic + key reference): what every token of it starts with
         self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
+        self._refs: dict[bytes, tuple[str, int]] = {}  # a token's first 29 bytes (magic, UUID key reference) -> (key id, nonce offset)
+        self._held = keys._by_id  # key id -> key bytes (empty once forgotten): the key store's cache, read without a call
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
@@ -206,60 +312,112 @@ class Sealer:
     def close(self) -> None:
         self.keys.close()
 
-    def _cipher(self, key_id: str, key: bytes):  # one AESGCM object per key, made on first use
+    def _cipher(self, key_id: str, key: bytes):
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             cipher = self._ciphers[key_id] = AESGCM(key)
         return cipher
 
+    def _head(self, key_id: str, key: bytes) -> tuple[Any, bytes]:
+        head = self._heads[key_id] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id))
+        return head
+
     # -- sealing -----------------------------------------------------------------
 
-    def prepare(self, events, tenant: str) -> bool:
-        """Make the keys a batch of events needs before sealing them (new subjects' keys in one
-        transaction); whether any event of the batch has personal fields to seal."""
-        live = self._live
-        missing = set()
-        sealable = False
-        for e in events:
-            plan = _PLANS.get(type(e), _MISSING)
-            if plan is _MISSING:
-                plan = _plan(type(e))
-            if plan is not None:
-                sealable = True
-                subject = getattr(getattr(e, "content", None), "subject", None)
-                if (tenant, subject or "") not in live:
-                    missing.add(subject)
-        if missing:
-            self.keys.ensure(tenant, missing)
-        return sealable
+    def _key(self, tenant: str, subject: str | None) -> tuple[Any, bytes]:
+        """The cipher and token head of the subject's live key (made on first use)."""
+        found = self._live.get((tenant, subject or ""))
+        if found is None:
+            found = self.keys.key_for(tenant, subject)
+        return self._heads.get(found[0]) or self._head(*found)
 
-    def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
-        """``event`` with its personal fields sealed (itself when it has none, or sealing is off).
+    def _seal_owner(self, group: _Group, owner: Any, ad: bytes, tenant: str, nonce: bytes) -> Any:
+        """``owner`` with its personal fields sealed into its carrier (the token's bytes: the encoder writes their base64)."""
+        if group.erasable and owner.erased:
+            raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
+        head = self._key(tenant, getattr(owner, group.subject) if group.subject else None)
+        changes = dict(group.defaults)
+        changes[group.carrier] = head[1] + nonce + head[0].encrypt(nonce, _encoder.encode(group.values(owner)), ad)
+        return msgspec.structs.replace(owner, **changes)
 
-        ``nonce``: 12 random bytes for this event (a batch draws them at once); drawn here when not given.
+    def seal_batch(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None) -> list[DomainEvent]:
+        """The events of one append with their personal fields sealed (as they are when sealing is off).
+
+        The hot path of a sealed append: one ``os.urandom`` draw gives every
+        event's nonce, each key's cipher is made once, and a batch that
+        needs new subjects' keys makes them in one key-store transaction
+        (the events that wait for them are sealed after it).
         """
         if not self.enabled:
-            return event
-        plan = _PLANS.get(type(event), _MISSING)
-        if plan is _MISSING:
-            plan = _plan(type(event))
-        if plan is None:
-            return event
-        nested = plan.nested
-        owner = event if nested is None else getattr(event, nested)
-        if getattr(owner, "erased", False):
-            raise Conflict(f"{type(event).__name__}: the content of a forgotten subject was erased; it is never written again")
-        group = plan.group
-        subject = getattr(getattr(event, "content", None), "subject", None)
-        key_id, key = self._live.get((tenant, subject or "")) or self.keys.key_for(tenant, subject)
-        cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
-        if nonce is None:
-            nonce = os.urandom(NONCE_BYTES)
-        sealed = cipher.encrypt(nonce, _encoder.encode(group.values(owner)), (event_id + plan.suffix).encode())
-        changes = dict(group.defaults)
-        changes[group.carrier] = PREFIX + key_id + ":" + binascii.b2a_base64(nonce + sealed, newline=False).decode()
-        owner = msgspec.structs.replace(owner, **changes)
-        return owner if nested is None else msgspec.structs.replace(event, **{nested: owner})
+            return list(events)
+        if nonces is None:
+            nonces = os.urandom(NONCE_BYTES * len(events))
+        fast, live, heads, replace, encode = _FAST, self._live, self._heads, msgspec.structs.replace, _encoder.encode
+        out: list = []
+        waiting: list[int] = []  # events sealed after the loop: their subject has no key yet, or they hold tuples of Structs
+        missing: set = set()
+        by_subject: dict = {}  # subject -> (cipher, token head), for this batch
+        for i, event in enumerate(events):
+            spec = fast.get(type(event), _MISSING)
+            if spec is _MISSING:
+                spec = _fast(type(event))
+            if spec is None:  # nothing to seal
+                out.append(event)
+                continue
+            if spec is False:  # tuples of Structs (edge events): each sealed on its own
+                out.append(event)
+                waiting.append(i)
+                continue
+            field, carrier, defaults, values, suffix, subject_of, erasable, sealable = spec
+            owner = event if field is None else getattr(event, field)
+            if sealable is not None and not sealable(owner):
+                out.append(event)
+                continue
+            subject = subject_of(owner) if subject_of is not None else None
+            head = by_subject.get(subject)
+            if head is None:
+                found = live.get((tenant, subject or ""))
+                if found is None:
+                    missing.add(subject)
+                    waiting.append(i)
+                    out.append(event)
+                    continue
+                head = by_subject[subject] = heads.get(found[0]) or self._head(*found)
+            if erasable and owner.erased:
+                raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
+            nonce = nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES]
+            changes = dict(defaults)
+            changes[carrier] = head[1] + nonce + head[0].encrypt(nonce, encode(values(owner)), (event_ids[i] + suffix).encode())
+            sealed = replace(owner, **changes)
+            out.append(sealed if field is None else replace(event, **{field: sealed}))
+        if missing:
+            self.keys.ensure(tenant, missing)
+        for i in waiting:
+            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES])
+        return out
+
+    def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes) -> DomainEvent:
+        """``event`` sealed slot by slot (the first Struct gets ``nonce``, the others their own draws)."""
+        for slot in plan.slots:
+            group = slot.group
+            owners = (event,) if slot.field is None else getattr(event, slot.field) if slot.many else (getattr(event, slot.field),)
+            sealed = []
+            for i, owner in enumerate(owners):
+                if group.sealable is not None and not group.sealable(owner):
+                    sealed.append(owner)
+                    continue
+                ad = slot.ad(event_id, i if slot.many else None)
+                sealed.append(self._seal_owner(group, owner, ad, tenant, nonce or os.urandom(NONCE_BYTES)))
+                nonce = None
+            if slot.field is None:
+                event = sealed[0]
+            else:
+                event = msgspec.structs.replace(event, **{slot.field: tuple(sealed) if slot.many else sealed[0]})
+        return event
+
+    def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
+        """``event`` with its personal fields sealed (itself when it has none, or sealing is off); see :meth:`seal_batch`."""
+        return self.seal_batch([event], [event_id], tenant, nonce)[0]
 
     # -- opening -----------------------------------------------------------------
 
@@ -272,13 +430,96 @@ class Sealer:
             if type(event).__name__ == "SubjectForgotten":  # another process may have forgotten these keys
                 self.keys.forget_cached(event.key_ids)
             return event
-        nested = plan.nested
-        owner = event if nested is None else getattr(event, nested)
-        group = plan.group
+        one = plan.one
+        if one is not None:
+            field = one.field
+            owner = event if field is None else getattr(event, field)
+            token = getattr(owner, one.group.carrier)
+            opened = None
+            if type(token) is str and token.startswith(TOKEN_MARK):  # the hot path of every decoded read: one call, no lookups but dicts
+                try:
+                    blob = binascii.a2b_base64(token)
+                except (ValueError, binascii.Error):
+                    blob = None
+                found = self._refs.get(blob[:29]) if blob else None
+                # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
+                cipher = self._ciphers.get(found[0]) if found and self._held.get(found[0]) else None
+                if cipher is not None:
+                    try:
+                        plain = cipher.decrypt(blob[29:41], blob[41:], (event_id + one.suffix).encode())
+                    except (InvalidTag, ValueError):
+                        plain = None
+                    if plain is not None:
+                        opened = msgspec.structs.replace(owner, **dict(zip(one.group.names, one.group.decoder.decode(plain))))
+            if opened is None:  # first use of a key, a forgotten or missing one, a broken token, first-format tokens, plaintext
+                opened = self._open_owner(one, owner, event_id, None)
+            if opened is owner:
+                return event
+            return opened if field is None else msgspec.structs.replace(event, **{field: opened})
+        for slot in plan.slots:
+            if slot.field is None:
+                event = self._open_owner(slot, event, event_id, None)
+            elif slot.many:
+                owners = getattr(event, slot.field)
+                opened = tuple(self._open_owner(slot, o, event_id, i) for i, o in enumerate(owners))
+                if any(a is not b for a, b in zip(opened, owners)):
+                    event = msgspec.structs.replace(event, **{slot.field: opened})
+            else:
+                owner = getattr(event, slot.field)
+                opened = self._open_owner(slot, owner, event_id, None)
+                if opened is not owner:
+                    event = msgspec.structs.replace(event, **{slot.field: opened})
+        return event
+
+    def _open_owner(self, slot: _Slot, owner: Any, event_id: str, index: int | None) -> Any:
+        """``owner`` opened (or erased); itself when its carrier holds plaintext."""
+        group = slot.group
         token = getattr(owner, group.carrier)
-        if not token.startswith(PREFIX):
-            return event  # plaintext: written before sealing, or with it off
+        kind = type(token)
+        if kind is str:
+            if token.startswith(TOKEN_MARK):
+                try:
+                    blob = binascii.a2b_base64(token)
+                except (ValueError, binascii.Error):
+                    raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
+            elif token.startswith(PREFIX):
+                return self._open_v1(slot, owner, token, event_id, index)
+            else:
+                return owner  # plaintext: written before sealing, or with it off
+        elif kind is bytes:  # sealed in this process and not stored yet
+            blob = token
+        else:
+            return owner
+        found = self._refs.get(blob[:29])  # magic and a UUID key reference: parsed once per key
+        if found is None:
+            found = self._key_of(blob, slot, event_id)
+        key_id, rest = found
+        return self._opened(slot, owner, key_id, blob[rest : rest + NONCE_BYTES], blob[rest + NONCE_BYTES :], event_id, index)
+
+    def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
+        """The key id a token names, and where its nonce starts."""
+        try:
+            if blob[:12] != _MAGIC:
+                raise ValueError
+            size = blob[12]
+            if size == 0:
+                found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
+                return found
+            return blob[13 : 13 + size].decode("ascii"), 13 + size
+        except (ValueError, IndexError, UnicodeDecodeError):
+            raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
+
+    def _open_v1(self, slot: _Slot, owner: Any, token: str, event_id: str, index: int | None) -> Any:
+        """A token of the first format: ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``."""
         key_id, _, body = token[len(PREFIX) :].partition(":")
+        try:
+            raw = binascii.a2b_base64(body)
+        except (ValueError, binascii.Error):
+            raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
+        return self._opened(slot, owner, key_id, raw[:NONCE_BYTES], raw[NONCE_BYTES:], event_id, index)
+
+    def _opened(self, slot: _Slot, owner: Any, key_id: str, nonce: bytes, sealed: bytes, event_id: str, index: int | None) -> Any:
+        group = slot.group
         key = self.keys.key(key_id)
         if key is None:
             raise KeyMissing(
@@ -287,15 +528,13 @@ class Sealer:
             )
         if key == FORGOTTEN:
             self._ciphers.pop(key_id, None)
-            owner = msgspec.structs.replace(owner, **group.erased)
-        else:
-            if AESGCM is None:
-                raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
-            cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
-            try:
-                raw = binascii.a2b_base64(body)
-                opened = cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], (event_id + plan.suffix).encode())
-            except (InvalidTag, ValueError, binascii.Error):
-                raise SealBroken(f"event {event_id}: the sealed {plan.path} does not authenticate (altered, or moved from another event)") from None
-            owner = msgspec.structs.replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
-        return owner if nested is None else msgspec.structs.replace(event, **{nested: owner})
+            self._heads.pop(key_id, None)
+            return msgspec.structs.replace(owner, **group.erased)
+        if AESGCM is None:
+            raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
+        cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
+        try:
+            opened = cipher.decrypt(nonce, sealed, slot.ad(event_id, index))
+        except (InvalidTag, ValueError):
+            raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
+        return msgspec.structs.replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))

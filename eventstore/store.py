@@ -366,16 +366,15 @@ class EventStore:
         # tuple.__new__, and each class's tag and version looked up once.
         make, encode, stamp_of = tuple.__new__, encoder.encode, _STAMPS
         sealer = self.sealer
-        seal = sealer.seal if sealer.enabled and sealer.prepare((e for w in writes for e in w.events), tenant) else None
-        if seal is not None:
-            nonces = os.urandom(12 * len(ids))  # one draw for the batch: a fresh random nonce per event
+        # Personal fields sealed, the whole batch at once (see .sealing).
+        sealed = sealer.seal_batch([e for w in writes for e in w.events], ids, tenant) if sealer.enabled else None
         pending = []
         i = 0
         for write in writes:
             records = []
             for event in write.events:
-                if seal is not None:
-                    event = seal(event, ids[i], tenant, nonces[12 * i : 12 * i + 12])
+                if sealed is not None:
+                    event = sealed[i]
                 cls = type(event)
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
                 records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, encode(event).decode(), meta_text, correlation, None)))

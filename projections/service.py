@@ -339,9 +339,12 @@ class MemoryService:
 
         The runner already compacted ``projections.db`` when it applied the
         forget; the vector index starts over without the erased vectors and
-        is saved over its file (usearch's remove keeps the bytes)."""
+        is saved over its file (usearch's remove keeps the bytes); the saved
+        lexical postings (``fts.postings``), stale now, are removed (a server
+        writes them again from the projection)."""
         self.vector_index.sync(self.read_conn())
         self.vector_index.save()
+        PostingsIndex.discard_file(self.read_conn())
 
     # -- tenant drop --------------------------------------------------------------------------
 

@@ -527,7 +527,9 @@ def register(subparsers) -> None:
     p = _command(
         subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True
     )
-    p.add_argument("--subject", required=True, metavar="S", help="the subject named on its memories")
+    p.add_argument(
+        "--subject", required=True, metavar="S", help="the subject named on its memories, or @tenant: the tenant's own key (its entities, documents and memories without a subject)"
+    )
     p.add_argument("--reason", metavar="R", help="why (recorded in the log; no personal data)")
     p.add_argument("--yes", action="store_true", help="confirm")
 

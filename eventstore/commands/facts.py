@@ -31,4 +31,4 @@ class GraphFacts(Protocol):
         """The working-memory FIFO, oldest first, with each entry's place (``entered_at``)."""
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
-        """Ids of the memories any version of which names ``subject``."""
+        """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key)."""

@@ -74,7 +74,7 @@ class MemoryCommands:
         evicted = self._evictions(ctx.tenant, entered, created)
         writes.extend(evicted)
         archived = {w.events[0].memory_id for w in evicted[1:]}  # WorkingMemory items that left with the eviction
-        linked = self.mentions.link(ctx.tenant, [(m, content.memory) for m, content in zip(memory_ids, contents) if m not in archived])
+        linked = self.mentions.link(ctx.tenant, [(m, content.memory, content.subject) for m, content in zip(memory_ids, contents) if m not in archived])
         edge_events = linked + self.mentions.unlink(ctx.tenant, sorted(archived - set(memory_ids)), "archived: evicted from working memory")
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
@@ -176,7 +176,7 @@ class MemoryCommands:
         event = c.MemoryUpdated(memory_id=memory_id, content=content, changed=changed, updated_at=now_iso(), reason=reason)
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         if "memory" in changed:
-            writes += self._mention_writes(ctx, memory_id, content.memory, content.memory_type, f"version {state.version + 1}")
+            writes += self._mention_writes(ctx, memory_id, content.memory, content, f"version {state.version + 1}")
         result = commit(self.store, ctx, "update", writes, request=[memory_id, changes, reason], memory_ids=[memory_id])
         return _with(result, version=state.version + 1, changed=list(changed))
 
@@ -204,7 +204,7 @@ class MemoryCommands:
         )
         text = target.content.memory if target.status == Status.ACTIVATED.value else None
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
-        writes += self._mention_writes(ctx, memory_id, text, target.content.memory_type, f"rolled back to version {to_version}")
+        writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
         result = commit(self.store, ctx, "rollback", writes, request=[memory_id, to_version], memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
@@ -286,7 +286,7 @@ class MemoryCommands:
                     )
                 )
             )
-        edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory)] if content.memory_type != MemoryType.TOPIC.value else [])
+        edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory, content.subject)] if content.memory_type != MemoryType.TOPIC.value else [])
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
@@ -385,7 +385,7 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
         restored = isinstance(event, c.MemoryRestored)
         text = state.content.memory if restored else None  # restored: linked again with today's catalogue
-        writes += self._mention_writes(ctx, state.memory_id, text, state.content.memory_type, "restored" if restored else _STATUS_WORD[command])
+        writes += self._mention_writes(ctx, state.memory_id, text, state.content, "restored" if restored else _STATUS_WORD[command])
         result = commit(
             self.store,
             ctx,
@@ -396,9 +396,9 @@ class MemoryCommands:
         )
         return _with(result, version=state.version + 1)
 
-    def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, memory_type: str, reason: str) -> list[StreamAppend]:
-        """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any."""
-        events = self.mentions.adjust(ctx.tenant, memory_id, text, memory_type, f"memory {memory_id} {reason}")
+    def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, content: MemoryContent, reason: str) -> list[StreamAppend]:
+        """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any; ``content``: its type and subject."""
+        events = self.mentions.adjust(ctx.tenant, memory_id, text, content.memory_type, f"memory {memory_id} {reason}", content.subject)
         return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
     # -- helpers -----------------------------------------------------------------------

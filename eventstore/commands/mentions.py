@@ -12,7 +12,8 @@ What each memory change does to its mentions:
 - add, merge (the merged memory): the new text's mentions are linked under
   ``mention:<run>:<n>`` (memory -> entity, weight = the linker's confidence,
   properties ``alias``, ``occurrences``, ``confidence`` and ``evidence``: the
-  linker's reason);
+  linker's reason; the edge carries the memory's ``subject``, whose key seals
+  those properties, so that forgetting the subject erases the alias too);
 - update, rollback to an activated version, restore: the memory's live
   mentions are compared with those of its (new) text, by entity: an equal
   edge is kept, the others are unlinked and linked again;
@@ -27,6 +28,8 @@ Topic memories (the organizer's summaries) are not linked.
 from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
+
+import msgspec
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
@@ -48,8 +51,8 @@ class MemoryMentions:
         self.facts = facts
         self.linker = linker
 
-    def link(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[c.EdgeLinked]:
-        """``EdgeLinked`` for the mentions of new memories ``[(memory_id, text)]``: one linker pass over the batch."""
+    def link(self, tenant: str, items: Sequence[tuple[str, str, str | None]]) -> list[c.EdgeLinked]:
+        """``EdgeLinked`` for the mentions of new memories ``[(memory_id, text, subject)]``: one linker pass over the batch."""
         if self.linker is None or not items:
             return []
         return [c.EdgeLinked(edge=e) for e in self._found(tenant, items)]
@@ -63,11 +66,11 @@ class MemoryMentions:
             return []
         return [c.EdgeUnlinked(edge=e, reason=reason) for e in self._live(tenant, ids)]
 
-    def adjust(self, tenant: str, memory_id: str, text: str | None, memory_type: str, reason: str) -> list:
-        """The events that make ``memory_id``'s live mentions those of ``text`` (``None``: no mentions)."""
+    def adjust(self, tenant: str, memory_id: str, text: str | None, memory_type: str, reason: str, subject: str | None = None) -> list:
+        """The events that make ``memory_id``'s live mentions those of ``text`` (``None``: no mentions); ``subject``: the memory's."""
         if self.linker is None:
             return []
-        wanted = {} if text is None or memory_type == UNLINKED else {e.target: e for e in self._found(tenant, [(memory_id, text)])}
+        wanted = {} if text is None or memory_type == UNLINKED else {e.target: e for e in self._found(tenant, [(memory_id, text, subject)])}
         events: list = []
         seen: set[str] = set()
         for edge in self._live(tenant, [memory_id]):
@@ -77,10 +80,11 @@ class MemoryMentions:
                 continue
             seen.add(target)
             new = wanted.get(target)
-            if new is not None and new.weight == edge.weight and new.properties == edge.properties:
+            if new is not None and new.weight == edge.weight and new.properties == edge.properties and new.subject == edge.subject:
                 del wanted[target]  # the same mention: kept as it is
             else:
-                why = f"{reason}: no longer mentions {edge.properties.get('alias', target)!r}" if new is None else f"{reason}: mention changed"
+                # The entity's id, not the alias matched: a reason is stored as it is, and the alias is personal (sealed with the edge).
+                why = f"{reason}: no longer mentions {target!r}" if new is None else f"{reason}: mention changed"
                 events.append(c.EdgeUnlinked(edge=edge, reason=why))
         events.extend(c.EdgeLinked(edge=e) for e in wanted.values())
         return events
@@ -89,9 +93,13 @@ class MemoryMentions:
         """True for a mention edge these commands keep in line with its memory's text (only with a linker)."""
         return self.linker is not None and edge.edge_type == g.MENTIONS and edge.edge_id.startswith(g.MENTION_EDGE_PREFIX)
 
-    def _found(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[c.EdgeRecord]:
+    def _found(self, tenant: str, items: Sequence[tuple[str, str, str | None]]) -> list[c.EdgeRecord]:
+        """The linker's edges for ``[(memory_id, text, subject)]``, each carrying its memory's subject."""
         assert self.linker is not None
-        edges = self.linker(tenant, None, new_id(), list(items))
+        subjects = {memory_id: subject for memory_id, _, subject in items if subject}
+        edges = self.linker(tenant, None, new_id(), [(memory_id, text) for memory_id, text, _ in items])
+        if subjects:
+            edges = [msgspec.structs.replace(e, subject=subjects[e.source]) if e.source in subjects else e for e in edges]
         for edge in edges:
             check_edge(edge)
         return edges

@@ -10,7 +10,15 @@
 3. the keys are destroyed and the key store rewritten without their bytes.
 
 From then on every read of the subject's sealed events gives erased
-content, and so does every replay. If step 3 is interrupted, forgetting the
+content, and so does every replay.
+
+The subject :data:`TENANT_KEY` (``@tenant``) names the tenant's own key: what
+seals its memories without a subject, its entities (names, descriptions,
+aliases, properties), its documents (titles, paths, source URLs; their
+chunks are memories without a subject) and the aliases of those memories'
+mentions. Forgetting it erases all of them (the event's ``subject`` is
+``""``); the tenant's memories of named subjects stay readable, and the
+tenant goes on with a new key. If step 3 is interrupted, forgetting the
 subject again finishes it (the retired keys are still listed). A forget is
 not revertible: nothing can bring a destroyed key back.
 """
@@ -18,11 +26,14 @@ not revertible: nothing can bring a destroyed key back.
 from __future__ import annotations
 
 from .. import catalogue as c
-from ..keystore import FORGOTTEN, KeyStore
+from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
+
+
+TENANT_KEY = "@tenant"  # the subject name that forgets the tenant's own key (never a subject id: those never start with @)
 
 
 class SubjectCommands:
@@ -32,8 +43,12 @@ class SubjectCommands:
         self.keys = keys
 
     def forget(self, ctx: CommandContext, subject: str, *, reason: str = "") -> CommandResult:
-        """Destroy the subject's keys and record it; 404 when the subject has no key in this tenant."""
-        validate_subject(subject)
+        """Destroy the subject's keys and record it; 404 when the subject has no key in this tenant.
+
+        ``subject`` is a subject id, or :data:`TENANT_KEY` for the tenant's own key.
+        """
+        if subject != TENANT_KEY:
+            validate_subject(subject)
         if not isinstance(reason, str):
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
@@ -41,11 +56,12 @@ class SubjectCommands:
             for recorded in self.store.read_all(after=done.first_position - 1, until=done.last_position, types=["SubjectForgotten"]):
                 self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
             return done
-        key_ids = self.keys.retire(ctx.tenant, subject)
+        key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
+        key_ids = self.keys.retire(ctx.tenant, key_subject)
         if not key_ids:
             raise NotFound("subject", subject)
-        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, subject))
-        event = c.SubjectForgotten(subject=subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)
+        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))
+        event = c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)
         result = commit(
             self.store,
             ctx,

@@ -13,6 +13,13 @@ as everywhere (see :mod:`mnemolog.projections.memory_rows`):
 - ``kg_tenant_state``: the last position that changed a tenant's entities
   (alias catalogue caches key on it).
 
+Entities and documents are sealed with their tenant's own key. When a
+``SubjectForgotten`` destroys that key (subject ``""``), every entity and
+document row of the tenant reads as a replay reads it from then on: erased
+(``erased`` true, the name or title the marker, description, aliases,
+properties, path and source URL empty; ids, types, tags, positions and
+versions kept), with no alias in the catalogue.
+
 The projection keeps its own relation adjacency for :func:`get_related`;
 the graph projection sees relations as ``rel:`` edges, appended by the
 commands in the same batch, so the two never need each other.
@@ -27,7 +34,9 @@ import msgspec
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.keystore import TENANT_SUBJECT
 from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import setting
 
 from ..linking.linker import normalise
@@ -39,7 +48,7 @@ DIRECTIONS = ("out", "in", "both")
 _json = msgspec.json.Encoder()
 _list = msgspec.json.Decoder(list)
 _dict = msgspec.json.Decoder(dict)
-_HANDLED = frozenset(g.KNOWLEDGE_EVENT_TYPES) | {"TenantDropped"}
+_HANDLED = frozenset(g.KNOWLEDGE_EVENT_TYPES) | {"TenantDropped", "SubjectForgotten"}
 _TABLES = ("kg_entities", "kg_aliases", "kg_tags", "kg_relations", "kg_documents", "kg_relink_runs", "kg_tenant_state")
 
 
@@ -54,6 +63,7 @@ class EntityView(msgspec.Struct, frozen=True, kw_only=True):
     created_position: int
     valid_from: int
     valid_to: int | None
+    erased: bool = False  # its tenant's key was forgotten
 
 
 class RelationView(msgspec.Struct, frozen=True):
@@ -103,6 +113,12 @@ class DocumentView(msgspec.Struct, frozen=True, kw_only=True):
     chunk_ids: list[str]
     valid_from: int
     valid_to: int | None
+    erased: bool = False  # its tenant's key was forgotten
+
+
+def _search_text(name: str, aliases: Sequence[str], tags: Sequence[str], description: str) -> str:
+    """What :func:`find_by_keywords` searches in."""
+    return "\n".join([name, *aliases, *tags, description]).casefold()
 
 
 def surface_key(text: str) -> str:
@@ -111,7 +127,7 @@ def surface_key(text: str) -> str:
 
 class EntityProjector:
     name = "entities"
-    schema_version = 1
+    schema_version = 2
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -121,7 +137,7 @@ class EntityProjector:
                 row_id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, entity_id TEXT NOT NULL,
                 name TEXT NOT NULL, entity_type TEXT NOT NULL, description TEXT NOT NULL,
                 aliases TEXT NOT NULL, tags TEXT NOT NULL, properties TEXT NOT NULL, search_text TEXT NOT NULL,
-                created_position INTEGER NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER
+                created_position INTEGER NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER, erased INTEGER NOT NULL DEFAULT 0
             );
             CREATE INDEX IF NOT EXISTS ix_kg_entities_id ON kg_entities (tenant, entity_id, valid_to);
             CREATE INDEX IF NOT EXISTS ix_kg_entities_head ON kg_entities (tenant, valid_to, name);
@@ -150,7 +166,7 @@ class EntityProjector:
                 row_id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, doc_id TEXT NOT NULL, version INTEGER NOT NULL,
                 title TEXT NOT NULL, format TEXT NOT NULL, collection TEXT, doc_type TEXT, lang TEXT, source_url TEXT,
                 model TEXT, content_hash TEXT NOT NULL, path TEXT, pages INTEGER NOT NULL, chunk_ids TEXT NOT NULL,
-                valid_from INTEGER NOT NULL, valid_to INTEGER
+                valid_from INTEGER NOT NULL, valid_to INTEGER, erased INTEGER NOT NULL DEFAULT 0
             );
             CREATE INDEX IF NOT EXISTS ix_kg_documents_id ON kg_documents (tenant, doc_id, valid_to);
             CREATE TABLE IF NOT EXISTS kg_relink_runs (
@@ -208,6 +224,10 @@ class EntityProjector:
                     (tenant, event.run_id, pos, recorded.metadata.correlation_id, _json.encode(summary).decode(), recorded.recorded_at.isoformat()),
                 )
                 continue
+            elif recorded.type == "SubjectForgotten":
+                if event.subject != TENANT_SUBJECT:
+                    continue  # a named subject's memories: entities and documents are the tenant's
+                self._erase_tenant(conn, tenant)
             elif recorded.type == "TenantDropped":
                 for table in _TABLES:
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (tenant,))
@@ -225,13 +245,12 @@ class EntityProjector:
         for table in tables:
             conn.execute(f"UPDATE {table} SET valid_to = ? WHERE tenant = ? AND entity_id = ? AND valid_to IS NULL", (pos, tenant, entity_id))
 
-    def _insert_entity(self, conn, tenant, pos, entity_id, name, entity_type, description, aliases, tags, properties, created) -> None:
-        search = "\n".join([name, *aliases, *tags, description]).casefold()
+    def _insert_entity(self, conn, tenant, pos, entity_id, name, entity_type, description, aliases, tags, properties, created, erased=False) -> None:
         conn.execute(
             "INSERT INTO kg_entities (tenant, entity_id, name, entity_type, description, aliases, tags, properties, search_text,"
-            " created_position, valid_from) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            " created_position, valid_from, erased) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (tenant, entity_id, name, entity_type, description, _json.encode(list(aliases)).decode(), _json.encode(list(tags)).decode(),
-             _json.encode(properties).decode(), search, created, pos),
+             _json.encode(properties).decode(), _search_text(name, aliases, tags, description), created, pos, int(erased)),
         )
         conn.executemany(
             "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)", [(tenant, entity_id, t, pos) for t in tags]
@@ -244,8 +263,8 @@ class EntityProjector:
             row = conn.execute("SELECT created_position FROM kg_entities WHERE tenant = ? AND entity_id = ? AND valid_to IS NULL", (tenant, e.entity_id)).fetchone()
             created = row[0] if row else pos
         self._close_entity(conn, tenant, pos, e.entity_id)
-        self._insert_entity(conn, tenant, pos, e.entity_id, e.name, e.entity_type, e.description, e.aliases, e.tags, e.properties, created)
-        surfaces = [(e.name, "name")] + [(a, "alias") for a in e.aliases]
+        self._insert_entity(conn, tenant, pos, e.entity_id, e.name, e.entity_type, e.description, e.aliases, e.tags, e.properties, created, e.erased)
+        surfaces = [] if e.erased else [(e.name, "name")] + [(a, "alias") for a in e.aliases]  # an erased entity is found by no text
         conn.executemany(
             "INSERT INTO kg_aliases (tenant, entity_id, alias, alias_key, kind, valid_from) VALUES (?,?,?,?,?,?)",
             [(tenant, e.entity_id, text, surface_key(text), kind, pos) for text, kind in surfaces],
@@ -253,38 +272,57 @@ class EntityProjector:
 
     def _set_tags(self, conn: sqlite3.Connection, tenant: str, pos: int, e: g.EntityTagsSet) -> None:
         row = conn.execute(
-            "SELECT name, entity_type, description, aliases, properties, created_position FROM kg_entities"
+            "SELECT name, entity_type, description, aliases, properties, created_position, erased FROM kg_entities"
             " WHERE tenant = ? AND entity_id = ? AND valid_to IS NULL",
             (tenant, e.entity_id),
         ).fetchone()
         if row is None:
             return
         self._close_entity(conn, tenant, pos, e.entity_id, ("kg_entities", "kg_tags"))
-        name, etype, description, aliases, properties, created = row
-        self._insert_entity(conn, tenant, pos, e.entity_id, name, etype, description, _list.decode(aliases), e.tags, _dict.decode(properties), created)
+        name, etype, description, aliases, properties, created, erased = row
+        self._insert_entity(conn, tenant, pos, e.entity_id, name, etype, description, _list.decode(aliases), e.tags, _dict.decode(properties), created, erased)
 
     @staticmethod
     def _document(conn: sqlite3.Connection, tenant: str, pos: int, e: g.DocumentImported | g.DocumentRolledBack) -> None:
         conn.execute("UPDATE kg_documents SET valid_to = ? WHERE tenant = ? AND doc_id = ? AND valid_to IS NULL", (pos, tenant, e.doc_id))
         conn.execute(
             "INSERT INTO kg_documents (tenant, doc_id, version, title, format, collection, doc_type, lang, source_url, model,"
-            " content_hash, path, pages, chunk_ids, valid_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " content_hash, path, pages, chunk_ids, valid_from, erased) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (tenant, e.doc_id, e.version, e.title, e.format, e.collection, e.doc_type, e.lang, e.source_url, e.model,
-             e.content_hash, e.path, e.pages, _json.encode(list(e.chunk_ids)).decode(), pos),
+             e.content_hash, e.path, e.pages, _json.encode(list(e.chunk_ids)).decode(), pos, int(e.erased)),
+        )
+
+    def _erase_tenant(self, conn: sqlite3.Connection, tenant: str) -> None:
+        """Every entity and document row of the tenant as a replay reads it once the tenant's key is gone (see the module docstring)."""
+        entity = erase(g.EntityUpserted(entity_id="", name=""))  # what the sealing module leaves of an entity
+        rows = conn.execute("SELECT row_id, tags FROM kg_entities WHERE tenant = ? AND erased = 0", (tenant,)).fetchall()
+        conn.executemany(
+            "UPDATE kg_entities SET name = ?, description = ?, aliases = ?, properties = ?, search_text = ?, erased = 1 WHERE row_id = ?",
+            [
+                (entity.name, entity.description, _json.encode(list(entity.aliases)).decode(), _json.encode(entity.properties).decode(),
+                 _search_text(entity.name, entity.aliases, _list.decode(tags), entity.description), row_id)
+                for row_id, tags in rows
+            ],
+        )  # fmt: skip
+        conn.execute("DELETE FROM kg_aliases WHERE tenant = ?", (tenant,))
+        document = erase(g.DocumentImported(doc_id="", version=0, title="", content_hash="", chunk_ids=()))
+        conn.execute(
+            "UPDATE kg_documents SET title = ?, path = ?, source_url = ?, erased = 1 WHERE tenant = ? AND erased = 0",
+            (document.title, document.path, document.source_url, tenant),
         )
 
 
 # -- reads -------------------------------------------------------------------------------------
 
 _ENTITY_SELECT = (
-    "SELECT entity_id, name, entity_type, description, aliases, tags, properties, created_position, valid_from, valid_to FROM kg_entities"
+    "SELECT entity_id, name, entity_type, description, aliases, tags, properties, created_position, valid_from, valid_to, erased FROM kg_entities"
 )
 
 
 def _entity(row: Sequence) -> EntityView:
     return EntityView(
         id=row[0], name=row[1], entity_type=row[2], description=row[3], aliases=_list.decode(row[4]), tags=_list.decode(row[5]),
-        properties=_dict.decode(row[6]), created_position=row[7], valid_from=row[8], valid_to=row[9],
+        properties=_dict.decode(row[6]), created_position=row[7], valid_from=row[8], valid_to=row[9], erased=bool(row[10]),
     )
 
 
@@ -497,7 +535,7 @@ def incoming_relations(conn: sqlite3.Connection, tenant: str, entity_id: str) ->
 
 _DOC_SELECT = (
     "SELECT doc_id, version, title, format, collection, doc_type, lang, source_url, model, content_hash, path, pages, chunk_ids,"
-    " valid_from, valid_to FROM kg_documents"
+    " valid_from, valid_to, erased FROM kg_documents"
 )
 
 
@@ -505,7 +543,7 @@ def _document(row: Sequence) -> DocumentView:
     return DocumentView(
         doc_id=row[0], node=g.document_node(row[0]), version=row[1], title=row[2], format=row[3], collection=row[4], doc_type=row[5],
         lang=row[6], source_url=row[7], model=row[8], content_hash=row[9], path=row[10], pages=row[11],
-        chunk_ids=_list.decode(row[12]), valid_from=row[13], valid_to=row[14],
+        chunk_ids=_list.decode(row[12]), valid_from=row[13], valid_to=row[14], erased=bool(row[15]),
     )
 
 

@@ -262,6 +262,22 @@ class PostingsIndex:
         return index.save() if index is not None else False
 
     @classmethod
+    def discard_file(cls, conn: sqlite3.Connection) -> None:
+        """Remove the saved file of ``conn``'s database (an erasure made it stale, and it still holds the erased rows' terms).
+
+        A process that loaded the index writes it afresh at its next save.
+        """
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        if not path:
+            return
+        index = cls.for_connection(conn)
+        with index.lock:
+            index.saved = None
+            if index.path is not None:
+                index.path.unlink(missing_ok=True)
+                index.path.with_name(index.path.name + ".tmp").unlink(missing_ok=True)
+
+    @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         key = path or f"memory:{id(conn)}"

@@ -3,7 +3,9 @@
 Tables (in ``projections.db``):
 
 - ``graph_memories``: one row per state of a memory, with validity positions;
-- ``graph_edges``: one row per life of an edge id (linked … unlinked);
+- ``graph_edges``: one row per life of an edge id (linked … unlinked), with
+  the ``subject`` whose key sealed its properties (a mention's memory's;
+  NULL: the tenant's), so that a forget erases them;
 - ``graph_working``: one row per stay of an entry in a tenant's working
   memory, ordered by ``position`` (where the entry entered the FIFO, kept
   when a revert restores it), with validity positions like every row.
@@ -21,6 +23,7 @@ import msgspec
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.sealing import erase
 
 from ..runner import execute_script
@@ -37,7 +40,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 3
+    schema_version = 4
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -57,7 +60,7 @@ class GraphProjector:
                 row_id INTEGER PRIMARY KEY,
                 tenant TEXT NOT NULL, edge_id TEXT NOT NULL, edge_type TEXT NOT NULL,
                 source TEXT NOT NULL, target TEXT NOT NULL, weight REAL NOT NULL, properties TEXT NOT NULL,
-                valid_from INTEGER NOT NULL, valid_to INTEGER
+                valid_from INTEGER NOT NULL, valid_to INTEGER, subject TEXT
             );
             CREATE INDEX IF NOT EXISTS ix_graph_edges_id ON graph_edges (tenant, edge_id, valid_to);
             CREATE INDEX IF NOT EXISTS ix_graph_edges_source ON graph_edges (tenant, source, valid_to);
@@ -150,6 +153,7 @@ class GraphProjector:
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
             elif isinstance(event, c.SubjectForgotten):
                 self._erase(conn, recorded.tenant, event.memory_ids)
+                self._erase_edges(conn, recorded.tenant, event.subject)
         flush_links()
         self._memories(memory_events, conn, inserts, working, previous, flush)
         flush()
@@ -196,6 +200,14 @@ class GraphProjector:
             [(encode_content(erase(decode_content(content))), row_id) for row_id, content in rows],
         )
 
+    @staticmethod
+    def _erase_edges(conn: sqlite3.Connection, tenant: str, subject: str) -> None:
+        """The sealed properties of the subject's edges (the aliases of its memories' mentions) read as erased, as a replay reads them."""
+        conn.execute(
+            "UPDATE graph_edges SET properties = '{}' WHERE tenant = ? AND edge_type = ? AND ifnull(subject, '') = ? AND properties != '{}'",
+            (tenant, g.MENTIONS, subject),
+        )
+
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:
         event, tenant, position = recorded.event, recorded.tenant, recorded.position
         if isinstance(event, c.EdgeLinked):
@@ -218,10 +230,10 @@ class GraphProjector:
     def _open_rows(conn: sqlite3.Connection, rows: list[tuple[str, int, c.EdgeRecord]]) -> None:
         """Open an edge row per ``(tenant, position, edge)``, in order."""
         conn.executemany(
-            "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to)"
-            " VALUES (?,?,?,?,?,?,?,?,NULL)",
+            "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject)"
+            " VALUES (?,?,?,?,?,?,?,?,NULL,?)",
             [
-                (tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position)
+                (tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position, e.subject)
                 for tenant, position, e in rows
             ],
         )
@@ -235,6 +247,7 @@ class GraphProjector:
 
 
 def edge_from_row(row: sqlite3.Row | tuple) -> c.EdgeRecord:
+    """An edge from ``edge_id, edge_type, source, target, weight, properties[, valid_from, valid_to, subject]``."""
     edge_id, edge_type, source, target, weight, properties = row[:6]
     return c.EdgeRecord(
         edge_id=edge_id,
@@ -243,4 +256,5 @@ def edge_from_row(row: sqlite3.Row | tuple) -> c.EdgeRecord:
         target=target,
         weight=weight,
         properties=_dict_decoder.decode(properties),
+        subject=row[8] if len(row) > 8 else None,
     )

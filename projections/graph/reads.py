@@ -19,7 +19,7 @@ from .projector import edge_from_row
 from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
-_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to"
+_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject"  # see edge_from_row
 
 
 class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
@@ -508,11 +508,13 @@ class ProjectionFacts:
         return [edge_from_row(r) for r in rows]
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
+        """Ids of the memories any version of which names ``subject`` (``""``: names none, so the tenant's key sealed it)."""
         self._sync()
+        named = "IS NULL" if subject == "" else "= ?"
         rows = self._connect().execute(
-            "SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') = ?"
+            f"SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') {named}"
             " ORDER BY memory_id",
-            (tenant, subject),
+            (tenant,) if subject == "" else (tenant, subject),
         )
         return [r[0] for r in rows]
 

@@ -115,8 +115,15 @@ def _edge(source: str, target: str, weight: float, props: dict[str, Any]) -> c.E
     return c.EdgeRecord(edge_id="", edge_type=g.MENTIONS, source=source, target=target, weight=weight, properties=props)
 
 
+def with_subjects(edges: list[c.EdgeRecord], subjects: dict[str, str]) -> list[c.EdgeRecord]:
+    """``edges`` with the subject of the memory each starts at (whose key seals its alias; none: the tenant's)."""
+    if not subjects:
+        return edges
+    return [msgspec.structs.replace(e, subject=subjects[e.source]) if e.source in subjects else e for e in edges]
+
+
 def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:
-    return a.weight == b.weight and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
+    return a.weight == b.weight and a.subject == b.subject and _roundtrip.decode(_encode.encode(a.properties)) == _roundtrip.decode(_encode.encode(b.properties))
 
 
 def command_linker(connect: Callable[[], sqlite3.Connection], cache: CatalogueCache) -> Linker:
@@ -156,12 +163,13 @@ class StoredTexts(msgspec.Struct, kw_only=True):
     memories: list[LinkChunk]
     chunk_ids: set[str]
     memory_ids: set[str]
+    subjects: dict[str, str] = {}  # memory id -> its subject, for those that name one: the key of their mentions' aliases
 
 
 def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
     """The tenant's activated chunks (with their document when it exists) and memories (topics aside), in one scan."""
     docs = {d.node for d in ents.list_documents(conn, tenant)}
-    out = StoredTexts(chunks=[], memories=[], chunk_ids=set(), memory_ids=set())
+    out = StoredTexts(chunks=[], memories=[], chunk_ids=set(), memory_ids=set(), subjects={})
     rows = conn.execute(
         "SELECT memory_id, status, memory_type, content FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_type != ?"
         " ORDER BY memory_id",
@@ -173,6 +181,8 @@ def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
         if status != "activated":
             continue
         body = decode_content(content)
+        if body.subject:
+            out.subjects[memory_id] = body.subject
         if chunk:
             node = g.document_node(body.doc_id) if body.doc_id else None
             out.chunks.append(LinkChunk(memory_id, node if node in docs else None, body.memory))
@@ -184,7 +194,8 @@ def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
 def live_mentions(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[c.EdgeRecord]:
     valid, params = head_clause(as_of)
     rows = conn.execute(
-        "SELECT edge_id, edge_type, source, target, weight, properties FROM graph_edges WHERE tenant = ? AND edge_id >= ? AND edge_id < ?"
+        "SELECT edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject FROM graph_edges"
+        " WHERE tenant = ? AND edge_id >= ? AND edge_id < ?"
         f" AND edge_type = ? AND {valid} ORDER BY row_id",
         (tenant, g.MENTION_EDGE_PREFIX, g.MENTION_EDGE_PREFIX[:-1] + ";", g.MENTIONS, *params),
     )
@@ -216,7 +227,7 @@ def plan_relink(
     memory_result = catalogue.link(texts.memories)
     report("linked", len(chunk_result.mentions) + len(memory_result.mentions))
     run_id = new_id()
-    wanted = mention_edges(chunk_result, run_id) + mention_edges(memory_result, run_id)
+    wanted = with_subjects(mention_edges(chunk_result, run_id) + mention_edges(memory_result, run_id), texts.subjects)
     owned_ids = texts.chunk_ids | texts.memory_ids
     owned = [e for e in live_mentions(conn, tenant) if e.source in owned_ids or e.source.startswith(g.DOCUMENT_NODE_PREFIX)]
     live: dict[tuple[str, str], c.EdgeRecord] = {}

@@ -33,8 +33,22 @@ async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
     assert (await admin.verify())["ok"] is True
 
 
+async def test_forgetting_the_tenants_own_key_erases_its_entities_and_memories_but_not_named_subjects(secured):
+    admin = secured.client(api_key=secured.key("acme", "read", "write", "admin"))
+    plain = await admin.add_memories({"memory": "Wilhelmina signed the lease"})
+    named = await admin.add_memories({"memory": "the office opens at nine", "subject": "u-7"})
+    await admin.put_entity("person:w", {"name": "Wilhelmina Oyelaran", "aliases": ["Willa"]})
+    done = await admin.forget_subject("@tenant", reason="tenant closed")
+    assert done.data == {"subject": "@tenant", "keys_destroyed": 1, "memories_erased": 1}
+    assert (await admin.get_memory(plain.memory_ids[0]))["erased"] is True
+    assert (await admin.get_memory(named.memory_ids[0]))["memory"] == "the office opens at nine"
+    entity = await admin.get_entity("person:w")
+    assert entity["erased"] is True and entity["name"] == "[erased: subject forgotten]" and entity["aliases"] == [] and entity["id"] == "person:w"
+    assert (await admin.verify())["ok"] is True
+
+
 async def test_forget_refuses_bad_and_unknown_subjects_with_json_errors(api):
-    bad = await api.raw.post("/v1/subjects/@tenant/forget", json={"reason": "x"})
+    bad = await api.raw.post("/v1/subjects/@other/forget", json={"reason": "x"})
     assert bad.status == 422 and (await bad.json())["error"]["field"] == "subject"
     unknown = await api.raw.post("/v1/subjects/nobody/forget", json={})
     assert unknown.status == 404 and (await unknown.json())["error"]["code"] == "not_found"

@@ -14,14 +14,14 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from mnemolog.eventstore import EventStore
+from mnemolog.eventstore import EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore import exchange
 from mnemolog.eventstore.errors import KeyMissing, SealBroken
 from mnemolog.eventstore.keystore import KeyStore, read_key_file, write_key_file
 from mnemolog.eventstore.model import MemoryContent
-from mnemolog.eventstore.sealing import ERASED_TEXT, PREFIX, Sealer, encryption_enabled
+from mnemolog.eventstore.sealing import ERASED_TEXT, TOKEN_MARK, Sealer, encryption_enabled, is_sealed
 from mnemolog.eventstore.settings import SettingError, Settings
 
 FIXTURE = Path(__file__).with_name("fixtures") / "plaintext_memories.jsonl"
@@ -50,7 +50,7 @@ def test_personal_fields_are_stored_sealed_and_read_in_plaintext(tmp_path):
         [payload] = _payloads(tmp_path)
         for plain in ("Zebrafinch", "Lisbon", "birds", "song"):
             assert plain not in payload
-        assert PREFIX in payload and '"subject":"u-1"' in payload  # the subject stays readable, the rest is sealed
+        assert TOKEN_MARK in payload and '"subject":"u-1"' in payload  # the subject stays readable, the rest is sealed
         [recorded] = store.read_all()
         assert recorded.event == event
         assert store.verify().ok
@@ -214,5 +214,74 @@ def test_sealing_round_trips_any_content(tmp_path, text, tags, properties, backg
     sealed = sealer.seal(event, "e1", "t")
     stored = msgspec.json.encode(sealed)
     again = msgspec.json.decode(stored, type=c.MemoryUpdated)  # the stored form still decodes as its Struct
-    assert again.content.memory.startswith(PREFIX) and again.content.tags == () and again.content.properties == {}
+    assert is_sealed(again.content.memory) and again.content.tags == () and again.content.properties == {}
     assert sealer.unseal(again, "e1") == event
+
+
+V1_FIXTURE = Path(__file__).with_name("fixtures") / "sealed_v1.jsonl"  # written by the first token format, with its keys beside it
+
+
+def test_events_sealed_in_the_first_token_format_still_open(tmp_path):
+    with _open(tmp_path, encryption="on") as store, open(V1_FIXTURE, "rb") as lines:
+        store.sealer.keys.import_rows(read_key_file(V1_FIXTURE.with_suffix(".keys")))
+        exchange.import_(store, lines)
+        assert '"memory":"mnemolog:sealed:v1:' in _payloads(tmp_path)[0]
+        memory, tenant_memory, entity, document, edge = [r.event for r in store.read_all()]
+        assert memory.content.memory == "Ada Lovelace drinks jasmine tea" and memory.content.properties == {"cup": "blue"}
+        assert memory.content.background == "said at breakfast" and memory.content.tags == ("tea",) and memory.content.subject == "u-7"
+        assert tenant_memory.content.memory == "the office moved to Porto"
+        assert (entity.name, entity.aliases, entity.description) == ("Ada Lovelace", ("Ada",), "mathematician")
+        assert (document.title, document.path) == ("Ada's notes", "/home/ada/notes.md")
+        assert edge.edge.properties["alias"] == "Ada Lovelace"  # a mention recorded before aliases were sealed: plaintext
+        assert store.verify().ok
+        keys = store.sealer.keys
+        keys.forget(keys.retire("t", "u-7"))
+        assert store.read_all()[0].event.content.erased
+
+
+def _mention(n: int, source: str = "m-1", subject: str | None = "u-1", alias: str = "Quetzalcoatl Smith") -> c.EdgeRecord:
+    return c.EdgeRecord(
+        edge_id=f"mention:r1:{n}", edge_type=g.MENTIONS, source=source, target=f"e{n}", weight=0.8, subject=subject,
+        properties={"alias": alias, "occurrences": 1, "confidence": 0.8, "evidence": [source]},
+    )  # fmt: skip
+
+
+def test_a_mention_alias_is_sealed_under_its_memorys_subject_and_erased_with_it(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        user_edge = c.EdgeRecord(edge_id="user:1", edge_type="RELATED", source="m-1", target="m-2", properties={"why": "same trip"})
+        linked = [c.EdgeLinked(edge=_mention(1)), c.EdgeLinked(edge=_mention(2, subject=None, alias="Tenant Alias")), c.EdgeLinked(edge=user_edge)]
+        undone = c.NamespaceUndone(prefix="mention:r1:", edges=(_mention(1), _mention(2, subject=None, alias="Tenant Alias")))
+        repointed = c.EdgesRepointed(previous=(_mention(1),), current=(_mention(1, source="m-9"),), merged_into="m-9")
+        store.append("edges-t", [*linked, undone, repointed, c.EdgeUnlinked(edge=_mention(3), reason="gone")], tenant="t")
+        text = "".join(_payloads(tmp_path))
+        assert "Quetzalcoatl" not in text and "Tenant Alias" not in text
+        assert "same trip" in text  # an explicit link's properties are the caller's, not sealed
+        assert [r.event for r in store.read_all()] == [*linked, undone, repointed, c.EdgeUnlinked(edge=_mention(3), reason="gone")]
+        keys = store.sealer.keys
+        keys.forget(keys.retire("t", "u-1"))
+        events = [r.event for r in store.read_all()]
+        first, tenants, user, undone_now, repointed_now, unlinked = events
+        assert first.edge.erased and first.edge.properties == {} and first.edge.sealed is None and first.edge.target == "e1"
+        assert tenants.edge.properties["alias"] == "Tenant Alias" and not tenants.edge.erased
+        assert user.edge == user_edge
+        assert [e.erased for e in undone_now.edges] == [True, False] and undone_now.edges[1].properties["alias"] == "Tenant Alias"
+        assert repointed_now.previous[0].erased and repointed_now.current[0].erased and unlinked.edge.erased
+        assert store.verify().ok
+
+
+def test_a_sealed_edge_moved_to_another_place_in_its_event_does_not_open(tmp_path):
+    sealer = Sealer(KeyStore(tmp_path / "keys.db"), enabled=True)
+    sealed = sealer.seal(c.NamespaceUndone(prefix="mention:", edges=(_mention(1), _mention(2))), "event-a", "t")
+    assert sealer.unseal(sealed, "event-a").edges[1].properties["alias"] == "Quetzalcoatl Smith"
+    swapped = msgspec.structs.replace(sealed, edges=(sealed.edges[1], sealed.edges[0]))
+    with pytest.raises(SealBroken):
+        sealer.unseal(swapped, "event-a")
+
+
+def test_a_batch_of_new_subjects_makes_their_keys_together_and_seals_every_event(tmp_path):
+    with _open(tmp_path, encryption="on") as store:
+        events = [_added(f"secret number {i}", subject=f"u-{i % 3}", memory_id=f"m-{i}") for i in range(9)]
+        store.append_batch([StreamAppend(f"memory-m-{i}", [e]) for i, e in enumerate(events)], tenant="t")
+        assert not any("secret number" in p for p in _payloads(tmp_path))
+        assert [r.event for r in store.read_all()] == events
+        assert all(store.sealer.keys.subject_keys("t", f"u-{i}") for i in range(3))

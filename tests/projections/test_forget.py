@@ -99,7 +99,7 @@ def test_erased_memories_refuse_changes_and_subjects_do_not_mix_in_merges(svc):
     with pytest.raises(NotFound):
         svc.forget(CTX, "u-42")  # no key left
     with pytest.raises(ValidationError):
-        svc.forget(CTX, "@tenant")
+        svc.forget(CTX, "@other")
     assert svc.store.verify().ok
 
 
@@ -159,8 +159,8 @@ def test_no_plaintext_of_a_forgotten_subject_is_left_in_any_file(tmp_path):
     _assert_clean([p for p in data.rglob("*") if p.is_file()])
 
 
-def _assert_clean(files: list[Path]) -> None:
-    needles = _needles()
+def _assert_clean(files: list[Path], needles: list[bytes] | None = None) -> None:
+    needles = needles or _needles()
     for path in files:
         content = path.read_bytes()
         found = [n for n in needles if n in content]
@@ -202,3 +202,128 @@ def test_a_retried_forget_finishes_destroying_the_keys(svc):
     again = svc.forget(CommandContext(tenant="t", actor="privacy-officer", idempotency_key="erase-u-42"), "u-42")
     assert again.replayed and again.first_position == first.first_position
     assert keys.key(key_id) == b""
+
+
+# -- forgetting the tenant's own key: entities, relations, documents, chunks, memories and their mentions ---------------
+
+TENANT_SECRETS = ("Quorvath Belisande", "Quorvie", "Vellmora", "cartographer", "Ashgrove", "Thistlewick", "Marrowdale", "Brindlecombe", "Gallowmere")
+
+
+def _tenant_needles() -> list[bytes]:
+    out = []
+    for word in re.findall(r"\w+", " ".join(TENANT_SECRETS)):
+        for form in (word, word.lower(), word.lower()[:-1]):
+            out += [form.encode("utf-8"), form.encode("utf-16-le"), form.encode("utf-16-be")]
+    return out
+
+
+def _seed_tenant(svc: MemoryService, docs: Path) -> dict[str, str]:
+    from mnemolog.projections.ingest.documents import document_import, read_document
+
+    svc.run(
+        svc.entities.upsert, CTX, "person:q1", name="Quorvath Belisande", entity_type="person", description="cartographer of the north",
+        aliases=["Quorvie"], tags=["staff"], properties={"born": "Ashgrove"},
+    )  # fmt: skip
+    svc.run(svc.entities.upsert, CTX, "org:v1", name="Vellmora Institute", entity_type="org", aliases=["Vellmora"])
+    svc.run(svc.entities.set_relation, CTX, "person:q1", "org:v1", "works_at", weight=0.9)
+    docs.mkdir()
+    (docs / "doc1.md").write_text("# Thistlewick Handbook\n\nQuorvath Belisande drafted the charter in Marrowdale.\n", encoding="utf-8")
+    svc.run(svc.documents.import_document, CTX, document_import(read_document(docs / "doc1.md"), root=docs, source_url="https://example.org/Gallowmere"))
+    [memory] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="Quorvath Belisande met the elders", background="Brindlecombe")]).memory_ids
+    [named] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="an ordinary harbour note", subject="u-9")]).memory_ids
+    return {"memory": memory, "named": named, "doc": svc.knowledge.documents("t")[0].doc_id}
+
+
+def _projected(svc: MemoryService) -> dict[str, list[tuple]]:
+    conn = svc.read_conn()
+    tables = {
+        "kg_entities": "tenant, entity_id, name, entity_type, description, aliases, tags, properties, search_text, created_position, valid_from, valid_to, erased",
+        "kg_aliases": "tenant, entity_id, alias, alias_key, kind, valid_from, valid_to",
+        "kg_relations": "tenant, source_id, target_id, relation_type, weight, valid_from, valid_to",
+        "kg_documents": "tenant, doc_id, version, title, path, source_url, chunk_ids, valid_from, valid_to, erased",
+        "graph_edges": "tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject",
+    }
+    return {t: conn.execute(f"SELECT {cols} FROM {t} ORDER BY {cols}").fetchall() for t, cols in tables.items()} | _rows(svc)
+
+
+def test_forgetting_the_tenants_key_erases_its_entities_documents_and_memories_everywhere(tmp_path):
+    data = tmp_path / "data"
+    svc = MemoryService.open(data)
+    try:
+        ids = _seed_tenant(svc, tmp_path / "docs")
+        [link] = svc.mention_links("t", ids["memory"])
+        assert link["entity_id"] == "person:q1" and link["alias"] == "quorvath belisande"
+        before = svc.knowledge.get("t", "person:q1")
+        svc.scrub()  # the vector index saved with the tenant's vectors in it
+        svc.warm()  # and the lexical postings, with the tenant's words
+        assert _tenant_needles()[3] in (data / "fts.postings").read_bytes()
+        digest = svc.store.digest()
+        keys = svc.store.sealer.keys
+        [tenant_key] = [keys.key(k) for k in keys.subject_keys("t", None)]
+
+        result = svc.forget(CTX, "@tenant", reason="tenant closed")
+        assert result.data["subject"] == "@tenant" and result.data["memories_erased"] >= 2  # the memory and the document's chunk
+
+        entity = svc.knowledge.get("t", "person:q1")
+        assert entity.erased and entity.name == ERASED_TEXT and entity.aliases == [] and entity.description == "" and entity.properties == {}
+        assert (entity.id, entity.entity_type, entity.tags, entity.created_position, entity.valid_from) == (
+            before.id, before.entity_type, before.tags, before.created_position, before.valid_from,
+        )  # fmt: skip
+        assert [r.target_id for r in svc.knowledge.relations_of("t", "person:q1")] == ["org:v1"]  # the relation's ids and type stay
+        document = svc.knowledge.document("t", ids["doc"])
+        assert document.erased and document.title == ERASED_TEXT and document.path is None and document.source_url is None and document.chunk_ids
+        assert svc.get("t", document.chunk_ids[0]).erased and svc.get("t", ids["memory"]).erased
+        assert svc.get("t", ids["named"]).memory == "an ordinary harbour note"  # a named subject has its own key
+        assert [link["alias"] for link in svc.mention_links("t", ids["memory"])] == [None]
+        assert svc.knowledge.find_by_keywords("t", "quorvath") == [] and not _recall(svc, "Quorvath Belisande Thistlewick Marrowdale")
+        [forgotten] = svc.forgotten("t", ids["memory"])
+        assert forgotten["subject"] == "" and forgotten["reason"] == "tenant closed"
+
+        assert svc.store.verify().ok and svc.store.verify(against=digest).ok
+        live = _projected(svc)
+        svc.runner.rebuild()  # the log alone gives the same erased projections
+        assert _projected(svc) == live
+        svc.scrub()
+
+        # The tenant goes on with a new key.
+        svc.run(svc.entities.upsert, CTX, "person:n1", name="Newcomer Person")
+        assert svc.knowledge.get("t", "person:n1").name == "Newcomer Person"
+        files = [p for p in data.rglob("*") if p.is_file()]
+        assert {"events.db", "projections.db", "keys.db", "vectors.usearch"} <= {p.name for p in files}
+        _assert_clean(files, _tenant_needles() + [tenant_key])  # while open: WAL and SHM files included; the key's bytes are gone too
+    finally:
+        svc.close()
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _tenant_needles() + [tenant_key])
+
+    # An export holds ciphertext only, and a copy of the log reads the tenant as erased.
+    with MemoryService.open(data) as again, open(tmp_path / "log.jsonl", "wb") as out:
+        exchange.export(again.store, out)
+        exported_keys = again.store.sealer.keys.export_rows()
+    _assert_clean([tmp_path / "log.jsonl"], _tenant_needles())
+    with MemoryService.open(tmp_path / "copy") as copy:
+        copy.store.sealer.keys.import_rows(exported_keys)
+        with open(tmp_path / "log.jsonl", "rb") as lines:
+            exchange.import_(copy.store, lines)
+        copy.sync()
+        assert copy.knowledge.get("t", "person:q1").erased and copy.get("t", ids["named"]).memory == "an ordinary harbour note"
+        assert copy.knowledge.get("t", "person:n1").name == "Newcomer Person" and copy.store.verify().ok
+
+
+def test_forgetting_a_subject_erases_the_aliases_its_memories_mentions_matched(svc):
+    svc.run(svc.entities.upsert, CTX, "person:z1", name="Zebulon Harrowgate")
+    [mine] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="Zebulon Harrowgate called at noon", subject="u-42")]).memory_ids
+    [tenants] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="Zebulon Harrowgate owns the mill")]).memory_ids
+    assert [link["alias"] for link in svc.mention_links("t", mine)] == ["zebulon harrowgate"]
+    svc.run(svc.memories.update, CTX, mine, {"memory": "called at noon"})  # the mention is unlinked, its reason naming the entity's id
+    svc.run(svc.memories.update, CTX, mine, {"memory": "Zebulon Harrowgate called at noon"})
+    payloads = [p for (p,) in sqlite3.connect(svc.data_dir / "events.db").execute("SELECT payload FROM events")]
+    assert not [p for p in payloads if "harrowgate" in p.lower()]  # aliases, texts and names sealed, reasons without them
+
+    svc.forget(CTX, "u-42")
+    links = svc.mention_links("t", mine)
+    assert len(links) == 2 and all(link["entity_id"] == "person:z1" and link["alias"] is None for link in links)  # the links stay, their aliases are gone
+    assert [link["alias"] for link in svc.mention_links("t", tenants)] == ["zebulon harrowgate"]
+    assert svc.knowledge.get("t", "person:z1").name == "Zebulon Harrowgate"  # the tenant's entity is not the subject's
+    live = _projected(svc)
+    svc.runner.rebuild()
+    assert _projected(svc) == live

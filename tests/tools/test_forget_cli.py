@@ -45,6 +45,15 @@ def test_forget_from_the_command_line(tmp_path):
     assert json.loads(run(copy, "get", memory_id, "--tenant", "t", "--json").stdout)["erased"] is True
 
 
+def test_forget_the_tenants_own_key_from_the_command_line(tmp_path):
+    data = tmp_path / "data"
+    added = json.loads(run(data, "add", "Ottoline grows saffron", "--tenant", "t", "--json").stdout)
+    done = json.loads(run(data, "forget", "--subject", "@tenant", "--tenant", "t", "--reason", "tenant closed", "--yes", "--json").stdout)
+    assert done["subject"] == "@tenant" and done["memories_erased"] == 1
+    assert json.loads(run(data, "get", added["memory_ids"][0], "--tenant", "t", "--json").stdout)["erased"] is True
+    run(data, "verify")
+
+
 def test_keys_never_go_to_stdout_or_into_the_export_itself(tmp_path):
     data = tmp_path / "data"
     run(data, "add", "x", "--tenant", "t")
