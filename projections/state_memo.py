@@ -12,7 +12,7 @@ reads them again after any change. Reads as of a position never come here.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 #: Held weight at most (each value weighs what its holder says: an edge list its length, a row its size in
 #: 128-byte units), past which a memo starts afresh: some tens of megabytes a process at most.
@@ -32,6 +32,19 @@ class Held(dict):
         self[key] = value
         self.weight += weight
         return value
+
+    def fill(
+        self, kind: Hashable, ids: Iterable[Hashable], read: Callable[[list], Mapping[Hashable, Any]],
+        *, missing: Any = None, weigh: Callable[[Any], int] = lambda value: 1,
+    ) -> None:
+        """Hold ``(kind, id)`` for each of ``ids`` not held yet: ``read(unheld)`` answers them at once, an id it
+        leaves out is held as ``missing`` (so it is not read again either)."""
+        unheld = [i for i in dict.fromkeys(ids) if (kind, i) not in self]
+        if unheld:
+            found = read(unheld)
+            for i in unheld:
+                value = found.get(i, missing)
+                self.put((kind, i), value, weigh(value))
 
 
 class StateMemo:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import msgspec
@@ -45,14 +44,13 @@ from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.model import ValidationError
 from mnemolog.eventstore.settings import setting
 
-from . import entity_walk, fusion
+from . import candidate_reads, entity_walk, fusion
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
 from ..state_memo import StateMemo
-from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
-from ..memory_rows import head_clause
-from .query_analysis import analyze, find_time_expressions, parse_datetime, stem, tokenize
+from ..filters import DEFAULT_FILTERS, SearchFilters
+from .query_analysis import analyze, stem, tokenize
 
 FUSION = setting(
     "recall_fusion",
@@ -406,7 +404,7 @@ class Searcher:
                 newest_into=self.newest_edges.edges_into,
             ))
         competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
-        allowed = _best_allowed(conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores], memo=self.fts_memo)
+        allowed = candidate_reads.best_allowed(self.fts_memo, conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores])
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
         if entity_items:
@@ -506,15 +504,15 @@ class Searcher:
             alpha_follows=float(s.recall_alpha_follows) if propagation else 0.0,
         )
         candidates = list(dict.fromkeys(m for hits in results.values() for m, _ in hits if m not in entity_ids))
-        follows = _follows(conn, tenant, candidates, options.as_of, self.graph_memo) if propagation else {}
+        follows = candidate_reads.follows(self.graph_memo, conn, tenant, candidates, options.as_of) if propagation else {}
         # Every channel's results already passed tenant, as_of and filters; only the turns propagation brings in are checked.
         known = set(candidates)
         newcomers = [n for m in candidates for n, _, _ in follows.get(m, ()) if n not in known]
-        allowed = known | _filter_memories(conn, tenant, list(dict.fromkeys(newcomers)), options, self.fts_memo)
+        allowed = known | candidate_reads.filter_memories(self.fts_memo, conn, tenant, list(dict.fromkeys(newcomers)), options)
         # Memories only the graph found, with no neighbour: fused apart, and read only when their priors could lift them into the answer.
         alone = _graph_alone(results, entity_ids, follows)
         channels = {name: [h for h in hits if h[0] not in alone] if name == "graph" else hits for name, hits in results.items()} if alone else results
-        rows, facts = self._rows_and_facts(conn, tenant, [m for m in allowed if m not in alone], options.as_of, analysis.is_temporal)
+        rows, facts = candidate_reads.rows_and_facts(self.graph_memo, conn, tenant, [m for m in allowed if m not in alone], options.as_of, analysis.is_temporal)
         fused = fusion.recall(
             analysis,
             channels,
@@ -529,38 +527,11 @@ class Searcher:
             floor = returnable[options.limit - 1].score if len(returnable) >= options.limit else -math.inf
             ceiling = fusion.prior_ceiling(analysis, params) * (1 + 1e-9)  # the margin covers the rounding of the product
             apart = fusion.combine({"graph": [h for h in results["graph"] if h[0] in alone]}, {"graph": weights.get("graph", 0.0)}, method="absolute")
-            found, found_facts = self._rows_and_facts(conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], options.as_of, analysis.is_temporal)
+            found, found_facts = candidate_reads.rows_and_facts(self.graph_memo, conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], options.as_of, analysis.is_temporal)
             rows.update(found)
             fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)
             _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
-
-    def _rows_and_facts(
-        self, conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, temporal: bool
-    ) -> tuple[dict[str, tuple], dict[str, fusion.MemoryFacts]]:
-        """The stored rows of ``memory_ids`` (those found) and what the priors need of each.
-
-        At the head both are held in the graph projection's memo while it
-        stays as it is, so a memory is read and decoded once, not once a question.
-        """
-        held = self.graph_memo.held(conn) if self.graph_memo is not None and as_of is None else None
-        if held is None:
-            rows = graph_reads.memory_rows(conn, tenant, memory_ids, as_of=as_of)
-            return rows, {m: _facts(graph_reads.content_facts(row), temporal) for m, row in rows.items()}
-        unread = [m for m in dict.fromkeys(memory_ids) if ("row", tenant, m) not in held]
-        if unread:
-            found = graph_reads.memory_rows(conn, tenant, unread)
-            for m in unread:
-                row = found.get(m)
-                held.put(("row", tenant, m), row, 1 + (len(row[9]) // 128 if row is not None else 0))
-        rows, facts = {}, {}
-        for m in memory_ids:
-            row = held[("row", tenant, m)]
-            if row is not None:
-                rows[m] = row
-                known = held.get(("facts", tenant, m, temporal))
-                facts[m] = known if known is not None else held.put(("facts", tenant, m, temporal), _facts(graph_reads.content_facts(row), temporal), 0)
-        return rows, facts
 
     def _rrf(self, conn, tenant, results, weights, analysis, options):
         """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
@@ -598,79 +569,6 @@ def _graph_alone(results: dict[str, list[tuple[str, float]]], entity_ids: set[st
     return {m for m, _ in results.get("graph", ()) if m not in others and m not in entity_ids and not follows.get(m)}
 
 
-def _facts(content: graph_reads.ContentFacts, temporal: bool) -> fusion.MemoryFacts:
-    """What the priors need of a memory: its speaker, whether it mentions a time, when it was said.
-
-    Whether a text mentions a time matters only to a when-question, so it is
-    looked at only then; both text analyses are cached across queries.
-    """
-    props = content.properties or {}
-    speaker = props.get("speaker") if isinstance(props.get("speaker"), str) else None
-    when = props.get("time") or props.get("occurred_at")
-    occurred = _when(when) if isinstance(when, str) else None
-    return fusion.MemoryFacts(speaker=speaker, has_time_ref=temporal and _mentions_time(content.memory), occurred_at=occurred)
-
-
-@lru_cache(maxsize=65536)
-def _mentions_time(text: str) -> bool:
-    return bool(find_time_expressions(text))
-
-
-@lru_cache(maxsize=65536)
-def _when(text: str):
-    return parse_datetime(text)
-
-
-def _follows(
-    conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None, memo: StateMemo | None = None
-) -> dict[str, list[tuple[str, float, str]]]:
-    """FOLLOWS neighbours of many memories: the next turn (FOLLOWS) and the previous (PRECEDES).
-
-    At the head, each memory's neighbours are held in ``memo`` (the graph
-    projection's) while the projection stays as it is: only the memories not
-    held yet are read.
-    """
-    held = memo.held(conn) if memo is not None and as_of is None else None
-    if held is None:
-        return _read_follows(conn, tenant, memory_ids, as_of)
-    unread = [m for m in memory_ids if ("follows", tenant, m) not in held]
-    if unread:
-        read = _read_follows(conn, tenant, unread, as_of)
-        for m in unread:
-            found = read.get(m, [])
-            held.put(("follows", tenant, m), found, len(found) + 1)
-    out: dict[str, list[tuple[str, float, str]]] = {}
-    for m in memory_ids:
-        if found := held[("follows", tenant, m)]:
-            out[m] = found
-    return out
-
-
-def _read_follows(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], as_of: int | None) -> dict[str, list[tuple[str, float, str]]]:
-    """:func:`_follows` from SQL: one indexed lookup a side (``source IN``, then ``target IN``).
-
-    An ``OR`` of the two sides lets SQLite fall back to scanning the
-    tenant's edges, which grows with every relation and mention in the graph.
-    """
-    out: dict[str, list[tuple[str, float, str]]] = {}
-    if not memory_ids:
-        return out
-    valid, params = head_clause(as_of)
-    for start in range(0, len(memory_ids), 400):
-        chunk = memory_ids[start : start + 400]
-        marks = ",".join("?" * len(chunk))
-        found = []
-        for order, (side, other, label) in enumerate((("source", "target", "FOLLOWS"), ("target", "source", "PRECEDES"))):
-            rows = conn.execute(
-                f"SELECT row_id, {side}, {other}, weight FROM graph_edges WHERE tenant = ? AND {side} IN ({marks}) AND edge_type = 'FOLLOWS' AND {valid}",
-                (tenant, *chunk, *params),
-            )
-            found += [(row_id, order, memory_id, (neighbour, weight, label)) for row_id, memory_id, neighbour, weight in rows]
-        for _, _, memory_id, neighbour in sorted(found):  # in the edges' order, as one scan would give them
-            out.setdefault(memory_id, []).append(neighbour)
-    return out
-
-
 def strategy_name(active: Sequence[str]) -> str:
     if len(active) >= 2:
         return "hybrid"
@@ -698,71 +596,6 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
-
-
-def _best_allowed(
-    conn: sqlite3.Connection, tenant: str, scores: dict[str, float], options: RecallOptions, limit: int, also: Sequence[str] = (),
-    memo: StateMemo | None = None,
-) -> set[str]:
-    """The best ``limit`` of ``scores`` that pass the request's filters (and which of ``also`` pass), checked best first.
-
-    A channel keeps its ``limit`` best allowed memories: those below them
-    are never read, so a walk that reached hundreds costs one small check.
-    """
-    order = [m for m, _ in fusion.rank(scores)]
-    allowed = _filter_memories(conn, tenant, list(also), options, memo) if also else set()
-    found = 0
-    for start in range(0, len(order), max(1, limit)):
-        passed = _filter_memories(conn, tenant, order[start : start + limit], options, memo)
-        allowed |= passed
-        found += len(passed)
-        if found >= limit:
-            break
-    return allowed
-
-
-def _filter_memories(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions, memo: StateMemo | None = None) -> set[str]:
-    """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table).
-
-    At the head each answer is held in ``memo`` (the FTS projection's) while
-    that projection stays as it is.
-    """
-    if not memory_ids:
-        return set()
-    held = memo.held(conn) if memo is not None and options.as_of is None and _hashable(options.filters) else None
-    if held is None:
-        return _read_allowed(conn, tenant, memory_ids, options)
-    filters = options.filters
-    unread = [m for m in dict.fromkeys(memory_ids) if ("allowed", tenant, filters, m) not in held]
-    if unread:
-        passed = _read_allowed(conn, tenant, unread, options)
-        for m in unread:
-            held.put(("allowed", tenant, filters, m), m in passed)
-    return {m for m in memory_ids if held[("allowed", tenant, filters, m)]}
-
-
-def _hashable(value) -> bool:
-    """Whether ``value`` can key a memo (filters built in code may hold lists)."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-def _read_allowed(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: RecallOptions) -> set[str]:
-    valid, valid_params = head_clause(options.as_of, "d")
-    where, where_params = filter_sql(options.filters, "d")
-    allowed: set[str] = set()
-    for start in range(0, len(memory_ids), 500):
-        chunk = memory_ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            f"SELECT d.memory_id FROM fts_docs AS d WHERE d.tenant = ? AND d.memory_id IN ({marks}) AND {valid} AND {where}",
-            (tenant, *chunk, *valid_params, *where_params),
-        )
-        allowed.update(r[0] for r in rows)
-    return allowed
 
 
 _SESSION = re.compile(r"^(.*):[^:]+$")
