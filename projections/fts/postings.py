@@ -78,7 +78,7 @@ import threading
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import msgspec
 import numpy as np
@@ -198,6 +198,16 @@ class _Segment:
         return _Segment(vocabulary, starts, rows[order], freqs, lengths)
 
 
+class _Term(NamedTuple):
+    """One query term's postings over every segment (row indexes ascending) and its idf."""
+
+    term: str
+    rows: np.ndarray
+    freqs: np.ndarray
+    lengths: np.ndarray
+    idf: float
+
+
 class _Columns:
     """Growable per-row arrays."""
 
@@ -251,6 +261,7 @@ class PostingsIndex:
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
         self._sums = np.zeros(0, np.float64)
+        self._bitmaps: dict[str, tuple[int, np.ndarray]] = {}  # frequent terms' rows, least recently used first
         self._buffers = np.empty((3, 0), np.float64)
 
     @classmethod
@@ -545,13 +556,23 @@ class PostingsIndex:
         if any(len(s) > 1 for s in stems):
             return None
         terms = [s[0] for s in stems if s]
+        filters = filters or DEFAULT_FILTERS
         with _one_snapshot(conn), self.lock:
             self._sync(conn)
-            scored = self._score(terms)
+            postings = self._postings_of(terms)
+            scored = None
+            if len(postings) > 1 and msgspec.structs.replace(filters, status=None) == SearchFilters(status=None):
+                # Every filter is checked here (no SQL one): the best rows that pass bound what the others must reach.
+                keep = self._passing(tenant, as_of, filters)
+                if keep is None:
+                    return []
+                scored = self._score_pruned(postings, keep, limit)
+            if scored is None:
+                scored = self._score(postings)
             if scored is None:
                 return []
             rows, scores = scored
-            return self._ranked(conn, rows, scores, tenant, limit, as_of, filters or DEFAULT_FILTERS)
+            return self._ranked(conn, rows, scores, tenant, limit, as_of, filters)
 
     def _scratch(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Three float64 buffers of ``size`` for :meth:`_score` (kept between searches; the lock is held)."""
@@ -559,39 +580,67 @@ class PostingsIndex:
             self._buffers = np.empty((3, max(size, int(self._buffers.shape[1] * 1.5))), np.float64)
         return self._buffers[0, :size], self._buffers[1, :size], self._buffers[2, :size]
 
-    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every row holding some of ``terms`` (row indexes) and its bm25 (positive), any tenant or state."""
+    def _postings_of(self, terms: Sequence[str]) -> list[_Term]:
+        """The postings of each of ``terms`` that some row holds, in phrase order, with the term's idf."""
         n = self.cols.n
-        if n == 0 or not terms:
+        out: list[_Term] = []
+        if n == 0:
+            return out
+        for term in terms:
+            parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
+            if not parts:
+                continue
+            # Segments hold consecutive runs of rows, oldest first: the joined postings ascend.
+            rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
+            if not len(rows):
+                continue
+            hits = len(rows)
+            idf = math.log((n - hits + 0.5) / (hits + 0.5))
+            out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6))
+        return out
+
+    def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, idf: float) -> np.ndarray:
+        """Each posting's bm25 part, ``idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl)))``, FTS5's order of operations.
+
+        Computed in scratch buffers (fresh temporaries of this size cost more
+        in page faults than in arithmetic); the result is valid until the next call.
+        """
+        tf, norm, _ = self._scratch(len(freqs))
+        np.copyto(norm, lengths)
+        np.multiply(norm, B, out=norm)
+        np.divide(norm, self.total_length / self.cols.n, out=norm)
+        np.add(norm, 1.0 - B, out=norm)
+        np.multiply(norm, K1, out=norm)
+        np.copyto(tf, freqs)  # as float64 before any arithmetic
+        np.add(norm, tf, out=norm)
+        np.multiply(tf, K1 + 1.0, out=tf)
+        np.divide(tf, norm, out=tf)
+        np.multiply(tf, idf, out=tf)
+        return tf
+
+    def _score(self, postings: Sequence[_Term], chosen=None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every row holding some of the terms (row indexes) and its bm25 (positive), any tenant or state.
+
+        ``chosen(term)``, when given, says which of a term's postings take
+        part (a boolean mask): the rows left out are not scored at all.
+        """
+        n = self.cols.n
+        if n == 0 or not postings:
             return None
-        avgdl = self.total_length / n
         if len(self._sums) < n:
             self._sums = np.zeros(max(n, int(len(self._sums) * 1.5)), np.float64)
         sums = self._sums  # zero between searches; each row's sum is added in phrase order, as FTS5 adds
         touched: list[np.ndarray] = []
         try:
-            for term in terms:
-                parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
-                if not parts:
-                    continue
-                rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
-                hits = len(rows)
-                idf = math.log((n - hits + 0.5) / (hits + 0.5))
-                if idf <= 0.0:
-                    idf = 1e-6
-                # FTS5's order of operations, idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl))),
-                # computed in scratch buffers: fresh temporaries of this size cost more in page faults than in arithmetic.
-                tf, norm, held = self._scratch(hits)
-                np.copyto(norm, lengths)
-                np.multiply(norm, B, out=norm)
-                np.divide(norm, avgdl, out=norm)
-                np.add(norm, 1.0 - B, out=norm)
-                np.multiply(norm, K1, out=norm)
-                np.copyto(tf, freqs)  # as float64 before any arithmetic, as before
-                np.add(norm, tf, out=norm)
-                np.multiply(tf, K1 + 1.0, out=tf)
-                np.divide(tf, norm, out=tf)
-                np.multiply(tf, idf, out=tf)
+            for term in postings:
+                rows, freqs, lengths = term.rows, term.freqs, term.lengths
+                if chosen is not None:
+                    mask = chosen(term)
+                    rows, freqs, lengths = rows[mask], freqs[mask], lengths[mask]
+                    if not len(rows):
+                        continue
+                tf = self._impacts(freqs, lengths, term.idf)
+                held = self._buffers[2, : len(rows)]
                 np.take(sums, rows, out=held)
                 touched.append(rows[held == 0.0])  # a row's first phrase (every phrase adds more than 0)
                 np.add(held, tf, out=held)
@@ -604,6 +653,197 @@ class PostingsIndex:
             for part in touched:
                 sums[part] = 0.0
 
+    def _exact(self, postings: Sequence[_Term], rows: np.ndarray) -> np.ndarray:
+        """The bm25 of each of ``rows`` (ascending row indexes), summed in phrase order as :meth:`_score` sums.
+
+        A row's length is read from the per-row lengths (the postings hold
+        the same value, as float32); which rows hold a term, from its bitmap
+        (a rare term's rows are looked up instead); its frequency in them is
+        the term's most common one but for the few rows that differ.
+        """
+        scores = np.zeros(len(rows), np.float64)
+        lengths = self.cols.length[rows].astype(np.float32)
+        for term in postings:
+            held = self._held(term, rows)
+            if not held.any():
+                continue
+            at = rows[held]
+            common = term.freqs[0]
+            odd = term.freqs != common
+            freqs = np.full(len(at), common, np.float32)
+            if odd.any():
+                others = term.rows[odd]
+                where = np.searchsorted(at, others)
+                np.minimum(where, len(at) - 1, out=where)
+                hit = at[where] == others
+                freqs[where[hit]] = term.freqs[odd][hit]
+            scores[held] += self._impacts(freqs, lengths[held], term.idf)
+        return scores
+
+    def _held(self, term: _Term, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` (ascending) hold ``term``: a mask."""
+        bitmap = self._bitmap(term) if len(term.rows) > len(rows) // 4 else None
+        if bitmap is not None:
+            return ((bitmap[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1).astype(bool)
+        held = np.zeros(len(rows), bool)
+        if len(term.rows) <= len(rows):
+            where = np.searchsorted(rows, term.rows)
+            np.minimum(where, len(rows) - 1, out=where)
+            held[where[rows[where] == term.rows]] = True
+        else:
+            where = np.searchsorted(term.rows, rows)
+            np.minimum(where, len(term.rows) - 1, out=where)
+            held = term.rows[where] == rows
+        return held
+
+    def _intersection(self, terms: Sequence[_Term]) -> np.ndarray:
+        """The rows (ascending) holding every one of ``terms``."""
+        terms = sorted(terms, key=lambda t: len(t.rows))
+        maps = [self._bitmap(t) for t in terms] if len(terms) > 1 else [None]
+        if any(m is None for m in maps):
+            return self._holding(terms[0].rows, terms[1:])
+        words = maps[0].view(np.uint64).copy()
+        for m in maps[1:]:
+            np.bitwise_and(words, m.view(np.uint64), out=words)
+        nonzero = np.flatnonzero(words)
+        bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(len(nonzero), 64)
+        word, bit = np.nonzero(bits)
+        return (nonzero[word] * 64 + bit).astype(np.int32)
+
+    def _score_pruned(self, postings: Sequence[_Term], keep, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """What :meth:`_score` returns, less rows that cannot be among the best ``limit`` rows that ``keep``.
+
+        MaxScore with a threshold found first. A term's impact on a row is
+        bounded by its highest frequency and the row's length (impacts fall
+        as rows grow), so each term has an upper bound. Rows holding all the
+        terms, or all but one, are scored exactly first (bitmaps of the
+        frequent terms find them; else the shortest rows of the term bounded
+        highest are), and the ``limit``-th best of those that pass (``keep``,
+        a mask of rows) is a threshold ``theta`` that every row of the answer
+        reaches. A row of the answer then holds one of the smallest sets of
+        terms whose bounds sum to ``theta`` at least, and is short enough for
+        the rarest term of that set to reach what ``theta`` asks of it (the
+        other terms' bounds count in full); only those rows are scored,
+        exactly as :meth:`_score` scores them. Without ``limit`` passing rows
+        among the first there is no threshold: None (score every row).
+        """
+        count = len(postings)
+        if count > MAX_PRUNED_TERMS:
+            return None
+        bounds = np.array([self._impacts(t.freqs.max(keepdims=True), t.lengths.min(keepdims=True), t.idf)[0] for t in postings])
+        bounds *= 1.0 + 1e-9  # float rounding: a bound never falls below an impact it stands for
+        holding: dict[tuple[int, ...], np.ndarray] = {}  # rows holding each set of terms, as found
+
+        def rows_holding(subset: tuple[int, ...], need: float = 0.0) -> np.ndarray:
+            if need <= 0.0 and subset in holding:
+                return holding[subset]
+            terms = sorted((postings[i] for i in subset), key=lambda t: len(t.rows))
+            reachable = self._reachable(terms[0], need)
+            rows = self._intersection(terms) if reachable is terms[0].rows else self._holding(reachable, terms[1:])
+            if need <= 0.0:
+                holding[subset] = rows
+            return rows
+
+        theta = self._threshold(postings, bounds, keep, limit, rows_holding)
+        if theta is None:
+            return None
+        total = float(bounds.sum())
+        parts = []
+        for subset in _reaching(bounds, theta):
+            rarest = min(subset, key=lambda i: len(postings[i].rows))
+            parts.append(rows_holding(subset, theta - (total - bounds[rarest])))
+        rows = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+        if not len(rows):
+            return None
+        rows = rows.astype(np.int64)
+        return rows, self._exact(postings, rows)
+
+    def _reachable(self, term: _Term, need: float) -> np.ndarray:
+        """``term``'s rows whose impact can reach ``need`` at the term's highest frequency: the short enough ones."""
+        if need <= 0.0:
+            return term.rows
+        f = float(term.freqs.max())
+        avgdl = self.total_length / self.cols.n
+        # need = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl)), solved for length; a margin for rounding.
+        longest = ((term.idf * f * (K1 + 1.0) / need - f) / K1 - (1.0 - B)) * avgdl / B
+        return term.rows[term.lengths <= longest * (1.0 + 1e-6) + 1e-6]
+
+    def _holding(self, rows: np.ndarray, others: Sequence[_Term]) -> np.ndarray:
+        """Those of ``rows`` (ascending) that every term of ``others`` holds."""
+        for term in sorted(others, key=lambda t: len(t.rows)):
+            if not len(rows):
+                break
+            rows = rows[self._held(term, rows)]
+        return rows
+
+    def _bitmap(self, term: _Term) -> np.ndarray | None:
+        """A frequent term's rows as a bitmap (bit ``i % 8`` of byte ``i // 8``), kept while the index grows; None for a rarer term."""
+        n = self.cols.n
+        if len(term.rows) * FREQUENT < n:
+            return None
+        size = (n + 63) // 64 * 8  # whole 64-bit words
+        held = self._bitmaps.pop(term.term, None)
+        if held is None or held[0] > n or len(held[1]) > size:
+            covered, bitmap = 0, np.zeros(size, np.uint8)
+        else:
+            covered, bitmap = held
+            if len(bitmap) < size:
+                bitmap = np.concatenate([bitmap, np.zeros(size - len(bitmap), np.uint8)])
+        if covered < n:
+            # Rows past the bitmap's last byte boundary are (re)set from the postings: rows only ever grow at the end.
+            first = covered // 8 * 8
+            fresh = term.rows[np.searchsorted(term.rows, first) :] - first
+            flags = np.zeros(size * 8 - first, bool)
+            flags[fresh] = True
+            bitmap[first // 8 :] = np.packbits(flags, bitorder="little")
+        self._bitmaps[term.term] = (n, bitmap)
+        while len(self._bitmaps) > BITMAPS:
+            self._bitmaps.pop(next(iter(self._bitmaps)))
+        return bitmap
+
+    def _threshold(self, postings: Sequence[_Term], bounds: np.ndarray, keep, limit: int, rows_holding) -> float | None:
+        """The ``limit``-th best exact score among some rows that pass, or None: see :meth:`_score_pruned`."""
+        count = len(postings)
+        every = tuple(range(count))
+        seeds = rows_holding(every)
+        seeds = seeds[keep(seeds)]
+        if len(seeds) < limit and count >= 3:
+            found = [seeds] + [rows_holding(every[:skip] + every[skip + 1 :]) for skip in range(count)]
+            seeds = np.unique(np.concatenate(found))
+            seeds = seeds[keep(seeds)]
+        if len(seeds) < limit:
+            top = postings[int(np.argmax(bounds))]
+            shortest = top.rows[top.lengths == top.lengths.min()]
+            seeds = shortest[keep(shortest)]
+            if len(seeds) < limit:
+                return None
+        seeds = seeds[:SEEDS]
+        scores = self._exact(postings, seeds.astype(np.int64))
+        return float(np.partition(scores, len(scores) - limit)[len(scores) - limit])
+
+    def _passing(self, tenant: str, as_of: int | None, filters: SearchFilters):
+        """A function of row indexes to a mask: the rows of ``tenant`` valid at the head or ``as_of`` whose status passes (None: no row can)."""
+        cols = self.cols
+        tenant_id = self.tenants.get(tenant)
+        if tenant_id is None:
+            return None
+        statuses = None
+        if filters.status:
+            statuses = np.zeros(len(self.statuses) + 1, bool)
+            statuses[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
+
+        def keep(at: np.ndarray) -> np.ndarray:
+            mask = cols.tenant[at] == tenant_id
+            if as_of is None:
+                mask &= cols.valid_to[at] == _OPEN
+            else:
+                mask &= (cols.valid_from[at] <= as_of) & (cols.valid_to[at] > as_of)
+            if statuses is not None:
+                mask &= statuses[cols.status[at]]
+            return mask
+
+        return keep
+
     def _ranked(self, conn, rows, scores, tenant, limit, as_of, filters) -> list[tuple[str, int, int, float]]:
         """The best ``limit`` of the scored rows that pass tenant, validity and filters, best first.
 
@@ -613,26 +853,14 @@ class PostingsIndex:
         is ever skipped.
         """
         cols = self.cols
-        tenant_id = self.tenants.get(tenant)
-        if tenant_id is None or len(rows) == 0:
+        keep = self._passing(tenant, as_of, filters)
+        if keep is None or len(rows) == 0:
             return []
-        statuses = None
-        if filters.status:
-            statuses = np.zeros(len(self.statuses) + 1, bool)
-            statuses[[self.statuses[s] for s in filters.status if s in self.statuses]] = True
         rest = msgspec.structs.replace(filters, status=None)
         where, params = filter_sql(rest, "d") if rest != SearchFilters(status=None) else (None, ())
 
         def passing(chosen: np.ndarray) -> np.ndarray:
-            at = rows[chosen]
-            keep = cols.tenant[at] == tenant_id
-            if as_of is None:
-                keep &= cols.valid_to[at] == _OPEN
-            else:
-                keep &= (cols.valid_from[at] <= as_of) & (cols.valid_to[at] > as_of)
-            if statuses is not None:
-                keep &= statuses[cols.status[at]]
-            return chosen[keep]
+            return chosen[keep(rows[chosen])]
 
         def best_first(chosen: np.ndarray) -> np.ndarray:
             return chosen[np.lexsort((rows[chosen], -scores[chosen]))]
@@ -671,6 +899,27 @@ class PostingsIndex:
         ids = [int(cols.row_id[row]) for row, _ in out]
         names = dict(conn.execute(f"SELECT row_id, memory_id FROM fts_docs WHERE row_id IN ({','.join('?' * len(ids))})", ids).fetchall()) if ids else {}
         return [(names[row_id], row_id, int(cols.version[row]), score) for row_id, (row, score) in zip(ids, out)]
+
+
+#: Rows scored exactly to set the pruning threshold (any of them would do: more only sets it higher).
+SEEDS = 4096
+#: A term held by at least one row in this many is kept as a bitmap, for intersections.
+FREQUENT = 64
+#: Bitmaps kept (the least recently used goes first): at a million rows, 125 kB each.
+BITMAPS = 256
+#: Queries of more terms than this are scored without pruning (the sets of terms to try grow as 2 ** terms).
+MAX_PRUNED_TERMS = 8
+
+
+def _reaching(bounds: np.ndarray, theta: float) -> list[tuple[int, ...]]:
+    """The smallest sets of terms whose bounds sum to ``theta`` at least: each loses that sum without any of its terms."""
+    count, out = len(bounds), []
+    for mask in range(1, 1 << count):
+        subset = tuple(i for i in range(count) if mask >> i & 1)
+        reach = float(bounds[list(subset)].sum())
+        if reach >= theta and all(reach - bounds[i] < theta for i in subset):
+            out.append(subset)
+    return out
 
 
 #: Rows read at a time when the index loads.
