@@ -78,7 +78,7 @@ import threading
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import msgspec
 import numpy as np
@@ -198,14 +198,41 @@ class _Segment:
         return _Segment(vocabulary, starts, rows[order], freqs, lengths)
 
 
-class _Term(NamedTuple):
-    """One query term's postings over every segment (row indexes ascending) and its idf."""
+class _Term:
+    """One query term's postings over every segment (row indexes ascending), its idf, and figures about them.
 
-    term: str
-    rows: np.ndarray
-    freqs: np.ndarray
-    lengths: np.ndarray
-    idf: float
+    The figures (highest frequency, shortest row, the rows whose frequency
+    is not the first one's) are computed once per size of the index: ``known``
+    holds them between searches (the index only grows until it is reset).
+    """
+
+    __slots__ = ("term", "rows", "freqs", "lengths", "idf", "known")
+
+    def __init__(self, term: str, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray, idf: float, known: dict):
+        self.term, self.rows, self.freqs, self.lengths, self.idf, self.known = term, rows, freqs, lengths, idf, known
+
+    def _figure(self, name: str, compute):
+        found = self.known.get(name)
+        if found is None:
+            found = self.known[name] = compute()
+        return found
+
+    @property
+    def highest(self) -> float:
+        return self._figure("highest", lambda: float(self.freqs.max()))
+
+    @property
+    def shortest(self) -> float:
+        return self._figure("shortest", lambda: float(self.lengths.min()))
+
+    def odd(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """The term's first frequency, and the rows (ascending) where its frequency differs, with theirs."""
+
+        def compute():
+            differ = self.freqs != self.freqs[0]
+            return (self.freqs[0], self.rows[differ], self.freqs[differ])
+
+        return self._figure("odd", compute)
 
 
 class _Columns:
@@ -262,6 +289,7 @@ class PostingsIndex:
         self.total_length = 0.0
         self._sums = np.zeros(0, np.float64)
         self._bitmaps: dict[str, tuple[int, np.ndarray]] = {}  # frequent terms' rows, least recently used first
+        self._known: dict[str, tuple[int, dict]] = {}  # figures about terms' postings (see _Term), by index size
         self._buffers = np.empty((3, 0), np.float64)
 
     @classmethod
@@ -596,7 +624,13 @@ class PostingsIndex:
                 continue
             hits = len(rows)
             idf = math.log((n - hits + 0.5) / (hits + 0.5))
-            out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6))
+            known = self._known.pop(term, None)
+            if known is None or known[0] != n:
+                known = (n, {})
+            self._known[term] = known  # the most recently used last
+            out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6, known[1]))
+        while len(self._known) > BITMAPS:
+            self._known.pop(next(iter(self._known)))
         return out
 
     def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, idf: float) -> np.ndarray:
@@ -668,15 +702,13 @@ class PostingsIndex:
             if not held.any():
                 continue
             at = rows[held]
-            common = term.freqs[0]
-            odd = term.freqs != common
+            common, others, their = term.odd()
             freqs = np.full(len(at), common, np.float32)
-            if odd.any():
-                others = term.rows[odd]
+            if len(others):
                 where = np.searchsorted(at, others)
                 np.minimum(where, len(at) - 1, out=where)
                 hit = at[where] == others
-                freqs[where[hit]] = term.freqs[odd][hit]
+                freqs[where[hit]] = their[hit]
             scores[held] += self._impacts(freqs, lengths[held], term.idf)
         return scores
 
@@ -705,10 +737,16 @@ class PostingsIndex:
         words = maps[0].view(np.uint64).copy()
         for m in maps[1:]:
             np.bitwise_and(words, m.view(np.uint64), out=words)
-        nonzero = np.flatnonzero(words)
-        bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(len(nonzero), 64)
-        word, bit = np.nonzero(bits)
-        return (nonzero[word] * 64 + bit).astype(np.int32)
+        at = np.flatnonzero(words)
+        words = words[at]
+        found = []
+        while len(words):  # one round per bit a word holds: few, since intersections are sparse
+            lowest = words & (~words + np.uint64(1))
+            found.append(at * 64 + np.log2(lowest).astype(np.int64))  # a power of two is exact in float64
+            words ^= lowest
+            more = words != 0
+            at, words = at[more], words[more]
+        return _union(found).astype(np.int32)
 
     def _score_pruned(self, postings: Sequence[_Term], keep, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """What :meth:`_score` returns, less rows that cannot be among the best ``limit`` rows that ``keep``.
@@ -730,7 +768,7 @@ class PostingsIndex:
         count = len(postings)
         if count > MAX_PRUNED_TERMS:
             return None
-        bounds = np.array([self._impacts(t.freqs.max(keepdims=True), t.lengths.min(keepdims=True), t.idf)[0] for t in postings])
+        bounds = np.array([self._impacts(np.array([t.highest]), np.array([t.shortest]), t.idf)[0] for t in postings])
         bounds *= 1.0 + 1e-9  # float rounding: a bound never falls below an impact it stands for
         holding: dict[tuple[int, ...], np.ndarray] = {}  # rows holding each set of terms, as found
 
@@ -747,12 +785,17 @@ class PostingsIndex:
         theta = self._threshold(postings, bounds, keep, limit, rows_holding)
         if theta is None:
             return None
+        # With few terms, each set of terms that can reach theta stands for the rows holding exactly it: those rows'
+        # other impacts are bounded by the set's other terms. With more, the smallest such sets stand for every row
+        # holding them, whose other impacts are bounded by all other terms.
+        every = count <= EVERY_SET_TERMS
         total = float(bounds.sum())
         parts = []
-        for subset in _reaching(bounds, theta):
+        for subset in _reaching(bounds, theta, every):
             rarest = min(subset, key=lambda i: len(postings[i].rows))
-            parts.append(rows_holding(subset, theta - (total - bounds[rarest])))
-        rows = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+            others = float(bounds[list(subset)].sum()) if every else total
+            parts.append(rows_holding(subset, theta - (others - bounds[rarest])))
+        rows = _union(parts)
         if not len(rows):
             return None
         rows = rows.astype(np.int64)
@@ -762,7 +805,7 @@ class PostingsIndex:
         """``term``'s rows whose impact can reach ``need`` at the term's highest frequency: the short enough ones."""
         if need <= 0.0:
             return term.rows
-        f = float(term.freqs.max())
+        f = term.highest
         avgdl = self.total_length / self.cols.n
         # need = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl)), solved for length; a margin for rounding.
         longest = ((term.idf * f * (K1 + 1.0) / need - f) / K1 - (1.0 - B)) * avgdl / B
@@ -805,19 +848,15 @@ class PostingsIndex:
         """The ``limit``-th best exact score among some rows that pass, or None: see :meth:`_score_pruned`."""
         count = len(postings)
         every = tuple(range(count))
-        seeds = rows_holding(every)
-        seeds = seeds[keep(seeds)]
+        seeds = _passing_first(rows_holding(every), keep, limit)
         if len(seeds) < limit and count >= 3:
             found = [seeds] + [rows_holding(every[:skip] + every[skip + 1 :]) for skip in range(count)]
-            seeds = np.unique(np.concatenate(found))
-            seeds = seeds[keep(seeds)]
+            seeds = _passing_first(_union(found), keep, limit)
         if len(seeds) < limit:
             top = postings[int(np.argmax(bounds))]
-            shortest = top.rows[top.lengths == top.lengths.min()]
-            seeds = shortest[keep(shortest)]
+            seeds = _passing_first(top.rows[top.lengths == top.shortest], keep, limit)
             if len(seeds) < limit:
                 return None
-        seeds = seeds[:SEEDS]
         scores = self._exact(postings, seeds.astype(np.int64))
         return float(np.partition(scores, len(scores) - limit)[len(scores) - limit])
 
@@ -902,22 +941,41 @@ class PostingsIndex:
 
 
 #: Rows scored exactly to set the pruning threshold (any of them would do: more only sets it higher).
-SEEDS = 4096
+SEEDS = 1024
 #: A term held by at least one row in this many is kept as a bitmap, for intersections.
 FREQUENT = 64
 #: Bitmaps kept (the least recently used goes first): at a million rows, 125 kB each.
 BITMAPS = 256
 #: Queries of more terms than this are scored without pruning (the sets of terms to try grow as 2 ** terms).
 MAX_PRUNED_TERMS = 8
+#: Up to this many terms, every set of terms that can reach the threshold is tried (up to 31 sets), not only the smallest.
+EVERY_SET_TERMS = 5
 
 
-def _reaching(bounds: np.ndarray, theta: float) -> list[tuple[int, ...]]:
-    """The smallest sets of terms whose bounds sum to ``theta`` at least: each loses that sum without any of its terms."""
+def _union(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """The distinct rows of ``parts``, ascending."""
+    if len(parts) <= 1:
+        return np.sort(parts[0]) if parts else np.zeros(0, np.int64)
+    rows = np.sort(np.concatenate(parts))
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
+
+
+def _passing_first(rows: np.ndarray, keep, limit: int) -> np.ndarray:
+    """Up to :data:`SEEDS` of ``rows`` that ``keep``, the first ones (fewer than ``limit`` only when no more pass)."""
+    first = rows[:SEEDS]
+    first = first[keep(first)]
+    if len(first) >= limit or len(rows) <= SEEDS:
+        return first
+    return rows[keep(rows)][:SEEDS]
+
+
+def _reaching(bounds: np.ndarray, theta: float, every: bool) -> list[tuple[int, ...]]:
+    """The sets of terms whose bounds sum to ``theta`` at least; unless ``every``, only the smallest (each falls short without any of its terms)."""
     count, out = len(bounds), []
     for mask in range(1, 1 << count):
         subset = tuple(i for i in range(count) if mask >> i & 1)
         reach = float(bounds[list(subset)].sum())
-        if reach >= theta and all(reach - bounds[i] < theta for i in subset):
+        if reach >= theta and (every or all(reach - bounds[i] < theta for i in subset)):
             out.append(subset)
     return out
 
