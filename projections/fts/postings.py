@@ -53,6 +53,25 @@ rebuild; another counter: a drop; a checkpoint or row the database no
 longer has: an older ``projections.db``) is ignored and the index is built
 from ``fts_docs`` as before.
 
+Pruning (MaxScore)
+------------------
+A query's words can match a tenth of all rows (a name, an everyday
+object): scoring every match grew with the store (7 ms a query at a
+million rows). When tenant, validity and status are the only filters (all
+checked in memory), :meth:`PostingsIndex._score_pruned` finds a threshold
+first, the ``limit``-th best exact score among rows holding all the terms
+(or all but one; bitmaps of the frequent terms intersect them in
+microseconds), and then scores only rows that can reach it: a term's impact
+is bounded by its highest frequency and the row's length, so a row must
+hold a set of terms whose bounds reach the threshold, and be short enough
+for that. The rows left out score below the threshold, strictly: the answer
+is the one scoring every row gives, to the bit (a property test checks it
+against the unpruned scoring). A filter checked in SQL scores every row, as
+before. Measured on the bench's questions (hashing store, 200 questions,
+CPU time per search on 2 shared cores under other load): 100,000 rows
+0.84 ms against 0.93 scoring every row, 200,000 1.00 against 1.36, a
+million 1.88 against 7.12.
+
 Tenant, ``as_of`` and filters
 -----------------------------
 Memory ids stay in ``fts_docs`` (they would be most of the index's size):
@@ -629,7 +648,7 @@ class PostingsIndex:
                 known = (n, {})
             self._known[term] = known  # the most recently used last
             out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6, known[1]))
-        while len(self._known) > BITMAPS:
+        while len(self._known) > KNOWN_TERMS:
             self._known.pop(next(iter(self._known)))
         return out
 
@@ -758,12 +777,12 @@ class PostingsIndex:
         frequent terms find them; else the shortest rows of the term bounded
         highest are), and the ``limit``-th best of those that pass (``keep``,
         a mask of rows) is a threshold ``theta`` that every row of the answer
-        reaches. A row of the answer then holds one of the smallest sets of
-        terms whose bounds sum to ``theta`` at least, and is short enough for
-        the rarest term of that set to reach what ``theta`` asks of it (the
-        other terms' bounds count in full); only those rows are scored,
-        exactly as :meth:`_score` scores them. Without ``limit`` passing rows
-        among the first there is no threshold: None (score every row).
+        reaches. The set of terms a row of the answer holds has bounds that
+        sum to ``theta`` at least, and the row is short enough for the rarest
+        of them to reach what ``theta`` asks of it beside the others' bounds
+        (see :func:`_reaching`); only such rows are scored, exactly as
+        :meth:`_score` scores them. Without ``limit`` passing rows among the
+        first there is no threshold: None (score every row).
         """
         count = len(postings)
         if count > MAX_PRUNED_TERMS:
@@ -840,7 +859,7 @@ class PostingsIndex:
             flags[fresh] = True
             bitmap[first // 8 :] = np.packbits(flags, bitorder="little")
         self._bitmaps[term.term] = (n, bitmap)
-        while len(self._bitmaps) > BITMAPS:
+        while len(self._bitmaps) * size > BITMAP_BYTES and len(self._bitmaps) > 1:
             self._bitmaps.pop(next(iter(self._bitmaps)))
         return bitmap
 
@@ -944,8 +963,10 @@ class PostingsIndex:
 SEEDS = 1024
 #: A term held by at least one row in this many is kept as a bitmap, for intersections.
 FREQUENT = 64
-#: Bitmaps kept (the least recently used goes first): at a million rows, 125 kB each.
-BITMAPS = 256
+#: Bytes of bitmaps kept (the least recently used goes first): at a million rows a bitmap takes 125 kB, so 128 of them.
+BITMAP_BYTES = 16 << 20
+#: Terms whose figures (see ``_Term``) are kept.
+KNOWN_TERMS = 1024
 #: Queries of more terms than this are scored without pruning (the sets of terms to try grow as 2 ** terms).
 MAX_PRUNED_TERMS = 8
 #: Up to this many terms, every set of terms that can reach the threshold is tried (up to 31 sets), not only the smallest.
