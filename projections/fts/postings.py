@@ -992,10 +992,11 @@ def _passing_first(rows: np.ndarray, keep, limit: int) -> np.ndarray:
 
 def _reaching(bounds: np.ndarray, theta: float, every: bool) -> list[tuple[int, ...]]:
     """The sets of terms whose bounds sum to ``theta`` at least; unless ``every``, only the smallest (each falls short without any of its terms)."""
+    bounds = [float(b) for b in bounds]
     count, out = len(bounds), []
     for mask in range(1, 1 << count):
         subset = tuple(i for i in range(count) if mask >> i & 1)
-        reach = float(bounds[list(subset)].sum())
+        reach = sum(bounds[i] for i in subset)
         if reach >= theta and (every or all(reach - bounds[i] < theta for i in subset)):
             out.append(subset)
     return out
