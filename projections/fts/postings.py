@@ -67,10 +67,10 @@ hold a set of terms whose bounds reach the threshold, and be short enough
 for that. The rows left out score below the threshold, strictly: the answer
 is the one scoring every row gives, to the bit (a property test checks it
 against the unpruned scoring). A filter checked in SQL scores every row, as
-before. Measured on the bench's questions (hashing store, 200 questions,
-CPU time per search on 2 shared cores under other load): 100,000 rows
-0.84 ms against 0.93 scoring every row, 200,000 1.00 against 1.36, a
-million 1.88 against 7.12.
+before. Measured with ``mnemolog bench recall``'s memories and 200
+questions (limit 50, CPU time per search, p50, on 2 shared cores under
+other load): 100,000 rows 0.77 ms against 0.79 scoring every row, 210,000
+0.91 against 1.39, a million 1.67 against 6.68 (p95 2.60 against 9.46).
 
 Tenant, ``as_of`` and filters
 -----------------------------
