@@ -199,10 +199,13 @@ class VectorIndex:
         """True while the index belongs to the projection generation in ``conn``."""
         return self.generation == current_generation(conn)
 
-    def sync(self, conn: sqlite3.Connection) -> int:
-        """Add the rows past the checkpoint (rebuild after a projection rebuild); entries added."""
+    def sync(self, conn: sqlite3.Connection, threads: int = 0) -> int:
+        """Add the rows past the checkpoint (rebuild after a projection rebuild); entries added.
+
+        ``threads``: usearch's threads for the adds (0: one per core).
+        """
         with self._lock:
-            return self._sync(conn)
+            return self._sync(conn, threads)
 
     def lag(self, conn: sqlite3.Connection) -> tuple[int, int]:
         """``(top, behind)``: the last ``vec_docs`` row id, and how many row ids past the checkpoint it is.
@@ -228,7 +231,7 @@ class VectorIndex:
         with self._lock:
             pass
 
-    def _sync(self, conn: sqlite3.Connection) -> int:
+    def _sync(self, conn: sqlite3.Connection, threads: int = 0) -> int:
         if self._closed:
             return 0
         generation = current_generation(conn)
@@ -269,7 +272,7 @@ class VectorIndex:
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
             fresh = ~np.asarray(self._index.contains(keys), dtype=bool)
             if fresh.any():
-                self._index.add(keys[fresh], matrix[fresh])
+                self._index.add(keys[fresh], matrix[fresh], threads=threads)
                 added += int(fresh.sum())
             self.synced_row_id = int(rows[-1][0]) if len(rows) == SYNC_BATCH else top
         return added

@@ -375,3 +375,76 @@ def test_a_process_that_never_searched_writes_no_file(tmp_path, monkeypatch):
     with MemoryService.open(tmp_path / "data") as svc:
         svc.run(svc.memories.add, CommandContext(tenant="t", actor="test"), [MemoryContent(memory="a note about the garden")])
     assert not (tmp_path / "data" / "fts.postings").exists() and PostingsIndex._indexes == {}
+
+
+# -- pruning -------------------------------------------------------------------------------------
+
+_PRUNING_WORDS = "coffee tea milk sugar bread jam honey lemon".split()
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    """About 1,500 rows over eight words: many rows hold two or three of them, some a word twice or in their key or tags,
+    in two tenants, with updates and archives, so that thresholds are high and pruning decides a lot."""
+    import random
+
+    path = tmp_path_factory.mktemp("crowded")
+    store = EventStore.open(path)
+    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
+    log = Log(store)
+    rng = random.Random(7)
+    positions = []
+    for i in range(1400):
+        words = rng.choices(_PRUNING_WORDS, k=rng.randint(1, 6)) + ["filler"] * rng.randint(0, 8)
+        rng.shuffle(words)
+        extra = {"key": rng.choice(_PRUNING_WORDS)} if i % 11 == 0 else {}
+        extra |= {"tags": (rng.choice(_PRUNING_WORDS),)} if i % 13 == 0 else {}
+        positions.append(log.add(f"m{i}", " ".join(words), tenant="t" if i % 5 else "u", **extra))
+        if i % 9 == 0 and i:
+            positions.append(log.update(f"m{i - 1}", " ".join(rng.choices(_PRUNING_WORDS, k=3)), tenant="t" if (i - 1) % 5 else "u"))
+        if i % 17 == 0:
+            positions.append(log.archive(f"m{i}", tenant="t" if i % 5 else "u"))
+    runner.catch_up()
+    yield runner, positions
+    runner.close()
+    store.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=st.lists(st.sampled_from(_PRUNING_WORDS + ["filler", "absent"]), min_size=2, max_size=5, unique=True),
+    limit=st.integers(1, 60),
+    tenant=st.sampled_from(["t", "u"]),
+    past=st.sampled_from([None, 0.3, 0.7]),
+    status=st.sampled_from([SearchFilters(), SearchFilters(status=None), SearchFilters(status=("archived",))]),
+)
+def test_pruned_scoring_ranks_as_scoring_every_row(crowded, monkeypatch, words, limit, tenant, past, status):
+    runner, positions = crowded
+    as_of = None if past is None else positions[int(past * len(positions))]
+    index = PostingsIndex.for_connection(runner.conn)
+    pruned = index.search(runner.conn, tenant, words, limit=limit, as_of=as_of, filters=status)
+    with monkeypatch.context() as m:
+        m.setattr(PostingsIndex, "_score_pruned", lambda *args: None)
+        full = index.search(runner.conn, tenant, words, limit=limit, as_of=as_of, filters=status)
+    assert pruned == full  # the same rows, in the same order, with bit-identical scores
+
+
+def test_pruning_scores_a_fraction_of_the_rows_it_would_otherwise(crowded, monkeypatch):
+    runner, _ = crowded
+    index = PostingsIndex.for_connection(runner.conn)
+    scored: list[int] = []
+    real = PostingsIndex._score_pruned
+
+    def counting(self, *args):
+        found = real(self, *args)
+        scored.append(-1 if found is None else len(found[0]))
+        return found
+
+    monkeypatch.setattr(PostingsIndex, "_score_pruned", counting)
+    every = len(index._score(index._postings_of(["coffee", "tea", "milk"]))[0])
+    hits = index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5)
+    assert len(hits) == 5 and scored and 0 < scored[0] < every / 2
+    # A filter checked in SQL cannot bound the answer: nothing is pruned.
+    scored.clear()
+    index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=SearchFilters(tags=("jam",)))
+    assert scored == []

@@ -424,3 +424,28 @@ def test_the_hashing_embedder_is_not_cached_and_rebuilds_identically(store, log,
     runner.rebuild()
     assert runner.conn.execute(rows).fetchall() == before
     runner.close()
+
+
+def test_the_follower_adds_on_one_thread_and_a_close_on_every_core(tmp_path, log, runner, monkeypatch):
+    """Beside a stream of writes the follower's adds keep to one usearch thread; the adds of its close use all (0)."""
+    from mnemolog.projections.assembly import IndexFollower
+
+    index = open_index(tmp_path, runner)
+    calls: list[int] = []
+    real_add = type(index._index).add
+
+    def add(self, keys, vectors, *args, threads=0, **kwargs):
+        calls.append(threads)
+        return real_add(self, keys, vectors, *args, threads=threads, **kwargs)
+
+    monkeypatch.setattr(type(index._index), "add", add)
+    follower = IndexFollower(index, runner.path, interval=3600, max_lag=5)  # its own looks wait for close; step() here
+    follower.start()
+    for i in range(6):
+        log.add(f"m{i}", f"note number {i}")
+    runner.catch_up()
+    assert follower.step(runner.conn) == 6 and calls == [1]
+    log.add("m6", "the last note")
+    runner.catch_up()  # one row behind, fewer than max_lag and not quiet: the close adds it
+    follower.close()
+    assert calls == [1, 0] and len(index) == 7
