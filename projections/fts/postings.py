@@ -53,24 +53,8 @@ rebuild; another counter: a drop; a checkpoint or row the database no
 longer has: an older ``projections.db``) is ignored and the index is built
 from ``fts_docs`` as before.
 
-Pruning (MaxScore)
-------------------
-A query's words can match a tenth of all rows (a name, an everyday
-object): scoring every match grew with the store (7 ms a query at a
-million rows). When tenant, validity and status are the only filters (all
-checked in memory), :meth:`PostingsIndex._score_pruned` finds a threshold
-first, the ``limit``-th best exact score among rows holding all the terms
-(or all but one; bitmaps of the frequent terms intersect them in
-microseconds), and then scores only rows that can reach it: a term's impact
-is bounded by its highest frequency and the row's length, so a row must
-hold a set of terms whose bounds reach the threshold, and be short enough
-for that. The rows left out score below the threshold, strictly: the answer
-is the one scoring every row gives, to the bit (a property test checks it
-against the unpruned scoring). A filter checked in SQL scores every row, as
-before. Measured with ``mnemolog bench recall``'s memories and 200
-questions (limit 50, CPU time per search, p50, on 2 shared cores under
-other load): 100,000 rows 0.77 ms against 0.79 scoring every row, 210,000
-0.91 against 1.39, a million 1.67 against 6.68 (p95 2.60 against 9.46).
+Scoring, and its pruning to the rows that can reach the top, live in
+:mod:`mnemolog.projections.fts.postings_scoring`.
 
 Tenant, ``as_of`` and filters
 -----------------------------
@@ -90,7 +74,6 @@ import fcntl
 import gc
 import json
 import logging
-import math
 import os
 import sqlite3
 import threading
@@ -103,6 +86,7 @@ import msgspec
 import numpy as np
 
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
+from .postings_scoring import PostingsScoring
 
 __all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
 
@@ -115,7 +99,6 @@ FILE_FORMAT = 1
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
-K1, B = 1.2, 0.75
 #: No row is valid past this position (stands for an unset ``valid_to``).
 _OPEN = np.iinfo(np.int64).max
 _ids_encoder = msgspec.json.Encoder()
@@ -217,43 +200,6 @@ class _Segment:
         return _Segment(vocabulary, starts, rows[order], freqs, lengths)
 
 
-class _Term:
-    """One query term's postings over every segment (row indexes ascending), its idf, and figures about them.
-
-    The figures (highest frequency, shortest row, the rows whose frequency
-    is not the first one's) are computed once per size of the index: ``known``
-    holds them between searches (the index only grows until it is reset).
-    """
-
-    __slots__ = ("term", "rows", "freqs", "lengths", "idf", "known")
-
-    def __init__(self, term: str, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray, idf: float, known: dict):
-        self.term, self.rows, self.freqs, self.lengths, self.idf, self.known = term, rows, freqs, lengths, idf, known
-
-    def _figure(self, name: str, compute):
-        found = self.known.get(name)
-        if found is None:
-            found = self.known[name] = compute()
-        return found
-
-    @property
-    def highest(self) -> float:
-        return self._figure("highest", lambda: float(self.freqs.max()))
-
-    @property
-    def shortest(self) -> float:
-        return self._figure("shortest", lambda: float(self.lengths.min()))
-
-    def odd(self) -> tuple[float, np.ndarray, np.ndarray]:
-        """The term's first frequency, and the rows (ascending) where its frequency differs, with theirs."""
-
-        def compute():
-            differ = self.freqs != self.freqs[0]
-            return (self.freqs[0], self.rows[differ], self.freqs[differ])
-
-        return self._figure("odd", compute)
-
-
 class _Columns:
     """Growable per-row arrays."""
 
@@ -281,7 +227,7 @@ class _Columns:
             setattr(self, name, new)
 
 
-class PostingsIndex:
+class PostingsIndex(PostingsScoring):
     """The in-memory postings of one ``projections.db`` (module docstring); one per process and database."""
 
     _indexes: dict[str, "PostingsIndex"] = {}
@@ -637,264 +583,6 @@ class PostingsIndex:
             rows, scores = scored
             return self._ranked(conn, rows, scores, tenant, limit, as_of, filters)
 
-    def _scratch(self, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Three float64 buffers of ``size`` for :meth:`_score` (kept between searches; the lock is held)."""
-        if self._buffers.shape[1] < size:
-            self._buffers = np.empty((3, max(size, int(self._buffers.shape[1] * 1.5))), np.float64)
-        return self._buffers[0, :size], self._buffers[1, :size], self._buffers[2, :size]
-
-    def _postings_of(self, terms: Sequence[str]) -> list[_Term]:
-        """The postings of each of ``terms`` that some row holds, in phrase order, with the term's idf."""
-        n = self.cols.n
-        out: list[_Term] = []
-        if n == 0:
-            return out
-        for term in terms:
-            parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
-            if not parts:
-                continue
-            # Segments hold consecutive runs of rows, oldest first: the joined postings ascend.
-            rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
-            if not len(rows):
-                continue
-            hits = len(rows)
-            idf = math.log((n - hits + 0.5) / (hits + 0.5))
-            known = self._known.pop(term, None)
-            if known is None or known[0] != n:
-                known = (n, {})
-            self._known[term] = known  # the most recently used last
-            out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6, known[1]))
-        while len(self._known) > KNOWN_TERMS:
-            self._known.pop(next(iter(self._known)))
-        return out
-
-    def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, idf: float) -> np.ndarray:
-        """Each posting's bm25 part, ``idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl)))``, FTS5's order of operations.
-
-        Computed in scratch buffers (fresh temporaries of this size cost more
-        in page faults than in arithmetic); the result is valid until the next call.
-        """
-        tf, norm, _ = self._scratch(len(freqs))
-        np.copyto(norm, lengths)
-        np.multiply(norm, B, out=norm)
-        np.divide(norm, self.total_length / self.cols.n, out=norm)
-        np.add(norm, 1.0 - B, out=norm)
-        np.multiply(norm, K1, out=norm)
-        np.copyto(tf, freqs)  # as float64 before any arithmetic
-        np.add(norm, tf, out=norm)
-        np.multiply(tf, K1 + 1.0, out=tf)
-        np.divide(tf, norm, out=tf)
-        np.multiply(tf, idf, out=tf)
-        return tf
-
-    def _score(self, postings: Sequence[_Term], chosen=None) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every row holding some of the terms (row indexes) and its bm25 (positive), any tenant or state.
-
-        ``chosen(term)``, when given, says which of a term's postings take
-        part (a boolean mask): the rows left out are not scored at all.
-        """
-        n = self.cols.n
-        if n == 0 or not postings:
-            return None
-        if len(self._sums) < n:
-            self._sums = np.zeros(max(n, int(len(self._sums) * 1.5)), np.float64)
-        sums = self._sums  # zero between searches; each row's sum is added in phrase order, as FTS5 adds
-        touched: list[np.ndarray] = []
-        try:
-            for term in postings:
-                rows, freqs, lengths = term.rows, term.freqs, term.lengths
-                if chosen is not None:
-                    mask = chosen(term)
-                    rows, freqs, lengths = rows[mask], freqs[mask], lengths[mask]
-                    if not len(rows):
-                        continue
-                tf = self._impacts(freqs, lengths, term.idf)
-                held = self._buffers[2, : len(rows)]
-                np.take(sums, rows, out=held)
-                touched.append(rows[held == 0.0])  # a row's first phrase (every phrase adds more than 0)
-                np.add(held, tf, out=held)
-                sums[rows] = held  # rows are distinct within a term
-            if not touched:
-                return None
-            rows = touched[0].astype(np.int64) if len(touched) == 1 else np.concatenate(touched).astype(np.int64)
-            return rows, sums[rows]
-        finally:
-            for part in touched:
-                sums[part] = 0.0
-
-    def _exact(self, postings: Sequence[_Term], rows: np.ndarray) -> np.ndarray:
-        """The bm25 of each of ``rows`` (ascending row indexes), summed in phrase order as :meth:`_score` sums.
-
-        A row's length is read from the per-row lengths (the postings hold
-        the same value, as float32); which rows hold a term, from its bitmap
-        (a rare term's rows are looked up instead); its frequency in them is
-        the term's most common one but for the few rows that differ.
-        """
-        scores = np.zeros(len(rows), np.float64)
-        lengths = self.cols.length[rows].astype(np.float32)
-        for term in postings:
-            held = self._held(term, rows)
-            if not held.any():
-                continue
-            at = rows[held]
-            common, others, their = term.odd()
-            freqs = np.full(len(at), common, np.float32)
-            if len(others):
-                where = np.searchsorted(at, others)
-                np.minimum(where, len(at) - 1, out=where)
-                hit = at[where] == others
-                freqs[where[hit]] = their[hit]
-            scores[held] += self._impacts(freqs, lengths[held], term.idf)
-        return scores
-
-    def _held(self, term: _Term, rows: np.ndarray) -> np.ndarray:
-        """Which of ``rows`` (ascending) hold ``term``: a mask."""
-        bitmap = self._bitmap(term) if len(term.rows) > len(rows) // 4 else None
-        if bitmap is not None:
-            return ((bitmap[rows >> 3] >> (rows & 7).astype(np.uint8)) & 1).astype(bool)
-        held = np.zeros(len(rows), bool)
-        if len(term.rows) <= len(rows):
-            where = np.searchsorted(rows, term.rows)
-            np.minimum(where, len(rows) - 1, out=where)
-            held[where[rows[where] == term.rows]] = True
-        else:
-            where = np.searchsorted(term.rows, rows)
-            np.minimum(where, len(term.rows) - 1, out=where)
-            held = term.rows[where] == rows
-        return held
-
-    def _intersection(self, terms: Sequence[_Term]) -> np.ndarray:
-        """The rows (ascending) holding every one of ``terms``."""
-        terms = sorted(terms, key=lambda t: len(t.rows))
-        maps = [self._bitmap(t) for t in terms] if len(terms) > 1 else [None]
-        if any(m is None for m in maps):
-            return self._holding(terms[0].rows, terms[1:])
-        words = maps[0].view(np.uint64).copy()
-        for m in maps[1:]:
-            np.bitwise_and(words, m.view(np.uint64), out=words)
-        at = np.flatnonzero(words)
-        words = words[at]
-        found = []
-        while len(words):  # one round per bit a word holds: few, since intersections are sparse
-            lowest = words & (~words + np.uint64(1))
-            found.append(at * 64 + np.log2(lowest).astype(np.int64))  # a power of two is exact in float64
-            words ^= lowest
-            more = words != 0
-            at, words = at[more], words[more]
-        return _union(found).astype(np.int32)
-
-    def _score_pruned(self, postings: Sequence[_Term], keep, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """What :meth:`_score` returns, less rows that cannot be among the best ``limit`` rows that ``keep``.
-
-        MaxScore with a threshold found first. A term's impact on a row is
-        bounded by its highest frequency and the row's length (impacts fall
-        as rows grow), so each term has an upper bound. Rows holding all the
-        terms, or all but one, are scored exactly first (bitmaps of the
-        frequent terms find them; else the shortest rows of the term bounded
-        highest are), and the ``limit``-th best of those that pass (``keep``,
-        a mask of rows) is a threshold ``theta`` that every row of the answer
-        reaches. The set of terms a row of the answer holds has bounds that
-        sum to ``theta`` at least, and the row is short enough for the rarest
-        of them to reach what ``theta`` asks of it beside the others' bounds
-        (see :func:`_reaching`); only such rows are scored, exactly as
-        :meth:`_score` scores them. Without ``limit`` passing rows among the
-        first there is no threshold: None (score every row).
-        """
-        count = len(postings)
-        if count > MAX_PRUNED_TERMS:
-            return None
-        bounds = np.array([self._impacts(np.array([t.highest]), np.array([t.shortest]), t.idf)[0] for t in postings])
-        bounds *= 1.0 + 1e-9  # float rounding: a bound never falls below an impact it stands for
-        holding: dict[tuple[int, ...], np.ndarray] = {}  # rows holding each set of terms, as found
-
-        def rows_holding(subset: tuple[int, ...], need: float = 0.0) -> np.ndarray:
-            if need <= 0.0 and subset in holding:
-                return holding[subset]
-            terms = sorted((postings[i] for i in subset), key=lambda t: len(t.rows))
-            reachable = self._reachable(terms[0], need)
-            rows = self._intersection(terms) if reachable is terms[0].rows else self._holding(reachable, terms[1:])
-            if need <= 0.0:
-                holding[subset] = rows
-            return rows
-
-        theta = self._threshold(postings, bounds, keep, limit, rows_holding)
-        if theta is None:
-            return None
-        # With few terms, each set of terms that can reach theta stands for the rows holding exactly it: those rows'
-        # other impacts are bounded by the set's other terms. With more, the smallest such sets stand for every row
-        # holding them, whose other impacts are bounded by all other terms.
-        every = count <= EVERY_SET_TERMS
-        total = float(bounds.sum())
-        parts = []
-        for subset in _reaching(bounds, theta, every):
-            rarest = min(subset, key=lambda i: len(postings[i].rows))
-            others = float(bounds[list(subset)].sum()) if every else total
-            parts.append(rows_holding(subset, theta - (others - bounds[rarest])))
-        rows = _union(parts)
-        if not len(rows):
-            return None
-        rows = rows.astype(np.int64)
-        return rows, self._exact(postings, rows)
-
-    def _reachable(self, term: _Term, need: float) -> np.ndarray:
-        """``term``'s rows whose impact can reach ``need`` at the term's highest frequency: the short enough ones."""
-        if need <= 0.0:
-            return term.rows
-        f = term.highest
-        avgdl = self.total_length / self.cols.n
-        # need = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl)), solved for length; a margin for rounding.
-        longest = ((term.idf * f * (K1 + 1.0) / need - f) / K1 - (1.0 - B)) * avgdl / B
-        return term.rows[term.lengths <= longest * (1.0 + 1e-6) + 1e-6]
-
-    def _holding(self, rows: np.ndarray, others: Sequence[_Term]) -> np.ndarray:
-        """Those of ``rows`` (ascending) that every term of ``others`` holds."""
-        for term in sorted(others, key=lambda t: len(t.rows)):
-            if not len(rows):
-                break
-            rows = rows[self._held(term, rows)]
-        return rows
-
-    def _bitmap(self, term: _Term) -> np.ndarray | None:
-        """A frequent term's rows as a bitmap (bit ``i % 8`` of byte ``i // 8``), kept while the index grows; None for a rarer term."""
-        n = self.cols.n
-        if len(term.rows) * FREQUENT < n:
-            return None
-        size = (n + 63) // 64 * 8  # whole 64-bit words
-        held = self._bitmaps.pop(term.term, None)
-        if held is None or held[0] > n or len(held[1]) > size:
-            covered, bitmap = 0, np.zeros(size, np.uint8)
-        else:
-            covered, bitmap = held
-            if len(bitmap) < size:
-                bitmap = np.concatenate([bitmap, np.zeros(size - len(bitmap), np.uint8)])
-        if covered < n:
-            # Rows past the bitmap's last byte boundary are (re)set from the postings: rows only ever grow at the end.
-            first = covered // 8 * 8
-            fresh = term.rows[np.searchsorted(term.rows, first) :] - first
-            flags = np.zeros(size * 8 - first, bool)
-            flags[fresh] = True
-            bitmap[first // 8 :] = np.packbits(flags, bitorder="little")
-        self._bitmaps[term.term] = (n, bitmap)
-        while len(self._bitmaps) * size > BITMAP_BYTES and len(self._bitmaps) > 1:
-            self._bitmaps.pop(next(iter(self._bitmaps)))
-        return bitmap
-
-    def _threshold(self, postings: Sequence[_Term], bounds: np.ndarray, keep, limit: int, rows_holding) -> float | None:
-        """The ``limit``-th best exact score among some rows that pass, or None: see :meth:`_score_pruned`."""
-        count = len(postings)
-        every = tuple(range(count))
-        seeds = _passing_first(rows_holding(every), keep, limit)
-        if len(seeds) < limit and count >= 3:
-            found = [seeds] + [rows_holding(every[:skip] + every[skip + 1 :]) for skip in range(count)]
-            seeds = _passing_first(_union(found), keep, limit)
-        if len(seeds) < limit:
-            top = postings[int(np.argmax(bounds))]
-            seeds = _passing_first(top.rows[top.lengths == top.shortest], keep, limit)
-            if len(seeds) < limit:
-                return None
-        scores = self._exact(postings, seeds.astype(np.int64))
-        return float(np.partition(scores, len(scores) - limit)[len(scores) - limit])
-
     def _passing(self, tenant: str, as_of: int | None, filters: SearchFilters):
         """A function of row indexes to a mask: the rows of ``tenant`` valid at the head or ``as_of`` whose status passes (None: no row can)."""
         cols = self.cols
@@ -973,49 +661,6 @@ class PostingsIndex:
         ids = [int(cols.row_id[row]) for row, _ in out]
         names = dict(conn.execute(f"SELECT row_id, memory_id FROM fts_docs WHERE row_id IN ({','.join('?' * len(ids))})", ids).fetchall()) if ids else {}
         return [(names[row_id], row_id, int(cols.version[row]), score) for row_id, (row, score) in zip(ids, out)]
-
-
-#: Rows scored exactly to set the pruning threshold (any of them would do: more only sets it higher).
-SEEDS = 1024
-#: A term held by at least one row in this many is kept as a bitmap, for intersections.
-FREQUENT = 64
-#: Bytes of bitmaps kept (the least recently used goes first): at a million rows a bitmap takes 125 kB, so 128 of them.
-BITMAP_BYTES = 16 << 20
-#: Terms whose figures (see ``_Term``) are kept.
-KNOWN_TERMS = 1024
-#: Queries of more terms than this are scored without pruning (the sets of terms to try grow as 2 ** terms).
-MAX_PRUNED_TERMS = 8
-#: Up to this many terms, every set of terms that can reach the threshold is tried (up to 31 sets), not only the smallest.
-EVERY_SET_TERMS = 5
-
-
-def _union(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """The distinct rows of ``parts``, ascending."""
-    if len(parts) <= 1:
-        return np.sort(parts[0]) if parts else np.zeros(0, np.int64)
-    rows = np.sort(np.concatenate(parts))
-    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
-
-
-def _passing_first(rows: np.ndarray, keep, limit: int) -> np.ndarray:
-    """Up to :data:`SEEDS` of ``rows`` that ``keep``, the first ones (fewer than ``limit`` only when no more pass)."""
-    first = rows[:SEEDS]
-    first = first[keep(first)]
-    if len(first) >= limit or len(rows) <= SEEDS:
-        return first
-    return rows[keep(rows)][:SEEDS]
-
-
-def _reaching(bounds: np.ndarray, theta: float, every: bool) -> list[tuple[int, ...]]:
-    """The sets of terms whose bounds sum to ``theta`` at least; unless ``every``, only the smallest (each falls short without any of its terms)."""
-    bounds = [float(b) for b in bounds]
-    count, out = len(bounds), []
-    for mask in range(1, 1 << count):
-        subset = tuple(i for i in range(count) if mask >> i & 1)
-        reach = sum(bounds[i] for i in subset)
-        if reach >= theta and (every or all(reach - bounds[i] < theta for i in subset)):
-            out.append(subset)
-    return out
 
 
 #: Rows read at a time when the index loads.
