@@ -18,7 +18,7 @@ from typing import AsyncIterator, Generic, Iterable, Iterator, NamedTuple, Seque
 import msgspec
 from sqlalchemy import Connection
 
-from . import dialects
+from . import dialects, sealing
 from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
@@ -223,6 +223,8 @@ def _by_position(recorded: RecordedEvent) -> int:
     return recorded.position
 
 
+_OPENING: dict[type, bool] = {}  # event class -> whether Sealer.unseal may act on it (sealing.opens)
+
 _STAMPS: dict[type, tuple[str, int]] = {}  # event class -> (type tag, schema version)
 
 
@@ -395,12 +397,18 @@ class EventStore:
         return self._open_sealed(self._read_stored(after, limit, conn, **filters))
 
     def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
-        unseal, replace = self.sealer.unseal, msgspec.structs.replace
+        """``events`` with sealed fields opened; events of a class unseal never acts on are passed over without a call."""
+        unseal, replace, opening = self.sealer.unseal, msgspec.structs.replace, _OPENING
         for i, recorded in enumerate(events):
             event = recorded.event
-            opened = unseal(event, recorded.event_id)
-            if opened is not event:
-                events[i] = replace(recorded, event=opened)
+            cls = type(event)
+            opens = opening.get(cls)
+            if opens is None:
+                opens = opening[cls] = sealing.opens(cls)
+            if opens:
+                opened = unseal(event, recorded.event_id)
+                if opened is not event:
+                    events[i] = replace(recorded, event=opened)
         return events
 
     def _read_stored(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
