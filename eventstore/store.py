@@ -47,13 +47,16 @@ __all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "S
 E = TypeVar("E", bound=DomainEvent)
 
 
-class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False):
+class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False, array_like=True):
     """An event as read back from the log, with its envelope.
 
     Generic in the event only so that a whole page can be decoded in one
     msgspec call (``RecordedEvent[Union of every event type]``); instances
     are plain ``RecordedEvent``s. ``gc=False``: envelopes never form cycles,
     and leaving them out of the cycle collector makes big reads much cheaper.
+    ``array_like``: msgspec reads and writes it as an array of its fields in
+    order, the form SQLite renders a page in (``dialects.envelope_json``);
+    :meth:`to_dict` gives the keyed form.
     """
 
     position: int

@@ -216,3 +216,26 @@ def test_sealing_round_trips_any_content(tmp_path, text, tags, properties, backg
     again = msgspec.json.decode(stored, type=c.MemoryUpdated)  # the stored form still decodes as its Struct
     assert again.content.memory.startswith(PREFIX) and again.content.tags == () and again.content.properties == {}
     assert sealer.unseal(again, "e1") == event
+
+
+def test_reads_hand_unseal_only_the_events_it_can_act_on(tmp_path, monkeypatch):
+    """Events of a class without personal fields never reach ``Sealer.unseal``
+    (a read passes over them without a call each); sealed memories and
+    ``SubjectForgotten`` still do, and read as before."""
+    with _open(tmp_path, encryption="on") as store:
+        added = _added("Quokka smiles", tags=("zoo",))
+        archived = c.MemoryArchived(memory_id="m-1", updated_at="2026-01-02T00:00:00Z", reason="old")
+        forgotten = c.SubjectForgotten(subject="u-9", key_ids=(), memory_ids=())
+        store.append("memory-1", [added, archived], tenant="t")
+        store.append("tenant-t", [forgotten], tenant="t")
+        seen: list[str] = []
+        unseal = store.sealer.unseal
+
+        def counting(event, event_id):
+            seen.append(type(event).__name__)
+            return unseal(event, event_id)
+
+        monkeypatch.setattr(store.sealer, "unseal", counting)
+        assert [r.event for r in store.read_all()] == [added, archived, forgotten]
+        assert [r.event for batch in store.iter_all() for r in batch] == [added, archived, forgotten]
+        assert seen == ["MemoryAdded", "SubjectForgotten"] * 2
