@@ -183,10 +183,12 @@ class _PageDecoder:
         self._generation = -1
         self._decoder: msgspec.json.Decoder | None = None
         self._current: dict[str, int] = {}
+        self._sealable: frozenset[type] = frozenset()
 
     def _refresh(self) -> None:
         types = registered_types()
         self._current = {name: cls.schema_version for name, cls in types.items()}
+        self._sealable = frozenset(cls for cls in types.values() if sealing.opens(cls))
         if types:
             self._decoder = msgspec.json.Decoder(list[RecordedEvent[Union[tuple(types.values())]]])  # type: ignore[misc]
         else:
@@ -194,32 +196,40 @@ class _PageDecoder:
         self._generation = registry_generation()
 
     def decode(self, page: EventPage) -> list[RecordedEvent] | None:
+        return self.decode_sealable(page)[0]
+
+    def decode_sealable(self, page: EventPage) -> tuple[list[RecordedEvent] | None, bool]:
+        """The page's events (None if refused) and whether any of them may need
+        unsealing (see :func:`sealing.opens`), found in the same pass as the checks."""
         if page.count == 0:
-            return []
+            return [], False
         if self._generation != registry_generation():
             self._refresh()
         if self._decoder is None:
-            return None
+            return None, True
         try:
             out = self._decoder.decode(page.json)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            return None
+            return None, True
         # Every row is checked, in order or not: a row out of order must not
         # end the check, or a stored version needing its upcaster after it
         # would be taken as current.
-        current = self._current
+        current, sealable = self._current, self._sealable
         last = 0
         ordered = True
+        opening = False
         for recorded in out:
             if current.get(recorded.type) != recorded.schema_version:
-                return None
+                return None, True
+            if type(recorded.event) in sealable:
+                opening = True
             position = recorded.position
             if position <= last:  # rows arrive in position order; never rely on it blindly
                 ordered = False
             last = position
         if not ordered:
             out.sort(key=_by_position)
-        return out
+        return out, opening
 
 
 def _by_position(recorded: RecordedEvent) -> int:
@@ -397,7 +407,8 @@ class EventStore:
 
     def _read(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
         """Events after ``after`` matching ``filters``, their sealed fields opened (see :meth:`_read_stored`)."""
-        return self._open_sealed(self._read_stored(after, limit, conn, **filters))
+        events, sealable = self._read_stored(after, limit, conn, **filters)
+        return self._open_sealed(events) if sealable else events
 
     def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
         """``events`` with sealed fields opened; events of a class unseal never acts on are passed over without a call."""
@@ -414,8 +425,11 @@ class EventStore:
                     events[i] = replace(recorded, event=opened)
         return events
 
-    def _read_stored(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
-        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``), as stored.
+    def _read_stored(
+        self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters
+    ) -> tuple[list[RecordedEvent], bool]:
+        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``), as stored,
+        and whether any of them may need unsealing (False only when known for certain).
 
         Where the database builds JSON pages, they are read PAGE_ROWS at a
         time in one read transaction and each is decoded by one msgspec
@@ -423,21 +437,23 @@ class EventStore:
         """
         recorder = self._recorder
         if not recorder.builds_pages:
-            return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters))
+            return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters)), True
         if conn is None:
             with recorder.reader.begin() as own:
                 return self._read_stored(after, limit, own, **filters)
         out: list[RecordedEvent] = []
+        sealable = False
         while limit is None or len(out) < limit:
             want = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(out))
-            page = self._pages.decode(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
+            page, opening = self._pages.decode_sealable(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
             if page is None:
                 page = decode_rows(recorder.select_events(after=after, limit=want, conn=conn, **filters))
+            sealable = sealable or opening
             out.extend(page)
             if len(page) < want:
                 break
             after = page[-1].position
-        return out
+        return out, sealable
 
     def read_stream(self, stream_id: str, from_version: int = 1, to_version: int | None = None) -> list[RecordedEvent]:
         return self._read(stream_id=stream_id, from_version=from_version, to_version=to_version)

@@ -239,3 +239,18 @@ def test_reads_hand_unseal_only_the_events_it_can_act_on(tmp_path, monkeypatch):
         assert [r.event for r in store.read_all()] == [added, archived, forgotten]
         assert [r.event for batch in store.iter_all() for r in batch] == [added, archived, forgotten]
         assert seen == ["MemoryAdded", "SubjectForgotten"] * 2
+
+
+def test_a_sealed_event_on_a_later_page_is_opened(tmp_path):
+    """Pages are checked one by one for events to open: a sealed memory after
+    a first page of plain events still reads in plaintext."""
+    from mnemolog.eventstore.store import PAGE_ROWS
+
+    with _open(tmp_path, encryption="on") as store:
+        plain = [c.MemoryArchived(memory_id=f"m-{i}", updated_at="2026-01-02T00:00:00Z") for i in range(PAGE_ROWS + 3)]
+        store.append("memory-0", plain, tenant="t")
+        added = _added("Axolotl regrows", tags=("lab",))
+        store.append("memory-1", [added], tenant="t")
+        assert PREFIX in _payloads(tmp_path)[-1]
+        assert store.read_all()[-1].event == added
+        assert store.read_all(after=PAGE_ROWS - 1)[-1].event == added
