@@ -14,7 +14,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from sqlalchemy import ColumnElement, Connection, Engine, Text, create_engine, event, func, literal_column, text
+from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, Text, cast, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
 
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
@@ -547,17 +547,13 @@ def held_privileges(conn: Connection, tables: Sequence[str] = APPEND_ONLY_TABLES
     return held
 
 
-# The envelope of one event as a JSON object whose keys are RecordedEvent's
-# fields: the stored payload and metadata are JSON already and go in as they
-# are; stream ids and tenants, which may hold any character, are quoted.
-# Event ids (UUIDs), type names (identifiers) and recorded_at (RFC 3339) are
-# checked on every way in, and never need escaping. The payload, the longest
-# part, comes first: SQLite's printf starts from an empty buffer and grows it
-# on each piece, so a long first piece saves most of its reallocations.
-_ENVELOPE_FORMAT = (
-    '{"event":%s,"position":%d,"event_id":"%s","stream_id":%s,"stream_version":%d,"type":"%s",'
-    '"schema_version":%d,"tenant":%s,"metadata":%s,"recorded_at":"%s"}'
-)
+# The envelope of one event as a JSON array of RecordedEvent's fields in
+# their order (RecordedEvent is array_like: no keys for SQLite to write or
+# msgspec to match): the stored payload and metadata are JSON already and go
+# in as they are; stream ids and tenants, which may hold any character, are
+# quoted. Event ids (UUIDs), type names (identifiers) and recorded_at
+# (RFC 3339) are checked on every way in, and never need escaping.
+_ENVELOPE_FORMAT = '[%d,"%s",%s,%d,"%s",%d,%s,%s,%s,"%s"]'
 
 
 def envelope_json(dialect_name: str) -> ColumnElement | None:
@@ -571,7 +567,6 @@ def envelope_json(dialect_name: str) -> ColumnElement | None:
     c = events.c
     return func.printf(
         literal_column("'" + _ENVELOPE_FORMAT.replace("'", "''") + "'"),
-        c.payload,
         c.position,
         c.event_id,
         func.json_quote(c.stream_id),
@@ -579,11 +574,18 @@ def envelope_json(dialect_name: str) -> ColumnElement | None:
         c.type,
         c.schema_version,
         func.json_quote(c.tenant),
+        c.payload,
         c.metadata,
         c.recorded_at,
     )
 
 
 def concat_rows(column: ColumnElement) -> ColumnElement:
-    """A page of :func:`envelope_json` rows as one JSON array (NULL when empty)."""
-    return literal_column("'['", Text) + func.group_concat(column, literal_column("','")) + literal_column("']'", Text)
+    """A page of :func:`envelope_json` rows as one JSON array in UTF-8 bytes (NULL when empty).
+
+    Bytes, not text: msgspec reads UTF-8 bytes as they are, where a text
+    value would first be decoded into a Python string (widened, if it holds
+    any non-ASCII character) and encoded back for msgspec.
+    """
+    text = literal_column("'['", Text) + func.group_concat(column, literal_column("','")) + literal_column("']'", Text)
+    return cast(text, LargeBinary)

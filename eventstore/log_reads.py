@@ -21,9 +21,9 @@ _EVENT_COLUMNS = tuple(events.c[name] for name in CANONICAL_FIELDS)
 
 
 class EventPage(NamedTuple):
-    """A page of events as one JSON array text (see :func:`dialects.envelope_json`)."""
+    """A page of events as one JSON array (see :func:`dialects.envelope_json`), UTF-8."""
 
-    json: str
+    json: bytes | str
     count: int
 
 
@@ -47,7 +47,7 @@ class LogReads:
         """The rows of :meth:`select_events` as one JSON array of envelopes,
         built by the database (only where :attr:`builds_pages`)."""
         text, count = self._select("page", **filters)[0]
-        return EventPage(text or "[]", count)
+        return EventPage(text or b"[]", count)
 
     def _select(
         self,

@@ -278,6 +278,13 @@ def _erase_owner(group: _Group, owner: Any) -> Any:
     return msgspec.structs.replace(owner, **group.erased)
 
 
+def opens(cls: type) -> bool:
+    """Whether :meth:`Sealer.unseal` may act on an event of ``cls``: it has
+    personal fields, or it is ``SubjectForgotten`` (whose keys it drops from
+    the cache). Readers skip the others without a call per event."""
+    return _plan(cls) is not None or cls.__name__ == "SubjectForgotten"
+
+
 def erase(owner: Any) -> Any:
     """``owner`` (an event, or a Struct with personal fields such as a memory content) as it reads once its subject's key is gone."""
     plan = _plan(type(owner))

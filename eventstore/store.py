@@ -18,7 +18,7 @@ from typing import AsyncIterator, Generic, Iterable, Iterator, NamedTuple, Seque
 import msgspec
 from sqlalchemy import Connection
 
-from . import dialects
+from . import dialects, sealing
 from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
@@ -47,13 +47,16 @@ __all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "S
 E = TypeVar("E", bound=DomainEvent)
 
 
-class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False):
+class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False, array_like=True):
     """An event as read back from the log, with its envelope.
 
     Generic in the event only so that a whole page can be decoded in one
     msgspec call (``RecordedEvent[Union of every event type]``); instances
     are plain ``RecordedEvent``s. ``gc=False``: envelopes never form cycles,
     and leaving them out of the cycle collector makes big reads much cheaper.
+    ``array_like``: msgspec reads and writes it as an array of its fields in
+    order, the form SQLite renders a page in (``dialects.envelope_json``);
+    :meth:`to_dict` gives the keyed form.
     """
 
     position: int
@@ -180,10 +183,12 @@ class _PageDecoder:
         self._generation = -1
         self._decoder: msgspec.json.Decoder | None = None
         self._current: dict[str, int] = {}
+        self._sealable: frozenset[type] = frozenset()
 
     def _refresh(self) -> None:
         types = registered_types()
         self._current = {name: cls.schema_version for name, cls in types.items()}
+        self._sealable = frozenset(cls for cls in types.values() if sealing.opens(cls))
         if types:
             self._decoder = msgspec.json.Decoder(list[RecordedEvent[Union[tuple(types.values())]]])  # type: ignore[misc]
         else:
@@ -191,37 +196,47 @@ class _PageDecoder:
         self._generation = registry_generation()
 
     def decode(self, page: EventPage) -> list[RecordedEvent] | None:
+        return self.decode_sealable(page)[0]
+
+    def decode_sealable(self, page: EventPage) -> tuple[list[RecordedEvent] | None, bool]:
+        """The page's events (None if refused) and whether any of them may need
+        unsealing (see :func:`sealing.opens`), found in the same pass as the checks."""
         if page.count == 0:
-            return []
+            return [], False
         if self._generation != registry_generation():
             self._refresh()
         if self._decoder is None:
-            return None
+            return None, True
         try:
             out = self._decoder.decode(page.json)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            return None
+            return None, True
         # Every row is checked, in order or not: a row out of order must not
         # end the check, or a stored version needing its upcaster after it
         # would be taken as current.
-        current = self._current
+        current, sealable = self._current, self._sealable
         last = 0
         ordered = True
+        opening = False
         for recorded in out:
             if current.get(recorded.type) != recorded.schema_version:
-                return None
+                return None, True
+            if type(recorded.event) in sealable:
+                opening = True
             position = recorded.position
             if position <= last:  # rows arrive in position order; never rely on it blindly
                 ordered = False
             last = position
         if not ordered:
             out.sort(key=_by_position)
-        return out
+        return out, opening
 
 
 def _by_position(recorded: RecordedEvent) -> int:
     return recorded.position
 
+
+_OPENING: dict[type, bool] = {}  # event class -> whether Sealer.unseal may act on it (sealing.opens)
 
 _STAMPS: dict[type, tuple[str, int]] = {}  # event class -> (type tag, schema version)
 
@@ -391,19 +406,29 @@ class EventStore:
 
     def _read(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
         """Events after ``after`` matching ``filters``, their sealed fields opened (see :meth:`_read_stored`)."""
-        return self._open_sealed(self._read_stored(after, limit, conn, **filters))
+        events, sealable = self._read_stored(after, limit, conn, **filters)
+        return self._open_sealed(events) if sealable else events
 
     def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
-        unseal, replace = self.sealer.unseal, msgspec.structs.replace
+        """``events`` with sealed fields opened; events of a class unseal never acts on are passed over without a call."""
+        unseal, replace, opening = self.sealer.unseal, msgspec.structs.replace, _OPENING
         for i, recorded in enumerate(events):
             event = recorded.event
-            opened = unseal(event, recorded.event_id)
-            if opened is not event:
-                events[i] = replace(recorded, event=opened)
+            cls = type(event)
+            opens = opening.get(cls)
+            if opens is None:
+                opens = opening[cls] = sealing.opens(cls)
+            if opens:
+                opened = unseal(event, recorded.event_id)
+                if opened is not event:
+                    events[i] = replace(recorded, event=opened)
         return events
 
-    def _read_stored(self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters) -> list[RecordedEvent]:
-        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``), as stored.
+    def _read_stored(
+        self, after: int = 0, limit: int | None = None, conn: Connection | None = None, **filters
+    ) -> tuple[list[RecordedEvent], bool]:
+        """Events after ``after`` matching ``filters`` (see ``SQLRecorder.select_events``), as stored,
+        and whether any of them may need unsealing (False only when known for certain).
 
         Where the database builds JSON pages, they are read PAGE_ROWS at a
         time in one read transaction and each is decoded by one msgspec
@@ -411,21 +436,23 @@ class EventStore:
         """
         recorder = self._recorder
         if not recorder.builds_pages:
-            return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters))
+            return decode_rows(recorder.select_events(after=after, limit=limit, conn=conn, **filters)), True
         if conn is None:
             with recorder.reader.begin() as own:
                 return self._read_stored(after, limit, own, **filters)
         out: list[RecordedEvent] = []
+        sealable = False
         while limit is None or len(out) < limit:
             want = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(out))
-            page = self._pages.decode(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
+            page, opening = self._pages.decode_sealable(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
             if page is None:
                 page = decode_rows(recorder.select_events(after=after, limit=want, conn=conn, **filters))
+            sealable = sealable or opening
             out.extend(page)
             if len(page) < want:
                 break
             after = page[-1].position
-        return out
+        return out, sealable
 
     def read_stream(self, stream_id: str, from_version: int = 1, to_version: int | None = None) -> list[RecordedEvent]:
         return self._read(stream_id=stream_id, from_version=from_version, to_version=to_version)

@@ -12,7 +12,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemolog.eventstore import DomainEvent, EventStore, Metadata, StreamAppend
+from mnemolog.eventstore import DomainEvent, EventStore, Metadata, RecordedEvent, StreamAppend
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
 from mnemolog.eventstore.log_reads import EventPage
@@ -194,5 +194,23 @@ def test_a_page_out_of_order_is_still_checked_for_old_versions_after_the_disorde
     swapped = [envelopes[1], envelopes[0], envelopes[2]]
     in_order = decoder.decode(EventPage(json.dumps(swapped), 3))
     assert [r.position for r in in_order] == [1, 2, 3]  # sorted back
-    swapped[2]["schema_version"] = 0  # stored before the current version: needs upcasting
+    swapped[2][RecordedEvent.__struct_fields__.index("schema_version")] = 0  # stored before the current version: needs upcasting
     assert decoder.decode(EventPage(json.dumps(swapped), 3)) is None
+
+
+def test_a_page_comes_as_utf8_bytes_of_envelope_arrays(tmp_path):
+    """SQLite hands the page over as UTF-8 bytes (no Python string to build
+    and encode back), each envelope an array of RecordedEvent's fields in
+    order; non-ASCII text reads back exactly, through the page itself."""
+    store = EventStore.open(tmp_path)
+    try:
+        store.append("straße-1", [PageNoted(text="naïve 日本 \u2028 ok")], tenant="tenänt")
+        page = store.recorder.select_event_page(after=0)
+        assert isinstance(page.json, bytes)
+        [envelope] = json.loads(page.json)
+        assert envelope[:7] == [1, envelope[1], "straße-1", 1, "PageNoted", 1, "tenänt"]
+        [decoded] = store._pages.decode(page)
+        assert (decoded.stream_id, decoded.tenant, decoded.event.text) == ("straße-1", "tenänt", "naïve 日本 \u2028 ok")
+        assert [decoded] == decode_rows(store.recorder.select_events()) == store.read_all()
+    finally:
+        store.close()

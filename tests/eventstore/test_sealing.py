@@ -285,3 +285,41 @@ def test_a_batch_of_new_subjects_makes_their_keys_together_and_seals_every_event
         assert not any("secret number" in p for p in _payloads(tmp_path))
         assert [r.event for r in store.read_all()] == events
         assert all(store.sealer.keys.subject_keys("t", f"u-{i}") for i in range(3))
+
+
+def test_reads_hand_unseal_only_the_events_it_can_act_on(tmp_path, monkeypatch):
+    """Events of a class without personal fields never reach ``Sealer.unseal``
+    (a read passes over them without a call each); sealed memories and
+    ``SubjectForgotten`` still do, and read as before."""
+    with _open(tmp_path, encryption="on") as store:
+        added = _added("Quokka smiles", tags=("zoo",))
+        archived = c.MemoryArchived(memory_id="m-1", updated_at="2026-01-02T00:00:00Z", reason="old")
+        forgotten = c.SubjectForgotten(subject="u-9", key_ids=(), memory_ids=())
+        store.append("memory-1", [added, archived], tenant="t")
+        store.append("tenant-t", [forgotten], tenant="t")
+        seen: list[str] = []
+        unseal = store.sealer.unseal
+
+        def counting(event, event_id):
+            seen.append(type(event).__name__)
+            return unseal(event, event_id)
+
+        monkeypatch.setattr(store.sealer, "unseal", counting)
+        assert [r.event for r in store.read_all()] == [added, archived, forgotten]
+        assert [r.event for batch in store.iter_all() for r in batch] == [added, archived, forgotten]
+        assert seen == ["MemoryAdded", "SubjectForgotten"] * 2
+
+
+def test_a_sealed_event_on_a_later_page_is_opened(tmp_path):
+    """Pages are checked one by one for events to open: a sealed memory after
+    a first page of plain events still reads in plaintext."""
+    from mnemolog.eventstore.store import PAGE_ROWS
+
+    with _open(tmp_path, encryption="on") as store:
+        plain = [c.MemoryArchived(memory_id=f"m-{i}", updated_at="2026-01-02T00:00:00Z") for i in range(PAGE_ROWS + 3)]
+        store.append("memory-0", plain, tenant="t")
+        added = _added("Axolotl regrows", tags=("lab",))
+        store.append("memory-1", [added], tenant="t")
+        assert TOKEN_MARK in _payloads(tmp_path)[-1]
+        assert store.read_all()[-1].event == added
+        assert store.read_all(after=PAGE_ROWS - 1)[-1].event == added
