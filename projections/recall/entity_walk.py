@@ -173,9 +173,6 @@ def _types(conn, tenant: str, entity_ids: list[str], as_of: int | None, held: He
     """:func:`ents.entity_types` (an entity it does not find: ""), reading only what ``held`` does not hold."""
     if held is None:
         return ents.entity_types(conn, tenant, entity_ids, as_of=as_of)
-    unread = [e for e in entity_ids if ("type", tenant, e) not in held]
-    if unread:
-        found = ents.entity_types(conn, tenant, unread, as_of=as_of)
-        for e in unread:
-            held.put(("type", tenant, e), found.get(e, ""))
-    return {e: held[("type", tenant, e)] for e in entity_ids}
+    kind = ("type", tenant)
+    held.fill(kind, entity_ids, lambda unread: ents.entity_types(conn, tenant, unread, as_of=as_of), missing="")
+    return {e: held[kind, e] for e in entity_ids}
