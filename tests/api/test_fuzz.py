@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 
 import pytest
 import requests
@@ -144,12 +145,31 @@ def existing(operation, seeded: dict[str, str]) -> dict[str, str] | None:
     return {name: seeded["edge_id"] if name == "edge_id" else seeded["entity" if "/entities/" in operation.path else "memory"] for name in names}
 
 
+@contextmanager
+def keyed_server(tmp_path):
+    """A real ``mnemolog serve`` with auth on and the organizer off, and the headers of a key made for it."""
+    data_dir = tmp_path / "data"
+    headers = {"Authorization": f"Bearer {create_key(data_dir)}"}
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        yield server, headers
+
+
+def response_problems(case, response, headers, *, check_schema: bool = True) -> list[str]:
+    """What is wrong with ``response``: a 4xx not shaped as our JSON error, and (``check_schema``) every failed check."""
+    problems = []
+    if 400 <= response.status_code < 500 and (problem := error_shape_problem(response)):
+        problems.append(problem)
+    if check_schema:
+        try:
+            case.validate_response(response, checks=CHECKS, headers=headers)
+        except BaseException as exc:  # schemathesis raises an exception group of its failures
+            problems += [f"{str(e).splitlines()[0]} ({response.status_code}{named_field(response)})" for e in getattr(exc, "exceptions", [exc])]
+    return problems
+
+
 @pytest.mark.slow
 def test_fuzzing_the_openapi_document_finds_no_server_error_and_only_json_errors(tmp_path):
-    data_dir = tmp_path / "data"
-    key = create_key(data_dir)
-    headers = {"Authorization": f"Bearer {key}"}
-    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+    with keyed_server(tmp_path) as (server, headers):
         schema = schemathesis.openapi.from_url(server.url + "/openapi.json", timeout=30)
         session = requests.Session()
         session.headers.update(headers)
@@ -182,14 +202,7 @@ def test_fuzzing_the_openapi_document_finds_no_server_error_and_only_json_errors
                         if breaks_a_rule_across_fields(case):  # (a "negative" case may come out valid: its mode is not trusted)
                             return
                         response = case.call(base_url=server.url, session=session, headers=headers, timeout=60)
-                        problems = []
-                        if 400 <= response.status_code < 500 and (problem := error_shape_problem(response)):
-                            problems.append(problem)
-                        try:
-                            case.validate_response(response, checks=CHECKS, headers=headers)
-                        except BaseException as exc:  # schemathesis raises an exception group of its failures
-                            problems += [f"{str(e).splitlines()[0]} ({response.status_code}{named_field(response)})" for e in getattr(exc, "exceptions", [exc])]
-                        for problem in problems:
+                        for problem in response_problems(case, response, headers):
                             failures[(operation.label, problem)].append(f"{response.status_code} {response.text[:300]}\n    {case.as_curl_command(headers=headers)[:600]}")
 
                     try:
@@ -211,10 +224,7 @@ STATEFUL_STEPS = 8
 @pytest.mark.slow
 def test_stateful_runs_over_the_documents_links_find_nothing(tmp_path):
     """Schemathesis' state machine follows the links: ids made by one call are used by the next, with every check."""
-    data_dir = tmp_path / "data"
-    key = create_key(data_dir)
-    headers = {"Authorization": f"Bearer {key}"}
-    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+    with keyed_server(tmp_path) as (server, headers):
         schema = schemathesis.openapi.from_url(server.url + "/openapi.json", timeout=30).exclude(path=list(SKIPPED))
         document = requests.get(server.url + "/openapi.json", timeout=30).json()
         links = sum(len(answer.get("links", {})) for item in document["paths"].values() for op in item.values() for answer in op["responses"].values())
@@ -229,15 +239,7 @@ def test_stateful_runs_over_the_documents_links_find_nothing(tmp_path):
             def validate_response(self, response, case, additional_checks=None, **kwargs):
                 nonlocal steps
                 steps += 1
-                problems = []
-                if 400 <= response.status_code < 500 and (problem := error_shape_problem(response)):
-                    problems.append(problem)
-                if not breaks_a_rule_across_fields(case):
-                    try:
-                        case.validate_response(response, checks=CHECKS, headers=headers)
-                    except BaseException as exc:
-                        problems += [f"{str(e).splitlines()[0]} ({response.status_code}{named_field(response)})" for e in getattr(exc, "exceptions", [exc])]
-                for problem in problems:
+                for problem in response_problems(case, response, headers, check_schema=not breaks_a_rule_across_fields(case)):
                     failures[f"{case.method} {case.path}: {problem}"].append(f"{response.status_code} {response.text[:300]}")
 
         run_state_machine_as_test(
