@@ -37,6 +37,30 @@ _filters = st.sampled_from(
 )
 
 
+def _write(log, op, live: dict[str, str], used: set[str]) -> int | None:
+    """Write one generated operation (add, update, archive, drop) and return its position; None where it does not apply.
+
+    ``live`` (memory id -> tenant, for memories not dropped) and ``used`` (every memory id written) follow the writes.
+    """
+    kind = op[0]
+    if kind == "add":
+        _, n, words, tenant, tags, key = op
+        mid = f"m{n}-{len(used)}" if f"m{n}" in used else f"m{n}"
+        used.add(mid)
+        live[mid] = tenant
+        memory_type = "UserMemory" if n % 3 == 0 else "OuterMemory"
+        return log.add(mid, " ".join(words), tenant=tenant, tags=tags, key=key, memory_type=memory_type)
+    if kind == "update" and f"m{op[1]}" in live:
+        return log.update(f"m{op[1]}", " ".join(op[2]), tenant=live[f"m{op[1]}"])
+    if kind == "archive" and f"m{op[1]}" in live:
+        return log.archive(f"m{op[1]}", tenant=live[f"m{op[1]}"])
+    if kind == "drop" and op[1] in live.values():
+        for mid in [m for m, t in live.items() if t == op[1]]:
+            del live[mid]
+        return log.drop(op[1])
+    return None
+
+
 def _key(hits):
     return [(h.memory_id, h.row_id, h.version) for h in hits]
 
@@ -71,23 +95,10 @@ def test_postings_equal_the_exact_statement_under_writes_filters_and_as_of(tmp_p
                     assert [h.score for h in fast] == pytest.approx([h.score for h in exact], rel=1e-9, abs=1e-12)
 
         for op in ops:
-            kind = op[0]
-            if kind == "add":
-                _, n, words, tenant, tags, key = op
-                mid = f"m{n}-{len(positions)}" if f"m{n}" in used else f"m{n}"
-                used.add(mid)
-                memory_type = "UserMemory" if n % 3 == 0 else "OuterMemory"
-                positions.append(log.add(mid, " ".join(words), tenant=tenant, tags=tags, key=key, memory_type=memory_type))
-                live[mid] = tenant
-            elif kind == "update" and f"m{op[1]}" in live:
-                positions.append(log.update(f"m{op[1]}", " ".join(op[2]), tenant=live[f"m{op[1]}"]))
-            elif kind == "archive" and f"m{op[1]}" in live:
-                positions.append(log.archive(f"m{op[1]}", tenant=live[f"m{op[1]}"]))
-            elif kind == "drop" and op[1] in live.values():
-                positions.append(log.drop(op[1]))
-                live = {m: t for m, t in live.items() if t != op[1]}
-            elif kind == "catch_up":
+            if op[0] == "catch_up":
                 check()  # the index then follows the next writes incrementally
+            elif (position := _write(log, op, live, used)) is not None:
+                positions.append(position)
         check()
     finally:
         runner.close()
@@ -211,20 +222,7 @@ def test_a_saved_index_loads_and_catches_up_to_what_a_build_from_fts_docs_holds(
     try:
         for op in ops:
             kind = op[0]
-            if kind == "add":
-                _, n, words, tenant, tags, key = op
-                mid = f"m{n}-{len(used)}" if f"m{n}" in used else f"m{n}"
-                used.add(mid)
-                log.add(mid, " ".join(words), tenant=tenant, tags=tags, key=key)
-                live[mid] = tenant
-            elif kind == "update" and f"m{op[1]}" in live:
-                log.update(f"m{op[1]}", " ".join(op[2]), tenant=live[f"m{op[1]}"])
-            elif kind == "archive" and f"m{op[1]}" in live:
-                log.archive(f"m{op[1]}", tenant=live[f"m{op[1]}"])
-            elif kind == "drop" and op[1] in live.values():
-                log.drop(op[1])
-                live = {m: t for m, t in live.items() if t != op[1]}
-            elif kind == "catch_up":
+            if kind == "catch_up":
                 runner.catch_up()
                 PostingsIndex.for_connection(runner.conn).load(runner.conn)
             elif kind == "restart":
@@ -233,6 +231,8 @@ def test_a_saved_index_loads_and_catches_up_to_what_a_build_from_fts_docs_holds(
                 PostingsIndex._indexes.clear()  # a new process: the next load starts from the file
             elif kind == "rebuild":
                 runner.rebuild(["fts"])
+            else:
+                _write(log, op, live, used)
         runner.catch_up()
         loaded = PostingsIndex.for_connection(runner.conn)
         loaded.load(runner.conn)
