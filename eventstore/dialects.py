@@ -14,7 +14,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, Text, cast, create_engine, event, func, literal_column, text
+from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, create_engine, event, func, literal_column, text
 from sqlalchemy.pool import NullPool, QueuePool
 
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
@@ -581,11 +581,12 @@ def envelope_json(dialect_name: str) -> ColumnElement | None:
 
 
 def concat_rows(column: ColumnElement) -> ColumnElement:
-    """A page of :func:`envelope_json` rows as one JSON array in UTF-8 bytes (NULL when empty).
+    """A page of :func:`envelope_json` rows joined by commas, in UTF-8 bytes (NULL when empty):
+    the elements of a JSON array, whose brackets the reader adds (:meth:`LogReads.select_event_page`).
 
     Bytes, not text: msgspec reads UTF-8 bytes as they are, where a text
     value would first be decoded into a Python string (widened, if it holds
-    any non-ASCII character) and encoded back for msgspec.
+    any non-ASCII character) and encoded back for msgspec. No brackets:
+    SQLite would copy the whole page twice to add them, Python once.
     """
-    text = literal_column("'['", Text) + func.group_concat(column, literal_column("','")) + literal_column("']'", Text)
-    return cast(text, LargeBinary)
+    return cast(func.group_concat(column, literal_column("','")), LargeBinary)

@@ -46,8 +46,8 @@ class LogReads:
     def select_event_page(self, **filters) -> EventPage:
         """The rows of :meth:`select_events` as one JSON array of envelopes,
         built by the database (only where :attr:`builds_pages`)."""
-        text, count = self._select("page", **filters)[0]
-        return EventPage(text or b"[]", count)
+        elements, count = self._select("page", **filters)[0]
+        return EventPage(b"".join((b"[", elements, b"]")) if elements else b"[]", count)
 
     def _select(
         self,
