@@ -21,10 +21,12 @@ _EVENT_COLUMNS = tuple(events.c[name] for name in CANONICAL_FIELDS)
 
 
 class EventPage(NamedTuple):
-    """A page of events as one JSON array (see :func:`dialects.envelope_json`), UTF-8."""
+    """A page of events as one JSON array (see :func:`dialects.envelope_json`), UTF-8,
+    with how many they are and the last one's position (where the next page starts)."""
 
     json: bytes | str
     count: int
+    last: int = 0
 
 
 class LogReads:
@@ -46,8 +48,8 @@ class LogReads:
     def select_event_page(self, **filters) -> EventPage:
         """The rows of :meth:`select_events` as one JSON array of envelopes,
         built by the database (only where :attr:`builds_pages`)."""
-        elements, count = self._select("page", **filters)[0]
-        return EventPage(b"".join((b"[", elements, b"]")) if elements else b"[]", count)
+        elements, count, last = self._select("page", **filters)[0]
+        return EventPage(b"".join((b"[", elements, b"]")) if elements else b"[]", count, last or 0)
 
     def _select(
         self,
@@ -117,7 +119,7 @@ class LogReads:
         if values["correlation_id"] is not None:
             clauses.append(events.c.correlation_id == bindparam("correlation_id"))
         if kind == "page":
-            columns = (self._envelope.label("envelope"),)
+            columns = (self._envelope.label("envelope"), events.c.position)
         else:
             columns = _COLUMNS if kind == "rows" else _EVENT_COLUMNS
         by_span = values["stream_id"] is None and (values["tenant"] is not None or values["correlation_id"] is not None)
@@ -143,7 +145,7 @@ class LogReads:
             query = query.limit(bindparam("limit")).offset(bindparam("offset"))
         if kind == "page":  # aggregate the ordered rows into one text
             rows = query.subquery()
-            query = select(dialects.concat_rows(rows.c.envelope), func.count())
+            query = select(dialects.concat_rows(rows.c.envelope), func.count(), func.max(rows.c.position))
         compiled = query.compile(dialect=self.reader.dialect)
         if compiled.positional:
             return (str(compiled), tuple(compiled.positiontup), query)

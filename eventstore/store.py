@@ -36,6 +36,7 @@ from .events import (
     type_name,
 )
 from .log_reads import EventPage
+from .read_ahead import pages_ahead
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
 from .keystore import KeyStore
@@ -486,11 +487,17 @@ class EventStore:
     ) -> Iterator[list[RecordedEvent]]:
         """Decoded events in batches, for replays that must not load the whole log.
 
-        One connection serves the whole walk; each statement sees every
-        commit before it, and positions are gap-free in commit order, so
-        batches join up exactly. Small batches are the fastest to read.
+        Each statement sees every commit before it, and positions are
+        gap-free in commit order, so batches join up exactly. Where the
+        database builds pages, the next page is fetched while this one is
+        decoded and used (see :mod:`.read_ahead`). Small batches are the
+        fastest to read.
         """
-        with self._recorder.reader.connect() as conn:
+        recorder = self._recorder
+        if recorder.builds_pages:
+            yield from self._iter_pages(after, until, batch_size, filters)
+            return
+        with recorder.reader.connect() as conn:
             while True:
                 batch = self._read(after, batch_size, conn, until=until, **filters)
                 if not batch:
@@ -499,6 +506,29 @@ class EventStore:
                 if len(batch) < batch_size:
                     return
                 after = batch[-1].position
+
+    def _iter_pages(self, after: int, until: int | None, batch_size: int, filters: dict) -> Iterator[list[RecordedEvent]]:
+        """:meth:`iter_all` over pages read ahead; a page that needs upcasting is read again row by row."""
+        recorder, pages = self._recorder, self._pages
+
+        def fetch(conn: Connection, at: int) -> EventPage:
+            return recorder.select_event_page(after=at, limit=PAGE_ROWS, conn=conn, until=until, **filters)
+
+        batch: list[RecordedEvent] = []
+        for at, page in pages_ahead(fetch, recorder.reader.connect, after, PAGE_ROWS):
+            events, opening = pages.decode_sealable(page)
+            if events is None:
+                events, opening = decode_rows(recorder.select_events(after=at, limit=PAGE_ROWS, until=until, **filters)), True
+            batch.extend(self._open_sealed(events) if opening else events)
+            while len(batch) >= batch_size:
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+                else:
+                    yield batch[:batch_size]
+                    del batch[:batch_size]
+        if batch:
+            yield batch
 
     def iter_rows(self, after: int = 0, *, until: int | None = None, batch_size: int = 5000, **filters) -> Iterator[list[StoredRow]]:
         return self._recorder.iter_rows(after=after, until=until, batch_size=batch_size, **filters)
