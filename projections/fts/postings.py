@@ -87,6 +87,7 @@ import numpy as np
 
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
+from .postings_vocabulary import Vocabulary
 
 __all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
 
@@ -95,7 +96,7 @@ log = logging.getLogger(__name__)
 #: The saved index, in the directory of ``projections.db``.
 POSTINGS_FILE = "fts.postings"
 #: The saved file's layout; a file of another format is ignored (rebuilt).
-FILE_FORMAT = 1
+FILE_FORMAT = 2
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
@@ -169,8 +170,9 @@ class _Segment:
 
     __slots__ = ("terms", "starts", "rows", "freqs", "lengths")
 
-    def __init__(self, terms: dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray):
-        self.terms, self.starts, self.rows, self.freqs, self.lengths = terms, starts, rows, freqs, lengths
+    def __init__(self, terms: Vocabulary | dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray):
+        self.terms = terms if isinstance(terms, Vocabulary) else Vocabulary.of(terms)
+        self.starts, self.rows, self.freqs, self.lengths = starts, rows, freqs, lengths
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         t = self.terms.get(term)
@@ -470,8 +472,8 @@ class PostingsIndex(PostingsScoring):
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         arrays.update((f"col_{name}", getattr(cols, name)[:n]) for name in _Columns._ARRAYS)
         for k, seg in enumerate(self.segments):
-            terms = sorted(seg.terms, key=seg.terms.__getitem__)
-            arrays[f"seg{k}_terms"] = np.frombuffer(msgspec.msgpack.encode(terms), np.uint8)
+            arrays[f"seg{k}_blob"] = np.frombuffer(seg.terms.blob, np.uint8)
+            arrays[f"seg{k}_offsets"], arrays[f"seg{k}_ids"] = seg.terms.offsets, seg.terms.ids
             for name in ("starts", "rows", "freqs", "lengths"):
                 arrays[f"seg{k}_{name}"] = getattr(seg, name)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -508,10 +510,10 @@ class PostingsIndex(PostingsScoring):
                 cols.n = int(meta["rows"])
                 segments = []
                 for k in range(int(meta["segments"])):
-                    terms = msgspec.msgpack.decode(saved[f"seg{k}_terms"].tobytes(), type=list[str])
+                    terms = Vocabulary(saved[f"seg{k}_blob"].tobytes(), saved[f"seg{k}_offsets"], saved[f"seg{k}_ids"])
                     arrays = [saved[f"seg{k}_{name}"] for name in ("starts", "rows", "freqs", "lengths")]
-                    segments.append(_Segment(dict(zip(terms, range(len(terms)))), *arrays))
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, msgspec.DecodeError) as exc:
+                    segments.append(_Segment(terms, *arrays))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             log.info("not loading %s: unreadable (%s)", self.path, exc)
             return
         if any(len(getattr(cols, name)) != cols.n for name in _Columns._ARRAYS):
