@@ -161,11 +161,27 @@ class _Tokenizer:
         return found
 
 
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` as float16 where that holds each of them exactly, else as float32.
+
+    Frequencies (column-weighted counts: multiples of 0.5) and row lengths
+    (token counts) are small numbers: float16 holds them exactly up to 1,024
+    and 2,048, at half the memory of float32. Scoring turns them into float64
+    before any arithmetic, so a score is the same to the bit either way.
+    """
+    if values.dtype == np.float16 or not len(values):
+        return values.astype(np.float16)
+    with np.errstate(over="ignore"):  # past float16's range: inf, not equal, float32
+        half = values.astype(np.float16)
+    return half if np.array_equal(half, values) else values.astype(np.float32)
+
+
 class _Segment:
     """Postings of a run of rows: per term, row indexes (ascending), weighted frequencies and row lengths.
 
     A row's length is kept in each of its postings (it never changes), so
     that scoring reads it in sequence rather than gathering it row by row.
+    Frequencies and lengths are float16 where that is exact (:func:`_narrow`).
     """
 
     __slots__ = ("terms", "starts", "rows", "freqs", "lengths")
@@ -197,8 +213,8 @@ class _Segment:
         rows = np.concatenate([seg.rows for seg in segments])
         order = np.lexsort((rows, term_ids))
         starts = np.searchsorted(term_ids[order], np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
-        freqs = np.concatenate([seg.freqs for seg in segments])[order]
-        lengths = np.concatenate([seg.lengths for seg in segments])[order]
+        freqs = _narrow(np.concatenate([seg.freqs for seg in segments])[order])
+        lengths = _narrow(np.concatenate([seg.lengths for seg in segments])[order])
         return _Segment(vocabulary, starts, rows[order], freqs, lengths)
 
 
@@ -405,7 +421,7 @@ class PostingsIndex(PostingsScoring):
         starts.append(np.array([offset], np.int64))
         rows = np.concatenate([part[2] for part in parts])
         freqs = np.concatenate([part[3] for part in parts])
-        segment = _Segment(vocabulary, np.concatenate(starts), rows, freqs, cols.length[rows].astype(np.float32))
+        segment = _Segment(vocabulary, np.concatenate(starts), rows, _narrow(freqs), _narrow(cols.length[rows]))
         self.segments.append(segment)
         if len(self.segments) > self.MAX_SEGMENTS:
             # Merge the smaller half with each other (the large first segment stays until it is outgrown).
