@@ -70,6 +70,7 @@ was scored, a filter never drops a row an exact filtered search returns.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import gc
 import json
@@ -103,6 +104,20 @@ INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
 #: No row is valid past this position (stands for an unset ``valid_to``).
 _OPEN = np.iinfo(np.int64).max
 _ids_encoder = msgspec.json.Encoder()
+
+
+def release_freed_memory() -> bool:
+    """Hand the heap's free pages back to the operating system (glibc's ``malloc_trim``); whether it could.
+
+    Building the index from ``fts_docs`` passes every token through Python
+    objects, chunk by chunk: once they are freed, glibc keeps the pages for
+    later allocations, and a server process that built the index held about
+    40 MB more at 200,000 memories than one that loaded the saved file.
+    """
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):  # not glibc
+        return False
 
 
 @contextmanager
@@ -336,6 +351,7 @@ class PostingsIndex(PostingsScoring):
                 conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_index_instances USING fts5vocab(main, fts_index, 'instance')")
                 tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances")
                 self._add_postings(0, iter(lambda: tokens.fetchmany(_CHUNK), []))
+            release_freed_memory()
         elif conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0] != last:
             fresh = conn.execute(_ROWS_SQL + " WHERE row_id > ? ORDER BY row_id", (last,)).fetchall()
             self._close(conn, [(r[1], r[2], r[4]) for r in fresh if r[3] > 1])

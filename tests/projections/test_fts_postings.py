@@ -467,3 +467,18 @@ def test_pruning_scores_a_fraction_of_the_rows_it_would_otherwise(crowded, monke
     scored.clear()
     index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=SearchFilters(tags=("jam",)))
     assert scored == []
+
+
+def test_a_build_from_fts_docs_hands_its_freed_memory_back_and_a_load_from_the_file_has_none_to(log, runner, monkeypatch):
+    from mnemolog.projections.fts import postings as postings_module
+
+    released = []
+    monkeypatch.setattr(postings_module, "release_freed_memory", lambda: released.append(True) or True)
+    _notes(log, 0, 20)
+    runner.catch_up()
+    PostingsIndex.for_connection(runner.conn).load(runner.conn, save=True)
+    assert released == [True]
+    _fresh_process(monkeypatch)
+    restored = PostingsIndex.for_connection(runner.conn)
+    restored.load(runner.conn)
+    assert restored.restored and released == [True]
