@@ -20,6 +20,13 @@ remove_diacritics 2``) in a private in-memory database, and so are the query's
 words, so that the index and the query stem alike and the scores equal
 FTS5's (same idf, same average row length, same column weights).
 
+Every server process holds its own copy, so it is held in numpy arrays, not
+Python objects: a segment's terms as one sorted buffer
+(:mod:`~mnemolog.projections.fts.postings_vocabulary`), frequencies and row
+lengths as float16 where that is exact. At 200,000 memories of ``mnemolog
+bench recall`` (a term of its own in each) a process that loaded the saved
+file held 28 MB for it, against 58 MB with a dict of terms and float32.
+
 How it stays a projection
 -------------------------
 It is derived from ``fts_docs``, which the FTS projector builds from the log.
