@@ -168,7 +168,7 @@ class PostingsScoring:
         """The bm25 of each of ``rows`` (ascending row indexes), summed in phrase order as :meth:`_score` sums.
 
         A row's length is read from the per-row lengths (the postings hold
-        the same value, as float32); which rows hold a term, from its bitmap
+        the same value, as float16 or float32); which rows hold a term, from its bitmap
         (a rare term's rows are looked up instead); its frequency in them is
         the term's most common one but for the few rows that differ.
         """
@@ -286,7 +286,7 @@ class PostingsScoring:
         avgdl = self.total_length / self.cols.n
         # need = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl)), solved for length; a margin for rounding.
         longest = ((term.idf * f * (K1 + 1.0) / need - f) / K1 - (1.0 - B)) * avgdl / B
-        return term.rows[term.lengths <= longest * (1.0 + 1e-6) + 1e-6]
+        return term.rows[term.lengths <= np.float64(longest * (1.0 + 1e-6) + 1e-6)]  # compared as float64, whatever the lengths' dtype
 
     def _holding(self, rows: np.ndarray, others: Sequence[_Term]) -> np.ndarray:
         """Those of ``rows`` (ascending) that every term of ``others`` holds."""

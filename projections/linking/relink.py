@@ -67,7 +67,13 @@ _encode = msgspec.json.Encoder()
 
 
 class CatalogueCache:
-    """Alias catalogues keyed by (tenant, options, point in time, last entity change)."""
+    """Alias catalogues keyed by (tenant, options, point in time, last entity change).
+
+    A catalogue built before the tenant's last entity change is never asked
+    for again: it is dropped when its successor is held (at a hundred
+    thousand entities a catalogue weighs some 60 MB, and each of 32 stale
+    ones would stay held until pushed out).
+    """
 
     def __init__(self, size: int = 32):
         self._items: OrderedDict[tuple, tuple[AliasCatalogue, int]] = OrderedDict()
@@ -87,6 +93,11 @@ class CatalogueCache:
         ]
         built = (AliasCatalogue.build(entities, include_tags=include_tags, max_alias_document_frequency=max_df), len(entities))
         with self._lock:
+            kin = [k for k in self._items if k[:4] == key[:4]]
+            if any(k[4] > key[4] for k in kin):  # a newer state is held already: this one is for a late reader only
+                return built
+            for k in kin:
+                del self._items[k]
             self._items[key] = built
             while len(self._items) > self.size:
                 self._items.popitem(last=False)

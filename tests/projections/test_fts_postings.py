@@ -151,6 +151,25 @@ def test_a_rebuild_reloads_the_index(log, runner):
     assert "m3" not in [h.memory_id for h in after]
 
 
+def test_postings_are_held_as_float16_where_exact_and_long_rows_still_rank_as_fts5_does(log, runner):
+    """Frequencies and row lengths take float16 while it holds them exactly; a row past its range keeps float32."""
+    import numpy as np
+
+    for i in range(10):
+        log.add(f"m{i}", f"coffee tea note {i}")
+    runner.catch_up()
+    index = PostingsIndex.for_connection(runner.conn)
+    index.load(runner.conn)
+    assert {(seg.freqs.dtype, seg.lengths.dtype) for seg in index.segments} == {(np.dtype(np.float16), np.dtype(np.float16))}
+    log.add("long", " ".join(["coffee"] * 1500 + [f"w{k}" for k in range(1501)]))  # 3,001 tokens: no float16 holds that
+    log.add("short", "coffee")
+    runner.catch_up()
+    index.load(runner.conn)
+    assert np.dtype(np.float32) in {seg.lengths.dtype for seg in index.segments} | {seg.freqs.dtype for seg in index.segments}
+    for query in ("coffee", "coffee tea", "tea w7"):
+        assert _key(fts_search(runner.conn, "t", query, limit=12)) == _key(fts_search(runner.conn, "t", query, limit=12, exact=True))
+
+
 def test_recall_reads_its_own_writes_through_the_loaded_index(svc):
     from mnemolog.eventstore.commands import CommandContext
     from mnemolog.eventstore.model import MemoryContent
@@ -448,3 +467,18 @@ def test_pruning_scores_a_fraction_of_the_rows_it_would_otherwise(crowded, monke
     scored.clear()
     index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=SearchFilters(tags=("jam",)))
     assert scored == []
+
+
+def test_a_build_from_fts_docs_hands_its_freed_memory_back_and_a_load_from_the_file_has_none_to(log, runner, monkeypatch):
+    from mnemolog.projections.fts import postings as postings_module
+
+    released = []
+    monkeypatch.setattr(postings_module, "release_freed_memory", lambda: released.append(True) or True)
+    _notes(log, 0, 20)
+    runner.catch_up()
+    PostingsIndex.for_connection(runner.conn).load(runner.conn, save=True)
+    assert released == [True]
+    _fresh_process(monkeypatch)
+    restored = PostingsIndex.for_connection(runner.conn)
+    restored.load(runner.conn)
+    assert restored.restored and released == [True]

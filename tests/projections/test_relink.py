@@ -152,3 +152,17 @@ def test_include_tags_links_tags_too(svc, tmp_path):
     assert svc.linking.relink(ctx())["add"] == 0
     report = svc.linking.relink(ctx(), include_tags=True, commit=True)
     assert report["add"] == 2 and report["committed"]
+
+
+def test_the_catalogue_cache_drops_a_tenants_catalogue_once_an_entity_change_outdates_it(svc):
+    cache = svc.linking.catalogues
+    upsert(svc, "person:ada", "Ada Lovelace")
+    first, _ = cache.get(svc.read_conn(), "t")
+    for k, name in enumerate(["Charles Babbage", "Mary Somerville", "Alan Turing"]):
+        upsert(svc, f"person:{k}", name)
+        latest, count = cache.get(svc.read_conn(), "t")
+        assert count == k + 2
+    other, _ = cache.get(svc.read_conn(), "t", include_tags=True)
+    held = list(cache._items.values())
+    assert [c for c, _ in held] == [latest, other]  # one per tenant and options: the outdated ones are gone
+    assert latest.surfaces()["alan turing"] == "person:2" and first is not latest
