@@ -95,6 +95,7 @@ import numpy as np
 
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
+from .postings_segments import Columns, Segment, narrow
 from .postings_vocabulary import Vocabulary
 
 __all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
@@ -183,90 +184,6 @@ class _Tokenizer:
         return found
 
 
-def _narrow(values: np.ndarray) -> np.ndarray:
-    """``values`` as float16 where that holds each of them exactly, else as float32.
-
-    Frequencies (column-weighted counts: multiples of 0.5) and row lengths
-    (token counts) are small numbers: float16 holds them exactly up to 1,024
-    and 2,048, at half the memory of float32. Scoring turns them into float64
-    before any arithmetic, so a score is the same to the bit either way.
-    """
-    if values.dtype == np.float16 or not len(values):
-        return values.astype(np.float16)
-    with np.errstate(over="ignore"):  # past float16's range: inf, not equal, float32
-        half = values.astype(np.float16)
-    return half if np.array_equal(half, values) else values.astype(np.float32)
-
-
-class _Segment:
-    """Postings of a run of rows: per term, row indexes (ascending), weighted frequencies and row lengths.
-
-    A row's length is kept in each of its postings (it never changes), so
-    that scoring reads it in sequence rather than gathering it row by row.
-    Frequencies and lengths are float16 where that is exact (:func:`_narrow`).
-    """
-
-    __slots__ = ("terms", "starts", "rows", "freqs", "lengths")
-
-    def __init__(self, terms: Vocabulary | dict[str, int], starts: np.ndarray, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray):
-        self.terms = terms if isinstance(terms, Vocabulary) else Vocabulary.of(terms)
-        self.starts, self.rows, self.freqs, self.lengths = starts, rows, freqs, lengths
-
-    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        t = self.terms.get(term)
-        if t is None:
-            return None
-        lo, hi = self.starts[t], self.starts[t + 1]
-        return self.rows[lo:hi], self.freqs[lo:hi], self.lengths[lo:hi]
-
-    @staticmethod
-    def merge(segments: Sequence["_Segment"]) -> "_Segment":
-        vocabulary: dict[str, int] = {}
-        for seg in segments:
-            for term in seg.terms:
-                vocabulary.setdefault(term, len(vocabulary))
-        ids = []
-        for seg in segments:
-            remap = np.empty(len(seg.terms), dtype=np.int64)
-            for term, t in seg.terms.items():
-                remap[t] = vocabulary[term]
-            ids.append(np.repeat(remap, np.diff(seg.starts)))
-        term_ids = np.concatenate(ids)
-        rows = np.concatenate([seg.rows for seg in segments])
-        order = np.lexsort((rows, term_ids))
-        starts = np.searchsorted(term_ids[order], np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
-        freqs = _narrow(np.concatenate([seg.freqs for seg in segments])[order])
-        lengths = _narrow(np.concatenate([seg.lengths for seg in segments])[order])
-        return _Segment(vocabulary, starts, rows[order], freqs, lengths)
-
-
-class _Columns:
-    """Growable per-row arrays."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.row_id = np.zeros(0, np.int64)
-        self.tenant = np.zeros(0, np.int32)
-        self.version = np.zeros(0, np.int64)
-        self.valid_from = np.zeros(0, np.int64)
-        self.valid_to = np.zeros(0, np.int64)
-        self.status = np.zeros(0, np.int16)
-        self.length = np.zeros(0, np.float64)
-
-    _ARRAYS = ("row_id", "tenant", "version", "valid_from", "valid_to", "status", "length")
-
-    def reserve(self, extra: int) -> None:
-        need = self.n + extra
-        if need <= len(self.row_id):
-            return
-        size = max(need, int(len(self.row_id) * 1.5) + 1024)
-        for name in self._ARRAYS:
-            old = getattr(self, name)
-            new = np.zeros(size, old.dtype)
-            new[: self.n] = old[: self.n]
-            setattr(self, name, new)
-
-
 class PostingsIndex(PostingsScoring):
     """The in-memory postings of one ``projections.db`` (module docstring); one per process and database."""
 
@@ -287,8 +204,8 @@ class PostingsIndex(PostingsScoring):
     def _reset(self) -> None:
         self.state: tuple | None = None  # (generation, deletions)
         self.position = 0  # the FTS checkpoint position the index reflects
-        self.cols = _Columns()
-        self.segments: list[_Segment] = []
+        self.cols = Columns()
+        self.segments: list[Segment] = []
         self.tenants: dict[str, int] = {}
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
@@ -444,12 +361,12 @@ class PostingsIndex(PostingsScoring):
         starts.append(np.array([offset], np.int64))
         rows = np.concatenate([part[2] for part in parts])
         freqs = np.concatenate([part[3] for part in parts])
-        segment = _Segment(vocabulary, np.concatenate(starts), rows, _narrow(freqs), _narrow(cols.length[rows]))
+        segment = Segment(vocabulary, np.concatenate(starts), rows, narrow(freqs), narrow(cols.length[rows]))
         self.segments.append(segment)
         if len(self.segments) > self.MAX_SEGMENTS:
             # Merge the smaller half with each other (the large first segment stays until it is outgrown).
             keep = self.segments[:1] if len(self.segments[0].rows) > sum(len(s.rows) for s in self.segments[1:]) else []
-            self.segments = keep + [_Segment.merge(self.segments[len(keep) :])]
+            self.segments = keep + [Segment.merge(self.segments[len(keep) :])]
 
     def _postings(self, first: int, tokens: list[tuple], lengths: np.ndarray):
         """``(vocabulary, bounds, rows, freqs)`` of whole terms' tokens; each token counts toward its row's length."""
@@ -509,7 +426,7 @@ class PostingsIndex(PostingsScoring):
             "segments": len(self.segments),
         }
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
-        arrays.update((f"col_{name}", getattr(cols, name)[:n]) for name in _Columns._ARRAYS)
+        arrays.update((f"col_{name}", getattr(cols, name)[:n]) for name in Columns._ARRAYS)
         for k, seg in enumerate(self.segments):
             arrays[f"seg{k}_blob"] = np.frombuffer(seg.terms.blob, np.uint8)
             arrays[f"seg{k}_offsets"], arrays[f"seg{k}_ids"] = seg.terms.offsets, seg.terms.ids
@@ -543,19 +460,19 @@ class PostingsIndex(PostingsScoring):
                 if reason is not None:
                     log.info("not loading %s: %s", self.path, reason)
                     return
-                cols = _Columns()
-                for name in _Columns._ARRAYS:
+                cols = Columns()
+                for name in Columns._ARRAYS:
                     setattr(cols, name, saved[f"col_{name}"])
                 cols.n = int(meta["rows"])
                 segments = []
                 for k in range(int(meta["segments"])):
                     terms = Vocabulary(saved[f"seg{k}_blob"].tobytes(), saved[f"seg{k}_offsets"], saved[f"seg{k}_ids"])
                     arrays = [saved[f"seg{k}_{name}"] for name in ("starts", "rows", "freqs", "lengths")]
-                    segments.append(_Segment(terms, *arrays))
+                    segments.append(Segment(terms, *arrays))
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             log.info("not loading %s: unreadable (%s)", self.path, exc)
             return
-        if any(len(getattr(cols, name)) != cols.n for name in _Columns._ARRAYS):
+        if any(len(getattr(cols, name)) != cols.n for name in Columns._ARRAYS):
             return
         self.cols, self.segments = cols, segments
         self.tenants = {t: i for i, t in enumerate(meta["tenants"])}
