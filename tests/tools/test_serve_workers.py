@@ -121,7 +121,7 @@ def test_bench_recall_measures_every_worker(capsys):
     pairs = dict(item.split("=") for item in out.strip().splitlines()[-1].split())
     assert pairs["workers"] == "2" and float(pairs["recall_qps_16"]) > 0 and float(pairs["ingest_mps"]) > 0 and float(pairs["start_s"]) > 0
     # Three processes (the supervisor and two workers) hold more than one would.
-    assert float(pairs["rss_mb_100k"]) >= float(pairs["pss_mb_100k"]) > 60
+    assert pairs["server_memories"] == "300" and float(pairs["server_rss_mb"]) >= float(pairs["server_pss_mb"]) > 60
 
 
 @pytest.mark.parametrize(
