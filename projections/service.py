@@ -69,9 +69,11 @@ EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: 
 
 
 class _RunState(threading.local):
-    """Per thread: how deep in commands of :meth:`MemoryService.run` it is."""
+    """Per thread: how deep in commands of :meth:`MemoryService.run` it is, and what the
+    store had appended at that run's last catch-up (see :meth:`MemoryService.sync`)."""
 
     depth = 0
+    synced = 0
 
 
 class MemoryService:
@@ -192,8 +194,20 @@ class MemoryService:
         PostingsIndex.for_connection(self.read_conn()).load(self.read_conn(), save=True)
 
     def sync(self) -> int:
-        """Catch the projections up with the log; the events applied."""
-        return self.runner.catch_up()
+        """Catch the projections up with the log; the events applied.
+
+        Inside a command of :meth:`run` that has appended nothing since the
+        last catch-up of its run, there is nothing of this process's to
+        apply: the facts a command reads (working memory, node checks) ask
+        for a catch-up, and ``run`` has just made one.
+        """
+        running = self._running
+        if running.depth and running.synced == self.store.appended_through:
+            return 0
+        applied = self.runner.catch_up()
+        if running.depth:
+            running.synced = self.store.appended_through
+        return applied
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -210,12 +224,19 @@ class MemoryService:
 
     def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
         """Run a command as the single writer, with projections caught up before and after
-        (after a failed command too: it may have committed before it failed)."""
+        (after a failed command too: it may have committed before it failed).
+
+        After a command that wrote, the catch-up goes up to the last position
+        it appended (what its caller must read) without asking the log for
+        its head; another process's later writes come with the next catch-up.
+        """
 
         def caught_up() -> CommandResult:
-            self.sync()
             running = self._running
+            self.sync()
+            appended_before = self.store.appended_through
             running.depth += 1
+            running.synced = appended_before
             try:
                 result = command(*args, **kwargs)
             except BaseException:
@@ -226,7 +247,11 @@ class MemoryService:
                     pass
                 raise
             running.depth -= 1
-            self.sync()
+            if self.store.appended_through > appended_before:
+                self.runner.catch_up(until=self.store.appended_through)  # its own writes: no need to ask the log for its head
+            else:
+                self.sync()
+            running.synced = self.store.appended_through  # an outer command goes on from here
             return result
 
         return self.writer.call(caught_up)
