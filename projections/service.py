@@ -190,8 +190,10 @@ class MemoryService:
 
     def warm(self) -> None:
         """Load the in-memory lexical index now rather than at the first search (a server calls it at start),
-        from its saved file where that is current, and save it if the file held less."""
+        from its saved file where that is current, and save it if the file held less; then build the alias
+        catalogues of the tenants whose entities changed last, which a first write or recall would build."""
         PostingsIndex.for_connection(self.read_conn()).load(self.read_conn(), save=True)
+        self.linking.catalogues.warm(self.read_conn())
 
     def sync(self) -> int:
         """Catch the projections up with the log; the events applied.
