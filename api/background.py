@@ -49,13 +49,18 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
 
     On PostgreSQL every commit anywhere wakes it at once (LISTEN/NOTIFY), so a
     replica trails the shared log by one catch-up; the interval is the
-    fallback poll.
+    fallback poll. This process's own commits through ``service.run`` do not
+    wake it: ``run`` catches the projections up itself right after, and a
+    round woken by each of them only queued a second, empty catch-up behind
+    every write (and a look at the log's head on a reader thread beside it).
     """
     service = app[keys.service_key]
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
 
     def listener(_position: int) -> None:
+        if service.catches_up_own_commits():
+            return  # a command of service.run committed: run projects it itself, on the writer, at once
         try:
             loop.call_soon_threadsafe(wake.set)
         except RuntimeError:  # the loop has closed

@@ -299,6 +299,8 @@ class EventStore:
         return store
 
     poll_seconds: float = 1.0
+    #: The last position this store object appended (0: none yet): what a writer must project to read its own writes.
+    appended_through: int = 0
 
     @property
     def recorder(self) -> SQLRecorder:
@@ -397,11 +399,16 @@ class EventStore:
                 i += 1
             pending.append(PendingWrite(write.stream_id, write.expected_version, records))
         appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
+        if not appended.replayed:
+            self.appended_through = max(self.appended_through, appended.last_position)
         return AppendResult(appended.first_position, appended.last_position, appended.replayed)
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
-        return self._recorder.append(writes)
+        appended = self._recorder.append(writes)
+        if not appended.replayed:
+            self.appended_through = max(self.appended_through, appended.last_position)
+        return appended
 
     # -- reading -----------------------------------------------------------
 

@@ -65,6 +65,13 @@ class IndexFollower(threading.Thread):
     ``max_wait`` seconds (a steady trickle of writes), then adds everything
     waiting in one batch (usearch spreads a batch over the cores).
 
+    It looks once every ``interval``, and at once when a commit of the
+    projection (:meth:`notify`) finds it idle (its last look found nothing
+    waiting), so that the quiet clock starts with the first write; while
+    rows wait, commits do not wake it, so a stream of writes costs it one
+    look an ``interval`` rather than a thread wake-up and a query beside
+    every write (``max_lag`` and ``max_wait`` are checked on those looks).
+
     Searches stay exact meanwhile: rows past the index's checkpoint are
     scored exactly (``vector_search``'s tail), so nothing is missed while the
     index catches up; ``max_lag`` bounds that tail (10,000 rows: about 13 ms
@@ -91,23 +98,28 @@ class IndexFollower(threading.Thread):
         self.stopping = threading.Event()
         self._seen: int | None = None
         self._waiting_since: float | None = None
+        self._idle = True  # the last look found nothing waiting: the next commit wakes it
 
     def notify(self, name: str, _position: int) -> None:
-        if name == "vectors":
+        if name == "vectors" and self._idle:
+            self._idle = False
             self.wake.set()
 
     def step(self, conn: sqlite3.Connection, now: float | None = None) -> int:
         """One look: sync if the projection stood still since the last look, or lags too far or too long; entries added."""
         now = time.monotonic() if now is None else now
+        self._idle = True  # a commit from now on wakes the next look, unless this one finds rows waiting
         top, behind = self.index.lag(conn)
         quiet, self._seen = top == self._seen, top
         if not behind:
             self._waiting_since = None
             return 0
+        self._idle = False
         if self._waiting_since is None:
             self._waiting_since = now
         if quiet or behind >= self.max_lag or now - self._waiting_since >= self.max_wait:
             self._waiting_since = None
+            self._idle = True
             return self.index.sync(conn, self.threads)
         return 0
 

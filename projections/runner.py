@@ -205,11 +205,14 @@ class ProjectionRunner:
                 batch = self.store.read_all(after=start, limit=batch_size, until=target)
                 if not batch:
                     return applied
-                applied += self._apply(groups[start], start, batch)
+                done = self._apply(groups[start], start, batch)
+                applied += len(batch)
                 if any(r.type == "SubjectForgotten" for r in batch):
                     self._compact()  # the erased rows' old bytes must not stay in free pages or the WAL
                 if progress is not None:
                     progress(batch[-1].position)
+                if len(groups) == 1 and len(done) == len(groups[start]) and batch[-1].position >= target:
+                    return applied  # every projection behind was at this batch's start and is at the target now
 
     def _compact(self) -> None:
         """Purge deleted content (lock held): each projector's ``purge(conn)`` if it has one (the
@@ -224,14 +227,16 @@ class ProjectionRunner:
         self.conn.execute("VACUUM")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> int:
+    def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> list[str]:
+        """Apply ``batch`` to those of ``projectors`` still at ``start``, each with its checkpoint, in one
+        transaction; the names of those applied."""
         end = batch[-1].position
         done: list[str] = []
         with self._transaction() as conn:
+            # Re-read inside the write lock: another runner may have moved on.
+            positions = self._positions(conn)
             for projector in projectors:
-                # Re-read inside the write lock: another runner may have moved on.
-                current = self.checkpoint(projector.name, conn)
-                if current is None or current[0] != start:
+                if positions.get(projector.name) != start:
                     continue
                 projector.apply(batch, conn)
                 conn.execute(
@@ -242,7 +247,7 @@ class ProjectionRunner:
         if self._after_commit is not None:
             for name in done:
                 self._after_commit(name, end)
-        return len(batch)
+        return done
 
     def rebuild(self, names: Sequence[str] | None = None, *, progress=None) -> dict[str, float]:
         """Drop and replay projections from position 0; seconds spent per projector."""

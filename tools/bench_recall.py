@@ -96,6 +96,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening_sockets(port: int) -> int | None:
+    """How many sockets listen on TCP ``port`` (IPv4), from ``/proc/net/tcp``; None where that is not readable.
+
+    Each worker of ``mnemolog serve`` binds its own socket (SO_REUSEPORT), once its service is open.
+    """
+    try:
+        with open("/proc/net/tcp") as table:
+            lines = table.readlines()[1:]
+    except OSError:
+        return None
+    wanted = f":{port:04X}"
+    return sum(1 for line in lines if (fields := line.split())[1].endswith(wanted) and fields[3] == "0A")  # 0A: LISTEN
+
+
 class Server:
     """A real ``mnemolog serve`` on loopback, for the measurement.
 
@@ -119,13 +133,18 @@ class Server:
         )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 300
+        bind_deadline = deadline - 120  # past it (a server not on IPv4, say), the workers' sockets are no longer counted
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("the server did not start")
             if len(self.pids()) == 1 + (workers if workers > 1 else 0):
+                bound = listening_sockets(self.port)
+                if bound is not None and bound < workers and time.monotonic() < bind_deadline:
+                    time.sleep(0.1)  # a worker still starting: measuring now would measure its start beside the load
+                    continue
                 try:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                        time.sleep(0.5 if workers > 1 else 0)  # the last workers bind a moment later
+                        time.sleep(0.5 if workers > 1 else 0)  # the workers warm up (lexical index, alias catalogues) a moment more
                         return
                 except OSError:
                     pass

@@ -103,6 +103,18 @@ class CatalogueCache:
                 self._items.popitem(last=False)
         return built
 
+    def warm(self, conn: sqlite3.Connection, tenants: int = 4) -> list[str]:
+        """Build now the head catalogues of the ``tenants`` tenants whose entities changed last (a
+        server calls it at start, beside its first requests): otherwise the first write or recall
+        of each tenant in each server process builds it (about 80 ms for 1,000 entities). The tenants warmed."""
+        try:
+            found = conn.execute("SELECT tenant FROM kg_tenant_state ORDER BY entities_changed_at DESC LIMIT ?", (tenants,)).fetchall()
+        except sqlite3.OperationalError:  # the entity projection is not part of this service
+            return []
+        for (tenant,) in found:
+            self.get(conn, tenant)
+        return [tenant for (tenant,) in found]
+
 
 def mention_edges(result: LinkResult, run_id: str, *, first: int = 1) -> list[c.EdgeRecord]:
     """The edges of a link result, numbered ``mention:<run_id>:<n>`` from ``first``, in result order."""

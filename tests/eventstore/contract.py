@@ -230,7 +230,9 @@ class EventStoreContract:
     # -- idempotency -------------------------------------------------------
 
     def test_idempotent_repeat_returns_original_positions(self, store):
+        assert store.appended_through == 0
         store.append("other", notes("o"))
+        assert store.appended_through == 1
         first = store.append("s", notes("a", "b"), expected_version=NO_STREAM, idempotency_key="req-1")
         digest = store.digest()
         # A retry after a lost response: the expected version would now fail,
@@ -240,6 +242,7 @@ class EventStoreContract:
         assert not first.replayed and again.replayed
         assert store.digest() == digest
         assert [r.metadata.idempotency_key for r in store.read_stream("s")] == ["req-1", "req-1"]
+        assert store.appended_through == 3  # what this store appended; the replay appended nothing
 
     def test_idempotency_key_with_different_content_conflicts(self, store):
         store.append("s", notes("a"), idempotency_key="req-1")

@@ -166,3 +166,25 @@ def test_the_catalogue_cache_drops_a_tenants_catalogue_once_an_entity_change_out
     held = list(cache._items.values())
     assert [c for c, _ in held] == [latest, other]  # one per tenant and options: the outdated ones are gone
     assert latest.surfaces()["alan turing"] == "person:2" and first is not latest
+
+
+def test_warm_builds_the_catalogues_that_a_first_write_would_build(tmp_path, monkeypatch):
+    """A server's warm-up builds the head catalogues of the tenants whose entities changed last (up to
+    its bound), so that neither the first write nor the first recall of a process builds one."""
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    with MemoryService.open(tmp_path / "data") as svc:
+        for n, tenant in enumerate(["oldest", "older", "newer", "newest"]):
+            svc.run(svc.entities.upsert, ctx(tenant), f"person:{n}", name=f"Ada{n} Lovelace")
+        svc.run(svc.memories.add, ctx("none"), [MemoryContent(memory="a tenant without entities")])
+    with MemoryService.open(tmp_path / "data") as svc:
+        built: list[int] = []
+        build = rl.AliasCatalogue.build
+        monkeypatch.setattr(rl.AliasCatalogue, "build", staticmethod(lambda entities, **kw: built.append(len(entities)) or build(entities, **kw)))
+        assert svc.linking.catalogues.warm(svc.read_conn(), tenants=3) == ["newest", "newer", "older"]
+        assert built == [1, 1, 1]
+        svc.warm()  # the bound of a server's warm-up: four tenants
+        assert built == [1, 1, 1, 1]
+        written = svc.run(svc.memories.add, ctx("newest"), [MemoryContent(memory="Ada3 Lovelace wrote the notes")])
+        assert written.data["mentions"] == 1 and built == [1, 1, 1, 1]  # linked with the warmed catalogue

@@ -71,6 +71,51 @@ def test_writes_submitted_to_the_writer_run_on_its_one_thread_and_may_nest(svc):
     assert svc.graph.memory("t", svc.store.read_all(after=positions[-1] - 1, limit=1)[0].event.memory_id) is not None
 
 
+def test_run_catches_up_its_own_commits_even_when_the_command_fails_after_one(svc):
+    """A command of ``run`` is marked as such on its thread only (a log follower is not woken for its
+    commits), and ``run`` projects what it committed, also when the command raised afterwards."""
+    seen: list[tuple[bool, bool]] = []
+
+    def commits_then_fails(context: CommandContext) -> None:
+        elsewhere: list[bool] = []
+        probe = threading.Thread(target=lambda: elsewhere.append(svc.catches_up_own_commits()))
+        probe.start()
+        probe.join()
+        seen.append((svc.catches_up_own_commits(), elsewhere[0]))
+        svc.memories.add(context, [MemoryContent(memory="committed before the failure")])
+        raise ValidationError("memory", "failed after committing")
+
+    assert not svc.catches_up_own_commits()
+    with pytest.raises(ValidationError):
+        svc.run(commits_then_fails, ctx())
+    assert seen == [(True, False)] and not svc.catches_up_own_commits()
+    assert svc.position() == svc.store.last_position()  # projected although the command raised
+    assert [m.memory for m in svc.graph.activated("t")] == ["committed before the failure"]
+    add(svc, "a later write")
+    assert not svc.catches_up_own_commits()
+
+
+def test_after_a_write_run_projects_up_to_what_it_appended_without_asking_the_log_for_its_head(svc, monkeypatch):
+    add(svc, "the first note")
+    asked: list[int] = []
+    head = svc.store.last_position
+
+    def last_position() -> int:
+        asked.append(1)
+        return head()
+
+    monkeypatch.setattr(svc.store, "last_position", last_position)
+    written = add(svc, "the second note")
+    assert len(asked) == 1  # the catch-up before the command; after it, its own last position is the target
+    assert svc.position() == written.last_position == head()
+    assert svc.get("t", written.memory_ids[0]).memory == "the second note"
+    again = svc.run(svc.memories.add, ctx(idempotency_key="same-request-1"), [MemoryContent(memory="once")])
+    asked.clear()
+    replayed = svc.run(svc.memories.add, ctx(idempotency_key="same-request-1"), [MemoryContent(memory="once")])
+    assert replayed.replayed and replayed.positions == again.positions
+    assert len(asked) == 2  # nothing appended: the catch-up after asks for the head, as before
+
+
 def test_a_tenant_drop_through_the_writer_thread(svc, tmp_path):
     add(svc, "to be dropped", tenant="gone")
     result = svc.writer.submit(svc.drop_tenant, ctx("gone"), reason="test").result(timeout=60)

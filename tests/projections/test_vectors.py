@@ -268,6 +268,34 @@ def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, lo
     assert len(index) == 44
 
 
+def test_a_commit_wakes_the_follower_only_when_its_last_look_found_nothing_waiting(tmp_path, log, runner):
+    """The first write after a quiet spell starts the follower's look at once; while rows wait, its interval paces the looks."""
+    from mnemolog.projections.assembly import IndexFollower
+
+    index = open_index(tmp_path, runner)
+    follower = IndexFollower(index, runner.path, max_lag=1000)  # never started: each look is one step()
+    follower.notify("vectors", 1)
+    assert follower.wake.is_set()  # idle since it began: the first commit wakes it
+    follower.wake.clear()
+    log.add("m0", "the first note")
+    runner.catch_up()
+    assert follower.step(runner.conn) == 0  # one row waiting, the projection just moved: no batch yet
+    for i in range(1, 5):
+        log.add(f"m{i}", f"note number {i}")
+        runner.catch_up()
+        follower.notify("fts", 1)
+        follower.notify("vectors", 1)
+        assert not follower.wake.is_set()  # rows wait: commits leave the look to the interval
+    assert follower.step(runner.conn) == 0  # moved since the last look: writes go on
+    assert follower.step(runner.conn) == 5 and len(index) == 5  # quiet for one look: one batch
+    follower.notify("vectors", 1)
+    assert follower.wake.is_set()  # caught up: the next commit wakes it again
+    follower.wake.clear()
+    assert follower.step(runner.conn) == 0
+    follower.notify("fts", 1)
+    assert not follower.wake.is_set()  # only the vectors projection's commits concern it
+
+
 def test_rollback_reuses_the_cached_vector(log, runner, embedder):
     first = log.add("m1", "the first wording of this memory")
     log.update("m1", "a second wording")

@@ -132,3 +132,30 @@ def test_the_recall_bench_puts_a_knowledge_graph_beside_its_memories(tmp_path):
         assert hits and all(h.kind == "entity" for h in hits)
     finally:
         service.close()
+
+
+def test_listening_sockets_counts_each_worker_socket_on_the_port():
+    """``bench recall`` waits until every worker listens before it measures: each binds its own socket (SO_REUSEPORT)."""
+    import socket
+
+    from mnemolog.tools.bench_recall import listening_sockets
+
+    first = socket.socket()
+    first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    first.bind(("127.0.0.1", 0))
+    port = first.getsockname()[1]
+    second = socket.socket()
+    second.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    second.bind(("127.0.0.1", port))
+    try:
+        if listening_sockets(port) is None:
+            pytest.skip("no /proc/net/tcp here")
+        assert listening_sockets(port) == 0  # bound, not listening yet
+        first.listen()
+        assert listening_sockets(port) == 1
+        second.listen()
+        assert listening_sockets(port) == 2
+    finally:
+        first.close()
+        second.close()
+    assert listening_sockets(port) == 0
