@@ -16,7 +16,7 @@ from mnemolog.eventstore import DomainEvent, EventStore, Metadata, RecordedEvent
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.dialects import create_migration_engine, sqlite_url
 from mnemolog.eventstore.log_reads import EventPage
-from mnemolog.eventstore.store import _PageDecoder, decode_rows
+from mnemolog.eventstore.recorded import PageDecoder, decode_rows
 from tests.eventstore.support import db_path, raw, tampering
 
 
@@ -189,7 +189,7 @@ def test_a_page_out_of_order_is_still_checked_for_old_versions_after_the_disorde
     store.append("s", [PageNoted(text=str(i)) for i in range(3)])
     rows = store.recorder.select_event_page(after=0)
     store.close()
-    decoder = _PageDecoder()
+    decoder = PageDecoder()
     envelopes = json.loads(rows.json)
     swapped = [envelopes[1], envelopes[0], envelopes[2]]
     in_order = decoder.decode(EventPage(json.dumps(swapped), 3))
