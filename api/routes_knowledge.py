@@ -240,6 +240,8 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
                     raise ApiError(413, "payload_too_large", "the uploaded files are too large", "file")
                 files.append((unquote(part.filename), data))  # aiohttp's client percent-encodes "/" in file names
             elif part.name in _FORM_FIELDS:
+                if part.name in meta:  # one value a field: never keep one of two silently
+                    raise ApiError(422, "invalid", f"form field {part.name!r} is given more than once", part.name)
                 meta[part.name] = (await part.text()).strip() or None
             else:
                 raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name or "form")

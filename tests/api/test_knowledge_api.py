@@ -241,3 +241,15 @@ async def test_memories_added_over_http_link_the_entities_they_mention_and_histo
     history = await call(http, "GET", f"/v1/memories/{memory_id}/history")
     assert history["versions"][-1]["status"] == "deleted" and history["versions"][-1]["mentions"] == []
     assert all(x["unlinked_at"] is not None for x in history["mention_links"])
+
+
+@pytest.mark.parametrize("field", ["doc_id", "lang", "collection"])
+async def test_a_form_field_given_twice_is_refused_naming_it_and_nothing_is_written(http, field):
+    head = (await call(http, "GET", "/v1/digest"))["position"]
+    form = aiohttp.FormData()
+    form.add_field("file", b"Notes about rivers.\n", filename="notes.md", content_type="text/markdown")
+    form.add_field(field, "first")
+    form.add_field(field, "second")
+    error = await call(http, "POST", "/v1/import/documents", 422, data=form)
+    assert error["error"]["field"] == field and "more than once" in error["error"]["message"]
+    assert (await call(http, "GET", "/v1/digest"))["position"] == head
