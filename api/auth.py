@@ -44,7 +44,7 @@ class ApiKey(msgspec.Struct, frozen=True):
 
 
 def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()  # a header of undecodable bytes arrives with surrogates: it is no key
 
 
 class KeyStore:

@@ -60,6 +60,22 @@ async def test_open_routes_need_no_key(secured):
         assert response.status == 200, path
 
 
+@pytest.mark.parametrize("secret", [b"\xed\xb2\x8c\xff", "mlk_\u00e9\u4e2d".encode(), b"\x80abc"])
+async def test_a_key_of_any_bytes_is_401_json_never_500(secured, secret):
+    """A header's bytes that are not UTF-8 reach the server as text with surrogates: no key, not an error."""
+    reader, writer = await asyncio.open_connection(secured.server.host, secured.server.port)
+    writer.write(
+        b"POST /v1/recall HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + secret
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    )
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401"), answer[:300]
+    assert b'"code":"unauthorized"' in body.replace(b" ", b"") and b'"field":"Authorization"' in body.replace(b" ", b"")
+
+
 async def test_unknown_and_revoked_keys_are_401(secured):
     await expect(401, secured.client(api_key="mlk_nope_nope").recall("anything"), code="unauthorized")
     secret, record = secured.keystore.create("acme", ["read", "write"], name="soon revoked")
