@@ -86,7 +86,7 @@ import os
 import sqlite3
 import threading
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Sequence
 
@@ -138,6 +138,22 @@ def _no_gc():
     finally:
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def _file_lock(path: Path, *, wait: bool):
+    """The saved file's lock across the processes of a data directory: one writer or remover at a time.
+
+    Yields whether it is held: without ``wait``, False when another process holds it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
 class _Tokenizer:
@@ -231,12 +247,15 @@ class PostingsIndex(PostingsScoring):
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         if not path:
             return
-        index = cls.for_connection(conn)
-        with index.lock:
-            index.saved = None
-            if index.path is not None:
-                index.path.unlink(missing_ok=True)
-                index.path.with_name(index.path.name + ".tmp").unlink(missing_ok=True)
+        with cls._registry_lock:
+            index = cls._indexes.get(path)
+        file = Path(path).with_name(POSTINGS_FILE)
+        # The locks in save's order: this process's index, then the file's (a save under way anywhere finishes first).
+        with index.lock if index is not None else nullcontext(), _file_lock(file, wait=True):
+            if index is not None:
+                index.saved = None
+            file.unlink(missing_ok=True)
+            file.with_name(file.name + ".tmp").unlink(missing_ok=True)
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
@@ -432,11 +451,8 @@ class PostingsIndex(PostingsScoring):
             arrays[f"seg{k}_offsets"], arrays[f"seg{k}_ids"] = seg.terms.offsets, seg.terms.ids
             for name in ("starts", "rows", "freqs", "lengths"):
                 arrays[f"seg{k}_{name}"] = getattr(seg, name)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # another process of this data directory is writing it
+        with _file_lock(self.path, wait=False) as held:
+            if not held:  # another process of this data directory is writing it
                 return False
             tmp = self.path.with_name(self.path.name + ".tmp")  # one writer at a time (the lock): a torn one is overwritten
             try:

@@ -482,3 +482,26 @@ def test_a_build_from_fts_docs_hands_its_freed_memory_back_and_a_load_from_the_f
     restored = PostingsIndex.for_connection(runner.conn)
     restored.load(runner.conn)
     assert restored.restored and released == [True]
+
+
+def test_discarding_the_saved_file_waits_for_a_save_under_way_in_another_process(tmp_path):
+    """A forget removes ``fts.postings``; a save holding the file's lock (another process) finishes first,
+    so that its file cannot land after the removal with the erased rows' terms."""
+    import fcntl
+    import sqlite3
+    import threading
+
+    conn = sqlite3.connect(tmp_path / "projections.db", check_same_thread=False)
+    saved = tmp_path / "fts.postings"
+    saved.write_bytes(b"terms of erased rows")
+    with open(tmp_path / "fts.postings.lock", "a+b") as other:  # an open file of its own: flock treats it as another process
+        fcntl.flock(other, fcntl.LOCK_EX)
+        discard = threading.Thread(target=PostingsIndex.discard_file, args=(conn,))
+        discard.start()
+        discard.join(0.3)
+        assert discard.is_alive() and saved.exists(), "the removal waits for the save"
+        saved.write_bytes(b"the save's new file")  # what the save under way writes
+        fcntl.flock(other, fcntl.LOCK_UN)
+    discard.join(5)
+    assert not discard.is_alive() and not saved.exists()
+    conn.close()
