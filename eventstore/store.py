@@ -304,15 +304,21 @@ class EventStore:
         sealable = False
         while limit is None or len(out) < limit:
             want = PAGE_ROWS if limit is None else min(PAGE_ROWS, limit - len(out))
-            page, opening = self._pages.decode_sealable(recorder.select_event_page(after=after, limit=want, conn=conn, **filters))
-            if page is None:
-                page = decode_rows(recorder.select_events(after=after, limit=want, conn=conn, **filters))
+            page, opening = self._decode_page(recorder.select_event_page(after=after, limit=want, conn=conn, **filters), after, want, conn, filters)
             sealable = sealable or opening
             out.extend(page)
             if len(page) < want:
                 break
             after = page[-1].position
         return out, sealable
+
+    def _decode_page(self, page: EventPage, after: int, rows: int, conn: Connection | None, filters: dict) -> tuple[list[RecordedEvent], bool]:
+        """A page's events, read again row by row if the decoder refuses it (a version that needs upcasting),
+        and whether any may need unsealing."""
+        events, opening = self._pages.decode_sealable(page)
+        if events is None:
+            return decode_rows(self._recorder.select_events(after=after, limit=rows, conn=conn, **filters)), True
+        return events, opening
 
     def read_stream(self, stream_id: str, from_version: int = 1, to_version: int | None = None) -> list[RecordedEvent]:
         return self._read(stream_id=stream_id, from_version=from_version, to_version=to_version)
@@ -368,16 +374,14 @@ class EventStore:
 
     def _iter_pages(self, after: int, until: int | None, batch_size: int, filters: dict) -> Iterator[list[RecordedEvent]]:
         """:meth:`iter_all` over pages read ahead; a page that needs upcasting is read again row by row."""
-        recorder, pages = self._recorder, self._pages
+        recorder = self._recorder
 
         def fetch(conn: Connection, at: int) -> EventPage:
             return recorder.select_event_page(after=at, limit=PAGE_ROWS, conn=conn, until=until, **filters)
 
         batch: list[RecordedEvent] = []
         for at, page in pages_ahead(fetch, recorder.reader.connect, after, PAGE_ROWS):
-            events, opening = pages.decode_sealable(page)
-            if events is None:
-                events, opening = decode_rows(recorder.select_events(after=at, limit=PAGE_ROWS, until=until, **filters)), True
+            events, opening = self._decode_page(page, at, PAGE_ROWS, None, {"until": until, **filters})
             batch.extend(self._open_sealed(events) if opening else events)
             while len(batch) >= batch_size:
                 if len(batch) == batch_size:

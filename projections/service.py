@@ -13,6 +13,7 @@ connection and never block the writer.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -56,6 +57,8 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
         return valid_to is None
     return valid_from <= position and (valid_to is None or valid_to > position)
 
+
+log = logging.getLogger(__name__)
 
 def backups_keep(settings: Settings) -> int:
     """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
@@ -246,7 +249,7 @@ class MemoryService:
                 try:
                     self.sync()
                 except Exception:  # the command's own error is the one to report; the next catch-up retries
-                    pass
+                    log.exception("catching up after a failed command")
                 raise
             running.depth -= 1
             if self.store.appended_through > appended_before:
