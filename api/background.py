@@ -49,8 +49,9 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
 
     On PostgreSQL every commit anywhere wakes it at once (LISTEN/NOTIFY), so a
     replica trails the shared log by one catch-up; the interval is the
-    fallback poll. This process's own commits through ``service.run`` do not
-    wake it: ``run`` catches the projections up itself right after, and a
+    fallback poll. Commits made through ``service.run`` on the committing
+    thread (every commit on SQLite; on PostgreSQL, NOTIFY still wakes it for
+    them too) do not wake it: ``run`` catches the projections up itself right after, and a
     round woken by each of them only queued a second, empty catch-up behind
     every write (and a look at the log's head on a reader thread beside it).
     """

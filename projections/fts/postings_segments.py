@@ -50,14 +50,11 @@ class Segment:
     @staticmethod
     def merge(segments: Sequence["Segment"]) -> "Segment":
         vocabulary: dict[str, int] = {}
-        for seg in segments:
-            for term in seg.terms:
-                vocabulary.setdefault(term, len(vocabulary))
         ids = []
-        for seg in segments:
+        for seg in segments:  # each term decoded once: its merged id, and the segment's remap to it
             remap = np.empty(len(seg.terms), dtype=np.int64)
             for term, t in seg.terms.items():
-                remap[t] = vocabulary[term]
+                remap[t] = vocabulary.setdefault(term, len(vocabulary))
             ids.append(np.repeat(remap, np.diff(seg.starts)))
         term_ids = np.concatenate(ids)
         rows = np.concatenate([seg.rows for seg in segments])
