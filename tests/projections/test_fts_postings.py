@@ -469,6 +469,19 @@ def test_pruning_scores_a_fraction_of_the_rows_it_would_otherwise(crowded, monke
     assert scored == []
 
 
+@pytest.mark.parametrize("filters", [None, SearchFilters(tags=("jam",))], ids=["pruned", "sql-filter"])
+def test_one_search_builds_its_row_filter_once(crowded, monkeypatch, filters):
+    runner, _ = crowded
+    index = PostingsIndex.for_connection(runner.conn)
+    built = []
+    real = PostingsIndex._passing
+    monkeypatch.setattr(PostingsIndex, "_passing", lambda self, *args: built.append(args) or real(self, *args))
+    hits = index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=filters)
+    assert hits and len(built) == 1
+    built.clear()
+    assert index.search(runner.conn, "nobody", ["coffee", "tea"], limit=5, filters=filters) == [] and len(built) == 1
+
+
 def test_a_build_from_fts_docs_hands_its_freed_memory_back_and_a_load_from_the_file_has_none_to(log, runner, monkeypatch):
     from mnemolog.projections.fts import postings as postings_module
 
