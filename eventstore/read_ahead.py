@@ -15,8 +15,8 @@ collected). A read that fits in one page never starts a thread.
 
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Iterator
 
@@ -26,6 +26,51 @@ from .log_reads import EventPage
 
 DEPTH = 2  # pages fetched and waiting: enough to keep the fetching thread busy, little memory held
 _DONE = object()
+
+
+class _HandOver:
+    """At most ``depth`` items passed from the reading thread to the caller.
+
+    A ``put`` waits while the hand-over is full and a ``get`` while it is
+    empty, both on one condition, so neither side polls; ``close`` (the
+    caller stopping) empties it and wakes a waiting ``put``, which then
+    returns False and never waits again.
+    """
+
+    def __init__(self, depth: int) -> None:
+        self._items: deque = deque()
+        self._depth = depth
+        self._closed = False
+        self._changed = threading.Condition()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, item: object) -> bool:
+        """Hand ``item`` over, waiting for room; False once the caller has stopped."""
+        with self._changed:
+            while len(self._items) >= self._depth and not self._closed:
+                self._changed.wait()
+            if self._closed:
+                return False
+            self._items.append(item)
+            self._changed.notify()
+            return True
+
+    def get(self) -> object:
+        with self._changed:
+            while not self._items:
+                self._changed.wait()
+            item = self._items.popleft()
+            self._changed.notify()
+            return item
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._items.clear()
+            self._changed.notify_all()
 
 
 def pages_ahead(
@@ -42,30 +87,20 @@ def pages_ahead(
     yield after, page
     if page.count < rows:
         return
-    waiting: queue.Queue = queue.Queue(maxsize=DEPTH)
-    stop = threading.Event()
-
-    def hand_over(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                waiting.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+    waiting = _HandOver(DEPTH)
 
     def read() -> None:
         at = page.last
         try:
             with connect() as own:
-                while not stop.is_set():
+                while not waiting.closed:
                     fetched = fetch(own, at)
-                    if not hand_over((at, fetched)) or fetched.count < rows:
+                    if not waiting.put((at, fetched)) or fetched.count < rows:
                         break
                     at = fetched.last
         except BaseException as exc:  # raised again in the caller's thread
-            hand_over(exc)
-        hand_over(_DONE)
+            waiting.put(exc)
+        waiting.put(_DONE)
 
     thread = threading.Thread(target=read, name="mnemolog-log-read-ahead", daemon=True)
     thread.start()
@@ -78,5 +113,5 @@ def pages_ahead(
                 raise item
             yield item
     finally:
-        stop.set()
+        waiting.close()
         thread.join()

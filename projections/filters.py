@@ -33,6 +33,7 @@ import msgspec
 __all__ = ["SearchFilters", "TAG_SEPARATOR", "filter_sql", "tag_field"]
 
 TAG_SEPARATOR = "\x1f"
+_SEQUENCES = ("status", "memory_types", "tags", "doc_ids")  # the fields of SearchFilters held as tuples
 
 
 class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -50,6 +51,13 @@ class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     created_to: str | None = None
     updated_from: str | None = None
     updated_to: str | None = None
+
+    def __post_init__(self) -> None:
+        """Sequences given as lists (or any other iterable) are held as tuples: filters are always hashable, so they can key a memo."""
+        for name in _SEQUENCES:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (tuple, str)):
+                msgspec.structs.force_setattr(self, name, tuple(value))
 
 
 DEFAULT_FILTERS = SearchFilters()

@@ -44,6 +44,17 @@ Linker = Callable[[str, str | None, str, Sequence[tuple[str, str]]], list[c.Edge
 UNLINKED = MemoryType.TOPIC.value
 
 
+def with_subjects(edges: list[c.EdgeRecord], subjects: dict[str, str]) -> list[c.EdgeRecord]:
+    """``edges`` with the subject of the memory each starts at (whose key seals its alias; none: the tenant's).
+
+    ``subjects`` maps a memory id to its subject, for the memories that name
+    one. The commands and a relink both put subjects on mention edges this way.
+    """
+    if not subjects:
+        return edges
+    return [msgspec.structs.replace(e, subject=subjects[e.source]) if e.source in subjects else e for e in edges]
+
+
 class MemoryMentions:
     """Mention edge events for memory commands; with no linker, every method returns no events."""
 
@@ -97,9 +108,7 @@ class MemoryMentions:
         """The linker's edges for ``[(memory_id, text, subject)]``, each carrying its memory's subject."""
         assert self.linker is not None
         subjects = {memory_id: subject for memory_id, _, subject in items if subject}
-        edges = self.linker(tenant, None, new_id(), [(memory_id, text) for memory_id, text, _ in items])
-        if subjects:
-            edges = [msgspec.structs.replace(e, subject=subjects[e.source]) if e.source in subjects else e for e in edges]
+        edges = with_subjects(self.linker(tenant, None, new_id(), [(memory_id, text) for memory_id, text, _ in items]), subjects)
         for edge in edges:
             check_edge(edge)
         return edges

@@ -542,20 +542,20 @@ class PostingsIndex(PostingsScoring):
         filters = filters or DEFAULT_FILTERS
         with _one_snapshot(conn), self.lock:
             self._sync(conn)
+            keep = self._passing(tenant, as_of, filters)
+            if keep is None:
+                return []
             postings = self._postings_of(terms)
             scored = None
             if len(postings) > 1 and msgspec.structs.replace(filters, status=None) == SearchFilters(status=None):
                 # Every filter is checked here (no SQL one): the best rows that pass bound what the others must reach.
-                keep = self._passing(tenant, as_of, filters)
-                if keep is None:
-                    return []
                 scored = self._score_pruned(postings, keep, limit)
             if scored is None:
                 scored = self._score(postings)
             if scored is None:
                 return []
             rows, scores = scored
-            return self._ranked(conn, rows, scores, tenant, limit, as_of, filters)
+            return self._ranked(conn, rows, scores, keep, limit, filters)
 
     def _passing(self, tenant: str, as_of: int | None, filters: SearchFilters):
         """A function of row indexes to a mask: the rows of ``tenant`` valid at the head or ``as_of`` whose status passes (None: no row can)."""
@@ -580,8 +580,8 @@ class PostingsIndex(PostingsScoring):
 
         return keep
 
-    def _ranked(self, conn, rows, scores, tenant, limit, as_of, filters) -> list[tuple[str, int, int, float]]:
-        """The best ``limit`` of the scored rows that pass tenant, validity and filters, best first.
+    def _ranked(self, conn, rows, scores, keep, limit, filters) -> list[tuple[str, int, int, float]]:
+        """The best ``limit`` of the scored rows that ``keep`` passes (tenant, validity, status) and ``filters``' others pass, best first.
 
         Ties go to the lower row id (row indexes ascend with row ids). The
         best rows are checked first; only when too few of them pass are the
@@ -589,8 +589,7 @@ class PostingsIndex(PostingsScoring):
         is ever skipped.
         """
         cols = self.cols
-        keep = self._passing(tenant, as_of, filters)
-        if keep is None or len(rows) == 0:
+        if len(rows) == 0:
             return []
         rest = msgspec.structs.replace(filters, status=None)
         where, params = filter_sql(rest, "d") if rest != SearchFilters(status=None) else (None, ())

@@ -43,7 +43,7 @@ class _Term:
     """One query term's postings over every segment (row indexes ascending), its idf, and figures about them.
 
     The figures (highest frequency, shortest row, the rows whose frequency
-    is not the first one's) are computed once per size of the index: ``known``
+    is not the most common one) are computed once per size of the index: ``known``
     holds them between searches (the index only grows until it is reset).
     """
 
@@ -67,11 +67,14 @@ class _Term:
         return self._figure("shortest", lambda: float(self.lengths.min()))
 
     def odd(self) -> tuple[float, np.ndarray, np.ndarray]:
-        """The term's first frequency, and the rows (ascending) where its frequency differs, with theirs."""
+        """The term's most common frequency, and the rows (ascending) where its frequency differs, with theirs: the fewest such rows."""
 
         def compute():
-            differ = self.freqs != self.freqs[0]
-            return (self.freqs[0], self.rows[differ], self.freqs[differ])
+            freqs = self.freqs.astype(np.float32)  # exact; float16 sorts and compares several times slower
+            values, counts = np.unique(freqs, return_counts=True)
+            common = values[counts.argmax()]
+            differ = freqs != common
+            return (float(common), self.rows[differ], self.freqs[differ])
 
         return self._figure("odd", compute)
 

@@ -41,7 +41,7 @@ import msgspec
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.mentions import Linker
+from mnemolog.eventstore.commands.mentions import Linker, with_subjects
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import MemoryType
 from mnemolog.eventstore.settings import setting
@@ -136,13 +136,6 @@ def mention_edges(result: LinkResult, run_id: str, *, first: int = 1) -> list[c.
 
 def _edge(source: str, target: str, weight: float, props: dict[str, Any]) -> c.EdgeRecord:
     return c.EdgeRecord(edge_id="", edge_type=g.MENTIONS, source=source, target=target, weight=weight, properties=props)
-
-
-def with_subjects(edges: list[c.EdgeRecord], subjects: dict[str, str]) -> list[c.EdgeRecord]:
-    """``edges`` with the subject of the memory each starts at (whose key seals its alias; none: the tenant's)."""
-    if not subjects:
-        return edges
-    return [msgspec.structs.replace(e, subject=subjects[e.source]) if e.source in subjects else e for e in edges]
 
 
 def _same(a: c.EdgeRecord, b: c.EdgeRecord) -> bool:

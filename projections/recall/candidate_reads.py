@@ -138,25 +138,18 @@ def best_allowed(
 def filter_memories(memo: StateMemo, conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: "RecallOptions") -> set[str]:
     """Which of ``memory_ids`` pass the request's filters (in SQL, on the FTS docs table).
 
-    At the head each answer is held in ``memo`` (the FTS projection's).
+    At the head each answer is held in ``memo`` (the FTS projection's), keyed
+    by the filters themselves (:class:`~mnemolog.projections.filters.SearchFilters`
+    holds its sequences as tuples, so they always hash).
     """
     if not memory_ids:
         return set()
-    held = memo.held(conn) if options.as_of is None and _hashable(options.filters) else None
+    held = memo.held(conn) if options.as_of is None else None
     if held is None:
         return _read_allowed(conn, tenant, memory_ids, options)
     kind = ("allowed", tenant, options.filters)
     held.fill(kind, memory_ids, lambda unread: dict.fromkeys(_read_allowed(conn, tenant, unread, options), True), missing=False)
     return {m for m in memory_ids if held[kind, m]}
-
-
-def _hashable(value) -> bool:
-    """Whether ``value`` can key a memo (filters built in code may hold lists)."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _read_allowed(conn: sqlite3.Connection, tenant: str, memory_ids: list[str], options: "RecallOptions") -> set[str]:

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from mnemolog.eventstore import DomainEvent, EventStore, StreamAppend
+from mnemolog.eventstore.read_ahead import DEPTH
 from mnemolog.eventstore.store import PAGE_ROWS
 
 THREAD = "mnemolog-log-read-ahead"
@@ -58,6 +59,31 @@ def test_stopping_early_stops_the_reading_thread(store):
     assert readers(), "a read longer than a page is fetched ahead"
     walk.close()
     assert not readers()
+
+
+def test_stopping_with_the_hand_over_full_ends_the_reading_thread(store, monkeypatch):
+    recorder = store.recorder
+    real = recorder.select_event_page
+    fetched = []
+    blocked = threading.Event()
+
+    def counting(**kwargs):
+        page = real(**kwargs)
+        fetched.append(kwargs["after"])
+        if len(fetched) == 2 + DEPTH + 1:  # the caller's two pages, DEPTH waiting, one more held by the thread
+            blocked.set()
+        return page
+
+    monkeypatch.setattr(recorder, "select_event_page", counting)
+    walk = store.iter_all()
+    next(walk), next(walk)  # the first page, then the second handed over by the thread
+    assert blocked.wait(10), "the thread fills the hand-over and fetches one more page"
+    closing = threading.Thread(target=walk.close)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive(), "closing the walk frees the thread's waiting hand-over"
+    assert not readers()
+    assert fetched == [i * PAGE_ROWS for i in range(2 + DEPTH + 1)], "never more than DEPTH pages waiting"
 
 
 def test_a_read_of_one_page_starts_no_thread(store):

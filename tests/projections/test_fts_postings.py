@@ -203,6 +203,49 @@ def test_merged_segments_rank_as_fts5_does(log, runner, monkeypatch):
         assert len(index.segments) <= 3
 
 
+def test_a_terms_common_frequency_is_its_most_common_one_and_scores_stay_bm25(log, runner):
+    """``odd`` leaves out the rows of the most common frequency (not the first row's); exact scores are plain bm25."""
+    import math
+
+    import numpy as np
+
+    from mnemolog.projections.fts.postings_scoring import B, K1
+
+    texts = {"m0": "coffee coffee bread", **{f"m{i}": "coffee jam" for i in range(1, 6)}, "m6": "coffee coffee coffee jam"}
+    texts |= {f"m{i}": "honey milk tea" for i in range(7, 17)}
+    for mid, text in texts.items():
+        log.add(mid, text)
+    runner.catch_up()
+    index = PostingsIndex.for_connection(runner.conn)
+    index.load(runner.conn)
+    postings = index._postings_of([index.tokenizer.stems(w)[0] for w in ("coffee", "jam")])  # "coffe": the index holds stems
+    coffee = postings[0]
+    common, others, their = coffee.odd()
+    assert coffee.freqs[0] == 2 and common == 1
+    assert len(others) == 2 and their.tolist() == [2, 3]
+
+    avgdl = sum(len(t.split()) for t in texts.values()) / len(texts)
+
+    def bm25(text: str) -> float:
+        tokens, score = text.split(), 0.0
+        for word in ("coffee", "jam"):
+            if f := tokens.count(word):
+                hits = sum(word in t.split() for t in texts.values())
+                idf = math.log((len(texts) - hits + 0.5) / (hits + 0.5))
+                score += idf * (f * (K1 + 1)) / (f + K1 * (1 - B + B * len(tokens) / avgdl))
+        return score
+
+    expected = {mid: bm25(text) for mid, text in texts.items() if "coffee" in text or "jam" in text}
+    names = dict(runner.conn.execute("SELECT row_id, memory_id FROM fts_docs").fetchall())
+    rows = np.sort(index._score(postings)[0])
+    exact = index._exact(postings, rows)  # the scoring that reads the term's common frequency and its odd rows
+    assert {names[int(index.cols.row_id[r])]: s for r, s in zip(rows.tolist(), exact.tolist())} == pytest.approx(expected, rel=1e-12)
+    hits = index.search(runner.conn, "t", ["coffee", "jam"], limit=3)
+    best = sorted(expected, key=lambda mid: (-round(expected[mid], 9), list(texts).index(mid)))[:3]
+    assert [mid for mid, *_ in hits] == best
+    assert [-score for *_, score in hits] == pytest.approx([expected[mid] for mid in best], rel=1e-12)
+
+
 # -- the saved file ------------------------------------------------------------------------------
 
 
@@ -467,6 +510,19 @@ def test_pruning_scores_a_fraction_of_the_rows_it_would_otherwise(crowded, monke
     scored.clear()
     index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=SearchFilters(tags=("jam",)))
     assert scored == []
+
+
+@pytest.mark.parametrize("filters", [None, SearchFilters(tags=("jam",))], ids=["pruned", "sql-filter"])
+def test_one_search_builds_its_row_filter_once(crowded, monkeypatch, filters):
+    runner, _ = crowded
+    index = PostingsIndex.for_connection(runner.conn)
+    built = []
+    real = PostingsIndex._passing
+    monkeypatch.setattr(PostingsIndex, "_passing", lambda self, *args: built.append(args) or real(self, *args))
+    hits = index.search(runner.conn, "t", ["coffee", "tea", "milk"], limit=5, filters=filters)
+    assert hits and len(built) == 1
+    built.clear()
+    assert index.search(runner.conn, "nobody", ["coffee", "tea"], limit=5, filters=filters) == [] and len(built) == 1
 
 
 def test_a_build_from_fts_docs_hands_its_freed_memory_back_and_a_load_from_the_file_has_none_to(log, runner, monkeypatch):

@@ -181,6 +181,15 @@ def test_relink_removes_mentions_the_catalogue_no_longer_finds(kg):
     assert set(mentioned(kg, m)) == {"acme"}
 
 
+def test_a_memorys_subject_rides_on_its_mentions_and_a_relink_finds_them_as_they_are(kg):
+    """The commands and a relink put the same subject on a mention edge, so a relink of unchanged texts changes nothing."""
+    added = kg.run(kg.memories.add, ctx(), [MemoryContent(memory="Alice joined Acme Corp", subject="u-7"), MemoryContent(memory="Alice left Acme")])
+    own, tenants = added.memory_ids
+    subjects = {(r.event.edge.source, r.event.edge.target): r.event.edge.subject for r in events_of(kg, added) if isinstance(r.event, c.EdgeLinked)}
+    assert subjects == {(own, "alice"): "u-7", (own, "acme"): "u-7", (tenants, "alice"): None, (tenants, "acme"): None}
+    assert kg.linking.relink(ctx())["by_kind"]["memories"] == {"add": 0, "remove": 0, "kept": 4}
+
+
 # -- recall's graph channel ---------------------------------------------------------------------------
 
 

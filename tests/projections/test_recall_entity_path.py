@@ -167,7 +167,16 @@ def test_a_memo_starts_afresh_when_its_projection_moves_and_holds_nothing_withou
     assert "a" not in small.held(conn)  # past its weight, it starts afresh
 
 
-def test_filters_built_with_lists_are_answered_as_with_tuples(world):
+def test_filters_built_with_lists_are_answered_and_held_as_with_tuples(world, monkeypatch):
+    from mnemolog.projections.recall import candidate_reads
+
+    as_list = SearchFilters(status=["activated"], tags=["work"], memory_types={"UserMemory"}, doc_ids=iter(["d1"]))
+    assert as_list == SearchFilters(status=("activated",), tags=("work",), memory_types=("UserMemory",), doc_ids=("d1",))
+    assert hash(as_list) and msgspec.structs.replace(as_list, tags=["home"]).tags == ("home",)
     as_tuple = world.searcher.recall("t", "Who works at Acme?", RecallOptions(filters=SearchFilters(tags=("work",))))
+    reads = []
+    real = candidate_reads._read_allowed
+    monkeypatch.setattr(candidate_reads, "_read_allowed", lambda *args: reads.append(args) or real(*args))
     as_list = world.searcher.recall("t", "Who works at Acme?", RecallOptions(filters=SearchFilters(tags=["work"])))
     assert hits(as_list) == hits(as_tuple) and as_tuple.hits
+    assert reads == []  # what passed the filters, held for them as tuples, answers them given as lists
