@@ -42,6 +42,16 @@ forget gives the same erased projections. A key the key store never held (a
 log copied without its keys) is an error
 (:class:`~mnemolog.eventstore.errors.KeyMissing`), never silently erased.
 
+Reserved marks. Every mark starts with :data:`MARK` (``mnemolog``): a
+token's (:data:`TOKEN_MARK`, :data:`PREFIX`) and :data:`PLAIN_MARK`. A
+carrier stored in plaintext (sealing off, a Struct whose ``sealable`` says
+no) that starts with one of them is stored escaped, :data:`PLAIN_MARK`
+before it, and read back without it, exactly as written: nothing a user
+writes is taken for a token (which would make every read of the log fail),
+and nothing is lost. A carrier not starting with :data:`MARK` needs no
+second test on either path; a sealed carrier's value is inside its token
+and never escaped. Plaintext without a mark is stored and read as ever.
+
 ``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
 extra (the ``cryptography`` package) is installed and the log is SQLite, or
 a PostgreSQL log with ``MNEMOLOG_KEY_STORE`` set (the key store its servers
