@@ -97,10 +97,10 @@ PREFIX = "mnemolog:sealed:v1:"  # tokens written before the current format: read
 TOKEN_MARK = "mnemologSealedV2"  # how every token of the current format starts (the base64 of its magic)
 PLAIN_MARK = "mnemologPlain:"  # before plaintext that starts with a reserved mark: stored escaped, read without it
 _MARKS = (TOKEN_MARK, PREFIX, PLAIN_MARK)
-_QUOTED_MARK = b'"' + MARK.encode()  # in an encoded payload: some string starts with the mark
 ERASED_TEXT = "[erased: subject forgotten]"
 NONCE_BYTES = 12
 _MAGIC = binascii.a2b_base64(TOKEN_MARK)  # 12 bytes: a whole number of base64 groups, so the mark is fixed
+_V1 = PREFIX.encode()  # a first-format token, parsed, starts with it (never stored so)
 
 try:  # the crypto extra
     from cryptography.exceptions import InvalidTag
@@ -219,12 +219,20 @@ class _Slot(msgspec.Struct):
 class _Plan(msgspec.Struct):
     slots: tuple[_Slot, ...]
     one: _Slot | None  # the only slot, when it holds one Struct (every memory, entity and document event): the fast path
+    # The event's carrier with ``one`` (an attrgetter of its dotted path); else :data:`MARK`: each Struct needs a look.
+    carrier_of: Callable[[Any], Any] = lambda event: MARK
+
+    def __post_init__(self) -> None:
+        if self.one is not None:
+            one = self.one
+            self.carrier_of = operator.attrgetter(one.group.carrier if one.field is None else f"{one.field}.{one.group.carrier}")
 
 
 _MISSING = object()
 _PLANS: dict[type, _Plan | None] = {}
 _GROUPS: dict[type, _Group] = {}
 _encoder = msgspec.json.Encoder()
+_replace = msgspec.structs.replace
 
 
 def _personal_struct(annotation: Any) -> tuple[type | None, bool]:
@@ -441,21 +449,18 @@ class Sealer:
         return self.seal_batch([event], [event_id], tenant, nonce)[0]
 
     def payloads(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str) -> list[str]:
-        """The stored payload (JSON text) of each event of one append: the event of :meth:`seal_batch`, encoded.
-
-        With sealing off, an event is escaped only when its JSON holds a
-        string starting with ``mnemolog`` (a byte search in C): plaintext
-        pays no Python call per event for the escape.
-        """
+        """The stored payload (JSON text) of each event of one append: the events of :meth:`seal_batch`, encoded."""
         encode = _encoder.encode
         if self.enabled:
             return [encode(event).decode() for event in self.seal_batch(events, event_ids, tenant)]
-        out = []
-        for event in events:
-            payload = encode(event)
-            if _QUOTED_MARK in payload:
-                payload = encode(escape(event))
-            out.append(payload.decode())
+        plans, out = _PLANS, []
+        for event in events:  # the plaintext path: one test of a carrier decides that an event needs no escape
+            plan = plans.get(type(event), _MISSING)
+            if plan is _MISSING:
+                plan = _plan(type(event))
+            if plan is not None and type(value := plan.carrier_of(event)) is str and value.startswith(MARK):
+                event = escape(event)
+            out.append(encode(event).decode())
         return out
 
     # -- opening -----------------------------------------------------------------
@@ -476,7 +481,7 @@ class Sealer:
             opened = self._open_owner(one, owner, event_id, None)
             if opened is owner:
                 return event
-            return opened if field is None else msgspec.structs.replace(event, **{field: opened})
+            return opened if field is None else _replace(event, **{field: opened})
         return _each(event, plan, lambda slot, owner, index: self._open_owner(slot, owner, event_id, index))
 
     def _open_owner(self, slot: _Slot, owner: Any, event_id: str, index: int | None) -> Any:
@@ -494,7 +499,7 @@ class Sealer:
             elif token.startswith(PLAIN_MARK):
                 return msgspec.structs.replace(owner, **{slot.group.carrier: token[len(PLAIN_MARK) :]})
             elif token.startswith(PREFIX):
-                return self._open_v1(slot, owner, token, event_id, index)
+                blob = self._v1_blob(token, slot, event_id)
             else:
                 return owner
         elif kind is bytes:  # sealed in this process and not stored yet
@@ -502,50 +507,58 @@ class Sealer:
         else:
             return owner
         key_id, at = self._refs.get(blob[:29]) or self._key_of(blob, slot, event_id)  # magic and a UUID key reference: parsed once per key
-        return self._opened(slot, owner, key_id, blob[at : at + NONCE_BYTES], blob[at + NONCE_BYTES :], event_id, index)
+        # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
+        cipher = self._ciphers.get(key_id) if self._held.get(key_id) else None
+        if cipher is None:
+            cipher = self._opening_cipher(key_id, event_id)
+            if cipher is None:
+                self._ciphers.pop(key_id, None)
+                self._heads.pop(key_id, None)
+                return msgspec.structs.replace(owner, **slot.group.erased)
+        try:
+            ad = (event_id + slot.suffix).encode() if index is None else slot.ad(event_id, index)
+            opened = cipher.decrypt(blob[at : at + NONCE_BYTES], blob[at + NONCE_BYTES :], ad)
+        except (InvalidTag, ValueError):
+            raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
+        group = slot.group
+        return _replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
 
     def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
         """The key id a token names, and where its nonce starts."""
         try:
-            if blob[:12] != _MAGIC:
-                raise ValueError
-            size = blob[12]
-            if size == 0:
-                found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
-                return found
-            return blob[13 : 13 + size].decode("ascii"), 13 + size
+            if blob[:12] == _MAGIC:
+                size = blob[12]
+                if size == 0:
+                    found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
+                    return found
+                return blob[13 : 13 + size].decode("ascii"), 13 + size
+            if blob.startswith(_V1):  # a first-format token, as :meth:`_v1_blob` gives it
+                key_id, _, _ = blob[len(_V1) :].partition(b"\0")
+                return key_id.decode("ascii"), len(_V1) + len(key_id) + 1
+            raise ValueError
         except (ValueError, IndexError, UnicodeDecodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
 
-    def _open_v1(self, slot: _Slot, owner: Any, token: str, event_id: str, index: int | None) -> Any:
-        """A token of the first format: ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``."""
+    @staticmethod
+    def _v1_blob(token: str, slot: _Slot, event_id: str) -> bytes:
+        """A token of the first format, ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``, as
+        ``_V1 + key id + NUL + nonce + ciphertext`` (see :meth:`_key_of`)."""
         key_id, _, body = token[len(PREFIX) :].partition(":")
         try:
-            raw = binascii.a2b_base64(body)
-        except (ValueError, binascii.Error):
+            return _V1 + key_id.encode("ascii") + b"\0" + binascii.a2b_base64(body)
+        except (ValueError, binascii.Error, UnicodeEncodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
-        return self._opened(slot, owner, key_id, raw[:NONCE_BYTES], raw[NONCE_BYTES:], event_id, index)
 
-    def _opened(self, slot: _Slot, owner: Any, key_id: str, nonce: bytes, sealed: bytes, event_id: str, index: int | None) -> Any:
-        group = slot.group
-        # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
-        cipher = self._ciphers.get(key_id) if self._held.get(key_id) else None
-        if cipher is None:
-            key = self.keys.key(key_id)
-            if key is None:
-                raise KeyMissing(
-                    f"event {event_id} is sealed with key {key_id}, which the key store {self.keys.path} never held:"
-                    " restore keys.db, or import the export's key file (mnemolog import --keys)"
-                )
-            if key == FORGOTTEN:
-                self._ciphers.pop(key_id, None)
-                self._heads.pop(key_id, None)
-                return msgspec.structs.replace(owner, **group.erased)
-            if AESGCM is None:
-                raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
-            cipher = self._cipher(key_id, key)
-        try:
-            opened = cipher.decrypt(nonce, sealed, slot.ad(event_id, index))
-        except (InvalidTag, ValueError):
-            raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
-        return msgspec.structs.replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
+    def _opening_cipher(self, key_id: str, event_id: str) -> Any:
+        """The cipher of a key met for the first time (or after another process's forget); None once it was forgotten."""
+        key = self.keys.key(key_id)
+        if key is None:
+            raise KeyMissing(
+                f"event {event_id} is sealed with key {key_id}, which the key store {self.keys.path} never held:"
+                " restore keys.db, or import the export's key file (mnemolog import --keys)"
+            )
+        if key == FORGOTTEN:
+            return None
+        if AESGCM is None:
+            raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
+        return self._cipher(key_id, key)
