@@ -50,7 +50,11 @@ before it, and read back without it, exactly as written: nothing a user
 writes is taken for a token (which would make every read of the log fail),
 and nothing is lost. A carrier not starting with :data:`MARK` needs no
 second test on either path; a sealed carrier's value is inside its token
-and never escaped. Plaintext without a mark is stored and read as ever.
+and never escaped. Plaintext without a mark is stored and read as ever (a
+text written before the escape existed that starts with :data:`PLAIN_MARK`
+reads without it). Copies of a value keep it whole: history, revert and
+rollback append what they read, escaped again where needed, and a Struct
+reads as erased (below) once its key is gone, whatever its carrier held.
 
 ``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
 extra (the ``cryptography`` package) is installed and the log is SQLite, or
