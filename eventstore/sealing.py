@@ -236,7 +236,9 @@ _MISSING = object()
 _PLANS: dict[type, _Plan | None] = {}
 _GROUPS: dict[type, _Group] = {}
 _encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
 _replace = msgspec.structs.replace
+_force_setattr = msgspec.structs.force_setattr  # on a Struct just made, before anything else sees it
 
 
 def _personal_struct(annotation: Any) -> tuple[type | None, bool]:
@@ -379,8 +381,8 @@ class Sealer:
         """``owner`` with its personal fields sealed into its carrier (the token's bytes: the encoder writes their base64)."""
         if group.erasable and owner.erased:
             raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
-        sealed = msgspec.structs.replace(owner, **group.blank)
-        msgspec.structs.force_setattr(sealed, group.carrier, head[1] + nonce + head[0].encrypt(nonce, _encoder.encode(group.values(owner)), ad))
+        sealed = _replace(owner, **group.blank)
+        _force_setattr(sealed, group.carrier, head[1] + nonce + head[0].encrypt(nonce, _encode(group.values(owner)), ad))
         return sealed
 
     def seal_batch(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None) -> list[DomainEvent]:
@@ -397,7 +399,7 @@ class Sealer:
             return [escape(event) for event in events]
         if nonces is None:
             nonces = os.urandom(NONCE_BYTES * len(events))
-        plans, replace, seal_owner = _PLANS, msgspec.structs.replace, self._seal_owner
+        plans, replace, seal_owner = _PLANS, _replace, self._seal_owner
         out: list = []
         waiting: list[int] = []  # events sealed after the loop: their subject has no key yet, or they hold tuples of Structs
         missing: set = set()
