@@ -221,6 +221,8 @@ class _Slot(msgspec.Struct):
 
 
 class _Plan(msgspec.Struct):
+    """Where the Structs with personal fields sit in an event type, in the order they are sealed."""
+
     slots: tuple[_Slot, ...]
     one: _Slot | None  # the only slot, when it holds one Struct (every memory, entity and document event): the fast path
     # The event's carrier with ``one`` (an attrgetter of its dotted path); else :data:`MARK`: each Struct needs a look.
@@ -287,7 +289,7 @@ def _plan(cls: type) -> _Plan | None:
 def _each(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | None], Any]) -> Any:
     """``event`` with ``change(slot, struct, index in its tuple or None)`` applied to each Struct its plan names;
     itself where every call returned its Struct unchanged."""
-    replace = msgspec.structs.replace
+    replace = _replace
     for slot in plan.slots:
         if slot.field is None:
             event = change(slot, event, None)
@@ -305,7 +307,7 @@ def _each(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | None], An
 
 
 def _erase_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
-    return msgspec.structs.replace(owner, **slot.group.erased)
+    return _replace(owner, **slot.group.erased)
 
 
 def _escape_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
@@ -313,7 +315,7 @@ def _escape_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
     carrier = slot.group.carrier
     value = getattr(owner, carrier)
     if type(value) is str and value.startswith(MARK) and value.startswith(_MARKS):
-        return msgspec.structs.replace(owner, **{carrier: PLAIN_MARK + value})
+        return _replace(owner, **{carrier: PLAIN_MARK + value})
     return owner
 
 
@@ -503,7 +505,7 @@ class Sealer:
                 except (ValueError, binascii.Error):
                     raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
             elif token.startswith(PLAIN_MARK):
-                return msgspec.structs.replace(owner, **{slot.group.carrier: token[len(PLAIN_MARK) :]})
+                return _replace(owner, **{slot.group.carrier: token[len(PLAIN_MARK) :]})
             elif token.startswith(PREFIX):
                 blob = self._v1_blob(token, slot, event_id)
             else:
@@ -520,7 +522,7 @@ class Sealer:
             if cipher is None:
                 self._ciphers.pop(key_id, None)
                 self._heads.pop(key_id, None)
-                return msgspec.structs.replace(owner, **slot.group.erased)
+                return _replace(owner, **slot.group.erased)
         try:
             ad = (event_id + slot.suffix).encode() if index is None else slot.ad(event_id, index)
             opened = cipher.decrypt(blob[at : at + NONCE_BYTES], blob[at + NONCE_BYTES :], ad)
