@@ -90,31 +90,17 @@ class KeyStore:
         """The live key of a subject (``None`` or ``""``: the tenant's), made on first use."""
         subject = subject or TENANT_SUBJECT
         found = self._live.get((tenant, subject))
-        if found is not None:
-            return found
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(
-                    "SELECT key_id, key FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject)
-                ).fetchone()
-                if row is None:
-                    row = (new_id(), os.urandom(KEY_BYTES))
-                    conn.execute(
-                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at) VALUES (?,?,?,?,'live',?)",
-                        (row[0], tenant, subject, row[1], _now()),
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            found = self._live[(tenant, subject)] = (row[0], bytes(row[1]))
-            self._by_id[row[0]] = found[1]
-            return found
+        if found is None:
+            self.ensure(tenant, {subject})
+            found = self._live[(tenant, subject)]
+        return found
 
     def ensure(self, tenant: str, subjects: set[str | None]) -> None:
-        """Make the live keys of ``subjects`` that do not exist yet, in one transaction (one sync for a batch)."""
+        """Make the live keys of ``subjects`` that do not exist yet, in one transaction (one sync for a batch), and cache them.
+
+        One statement a subject inserts its key, or, when another process
+        made it first, returns that one (the live key is unique per subject).
+        """
         live = self._live
         missing = {s for s in (subject or TENANT_SUBJECT for subject in subjects) if (tenant, s) not in live}
         if not missing:
@@ -123,16 +109,11 @@ class KeyStore:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for subject in sorted(missing):
-                    conn.execute(
-                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at)"
-                        " SELECT ?, ?, ?, ?, 'live', ? WHERE NOT EXISTS"
-                        " (SELECT 1 FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live')",
-                        (new_id(), tenant, subject, os.urandom(KEY_BYTES), _now(), tenant, subject),
-                    )
                 rows = [
                     (subject, *conn.execute(
-                        "SELECT key_id, key FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject)
+                        "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at) VALUES (?, ?, ?, ?, 'live', ?)"
+                        " ON CONFLICT (tenant, subject) WHERE state = 'live' DO UPDATE SET state = 'live' RETURNING key_id, key",
+                        (new_id(), tenant, subject, os.urandom(KEY_BYTES), _now()),
                     ).fetchone())
                     for subject in sorted(missing)
                 ]  # fmt: skip

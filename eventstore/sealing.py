@@ -42,6 +42,20 @@ forget gives the same erased projections. A key the key store never held (a
 log copied without its keys) is an error
 (:class:`~mnemolog.eventstore.errors.KeyMissing`), never silently erased.
 
+Reserved marks. Every mark starts with :data:`MARK` (``mnemolog``): a
+token's (:data:`TOKEN_MARK`, :data:`PREFIX`) and :data:`PLAIN_MARK`. A
+carrier stored in plaintext (sealing off, a Struct whose ``sealable`` says
+no) that starts with one of them is stored escaped, :data:`PLAIN_MARK`
+before it, and read back without it, exactly as written: nothing a user
+writes is taken for a token (which would make every read of the log fail),
+and nothing is lost. A carrier not starting with :data:`MARK` needs no
+second test on either path; a sealed carrier's value is inside its token
+and never escaped. Plaintext without a mark is stored and read as ever (a
+text written before the escape existed that starts with :data:`PLAIN_MARK`
+reads without it). Copies of a value keep it whole: history, revert and
+rollback append what they read, escaped again where needed, and a Struct
+reads as erased (below) once its key is gone, whatever its carrier held.
+
 ``MNEMOLOG_ENCRYPTION``: ``auto`` (the default) seals when the ``crypto``
 extra (the ``cryptography`` package) is installed and the log is SQLite, or
 a PostgreSQL log with ``MNEMOLOG_KEY_STORE`` set (the key store its servers
@@ -58,13 +72,13 @@ import os
 import typing
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import msgspec
 
 from .errors import KeyMissing, SealBroken
 from .events import DomainEvent
-from .keystore import FORGOTTEN, KeyStore
+from .keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from .model import Conflict
 from .settings import SettingError, Settings, SetupError, setting
 
@@ -82,11 +96,15 @@ KEY_STORE = setting(
     "log's events.db, or <data_dir>/keys.db for a PostgreSQL log (servers sharing one log must share this file).",
 )
 
+MARK = "mnemolog"  # what every reserved mark starts with: a carrier that does not is plaintext, at one test
 PREFIX = "mnemolog:sealed:v1:"  # tokens written before the current format: read, never written
 TOKEN_MARK = "mnemologSealedV2"  # how every token of the current format starts (the base64 of its magic)
+PLAIN_MARK = "mnemologPlain:"  # before plaintext that starts with a reserved mark: stored escaped, read without it
+_MARKS = (TOKEN_MARK, PREFIX, PLAIN_MARK)
 ERASED_TEXT = "[erased: subject forgotten]"
 NONCE_BYTES = 12
 _MAGIC = binascii.a2b_base64(TOKEN_MARK)  # 12 bytes: a whole number of base64 groups, so the mark is fixed
+_V1 = PREFIX.encode()  # a first-format token, parsed, starts with it (never stored so)
 
 try:  # the crypto extra
     from cryptography.exceptions import InvalidTag
@@ -169,6 +187,7 @@ class _Group:
         self.carrier = names[0]
         self.names = names
         self.defaults = {n: _default(infos[n]) for n in names[1:]}
+        self.blank = {**self.defaults, self.carrier: b""}  # a sealed Struct before its carrier gets the token
         getter = operator.attrgetter(*names)
         self.values = getter if len(names) > 1 else (lambda owner: (getter(owner),))
         self.decoder = msgspec.json.Decoder(tuple[tuple(infos[n].type for n in names)])  # type: ignore[misc]
@@ -178,7 +197,8 @@ class _Group:
         self.erasable = "erased" in infos  # reads true once erased: such a Struct is never written again
         if self.erasable:
             self.erased["erased"] = True
-        self.subject = "subject" if "subject" in infos else None  # whose key; without the field: the tenant's
+        # Whose key: the Struct's ``subject``; without the field, the tenant's.
+        self.subject_of = operator.attrgetter("subject") if "subject" in infos else None
         self.sealable = getattr(cls, "sealable", None)  # a predicate on the Struct: seal this one at all?
 
 
@@ -201,14 +221,26 @@ class _Slot(msgspec.Struct):
 
 
 class _Plan(msgspec.Struct):
+    """Where the Structs with personal fields sit in an event type, in the order they are sealed."""
+
     slots: tuple[_Slot, ...]
     one: _Slot | None  # the only slot, when it holds one Struct (every memory, entity and document event): the fast path
+    # The event's carrier with ``one`` (an attrgetter of its dotted path); else :data:`MARK`: each Struct needs a look.
+    carrier_of: Callable[[Any], Any] = lambda event: MARK
+
+    def __post_init__(self) -> None:
+        if self.one is not None:
+            one = self.one
+            self.carrier_of = operator.attrgetter(one.group.carrier if one.field is None else f"{one.field}.{one.group.carrier}")
 
 
 _MISSING = object()
 _PLANS: dict[type, _Plan | None] = {}
 _GROUPS: dict[type, _Group] = {}
 _encoder = msgspec.json.Encoder()
+_encode = _encoder.encode
+_replace = msgspec.structs.replace
+_force_setattr = msgspec.structs.force_setattr  # on a Struct just made, before anything else sees it
 
 
 def _personal_struct(annotation: Any) -> tuple[type | None, bool]:
@@ -222,16 +254,15 @@ def _personal_struct(annotation: Any) -> tuple[type | None, bool]:
     return None, False
 
 
-def _group(cls: type, names: tuple[str, ...] | None = None) -> _Group:
-    found = _GROUPS.get(cls) if names is None else None
+def _group(cls: type) -> _Group:
+    found = _GROUPS.get(cls)
     if found is None:
-        found = _Group(cls, names or tuple(cls.personal))
-        if names is None:
-            _GROUPS[cls] = found
+        found = _GROUPS[cls] = _Group(cls, tuple(cls.personal))
     return found
 
 
 def _plan(cls: type) -> _Plan | None:
+    """Where the Structs with personal fields sit in an event of ``cls`` (None: it has none); made once per class."""
     try:
         return _PLANS[cls]
     except KeyError:
@@ -248,34 +279,44 @@ def _plan(cls: type) -> _Plan | None:
                 continue
             group = _group(inner)
             slots.append(_Slot(name, many, group, name if many else f"{name}.{group.carrier}"))
-        if own:
+        if own:  # the event's own personal fields, sealed before the Structs it holds
             slots.insert(0, _Slot(None, False, _Group(cls, tuple(own)), own[0]))
         plan = _Plan(tuple(slots), slots[0] if len(slots) == 1 and not slots[0].many else None)
     _PLANS[cls] = plan
     return plan
 
 
-_FAST: dict[type, tuple | bool | None] = {}
+def _each(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | None], Any]) -> Any:
+    """``event`` with ``change(slot, struct, index in its tuple or None)`` applied to each Struct its plan names;
+    itself where every call returned its Struct unchanged."""
+    replace = _replace
+    for slot in plan.slots:
+        if slot.field is None:
+            event = change(slot, event, None)
+        elif slot.many:
+            owners = getattr(event, slot.field)
+            changed = tuple(change(slot, owner, i) for i, owner in enumerate(owners))
+            if any(a is not b for a, b in zip(changed, owners)):
+                event = replace(event, **{slot.field: changed})
+        else:
+            owner = getattr(event, slot.field)
+            changed = change(slot, owner, None)
+            if changed is not owner:
+                event = replace(event, **{slot.field: changed})
+    return event
 
 
-def _fast(cls: type) -> tuple | bool | None:
-    """What :meth:`Sealer.seal_batch` needs of an event type, unpacked at once: None (nothing to seal), False (tuples of
-    Structs: the slow path) or ``(field, carrier, defaults, values, suffix, subject getter, erasable, sealable)``."""
-    plan = _plan(cls)
-    if plan is None:
-        spec = None
-    elif plan.one is None:
-        spec = False
-    else:
-        one, group = plan.one, plan.one.group
-        subject_of = operator.attrgetter(group.subject) if group.subject else None
-        spec = (one.field, group.carrier, group.defaults, group.values, one.suffix, subject_of, group.erasable, group.sealable)
-    _FAST[cls] = spec
-    return spec
+def _erase_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
+    return _replace(owner, **slot.group.erased)
 
 
-def _erase_owner(group: _Group, owner: Any) -> Any:
-    return msgspec.structs.replace(owner, **group.erased)
+def _escape_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
+    """``owner`` as stored in plaintext: a carrier starting with a reserved mark gets :data:`PLAIN_MARK` before it."""
+    carrier = slot.group.carrier
+    value = getattr(owner, carrier)
+    if type(value) is str and value.startswith(MARK) and value.startswith(_MARKS):
+        return _replace(owner, **{carrier: PLAIN_MARK + value})
+    return owner
 
 
 def opens(cls: type) -> bool:
@@ -288,16 +329,13 @@ def opens(cls: type) -> bool:
 def erase(owner: Any) -> Any:
     """``owner`` (an event, or a Struct with personal fields such as a memory content) as it reads once its subject's key is gone."""
     plan = _plan(type(owner))
-    if plan is None:
-        return owner
-    for slot in plan.slots:
-        if slot.field is None:
-            owner = _erase_owner(slot.group, owner)
-        elif slot.many:
-            owner = msgspec.structs.replace(owner, **{slot.field: tuple(_erase_owner(slot.group, o) for o in getattr(owner, slot.field))})
-        else:
-            owner = msgspec.structs.replace(owner, **{slot.field: _erase_owner(slot.group, getattr(owner, slot.field))})
-    return owner
+    return owner if plan is None else _each(owner, plan, _erase_owner)
+
+
+def escape(event: Any) -> Any:
+    """``event`` as stored in plaintext: every carrier that starts with a reserved mark escaped (see the module docstring)."""
+    plan = _plan(type(event))
+    return event if plan is None else _each(event, plan, _escape_owner)
 
 
 class Sealer:
@@ -325,111 +363,118 @@ class Sealer:
             cipher = self._ciphers[key_id] = AESGCM(key)
         return cipher
 
-    def _head(self, key_id: str, key: bytes) -> tuple[Any, bytes]:
-        head = self._heads[key_id] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id))
-        return head
-
     # -- sealing -----------------------------------------------------------------
 
-    def _key(self, tenant: str, subject: str | None) -> tuple[Any, bytes]:
-        """The cipher and token head of the subject's live key (made on first use)."""
-        found = self._live.get((tenant, subject or ""))
+    def _key(self, tenant: str, subject: str | None, make: bool = True) -> tuple[Any, bytes] | None:
+        """The cipher and token head (magic and key reference) of the subject's live key: made on first use,
+        or None when it has none yet and ``make`` is false."""
+        found = self._live.get((tenant, subject or TENANT_SUBJECT))
         if found is None:
+            if not make:
+                return None
             found = self.keys.key_for(tenant, subject)
-        return self._heads.get(found[0]) or self._head(*found)
+        head = self._heads.get(found[0])
+        if head is None:
+            head = self._heads[found[0]] = (self._cipher(*found), _MAGIC + _key_ref(found[0]))
+        return head
 
-    def _seal_owner(self, group: _Group, owner: Any, ad: bytes, tenant: str, nonce: bytes) -> Any:
+    @staticmethod
+    def _seal_owner(group: _Group, owner: Any, head: tuple[Any, bytes], nonce: bytes, ad: bytes) -> Any:
         """``owner`` with its personal fields sealed into its carrier (the token's bytes: the encoder writes their base64)."""
         if group.erasable and owner.erased:
             raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
-        head = self._key(tenant, getattr(owner, group.subject) if group.subject else None)
-        changes = dict(group.defaults)
-        changes[group.carrier] = head[1] + nonce + head[0].encrypt(nonce, _encoder.encode(group.values(owner)), ad)
-        return msgspec.structs.replace(owner, **changes)
+        sealed = _replace(owner, **group.blank)
+        _force_setattr(sealed, group.carrier, head[1] + nonce + head[0].encrypt(nonce, _encode(group.values(owner)), ad))
+        return sealed
 
     def seal_batch(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None) -> list[DomainEvent]:
-        """The events of one append with their personal fields sealed (as they are when sealing is off).
+        """The events of one append as stored: their personal fields sealed, and every Struct left in
+        plaintext (sealing off, or its ``sealable`` says no) escaped (see :func:`escape`).
 
         The hot path of a sealed append: one ``os.urandom`` draw gives every
         event's nonce, each key's cipher is made once, and a batch that
         needs new subjects' keys makes them in one key-store transaction
-        (the events that wait for them are sealed after it).
+        (the events that wait for them are sealed after it, with the events
+        holding tuples of Structs).
         """
         if not self.enabled:
-            return list(events)
+            return [escape(event) for event in events]
         if nonces is None:
             nonces = os.urandom(NONCE_BYTES * len(events))
-        fast, live, heads, replace, encode = _FAST, self._live, self._heads, msgspec.structs.replace, _encoder.encode
+        plans, replace, seal_owner = _PLANS, _replace, self._seal_owner
         out: list = []
         waiting: list[int] = []  # events sealed after the loop: their subject has no key yet, or they hold tuples of Structs
         missing: set = set()
-        by_subject: dict = {}  # subject -> (cipher, token head), for this batch
+        heads: dict = {}  # subject -> (cipher, token head), for this batch
         for i, event in enumerate(events):
-            spec = fast.get(type(event), _MISSING)
-            if spec is _MISSING:
-                spec = _fast(type(event))
-            if spec is None:  # nothing to seal
+            plan = plans.get(type(event), _MISSING)
+            if plan is _MISSING:
+                plan = _plan(type(event))
+            one = plan.one if plan is not None else None
+            if one is None:  # nothing to seal, or tuples of Structs (edge events)
+                if plan is not None:
+                    waiting.append(i)
                 out.append(event)
                 continue
-            if spec is False:  # tuples of Structs (edge events): each sealed on its own
-                out.append(event)
-                waiting.append(i)
-                continue
-            field, carrier, defaults, values, suffix, subject_of, erasable, sealable = spec
+            group, field = one.group, one.field
             owner = event if field is None else getattr(event, field)
-            if sealable is not None and not sealable(owner):
-                out.append(event)
+            if group.sealable is not None and not group.sealable(owner):
+                out.append(_each(event, plan, _escape_owner))
                 continue
-            subject = subject_of(owner) if subject_of is not None else None
-            head = by_subject.get(subject)
+            subject = group.subject_of(owner) if group.subject_of is not None else None
+            head = heads.get(subject)
             if head is None:
-                found = live.get((tenant, subject or ""))
-                if found is None:
+                head = heads[subject] = self._key(tenant, subject, make=False)
+                if head is None:
+                    del heads[subject]
                     missing.add(subject)
                     waiting.append(i)
                     out.append(event)
                     continue
-                head = by_subject[subject] = heads.get(found[0]) or self._head(*found)
-            if erasable and owner.erased:
-                raise Conflict(f"{type(owner).__name__}: the content of a forgotten subject was erased; it is never written again")
-            nonce = nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES]
-            changes = dict(defaults)
-            changes[carrier] = head[1] + nonce + head[0].encrypt(nonce, encode(values(owner)), (event_ids[i] + suffix).encode())
-            sealed = replace(owner, **changes)
+            sealed = seal_owner(group, owner, head, nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES], (event_ids[i] + one.suffix).encode())
             out.append(sealed if field is None else replace(event, **{field: sealed}))
         if missing:
             self.keys.ensure(tenant, missing)
         for i in waiting:
-            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES])
+            out[i] = self._seal_slots(plans[type(events[i])], events[i], event_ids[i], tenant, nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES])
         return out
 
     def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes) -> DomainEvent:
-        """``event`` sealed slot by slot (the first Struct gets ``nonce``, the others their own draws)."""
-        for slot in plan.slots:
+        """``event`` sealed Struct by Struct (the first sealed gets ``nonce``, the others their own draws)."""
+        nonces = [nonce]
+
+        def seal(slot: _Slot, owner: Any, index: int | None) -> Any:
             group = slot.group
-            owners = (event,) if slot.field is None else getattr(event, slot.field) if slot.many else (getattr(event, slot.field),)
-            sealed = []
-            for i, owner in enumerate(owners):
-                if group.sealable is not None and not group.sealable(owner):
-                    sealed.append(owner)
-                    continue
-                ad = slot.ad(event_id, i if slot.many else None)
-                sealed.append(self._seal_owner(group, owner, ad, tenant, nonce or os.urandom(NONCE_BYTES)))
-                nonce = None
-            if slot.field is None:
-                event = sealed[0]
-            else:
-                event = msgspec.structs.replace(event, **{slot.field: tuple(sealed) if slot.many else sealed[0]})
-        return event
+            if group.sealable is not None and not group.sealable(owner):
+                return _escape_owner(slot, owner)
+            head = self._key(tenant, group.subject_of(owner) if group.subject_of is not None else None)
+            return self._seal_owner(group, owner, head, nonces.pop() if nonces else os.urandom(NONCE_BYTES), slot.ad(event_id, index))
+
+        return _each(event, plan, seal)
 
     def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
-        """``event`` with its personal fields sealed (itself when it has none, or sealing is off); see :meth:`seal_batch`."""
+        """``event`` as stored (see :meth:`seal_batch`)."""
         return self.seal_batch([event], [event_id], tenant, nonce)[0]
+
+    def payloads(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str) -> list[str]:
+        """The stored payload (JSON text) of each event of one append: the events of :meth:`seal_batch`, encoded."""
+        encode = _encoder.encode
+        if self.enabled:
+            return [encode(event).decode() for event in self.seal_batch(events, event_ids, tenant)]
+        plans, out = _PLANS, []
+        for event in events:  # the plaintext path: one test of a carrier decides that an event needs no escape
+            plan = plans.get(type(event), _MISSING)
+            if plan is _MISSING:
+                plan = _plan(type(event))
+            if plan is not None and type(value := plan.carrier_of(event)) is str and value.startswith(MARK):
+                event = escape(event)
+            out.append(encode(event).decode())
+        return out
 
     # -- opening -----------------------------------------------------------------
 
     def unseal(self, event: DomainEvent, event_id: str) -> DomainEvent:
-        """``event`` with its sealed fields opened, or erased if the key was forgotten."""
+        """``event`` with its sealed fields opened (or erased if the key was forgotten) and escaped ones restored."""
         plan = _PLANS.get(type(event), _MISSING)
         if plan is _MISSING:
             plan = _plan(type(event))
@@ -438,95 +483,82 @@ class Sealer:
                 self.keys.forget_cached(event.key_ids)
             return event
         one = plan.one
-        if one is not None:
+        if one is not None:  # the hot path of every decoded read
             field = one.field
             owner = event if field is None else getattr(event, field)
-            token = getattr(owner, one.group.carrier)
-            opened = None
-            if type(token) is str and token.startswith(TOKEN_MARK):  # the hot path of every decoded read: one call, no lookups but dicts
-                try:
-                    blob = binascii.a2b_base64(token)
-                except (ValueError, binascii.Error):
-                    blob = None
-                found = self._refs.get(blob[:29]) if blob else None
-                # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
-                cipher = self._ciphers.get(found[0]) if found and self._held.get(found[0]) else None
-                if cipher is not None:
-                    try:
-                        plain = cipher.decrypt(blob[29:41], blob[41:], (event_id + one.suffix).encode())
-                    except (InvalidTag, ValueError):
-                        plain = None
-                    if plain is not None:
-                        opened = msgspec.structs.replace(owner, **dict(zip(one.group.names, one.group.decoder.decode(plain))))
-            if opened is None:  # first use of a key, a forgotten or missing one, a broken token, first-format tokens, plaintext
-                opened = self._open_owner(one, owner, event_id, None)
+            opened = self._open_owner(one, owner, event_id, None)
             if opened is owner:
                 return event
-            return opened if field is None else msgspec.structs.replace(event, **{field: opened})
-        for slot in plan.slots:
-            if slot.field is None:
-                event = self._open_owner(slot, event, event_id, None)
-            elif slot.many:
-                owners = getattr(event, slot.field)
-                opened = tuple(self._open_owner(slot, o, event_id, i) for i, o in enumerate(owners))
-                if any(a is not b for a, b in zip(opened, owners)):
-                    event = msgspec.structs.replace(event, **{slot.field: opened})
-            else:
-                owner = getattr(event, slot.field)
-                opened = self._open_owner(slot, owner, event_id, None)
-                if opened is not owner:
-                    event = msgspec.structs.replace(event, **{slot.field: opened})
-        return event
+            return opened if field is None else _replace(event, **{field: opened})
+        return _each(event, plan, lambda slot, owner, index: self._open_owner(slot, owner, event_id, index))
 
     def _open_owner(self, slot: _Slot, owner: Any, event_id: str, index: int | None) -> Any:
-        """``owner`` opened (or erased); itself when its carrier holds plaintext."""
-        group = slot.group
-        token = getattr(owner, group.carrier)
+        """``owner`` opened (or erased), or unescaped; itself when its carrier holds plaintext."""
+        token = getattr(owner, slot.group.carrier)
         kind = type(token)
         if kind is str:
+            if not token.startswith(MARK):
+                return owner  # plaintext: written before sealing, or with it off
             if token.startswith(TOKEN_MARK):
                 try:
                     blob = binascii.a2b_base64(token)
                 except (ValueError, binascii.Error):
                     raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
+            elif token.startswith(PLAIN_MARK):
+                return _replace(owner, **{slot.group.carrier: token[len(PLAIN_MARK) :]})
             elif token.startswith(PREFIX):
-                return self._open_v1(slot, owner, token, event_id, index)
+                blob = self._v1_blob(token, slot, event_id)
             else:
-                return owner  # plaintext: written before sealing, or with it off
+                return owner
         elif kind is bytes:  # sealed in this process and not stored yet
             blob = token
         else:
             return owner
-        found = self._refs.get(blob[:29])  # magic and a UUID key reference: parsed once per key
-        if found is None:
-            found = self._key_of(blob, slot, event_id)
-        key_id, rest = found
-        return self._opened(slot, owner, key_id, blob[rest : rest + NONCE_BYTES], blob[rest + NONCE_BYTES :], event_id, index)
+        key_id, at = self._refs.get(blob[:29]) or self._key_of(blob, slot, event_id)  # magic and a UUID key reference: parsed once per key
+        # Only a key the key store holds now (a forget, here or seen from another process, leaves it empty or absent).
+        cipher = self._ciphers.get(key_id) if self._held.get(key_id) else None
+        if cipher is None:
+            cipher = self._opening_cipher(key_id, event_id)
+            if cipher is None:
+                self._ciphers.pop(key_id, None)
+                self._heads.pop(key_id, None)
+                return _replace(owner, **slot.group.erased)
+        try:
+            ad = (event_id + slot.suffix).encode() if index is None else slot.ad(event_id, index)
+            opened = cipher.decrypt(blob[at : at + NONCE_BYTES], blob[at + NONCE_BYTES :], ad)
+        except (InvalidTag, ValueError):
+            raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
+        group = slot.group
+        return _replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
 
     def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
         """The key id a token names, and where its nonce starts."""
         try:
-            if blob[:12] != _MAGIC:
-                raise ValueError
-            size = blob[12]
-            if size == 0:
-                found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
-                return found
-            return blob[13 : 13 + size].decode("ascii"), 13 + size
+            if blob[:12] == _MAGIC:
+                size = blob[12]
+                if size == 0:
+                    found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
+                    return found
+                return blob[13 : 13 + size].decode("ascii"), 13 + size
+            if blob.startswith(_V1):  # a first-format token, as :meth:`_v1_blob` gives it
+                key_id, _, _ = blob[len(_V1) :].partition(b"\0")
+                return key_id.decode("ascii"), len(_V1) + len(key_id) + 1
+            raise ValueError
         except (ValueError, IndexError, UnicodeDecodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
 
-    def _open_v1(self, slot: _Slot, owner: Any, token: str, event_id: str, index: int | None) -> Any:
-        """A token of the first format: ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``."""
+    @staticmethod
+    def _v1_blob(token: str, slot: _Slot, event_id: str) -> bytes:
+        """A token of the first format, ``mnemolog:sealed:v1:<key id>:<base64(nonce + ciphertext)>``, as
+        ``_V1 + key id + NUL + nonce + ciphertext`` (see :meth:`_key_of`)."""
         key_id, _, body = token[len(PREFIX) :].partition(":")
         try:
-            raw = binascii.a2b_base64(body)
-        except (ValueError, binascii.Error):
+            return _V1 + key_id.encode("ascii") + b"\0" + binascii.a2b_base64(body)
+        except (ValueError, binascii.Error, UnicodeEncodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
-        return self._opened(slot, owner, key_id, raw[:NONCE_BYTES], raw[NONCE_BYTES:], event_id, index)
 
-    def _opened(self, slot: _Slot, owner: Any, key_id: str, nonce: bytes, sealed: bytes, event_id: str, index: int | None) -> Any:
-        group = slot.group
+    def _opening_cipher(self, key_id: str, event_id: str) -> Any:
+        """The cipher of a key met for the first time (or after another process's forget); None once it was forgotten."""
         key = self.keys.key(key_id)
         if key is None:
             raise KeyMissing(
@@ -534,14 +566,7 @@ class Sealer:
                 " restore keys.db, or import the export's key file (mnemolog import --keys)"
             )
         if key == FORGOTTEN:
-            self._ciphers.pop(key_id, None)
-            self._heads.pop(key_id, None)
-            return msgspec.structs.replace(owner, **group.erased)
+            return None
         if AESGCM is None:
             raise SetupError("this log holds sealed events; opening them needs the cryptography package: pip install 'mnemolog[crypto]'")
-        cipher = self._ciphers.get(key_id) or self._cipher(key_id, key)
-        try:
-            opened = cipher.decrypt(nonce, sealed, slot.ad(event_id, index))
-        except (InvalidTag, ValueError):
-            raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
-        return msgspec.structs.replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
+        return self._cipher(key_id, key)

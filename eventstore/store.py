@@ -234,20 +234,17 @@ class EventStore:
         ids = new_ids(sum(len(w.events) for w in writes))
         # The hot path of every append: PendingEvents are made with
         # tuple.__new__, and each class's tag and version looked up once.
-        make, encode, stamp_of = tuple.__new__, encoder.encode, _STAMPS
-        sealer = self.sealer
-        # Personal fields sealed, the whole batch at once (see .sealing).
-        sealed = sealer.seal_batch([e for w in writes for e in w.events], ids, tenant) if sealer.enabled else None
+        make, stamp_of = tuple.__new__, _STAMPS
+        # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
+        payloads = self.sealer.payloads([e for w in writes for e in w.events], ids, tenant)
         pending = []
         i = 0
         for write in writes:
             records = []
             for event in write.events:
-                if sealed is not None:
-                    event = sealed[i]
                 cls = type(event)
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
-                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, encode(event).decode(), meta_text, correlation, None)))
+                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payloads[i], meta_text, correlation, None)))
                 i += 1
             pending.append(PendingWrite(write.stream_id, write.expected_version, records))
         appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)

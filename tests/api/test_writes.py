@@ -438,3 +438,17 @@ def test_request_fields_are_content_fields_and_convert_whole():
         name: tuple(value) if isinstance(value, list) else value for name, value in msgspec.structs.asdict(item).items()
     }
     assert all(getattr(content, name) is not None for name in CONTENT_FIELDS)  # every field carried over
+
+
+@pytest.mark.parametrize("encryption", ["off", "on"])
+async def test_a_memory_whose_text_starts_like_a_sealed_token_reads_back_and_later_writes_work(start, encryption):
+    from mnemolog.eventstore.sealing import PLAIN_MARK, PREFIX, TOKEN_MARK
+
+    client = (await start(encryption=encryption)).client()
+    texts = [f"{TOKEN_MARK}AAAAhello there", f"{PREFIX}key:AAAA", f"{PLAIN_MARK}plain"]
+    written = await client.add_memories(memories=[{"memory": t} for t in texts])
+    for memory_id, text in zip(written.memory_ids, texts):
+        assert (await client.get_memory(memory_id))["memory"] == text
+    page = await client.list_events(correlation_id=written.correlation_id)
+    assert [e["payload"]["content"]["memory"] for e in page["events"] if e["type"] == "MemoryAdded"] == texts
+    assert (await client.get_memory(await add(client, "the next memory")))["memory"] == "the next memory"

@@ -63,3 +63,16 @@ def test_keys_never_go_to_stdout_or_into_the_export_itself(tmp_path):
     bad = tmp_path / "bad.keys"
     bad.write_text("{}\n")
     assert "not a mnemolog key file" in run(data, "import", str(out), "--keys", str(bad), code=2).stderr
+
+
+def test_a_text_that_starts_like_a_token_is_added_read_and_followed_with_encryption_off(tmp_path):
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_ENCRYPTION": "off"}
+    for text in ("mnemologSealedV2AAAAhello there", "mnemolog:sealed:v1:k:AAAA", "next"):
+        done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", text, "--json"], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        memory_id = json.loads(done.stdout)["memory_ids"][0]
+        shown = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "get", memory_id, "--json"], capture_output=True, text=True, env=env, timeout=120)
+        assert json.loads(shown.stdout)["memory"] == text
+    assert len(run(data, "log", "--json").stdout.splitlines()) >= 3
+    run(data, "verify")
