@@ -33,6 +33,7 @@ from .events import (
 )
 from .log_reads import EventPage
 from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
+from .own_appends import OwnAppends
 from .read_ahead import pages_ahead
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
@@ -116,6 +117,8 @@ class EventStore:
         self._recorder = recorder
         self.url = url
         self._pages = PageDecoder()
+        #: The latest appends' events, for this store's writer to project without reading them back (see .own_appends).
+        self.own_appends = OwnAppends(self._open_sealed)
         # Personal fields are sealed on append and opened on read (see .sealing); without a
         # sealer of its own a store seals nothing but still opens what it finds beside its log.
         self.sealer = sealer or Sealer(KeyStore(key_store_path(url, Settings())), enabled=False)
@@ -152,6 +155,8 @@ class EventStore:
 
     poll_seconds: float = 1.0
     #: The last position this store object appended (0: none yet): what a writer must project to read its own writes.
+    #: Written only under :attr:`write_lock`, together with the rows handed over (see :meth:`_commit`); read without it
+    #: (an int, replaced whole), it is the value of some completed append, never of one half done.
     appended_through: int = 0
 
     @property
@@ -238,29 +243,56 @@ class EventStore:
         sealer = self.sealer
         # Personal fields sealed, the whole batch at once (see .sealing).
         sealed = sealer.seal_batch([e for w in writes for e in w.events], ids, tenant) if sealer.enabled else None
+        if type(tenant) is not str:  # as a read gives it back (see .own_appends)
+            tenant = str(tenant)
         pending = []
+        plain = []  # each event's payload as a read opens it: the stored one, or a sealed event's plaintext (see .own_appends)
         i = 0
         for write in writes:
             records = []
             for event in write.events:
-                if sealed is not None:
+                payload = encode(event).decode()
+                if sealed is not None and sealed[i] is not event:
+                    plain.append(payload)
                     event = sealed[i]
+                    payload = encode(event).decode()
+                else:
+                    plain.append(payload)
                 cls = type(event)
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
-                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, encode(event).decode(), meta_text, correlation, None)))
+                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payload, meta_text, correlation, None)))
                 i += 1
-            pending.append(PendingWrite(write.stream_id, write.expected_version, records))
-        appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
-        if not appended.replayed:
-            self.appended_through = max(self.appended_through, appended.last_position)
+            stream_id = write.stream_id if type(write.stream_id) is str else str(write.stream_id)
+            pending.append(PendingWrite(stream_id, write.expected_version, records))
+        appended = self._commit(pending, idempotency_key, fingerprint, plain)
         return AppendResult(appended.first_position, appended.last_position, appended.replayed)
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
-        appended = self._recorder.append(writes)
-        if not appended.replayed:
-            self.appended_through = max(self.appended_through, appended.last_position)
+        return self._commit(writes, None, None, None)
+
+    def _commit(self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None) -> Appended:
+        """Append through the recorder under the write lock, and note what was appended:
+        :attr:`appended_through`, and the rows handed over to this store's catch-up
+        (``plain``: each event's payload as a read opens it; None: hold nothing)."""
+        with self.write_lock:
+            try:
+                appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
+            except BaseException:
+                self.own_appends.drop()
+                raise
+            if not appended.replayed:
+                self.appended_through = max(self.appended_through, appended.last_position)
+                if plain is not None and appended.rows is not None:
+                    self.own_appends.hold(appended.rows, len(StoredRow._fields), plain)
+                else:
+                    self.own_appends.drop()
         return appended
+
+    def take_own_appends(self, after: int, until: int, limit: int | None = None) -> list[RecordedEvent] | None:
+        """The events this store appended at ``after + 1`` onwards, as :meth:`read_all` would return them,
+        if it still holds them and they end at or before ``until``; else None (read the log). See :mod:`.own_appends`."""
+        return self.own_appends.take(after, until, limit)
 
     # -- reading -----------------------------------------------------------
 
