@@ -28,7 +28,11 @@ between, a projection behind, a bound before the held rows) is refused and
 the rows are dropped: the caller reads the log, as without a hand-over.
 Correctness never depends on the rows being held: whoever takes them gets
 exactly the committed events at those positions, and whoever finds nothing
-reads the same events from the log.
+reads the same events from the log. (One difference is a matter of timing,
+as it is for a read: a subject's key forgotten by another process after
+the append and before the catch-up reads as erased, where the hand-over
+still holds the plaintext; a read made just before that forget would have
+too. The forget's own event, later in the log, erases what was projected.)
 """
 
 from __future__ import annotations
