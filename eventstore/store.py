@@ -230,6 +230,8 @@ class EventStore:
             raise ValueError("an append needs at least one event")
         if not tenant:
             raise ValueError("tenant must not be empty")
+        if type(tenant) is not str:  # stored, and read back, as a plain str (see .own_appends)
+            tenant = str(tenant)
         metadata = metadata or Metadata()
         if idempotency_key is not None:
             metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
@@ -243,8 +245,6 @@ class EventStore:
         sealer = self.sealer
         # Personal fields sealed, the whole batch at once (see .sealing).
         sealed = sealer.seal_batch([e for w in writes for e in w.events], ids, tenant) if sealer.enabled else None
-        if type(tenant) is not str:  # as a read gives it back (see .own_appends)
-            tenant = str(tenant)
         pending = []
         plain = []  # each event's payload as a read opens it: the stored one, or a sealed event's plaintext (see .own_appends)
         i = 0
@@ -252,12 +252,10 @@ class EventStore:
             records = []
             for event in write.events:
                 payload = encode(event).decode()
+                plain.append(payload)
                 if sealed is not None and sealed[i] is not event:
-                    plain.append(payload)
                     event = sealed[i]
                     payload = encode(event).decode()
-                else:
-                    plain.append(payload)
                 cls = type(event)
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
                 records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payload, meta_text, correlation, None)))
@@ -283,10 +281,13 @@ class EventStore:
                 raise
             if not appended.replayed:
                 self.appended_through = max(self.appended_through, appended.last_position)
-                if plain is not None and appended.rows is not None:
-                    self.own_appends.hold(appended.rows, len(StoredRow._fields), plain)
+                if plain is None or appended.rows is None:
+                    self.own_appends.drop()  # imported records: read back
                 else:
-                    self.own_appends.drop()
+                    try:
+                        self.own_appends.hold(appended.rows, len(StoredRow._fields), plain)
+                    except Exception:  # committed all the same: its catch-up reads it back
+                        self.own_appends.drop()
         return appended
 
     def take_own_appends(self, after: int, until: int, limit: int | None = None) -> list[RecordedEvent] | None:
