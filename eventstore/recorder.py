@@ -51,6 +51,8 @@ class Appended(NamedTuple):
     first_position: int
     last_position: int
     replayed: bool
+    #: The values of the rows written, row after row in the envelope's column order (``StoredRow``); None for a replay.
+    rows: list | None = None
 
 
 _KEYS = StoredRow._fields  # every column, in the envelope's order
@@ -336,7 +338,7 @@ class SQLRecorder(LogReads):
         if not values:
             raise ValueError("an append needs at least one event")
         spans.append((span_first, position, span_tenant, span_correlation))
-        return values, spans, Appended(first, position, False)
+        return values, spans, Appended(first, position, False, values)
 
     def _execute_insert(self, conn: Connection, values: list) -> None:
         """Insert rows given as their values in one flat list, row after row."""

@@ -33,6 +33,7 @@ from .events import (
 )
 from .log_reads import EventPage
 from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
+from .own_appends import OwnAppends
 from .read_ahead import pages_ahead
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
@@ -116,6 +117,8 @@ class EventStore:
         self._recorder = recorder
         self.url = url
         self._pages = PageDecoder()
+        #: The latest appends' events, for this store's writer to project without reading them back (see .own_appends).
+        self.own_appends = OwnAppends(self._open_sealed)
         # Personal fields are sealed on append and opened on read (see .sealing); without a
         # sealer of its own a store seals nothing but still opens what it finds beside its log.
         self.sealer = sealer or Sealer(KeyStore(key_store_path(url, Settings())), enabled=False)
@@ -152,6 +155,8 @@ class EventStore:
 
     poll_seconds: float = 1.0
     #: The last position this store object appended (0: none yet): what a writer must project to read its own writes.
+    #: Written only under :attr:`write_lock`, together with the rows handed over (see :meth:`_commit`); read without it
+    #: (an int, replaced whole), it is the value of some completed append, never of one half done.
     appended_through: int = 0
 
     @property
@@ -225,6 +230,8 @@ class EventStore:
             raise ValueError("an append needs at least one event")
         if not tenant:
             raise ValueError("tenant must not be empty")
+        if type(tenant) is not str:  # stored, and read back, as a plain str (see .own_appends)
+            tenant = str(tenant)
         metadata = metadata or Metadata()
         if idempotency_key is not None:
             metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
@@ -236,7 +243,11 @@ class EventStore:
         # tuple.__new__, and each class's tag and version looked up once.
         make, stamp_of = tuple.__new__, _STAMPS
         # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
-        payloads = self.sealer.payloads([e for w in writes for e in w.events], ids, tenant)
+        events = [e for w in writes for e in w.events]
+        payloads = self.sealer.payloads(events, ids, tenant)
+        # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
+        # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
+        plain = events if self.sealer.enabled else payloads
         pending = []
         i = 0
         for write in writes:
@@ -246,18 +257,40 @@ class EventStore:
                 stamp = stamp_of.get(cls) or _stamp_of(cls)
                 records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payloads[i], meta_text, correlation, None)))
                 i += 1
-            pending.append(PendingWrite(write.stream_id, write.expected_version, records))
-        appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
-        if not appended.replayed:
-            self.appended_through = max(self.appended_through, appended.last_position)
+            stream_id = write.stream_id if type(write.stream_id) is str else str(write.stream_id)
+            pending.append(PendingWrite(stream_id, write.expected_version, records))
+        appended = self._commit(pending, idempotency_key, fingerprint, plain)
         return AppendResult(appended.first_position, appended.last_position, appended.replayed)
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
-        appended = self._recorder.append(writes)
-        if not appended.replayed:
-            self.appended_through = max(self.appended_through, appended.last_position)
+        return self._commit(writes, None, None, None)
+
+    def _commit(self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None) -> Appended:
+        """Append through the recorder under the write lock, and note what was appended:
+        :attr:`appended_through`, and the rows handed over to this store's catch-up
+        (``plain``: each event's payload as a read opens it; None: hold nothing)."""
+        with self.write_lock:
+            try:
+                appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
+            except BaseException:
+                self.own_appends.drop()
+                raise
+            if not appended.replayed:
+                self.appended_through = max(self.appended_through, appended.last_position)
+                if plain is None or appended.rows is None:
+                    self.own_appends.drop()  # imported records: read back
+                else:
+                    try:
+                        self.own_appends.hold(appended.rows, len(StoredRow._fields), plain)
+                    except Exception:  # committed all the same: its catch-up reads it back
+                        self.own_appends.drop()
         return appended
+
+    def take_own_appends(self, after: int, until: int, limit: int | None = None) -> list[RecordedEvent] | None:
+        """The events this store appended at ``after + 1`` onwards, as :meth:`read_all` would return them,
+        if it still holds them and they end at or before ``until``; else None (read the log). See :mod:`.own_appends`."""
+        return self.own_appends.take(after, until, limit)
 
     # -- reading -----------------------------------------------------------
 

@@ -187,7 +187,11 @@ class ProjectionRunner:
         """Apply the log to every projector up to ``until`` (default: the head).
 
         Returns the number of events applied. Projectors at the same
-        checkpoint share one read of the log and one transaction.
+        checkpoint share one read of the log and one transaction. The events
+        this process has just appended are taken from the store, not read
+        back, when they are exactly the next batch (see
+        ``EventStore.take_own_appends``); the checkpoints move in the
+        projection's transaction either way.
         """
         applied = 0
         with self._lock:
@@ -202,7 +206,11 @@ class ProjectionRunner:
                 if not groups:
                     return applied
                 start = min(groups)
-                batch = self.store.read_all(after=start, limit=batch_size, until=target)
+                # This process's own latest append, when it is exactly the next batch of every projection behind
+                # (one group, at the position before it); anything else is read from the log.
+                batch = self.store.take_own_appends(start, target, batch_size) if len(groups) == 1 else None
+                if batch is None:
+                    batch = self.store.read_all(after=start, limit=batch_size, until=target)
                 if not batch:
                     return applied
                 done = self._apply(groups[start], start, batch)

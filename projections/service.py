@@ -245,6 +245,9 @@ class MemoryService:
         After a command that wrote, the catch-up goes up to the last position
         it appended (what its caller must read) without asking the log for
         its head; another process's later writes come with the next catch-up.
+        The events it appended are projected as the store holds them, not
+        read back, when they are exactly the next batch of every projection
+        behind (see ``EventStore.take_own_appends``); else they are read.
         """
 
         def caught_up() -> CommandResult:

@@ -403,6 +403,32 @@ class EventStoreContract:
         assert answers == sorted(answers)
         assert all(answer >= r.position for answer, r in zip(answers, recorded))
 
+    # -- the hand-over of this store's own appends ---------------------------
+
+    def test_own_appends_are_handed_over_as_a_read_returns_them(self, store, tmp_path):
+        """What ``take_own_appends`` gives equals the read-back, value and type (see ``eventstore.own_appends``)."""
+        other = self.open_another(store, tmp_path)
+        try:
+            store.append("a", notes("1"))
+            appended = store.append_batch(
+                [StreamAppend("a", notes("2")), StreamAppend("b", [ContractTagged(label="x"), *notes("3", "4")])],
+                tenant="t",
+                metadata=Metadata(actor="me", correlation_id="c-1"),
+                idempotency_key="k-1",
+            )
+            assert store.own_appends.held() == (1, 5)  # it continued the first append
+            taken = store.take_own_appends(0, appended.last_position)
+            read = store.read_all()
+            assert taken == read and repr(taken) == repr(read)
+            other.append("c", notes("theirs"))  # another writer's commit comes first ...
+            mine = store.append("c", notes("mine"))
+            assert store.take_own_appends(mine.first_position - 2, mine.last_position) is None  # ... so its position is read from the log
+            with pytest.raises(ConcurrencyError):
+                store.append("c", notes("late"), expected_version=NO_STREAM)
+            assert store.own_appends.held() is None
+        finally:
+            other.close()
+
     # -- subscribing -------------------------------------------------------
 
     async def test_subscribe_catches_up_then_follows_in_process_commits(self, store):

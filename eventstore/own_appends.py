@@ -1,0 +1,134 @@
+"""A store's own latest appends, held so that its writer's catch-up need not read them back.
+
+After an append commits, the store knows everything a read of those
+positions would return: positions (numbered gap-free under the write lock),
+event ids, streams and versions, types, schema versions, tenant, metadata,
+the ``recorded_at`` stamp (made in Python, stored as that very string) and
+the events as given, before sealing. :class:`OwnAppends` keeps the envelope
+rows of the latest append (and of the appends right after it, while they
+continue it position by position), and :meth:`OwnAppends.take` hands them
+out as the :class:`RecordedEvent`s of the next batch of a catch-up.
+
+They are built the way a read builds them, so that they are the same:
+:func:`decode_rows` over the stored envelope, with each payload as stored,
+except that a sealed event's payload is the JSON of its plaintext, encoded
+when it is taken (what unsealing the stored token gives back, field by
+field, through the same decoders). The read's opening pass acts only on a
+personal field that starts with a reserved mark (see :mod:`.sealing`): a
+plaintext that holds one (a memory whose text imitates a token, a stored
+escape) could differ here from the read, so such rows are never handed over,
+and without a mark the pass is run only for an event it acts on otherwise
+(``SubjectForgotten`` drops its keys from the cache). Nor is anything that
+fails to decode handed over (the read then reports what it reports).
+
+Only a caller that wants the positions right after ``after`` and no further
+than ``until`` gets them; anything else (another process appended in
+between, a projection behind, a bound before the held rows) is refused and
+the rows are dropped: the caller reads the log, as without a hand-over.
+Correctness never depends on the rows being held: whoever takes them gets
+exactly the committed events at those positions, and whoever finds nothing
+reads the same events from the log. (One difference is a matter of timing,
+as it is for a read: a subject's key forgotten by another process after
+the append and before the catch-up reads as erased, where the hand-over
+still holds the plaintext; a read made just before that forget would have
+too. The forget's own event, later in the log, erases what was projected.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Sequence
+
+from . import sealing
+from .events import encoder
+from .recorded import RecordedEvent, decode_rows
+from .sealing import PLAIN_MARK, PREFIX, TOKEN_MARK
+
+#: At most this many events are held: a bigger append (an import) is read back as before.
+HELD_MAX = 10_000
+
+
+def _marked(payload: str) -> bool:
+    """Whether a payload holds a reserved mark anywhere (a token's, or the escape's): a cheap, conservative test."""
+    return TOKEN_MARK in payload or PREFIX in payload or PLAIN_MARK in payload
+
+
+def _text(payload: object) -> str:
+    """A held payload as JSON text: stored text as it is, an event (sealing on: its plaintext) encoded now."""
+    return payload if type(payload) is str else encoder.encode(payload).decode()
+
+
+class OwnAppends:
+    """The envelope rows of a store's latest append(s), until taken, dropped or replaced (see the module docstring).
+
+    Its own small lock guards the rows; it is never held while another lock
+    is taken, so a runner (under its lock) and an append (under the store's
+    write lock) may meet here in either order.
+    """
+
+    def __init__(self, open_sealed: Callable[[list[RecordedEvent]], list[RecordedEvent]]):
+        self._open_sealed = open_sealed
+        self._lock = threading.Lock()
+        self._rows: list[tuple] | None = None  # (position, event_id, stream_id, version, type, schema, tenant, payload, metadata, recorded_at)
+
+    def hold(self, values: Sequence, width: int, payloads: Sequence) -> None:
+        """Hold a committed append's rows: ``values`` as the recorder stored them (``width`` per row,
+        in the envelope's column order) and each event's plaintext payload: its JSON text, or the event
+        itself, encoded only when taken (an append whose rows are never taken pays nothing for them).
+
+        Rows that continue the held ones (the next position) are added to
+        them; others replace them.
+        """
+        v = values
+        rows = list(zip(v[0::width], v[1::width], v[2::width], v[3::width], v[4::width], v[5::width], v[6::width], payloads, v[8::width], v[10::width]))
+        with self._lock:
+            held = self._rows
+            if held and held[-1][0] + 1 == rows[0][0] and len(held) + len(rows) <= HELD_MAX:
+                held.extend(rows)
+            else:
+                self._rows = rows if len(rows) <= HELD_MAX else None
+
+    def drop(self) -> None:
+        with self._lock:
+            self._rows = None
+
+    def held(self) -> tuple[int, int] | None:
+        """The first and last positions held, or None."""
+        rows = self._rows
+        return (rows[0][0], rows[-1][0]) if rows else None
+
+    def take(self, after: int, until: int, limit: int | None = None) -> list[RecordedEvent] | None:
+        """The events at ``after + 1`` onwards (at most ``limit``), if they are held and the held ones end at or
+        before ``until``; else None, and the rows are dropped. What is left after ``limit`` stays held."""
+        with self._lock:
+            rows = self._rows
+            if not rows:
+                return None
+            if rows[0][0] != after + 1 or rows[-1][0] > until:
+                self._rows = None
+                return None
+            if limit is not None and len(rows) > limit:
+                taken, self._rows = rows[:limit], rows[limit:]
+            else:
+                taken, self._rows = rows, None
+        try:
+            taken = [(*row[:7], _text(row[7]), *row[8:]) for row in taken]
+            if any(_marked(row[7]) for row in taken):
+                return None
+            events = decode_rows(taken)
+            # Without a token's mark in any payload, the read's opening pass changes no event; it is run only
+            # for what it does besides (an event such as SubjectForgotten drops forgotten keys from the cache).
+            passing = _PASSING
+            if any(passing.get(type(r.event)) or _passes(type(r.event)) for r in events):
+                events = self._open_sealed(events)
+            return events
+        except Exception:  # the read gives its own answer (its error, or an upcast): never a different one from here
+            return None
+
+
+_PASSING: dict[type, bool] = {}  # event class -> whether the opening pass acts on it other than through its personal fields
+
+
+def _passes(cls: type) -> bool:
+    passes = _PASSING[cls] = sealing.opens(cls) and not getattr(cls, "personal", ())
+    return passes
