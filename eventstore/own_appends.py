@@ -37,7 +37,7 @@ too. The forget's own event, later in the log, erases what was projected.)
 from __future__ import annotations
 
 import threading
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from . import sealing
 from .events import encoder
@@ -58,59 +58,104 @@ def _text(payload: object) -> str:
     return payload if type(payload) is str else encoder.encode(payload).decode()
 
 
-class OwnAppends:
-    """The envelope rows of a store's latest append(s), until taken, dropped or replaced (see the module docstring).
+class _Chunk(NamedTuple):
+    """One append as the recorder stored it, its rows built only when taken: ``values`` row after row
+    (``width`` each, in the envelope's column order) and each event's plaintext payload (see :meth:`OwnAppends.hold`)."""
 
-    Its own small lock guards the rows; it is never held while another lock
-    is taken, so a runner (under its lock) and an append (under the store's
-    write lock) may meet here in either order.
+    values: Sequence
+    width: int
+    payloads: Sequence
+
+    @property
+    def first(self) -> int:
+        return self.values[0]
+
+    @property
+    def last(self) -> int:
+        return self.values[len(self.values) - self.width]
+
+    def rows(self) -> list[tuple]:
+        """(position, event_id, stream_id, version, type, schema, tenant, payload, metadata, recorded_at) a row."""
+        v, w = self.values, self.width
+        return list(zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], v[6::w], self.payloads, v[8::w], v[10::w]))
+
+
+class _Rows(NamedTuple):
+    """Rows already built: what a take with a limit left held."""
+
+    built: list[tuple]
+
+    @property
+    def first(self) -> int:
+        return self.built[0][0]
+
+    @property
+    def last(self) -> int:
+        return self.built[-1][0]
+
+    def rows(self) -> list[tuple]:
+        return self.built
+
+
+class OwnAppends:
+    """The latest append(s) of a store, until taken, dropped or replaced (see the module docstring).
+
+    Holding costs an append nothing but a reference: the rows are built
+    when a catch-up takes them. Its own small lock guards what it holds; it
+    is never held while another lock is taken, so a runner (under its lock)
+    and an append (under the store's write lock) may meet here in either
+    order.
     """
 
     def __init__(self, open_sealed: Callable[[list[RecordedEvent]], list[RecordedEvent]]):
         self._open_sealed = open_sealed
         self._lock = threading.Lock()
-        self._rows: list[tuple] | None = None  # (position, event_id, stream_id, version, type, schema, tenant, payload, metadata, recorded_at)
+        self._chunks: list[_Chunk | _Rows] = []  # appends one after another, position by position
+        self._count = 0  # events in them
 
     def hold(self, values: Sequence, width: int, payloads: Sequence) -> None:
-        """Hold a committed append's rows: ``values`` as the recorder stored them (``width`` per row,
-        in the envelope's column order) and each event's plaintext payload: its JSON text, or the event
-        itself, encoded only when taken (an append whose rows are never taken pays nothing for them).
+        """Hold a committed append: ``values`` as the recorder stored them (``width`` per row, in the
+        envelope's column order) and each event's plaintext payload: its JSON text, or the event itself,
+        encoded only when taken.
 
-        Rows that continue the held ones (the next position) are added to
-        them; others replace them.
+        An append that continues the held ones (the next position) joins
+        them; another replaces them.
         """
-        v = values
-        rows = list(zip(v[0::width], v[1::width], v[2::width], v[3::width], v[4::width], v[5::width], v[6::width], payloads, v[8::width], v[10::width]))
+        chunk = _Chunk(values, width, payloads)
+        count = len(payloads)
         with self._lock:
-            held = self._rows
-            if held and held[-1][0] + 1 == rows[0][0] and len(held) + len(rows) <= HELD_MAX:
-                held.extend(rows)
+            chunks = self._chunks
+            if chunks and chunks[-1].last + 1 == chunk.first and self._count + count <= HELD_MAX:
+                chunks.append(chunk)
+                self._count += count
+            elif count <= HELD_MAX:
+                self._chunks, self._count = [chunk], count
             else:
-                self._rows = rows if len(rows) <= HELD_MAX else None
+                self._chunks, self._count = [], 0
 
     def drop(self) -> None:
         with self._lock:
-            self._rows = None
+            self._chunks, self._count = [], 0
 
     def held(self) -> tuple[int, int] | None:
         """The first and last positions held, or None."""
-        rows = self._rows
-        return (rows[0][0], rows[-1][0]) if rows else None
+        chunks = self._chunks
+        return (chunks[0].first, chunks[-1].last) if chunks else None
 
     def take(self, after: int, until: int, limit: int | None = None) -> list[RecordedEvent] | None:
         """The events at ``after + 1`` onwards (at most ``limit``), if they are held and the held ones end at or
-        before ``until``; else None, and the rows are dropped. What is left after ``limit`` stays held."""
+        before ``until``; else None, and nothing stays held. What is left after ``limit`` stays held."""
         with self._lock:
-            rows = self._rows
-            if not rows:
+            chunks = self._chunks
+            if not chunks:
                 return None
-            if rows[0][0] != after + 1 or rows[-1][0] > until:
-                self._rows = None
+            self._chunks, self._count = [], 0
+            if chunks[0].first != after + 1 or chunks[-1].last > until:
                 return None
-            if limit is not None and len(rows) > limit:
-                taken, self._rows = rows[:limit], rows[limit:]
-            else:
-                taken, self._rows = rows, None
+            taken = [row for chunk in chunks for row in chunk.rows()]
+            if limit is not None and len(taken) > limit:
+                taken, rest = taken[:limit], taken[limit:]
+                self._chunks, self._count = [_Rows(rest)], len(rest)
         try:
             taken = [(*row[:7], _text(row[7]), *row[8:]) for row in taken]
             if any(_marked(row[7]) for row in taken):
