@@ -135,7 +135,7 @@ def _read_batch(lines: Iterable[str]) -> list[MemoryContent]:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    if args.text is not None:
+    if args.text is not None and args.text != "-":
         fields: dict[str, Any] = {"memory": args.text}
         if args.key is not None:
             fields["key"] = args.key
@@ -457,7 +457,7 @@ def _command(subparsers, name: str, func, help: str, *, writes: bool = False, te
 
 def register(subparsers) -> None:
     p = _command(subparsers, "add", cmd_add, "add a memory (TEXT), or a batch of JSON lines from stdin, atomically", writes=True)
-    p.add_argument("text", nargs="?", metavar="TEXT", help="the memory's text (omit to read JSON lines from stdin)")
+    p.add_argument("text", nargs="?", metavar="TEXT", help="the memory's text (omit it, or give -, to read JSON lines from stdin)")
     p.add_argument("--key", metavar="K", help="a short key (e.g. 'home city')")
     p.add_argument("--type", metavar="TYPE", help="memory type (default LongTermMemory)")
     p.add_argument("--tags", metavar="A,B", help="comma-separated tags")

@@ -472,6 +472,9 @@ def test_cli_add_get_update_history(run_cli, monkeypatch):
     m = out.split(": ", 1)[1].split(" ")[0]
     batch = json.loads(run_cli("add", "--json", "--correlation-id", "imp-1", stdin='{"memory": "x"}\n\n{"text": "y", "tags": "p,q"}\n'))
     assert batch["first_position"] == 2 and batch["last_position"] == 3 and batch["correlation_id"] == "imp-1"
+    dash = json.loads(run_cli("add", "-", "--json", stdin='{"memory": "from stdin"}\n'))  # "-" names stdin, as elsewhere
+    assert dash["first_position"] == 4 and len(dash["memory_ids"]) == 1
+    assert json.loads(run_cli("get", dash["memory_ids"][0], "--json"))["memory"] == "from stdin"
     assert "memories[1].memory" in run_cli("add", stdin='{"memory": "x"}\n{"memory": ""}\n', code=2)
     assert "line 1: unknown field 'colour'" in run_cli("add", stdin='{"memory": "x", "colour": 1}\n', code=2)
     run_cli("add", stdin="not json\n", code=2)
