@@ -16,8 +16,8 @@ when it is taken (what unsealing the stored token gives back, field by
 field, through the same decoders). The read's opening pass acts only on a
 personal field that starts with a reserved mark (see :mod:`.sealing`): a
 plaintext that holds one (a memory whose text imitates a token, a stored
-escape) could differ here from the read, so such rows are never handed over,
-and without a mark the pass is run only for an event it acts on otherwise
+escape) could differ here from the read, so a batch whose payloads hold
+what every mark starts with is never handed over, and without it the pass is run only for an event it acts on otherwise
 (``SubjectForgotten`` drops its keys from the cache). Nor is anything that
 fails to decode handed over (the read then reports what it reports).
 
@@ -42,15 +42,16 @@ from typing import Callable, NamedTuple, Sequence
 from . import sealing
 from .events import encoder
 from .recorded import RecordedEvent, decode_rows
-from .sealing import PLAIN_MARK, PREFIX, TOKEN_MARK
+from .sealing import MARK
 
 #: At most this many events are held: a bigger append (an import) is read back as before.
 HELD_MAX = 10_000
 
 
 def _marked(payload: str) -> bool:
-    """Whether a payload holds a reserved mark anywhere (a token's, or the escape's): a cheap, conservative test."""
-    return TOKEN_MARK in payload or PREFIX in payload or PLAIN_MARK in payload
+    """Whether a payload may hold a reserved mark (a token's, or the escape's): every mark starts with
+    :data:`~.sealing.MARK`, so one search, conservative, decides."""
+    return MARK in payload
 
 
 def _text(payload: object) -> str:
@@ -75,9 +76,10 @@ class _Chunk(NamedTuple):
         return self.values[len(self.values) - self.width]
 
     def rows(self) -> list[tuple]:
-        """(position, event_id, stream_id, version, type, schema, tenant, payload, metadata, recorded_at) a row."""
+        """(position, event_id, stream_id, version, type, schema, tenant, payload, metadata, recorded_at) a row,
+        the payload as JSON text."""
         v, w = self.values, self.width
-        return list(zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], v[6::w], self.payloads, v[8::w], v[10::w]))
+        return list(zip(v[0::w], v[1::w], v[2::w], v[3::w], v[4::w], v[5::w], v[6::w], map(_text, self.payloads), v[8::w], v[10::w]))
 
 
 class _Rows(NamedTuple):
@@ -152,12 +154,14 @@ class OwnAppends:
             self._chunks, self._count = [], 0
             if chunks[0].first != after + 1 or chunks[-1].last > until:
                 return None
-            taken = [row for chunk in chunks for row in chunk.rows()]
+            try:
+                taken = [row for chunk in chunks for row in chunk.rows()]
+            except Exception:  # the read gives its own answer
+                return None
             if limit is not None and len(taken) > limit:
                 taken, rest = taken[:limit], taken[limit:]
                 self._chunks, self._count = [_Rows(rest)], len(rest)
         try:
-            taken = [(*row[:7], _text(row[7]), *row[8:]) for row in taken]
             if any(_marked(row[7]) for row in taken):
                 return None
             events = decode_rows(taken)
