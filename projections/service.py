@@ -61,6 +61,7 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
 
 log = logging.getLogger(__name__)
 
+
 def backups_keep(settings: Settings) -> int:
     """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
     keep = int(settings.backups_keep)
