@@ -7,6 +7,7 @@ wrote before sealing existed: a store that seals must still read it.
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 from pathlib import Path
 
@@ -323,3 +324,39 @@ def test_a_sealed_event_on_a_later_page_is_opened(tmp_path):
         assert TOKEN_MARK in _payloads(tmp_path)[-1]
         assert store.read_all()[-1].event == added
         assert store.read_all(after=PAGE_ROWS - 1)[-1].event == added
+
+
+_mixed_event = st.one_of(
+    st.builds(lambda i, s: _added(f"memory {i}", subject=s, memory_id=f"m-{i}"), st.integers(0, 9), st.sampled_from([None, "u-1", "u-2", "new"])),
+    st.builds(lambda i: g.EntityUpserted(entity_id=f"e{i}", name=f"Entity {i}"), st.integers(0, 9)),
+    st.builds(lambda i, s: c.EdgeLinked(edge=_mention(i, subject=s, alias=f"alias {i}")), st.integers(0, 9), st.sampled_from([None, "u-1", "new"])),
+    st.builds(lambda i: c.EdgeLinked(edge=c.EdgeRecord(edge_id=f"user:{i}", edge_type="RELATED", source="a", target="b", properties={"n": i})), st.integers(0, 9)),
+    st.builds(lambda i: c.NamespaceUndone(prefix="mention:", edges=(_mention(i), _mention(i + 1, subject="u-2"))), st.integers(0, 9)),
+    st.builds(lambda i: c.MemoryArchived(memory_id=f"m-{i}", updated_at="2026-01-02T00:00:00Z", reason="old"), st.integers(0, 9)),
+)
+
+
+def _tokens(value) -> list[str]:
+    """Every token in a payload's JSON value."""
+    if isinstance(value, str):
+        return [value] if value.startswith(TOKEN_MARK) else []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [token for item in items for token in _tokens(item)]
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=st.lists(_mixed_event, min_size=1, max_size=12))
+def test_a_mixed_batch_is_sealed_event_by_event_as_each_alone_would_be(tmp_path, events):
+    """Events are sealed by class in runs: every event's token opens under its own id to the event
+    as given, no two events share a nonce, and a token opens under no other event's id."""
+    sealer = Sealer(KeyStore(":memory:"), enabled=True)
+    ids = [f"event-{i}" for i in range(len(events))]
+    stored = [msgspec.json.decode(p, type=type(e)) for p, e in zip(sealer.payloads(events, ids, "t"), events)]
+    assert [sealer.unseal(e, i) for e, i in zip(stored, ids)] == events
+    nonces = [base64.b64decode(token)[29:41] for e in stored for token in _tokens(msgspec.to_builtins(e))]  # after magic and key reference
+    assert len(set(nonces)) == len(nonces)
+    for event, stored_event, event_id in zip(events, stored, ids):
+        if stored_event != event and len(events) > 1:
+            other = ids[(ids.index(event_id) + 1) % len(ids)]
+            with pytest.raises(SealBroken):
+                sealer.unseal(stored_event, other)
