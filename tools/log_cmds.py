@@ -196,7 +196,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         emitted += len(events)
         return args.limit is None or emitted < args.limit
 
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         after, until = _range(store, args)
         head = store.last_position()
         if args.follow:
@@ -280,7 +280,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 rows = read_export(stack.enter_context(open(exports[0], "rb")))
             except OSError as exc:
                 raise CommandError(f"--against {exports[0]}: {exc.strerror or exc}") from None
-        store = stack.enter_context(open_store(args))
+        store = stack.enter_context(open_store(args, existing=True))
         total = store.last_position()
         if args.to is not None:
             total = min(total, args.to)
@@ -309,7 +309,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         digest = store.digest()
     if args.json:
         print_json_line({"position": digest.position, "hash": digest.hash})
@@ -327,7 +327,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
             if to_stdout:
@@ -393,7 +393,7 @@ def _size(nbytes: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         stats = store.stats()
         path = sqlite_path(store)
     if path is not None:
