@@ -358,8 +358,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
     with open_store(args) as store:
-        if key_rows is not None:
-            store.sealer.keys.import_rows(key_rows)
         with progress_for(args, "import") as progress:
             try:
                 if args.file == "-":
@@ -369,6 +367,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                         report = import_(store, lines, rehash=args.rehash, progress=progress)
             except ImportRefused as exc:
                 raise CommandError(f"import refused, nothing written: {exc}") from None
+        # The keys only once the file was accepted: a refused import leaves the key store as it was. Either order
+        # keeps a subject forgotten in the file forgotten (its keys are tombstones, which an imported key never replaces).
+        if key_rows is not None:
+            store.sealer.keys.import_rows(key_rows)
     if args.json:
         print_json_line(report)
     else:
