@@ -202,7 +202,7 @@ def test_a_cut_tail_fails_the_kept_digest_and_reads_stop_serving_it(capsys, copy
     assert code == 0 and json.loads(out)["memory"] == "written after the cut"
 
 
-@pytest.mark.parametrize("command", [["verify"], ["digest"], ["log"], ["stats"], ["export", "-o", "out.jsonl"]])
+@pytest.mark.parametrize("command", [["verify"], ["digest"], ["log"], ["stats"], ["export"]])
 def test_a_missing_data_dir_is_refused_not_created(capsys, tmp_path, command):
     missing = tmp_path / "typo"
     code, out, err = run(capsys, missing, *command)
