@@ -357,6 +357,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
+    if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
+        raise CommandError(f"import refused, nothing written: no such file: {args.file}")
     with open_store(args) as store:
         with progress_for(args, "import") as progress:
             try:
