@@ -284,7 +284,12 @@ class MemoryService:
     # -- positions and time --------------------------------------------------------------
 
     def resolve_as_of(self, value: int | str | datetime | None) -> int | None:
-        """A log position from a position, an ISO-8601 UTC time, or a datetime."""
+        """A log position from a position, an ISO-8601 UTC time, or a datetime.
+
+        A position the log has not reached yet is refused: read now, it would
+        answer with the head, and later, once written, with something else;
+        a point-in-time read must give the same answer whenever it is asked.
+        """
         if value is None or value == "":
             return None
         if isinstance(value, bool):
@@ -292,6 +297,10 @@ class MemoryService:
         if isinstance(value, int):
             if not 0 <= value <= MAX_POSITION:
                 raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
+            if value > 0:
+                head = self.store.last_position()
+                if value > head:
+                    raise ValidationError("as_of", f"position {value} has not been written (the log's head is {head})")
             return value
         if isinstance(value, str):
             text = value.strip()

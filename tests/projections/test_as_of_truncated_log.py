@@ -164,3 +164,21 @@ def test_reads_as_of_equal_the_reads_of_a_log_cut_at_that_position(ops):
                 kinds = {r.type for r in svc.store.read_all()}
                 assert {"MemoriesMerged", "CorrelationReverted", "SubjectForgotten", "MemoryRolledBack", "EdgeLinked"} <= kinds, kinds
                 assert any(lexical(svc, q, None) for q in QUERIES)
+
+
+def test_a_position_not_yet_written_is_refused_not_read_as_the_head(tmp_path):
+    """Read now, ``as_of`` beyond the head would answer with the head, and differently once the position is written."""
+    with MemoryService.open(tmp_path / "data", settings=settings_for(tmp_path / "keys.db")) as svc:
+        ctx = CommandContext(tenant=TENANT)
+        memory_id = svc.run(svc.memories.add, ctx, [MemoryContent(memory="first words")]).memory_ids[0]
+        head = svc.store.last_position()
+        try:
+            svc.get(TENANT, memory_id, as_of=head + 1)
+        except ValidationError as exc:
+            assert exc.field == "as_of" and "has not been written" in str(exc)
+        else:
+            raise AssertionError("as_of beyond the head was read")
+        before = memory_read(svc, memory_id, head)
+        svc.run(svc.memories.update, CommandContext(tenant=TENANT), memory_id, {"memory": "second words"})
+        assert memory_read(svc, memory_id, head) == before and before["memory"] == "first words"
+        assert memory_read(svc, memory_id, head + 1)["memory"] == "second words"
