@@ -162,7 +162,9 @@ def test_a_sealed_token_moved_to_another_event_and_the_chain_recomputed(capsys, 
     assert code == 1 and out.startswith(f"broken at position {one}: the event does not open") and "does not authenticate" in out, out
     code, out, _ = run(capsys, copy, "verify", "--against", original["tip"])
     assert code == 1 and f"broken at position {one}:" in out and "first difference" in out, out
-    code, _, err = run(capsys, copy, "rebuild")  # and no read opens the moved token as good
+    code, _, err = run(capsys, copy, "rebuild")  # and no replay opens the moved token as good
+    assert code == 2 and "does not authenticate" in err and err.count("\n") == 1
+    code, _, err = run(capsys, copy, "history", original["lisbon"])
     assert code == 2 and "does not authenticate" in err and err.count("\n") == 1
 
 
@@ -176,6 +178,10 @@ def test_the_key_store_of_another_data_directory(capsys, copy, original, tmp_pat
     assert code == 1 and out.startswith(f"broken at position {original['sealed'][0]}: the event does not open") and "never held" in out, out
     code, _, err = run(capsys, copy, "history", original["lisbon"])
     assert code == 2 and "never held" in err and err.count("\n") == 1
+    code, _, err = run(capsys, copy, "rebuild")  # refused before anything is dropped: the projections still answer
+    assert code == 2 and err.startswith("mnemolog: error: rebuild refused, projections kept") and err.count("\n") == 1
+    code, out, _ = run(capsys, copy, "--json", "get", original["lisbon"])
+    assert code == 0 and json.loads(out)["memory"] == "I moved to Lisbon in June"
 
 
 def test_a_copy_without_keys_verifies_its_chain(capsys, copy, original):
