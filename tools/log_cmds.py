@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,13 +17,13 @@ import msgspec
 from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
-from mnemolog.eventstore.chain import StoredRow
+from mnemolog.eventstore.chain import StoredRow, VerifyResult
 from mnemolog.eventstore.events import decode_payload
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 
-from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
+from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -290,6 +291,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             except (ImportRefused, ValueError) as exc:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
+        if result.ok and args.to is None:
+            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position())
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -306,6 +309,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for problem in result.guards:
             print(f"guard {problem.problem}: {problem} (mnemolog migrate restores it)")
     return 0 if result.ok else 1
+
+
+def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyResult:
+    """A witness beside the log: projections applied up to a position the log does not reach mean the log lost its tail.
+
+    Read only, before any ``serve`` or command rebuilds them (which they then do). Without a
+    kept digest this is the only sign of a cut tail that the chain itself cannot show.
+    """
+    if not path.is_file():
+        return result
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            applied = conn.execute("SELECT max(position) FROM checkpoints").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no checkpoints yet, or not ours: no witness
+        return result
+    if not applied or applied <= head:
+        return result
+    reason = f"the log ends at position {head}, but {path.name} was built from it up to position {applied}: the log lost its tail"
+    return msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
