@@ -289,6 +289,8 @@ class MemoryService:
         A position the log has not reached yet is refused: read now, it would
         answer with the head, and later, once written, with something else;
         a point-in-time read must give the same answer whenever it is asked.
+        For the same reason, projections behind a written position (another
+        process wrote it) catch up to it before the read.
         """
         if value is None or value == "":
             return None
@@ -301,6 +303,8 @@ class MemoryService:
                 head = self.store.last_position()
                 if value > head:
                     raise ValidationError("as_of", f"position {value} has not been written (the log's head is {head})")
+                if value > self.position():
+                    self.runner.catch_up(until=value)
             return value
         if isinstance(value, str):
             text = value.strip()
@@ -311,7 +315,10 @@ class MemoryService:
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
-            return self.store.position_at(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+            position = self.store.position_at(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+            if position > self.position():
+                self.runner.catch_up(until=position)
+            return position
         raise ValidationError("as_of", "must be a position or an ISO-8601 time")
 
     # -- reads -----------------------------------------------------------------------------

@@ -182,3 +182,17 @@ def test_a_position_not_yet_written_is_refused_not_read_as_the_head(tmp_path):
         svc.run(svc.memories.update, CommandContext(tenant=TENANT), memory_id, {"memory": "second words"})
         assert memory_read(svc, memory_id, head) == before and before["memory"] == "first words"
         assert memory_read(svc, memory_id, head + 1)["memory"] == "second words"
+
+
+def test_a_position_written_by_another_process_is_read_as_of_it_at_once(tmp_path):
+    """Projections that have not followed another writer yet catch up to ``as_of`` first, rather than answer from before it."""
+    keys, log = tmp_path / "keys.db", f"sqlite:///{tmp_path / 'writer' / 'events.db'}"
+    with MemoryService.open(tmp_path / "writer", settings=settings_for(keys)) as writer:
+        # A replica: its own projections, following the writer's log (as servers on one PostgreSQL log do).
+        reader = MemoryService.open(tmp_path / "replica", settings=settings_for(keys).with_overrides(log_url=log))
+        memory_id = writer.run(writer.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="written elsewhere")]).memory_ids[0]
+        at = writer.store.last_position()
+        assert reader.position() < at  # the reader has not followed it yet
+        assert reader.get(TENANT, memory_id, as_of=at).memory == "written elsewhere"
+        assert memory_read(reader, memory_id, at) == memory_read(writer, memory_id, at)
+        reader.close()
