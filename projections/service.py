@@ -31,7 +31,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
-from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
@@ -302,7 +302,8 @@ class MemoryService:
             if value > 0:
                 head = self.store.last_position()
                 if value > head:
-                    raise ValidationError("as_of", f"position {value} has not been written (the log's head is {head})")
+                    # The log's state, not the request, falls short: a conflict (409), as for min_position.
+                    raise Conflict(f"as_of: position {value} has not been written (the log's head is {head})")
                 if value > self.position():
                     self.runner.catch_up(until=value)
             return value

@@ -174,8 +174,8 @@ def test_a_position_not_yet_written_is_refused_not_read_as_the_head(tmp_path):
         head = svc.store.last_position()
         try:
             svc.get(TENANT, memory_id, as_of=head + 1)
-        except ValidationError as exc:
-            assert exc.field == "as_of" and "has not been written" in str(exc)
+        except Conflict as exc:
+            assert str(exc).startswith("as_of: position") and "has not been written" in str(exc)
         else:
             raise AssertionError("as_of beyond the head was read")
         before = memory_read(svc, memory_id, head)
