@@ -85,3 +85,11 @@ def test_a_locked_log_is_one_line_and_nothing_written(data):
         release.set()
         holder.join()
     assert head(data) == 1
+
+
+def test_an_import_of_documents_naming_a_missing_path_writes_nothing(data, tmp_path):
+    good = tmp_path / "notes.md"
+    good.write_text("# Notes\n\nThe river is wide.\n")
+    before = head(data)
+    assert_refused(run(data, "import", "docs", str(good), str(tmp_path / "typo.md"), "--root", str(tmp_path)), "no such file", "typo.md")
+    assert head(data) == before
