@@ -21,7 +21,6 @@ import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
-from mnemolog.eventstore.seal_check import first_unopened
 
 from .common import add_command, data_dir, fail, one_line, print_json_line
 
@@ -393,11 +392,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         unknown = [n for n in names or () if n not in svc.runner.by_name]
         if unknown:
             return fail(f"unknown projection(s): {', '.join(unknown)}; known: {', '.join(svc.runner.by_name)}")
-        # Before anything is dropped: a log that a replay cannot read (a key store that is not the log's, a sealed
-        # field that does not authenticate) would leave the projections empty, where they still answer now.
-        unopened = first_unopened(svc.store)
-        if unopened is not None:
-            return fail(f"rebuild refused, projections kept: position {unopened[0]}: {unopened[1]}")
+        # Before anything is dropped: a replay must not read a log whose chain is broken as good, and a log it
+        # cannot read (a key store that is not the log's, a sealed field that does not authenticate) would leave
+        # the projections empty, where they still answer now. The triggers are verify's concern, not the replay's.
+        checked = svc.store.verify(guards=False)
+        if not checked.ok:
+            return fail(f"rebuild refused, projections kept: the log fails verify at position {checked.broken_at}: {checked.reason}")
         timings = svc.runner.rebuild(names)
         position = svc.runner.position()
     if args.json:
