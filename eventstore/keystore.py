@@ -137,6 +137,13 @@ class KeyStore:
         found = self._by_id[key_id] = FORGOTTEN if row[1] == "forgotten" else bytes(row[0])
         return found
 
+    def holds_keys(self) -> bool:
+        """Whether this store holds any key that opens something (live or retired): a log's copy taken without its keys holds none."""
+        if self._conn is None and not self.path.exists():
+            return False
+        with self._lock:
+            return self._connection().execute("SELECT 1 FROM data_keys WHERE key IS NOT NULL LIMIT 1").fetchone() is not None
+
     def subject_keys(self, tenant: str, subject: str | None) -> list[str]:
         """Ids of the subject's keys that still exist (live or retired)."""
         with self._lock:

@@ -23,6 +23,7 @@ from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
+from .seal_check import first_unopened
 from .ids import new_ids
 from .events import (
     DomainEvent,
@@ -537,6 +538,7 @@ class EventStore:
         export: Iterable[StoredRow] | None = None,
         progress=None,
         guards: bool = True,
+        seals: bool = True,
     ) -> VerifyResult:
         """Walk the hash chain; the result names the first position where it breaks.
 
@@ -545,7 +547,8 @@ class EventStore:
         even against someone who rewrote the file and recomputed every hash.
         ``export``, the rows of a stored export in position order, does too
         and pins the first edited row. Either walks the log from position 1.
-        With ``guards``, the append-only triggers are checked as well.
+        With ``guards``, the append-only triggers are checked as well; with
+        ``seals``, that every event opens with this key store (see :mod:`.seal_check`).
         """
         digests = _digests(against)
         check = ReferenceCheck(anchors_of(digests, export)) if digests or export is not None else None
@@ -577,6 +580,7 @@ class EventStore:
             checked += len(rows)
             if progress is not None:
                 progress(checked)
+        unopened = first_unopened(self, first, last) if broken is None and seals and first is not None else None
         differences = {}
         if check is not None:
             if broken is None:
@@ -585,6 +589,8 @@ class EventStore:
                 differences = {"differs_at": check.first.position, "unchanged_through": check.unchanged_through, "difference": check.describe()}
         if broken is not None:
             return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason, guards=problems, **differences)
+        if unopened is not None:  # before a digest's disagreement: it names the row itself
+            return VerifyResult(False, unopened[0] - first, first, last, last_hash, *unopened, guards=problems, **differences)
         if check is not None and check.last is not None:
             tip = check.last
             if tip.position > (last or 0):

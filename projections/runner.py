@@ -108,8 +108,9 @@ class ProjectionRunner:
         self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
         self._ensure_meta()
         self.rebuilt_on_start: list[str] = []
+        head = store.last_position()
         for projector in self.projectors:
-            if self._needs_rebuild(projector):
+            if self._needs_rebuild(projector, head):
                 self.reset(projector.name)
                 self.rebuilt_on_start.append(projector.name)
 
@@ -140,9 +141,15 @@ class ProjectionRunner:
         found = self.checkpoint(name)
         return found[2] if found else None
 
-    def _needs_rebuild(self, projector: Projector) -> bool:
+    def _needs_rebuild(self, projector: Projector, head: int) -> bool:
+        """No checkpoint, another schema version, or a checkpoint beyond the log's head.
+
+        A projection ahead of the log was built from events the log no longer
+        holds (its tail was cut, or an older ``events.db`` was put back): it
+        would go on serving them and skip the appends that take their positions.
+        """
         found = self.checkpoint(projector.name, self.conn)
-        return found is None or found[1] != projector.schema_version
+        return found is None or found[1] != projector.schema_version or found[0] > head
 
     def _transaction(self):
         return _Transaction(self.conn)

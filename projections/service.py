@@ -31,7 +31,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
-from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
@@ -284,7 +284,14 @@ class MemoryService:
     # -- positions and time --------------------------------------------------------------
 
     def resolve_as_of(self, value: int | str | datetime | None) -> int | None:
-        """A log position from a position, an ISO-8601 UTC time, or a datetime."""
+        """A log position from a position, an ISO-8601 UTC time, or a datetime.
+
+        A position the log has not reached yet is refused: read now, it would
+        answer with the head, and later, once written, with something else;
+        a point-in-time read must give the same answer whenever it is asked.
+        For the same reason, projections behind a written position (another
+        process wrote it) catch up to it before the read.
+        """
         if value is None or value == "":
             return None
         if isinstance(value, bool):
@@ -292,6 +299,13 @@ class MemoryService:
         if isinstance(value, int):
             if not 0 <= value <= MAX_POSITION:
                 raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
+            if value > 0:
+                head = self.store.last_position()
+                if value > head:
+                    # The log's state, not the request, falls short: a conflict (409), as for min_position.
+                    raise Conflict(f"as_of: position {value} has not been written (the log's head is {head})")
+                if value > self.position():
+                    self.runner.catch_up(until=value)
             return value
         if isinstance(value, str):
             text = value.strip()
@@ -302,7 +316,10 @@ class MemoryService:
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
-            return self.store.position_at(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+            position = self.store.position_at(value if value.tzinfo else value.replace(tzinfo=timezone.utc))
+            if position > self.position():
+                self.runner.catch_up(until=position)
+            return position
         raise ValidationError("as_of", "must be a position or an ISO-8601 time")
 
     # -- reads -----------------------------------------------------------------------------

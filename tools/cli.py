@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from types import ModuleType
 from typing import Sequence
@@ -65,6 +66,8 @@ def build_parser(modules: Sequence[ModuleType] = COMMAND_MODULES) -> Parser:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, SQLAlchemyError) and getattr(exc, "orig", None) is not None:
         return f"database: {exc.orig}"
+    if isinstance(exc, sqlite3.Error):  # raised outside SQLAlchemy's wrapping (a BEGIN in a connect hook, the key store)
+        return f"database: {exc}"
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
         return f"{exc.strerror}: {exc.filename}"
     return str(exc) or type(exc).__name__
@@ -98,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     except ValidationError as exc:
         return fail(f"invalid input: {exc}")
-    except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError) as exc:
+    except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError, sqlite3.Error) as exc:
         return fail(_describe(exc))
 
 

@@ -114,16 +114,23 @@ def data_dir(args: argparse.Namespace) -> Path:
     return Path(explicit if explicit else Settings().data_dir)
 
 
-def open_store(args: argparse.Namespace, *, migrate: bool = True) -> EventStore:
+def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool = False) -> EventStore:
     """Open the log named by ``MNEMOLOG_LOG_URL``, else the one in ``--data-dir`` (or the environment), migrating its schema.
 
     A shared log (PostgreSQL) is the same whichever data directory a server
-    keeps its projections in.
+    keeps its projections in. With ``existing`` (the commands that only read
+    or check the log) a data directory without ``events.db`` is refused
+    rather than given a new, empty log: ``verify`` of a mistyped directory
+    must not pass over zero events.
     """
     settings = Settings()
     if settings.log_url:
         return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
     explicit = getattr(args, "data_dir", None)
+    if existing:
+        log = data_dir(args) / "events.db"
+        if not log.is_file():
+            raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
     if explicit:
         return EventStore.open(explicit, migrate_schema=migrate)
     return EventStore.open(settings=settings, migrate_schema=migrate)

@@ -7,9 +7,9 @@ Directories are searched for ``.txt``, ``.md``, ``.markdown`` and ``.pdf``
 files. A document's id is its path relative to ``--root`` (default: the
 current directory), so ``a/README.md`` and ``b/README.md`` are two documents
 and importing the same tree again from the same root writes nothing;
-``--doc-id`` names a single file's document. A file outside the root, or two
-files that would share an id, refuse the whole run before anything is
-written. A file that cannot be read is reported and skipped; the command then
+``--doc-id`` names a single file's document. A path that does not exist, a
+file outside the root, or two files that would share an id, refuse the whole
+run before anything is written. A file that cannot be read is reported and skipped; the command then
 exits 1 after importing the rest.
 """
 
@@ -84,10 +84,15 @@ def _as_of(svc: MemoryService, args: argparse.Namespace) -> int | None:
 
 
 def document_paths(paths: list[str]) -> list[Path]:
-    """Files named directly (any suffix: unsupported ones are reported) and supported files under directories."""
+    """Files named directly (any suffix: unsupported ones are reported) and supported files under directories.
+
+    A path that does not exist is a typo, not a file to report and skip: the whole run is refused before anything is written.
+    """
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
+        if not path.exists():
+            raise CommandError(f"no such file or directory: {raw} (nothing imported)")
         if path.is_dir():
             out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DOC_SUFFIXES))
         else:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -16,13 +17,13 @@ import msgspec
 from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
-from mnemolog.eventstore.chain import StoredRow
+from mnemolog.eventstore.chain import StoredRow, VerifyResult
 from mnemolog.eventstore.events import decode_payload
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 
-from .common import CommandError, add_command, fail, open_store, print_json_line, sqlite_path
+from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -196,7 +197,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         emitted += len(events)
         return args.limit is None or emitted < args.limit
 
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         after, until = _range(store, args)
         head = store.last_position()
         if args.follow:
@@ -280,7 +281,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 rows = read_export(stack.enter_context(open(exports[0], "rb")))
             except OSError as exc:
                 raise CommandError(f"--against {exports[0]}: {exc.strerror or exc}") from None
-        store = stack.enter_context(open_store(args))
+        store = stack.enter_context(open_store(args, existing=True))
         total = store.last_position()
         if args.to is not None:
             total = min(total, args.to)
@@ -290,6 +291,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             except (ImportRefused, ValueError) as exc:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
+        if result.ok and args.to is None:
+            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position())
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -308,8 +311,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyResult:
+    """A witness beside the log: projections applied up to a position the log does not reach mean the log lost its tail.
+
+    Read only, before any ``serve`` or command rebuilds them (which they then do). Without a
+    kept digest this is the only sign of a cut tail that the chain itself cannot show.
+    """
+    if not path.is_file():
+        return result
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            applied = conn.execute("SELECT max(position) FROM checkpoints").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no checkpoints yet, or not ours: no witness
+        return result
+    if not applied or applied <= head:
+        return result
+    reason = f"the log ends at position {head}, but {path.name} was built from it up to position {applied}: the log lost its tail"
+    return msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
+
+
 def cmd_digest(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         digest = store.digest()
     if args.json:
         print_json_line({"position": digest.position, "hash": digest.hash})
@@ -327,7 +352,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
             if to_stdout:
@@ -357,9 +382,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
+    if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
+        raise CommandError(f"import refused, nothing written: no such file: {args.file}")
     with open_store(args) as store:
-        if key_rows is not None:
-            store.sealer.keys.import_rows(key_rows)
         with progress_for(args, "import") as progress:
             try:
                 if args.file == "-":
@@ -369,6 +394,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                         report = import_(store, lines, rehash=args.rehash, progress=progress)
             except ImportRefused as exc:
                 raise CommandError(f"import refused, nothing written: {exc}") from None
+        # The keys only once the file was accepted: a refused import leaves the key store as it was. Either order
+        # keeps a subject forgotten in the file forgotten (its keys are tombstones, which an imported key never replaces).
+        if key_rows is not None:
+            store.sealer.keys.import_rows(key_rows)
     if args.json:
         print_json_line(report)
     else:
@@ -393,7 +422,7 @@ def _size(nbytes: int) -> str:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, existing=True) as store:
         stats = store.stats()
         path = sqlite_path(store)
     if path is not None:

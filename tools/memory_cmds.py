@@ -392,6 +392,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         unknown = [n for n in names or () if n not in svc.runner.by_name]
         if unknown:
             return fail(f"unknown projection(s): {', '.join(unknown)}; known: {', '.join(svc.runner.by_name)}")
+        # Before anything is dropped: a replay must not read a log whose chain is broken as good, and a log it
+        # cannot read (a key store that is not the log's, a sealed field that does not authenticate) would leave
+        # the projections empty, where they still answer now. The triggers are verify's concern, not the replay's.
+        checked = svc.store.verify(guards=False)
+        if not checked.ok:
+            return fail(f"rebuild refused, projections kept: the log fails verify at position {checked.broken_at}: {checked.reason}")
         timings = svc.runner.rebuild(names)
         position = svc.runner.position()
     if args.json:

@@ -88,8 +88,9 @@ def test_migrate_prints_the_revision(tmp_path, capsys):
 
 def test_data_dir_comes_from_the_environment(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MNEMOLOG_DATA_DIR", str(tmp_path / "env-data"))
-    assert run(capsys, "digest")[0] == 0
+    assert run(capsys, "migrate")[0] == 0
     assert (tmp_path / "env-data" / "events.db").exists()
+    assert run(capsys, "digest")[0] == 0
 
 
 # -- log ----------------------------------------------------------------------

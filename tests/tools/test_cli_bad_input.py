@@ -1,0 +1,95 @@
+"""The CLI under bad input and a hostile setup: one line on stderr, exit 2, nothing written (real subprocesses)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
+
+
+def run(data: Path, *argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    return subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, input=stdin, env=env, timeout=180)
+
+
+def assert_refused(done: subprocess.CompletedProcess, *words: str) -> None:
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.startswith("mnemolog: error: ") and err.count("\n") == 1, (done.returncode, err)
+    assert all(w in err for w in words), err
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    path = tmp_path / "data"
+    assert run(path, "add", "a first memory").returncode == 0
+    return path
+
+
+def head(data: Path) -> int:
+    conn = sqlite3.connect(data / "events.db")
+    try:
+        return conn.execute("SELECT max(position) FROM events").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_an_import_of_a_missing_file_creates_no_data_dir(tmp_path):
+    assert_refused(run(tmp_path / "fresh", "import", str(tmp_path / "nowhere.jsonl")), "nothing written", "no such file")
+    assert not (tmp_path / "fresh").exists()
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe\x00not utf-8\n", b'{"mnemolog_export":2,"scope":"log","tenant":null}\n\xc3\x28\n'])
+def test_a_non_utf8_import_is_refused_whole(data, tmp_path, body):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(body)
+    before = head(data)
+    assert_refused(run(data, "import", str(bad)), "nothing written", "line")
+    assert_refused(run(data, "import", "-", stdin=body), "nothing written", "line")
+    assert head(data) == before
+
+
+@pytest.mark.slow
+def test_a_locked_log_is_one_line_and_nothing_written(data):
+    """Another process holds the log's write lock past the busy timeout: an error line, never a traceback."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(data / "events.db", isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        release.wait(120)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+        commands = [["add", "written while locked"], ["verify"]]
+        children = [
+            subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            for argv in commands
+        ]
+        for child in children:
+            out, err = child.communicate(timeout=180)
+            assert_refused(subprocess.CompletedProcess(child.args, child.returncode, out, err), "database is locked")
+    finally:
+        release.set()
+        holder.join()
+    assert head(data) == 1
+
+
+def test_an_import_of_documents_naming_a_missing_path_writes_nothing(data, tmp_path):
+    good = tmp_path / "notes.md"
+    good.write_text("# Notes\n\nThe river is wide.\n")
+    before = head(data)
+    assert_refused(run(data, "import", "docs", str(good), str(tmp_path / "typo.md"), "--root", str(tmp_path)), "no such file", "typo.md")
+    assert head(data) == before
