@@ -146,6 +146,13 @@ class KeyStore:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def retired(self) -> set[str]:
+        """Ids of every retired key: a forget has begun on them and not destroyed them yet (none without a key file)."""
+        if self._conn is None and not self.path.exists():
+            return set()
+        with self._lock:
+            return {r[0] for r in self._connection().execute("SELECT key_id FROM data_keys WHERE state = 'retired'")}
+
     def retire(self, tenant: str, subject: str | None) -> list[str]:
         """Stop sealing with the subject's keys (new events get a new key); the ids retired or already retired."""
         subject = subject or TENANT_SUBJECT

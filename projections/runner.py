@@ -121,6 +121,7 @@ class ProjectionRunner:
                 "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
                 " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL)"
             )
+            conn.execute("CREATE TABLE IF NOT EXISTS erasures_due (position INTEGER PRIMARY KEY)")
 
     def read_conn(self) -> sqlite3.Connection:
         """This thread's read connection to ``projections.db`` (never the runner's own one)."""
@@ -222,11 +223,29 @@ class ProjectionRunner:
                 if len(groups) == 1 and len(done) == len(groups[start]) and batch[-1].position >= target:
                     return applied  # every projection behind was at this batch's start and is at the target now
 
+    def erasures_due(self) -> bool:
+        """Whether an applied ``SubjectForgotten`` awaits its scrub: the runner (or another process's)
+        applied it, and nobody has yet compacted this file and scrubbed the files derived from it
+        (see :meth:`scrubbed`). A process killed between the two leaves this set for the next start."""
+        return self.conn.execute("SELECT 1 FROM erasures_due LIMIT 1").fetchone() is not None
+
+    def compact(self) -> None:
+        """Purge deleted content now (see :meth:`_compact`)."""
+        with self._lock:
+            self._compact()
+
+    def scrubbed(self) -> None:
+        """Record that the erasures applied so far are scrubbed from every local file (:meth:`erasures_due` is False again)."""
+        with self._lock:
+            self.conn.execute("DELETE FROM erasures_due")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _compact(self) -> None:
         """Purge deleted content (lock held): each projector's ``purge(conn)`` if it has one (the
         full-text index merges its segments), then ``VACUUM`` and an emptied WAL. ``secure_delete``
         is turned on for the rest of the connection's life, so later deletions are zeroed in place too.
-        Run after a batch erased a forgotten subject's rows."""
+        Run after a batch erased a forgotten subject's rows, and again at a start that finds
+        :meth:`erasures_due` (the batch committed, the process was killed before the compaction)."""
         self.conn.execute("PRAGMA secure_delete = ON")
         for projector in self.projectors:
             purge = getattr(projector, "purge", None)
@@ -252,6 +271,8 @@ class ProjectionRunner:
                     (end, time.time(), projector.name),
                 )
                 done.append(projector.name)
+            if done and any(r.type == "SubjectForgotten" for r in batch):
+                conn.execute("INSERT OR IGNORE INTO erasures_due (position) VALUES (?)", (end,))  # with the erasure: a crash cannot lose it
         if self._after_commit is not None:
             for name in done:
                 self._after_commit(name, end)
