@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 from tests.crashpoints import run_killed_at
@@ -80,3 +81,13 @@ def test_a_forget_killed_before_its_event_leaves_the_subject_readable_and_a_retr
     done = run_cli(data, *FORGET, env=clean_env(synchronous="NORMAL"))
     assert done.returncode == 0, done.stderr
     assert_finished(tmp_path, data, mine, key)
+
+
+
+def test_a_server_that_forgets_does_not_write_the_subject_back_at_its_stop(tmp_path):
+    data, mine, key = seeded(tmp_path)
+    with MemoryService.open(data, settings=SETTINGS) as server:
+        server.warm()  # a server loads the lexical postings at its start
+        server.forget(CommandContext(tenant="t", actor="privacy-officer"), "u-42")
+    # its clean stop saves what it loaded only if that is still what the database holds
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
