@@ -2,7 +2,9 @@
 
 Each round starts a real server (its background organizer on), lets 8
 client threads add memories over HTTP (half with an ``Idempotency-Key``,
-some texts near-duplicates of earlier ones, so that the organizer merges),
+some texts near-duplicates of earlier ones, so that the organizer merges;
+every other round the clients stop first, so that the kill lands while the
+organizer works through their writes),
 kills the server with SIGKILL at a random moment (seeded), and checks:
 
 - ``mnemolog verify`` passes;
@@ -161,6 +163,9 @@ def test_a_server_killed_under_writers_loses_no_answered_write_and_repeats_none(
         proc, url = start_server(data_dir, log)
         with Clients(url, round_, rng.randrange(2**32)) as clients:
             time.sleep(rng.uniform(0.2, 2.5))
+            if round_ % 2:  # the clients stop and the organizer works through what they wrote: kill it at that
+                clients.stop.set()
+                time.sleep(rng.uniform(0.2, 2.0))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=60)
         answered += clients.answered
@@ -186,3 +191,22 @@ def test_a_server_killed_under_writers_loses_no_answered_write_and_repeats_none(
         assert_equal_projections(restart(data_dir), fresh_rebuild(data_dir, tmp_path / f"reference-{round_}"), f"round {round_}")
         assert_vector_index_is_vec_docs(data_dir)
     assert len(answered) > 20 * ROUNDS, "too few writes to mean anything"
+
+
+def test_a_kill_between_saving_the_vector_index_and_its_checkpoint_is_repaired_at_restart(tmp_path):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from tests.crashpoints import run_killed_at
+
+    data_dir = tmp_path / "data"
+    ctx = CommandContext(tenant="t", actor="test")
+    with MemoryService.open(data_dir, settings=SETTINGS) as svc:
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"an early note {i}") for i in range(100)])
+        svc.scrub()  # the index and its checkpoint saved
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"a later note {i}") for i in range(60)])
+    stale = (data_dir / "vectors.usearch.json").read_text()
+    (data_dir / "vectors.usearch").unlink()  # the next start rebuilds and saves the index: killed between its two files
+    run_killed_at(data_dir, "os:replace", "projections", skip=1, env=clean_env(synchronous="NORMAL", organizer_enabled="off"))
+    assert (data_dir / "vectors.usearch.json").read_text() == stale, "the kill did not land between the two files"
+    assert_vector_index_is_vec_docs(data_dir)
+    assert_equal_projections(restart(data_dir), fresh_rebuild(data_dir, tmp_path / "reference"), "after the kill")

@@ -1,0 +1,114 @@
+"""SIGKILL ``mnemolog export`` and ``mnemolog import`` midway, at random moments (seeded).
+
+- An export killed while it writes leaves no file at its output path (or the
+  complete one that was there before): never a truncated file that looks
+  complete. What is there imports, checked, into an empty data directory.
+- An import killed while it appends leaves a log that verifies, holds each
+  imported event at most once, and is finished by running the import again:
+  then every event of the export is there exactly once, and the projections
+  a restart opens equal a fresh rebuild.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.service import MemoryService
+from tests.projections.support import write_log
+from tests.serving import clean_env, run_cli
+from tests.tools.test_crash_loops import CHILD_ENV, SETTINGS, assert_equal_projections, fresh_rebuild, head, kill, restart, spawn
+
+SEED = 20261203
+ROUNDS = 3
+
+
+def source_log(data_dir: Path) -> tuple[int, list[str]]:
+    """Sealed memories of a few subjects through the commands, then thousands of events straight to the log."""
+    with MemoryService.open(data_dir, settings=SETTINGS) as svc:
+        ctx = CommandContext(tenant="t1", actor="test")
+        sealed = svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"sealed note {i}", subject=f"s{i % 3}") for i in range(30)]).memory_ids
+    with EventStore.open(data_dir, settings=SETTINGS) as store:
+        write_log(store, random.Random(SEED), target=12000)
+        return store.last_position(), list(sealed)
+
+
+def event_ids(data_dir: Path) -> Counter:
+    with EventStore.open(data_dir, settings=SETTINGS) as store:
+        result = store.verify()
+        assert result.ok, result
+        return Counter(r.event_id for page in store.iter_all(batch_size=5000) for r in page)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("source") / "data"
+    last, sealed = source_log(data_dir)
+    export = data_dir.parent / "full.jsonl"
+    done = run_cli(data_dir, "export", "-o", str(export), "--with-keys", str(data_dir.parent / "full.keys"), env=CHILD_ENV)
+    assert done.returncode == 0, done.stderr
+    return data_dir, export, last, sealed
+
+
+@pytest.mark.slow
+def test_an_export_killed_midway_leaves_no_truncated_file(source, tmp_path):
+    data_dir, _, last, _ = source
+    rng = random.Random(SEED)
+    interrupted = 0
+    for round_ in range(ROUNDS + 1):
+        target = tmp_path / "out.jsonl"
+        partial = target.with_name(target.name + ".partial")
+        child = spawn(data_dir, "export", "-o", str(target), log=tmp_path / "children.log")
+        deadline = time.monotonic() + 60
+        while child.poll() is None and not partial.exists() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.15) if round_ < ROUNDS else 0.0)
+        killed = kill(child)
+        interrupted += killed and not target.exists()
+        print(f"export round {round_}: killed={killed}, output {'present' if target.exists() else 'absent'}")
+        if round_ == ROUNDS:  # the last round lets it finish
+            assert run_cli(data_dir, "export", "-o", str(target), env=CHILD_ENV).returncode == 0
+        if target.exists():
+            copy = tmp_path / f"copy-{round_}"
+            done = run_cli(copy, "import", str(target), env=CHILD_ENV)  # checked against its header and footer first
+            assert done.returncode == 0, f"round {round_}: the export left at the output does not import: {done.stderr}"
+            with EventStore.open(copy, settings=SETTINGS) as store:
+                assert store.last_position() == last and store.verify().ok
+        else:
+            assert killed, "an export that finished left no file"
+    assert interrupted >= 1, "no kill landed during an export"
+
+
+@pytest.mark.slow
+def test_an_import_killed_midway_is_finished_by_running_it_again(source, tmp_path):
+    _, export, last, sealed = source
+    rng = random.Random(SEED)
+    expected = event_ids(source[0])
+    target = tmp_path / "data"
+    interrupted = 0
+    for round_ in range(ROUNDS):
+        child = spawn(target, "import", str(export), "--keys", str(export.with_suffix(".keys")), log=tmp_path / "children.log")
+        deadline = time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline and head(target) < (round_ + 1) * last // (ROUNDS + 1):
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, 0.3))
+        killed = kill(child)
+        interrupted += killed and head(target) < last
+        found = event_ids(target)
+        print(f"import round {round_}: killed={killed}, {sum(found.values())} of {last} events imported")
+        assert not [e for e, n in found.items() if n > 1], "an event was imported twice"
+        assert set(found) <= set(expected)
+    done = run_cli(target, "import", str(export), "--keys", str(export.with_suffix(".keys")), env=clean_env(synchronous="NORMAL"))
+    assert done.returncode == 0, done.stderr
+    assert event_ids(target) == expected
+    assert interrupted >= 1, "no kill landed during an import"
+    assert_equal_projections(restart(target), fresh_rebuild(target, tmp_path / "reference"), "after the import finished")
+    with MemoryService.open(target, settings=SETTINGS) as svc:
+        assert [svc.get("t1", m).memory for m in sealed] == [f"sealed note {i}" for i in range(30)]  # the keys came with it
