@@ -13,6 +13,8 @@ scanned as :mod:`tests.projections.test_forget` scans them).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from mnemolog.eventstore.commands import CommandContext
@@ -91,3 +93,84 @@ def test_a_server_that_forgets_does_not_write_the_subject_back_at_its_stop(tmp_p
         server.forget(CommandContext(tenant="t", actor="privacy-officer"), "u-42")
     # its clean stop saves what it loaded only if that is still what the database holds
     _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
+
+
+# -- random moments --------------------------------------------------------------------------------------------------
+
+SUBJECTS = ["u-1", "u-2", "u-3"]
+ROUNDS_PER_SUBJECT = int(os.environ.get("CRASH_ROUNDS", "1"))  # a subject killed before its event is forgotten again in a later round
+
+
+def secret_words(subject: str) -> list[str]:
+    n = subject.split("-")[1]
+    return [f"Vorquendal{n}x", f"Thrushmarrow{n}q"]
+
+
+def subject_needles(subject: str) -> list[bytes]:
+    out = []
+    for word in secret_words(subject):
+        for form in (word, word.lower(), word.lower()[:-1]):
+            out += [form.encode("utf-8"), form.encode("utf-16-le")]
+    return out
+
+
+@pytest.mark.slow
+def test_forgets_killed_at_random_moments_are_finished_or_absent_after_a_restart(tmp_path):
+    import random
+    import time
+
+    from mnemolog.eventstore.model import MemoryContent
+    from tests.tools.test_crash_loops import head, kill, spawn
+
+    rng = random.Random(20261204)
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant="t", actor="test")
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        for subject in SUBJECTS:
+            a, b = secret_words(subject)
+            items = [MemoryContent(memory=f"{a} wrote note {i}", subject=subject, background=b) for i in range(400)]
+            svc.run(svc.memories.add, ctx, items)
+        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"an ordinary note {i}") for i in range(400)])
+        svc.scrub()
+        svc.warm()
+    began = time.monotonic()  # how long a forget takes to open the data directory and find a subject: the kills land around it
+    assert run_cli(data, *FORGET[:2], "nobody", *FORGET[3:], env=clean_env(synchronous="NORMAL")).returncode == 2
+    startup = time.monotonic() - began
+    outcomes = []
+    for round_, subject in enumerate(SUBJECTS * ROUNDS_PER_SUBJECT):
+        with_server = round_ % 2 == 1  # a server follows the log meanwhile, and is killed too
+        server = spawn(data, "serve", "--port", "0", log=tmp_path / "children.log", env=clean_env(synchronous="NORMAL", auth="off", organizer_enabled="off")) if with_server else None
+        before = head(data)
+        child = spawn(data, *FORGET[:2], subject, *FORGET[3:], log=tmp_path / "children.log")
+        if round_ % 3 == 2:  # around the moment it opens the data directory
+            time.sleep(rng.uniform(0.8, 1.3) * startup)
+        else:  # once its event is appended: erasing, compacting, scrubbing
+            deadline = time.monotonic() + 60
+            while child.poll() is None and head(data) == before and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0.0, 0.6))
+        killed = kill(child)
+        if server is not None:
+            kill(server)
+        forgotten = restart_and_check(tmp_path / f"round-{round_}", data, subject)
+        outcomes.append((killed, forgotten))
+        print(f"forget round {round_} ({subject}, server={with_server}): killed={killed}, forgotten={forgotten}")
+    assert any(killed for killed, _ in outcomes), "no kill landed during a forget"
+
+
+def restart_and_check(tmp_path, data, subject) -> bool:
+    """After a restart: the subject is forgotten in full (one event, no key, erased reads, no plaintext) or not at all; which."""
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        forgets = [r for r in svc.store.read_all(types=["SubjectForgotten"]) if r.event.subject == subject]
+        keys = svc.store.sealer.keys.subject_keys("t", subject)
+        [memory_id] = [r[0] for r in svc.read_conn().execute("SELECT memory_id FROM graph_memories WHERE tenant = 't' AND valid_to IS NULL AND json_extract(content, '$.subject') = ? LIMIT 1", (subject,))] or [None]
+        assert len(forgets) <= 1 and svc.store.verify().ok
+        if forgets:
+            assert keys == [], f"{subject}: forgotten in the log, its key still held"
+        else:
+            assert keys, f"{subject}: no forget in the log, its key destroyed"
+            assert memory_id is not None and not svc.get("t", memory_id).erased
+        assert_equal_projections(without_counters(dump(svc.runner)), without_counters(fresh_rebuild(data, tmp_path / "reference")), f"{subject}")
+    if forgets:
+        _assert_clean([p for p in data.rglob("*") if p.is_file()], subject_needles(subject))
+    return bool(forgets)
