@@ -97,8 +97,7 @@ def test_a_server_that_forgets_does_not_write_the_subject_back_at_its_stop(tmp_p
 
 # -- random moments --------------------------------------------------------------------------------------------------
 
-SUBJECTS = ["u-1", "u-2", "u-3"]
-ROUNDS_PER_SUBJECT = int(os.environ.get("CRASH_ROUNDS", "1"))  # a subject killed before its event is forgotten again in a later round
+ROUNDS = 3 * int(os.environ.get("CRASH_ROUNDS", "1"))
 
 
 def secret_words(subject: str) -> list[str]:
@@ -114,41 +113,44 @@ def subject_needles(subject: str) -> list[bytes]:
     return out
 
 
+def add_subject(data, subject: str, n: int = 300) -> None:
+    from mnemolog.eventstore.model import MemoryContent
+
+    a, b = secret_words(subject)
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        svc.run(svc.memories.add, CommandContext(tenant="t", actor="test"), [MemoryContent(memory=f"{a} wrote note {i}", subject=subject, background=b) for i in range(n)])
+        svc.scrub()
+        svc.warm()  # the vector index and the lexical postings saved with the subject in them
+
+
 @pytest.mark.slow
 def test_forgets_killed_at_random_moments_are_finished_or_absent_after_a_restart(tmp_path):
     import random
     import time
 
-    from mnemolog.eventstore.model import MemoryContent
     from tests.tools.test_crash_loops import head, kill, spawn
 
     rng = random.Random(20261204)
     data = tmp_path / "data"
-    ctx = CommandContext(tenant="t", actor="test")
-    with MemoryService.open(data, settings=SETTINGS) as svc:
-        for subject in SUBJECTS:
-            a, b = secret_words(subject)
-            items = [MemoryContent(memory=f"{a} wrote note {i}", subject=subject, background=b) for i in range(400)]
-            svc.run(svc.memories.add, ctx, items)
-        svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"an ordinary note {i}") for i in range(400)])
-        svc.scrub()
-        svc.warm()
-    began = time.monotonic()  # how long a forget takes to open the data directory and find a subject: the kills land around it
+    add_subject(data, "u-0")
+    began = time.monotonic()  # how long a forget takes to open the data directory and find a subject: some kills land around it
     assert run_cli(data, *FORGET[:2], "nobody", *FORGET[3:], env=clean_env(synchronous="NORMAL")).returncode == 2
     startup = time.monotonic() - began
     outcomes = []
-    for round_, subject in enumerate(SUBJECTS * ROUNDS_PER_SUBJECT):
-        with_server = round_ % 2 == 1  # a server follows the log meanwhile, and is killed too
+    for round_ in range(ROUNDS):
+        subject = f"u-{round_ + 1}"
+        add_subject(data, subject)
+        with_server = rng.random() < 0.5  # a server follows the log meanwhile, and is killed too
         server = spawn(data, "serve", "--port", "0", log=tmp_path / "children.log", env=clean_env(synchronous="NORMAL", auth="off", organizer_enabled="off")) if with_server else None
         before = head(data)
         child = spawn(data, *FORGET[:2], subject, *FORGET[3:], log=tmp_path / "children.log")
-        if round_ % 3 == 2:  # around the moment it opens the data directory
+        if rng.random() < 0.3:  # around the moment it opens the data directory
             time.sleep(rng.uniform(0.8, 1.3) * startup)
-        else:  # once its event is appended: erasing, compacting, scrubbing
+        else:  # once its event is appended: destroying the key, erasing, compacting, scrubbing
             deadline = time.monotonic() + 60
             while child.poll() is None and head(data) == before and time.monotonic() < deadline:
-                time.sleep(0.002)
-            time.sleep(rng.uniform(0.0, 0.6))
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0.0, 0.4))
         killed = kill(child)
         if server is not None:
             kill(server)
