@@ -69,6 +69,7 @@ class KeyStore:
                     forgotten_at TEXT
                 );
                 CREATE UNIQUE INDEX IF NOT EXISTS ux_data_keys_live ON data_keys (tenant, subject) WHERE state = 'live';
+                CREATE TABLE IF NOT EXISTS scrub_due (key_id TEXT PRIMARY KEY);
                 """
             )
             try:
@@ -177,6 +178,7 @@ class KeyStore:
                         " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
                         (key_id, row[0] if row else "", _now(), _now()),
                     )
+                    conn.execute("INSERT OR IGNORE INTO scrub_due (key_id) VALUES (?)", (key_id,))  # until :meth:`scrub` has rewritten the file
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -218,7 +220,19 @@ class KeyStore:
             conn = self._connection()
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("VACUUM")
+            conn.execute("DELETE FROM scrub_due")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def scrub_if_due(self) -> bool:
+        """Finish the rewrite of a :meth:`forget` killed after it destroyed keys (their bytes may still be in
+        the WAL or in free pages until :meth:`scrub` has run); whether one was due. Nothing without a key file."""
+        if self._conn is None and not self.path.exists():
+            return False
+        with self._lock:
+            due = self._connection().execute("SELECT 1 FROM scrub_due LIMIT 1").fetchone() is not None
+            if due:
+                self.scrub()
+        return due
 
     # -- moving keys with an export --------------------------------------------------
 

@@ -164,15 +164,21 @@ class EventStore:
         so a key store without any costs one query; one with some, one read of
         the (indexed) ``SubjectForgotten`` events. A retired key no such event
         names is left alone: its forget was killed before its event (nothing
-        was forgotten) or is under way in another process.
+        was forgotten) or is under way in another process. A forget killed
+        after destroying the keys but before rewriting the key file (their
+        bytes may linger in its WAL or free pages) is rewritten too.
         """
         keys = self.sealer.keys
         retired = keys.retired()
         if not retired:
+            keys.scrub_if_due()  # killed after destroying the keys, before rewriting the key file
             return 0
         recorded = {k for r in self.read_all(types=["SubjectForgotten"]) for k in r.event.key_ids}
         pending = sorted(retired & recorded)
-        return keys.forget(pending) if pending else 0
+        if not pending:
+            keys.scrub_if_due()
+            return 0
+        return keys.forget(pending)
 
     poll_seconds: float = 1.0
     #: The last position this store object appended (0: none yet): what a writer must project to read its own writes.

@@ -57,6 +57,7 @@ def assert_finished(tmp_path, data, mine, key, *, forgets: int = 1):
         assert svc.get("t", mine[0]).erased and all(v["erased"] for v in svc.history("t", mine[0]))
         assert svc.store.verify().ok
         assert_equal_projections(without_counters(dump(svc.runner)), without_counters(fresh_rebuild(data, tmp_path / "reference")), "after restart")
+        _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])  # while open, as a restarted server is
     _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
 
 
@@ -64,6 +65,7 @@ def assert_finished(tmp_path, data, mine, key, *, forgets: int = 1):
     "point",
     [
         "mnemolog.eventstore.keystore:KeyStore.forget",  # the event appended, the key not destroyed yet
+        "mnemolog.eventstore.keystore:KeyStore.scrub",  # the key destroyed, the key file not rewritten yet
         "mnemolog.projections.runner:ProjectionRunner._compact",  # the projections erased the rows, their bytes not compacted away yet
         "mnemolog.projections.service:MemoryService.scrub",  # the local files not scrubbed yet
     ],
@@ -173,6 +175,8 @@ def restart_and_check(tmp_path, data, subject) -> bool:
             assert keys, f"{subject}: no forget in the log, its key destroyed"
             assert memory_id is not None and not svc.get("t", memory_id).erased
         assert_equal_projections(without_counters(dump(svc.runner)), without_counters(fresh_rebuild(data, tmp_path / "reference")), f"{subject}")
+        if forgets:  # while open, as a restarted server is, and after it stopped
+            _assert_clean([p for p in data.rglob("*") if p.is_file()], subject_needles(subject))
     if forgets:
         _assert_clean([p for p in data.rglob("*") if p.is_file()], subject_needles(subject))
     return bool(forgets)
