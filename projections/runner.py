@@ -108,6 +108,7 @@ class ProjectionRunner:
         self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
         self._ensure_meta()
         self.rebuilt_on_start: list[str] = []
+        self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         for projector in self.projectors:
             if self._needs_rebuild(projector):
                 self.reset(projector.name)
@@ -224,20 +225,22 @@ class ProjectionRunner:
                     return applied  # every projection behind was at this batch's start and is at the target now
 
     def erasures_due(self) -> bool:
-        """Whether an applied ``SubjectForgotten`` awaits its scrub: the runner (or another process's)
-        applied it, and nobody has yet compacted this file and scrubbed the files derived from it
-        (see :meth:`scrubbed`). A process killed between the two leaves this set for the next start."""
+        """Whether an applied ``SubjectForgotten`` awaits its scrub: a runner (this one or another
+        process's) applied it, in the same transaction as this mark, and the mark has not been
+        cleared since (:meth:`scrubbed`, once this file is compacted and the files derived from it
+        scrubbed). A process killed in between leaves the mark for the next start."""
         return self.conn.execute("SELECT 1 FROM erasures_due LIMIT 1").fetchone() is not None
 
-    def compact(self) -> None:
-        """Purge deleted content now (see :meth:`_compact`)."""
+    def compact_erasures(self) -> None:
+        """Compact (see :meth:`_compact`) unless this runner has already compacted after every marked erasure."""
         with self._lock:
-            self._compact()
+            if self.conn.execute("SELECT 1 FROM erasures_due WHERE position > ? LIMIT 1", (self._compacted_through,)).fetchone():
+                self._compact()
 
     def scrubbed(self) -> None:
-        """Record that the erasures applied so far are scrubbed from every local file (:meth:`erasures_due` is False again)."""
+        """Clear the marks of the erasures this runner has compacted after (the caller scrubbed the derived files since)."""
         with self._lock:
-            self.conn.execute("DELETE FROM erasures_due")
+            self.conn.execute("DELETE FROM erasures_due WHERE position <= ?", (self._compacted_through,))
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _compact(self) -> None:
@@ -247,12 +250,14 @@ class ProjectionRunner:
         Run after a batch erased a forgotten subject's rows, and again at a start that finds
         :meth:`erasures_due` (the batch committed, the process was killed before the compaction)."""
         self.conn.execute("PRAGMA secure_delete = ON")
+        marked = self.conn.execute("SELECT coalesce(max(position), 0) FROM erasures_due").fetchone()[0]
         for projector in self.projectors:
             purge = getattr(projector, "purge", None)
             if purge is not None:
                 purge(self.conn)
         self.conn.execute("VACUUM")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._compacted_through = max(self._compacted_through, marked)
 
     def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> list[str]:
         """Apply ``batch`` to those of ``projectors`` still at ``start``, each with its checkpoint, in one

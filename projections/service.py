@@ -401,11 +401,7 @@ class MemoryService:
         """
         with self._write_lock:
             result = self.run(self.subjects.forget, ctx, subject, reason=reason)
-            if not result.replayed:
-                self.scrub()
-                self.runner.scrubbed()
-            else:
-                self.finish_erasures()
+            self.finish_erasures()  # compacted already if this process applied the event; scrubbed now
         return result
 
     def finish_erasures(self) -> None:
@@ -419,7 +415,7 @@ class MemoryService:
         done, so the next open of the data directory finishes the job.
         """
         if self.runner.erasures_due():
-            self.runner.compact()
+            self.runner.compact_erasures()
             self.scrub()
             self.runner.scrubbed()
 
