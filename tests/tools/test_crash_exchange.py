@@ -6,7 +6,8 @@
 - An import killed while it appends leaves a log that verifies, holds each
   imported event at most once, and is finished by running the import again:
   then every event of the export is there exactly once, and the projections
-  a restart opens equal a fresh rebuild.
+  a restart opens equal a fresh rebuild. Every other round a server
+  follows the import and is killed with it.
 """
 
 from __future__ import annotations
@@ -94,12 +95,17 @@ def test_an_import_killed_midway_is_finished_by_running_it_again(source, tmp_pat
     target = tmp_path / "data"
     interrupted = 0
     for round_ in range(ROUNDS):
+        server = None
+        if round_ % 2:  # a server follows the import, and is killed with it
+            server = spawn(target, "serve", "--port", "0", log=tmp_path / "children.log", env=clean_env(synchronous="NORMAL", auth="off"))
         child = spawn(target, "import", str(export), "--keys", str(export.with_suffix(".keys")), log=tmp_path / "children.log")
         deadline = time.monotonic() + 120
         while child.poll() is None and time.monotonic() < deadline and head(target) < (round_ + 1) * last // (ROUNDS + 1):
-            time.sleep(0.005)
-        time.sleep(rng.uniform(0.0, 0.3))
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, 0.03))
         killed = kill(child)
+        if server is not None:
+            kill(server)
         interrupted += killed and head(target) < last
         found = event_ids(target)
         print(f"import round {round_}: killed={killed}, {sum(found.values())} of {last} events imported")
