@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from tests.tools.test_crash_loops import CHILD_ENV, SETTINGS, assert_equal_proje
 
 SEED = 20261203
 ROUNDS = 3
+IMPORT_ROUNDS = int(os.environ.get("CRASH_ROUNDS", "2"))
 
 
 def source_log(data_dir: Path) -> tuple[int, list[str]]:
@@ -37,7 +39,7 @@ def source_log(data_dir: Path) -> tuple[int, list[str]]:
         ctx = CommandContext(tenant="t1", actor="test")
         sealed = svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"sealed note {i}", subject=f"s{i % 3}") for i in range(30)]).memory_ids
     with EventStore.open(data_dir, settings=SETTINGS) as store:
-        write_log(store, random.Random(SEED), target=12000)
+        write_log(store, random.Random(SEED), target=8000)
         return store.last_position(), list(sealed)
 
 
@@ -94,13 +96,13 @@ def test_an_import_killed_midway_is_finished_by_running_it_again(source, tmp_pat
     expected = event_ids(source[0])
     target = tmp_path / "data"
     interrupted = 0
-    for round_ in range(ROUNDS):
+    for round_ in range(IMPORT_ROUNDS):
         server = None
         if round_ % 2:  # a server follows the import, and is killed with it
             server = spawn(target, "serve", "--port", "0", log=tmp_path / "children.log", env=clean_env(synchronous="NORMAL", auth="off"))
         child = spawn(target, "import", str(export), "--keys", str(export.with_suffix(".keys")), log=tmp_path / "children.log")
         deadline = time.monotonic() + 120
-        while child.poll() is None and time.monotonic() < deadline and head(target) < (round_ + 1) * last // (ROUNDS + 1):
+        while child.poll() is None and time.monotonic() < deadline and head(target) < (round_ + 1) * last // (IMPORT_ROUNDS + 1):
             time.sleep(0.001)
         time.sleep(rng.uniform(0.0, 0.03))
         killed = kill(child)
