@@ -120,3 +120,29 @@ def test_an_import_killed_midway_is_finished_by_running_it_again(source, tmp_pat
     assert_equal_projections(restart(target), fresh_rebuild(target, tmp_path / "reference"), "after the import finished")
     with MemoryService.open(target, settings=SETTINGS) as svc:
         assert [svc.get("t1", m).memory for m in sealed] == [f"sealed note {i}" for i in range(30)]  # the keys came with it
+
+
+@pytest.mark.slow
+def test_an_export_to_stdout_cut_by_a_kill_is_refused_by_import(source, tmp_path):
+    """``export > FILE`` killed midway leaves the shell's file cut short: it lacks the footer, and import says so."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.serving import ROOT
+
+    data_dir = source[0]
+    cut = tmp_path / "cut.jsonl"
+    with open(cut, "wb") as out:
+        child = subprocess.Popen([sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "export"], stdout=out, env=CHILD_ENV, cwd=str(ROOT))
+        deadline = time.monotonic() + 60
+        while child.poll() is None and cut.stat().st_size < 200_000 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL, "the export finished before the kill"
+    done = run_cli(tmp_path / "copy", "import", str(cut), env=CHILD_ENV)
+    assert done.returncode == 2 and "nothing written" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    if (tmp_path / "copy" / "events.db").exists():
+        with EventStore.open(tmp_path / "copy", settings=SETTINGS) as store:
+            assert store.last_position() == 0
