@@ -3,8 +3,9 @@
 Each round starts a real server (its background organizer on), lets 8
 client threads add memories over HTTP (half with an ``Idempotency-Key``,
 some texts near-duplicates of earlier ones, so that the organizer merges;
-every other round the clients stop first, so that the kill lands while the
-organizer works through their writes),
+every other round the clients stop first and a ``mnemolog rebuild`` starts, so
+that the kill lands while the organizer works through their writes and the
+rebuild replays; the rebuild is killed too),
 kills the server with SIGKILL at a random moment (seeded), and checks:
 
 - ``mnemolog verify`` passes;
@@ -42,7 +43,7 @@ import pytest
 from mnemolog.eventstore import EventStore
 from mnemolog.projections.service import MemoryService
 from tests.serving import ROOT, _healthy, clean_env, free_port, run_cli
-from tests.tools.test_crash_loops import SETTINGS, assert_equal_projections, assert_no_decision_twice, fresh_rebuild, restart
+from tests.tools.test_crash_loops import SETTINGS, assert_equal_projections, assert_no_decision_twice, fresh_rebuild, kill, restart, spawn
 
 SEED = 20261202
 ROUNDS = int(os.environ.get("CRASH_ROUNDS", "2"))
@@ -161,13 +162,17 @@ def test_a_server_killed_under_writers_loses_no_answered_write_and_repeats_none(
     answered: list = []
     for round_ in range(ROUNDS):
         proc, url = start_server(data_dir, log)
+        rebuild = None
         with Clients(url, round_, rng.randrange(2**32)) as clients:
             time.sleep(rng.uniform(0.2, 2.5))
-            if round_ % 2:  # the clients stop and the organizer works through what they wrote: kill it at that
+            if round_ % 2:  # the clients stop and the organizer works through what they wrote, while a rebuild runs: kill them at that
                 clients.stop.set()
+                rebuild = spawn(data_dir, "rebuild", log=log, env=SERVER_ENV)
                 time.sleep(rng.uniform(0.2, 2.0))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=60)
+        if rebuild is not None:
+            kill(rebuild)
         answered += clients.answered
         print(f"round {round_}: {len(clients.answered)} writes answered, {len(clients.lost)} keyed writes cut off")
         verified = run_cli(data_dir, "verify", env=clean_env())
