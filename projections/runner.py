@@ -229,7 +229,8 @@ class ProjectionRunner:
         process's) applied it, in the same transaction as this mark, and the mark has not been
         cleared since (:meth:`scrubbed`, once this file is compacted and the files derived from it
         scrubbed). A process killed in between leaves the mark for the next start."""
-        return self.conn.execute("SELECT 1 FROM erasures_due LIMIT 1").fetchone() is not None
+        with self._lock:
+            return self.conn.execute("SELECT 1 FROM erasures_due LIMIT 1").fetchone() is not None
 
     def compact_erasures(self) -> None:
         """Compact (see :meth:`_compact`) unless this runner has already compacted after every marked erasure."""
