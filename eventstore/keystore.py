@@ -191,8 +191,13 @@ class KeyStore:
             self.scrub()
         return len(ids)
 
-    def tombstone(self, key_ids: Iterable[str], tenant: str) -> None:
-        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone."""
+    def tombstone(self, key_ids: Iterable[str], tenant: str, *, destroy: bool = True) -> None:
+        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone.
+
+        ``destroy=False`` only retires the held ones (an import about to append the forget
+        that names them, and to call again once it is appended: killed in between, the
+        next open of the store destroys them, as for an interrupted forget).
+        """
         ids = list(key_ids)
         with self._lock:
             conn = self._connection()
@@ -203,7 +208,12 @@ class KeyStore:
                     " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
                     (key_id, tenant, _now(), _now()),
                 )
-            if held:
+            if held and not destroy:
+                conn.executemany("UPDATE data_keys SET state = 'retired' WHERE key_id = ? AND state = 'live'", [(k,) for k in held])
+                for live_key, (key_id, _) in list(self._live.items()):
+                    if key_id in held:
+                        del self._live[live_key]
+            elif held:
                 self.forget(held)
 
     def forget_cached(self, key_ids: Iterable[str]) -> None:
