@@ -34,7 +34,10 @@ the store hashes the events into its own chain anyway.
 
 A ``SubjectForgotten`` in the file makes its keys tombstones in the
 importing store's key store (destroying them if it held them), so an
-imported forgotten subject stays erased. Keys travel only in a separate,
+imported forgotten subject stays erased. As a forget does, the held keys
+are retired before the event is appended and destroyed after it: an import
+killed in between leaves retired keys that the next open of the store
+destroys, never a destroyed key without its event. Keys travel only in a separate,
 marked key file (``export --with-keys``, ``import --keys``).
 
 Events already present (by ``event_id``) are skipped, so importing the same
