@@ -148,22 +148,29 @@ def test_an_export_to_stdout_cut_by_a_kill_is_refused_by_import(source, tmp_path
             assert store.last_position() == 0
 
 
-@pytest.mark.parametrize("point", ["mnemolog.eventstore.store:EventStore.append_records", "mnemolog.eventstore.keystore:KeyStore.tombstone"])
-def test_an_import_of_a_forget_killed_midway_is_whole_or_absent_after_a_restart(tmp_path, point):
-    """A copy of a log whose subject was forgotten, imported with a key file taken before the forget:
-    killed before or after the forget's event is appended, the target never has the key destroyed
-    without the event, nor the event without the key destroyed once restarted."""
-    from tests.crashpoints import run_killed_at
-
-    source = tmp_path / "source"
+@pytest.fixture(scope="module")
+def forgotten_export(tmp_path_factory):
+    """A log whose subject was forgotten, exported, with a key file taken before the forget; the subject's memory id."""
+    root = tmp_path_factory.mktemp("forgotten")
+    source = root / "source"
     with MemoryService.open(source, settings=SETTINGS) as svc:
         [memory_id] = svc.run(svc.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="Quenbrightly's note", subject="u-1")]).memory_ids
-    assert run_cli(source, "export", "-o", str(tmp_path / "before.jsonl"), "--with-keys", str(tmp_path / "before.keys"), env=CHILD_ENV).returncode == 0
+    assert run_cli(source, "export", "-o", str(root / "before.jsonl"), "--with-keys", str(root / "before.keys"), env=CHILD_ENV).returncode == 0
     assert run_cli(source, "forget", "--subject", "u-1", "--tenant", "t", "--yes", env=CHILD_ENV).returncode == 0
-    assert run_cli(source, "export", "-o", str(tmp_path / "after.jsonl"), env=CHILD_ENV).returncode == 0
+    assert run_cli(source, "export", "-o", str(root / "after.jsonl"), env=CHILD_ENV).returncode == 0
+    return root / "after.jsonl", root / "before.keys", memory_id
 
+
+@pytest.mark.parametrize("point", ["mnemolog.eventstore.store:EventStore.append_records", "mnemolog.eventstore.keystore:KeyStore.tombstone"])
+def test_an_import_of_a_forget_killed_midway_is_whole_or_absent_after_a_restart(forgotten_export, tmp_path, point):
+    """Imported with the key file taken before the forget, and killed before or after the forget's event
+    is appended, the target never has the key destroyed without the event, nor (once restarted) the event
+    without the key destroyed."""
+    from tests.crashpoints import run_killed_at
+
+    export, keys, memory_id = forgotten_export
     target = tmp_path / "target"
-    run_killed_at(target, point, "import", str(tmp_path / "after.jsonl"), "--keys", str(tmp_path / "before.keys"))
+    run_killed_at(target, point, "import", str(export), "--keys", str(keys))
     with MemoryService.open(target, settings=SETTINGS) as svc:
         forgets = svc.store.read_all(types=["SubjectForgotten"])
         view = svc.graph.memory("t", memory_id)
@@ -173,7 +180,7 @@ def test_an_import_of_a_forget_killed_midway_is_whole_or_absent_after_a_restart(
         else:
             assert view is None or not view.erased, "the key was destroyed, the forget is not in the log"
             assert svc.store.sealer.keys.subject_keys("t", "u-1"), "the key was destroyed, the forget is not in the log"
-    done = run_cli(target, "import", str(tmp_path / "after.jsonl"), env=CHILD_ENV)  # run again, it finishes
+    done = run_cli(target, "import", str(export), env=CHILD_ENV)  # run again, it finishes
     assert done.returncode == 0, done.stderr
     with MemoryService.open(target, settings=SETTINGS) as svc:
         assert len(svc.store.read_all(types=["SubjectForgotten"])) == 1 and svc.get("t", memory_id).erased
