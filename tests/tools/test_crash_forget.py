@@ -2,8 +2,11 @@
 
 The forget runs as a real subprocess on real files and kills itself at a
 named point (:mod:`tests.crashpoints`): before its event is appended, after
-the event but before the keys are destroyed, after the projections applied
-it but before they were compacted, and before the local files were scrubbed.
+the event but before the keys are destroyed, after the keys were destroyed
+but before the key file was rewritten, after the projections applied it but
+before they were compacted, and before the local files were scrubbed; then
+at seeded random moments, each round a new subject, with and without a
+server following the log (killed too).
 A restart (a service opening the data directory, as any command or server
 start does) must leave either no ``SubjectForgotten`` and the subject readable, or
 one ``SubjectForgotten``, its key destroyed, every read erased and no
