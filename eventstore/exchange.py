@@ -34,7 +34,10 @@ the store hashes the events into its own chain anyway.
 
 A ``SubjectForgotten`` in the file makes its keys tombstones in the
 importing store's key store (destroying them if it held them), so an
-imported forgotten subject stays erased. Keys travel only in a separate,
+imported forgotten subject stays erased. As a forget does, the held keys
+are retired before the event is appended and destroyed after it: an import
+killed in between leaves retired keys that the next open of the store
+destroys, never a destroyed key without its event. Keys travel only in a separate,
 marked key file (``export --with-keys``, ``import --keys``).
 
 Events already present (by ``event_id``) are skipped, so importing the same
@@ -435,12 +438,20 @@ def _writes(lines: list[_Line]) -> list[PendingWrite]:
 _forgotten_decoder = msgspec.json.Decoder(dict)
 
 
-def _forget_keys(store, lines: list[_Line]) -> None:
-    """A subject forgotten in the source stays forgotten here: its keys become tombstones (destroyed if held)."""
-    for line in lines:
-        if line.event.type == "SubjectForgotten":
-            key_ids = _forgotten_decoder.decode(line.payload).get("key_ids") or []
-            store.sealer.keys.tombstone(key_ids, line.event.tenant)
+def _forgotten_keys(lines: list[_Line]) -> list[tuple[str, list[str]]]:
+    """``(tenant, key ids)`` of each ``SubjectForgotten`` among ``lines``."""
+    return [
+        (line.event.tenant, _forgotten_decoder.decode(line.payload).get("key_ids") or [])
+        for line in lines
+        if line.event.type == "SubjectForgotten"
+    ]
+
+
+def _forget_keys(store, forgotten: list[tuple[str, list[str]]], *, destroy: bool) -> None:
+    """A subject forgotten in the source stays forgotten here: its keys become tombstones (destroyed if held;
+    only retired without ``destroy``, before the events that name them are appended)."""
+    for tenant, key_ids in forgotten:
+        store.sealer.keys.tombstone(key_ids, tenant, destroy=destroy)
 
 
 def import_(
@@ -476,10 +487,14 @@ def import_(
             existing = store.recorder.existing_event_ids([line.event.event_id for line in chunk])
             new = [line for line in chunk if line.event.event_id not in existing]
             skipped += len(chunk) - len(new)
-            _forget_keys(store, chunk)
+            # As a forget does: the keys retired, the events appended, then the keys destroyed; a kill in between
+            # leaves retired keys that the next open of the store destroys (EventStore.finish_forgets).
+            forgotten = _forgotten_keys(chunk)
+            _forget_keys(store, forgotten, destroy=False)
             if new:
                 store.append_records(_writes(new))
                 imported += len(new)
+            _forget_keys(store, forgotten, destroy=True)
             done += len(chunk)
             if progress is not None:
                 progress(done, "import")

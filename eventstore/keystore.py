@@ -69,6 +69,7 @@ class KeyStore:
                     forgotten_at TEXT
                 );
                 CREATE UNIQUE INDEX IF NOT EXISTS ux_data_keys_live ON data_keys (tenant, subject) WHERE state = 'live';
+                CREATE TABLE IF NOT EXISTS scrub_due (key_id TEXT PRIMARY KEY);
                 """
             )
             try:
@@ -153,6 +154,13 @@ class KeyStore:
             ).fetchall()
         return [r[0] for r in rows]
 
+    def retired(self) -> set[str]:
+        """Ids of every retired key: a forget has begun on them and not destroyed them yet (none without a key file)."""
+        if self._conn is None and not self.path.exists():
+            return set()
+        with self._lock:
+            return {r[0] for r in self._connection().execute("SELECT key_id FROM data_keys WHERE state = 'retired'")}
+
     def retire(self, tenant: str, subject: str | None) -> list[str]:
         """Stop sealing with the subject's keys (new events get a new key); the ids retired or already retired."""
         subject = subject or TENANT_SUBJECT
@@ -177,6 +185,7 @@ class KeyStore:
                         " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
                         (key_id, row[0] if row else "", _now(), _now()),
                     )
+                    conn.execute("INSERT OR IGNORE INTO scrub_due (key_id) VALUES (?)", (key_id,))  # until :meth:`scrub` has rewritten the file
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -189,8 +198,13 @@ class KeyStore:
             self.scrub()
         return len(ids)
 
-    def tombstone(self, key_ids: Iterable[str], tenant: str) -> None:
-        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone."""
+    def tombstone(self, key_ids: Iterable[str], tenant: str, *, destroy: bool = True) -> None:
+        """Record keys as forgotten (an import of a log with forgotten subjects): destroyed if held, else a tombstone.
+
+        ``destroy=False`` only retires the held ones (an import about to append the forget
+        that names them, and to call again once it is appended: killed in between, the
+        next open of the store destroys them, as for an interrupted forget).
+        """
         ids = list(key_ids)
         with self._lock:
             conn = self._connection()
@@ -201,7 +215,12 @@ class KeyStore:
                     " VALUES (?, ?, NULL, NULL, 'forgotten', ?, ?)",
                     (key_id, tenant, _now(), _now()),
                 )
-            if held:
+            if held and not destroy:
+                conn.executemany("UPDATE data_keys SET state = 'retired' WHERE key_id = ? AND state = 'live'", [(k,) for k in held])
+                for live_key, (key_id, _) in list(self._live.items()):
+                    if key_id in held:
+                        del self._live[live_key]
+            elif held:
                 self.forget(held)
 
     def forget_cached(self, key_ids: Iterable[str]) -> None:
@@ -218,7 +237,19 @@ class KeyStore:
             conn = self._connection()
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("VACUUM")
+            conn.execute("DELETE FROM scrub_due")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def scrub_if_due(self) -> bool:
+        """Finish the rewrite of a :meth:`forget` killed after it destroyed keys (their bytes may still be in
+        the WAL or in free pages until :meth:`scrub` has run); whether one was due. Nothing without a key file."""
+        if self._conn is None and not self.path.exists():
+            return False
+        with self._lock:
+            due = self._connection().execute("SELECT 1 FROM scrub_due LIMIT 1").fetchone() is not None
+            if due:
+                self.scrub()
+        return due
 
     # -- moving keys with an export --------------------------------------------------
 

@@ -152,7 +152,34 @@ class EventStore:
         writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous)
         store = cls(SQLRecorder(writer, reader), url, Sealer.open(url, settings))
         store.poll_seconds = float(settings.subscribe_poll_seconds)
+        store.finish_forgets()
         return store
+
+    def finish_forgets(self) -> int:
+        """Destroy the keys that a recorded ``SubjectForgotten`` names and the key store still holds; the keys destroyed.
+
+        A forget appends its event, then destroys the keys (see
+        :mod:`.commands.subjects`): a process killed between the two leaves the
+        keys retired, and the subject readable although the log says it was
+        forgotten. Every open finishes it. Only retired keys can be in that gap,
+        so a key store without any costs one query; one with some, one read of
+        the (indexed) ``SubjectForgotten`` events. A retired key no such event
+        names is left alone: its forget was killed before its event (nothing
+        was forgotten) or is under way in another process. A forget killed
+        after destroying the keys but before rewriting the key file (their
+        bytes may linger in its WAL or free pages) is rewritten too.
+        """
+        keys = self.sealer.keys
+        retired = keys.retired()
+        if not retired:
+            keys.scrub_if_due()  # killed after destroying the keys, before rewriting the key file
+            return 0
+        recorded = {k for r in self.read_all(types=["SubjectForgotten"]) for k in r.event.key_ids}
+        pending = sorted(retired & recorded)
+        if not pending:
+            keys.scrub_if_due()
+            return 0
+        return keys.forget(pending)
 
     poll_seconds: float = 1.0
     #: The last position this store object appended (0: none yet): what a writer must project to read its own writes.

@@ -108,6 +108,7 @@ class ProjectionRunner:
         self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
         self._ensure_meta()
         self.rebuilt_on_start: list[str] = []
+        self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         head = store.last_position()
         for projector in self.projectors:
             if self._needs_rebuild(projector, head):
@@ -122,6 +123,7 @@ class ProjectionRunner:
                 "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
                 " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL)"
             )
+            conn.execute("CREATE TABLE IF NOT EXISTS erasures_due (position INTEGER PRIMARY KEY)")
 
     def read_conn(self) -> sqlite3.Connection:
         """This thread's read connection to ``projections.db`` (never the runner's own one)."""
@@ -229,18 +231,41 @@ class ProjectionRunner:
                 if len(groups) == 1 and len(done) == len(groups[start]) and batch[-1].position >= target:
                     return applied  # every projection behind was at this batch's start and is at the target now
 
+    def erasures_due(self) -> bool:
+        """Whether an applied ``SubjectForgotten`` awaits its scrub: a runner (this one or another
+        process's) applied it, in the same transaction as this mark, and the mark has not been
+        cleared since (:meth:`scrubbed`, once this file is compacted and the files derived from it
+        scrubbed). A process killed in between leaves the mark for the next start."""
+        with self._lock:
+            return self.conn.execute("SELECT 1 FROM erasures_due LIMIT 1").fetchone() is not None
+
+    def compact_erasures(self) -> None:
+        """Compact (see :meth:`_compact`) unless this runner has already compacted after every marked erasure."""
+        with self._lock:
+            if self.conn.execute("SELECT 1 FROM erasures_due WHERE position > ? LIMIT 1", (self._compacted_through,)).fetchone():
+                self._compact()
+
+    def scrubbed(self) -> None:
+        """Clear the marks of the erasures this runner has compacted after (the caller scrubbed the derived files since)."""
+        with self._lock:
+            self.conn.execute("DELETE FROM erasures_due WHERE position <= ?", (self._compacted_through,))
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _compact(self) -> None:
         """Purge deleted content (lock held): each projector's ``purge(conn)`` if it has one (the
         full-text index merges its segments), then ``VACUUM`` and an emptied WAL. ``secure_delete``
         is turned on for the rest of the connection's life, so later deletions are zeroed in place too.
-        Run after a batch erased a forgotten subject's rows."""
+        Run after a batch erased a forgotten subject's rows, and again at a start that finds
+        :meth:`erasures_due` (the batch committed, the process was killed before the compaction)."""
         self.conn.execute("PRAGMA secure_delete = ON")
+        marked = self.conn.execute("SELECT coalesce(max(position), 0) FROM erasures_due").fetchone()[0]
         for projector in self.projectors:
             purge = getattr(projector, "purge", None)
             if purge is not None:
                 purge(self.conn)
         self.conn.execute("VACUUM")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._compacted_through = max(self._compacted_through, marked)
 
     def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> list[str]:
         """Apply ``batch`` to those of ``projectors`` still at ``start``, each with its checkpoint, in one
@@ -259,6 +284,8 @@ class ProjectionRunner:
                     (end, time.time(), projector.name),
                 )
                 done.append(projector.name)
+            if done and any(r.type == "SubjectForgotten" for r in batch):
+                conn.execute("INSERT OR IGNORE INTO erasures_due (position) VALUES (?)", (end,))  # with the erasure: a crash cannot lose it
         if self._after_commit is not None:
             for name in done:
                 self._after_commit(name, end)

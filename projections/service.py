@@ -175,6 +175,7 @@ class MemoryService:
         service = cls(store, data_dir, settings)
         if catch_up:
             service.sync()
+        service.finish_erasures()
         return service
 
     # -- plumbing --------------------------------------------------------------------
@@ -417,9 +418,23 @@ class MemoryService:
         """
         with self._write_lock:
             result = self.run(self.subjects.forget, ctx, subject, reason=reason)
-            if not result.replayed:
-                self.scrub()
+            self.finish_erasures()  # compacted already if this process applied the event; scrubbed now
         return result
+
+    def finish_erasures(self) -> None:
+        """Compact and scrub, if the projections applied a forget whose scrub never finished.
+
+        A process killed after the runner committed the erasure but before
+        ``projections.db`` was compacted or the derived files scrubbed leaves
+        the subject's old bytes in free pages, the WAL, the saved postings
+        or the vector index; the runner marks the erasure in the same
+        transaction as the erasure, and the mark is cleared once all of it is
+        done, so the next open of the data directory finishes the job.
+        """
+        if self.runner.erasures_due():
+            self.runner.compact_erasures()
+            self.scrub()
+            self.runner.scrubbed()
 
     def scrub(self) -> None:
         """Rewrite the local derived files so that no erased content lingers in them.

@@ -18,8 +18,12 @@ aliases, properties), its documents (titles, paths, source URLs; their
 chunks are memories without a subject) and the aliases of those memories'
 mentions. Forgetting it erases all of them (the event's ``subject`` is
 ``""``); the tenant's memories of named subjects stay readable, and the
-tenant goes on with a new key. If step 3 is interrupted, forgetting the
-subject again finishes it (the retired keys are still listed). A forget is
+tenant goes on with a new key. If step 3 is interrupted (the process
+killed), the next open of the store finishes it
+(:meth:`~mnemolog.eventstore.store.EventStore.finish_forgets`: retired keys
+that a recorded ``SubjectForgotten`` names are destroyed); forgetting the
+subject again does too. Interrupted before step 2, nothing was forgotten:
+the subject stays readable, and its retired keys go with its next forget. A forget is
 not revertible: nothing can bring a destroyed key back.
 """
 

@@ -232,11 +232,32 @@ class PostingsIndex(PostingsScoring):
 
     @classmethod
     def save_loaded(cls, conn: sqlite3.Connection) -> bool:
-        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
+        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote.
+
+        Not when the database has had an erasure or a drop (another process's, say)
+        that the index has not read yet: it would write the removed rows' terms back.
+        """
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         with cls._registry_lock:
             index = cls._indexes.get(path) if path else None
-        return index.save() if index is not None else False
+        if index is None:
+            return False
+        with _one_snapshot(conn), index.lock:
+            if index._database_state(conn)[0] != index.state:
+                return False
+            return index._save()
+
+    # -- keeping up with fts_docs ----------------------------------------------------
+
+    @staticmethod
+    def _database_state(conn: sqlite3.Connection) -> tuple[tuple, tuple | None]:
+        """``((generation, deletions), checkpoint row)`` of the FTS projection as ``conn`` reads it: a new state means a reload."""
+        try:
+            checkpoint = conn.execute("SELECT generation, position FROM checkpoints WHERE name = 'fts'").fetchone()
+        except sqlite3.OperationalError:  # a bare FTS database (no runner): nothing marks a rebuild but the counter
+            checkpoint = None
+        found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
+        return (checkpoint[0] if checkpoint else None, found[0] if found else 0), checkpoint
 
     @classmethod
     def discard_file(cls, conn: sqlite3.Connection) -> None:
@@ -267,16 +288,9 @@ class PostingsIndex(PostingsScoring):
                 index = cls._indexes[key] = cls(Path(path).with_name(POSTINGS_FILE) if path else None)
             return index
 
-    # -- keeping up with fts_docs ----------------------------------------------------
-
     def _sync(self, conn: sqlite3.Connection) -> None:
         """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held)."""
-        try:
-            checkpoint = conn.execute("SELECT generation, position FROM checkpoints WHERE name = 'fts'").fetchone()
-        except sqlite3.OperationalError:  # a bare FTS database (no runner): nothing marks a rebuild but the counter
-            checkpoint = None
-        found = conn.execute("SELECT value FROM fts_stats WHERE name = 'deletions'").fetchone()
-        state = (checkpoint[0] if checkpoint else None, found[0] if found else 0)
+        state, checkpoint = self._database_state(conn)
         if self.state is None and state != self.state and self.path is not None:
             self._restore(conn, state, checkpoint[1] if checkpoint else 0)
         self.position = checkpoint[1] if checkpoint else 0
