@@ -200,11 +200,26 @@ def answering(handler: Callable[[web.Request], Awaitable[Any]], kind: type) -> C
     return answer
 
 
+def header_text(request: web.Request, name: str) -> str | None:
+    """A request header's value, or None; a 400 naming it when its bytes are not UTF-8.
+
+    aiohttp keeps such bytes as lone surrogates, which no database or JSON
+    answer takes: the header is refused before anything is read or written.
+    """
+    value = request.headers.get(name)
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, "bad_request", f"{name} must be UTF-8 text", name) from None
+    return value
+
+
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
     settings = request.app[keys.settings_key]
     if not settings.auth:
-        tenant = request.headers.get("X-Mnemolog-Tenant") or "default"
+        tenant = header_text(request, "X-Mnemolog-Tenant") or "default"
         return None, tenant
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
@@ -212,7 +227,7 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
         request.app[keys.keystore_key],
         secret,
         scope,
-        tenant=request.headers.get("X-Mnemolog-Tenant", ""),
+        tenant=header_text(request, "X-Mnemolog-Tenant") or "",
         secret_field="Authorization",
         secret_hint="Authorization: Bearer <key>",
         tenant_field="X-Mnemolog-Tenant",
@@ -261,11 +276,11 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
-    idem = request.headers.get("Idempotency-Key")
+    idem = header_text(request, "Idempotency-Key")
     low, high = IDEMPOTENCY_KEY_LENGTH
     if idem is not None and not (low <= len(idem) <= high):
         raise ApiError(400, "bad_request", f"Idempotency-Key must be {low} to {high} characters", "Idempotency-Key")
-    correlation = request.headers.get("X-Correlation-Id") or ""
+    correlation = header_text(request, "X-Correlation-Id") or ""
     if len(correlation) > 200:
         raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
     return CommandContext(
