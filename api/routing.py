@@ -215,19 +215,30 @@ def header_text(request: web.Request, name: str) -> str | None:
     return value
 
 
+#: The longest tenant name a request may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
+MAX_TENANT_CHARS = 200
+
+
+def tenant_header(request: web.Request) -> str:
+    """The tenant ``X-Mnemolog-Tenant`` names (empty when none); a 400 naming it when it is too long or not UTF-8."""
+    tenant = header_text(request, "X-Mnemolog-Tenant") or ""
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise ApiError(400, "bad_request", f"X-Mnemolog-Tenant must be at most {MAX_TENANT_CHARS} characters", "X-Mnemolog-Tenant")
+    return tenant
+
+
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
     settings = request.app[keys.settings_key]
     if not settings.auth:
-        tenant = header_text(request, "X-Mnemolog-Tenant") or "default"
-        return None, tenant
+        return None, tenant_header(request) or "default"
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
     return authorize(
         request.app[keys.keystore_key],
         secret,
         scope,
-        tenant=header_text(request, "X-Mnemolog-Tenant") or "",
+        tenant=tenant_header(request),
         secret_field="Authorization",
         secret_hint="Authorization: Bearer <key>",
         tenant_field="X-Mnemolog-Tenant",
