@@ -55,3 +55,24 @@ async def test_32_concurrent_retries_of_an_upsert_write_once_and_answer_alike(ap
     assert sum(1 for _, a in answers if not a["replayed"]) == 1
     assert {a["data"]["created"] for _, a in answers} == {True}
     assert api.service.store.last_position() == head + 1
+
+
+async def test_every_retried_entity_and_forget_command_answers_as_the_first(api):
+    """Found by the same run: replays of set-tags, remove-relation, remove-entity and forget answered without the first report."""
+    await api.raw.put("/v1/entities/place:paris", json={"name": "Paris"})
+    await api.raw.put("/v1/entities/person:x", json={"name": "Xavier", "tags": ["a"]})
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "Xavier's private note", "subject": "u-9"}})
+    cases = [
+        ("PUT", "/v1/entities/person:x/tags", {"tags": ["b", "c"]}),
+        ("POST", "/v1/entities/person:x/relations", {"target_id": "place:paris", "relation_type": "lives"}),
+        ("DELETE", "/v1/entities/person:x/relations", {"target_id": "place:paris", "relation_type": "lives"}),
+        ("POST", "/v1/entities/place:paris/relations", {"target_id": "person:x", "relation_type": "hosts"}),
+        ("DELETE", "/v1/entities/person:x", {"reason": "gone"}),
+        ("POST", "/v1/subjects/u-9/forget", {"reason": "request 3"}),
+    ]
+    for n, (method, path, body) in enumerate(cases):
+        head = api.service.store.last_position()
+        (status, first), (again_status, again) = await send_twice(api, method, path, body, f"k{n}")
+        assert status in (200, 201) and first["data"], first
+        assert (again_status, without_replay_flag(again)) == (status, without_replay_flag(first)), (path, body)
+        assert api.service.store.last_position() == head + len(first["positions"]), "the retry wrote"
