@@ -338,6 +338,7 @@ def _distinct(ids: list[str], fields: list[str]) -> None:
 async def import_documents(request: web.Request) -> dict:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
+    correlation, replays = ctx.correlation_id, []  # a retry whose every import is replayed answers the first request's
     for name, data, options, error in await _uploads(request):
         if error is not None:
             results.append({"filename": name, "status": "failed", "reason": "corrupt", "error": error})
@@ -358,7 +359,10 @@ async def import_documents(request: web.Request) -> dict:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
         results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-    return import_report(results, ctx.correlation_id)
+        replays.append(result.correlation_id if result.replayed else None)
+    if replays and all(replays):
+        correlation = replays[0]
+    return import_report(results, correlation)
 
 
 # -- linking -----------------------------------------------------------------------------------------------------

@@ -76,3 +76,13 @@ async def test_every_retried_entity_and_forget_command_answers_as_the_first(api)
         assert status in (200, 201) and first["data"], first
         assert (again_status, without_replay_flag(again)) == (status, without_replay_flag(first)), (path, body)
         assert api.service.store.last_position() == head + len(first["positions"]), "the retry wrote"
+
+
+async def test_a_retried_document_import_answers_as_the_first(api):
+    """Found by the same run: the retry reported no mentions and a new correlation id."""
+    await api.raw.put("/v1/entities/place:paris", json={"name": "Paris"})
+    await api.raw.put("/v1/entities/place:lisbon", json={"name": "Lisbon"})
+    body = {"documents": [{"filename": "guide.md", "content": "# Guide\n\nParis is far from Lisbon."}, {"filename": "notes.txt", "content": "Lisbon in May."}]}
+    (status, first), (again_status, again) = await send_twice(api, "POST", "/v1/import/documents", body, "import-1")
+    assert status == 200 and first["documents"] == 2 and first["results"][0]["mentions"] > 0, first
+    assert (again_status, again) == (status, first)
