@@ -142,7 +142,7 @@ def router_path(route: Route, routes: "Iterable[Route]") -> str:
 
 
 def query_parameters_middleware(routes: "Iterable[Route]"):
-    """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
+    """A middleware refusing a query parameter the matched route does not declare, or one value of which is taken given twice: 422 naming it.
 
     Unknown body fields are refused by the request Structs; this does the
     same for the query string, from the one list each route declares (and
@@ -150,6 +150,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     widens a read.
     """
     declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes}
+    # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
+    repeatable = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if "repeatable" in description) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -164,6 +166,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
+                    if name not in repeatable[(matched.method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                        raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 
     return check_query_parameters

@@ -68,3 +68,16 @@ async def test_the_same_headers_in_utf8_are_taken(api):
     assert (status, again["replayed"], again["positions"]) == (201, True, first["positions"])
     events = api.service.store.read_all(0, 100, tenant="équipe")
     assert [e.position for e in events] == first["positions"]
+
+
+async def test_a_query_parameter_of_one_value_given_twice_is_422_naming_it(api):
+    """Found by the hostile-client run: ``after=1&after=2`` read events after 1, keeping one of two values silently."""
+    for path in ("/v1/events?after=1&after=2", "/v1/events?limit=1&limit=1000", "/v1/graph/neighbors?node=a&node=b", "/v1/entities?q=a&limit=2&limit=3"):
+        response = await api.raw.get(path)
+        answer = await response.json()
+        assert response.status == 422, (path, answer)
+        assert_error_body(answer, 422)
+        assert answer["error"]["field"] == path.rsplit("&", 1)[1].split("=")[0], answer
+    for path in ("/v1/events?type=MemoryAdded&type=MemoryUpdated", "/v1/graph/neighbors?node=a&type=RELATED&type=MENTIONS"):  # repeatable ones
+        response = await api.raw.get(path)
+        assert response.status == 200, await response.text()
