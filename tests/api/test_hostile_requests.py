@@ -1,4 +1,6 @@
-"""Header values whose bytes are not UTF-8 are a 400 naming the header, and write nothing (they were 500s).
+"""Hostile requests outside the body: headers that are not UTF-8, a one-value parameter given twice, ``as_of`` at the calendar's edges.
+
+Header values whose bytes are not UTF-8 are a 400 naming the header, and write nothing (they were 500s).
 
 aiohttp keeps such bytes as lone surrogates; the tenant, the idempotency key
 and the correlation id go into SQL and JSON, which take none. The requests
@@ -81,3 +83,24 @@ async def test_a_query_parameter_of_one_value_given_twice_is_422_naming_it(api):
     for path in ("/v1/events?type=MemoryAdded&type=MemoryUpdated", "/v1/graph/neighbors?node=a&type=RELATED&type=MENTIONS"):  # repeatable ones
         response = await api.raw.get(path)
         assert response.status == 200, await response.text()
+
+
+@pytest.mark.parametrize("path", ["/v1/events", "/v1/graph/stats", "/v1/working-memory", "/v1/entities/person:ada", "/v1/tags", "/v1/entities/person:ada/related"])
+async def test_an_as_of_time_at_the_edge_of_the_calendar_reads_before_or_after_every_event(api, path):
+    """Found by ``schemathesis run``: ``as_of=0001-01-01T00:00:03+01:00`` lies before year 1 in UTC, and was a 500."""
+    from urllib.parse import quote
+
+    await api.raw.put("/v1/entities/person:ada", json={"name": "Ada"})
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "a memory"}})
+    before, after = quote("0001-01-01T00:00:03+01:00"), quote("9999-12-31T23:59:59-01:00")
+    early = await api.raw.get(f"{path}?as_of={before}")
+    assert early.status in (200, 404), await early.text()  # the entity did not exist yet
+    late = await api.raw.get(f"{path}?as_of={after}")
+    assert late.status == 200, await late.text()
+    head = await (await api.raw.get(path)).json()
+    late_answer = await late.json()
+    for answer in (late_answer, head):  # an answer may report the position it was read at
+        answer.pop("as_of", None) if isinstance(answer, dict) else None
+    assert late_answer == head
+    if path == "/v1/events":
+        assert (await early.json())["events"] == []
