@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sqlite3
 from concurrent.futures import Executor
 from typing import Any, Iterable
@@ -53,6 +54,17 @@ def check_as_of(value: Any, field: str = "as_of") -> Any:
 # -- recall and search ------------------------------------------------------------------------------
 
 
+def direction(values: list[float]) -> tuple[float, ...]:
+    """A query embedding scaled so that its largest magnitude is 1.
+
+    Semantic search ranks by cosine, which only the direction sets; scaled,
+    every value fits the index's float32 (``1e300`` would be infinity there,
+    ``1e-300`` zero, and the channel would silently find nothing).
+    """
+    peak = max((abs(v) for v in values), default=0.0)
+    return tuple(v / peak for v in values) if peak > 0 and math.isfinite(peak) else tuple(values)
+
+
 def options_from(svc: MemoryService, body: RecallQuery) -> RecallOptions:
     f = body.filters
     filters = SearchFilters(
@@ -78,7 +90,7 @@ def options_from(svc: MemoryService, body: RecallQuery) -> RecallOptions:
         weights=weights,
         rrf_k=getattr(body, "rrf_k", None),
         raw_fts=body.raw_fts,
-        embedding=tuple(body.embedding) if body.embedding is not None else None,
+        embedding=direction(body.embedding) if body.embedding is not None else None,
         graph_depth=body.graph_depth,
         graph_direction=body.graph_direction,
         graph_edge_types=tuple(body.graph_edge_types) if body.graph_edge_types else None,

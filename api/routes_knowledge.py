@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import tempfile
+import zlib
 from urllib.parse import unquote
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-from aiohttp import web
+from aiohttp import BodyPartReader, MultipartReader, web
 from msgspec import Meta
 
 from mnemolog.eventstore.commands import CommandContext
@@ -215,6 +216,49 @@ def _prepare(name: str, data: bytes, options: dict[str, Any]):
     return document_import(parsed, path=safe, **options)
 
 
+MALFORMED_MULTIPART = "a multipart/form-data body needs a boundary and parts"
+
+
+async def _next_part(reader: MultipartReader) -> BodyPartReader | None:
+    """The form's next part; a 400 when the body does not follow its boundary, a 422 for a part that is itself multipart."""
+    try:
+        part = await reader.next()
+    except ValueError:  # aiohttp's "Could not find starting boundary", "Reading after EOF": a body cut short or not multipart
+        raise ApiError(400, "malformed_multipart", MALFORMED_MULTIPART, "body") from None
+    if part is not None and not isinstance(part, BodyPartReader):
+        raise ApiError(422, "invalid", "a form part may not itself be multipart: send each file as a part of its own", "file")
+    return part
+
+
+async def _part_bytes(part: BodyPartReader, budget: int, field: str) -> bytes:
+    """A part's bytes as sent: a 413 naming ``field`` once the form's parts pass ``budget`` together (aiohttp refuses one part over the limit itself)."""
+    try:
+        data = bytes(await part.read(decode=False))
+    except ValueError:  # the body ends inside the part
+        raise ApiError(400, "malformed_multipart", MALFORMED_MULTIPART, "body") from None
+    if len(data) > budget:
+        raise ApiError(413, "payload_too_large", "the uploaded form is too large", field)
+    return data
+
+
+def _field_text(part: BodyPartReader, data: bytes) -> str:
+    """A form field's text, decoded as its part's headers say (transfer and content encodings, charset); a 422 naming it when that fails."""
+    try:
+        return bytes(part.decode(data)).decode(part.get_charset(default="utf-8"))
+    except (ValueError, LookupError, RuntimeError, zlib.error) as exc:  # bad base64, an unknown encoding or charset, bytes that are not the charset
+        raise ApiError(422, "invalid", f"form field {part.name!r} does not decode: {exc}", part.name) from None
+
+
+def _file_name(raw: str) -> str:
+    """An uploaded file's name (aiohttp's client percent-encodes "/"); a 422 when it is not text (bytes that are not UTF-8)."""
+    name = unquote(raw)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(422, "invalid", "the file name is not valid UTF-8", "file") from None
+    return name
+
+
 async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[str, Any], str | None]]:
     """``(filename, bytes or None when undecodable, options, error)`` per uploaded document.
 
@@ -227,22 +271,22 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     if request.content_type.startswith("multipart/"):
         files: list[tuple[str, bytes]] = []
         meta: dict[str, Any] = {}
-        total = 0
+        budget = int(settings.max_body_bytes)
         try:
             reader = await request.multipart()
         except (ValueError, AssertionError, KeyError):  # no boundary, or not multipart after all
-            raise ApiError(400, "malformed_multipart", "a multipart/form-data body needs a boundary and parts", "Content-Type") from None
-        while (part := await reader.next()) is not None:
+            raise ApiError(400, "malformed_multipart", MALFORMED_MULTIPART, "Content-Type") from None
+        while (part := await _next_part(reader)) is not None:
             if part.filename:
-                data = bytes(await part.read(decode=False))
-                total += len(data)
-                if total > int(settings.max_body_bytes):
-                    raise ApiError(413, "payload_too_large", "the uploaded files are too large", "file")
-                files.append((unquote(part.filename), data))  # aiohttp's client percent-encodes "/" in file names
+                data = await _part_bytes(part, budget, "file")
+                budget -= len(data)
+                files.append((_file_name(part.filename), data))
             elif part.name in _FORM_FIELDS:
                 if part.name in meta:  # one value a field: never keep one of two silently
                     raise ApiError(422, "invalid", f"form field {part.name!r} is given more than once", part.name)
-                meta[part.name] = (await part.text()).strip() or None
+                data = await _part_bytes(part, budget, part.name)
+                budget -= len(data)
+                meta[part.name] = _field_text(part, data).strip() or None
             else:
                 raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name or "form")
         if not files:
@@ -294,6 +338,7 @@ def _distinct(ids: list[str], fields: list[str]) -> None:
 async def import_documents(request: web.Request) -> dict:
     ctx, _, svc = await write_request(request)
     results: list[dict[str, Any]] = []
+    correlation, replays = ctx.correlation_id, []  # a retry whose every import is replayed answers the first request's
     for name, data, options, error in await _uploads(request):
         if error is not None:
             results.append({"filename": name, "status": "failed", "reason": "corrupt", "error": error})
@@ -314,7 +359,10 @@ async def import_documents(request: web.Request) -> dict:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
         results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-    return import_report(results, ctx.correlation_id)
+        replays.append(result.correlation_id if result.replayed else None)
+    if replays and all(replays):
+        correlation = replays[0]
+    return import_report(results, correlation)
 
 
 # -- linking -----------------------------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def router_path(route: Route, routes: "Iterable[Route]") -> str:
 
 
 def query_parameters_middleware(routes: "Iterable[Route]"):
-    """A middleware refusing a query parameter the matched route does not declare: 422 naming it.
+    """A middleware refusing a query parameter the matched route does not declare, or one value of which is taken given twice: 422 naming it.
 
     Unknown body fields are refused by the request Structs; this does the
     same for the query string, from the one list each route declares (and
@@ -150,6 +150,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     widens a read.
     """
     declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes}
+    # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
+    repeatable = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if "repeatable" in description) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -164,6 +166,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
+                    if name not in repeatable[(matched.method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                        raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 
     return check_query_parameters
@@ -200,19 +204,45 @@ def answering(handler: Callable[[web.Request], Awaitable[Any]], kind: type) -> C
     return answer
 
 
+def header_text(request: web.Request, name: str) -> str | None:
+    """A request header's value, or None; a 400 naming it when its bytes are not UTF-8.
+
+    aiohttp keeps such bytes as lone surrogates, which no database or JSON
+    answer takes: the header is refused before anything is read or written.
+    """
+    value = request.headers.get(name)
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(400, "bad_request", f"{name} must be UTF-8 text", name) from None
+    return value
+
+
+#: The longest tenant name a request may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
+MAX_TENANT_CHARS = 200
+
+
+def tenant_header(request: web.Request) -> str:
+    """The tenant ``X-Mnemolog-Tenant`` names (empty when none); a 400 naming it when it is too long or not UTF-8."""
+    tenant = header_text(request, "X-Mnemolog-Tenant") or ""
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise ApiError(400, "bad_request", f"X-Mnemolog-Tenant must be at most {MAX_TENANT_CHARS} characters", "X-Mnemolog-Tenant")
+    return tenant
+
+
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
     settings = request.app[keys.settings_key]
     if not settings.auth:
-        tenant = request.headers.get("X-Mnemolog-Tenant") or "default"
-        return None, tenant
+        return None, tenant_header(request) or "default"
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
     return authorize(
         request.app[keys.keystore_key],
         secret,
         scope,
-        tenant=request.headers.get("X-Mnemolog-Tenant", ""),
+        tenant=tenant_header(request),
         secret_field="Authorization",
         secret_hint="Authorization: Bearer <key>",
         tenant_field="X-Mnemolog-Tenant",
@@ -261,11 +291,11 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
-    idem = request.headers.get("Idempotency-Key")
+    idem = header_text(request, "Idempotency-Key")
     low, high = IDEMPOTENCY_KEY_LENGTH
     if idem is not None and not (low <= len(idem) <= high):
         raise ApiError(400, "bad_request", f"Idempotency-Key must be {low} to {high} characters", "Idempotency-Key")
-    correlation = request.headers.get("X-Correlation-Id") or ""
+    correlation = header_text(request, "X-Correlation-Id") or ""
     if len(correlation) > 200:
         raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
     return CommandContext(

@@ -43,8 +43,10 @@ Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=port
 #: A memory's tag as given: the command trims and lower-cases it; inside, no spaces or commas, at most 64 characters.
 #: The command checks it (its error names the tag); the schema says the same.
 MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\s,]{0,64}\s*$")})]
-#: A caller's embedding: finite numbers, not all zeros (JSON carries no NaN or infinity).
-Embedding = Annotated[list[float], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
+#: The largest magnitude a float32 holds, the vector index's type: a larger number would be infinity there, and the memory never found.
+FLOAT32_MAX = 3.4028234663852886e38
+#: A caller's embedding: finite numbers a float32 holds, not all zeros (JSON carries no NaN or infinity).
+Embedding = Annotated[list[Annotated[float, Meta(ge=-FLOAT32_MAX, le=FLOAT32_MAX)]], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]

@@ -12,7 +12,7 @@ from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
 
 from .schemas import AsOf, Weight, portable
 
-Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=portable(r"[^\s]"))]  # not blank: the command collapses whitespace
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
 #: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
 Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": "^[^,]*$"})]  # checked by the command, whose error names the tag

@@ -20,6 +20,10 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: The longest idempotency key the log stores (``idempotency_keys.key``; PostgreSQL enforces it).
+MAX_STORED_KEY = 255
+
+
 class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
     """The tenant a command acts for, and the ids that tie its events together.
 
@@ -45,9 +49,11 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
         return Metadata(actor=self.actor, correlation_id=self.correlation_id, causation_id=self.causation_id)
 
     def scoped_key(self, command: str) -> str | None:
+        """The key as the log stores it, ``tenant/command/key``; past the log's column (255) its digest, ``sha256:HEX`` (no ``/``, so never a stored key's)."""
         if self.idempotency_key is None:
             return None
-        return f"{self.tenant}/{command}/{self.idempotency_key}"
+        key = f"{self.tenant}/{command}/{self.idempotency_key}"
+        return key if len(key) <= MAX_STORED_KEY else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -163,10 +163,7 @@ class DocumentCommands:
         document = load_document(self.store, ctx.tenant, doc.doc_id)
         latest = document.current
         if (done := replayed(self.store, ctx, "import-document", doc)) is not None:
-            info = {"status": "imported", "chunks": len(done.memory_ids), "archived": 0, "mentions": 0, **report}
-            if latest is not None and tuple(latest.chunk_ids) == tuple(done.memory_ids):
-                info.update(version=latest.version, archived=len(latest.archived_chunk_ids))
-            return msgspec.structs.replace(done, data={**done.data, **info})
+            return msgspec.structs.replace(done, data=self._replayed_report(done, report))
         old = self._chunk_states(latest.chunk_ids if latest else ())
         if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
             return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
@@ -230,6 +227,18 @@ class DocumentCommands:
         if mentions:
             data["mention_prefix"] = f"{g.MENTION_EDGE_PREFIX}{run_id}:"
         return msgspec.structs.replace(result, data={**result.data, **data})
+
+    def _replayed_report(self, done: CommandResult, report: dict[str, Any]) -> dict[str, Any]:
+        """A retried import's answer, as the first one was: read back from the events that import wrote."""
+        info: dict[str, Any] = {"status": "imported", "chunks": len(done.memory_ids), "archived": 0, "mentions": 0, **report}
+        for recorded in self.store.read_all(after=done.first_position - 1, until=done.last_position):
+            event = recorded.event
+            if isinstance(event, g.DocumentImported):
+                info.update(version=event.version, chunks=len(event.chunk_ids), archived=len(event.archived_chunk_ids))
+            elif isinstance(event, c.EdgeLinked) and event.edge.edge_type == g.MENTIONS:
+                info["mentions"] += 1
+                info.setdefault("mention_prefix", event.edge.edge_id.rsplit(":", 1)[0] + ":")  # <prefix><run>:<n>
+        return info
 
     def _chunk_states(self, chunk_ids: Sequence[str]):
         states = []

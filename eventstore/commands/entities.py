@@ -253,7 +253,7 @@ class EntityCommands:
         )
         report = {"entity_id": entity_id, "tags_kept": len(kept), "tags_dropped": len(dropped), "dropped_tags": list(dropped), "max_tags": self.max_tags}
         if (done := replayed(self.store, ctx, "upsert-entity", event)) is not None:
-            return _with(done, **report)
+            return _with(done, created=not self._before(done, ctx.tenant, entity_id).active, changed=True, **report)
         state = load_entity(self.store, ctx.tenant, entity_id)
         current = (state.name, state.entity_type, state.description, state.aliases, state.tags, state.properties)
         if state.active and current == (event.name, event.entity_type, event.description, event.aliases, event.tags, event.properties):
@@ -271,7 +271,7 @@ class EntityCommands:
         kept, dropped = cut_tags(tags, self.max_tags)
         report = {"entity_id": entity_id, "tags_kept": len(kept), "tags_dropped": len(dropped), "dropped_tags": list(dropped), "max_tags": self.max_tags}
         if (done := replayed(self.store, ctx, "set-entity-tags", [entity_id, kept])) is not None:
-            return _with(done, **report)
+            return _with(done, changed=True, **report)
         state = self._active(ctx.tenant, entity_id)
         if state.tags == kept:
             return nothing_done(ctx, changed=False, **report)
@@ -288,7 +288,10 @@ class EntityCommands:
     def remove(self, ctx: CommandContext, entity_id: str, *, reason: str = "") -> CommandResult:
         """Remove an entity, its relations both ways and every live edge touching it, atomically."""
         if (done := replayed(self.store, ctx, "remove-entity", [entity_id, reason])) is not None:
-            return done
+            written = self.store.read_all(after=done.first_position - 1, until=done.last_position)
+            removed = sum(isinstance(r.event, g.RelationRemoved) for r in written)
+            unlinked = sum(isinstance(r.event, c.EdgeUnlinked) for r in written)
+            return msgspec.structs.replace(done, data={"entity_id": entity_id, "removed_relations": removed, "unlinked_edges": unlinked})
         floor = dropped_at(self.store, ctx.tenant)
         state = self._active(ctx.tenant, entity_id, since=floor)
         why = reason or f"entity {entity_id} removed"
@@ -323,6 +326,12 @@ class EntityCommands:
                 found.add((edge.source, edge.edge_type))
         return sorted(found)
 
+    def _before(self, done: CommandResult, tenant: str, entity_id: str) -> EntityState:
+        """The entity as it stood before a replayed command's event on its stream: what the first answer reported (created, previous weight)."""
+        stream = g.entity_stream(tenant, entity_id)
+        written = next(r for r in self.store.read_all(after=done.first_position - 1, until=done.last_position) if r.stream_id == stream)
+        return load_entity(self.store, tenant, entity_id, until_version=written.stream_version - 1)
+
     def set_relation(
         self,
         ctx: CommandContext,
@@ -342,7 +351,9 @@ class EntityCommands:
         request = [source_id, target_id, rtype, weight]
         edge_id = g.relation_edge_id(source_id, rtype, target_id)
         if (done := replayed(self.store, ctx, "set-relation", request)) is not None:
-            return _with(done, edge_id=edge_id)
+            previous = self._before(done, ctx.tenant, source_id).relations.get((target_id, rtype))
+            report = dict(created=previous is None, changed=True, edge_id=edge_id, previous_weight=previous)
+            return msgspec.structs.replace(done, data=report)  # the first answer's report, not the edge events' ids
         source = self._active(ctx.tenant, source_id, "source_id")
         self._active(ctx.tenant, target_id, "target_id")
         previous = source.relations.get((target_id, rtype))
@@ -371,7 +382,7 @@ class EntityCommands:
         request = [source_id, target_id, rtype, reason]
         edge_id = g.relation_edge_id(source_id, rtype, target_id)
         if (done := replayed(self.store, ctx, "remove-relation", request)) is not None:
-            return _with(done, edge_id=edge_id)
+            return msgspec.structs.replace(done, data={"edge_id": edge_id})  # the first answer's report, not the edge events' ids
         source = self._active(ctx.tenant, source_id, "source_id")
         if (target_id, rtype) not in source.relations:
             raise NotFound("relation", f"{source_id} -{rtype}-> {target_id}")

@@ -29,6 +29,8 @@ not revertible: nothing can bring a destroyed key back.
 
 from __future__ import annotations
 
+import msgspec
+
 from .. import catalogue as c
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import NotFound, ValidationError, validate_subject
@@ -57,9 +59,11 @@ class SubjectCommands:
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
             # A retry after a crash between the append and step 3 finishes the destruction.
+            report: dict = {}
             for recorded in self.store.read_all(after=done.first_position - 1, until=done.last_position, types=["SubjectForgotten"]):
                 self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
-            return done
+                report = {"subject": subject, "keys_destroyed": len(recorded.event.key_ids), "memories_erased": len(recorded.event.memory_ids)}
+            return msgspec.structs.replace(done, data=report)  # answered as the first request was
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
         if not key_ids:

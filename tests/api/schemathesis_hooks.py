@@ -40,7 +40,7 @@ def breaks_a_rule_across_fields(case) -> str | None:
             return "to before from"
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"
-    if case.path == "/v1/recall" and body.get("strategy") == "graph-only":
+    if case.path in ("/v1/recall", "/v1/search") and body.get("strategy") == "graph-only":  # both check the strategy alike
         channels = body.get("channels") if isinstance(body.get("channels"), list) else []
         weights = body.get("weights") if isinstance(body.get("weights"), dict) else {}
         if any(c != "graph" for c in channels) or weights.get("graph") == 0:

@@ -294,3 +294,14 @@ async def test_typed_query_parameters_are_refused_outside_their_schema(api, docu
                 assert (await response.json())["error"]["field"] == parameter["name"], (path, parameter["name"])
                 checked += 1
     assert checked >= 10
+
+
+@pytest.mark.parametrize("name", [" ", "\u000b", "\t\n", "\u001c", "\u3000"])
+async def test_a_blank_entity_name_is_refused_by_the_document_as_by_the_server(api, document, name):
+    """Found by ``schemathesis run``: the document took a name of whitespace only (``"\\u000b"``), which the server refuses."""
+    import jsonschema
+
+    name_schema = document["components"]["schemas"]["EntityIn"]["properties"]["name"]
+    assert not jsonschema.Draft202012Validator(name_schema).is_valid(name)
+    response = await api.raw.put("/v1/entities/person:blank", json={"name": name})
+    assert response.status == 422 and (await response.json())["error"]["field"] == "name"

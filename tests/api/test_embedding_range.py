@@ -1,0 +1,37 @@
+"""Caller embeddings at the edges of float range: a query ranks by its direction whatever its scale; a memory's must fit the index's float32."""
+
+from __future__ import annotations
+
+import pytest
+
+
+async def semantic(api, embedding: list[float]) -> list[str]:
+    response = await api.raw.post("/v1/search", json={"query": "anything", "channels": ["semantic"], "embedding": embedding, "limit": 5})
+    answer = await response.json()
+    assert response.status == 200, answer
+    return [hit["id"] for hit in answer["channels"]["semantic"]]
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 3.5e38])
+async def test_a_query_embedding_ranks_by_its_direction_at_any_scale(api, scale):
+    """Found by the hostile-client run: a query embedding of 1e300 (or 1e-300) found nothing, reported "ok"."""
+    dim = api.service.embedding_dim
+    for n in range(3):
+        await api.raw.post("/v1/memories", json={"memory": {"memory": f"memory {n} about harbours and ferries"}})
+    api.service.sync()
+    direction = [1.0 if i % 3 == 0 else -0.5 for i in range(dim)]
+    expected = await semantic(api, direction)
+    assert expected, "the plain query finds the memories"
+    assert await semantic(api, [v * scale for v in direction]) == expected
+
+
+async def test_a_memory_embedding_beyond_float32_is_422_naming_it(api):
+    dim = api.service.embedding_dim
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/memories", json={"memory": {"memory": "x", "embedding": [1e39] * dim}})
+    answer = await response.json()
+    assert response.status == 422, answer
+    assert answer["error"]["field"].startswith("memory.embedding"), answer
+    assert api.service.store.last_position() == head
+    fits = await api.raw.post("/v1/memories", json={"memory": {"memory": "x", "embedding": [3e38] * dim}})
+    assert fits.status == 201, await fits.text()

@@ -1,0 +1,106 @@
+"""Hostile requests outside the body: headers that are not UTF-8, a one-value parameter given twice, ``as_of`` at the calendar's edges.
+
+Header values whose bytes are not UTF-8 are a 400 naming the header, and write nothing (they were 500s).
+
+aiohttp keeps such bytes as lone surrogates; the tenant, the idempotency key
+and the correlation id go into SQL and JSON, which take none. The requests
+are written on a raw socket: an HTTP client library sends text headers only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from .test_errors import assert_error_body
+
+
+async def send(api, method: str, path: str, headers: list[bytes], body: bytes = b"") -> tuple[int, dict]:
+    """One HTTP/1.1 request with headers given as bytes; its status and JSON answer."""
+    host, port = api.server.host, api.server.port
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nContent-Length: {len(body)}\r\n".encode()
+        writer.write(head + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), timeout=30)
+    finally:
+        writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers_part, _, content = rest.partition(b"\r\n\r\n")
+    assert b"application/json" in headers_part.lower(), answer
+    return int(status_line.split()[1]), json.loads(content)
+
+
+ADD = b'{"memory": {"memory": "a memory sent with an odd header"}}'
+JSON = b"Content-Type: application/json"
+
+
+@pytest.mark.parametrize("header", ["Idempotency-Key", "X-Correlation-Id", "X-Mnemolog-Tenant"])
+@pytest.mark.parametrize("auth", [False, True], ids=["no-auth", "key for every tenant"])
+async def test_a_header_that_is_not_utf8_is_400_naming_it_and_writes_nothing(start, header, auth):
+    api = await start(auth=auth)
+    sent = [JSON]
+    if auth:
+        secret, _ = api.keystore.create("*", ["read", "write"], name="every tenant")
+        sent.append(f"Authorization: Bearer {secret}".encode())
+        if header != "X-Mnemolog-Tenant":
+            sent.append(b"X-Mnemolog-Tenant: default")
+    sent.append(header.encode() + b": k\xff\xfe")
+    head = api.service.store.last_position()
+    status, answer = await send(api, "POST", "/v1/memories", sent, ADD)
+    assert status == 400, answer
+    assert_error_body(answer, status)
+    assert answer["error"]["field"] == header, answer
+    assert api.service.store.last_position() == head
+    if header == "X-Mnemolog-Tenant":  # a read names its tenant the same way
+        status, answer = await send(api, "GET", "/v1/events", sent[1:])
+        assert (status, answer["error"]["field"]) == (400, header), answer
+
+
+async def test_the_same_headers_in_utf8_are_taken(api):
+    """Text beyond ASCII, sent as UTF-8, is a valid key, correlation id and tenant."""
+    sent = [JSON, "Idempotency-Key: clé-😀".encode(), "X-Correlation-Id: corrélation".encode(), "X-Mnemolog-Tenant: équipe".encode()]
+    status, first = await send(api, "POST", "/v1/memories", sent, ADD)
+    assert status == 201, first
+    assert first["correlation_id"] == "corrélation" and not first["replayed"]
+    status, again = await send(api, "POST", "/v1/memories", sent, ADD)
+    assert (status, again["replayed"], again["positions"]) == (201, True, first["positions"])
+    events = api.service.store.read_all(0, 100, tenant="équipe")
+    assert [e.position for e in events] == first["positions"]
+
+
+async def test_a_query_parameter_of_one_value_given_twice_is_422_naming_it(api):
+    """Found by the hostile-client run: ``after=1&after=2`` read events after 1, keeping one of two values silently."""
+    for path in ("/v1/events?after=1&after=2", "/v1/events?limit=1&limit=1000", "/v1/graph/neighbors?node=a&node=b", "/v1/entities?q=a&limit=2&limit=3"):
+        response = await api.raw.get(path)
+        answer = await response.json()
+        assert response.status == 422, (path, answer)
+        assert_error_body(answer, 422)
+        assert answer["error"]["field"] == path.rsplit("&", 1)[1].split("=")[0], answer
+    for path in ("/v1/events?type=MemoryAdded&type=MemoryUpdated", "/v1/graph/neighbors?node=a&type=RELATED&type=MENTIONS"):  # repeatable ones
+        response = await api.raw.get(path)
+        assert response.status == 200, await response.text()
+
+
+@pytest.mark.parametrize("path", ["/v1/events", "/v1/graph/stats", "/v1/working-memory", "/v1/entities/person:ada", "/v1/tags", "/v1/entities/person:ada/related"])
+async def test_an_as_of_time_at_the_edge_of_the_calendar_reads_before_or_after_every_event(api, path):
+    """Found by ``schemathesis run``: ``as_of=0001-01-01T00:00:03+01:00`` lies before year 1 in UTC, and was a 500."""
+    from urllib.parse import quote
+
+    await api.raw.put("/v1/entities/person:ada", json={"name": "Ada"})
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "a memory"}})
+    before, after = quote("0001-01-01T00:00:03+01:00"), quote("9999-12-31T23:59:59-01:00")
+    early = await api.raw.get(f"{path}?as_of={before}")
+    assert early.status in (200, 404), await early.text()  # the entity did not exist yet
+    late = await api.raw.get(f"{path}?as_of={after}")
+    assert late.status == 200, await late.text()
+    head = await (await api.raw.get(path)).json()
+    late_answer = await late.json()
+    for answer in (late_answer, head):  # an answer may report the position it was read at
+        answer.pop("as_of", None) if isinstance(answer, dict) else None
+    assert late_answer == head
+    if path == "/v1/events":
+        assert (await early.json())["events"] == []

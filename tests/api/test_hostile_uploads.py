@@ -1,0 +1,60 @@
+"""A multipart upload that is cut short, nested, oversized or mis-encoded is a JSON 4xx naming what to fix, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_errors import assert_error_body
+
+BOUNDARY = "XyZ"
+FORM = f"multipart/form-data; boundary={BOUNDARY}"
+A_FILE = (['Content-Disposition: form-data; name="file"; filename="a.txt"'], b"Ada met Grace.")
+
+
+def form(*parts: tuple[list[str], bytes]) -> bytes:
+    """A multipart/form-data body of ``(part headers, content)`` parts, closed by its final boundary."""
+    out = b""
+    for headers, content in parts:
+        out += f"--{BOUNDARY}\r\n".encode() + b"".join(h.encode("latin-1") + b"\r\n" for h in headers) + b"\r\n" + content + b"\r\n"
+    return out + f"--{BOUNDARY}--\r\n".encode()
+
+
+def field(name: str, content: bytes, *headers: str) -> tuple[list[str], bytes]:
+    return [f'Content-Disposition: form-data; name="{name}"', *headers], content
+
+
+#: (what the client sent wrong, Content-Type, body, status, code, field); each one was a 500 (most after reading the whole body).
+MALFORMED = [
+    ("a body that never reaches its boundary", FORM, b"garbage without a boundary", 400, "malformed_multipart", "body"),
+    ("a body cut short inside a part", FORM, f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nhello'.encode(), 400, "malformed_multipart", "body"),
+    ("a field in a charset no codec knows", FORM, form(field("collection", b"c", "Content-Type: text/plain; charset=bogus"), A_FILE), 422, "invalid", "collection"),
+    ("a field whose bytes are not UTF-8", FORM, form(field("collection", b"\xff\xfe"), A_FILE), 422, "invalid", "collection"),
+    ("a field in base64 cut short", FORM, form(field("lang", b"ZW4", "Content-Transfer-Encoding: base64"), A_FILE), 422, "invalid", "lang"),
+    ("a field in an unknown transfer encoding", FORM, form(field("lang", b"en", "Content-Transfer-Encoding: x-bogus"), A_FILE), 422, "invalid", "lang"),
+    ("a part that is itself multipart", FORM, form((['Content-Disposition: form-data; name="file"; filename="a.txt"', "Content-Type: multipart/mixed; boundary=in"], b"--in\r\n\r\nx\r\n--in--\r\n")), 422, "invalid", "file"),
+    ("a file name whose bytes are not UTF-8", FORM, form((['Content-Disposition: form-data; name="file"; filename="a\xff.txt"'], b"Ada met Grace.")), 422, "invalid", "file"),
+]
+
+
+@pytest.mark.parametrize("what, content_type, body, status, code, named", MALFORMED, ids=[m[0] for m in MALFORMED])
+async def test_a_malformed_upload_is_a_4xx_naming_the_field_and_writes_nothing(api, what, content_type, body, status, code, named):
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/import/documents", data=body, headers={"Content-Type": content_type})
+    text = await response.text()
+    assert response.status == status, (what, text)
+    assert response.content_type == "application/json", text
+    answer = json.loads(text)
+    assert_error_body(answer, status)
+    assert (answer["error"]["code"], answer["error"]["field"]) == (code, named), answer
+    assert api.service.store.last_position() == head, f"{what}: the refused upload wrote to the log"
+
+
+async def test_a_well_formed_upload_beside_them_is_imported(api):
+    """The same forms, well formed, are taken: the refusals above are about what was wrong, not about the form."""
+    body = form(field("collection", b"kb", "Content-Type: text/plain; charset=utf-8"), field("lang", b"ZW4=", "Content-Transfer-Encoding: base64"), A_FILE)
+    response = await api.raw.post("/v1/import/documents", data=body, headers={"Content-Type": FORM})
+    assert response.status == 200, await response.text()
+    report = await response.json()
+    assert report["documents"] == 1 and report["results"][0]["filename"] == "a.txt"

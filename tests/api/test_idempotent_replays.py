@@ -1,0 +1,88 @@
+"""A retry with the same Idempotency-Key answers as the first request did (status and report), and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+
+async def send_twice(api, method: str, path: str, body: dict, key: str) -> tuple[tuple[int, dict], tuple[int, dict]]:
+    answers = []
+    for _ in range(2):
+        response = await api.raw.request(method, path, json=body, headers={"Idempotency-Key": key})
+        answers.append((response.status, await response.json()))
+    return answers[0], answers[1]
+
+
+def without_replay_flag(answer: dict) -> dict:
+    return {k: v for k, v in answer.items() if k != "replayed"}
+
+
+@pytest.mark.parametrize("recreate", [False, True], ids=["new", "after a removal"])
+async def test_a_retried_entity_upsert_and_relation_answer_as_the_first(api, recreate):
+    """Found by the hostile-client run: a replayed PUT /v1/entities/{id} answered 200 without ``created`` where the first answered 201."""
+    await api.raw.put("/v1/entities/place:lisbon", json={"name": "Lisbon"})
+    if recreate:
+        await api.raw.put("/v1/entities/person:ada", json={"name": "Ada"})
+        await api.raw.delete("/v1/entities/person:ada", json={"reason": "again"})
+    cases = [
+        ("PUT", "/v1/entities/person:ada", {"name": "Ada Lovelace"}),
+        ("POST", "/v1/entities/person:ada/relations", {"target_id": "place:lisbon", "relation_type": "visited", "weight": 0.5}),
+        ("POST", "/v1/entities/person:ada/relations", {"target_id": "place:lisbon", "relation_type": "visited", "weight": 0.75}),  # an overwrite
+        ("PUT", "/v1/entities/person:ada", {"name": "Ada King"}),  # a change, not a creation
+    ]
+    for n, (method, path, body) in enumerate(cases):
+        head = api.service.store.last_position()
+        (status, first), (again_status, again) = await send_twice(api, method, path, body, f"key-{n}")
+        assert status in (200, 201) and first["replayed"] is False, first
+        assert (again_status, without_replay_flag(again)) == (status, without_replay_flag(first)), (path, body)
+        assert again["replayed"] is True
+        assert api.service.store.last_position() == head + len(first["positions"]), "the retry wrote"
+
+
+async def test_32_concurrent_retries_of_an_upsert_write_once_and_answer_alike(api):
+    body = {"name": "Grace Hopper", "tags": ["navy"]}
+    head = api.service.store.last_position()
+
+    async def one():
+        response = await api.raw.put("/v1/entities/person:grace", json=body, headers={"Idempotency-Key": "grace"})
+        return response.status, await response.json()
+
+    answers = await asyncio.gather(*(one() for _ in range(32)))
+    assert {status for status, _ in answers} == {201}
+    assert len({tuple(a["positions"]) for _, a in answers}) == 1
+    assert sum(1 for _, a in answers if not a["replayed"]) == 1
+    assert {a["data"]["created"] for _, a in answers} == {True}
+    assert api.service.store.last_position() == head + 1
+
+
+async def test_every_retried_entity_and_forget_command_answers_as_the_first(api):
+    """Found by the same run: replays of set-tags, remove-relation, remove-entity and forget answered without the first report."""
+    await api.raw.put("/v1/entities/place:paris", json={"name": "Paris"})
+    await api.raw.put("/v1/entities/person:x", json={"name": "Xavier", "tags": ["a"]})
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "Xavier's private note", "subject": "u-9"}})
+    cases = [
+        ("PUT", "/v1/entities/person:x/tags", {"tags": ["b", "c"]}),
+        ("POST", "/v1/entities/person:x/relations", {"target_id": "place:paris", "relation_type": "lives"}),
+        ("DELETE", "/v1/entities/person:x/relations", {"target_id": "place:paris", "relation_type": "lives"}),
+        ("POST", "/v1/entities/place:paris/relations", {"target_id": "person:x", "relation_type": "hosts"}),
+        ("DELETE", "/v1/entities/person:x", {"reason": "gone"}),
+        ("POST", "/v1/subjects/u-9/forget", {"reason": "request 3"}),
+    ]
+    for n, (method, path, body) in enumerate(cases):
+        head = api.service.store.last_position()
+        (status, first), (again_status, again) = await send_twice(api, method, path, body, f"k{n}")
+        assert status in (200, 201) and first["data"], first
+        assert (again_status, without_replay_flag(again)) == (status, without_replay_flag(first)), (path, body)
+        assert api.service.store.last_position() == head + len(first["positions"]), "the retry wrote"
+
+
+async def test_a_retried_document_import_answers_as_the_first(api):
+    """Found by the same run: the retry reported no mentions and a new correlation id."""
+    await api.raw.put("/v1/entities/place:paris", json={"name": "Paris"})
+    await api.raw.put("/v1/entities/place:lisbon", json={"name": "Lisbon"})
+    body = {"documents": [{"filename": "guide.md", "content": "# Guide\n\nParis is far from Lisbon."}, {"filename": "notes.txt", "content": "Lisbon in May."}]}
+    (status, first), (again_status, again) = await send_twice(api, "POST", "/v1/import/documents", body, "import-1")
+    assert status == 200 and first["documents"] == 2 and first["results"][0]["mentions"] > 0, first
+    assert (again_status, again) == (status, first)

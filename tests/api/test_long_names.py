@@ -1,0 +1,46 @@
+"""Long tenant names and idempotency keys fit every backend's columns: a 4xx beyond the bounds, never a 500 (PostgreSQL enforces lengths, SQLite does not)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pg import fresh_database_url
+
+from .test_errors import assert_error_body
+
+LONGEST_KEY = "k" * 200
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request, start):
+    if request.param == "sqlite":
+        return await start()
+    return await start(log_url=fresh_database_url(), organizer_enabled=False)
+
+
+async def test_the_longest_idempotency_key_of_a_long_tenant_writes_once(backend):
+    """Found by the hostile-client run: the key is stored as ``tenant/command/key``, past the log's 255 characters: a 500 on PostgreSQL."""
+    tenant = "t" * 200
+    headers = {"X-Mnemolog-Tenant": tenant, "Idempotency-Key": LONGEST_KEY}
+    for path, method, body, status in [
+        ("/v1/memories", "POST", {"memory": {"memory": "a memory under a long tenant"}}, 201),
+        ("/v1/entities/person:ada", "PUT", {"name": "Ada"}, 201),
+    ]:
+        first = await backend.raw.request(method, path, json=body, headers=headers)
+        assert first.status == status, await first.text()
+        again = await backend.raw.request(method, path, json=body, headers=headers)
+        assert again.status == status, await again.text()
+        first_answer, again_answer = await first.json(), await again.json()
+        assert again_answer["replayed"] is True and again_answer["positions"] == first_answer["positions"]
+    events = backend.service.store.read_all(0, 100, tenant=tenant)
+    assert len(events) == len({e.event_id for e in events}) and events, "written twice"
+
+
+async def test_a_tenant_name_longer_than_the_log_takes_is_400_naming_the_header(backend):
+    head = backend.service.store.last_position()
+    response = await backend.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Mnemolog-Tenant": "t" * 201})
+    answer = await response.json()
+    assert response.status == 400, answer
+    assert_error_body(answer, 400)
+    assert answer["error"]["field"] == "X-Mnemolog-Tenant"
+    assert backend.service.store.last_position() == head
