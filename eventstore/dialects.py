@@ -30,7 +30,7 @@ def is_sqlite(engine_or_conn: Engine | Connection) -> bool:
     return engine_or_conn.dialect.name == "sqlite"
 
 
-def create_log_engines(url: str, *, synchronous: str = "FULL") -> tuple[Engine, Engine]:
+def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: float = 30.0) -> tuple[Engine, Engine]:
     """Return ``(writer, reader)`` engines for the log.
 
     On SQLite the writer is one connection whose transactions start with
@@ -44,11 +44,11 @@ def create_log_engines(url: str, *, synchronous: str = "FULL") -> tuple[Engine, 
         writer = create_engine(url, pool_size=1, max_overflow=0)
         reader = create_engine(url, pool_size=8)
         return writer, reader
-    args = {"check_same_thread": False, "timeout": 30}
+    args = {"check_same_thread": False, "timeout": busy_timeout}
     writer = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=1, max_overflow=0)
     reader = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=8, max_overflow=8)
-    _configure_sqlite(writer, synchronous=level, begin="BEGIN IMMEDIATE")
-    _configure_sqlite(reader, synchronous=level, begin="BEGIN")
+    _configure_sqlite(writer, synchronous=level, begin="BEGIN IMMEDIATE", busy_timeout=busy_timeout)
+    _configure_sqlite(reader, synchronous=level, begin="BEGIN", busy_timeout=busy_timeout)
     return writer, reader
 
 
@@ -62,18 +62,18 @@ def psycopg_conninfo(url: str) -> str:
     return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v)
 
 
-def create_migration_engine(url: str) -> Engine:
+def create_migration_engine(url: str, busy_timeout: float = 30.0) -> Engine:
     if not url.startswith("sqlite"):
         return create_engine(url, poolclass=NullPool)
-    engine = create_engine(url, connect_args={"timeout": 30}, poolclass=NullPool)
-    _configure_sqlite(engine, synchronous="FULL", begin="BEGIN IMMEDIATE")
+    engine = create_engine(url, connect_args={"timeout": busy_timeout}, poolclass=NullPool)
+    _configure_sqlite(engine, synchronous="FULL", begin="BEGIN IMMEDIATE", busy_timeout=busy_timeout)
     return engine
 
 
 WAL_AUTOCHECKPOINT_PAGES = 8192  # 32 MiB of 4 KiB pages between checkpoints
 
 
-def sqlite_pragmas(synchronous: str) -> list[str]:
+def sqlite_pragmas(synchronous: str, busy_timeout: float = 30.0) -> list[str]:
     """The pragmas every connection to the log runs, in order.
 
     WAL, so that readers never wait for the writer; ``synchronous`` as
@@ -87,19 +87,19 @@ def sqlite_pragmas(synchronous: str) -> list[str]:
         f"PRAGMA synchronous={synchronous}",
         f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}",
         f"PRAGMA journal_size_limit={WAL_AUTOCHECKPOINT_PAGES * 4096 * 2}",
-        "PRAGMA busy_timeout=30000",
+        f"PRAGMA busy_timeout={round(busy_timeout * 1000)}",
         "PRAGMA foreign_keys=ON",
     ]
 
 
-def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str) -> None:
+def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str, busy_timeout: float) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):  # pragma: no cover - exercised by every test
         # Take transaction control away from the sqlite3 module, so that the
         # "begin" hook below decides how a transaction starts.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in sqlite_pragmas(synchronous):
+        for pragma in sqlite_pragmas(synchronous, busy_timeout):
             cursor.execute(pragma)
         cursor.close()
 

@@ -461,8 +461,14 @@ def import_(
     rehash: bool = False,
     progress: Progress | None = None,
     group_size: int = GROUP_SIZE,
+    keys: list[dict] | None = None,
 ) -> ImportReport:
     """Import an export into ``store``; refuses (writing nothing) a file that does not hold.
+
+    ``keys``, the rows of the export's key file, go into the key store once
+    the file is accepted and before any event is appended: a refused import
+    leaves the key store as it was, and an import killed midway leaves no
+    event without its key.
 
     ``rehash=True`` accepts lines whose hashes, chain, header or footer do not
     match (an edited file, or one from before the header and footer): the
@@ -480,6 +486,8 @@ def import_(
             if progress is not None:
                 progress(checker.read, "check")
         checker.finish()
+        if keys is not None:
+            store.sealer.keys.import_rows(keys)
         source = spool if spool is not None else lines
         source.seek(0 if spool is not None else start)
         imported = skipped = done = 0

@@ -131,6 +131,12 @@ SYNCHRONOUS = setting(
     "FULL",
     "SQLite durability of the log: FULL survives power loss (default); NORMAL is faster for bulk loads.",
 )
+BUSY_TIMEOUT = setting(
+    "busy_timeout",
+    30.0,
+    "Seconds a connection to a SQLite log waits for a lock another process holds (a long import, a held transaction) "
+    "before its command fails with 'database is locked'.",
+)
 SUBSCRIBE_POLL_SECONDS = setting(
     "subscribe_poll_seconds",
     1.0,

@@ -144,12 +144,12 @@ class EventStore:
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         if migrate_schema:
-            engine = dialects.create_migration_engine(url)
+            engine = dialects.create_migration_engine(url, float(settings.busy_timeout))
             try:
                 migrate.upgrade(engine)
             finally:
                 engine.dispose()
-        writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous)
+        writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous, busy_timeout=float(settings.busy_timeout))
         store = cls(SQLRecorder(writer, reader), url, Sealer.open(url, settings))
         store.poll_seconds = float(settings.subscribe_poll_seconds)
         store.finish_forgets()

@@ -388,16 +388,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         with progress_for(args, "import") as progress:
             try:
                 if args.file == "-":
-                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress)
+                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows)
                 else:
                     with open(args.file, "rb") as lines:
-                        report = import_(store, lines, rehash=args.rehash, progress=progress)
+                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows)
             except ImportRefused as exc:
                 raise CommandError(f"import refused, nothing written: {exc}") from None
-        # The keys only once the file was accepted: a refused import leaves the key store as it was. Either order
-        # keeps a subject forgotten in the file forgotten (its keys are tombstones, which an imported key never replaces).
-        if key_rows is not None:
-            store.sealer.keys.import_rows(key_rows)
     if args.json:
         print_json_line(report)
     else:

@@ -63,16 +63,28 @@ def source(tmp_path_factory):
 @pytest.mark.slow
 def test_an_export_killed_midway_leaves_no_truncated_file(source, tmp_path):
     data_dir, _, last, _ = source
-    rng = random.Random(SEED)
-    interrupted = 0
-    for round_ in range(ROUNDS + 1):
-        target = tmp_path / "out.jsonl"
-        partial = target.with_name(target.name + ".partial")
-        child = spawn(data_dir, "export", "-o", str(target), log=tmp_path / "children.log")
+    target = tmp_path / "out.jsonl"
+    partial = target.with_name(target.name + ".partial")
+
+    def writing(child) -> float:
+        """Wait until ``child`` has begun its partial file (or ended); when that was."""
         deadline = time.monotonic() + 60
         while child.poll() is None and not partial.exists() and time.monotonic() < deadline:
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0.0, 0.15) if round_ < ROUNDS else 0.0)
+            time.sleep(0.001)
+        return time.monotonic()
+
+    # How long an export writes here: the kills land at fractions of it.
+    child = spawn(data_dir, "export", "-o", str(target), log=tmp_path / "children.log")
+    started = writing(child)
+    while child.poll() is None:
+        time.sleep(0.001)
+    span = time.monotonic() - started
+    interrupted = 0
+    for round_ in range(ROUNDS + 1):
+        target.unlink(missing_ok=True)
+        child = spawn(data_dir, "export", "-o", str(target), log=tmp_path / "children.log")
+        writing(child)
+        time.sleep(span * round_ / (ROUNDS + 1) if round_ < ROUNDS else 0.0)
         killed = kill(child)
         interrupted += killed and not target.exists()
         print(f"export round {round_}: killed={killed}, output {'present' if target.exists() else 'absent'}")
