@@ -79,34 +79,42 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def serve(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Iterator[Server]:
+def start(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Server:
+    """``mnemolog serve`` on a free loopback port, once it answers ``/health`` (and has all its workers)."""
     port = free_port()
-    env = clean_env(workers=workers, **settings)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],
-            env=env,
+            env=clean_env(workers=workers, **settings),
             cwd=str(ROOT),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        server = Server(proc, f"http://127.0.0.1:{port}", log_path)
-        try:
-            deadline = time.monotonic() + timeout
-            while not ((workers == 1 or len(children(proc.pid)) == workers) and _healthy(server.url)):
-                assert proc.poll() is None, f"the server exited: {server.log_tail()}"
-                assert time.monotonic() < deadline, f"the server did not start: {server.log_tail()}"
-                time.sleep(0.1)
-            yield server
-        finally:
+    server = Server(proc, f"http://127.0.0.1:{port}", log_path)
+    deadline = time.monotonic() + timeout
+    while not ((workers == 1 or len(children(proc.pid)) == workers) and _healthy(server.url)):
+        if proc.poll() is not None or time.monotonic() >= deadline:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)  # the supervisor stops its workers
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    for pid in children(proc.pid):
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                    proc.kill()
-            proc.wait()
+                proc.kill()
+            raise AssertionError(f"the server did not start: {server.log_tail()}")
+        time.sleep(0.1)
+    return server
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Iterator[Server]:
+    server = start(data_dir, log_path, workers=workers, timeout=timeout, **settings)
+    proc = server.proc
+    try:
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the supervisor stops its workers
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                for pid in children(proc.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                proc.kill()
+        proc.wait()

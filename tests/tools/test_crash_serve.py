@@ -29,7 +29,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -42,13 +41,14 @@ import pytest
 
 from mnemolog.eventstore import EventStore
 from mnemolog.projections.service import MemoryService
-from tests.serving import ROOT, _healthy, clean_env, free_port, run_cli
+from tests.serving import clean_env, run_cli, start
 from tests.tools.test_crash_loops import SETTINGS, assert_equal_projections, assert_no_decision_twice, fresh_rebuild, kill, restart, spawn
 
 SEED = 20261202
 ROUNDS = int(os.environ.get("CRASH_ROUNDS", "2"))
 CLIENTS = 8
-SERVER_ENV = clean_env(synchronous="NORMAL", auth="off", organizer_poll_s="0.1", workers="1")
+SERVER_SETTINGS = {"synchronous": "NORMAL", "auth": "off", "organizer_poll_s": "0.1"}
+SERVER_ENV = clean_env(workers="1", **SERVER_SETTINGS)
 TOPICS = ["the harbour ferry leaves at nine", "grandmother's lemon cake recipe", "the quarterly budget review", "a hiking trail above the lake"]
 
 
@@ -61,22 +61,8 @@ def post(url: str, body: dict, key: str | None, timeout: float = 30) -> dict:
 
 
 def start_server(data_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],
-            env=SERVER_ENV,
-            cwd=str(ROOT),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while not _healthy(url):
-        assert proc.poll() is None, f"the server exited; see {log}"
-        assert time.monotonic() < deadline, f"the server did not start; see {log}"
-        time.sleep(0.05)
-    return proc, url
+    server = start(data_dir, log, **SERVER_SETTINGS)
+    return server.proc, server.url
 
 
 class Clients:
