@@ -140,7 +140,7 @@ class KeyStore:
 
     def holds_keys(self) -> bool:
         """Whether this store holds any key that opens something (live or retired): a log's copy taken without its keys holds none."""
-        if self._conn is None and not self.path.exists():
+        if self._no_file():
             return False
         with self._lock:
             return self._connection().execute("SELECT 1 FROM data_keys WHERE key IS NOT NULL LIMIT 1").fetchone() is not None
@@ -156,7 +156,7 @@ class KeyStore:
 
     def retired(self) -> set[str]:
         """Ids of every retired key: a forget has begun on them and not destroyed them yet (none without a key file)."""
-        if self._conn is None and not self.path.exists():
+        if self._no_file():
             return set()
         with self._lock:
             return {r[0] for r in self._connection().execute("SELECT key_id FROM data_keys WHERE state = 'retired'")}
@@ -192,9 +192,7 @@ class KeyStore:
                 raise
             for key_id in ids:
                 self._by_id[key_id] = FORGOTTEN
-            for live_key, (key_id, _) in list(self._live.items()):
-                if key_id in ids:
-                    del self._live[live_key]
+            self._drop_live(ids)
             self.scrub()
         return len(ids)
 
@@ -217,19 +215,27 @@ class KeyStore:
                 )
             if held and not destroy:
                 conn.executemany("UPDATE data_keys SET state = 'retired' WHERE key_id = ? AND state = 'live'", [(k,) for k in held])
-                for live_key, (key_id, _) in list(self._live.items()):
-                    if key_id in held:
-                        del self._live[live_key]
+                self._drop_live(held)
             elif held:
                 self.forget(held)
 
     def forget_cached(self, key_ids: Iterable[str]) -> None:
         """Drop keys another process forgot from this process's cache."""
-        for key_id in key_ids:
+        ids = set(key_ids)
+        for key_id in ids:
             self._by_id.pop(key_id, None)
-            for live_key, (live_id, _) in list(self._live.items()):
-                if live_id == key_id:
-                    del self._live[live_key]
+        self._drop_live(ids)
+
+    def _drop_live(self, key_ids: Iterable[str]) -> None:
+        """Forget from the cache of live keys the subjects sealed with ``key_ids``: their next seal looks again."""
+        gone = set(key_ids)
+        for live_key, (key_id, _) in list(self._live.items()):
+            if key_id in gone:
+                del self._live[live_key]
+
+    def _no_file(self) -> bool:
+        """Whether this store has no file yet (nothing opened it, and nothing made it): it holds nothing."""
+        return self._conn is None and not self.path.exists()
 
     def scrub(self) -> None:
         """Rewrite the file so that freed pages and the WAL hold no deleted key bytes."""
@@ -243,7 +249,7 @@ class KeyStore:
     def scrub_if_due(self) -> bool:
         """Finish the rewrite of a :meth:`forget` killed after it destroyed keys (their bytes may still be in
         the WAL or in free pages until :meth:`scrub` has run); whether one was due. Nothing without a key file."""
-        if self._conn is None and not self.path.exists():
+        if self._no_file():
             return False
         with self._lock:
             due = self._connection().execute("SELECT 1 FROM scrub_due LIMIT 1").fetchone() is not None

@@ -519,7 +519,7 @@ class Sealer:
                 for i, event in zip(indices, sealed):
                     out[i] = event
         for i in one_by_one:
-            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[NONCE_BYTES * i : NONCE_BYTES * i + NONCE_BYTES])
+            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[slices[i]])
         return out
 
     def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes) -> DomainEvent:

@@ -300,13 +300,12 @@ class MemoryService:
         if isinstance(value, int):
             if not 0 <= value <= MAX_POSITION:
                 raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
-            if value > 0:
+            if value > 0 and value > self.position():  # the head is read only for a position the projections have not reached
                 head = self.store.last_position()
                 if value > head:
                     # The log's state, not the request, falls short: a conflict (409), as for min_position.
                     raise Conflict(f"as_of: position {value} has not been written (the log's head is {head})")
-                if value > self.position():
-                    self.runner.catch_up(until=value)
+                self.runner.catch_up(until=value)
             return value
         if isinstance(value, str):
             text = value.strip()
