@@ -251,6 +251,7 @@ _force_setattr = msgspec.structs.force_setattr  # on a Struct just made, before 
 _copy = msgspec.Struct.__copy__
 _consume = collections.deque(maxlen=0).extend  # runs a ``map`` for its effects
 _ERASED = operator.attrgetter("erased")
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _nonce_slices(count: int) -> list[slice]:
@@ -273,6 +274,21 @@ def _by_class(events: Sequence) -> dict[type, Sequence[int]]:
     for i, cls in enumerate(map(type, events)):
         found.setdefault(cls, []).append(i)
     return found
+
+
+def _subjects(group: _Group, owners: Sequence) -> list[str]:
+    """Whose key seals each of ``owners``: its ``subject``, or without one (or without the field) the tenant's."""
+    if group.subject_of is None:
+        return [TENANT_SUBJECT] * len(owners)
+    subjects = list(map(group.subject_of, owners))
+    return [subject or TENANT_SUBJECT for subject in subjects] if None in subjects else subjects
+
+
+def _ads(event_ids: Sequence[str], suffix: str) -> list[bytes]:
+    """The associated data of a run's Structs, ``<event id><suffix>`` each, made by one join, encode and split
+    (when an id holds the separator, one by one)."""
+    ads = ((suffix + "\n").join(event_ids) + suffix).encode().split(b"\n")
+    return ads if len(ads) == len(event_ids) else [(event_id + suffix).encode() for event_id in event_ids]
 
 
 def _with_field(structs: Sequence, name: str, values: Any, make: Callable[[Any], Any] = _copy) -> list:
@@ -415,45 +431,34 @@ class Sealer:
 
     # -- sealing -----------------------------------------------------------------
 
-    def _key(self, tenant: str, subject: str | None, make: bool = True) -> tuple[Any, bytes] | None:
-        """The cipher and token head (magic and key reference) of the subject's live key: made on first use,
-        or None when it has none yet and ``make`` is false."""
-        found = self._live.get((tenant, subject or TENANT_SUBJECT))
-        if found is None:
-            if not make:
-                return None
-            found = self.keys.key_for(tenant, subject)
-        head = self._heads.get(found[0])
-        if head is None:
-            head = self._heads[found[0]] = (self._cipher(*found), _MAGIC + _key_ref(found[0]))
-        return head
+    def _owner_keys(self, tenant: str, subjects: list[str]) -> list[tuple[Any, bytes]]:
+        """The cipher and token head (magic and key reference) of each subject's live key, in order: the
+        subjects without a key yet get theirs in one key-store transaction. Each step is a ``map`` over
+        all of them (a batch of many subjects costs no call per subject), the cipher made once per key."""
+        wanted = list(zip(repeat(tenant), subjects))
+        found = list(map(self._live.get, wanted))
+        if None in found:
+            self.keys.ensure(tenant, {subject for subject, key in zip(subjects, found) if key is None})
+            found = list(map(self._live.__getitem__, wanted))
+        heads = self._heads
+        made = list(map(heads.get, map(_FIRST, found)))
+        if None in made:
+            for key_id, key in set(found):
+                if key_id not in heads:
+                    heads[key_id] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id))
+            made = list(map(heads.__getitem__, map(_FIRST, found)))
+        return made
 
     @staticmethod
-    def _seal_owners(group: _Group, owners: Sequence, ciphers: Iterable, heads: Iterable[bytes], nonces: Sequence[bytes], ads: Iterable[bytes]) -> list:
-        """``owners`` (Structs of one group) with their personal fields sealed into their carriers, each with the
-        matching cipher, token head, nonce and associated data. The carrier holds the token's bytes (the encoder
-        writes their base64). Each step is one ``map`` over all of them: a run of a batch costs the interpreter
-        no loop per Struct."""
+    def _seal_owners(group: _Group, owners: Sequence, keys: Sequence[tuple[Any, bytes]], nonces: Sequence[bytes], ads: Iterable[bytes]) -> list:
+        """``owners`` (Structs of one group) with their personal fields sealed into their carriers, each with
+        the matching key (cipher and token head, see :meth:`_owner_keys`), nonce and associated data. The
+        carrier holds the token's bytes (the encoder writes their base64). Each step is one ``map`` over all
+        of them: a run of a batch costs the interpreter no loop per Struct."""
         if group.erasable and any(map(_ERASED, owners)):
             raise Conflict(f"{type(owners[0]).__name__}: the content of a forgotten subject was erased; it is never written again")
-        ciphertexts = map(AESGCM.encrypt, ciphers, nonces, map(_encode, map(group.values, owners)), ads)
-        return _with_field(owners, group.carrier, map(b"".join, zip(heads, nonces, ciphertexts)), group.blanked)
-
-    def _batch_keys(self, tenant: str, subjects: set) -> tuple[dict, dict]:
-        """Each subject's cipher and token head for one batch: subjects without a key yet get theirs
-        in one key-store transaction."""
-        ciphers, heads, missing = {}, {}, set()
-        for subject in subjects:
-            found = self._key(tenant, subject, make=False)
-            if found is None:
-                missing.add(subject)
-            else:
-                ciphers[subject], heads[subject] = found
-        if missing:
-            self.keys.ensure(tenant, missing)
-            for subject in missing:
-                ciphers[subject], heads[subject] = self._key(tenant, subject)
-        return ciphers, heads
+        ciphertexts = map(AESGCM.encrypt, map(_FIRST, keys), nonces, map(_encode, map(group.values, owners)), ads)
+        return _with_field(owners, group.carrier, map(b"".join, zip(map(_SECOND, keys), nonces, ciphertexts)), group.blanked)
 
     def seal_batch(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None) -> list[DomainEvent]:
         """The events of one append as stored: their personal fields sealed, and every Struct left in
@@ -497,20 +502,19 @@ class Sealer:
                     indices, run, owners = [indices[k] for k in kept], [run[k] for k in kept], [owners[k] for k in kept]
             if indices:
                 runs.append((one, indices, run, owners))
-        subjects = [list(map(one.group.subject_of, owners)) if one.group.subject_of else [None] * len(owners) for one, _, _, owners in runs]
-        ciphers, heads = self._batch_keys(tenant, set().union(*subjects))
+        keys = self._owner_keys(tenant, [subject for one, _, _, owners in runs for subject in _subjects(one.group, owners)])
         slices = _nonce_slices(count)
-        for (one, indices, run, owners), run_subjects in zip(runs, subjects):
+        taken = 0
+        for one, indices, run, owners in runs:
             whole = len(indices) == count
-            run_ids = event_ids if whole else [event_ids[i] for i in indices]
             sealed = self._seal_owners(
                 one.group,
                 owners,
-                map(ciphers.__getitem__, run_subjects),
-                map(heads.__getitem__, run_subjects),
+                keys[taken : taken + len(owners)],
                 list(map(nonces.__getitem__, slices if whole else [slices[i] for i in indices])),
-                map(str.encode, map(str.__add__, run_ids, repeat(one.suffix))),
+                _ads(event_ids if whole else [event_ids[i] for i in indices], one.suffix),
             )
+            taken += len(owners)
             if one.field is not None:
                 sealed = _with_field(run, one.field, sealed)
             if whole:
@@ -530,9 +534,8 @@ class Sealer:
             group = slot.group
             if group.sealable is not None and not group.sealable(owner):
                 return _escape_owner(slot, owner)
-            cipher, head = self._key(tenant, group.subject_of(owner) if group.subject_of is not None else None)
             nonce = nonces.pop() if nonces else os.urandom(NONCE_BYTES)
-            return self._seal_owners(group, (owner,), (cipher,), (head,), (nonce,), (slot.ad(event_id, index),))[0]
+            return self._seal_owners(group, (owner,), self._owner_keys(tenant, _subjects(group, (owner,))), (nonce,), (slot.ad(event_id, index),))[0]
 
         return _each(event, plan, seal)
 

@@ -135,6 +135,16 @@ def test_a_token_moved_to_another_event_does_not_open(tmp_path):
         sealer.unseal(sealed, "event-b")
 
 
+def test_each_event_of_a_batch_is_bound_to_its_own_id_whatever_the_ids_hold(tmp_path):
+    sealer = Sealer(KeyStore(tmp_path / "keys.db"), enabled=True)
+    ids = ["event-a", "event\nb", "event-c\n", ""]  # a newline separates the ids as the batch binds them
+    sealed = sealer.seal_batch([_added(f"text {i}") for i in range(len(ids))], ids, "t")
+    assert [sealer.unseal(event, event_id).content.memory for event, event_id in zip(sealed, ids)] == [f"text {i}" for i in range(len(ids))]
+    for event, other in zip(sealed, ["event-b", "event", "event-c", "event-a"]):
+        with pytest.raises(SealBroken):
+            sealer.unseal(event, other)
+
+
 def test_keys_travel_only_in_a_marked_key_file_and_make_an_import_readable(tmp_path):
     with _open(tmp_path / "a", encryption="on") as store:
         store.append("memory-1", [_added("Travels with its key")], tenant="t")
