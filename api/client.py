@@ -163,11 +163,18 @@ class ServerError(ApiError):
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {400: InvalidInputError, 401: AuthenticationError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 415: InvalidInputError, 422: InvalidInputError}
-_BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
+_BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
 
 
-def error_for(status: int, body: bytes) -> ApiError:
-    """The exception for an error answer, by its code, else by its status."""
+def error_for(status: int, body: bytes, *, expected_version: str | None = None) -> ApiError:
+    """The exception for an error answer, by its code, else by its status.
+
+    The server answers every state conflict with code ``conflict`` (a revert
+    that later changes block, an ``as_of`` past the head, an archived memory
+    archived again); it is a :class:`VersionConflictError` only when the
+    request expected a version (``If-Match``: ``expected_version``) and the
+    memory is at another one.
+    """
     try:
         decoded = msgspec.json.decode(body) if body else {}
     except msgspec.DecodeError:
@@ -176,7 +183,11 @@ def error_for(status: int, body: bytes) -> ApiError:
     if not isinstance(error, dict):  # not our JSON (a proxy, or the HTTP parser refusing the request)
         error, decoded = {"code": "http_error", "message": body.decode("utf-8", "replace")[:500]}, {}
     code = str(error.get("code") or "http_error")
-    kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
+    current = error.get("current_version")
+    if code == "conflict" and expected_version is not None and current is not None and str(current) != expected_version:
+        kind: type[ApiError] = VersionConflictError
+    else:
+        kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
     return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
 
 
@@ -225,6 +236,8 @@ class RecallOptions(TypedDict, total=False):
 
 _correlation: contextvars.ContextVar[str | None] = contextvars.ContextVar("mnemolog_correlation", default=None)
 _RETRYABLE = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError)
+#: Methods that never write: every other request carries an ``Idempotency-Key`` (the caller's, else a new one kept across its retries).
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def _body(value: Any) -> Any:
@@ -259,8 +272,11 @@ class MnemologClient:
     """An async client: ``async with MnemologClient(url, api_key=...) as client``.
 
     ``tenant`` is sent as ``X-Mnemolog-Tenant`` (for a key valid for every
-    tenant, or a server without auth). A request that loses its connection is
-    retried ``max_retries`` times (writes keep their idempotency key).
+    tenant, or a server without auth). A request that loses its connection or
+    times out is retried ``max_retries`` times; every request but a GET
+    carries an ``Idempotency-Key`` (the caller's, else a new one) kept across
+    its retries, so a retry never writes twice. ``timeout``: the seconds one
+    attempt may take, on a ``session`` of the caller's too.
     """
 
     def __init__(
@@ -316,18 +332,23 @@ class MnemologClient:
     async def request(
         self, method: str, path: str, *, json: Any = None, params: Any = None, headers: dict[str, str] | None = None, form: Any = None, kind: Any = None
     ) -> Any:
-        """One HTTP exchange, its JSON answer decoded as ``kind`` (a type; default: plain JSON); retried on a dropped connection. ``form``: a callable building FormData."""
+        """One HTTP exchange, its JSON answer decoded as ``kind`` (a type; default: plain JSON); retried on a dropped connection, a write with one idempotency key. ``form``: a callable building FormData."""
         merged = {**self._headers, **(headers or {})}
+        if method.upper() not in _SAFE_METHODS and not any(name.lower() == "idempotency-key" for name in merged):
+            merged["Idempotency-Key"] = uuid.uuid4().hex  # a retry after a dropped connection must not write twice
         data = None
         if json is not None:
             data = msgspec.json.encode(_body(json))
             merged["Content-Type"] = "application/json"
+        expected = next((value for name, value in merged.items() if name.lower() == "if-match"), None)
         for attempt in range(self.max_retries + 1):
             try:
-                async with self._open().request(method, self.base_url + path, data=form() if form else data, params=params, headers=merged) as response:
+                async with self._open().request(
+                    method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
+                ) as response:
                     body = await response.read()
                     if response.status >= 400:
-                        raise error_for(response.status, body)
+                        raise error_for(response.status, body, expected_version=expected)
                     return msgspec.json.decode(body, type=Any if kind is None else kind) if body else None
             except _RETRYABLE:
                 if attempt == self.max_retries:

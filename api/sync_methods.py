@@ -66,7 +66,7 @@ class SyncMethods:
         raise NotImplementedError
 
     def request(self, method: str, path: str, *, json: Any = None, params: Any = None, headers: dict[str, str] | None = None, form: Any = None, kind: Any = None) -> Any:
-        """One HTTP exchange, its JSON answer decoded as ``kind`` (a type; default: plain JSON); retried on a dropped connection. ``form``: a callable building FormData."""
+        """One HTTP exchange, its JSON answer decoded as ``kind`` (a type; default: plain JSON); retried on a dropped connection, a write with one idempotency key. ``form``: a callable building FormData."""
         return self._call("request", method, path, json=json, params=params, headers=headers, form=form, kind=kind)
 
     def health(self) -> HealthResponse:

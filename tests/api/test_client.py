@@ -9,6 +9,7 @@ import pytest
 
 from mnemolog.api.client import (
     ApiError,
+    ConflictError,
     AuthenticationError,
     ForbiddenError,
     InvalidInputError,
@@ -305,3 +306,59 @@ async def test_errors_are_raised_by_kind_with_the_servers_json(live):
         with pytest.raises(AuthenticationError):
             await stranger.health() if False else await stranger.capabilities()
     assert issubclass(NotFoundError, ApiError) and issubclass(VersionConflictError, ApiError)
+
+
+async def test_a_state_conflict_is_a_conflict_and_only_a_missed_expected_version_a_version_conflict(live):
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        async with client.correlation() as cid:
+            memory_id = (await client.add_memories(MemoryIn(memory="planted"))).memory_ids[0]
+        await client.update_memory(memory_id, {"memory": "planted and grown"})
+        with pytest.raises(ConflictError) as blocked:  # a later change blocks the revert: no version was expected
+            await client.revert(cid)
+        assert type(blocked.value) is ConflictError and blocked.value.status == 409 and blocked.value.code == "conflict"
+        head = (await client.digest()).position
+        with pytest.raises(ConflictError) as beyond:
+            await client.get_memory(memory_id, as_of=head + 1000)
+        assert type(beyond.value) is ConflictError and "as_of" in beyond.value.message
+        await client.archive_memory(memory_id)
+        with pytest.raises(ConflictError) as again:  # archived already, at the version the caller expected
+            await client.archive_memory(memory_id, expected_version=3)
+        assert type(again.value) is ConflictError
+        with pytest.raises(VersionConflictError) as stale:
+            await client.archive_memory(memory_id, expected_version=2)
+        assert stale.value.current_version == 3
+
+
+async def test_a_raw_request_that_writes_is_retried_with_one_idempotency_key(live):
+    async with CuttingProxy(live.url) as proxy, MnemologClient(proxy.url, api_key=live.key) as client:
+        answer = await client.request("POST", "/v1/memories", json={"memory": {"memory": "a raw write, answered twice"}}, headers={"X-Correlation-Id": "raw-retry"})
+        assert proxy.cut.is_set() and proxy.connections == 2 and answer["replayed"] is True
+    async with MnemologClient(live.url, api_key=live.key) as direct:
+        assert [e.type for e in (await direct.list_events(correlation_id="raw-retry")).events] == ["MemoryAdded"]
+
+
+async def test_the_timeout_holds_on_a_session_the_caller_gives(live):
+    import aiohttp
+
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader, writer):  # takes the request and never answers
+        held.append(writer)
+        await reader.read(65536)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with aiohttp.ClientSession() as session:  # no timeout of its own
+            client = MnemologClient(url, api_key=live.key, session=session, timeout=0.3, max_retries=0)
+            call = asyncio.create_task(client.digest())
+            done, _ = await asyncio.wait({call}, timeout=60)
+            if not done:
+                call.cancel()
+                pytest.fail("the client's timeout did not apply to the caller's session")
+            with pytest.raises(asyncio.TimeoutError):
+                call.result()
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
