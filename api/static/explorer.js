@@ -12,9 +12,34 @@ const state = {
   marks: [],
   asOf: null, // null: the head
   query: "",
-  graph: null, // {node, kind, offset}
+  graph: null, // {node, kind, depth, direction, types, offset}: fixed when opened, so that every page is of one walk
   historyId: null,
   correlationId: null,
+  correlation: null, // the open correlation's first page: {revertible, next_after, more, shown}
+};
+
+// The views: where each reports a failure, and how each is emptied (a view that cannot be drawn as of a moment shows
+// nothing of another moment).
+const VIEWS = {
+  recall: { info: "search-info", clear: () => { $("results").replaceChildren(); $("relationships").replaceChildren(); } },
+  neighbourhood: {
+    info: "graph-info",
+    clear: () => {
+      $("graph").replaceChildren();
+      $("graph-nodes").replaceChildren();
+      $("graph-prev").disabled = true;
+      $("graph-next").disabled = true;
+    },
+  },
+  history: { info: "history-info", clear: () => $("history").replaceChildren() },
+  correlation: {
+    info: "correlation-info",
+    clear: () => {
+      $("correlation-events").tBodies[0].replaceChildren();
+      $("revert").hidden = true;
+      $("correlation-more").hidden = true;
+    },
+  },
 };
 
 const $ = (id) => document.getElementById(id);
@@ -46,6 +71,10 @@ function linkButton(label, action, extra = {}) {
   return el("button", { type: "button", class: "link", onclick: action, ...extra }, label);
 }
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function shorten(text, n) {
   const s = String(text ?? "");
   return s.length > n ? s.slice(0, n - 1) + "…" : s;
@@ -61,6 +90,9 @@ function status(message, error = false) {
 
 class ApiError extends Error {}
 
+// The key was refused (revoked, expired, never valid): keep nothing of it, show nothing read with it, ask again.
+class SessionEnded extends ApiError {}
+
 async function api(path, { method = "GET", body = undefined, params = {} } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [name, value] of Object.entries(params)) {
@@ -71,24 +103,46 @@ async function api(path, { method = "GET", body = undefined, params = {} } = {})
   const tenant = sessionStorage.getItem(TENANT);
   if (tenant) headers["X-Mnemolog-Tenant"] = tenant;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const e = data.error || {};
-    throw new ApiError(`${response.status} ${e.code || ""}: ${e.message || response.statusText}${e.field ? ` (${e.field})` : ""}`);
+  let response;
+  try {
+    response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  } catch {
+    throw new ApiError("the server could not be reached");
   }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    const e = (data && data.error) || {};
+    const message = `${response.status} ${e.code || ""}: ${e.message || response.statusText || "refused"}${e.field ? ` (${e.field})` : ""}`;
+    if (response.status === 401) {
+      endSession();
+      throw new SessionEnded(`${message}; sign in again`);
+    }
+    throw new ApiError(message);
+  }
+  if (data === null || typeof data !== "object") throw new ApiError(`${response.status}: the answer is not the API's JSON`);
   return data;
 }
 
 // Runs one step of the page, reporting on the status line how long it took or what went wrong; a message
 // the step returns replaces the timing.
+// A step that draws a view (``what`` names one of VIEWS) empties it when it fails, and says why in the view itself:
+// the status line is shared, and the next step's report would hide the failure.
 async function guarded(what, fn) {
+  const view = VIEWS[what];
   try {
     const began = performance.now();
     const message = await fn();
+    if (view) $(view.info).classList.remove("error");
     status(message || `${what} (${Math.round(performance.now() - began)} ms)`);
   } catch (error) {
-    status(`${what}: ${error.message}`, true);
+    if (!(error instanceof ApiError)) console.error(error); // a fault of the page itself: its trace goes to the console only
+    const message = `${what}: ${error instanceof ApiError ? error.message : `the page failed (${error.name})`}`;
+    if (view && !(error instanceof SessionEnded)) {
+      view.clear();
+      $(view.info).textContent = message;
+      $(view.info).classList.add("error");
+    }
+    status(message, true);
   }
 }
 
@@ -103,12 +157,36 @@ async function signIn() {
   $("timeline").hidden = false;
   $("views").hidden = false;
   await loadTimeline();
+  remember(true);
 }
 
 function signOut() {
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(TENANT);
   window.location.reload();
+}
+
+// Back to the sign-in form, the key forgotten and every view emptied.
+function endSession() {
+  sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(TENANT);
+  state.scopes = [];
+  wipeViews();
+  $("signin").hidden = false;
+  $("identity").hidden = true;
+  $("timeline").hidden = true;
+  $("views").hidden = true;
+}
+
+// Every piece of data off the page (the views' state is kept, to draw them again).
+function wipeViews() {
+  for (const view of Object.values(VIEWS)) {
+    view.clear();
+    $(view.info).textContent = "";
+    $(view.info).classList.remove("error");
+  }
+  $("history-id").textContent = "";
+  $("moment").textContent = "";
 }
 
 // -- the timeline: a slider over the tenant's commits ------------------------------------------------
@@ -119,8 +197,16 @@ async function loadTimeline() {
   const slider = $("slider");
   slider.max = String(Math.max(state.marks.length - 1, 0));
   slider.disabled = state.marks.length === 0;
-  if (state.asOf === null) slider.value = slider.max;
+  slider.value = String(markIndex(state.asOf));
   showMoment(timeline);
+}
+
+// The slider's place for a moment: the last mark at or before it (the head: the last mark).
+function markIndex(asOf) {
+  if (asOf === null) return Math.max(state.marks.length - 1, 0);
+  let found = 0;
+  state.marks.forEach((m, i) => { if (m.position <= asOf) found = i; });
+  return found;
 }
 
 function showMoment(timeline = null) {
@@ -130,8 +216,10 @@ function showMoment(timeline = null) {
     out.textContent = last ? `head · position ${last.position} · ${last.recorded_at}` : "head · no events yet";
     return;
   }
-  const mark = state.marks[Number($("slider").value)];
-  out.textContent = `as of position ${mark.position} · ${mark.recorded_at} · ${mark.correlation_id || "no correlation"}`;
+  const mark = state.marks[markIndex(state.asOf)];
+  out.textContent = mark
+    ? `as of position ${state.asOf} · ${mark.recorded_at} · ${mark.correlation_id || "no correlation"}`
+    : `as of position ${state.asOf}`;
 }
 
 let redrawTimer = null;
@@ -139,13 +227,19 @@ let redrawTimer = null;
 function moveSlider() {
   const i = Number($("slider").value);
   state.asOf = i >= state.marks.length - 1 ? null : state.marks[i].position;
+  if (state.graph) state.graph.offset = 0; // another moment, another walk: from its first page
   showMoment();
   clearTimeout(redrawTimer);
-  redrawTimer = setTimeout(redrawAll, 120);
+  redrawTimer = setTimeout(() => {
+    remember(true);
+    redrawAll();
+  }, 120);
 }
 
 async function backToNow() {
   state.asOf = null;
+  if (state.graph) state.graph.offset = 0;
+  remember(true);
   await guarded("timeline", loadTimeline);
   await redrawAll();
 }
@@ -169,7 +263,7 @@ async function search() {
   const answer = await api("/v1/recall", { method: "POST", body: { query: state.query, limit: 10, as_of: asOf } });
   if (asOf !== state.asOf) return; // the slider moved on: a newer call draws
   const channels = Object.entries(answer.channels).map(([name, c]) => `${name}: ${c.status}${c.status === "ok" ? ` ${c.count}` : ""}`);
-  $("search-info").textContent = `${answer.hits.length} results · ${answer.fusion} fusion · ${channels.join(" · ")}${answer.degraded ? " · degraded" : ""}` +
+  $("search-info").textContent = `${plural(answer.hits.length, "result")} · ${answer.fusion} fusion · ${channels.join(" · ")}${answer.degraded ? " · degraded" : ""}` +
     (answer.as_of !== null ? ` · as of ${answer.as_of}` : "");
   $("results").replaceChildren(...answer.hits.map(hitItem));
   $("relationships").replaceChildren(
@@ -226,24 +320,25 @@ function entityHitItem(hit, why, extra) {
 // -- the neighbourhood graph ---------------------------------------------------------------------
 
 function openGraph(node, kind) {
-  state.graph = { node, kind, offset: 0 };
+  const types = $("types").value.split(",").map((t) => t.trim()).filter(Boolean);
+  state.graph = { node, kind, depth: $("depth").value, direction: $("direction").value, types, offset: 0 };
   $("node").value = node;
   $("kind").value = kind;
+  remember();
   return guarded("neighbourhood", drawGraph);
 }
 
 async function drawGraph() {
   const g = state.graph;
   const asOf = state.asOf;
-  const types = $("types").value.split(",").map((t) => t.trim()).filter(Boolean);
   const page = await api("/v1/graph/neighborhood", {
-    params: { node: g.node, kind: g.kind, depth: $("depth").value, direction: $("direction").value, type: types, limit: PAGE, offset: g.offset, as_of: asOf },
+    params: { node: g.node, kind: g.kind, depth: g.depth, direction: g.direction, type: g.types, limit: PAGE, offset: g.offset, as_of: asOf },
   });
   if (asOf !== state.asOf || g !== state.graph) return;
   const shown = page.nodes.length - 1;
   const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
-  $("graph-info").textContent = `${page.kind} ${page.node}: nodes ${page.offset + 1}–${page.offset + shown} of ${total} · ${page.edges.length} edges` +
-    (page.as_of !== null ? ` · as of ${page.as_of}` : "");
+  const range = shown > 0 ? `nodes ${page.offset + 1}–${page.offset + shown} of ${total}` : `no neighbours${page.offset > 0 ? ` past ${page.offset}` : ""}`;
+  $("graph-info").textContent = `${page.kind} ${page.node}: ${range} · ${page.edges.length} edges` + (page.as_of !== null ? ` · as of ${page.as_of}` : "");
   $("graph-prev").disabled = page.offset === 0;
   $("graph-next").disabled = !page.more;
   render(page);
@@ -306,7 +401,8 @@ function render(page) {
 }
 
 function graphPage(delta) {
-  state.graph.offset = Math.max(0, state.graph.offset + delta * PAGE);
+  state.graph = { ...state.graph, offset: Math.max(0, state.graph.offset + delta * PAGE) };
+  remember();
   return guarded("neighbourhood", drawGraph);
 }
 
@@ -314,6 +410,7 @@ function graphPage(delta) {
 
 function openHistory(id) {
   state.historyId = id;
+  remember();
   return guarded("history", showHistory);
 }
 
@@ -323,6 +420,7 @@ async function showHistory() {
   const asOf = state.asOf;
   const answer = await api(`/v1/memories/${encodeURIComponent(id)}/history`, { params: { as_of: asOf } });
   if (asOf !== state.asOf || id !== state.historyId) return;
+  $("history-info").textContent = plural(answer.versions.length, "version") + (asOf !== null ? ` · as of ${asOf}` : "");
   const items = answer.versions.map((v, i) => {
     const before = i > 0 ? answer.versions[i - 1].memory : "";
     return el(
@@ -335,7 +433,13 @@ async function showHistory() {
       el("div", { class: "text diff" }, diffWords(before, v.memory)),
     );
   });
-  $("history").replaceChildren(...items.reverse());
+  // A forget that erased it: by whom, when, why (the text above is the marker, never what was erased).
+  const forgets = (answer.forgotten || []).map((f) =>
+    el("li", { class: "version forgotten" },
+      el("div", { class: "meta" }, `${f.event_type} · subject ${f.subject} · position ${f.position} · ${f.recorded_at} · actor ${f.actor || "?"}`),
+      f.reason ? el("div", { class: "why" }, `reason: ${f.reason}`) : null),
+  );
+  $("history").replaceChildren(...forgets.reverse(), ...items.reverse());
 }
 
 // Word-level diff (longest common subsequence over words and the spaces between them), as ins/del nodes.
@@ -368,6 +472,7 @@ function diffWords(before, after) {
 function openCorrelation(id) {
   state.correlationId = id;
   $("correlation-id").value = id;
+  remember();
   return guarded("correlation", showCorrelation);
 }
 
@@ -377,21 +482,45 @@ function eventSummary(e) {
   return shorten(typeof text === "string" ? text : JSON.stringify(text), 160);
 }
 
+const CORRELATION_PAGE = 200; // events a page; "More events" reads the next
+
 async function showCorrelation() {
   const id = state.correlationId;
-  const answer = await api("/v1/correlation", { params: { correlation_id: id, limit: 500 } });
+  const answer = await api("/v1/correlation", { params: { correlation_id: id, limit: CORRELATION_PAGE } });
+  if (id !== state.correlationId) return;
   const reverted = answer.reverted_by.map((r) => `reverted at position ${r.position} by ${r.actor || "?"} (${r.correlation_id})`);
-  $("correlation-info").textContent = `${answer.events.length}${answer.more ? "+" : ""} events` +
-    (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted");
-  $("correlation-events").tBodies[0].replaceChildren(
+  state.correlation = {
+    summary: (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted"),
+    shown: 0,
+  };
+  $("correlation-events").tBodies[0].replaceChildren();
+  appendCorrelation(answer);
+  const canWrite = state.scopes.includes("write");
+  $("revert").hidden = !(canWrite && answer.reverted_by.length === 0 && !answer.reverts && answer.events.length > 0);
+}
+
+// The next page of the open correlation, below the rows shown.
+async function moreCorrelation() {
+  const id = state.correlationId;
+  const c = state.correlation;
+  const answer = await api("/v1/correlation", { params: { correlation_id: id, after: c.next_after, limit: CORRELATION_PAGE } });
+  if (id !== state.correlationId || c !== state.correlation) return;
+  appendCorrelation(answer);
+}
+
+function appendCorrelation(answer) {
+  const c = state.correlation;
+  $("correlation-events").tBodies[0].append(
     ...answer.events.map((e) =>
       el("tr", { class: state.asOf !== null && e.position > state.asOf ? "later" : "" },
         el("td", {}, e.position), el("td", {}, e.recorded_at), el("td", {}, e.type), el("td", {}, e.stream_id),
         el("td", {}, e.metadata.actor || ""), el("td", { class: "text" }, eventSummary(e))),
     ),
   );
-  const canWrite = state.scopes.includes("write");
-  $("revert").hidden = !(canWrite && answer.reverted_by.length === 0 && !answer.reverts && answer.events.length > 0);
+  c.shown += answer.events.length;
+  c.next_after = answer.next_after;
+  $("correlation-info").textContent = `${plural(c.shown, "event")}${answer.more ? " shown, more follow" : ""}${c.summary}`;
+  $("correlation-more").hidden = !answer.more;
 }
 
 async function askRevert() {
@@ -418,6 +547,44 @@ async function confirmRevert(event) {
   });
 }
 
+// -- back and forward: each view opened is an entry of the tab's history --------------------------------------
+// The entry holds what is open (its state object), never in the address: queries and ids stay out of the URL and
+// out of the browser's history of addresses.
+
+function snapshot() {
+  return { explorer: 1, query: state.query, graph: state.graph, historyId: state.historyId, correlationId: state.correlationId, asOf: state.asOf };
+}
+
+// A new entry for a view just opened (``replace``: the same entry, now at another moment).
+function remember(replace = false) {
+  if (replace) window.history.replaceState(snapshot(), "");
+  else window.history.pushState(snapshot(), "");
+}
+
+// Back or forward: the views of that entry, as of its moment; a view it did not have is emptied.
+function restore(saved) {
+  if ($("views").hidden) return;
+  const entry = saved && saved.explorer ? saved : { query: "", graph: null, historyId: null, correlationId: null, asOf: null };
+  clearTimeout(redrawTimer);
+  state.query = entry.query;
+  state.graph = entry.graph;
+  state.historyId = entry.historyId;
+  state.correlationId = entry.correlationId;
+  state.asOf = entry.asOf;
+  $("query").value = state.query;
+  $("node").value = state.graph ? state.graph.node : "";
+  $("correlation-id").value = state.correlationId || "";
+  $("slider").value = String(markIndex(state.asOf));
+  showMoment();
+  for (const [name, open] of [["recall", state.query], ["neighbourhood", state.graph], ["history", state.historyId], ["correlation", state.correlationId]]) {
+    if (open) continue;
+    VIEWS[name].clear();
+    $(VIEWS[name].info).textContent = "";
+    if (name === "history") $("history-id").textContent = "";
+  }
+  return redrawAll();
+}
+
 // -- wiring ----------------------------------------------------------------------------------------
 
 function start() {
@@ -437,7 +604,9 @@ function start() {
   $("search").addEventListener("submit", (event) => {
     event.preventDefault();
     state.query = $("query").value.trim();
-    if (state.query) guarded("recall", search);
+    if (!state.query) return;
+    remember();
+    guarded("recall", search);
   });
   $("graph-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -451,8 +620,16 @@ function start() {
     const id = $("correlation-id").value.trim();
     if (id) openCorrelation(id);
   });
+  $("correlation-more").addEventListener("click", () => guarded("correlation", moreCorrelation));
   $("revert").addEventListener("click", () => guarded("revert preview", askRevert));
   $("confirm-ok").addEventListener("click", confirmRevert);
+  window.addEventListener("popstate", (event) => restore(event.state));
+  // Leaving the page takes its data along: a page kept in the back/forward cache holds none (a subject forgotten
+  // meanwhile must not come back from it); shown again, it reads everything anew, the key checked first.
+  window.addEventListener("pagehide", wipeViews);
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted && sessionStorage.getItem(KEY)) guarded("signed in", async () => { await signIn(); await redrawAll(); });
+  });
   if (sessionStorage.getItem(KEY)) guarded("signed in", signIn);
   document.body.dataset.ready = "yes";
 }

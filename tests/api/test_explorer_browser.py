@@ -18,12 +18,13 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.serving import ROOT, create_key, serve
+from tests.serving import ROOT, create_key, run_cli, serve
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
 from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
@@ -196,3 +197,127 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         wait_for(driver, "the correlation", lambda d: "MemoryAdded" in text_of(d, "correlation-events"))
         assert not driver.find_element(By.ID, "revert").is_displayed()
     assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
+
+
+EVIL = '<img src=x onerror="document.body.dataset.pwned=1">'
+
+
+def test_the_explorer_as_its_users_push_it(tmp_path, browser):
+    """Markup in data stays text; a view that cannot be drawn as of a moment empties; big correlations page;
+    back and forward move between views; a forgotten subject never comes back from the back/forward cache; a
+    revoked key ends the session; a narrow window does not scroll sideways; no "undefined" anywhere."""
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write,admin")
+    reader = create_key(data_dir, "default", "read")
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        url = server.url
+        evil = call(url, key, "POST", "/v1/memories", {"memory": {"memory": f"Injected {EVIL} text", "key": EVIL}}, {"X-Correlation-Id": f"corr{EVIL}"})["memory_ids"][0]
+        call(url, key, "PATCH", f"/v1/memories/{evil}", {"memory": f"Injected again {EVIL} text", "reason": f"reason {EVIL}"})
+        call(url, key, "PUT", "/v1/entities/evil", {"name": f"Ent {EVIL}", "entity_type": "person", "description": EVIL})
+        counter = call(url, key, "POST", "/v1/memories", {"memory": {"memory": "counter at 1"}})["memory_ids"][0]
+        for i in range(2, 41):
+            call(url, key, "PATCH", f"/v1/memories/{counter}", {"memory": f"counter at {i}"})
+        bulk = call(url, key, "POST", "/v1/memories", {"memories": [{"memory": f"bulk item {i}"} for i in range(520)]}, {"X-Correlation-Id": "bulk"})
+        bulk_positions = [e["position"] for e in call(url, key, "GET", "/v1/events?correlation_id=bulk&limit=1000")["events"]]
+        assert len(bulk_positions) > 500 and bulk["positions"][-1] == bulk_positions[-1]
+        secret = call(url, key, "POST", "/v1/memories", {"memory": {"memory": "Yorick keeps a skull named Alas", "subject": "u-yorick"}})["memory_ids"][0]
+        with pytest.raises(urllib.error.HTTPError) as refused:  # the revert a read-only key is not offered is refused by the server too
+            call(url, reader, "POST", "/v1/reverts", {"correlation_id": "bulk"})
+        assert refused.value.code == 403
+
+        driver = browser
+        sign_in(driver, url, key)
+        driver.find_element(By.ID, "query").send_keys("Injected", Keys.ENTER)
+        wait_for(driver, "the injected text, as text", lambda d: f"Injected again {EVIL} text" in text_of(d, "results"))
+        driver.find_element(By.CSS_SELECTOR, f"#results li.hit[data-id='{evil}'] button[data-action=history]").click()
+        wait_for(driver, "its history", lambda d: f"reason: reason {EVIL}" in text_of(d, "history") and f"corr{EVIL}" in text_of(d, "history"))
+        driver.find_element(By.ID, "correlation-id").send_keys(f"corr{EVIL}", Keys.ENTER)
+        wait_for(driver, "its correlation", lambda d: f"Injected {EVIL} text" in text_of(d, "correlation-events"))
+        driver.find_element(By.ID, "node").send_keys("evil")
+        driver.find_element(By.CSS_SELECTOR, "#kind option[value=entity]").click()
+        driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
+        wait_for(driver, "the entity", lambda d: f"Ent {EVIL}" in text_of(d, "graph-nodes"))
+        assert driver.execute_script("return document.body.dataset.pwned") is None
+        assert driver.execute_script("return document.querySelectorAll('main img').length") == 0
+
+        # Back and forward move between the views opened, within the page.
+        driver.back()
+        wait_for(driver, "the neighbourhood closed", lambda d: text_of(d, "graph-nodes") == "" and d.find_element(By.ID, "views").is_displayed())
+        driver.back()
+        wait_for(driver, "the correlation closed", lambda d: text_of(d, "correlation-events").count("\n") == 0)
+        assert f"reason: reason {EVIL}" in text_of(driver, "history")
+        driver.forward()
+        wait_for(driver, "the correlation again", lambda d: f"Injected {EVIL} text" in text_of(d, "correlation-events"))
+
+        # A history of many versions, newest first; a correlation of hundreds of events, a page at a time.
+        e = driver.find_element(By.ID, "query")
+        e.clear()
+        e.send_keys("counter", Keys.ENTER)
+        wait_for(driver, "the counter", lambda d: "counter at 40" in text_of(d, "results"))
+        driver.find_element(By.CSS_SELECTOR, f"#results li.hit[data-id='{counter}'] button[data-action=history]").click()
+        wait_for(driver, "40 versions", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#history li.version")) == 40)
+        assert driver.find_element(By.CSS_SELECTOR, "#history li.version").get_attribute("data-version") == "40"
+        e = driver.find_element(By.ID, "correlation-id")
+        e.clear()
+        e.send_keys("bulk", Keys.ENTER)
+        first_row = (By.CSS_SELECTOR, "#correlation-events tbody tr td:first-child")
+        wait_for(driver, "the bulk's first page", lambda d: d.find_element(*first_row).text == str(bulk_positions[0]))
+        more = driver.find_element(By.ID, "correlation-more")
+        while more.is_displayed():
+            shown = len(driver.find_elements(By.CSS_SELECTOR, "#correlation-events tbody tr"))
+            assert f"{shown} events shown, more follow" in text_of(driver, "correlation-info")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", more)  # clear of the status line
+            more.click()
+            wait_for(driver, "the next page", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#correlation-events tbody tr")) > shown)
+        rows = [int(r.text) for r in driver.find_elements(By.CSS_SELECTOR, "#correlation-events tbody tr td:first-child")]
+        assert rows == bulk_positions and f"{len(bulk_positions)} events" in text_of(driver, "correlation-info")
+
+        # A view that cannot be drawn as of a moment (the node did not exist yet) is emptied and says why.
+        driver.find_element(By.CSS_SELECTOR, "#kind option[value=memory]").click()
+        e = driver.find_element(By.ID, "node")
+        e.clear()
+        e.send_keys(counter)
+        driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
+        wait_for(driver, "the counter's neighbourhood", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 1)
+        driver.find_element(By.ID, "slider").send_keys(Keys.HOME)
+        wait_for(driver, "the neighbourhood refused as of the first commit", lambda d: "404 not_found" in text_of(d, "graph-info"))
+        assert driver.find_elements(By.CSS_SELECTOR, "#graph circle") == [] and text_of(driver, "graph-nodes") == ""
+        assert text_of(driver, "history") == "" and "404 not_found" in text_of(driver, "history-info")
+        driver.find_element(By.ID, "now").click()
+        wait_for(driver, "the head again", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 1)
+
+        # A narrow window: one column, nothing wider than the window.
+        driver.set_window_size(360, 800)
+        wait_for(driver, "the narrow layout", lambda d: d.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
+        driver.save_screenshot(str(ARTIFACTS / "explorer-narrow.png"))
+        driver.set_window_size(1400, 1800)
+
+        # A subject forgotten while the page is away never comes back with it (the back/forward cache holds no data).
+        e = driver.find_element(By.ID, "query")
+        e.clear()
+        e.send_keys("Yorick skull", Keys.ENTER)
+        wait_for(driver, "the secret", lambda d: "Yorick keeps a skull" in text_of(d, "results"))
+        driver.find_element(By.CSS_SELECTOR, f"#results li.hit[data-id='{secret}'] button[data-action=history]").click()
+        wait_for(driver, "its history", lambda d: "Yorick keeps a skull" in text_of(d, "history"))
+        driver.get(url + "/health")
+        call(url, key, "POST", "/v1/subjects/u-yorick/forget", {"reason": "asked"})
+        driver.back()
+        wait_for(driver, "the erased history", lambda d: "SubjectForgotten" in text_of(d, "history") or d.find_element(By.ID, "signin").is_displayed())
+        assert "Yorick" not in driver.find_element(By.TAG_NAME, "body").text
+        assert "skull" not in driver.execute_script("return document.documentElement.outerHTML")
+
+        body = driver.find_element(By.TAG_NAME, "body").text
+        assert not any(word in body for word in ("undefined", "NaN", "[object", "Traceback")), body
+        problems = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]]
+        assert problems == [], problems
+
+        # A key revoked while signed in ends the session: the sign-in form, no data, nothing kept.
+        done = run_cli(data_dir, "keys", "revoke", key.split("_")[1])
+        assert done.returncode == 0, done.stderr
+        e = driver.find_element(By.ID, "query")
+        e.clear()
+        e.send_keys("counter", Keys.ENTER)
+        wait_for(driver, "the sign-in form", lambda d: d.find_element(By.ID, "signin").is_displayed())
+        assert "401 unauthorized" in text_of(driver, "status") and "sign in again" in text_of(driver, "status")
+        assert not driver.find_element(By.ID, "views").is_displayed() and driver.execute_script("return sessionStorage.length") == 0
+        assert "counter at" not in driver.execute_script("return document.documentElement.outerHTML")
