@@ -124,9 +124,8 @@ async function api(path, { method = "GET", body = undefined, params = {} } = {})
 }
 
 // Runs one step of the page, reporting on the status line how long it took or what went wrong; a message
-// the step returns replaces the timing.
-// A step that draws a view (``what`` names one of VIEWS) empties it when it fails, and says why in the view itself:
-// the status line is shared, and the next step's report would hide the failure.
+// the step returns replaces the timing. A step that draws a view (``what`` names one of VIEWS) empties it when it
+// fails, and says why in the view itself: the status line is shared, and the next step's report would hide it.
 async function guarded(what, fn) {
   const view = VIEWS[what];
   try {
@@ -166,11 +165,11 @@ function signOut() {
   window.location.reload();
 }
 
-// Back to the sign-in form, the key forgotten and every view emptied.
+// Back to the sign-in form, the key forgotten and every view closed.
 function endSession() {
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(TENANT);
-  state.scopes = [];
+  Object.assign(state, { scopes: [], asOf: null, query: "", graph: null, historyId: null, correlationId: null, correlation: null });
   wipeViews();
   $("signin").hidden = false;
   $("identity").hidden = true;

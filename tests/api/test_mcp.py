@@ -192,6 +192,9 @@ async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
         assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2}))["version"] == 1
         assert ok(await mcp.call_tool("get_memory", {"id": cat, "as_of": 2})) == await http.get_memory(cat, as_of=2)
         assert ok(await mcp.call_tool("history", {"id": cat})) == await http.memory_history(cat)
+        assert ok(await mcp.call_tool("history", {"id": cat, "as_of": 2})) == await http.memory_history(cat, as_of=2)
+        assert len(ok(await mcp.call_tool("history", {"id": cat, "as_of": 2}))["versions"]) == 1
+        assert refused(await mcp.call_tool("history", {"id": cat, "as_of": "soon"}))["field"] == "as_of"
 
         related = ok(await mcp.call_tool("related", {"node": lisbon, "depth": 2, "direction": "out", "edge_types": ["RELATED"]}))
         assert related == await http.request("GET", "/v1/graph/neighbors", params={"node": lisbon, "depth": "2", "direction": "out", "type": "RELATED"})
