@@ -18,6 +18,10 @@ tools are listed and served only when the server was started with
 actor ``mcp:<client name>`` and the session's correlation id
 (``mcp-<client>-<session>``), returned with each write, so that
 ``mnemolog revert <correlation id>`` undoes what an agent's session did.
+Over HTTP a request's ``X-Correlation-Id`` names the correlation, as on the
+HTTP API; without it, a transport without sessions (protocol 2026-07-28 on)
+gives every request of one key and client name in this run one correlation,
+and a key of its own per agent keeps agents apart.
 
 Built on the SDK's low-level server (``mcp.server.lowlevel.Server``): the
 ``mcp`` package is the optional ``mnemolog[mcp]`` extra, imported by
@@ -155,7 +159,8 @@ class Caller(msgspec.Struct, frozen=True):
     key: ApiKey | None
     tenant: str
     client: str  # the client's name, from its initialize / request envelope
-    session: str  # the transport's session id, or this process's run id
+    session: str  # the transport's session id, else the request's key id and this process's run id
+    correlation: str | None = None  # the request's own X-Correlation-Id (over HTTP)
 
 
 class Tool(msgspec.Struct, frozen=True):
@@ -219,9 +224,12 @@ class McpFront:
         secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
         tenant = headers.get("x-mnemolog-tenant") or self.tenant
         client = _client_name(ctx)
+        correlation = headers.get("x-correlation-id") or None
+        if correlation is not None and len(correlation) > 200:
+            raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
         session = headers.get("mcp-session-id") or self.run_id
         if not self.settings.auth:
-            return Caller(None, tenant or "default", client, session)
+            return Caller(None, tenant or "default", client, session, correlation)
         key, tenant = authorize(
             self.keystore,
             secret,
@@ -231,7 +239,10 @@ class McpFront:
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",
         )
-        return Caller(key, tenant, client, session)
+        if "mcp-session-id" not in headers and key is not None and bearer:
+            # No transport session, and the request brought its own key: the key tells one agent from another.
+            session = f"{key.key_id}-{self.run_id}"
+        return Caller(key, tenant, client, session, correlation)
 
     def writes_for(self, key: ApiKey | None) -> bool:
         return self.allow_writes and (key is None or key.allows("write"))
@@ -246,7 +257,7 @@ class McpFront:
 
     def correlation_id(self, caller: Caller) -> str:
         """One correlation id per client session: what ``mnemolog revert`` takes to undo the session."""
-        return f"mcp-{caller.client}-{caller.session}"
+        return caller.correlation or f"mcp-{caller.client}-{caller.session}"
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.inline_reads:
@@ -363,7 +374,7 @@ async def _link(front: McpFront, caller: Caller, body: LinkArgs, raw: dict) -> A
 async def _revert(front: McpFront, caller: Caller, body: RevertArgs, raw: dict) -> Any:
     """A revert is its own correlation (so that it can undo this very session), named after the session's."""
     svc = front.service
-    ctx = front.context(caller, correlation_id=f"{front.correlation_id(caller)}-revert-{uuid.uuid4().hex[:8]}")
+    ctx = front.context(caller, correlation_id=f"{front.correlation_id(caller)[:180]}-revert-{uuid.uuid4().hex[:8]}")
     result = await front.write(svc.run, svc.reverts.revert, ctx, body.correlation_id, force=body.force, dry_run=body.dry_run)
     return operations.write_result(result)
 

@@ -109,13 +109,13 @@ def http_mcp():
 
 
 @asynccontextmanager
-async def http_client(url: str, key: str | None):
+async def http_client(url: str, key: str | None, **extra: str):
     import httpx2
     import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **extra}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
@@ -400,6 +400,23 @@ async def test_streamable_http_serves_the_same_answers_and_checks_each_requests_
         assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
         added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The office moved to Porto"}}))
         assert (await http.memory_history(added["memory_ids"][0]))["versions"][0]["actor"] == f"mcp:{CLIENT_NAME}"
+        again = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The office has a garden"}}))
+        assert again["correlation_id"] == added["correlation_id"]
+    # The transport has no sessions: another agent, with a key of its own, never shares the first one's correlation
+    # (reverting one agent's work leaves the other's), and an agent may name its correlation as on the HTTP API.
+    second = create_key(api.data_dir, "default", "read,write")
+    async with http_client(url, second) as mcp:
+        theirs = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The canteen moved to Braga"}}))
+        assert theirs["correlation_id"].startswith(f"mcp-{CLIENT_NAME}-") and theirs["correlation_id"] != added["correlation_id"]
+    async with http_client(url, second, **{"X-Correlation-Id": "agent-7-task-3"}) as mcp:
+        named = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "The library opens at nine"}}))
+        assert named["correlation_id"] == "agent-7-task-3"
+    async with http_client(url, second, **{"X-Correlation-Id": "x" * 201}) as mcp:
+        assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": "x"}}))["field"] == "X-Correlation-Id"
+    async with http_client(url, key) as mcp:
+        ok(await mcp.call_tool("revert", {"correlation_id": added["correlation_id"], "dry_run": False}))
+    assert (await http.get_memory(theirs["memory_ids"][0]))["status"] == "activated"
+    assert (await http.get_memory(added["memory_ids"][0]))["status"] == "deleted"
     async with http_client(url, other) as mcp:  # each request acts as its own key: another tenant, read only
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
         assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
