@@ -362,3 +362,34 @@ async def test_the_timeout_holds_on_a_session_the_caller_gives(live):
         for writer in held:
             writer.close()
         server.close()
+
+
+#: Query parameters whose client keyword differs from the name on the wire (a Python keyword, or a plural for a repeatable one).
+QUERY_KEYWORDS = {"type": ("types", "entity_type"), "from": ("start",), "to": ("end",)}
+
+
+def test_every_query_parameter_and_body_field_of_the_document_is_a_keyword_of_its_method():
+    """The client and the OpenAPI document agree: what an operation takes, its method takes (under its own name)."""
+    from mnemolog.api.app import ROUTES
+    from mnemolog.api.openapi import openapi_document
+
+    document = openapi_document(ROUTES, "test")
+    schemas = document["components"]["schemas"]
+    mismatches = []
+    for path, operations_ in document["paths"].items():
+        for method, operation in operations_.items():
+            fn = getattr(MnemologClient, operation["operationId"])
+            accepted = set(inspect.signature(fn).parameters)
+            hints = inspect.get_annotations(fn, eval_str=True)
+            for options in ("options",):  # **options: a TypedDict names the rest
+                if options in hints and hasattr(hints[options], "__args__"):
+                    accepted |= set(hints[options].__args__[0].__annotations__)
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query" and parameter["name"] not in accepted and not accepted & set(QUERY_KEYWORDS.get(parameter["name"], ())):
+                    mismatches.append(f"{method.upper()} {path}: query {parameter['name']}")
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+            ref = body.get("$ref", "").rsplit("/", 1)[-1]
+            fields = set(schemas[ref].get("properties", {})) if ref else set()
+            if fields and not accepted & {"changes", "entity", "memory"}:  # a whole request Struct passed as one argument
+                mismatches += [f"{method.upper()} {path}: body {f}" for f in sorted(fields - accepted)]
+    assert not mismatches, mismatches
