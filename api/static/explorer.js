@@ -542,7 +542,9 @@ async function confirmRevert(event) {
     const done = await api("/v1/reverts", { method: "POST", body: { correlation_id: id } });
     await loadTimeline();
     await redrawAll();
-    return `reverted ${id}: ${done.data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`;
+    const data = done.data || {};
+    if (!done.positions.length) return `${id}: nothing reverted${data.already_reverted ? ", it was already reverted" : ""}`; // reverted meanwhile
+    return `reverted ${id}: ${data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`;
   });
 }
 

@@ -27,7 +27,7 @@ import pytest
 from tests.serving import ROOT, create_key, run_cli, serve
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra)")
-from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -94,7 +94,8 @@ def seed(url: str, key: str) -> dict:
 
 def wait_for(driver, what: str, condition, timeout: float = 30):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
+        # An element redrawn between finding and reading it is looked for again at the next poll.
+        return WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
     except TimeoutException:
         status = driver.find_element(By.ID, "status").text
         pytest.fail(f"timed out waiting for {what}; the page's status line says: {status!r}")
@@ -221,6 +222,7 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
         bulk_positions = [e["position"] for e in call(url, key, "GET", "/v1/events?correlation_id=bulk&limit=1000")["events"]]
         assert len(bulk_positions) > 500 and bulk["positions"][-1] == bulk_positions[-1]
         secret = call(url, key, "POST", "/v1/memories", {"memory": {"memory": "Yorick keeps a skull named Alas", "subject": "u-yorick"}})["memory_ids"][0]
+        call(url, key, "POST", "/v1/memories", {"memory": {"memory": "a note reverted twice"}}, {"X-Correlation-Id": "twice"})
         with pytest.raises(urllib.error.HTTPError) as refused:  # the revert a read-only key is not offered is refused by the server too
             call(url, reader, "POST", "/v1/reverts", {"correlation_id": "bulk"})
         assert refused.value.code == 403
@@ -271,6 +273,19 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
             wait_for(driver, "the next page", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#correlation-events tbody tr")) > shown)
         rows = [int(r.text) for r in driver.find_elements(By.CSS_SELECTOR, "#correlation-events tbody tr td:first-child")]
         assert rows == bulk_positions and f"{len(bulk_positions)} events" in text_of(driver, "correlation-info")
+
+        # A revert confirmed after someone else reverted the correlation meanwhile says so.
+        e = driver.find_element(By.ID, "correlation-id")
+        e.clear()
+        e.send_keys("twice", Keys.ENTER)
+        revert = driver.find_element(By.ID, "revert")
+        wait_for(driver, "the revert button", lambda d: revert.is_displayed())
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", revert)
+        revert.click()
+        wait_for(driver, "the confirmation", lambda d: "would be compensated" in text_of(d, "confirm-text"))
+        call(url, key, "POST", "/v1/reverts", {"correlation_id": "twice"})
+        driver.find_element(By.ID, "confirm-ok").click()
+        wait_for(driver, "the answer", lambda d: "twice: nothing reverted, it was already reverted" in text_of(d, "status"))
 
         # A view that cannot be drawn as of a moment (the node did not exist yet) is emptied and says why.
         driver.find_element(By.CSS_SELECTOR, "#kind option[value=memory]").click()
