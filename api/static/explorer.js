@@ -75,9 +75,10 @@ function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
+// At most n characters (code points: an emoji or a rare CJK character is never cut in half).
 function shorten(text, n) {
-  const s = String(text ?? "");
-  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+  const chars = Array.from(String(text ?? ""));
+  return chars.length > n ? chars.slice(0, n - 1).join("") + "…" : chars.join("");
 }
 
 function status(message, error = false) {

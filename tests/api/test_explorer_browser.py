@@ -15,6 +15,7 @@ Skipped, with the reason, only when Chromium or its driver cannot start.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import tempfile
@@ -215,6 +216,8 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
         evil = call(url, key, "POST", "/v1/memories", {"memory": {"memory": f"Injected {EVIL} text", "key": EVIL}}, {"X-Correlation-Id": f"corr{EVIL}"})["memory_ids"][0]
         call(url, key, "PATCH", f"/v1/memories/{evil}", {"memory": f"Injected again {EVIL} text", "reason": f"reason {EVIL}"})
         call(url, key, "PUT", "/v1/entities/evil", {"name": f"Ent {EVIL}", "entity_type": "person", "description": EVIL})
+        call(url, key, "PUT", "/v1/entities/smiles", {"name": "🙂" * 40, "entity_type": "mood"})
+        call(url, key, "POST", "/v1/entities/evil/relations", {"target_id": "smiles", "relation_type": "FEELS"})
         counter = call(url, key, "POST", "/v1/memories", {"memory": {"memory": "counter at 1"}})["memory_ids"][0]
         for i in range(2, 41):
             call(url, key, "PATCH", f"/v1/memories/{counter}", {"memory": f"counter at {i}"})
@@ -239,6 +242,9 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
         driver.find_element(By.CSS_SELECTOR, "#kind option[value=entity]").click()
         driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
         wait_for(driver, "the entity", lambda d: f"Ent {EVIL}" in text_of(d, "graph-nodes"))
+        labels = driver.execute_script("return [...document.querySelectorAll('#graph text, #graph-nodes li')].map((e) => e.textContent)")
+        assert any("🙂" * 27 + "…" in label for label in labels), labels  # shortened by characters, never mid-character
+        assert not any(re.search("[\ud800-\udfff]", label) for label in labels)
         assert driver.execute_script("return document.body.dataset.pwned") is None
         assert driver.execute_script("return document.querySelectorAll('main img').length") == 0
 
