@@ -57,7 +57,9 @@ def neighborhood(
     nodes they link to); ``entity`` walks the entities' relations. Nodes
     come in BFS order, ``limit`` a page from ``offset``; the BFS stops one
     node past the page, so a page costs what its nodes cost, however big the
-    neighbourhood.
+    neighbourhood. The memory walk keeps the order it reached the nodes in
+    (not by score): cut one node past any page, it is the start of the whole
+    walk, so pages neither repeat nor skip a node.
     """
     position = svc.resolve_as_of(as_of)
     if kind == "entity":
@@ -80,7 +82,9 @@ def neighborhood(
         placed = [{"id": r.id, "depth": r.depth, "score": r.score} for r in page]
     else:
         seed_memory = svc.graph.memory(tenant, node, as_of=position)
-        reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=offset + limit + 1)
+        reached = svc.graph.bfs(
+            tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=offset + limit + 1, by_score=False
+        )
         if seed_memory is None and not reached:
             raise NotFound("memory", node)
         page = reached[offset : offset + limit]

@@ -269,12 +269,15 @@ def bfs(
     edge_types: Sequence[str] | None = None,
     as_of: int | None = None,
     max_nodes: int = 1000,
+    by_score: bool = True,
 ) -> list[Reached]:
     """Breadth-first expansion from ``seeds``; cycle-safe, first path wins.
 
     A reached node's score is its seed's score times the product of the edge
     weights along the path. Seeds themselves are not returned. Results are
-    sorted by score (then depth, then node id).
+    sorted by score (then depth, then node id); with ``by_score`` false, in
+    the order the walk reached them, so that the walk cut at ``max_nodes`` is
+    the first part of the whole walk (pages of a neighbourhood).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
@@ -299,6 +302,8 @@ def bfs(
                 queue.clear()
                 break
             queue.append((other, level + 1, reached.score, reached.path, seed))
+    if not by_score:
+        return list(seen.values())
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
 
 
@@ -456,9 +461,11 @@ class GraphReads:
         edge_types: Sequence[str] | None = None,
         as_of: Any = None,
         max_nodes: int = 1000,
+        by_score: bool = True,
     ) -> list[Reached]:
         return bfs(
-            self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes
+            self._connect(), tenant, seeds, depth=depth, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), max_nodes=max_nodes,
+            by_score=by_score,
         )
 
     def edge_lives(self, tenant: str, source: str, edge_type: str) -> list[EdgeView]:

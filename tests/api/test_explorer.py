@@ -156,6 +156,29 @@ async def test_a_memory_neighbourhood_comes_in_pages_that_cover_it_once(api):
     assert page["total"] == 7 and not page["more"]
 
 
+async def test_a_deep_neighbourhood_in_pages_is_the_whole_walk_once_in_order(api):
+    """Two levels, nodes of the second reached in another order than their ids sort in: every page is a slice of one walk."""
+    hub = (await add(api.raw, "the hub"))["memory_ids"][0]
+    kids = (await post(api.raw, "/v1/memories", {"memories": [{"memory": f"kid {i}"} for i in range(6)]}))["memory_ids"]
+    grandkids = (await post(api.raw, "/v1/memories", {"memories": [{"memory": f"grandkid {i}"} for i in range(12)]}))["memory_ids"]
+    for i, kid in enumerate(kids):
+        await post(api.raw, "/v1/edges", {"source": hub, "target": kid, "edge_type": "RELATED"})
+        for j in (0, 1):
+            await post(api.raw, "/v1/edges", {"source": kid, "target": grandkids[(5 * i + 7 * j) % 12], "edge_type": "RELATED", "weight": 0.5 + 0.1 * j})
+    whole = await get(api.raw, "/v1/graph/neighborhood", node=hub, depth=2, limit=500)
+    walk = [n["id"] for n in whole["nodes"][1:]]
+    linked = {grandkids[(5 * i + 7 * j) % 12] for i in range(6) for j in (0, 1)}  # 7 of them, most reached twice
+    assert len(walk) == len(set(walk)) == whole["total"] == 13 and set(walk) == set(kids) | linked
+    assert [n["depth"] for n in whole["nodes"][1:]] == sorted(n["depth"] for n in whole["nodes"][1:])  # breadth first
+    for size in (1, 4, 5, 7):
+        seen, offset = [], 0
+        while offset is not None:
+            page = await get(api.raw, "/v1/graph/neighborhood", node=hub, depth=2, limit=size, offset=offset)
+            seen += [n["id"] for n in page["nodes"][1:]]
+            offset = page["next_offset"]
+        assert seen == walk, size
+
+
 async def test_a_neighbourhood_as_of_a_position_is_the_graph_of_then(api):
     hub, leaves, before_last = await star(api.raw, 3)
     then = await get(api.raw, "/v1/graph/neighborhood", node=hub, as_of=before_last, limit=10)
