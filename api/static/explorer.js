@@ -100,9 +100,9 @@ async function api(path, { method = "GET", body = undefined, params = {} } = {})
     if (value === null || value === undefined || value === "") continue;
     for (const one of Array.isArray(value) ? value : [value]) url.searchParams.append(name, String(one));
   }
-  const headers = { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` };
+  const headers = { Authorization: headerBytes(`Bearer ${sessionStorage.getItem(KEY) || ""}`) };
   const tenant = sessionStorage.getItem(TENANT);
-  if (tenant) headers["X-Mnemolog-Tenant"] = tenant;
+  if (tenant) headers["X-Mnemolog-Tenant"] = headerBytes(tenant);
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -122,6 +122,12 @@ async function api(path, { method = "GET", body = undefined, params = {} } = {})
   }
   if (data === null || typeof data !== "object") throw new ApiError(`${response.status}: the answer is not the API's JSON`);
   return data;
+}
+
+// A header value as its UTF-8 bytes, one character each: a browser sends only ISO-8859-1 characters in a header,
+// each as its byte, and the server reads the header as UTF-8 (a tenant may be named in any script).
+function headerBytes(text) {
+  return String.fromCharCode(...new TextEncoder().encode(text));
 }
 
 // Runs one step of the page, reporting on the status line how long it took or what went wrong; a message

@@ -211,8 +211,10 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
     data_dir = tmp_path / "data"
     key = create_key(data_dir, "default", "read,write,admin")
     reader = create_key(data_dir, "default", "read")
+    every = create_key(data_dir, "*", "read,write")
     with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
         url = server.url
+        call(url, every, "POST", "/v1/memories", {"memory": {"memory": "東京の支店は九時に開く"}}, {"X-Mnemolog-Tenant": "東京支店".encode().decode("latin-1")})
         evil = call(url, key, "POST", "/v1/memories", {"memory": {"memory": f"Injected {EVIL} text", "key": EVIL}}, {"X-Correlation-Id": f"corr{EVIL}"})["memory_ids"][0]
         call(url, key, "PATCH", f"/v1/memories/{evil}", {"memory": f"Injected again {EVIL} text", "reason": f"reason {EVIL}"})
         call(url, key, "PUT", "/v1/entities/evil", {"name": f"Ent {EVIL}", "entity_type": "person", "description": EVIL})
@@ -331,6 +333,19 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
         assert not any(word in body for word in ("undefined", "NaN", "[object", "Traceback")), body
         problems = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]]
         assert problems == [], problems
+
+        # A tenant named in another script, with a key for every tenant.
+        driver.find_element(By.ID, "signout").click()
+        wait_for(driver, "the sign-in form", lambda d: d.find_element(By.ID, "signin").is_displayed())
+        driver.find_element(By.ID, "key").send_keys("mlk_…", Keys.ENTER)  # the placeholder, pasted: refused, not "unreachable"
+        wait_for(driver, "the refusal", lambda d: "401 unauthorized" in text_of(d, "status"))
+        driver.find_element(By.ID, "key").send_keys(every)
+        driver.find_element(By.ID, "tenant").send_keys("東京支店", Keys.ENTER)
+        wait_for(driver, "the tenant", lambda d: "tenant 東京支店" in text_of(d, "who"))
+        driver.find_element(By.ID, "query").send_keys("支店", Keys.ENTER)
+        wait_for(driver, "its memory", lambda d: "東京の支店は九時に開く" in text_of(d, "results"))
+        driver.find_element(By.ID, "signout").click()
+        sign_in(driver, url, key)
 
         # A key revoked while signed in ends the session: the sign-in form, no data, nothing kept.
         done = run_cli(data_dir, "keys", "revoke", key.split("_")[1])
