@@ -233,7 +233,7 @@ let redrawTimer = null;
 function moveSlider() {
   const i = Number($("slider").value);
   state.asOf = i >= state.marks.length - 1 ? null : state.marks[i].position;
-  if (state.graph) state.graph.offset = 0; // another moment, another walk: from its first page
+  if (state.graph) state.graph = { ...state.graph, offset: 0 }; // another moment, another walk: from its first page
   showMoment();
   clearTimeout(redrawTimer);
   redrawTimer = setTimeout(() => {
@@ -244,7 +244,7 @@ function moveSlider() {
 
 async function backToNow() {
   state.asOf = null;
-  if (state.graph) state.graph.offset = 0;
+  if (state.graph) state.graph = { ...state.graph, offset: 0 };
   remember(true);
   await guarded("timeline", loadTimeline);
   await redrawAll();
