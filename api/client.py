@@ -272,8 +272,9 @@ class MnemologClient:
     """An async client: ``async with MnemologClient(url, api_key=...) as client``.
 
     ``tenant`` is sent as ``X-Mnemolog-Tenant`` (for a key valid for every
-    tenant, or a server without auth). A request that loses its connection or
-    times out is retried ``max_retries`` times; every request but a GET
+    tenant, or a server without auth). A request that loses its connection,
+    times out or finds the database busy (503 with ``Retry-After``, which it
+    waits, up to 5 s) is retried ``max_retries`` times; every request but a GET
     carries an ``Idempotency-Key`` (the caller's, else a new one) kept across
     its retries, so a retry never writes twice. ``timeout``: the seconds one
     attempt may take, on a ``session`` of the caller's too.
@@ -347,6 +348,9 @@ class MnemologClient:
                     method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
                 ) as response:
                     body = await response.read()
+                    if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
+                        await asyncio.sleep(_retry_after(response.headers["Retry-After"]))  # busy: nothing was written
+                        continue
                     if response.status >= 400:
                         raise error_for(response.status, body, expected_version=expected)
                     return msgspec.json.decode(body, type=Any if kind is None else kind) if body else None
@@ -639,6 +643,19 @@ class MnemologClient:
 
     async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> RelationCardsResponse:
         return await self._read("POST", "/v1/relations", RelationCardsResponse, json=RelationsRequest(question=question, limit=limit, as_of=as_of))
+
+
+#: The longest the client waits on a ``Retry-After`` (a server asking for more is sent the request again after it).
+MAX_RETRY_AFTER_S = 5.0
+
+
+def _retry_after(value: str) -> float:
+    """The seconds a ``Retry-After`` asks for (a number; a date or nonsense: one second), at most :data:`MAX_RETRY_AFTER_S`."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if seconds == seconds else 1.0
 
 
 def _segment(value: str) -> str:

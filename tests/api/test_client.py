@@ -9,13 +9,14 @@ import pytest
 
 from mnemolog.api.client import (
     ApiError,
-    ConflictError,
     AuthenticationError,
+    ConflictError,
     ForbiddenError,
     InvalidInputError,
     MnemologClient,
     NotFoundError,
     PayloadTooLargeError,
+    ServerError,
     VersionConflictError,
 )
 from mnemolog.api import schemas_responses as responses
@@ -393,3 +394,32 @@ def test_every_query_parameter_and_body_field_of_the_document_is_a_keyword_of_it
             if fields and not accepted & {"changes", "entity", "memory"}:  # a whole request Struct passed as one argument
                 mismatches += [f"{method.upper()} {path}: body {f}" for f in sorted(fields - accepted)]
     assert not mismatches, mismatches
+
+
+async def test_a_busy_answer_is_sent_again_after_its_retry_after_with_the_same_idempotency_key(aiohttp_server):
+    """The server answers 503 ``busy`` with ``Retry-After`` when its database stayed locked: nothing was written, send it again."""
+    from aiohttp import web
+
+    seen: list[str | None] = []
+
+    async def memories(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Idempotency-Key"))
+        if len(seen) == 1:
+            return web.json_response({"error": {"code": "busy", "message": "busy", "field": None}}, status=503, headers={"Retry-After": "0"})
+        return web.json_response({"positions": [7], "correlation_id": "c", "replayed": False, "memory_ids": ["m"], "data": {}}, status=201)
+
+    async def digest(request: web.Request) -> web.Response:
+        seen.append("digest")
+        return web.json_response({"error": {"code": "busy", "message": "still busy", "field": None}}, status=503, headers={"Retry-After": "0"})
+
+    app = web.Application()
+    app.router.add_post("/v1/memories", memories)
+    app.router.add_get("/v1/digest", digest)
+    server = await aiohttp_server(app)
+    async with MnemologClient(str(server.make_url("")), max_retries=2) as client:
+        written = await client.add_memories(MemoryIn(memory="sent twice, written once"))
+        assert written.positions == [7] and len(seen) == 2 and seen[0] == seen[1] is not None
+        seen.clear()
+        with pytest.raises(ServerError) as busy:
+            await client.digest()
+        assert busy.value.status == 503 and busy.value.code == "busy" and seen == ["digest"] * 3
