@@ -59,6 +59,11 @@ for _path, _file, _media in ASSETS:
     _static_route(_path, _file, _media, "explorer_" + _file.replace(".", "_"))
 
 
+@routes.get("/explorer/", scope=None, summary="Redirects to /explorer (the address typed with a slash)", media_type="text/html", in_openapi=False)
+async def explorer_slash(request: web.Request) -> web.Response:
+    raise web.HTTPPermanentRedirect("/explorer" + (f"?{request.query_string}" if request.query_string else ""))
+
+
 @routes.get("/v1/whoami", scope="read", summary="The calling key: its tenant, id, name and scopes (never its secret)", response=WhoAmIResponse)
 async def whoami(request: web.Request) -> dict:
     key, tenant = authenticate(request, "read")

@@ -149,7 +149,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     the OpenAPI document publishes), so a misspelt filter never silently
     widens a read.
     """
-    declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes}
+    # The files of a page (the explorer) take any query string, as a page does: a link may carry one.
+    declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes if r.in_openapi}
     # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
     repeatable = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if "repeatable" in description) for r in routes}
 

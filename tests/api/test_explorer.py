@@ -51,6 +51,21 @@ async def test_the_page_and_its_assets_load_without_a_key_under_a_strict_policy(
     assert (await api.raw.get("/v1/timeline")).status == 401
 
 
+async def test_the_page_opens_from_a_link_with_a_query_string_or_a_trailing_slash(start):
+    api = await start(auth=True)
+    page = (routes_explorer.STATIC / "explorer.html").read_bytes()
+    for path in ("/explorer?utm_source=mail", "/explorer?tenant=a&tenant=b", "/explorer/explorer.js?v=2"):
+        response = await api.raw.get(path)
+        assert response.status == 200, (path, await response.text())
+    assert await (await api.raw.get("/explorer?from=chat")).read() == page
+    moved = await api.raw.get("/explorer/?from=chat", allow_redirects=False)
+    assert moved.status == 308 and moved.headers["Location"] == "/explorer?from=chat"
+    assert await (await api.raw.get("/explorer/")).read() == page
+    # The API's routes still refuse what they do not take.
+    assert (await api.raw.get("/v1/timeline?limt=3")).status in (401, 422)
+    assert (await get(api.raw, "/v1/timeline", status=422, headers={"Authorization": f"Bearer {api.key()}"}, limt=3))["error"]["field"] == "limt"
+
+
 def test_the_page_renders_data_as_text_only_and_loads_nothing_from_elsewhere():
     script = (routes_explorer.STATIC / "explorer.js").read_text()
     page = (routes_explorer.STATIC / "explorer.html").read_text()
