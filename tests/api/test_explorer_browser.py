@@ -212,6 +212,7 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
     key = create_key(data_dir, "default", "read,write,admin")
     reader = create_key(data_dir, "default", "read")
     every = create_key(data_dir, "*", "read,write")
+    ARTIFACTS.mkdir(exist_ok=True)
     with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
         url = server.url
         call(url, every, "POST", "/v1/memories", {"memory": {"memory": "東京の支店は九時に開く"}}, {"X-Mnemolog-Tenant": "東京支店".encode().decode("latin-1")})
