@@ -111,7 +111,7 @@ def as_api_error(exc: BaseException) -> ApiError | None:
     if isinstance(exc, NotFound):
         return ApiError(404, "not_found", str(exc), None)
     if isinstance(exc, Conflict):
-        return ApiError(409, "conflict", str(exc), None, current_version=exc.current_version)
+        return ApiError(409, "conflict", str(exc), exc.field, current_version=exc.current_version)
     if isinstance(exc, ConcurrencyError):
         return ApiError(409, "version_conflict", str(exc), None, current_version=exc.actual)
     if isinstance(exc, IdempotencyConflict):

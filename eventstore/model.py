@@ -95,8 +95,9 @@ class NotFound(LookupError):
 class Conflict(Exception):
     """The command is refused by the current state (e.g. restoring an active memory)."""
 
-    def __init__(self, message: str, *, current_version: int | None = None):
+    def __init__(self, message: str, *, current_version: int | None = None, field: str | None = None):
         self.current_version = current_version
+        self.field = field  # the request's field whose value the state refuses, where one does
         super().__init__(message)
 
 

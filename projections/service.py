@@ -304,7 +304,7 @@ class MemoryService:
                 head = self.store.last_position()
                 if value > head:
                     # The log's state, not the request, falls short: a conflict (409), as for min_position.
-                    raise Conflict(f"as_of: position {value} has not been written (the log's head is {head})")
+                    raise Conflict(f"as_of: position {value} has not been written (the log's head is {head})", field="as_of")
                 self.runner.catch_up(until=value)
             return value
         if isinstance(value, str):

@@ -104,3 +104,13 @@ async def test_an_as_of_time_at_the_edge_of_the_calendar_reads_before_or_after_e
     assert late_answer == head
     if path == "/v1/events":
         assert (await early.json())["events"] == []
+
+
+@pytest.mark.parametrize("path", ["/v1/graph/stats", "/v1/tags", "/v1/events?limit=5"])
+async def test_an_as_of_position_not_written_yet_is_a_conflict_naming_as_of(api, path):
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "a memory"}})
+    sep = "&" if "?" in path else "?"
+    response = await api.raw.get(f"{path}{sep}as_of=999999")
+    assert response.status == 409, await response.text()
+    body = await response.json()
+    assert body["error"]["field"] == "as_of" and "has not been written" in body["error"]["message"]
