@@ -5,7 +5,7 @@
   projection (``vec_docs``) when it holds the memory's current version, else
   from the configured embedder (cached by text).
 - :func:`candidates` finds, for the memories of a batch, the activated memories
-  of the same tenant and type with cosine >= ``min_cosine`` (the ``top_k``
+  of the same tenant, type and subject (never an erased one) with cosine >= ``min_cosine`` (the ``top_k``
   best), plus the lexical near-duplicates the vectors miss (the same
   normalised text: casefold, punctuation, whitespace, through a hash lookup)
   and the memories with the same ``key`` (a key is a slot with one value).
@@ -385,7 +385,9 @@ def candidates(
     X = corpus.vectors
     if not rows or corpus.live < 2:
         return
-    retired = np.array(corpus.retired, dtype=np.int64)
+    owners, erased = _owners(corpus)
+    rows = [(i, r) for i, r in rows if i not in erased]
+    retired = np.array(sorted({*corpus.retired, *erased}), dtype=np.int64)
     for start in range(0, len(rows), 256):
         if pace is not None:
             pace()
@@ -395,11 +397,15 @@ def candidates(
         sims[np.arange(len(chunk)), idx] = -1.0
         if len(retired):
             sims[:, retired] = -1.0  # never a candidate, whatever the threshold
+        if owners is not None:
+            sims[owners[idx][:, None] != owners[None, :]] = -1.0  # another subject's memory: never a candidate either
         hit_rows, hit_cols = np.nonzero(sims >= min_cos)
         found_by_row = np.split(hit_cols, np.cumsum(np.bincount(hit_rows, minlength=len(chunk)))[:-1])
         for n, (i, r) in enumerate(chunk):
             s, found = sims[n], found_by_row[n]
             same_text, key = corpus.by_norm[corpus.norms[i]], slot(corpus.items[i].content.key)
+            if owners is not None or erased:
+                same_text = [j for j in same_text if j == i or _comparable(owners, erased, i, j)]
             if not len(found) and len(same_text) < 2 and not key:
                 continue
             if len(found) > top_k:
@@ -408,12 +414,35 @@ def candidates(
             extra = set(same_text)
             if key:
                 extra.update(corpus.by_key[key])
+            if owners is not None or erased:
+                extra = {j for j in extra if _comparable(owners, erased, i, j)}
             extra -= chosen
             extra.discard(i)
             if len(extra) > top_k:
                 extra = set(sorted(extra, key=lambda j: (-s[j], j))[:top_k])
             for j in sorted(chosen | extra):
                 yield i, j, float(max(s[j], 0.0)), r
+
+
+def _owners(corpus: Corpus) -> tuple[np.ndarray | None, set[int]]:
+    """Per row, a code for whose data the memory is (None when no memory names a subject: all the tenant's),
+    and the rows of erased memories.
+
+    Two memories of different subjects are facts about different people: never
+    redundant nor contradictory, and a merge would seal one subject's text under
+    the other's key. An erased memory has no text left to judge.
+    """
+    subjects = [item.content.subject for item in corpus.items]
+    erased = {n for n, item in enumerate(corpus.items) if item.content.erased}
+    if not any(subjects):
+        return None, erased
+    codes: dict[str | None, int] = {}
+    return np.fromiter((codes.setdefault(s, len(codes)) for s in subjects), dtype=np.int64, count=len(subjects)), erased
+
+
+def _comparable(owners: np.ndarray | None, erased: set[int], i: int, j: int) -> bool:
+    """Whether rows ``i`` and ``j`` may be judged as a pair (see :func:`_owners`)."""
+    return j not in erased and (owners is None or owners[i] == owners[j])
 
 
 def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None) -> list[Planned]:

@@ -3,8 +3,9 @@
 It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (text or key
 changed) after its own checkpoint, in batches. For every memory of a batch
 that is still activated it gathers candidates among the activated memories of
-the same tenant and memory type (the batch's other items included, since
-they are projected already):
+the same tenant, memory type and subject (the batch's other items included,
+since they are projected already; memories of two subjects are facts about
+two people, and an erased memory has no text left to judge):
 
 - vectors: cosine >= ``organizer_min_cosine``, the ``organizer_top_k`` best;
 - lexical near-duplicates the vectors miss: the same normalised text

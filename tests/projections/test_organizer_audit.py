@@ -1,0 +1,94 @@
+"""The organizer's decisions as an auditor reads them: whose data they judge, what their reasons
+keep after a forget, how they revert, and that nothing is redone or written twice."""
+
+from __future__ import annotations
+
+import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
+
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import Conflict, MemoryContent
+from mnemolog.eventstore.sealing import ERASED_TEXT
+from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.service import MemoryService
+
+import pytest
+
+from tests.projections.test_organizer import TENANT, activated, add, events, make_settings
+
+SECRET = "Zanzibarville"
+
+
+@pytest.fixture
+def settings():
+    return make_settings()
+
+
+def keyed(text: str, key: str, subject: str | None = None) -> MemoryContent:
+    return MemoryContent(memory=text, key=key, subject=subject)
+
+
+# -- whose data a decision judges ------------------------------------------------------------------
+
+
+def test_memories_of_two_subjects_are_never_judged_together(svc, settings):
+    # One slot ("home city") of two people: different facts, neither contradicts the other.
+    [u1] = add(svc, keyed(f"Home city: {SECRET}", "home city", "u-1"))
+    [u2] = add(svc, keyed("Home city: Quillbertown", "home city", "u-2"))
+    same = add(svc, MemoryContent(memory="Plays the xylophone daily", subject="u-1"), MemoryContent(memory="plays the xylophone daily!", subject="u-2"))
+    report = Organizer(svc, settings).run_once()
+    assert report["planned"] == []  # not even tried (a merge across subjects would only be refused)
+    assert set(activated(svc)) == {u1, u2, *same}
+
+
+def test_the_same_subject_is_still_organized_among_others(svc, settings):
+    [older] = add(svc, keyed(f"Home city: {SECRET}", "home city", "u-1"))
+    add(svc, *(keyed(f"Home city: Town {n}", "home city", f"u-{n}") for n in range(2, 30)))  # many other people, same slot
+    [newer] = add(svc, keyed("Home city: Quillbertown", "home city", "u-1"))
+    report = Organizer(svc, settings).run_once()
+    assert [(p["action"], p["memory_ids"], p["outcome"]) for p in report["planned"]] == [("supersede", [older, newer], "applied")]
+
+
+def test_erased_memories_are_never_candidates(svc, settings):
+    add(svc, MemoryContent(memory=f"{SECRET} is where I grew up", subject="u-1"), MemoryContent(memory=f"{SECRET.lower()} is where i grew up", subject="u-1"))
+    add(svc, MemoryContent(memory="Bob plays chess", subject="u-2"), MemoryContent(memory="Carol plays chess", subject="u-3"))
+    forget = CommandContext(tenant=TENANT, actor="privacy-officer")
+    for subject in ("u-1", "u-2", "u-3"):
+        svc.forget(forget, subject)  # every memory now reads as the same marker, with no subject: nothing left to judge
+    assert Organizer(svc, settings).run_once()["planned"] == []
+
+
+def test_an_automatic_supersede_across_subjects_is_refused(svc):
+    [a] = add(svc, keyed("Home city: Paris", "home city", "u-1"))
+    [b] = add(svc, keyed("Home city: Rome", "home city", "u-2"))
+    decision = c.Decision(judge="rule", reason="Paris vs Rome")
+    with pytest.raises(Conflict, match="subject"):
+        svc.run(svc.memories.supersede, CommandContext(tenant=TENANT), a, b, decision=decision)
+
+
+# -- what a decision's reason keeps after a forget ---------------------------------------------------
+
+
+def test_a_decisions_reason_is_erased_with_its_subject(tmp_path, settings):
+    data = tmp_path / "data"
+    svc = MemoryService.open(data, settings=settings)
+    try:
+        [older] = add(svc, keyed(f"Home city: {SECRET}", "home city", "u-1"))
+        add(svc, keyed("Home city: Quillbertown", "home city", "u-1"))
+        add(svc, MemoryContent(memory=f"{SECRET} plays the xylophone", subject="u-1"), MemoryContent(memory=f"{SECRET.lower()} plays the xylophone!", subject="u-1"))
+        report = Organizer(svc, settings).run_once()
+        assert sorted(p["action"] for p in report["planned"]) == ["merge", "supersede"]
+        decided = {r.type: c.decision_of(r.event) for r in svc.store.read_all(types=["MemorySuperseded", "MemoriesMerged"])}
+        assert SECRET.lower() in decided["MemorySuperseded"].reason.lower()  # the auditor reads why, while the subject exists
+        assert decided["MemorySuperseded"].judge == "rule" and decided["MemorySuperseded"].similarity is not None
+        assert any(SECRET.lower() in v["reason"].lower() for v in svc.history(TENANT, older))
+        svc.forget(CommandContext(tenant=TENANT, actor="privacy-officer"), "u-1")
+        after = {r.type: c.decision_of(r.event) for r in svc.store.read_all(types=["MemorySuperseded", "MemoriesMerged"])}
+        assert {d.reason for d in after.values()} == {ERASED_TEXT}
+        assert after["MemorySuperseded"].judge == "rule"  # who decided, and how similar, stay readable
+        assert not any(SECRET.lower() in v["reason"].lower() for v in svc.history(TENANT, older))
+        assert svc.store.verify().ok
+    finally:
+        svc.close()
+    leaked = [p.name for p in data.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in (SECRET.encode(), SECRET.lower()[:-1].encode()))]
+    assert leaked == []
