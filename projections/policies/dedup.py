@@ -13,7 +13,7 @@
   grouped (never across a pair judged contradictory) and each group is one
   ``merge`` of the newest-first members, with the judge's fused text or, by
   rule, the most informative text. A contradictory pair is a ``supersede`` of
-  the older memory (by ``updated_at``) by the newer, unless either is merged
+  the older memory by the newer (by when each was stated, :class:`StatedTimes`), unless either is merged
   or already superseded in the same batch (the merged memory is judged again
   as a trigger of the next batch).
 - :class:`RevertedDecisions` remembers the pairs of memories that a merge or
@@ -345,6 +345,53 @@ class RevertedDecisions:
         return None
 
 
+class StatedTimes:
+    """When a memory's current text was stated, read from the log: which of a contradictory pair is newer.
+
+    A memory's ``updated_at`` is when it last changed, but a merge's product
+    was changed at the merge, not stated then: its text holds what its
+    sources said, as old as the newest of them. So a merge of two old "Editor:
+    Vim" never looks newer than a later "Editor: Emacs". A memory added or
+    updated was stated at that time; a rollback to a version, when that
+    version was; a change of status (archived, restored) states nothing.
+    Times of a version never change (the log is append-only), so they are kept.
+    """
+
+    def __init__(self, store, limit: int = 100_000):
+        self.store, self.limit = store, limit
+        self._times: dict[tuple[str, int], str] = {}  # (memory id, version) -> when its text was stated
+        self._lock = threading.Lock()
+
+    def __call__(self, item: Item) -> str:
+        with self._lock:
+            if len(self._times) > self.limit:
+                self._times.clear()
+            return self._stated(item.id, item.version) or item.updated_at
+
+    def _stated(self, memory_id: str, version: int | None = None, before: int | None = None) -> str:
+        """When ``memory_id`` at ``version`` (or at its last version before position ``before``) was stated."""
+        if version is not None and (found := self._times.get((memory_id, version))) is not None:
+            return found
+        times: list[str] = []  # by version - 1
+        for r in self.store.read_stream(c.memory_stream(memory_id), 1, version):
+            if before is not None and r.position >= before:
+                break
+            e, when = r.event, times[-1] if times else ""
+            if (known := self._times.get((memory_id, r.stream_version))) is not None:
+                when = known
+            elif isinstance(e, c.MemoryAdded):
+                when = e.created_at
+            elif isinstance(e, c.MemoriesMerged):  # what its sources said, each at its last version before the merge
+                when = max((self._stated(s, before=r.position) for s in e.source_ids), default="") or e.created_at
+            elif isinstance(e, c.MemoryUpdated):
+                when = e.updated_at
+            elif isinstance(e, c.MemoryRolledBack) and 1 <= e.to_version <= len(times):
+                when = times[e.to_version - 1]
+            times.append(when)
+            self._times[(memory_id, r.stream_version)] = when
+        return times[-1] if times else ""
+
+
 class Pair(NamedTuple):
     tenant: str
     memory_type: str
@@ -445,11 +492,16 @@ def _comparable(owners: np.ndarray | None, erased: set[int], i: int, j: int) -> 
     return j not in erased and (owners is None or owners[i] == owners[j])
 
 
-def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None) -> list[Planned]:
+def decide(
+    pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None, stated: Callable[[Item], str] | None = None
+) -> list[Planned]:
     """The decisions for judged pairs, ordered by triggering position.
 
     A pair that ``reverted`` holds apart never ends up in one merge group.
+    Of a contradictory pair, the memory stated last (``stated``, see
+    :class:`StatedTimes`; by default its ``updated_at``) supersedes the other.
     """
+    when = stated or (lambda it: it.updated_at)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
     members: dict[tuple[str, str], set] = {}
 
@@ -488,9 +540,9 @@ def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisio
     contradictions = [(p, v) for p, v in zip(pairs, verdicts) if v.label == "contradictory"]
     ordered = []
     for p, v in contradictions:
-        older, newer = sorted((p.a, p.b), key=lambda it: (it.updated_at, it.valid_from, it.id))
+        older, newer = sorted((p.a, p.b), key=lambda it: (when(it), it.valid_from, it.id))
         ordered.append((older, newer, p, v))
-    for older, newer, p, v in sorted(ordered, key=lambda t: (t[0].updated_at, t[0].valid_from, t[1].updated_at, t[1].valid_from)):
+    for older, newer, p, v in sorted(ordered, key=lambda t: (when(t[0]), t[0].valid_from, when(t[1]), t[1].valid_from)):
         keys = {(p.tenant, older.id), (p.tenant, newer.id)}
         if keys & merged or keys & archived:
             continue

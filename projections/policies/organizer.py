@@ -14,8 +14,9 @@ two people, and an erased memory has no text left to judge):
 
 A judge labels each pair. Redundant pairs are grouped (never across a pair
 judged contradictory) and each group becomes one ``merge``; a contradictory
-pair becomes a ``supersede`` of the older memory (by ``updated_at``) by the
-newer. Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
+pair becomes a ``supersede`` of the older memory by the newer (by when its text
+was stated: a merge's product as old as its newest source, see
+:class:`~mnemolog.projections.policies.dedup.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
 has one correlation id (``revert`` undoes it) and each decision's causation
 id is the triggering event's id. Decisions are appended with an idempotency
 key derived from (organizer, triggering position, members), and the
@@ -67,7 +68,7 @@ from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
 
 from ..runner import connect
-from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
+from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, StatedTimes, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
 from .settings import build_judge, busy_share, type_list
@@ -99,6 +100,7 @@ class Organizer:
         with self._conn_lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS organizer_checkpoint (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
         self.reverted = RevertedDecisions(service.store)
+        self.stated = StatedTimes(service.store)
         self._records: dict[str, int] = {}  # checkpoint name -> the last position a pass recorded in this log
         self._records_scanned = 0
         self._records_lock = threading.Lock()
@@ -263,7 +265,7 @@ class Organizer:
     def plan(self, events, exclude: frozenset = frozenset(), pacer: Pacer | None = None) -> list[Planned]:
         """The decisions for a batch; ``exclude`` holds (tenant, id) already decided in a dry run."""
         pairs = self._pairs(events, exclude, pacer)
-        return decide(pairs, self._judge_all(pairs, pacer), self.reverted) if pairs else []
+        return decide(pairs, self._judge_all(pairs, pacer), self.reverted, self.stated) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -367,7 +369,7 @@ class Organizer:
                 planned = await call(read_executor, self.plan, events, frozenset(decided), pacer)
             else:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
-                planned = decide(pairs, await self._ajudge_all(pairs), self.reverted) if pairs else []
+                planned = decide(pairs, await self._ajudge_all(pairs), self.reverted, self.stated) if pairs else []
             report["events"] += len(events)
             planning += time.perf_counter() - began
             began = time.perf_counter()

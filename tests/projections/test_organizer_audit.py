@@ -92,3 +92,30 @@ def test_a_decisions_reason_is_erased_with_its_subject(tmp_path, settings):
         svc.close()
     leaked = [p.name for p in data.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in (SECRET.encode(), SECRET.lower()[:-1].encode()))]
     assert leaked == []
+
+
+# -- which of a contradictory pair is newer --------------------------------------------------------
+
+
+def test_a_merge_of_older_statements_never_supersedes_a_newer_one(svc, settings):
+    add(svc, keyed("Editor: Vim", "editor"))
+    add(svc, keyed("editor: vim", "editor"))
+    [emacs] = add(svc, keyed("Editor: Emacs", "editor"))  # stated after both
+    report = Organizer(svc, settings).run_once()
+    assert [p["action"] for p in report["planned"]] == ["merge", "supersede"]
+    [merged] = events(svc, "MemoriesMerged")
+    [superseded] = events(svc, "MemorySuperseded")  # the merge's product is as old as its sources: the newer value stays
+    assert (superseded.event.memory_id, superseded.event.superseded_by) == (merged.event.memory_id, emacs)
+    assert list(activated(svc).values()) == ["Editor: Emacs"]
+
+
+def test_a_merge_restated_by_an_update_is_newer(svc, settings):
+    add(svc, keyed("Editor: Vim", "editor"), keyed("editor: vim", "editor"))
+    organizer = Organizer(svc, settings)
+    organizer.run_once()
+    [merged] = events(svc, "MemoriesMerged")
+    [emacs] = add(svc, keyed("Editor: Emacs", "editor"))
+    svc.run(svc.memories.update, CommandContext(tenant=TENANT), merged.event.memory_id, {"memory": "Editor: Neovim"})
+    organizer.run_once()
+    [superseded] = events(svc, "MemorySuperseded")
+    assert (superseded.event.memory_id, superseded.event.superseded_by) == (emacs, merged.event.memory_id)
