@@ -19,7 +19,8 @@
 - :class:`RevertedDecisions` remembers the pairs of memories that a merge or
   supersede joined and a revert undid: such a pair is never judged again, and
   never ends up in one merge group, so a revert sticks even when the log is
-  organized again from position 0.
+  organized again from position 0; until the text or key of either is
+  updated (new inputs, judged afresh).
 """
 
 from __future__ import annotations
@@ -298,16 +299,20 @@ class RevertedDecisions:
     """Pairs of memories once merged or superseded together by a correlation that was reverted.
 
     Read from the log (never from a projection), incrementally: :meth:`refresh`
-    reads the merges, supersedes and reverts appended since the last call.
+    reads the merges, supersedes, reverts and updates appended since the last
+    call. A pair is held apart while its inputs stay as the revert left them:
+    an update of either memory's text or key after the revert lets the pair be
+    judged again (the operator reverted a decision on other texts).
     """
 
-    TYPES = ("MemoriesMerged", "MemorySuperseded", "CorrelationReverted")
+    TYPES = ("MemoriesMerged", "MemorySuperseded", "CorrelationReverted", "MemoryUpdated")
 
     def __init__(self, store):
         self.store = store
         self.position = 0
         self._by_correlation: dict[tuple[str, str], list[tuple[str, ...]]] = defaultdict(list)
         self.pairs: set[tuple[str, str, str]] = set()  # (tenant, lower id, higher id)
+        self._partners: dict[tuple[str, str], set[str]] = defaultdict(set)  # (tenant, id) -> the ids it is held apart from
         self._lock = threading.Lock()
 
     def refresh(self) -> "RevertedDecisions":
@@ -324,7 +329,17 @@ class RevertedDecisions:
         e = r.event
         if isinstance(e, c.CorrelationReverted):
             for ids in self._by_correlation.pop((r.tenant, e.correlation_id), ()):
-                self.pairs.update((r.tenant, a, b) for n, a in enumerate(ids) for b in ids[n + 1 :])
+                for n, a in enumerate(ids):
+                    for b in ids[n + 1 :]:
+                        self.pairs.add((r.tenant, a, b))
+                        self._partners[(r.tenant, a)].add(b)
+                        self._partners[(r.tenant, b)].add(a)
+            return
+        if isinstance(e, c.MemoryUpdated):
+            if {"memory", "key"} & set(e.changed):
+                for other in self._partners.pop((r.tenant, e.memory_id), ()):
+                    self.pairs.discard((r.tenant, *sorted((e.memory_id, other))))
+                    self._partners[(r.tenant, other)].discard(e.memory_id)
             return
         ids = e.source_ids if isinstance(e, c.MemoriesMerged) else (e.memory_id, e.superseded_by)
         correlation = r.metadata.correlation_id

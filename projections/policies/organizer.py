@@ -36,7 +36,8 @@ A revert sticks. Reverted memories come back through ``MemoryRolledBack``,
 which is not a trigger; and the pairs of memories a reverted merge or
 supersede joined (:class:`~mnemolog.projections.policies.dedup.RevertedDecisions`,
 read from the log) are never judged or grouped again, and :meth:`Organizer.apply`
-skips a decision that holds one, even when the log is organized from position 0.
+skips a decision that holds one, even when the log is organized from position 0;
+until the text or key of either memory is updated: new inputs are judged afresh.
 
 Beside ingest it steps aside: decisions are appended a short slice of the
 single writer at a time (``APPLY_SLICE_S``), and a background pass

@@ -119,3 +119,20 @@ def test_a_merge_restated_by_an_update_is_newer(svc, settings):
     organizer.run_once()
     [superseded] = events(svc, "MemorySuperseded")
     assert (superseded.event.memory_id, superseded.event.superseded_by) == (emacs, merged.event.memory_id)
+
+
+# -- reverts ---------------------------------------------------------------------------------------
+
+
+def test_a_reverted_decision_is_judged_again_once_its_inputs_change(svc, settings):
+    [vim] = add(svc, keyed("Editor: Vim", "editor"))
+    [emacs] = add(svc, keyed("Editor: Emacs", "editor"))
+    organizer = Organizer(svc, settings)
+    reverted = organizer.run_once()["correlation_id"]
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), reverted)
+    svc.run(svc.memories.update, CommandContext(tenant=TENANT), emacs, {"tags": ("tools",)})  # not its text: still the reverted inputs
+    assert organizer.run_once()["planned"] == []
+    svc.run(svc.memories.update, CommandContext(tenant=TENANT), vim, {"memory": "Editor: Helix"})  # a new statement
+    report = organizer.run_once()
+    assert [(p["action"], p["memory_ids"], p["outcome"]) for p in report["planned"]] == [("supersede", [emacs, vim], "applied")]
+    assert list(activated(svc).values()) == ["Editor: Helix"]
