@@ -350,6 +350,13 @@ class RevertedDecisions:
         """Whether a revert undid a decision that joined ``a`` and ``b``."""
         return (tenant, *sorted((a, b))) in self.pairs
 
+    def separates(self, a: set[tuple[str, str]], b: set[tuple[str, str]]) -> bool:
+        """Whether a revert holds some ``(tenant, id)`` of ``a`` apart from one of ``b`` (at a cost of the smaller group, not of their product)."""
+        if not self.pairs:
+            return False
+        small, large = (a, b) if len(a) <= len(b) else (b, a)
+        return any((t, other) in large for t, m in small for other in self._partners.get((t, m), ()))
+
     def any_apart(self, tenant: str, ids) -> str | None:
         """The first reverted pair among ``ids``, described, or None."""
         ordered = sorted(ids)
@@ -449,7 +456,8 @@ def candidates(
         return
     owners, erased = _owners(corpus)
     rows = [(i, r) for i, r in rows if i not in erased]
-    retired = np.array(sorted({*corpus.retired, *erased}), dtype=np.int64)
+    blocked = np.zeros(len(corpus.items), dtype=bool)  # rows never a candidate, whatever the threshold
+    blocked[list({*corpus.retired, *erased})] = True
     for start in range(0, len(rows), 256):
         if pace is not None:
             pace()
@@ -457,8 +465,7 @@ def candidates(
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T
         sims[np.arange(len(chunk)), idx] = -1.0
-        if len(retired):
-            sims[:, retired] = -1.0  # never a candidate, whatever the threshold
+        sims[:, blocked] = -1.0
         if owners is not None:
             sims[owners[idx][:, None] != owners[None, :]] = -1.0  # another subject's memory: never a candidate either
         hit_rows, hit_cols = np.nonzero(sims >= min_cos)
@@ -466,23 +473,22 @@ def candidates(
         for n, (i, r) in enumerate(chunk):
             s, found = sims[n], found_by_row[n]
             same_text, key = corpus.by_norm[corpus.norms[i]], slot(corpus.items[i].content.key)
-            if owners is not None or erased:
-                same_text = [j for j in same_text if j == i or _comparable(owners, erased, i, j)]
             if not len(found) and len(same_text) < 2 and not key:
                 continue
             if len(found) > top_k:
                 found = found[np.argsort(-s[found], kind="stable")[:top_k]]
-            chosen = set(found.tolist())
-            extra = set(same_text)
+            # The same normalised text or key: kept whatever the cosine, the top_k of them by cosine then row. Done
+            # on arrays: thousands of copies of one text cost each trigger a sort in C, not a Python loop over them.
+            extra = np.asarray(same_text, dtype=np.int64)  # in row order, each row once
             if key:
-                extra.update(corpus.by_key[key])
-            if owners is not None or erased:
-                extra = {j for j in extra if _comparable(owners, erased, i, j)}
-            extra -= chosen
-            extra.discard(i)
+                extra = np.union1d(extra, np.asarray(corpus.by_key[key], dtype=np.int64))
+            keep = (extra != i) & ~blocked[extra] & ~np.isin(extra, found)
+            if owners is not None:
+                keep &= owners[extra] == owners[i]
+            extra = extra[keep]
             if len(extra) > top_k:
-                extra = set(sorted(extra, key=lambda j: (-s[j], j))[:top_k])
-            for j in sorted(chosen | extra):
+                extra = extra[np.lexsort((extra, -s[extra]))[:top_k]]
+            for j in sorted({*found.tolist(), *extra.tolist()}):
                 yield i, j, float(max(s[j], 0.0)), r
 
 
@@ -500,11 +506,6 @@ def _owners(corpus: Corpus) -> tuple[np.ndarray | None, set[int]]:
         return None, erased
     codes: dict[str | None, int] = {}
     return np.fromiter((codes.setdefault(s, len(codes)) for s in subjects), dtype=np.int64, count=len(subjects)), erased
-
-
-def _comparable(owners: np.ndarray | None, erased: set[int], i: int, j: int) -> bool:
-    """Whether rows ``i`` and ``j`` may be judged as a pair (see :func:`_owners`)."""
-    return j not in erased and (owners is None or owners[i] == owners[j])
 
 
 def decide(
@@ -540,7 +541,7 @@ def decide(
         ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
         if against and any(against[x] & gb for x in ga if x in against):
             continue
-        if reverted is not None and any(reverted.apart(x[0], x[1], y[1]) for x in ga for y in gb):
+        if reverted is not None and reverted.separates(ga, gb):
             continue
         parent[rb] = ra
         members[ra] = ga | gb
