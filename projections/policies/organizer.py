@@ -102,6 +102,7 @@ class Organizer:
             self._conn.execute("CREATE TABLE IF NOT EXISTS organizer_checkpoint (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
         self.reverted = RevertedDecisions(service.store)
         self.stated = StatedTimes(service.store)
+        self.reverted_runs = None  # what reverted clustering runs wrote (see topics.RevertedRuns), read at the first run
         self._records: dict[str, int] = {}  # checkpoint name -> the last position a pass recorded in this log
         self._records_scanned = 0
         self._records_lock = threading.Lock()
@@ -443,11 +444,15 @@ class Organizer:
         return self._blocking(lambda: self.acluster(tenant, inline=True, dry_run=dry_run))
 
     async def acluster(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:
-        from .topics import TopicBuilder
+        from .topics import RevertedRuns, TopicBuilder
 
         if not self.enabled:
             return {"enabled": False}
-        builder = TopicBuilder(self.service, self.settings, self.vectors, summarizer=None if self._sync_judge() else self.judge)
+        if self.reverted_runs is None:
+            self.reverted_runs = RevertedRuns(self.service.store)
+        builder = TopicBuilder(
+            self.service, self.settings, self.vectors, summarizer=None if self._sync_judge() else self.judge, reverted=self.reverted_runs
+        )
         report = await builder.arun(tenant, read_executor=read_executor, write_executor=write_executor, inline=inline, dry_run=dry_run)
         if not dry_run:
             self.last_cluster = {k: v for k, v in report.items() if k != "clusters"}

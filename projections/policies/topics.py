@@ -26,14 +26,17 @@ the end. Before clustering, each run retires the topics with no activated
 memory left under them (their members reverted or deleted), even when too
 few candidates remain to cluster. The time budget is checked between
 clusters, so a run that stops leaves no cluster half-written. A run has one
-correlation id: ``revert`` undoes it.
+correlation id: ``revert`` undoes it, and the revert sticks (:class:`RevertedRuns`):
+a later run leaves out the clusters it undid, and keeps the topics it brought
+back, until their membership changes.
 
 **FOLLOWS.** Memories of one conversation are chained in order when their
 data says so: a ``conv`` / ``conversation`` / ``session`` property with a
 numeric ``turn`` property, or a source such as ``conv-26:D1:3``
 (conversation, session, turn). Edges are ``follows:<conv>:<n>`` with weight
 1.0; only differences from the live chain are written, so re-running is a
-no-op.
+no-op. A chain a revert unlinked is linked again only once the conversation
+changes.
 """
 
 from __future__ import annotations
@@ -151,12 +154,49 @@ class Terms:
         return out
 
 
+class RevertedRuns:
+    """What reverted clustering runs had written, read from the log, so that a revert of a run sticks.
+
+    A run leaves out a cluster whose membership (its fingerprint) a reverted
+    run had made a topic, and keeps the topics that revert brought back; and
+    it does not link again a ``FOLLOWS`` edge (by id and ends) that a reverted
+    run had linked. A cluster whose membership changed since, or a
+    conversation whose order changed, is new input and is written. Read
+    incrementally: each reverted correlation's events once.
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.position = 0
+        self.fingerprints: set[tuple[str, str]] = set()  # (tenant, fingerprint)
+        self.follows: set[tuple[str, str, str, str]] = set()  # (tenant, edge id, source, target)
+
+    def refresh(self) -> "RevertedRuns":
+        head = self.store.last_position()
+        if head > self.position:
+            for batch in self.store.iter_all(after=self.position, until=head, types=["CorrelationReverted"]):
+                for r in batch:
+                    self._take(r.tenant, r.event.correlation_id)
+            self.position = head
+        return self
+
+    def _take(self, tenant: str, correlation_id: str) -> None:
+        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "EdgeLinked"]):
+            e = r.event
+            if isinstance(e, c.MemoryAdded) and e.origin == "topic" and e.content.properties.get("organizer") == "topics":
+                if (fp := e.content.properties.get("fingerprint")) and e.content.properties.get("level", 1) == 1:
+                    self.fingerprints.add((tenant, fp))
+            elif isinstance(e, c.EdgeLinked) and e.edge.edge_type == "FOLLOWS" and e.edge.edge_id.startswith("follows:"):
+                self.follows.add((tenant, e.edge.edge_id, e.edge.source, e.edge.target))
+
+
 class TopicBuilder:
-    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None):
+    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None, reverted: RevertedRuns | None = None):
         self.service = service
         self.settings = settings
         self.vectors = vectors
         self.summarizer = summarizer
+        self.reverted = reverted or RevertedRuns(service.store)
         self.commands = TopicCommands(service.store, service.facts, existing=self._existing)
         self.types = [t for t in type_list(settings) if t != TOPIC]
         self.max_size = max(2, int(settings.organizer_max_cluster_size))
@@ -248,10 +288,18 @@ class TopicBuilder:
             clusters.append(self._cluster(memory_type, items, X, sorted(direct), subs, words, all_rows=rows))
         existing = self.existing(tenant, memory_type)
         known = {info["fingerprint"]: topic_id for topic_id, info in existing.items()}
+        reverted = self.reverted.refresh().fingerprints
+        held: set[str] = set()  # members of the clusters a revert undid: the topics it brought back stay
         for cluster in clusters:
-            (out["kept"] if cluster.fingerprint in known else out["new"]).append(cluster)
+            if cluster.fingerprint in known:
+                out["kept"].append(cluster)
+            elif (tenant, cluster.fingerprint) in reverted:
+                out["held"] = out.get("held", 0) + 1
+                held |= cluster.all_members
+            else:
+                out["new"].append(cluster)
         wanted = {cl.fingerprint for cl in clusters}
-        out["stale"] = {tid: info for tid, info in existing.items() if info["fingerprint"] not in wanted}
+        out["stale"] = {tid: info for tid, info in existing.items() if info["fingerprint"] not in wanted and not info["members"] & held}
         return out
 
     def _cluster(self, memory_type, items: list[Item], X, direct: list[int], subs: list[Cluster], words: list[str], all_rows=None) -> Cluster:
@@ -367,6 +415,9 @@ class TopicBuilder:
         for conv in sorted(set(wanted) | set(live)):
             want, have = wanted.get(conv, {}), live.get(conv, {})
             same = {eid for eid, e in have.items() if want.get(eid) == (e.source, e.target) and e.edge_type == "FOLLOWS"}
+            reverted = self.reverted.refresh().follows
+            if want and all((tenant, eid, a, b) in reverted for eid, (a, b) in want.items()):
+                continue  # a revert undid this very order: linked again once the conversation changes
             unlink = sorted(set(have) - same)
             link = [
                 c.EdgeRecord(edge_id=eid, edge_type="FOLLOWS", source=a, target=b, weight=1.0, properties={"conv": conv})
@@ -393,7 +444,7 @@ class TopicBuilder:
         deadline = self.clock() + float(self.settings.organizer_time_budget_s)
         run = new_id()
         counter = [0]
-        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "follows_linked": 0, "follows_unlinked": 0,
+        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "held": 0, "follows_linked": 0, "follows_unlinked": 0,
                                   "stopped": None, "clusters": [], "skipped": [], "errors": []}
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
@@ -417,6 +468,7 @@ class TopicBuilder:
                         report["stopped"] = "time budget"
                     continue
                 report["kept"] += len(planned["kept"])
+                report["held"] += planned.get("held", 0)
                 new: list[Cluster] = planned["new"]
                 if not dry_run:
                     await self.summarize(new)

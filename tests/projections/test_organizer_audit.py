@@ -14,6 +14,7 @@ from mnemolog.projections.service import MemoryService
 
 import pytest
 
+from tests.projections import test_topics as topics
 from tests.projections.test_organizer import TENANT, activated, add, events, make_settings
 
 SECRET = "Zanzibarville"
@@ -136,3 +137,48 @@ def test_a_reverted_decision_is_judged_again_once_its_inputs_change(svc, setting
     report = organizer.run_once()
     assert [(p["action"], p["memory_ids"], p["outcome"]) for p in report["planned"]] == [("supersede", [emacs, vim], "applied")]
     assert list(activated(svc).values()) == ["Editor: Helix"]
+
+
+def test_a_reverted_clustering_run_is_not_redone_until_its_members_change(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        topics.add(svc, topics.themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    first = organizer.cluster()
+    assert first["created"] == 3
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), first["correlation_id"])
+    head = svc.store.last_position()
+    again = Organizer(svc, settings).cluster()  # a fresh organizer too: what was reverted is read from the log
+    assert (again["created"], again["held"]) == (0, 3) and topics.live_topics(svc) == {}
+    assert svc.store.last_position() == head
+    topics.add(svc, topics.themed("kitchen", 14, seed=2))  # new members: new input
+    changed = organizer.cluster()
+    assert changed["created"] >= 1 and topics.live_topics(svc)
+
+
+def test_a_reverted_replacement_of_topics_keeps_the_topics_it_brought_back(svc, settings):
+    for theme in ("kitchen", "space", "money"):
+        topics.add(svc, topics.themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    before = set(topics.live_topics(svc))
+    topics.add(svc, topics.themed("kitchen", 14, seed=2))
+    replaced = organizer.cluster()
+    assert replaced["retired"] >= 1
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), replaced["correlation_id"])
+    assert set(topics.live_topics(svc)) == before
+    after = organizer.cluster()
+    assert after["created"] == 0 and after["retired"] == 0 and set(topics.live_topics(svc)) == before
+
+
+def test_a_reverted_conversation_order_is_not_linked_again_until_it_changes(svc, settings):
+    turns = [f"conv-7:D1:{n}" for n in (1, 2, 3)]
+    ids = add(svc, *(MemoryContent(memory=f"turn {t}", sources=(t,)) for t in turns))
+    organizer = Organizer(svc, settings)
+    linked = organizer.cluster()
+    assert linked["follows_linked"] == 2
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), linked["correlation_id"])
+    assert organizer.cluster()["follows_linked"] == 0 and not svc.facts.live_edges_with_prefix(TENANT, "follows:")
+    [late] = add(svc, MemoryContent(memory="turn conv-7:D1:4", sources=("conv-7:D1:4",)))
+    assert organizer.cluster()["follows_linked"] == 3
+    chain = sorted((e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, "follows:conv-7:"))
+    assert chain == sorted(zip([*ids, late], [*ids, late][1:]))
