@@ -311,9 +311,14 @@ class MemoryCommands:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version)
-        if decision is not None and older.content.subject != newer.content.subject:
-            # A decision's reason quotes both memories and is sealed under one subject: forgetting the other must erase it too.
-            raise Conflict("an automatic decision never supersedes a memory of one subject by another's")
+        if decision is not None:
+            # A decision's reason quotes both memories and is sealed under their subject: it is never written for another
+            # subject's memory (forgetting that one must erase it too), nor once they were erased (it was judged on their text).
+            if older.content.erased or newer.content.erased:
+                erased = older_id if older.content.erased else newer_id
+                raise Conflict(f"memory {erased} was erased (its subject was forgotten)", current_version=older.version)
+            if older.content.subject != newer.content.subject:
+                raise Conflict("an automatic decision never supersedes a memory of one subject by another's")
         stamp = now_iso()
         writes = [
             StreamAppend(

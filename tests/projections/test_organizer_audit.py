@@ -182,3 +182,15 @@ def test_a_reverted_conversation_order_is_not_linked_again_until_it_changes(svc,
     assert organizer.cluster()["follows_linked"] == 3
     chain = sorted((e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, "follows:conv-7:"))
     assert chain == sorted(zip([*ids, late], [*ids, late][1:]))
+
+
+def test_a_decision_planned_before_a_forget_is_not_applied_after_it(svc, settings):
+    [older] = add(svc, keyed(f"Home city: {SECRET}", "home city", "u-1"))
+    [newer] = add(svc, keyed("Home city: Quillbertown", "home city", "u-1"))
+    organizer = Organizer(svc, settings)
+    [planned] = organizer.plan(svc.store.read_all())
+    assert planned.action == "supersede" and SECRET in planned.decision.reason
+    svc.forget(CommandContext(tenant=TENANT, actor="privacy-officer"), "u-1")  # while the pass was judging
+    outcome = svc.run(organizer.apply, planned, "pass-1")
+    assert outcome.startswith("skipped") and "erased" in outcome
+    assert events(svc, "MemorySuperseded") == [] and {svc.get(TENANT, m).status for m in (older, newer)} == {"activated"}
