@@ -356,7 +356,16 @@ class TopicBuilder:
         for member in cluster.members:
             edge(ids[0], member, 1)
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self.commands.organize, ctx, add=add, link=edges, retire=retire)
+        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire)
+
+    def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
+        """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
+        quote the members, and a forget between planning and writing must not see them written again."""
+        self.service.sync()
+        erased = sorted(i.id for i in load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members)) if i.content.erased)
+        if erased:
+            raise Conflict(f"memory {erased[0]} was erased (its subject was forgotten) since the cluster was planned")
+        return self.commands.organize(ctx, **changes)
 
     def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = "no longer a cluster"):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)

@@ -10,6 +10,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.sealing import ERASED_TEXT
 from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.policies.topics import TopicBuilder
 from mnemolog.projections.service import MemoryService
 
 import pytest
@@ -194,3 +195,15 @@ def test_a_decision_planned_before_a_forget_is_not_applied_after_it(svc, setting
     outcome = svc.run(organizer.apply, planned, "pass-1")
     assert outcome.startswith("skipped") and "erased" in outcome
     assert events(svc, "MemorySuperseded") == [] and {svc.get(TENANT, m).status for m in (older, newer)} == {"activated"}
+
+
+def test_a_topic_planned_before_a_forget_of_its_members_is_not_written(svc, settings):
+    for theme in ("kitchen", "space"):
+        topics.add(svc, topics.themed(theme, 14))
+    builder = TopicBuilder(svc, settings, Organizer(svc, settings).vectors)
+    planned = builder.plan(TENANT, "LongTermMemory", deadline=float("inf"))
+    assert planned["new"]
+    svc.forget(CommandContext(tenant=TENANT, actor="privacy-officer"), "@tenant")  # the tenant's key: every member erased
+    with pytest.raises(Conflict, match="erased"):
+        builder.write(TENANT, "LongTermMemory", planned["new"][0], [], "run-1", [0])
+    assert topics.live_topics(svc) == {}
