@@ -598,13 +598,18 @@ def _plan(action: str, trigger: Pair, items: list[Item], text: str | None, decis
 
 
 def _decision(verdicts: list[Verdict], similarity: float) -> c.Decision:
-    first = verdicts[0]
-    reasons = list(dict.fromkeys(v.reason for v in verdicts))
+    """One decision from the verdicts on its pairs. When judges differ (an LLM's verdicts, and the rule judge's
+    where the LLM failed), the decision names them all and each reason says whose it is."""
+    judges = list(dict.fromkeys(v.judge for v in verdicts))
+    if len(judges) > 1:
+        reasons = list(dict.fromkeys(f"{v.judge}: {v.reason}" for v in verdicts))
+    else:
+        reasons = list(dict.fromkeys(v.reason for v in verdicts))
     reason = "; ".join(reasons)
     fallbacks = [v.fallback for v in verdicts if v.fallback]
     return c.Decision(
-        judge=first.judge,
-        judge_version=first.judge_version,
+        judge="+".join(judges),
+        judge_version="+".join(dict.fromkeys(v.judge_version for v in verdicts)),
         similarity=round(float(similarity), 4),
         reason=reason if len(reason) <= 500 else reason[:499] + "\u2026",
         fallback=fallbacks[0] if fallbacks else None,

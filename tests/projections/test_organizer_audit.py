@@ -3,12 +3,19 @@ keep after a forget, how they revert, and that nothing is redone or written twic
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+from aiohttp import web
+
 import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.sealing import ERASED_TEXT
+from mnemolog.projections.policies.judge import RuleJudge
+from mnemolog.projections.policies.llm_judge import LLMJudge
 from mnemolog.projections.policies.organizer import Organizer
 from mnemolog.projections.policies.topics import TopicBuilder
 from mnemolog.projections.service import MemoryService
@@ -207,3 +214,39 @@ def test_a_topic_planned_before_a_forget_of_its_members_is_not_written(svc, sett
     with pytest.raises(Conflict, match="erased"):
         builder.write(TENANT, "LongTermMemory", planned["new"][0], [], "run-1", [0])
     assert topics.live_topics(svc) == {}
+
+
+# -- the LLM judge ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def flaky_llm(aiohttp_server):
+    """An OpenAI-compatible endpoint that says redundant, and fails (503) on any pair with a '!' in it."""
+
+    async def handle(request: web.Request) -> web.Response:
+        user = (await request.json())["messages"][1]["content"]
+        if "!" in user:
+            return web.Response(status=503, text="overloaded")
+        answer = {"label": "redundant", "reason": "the same move", "fused_text": None}
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    return str(server.make_url("/v1"))
+
+
+async def test_a_decision_from_an_llm_and_its_fallback_names_both_judges(svc, settings, flaky_llm):
+    judge = LLMJudge(flaky_llm, "test-model", None, timeout_s=5, retries=0, backoff_s=0.01, fallback=RuleJudge())
+    organizer = Organizer(svc, settings, judge=judge)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, add, svc, "The user moved to Lisbon in May", "the user moved to lisbon in may", "The user moved to Lisbon in May!")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1
+        decision = c.decision_of(events(svc, "MemoriesMerged")[0].event)
+        assert decision.judge == "llm+rule" and decision.judge_version == f"{judge.version}+{RuleJudge().version}"
+        assert "llm: the same move" in decision.reason and "rule: normalised texts equal" in decision.reason
+        assert decision.fallback.startswith("llm failed: HTTP 503")
+    finally:
+        await organizer.aclose()
