@@ -250,3 +250,36 @@ async def test_a_decision_from_an_llm_and_its_fallback_names_both_judges(svc, se
         assert decision.fallback.startswith("llm failed: HTTP 503")
     finally:
         await organizer.aclose()
+
+
+def _state(svc) -> tuple:
+    """What every read shows: the live memories (text, status, key, tags) and the live edges."""
+    svc.sync()
+    conn = svc.read_conn()
+    memories = conn.execute(
+        "SELECT memory_id, status, json_extract(content, '$.memory'), key, json_extract(content, '$.tags') FROM graph_memories"
+        " WHERE tenant = ? AND valid_to IS NULL AND status != 'deleted' ORDER BY memory_id", (TENANT,)).fetchall()
+    edges = conn.execute(
+        "SELECT edge_type, source, target, weight, properties FROM graph_edges WHERE tenant = ? AND valid_to IS NULL ORDER BY 1, 2, 3", (TENANT,)).fetchall()
+    return memories, edges
+
+
+def test_a_reverted_pass_restores_every_read_and_a_revert_of_the_revert_restores_the_pass(svc, settings):
+    [user_edge_end] = add(svc, "Carol keeps the harbour logbook")
+    a, b = add(svc, "Alice lives in Berlin.", "alice lives in  berlin")
+    add(svc, keyed("Editor: Vim", "editor"))
+    add(svc, keyed("Editor: Emacs", "editor"))
+    svc.run(svc.edges.link, CommandContext(tenant=TENANT), a, user_edge_end, "RELATED", weight=0.5)
+    before = _state(svc)
+    organizer = Organizer(svc, settings)
+    report = organizer.run_once()
+    assert report["applied"] == 2
+    organized = _state(svc)
+    revert = svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    assert _state(svc) == before
+    head = svc.store.last_position()
+    assert organizer.run_once()["planned"] == [] and svc.store.last_position() == head
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), revert.correlation_id)
+    again = _state(svc)
+    assert again == organized  # the merge and the supersede are back, the user's edge on the merged memory
+    assert organizer.run_once()["planned"] == [] and Organizer(svc, settings).run_once()["planned"] == []
