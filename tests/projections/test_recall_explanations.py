@@ -69,3 +69,19 @@ def test_every_hit_is_recomputed_from_its_explanation(svc, seed):
     for query in ("lighthouse keeper", "storm over the island", "anchor rope gull"):
         _recomputed(svc, query, RecallOptions(limit=25))
         _recomputed(svc, query, RecallOptions(limit=25, weights={"semantic": 0.5}))
+
+
+@pytest.mark.parametrize("weights", [{}, {"semantic": 0.5}], ids=["default", "semantic"])
+def test_a_smaller_limit_is_a_prefix_of_a_larger_one_up_to_the_candidates(svc, weights):
+    rng = random.Random(7)
+    contents = [MemoryContent(memory=" ".join(rng.sample(WORDS, rng.randint(2, 6))), properties={"conv": f"c{n % 4}", "turn": n}) for n in range(300)]
+    ids = svc.run(svc.memories.add, CTX, contents).memory_ids
+    svc.run(svc.edges.link_many, CTX, [c.EdgeRecord(edge_id=f"user:f:{n}", edge_type="FOLLOWS", source=a, target=b, weight=1.0)
+                                       for n, (a, b) in enumerate(zip(ids, ids[1:]))])
+    svc.sync()
+    deepest = int(svc.settings.recall_candidates)
+    for query in ("lighthouse keeper", "storm island", "anchor rope gull tide"):
+        answers = {limit: [(h.id, h.score) for h in svc.searcher.recall("t", query, RecallOptions(limit=limit, weights=weights)).hits]
+                   for limit in (1, 5, 10, 25, deepest)}
+        for limit, hits in answers.items():
+            assert hits == answers[deepest][:limit], (query, limit)
