@@ -7,6 +7,9 @@ import asyncio
 import json
 
 from aiohttp import web
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
 
@@ -252,15 +255,15 @@ async def test_a_decision_from_an_llm_and_its_fallback_names_both_judges(svc, se
         await organizer.aclose()
 
 
-def _state(svc) -> tuple:
+def _state(svc, tenant: str = TENANT) -> tuple:
     """What every read shows: the live memories (text, status, key, tags) and the live edges."""
     svc.sync()
     conn = svc.read_conn()
     memories = conn.execute(
         "SELECT memory_id, status, json_extract(content, '$.memory'), key, json_extract(content, '$.tags') FROM graph_memories"
-        " WHERE tenant = ? AND valid_to IS NULL AND status != 'deleted' ORDER BY memory_id", (TENANT,)).fetchall()
+        " WHERE tenant = ? AND valid_to IS NULL AND status != 'deleted' ORDER BY memory_id", (tenant,)).fetchall()
     edges = conn.execute(
-        "SELECT edge_type, source, target, weight, properties FROM graph_edges WHERE tenant = ? AND valid_to IS NULL ORDER BY 1, 2, 3", (TENANT,)).fetchall()
+        "SELECT edge_type, source, target, weight, properties FROM graph_edges WHERE tenant = ? AND valid_to IS NULL ORDER BY 1, 2, 3", (tenant,)).fetchall()
     return memories, edges
 
 
@@ -283,3 +286,53 @@ def test_a_reverted_pass_restores_every_read_and_a_revert_of_the_revert_restores
     again = _state(svc)
     assert again == organized  # the merge and the supersede are back, the user's edge on the merged memory
     assert organizer.run_once()["planned"] == [] and Organizer(svc, settings).run_once()["planned"] == []
+
+
+# -- invariants over random memories -----------------------------------------------------------------
+
+TEXTS = ["Editor: Vim", "editor: vim!", "Editor: Emacs", "Alice lives in Berlin.", "alice lives in berlin",
+         "Alice moved to Paris", "我住在柏林", "我住在柏林。", "Invoice 1001 is paid", "Invoice 1002 is paid"]
+_memories = st.lists(
+    st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from([None, "u-1", "u-2"]), st.sampled_from(TEXTS), st.sampled_from([None, "editor", "home"])),
+    min_size=2,
+    max_size=12,
+)
+
+
+@hsettings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batches=st.lists(_memories, min_size=1, max_size=3), updates=st.lists(st.tuples(st.integers(0, 40), st.sampled_from(TEXTS)), max_size=4))
+def test_every_decision_is_explained_scoped_idempotent_and_revertable(tmp_path_factory, batches, updates):
+    settings = make_settings()
+    svc = MemoryService.open(tmp_path_factory.mktemp("organizer"), settings=settings)
+    try:
+        added: list[tuple[str, str]] = []
+        for batch in batches:
+            for tenant in ("t1", "t2"):
+                contents = [MemoryContent(memory=text, key=key, subject=subject) for t, subject, text, key in batch if t == tenant]
+                if contents:
+                    added += [(tenant, m) for m in add(svc, *contents, tenant=tenant)]
+        for n, text in updates:  # conflicting updates in the same batch of the organizer
+            tenant, memory_id = added[n % len(added)]
+            svc.run(svc.memories.update, CommandContext(tenant=tenant), memory_id, {"memory": text})
+        before = {t: _state(svc, t) for t in ("t1", "t2")}
+        organizer = Organizer(svc, settings)
+        report = organizer.run_once()
+        decided = [r for r in svc.store.read_all(types=["MemoriesMerged", "MemorySuperseded"])]
+        assert len(decided) == report["applied"]
+        for r in decided:
+            decision = c.decision_of(r.event)
+            assert decision is not None and decision.judge and decision.reason  # who decided, and why
+            assert r.metadata.correlation_id == report["correlation_id"] and r.metadata.causation_id and r.metadata.actor == "organizer"
+            ids = r.event.source_ids if r.type == "MemoriesMerged" else (r.event.memory_id, r.event.superseded_by)
+            owners = {(svc.get(r.tenant, m).subject if not svc.get(r.tenant, m).erased else None) for m in ids}
+            assert len(owners) == 1  # one subject, and (by the tenant-scoped reads) one tenant
+        head = svc.store.last_position()
+        assert organizer.run_once()["planned"] == [] and svc.store.last_position() == head  # nothing new: nothing appended
+        if report["applied"]:
+            for tenant in sorted({r.tenant for r in decided}):
+                svc.run(svc.reverts.revert, CommandContext(tenant=tenant, actor="operator"), report["correlation_id"])
+            assert {t: _state(svc, t) for t in ("t1", "t2")} == before
+            head = svc.store.last_position()
+            assert organizer.run_once()["planned"] == [] and svc.store.last_position() == head  # the revert sticks
+    finally:
+        svc.close()
