@@ -57,7 +57,8 @@ def test_a_memory_that_inherits_from_many_neighbours_explains_each(svc):
 def test_every_hit_is_recomputed_from_its_explanation(svc, seed):
     rng = random.Random(seed)
     contents = [
-        MemoryContent(memory=" ".join(rng.sample(WORDS, 5)), sources=(f"conv-{n % 3}:D1:{n}",), properties={"conv": f"c{n % 3}", "turn": n})
+        MemoryContent(memory=" ".join(rng.sample(WORDS, 5)), key=rng.choice([None, None, "lighthouse", "storm"]),  # keys the query names: graph hits
+                      sources=(f"conv-{n % 3}:D1:{n}",), properties={"conv": f"c{n % 3}", "turn": n})
         for n in range(60)
     ]
     ids = svc.run(svc.memories.add, CTX, contents).memory_ids
@@ -68,7 +69,9 @@ def test_every_hit_is_recomputed_from_its_explanation(svc, seed):
     svc.sync()
     for query in ("lighthouse keeper", "storm over the island", "anchor rope gull"):
         _recomputed(svc, query, RecallOptions(limit=25))
+        _recomputed(svc, query, RecallOptions(limit=3))  # graph hits fused apart, read only when they can reach the answer
         _recomputed(svc, query, RecallOptions(limit=25, weights={"semantic": 0.5}))
+    assert any("graph" in h.channels for h in svc.searcher.recall("t", "lighthouse keeper", RecallOptions(limit=25)).hits)
 
 
 @pytest.mark.parametrize("weights", [{}, {"semantic": 0.5}], ids=["default", "semantic"])
