@@ -88,3 +88,16 @@ def test_a_smaller_limit_is_a_prefix_of_a_larger_one_up_to_the_candidates(svc, w
                    for limit in (1, 5, 10, 25, deepest)}
         for limit, hits in answers.items():
             assert hits == answers[deepest][:limit], (query, limit)
+
+
+def test_an_rrf_hit_is_recomputed_from_its_ranks(svc):
+    rng = random.Random(3)
+    svc.run(svc.memories.add, CTX, [MemoryContent(memory=" ".join(rng.sample(WORDS, 4)), key=rng.choice([None, "storm"])) for _ in range(80)])
+    svc.sync()
+    for options in (RecallOptions(limit=20, fusion="rrf"), RecallOptions(limit=20, fusion="rrf", rrf_k=5.0, weights={"semantic": 0.7})):
+        result = svc.searcher.recall("t", "storm island ferry", options)
+        k = options.rrf_k if options.rrf_k is not None else float(svc.settings.recall_rrf_k)
+        assert result.hits
+        for hit in result.hits:
+            expected = sum(result.channels[name].weight / (k + found.rank) for name, found in hit.channels.items()) + hit.overlap_bonus
+            assert hit.score == pytest.approx(expected, abs=1e-5)
