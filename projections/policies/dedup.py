@@ -355,7 +355,7 @@ class RevertedDecisions:
         if not self.pairs:
             return False
         small, large = (a, b) if len(a) <= len(b) else (b, a)
-        return any((t, other) in large for t, m in small for other in self._partners.get((t, m), ()))
+        return any((t, other) in large for t, m in small for other in tuple(self._partners.get((t, m), ())))
 
     def any_apart(self, tenant: str, ids) -> str | None:
         """The first reverted pair among ``ids``, described, or None."""
