@@ -336,3 +336,21 @@ def test_every_decision_is_explained_scoped_idempotent_and_revertable(tmp_path_f
             assert organizer.run_once()["planned"] == [] and svc.store.last_position() == head  # the revert sticks
     finally:
         svc.close()
+
+
+def test_the_cli_says_which_clusters_a_revert_held_back(tmp_path, capsys, monkeypatch):
+    from mnemolog.tools.cli import main
+
+    monkeypatch.setenv("MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S", "0")
+    data = tmp_path / "data"
+    with MemoryService.open(data) as svc:
+        for theme in ("kitchen", "space", "money"):
+            topics.add(svc, topics.themed(theme, 14))
+    assert main(["--data-dir", str(data), "--tenant", TENANT, "organize", "--once"]) == 0
+    first = capsys.readouterr().out
+    run = next(line.split()[1].rstrip(":") for line in first.splitlines() if line.startswith("topics "))
+    assert "3 created" in first
+    assert main(["--data-dir", str(data), "--tenant", TENANT, "revert", run]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", str(data), "--tenant", TENANT, "organize", "--once"]) == 0
+    assert "0 created, 0 retired, 0 kept, 3 held back (a revert undid them)" in capsys.readouterr().out
