@@ -445,6 +445,11 @@ class Planned(msgspec.Struct, kw_only=True):
         return out
 
 
+#: Similarities computed at once (a chunk of triggers against the whole corpus): about 64 MB of float32, whatever
+#: the corpus's size (a million memories: 16 triggers a chunk, not 256 and a gigabyte).
+SIMILARITIES_PER_CHUNK = 1 << 24
+
+
 def candidates(
     corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_k: int, pace: Callable[[], None] | None = None
 ) -> Iterator[tuple[int, int, float, Any]]:
@@ -458,10 +463,11 @@ def candidates(
     rows = [(i, r) for i, r in rows if i not in erased]
     blocked = np.zeros(len(corpus.items), dtype=bool)  # rows never a candidate, whatever the threshold
     blocked[list({*corpus.retired, *erased})] = True
-    for start in range(0, len(rows), 256):
+    step = max(1, min(256, SIMILARITIES_PER_CHUNK // max(1, len(corpus.items))))
+    for start in range(0, len(rows), step):
         if pace is not None:
             pace()
-        chunk = rows[start : start + 256]
+        chunk = rows[start : start + step]
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T
         sims[np.arange(len(chunk)), idx] = -1.0
