@@ -545,7 +545,8 @@ def decide(
             used[ra].append((p, v))
             continue
         ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
-        if against and any(against[x] & gb for x in ga if x in against):
+        small, large = (ga, gb) if len(ga) <= len(gb) else (gb, ga)  # "against" is symmetric: the smaller group's side says it
+        if against and any(against[x] & large for x in small if x in against):
             continue
         if reverted is not None and reverted.separates(ga, gb):
             continue

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.projections.policies import dedup
 from mnemolog.projections.policies.dedup import Corpus, Item, candidates, slot
-from mnemolog.projections.policies.judge import normalize_text
+from mnemolog.projections.policies.judge import Verdict, normalize_text
 
 TEXTS = ["Alice lives in Berlin", "alice lives in  berlin", "Bob plays chess", "tea at five"]
 # Unit vectors whose cosines every way of computing them gives alike (ties included).
@@ -65,3 +65,44 @@ def test_candidates_are_the_rule_read_by_brute_force(memories, min_cos, top_k, b
     for i, j, _ in found:  # never across subjects, never an erased memory
         assert corpus.items[i].content.subject == corpus.items[j].content.subject
         assert not corpus.items[i].content.erased and not corpus.items[j].content.erased
+
+
+class _Reverted:
+    """A stand-in for :class:`RevertedDecisions` holding the given pairs apart."""
+
+    def __init__(self, pairs):
+        self.pairs = {("t", *sorted(p)) for p in pairs}
+        self._partners: dict = {}
+        for a, b in pairs:
+            self._partners.setdefault(("t", a), set()).add(b)
+            self._partners.setdefault(("t", b), set()).add(a)
+
+    apart = dedup.RevertedDecisions.apart
+    separates = dedup.RevertedDecisions.separates
+
+
+_label = st.sampled_from(["redundant", "redundant", "contradictory", "independent"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    judged=st.dictionaries(st.tuples(st.integers(0, 7), st.integers(0, 7)).filter(lambda p: p[0] < p[1]), _label, max_size=20),
+    apart=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)).filter(lambda p: p[0] < p[1]), max_size=3),
+)
+def test_decisions_never_join_what_was_judged_contradictory_or_reverted(judged, apart):
+    items = [Item(f"m{n}", 1, n + 1, f"2026-01-0{n + 1}T00:00:00", MemoryContent(memory=f"text {n}")) for n in range(8)]
+    pairs = [dedup.Pair("t", "LongTermMemory", items[a], items[b], 0.9, n + 1, f"e{n}") for n, (a, b) in enumerate(judged)]
+    verdicts = [Verdict(label, "why", "rule", "2", 0.9) for label in judged.values()]
+    planned = dedup.decide(pairs, verdicts, _Reverted([(f"m{a}", f"m{b}") for a, b in apart]))
+    contradictory = {frozenset((f"m{a}", f"m{b}")) for (a, b), label in judged.items() if label == "contradictory"}
+    held = {frozenset((f"m{a}", f"m{b}")) for a, b in apart}
+    merged = [m for p in planned if p.action == "merge" for m in p.memory_ids]
+    assert len(merged) == len(set(merged))  # a memory is in one merge at most
+    for p in planned:
+        if p.action == "merge":
+            together = {frozenset((x, y)) for x in p.memory_ids for y in p.memory_ids if x != y}
+            assert not together & contradictory and not together & held
+        else:
+            older, newer = p.memory_ids
+            assert frozenset((older, newer)) in contradictory and not {older, newer} & set(merged)
+            assert items[int(older[1:])].updated_at <= items[int(newer[1:])].updated_at  # the newer supersedes
