@@ -66,6 +66,9 @@ if TYPE_CHECKING:
     from ..service import MemoryService
 
 TOPIC = MemoryType.TOPIC.value
+RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason its event records)
+RETIRED_ORPHAN = "no activated member left"
+RETIRED_REPLACED = "replaced by a new clustering"  # ... when a new cluster takes its members
 BRANCH = 10  # at most this many clusters per split
 SEED = 7
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -158,11 +161,13 @@ class RevertedRuns:
     """What reverted clustering runs had written, read from the log, so that a revert of a run sticks.
 
     A run leaves out a cluster whose membership (its fingerprint) a reverted
-    run had made a topic, and keeps the topics that revert brought back; and
-    it does not link again a ``FOLLOWS`` edge (by id and ends) that a reverted
-    run had linked. A cluster whose membership changed since, or a
-    conversation whose order changed, is new input and is written. Read
-    incrementally: each reverted correlation's events once.
+    run had made a topic, and keeps the topics that revert brought back (a
+    topic it had retired as no longer a cluster stays; one it had retired for
+    want of an activated member stays while that is so); and it does not link
+    again a ``FOLLOWS`` edge (by id and ends) that a reverted run had linked.
+    A cluster whose membership changed since, or a conversation whose order
+    changed, is new input and is written. Read incrementally: each reverted
+    correlation's events once.
     """
 
     def __init__(self, store):
@@ -170,6 +175,8 @@ class RevertedRuns:
         self.position = 0
         self.fingerprints: set[tuple[str, str]] = set()  # (tenant, fingerprint)
         self.follows: set[tuple[str, str, str, str]] = set()  # (tenant, edge id, source, target)
+        self.kept: set[tuple[str, str]] = set()  # (tenant, topic id) whose retirement as no longer a cluster was undone
+        self.kept_orphans: set[tuple[str, str]] = set()  # ... as one with no activated member left
 
     def refresh(self) -> "RevertedRuns":
         head = self.store.last_position()
@@ -181,8 +188,14 @@ class RevertedRuns:
         return self
 
     def _take(self, tenant: str, correlation_id: str) -> None:
-        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "EdgeLinked"]):
+        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "EdgeLinked", "MemoryArchived"]):
             e = r.event
+            if isinstance(e, c.MemoryArchived):
+                if r.metadata.actor == ACTOR and e.reason in (RETIRED_STALE, RETIRED_REPLACED):
+                    self.kept.add((tenant, e.memory_id))
+                elif r.metadata.actor == ACTOR and e.reason == RETIRED_ORPHAN:
+                    self.kept_orphans.add((tenant, e.memory_id))
+                continue
             if isinstance(e, c.MemoryAdded) and e.origin == "topic" and e.content.properties.get("organizer") == "topics":
                 if (fp := e.content.properties.get("fingerprint")) and e.content.properties.get("level", 1) == 1:
                     self.fingerprints.add((tenant, fp))
@@ -299,7 +312,11 @@ class TopicBuilder:
             else:
                 out["new"].append(cluster)
         wanted = {cl.fingerprint for cl in clusters}
-        out["stale"] = {tid: info for tid, info in existing.items() if info["fingerprint"] not in wanted and not info["members"] & held}
+        kept = self.reverted.kept | self.reverted.kept_orphans
+        out["stale"] = {
+            tid: info for tid, info in existing.items()
+            if info["fingerprint"] not in wanted and not info["members"] & held and (tenant, tid) not in kept
+        }
         return out
 
     def _cluster(self, memory_type, items: list[Item], X, direct: list[int], subs: list[Cluster], words: list[str], all_rows=None) -> Cluster:
@@ -356,7 +373,7 @@ class TopicBuilder:
         for member in cluster.members:
             edge(ids[0], member, 1)
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire)
+        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, reason=RETIRED_REPLACED)
 
     def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
         """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
@@ -367,7 +384,7 @@ class TopicBuilder:
             raise Conflict(f"memory {erased[0]} was erased (its subject was forgotten) since the cluster was planned")
         return self.commands.organize(ctx, **changes)
 
-    def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = "no longer a cluster"):
+    def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = RETIRED_STALE):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
         return self.service.run(self.commands.organize, ctx, retire=topic_ids, reason=reason)
 
@@ -393,13 +410,14 @@ class TopicBuilder:
         def alive(topic: str, seen: frozenset = frozenset()) -> bool:
             return any(alive(k, seen | {topic}) if k in topics else k in active for k in children[topic] if k not in seen)
 
-        return sorted(t for t in topics if not alive(t))
+        kept = self.reverted.refresh().kept_orphans  # a revert brought it back as it was: it stays
+        return sorted(t for t in topics if not alive(t) and (tenant, t) not in kept)
 
     def retire_orphaned(self, tenant: str, run: str) -> int:
         """Retire (archive, as events) the topics :meth:`orphaned` finds; how many."""
         orphans = self.orphaned(tenant)
         if orphans:
-            self.retire(tenant, orphans, run, reason="no activated member left")
+            self.retire(tenant, orphans, run, reason=RETIRED_ORPHAN)
         return len(orphans)
 
     # -- conversation order -------------------------------------------------------------------

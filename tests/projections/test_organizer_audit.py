@@ -354,3 +354,23 @@ def test_the_cli_says_which_clusters_a_revert_held_back(tmp_path, capsys, monkey
     capsys.readouterr()
     assert main(["--data-dir", str(data), "--tenant", TENANT, "organize", "--once"]) == 0
     assert "0 created, 0 retired, 0 kept, 3 held back (a revert undid them)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("gone", [14, 10], ids=["orphaned", "no-longer-a-cluster"])
+def test_a_reverted_retirement_of_a_topic_is_not_redone(svc, settings, gone):
+    kitchen = topics.add(svc, topics.themed("kitchen", 14))
+    for theme in ("space", "money"):
+        topics.add(svc, topics.themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    before = set(topics.live_topics(svc))
+    for memory_id in kitchen[:gone]:
+        svc.run(svc.memories.soft_delete, CommandContext(tenant=TENANT), memory_id)
+    retiring = organizer.cluster()
+    assert retiring["retired"] >= 1
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), retiring["correlation_id"])
+    assert set(topics.live_topics(svc)) == before
+    head = svc.store.last_position()
+    again = Organizer(svc, settings).cluster()
+    assert (again["created"], again["retired"]) == (0, 0) and set(topics.live_topics(svc)) == before
+    assert svc.store.last_position() == head
