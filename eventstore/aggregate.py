@@ -63,8 +63,8 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
                 state.working_binding = event.working_binding
             else:
                 reason = "merged from " + ", ".join(event.source_ids)
-                if event.decision is not None:
-                    reason += f" ({event.decision.judge}: {event.decision.reason})"
+                if (decision := c.decision_of(event)) is not None:
+                    reason += f" ({decision.judge}: {decision.reason})"
         elif isinstance(event, c.MemoryUpdated):
             state.content = event.content
             state.updated_at = event.updated_at
@@ -84,8 +84,8 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
             state.superseded_by = event.superseded_by
             state.updated_at = event.updated_at
             reason = f"conflict: superseded by {event.superseded_by}"
-            if event.decision is not None:
-                reason += f" ({event.decision.judge}: {event.decision.reason})"
+            if (decision := c.decision_of(event)) is not None:
+                reason += f" ({decision.judge}: {decision.reason})"
         elif isinstance(event, c.MemoryArchived):
             state.status = Status.ARCHIVED.value
             state.updated_at = event.updated_at

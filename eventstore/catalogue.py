@@ -47,13 +47,46 @@ def organizer_stream(tenant: str) -> str:
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Why an automatic change was made, and by whom: every organizer event carries one."""
+    """Why an automatic change was made, and by whom: every organizer event carries one.
+
+    ``reason`` and ``fallback`` quote the memories judged (their texts, keys,
+    values; an LLM's words about them): personal data. An event stores them
+    sealed beside the decision (:func:`decided`), under the memories'
+    subject, so that forgetting it erases them too; :func:`decision_of` reads
+    the decision whole.
+    """
 
     judge: str
     judge_version: str = ""
     similarity: float | None = None
     reason: str = ""
     fallback: str | None = None
+
+
+def decided(decision: Decision | None, subject: str | None) -> dict[str, Any]:
+    """The fields of a merge or supersede event that record ``decision``: its judge, version and similarity
+    readable, its reason and fallback sealed under ``subject`` (``None``: the tenant's key)."""
+    if decision is None:
+        return {}
+    return {
+        "decision": msgspec.structs.replace(decision, reason="", fallback=None),
+        "decision_reason": decision.reason,
+        "decision_fallback": decision.fallback,
+        "subject": subject,
+    }
+
+
+def decision_of(event: "MemoriesMerged | MemorySuperseded") -> Decision | None:
+    """The decision an event records, whole (reads ``[erased: subject forgotten]`` as its reason once the subject is forgotten)."""
+    decision = event.decision
+    if decision is None or not (event.decision_reason or event.decision_fallback):
+        return decision  # no reason, or one recorded in the decision itself (before reasons were sealed)
+    return msgspec.structs.replace(decision, reason=event.decision_reason, fallback=event.decision_fallback)
+
+
+def _records_a_reason(event: Any) -> bool:
+    """Whether a merge or supersede event has a decision's reason or fallback to seal."""
+    return bool(event.decision_reason or event.decision_fallback)
 
 
 class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -107,15 +140,24 @@ class MemoryUpdated(DomainEvent, frozen=True):
 
 
 class MemoriesMerged(DomainEvent, frozen=True):
-    """A new memory made from several; recorded on the new memory's stream."""
+    """A new memory made from several; recorded on the new memory's stream.
 
-    personal = ("content",)
+    An automatic merge records its ``decision`` (see :func:`decided`):
+    ``decision_reason`` and ``decision_fallback`` sealed under ``subject``,
+    the memories' subject."""
+
+    personal = ("content", "decision_reason", "decision_fallback")
 
     memory_id: str
     source_ids: tuple[str, ...]
     content: MemoryContent
     created_at: str
     decision: Decision | None = None
+    decision_reason: str = ""
+    decision_fallback: str | None = None
+    subject: str | None = None
+
+    sealable = _records_a_reason
 
 
 class MemoryMergedInto(DomainEvent, frozen=True):
@@ -127,12 +169,21 @@ class MemoryMergedInto(DomainEvent, frozen=True):
 
 
 class MemorySuperseded(DomainEvent, frozen=True):
-    """An older memory replaced by a newer contradictory one: archived with reason ``conflict``."""
+    """An older memory replaced by a newer contradictory one: archived with reason ``conflict``.
+
+    An automatic supersede records its ``decision`` as a merge does (see :class:`MemoriesMerged`)."""
+
+    personal = ("decision_reason", "decision_fallback")
 
     memory_id: str
     superseded_by: str
     updated_at: str
     decision: Decision | None = None
+    decision_reason: str = ""
+    decision_fallback: str | None = None
+    subject: str | None = None
+
+    sealable = _records_a_reason
 
 
 class MemoryArchived(DomainEvent, frozen=True):

@@ -113,8 +113,9 @@ def _print_pass(args: argparse.Namespace, report: dict[str, Any], topics: dict[s
     print(f"pass {report.get('correlation_id')}: {report.get('events', 0)} event(s), {report.get('applied', 0)} decision(s) applied, position {report.get('to')}")
     if topics is not None:
         stopped = f", stopped: {topics['stopped']}" if topics.get("stopped") else ""
+        held = f", {topics['held']} held back (a revert undid them)" if topics.get("held") else ""
         print(
-            f"topics {topics.get('correlation_id')}: {topics.get('created', 0)} created, {topics.get('retired', 0)} retired, {topics.get('kept', 0)} kept,"
+            f"topics {topics.get('correlation_id')}: {topics.get('created', 0)} created, {topics.get('retired', 0)} retired, {topics.get('kept', 0)} kept{held},"
             f" FOLLOWS +{topics.get('follows_linked', 0)}/-{topics.get('follows_unlinked', 0)}{stopped}"
         )
 

@@ -247,7 +247,7 @@ class MemoryCommands:
         writes = [
             StreamAppend(
                 c.memory_stream(merged_id),
-                [c.MemoriesMerged(memory_id=merged_id, source_ids=tuple(ids), content=content, created_at=stamp, decision=decision)],
+                [c.MemoriesMerged(memory_id=merged_id, source_ids=tuple(ids), content=content, created_at=stamp, **c.decided(decision, content.subject))],
                 NO_STREAM,
             )
         ]
@@ -311,11 +311,19 @@ class MemoryCommands:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version)
+        if decision is not None:
+            # A decision's reason quotes both memories and is sealed under their subject: it is never written for another
+            # subject's memory (forgetting that one must erase it too), nor once they were erased (it was judged on their text).
+            if older.content.erased or newer.content.erased:
+                erased = older_id if older.content.erased else newer_id
+                raise Conflict(f"memory {erased} was erased (its subject was forgotten)", current_version=older.version)
+            if older.content.subject != newer.content.subject:
+                raise Conflict("an automatic decision never supersedes a memory of one subject by another's")
         stamp = now_iso()
         writes = [
             StreamAppend(
                 c.memory_stream(older_id),
-                [c.MemorySuperseded(memory_id=older_id, superseded_by=newer_id, updated_at=stamp, decision=decision)],
+                [c.MemorySuperseded(memory_id=older_id, superseded_by=newer_id, updated_at=stamp, **c.decided(decision, older.content.subject))],
                 older.version,
             ),
             StreamAppend(

@@ -5,7 +5,7 @@
   projection (``vec_docs``) when it holds the memory's current version, else
   from the configured embedder (cached by text).
 - :func:`candidates` finds, for the memories of a batch, the activated memories
-  of the same tenant and type with cosine >= ``min_cosine`` (the ``top_k``
+  of the same tenant, type and subject (never an erased one) with cosine >= ``min_cosine`` (the ``top_k``
   best), plus the lexical near-duplicates the vectors miss (the same
   normalised text: casefold, punctuation, whitespace, through a hash lookup)
   and the memories with the same ``key`` (a key is a slot with one value).
@@ -13,13 +13,14 @@
   grouped (never across a pair judged contradictory) and each group is one
   ``merge`` of the newest-first members, with the judge's fused text or, by
   rule, the most informative text. A contradictory pair is a ``supersede`` of
-  the older memory (by ``updated_at``) by the newer, unless either is merged
+  the older memory by the newer (by when each was stated, :class:`StatedTimes`), unless either is merged
   or already superseded in the same batch (the merged memory is judged again
   as a trigger of the next batch).
 - :class:`RevertedDecisions` remembers the pairs of memories that a merge or
   supersede joined and a revert undid: such a pair is never judged again, and
   never ends up in one merge group, so a revert sticks even when the log is
-  organized again from position 0.
+  organized again from position 0; until the text or key of either is
+  updated (new inputs, judged afresh).
 """
 
 from __future__ import annotations
@@ -298,16 +299,20 @@ class RevertedDecisions:
     """Pairs of memories once merged or superseded together by a correlation that was reverted.
 
     Read from the log (never from a projection), incrementally: :meth:`refresh`
-    reads the merges, supersedes and reverts appended since the last call.
+    reads the merges, supersedes, reverts and updates appended since the last
+    call. A pair is held apart while its inputs stay as the revert left them:
+    an update of either memory's text or key after the revert lets the pair be
+    judged again (the operator reverted a decision on other texts).
     """
 
-    TYPES = ("MemoriesMerged", "MemorySuperseded", "CorrelationReverted")
+    TYPES = ("MemoriesMerged", "MemorySuperseded", "CorrelationReverted", "MemoryUpdated")
 
     def __init__(self, store):
         self.store = store
         self.position = 0
         self._by_correlation: dict[tuple[str, str], list[tuple[str, ...]]] = defaultdict(list)
         self.pairs: set[tuple[str, str, str]] = set()  # (tenant, lower id, higher id)
+        self._partners: dict[tuple[str, str], set[str]] = defaultdict(set)  # (tenant, id) -> the ids it is held apart from
         self._lock = threading.Lock()
 
     def refresh(self) -> "RevertedDecisions":
@@ -324,7 +329,17 @@ class RevertedDecisions:
         e = r.event
         if isinstance(e, c.CorrelationReverted):
             for ids in self._by_correlation.pop((r.tenant, e.correlation_id), ()):
-                self.pairs.update((r.tenant, a, b) for n, a in enumerate(ids) for b in ids[n + 1 :])
+                for n, a in enumerate(ids):
+                    for b in ids[n + 1 :]:
+                        self.pairs.add((r.tenant, a, b))
+                        self._partners[(r.tenant, a)].add(b)
+                        self._partners[(r.tenant, b)].add(a)
+            return
+        if isinstance(e, c.MemoryUpdated):
+            if {"memory", "key"} & set(e.changed):
+                for other in self._partners.pop((r.tenant, e.memory_id), ()):
+                    self.pairs.discard((r.tenant, *sorted((e.memory_id, other))))
+                    self._partners[(r.tenant, other)].discard(e.memory_id)
             return
         ids = e.source_ids if isinstance(e, c.MemoriesMerged) else (e.memory_id, e.superseded_by)
         correlation = r.metadata.correlation_id
@@ -335,6 +350,13 @@ class RevertedDecisions:
         """Whether a revert undid a decision that joined ``a`` and ``b``."""
         return (tenant, *sorted((a, b))) in self.pairs
 
+    def separates(self, a: set[tuple[str, str]], b: set[tuple[str, str]]) -> bool:
+        """Whether a revert holds some ``(tenant, id)`` of ``a`` apart from one of ``b`` (at a cost of the smaller group, not of their product)."""
+        if not self.pairs:
+            return False
+        small, large = (a, b) if len(a) <= len(b) else (b, a)
+        return any((t, other) in large for t, m in small for other in tuple(self._partners.get((t, m), ())))
+
     def any_apart(self, tenant: str, ids) -> str | None:
         """The first reverted pair among ``ids``, described, or None."""
         ordered = sorted(ids)
@@ -343,6 +365,53 @@ class RevertedDecisions:
                 if (tenant, a, b) in self.pairs:
                     return f"{a} and {b} were decided together before and that was reverted"
         return None
+
+
+class StatedTimes:
+    """When a memory's current text was stated, read from the log: which of a contradictory pair is newer.
+
+    A memory's ``updated_at`` is when it last changed, but a merge's product
+    was changed at the merge, not stated then: its text holds what its
+    sources said, as old as the newest of them. So a merge of two old "Editor:
+    Vim" never looks newer than a later "Editor: Emacs". A memory added or
+    updated was stated at that time; a rollback to a version, when that
+    version was; a change of status (archived, restored) states nothing.
+    Times of a version never change (the log is append-only), so they are kept.
+    """
+
+    def __init__(self, store, limit: int = 100_000):
+        self.store, self.limit = store, limit
+        self._times: dict[tuple[str, int], str] = {}  # (memory id, version) -> when its text was stated
+        self._lock = threading.Lock()
+
+    def __call__(self, item: Item) -> str:
+        with self._lock:
+            if len(self._times) > self.limit:
+                self._times.clear()
+            return self._stated(item.id, item.version) or item.updated_at
+
+    def _stated(self, memory_id: str, version: int | None = None, before: int | None = None) -> str:
+        """When ``memory_id`` at ``version`` (or at its last version before position ``before``) was stated."""
+        if version is not None and (found := self._times.get((memory_id, version))) is not None:
+            return found
+        times: list[str] = []  # by version - 1
+        for r in self.store.read_stream(c.memory_stream(memory_id), 1, version):
+            if before is not None and r.position >= before:
+                break
+            e, when = r.event, times[-1] if times else ""
+            if (known := self._times.get((memory_id, r.stream_version))) is not None:
+                when = known
+            elif isinstance(e, c.MemoryAdded):
+                when = e.created_at
+            elif isinstance(e, c.MemoriesMerged):  # what its sources said, each at its last version before the merge
+                when = max((self._stated(s, before=r.position) for s in e.source_ids), default="") or e.created_at
+            elif isinstance(e, c.MemoryUpdated):
+                when = e.updated_at
+            elif isinstance(e, c.MemoryRolledBack) and 1 <= e.to_version <= len(times):
+                when = times[e.to_version - 1]
+            times.append(when)
+            self._times[(memory_id, r.stream_version)] = when
+        return times[-1] if times else ""
 
 
 class Pair(NamedTuple):
@@ -376,6 +445,11 @@ class Planned(msgspec.Struct, kw_only=True):
         return out
 
 
+#: Similarities computed at once (a chunk of triggers against the whole corpus): about 64 MB of float32, whatever
+#: the corpus's size (a million memories: 16 triggers a chunk, not 256 and a gigabyte).
+SIMILARITIES_PER_CHUNK = 1 << 24
+
+
 def candidates(
     corpus: Corpus, rows: list[tuple[int, Any]], min_cos: float, top_k: int, pace: Callable[[], None] | None = None
 ) -> Iterator[tuple[int, int, float, Any]]:
@@ -385,16 +459,21 @@ def candidates(
     X = corpus.vectors
     if not rows or corpus.live < 2:
         return
-    retired = np.array(corpus.retired, dtype=np.int64)
-    for start in range(0, len(rows), 256):
+    owners, erased = _owners(corpus)
+    rows = [(i, r) for i, r in rows if i not in erased]
+    blocked = np.zeros(len(corpus.items), dtype=bool)  # rows never a candidate, whatever the threshold
+    blocked[list({*corpus.retired, *erased})] = True
+    step = max(1, min(256, SIMILARITIES_PER_CHUNK // max(1, len(corpus.items))))
+    for start in range(0, len(rows), step):
         if pace is not None:
             pace()
-        chunk = rows[start : start + 256]
+        chunk = rows[start : start + step]
         idx = np.fromiter((i for i, _ in chunk), dtype=np.int64, count=len(chunk))
         sims = X[idx] @ X.T
         sims[np.arange(len(chunk)), idx] = -1.0
-        if len(retired):
-            sims[:, retired] = -1.0  # never a candidate, whatever the threshold
+        sims[:, blocked] = -1.0
+        if owners is not None:
+            sims[owners[idx][:, None] != owners[None, :]] = -1.0  # another subject's memory: never a candidate either
         hit_rows, hit_cols = np.nonzero(sims >= min_cos)
         found_by_row = np.split(hit_cols, np.cumsum(np.bincount(hit_rows, minlength=len(chunk)))[:-1])
         for n, (i, r) in enumerate(chunk):
@@ -404,23 +483,47 @@ def candidates(
                 continue
             if len(found) > top_k:
                 found = found[np.argsort(-s[found], kind="stable")[:top_k]]
-            chosen = set(found.tolist())
-            extra = set(same_text)
+            # The same normalised text or key: kept whatever the cosine, the top_k of them by cosine then row. Done
+            # on arrays: thousands of copies of one text cost each trigger a sort in C, not a Python loop over them.
+            extra = np.asarray(same_text, dtype=np.int64)  # in row order, each row once
             if key:
-                extra.update(corpus.by_key[key])
-            extra -= chosen
-            extra.discard(i)
+                extra = np.union1d(extra, np.asarray(corpus.by_key[key], dtype=np.int64))
+            keep = (extra != i) & ~blocked[extra] & ~np.isin(extra, found)
+            if owners is not None:
+                keep &= owners[extra] == owners[i]
+            extra = extra[keep]
             if len(extra) > top_k:
-                extra = set(sorted(extra, key=lambda j: (-s[j], j))[:top_k])
-            for j in sorted(chosen | extra):
+                extra = extra[np.lexsort((extra, -s[extra]))[:top_k]]
+            for j in sorted({*found.tolist(), *extra.tolist()}):
                 yield i, j, float(max(s[j], 0.0)), r
 
 
-def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None) -> list[Planned]:
+def _owners(corpus: Corpus) -> tuple[np.ndarray | None, set[int]]:
+    """Per row, a code for whose data the memory is (None when no memory names a subject: all the tenant's),
+    and the rows of erased memories.
+
+    Two memories of different subjects are facts about different people: never
+    redundant nor contradictory, and a merge would seal one subject's text under
+    the other's key. An erased memory has no text left to judge.
+    """
+    subjects = [item.content.subject for item in corpus.items]
+    erased = {n for n, item in enumerate(corpus.items) if item.content.erased}
+    if not any(subjects):
+        return None, erased
+    codes: dict[str | None, int] = {}
+    return np.fromiter((codes.setdefault(s, len(codes)) for s in subjects), dtype=np.int64, count=len(subjects)), erased
+
+
+def decide(
+    pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisions | None = None, stated: Callable[[Item], str] | None = None
+) -> list[Planned]:
     """The decisions for judged pairs, ordered by triggering position.
 
     A pair that ``reverted`` holds apart never ends up in one merge group.
+    Of a contradictory pair, the memory stated last (``stated``, see
+    :class:`StatedTimes`; by default its ``updated_at``) supersedes the other.
     """
+    when = stated or (lambda it: it.updated_at)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
     members: dict[tuple[str, str], set] = {}
 
@@ -442,9 +545,10 @@ def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisio
             used[ra].append((p, v))
             continue
         ga, gb = members.get(ra, {ra}), members.get(rb, {rb})
-        if against and any(against[x] & gb for x in ga if x in against):
+        small, large = (ga, gb) if len(ga) <= len(gb) else (gb, ga)  # "against" is symmetric: the smaller group's side says it
+        if against and any(against[x] & large for x in small if x in against):
             continue
-        if reverted is not None and any(reverted.apart(x[0], x[1], y[1]) for x in ga for y in gb):
+        if reverted is not None and reverted.separates(ga, gb):
             continue
         parent[rb] = ra
         members[ra] = ga | gb
@@ -459,9 +563,9 @@ def decide(pairs: list[Pair], verdicts: list[Verdict], reverted: RevertedDecisio
     contradictions = [(p, v) for p, v in zip(pairs, verdicts) if v.label == "contradictory"]
     ordered = []
     for p, v in contradictions:
-        older, newer = sorted((p.a, p.b), key=lambda it: (it.updated_at, it.valid_from, it.id))
+        older, newer = sorted((p.a, p.b), key=lambda it: (when(it), it.valid_from, it.id))
         ordered.append((older, newer, p, v))
-    for older, newer, p, v in sorted(ordered, key=lambda t: (t[0].updated_at, t[0].valid_from, t[1].updated_at, t[1].valid_from)):
+    for older, newer, p, v in sorted(ordered, key=lambda t: (when(t[0]), t[0].valid_from, when(t[1]), t[1].valid_from)):
         keys = {(p.tenant, older.id), (p.tenant, newer.id)}
         if keys & merged or keys & archived:
             continue
@@ -501,13 +605,18 @@ def _plan(action: str, trigger: Pair, items: list[Item], text: str | None, decis
 
 
 def _decision(verdicts: list[Verdict], similarity: float) -> c.Decision:
-    first = verdicts[0]
-    reasons = list(dict.fromkeys(v.reason for v in verdicts))
+    """One decision from the verdicts on its pairs. When judges differ (an LLM's verdicts, and the rule judge's
+    where the LLM failed), the decision names them all and each reason says whose it is."""
+    judges = list(dict.fromkeys(v.judge for v in verdicts))
+    if len(judges) > 1:
+        reasons = list(dict.fromkeys(f"{v.judge}: {v.reason}" for v in verdicts))
+    else:
+        reasons = list(dict.fromkeys(v.reason for v in verdicts))
     reason = "; ".join(reasons)
     fallbacks = [v.fallback for v in verdicts if v.fallback]
     return c.Decision(
-        judge=first.judge,
-        judge_version=first.judge_version,
+        judge="+".join(judges),
+        judge_version="+".join(dict.fromkeys(v.judge_version for v in verdicts)),
         similarity=round(float(similarity), 4),
         reason=reason if len(reason) <= 500 else reason[:499] + "\u2026",
         fallback=fallbacks[0] if fallbacks else None,

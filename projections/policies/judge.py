@@ -68,7 +68,7 @@ from .judge_text import (  # noqa: F401 - normalize_text is part of this module'
 )
 
 __all__ = ["LABELS", "Judge", "JudgedMemory", "Label", "RuleJudge", "RuleJudgeConfig", "Verdict",
-           "merged_text", "normalize_text"]
+           "about_different_things", "merged_text", "normalize_text"]
 
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
@@ -319,8 +319,8 @@ class RuleJudge:
 
         ka, kb = _norm_key(a.key), _norm_key(b.key)
         ta, tb = _analyse(a.memory or ""), _analyse(b.memory or "")
-        if ka and kb and ka != kb:
-            return verdict("independent", f"different keys: {a.key!r} vs {b.key!r}")
+        if why := _different_keys(a, b):
+            return verdict("independent", why)
         keyed = f"same key {a.key!r}" if ka and kb else ""
         if not ta.norm or not tb.norm:
             return verdict("independent", "empty text")
@@ -329,9 +329,8 @@ class RuleJudge:
         if ta.scripts != tb.scripts:  # a shared key does not make them comparable
             return verdict("independent", f"written in different scripts ({_show(ta.scripts) or 'none'} vs "
                                           f"{_show(tb.scripts) or 'none'}): not comparable")
-        if ta.idents - tb.idents and tb.idents - ta.idents:
-            return verdict("independent", f"different things: identifiers {_show(ta.idents - tb.idents)} vs "
-                                          f"{_show(tb.idents - ta.idents)}")
+        if why := _different_things(ta, tb):
+            return verdict("independent", why)
 
         words_a, words_b = set(ta.words), set(tb.words)
         opposites = _opposites(words_a - words_b, words_b - words_a)
@@ -401,6 +400,25 @@ class RuleJudge:
             return verdict("independent", f"cosine {cos:.2f} but {why}")
         return verdict("redundant", f"cosine {cos:.2f} >= {cfg.redundant_cosine} and content words "
                                     f"nested (word similarity {sim:.2f}, order {order:.2f})")
+
+
+def _different_keys(a: JudgedMemory, b: JudgedMemory) -> str:
+    """Why two memories hold two slots (different keys), or ''."""
+    ka, kb = _norm_key(a.key), _norm_key(b.key)
+    return f"different keys: {a.key!r} vs {b.key!r}" if ka and kb and ka != kb else ""
+
+
+def _different_things(ta: _Analysis, tb: _Analysis) -> str:
+    """Why two texts are about two things (each names an identifier the other does not: "invoice 1001" / "1002"), or ''."""
+    if ta.idents - tb.idents and tb.idents - ta.idents:
+        return f"different things: identifiers {_show(ta.idents - tb.idents)} vs {_show(tb.idents - ta.idents)}"
+    return ""
+
+
+def about_different_things(a: JudgedMemory, b: JudgedMemory) -> str:
+    """Why two memories can neither repeat nor contradict each other whatever a judge reads in their
+    words: two slots (different keys), or two things (different identifiers); '' when neither."""
+    return _different_keys(a, b) or _different_things(_analyse(a.memory or ""), _analyse(b.memory or ""))
 
 
 def merged_text(a: JudgedMemory | str, b: JudgedMemory | str) -> str:

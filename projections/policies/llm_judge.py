@@ -12,6 +12,10 @@ Guard rails, because a wrong merge costs more than a missed one:
 
 * a ``redundant`` answer is vetoed when the rule judge finds the pair
   contradictory (a number, date, negation or opposite differs);
+* a ``redundant`` or ``contradictory`` answer is vetoed (independent) when
+  the memories hold two slots (different keys) or name two things (different
+  identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
+  lose a fact;
 * a ``fused_text`` that brings in a number found in neither memory, or that is
   implausibly long, is replaced by the rule-based :func:`merged_text`.
 
@@ -33,7 +37,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
-from .judge import JudgedMemory, RuleJudge, Verdict, merged_text
+from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text
 
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
 
@@ -269,6 +273,9 @@ class LLMJudge:
         except LLMUnavailable as exc:
             self.stats["fallbacks"] += 1
             return msgspec.structs.replace(self.fallback.judge_sync(a, b, cos), fallback=f"llm failed: {exc}")
+        if label != "independent" and self.veto_conflicts and (apart := about_different_things(a, b)):
+            self.stats["vetoes"] += 1
+            return Verdict("independent", f"llm said {label} ({reason}); vetoed: {apart}", self.name, self.version, cos)
         if label != "redundant":
             return Verdict(label, reason, self.name, self.version, cos)  # type: ignore[arg-type]
         if self.veto_conflicts:

@@ -3,8 +3,9 @@
 It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (text or key
 changed) after its own checkpoint, in batches. For every memory of a batch
 that is still activated it gathers candidates among the activated memories of
-the same tenant and memory type (the batch's other items included, since
-they are projected already):
+the same tenant, memory type and subject (the batch's other items included,
+since they are projected already; memories of two subjects are facts about
+two people, and an erased memory has no text left to judge):
 
 - vectors: cosine >= ``organizer_min_cosine``, the ``organizer_top_k`` best;
 - lexical near-duplicates the vectors miss: the same normalised text
@@ -13,8 +14,9 @@ they are projected already):
 
 A judge labels each pair. Redundant pairs are grouped (never across a pair
 judged contradictory) and each group becomes one ``merge``; a contradictory
-pair becomes a ``supersede`` of the older memory (by ``updated_at``) by the
-newer. Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
+pair becomes a ``supersede`` of the older memory by the newer (by when its text
+was stated: a merge's product as old as its newest source, see
+:class:`~mnemolog.projections.policies.dedup.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
 has one correlation id (``revert`` undoes it) and each decision's causation
 id is the triggering event's id. Decisions are appended with an idempotency
 key derived from (organizer, triggering position, members), and the
@@ -34,7 +36,8 @@ A revert sticks. Reverted memories come back through ``MemoryRolledBack``,
 which is not a trigger; and the pairs of memories a reverted merge or
 supersede joined (:class:`~mnemolog.projections.policies.dedup.RevertedDecisions`,
 read from the log) are never judged or grouped again, and :meth:`Organizer.apply`
-skips a decision that holds one, even when the log is organized from position 0.
+skips a decision that holds one, even when the log is organized from position 0;
+until the text or key of either memory is updated: new inputs are judged afresh.
 
 Beside ingest it steps aside: decisions are appended a short slice of the
 single writer at a time (``APPLY_SLICE_S``), and a background pass
@@ -66,7 +69,7 @@ from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
 
 from ..runner import connect
-from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
+from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, StatedTimes, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
 from .settings import build_judge, busy_share, type_list
@@ -98,6 +101,8 @@ class Organizer:
         with self._conn_lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS organizer_checkpoint (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
         self.reverted = RevertedDecisions(service.store)
+        self.stated = StatedTimes(service.store)
+        self.reverted_runs = None  # what reverted clustering runs wrote (see topics.RevertedRuns), read at the first run
         self._records: dict[str, int] = {}  # checkpoint name -> the last position a pass recorded in this log
         self._records_scanned = 0
         self._records_lock = threading.Lock()
@@ -262,7 +267,7 @@ class Organizer:
     def plan(self, events, exclude: frozenset = frozenset(), pacer: Pacer | None = None) -> list[Planned]:
         """The decisions for a batch; ``exclude`` holds (tenant, id) already decided in a dry run."""
         pairs = self._pairs(events, exclude, pacer)
-        return decide(pairs, self._judge_all(pairs, pacer), self.reverted) if pairs else []
+        return decide(pairs, self._judge_all(pairs, pacer), self.reverted, self.stated) if pairs else []
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -366,7 +371,7 @@ class Organizer:
                 planned = await call(read_executor, self.plan, events, frozenset(decided), pacer)
             else:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
-                planned = decide(pairs, await self._ajudge_all(pairs), self.reverted) if pairs else []
+                planned = decide(pairs, await self._ajudge_all(pairs), self.reverted, self.stated) if pairs else []
             report["events"] += len(events)
             planning += time.perf_counter() - began
             began = time.perf_counter()
@@ -439,11 +444,15 @@ class Organizer:
         return self._blocking(lambda: self.acluster(tenant, inline=True, dry_run=dry_run))
 
     async def acluster(self, tenant: str | None = None, *, read_executor=None, write_executor=None, inline: bool = False, dry_run: bool = False) -> dict[str, Any]:
-        from .topics import TopicBuilder
+        from .topics import RevertedRuns, TopicBuilder
 
         if not self.enabled:
             return {"enabled": False}
-        builder = TopicBuilder(self.service, self.settings, self.vectors, summarizer=None if self._sync_judge() else self.judge)
+        if self.reverted_runs is None:
+            self.reverted_runs = RevertedRuns(self.service.store)
+        builder = TopicBuilder(
+            self.service, self.settings, self.vectors, summarizer=None if self._sync_judge() else self.judge, reverted=self.reverted_runs
+        )
         report = await builder.arun(tenant, read_executor=read_executor, write_executor=write_executor, inline=inline, dry_run=dry_run)
         if not dry_run:
             self.last_cluster = {k: v for k, v in report.items() if k != "clusters"}

@@ -26,14 +26,17 @@ the end. Before clustering, each run retires the topics with no activated
 memory left under them (their members reverted or deleted), even when too
 few candidates remain to cluster. The time budget is checked between
 clusters, so a run that stops leaves no cluster half-written. A run has one
-correlation id: ``revert`` undoes it.
+correlation id: ``revert`` undoes it, and the revert sticks (:class:`RevertedRuns`):
+a later run leaves out the clusters it undid, and keeps the topics it brought
+back, until their membership changes.
 
 **FOLLOWS.** Memories of one conversation are chained in order when their
 data says so: a ``conv`` / ``conversation`` / ``session`` property with a
 numeric ``turn`` property, or a source such as ``conv-26:D1:3``
 (conversation, session, turn). Edges are ``follows:<conv>:<n>`` with weight
 1.0; only differences from the live chain are written, so re-running is a
-no-op.
+no-op. A chain a revert unlinked is linked again only once the conversation
+changes.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ if TYPE_CHECKING:
     from ..service import MemoryService
 
 TOPIC = MemoryType.TOPIC.value
+RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason its event records)
+RETIRED_ORPHAN = "no activated member left"
+RETIRED_REPLACED = "replaced by a new clustering"  # ... when a new cluster takes its members
 BRANCH = 10  # at most this many clusters per split
 SEED = 7
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -151,12 +157,59 @@ class Terms:
         return out
 
 
+class RevertedRuns:
+    """What reverted clustering runs had written, read from the log, so that a revert of a run sticks.
+
+    A run leaves out a cluster whose membership (its fingerprint) a reverted
+    run had made a topic, and keeps the topics that revert brought back (a
+    topic it had retired as no longer a cluster stays; one it had retired for
+    want of an activated member stays while that is so); and it does not link
+    again a ``FOLLOWS`` edge (by id and ends) that a reverted run had linked.
+    A cluster whose membership changed since, or a conversation whose order
+    changed, is new input and is written. Read incrementally: each reverted
+    correlation's events once.
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.position = 0
+        self.fingerprints: set[tuple[str, str]] = set()  # (tenant, fingerprint)
+        self.follows: set[tuple[str, str, str, str]] = set()  # (tenant, edge id, source, target)
+        self.kept: set[tuple[str, str]] = set()  # (tenant, topic id) whose retirement as no longer a cluster was undone
+        self.kept_orphans: set[tuple[str, str]] = set()  # ... as one with no activated member left
+
+    def refresh(self) -> "RevertedRuns":
+        head = self.store.last_position()
+        if head > self.position:
+            for batch in self.store.iter_all(after=self.position, until=head, types=["CorrelationReverted"]):
+                for r in batch:
+                    self._take(r.tenant, r.event.correlation_id)
+            self.position = head
+        return self
+
+    def _take(self, tenant: str, correlation_id: str) -> None:
+        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "EdgeLinked", "MemoryArchived"]):
+            e = r.event
+            if isinstance(e, c.MemoryArchived):
+                if r.metadata.actor == ACTOR and e.reason in (RETIRED_STALE, RETIRED_REPLACED):
+                    self.kept.add((tenant, e.memory_id))
+                elif r.metadata.actor == ACTOR and e.reason == RETIRED_ORPHAN:
+                    self.kept_orphans.add((tenant, e.memory_id))
+                continue
+            if isinstance(e, c.MemoryAdded) and e.origin == "topic" and e.content.properties.get("organizer") == "topics":
+                if (fp := e.content.properties.get("fingerprint")) and e.content.properties.get("level", 1) == 1:
+                    self.fingerprints.add((tenant, fp))
+            elif isinstance(e, c.EdgeLinked) and e.edge.edge_type == "FOLLOWS" and e.edge.edge_id.startswith("follows:"):
+                self.follows.add((tenant, e.edge.edge_id, e.edge.source, e.edge.target))
+
+
 class TopicBuilder:
-    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None):
+    def __init__(self, service: MemoryService, settings, vectors: Vectors, summarizer=None, reverted: RevertedRuns | None = None):
         self.service = service
         self.settings = settings
         self.vectors = vectors
         self.summarizer = summarizer
+        self.reverted = reverted or RevertedRuns(service.store)
         self.commands = TopicCommands(service.store, service.facts, existing=self._existing)
         self.types = [t for t in type_list(settings) if t != TOPIC]
         self.max_size = max(2, int(settings.organizer_max_cluster_size))
@@ -248,10 +301,22 @@ class TopicBuilder:
             clusters.append(self._cluster(memory_type, items, X, sorted(direct), subs, words, all_rows=rows))
         existing = self.existing(tenant, memory_type)
         known = {info["fingerprint"]: topic_id for topic_id, info in existing.items()}
+        reverted = self.reverted.refresh().fingerprints
+        held: set[str] = set()  # members of the clusters a revert undid: the topics it brought back stay
         for cluster in clusters:
-            (out["kept"] if cluster.fingerprint in known else out["new"]).append(cluster)
+            if cluster.fingerprint in known:
+                out["kept"].append(cluster)
+            elif (tenant, cluster.fingerprint) in reverted:
+                out["held"] = out.get("held", 0) + 1
+                held |= cluster.all_members
+            else:
+                out["new"].append(cluster)
         wanted = {cl.fingerprint for cl in clusters}
-        out["stale"] = {tid: info for tid, info in existing.items() if info["fingerprint"] not in wanted}
+        kept = self.reverted.kept | self.reverted.kept_orphans
+        out["stale"] = {
+            tid: info for tid, info in existing.items()
+            if info["fingerprint"] not in wanted and not info["members"] & held and (tenant, tid) not in kept
+        }
         return out
 
     def _cluster(self, memory_type, items: list[Item], X, direct: list[int], subs: list[Cluster], words: list[str], all_rows=None) -> Cluster:
@@ -308,9 +373,18 @@ class TopicBuilder:
         for member in cluster.members:
             edge(ids[0], member, 1)
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self.commands.organize, ctx, add=add, link=edges, retire=retire)
+        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, reason=RETIRED_REPLACED)
 
-    def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = "no longer a cluster"):
+    def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
+        """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
+        quote the members, and a forget between planning and writing must not see them written again."""
+        self.service.sync()
+        erased = sorted(i.id for i in load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members)) if i.content.erased)
+        if erased:
+            raise Conflict(f"memory {erased[0]} was erased (its subject was forgotten) since the cluster was planned")
+        return self.commands.organize(ctx, **changes)
+
+    def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = RETIRED_STALE):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
         return self.service.run(self.commands.organize, ctx, retire=topic_ids, reason=reason)
 
@@ -336,13 +410,14 @@ class TopicBuilder:
         def alive(topic: str, seen: frozenset = frozenset()) -> bool:
             return any(alive(k, seen | {topic}) if k in topics else k in active for k in children[topic] if k not in seen)
 
-        return sorted(t for t in topics if not alive(t))
+        kept = self.reverted.refresh().kept_orphans  # a revert brought it back as it was: it stays
+        return sorted(t for t in topics if not alive(t) and (tenant, t) not in kept)
 
     def retire_orphaned(self, tenant: str, run: str) -> int:
         """Retire (archive, as events) the topics :meth:`orphaned` finds; how many."""
         orphans = self.orphaned(tenant)
         if orphans:
-            self.retire(tenant, orphans, run, reason="no activated member left")
+            self.retire(tenant, orphans, run, reason=RETIRED_ORPHAN)
         return len(orphans)
 
     # -- conversation order -------------------------------------------------------------------
@@ -367,6 +442,9 @@ class TopicBuilder:
         for conv in sorted(set(wanted) | set(live)):
             want, have = wanted.get(conv, {}), live.get(conv, {})
             same = {eid for eid, e in have.items() if want.get(eid) == (e.source, e.target) and e.edge_type == "FOLLOWS"}
+            reverted = self.reverted.refresh().follows
+            if want and all((tenant, eid, a, b) in reverted for eid, (a, b) in want.items()):
+                continue  # a revert undid this very order: linked again once the conversation changes
             unlink = sorted(set(have) - same)
             link = [
                 c.EdgeRecord(edge_id=eid, edge_type="FOLLOWS", source=a, target=b, weight=1.0, properties={"conv": conv})
@@ -393,7 +471,7 @@ class TopicBuilder:
         deadline = self.clock() + float(self.settings.organizer_time_budget_s)
         run = new_id()
         counter = [0]
-        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "follows_linked": 0, "follows_unlinked": 0,
+        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "held": 0, "follows_linked": 0, "follows_unlinked": 0,
                                   "stopped": None, "clusters": [], "skipped": [], "errors": []}
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
@@ -417,6 +495,7 @@ class TopicBuilder:
                         report["stopped"] = "time budget"
                     continue
                 report["kept"] += len(planned["kept"])
+                report["held"] += planned.get("held", 0)
                 new: list[Cluster] = planned["new"]
                 if not dry_run:
                     await self.summarize(new)

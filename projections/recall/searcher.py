@@ -455,7 +455,7 @@ class Searcher:
                         channels,
                         h.factors,
                         overlap_bonus=round(h.bonus, 6),
-                        context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context[:3]],
+                        context=[ContextContribution(str(c.source), c.relation, round(c.amount, 6)) for c in h.context],  # every one: the score adds them all
                         graph_path=findings.paths.get(h.memory_id),
                         document=documents.get(doc_id) if doc_id else None,
                     )

@@ -288,3 +288,27 @@ async def test_session_is_lazy_and_closed(fake: FakeLLM) -> None:
         await scoped.judge(A, B, 0.9)
         inner = scoped._session
     assert inner is not None and inner.closed
+
+
+@pytest.mark.parametrize(
+    "a, b, why",
+    [
+        (JudgedMemory(id="a", memory="Home city: Berlin", key="home city"), JudgedMemory(id="b", memory="Work city: Paris", key="work city"), "different keys"),
+        (JudgedMemory(id="a", memory="Invoice 1001 is paid"), JudgedMemory(id="b", memory="Invoice 1002 is unpaid"), "different things: identifiers"),
+    ],
+)
+@pytest.mark.parametrize("label", ["contradictory", "redundant"])
+async def test_an_answer_about_two_slots_or_two_things_is_vetoed(fake: FakeLLM, make_judge, a, b, why, label) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer(label, "they disagree")
+
+    fake.behaviour = behaviour
+    judge = make_judge()
+    v = await judge.judge(a, b, 0.9)
+    assert v.label == "independent" and v.judge == "llm" and v.fused_text is None
+    assert f"llm said {label} (they disagree); vetoed" in v.reason and why in v.reason
+    assert judge.stats["vetoes"] == 1
+    if label == "redundant":
+        return
+    same_slot = await judge.judge(JudgedMemory(id="a", memory="Home city: Berlin", key="home city"), JudgedMemory(id="b", memory="Home city: Paris", key="home city"), 0.9)
+    assert same_slot.label == "contradictory"  # one slot, two values: the answer stands

@@ -11,6 +11,7 @@ from aiohttp import web
 
 import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
 
+from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
@@ -65,7 +66,7 @@ def test_exact_duplicate_in_a_batch_is_merged_with_its_decision(svc, settings):
     assert len(merged) == 1
     event = merged[0]
     assert set(event.event.source_ids) == {a, b}
-    decision = event.event.decision
+    decision = c.decision_of(event.event)
     assert decision.judge == "rule" and decision.judge_version == RuleJudge().version
     assert decision.similarity > 0.8 and "normalised texts equal" in decision.reason
     assert decision.fallback is None
@@ -90,7 +91,7 @@ def test_paraphrase_of_an_existing_memory_is_merged_into_the_more_informative(sv
     assert report["applied"] == 1
     [merged] = events(svc, "MemoriesMerged")
     assert set(merged.event.source_ids) == {first, second}
-    assert "containment" in merged.event.decision.reason
+    assert "containment" in c.decision_of(merged.event).reason
     content = merged.event.content
     assert content.memory == "Note: the user prefers dark mode in the code editor and the terminal"
     assert set(content.sources) == {"chat-1", "chat-2"} and content.tags == ("ui",)
@@ -102,7 +103,7 @@ def test_same_key_contradiction_newer_supersedes_older(svc, settings):
     Organizer(svc, settings).run_once()
     [superseded] = events(svc, "MemorySuperseded")
     assert superseded.event.memory_id == older and superseded.event.superseded_by == newer
-    assert "same key" in superseded.event.decision.reason and superseded.event.decision.judge == "rule"
+    assert "same key" in c.decision_of(superseded.event).reason and c.decision_of(superseded.event).judge == "rule"
     assert view(svc, older).status == "archived" and view(svc, newer).status == "activated"
     edges = svc.edges_of(TENANT, older)
     assert [(e.edge_type, e.target) for e in edges] == [("SUPERSEDED_BY", newer)]
@@ -414,7 +415,7 @@ async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, set
         assert report["applied"] == 1 and fake_llm.requests
         [merged] = events(svc, "MemoriesMerged")
         assert merged.event.content.memory == "The user moved to Lisbon in May 2023"
-        decision = merged.event.decision
+        decision = c.decision_of(merged.event)
         assert decision.judge == "llm" and decision.judge_version.endswith("test-model") and decision.fallback is None
         assert decision.reason == "same move, one more detailed"
 
@@ -422,7 +423,7 @@ async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, set
         await loop.run_in_executor(None, add, svc, "Bob's birthday is on 12 May.", "bob's birthday is on 12 may")
         report = await organizer.arun_once()
         assert report["applied"] == 1
-        fallback = events(svc, "MemoriesMerged")[-1].event.decision
+        fallback = c.decision_of(events(svc, "MemoriesMerged")[-1].event)
         assert fallback.judge == "rule" and fallback.fallback.startswith("llm failed: HTTP 503")
     finally:
         await organizer.aclose()
