@@ -273,8 +273,9 @@ class LogReads:
             total = conn.execute(select(func.count()).select_from(events)).scalar() or 0
             by_type = {t: n for t, n in conn.execute(select(events.c.type, func.count()).group_by(events.c.type))}
             spans = event_spans.c
+            # int(): PostgreSQL's sum() of bigints is a numeric (a Decimal), SQLite's an integer.
             by_tenant = {
-                t: n
+                t: int(n)
                 for t, n in conn.execute(
                     select(spans.tenant, func.sum(spans.last_position - spans.first_position + 1)).group_by(spans.tenant)
                 )

@@ -16,6 +16,7 @@ import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 import pytest
 
 from mnemolog.eventstore import (
@@ -381,6 +382,9 @@ class EventStoreContract:
         assert stats["events"] == 7 and stats["last_position"] == 7 and stats["streams"] == 3
         assert stats["by_tenant"] == {"acme": 3, "beta": 4}
         assert stats["by_type"] == {"ContractNoted": 5, "ContractTagged": 2}
+        # Plain ints on every backend (PostgreSQL's sum() of bigints is a numeric, a Decimal that JSON writes as a string).
+        assert msgspec.json.encode(stats["by_tenant"]) == b'{"acme":3,"beta":4}'
+        assert all(type(n) is int for n in (stats["events"], stats["streams"], *stats["by_type"].values()))
 
     def test_position_at_is_monotone_in_time(self, store):
         start = datetime.now(timezone.utc) - timedelta(seconds=1)
