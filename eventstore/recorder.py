@@ -18,6 +18,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 from sqlalchemy import Connection, Engine, bindparam, func, select
 
 from . import dialects
+from .bounds import holds_nul
 from .chain import GENESIS_HASH, StoredRow, canonical_encoder
 from .errors import ConcurrencyError, IdempotencyConflict
 from .log_reads import LogReads, _run_prepared
@@ -277,6 +278,8 @@ class SQLRecorder(LogReads):
 
     def idempotency_record(self, key: str, conn: Connection | None = None) -> "IdempotencyRecord | None":
         """The stored ``(fingerprint, first_position, last_position)`` of an idempotency key, or None."""
+        if holds_nul((key,)):
+            return None
         if conn is not None:
             rows = _run_prepared(conn, self._idem_lookup, {"key": key})
         else:

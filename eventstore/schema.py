@@ -10,12 +10,19 @@ metadata = MetaData()
 #: a larger one can only be a caller's mistake.
 MAX_POSITION = 2**63 - 1
 
+#: The longest stream id, in characters. The product's own reach 465
+#: (``document-<tenant>/<doc id>``); 512 characters of up to four UTF-8 bytes
+#: stay within PostgreSQL's largest b-tree index entry (2,704 bytes).
+MAX_STREAM_ID = 512
+#: The longest tenant, correlation id and idempotency key, in characters.
+MAX_NAME = 255
+
 events = Table(
     "events",
     metadata,
     Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
     Column("event_id", String(36), nullable=False, unique=True),
-    Column("stream_id", String(255), nullable=False),
+    Column("stream_id", String(MAX_STREAM_ID), nullable=False),
     Column("stream_version", Integer, nullable=False),
     Column("type", String(100), nullable=False),
     Column("schema_version", Integer, nullable=False),

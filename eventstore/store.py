@@ -19,6 +19,7 @@ import msgspec
 from sqlalchemy import Connection
 
 from . import dialects, sealing
+from .bounds import check_name, check_stream_id
 from . import migrate
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
@@ -261,6 +262,11 @@ class EventStore:
         if type(tenant) is not str:  # stored, and read back, as a plain str (see .own_appends)
             tenant = str(tenant)
         metadata = metadata or Metadata()
+        check_name("tenant", tenant)
+        check_name("correlation_id", metadata.correlation_id)
+        check_name("idempotency_key", idempotency_key)
+        for write in writes:
+            check_stream_id(write.stream_id if type(write.stream_id) is str else str(write.stream_id))
         if idempotency_key is not None:
             metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
             fingerprint = fingerprint or fingerprint_of(writes)
@@ -292,6 +298,11 @@ class EventStore:
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
+        for write in writes:
+            check_stream_id(write.stream_id)
+            for record in write.events:
+                check_name("tenant", record.tenant)
+                check_name("correlation_id", record.correlation_id)
         return self._commit(writes, None, None, None)
 
     def _commit(self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None) -> Appended:

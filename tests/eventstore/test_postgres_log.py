@@ -101,6 +101,36 @@ def test_verify_reports_a_dropped_trigger_and_a_granted_privilege_and_migrate_re
             conn.execute("DELETE FROM event_spans")
 
 
+def test_a_log_made_by_the_first_revision_upgrades_and_keeps_its_chain():
+    """Rows stored under revision 0001 (as an old version wrote them), then opened by this one: every migration runs on them."""
+    from mnemolog.eventstore import migrate
+    from mnemolog.eventstore.chain import StoredRow
+    from tests.eventstore.test_upcast import load_fixture_rows
+
+    url = fresh_database_url()
+    engine = create_migration_engine(url)
+    try:
+        migrate.upgrade(engine, "0001")
+        with engine.begin() as conn:
+            columns = ", ".join(StoredRow._fields)
+            conn.exec_driver_sql(f"INSERT INTO events ({columns}) VALUES ({', '.join(['%s'] * 13)})", [tuple(r) for r in load_fixture_rows()])
+    finally:
+        engine.dispose()
+    with EventStore.open(url) as store:
+        assert migrate.current_revision(store.recorder.reader) == migrate.head_revision()
+        result = store.verify()
+        assert result.ok and result.checked == 4 and store.check_guards() == []
+        assert store.recorder.spans_overlapping(1, 4) == [(1, 4, "default", None)]  # backfilled by 0002
+        assert [r.position for r in store.read_all(tenant="default")] == [1, 2, 3, 4]
+        stream = "document-" + "t" * 200 + "/" + "d" * 255  # past the 255 characters 0001 made room for (0004)
+        assert store.append(stream, [PgNoted(text="new")], tenant="t" * 200).positions == range(5, 6)
+        assert store.verify().ok and [r.event.text for r in store.read_stream(stream)] == ["new"]
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as conn:
+        for statement in ("UPDATE events SET tenant = tenant", "DELETE FROM event_spans", "TRUNCATE idempotency_keys"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
 WRITER = textwrap.dedent(
     """
     import random, sys
@@ -236,10 +266,12 @@ def test_an_append_of_a_size_never_sent_before_reuses_the_prepared_statements():
 
 def test_a_value_longer_than_its_column_is_refused_not_cut(store):
     """Arrays are cast to text, never to varchar(n), whose explicit cast would cut the value silently."""
-    too_long = "s" * 256  # stream_id is VARCHAR(255)
+    too_long = "s" * 513  # stream_id is VARCHAR(512); straight to the recorder, past the store's own check (see .bounds)
     for count in (1, 3):  # one row goes as VALUES, more as arrays
         rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", '{"text":"x"}', "{}", None) for _ in range(count)]
         with pytest.raises(psycopg.errors.StringDataRightTruncation):
+            store.recorder.append([PendingWrite(too_long, ANY, rows)])
+        with pytest.raises(ValueError, match="stream_id must be at most 512"):
             store.append_records([PendingWrite(too_long, ANY, rows)])
     assert store.last_position() == 2 and store.verify().ok
 
