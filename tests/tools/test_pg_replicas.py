@@ -1,0 +1,114 @@
+"""Two ``mnemolog serve`` processes following one PostgreSQL log, one killed with SIGKILL while clients write through both.
+
+Each server keeps its own data directory (projections, vector index) and
+takes writes into the shared log. Clients write through both (half of them
+under idempotency keys); server A is killed at a random moment (seeded),
+while its clients' appends are under way, and the clients go on through B.
+Then:
+
+- the log's chain verifies, every answered write is in it once at the
+  positions its answer gave, and a keyed write cut off by the kill, retried
+  on B, lands once; a keyed write retried on the other server answers as
+  the first did;
+- A restarted resumes from its checkpoint; once both servers have reached
+  the head (a recall with ``min_position``), each server's
+  projections, read as it left them, equal a fresh rebuild of the log in
+  another directory: every event projected exactly once on each.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.assembly import default_projectors
+from mnemolog.projections.runner import ProjectionRunner
+from tests.pg import fresh_database_url
+from tests.projections.support import dump
+from tests.serving import clean_env, run_cli, start
+from tests.tools.test_crash_loops import assert_equal_projections
+from tests.tools.test_crash_serve import Clients, assert_answered_writes_present_once, post
+
+SEED = 20261203
+
+
+def caught_up(url: str, position: int, timeout: float = 60) -> None:
+    """Wait until the server's projections hold ``position``: a recall with ``min_position`` answers once they do."""
+    deadline = time.monotonic() + timeout
+    body = json.dumps({"query": "ferry", "limit": 1, "min_position": position}).encode()
+    request = urllib.request.Request(url + "/v1/recall", data=body, headers={"Content-Type": "application/json"}, method="POST")
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                assert response.status == 200
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def projections_as_left(data_dir: Path, settings: Settings, store: EventStore) -> tuple[int, dict]:
+    """A server's checkpoint and projections as it left them: read, never caught up."""
+    runner = ProjectionRunner(store, data_dir / "projections.db", default_projectors(settings, data_dir))
+    try:
+        return runner.position(), dump(runner)
+    finally:
+        runner.close()
+
+
+def test_two_servers_on_one_postgresql_log_project_every_event_once_through_a_kill(tmp_path):
+    rng = random.Random(SEED)
+    url = fresh_database_url()
+    settings = {"log_url": url, "synchronous": "NORMAL", "auth": "off", "organizer_enabled": "off"}
+    one, two = tmp_path / "one", tmp_path / "two"
+    log = tmp_path / "servers.log"
+    a, b = start(one, log, **settings), start(two, log, **settings)
+    try:
+        with Clients(a.url, 0, rng.randrange(2**32)) as on_a, Clients(b.url, 1, rng.randrange(2**32)) as on_b:
+            time.sleep(rng.uniform(0.5, 2.0))
+            a.proc.send_signal(signal.SIGKILL)  # its clients' appends in flight
+            a.proc.wait(timeout=60)
+            time.sleep(0.5)  # B goes on alone
+        answered = on_a.answered + on_b.answered
+        print(f"answered on A {len(on_a.answered)}, on B {len(on_b.answered)}; keyed writes cut off on A {len(on_a.lost)}")
+        assert len(on_a.answered) > 5 and len(on_b.answered) > 5, "too few writes to mean anything"
+        for key, body in on_a.lost:  # cut off by the kill: retried on the other server, they land once
+            answered.append((key, body, post(b.url, body, key)))
+        for key, body, answer in [w for w in on_a.answered if w[0]][:10]:  # a retry on the other server answers as the first did
+            again = post(b.url, body, key)
+            assert again["replayed"] and (again["positions"], again["memory_ids"]) == (answer["positions"], answer["memory_ids"])
+        a = start(one, log, **settings)  # resumes from its checkpoint
+        with EventStore.open(url, migrate_schema=False) as store:
+            head = store.last_position()
+        for server in (a, b):
+            caught_up(server.url, head)
+    finally:
+        for server in (a, b):
+            if server.proc.poll() is None:
+                server.proc.send_signal(signal.SIGTERM)
+                server.proc.wait(timeout=60)
+    verified = run_cli(tmp_path, "verify", env=clean_env(log_url=url))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert_answered_writes_present_once(url, answered)
+    reference_settings = Settings({"log_url": url, "synchronous": "NORMAL"}, env={})
+    with EventStore.open(url, migrate_schema=False) as store:
+        assert store.last_position() == head
+        reference = tmp_path / "reference"
+        reference.mkdir()
+        runner = ProjectionRunner(store, reference / "projections.db", default_projectors(reference_settings, reference))
+        try:
+            runner.catch_up()
+            expected = dump(runner)
+        finally:
+            runner.close()
+        for name, data_dir in (("A (killed, restarted)", one), ("B", two)):
+            position, found = projections_as_left(data_dir, reference_settings, store)
+            assert position == head, f"{name} stopped at {position} of {head}"
+            assert_equal_projections(found, expected, name)
