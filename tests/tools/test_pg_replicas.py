@@ -22,6 +22,7 @@ import json
 import random
 import signal
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -112,3 +113,51 @@ def test_two_servers_on_one_postgresql_log_project_every_event_once_through_a_ki
             position, found = projections_as_left(data_dir, reference_settings, store)
             assert position == head, f"{name} stopped at {position} of {head}"
             assert_equal_projections(found, expected, name)
+
+
+def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_serve_on_a_postgresql_log_writes_recalls_and_forgets_across_servers_sharing_a_key_store(tmp_path):
+    """As the README sets it up: one log URL, a data directory each, one ``MNEMOLOG_KEY_STORE`` they share (so they seal)."""
+    import psycopg
+
+    from mnemolog.eventstore.dialects import psycopg_conninfo
+
+    url, keys = fresh_database_url(), tmp_path / "shared" / "keys.db"
+    keys.parent.mkdir()
+    settings = {"log_url": url, "key_store": str(keys), "synchronous": "NORMAL", "auth": "off", "organizer_enabled": "off"}
+    log = tmp_path / "servers.log"
+    a, b = start(tmp_path / "a", log, **settings), start(tmp_path / "b", log, **settings)
+    try:
+        status, written = call(a.url, "POST", "/v1/memories", {"memory": {"memory": "Ada's ferry to Cacilhas leaves at nine", "subject": "u-42"}})
+        assert status == 201, written
+        memory_id, at = written["memory_ids"][0], written["positions"][-1]
+        status, found = call(b.url, "POST", "/v1/recall", {"query": "ferry Cacilhas", "min_position": at})
+        assert status == 200 and [h["memory"]["memory"] for h in found["hits"]] == ["Ada's ferry to Cacilhas leaves at nine"]
+        with psycopg.connect(psycopg_conninfo(url)) as conn:  # sealed in the shared log: no server stores the text in it
+            (payload,) = conn.execute("SELECT payload FROM events WHERE position = %s", (at,)).fetchone()
+        assert "Cacilhas" not in payload and "mnemologSealed" in payload
+        status, forgot = call(b.url, "POST", "/v1/subjects/u-42/forget", {"reason": "request 7"})
+        assert status == 200 and forgot["data"]["keys_destroyed"] == 1, forgot
+        for server in (a, b):  # the other server cannot open it either: the key is gone from the store they share
+            status, found = call(server.url, "POST", "/v1/recall", {"query": "ferry Cacilhas", "min_position": forgot["positions"][-1]})
+            assert status == 200 and found["hits"] == [], found
+            for path in (f"/v1/memories/{memory_id}", f"/v1/memories/{memory_id}?as_of={at}"):
+                status, memory = call(server.url, "GET", path)
+                assert status == 200 and memory["erased"] and "Cacilhas" not in memory["memory"], memory
+            status, events = call(server.url, "GET", "/v1/events?limit=1")
+            assert events["events"][0]["payload"]["content"]["erased"] is True
+    finally:
+        for server in (a, b):
+            server.proc.send_signal(signal.SIGTERM)
+            server.proc.wait(timeout=60)
+    verified = run_cli(tmp_path / "a", "verify", env=clean_env(log_url=url, key_store=str(keys)))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
