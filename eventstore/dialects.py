@@ -8,6 +8,7 @@ that make the log append-only in the database itself.
 from __future__ import annotations
 
 import hashlib
+import select
 import struct
 import threading
 from itertools import repeat
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, create_engine, event, func, literal_column, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
@@ -43,6 +45,8 @@ def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: flo
     if not url.startswith("sqlite"):
         writer = create_engine(url, pool_size=1, max_overflow=0)
         reader = create_engine(url, pool_size=8)
+        for engine in (writer, reader):
+            event.listen(engine, "checkout", _refuse_dropped)
         return writer, reader
     args = {"check_same_thread": False, "timeout": busy_timeout}
     writer = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=1, max_overflow=0)
@@ -50,6 +54,30 @@ def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: flo
     _configure_sqlite(writer, synchronous=level, begin="BEGIN IMMEDIATE", busy_timeout=busy_timeout)
     _configure_sqlite(reader, synchronous=level, begin="BEGIN", busy_timeout=busy_timeout)
     return writer, reader
+
+
+def connection_dropped(driver) -> bool:
+    """Whether the server has closed an idle psycopg connection (a restart, a failover, ``pg_terminate_backend``).
+
+    The server says so before it closes one (a FATAL message), so the socket
+    of an idle connection, which has nothing to read otherwise, turns
+    readable: one poll, no round trip. A connection cut without a word (a
+    network drop) shows only when used.
+    """
+    if driver.closed or driver.broken:
+        return True
+    try:
+        readable, _, _ = select.select([driver.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _refuse_dropped(dbapi_connection, _record, _proxy) -> None:
+    """Pool checkout on PostgreSQL: a connection the server closed is replaced before use, where its first
+    statement would fail (SQLAlchemy then replaced it, and every pooled one, for the next)."""
+    if connection_dropped(dbapi_connection):
+        raise DisconnectionError("the server closed this connection")
 
 
 def psycopg_conninfo(url: str) -> str:

@@ -234,8 +234,11 @@ class SQLRecorder(LogReads):
         return appended
 
     def _pipeline_connection(self):
-        """The psycopg connection of :meth:`_append_pipelined`, in autocommit mode; made on first use and after a failure."""
+        """The psycopg connection of :meth:`_append_pipelined`, in autocommit mode; made on first use, after a failure
+        and when the server has closed it."""
         driver = self._pg_driver
+        if driver is not None and dialects.connection_dropped(driver):  # closed by the server while idle: replaced, not failed on
+            driver.close()
         if driver is None or driver.closed:
             raw = self.writer.raw_connection()
             driver = raw.driver_connection

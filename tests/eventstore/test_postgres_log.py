@@ -131,6 +131,25 @@ def test_a_log_made_by_the_first_revision_upgrades_and_keeps_its_chain():
                 conn.execute(statement)
 
 
+def test_connections_the_server_closed_are_replaced_before_an_append_or_a_read_uses_them(store):
+    """A restart, a failover or ``pg_terminate_backend`` closes every idle connection: the next append and read still succeed."""
+    other = EventStore.open(store.url, migrate_schema=False)
+    try:
+        assert len(other.read_all()) == 2
+        for round_ in range(2):
+            CLUSTER.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database_of(store)}' AND pid <> pg_backend_pid()")
+            for _ in range(50):  # the server has closed them
+                with psycopg.connect(host=CLUSTER.dir, user="postgres", dbname="postgres") as admin:
+                    if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database_of(store),)).fetchone()[0] == 0:
+                        break
+            assert store.append("s", [PgNoted(text=f"after {round_}")], expected_version=2 + round_).positions == range(3 + round_, 4 + round_)
+            assert [r.event.text for r in store.read_all()][-1] == f"after {round_}"
+            assert other.stream_version("s") == 3 + round_ and len(other.read_all()) == 3 + round_
+        assert store.verify().ok and store.last_position() == 4
+    finally:
+        other.close()
+
+
 WRITER = textwrap.dedent(
     """
     import random, sys
