@@ -161,3 +161,43 @@ def test_serve_on_a_postgresql_log_writes_recalls_and_forgets_across_servers_sha
             server.proc.wait(timeout=60)
     verified = run_cli(tmp_path / "a", "verify", env=clean_env(log_url=url, key_store=str(keys)))
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_the_organizer_lease_moves_to_the_other_server_when_its_holder_is_killed(tmp_path):
+    """One organizer at a time across servers (a session advisory lock); the holder killed mid-pass, the other takes over
+    from the progress recorded in the log, and no decision is made twice."""
+    from mnemolog.tools.organize_cmds import synthetic
+    from tests.tools.test_crash_loops import assert_no_decision_twice
+
+    rng = random.Random(SEED + 1)
+    url = fresh_database_url()
+    settings = {"log_url": url, "synchronous": "NORMAL", "auth": "off", "organizer_poll_s": "0.1"}
+    log = tmp_path / "servers.log"
+    a = start(tmp_path / "a", log, **settings)
+    b = start(tmp_path / "b", log, **settings)  # stands by: A took the lease first
+    try:
+        memories, _ = synthetic(300, seed=5)
+        for start_at in range(0, len(memories), 50):
+            body = {"memories": [{"memory": m.memory, **({"key": m.key} if m.key else {})} for m in memories[start_at : start_at + 50]]}
+            assert call(a.url, "POST", "/v1/memories", body)[0] == 201
+        time.sleep(rng.uniform(0.05, 0.5))  # A's organizer at work
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=60)
+        with EventStore.open(url, migrate_schema=False) as store:
+            last_added = max(r.position for r in store.read_all(types=["MemoryAdded"]))
+            by_a = max((r.event.position for r in store.read_all(types=["OrganizerPassRecorded"])), default=0)
+            assert by_a < last_added, "A had organized everything before the kill: nothing left to take over"
+            deadline = time.monotonic() + 120
+            while True:  # B covers the log up to the last memory by itself
+                covered = [r.event.position for r in store.read_all(types=["OrganizerPassRecorded"])]
+                if covered and max(covered) >= last_added:
+                    break
+                assert time.monotonic() < deadline, f"the organizer stopped at {max(covered, default=0)} of {last_added}: {log.read_text()[-2000:]}"
+                time.sleep(0.2)
+        kinds = assert_no_decision_twice(url)
+        assert kinds["MemoriesMerged"] > 0, kinds
+    finally:
+        for server in (a, b):
+            if server.proc.poll() is None:
+                server.proc.send_signal(signal.SIGTERM)
+                server.proc.wait(timeout=60)
