@@ -375,6 +375,15 @@ class EventStoreContract:
         assert [r.stream_id for r in store.read_all(tenant=tenant)] == [stream, stream]
         assert second.event == ContractNoted(text="b", n=1)
 
+    def test_payload_text_of_any_character_and_size_reads_back(self, store):
+        """Payloads are JSON text: NUL (which PostgreSQL's text refuses) travels escaped, and size is not bounded by a column."""
+        texts = ["nul \x00 inside", "\u2028 \U0001F600 e\u0301 記憶", "\\ \" ' \n\t", "x" * 5_000_000]
+        store.append("s", notes(*texts), metadata=Metadata(actor="nul \x00 actor"))
+        read = store.read_stream("s")
+        assert [r.event.text for r in read] == texts and read[0].metadata.actor == "nul \x00 actor"
+        assert [r.event.text for r in store.read_all(after=1, limit=2)] == texts[1:3]
+        assert store.verify().ok
+
     def test_names_up_to_their_bounds_read_back_on_every_backend(self, store):
         from mnemolog.eventstore.schema import MAX_NAME, MAX_STREAM_ID
 
