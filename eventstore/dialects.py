@@ -81,13 +81,15 @@ def _refuse_dropped(dbapi_connection, _record, _proxy) -> None:
 
 
 def psycopg_conninfo(url: str) -> str:
-    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections."""
+    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections
+    (values quoted and escaped by psycopg: a password may hold quotes and backslashes)."""
+    from psycopg.conninfo import make_conninfo
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
     parts = {"user": parsed.username, "password": parsed.password, "host": parsed.host, "port": parsed.port, "dbname": parsed.database}
     parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
-    return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v)
+    return make_conninfo(**{k: str(v) for k, v in parts.items() if v})
 
 
 def create_migration_engine(url: str, busy_timeout: float = 30.0) -> Engine:

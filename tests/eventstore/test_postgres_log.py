@@ -295,6 +295,15 @@ def test_a_value_longer_than_its_column_is_refused_not_cut(store):
     assert store.last_position() == 2 and store.verify().ok
 
 
+def test_a_url_becomes_a_connection_string_whatever_its_password_holds():
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = "postgresql+psycopg://ada:it's%20a%5Cpass@db.internal:5433/memories?sslmode=require"
+    assert conninfo_to_dict(psycopg_conninfo(url)) == {
+        "user": "ada", "password": "it's a\\pass", "host": "db.internal", "port": "5433", "dbname": "memories", "sslmode": "require",
+    }  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def pg_conn():
     with psycopg.connect(psycopg_conninfo(fresh_database_url()), autocommit=True) as conn:
