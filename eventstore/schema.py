@@ -10,10 +10,11 @@ metadata = MetaData()
 #: a larger one can only be a caller's mistake.
 MAX_POSITION = 2**63 - 1
 
-#: The longest stream id, in characters. The product's own reach 465
-#: (``document-<tenant>/<doc id>``); 512 characters of up to four UTF-8 bytes
-#: stay within PostgreSQL's largest b-tree index entry (2,704 bytes).
-MAX_STREAM_ID = 512
+#: The longest stream id, in characters. The longest the product makes is
+#: 520 (``document-<tenant>/<doc id>``, each of those 255); 600 characters
+#: of up to four UTF-8 bytes stay within PostgreSQL's largest b-tree index
+#: entry (2,704 bytes), which the (stream_id, stream_version) index holds.
+MAX_STREAM_ID = 600
 #: The longest tenant, correlation id and idempotency key, in characters.
 MAX_NAME = 255
 

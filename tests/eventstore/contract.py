@@ -402,7 +402,7 @@ class EventStoreContract:
     @pytest.mark.parametrize(
         "field, value",
         [
-            ("stream_id", "s" * 513),
+            ("stream_id", "s" * 601),
             ("tenant", "t" * 256),
             ("correlation_id", "c" * 256),
             ("idempotency_key", "k" * 256),

@@ -205,7 +205,7 @@ def any_target(request, tmp_path):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("stream_id", "s\x00"), ("tenant", "t\x00"), ("stream_id", "s" * 513), ("tenant", "t" * 256), ("correlation_id", "c\x00"), ("correlation_id", "c" * 256)],
+    [("stream_id", "s\x00"), ("tenant", "t\x00"), ("stream_id", "s" * 601), ("tenant", "t" * 256), ("correlation_id", "c\x00"), ("correlation_id", "c" * 256)],
 )
 def test_names_no_backend_holds_alike_are_refused_before_anything_is_written(source, any_target, field, value):
     """Checked with the rest of the file: on PostgreSQL the first groups went in, then the database refused the line."""
@@ -222,10 +222,10 @@ def test_names_no_backend_holds_alike_are_refused_before_anything_is_written(sou
 
 
 def test_stream_ids_as_long_as_the_product_makes_travel_between_backends(tmp_path, any_target):
-    """``entity-<tenant>/<id>`` reaches 308 characters and ``document-<tenant>/<doc id>`` 465: past PostgreSQL's old 255."""
-    stream = "document-" + "t" * 200 + "/" + "d" * 255
+    """``entity-<tenant>/<id>`` reaches 308 characters and ``document-<tenant>/<doc id>`` 520: past PostgreSQL's old 255."""
+    stream = "document-" + "t" * 255 + "/" + "d" * 255
     with EventStore.open(tmp_path / "long") as lite:
-        lite.append(stream, [ExchangeNoted(text="long")], tenant="t" * 200)
+        lite.append(stream, [ExchangeNoted(text="long")], tenant="t" * 255)
         data, digest = dump(lite), lite.digest()
     assert import_(any_target, io.BytesIO(data)).imported == 1
     assert any_target.digest() == digest and [r.event.text for r in any_target.read_stream(stream)] == ["long"]

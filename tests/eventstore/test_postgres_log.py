@@ -122,8 +122,8 @@ def test_a_log_made_by_the_first_revision_upgrades_and_keeps_its_chain():
         assert result.ok and result.checked == 4 and store.check_guards() == []
         assert store.recorder.spans_overlapping(1, 4) == [(1, 4, "default", None)]  # backfilled by 0002
         assert [r.position for r in store.read_all(tenant="default")] == [1, 2, 3, 4]
-        stream = "document-" + "t" * 200 + "/" + "d" * 255  # past the 255 characters 0001 made room for (0004)
-        assert store.append(stream, [PgNoted(text="new")], tenant="t" * 200).positions == range(5, 6)
+        stream = "document-" + "t" * 255 + "/" + "d" * 255  # past the 255 characters 0001 made room for (0004)
+        assert store.append(stream, [PgNoted(text="new")], tenant="t" * 255).positions == range(5, 6)
         assert store.verify().ok and [r.event.text for r in store.read_stream(stream)] == ["new"]
     with psycopg.connect(psycopg_conninfo(url), autocommit=True) as conn:
         for statement in ("UPDATE events SET tenant = tenant", "DELETE FROM event_spans", "TRUNCATE idempotency_keys"):
@@ -285,12 +285,12 @@ def test_an_append_of_a_size_never_sent_before_reuses_the_prepared_statements():
 
 def test_a_value_longer_than_its_column_is_refused_not_cut(store):
     """Arrays are cast to text, never to varchar(n), whose explicit cast would cut the value silently."""
-    too_long = "s" * 513  # stream_id is VARCHAR(512); straight to the recorder, past the store's own check (see .bounds)
+    too_long = "s" * 601  # stream_id is VARCHAR(600); straight to the recorder, past the store's own check (see .bounds)
     for count in (1, 3):  # one row goes as VALUES, more as arrays
         rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", '{"text":"x"}', "{}", None) for _ in range(count)]
         with pytest.raises(psycopg.errors.StringDataRightTruncation):
             store.recorder.append([PendingWrite(too_long, ANY, rows)])
-        with pytest.raises(ValueError, match="stream_id must be at most 512"):
+        with pytest.raises(ValueError, match="stream_id must be at most 600"):
             store.append_records([PendingWrite(too_long, ANY, rows)])
     assert store.last_position() == 2 and store.verify().ok
 

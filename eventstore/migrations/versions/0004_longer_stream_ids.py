@@ -1,7 +1,7 @@
-"""Stream ids up to 512 characters (``schema.MAX_STREAM_ID``), on PostgreSQL as on SQLite.
+"""Stream ids up to 600 characters (``schema.MAX_STREAM_ID``), on PostgreSQL as on SQLite.
 
 The product names streams after tenants and ids (``entity-<tenant>/<id>``,
-``document-<tenant>/<doc id>``): up to 465 characters, past the 255 that
+``document-<tenant>/<doc id>``): up to 520 characters, past the 255 that
 PostgreSQL's ``varchar(255)`` took, while SQLite, which enforces no length,
 stored them. Widening a ``varchar`` is a change of the catalogue only on
 PostgreSQL: no row is rewritten, no index rebuilt, no trigger fires.
