@@ -67,10 +67,17 @@ def connection_dropped(driver) -> bool:
     if driver.closed or driver.broken:
         return True
     try:
-        readable, _, _ = select.select([driver.fileno()], [], [], 0)
-    except (OSError, ValueError):
+        fd = driver.fileno()
+    except Exception:  # psycopg: no socket any more
         return True
-    return bool(readable)
+    if hasattr(select, "poll"):  # any descriptor, where select() takes only those below FD_SETSIZE (1,024)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False  # cannot tell: used as it is
 
 
 def _refuse_dropped(dbapi_connection, _record, _proxy) -> None:

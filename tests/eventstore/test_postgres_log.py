@@ -15,6 +15,7 @@ import sys
 import textwrap
 import tempfile
 import threading
+import time
 import uuid
 
 import psycopg
@@ -148,6 +149,37 @@ def test_connections_the_server_closed_are_replaced_before_an_append_or_a_read_u
         assert store.verify().ok and store.last_position() == 4
     finally:
         other.close()
+
+
+def test_a_live_connection_is_not_taken_for_a_dropped_one_whatever_its_descriptor(store):
+    """A server with many open sockets gives its connections descriptors past select()'s 1,024: they are still checked."""
+    import os
+    import resource
+
+    from mnemolog.eventstore.dialects import connection_dropped
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) stays below 1,200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with psycopg.connect(psycopg_conninfo(store.url), autocommit=True) as conn:
+            assert conn.fileno() > 1024
+            assert not connection_dropped(conn)
+            with EventStore.open(store.url, migrate_schema=False) as late:  # every connection it makes lies past 1,024
+                assert late.append("s", [PgNoted(text="three")]).positions == range(3, 4)
+                assert [r.event.text for r in late.read_all()] == ["one", "two", "three"]
+            CLUSTER.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = {conn.info.backend_pid}")
+            for _ in range(100):
+                if connection_dropped(conn):
+                    break
+                time.sleep(0.02)
+            assert connection_dropped(conn)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 WRITER = textwrap.dedent(
@@ -420,8 +452,6 @@ def test_a_lease_frees_itself_when_its_holder_dies(store):
     for _ in range(100):  # the server notices the dropped session
         if mine.held():
             break
-        import time
-
         time.sleep(0.05)
     assert mine.held()
     mine.release()
