@@ -3,7 +3,8 @@
 SQLite stores any string in any column; PostgreSQL refuses a value longer
 than its ``varchar(n)`` and any text holding NUL (U+0000), and cannot even
 be asked whether such a value is stored. So the log checks the names of an
-append (stream id, tenant, correlation id, idempotency key) before any
+append (stream id, tenant, correlation id, idempotency key and its
+fingerprint) before any
 backend sees them, and refuses one that does not fit with a ``ValueError``
 naming it, on every backend alike; and a read filter holding NUL matches
 nothing. Payloads and metadata are JSON text, where NUL is escaped: they

@@ -17,6 +17,8 @@ MAX_POSITION = 2**63 - 1
 MAX_STREAM_ID = 600
 #: The longest tenant, correlation id and idempotency key, in characters.
 MAX_NAME = 255
+#: The longest fingerprint an idempotency key is bound to (a SHA-256 in hex, unless the caller gives its own).
+MAX_FINGERPRINT = 64
 
 events = Table(
     "events",
@@ -63,7 +65,7 @@ idempotency = Table(
     "idempotency_keys",
     metadata,
     Column("key", String(255), primary_key=True),
-    Column("fingerprint", String(64), nullable=False),
+    Column("fingerprint", String(MAX_FINGERPRINT), nullable=False),
     Column("first_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
     Column("last_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
 )

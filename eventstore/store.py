@@ -19,8 +19,8 @@ import msgspec
 from sqlalchemy import Connection
 
 from . import dialects, sealing
-from .bounds import check_name, check_stream_id
 from . import migrate
+from .bounds import check_name, check_stream_id
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
@@ -37,6 +37,7 @@ from .log_reads import EventPage
 from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
 from .own_appends import OwnAppends
 from .read_ahead import pages_ahead
+from .schema import MAX_FINGERPRINT
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
 from .keystore import KeyStore
@@ -265,6 +266,7 @@ class EventStore:
         check_name("tenant", tenant)
         check_name("correlation_id", metadata.correlation_id)
         check_name("idempotency_key", idempotency_key)
+        check_name("fingerprint", fingerprint, MAX_FINGERPRINT)
         for write in writes:
             check_stream_id(write.stream_id if type(write.stream_id) is str else str(write.stream_id))
         if idempotency_key is not None:

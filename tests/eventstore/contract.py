@@ -406,22 +406,25 @@ class EventStoreContract:
             ("tenant", "t" * 256),
             ("correlation_id", "c" * 256),
             ("idempotency_key", "k" * 256),
+            ("fingerprint", "f" * 65),
             ("stream_id", "s\x00"),
             ("tenant", "t\x00"),
             ("correlation_id", "\x00"),
             ("idempotency_key", "k\x00"),
+            ("fingerprint", "f\x00"),
         ],
     )
     def test_names_beyond_their_columns_or_holding_nul_are_refused_on_every_backend(self, store, field, value):
         """SQLite stores any string; PostgreSQL refuses what outgrows a column or holds NUL: the log refuses both, alike, first."""
         store.append("s", notes("a"))
         digest = store.digest()
-        args = {"stream_id": "s", "tenant": "t", "correlation_id": "c", "idempotency_key": "k", field: value}
+        args = {"stream_id": "s", "tenant": "t", "correlation_id": "c", "idempotency_key": "k", "fingerprint": "f", field: value}
         with pytest.raises(ValueError, match=field):
             store.append_batch(
                 [StreamAppend("s", notes("b")), StreamAppend(args["stream_id"], notes("c"))],
                 tenant=args["tenant"],
                 idempotency_key=args["idempotency_key"],
+                fingerprint=args["fingerprint"],
                 metadata=Metadata(correlation_id=args["correlation_id"]),
             )
         assert store.digest() == digest and store.stream_version("s") == 1
