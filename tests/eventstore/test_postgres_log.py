@@ -182,6 +182,33 @@ def test_a_live_connection_is_not_taken_for_a_dropped_one_whatever_its_descripto
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def test_a_serving_role_that_does_not_own_the_log_can_append_and_read_but_never_undo_the_guards():
+    """The owner of the tables may drop them, disable their triggers or grant itself UPDATE again (``verify`` tells the
+    last two); a serving role granted INSERT and SELECT by the owner, as the README sets it up, may do none of these."""
+    url = fresh_database_url()  # owned by the role that migrates it
+    EventStore.open(url).close()
+    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
+    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
+        owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {serving}")
+        owner.execute(f"GRANT SELECT ON alembic_version TO {serving}")
+    with EventStore.open(CLUSTER.url(database, user=serving)) as store:
+        store.append("s", [PgNoted(text="one")], idempotency_key="k")
+        assert store.append("s", [PgNoted(text="one")], idempotency_key="k").replayed
+        assert [r.event.text for r in store.read_all(tenant="default")] == ["one"]
+        assert store.verify().ok and store.check_guards() == []
+    with psycopg.connect(host=CLUSTER.dir, user=serving, dbname=database, autocommit=True) as conn:
+        conn.execute("GRANT UPDATE, DELETE ON events TO CURRENT_USER")  # without the grant option: a warning, and nothing granted
+        for statement in (
+            "ALTER TABLE events DISABLE TRIGGER events_append_only",
+            "DROP TABLE events CASCADE",
+            "UPDATE events SET tenant = tenant",
+            "TRUNCATE event_spans",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
 WRITER = textwrap.dedent(
     """
     import random, sys
