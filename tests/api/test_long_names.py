@@ -55,6 +55,17 @@ async def test_the_longest_entity_id_under_the_longest_tenant_is_written_and_rea
     assert read.status == 200 and (await read.json())["name"] == "Ada"
 
 
+async def test_the_longest_document_id_under_the_longest_tenant_is_imported(backend):
+    """``document-<tenant>/<doc id>``: 465 characters through the API."""
+    headers, doc_id = {"X-Mnemolog-Tenant": "t" * 200}, "kb/" + "d" * 252
+    body = {"documents": [{"filename": "guide.md", "doc_id": doc_id, "content": "# Guide\n\nAda met Grace at the harbour."}]}
+    response = await backend.raw.post("/v1/import/documents", json=body, headers=headers)
+    answer = await response.json()
+    assert response.status in (200, 201), answer
+    assert answer["documents"] == 1 and answer["failed"] == 0, answer
+    assert [(r["doc_id"], r["status"]) for r in answer["results"]] == [(doc_id, "imported")]
+
+
 @pytest.mark.parametrize(
     "method, path, body",
     [
