@@ -280,6 +280,8 @@ class EventStore:
         make, stamp_of = tuple.__new__, _STAMPS
         # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
         events = [e for w in writes for e in w.events]
+        if self.sealer.enabled:
+            self.sealer.keys.refresh()  # another process may have retired a key this one holds
         payloads = self.sealer.payloads(events, ids, tenant)
         # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
         # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
@@ -342,6 +344,7 @@ class EventStore:
 
     def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
         """``events`` with sealed fields opened; events of a class unseal never acts on are passed over without a call."""
+        self.sealer.keys.refresh()  # another process may have forgotten a key this one holds
         unseal, replace, opening = self.sealer.unseal, msgspec.structs.replace, _OPENING
         for i, recorded in enumerate(events):
             event = recorded.event
