@@ -8,6 +8,7 @@ that make the log append-only in the database itself.
 from __future__ import annotations
 
 import hashlib
+import select
 import struct
 import threading
 from itertools import repeat
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, create_engine, event, func, literal_column, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
@@ -43,6 +45,8 @@ def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: flo
     if not url.startswith("sqlite"):
         writer = create_engine(url, pool_size=1, max_overflow=0)
         reader = create_engine(url, pool_size=8)
+        for engine in (writer, reader):
+            event.listen(engine, "checkout", _refuse_dropped)
         return writer, reader
     args = {"check_same_thread": False, "timeout": busy_timeout}
     writer = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=1, max_overflow=0)
@@ -52,14 +56,47 @@ def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: flo
     return writer, reader
 
 
+def connection_dropped(driver) -> bool:
+    """Whether the server has closed an idle psycopg connection (a restart, a failover, ``pg_terminate_backend``).
+
+    The server says so before it closes one (a FATAL message), so the socket
+    of an idle connection, which has nothing to read otherwise, turns
+    readable: one poll, no round trip. A connection cut without a word (a
+    network drop) shows only when used.
+    """
+    if driver.closed or driver.broken:
+        return True
+    try:
+        fd = driver.fileno()
+    except Exception:  # psycopg: no socket any more
+        return True
+    if hasattr(select, "poll"):  # any descriptor, where select() takes only those below FD_SETSIZE (1,024)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False  # cannot tell: used as it is
+
+
+def _refuse_dropped(dbapi_connection, _record, _proxy) -> None:
+    """Pool checkout on PostgreSQL: a connection the server closed is replaced before use, where its first
+    statement would fail (SQLAlchemy then replaced it, and every pooled one, for the next)."""
+    if connection_dropped(dbapi_connection):
+        raise DisconnectionError("the server closed this connection")
+
+
 def psycopg_conninfo(url: str) -> str:
-    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections."""
+    """A ``postgresql+psycopg://`` URL as a libpq connection string, for plain psycopg connections
+    (values quoted and escaped by psycopg: a password may hold quotes and backslashes)."""
+    from psycopg.conninfo import make_conninfo
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
     parts = {"user": parsed.username, "password": parsed.password, "host": parsed.host, "port": parsed.port, "dbname": parsed.database}
     parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
-    return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v)
+    return make_conninfo(**{k: str(v) for k, v in parts.items() if v})
 
 
 def create_migration_engine(url: str, busy_timeout: float = 30.0) -> Engine:

@@ -53,10 +53,12 @@ from typing import Annotated, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import msgspec
 
+from .bounds import check_name
 from .chain import GENESIS_HASH, StoredRow, expected_hash
 from .errors import ImportRefused
 from .events import metadata_decoder
 from .recorder import PendingEvent, PendingWrite
+from .schema import MAX_NAME, MAX_STREAM_ID
 
 __all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 
@@ -70,7 +72,9 @@ _Stamp = Annotated[str, msgspec.Meta(max_length=40, pattern=r"^\d{4}-\d\d-\d\dT\
 # they are (see dialects.envelope_json), so only these characters get in.
 _EventId = Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z-]{1,36}$")]
 _TypeName = Annotated[str, msgspec.Meta(pattern=r"^\w{1,100}$")]
-_Name = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
+# Names as every backend holds them alike (see .bounds): no NUL, within their columns.
+_Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_NAME, pattern="^[^\x00]*$")]
+_StreamId = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STREAM_ID, pattern="^[^\x00]*$")]
 
 
 class ExportedEvent(msgspec.Struct, frozen=True):
@@ -78,7 +82,7 @@ class ExportedEvent(msgspec.Struct, frozen=True):
 
     position: _Positive
     event_id: _EventId
-    stream_id: _Name
+    stream_id: _StreamId
     stream_version: _Positive
     type: _TypeName
     schema_version: _Positive
@@ -189,6 +193,7 @@ def _parse(lineno: int, raw: bytes) -> _Line:
         if not metadata.startswith("{"):
             raise ValueError("metadata must be a JSON object")
         correlation_id = metadata_decoder.decode(metadata).correlation_id
+        check_name("correlation_id", correlation_id)
     except (msgspec.MsgspecError, ValueError) as exc:
         raise ImportRefused(f"line {lineno}: {exc}") from None
     return _Line(lineno, event, payload, metadata, correlation_id)

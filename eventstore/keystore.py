@@ -50,6 +50,7 @@ class KeyStore:
         self._conn: sqlite3.Connection | None = None
         self._by_id: dict[str, bytes] = {}
         self._live: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self._data_version: int | None = None  # the file's PRAGMA data_version when the caches were last checked (see refresh)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -218,6 +219,30 @@ class KeyStore:
                 self._drop_live(held)
             elif held:
                 self.forget(held)
+
+    def refresh(self) -> None:
+        """Drop from the caches the keys another process has retired or forgotten since this one last looked.
+
+        One ``PRAGMA data_version`` (it changes when another connection
+        commits to the file), and only then one read of the keys no longer
+        live. Without it, a process whose cache held a subject's live key
+        sealed the subject's next events with it after another process had
+        forgotten the subject (writes answered, then unreadable), and read the
+        forgotten events in plaintext until its follower reached the forget.
+        A seal made just before another process retires the key can still
+        land after the forget: the forget's own process closes that gap, no
+        other can without a lock shared by both.
+        """
+        if self._conn is None:  # nothing read from the file yet: nothing cached
+            return
+        with self._lock:
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version == self._data_version:
+                return
+            self._data_version = version
+            rows = self._conn.execute("SELECT key_id, state FROM data_keys WHERE state != 'live'").fetchall()
+        self._drop_live(key_id for key_id, _ in rows)
+        self.forget_cached(key_id for key_id, state in rows if state == "forgotten" and self._by_id.get(key_id))
 
     def forget_cached(self, key_ids: Iterable[str]) -> None:
         """Drop keys another process forgot from this process's cache."""

@@ -13,6 +13,7 @@ from typing import Iterator, NamedTuple, Sequence
 from sqlalchemy import Connection, Integer, and_, bindparam, false, func, literal, select
 
 from . import dialects
+from .bounds import holds_nul
 from .chain import CANONICAL_FIELDS, GENESIS_HASH, StoredRow
 from .schema import event_spans, events
 
@@ -78,6 +79,8 @@ class LogReads:
             "offset": 0,
         }
         types = None if types is None else list(types)
+        if holds_nul((tenant, stream_id, correlation_id, *(types or ()))):
+            return [(None, 0, None)] if kind == "page" else []
         for i, name in enumerate(types or ()):
             values[f"type_{i}"] = name
         # One compiled statement per filter shape: compiling Core costs far
@@ -183,6 +186,8 @@ class LogReads:
         return rows[0] if rows else None
 
     def stream_version(self, stream_id: str) -> int:
+        if holds_nul((stream_id,)):
+            return 0
         with self.reader.connect() as conn:
             return conn.execute(select(func.max(events.c.stream_version)).where(events.c.stream_id == stream_id)).scalar() or 0
 
@@ -234,6 +239,8 @@ class LogReads:
         """
         spans = event_spans.c
         limit = max(int(limit), 2)
+        if holds_nul((tenant,)):
+            return 0, []
         with self.reader.begin() as conn:
             ends = conn.execute(
                 select(func.count(), func.min(spans.last_position), func.max(spans.last_position)).where(spans.tenant == tenant)
@@ -273,8 +280,9 @@ class LogReads:
             total = conn.execute(select(func.count()).select_from(events)).scalar() or 0
             by_type = {t: n for t, n in conn.execute(select(events.c.type, func.count()).group_by(events.c.type))}
             spans = event_spans.c
+            # int(): PostgreSQL's sum() of bigints is a numeric (a Decimal), SQLite's an integer.
             by_tenant = {
-                t: n
+                t: int(n)
                 for t, n in conn.execute(
                     select(spans.tenant, func.sum(spans.last_position - spans.first_position + 1)).group_by(spans.tenant)
                 )

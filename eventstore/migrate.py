@@ -11,6 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from . import dialects
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
@@ -49,6 +51,11 @@ def downgrade(engine: Engine, revision: str) -> None:
 def _run(engine: Engine, step, revision: str) -> None:
     config = alembic_config()
     with engine.connect() as conn:
+        # One migration at a time, and no append while it runs: alembic reads
+        # the revision after this lock, so a process that waited for another's
+        # migration finds it done. SQLite's BEGIN IMMEDIATE does the same; on
+        # PostgreSQL two processes opening a fresh log both created its tables.
+        dialects.lock_log(conn)
         config.attributes["connection"] = conn
         step(config, revision)
         conn.commit()

@@ -18,6 +18,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 from sqlalchemy import Connection, Engine, bindparam, func, select
 
 from . import dialects
+from .bounds import holds_nul
 from .chain import GENESIS_HASH, StoredRow, canonical_encoder
 from .errors import ConcurrencyError, IdempotencyConflict
 from .log_reads import LogReads, _run_prepared
@@ -233,8 +234,11 @@ class SQLRecorder(LogReads):
         return appended
 
     def _pipeline_connection(self):
-        """The psycopg connection of :meth:`_append_pipelined`, in autocommit mode; made on first use and after a failure."""
+        """The psycopg connection of :meth:`_append_pipelined`, in autocommit mode; made on first use, after a failure
+        and when the server has closed it."""
         driver = self._pg_driver
+        if driver is not None and dialects.connection_dropped(driver):  # closed by the server while idle: replaced, not failed on
+            driver.close()
         if driver is None or driver.closed:
             raw = self.writer.raw_connection()
             driver = raw.driver_connection
@@ -277,6 +281,8 @@ class SQLRecorder(LogReads):
 
     def idempotency_record(self, key: str, conn: Connection | None = None) -> "IdempotencyRecord | None":
         """The stored ``(fingerprint, first_position, last_position)`` of an idempotency key, or None."""
+        if holds_nul((key,)):
+            return None
         if conn is not None:
             rows = _run_prepared(conn, self._idem_lookup, {"key": key})
         else:

@@ -10,12 +10,22 @@ metadata = MetaData()
 #: a larger one can only be a caller's mistake.
 MAX_POSITION = 2**63 - 1
 
+#: The longest stream id, in characters. The longest the product makes is
+#: 520 (``document-<tenant>/<doc id>``, each of those 255); 600 characters
+#: of up to four UTF-8 bytes stay within PostgreSQL's largest b-tree index
+#: entry (2,704 bytes), which the (stream_id, stream_version) index holds.
+MAX_STREAM_ID = 600
+#: The longest tenant, correlation id and idempotency key, in characters.
+MAX_NAME = 255
+#: The longest fingerprint an idempotency key is bound to (a SHA-256 in hex, unless the caller gives its own).
+MAX_FINGERPRINT = 64
+
 events = Table(
     "events",
     metadata,
     Column("position", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
     Column("event_id", String(36), nullable=False, unique=True),
-    Column("stream_id", String(255), nullable=False),
+    Column("stream_id", String(MAX_STREAM_ID), nullable=False),
     Column("stream_version", Integer, nullable=False),
     Column("type", String(100), nullable=False),
     Column("schema_version", Integer, nullable=False),
@@ -55,7 +65,7 @@ idempotency = Table(
     "idempotency_keys",
     metadata,
     Column("key", String(255), primary_key=True),
-    Column("fingerprint", String(64), nullable=False),
+    Column("fingerprint", String(MAX_FINGERPRINT), nullable=False),
     Column("first_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
     Column("last_position", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
 )

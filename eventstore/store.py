@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 
 from . import dialects, sealing
 from . import migrate
+from .bounds import check_name, check_stream_id
 from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
@@ -36,6 +37,7 @@ from .log_reads import EventPage
 from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
 from .own_appends import OwnAppends
 from .read_ahead import pages_ahead
+from .schema import MAX_FINGERPRINT
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
 from .keystore import KeyStore
@@ -261,6 +263,12 @@ class EventStore:
         if type(tenant) is not str:  # stored, and read back, as a plain str (see .own_appends)
             tenant = str(tenant)
         metadata = metadata or Metadata()
+        check_name("tenant", tenant)
+        check_name("correlation_id", metadata.correlation_id)
+        check_name("idempotency_key", idempotency_key)
+        check_name("fingerprint", fingerprint, MAX_FINGERPRINT)
+        for write in writes:
+            check_stream_id(write.stream_id if type(write.stream_id) is str else str(write.stream_id))
         if idempotency_key is not None:
             metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
             fingerprint = fingerprint or fingerprint_of(writes)
@@ -272,6 +280,8 @@ class EventStore:
         make, stamp_of = tuple.__new__, _STAMPS
         # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
         events = [e for w in writes for e in w.events]
+        if self.sealer.enabled:
+            self.sealer.keys.refresh()  # another process may have retired a key this one holds
         payloads = self.sealer.payloads(events, ids, tenant)
         # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
         # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
@@ -292,6 +302,11 @@ class EventStore:
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
+        for write in writes:
+            check_stream_id(write.stream_id)
+            for record in write.events:
+                check_name("tenant", record.tenant)
+                check_name("correlation_id", record.correlation_id)
         return self._commit(writes, None, None, None)
 
     def _commit(self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None) -> Appended:
@@ -329,6 +344,7 @@ class EventStore:
 
     def _open_sealed(self, events: list[RecordedEvent]) -> list[RecordedEvent]:
         """``events`` with sealed fields opened; events of a class unseal never acts on are passed over without a call."""
+        self.sealer.keys.refresh()  # another process may have forgotten a key this one holds
         unseal, replace, opening = self.sealer.unseal, msgspec.structs.replace, _OPENING
         for i, recorded in enumerate(events):
             event = recorded.event

@@ -13,6 +13,7 @@ from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
+from ..schema import MAX_NAME
 from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 
@@ -20,8 +21,8 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-#: The longest idempotency key the log stores (``idempotency_keys.key``; PostgreSQL enforces it).
-MAX_STORED_KEY = 255
+#: The longest idempotency key the log stores (``idempotency_keys.key``; see ..bounds).
+MAX_STORED_KEY = MAX_NAME
 
 
 class CommandContext(msgspec.Struct, frozen=True, kw_only=True):

@@ -44,3 +44,43 @@ async def test_a_tenant_name_longer_than_the_log_takes_is_400_naming_the_header(
     assert_error_body(answer, 400)
     assert answer["error"]["field"] == "X-Mnemolog-Tenant"
     assert backend.service.store.last_position() == head
+
+
+async def test_the_longest_entity_id_under_the_longest_tenant_is_written_and_read(backend):
+    """Its stream, ``entity-<tenant>/<id>``, is 308 characters: SQLite stored it, PostgreSQL's 255-character column answered a 500."""
+    headers, entity_id = {"X-Mnemolog-Tenant": "t" * 200}, "e" * 100
+    written = await backend.raw.put(f"/v1/entities/{entity_id}", json={"name": "Ada"}, headers=headers)
+    assert written.status == 201, await written.text()
+    read = await backend.raw.get(f"/v1/entities/{entity_id}", headers=headers)
+    assert read.status == 200 and (await read.json())["name"] == "Ada"
+
+
+async def test_the_longest_document_id_under_the_longest_tenant_is_imported(backend):
+    """``document-<tenant>/<doc id>``: 465 characters through the API."""
+    headers, doc_id = {"X-Mnemolog-Tenant": "t" * 200}, "kb/" + "d" * 252
+    body = {"documents": [{"filename": "guide.md", "doc_id": doc_id, "content": "# Guide\n\nAda met Grace at the harbour."}]}
+    response = await backend.raw.post("/v1/import/documents", json=body, headers=headers)
+    answer = await response.json()
+    assert response.status in (200, 201), answer
+    assert answer["documents"] == 1 and answer["failed"] == 0, answer
+    assert [(r["doc_id"], r["status"]) for r in answer["results"]] == [(doc_id, "imported")]
+
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("GET", "/v1/events?correlation_id=c%00", None),
+        ("GET", "/v1/events?stream=s%00", None),
+        ("GET", "/v1/events?type=MemoryAdded%00", None),
+        ("POST", "/v1/reverts", {"correlation_id": "c\u0000"}),
+    ],
+)
+async def test_a_nul_in_a_name_finds_nothing_on_every_backend(backend, method, path, body):
+    """PostgreSQL cannot be asked about text holding NUL: the log answers that nothing holds it, never a 500."""
+    await backend.raw.post("/v1/memories", json={"memory": {"memory": "a memory"}})
+    response = await backend.raw.request(method, path, json=body)
+    answer = await response.json()
+    if method == "GET":
+        assert response.status == 200 and answer["events"] == [], answer
+    else:
+        assert response.status == 404 and answer["error"]["code"] == "not_found", answer

@@ -16,6 +16,7 @@ import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 import pytest
 
 from mnemolog.eventstore import (
@@ -374,6 +375,72 @@ class EventStoreContract:
         assert [r.stream_id for r in store.read_all(tenant=tenant)] == [stream, stream]
         assert second.event == ContractNoted(text="b", n=1)
 
+    def test_payload_text_of_any_character_and_size_reads_back(self, store):
+        """Payloads are JSON text: NUL (which PostgreSQL's text refuses) travels escaped, and size is not bounded by a column."""
+        texts = ["nul \x00 inside", "\u2028 \U0001F600 e\u0301 記憶", "\\ \" ' \n\t", "x" * 5_000_000]
+        store.append("s", notes(*texts), metadata=Metadata(actor="nul \x00 actor"))
+        read = store.read_stream("s")
+        assert [r.event.text for r in read] == texts and read[0].metadata.actor == "nul \x00 actor"
+        assert [r.event.text for r in store.read_all(after=1, limit=2)] == texts[1:3]
+        assert store.verify().ok
+
+    def test_names_up_to_their_bounds_read_back_on_every_backend(self, store):
+        from mnemolog.eventstore.schema import MAX_NAME, MAX_STREAM_ID
+
+        # Characters, not bytes: four UTF-8 bytes each, and a stream id as long as the product makes (entity-<tenant>/<id>).
+        stream, tenant, correlation, key = "😀" * MAX_STREAM_ID, "é" * MAX_NAME, "c" * MAX_NAME, "k" * MAX_NAME
+        meta = Metadata(correlation_id=correlation)
+        store.append(stream, notes("a", "b"), expected_version=NO_STREAM, tenant=tenant, idempotency_key="k", metadata=meta)
+        first = store.append(stream, notes("c", "d"), expected_version=2, tenant=tenant, idempotency_key=key, metadata=meta)
+        again = store.append(stream, notes("c", "d"), expected_version=2, tenant=tenant, idempotency_key=key, metadata=meta)
+        assert again.replayed and again.positions == first.positions == range(3, 5)
+        assert [r.stream_version for r in store.read_stream(stream)] == [1, 2, 3, 4]
+        assert store.stream_version(stream) == 4
+        assert [r.position for r in store.read_all(tenant=tenant, correlation_id=correlation)] == [1, 2, 3, 4]
+        assert store.tenant_commits(tenant)[0] == 2 and store.verify().ok
+
+    @pytest.mark.parametrize(
+        "field, value",
+        [
+            ("stream_id", "s" * 601),
+            ("tenant", "t" * 256),
+            ("correlation_id", "c" * 256),
+            ("idempotency_key", "k" * 256),
+            ("fingerprint", "f" * 65),
+            ("stream_id", "s\x00"),
+            ("tenant", "t\x00"),
+            ("correlation_id", "\x00"),
+            ("idempotency_key", "k\x00"),
+            ("fingerprint", "f\x00"),
+        ],
+    )
+    def test_names_beyond_their_columns_or_holding_nul_are_refused_on_every_backend(self, store, field, value):
+        """SQLite stores any string; PostgreSQL refuses what outgrows a column or holds NUL: the log refuses both, alike, first."""
+        store.append("s", notes("a"))
+        digest = store.digest()
+        args = {"stream_id": "s", "tenant": "t", "correlation_id": "c", "idempotency_key": "k", "fingerprint": "f", field: value}
+        with pytest.raises(ValueError, match=field):
+            store.append_batch(
+                [StreamAppend("s", notes("b")), StreamAppend(args["stream_id"], notes("c"))],
+                tenant=args["tenant"],
+                idempotency_key=args["idempotency_key"],
+                fingerprint=args["fingerprint"],
+                metadata=Metadata(correlation_id=args["correlation_id"]),
+            )
+        assert store.digest() == digest and store.stream_version("s") == 1
+        assert store.append("s", notes("b"), idempotency_key="k", tenant="t").positions == range(2, 3)
+
+    def test_a_filter_holding_nul_matches_nothing_on_every_backend(self, store):
+        """No stored name holds NUL, which PostgreSQL cannot even be asked about: such a filter finds nothing, as on SQLite."""
+        store.append("s", notes("a"), metadata=Metadata(correlation_id="c"))
+        for filters in ({"tenant": "default\x00"}, {"correlation_id": "c\x00"}, {"stream_id": "s\x00"}, {"types": ["ContractNoted\x00"]}):
+            assert store.read_all(**filters) == []
+            assert list(store.iter_all(**filters)) == []
+        assert store.read_stream("s\x00") == [] and store.stream_version("s\x00") == 0
+        assert store.tenant_commits("default\x00") == (0, [])
+        assert store.recorder.idempotency_record("k\x00") is None
+        assert [r.position for r in store.read_all(tenant="default", correlation_id="c", stream_id="s")] == [1]
+
     def test_last_position_and_stats(self, store):
         self._mixed_log(store)
         assert store.last_position() == 7
@@ -381,6 +448,9 @@ class EventStoreContract:
         assert stats["events"] == 7 and stats["last_position"] == 7 and stats["streams"] == 3
         assert stats["by_tenant"] == {"acme": 3, "beta": 4}
         assert stats["by_type"] == {"ContractNoted": 5, "ContractTagged": 2}
+        # Plain ints on every backend (PostgreSQL's sum() of bigints is a numeric, a Decimal that JSON writes as a string).
+        assert msgspec.json.encode(stats["by_tenant"]) == b'{"acme":3,"beta":4}'
+        assert all(type(n) is int for n in (stats["events"], stats["streams"], *stats["by_type"].values()))
 
     def test_position_at_is_monotone_in_time(self, store):
         start = datetime.now(timezone.utc) - timedelta(seconds=1)

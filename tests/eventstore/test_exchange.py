@@ -194,6 +194,44 @@ def test_ids_and_type_names_that_would_need_escaping_are_refused(source, target,
     assert target.last_position() == 0
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_target(request, tmp_path):
+    """An empty store on each backend."""
+    from tests.pg import fresh_database_url
+
+    with EventStore.open(tmp_path / "any" if request.param == "sqlite" else fresh_database_url()) as store:
+        yield store
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("stream_id", "s\x00"), ("tenant", "t\x00"), ("stream_id", "s" * 601), ("tenant", "t" * 256), ("correlation_id", "c\x00"), ("correlation_id", "c" * 256)],
+)
+def test_names_no_backend_holds_alike_are_refused_before_anything_is_written(source, any_target, field, value):
+    """Checked with the rest of the file: on PostgreSQL the first groups went in, then the database refused the line."""
+    lines = dump(source).splitlines(keepends=True)
+    line = json.loads(lines[7])
+    if field == "correlation_id":
+        line["metadata"]["correlation_id"] = value
+    else:
+        line[field] = value
+    lines[7] = json.dumps(line).encode() + b"\n"
+    with pytest.raises(ImportRefused, match=rf"^line 8: .*{field}"):
+        import_(any_target, io.BytesIO(b"".join(lines)), rehash=True, group_size=2)
+    assert any_target.last_position() == 0
+
+
+def test_stream_ids_as_long_as_the_product_makes_travel_between_backends(tmp_path, any_target):
+    """``entity-<tenant>/<id>`` reaches 308 characters and ``document-<tenant>/<doc id>`` 520: past PostgreSQL's old 255."""
+    stream = "document-" + "t" * 255 + "/" + "d" * 255
+    with EventStore.open(tmp_path / "long") as lite:
+        lite.append(stream, [ExchangeNoted(text="long")], tenant="t" * 255)
+        data, digest = dump(lite), lite.digest()
+    assert import_(any_target, io.BytesIO(data)).imported == 1
+    assert any_target.digest() == digest and [r.event.text for r in any_target.read_stream(stream)] == ["long"]
+    assert dump(any_target) == data
+
+
 def test_refusal_in_a_later_group_writes_nothing(source, target):
     data = tampered(dump(source), 8, b"fourth", b"FOURTH")
     with pytest.raises(ImportRefused, match="line 8"):

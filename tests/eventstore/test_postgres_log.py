@@ -15,6 +15,7 @@ import sys
 import textwrap
 import tempfile
 import threading
+import time
 import uuid
 
 import psycopg
@@ -99,6 +100,113 @@ def test_verify_reports_a_dropped_trigger_and_a_granted_privilege_and_migrate_re
     with connect(store, "mnemolog") as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("DELETE FROM event_spans")
+
+
+def test_a_log_made_by_the_first_revision_upgrades_and_keeps_its_chain():
+    """Rows stored under revision 0001 (as an old version wrote them), then opened by this one: every migration runs on them."""
+    from mnemolog.eventstore import migrate
+    from mnemolog.eventstore.chain import StoredRow
+    from tests.eventstore.test_upcast import load_fixture_rows
+
+    url = fresh_database_url()
+    engine = create_migration_engine(url)
+    try:
+        migrate.upgrade(engine, "0001")
+        with engine.begin() as conn:
+            columns = ", ".join(StoredRow._fields)
+            conn.exec_driver_sql(f"INSERT INTO events ({columns}) VALUES ({', '.join(['%s'] * 13)})", [tuple(r) for r in load_fixture_rows()])
+    finally:
+        engine.dispose()
+    with EventStore.open(url) as store:
+        assert migrate.current_revision(store.recorder.reader) == migrate.head_revision()
+        result = store.verify()
+        assert result.ok and result.checked == 4 and store.check_guards() == []
+        assert store.recorder.spans_overlapping(1, 4) == [(1, 4, "default", None)]  # backfilled by 0002
+        assert [r.position for r in store.read_all(tenant="default")] == [1, 2, 3, 4]
+        stream = "document-" + "t" * 255 + "/" + "d" * 255  # past the 255 characters 0001 made room for (0004)
+        assert store.append(stream, [PgNoted(text="new")], tenant="t" * 255).positions == range(5, 6)
+        assert store.verify().ok and [r.event.text for r in store.read_stream(stream)] == ["new"]
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as conn:
+        for statement in ("UPDATE events SET tenant = tenant", "DELETE FROM event_spans", "TRUNCATE idempotency_keys"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+
+
+def test_connections_the_server_closed_are_replaced_before_an_append_or_a_read_uses_them(store):
+    """A restart, a failover or ``pg_terminate_backend`` closes every idle connection: the next append and read still succeed."""
+    other = EventStore.open(store.url, migrate_schema=False)
+    try:
+        assert len(other.read_all()) == 2
+        for round_ in range(2):
+            CLUSTER.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database_of(store)}' AND pid <> pg_backend_pid()")
+            for _ in range(50):  # the server has closed them
+                with psycopg.connect(host=CLUSTER.dir, user="postgres", dbname="postgres") as admin:
+                    if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database_of(store),)).fetchone()[0] == 0:
+                        break
+            assert store.append("s", [PgNoted(text=f"after {round_}")], expected_version=2 + round_).positions == range(3 + round_, 4 + round_)
+            assert [r.event.text for r in store.read_all()][-1] == f"after {round_}"
+            assert other.stream_version("s") == 3 + round_ and len(other.read_all()) == 3 + round_
+        assert store.verify().ok and store.last_position() == 4
+    finally:
+        other.close()
+
+
+def test_a_live_connection_is_not_taken_for_a_dropped_one_whatever_its_descriptor(store):
+    """A server with many open sockets gives its connections descriptors past select()'s 1,024: they are still checked."""
+    import os
+    import resource
+
+    from mnemolog.eventstore.dialects import connection_dropped
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) stays below 1,200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with psycopg.connect(psycopg_conninfo(store.url), autocommit=True) as conn:
+            assert conn.fileno() > 1024
+            assert not connection_dropped(conn)
+            with EventStore.open(store.url, migrate_schema=False) as late:  # every connection it makes lies past 1,024
+                assert late.append("s", [PgNoted(text="three")]).positions == range(3, 4)
+                assert [r.event.text for r in late.read_all()] == ["one", "two", "three"]
+            CLUSTER.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = {conn.info.backend_pid}")
+            for _ in range(100):
+                if connection_dropped(conn):
+                    break
+                time.sleep(0.02)
+            assert connection_dropped(conn)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_serving_role_that_does_not_own_the_log_can_append_and_read_but_never_undo_the_guards():
+    """The owner of the tables may drop them, disable their triggers or grant itself UPDATE again (``verify`` tells the
+    last two); a serving role granted INSERT and SELECT by the owner, as the README sets it up, may do none of these."""
+    url = fresh_database_url()  # owned by the role that migrates it
+    EventStore.open(url).close()
+    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
+    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
+        owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {serving}")
+        owner.execute(f"GRANT SELECT ON alembic_version TO {serving}")
+    with EventStore.open(CLUSTER.url(database, user=serving)) as store:
+        store.append("s", [PgNoted(text="one")], idempotency_key="k")
+        assert store.append("s", [PgNoted(text="one")], idempotency_key="k").replayed
+        assert [r.event.text for r in store.read_all(tenant="default")] == ["one"]
+        assert store.verify().ok and store.check_guards() == []
+    with psycopg.connect(host=CLUSTER.dir, user=serving, dbname=database, autocommit=True) as conn:
+        conn.execute("GRANT UPDATE, DELETE ON events TO CURRENT_USER")  # without the grant option: a warning, and nothing granted
+        for statement in (
+            "ALTER TABLE events DISABLE TRIGGER events_append_only",
+            "DROP TABLE events CASCADE",
+            "UPDATE events SET tenant = tenant",
+            "TRUNCATE event_spans",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
 
 
 WRITER = textwrap.dedent(
@@ -236,12 +344,23 @@ def test_an_append_of_a_size_never_sent_before_reuses_the_prepared_statements():
 
 def test_a_value_longer_than_its_column_is_refused_not_cut(store):
     """Arrays are cast to text, never to varchar(n), whose explicit cast would cut the value silently."""
-    too_long = "s" * 256  # stream_id is VARCHAR(255)
+    too_long = "s" * 601  # stream_id is VARCHAR(600); straight to the recorder, past the store's own check (see .bounds)
     for count in (1, 3):  # one row goes as VALUES, more as arrays
         rows = [PendingEvent(str(uuid.uuid4()), "PgNoted", 1, "default", '{"text":"x"}', "{}", None) for _ in range(count)]
         with pytest.raises(psycopg.errors.StringDataRightTruncation):
+            store.recorder.append([PendingWrite(too_long, ANY, rows)])
+        with pytest.raises(ValueError, match="stream_id must be at most 600"):
             store.append_records([PendingWrite(too_long, ANY, rows)])
     assert store.last_position() == 2 and store.verify().ok
+
+
+def test_a_url_becomes_a_connection_string_whatever_its_password_holds():
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = "postgresql+psycopg://ada:it's%20a%5Cpass@db.internal:5433/memories?sslmode=require"
+    assert conninfo_to_dict(psycopg_conninfo(url)) == {
+        "user": "ada", "password": "it's a\\pass", "host": "db.internal", "port": "5433", "dbname": "memories", "sslmode": "require",
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -360,8 +479,6 @@ def test_a_lease_frees_itself_when_its_holder_dies(store):
     for _ in range(100):  # the server notices the dropped session
         if mine.held():
             break
-        import time
-
         time.sleep(0.05)
     assert mine.held()
     mine.release()

@@ -1,0 +1,37 @@
+"""What the log holds alike on every backend: names within their columns, and no NUL in them.
+
+SQLite stores any string in any column; PostgreSQL refuses a value longer
+than its ``varchar(n)`` and any text holding NUL (U+0000), and cannot even
+be asked whether such a value is stored. So the log checks the names of an
+append (stream id, tenant, correlation id, idempotency key and its
+fingerprint) before any
+backend sees them, and refuses one that does not fit with a ``ValueError``
+naming it, on every backend alike; and a read filter holding NUL matches
+nothing. Payloads and metadata are JSON text, where NUL is escaped: they
+hold any string.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .schema import MAX_NAME, MAX_STREAM_ID
+
+
+def check_name(field: str, value: str | None, most: int = MAX_NAME) -> None:
+    """Refuse ``value`` (None passes) when it is longer than ``most`` characters or holds NUL."""
+    if value is None:
+        return
+    if len(value) > most:
+        raise ValueError(f"{field} must be at most {most} characters, got {len(value)}")
+    if "\x00" in value:
+        raise ValueError(f"{field} must not contain NUL (U+0000)")
+
+
+def check_stream_id(stream_id: str) -> None:
+    check_name("stream_id", stream_id, MAX_STREAM_ID)
+
+
+def holds_nul(values: Iterable[str | None]) -> bool:
+    """Whether any of ``values`` holds NUL: as a filter, it matches no stored name."""
+    return any(value is not None and "\x00" in value for value in values)
