@@ -77,8 +77,11 @@ class Corpus:
     they are compacted away.
     """
 
-    def __init__(self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray, norms: list[str], position: int = 0):
+    def __init__(
+        self, tenant: str, memory_type: str, items: list[Item], vectors: np.ndarray, norms: list[str], position: int = 0, through: int = 0
+    ):
         self.tenant, self.memory_type, self.position = tenant, memory_type, position
+        self.through = through  # the graph projection's checkpoint when the corpus last read it (see refresh)
         self._set(items, vectors, norms)
 
     def _set(self, items: list[Item], vectors: np.ndarray, norms: list[str]) -> None:
@@ -88,10 +91,34 @@ class Corpus:
         self.retired: list[int] = []  # rows of memories no longer in the corpus
         self.by_norm: dict[str, list[int]] = defaultdict(list)
         self.by_key: dict[str, list[int]] = defaultdict(list)
+        # Whose data each row is (a code per subject; 0: the tenant's) and the rows erased: kept row by row (see owners).
+        self._codes: dict[str | None, int] = {None: 0}
+        self._owner_codes = np.zeros(len(self._matrix), dtype=np.int64)
+        self.erased: set[int] = set()
         for n, (item, norm) in enumerate(zip(self.items, self.norms)):
             self.by_norm[norm].append(n)
             if key := slot(item.content.key):
                 self.by_key[key].append(n)
+            self._own(n, item)
+
+    def _own(self, n: int, item: Item) -> None:
+        """Row ``n``'s owner code and erased mark, from ``item``."""
+        self._owner_codes[n] = self._codes.setdefault(item.content.subject, len(self._codes))
+        if item.content.erased:
+            self.erased.add(n)
+        else:
+            self.erased.discard(n)
+
+    @property
+    def owners(self) -> np.ndarray | None:
+        """Per row, a code for whose data the memory is; None when no memory named a subject (all the tenant's).
+
+        Two memories of different subjects are facts about different people:
+        never redundant nor contradictory, and a merge would seal one subject's
+        text under the other's key. Kept as rows change, so that a batch costs
+        what changed, not the corpus's size.
+        """
+        return self._owner_codes[: len(self.items)] if len(self._codes) > 1 else None
 
     @property
     def vectors(self) -> np.ndarray:
@@ -122,6 +149,7 @@ class Corpus:
         if key := slot(item.content.key):
             insort(self.by_key[key], n)
         self.items[n], self.norms[n], self._matrix[n] = item, norm, vector
+        self._own(n, item)
 
     def _append(self, fresh: list[Item], matrix: np.ndarray, norms: list[str]) -> None:
         first, need = len(self.items), len(self.items) + len(fresh)
@@ -129,6 +157,9 @@ class Corpus:
             grown = np.zeros((max(need, 2 * len(self._matrix), 64), matrix.shape[1]), dtype=np.float32)
             grown[:first] = self.vectors
             self._matrix = grown
+            codes = np.zeros(len(grown), dtype=np.int64)
+            codes[:first] = self._owner_codes[:first]
+            self._owner_codes = codes
         self._matrix[first:need] = matrix
         for n, (item, norm) in enumerate(zip(fresh, norms), start=first):
             self.items.append(item)
@@ -137,6 +168,7 @@ class Corpus:
             self.by_norm[norm].append(n)
             if key := slot(item.content.key):
                 self.by_key[key].append(n)
+            self._own(n, item)
 
     @classmethod
     def load(cls, conn, tenant: str, memory_type: str, vectors: "Vectors") -> "Corpus":
@@ -146,14 +178,22 @@ class Corpus:
                 "SELECT max(max(valid_from), coalesce(max(valid_to), 0)) FROM graph_memories WHERE tenant = ? AND memory_type = ?", (tenant, memory_type)
             ).fetchone()[0]
             items = load_items(conn, tenant, memory_type)
+            through = _graph_checkpoint(conn)
         finally:
             conn.execute("COMMIT")
-        return cls(tenant, memory_type, items, vectors.matrix(tenant, items), [vectors.norm_key(i.content.memory) for i in items], mark or 0)
+        return cls(tenant, memory_type, items, vectors.matrix(tenant, items), [vectors.norm_key(i.content.memory) for i in items], mark or 0, through)
 
     def refresh(self, conn, vectors: "Vectors") -> bool:
-        """Catch up with the graph projection; False when a full reload is needed instead."""
+        """Catch up with the graph projection; False when a full reload is needed instead.
+
+        A forget erases its memories' rows in place (their versions and times
+        stay), so the changed rows do not show it: a ``SubjectForgotten`` of
+        the tenant that the projection applied since the corpus last read it
+        asks for a reload (the log is asked, between the two checkpoints).
+        """
         conn.execute("BEGIN")
         try:
+            through = _graph_checkpoint(conn)
             changed = conn.execute(
                 "SELECT memory_id, valid_from, valid_to FROM graph_memories WHERE tenant = ? AND memory_type = ? AND (valid_from > ? OR valid_to > ?)",
                 (self.tenant, self.memory_type, self.position, self.position),
@@ -166,7 +206,10 @@ class Corpus:
             ).fetchone()[0]
         finally:
             conn.execute("COMMIT")
+        if through > self.through and vectors.service.store.read_all(self.through, 1, tenant=self.tenant, types=["SubjectForgotten"], until=through):
+            return False
         if not ids:
+            self.through = through
             return count == self.live
         if self.live - sum(1 for i in ids if i in self.row) + len(fresh) != count:
             return False
@@ -187,7 +230,14 @@ class Corpus:
             keep = sorted(self.row.values())
             self._set([self.items[n] for n in keep], self.vectors[keep], [self.norms[n] for n in keep])
         self.position = max(self.position, *(r[1] for r in changed), *(r[2] or 0 for r in changed))
+        self.through = through
         return True
+
+
+def _graph_checkpoint(conn) -> int:
+    """The graph projection's checkpoint (0 before its first batch)."""
+    row = conn.execute("SELECT position FROM checkpoints WHERE name = 'graph'").fetchone()
+    return row[0] if row else 0
 
 
 class CorpusCache:
@@ -459,7 +509,7 @@ def candidates(
     X = corpus.vectors
     if not rows or corpus.live < 2:
         return
-    owners, erased = _owners(corpus)
+    owners, erased = corpus.owners, corpus.erased
     rows = [(i, r) for i, r in rows if i not in erased]
     blocked = np.zeros(len(corpus.items), dtype=bool)  # rows never a candidate, whatever the threshold
     blocked[list({*corpus.retired, *erased})] = True
@@ -496,22 +546,6 @@ def candidates(
                 extra = extra[np.lexsort((extra, -s[extra]))[:top_k]]
             for j in sorted({*found.tolist(), *extra.tolist()}):
                 yield i, j, float(max(s[j], 0.0)), r
-
-
-def _owners(corpus: Corpus) -> tuple[np.ndarray | None, set[int]]:
-    """Per row, a code for whose data the memory is (None when no memory names a subject: all the tenant's),
-    and the rows of erased memories.
-
-    Two memories of different subjects are facts about different people: never
-    redundant nor contradictory, and a merge would seal one subject's text under
-    the other's key. An erased memory has no text left to judge.
-    """
-    subjects = [item.content.subject for item in corpus.items]
-    erased = {n for n, item in enumerate(corpus.items) if item.content.erased}
-    if not any(subjects):
-        return None, erased
-    codes: dict[str | None, int] = {}
-    return np.fromiter((codes.setdefault(s, len(codes)) for s in subjects), dtype=np.int64, count=len(subjects)), erased
 
 
 def decide(

@@ -14,8 +14,10 @@ from mnemolog.projections.policies.dedup import Corpus, Item, candidates, slot
 from mnemolog.projections.policies.judge import Verdict, normalize_text
 
 TEXTS = ["Alice lives in Berlin", "alice lives in  berlin", "Bob plays chess", "tea at five"]
-# Unit vectors whose cosines every way of computing them gives alike (ties included).
-UNITS = [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.6, 0.8, 0.0), (0.8, 0.6, 0.0), (0.0, 0.6, 0.8), (-1.0, 0.0, 0.0)]
+# Unit vectors whose cosines every way of computing them gives alike, ties included: every component and
+# product is exact in binary (0.6 and 0.8 are not: a float32 product of (0.6, 0.8) with itself is 1.0 or
+# 1.0000001 by the path the matrix product takes, and a tie broken by index turns on it).
+UNITS = [(1.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0), (0.5, 0.5, 0.5, 0.5), (0.5, -0.5, 0.5, -0.5), (0.5, 0.5, -0.5, -0.5), (-1.0, 0.0, 0.0, 0.0)]
 
 _memory = st.tuples(
     st.sampled_from(TEXTS),
@@ -32,7 +34,7 @@ def _corpus(memories) -> Corpus:
         content = MemoryContent(memory=text, key=key, subject=subject, erased=erased)
         items.append(Item(f"m{n:03d}", 1, n + 1, "2026-01-01T00:00:00", content))
         vectors.append(vector)
-    return Corpus("t", "LongTermMemory", items, np.asarray(vectors, dtype=np.float32).reshape(len(items), 3), [normalize_text(i.content.memory) for i in items])
+    return Corpus("t", "LongTermMemory", items, np.asarray(vectors, dtype=np.float32).reshape(len(items), 4), [normalize_text(i.content.memory) for i in items])
 
 
 def _brute(corpus: Corpus, triggers: list[int], min_cos: float, top_k: int) -> list[tuple[int, int, float]]:

@@ -15,7 +15,11 @@ TYPE = "LongTermMemory"
 TEXTS = ["Alice lives in Berlin", "alice lives in  berlin", "Bob plays chess", "Bob plays chess on Sundays", "the cat is called Miso", "tea at five"]
 
 _op = st.one_of(
-    st.tuples(st.just("add"), st.lists(st.tuples(st.sampled_from(TEXTS), st.sampled_from([None, "home", "pet"])), min_size=1, max_size=4)),
+    st.tuples(
+        st.just("add"),
+        st.lists(st.tuples(st.sampled_from(TEXTS), st.sampled_from([None, "home", "pet"]), st.sampled_from([None, None, "u-1", "u-2"])), min_size=1, max_size=4),
+    ),
+    st.tuples(st.just("forget"), st.sampled_from(["u-1", "u-2"])),
     st.tuples(st.just("update"), st.integers(0, 30), st.sampled_from(TEXTS)),
     st.tuples(st.just("archive"), st.integers(0, 30)),
     st.tuples(st.just("merge"), st.integers(0, 30), st.integers(0, 30)),
@@ -24,12 +28,18 @@ _op = st.one_of(
 
 
 def _shape(corpus: Corpus) -> tuple:
-    """A corpus by memory ids: its live items in row order, their vectors, and the text and key lookups."""
+    """A corpus by memory ids: its live items in row order, their vectors, the text and key lookups, which
+    memories share an owner, and which are erased."""
     live = sorted(corpus.row.values())
     ids = [corpus.items[n].id for n in live]
     by_norm = sorted((k, [corpus.items[n].id for n in v]) for k, v in corpus.by_norm.items() if v)
     by_key = sorted((k, [corpus.items[n].id for n in v]) for k, v in corpus.by_key.items() if v)
-    return ids, [corpus.items[n] for n in live], corpus.vectors[live].round(6).tolist(), by_norm, by_key
+    owners = corpus.owners
+    groups: dict[int, list[str]] = {}
+    for n in live:
+        groups.setdefault(0 if owners is None else int(owners[n]), []).append(corpus.items[n].id)
+    erased = sorted(corpus.items[n].id for n in live if n in corpus.erased)
+    return ids, [corpus.items[n] for n in live], corpus.vectors[live].round(6).tolist(), by_norm, by_key, sorted(groups.values()), erased
 
 
 def _found(corpus: Corpus) -> list:
@@ -58,7 +68,9 @@ def test_a_corpus_refreshed_in_place_equals_a_fresh_load(tmp_path_factory, ops):
         for op in ops:
             try:
                 if op[0] == "add":
-                    ids += svc.run(svc.memories.add, ctx, [MemoryContent(memory=t, key=k) for t, k in op[1]]).memory_ids
+                    ids += svc.run(svc.memories.add, ctx, [MemoryContent(memory=t, key=k, subject=u) for t, k, u in op[1]]).memory_ids
+                elif op[0] == "forget":
+                    svc.forget(ctx, op[1], reason="test")
                 elif op[0] == "update" and ids:
                     svc.run(svc.memories.update, ctx, ids[op[1] % len(ids)], {"memory": op[2]})
                 elif op[0] == "archive" and ids:
