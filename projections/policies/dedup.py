@@ -234,6 +234,9 @@ class Corpus:
         return True
 
 
+_NO_ROWS = np.empty(0, dtype=np.int64)
+
+
 def _graph_checkpoint(conn) -> int:
     """The graph projection's checkpoint (0 before its first batch)."""
     row = conn.execute("SELECT position FROM checkpoints WHERE name = 'graph'").fetchone()
@@ -513,6 +516,7 @@ def candidates(
     rows = [(i, r) for i, r in rows if i not in erased]
     blocked = np.zeros(len(corpus.items), dtype=bool)  # rows never a candidate, whatever the threshold
     blocked[list({*corpus.retired, *erased})] = True
+    taken = np.zeros(len(corpus.items), dtype=bool)  # a trigger's own row and its vector candidates, marked while its extras are chosen
     step = max(1, min(256, SIMILARITIES_PER_CHUNK // max(1, len(corpus.items))))
     for start in range(0, len(rows), step):
         if pace is not None:
@@ -535,15 +539,19 @@ def candidates(
                 found = found[np.argsort(-s[found], kind="stable")[:top_k]]
             # The same normalised text or key: kept whatever the cosine, the top_k of them by cosine then row. Done
             # on arrays: thousands of copies of one text cost each trigger a sort in C, not a Python loop over them.
-            extra = np.asarray(same_text, dtype=np.int64)  # in row order, each row once
-            if key:
-                extra = np.union1d(extra, np.asarray(corpus.by_key[key], dtype=np.int64))
-            keep = (extra != i) & ~blocked[extra] & ~np.isin(extra, found)
-            if owners is not None:
-                keep &= owners[extra] == owners[i]
-            extra = extra[keep]
-            if len(extra) > top_k:
-                extra = extra[np.lexsort((extra, -s[extra]))[:top_k]]
+            extra = _NO_ROWS
+            if len(same_text) > 1 or key:  # others than the trigger itself
+                extra = np.asarray(same_text, dtype=np.int64)  # in row order, each row once
+                if key:
+                    extra = np.union1d(extra, np.asarray(corpus.by_key[key], dtype=np.int64))
+                taken[found] = taken[i] = True
+                keep = ~(blocked[extra] | taken[extra])
+                taken[found] = taken[i] = False
+                if owners is not None:
+                    keep &= owners[extra] == owners[i]
+                extra = extra[keep]
+                if len(extra) > top_k:
+                    extra = extra[np.lexsort((extra, -s[extra]))[:top_k]]
             for j in sorted({*found.tolist(), *extra.tolist()}):
                 yield i, j, float(max(s[j], 0.0)), r
 
