@@ -364,8 +364,9 @@ class MnemologClient:
         return await self.request(method, path, json=json, params=params, kind=kind)  # type: ignore[no-any-return]
 
     async def _write(self, method: str, path: str, body: Any, options: WriteOptions, kind: type[T], *, form: Any = None) -> T:
-        """A write: sent with its idempotency key, ``If-Match`` and correlation id; its answer decoded as ``kind``."""
-        headers = {"Idempotency-Key": options.get("idempotency_key") or uuid.uuid4().hex}
+        """A write: sent with its idempotency key (the caller's, else :meth:`request` makes one), ``If-Match``
+        and correlation id; its answer decoded as ``kind``."""
+        headers = {"Idempotency-Key": options["idempotency_key"]} if options.get("idempotency_key") else {}
         if options.get("expected_version") is not None:
             headers["If-Match"] = str(options["expected_version"])
         correlation = options.get("correlation_id") or _correlation.get()

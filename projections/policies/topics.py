@@ -439,10 +439,10 @@ class TopicBuilder:
         for edge in self.service.facts.live_edges_with_prefix(tenant, "follows:"):
             live[edge.edge_id.rsplit(":", 1)[0][len("follows:"):]][edge.edge_id] = edge
         out = []
+        reverted = self.reverted.refresh().follows  # read once for every conversation of the tenant
         for conv in sorted(set(wanted) | set(live)):
             want, have = wanted.get(conv, {}), live.get(conv, {})
             same = {eid for eid, e in have.items() if want.get(eid) == (e.source, e.target) and e.edge_type == "FOLLOWS"}
-            reverted = self.reverted.refresh().follows
             if want and all((tenant, eid, a, b) in reverted for eid, (a, b) in want.items()):
                 continue  # a revert undid this very order: linked again once the conversation changes
             unlink = sorted(set(have) - same)
