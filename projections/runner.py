@@ -34,6 +34,8 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
 
+from . import text_caches
+
 DEFAULT_BATCH = 2000
 REBUILD_BATCH = 10_000
 
@@ -226,6 +228,7 @@ class ProjectionRunner:
                 applied += len(batch)
                 if any(r.type == "SubjectForgotten" for r in batch):
                     self._compact()  # the erased rows' old bytes must not stay in free pages or the WAL
+                    text_caches.drop()  # nor the text this process computed from them in its memory
                 if progress is not None:
                     progress(batch[-1].position)
                 if len(groups) == 1 and len(done) == len(groups[start]) and batch[-1].position >= target:

@@ -35,6 +35,7 @@ from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
+from . import text_caches
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
 from .entities import projector as ents
 from .entities.reads import EntityReads
@@ -128,6 +129,7 @@ class MemoryService:
         self.vector_index = self.construct_vector_index()
         self.index_follower = self.construct_index_follower()
         self.searcher = self.construct_searcher()
+        self._forgets_seen_through = self.position()  # see drop_forgotten_text
 
     def construct_writer(self) -> Writer:
         """The single writer; its lock is the store's, which every append takes."""
@@ -425,6 +427,22 @@ class MemoryService:
             result = self.run(self.subjects.forget, ctx, subject, reason=reason)
             self.finish_erasures()  # compacted already if this process applied the event; scrubbed now
         return result
+
+    def drop_forgotten_text(self) -> bool:
+        """Empty this process's caches of text (see :mod:`.text_caches`) and drop the writer's hand-over of its
+        latest append (the events as given, plaintext), when the projections have applied a ``SubjectForgotten``
+        since the last look, whoever applied it; whether they had. A server's follower calls it every round:
+        the process that applies a forget drops the caches as it commits, the others here."""
+        applied = self.position()  # only forgets the projections have applied: what refills the caches holds none of it
+        seen = self._forgets_seen_through
+        if applied <= seen:
+            return False
+        self._forgets_seen_through = applied
+        if not self.store.read_all(seen, 1, types=["SubjectForgotten"], until=applied):
+            return False
+        self.store.own_appends.drop()
+        text_caches.drop()
+        return True
 
     def finish_erasures(self) -> None:
         """Compact and scrub, if the projections applied a forget whose scrub never finished.

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable, Hashable, Iterable, Mapping
 
+from . import text_caches
+
 #: Held weight at most (each value weighs what its holder says: an edge list its length, a row its size in
 #: 128-byte units), past which a memo starts afresh: some tens of megabytes a process at most.
 MAX_WEIGHT = 100_000
@@ -59,6 +61,11 @@ class StateMemo:
         self.max_weight = max_weight
         self._state: tuple | None = None
         self._held = Held()
+        text_caches.register(self)
+
+    def drop_text(self) -> None:
+        """Hold nothing until the next read (the rows held may hold a forgotten subject's text)."""
+        self._state, self._held = None, Held()
 
     def held(self, conn: sqlite3.Connection) -> Held | None:
         """The values held for the projection's current state (fresh when it moved), or None where it has no checkpoint."""

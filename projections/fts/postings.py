@@ -93,6 +93,7 @@ from typing import Sequence
 import msgspec
 import numpy as np
 
+from .. import text_caches
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
 from .postings_segments import Columns, Segment, narrow
@@ -173,6 +174,10 @@ class _Tokenizer:
         self.conn.execute("CREATE VIRTUAL TABLE word_terms USING fts5vocab(word, 'instance')")
         self.lock = threading.Lock()
         self.cache: dict[str, tuple[str, ...]] = {}
+        text_caches.register(self)
+
+    def drop_text(self) -> None:
+        self.cache = {}
 
     def tokens(self, rows: Sequence[tuple]) -> list[tuple[str, int, str]]:
         with self.lock:
@@ -216,6 +221,19 @@ class PostingsIndex(PostingsScoring):
         self._reset()
         self.saved: tuple | None = None  # (state, last row id) of the file on disk, as this process last wrote or read it
         self.restored = False  # whether the rows came from the saved file (else from fts_docs)
+        text_caches.register(self)
+
+    def drop_text(self) -> None:
+        """Let go of every term (a forget: the erased memories' words are among them): at once when no search
+        holds the index, else by the next search, which reloads it (as the forget's new deletion count makes it
+        do anyway). Never waits for a search."""
+        if self.lock.acquire(blocking=False):
+            try:
+                self._reset()
+            finally:
+                self.lock.release()
+        else:
+            self.state = None
 
     def _reset(self) -> None:
         self.state: tuple | None = None  # (generation, deletions)

@@ -44,10 +44,10 @@ import unicodedata
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
-from functools import lru_cache
-
 import ahocorasick_rs
 import msgspec
+
+from .. import text_caches
 
 __all__ = [
     "AMBIGUITY_PENALTY", "CONFIDENCE", "AliasCatalogue", "AmbiguousAlias", "DocumentMention",
@@ -180,7 +180,7 @@ def _reject_reason(surface: str, min_length: int) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1 << 16)
+@text_caches.lru_cache(maxsize=1 << 16)
 def _surface_verdict(raw: str, min_length: int) -> tuple[str, str | None]:
     """A raw surface normalised, and why it is unusable (or None).
 

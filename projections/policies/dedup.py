@@ -38,6 +38,7 @@ import numpy as np
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent
 
+from .. import text_caches
 from ..vectors.embedders import get_embedder
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
 
@@ -250,6 +251,11 @@ class CorpusCache:
         self.vectors, self.size = vectors, size
         self.entries: dict[tuple[str, str], Corpus] = {}
         self._lock = threading.Lock()
+        text_caches.register(self)
+
+    def drop_text(self) -> None:
+        with self._lock:
+            self.entries.clear()
 
     def get(self, conn, tenant: str, memory_type: str) -> Corpus:
         with self._lock:
@@ -278,6 +284,11 @@ class Vectors:
         self.norms: dict[str, str] = {}
         self.cache_limit = cache_limit
         self._lock = threading.Lock()
+        text_caches.register(self)
+
+    def drop_text(self) -> None:
+        with self._lock:
+            self.cache, self.norms = {}, {}
 
     def _from_projection(self, conn, tenant: str, items: list[Item]) -> dict[str, np.ndarray]:
         cols = {r[1] for r in conn.execute("PRAGMA table_info(vec_docs)")}

@@ -40,7 +40,6 @@ analysis is cached per text.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import re
@@ -49,6 +48,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from .. import text_caches
 from .judge_text import (  # noqa: F401 - normalize_text is part of this module's interface
     _ATTRIBUTE_STEMS,
     _Analysis,
@@ -274,7 +274,7 @@ def _only_appended(short: tuple[str, ...], long_: tuple[str, ...]) -> bool:
     return all(w in shared for w in long_[: last + 1])
 
 
-@functools.lru_cache(maxsize=4096)
+@text_caches.lru_cache(maxsize=4096)
 def _key_stems(key: str) -> frozenset[str]:
     return frozenset(w for w, _ in _frame(_classify(_lex(key))))
 

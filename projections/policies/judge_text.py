@@ -9,10 +9,11 @@ Pure functions, no I/O; CJK text is split into characters.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from typing import NamedTuple
+
+from .. import text_caches
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
 _KEEP_PUNCT = frozenset("%#@")
@@ -125,7 +126,7 @@ _OPPOSITES = [p.split("/") for p in (
 _NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
 
 
-@functools.lru_cache(maxsize=65536)
+@text_caches.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     """A tiny, consistent suffix stripper (likes/liked/liking -> lik)."""
     w = word
@@ -405,7 +406,7 @@ def _frame(tokens: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=8192)
+@text_caches.lru_cache(maxsize=8192)
 def _analyse(text: str) -> _Analysis:
     seq: list[str] = []
     values: dict[str, set[str]] = {k: set() for k in _KINDS}

@@ -10,7 +10,6 @@ is. Reads as of a position always go to SQL.
 from __future__ import annotations
 
 import sqlite3
-from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 from . import fusion
@@ -18,6 +17,7 @@ from ..filters import filter_sql
 from ..graph import reads as graph_reads
 from ..memory_rows import head_clause
 from ..state_memo import StateMemo
+from ..text_caches import lru_cache
 from .query_analysis import find_time_expressions, parse_datetime
 
 if TYPE_CHECKING:
