@@ -218,6 +218,29 @@ _NEGATIONS = _cases("contradictory", [
     ("Alice has a sister", "Alice has no sister"),
 ])
 
+# Negation in Chinese (the cue before what it negates) and Japanese (after it), with explicit cosines: the
+# hashing embedder's character n-grams see these as near copies. Then words that hold the cue without negating.
+_CJK_NEGATIONS = _cases("contradictory", [
+    ("我喜欢咖啡", "我不喜欢咖啡", 0.9),
+    ("他是学生", "他不是学生", 0.9),
+    ("我有车", "我没有车", 0.85),
+    ("我去过北京", "我没去过北京", 0.9),
+    ("我看得见黑板", "我看不见黑板", 0.85),
+    ("我喝咖啡", "我不再喝咖啡", 0.9),
+    ("他抽烟", "他从不抽烟", 0.85),
+    ("私はコーヒーが好きです", "私はコーヒーが好きではありません", 0.9),
+    ("私は毎朝走ります", "私は毎朝走りません", 0.9),
+    ("彼は学生です", "彼は学生ではありません", 0.9),
+    ("昨日は雨が降りました", "昨日は雨が降りませんでした", 0.9),
+])
+_CJK_NOT_NEGATIONS = [
+    JudgeCase("这家餐厅不错", None, "这家餐厅很不错", None, 0.95, "redundant"),  # 不错: good
+    JudgeCase("我得去上班", None, "我不得不去上班", None, 0.9, "redundant"),  # 不得不: must
+    JudgeCase("我想当医生", None, "我未来想当医生", None, 0.9, "redundant"),  # 未来: in the future
+    JudgeCase("十个人来了", None, "差不多十个人来了", None, 0.85, "independent"),  # 差不多: about
+    JudgeCase("他会说英语", None, "他不但会说英语", None, 0.9, "redundant"),  # 不但: not only
+]
+
 _EXCLUSIVE = _cases("contradictory", [
     ("Olivia prefers window seats", "Olivia prefers aisle seats", 0.95),
     ("The repo uses tabs for indentation", "The repo uses spaces for indentation", 0.95),
@@ -553,7 +576,7 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
 
 CASES: list[JudgeCase] = [
     *_EXACT, *_CONTAINED, *_PARAPHRASE, *_SAME_KEY, *_DIFFERENT_KEYS,
-    *_NUMBERS, *_DATES, *_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
+    *_NUMBERS, *_DATES, *_NEGATIONS, *_CJK_NEGATIONS, *_CJK_NOT_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
 ]
 
 

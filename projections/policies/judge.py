@@ -72,7 +72,7 @@ __all__ = ["LABELS", "Judge", "JudgedMemory", "Label", "RuleJudge", "RuleJudgeCo
 
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
-RULE_JUDGE_VERSION = "2"
+RULE_JUDGE_VERSION = "3"  # 3: negation in Chinese and Japanese text
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):

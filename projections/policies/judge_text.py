@@ -205,6 +205,36 @@ class _Analysis(NamedTuple):
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
 _CJK_SPLIT_RE = re.compile(f"[{_CJK}]|[^{_CJK}]+")
+# Negation where no space marks a word. Chinese writes its cue before what it negates (不喜欢, 没有去, 看不见),
+# Japanese after it (好きではありません, 行きません, 行かなかった), and Japanese polite endings (です, ます) state
+# nothing. Words that hold 不 or 未 without negating stay words: 不过 however, 不错 good, 不同 different, 不但
+# and 不仅 not only, 不断 continually, 不久 soon, 不少 many, 不管 and 不论 whatever, 不如 rather, 不禁, 不然
+# otherwise, 不止 more than, 不得不 must, 差不多 about, 未来 future, 未必 not necessarily. A bare ない is left
+# alone (少ない few, 危ない dangerous).
+_CJK_CUES_RE = re.compile(
+    "(?P<word>不得不|差不多|未来|未來|未必|不[过過错錯同但仅僅断斷久少管论論如禁然止])"
+    "|(?P<before>没有|沒有|不再|从不|從不|从没|從沒|并不|並不|绝不|絕不|决不|決不|不|没|沒|未)"
+    "|(?P<after>ではありません|じゃありません|ませんでした|ではない|じゃない|なかった|ません)"
+    "|(?P<polite>でした|ました|です|ます)"
+)
+
+
+def _cjk_tokens(word: str) -> list[tuple[str, str]]:
+    """A run holding CJK text as tokens: each character a word, and a negation cue a ``neg`` before what it
+    negates (a Japanese one moved before the character it follows); polite endings dropped."""
+    out: list[tuple[str, str]] = []
+    at = 0
+    for m in _CJK_CUES_RE.finditer(word):
+        out += [("word", w) for w in _CJK_SPLIT_RE.findall(word[at : m.start()])]
+        at = m.end()
+        if m.group("word"):
+            out += [("word", w) for w in m.group()]
+        elif m.group("before"):
+            out.append(("neg", m.group()))
+        elif m.group("after"):
+            out.insert(len(out) - 1 if out and out[-1][0] == "word" else len(out), ("neg", m.group()))
+    out += [("word", w) for w in _CJK_SPLIT_RE.findall(word[at:])]
+    return out
 
 
 def _lex(text: str) -> list[tuple[str, str]]:
@@ -235,7 +265,7 @@ def _lex(text: str) -> list[tuple[str, str]]:
         else:
             word = m.group("word")
             if _CJK_RE.search(word):  # no spaces between words: each character is a token
-                out += [("word", w) for w in _CJK_SPLIT_RE.findall(word)]
+                out += _cjk_tokens(word)
             elif word.endswith("n't"):
                 out += [("word", _NT_BASE.get(word[:-3], word[:-3])), ("neg", "n't")]
             elif word in _CONTRACTED_NEG:

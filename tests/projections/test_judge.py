@@ -219,6 +219,37 @@ def test_negation_contradictions(a: str, b: str) -> None:
     assert "negation differs" in v.reason
 
 
+@pytest.mark.parametrize("a, b, negated", [
+    ("我喜欢咖啡", "我不喜欢咖啡", "喜"),
+    ("他是学生", "他不是学生", "是"),
+    ("我看见他了", "我看不见他了", "见"),
+    ("他住在北京", "他没有住在北京", "住"),
+    ("我喝咖啡", "我不再喝咖啡", "喝"),
+    ("私はコーヒーが好きです", "私はコーヒーが好きではありません", "き"),
+    ("私は毎朝走ります", "私は毎朝走りません", "り"),
+    ("昨日は雨が降りました", "昨日は雨が降りませんでした", "り"),
+])
+def test_negation_contradictions_in_chinese_and_japanese(a: str, b: str, negated: str) -> None:
+    v = judge(a, b, 0.99)
+    assert v.label == "contradictory", v.reason
+    assert f"B negates '{negated}'" in v.reason
+    assert judge(b, a, 0.99).label == "contradictory"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("这家餐厅不错", "这家餐厅很不错"),  # 不错: good
+    ("我得去上班", "我不得不去上班"),  # 不得不: must
+    ("我想当医生", "我未来想当医生"),  # 未来: the future
+    ("他会说英语", "他不但会说英语"),  # 不但: not only
+    ("我们的方法和他们的不同", "我们的方法和他们的不同。"),  # 不同: different
+    ("私は学生です", "私は学生です。"),
+])
+def test_words_holding_a_chinese_negation_cue_negate_nothing(a: str, b: str) -> None:
+    v = judge(a, b, 0.99)
+    assert v.label != "contradictory", v.reason
+    assert "negat" not in v.reason
+
+
 def test_signals_block_redundancy_even_when_contained_or_near_identical() -> None:
     # containment + a differing number: never merged
     assert judge("The backup retention is 7 days", "The backup retention is 14 days and is audited",
