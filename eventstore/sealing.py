@@ -374,6 +374,47 @@ def _escape_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
     return owner
 
 
+def _named_key(blob: bytes) -> tuple[str, int]:
+    """The key id a token's bytes name, and where its nonce starts; ValueError, IndexError or
+    UnicodeDecodeError when they are no token."""
+    if blob[:12] == _MAGIC:
+        size = blob[12]
+        if size == 0:
+            return str(uuid.UUID(bytes=blob[13:29])), 29
+        return blob[13 : 13 + size].decode("ascii"), 13 + size
+    if blob.startswith(_V1):  # a first-format token, as :meth:`Sealer._v1_blob` gives it
+        key_id, _, _ = blob[len(_V1) :].partition(b"\0")
+        return key_id.decode("ascii"), len(_V1) + len(key_id) + 1
+    raise ValueError
+
+
+def sealed_keys(event: Any) -> list[tuple[str, str]]:
+    """The subject and key id of each sealed Struct of ``event`` as stored (read unopened), in order; a
+    Struct stored in plaintext has none. The subject is ``""`` for the tenant's own key."""
+    plan = _plan(type(event))
+    found: list[tuple[str, str]] = []
+    if plan is None:
+        return found
+
+    def visit(slot: _Slot, owner: Any, index: int | None) -> Any:
+        token = getattr(owner, slot.group.carrier)
+        try:
+            if type(token) is str and token.startswith(TOKEN_MARK):
+                key_id = _named_key(binascii.a2b_base64(token[:40]))[0]  # 30 bytes: the magic and any UUID reference
+            elif type(token) is str and token.startswith(PREFIX):
+                key_id = token[len(PREFIX) :].partition(":")[0]
+            else:
+                return owner
+        except (ValueError, IndexError, UnicodeDecodeError, binascii.Error):
+            return owner
+        subject = slot.group.subject_of(owner) if slot.group.subject_of is not None else None
+        found.append((subject or TENANT_SUBJECT, key_id))
+        return owner
+
+    _each(event, plan, visit)
+    return found
+
+
 def opens(cls: type) -> bool:
     """Whether :meth:`Sealer.unseal` may act on an event of ``cls``: it has
     personal fields, or it is ``SubjectForgotten`` (whose keys it drops from
@@ -608,20 +649,14 @@ class Sealer:
         return _replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
 
     def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
-        """The key id a token names, and where its nonce starts."""
+        """The key id a token names, and where its nonce starts (a UUID reference parsed once per key)."""
         try:
-            if blob[:12] == _MAGIC:
-                size = blob[12]
-                if size == 0:
-                    found = self._refs[blob[:29]] = (str(uuid.UUID(bytes=blob[13:29])), 29)
-                    return found
-                return blob[13 : 13 + size].decode("ascii"), 13 + size
-            if blob.startswith(_V1):  # a first-format token, as :meth:`_v1_blob` gives it
-                key_id, _, _ = blob[len(_V1) :].partition(b"\0")
-                return key_id.decode("ascii"), len(_V1) + len(key_id) + 1
-            raise ValueError
+            found = _named_key(blob)
         except (ValueError, IndexError, UnicodeDecodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
+        if found[1] == 29 and blob[12] == 0:
+            self._refs[blob[:29]] = found
+        return found
 
     @staticmethod
     def _v1_blob(token: str, slot: _Slot, event_id: str) -> bytes:

@@ -421,6 +421,11 @@ class EventStore:
             correlation_id=correlation_id,
         )
 
+    def read_stored(self, after: int = 0, *, tenant: str | None = None, until: int | None = None) -> list[RecordedEvent]:
+        """Events after ``after`` as stored: their sealed fields the tokens, unopened (whose keys sealed
+        them: :func:`~.sealing.sealed_keys`)."""
+        return self._read_stored(after, None, None, tenant=tenant, until=until)[0]
+
     def iter_all(
         self, after: int = 0, *, until: int | None = None, batch_size: int = PAGE_ROWS, **filters
     ) -> Iterator[list[RecordedEvent]]:

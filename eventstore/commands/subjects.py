@@ -6,7 +6,9 @@
    key, so nothing written from now on is lost with the old ones);
 2. a :class:`~mnemolog.eventstore.catalogue.SubjectForgotten` is appended to
    the tenant's stream: the keys destroyed, the memories whose derived rows
-   every projection erases, who (the actor), when, and why;
+   every projection erases, who (the actor), when, and why; a memory that
+   another process sealed with a retired key between the read of the
+   subject's memories and this event is named by a second one;
 3. the keys are destroyed and the key store rewritten without their bytes.
 
 From then on every read of the subject's sealed events gives erased
@@ -32,6 +34,7 @@ from __future__ import annotations
 import msgspec
 
 from .. import catalogue as c
+from .. import sealing
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -39,6 +42,7 @@ from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
 
 
+_LATE = "forget-late"  # the command name of a forget's second event (see SubjectCommands._sealed_meanwhile)
 TENANT_KEY = "@tenant"  # the subject name that forgets the tenant's own key (never a subject id: those never start with @)
 
 
@@ -58,25 +62,61 @@ class SubjectCommands:
         if not isinstance(reason, str):
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
-            # A retry after a crash between the append and step 3 finishes the destruction.
-            report: dict = {}
-            for recorded in self.store.read_all(after=done.first_position - 1, until=done.last_position, types=["SubjectForgotten"]):
-                self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
-                report = {"subject": subject, "keys_destroyed": len(recorded.event.key_ids), "memories_erased": len(recorded.event.memory_ids)}
-            return msgspec.structs.replace(done, data=report)  # answered as the first request was
+            return self._finish_replayed(ctx, subject, done)
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
         if not key_ids:
             raise NotFound("subject", subject)
+        read_from = self.store.last_position()  # the facts below hold every event up to here, at least
         memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))
-        event = c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)
         result = commit(
             self.store,
             ctx,
             "forget",
-            [StreamAppend(c.tenant_stream(ctx.tenant), [event])],
+            [StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)])],
             request=[subject, reason],
-            data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": len(memory_ids)},
         )
+        erased = len(memory_ids)
+        late = self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
+        if late:
+            more = commit(
+                self.store,
+                ctx,
+                _LATE,
+                [StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason)])],
+                request=[subject, reason, late],
+            )
+            result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
         self.keys.forget(key_ids)
-        return result
+        return msgspec.structs.replace(result, data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": erased})
+
+    def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
+        """The memories another process wrote with the subject's retired keys between the read of the facts
+        (``after``) and the forget's event (``until``): the forget names them in a second event.
+
+        Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
+        the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming
+        the memory erases. A memory sealed with the subject's new key was written after the forget began: it
+        stays, as every later one does."""
+        keys = set(key_ids)
+        found: dict[str, None] = {}
+        for recorded in self.store.read_stored(after, tenant=tenant, until=until):
+            memory_id = getattr(recorded.event, "memory_id", None)
+            if type(memory_id) is str and memory_id not in listed and any(s == subject and k in keys for s, k in sealing.sealed_keys(recorded.event)):
+                found[memory_id] = None
+        return tuple(found)
+
+    def _finish_replayed(self, ctx: CommandContext, subject: str, done: CommandResult) -> CommandResult:
+        """A retried forget: the keys its events name destroyed (a crash may have come between its append and
+        step 3), and answered as the first request was."""
+        ranges = [(done.first_position, done.last_position)]
+        late = self.store.recorder.idempotency_record(key) if (key := ctx.scoped_key(_LATE)) is not None else None
+        if late is not None:
+            ranges.append((late.first_position, late.last_position))
+            done = msgspec.structs.replace(done, last_position=late.last_position)
+        keys_destroyed, erased = 0, 0
+        for first, last in ranges:
+            for recorded in self.store.read_all(after=first - 1, until=last, types=["SubjectForgotten"]):
+                self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
+                keys_destroyed, erased = len(recorded.event.key_ids), erased + len(recorded.event.memory_ids)
+        return msgspec.structs.replace(done, data={"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased})

@@ -1,0 +1,92 @@
+"""A memory written by another process while a forget is under way.
+
+The forget reads the subject's memories from the projections, then appends
+its event. A writer in another process that still held the subject's key
+(it looked at the key store just before the forget retired the key) can
+append a memory in between and project its plaintext. The forget names that
+memory in a second event, so nothing of it stays in any file, every read
+shows it erased, and its history names the forget; a memory sealed with the
+subject's new key was written after the forget began, and stays.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.sealing import ERASED_TEXT
+from mnemolog.projections.service import MemoryService
+
+TENANT = "t"
+SECRET = "Philomena Kastellorizo"
+
+
+def _between_facts_and_forget(monkeypatch, forgetter: MemoryService, write) -> None:
+    """Run ``write()`` once, right after the forget has read the subject's memories from the projections."""
+    facts = forgetter.subjects.facts
+    read = facts.subject_memories
+
+    def then_write(tenant: str, subject: str) -> list[str]:
+        found = read(tenant, subject)
+        write()
+        return found
+
+    monkeypatch.setattr(facts, "subject_memories", then_write)
+
+
+def _files_hold(data: Path, text: str) -> list[str]:
+    needles = [text.encode("utf-8"), text.lower().encode("utf-8"), "kastellorizo".encode("utf-8")]
+    return [p.name for p in data.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in needles)]
+
+
+def test_a_memory_sealed_with_the_retired_key_meanwhile_is_forgotten_too(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant=TENANT, actor="privacy-officer", idempotency_key="erasure-7")
+    with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
+        [first] = other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")]).memory_ids
+        late: list[str] = []
+
+        def write() -> None:  # the other process looked at the key store before the retirement: it holds the old key
+            keys = other.store.sealer.keys
+            monkeypatch.setattr(keys, "refresh", lambda: None)
+            late.extend(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids)
+            monkeypatch.undo()
+
+        _between_facts_and_forget(monkeypatch, forgetter, write)
+        result = forgetter.forget(ctx, "u-9", reason="erasure request 7")
+        monkeypatch.undo()
+        assert late and result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2}
+        forgets = forgetter.store.read_all(types=["SubjectForgotten"])
+        assert [f.event.memory_ids for f in forgets] == [(first,), (late[0],)]
+        assert result.last_position == forgets[-1].position
+
+        other.sync()
+        for svc in (forgetter, other):
+            view = svc.get(TENANT, late[0])
+            assert view.erased and view.memory == ERASED_TEXT
+            assert [f["reason"] for f in svc.forgotten(TENANT, late[0])] == ["erasure request 7"]
+        assert forgetter.forget(ctx, "u-9", reason="erasure request 7").data == result.data  # a retry answers as the first
+        forgetter.scrub()
+        assert _files_hold(data, SECRET) == []
+        forgetter.runner.rebuild()
+        assert forgetter.get(TENANT, late[0]).erased
+
+
+def test_a_memory_sealed_with_the_new_key_meanwhile_stays(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant=TENANT, actor="privacy-officer")
+    with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
+        other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")])
+        later: list[str] = []
+        # The other process looks at the key store as it appends: the key is retired, so it seals with a new one.
+        _between_facts_and_forget(
+            monkeypatch, forgetter,
+            lambda: later.extend(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="written as the forget ran", subject="u-9")]).memory_ids),
+        )
+        result = forgetter.forget(ctx, "u-9", reason="erasure request 8")
+        assert result.data["memories_erased"] == 1 and len(forgetter.store.read_all(types=["SubjectForgotten"])) == 1
+        other.sync()
+        assert forgetter.get(TENANT, later[0]).memory == "written as the forget ran"
+        forgetter.runner.rebuild()
+        assert forgetter.get(TENANT, later[0]).memory == "written as the forget ran"
