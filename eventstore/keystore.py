@@ -37,6 +37,10 @@ TENANT_SUBJECT = ""  # the tenant's own key
 FORGOTTEN = b""  # what :meth:`KeyStore.key` returns for a forgotten key
 
 
+class KeysRetired(Exception):
+    """A key that sealed an append was retired before the append reached the log (see :meth:`KeyStore.require_live`)."""
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -51,6 +55,7 @@ class KeyStore:
         self._by_id: dict[str, bytes] = {}
         self._live: dict[tuple[str, str], tuple[str, bytes]] = {}
         self._data_version: int | None = None  # the file's PRAGMA data_version when the caches were last checked (see refresh)
+        self._drops = 0  # keys this process has dropped from its cache of live keys (see mark)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -169,6 +174,7 @@ class KeyStore:
             conn = self._connection()
             conn.execute("UPDATE data_keys SET state = 'retired' WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject))
             self._live.pop((tenant, subject), None)
+            self._drops += 1
         return self.subject_keys(tenant, subject)
 
     def forget(self, key_ids: Iterable[str]) -> int:
@@ -229,9 +235,8 @@ class KeyStore:
         sealed the subject's next events with it after another process had
         forgotten the subject (writes answered, then unreadable), and read the
         forgotten events in plaintext until its follower reached the forget.
-        A seal made just before another process retires the key can still
-        land after the forget: the forget's own process closes that gap, no
-        other can without a lock shared by both.
+        A seal made just before another process retires the key is checked
+        again in the append's transaction on the log (:meth:`require_live`).
         """
         if self._conn is None:  # nothing read from the file yet: nothing cached
             return
@@ -257,6 +262,34 @@ class KeyStore:
         for live_key, (key_id, _) in list(self._live.items()):
             if key_id in gone:
                 del self._live[live_key]
+                self._drops += 1
+
+    def mark(self) -> tuple[int | None, int]:
+        """What :meth:`require_live` compares with: the file's ``data_version`` as this process last read it
+        (see :meth:`refresh`), and how many live keys this process has dropped from its cache."""
+        return self._data_version, self._drops
+
+    def require_live(self, mark: tuple[int | None, int], key_ids: Iterable[str]) -> None:
+        """Raise :class:`KeysRetired` if any of ``key_ids`` is no longer live, where the store changed since
+        :meth:`mark` gave ``mark``: one ``PRAGMA data_version`` when nothing changed, else one read of the
+        keys no longer live.
+
+        An append runs it in its transaction on the log (see ``EventStore.append_batch``). A forget retires
+        the subject's keys, appends its event, then destroys them: an append that sealed with a key just
+        before the retirement and reached the log after that event would hold events no forget names and no
+        key opens (and its writer would project their plaintext). Refused here, it seals them again with the
+        subject's new key; one that passes is in the log before the forget's event, where the forget finds
+        it (see ``SubjectCommands.forget``)."""
+        ids = set(key_ids)
+        if not ids or self._conn is None:
+            return
+        with self._lock:
+            if (self._conn.execute("PRAGMA data_version").fetchone()[0], self._drops) == mark:
+                return
+            marks = ",".join("?" * len(ids))
+            retired = self._conn.execute(f"SELECT 1 FROM data_keys WHERE state != 'live' AND key_id IN ({marks}) LIMIT 1", tuple(ids)).fetchone()
+        if retired is not None:
+            raise KeysRetired(sorted(ids))
 
     def _no_file(self) -> bool:
         """Whether this store has no file yet (nothing opened it, and nothing made it): it holds nothing."""

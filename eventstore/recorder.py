@@ -156,9 +156,12 @@ class SQLRecorder(LogReads):
         *,
         idempotency_key: str | None = None,
         fingerprint: str | None = None,
+        check: Callable[[], None] | None = None,
     ) -> Appended:
+        """Append ``writes`` in one transaction. ``check``, when given, runs in it once the log's lock is held
+        and before anything is written; whatever it raises rolls the append back."""
         if self._pg is not None:
-            appended = self._append_pipelined(writes, idempotency_key, fingerprint or "")
+            appended = self._append_pipelined(writes, idempotency_key, fingerprint or "", check)
             if not appended.replayed:
                 self._notify(appended.last_position)
             return appended
@@ -167,6 +170,8 @@ class SQLRecorder(LogReads):
                 seen = self._idempotent(conn, idempotency_key, fingerprint or "")
                 if seen is not None:
                     return seen
+            if check is not None:
+                check()
             appended = self._insert(conn, writes)
             dialects.announce_append(conn, appended.last_position)
             if idempotency_key is not None:
@@ -182,7 +187,7 @@ class SQLRecorder(LogReads):
         self._notify(appended.last_position)
         return appended
 
-    def _append_pipelined(self, writes: Sequence[PendingWrite], key: str | None, fingerprint: str) -> Appended:
+    def _append_pipelined(self, writes: Sequence[PendingWrite], key: str | None, fingerprint: str, check: Callable[[], None] | None = None) -> Appended:
         """One append on PostgreSQL in two round trips, whatever its size.
 
         psycopg's pipeline mode sends statements without waiting for each
@@ -214,6 +219,8 @@ class SQLRecorder(LogReads):
                         if known != fingerprint:
                             raise IdempotencyConflict(key)
                         return Appended(first, last, True)
+                    if check is not None:
+                        check()
                     tip = (tip_position, tip_hash, tip_stamp) if tip_position is not None else None
                     versions = {stream_id: version for stream_id, version in zip(streams, current) if version is not None}
                     values, spans, appended = self._chain_rows(writes, tip, versions)

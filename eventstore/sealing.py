@@ -472,15 +472,18 @@ class Sealer:
 
     # -- sealing -----------------------------------------------------------------
 
-    def _owner_keys(self, tenant: str, subjects: list[str]) -> list[tuple[Any, bytes]]:
+    def _owner_keys(self, tenant: str, subjects: list[str], used: set[str] | None = None) -> list[tuple[Any, bytes]]:
         """The cipher and token head (magic and key reference) of each subject's live key, in order: the
         subjects without a key yet get theirs in one key-store transaction. Each step is a ``map`` over
-        all of them (a batch of many subjects costs no call per subject), the cipher made once per key."""
+        all of them (a batch of many subjects costs no call per subject), the cipher made once per key.
+        The ids of the keys are added to ``used``."""
         wanted = list(zip(repeat(tenant), subjects))
         found = list(map(self._live.get, wanted))
         if None in found:
             self.keys.ensure(tenant, {subject for subject, key in zip(subjects, found) if key is None})
             found = list(map(self._live.__getitem__, wanted))
+        if used is not None:
+            used.update(map(_FIRST, found))
         heads = self._heads
         made = list(map(heads.get, map(_FIRST, found)))
         if None in made:
@@ -501,7 +504,9 @@ class Sealer:
         ciphertexts = map(AESGCM.encrypt, map(_FIRST, keys), nonces, map(_encode, map(group.values, owners)), ads)
         return _with_field(owners, group.carrier, map(b"".join, zip(map(_SECOND, keys), nonces, ciphertexts)), group.blanked)
 
-    def seal_batch(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None) -> list[DomainEvent]:
+    def seal_batch(
+        self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, nonces: bytes | None = None, used: set[str] | None = None
+    ) -> list[DomainEvent]:
         """The events of one append as stored: their personal fields sealed, and every Struct left in
         plaintext (sealing off, or its ``sealable`` says no) escaped (see :func:`escape`).
 
@@ -513,7 +518,7 @@ class Sealer:
         ``nonces[12 i : 12 i + 12]``), each key's cipher is made once, and
         the subjects without a key yet get theirs in one key-store
         transaction. Events holding tuples of Structs are sealed one by one,
-        after.
+        after. The ids of the keys that sealed them are added to ``used``.
         """
         if not self.enabled:
             return list(map(escape, events))
@@ -543,7 +548,7 @@ class Sealer:
                     indices, run, owners = [indices[k] for k in kept], [run[k] for k in kept], [owners[k] for k in kept]
             if indices:
                 runs.append((one, indices, run, owners))
-        keys = self._owner_keys(tenant, [subject for one, _, _, owners in runs for subject in _subjects(one.group, owners)])
+        keys = self._owner_keys(tenant, [subject for one, _, _, owners in runs for subject in _subjects(one.group, owners)], used)
         slices = _nonce_slices(count)
         taken = 0
         for one, indices, run, owners in runs:
@@ -564,10 +569,10 @@ class Sealer:
                 for i, event in zip(indices, sealed):
                     out[i] = event
         for i in one_by_one:
-            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[slices[i]])
+            out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[slices[i]], used)
         return out
 
-    def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes) -> DomainEvent:
+    def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes, used: set[str] | None) -> DomainEvent:
         """``event`` sealed Struct by Struct (the first sealed gets ``nonce``, the others their own draws)."""
         nonces = [nonce]
 
@@ -576,7 +581,7 @@ class Sealer:
             if group.sealable is not None and not group.sealable(owner):
                 return _escape_owner(slot, owner)
             nonce = nonces.pop() if nonces else os.urandom(NONCE_BYTES)
-            return self._seal_owners(group, (owner,), self._owner_keys(tenant, _subjects(group, (owner,))), (nonce,), (slot.ad(event_id, index),))[0]
+            return self._seal_owners(group, (owner,), self._owner_keys(tenant, _subjects(group, (owner,)), used), (nonce,), (slot.ad(event_id, index),))[0]
 
         return _each(event, plan, seal)
 
@@ -584,9 +589,9 @@ class Sealer:
         """``event`` as stored (see :meth:`seal_batch`)."""
         return self.seal_batch([event], [event_id], tenant, nonce)[0]
 
-    def payloads(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str) -> list[str]:
+    def payloads(self, events: Sequence[DomainEvent], event_ids: Sequence[str], tenant: str, used: set[str] | None = None) -> list[str]:
         """The stored payload (JSON text) of each event of one append: the events of :meth:`seal_batch`, encoded."""
-        return list(map(bytes.decode, map(_encode, self.seal_batch(events, event_ids, tenant))))
+        return list(map(bytes.decode, map(_encode, self.seal_batch(events, event_ids, tenant, used=used))))
 
     # -- opening -----------------------------------------------------------------
 

@@ -8,12 +8,13 @@ the hash-chain checks auditors use.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from datetime import datetime, timezone
 from hashlib import sha256
 from pathlib import Path
-from typing import AsyncIterator, Iterable, Iterator, NamedTuple, Sequence
+from typing import AsyncIterator, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import msgspec
 from sqlalchemy import Connection
@@ -40,7 +41,8 @@ from .read_ahead import pages_ahead
 from .schema import MAX_FINGERPRINT
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
 from .sealing import Sealer, key_store_path
-from .keystore import KeyStore
+from .keystore import KeyStore, KeysRetired
+from .model import Conflict
 from .settings import Settings
 
 __all__ = ["ANY", "NO_STREAM", "AppendResult", "EventStore", "RecordedEvent", "StreamAppend", "Digest", "resolve_url"]
@@ -111,6 +113,29 @@ def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
         for event in write.events:
             digest.update(encode_payload(event))
     return digest.hexdigest()
+
+
+
+#: Times an append seals its events before it gives up: each new try follows a forget that retired a key it used.
+SEAL_ATTEMPTS = 5
+
+
+def _pending(writes: Sequence["StreamAppend"], ids: Sequence[str], tenant: str, payloads: Sequence[str], meta_text: str, correlation: str | None) -> list[PendingWrite]:
+    """The records of an append, its events' payloads as stored. The hot path of every append: PendingEvents
+    are made with ``tuple.__new__``, and each class's tag and version looked up once."""
+    make, stamp_of = tuple.__new__, _STAMPS
+    pending = []
+    i = 0
+    for write in writes:
+        records = []
+        for event in write.events:
+            cls = type(event)
+            stamp = stamp_of.get(cls) or _stamp_of(cls)
+            records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payloads[i], meta_text, correlation, None)))
+            i += 1
+        stream_id = write.stream_id if type(write.stream_id) is str else str(write.stream_id)
+        pending.append(PendingWrite(stream_id, write.expected_version, records))
+    return pending
 
 
 class EventStore:
@@ -273,32 +298,27 @@ class EventStore:
             metadata = msgspec.structs.replace(metadata, idempotency_key=idempotency_key)
             fingerprint = fingerprint or fingerprint_of(writes)
         meta_text = encoder.encode(metadata).decode()
-        correlation = metadata.correlation_id
         ids = new_ids(sum(len(w.events) for w in writes))
-        # The hot path of every append: PendingEvents are made with
-        # tuple.__new__, and each class's tag and version looked up once.
-        make, stamp_of = tuple.__new__, _STAMPS
-        # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
         events = [e for w in writes for e in w.events]
-        if self.sealer.enabled:
-            self.sealer.keys.refresh()  # another process may have retired a key this one holds
-        payloads = self.sealer.payloads(events, ids, tenant)
-        # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
-        # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
-        plain = events if self.sealer.enabled else payloads
-        pending = []
-        i = 0
-        for write in writes:
-            records = []
-            for event in write.events:
-                cls = type(event)
-                stamp = stamp_of.get(cls) or _stamp_of(cls)
-                records.append(make(PendingEvent, (ids[i], stamp[0], stamp[1], tenant, payloads[i], meta_text, correlation, None)))
-                i += 1
-            stream_id = write.stream_id if type(write.stream_id) is str else str(write.stream_id)
-            pending.append(PendingWrite(stream_id, write.expected_version, records))
-        appended = self._commit(pending, idempotency_key, fingerprint, plain)
-        return AppendResult(appended.first_position, appended.last_position, appended.replayed)
+        for _ in range(SEAL_ATTEMPTS):
+            # Payloads as stored: personal fields sealed, the whole batch at once, or escaped plaintext (see .sealing).
+            used: set[str] = set()
+            check = None
+            if self.sealer.enabled:
+                keys = self.sealer.keys
+                keys.refresh()  # another process may have retired a key this one holds
+                check = functools.partial(keys.require_live, keys.mark(), used)
+            payloads = self.sealer.payloads(events, ids, tenant, used)
+            # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
+            # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
+            plain = events if self.sealer.enabled else payloads
+            pending = _pending(writes, ids, tenant, payloads, meta_text, metadata.correlation_id)
+            try:
+                appended = self._commit(pending, idempotency_key, fingerprint, plain, check)
+            except KeysRetired:
+                continue  # sealed again, with the subject's new key
+            return AppendResult(appended.first_position, appended.last_position, appended.replayed)
+        raise Conflict(f"the keys of this append's subjects were retired {SEAL_ATTEMPTS} times while it was written: forgets under way; retry")
 
     def append_records(self, writes: Sequence[PendingWrite]) -> Appended:
         """Append already-encoded records (import): payloads are stored as given."""
@@ -309,13 +329,16 @@ class EventStore:
                 check_name("correlation_id", record.correlation_id)
         return self._commit(writes, None, None, None)
 
-    def _commit(self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None) -> Appended:
-        """Append through the recorder under the write lock, and note what was appended:
-        :attr:`appended_through`, and the rows handed over to this store's catch-up
-        (``plain``: each event's payload as a read opens it; None: hold nothing)."""
+    def _commit(
+        self, pending: Sequence[PendingWrite], idempotency_key: str | None, fingerprint: str | None, plain: list | None, check: Callable[[], None] | None = None
+    ) -> Appended:
+        """Append through the recorder under the write lock (``check`` run in its transaction, see
+        ``SQLRecorder.append``), and note what was appended: :attr:`appended_through`, and the rows
+        handed over to this store's catch-up (``plain``: each event's payload as a read opens it; None:
+        hold nothing)."""
         with self.write_lock:
             try:
-                appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint)
+                appended = self._recorder.append(pending, idempotency_key=idempotency_key, fingerprint=fingerprint, check=check)
             except BaseException:
                 self.own_appends.drop()
                 raise

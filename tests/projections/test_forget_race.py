@@ -11,6 +11,7 @@ subject's new key was written after the forget began, and stays.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from mnemolog.eventstore.commands import CommandContext
@@ -41,22 +42,47 @@ def _files_hold(data: Path, text: str) -> list[str]:
 
 
 def test_a_memory_sealed_with_the_retired_key_meanwhile_is_forgotten_too(tmp_path, monkeypatch):
+    """The writer's transaction on the log has found its key live; then the forget retires the key and reads
+    the subject's memories, before the writer commits and projects its memory's plaintext."""
     data = tmp_path / "data"
     ctx = CommandContext(tenant=TENANT, actor="privacy-officer", idempotency_key="erasure-7")
     with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
         [first] = other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")]).memory_ids
-        late: list[str] = []
+        facts_read, committed = threading.Event(), threading.Event()
+        results: list = []
 
-        def write() -> None:  # the other process looked at the key store before the retirement: it holds the old key
-            keys = other.store.sealer.keys
-            monkeypatch.setattr(keys, "refresh", lambda: None)
-            late.extend(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids)
-            monkeypatch.undo()
+        def forget() -> None:
+            try:
+                results.append(forgetter.forget(ctx, "u-9", reason="erasure request 7"))
+            except BaseException as error:  # reported below
+                results.append(error)
+                facts_read.set()
 
-        _between_facts_and_forget(monkeypatch, forgetter, write)
-        result = forgetter.forget(ctx, "u-9", reason="erasure request 7")
+        def wait_for_the_writer(tenant: str, subject: str, read=forgetter.subjects.facts.subject_memories) -> list[str]:
+            found = read(tenant, subject)
+            facts_read.set()
+            assert committed.wait(30)
+            return found
+
+        monkeypatch.setattr(forgetter.subjects.facts, "subject_memories", wait_for_the_writer)
+        keys = other.store.sealer.keys
+        check = keys.require_live
+        forgetting = threading.Thread(target=forget)
+
+        def checked_then_forget_begins(mark, key_ids) -> None:
+            check(mark, key_ids)  # live: this append goes on
+            monkeypatch.setattr(keys, "require_live", check)
+            forgetting.start()
+            assert facts_read.wait(30)
+
+        monkeypatch.setattr(keys, "require_live", checked_then_forget_begins)
+        late = list(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids)
+        committed.set()
+        forgetting.join(30)
         monkeypatch.undo()
-        assert late and result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2}
+        [result] = results
+        assert not isinstance(result, BaseException), result
+        assert result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2}
         forgets = forgetter.store.read_all(types=["SubjectForgotten"])
         assert [f.event.memory_ids for f in forgets] == [(first,), (late[0],)]
         assert result.last_position == forgets[-1].position
@@ -90,3 +116,28 @@ def test_a_memory_sealed_with_the_new_key_meanwhile_stays(tmp_path, monkeypatch)
         assert forgetter.get(TENANT, later[0]).memory == "written as the forget ran"
         forgetter.runner.rebuild()
         assert forgetter.get(TENANT, later[0]).memory == "written as the forget ran"
+
+
+def test_a_write_sealed_before_the_retirement_that_reaches_the_log_after_the_forget_is_sealed_again(tmp_path, monkeypatch):
+    """Sealed with the old key, then held up until the forget had appended its event and destroyed the key:
+    the append finds the key retired in its transaction and seals its events again, with the new key."""
+    data = tmp_path / "data"
+    with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
+        other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")])
+        commit = other.store._commit
+
+        def forget_first(*args, **kwargs):
+            monkeypatch.undo()  # once
+            forgetter.forget(CommandContext(tenant=TENANT, actor="privacy-officer"), "u-9", reason="erasure request 9")
+            return commit(*args, **kwargs)
+
+        monkeypatch.setattr(other.store, "_commit", forget_first)
+        text = f"{SECRET} moved to Rhodes"
+        written = other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=text, subject="u-9")])
+        [late] = written.memory_ids
+        assert written.first_position > forgetter.store.read_all(types=["SubjectForgotten"])[-1].position
+        for svc in (other, forgetter):
+            svc.sync()
+            assert svc.get(TENANT, late).memory == text and svc.store.read_all(after=written.first_position - 1)[0].event.content.memory == text
+        other.runner.rebuild()
+        assert other.get(TENANT, late).memory == text
