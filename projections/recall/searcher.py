@@ -275,20 +275,22 @@ class Searcher:
         return options.strategy, None
 
     def channel_results(
-        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None
+        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None
     ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], GraphFindings, Any]:
         """Each channel's own ranking (memory and entity ids), the channel states, the graph's findings, the query analysis.
 
         ``strategy`` is the resolved one (:meth:`resolve_strategy`): graph-only
         runs the graph channel alone; knowledge-only keeps entities out of
         the ranking (they still lead the graph channel to memories).
+        ``depth``: the candidates each channel returns (default: the
+        ``recall_candidates`` window, or the limit when that is larger).
         """
         analysis = analyze(query)
         weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
         wanted = set(options.channels or CHANNELS)
         if strategy == "graph-only":
             wanted = {"graph"}
-        candidates = max(int(self.settings.recall_candidates), options.limit)
+        candidates = depth if depth is not None else max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
         states: dict[str, ChannelState] = {}
         findings = GraphFindings()
@@ -403,7 +405,7 @@ class Searcher:
                 conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
                 newest_into=self.newest_edges.edges_into,
             ))
-        competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
+        competing = reached_entities[: entity_places(limit)] if entity_items else []
         allowed = candidate_reads.best_allowed(self.fts_memo, conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores])
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
@@ -419,23 +421,39 @@ class Searcher:
     # -- fusion ------------------------------------------------------------------------
 
     def recall(self, tenant: str, query: str, options: RecallOptions, *, position: int = 0) -> RecallResult:
+        """The fused answer: the window's ranking first, then, while the limit is not reached, each deeper window's new hits.
+
+        Every channel searches a window of ``recall_candidates`` candidates,
+        whatever the limit, so the answer to a limit is the start of the
+        answer to any larger one: a deeper search would find some memories
+        in a second channel and lift them above hits of the window. When the
+        window's fused hits cannot fill the limit and some channel was cut
+        at the window, the window doubles and the hits it adds follow the
+        ones already taken, in their own order (their scores are those of
+        their window).
+        """
         conn = self.conn()
         strategy, strategy_reason = self.resolve_strategy(tenant, options)
-        results, states, findings, analysis = self.channel_results(tenant, query, options, strategy)
-        weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
         mode = self.fusion_mode(options)
         propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
+        wanted: list[fusion.FusedHit] = []
+        rows: dict[str, tuple] = {}
+        findings = GraphFindings()
+        depth = int(self.settings.recall_candidates)
+        while True:
+            results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth)
+            weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
+            if mode == "rrf":
+                fused, found_rows, more = self._rrf(conn, tenant, results, weights, analysis, options, depth)
+            else:
+                fused, found_rows = self._score(conn, tenant, results, weights, analysis, options, propagation, set(found.entities))
+                more = False
+            more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
+            _take(wanted, fused, found_rows, found, options.limit, rows, findings)
+            if len(wanted) >= options.limit or not more:
+                break
+            depth *= 2
         entity_ids = set(findings.entities)
-        if mode == "rrf":
-            fused, rows = self._rrf(conn, tenant, results, weights, analysis, options)
-        else:
-            fused, rows = self._score(conn, tenant, results, weights, analysis, options, propagation, entity_ids)
-        wanted = []
-        for h in fused:
-            if h.memory_id in rows or h.memory_id in entity_ids:
-                wanted.append(h)
-                if len(wanted) >= options.limit:
-                    break
         cards = ents.get_entities(conn, tenant, [h.memory_id for h in wanted if h.memory_id in entity_ids], as_of=options.as_of)
         documents: dict[str, DocumentRef | None] = {}
         hits = []
@@ -533,18 +551,48 @@ class Searcher:
             _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
 
-    def _rrf(self, conn, tenant, results, weights, analysis, options):
-        """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
+    def _rrf(self, conn, tenant, results, weights, analysis, options, depth):
+        """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus.
+
+        The bonus re-ranks the best ``depth`` fused hits (the window's); the
+        third value says whether hits below them were left out.
+        """
         k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
         fused = fusion.weighted_rrf(results, weights, k)
-        pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
+        pool = [h.memory_id for h in fused[:depth]]
         rows = graph_reads.memory_rows(conn, tenant, pool, as_of=options.as_of)
         query_stems = {stem(t) for t in analysis.terms}
         stems_of = lambda m: {stem(t.lower()) for t in tokenize(graph_reads.content_facts(rows[m]).memory)} if m in rows else set()  # noqa: E731
-        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), rows
+        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), rows, len(fused) > len(pool)
 
 
 _NO_FACTS = fusion.MemoryFacts()
+
+
+def _take(
+    wanted: list[fusion.FusedHit], fused: list[fusion.FusedHit], found_rows: dict[str, tuple], found: GraphFindings, limit: int,
+    rows: dict[str, tuple], findings: GraphFindings,
+) -> None:
+    """Append to ``wanted`` the hits of one window not taken yet, best first, up to ``limit``, with their rows and graph findings."""
+    taken = {h.memory_id for h in wanted}
+    for h in fused:
+        if len(wanted) >= limit:
+            return
+        m = h.memory_id
+        if m in taken or (m not in found_rows and m not in found.entities):
+            continue
+        wanted.append(h)
+        if m in found_rows:
+            rows[m] = found_rows[m]
+        else:
+            findings.entities[m] = found.entities[m]
+        if m in found.paths:
+            findings.paths[m] = found.paths[m]
+
+
+def entity_places(depth: int) -> int:
+    """The graph channel's places that entities may take among its ``depth``: two in five (20 of a window of 50)."""
+    return max(1, depth * 2 // 5)
 
 
 def _restore_ranks(hits: list[fusion.FusedHit], channel: str, ranked: list[tuple[str, float]]) -> None:
