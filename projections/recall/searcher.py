@@ -87,8 +87,17 @@ REQUESTED_WEIGHT = 1.0
 
 
 class ChannelHit(msgspec.Struct, frozen=True):
+    """A hit's place in one channel: its rank and raw score there, and what the channel added to its fused score.
+
+    ``contribution`` is the channel's weight times the hit's normalised score
+    (score fusion) or times ``1 / (k + rank)`` (rrf): a hit's ``score`` is the
+    sum of its contributions times its priors, plus what it inherited
+    (``context``) and its ``overlap_bonus``.
+    """
+
     rank: int
     score: float
+    contribution: float = 0.0
 
 
 class ContextContribution(msgspec.Struct, frozen=True):
@@ -458,7 +467,7 @@ class Searcher:
         documents: dict[str, DocumentRef | None] = {}
         hits = []
         for h in wanted:
-            channels = {name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()}
+            channels = {name: ChannelHit(rank, round(raw, 6), round(h.shares.get(name, 0.0), 6)) for name, (rank, raw) in h.channels.items()}
             if h.memory_id in rows:
                 view = graph_reads.memory_from_row(rows[h.memory_id])  # only the memories returned are decoded whole
                 doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
