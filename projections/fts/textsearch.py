@@ -37,6 +37,7 @@ __all__ = [
     "content_terms",
     "escape_fts_term",
     "fts_match_expression",
+    "glued_words",
     "has_cjk",
     "is_cjk",
     "word_tokens",
@@ -125,6 +126,30 @@ def cjk_segment(text: str) -> str:
         if len(run) > 1:
             out.append(run[-1])
     return " ".join(out)
+
+
+#: unicode61's tokens: runs of letters and digits, CJK characters included.
+_U61_TOKEN_RE = re.compile(r"[^\W_]+")
+
+#: A GLOB pattern (SQLite compares code points in ``[...]``) true of a term holding a CJK character.
+CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES) + "]*"
+
+
+def glued_words(text: str) -> list[str]:
+    """The words written against CJK characters, which ``unicode61`` keeps inside one token with them.
+
+    The projection indexes them apart (in the ``cjk`` column, beside the
+    bigrams), so that a word query finds the memory; words between spaces
+    are in the word columns already.
+
+    >>> glued_words("我喜欢Python编程, ＡＢＣ全角 and 我喜欢 Python")
+    ['Python', 'ＡＢＣ']
+    """
+    out: list[str] = []
+    for token in _U61_TOKEN_RE.findall(text):
+        if has_cjk(token) and not _CJK_RUN_RE.fullmatch(token):
+            out.extend(WORD_RE.findall(token))
+    return out
 
 
 def cjk_query_terms(query: str) -> list[str]:
