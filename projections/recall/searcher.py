@@ -448,7 +448,7 @@ class Searcher:
         wanted: list[fusion.FusedHit] = []
         rows: dict[str, tuple] = {}
         findings = GraphFindings()
-        depth = int(self.settings.recall_candidates)
+        depth = window = int(self.settings.recall_candidates)
         while True:
             results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth)
             weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
@@ -459,7 +459,7 @@ class Searcher:
                 more = False
             more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
             _take(wanted, fused, found_rows, found, options.limit, rows, findings)
-            if len(wanted) >= options.limit or not more:
+            if len(wanted) >= options.limit or not more or depth >= DEEPEST_WINDOW * max(options.limit, window):
                 break
             depth *= 2
         entity_ids = set(findings.entities)
@@ -633,6 +633,10 @@ def strategy_name(active: Sequence[str]) -> str:
         return f"{active[0]}-only"
     return "none"
 
+
+#: The deepest window recall searches, in multiples of the limit (or of the first window when larger): a bound on
+#: the cost of an answer whose candidates mostly cannot be returned.
+DEEPEST_WINDOW = 8
 
 #: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
 MENTIONS_PER_ENTITY = 50
