@@ -204,11 +204,13 @@ def scoped(filters: SearchFilters) -> bool:
 
 
 def check_strategy(options: "RecallOptions") -> None:
-    """Refuse a strategy with channels or weights that contradict it (a ValidationError naming the field)."""
+    """Refuse a strategy, channels or weights that contradict each other (a ValidationError naming the field).
+
+    A weight above 0 for a channel that ``channels`` (or graph-only) leaves
+    out would be ignored; a weight of 0 there agrees with the request.
+    """
     strategy = options.strategy
-    if strategy is None:
-        return
-    if strategy not in STRATEGIES:
+    if strategy is not None and strategy not in STRATEGIES:
         raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
     if strategy == "graph-only":
         extra = [c for c in options.channels or () if c != "graph"]
@@ -216,6 +218,11 @@ def check_strategy(options: "RecallOptions") -> None:
             raise ValidationError("channels", f"strategy graph-only uses the graph channel alone; drop {', '.join(extra)} or choose hybrid")
         if options.weights.get("graph") == 0:
             raise ValidationError("weights", "strategy graph-only needs the graph channel; its weight cannot be 0")
+    running = {"graph"} if strategy == "graph-only" else set(options.channels or CHANNELS)
+    unused = sorted(name for name, weight in options.weights.items() if weight and name not in running)
+    if unused:
+        why = "strategy graph-only runs the graph channel alone" if strategy == "graph-only" else f"channels runs {', '.join(sorted(running))} only"
+        raise ValidationError("weights", f"a weight for {', '.join(unused)} would be ignored: {why}; drop it or set it to 0")
 
 
 class Searcher:
