@@ -107,7 +107,7 @@ log = logging.getLogger(__name__)
 #: The saved index, in the directory of ``projections.db``.
 POSTINGS_FILE = "fts.postings"
 #: The saved file's layout; a file of another format is ignored (rebuilt).
-FILE_FORMAT = 3  # 3: the words of the cjk column are postings
+FILE_FORMAT = 4  # 3: the words of the cjk column are postings; 4: and their NFKC forms
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")

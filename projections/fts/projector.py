@@ -12,7 +12,9 @@ Tables (in ``projections.db``):
   bigrams of the CJK parts (:func:`mnemolog.projections.fts.textsearch.cjk_segment`), so a
   two-character Chinese word is found inside an unbroken sentence, and the
   words written against CJK characters (:func:`mnemolog.projections.fts.textsearch.glued_words`:
-  ``unicode61`` keeps "我喜欢Python编程" as one token), so that "Python" finds it.
+  ``unicode61`` keeps "我喜欢Python编程" as one token), so that "Python" finds it,
+  all of it in NFKC (:func:`mnemolog.projections.fts.textsearch.folded`:
+  "ＡＢＣ" as "abc", half-width kana as kana), as the queries are.
 
 Rows are never updated in their indexed columns: closing a row only sets
 ``valid_to``, which the index does not hold. A dropped tenant's rows are
@@ -101,8 +103,9 @@ from .textsearch import (
     cjk_segment,
     content_terms,
     escape_fts_term,
-    glued_words,
+    folded,
     has_cjk,
+    indexed_words,
 )
 
 __all__ = ["FtsHit", "FtsProjector", "fts_search", "fts_search_sql"]
@@ -133,7 +136,7 @@ class FtsHit(msgspec.Struct, frozen=True):
 
 class FtsProjector:
     name = "fts"
-    schema_version = 2  # 2: the words written against CJK text indexed in ``cjk``
+    schema_version = 3  # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -230,7 +233,7 @@ class FtsProjector:
             if content.erased:
                 continue  # a forgotten subject's text: nothing to index
             words = " ".join(t for t in (content.memory, content.key, content.background) if t)
-            cjk = " ".join(part for part in (cjk_segment(words), " ".join(glued_words(words))) if part)
+            cjk = " ".join(part for part in (cjk_segment(folded(words)), " ".join(indexed_words(words))) if part)
             inserts.append(
                 (
                     row.tenant, row.memory_id, row.version, row.position, row.status, content.memory_type,
@@ -299,7 +302,8 @@ def query_phrases(query: str, terms: Sequence[str] | None = None) -> list[str]:
     characters as prefixes, see
     :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
     """
-    chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
+    query = folded(query)
+    chosen = content_terms(query) if terms is None else [folded(t).lower() for t in terms]
     words = [w for t in chosen for w in ([t] if not has_cjk(t) else [g for g in WORD_RE.findall(t) if g not in STOPWORDS])]
     phrases = [f"{_WORD_SPEC} : {escape_fts_term(w)}" for w in words if w.strip()]
     phrases += [f"cjk : {escape_fts_term(t)}" + (" *" if len(t) == 1 else "") for t in cjk_query_terms(query)]
@@ -388,6 +392,7 @@ def fts_search(
         match = build_match(query, raw=True)
         rows = _run(conn, stats, tenant, match, limit, as_of, filters) if match else []
     else:
+        query, terms = folded(query), None if terms is None else [folded(t) for t in terms]  # as the cjk column is
         phrases = query_phrases(query, terms)
         if not phrases:
             return []

@@ -139,6 +139,25 @@ def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
 
 
+def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher):
+    """Full-width letters and digits (typed on CJK keyboards), ligatures and half-width kana are found by their NFKC forms, both ways."""
+    log.add("wide", "ＡＢＣ全角文字のテスト")
+    log.add("spaced", "会議は ２０２４ 年 Ｒｏｏｍ ７ で")
+    log.add("plain", "the abc room 7 in 2024")
+    log.add("liga", "the ﬁle was signed")
+    log.add("kana", "ｶﾀｶﾅの本")
+    conn = searcher()
+    for exact in (False, True):
+        assert set(ids(fts_search(conn, "t", "abc", exact=exact))) == {"wide", "plain"}
+        assert set(ids(fts_search(conn, "t", "ＡＢＣ", exact=exact))) == {"wide", "plain"}
+        assert set(ids(fts_search(conn, "t", "room 2024", exact=exact))) == {"spaced", "plain"}
+        assert ids(fts_search(conn, "t", "file signed", exact=exact))[0] == "liga"
+    assert ids(fts_search(conn, "t", "カタカナ")) == ["kana"]
+    assert ids(fts_search(conn, "t", "ｶﾀｶﾅ")) == ["kana"]
+    fast, exact = fts_search(conn, "t", "abc room 2024 file"), fts_search(conn, "t", "abc room 2024 file", exact=True)
+    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
 # -- filters before the limit ----------------------------------------------------------------
 
 
