@@ -34,7 +34,6 @@ each channel. Recall never writes.
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from typing import Any, Callable, Sequence
 
@@ -291,7 +290,7 @@ class Searcher:
         return options.strategy, None
 
     def channel_results(
-        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None
+        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None, memo: dict | None = None
     ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], GraphFindings, Any]:
         """Each channel's own ranking (memory and entity ids), the channel states, the graph's findings, the query analysis.
 
@@ -300,8 +299,11 @@ class Searcher:
         the ranking (they still lead the graph channel to memories).
         ``depth``: the candidates each channel returns (default: the
         ``recall_candidates`` window, or the limit when that is larger).
+        ``memo`` keeps what does not depend on the depth (the analysis, the
+        query's vector, the entities it names) for the next window's search.
         """
-        analysis = analyze(query)
+        memo = {} if memo is None else memo
+        analysis = memo.get("analysis") or memo.setdefault("analysis", analyze(query))
         weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
         wanted = set(options.channels or CHANNELS)
         if strategy == "graph-only":
@@ -334,24 +336,24 @@ class Searcher:
             elif name == "semantic":
                 vector = options.embedding
                 if vector is None and self.embed_query is not None:
-                    vector = self.embed_query(analysis.semantic_text)
+                    vector = memo["vector"] if "vector" in memo else memo.setdefault("vector", self.embed_query(analysis.semantic_text))
                 if self.semantic is None or vector is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
                 hits, findings = self._graph(
-                    tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters)
+                    tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters), memo=memo
                 )
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
         return results, states, findings, analysis
 
-    def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int) -> list[entity_walk.EntityReach]:
+    def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int, memo: dict) -> list[entity_walk.EntityReach]:
         """The entities the query names and those their relations reach (nothing, cheaply, when it names none)."""
         if self.named_entities is None:
             return []
-        named = self.named_entities(conn, tenant, analysis.query, options.as_of)
+        named = memo["named"] if "named" in memo else memo.setdefault("named", self.named_entities(conn, tenant, analysis.query, options.as_of))
         if not named:
             return []
         s = self.settings
@@ -372,6 +374,7 @@ class Searcher:
         found: dict[str, list[tuple[str, float]]] | None = None,
         *,
         entity_items: bool = True,
+        memo: dict | None = None,
     ) -> tuple[list[tuple[str, float]], GraphFindings]:
         """Seeds (memories named by key, entities the query names) expanded by BFS, then the mention walk.
 
@@ -388,7 +391,7 @@ class Searcher:
         keys = list(analysis.phrases) + terms + [" ".join(pair) for pair in zip(terms, terms[1:])] + [" ".join(terms)]
         for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
             seeds[memory_id] = 1.0
-        reached_entities = self._entities(conn, tenant, analysis, options, limit)
+        reached_entities = self._entities(conn, tenant, analysis, options, limit, {} if memo is None else memo)
         scores: dict[str, float] = dict(seeds)
         paths: dict[str, list[str]] = {node: [] for node in seeds}
 
@@ -456,8 +459,9 @@ class Searcher:
         rows: dict[str, tuple] = {}
         findings = GraphFindings()
         depth = window = int(self.settings.recall_candidates)
+        memo: dict = {}
         while True:
-            results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth)
+            results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth, memo=memo)
             weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
             if mode == "rrf":
                 fused, found_rows, more = self._rrf(conn, tenant, results, weights, analysis, options, depth)
@@ -664,9 +668,6 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
-
-
-_SESSION = re.compile(r"^(.*):[^:]+$")
 
 
 def relationships(conn: sqlite3.Connection, tenant: str, hits: list[RecallHit], as_of: int | None) -> list[Relationship]:

@@ -63,3 +63,20 @@ def test_a_limit_beyond_the_window_still_fills_from_deeper_candidates(svc):
     lexical = svc.searcher.recall("t", "Kofi vegan trip", RecallOptions(limit=100, channels=("lexical",)))
     assert len(lexical.hits) == 100 > window  # more than one window's candidates: the next come from a deeper search
     assert lexical.channels["lexical"].count >= 100
+
+
+def test_a_deeper_window_embeds_the_query_and_finds_its_entities_once(svc, monkeypatch):
+    calls = {"embed": 0, "named": 0}
+    embed, named = svc.searcher.embed_query, svc.searcher.named_entities
+
+    def counted(name, real):
+        def call(*args):
+            calls[name] += 1
+            return real(*args)
+        return call
+
+    monkeypatch.setattr(svc.searcher, "embed_query", counted("embed", embed))
+    monkeypatch.setattr(svc.searcher, "named_entities", counted("named", named))
+    result = svc.searcher.recall("t", "Kofi vegan trip", RecallOptions(limit=100, weights={"semantic": 0.5}))
+    assert len(result.hits) == 100 and result.channels["lexical"].count > int(svc.settings.recall_candidates)  # a deeper window ran
+    assert calls == {"embed": 1, "named": 1}
