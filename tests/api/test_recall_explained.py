@@ -61,3 +61,12 @@ async def test_every_score_is_recomputed_from_the_answer_alone(client, options):
     for query in ("When did Ann adopt the cat?", "Where does Alice work?", "harbour ferry Lisbon", "Ann harbour"):
         found += _recomputed(await client.recall(query, min_position=position, **options))
     assert found
+
+
+@pytest.mark.parametrize("path", ["/v1/recall", "/v1/search"])
+@pytest.mark.parametrize("query", ["   ", "\t\n", "\u3000"])
+async def test_a_blank_query_is_a_422_naming_it(api, path, query):
+    """An empty query is refused by its length; one of spaces alone would search nothing and answer an empty list."""
+    response = await api.raw.post(path, json={"query": query})
+    body = await response.json()
+    assert response.status == 422 and body["error"]["field"] == "query", body
