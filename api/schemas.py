@@ -208,7 +208,7 @@ class ChannelWeights(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """What recall and search share: the query, filters, channels and their weights, ``as_of``."""
 
-    query: Annotated[str, Meta(min_length=1, max_length=4000)]
+    query: Annotated[str, Meta(min_length=1, max_length=4000, pattern=portable(r"[^\s]"))]  # not blank: it would search nothing
     limit: Limit = 10
     filters: Filters = msgspec.field(default_factory=Filters)
     as_of: AsOf = None

@@ -13,7 +13,8 @@ What it holds
 One entry per row of ``fts_docs`` (every state of every memory of every
 tenant): its row id, tenant, memory id, version, validity positions, status
 and token count; and per stemmed term the rows that hold it in a word column
-(``text``, ``key``, ``tags``, ``background``) with the term's column-weighted
+(``text``, ``key``, ``tags``, ``background``, and ``cjk`` for the words
+written against CJK text, not its bigrams) with the term's column-weighted
 frequency in that row. Tokens are FTS5's own: rows are tokenised by an FTS5
 table with the projection's tokenizer (``porter unicode61
 remove_diacritics 2``) in a private in-memory database, and so are the query's
@@ -97,6 +98,7 @@ from .. import text_caches
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
 from .postings_segments import Columns, Segment, narrow
+from .textsearch import CJK_GLOB
 from .postings_vocabulary import Vocabulary
 
 __all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
@@ -106,7 +108,7 @@ log = logging.getLogger(__name__)
 #: The saved index, in the directory of ``projections.db``.
 POSTINGS_FILE = "fts.postings"
 #: The saved file's layout; a file of another format is ignored (rebuilt).
-FILE_FORMAT = 2
+FILE_FORMAT = 4  # 3: the words of the cjk column are postings; 4: and their NFKC forms
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
@@ -432,7 +434,7 @@ class PostingsIndex(PostingsScoring):
         new_pair[1:] = (term_ids[1:] != term_ids[:-1]) | (at[1:] != at[:-1])
         starts = np.flatnonzero(new_pair)
         freqs = np.add.reduceat(np.array(weights, np.float64), starts)  # the weights of one (term, row) are contiguous
-        word = freqs > 0  # a (term, row) seen only in the cjk column is no match of a word phrase
+        word = freqs > 0  # a (term, row) seen only as a CJK bigram is no match of a word phrase
         pair_terms, pair_rows, freqs = term_ids[starts][word], at[starts][word] + first, freqs[word]
         bounds = np.searchsorted(pair_terms, np.arange(len(vocabulary) + 1), side="left").astype(np.int64)
         return vocabulary, bounds, pair_rows.astype(np.int32), freqs.astype(np.float32)
@@ -672,8 +674,12 @@ class PostingsIndex(PostingsScoring):
 _CHUNK = 20_000
 _META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
-#: A token's bm25 column weight for a word phrase; ``cjk`` tokens count toward a row's length only.
-_WEIGHT_SQL = "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5 ELSE 0.0 END"
+#: A token's bm25 column weight for a word phrase; the CJK bigrams of ``cjk`` count toward a row's length only,
+#: its words (written against CJK text) weigh as the column does.
+_WEIGHT_SQL = (
+    "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5"
+    f" WHEN 'cjk' THEN (CASE WHEN term GLOB '{CJK_GLOB}' THEN 0.0 ELSE 1.0 END) ELSE 0.0 END"
+)
 
 
 @contextmanager

@@ -10,7 +10,11 @@ Tables (in ``projections.db``):
   ``text, key, tags, background, cjk``, tokenised with
   ``porter unicode61 remove_diacritics 2``. ``cjk`` holds the character
   bigrams of the CJK parts (:func:`mnemolog.projections.fts.textsearch.cjk_segment`), so a
-  two-character Chinese word is found inside an unbroken sentence.
+  two-character Chinese word is found inside an unbroken sentence, and the
+  words written against CJK characters (:func:`mnemolog.projections.fts.textsearch.glued_words`:
+  ``unicode61`` keeps "我喜欢Python编程" as one token), so that "Python" finds it,
+  all of it in NFKC (:func:`mnemolog.projections.fts.textsearch.folded`:
+  "ＡＢＣ" as "abc", half-width kana as kana), as the queries are.
 
 Rows are never updated in their indexed columns: closing a row only sets
 ``valid_to``, which the index does not hold. A dropped tenant's rows are
@@ -94,10 +98,14 @@ from .textsearch import (
     MAX_TERMS,
     build_match,
     cjk_query_terms,
+    STOPWORDS,
+    WORD_RE,
     cjk_segment,
     content_terms,
     escape_fts_term,
+    folded,
     has_cjk,
+    indexed_words,
 )
 
 __all__ = ["FtsHit", "FtsProjector", "fts_search", "fts_search_sql"]
@@ -108,8 +116,8 @@ _ids_encoder = msgspec.json.Encoder()
 
 #: bm25 weights of the indexed columns: text, key, tags, background, cjk.
 COLUMN_WEIGHTS = (1.0, 2.0, 1.5, 0.5, 1.0)
-#: The word part of a query matches these columns; CJK bigrams match ``cjk``.
-WORD_COLUMNS = ("text", "key", "tags", "background")
+#: The word part of a query matches these columns (``cjk`` for the words written against CJK text); CJK bigrams match ``cjk``.
+WORD_COLUMNS = ("text", "key", "tags", "background", "cjk")
 
 DOC_COLUMNS = (
     "tenant, memory_id, version, valid_from, valid_to, status, memory_type, tags, tags_json, collection,"
@@ -128,7 +136,7 @@ class FtsHit(msgspec.Struct, frozen=True):
 
 class FtsProjector:
     name = "fts"
-    schema_version = 1
+    schema_version = 3  # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -224,7 +232,8 @@ class FtsProjector:
             content = row.content
             if content.erased:
                 continue  # a forgotten subject's text: nothing to index
-            cjk = cjk_segment(" ".join(t for t in (content.memory, content.key, content.background) if t))
+            words = " ".join(t for t in (content.memory, content.key, content.background) if t)
+            cjk = " ".join(part for part in (cjk_segment(folded(words)), " ".join(indexed_words(words))) if part)
             inserts.append(
                 (
                     row.tenant, row.memory_id, row.version, row.position, row.status, content.memory_type,
@@ -288,12 +297,14 @@ def query_phrases(query: str, terms: Sequence[str] | None = None) -> list[str]:
     """One column-filtered, escaped FTS5 phrase per content term of ``query``.
 
     Words (stopwords dropped, see :func:`~mnemolog.projections.fts.textsearch.content_terms`,
-    or ``terms`` when given) match the word columns; CJK bigrams of the query
-    match ``cjk`` (single characters as prefixes, see
+    or ``terms`` when given; a term written against CJK text gives its words)
+    match the word columns; CJK bigrams of the query match ``cjk`` (single
+    characters as prefixes, see
     :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
     """
-    chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
-    words = [t for t in chosen if not has_cjk(t)]
+    query = folded(query)
+    chosen = content_terms(query) if terms is None else [folded(t).lower() for t in terms]
+    words = [w for t in chosen for w in ([t] if not has_cjk(t) else [g for g in WORD_RE.findall(t) if g not in STOPWORDS])]
     phrases = [f"{_WORD_SPEC} : {escape_fts_term(w)}" for w in words if w.strip()]
     phrases += [f"cjk : {escape_fts_term(t)}" + (" *" if len(t) == 1 else "") for t in cjk_query_terms(query)]
     return list(dict.fromkeys(phrases))[:MAX_TERMS]
@@ -381,6 +392,7 @@ def fts_search(
         match = build_match(query, raw=True)
         rows = _run(conn, stats, tenant, match, limit, as_of, filters) if match else []
     else:
+        query, terms = folded(query), None if terms is None else [folded(t) for t in terms]  # as the cjk column is
         phrases = query_phrases(query, terms)
         if not phrases:
             return []

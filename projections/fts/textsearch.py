@@ -22,6 +22,7 @@ solved here rather than in SQL:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -36,7 +37,10 @@ __all__ = [
     "cjk_segment",
     "content_terms",
     "escape_fts_term",
+    "folded",
     "fts_match_expression",
+    "glued_words",
+    "indexed_words",
     "has_cjk",
     "is_cjk",
     "word_tokens",
@@ -125,6 +129,58 @@ def cjk_segment(text: str) -> str:
         if len(run) > 1:
             out.append(run[-1])
     return " ".join(out)
+
+
+#: unicode61's tokens: runs of letters and digits, CJK characters included.
+_U61_TOKEN_RE = re.compile(r"[^\W_]+")
+
+#: A GLOB pattern (SQLite compares code points in ``[...]``) true of a term holding a CJK character.
+CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES) + "]*"
+
+
+def glued_words(text: str) -> list[str]:
+    """The words written against CJK characters, which ``unicode61`` keeps inside one token with them.
+
+    The projection indexes them apart (in the ``cjk`` column, beside the
+    bigrams), so that a word query finds the memory; words between spaces
+    are in the word columns already.
+
+    >>> glued_words("我喜欢Python编程, ＡＢＣ全角 and 我喜欢 Python")
+    ['Python', 'ＡＢＣ']
+    """
+    out: list[str] = []
+    for token in _U61_TOKEN_RE.findall(text):
+        if has_cjk(token) and not _CJK_RUN_RE.fullmatch(token):
+            out.extend(WORD_RE.findall(token))
+    return out
+
+
+def folded(text: str) -> str:
+    """``text`` in NFKC: full-width letters and digits, ligatures and half-width kana in their plain forms.
+
+    ``unicode61`` folds case and diacritics but not these, so both the
+    ``cjk`` column and the queries of the lexical channel are folded.
+
+    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ")
+    'ABC 2024 file カタカナ'
+    """
+    return unicodedata.normalize("NFKC", text)
+
+
+def indexed_words(text: str) -> list[str]:
+    """The words the ``cjk`` column holds beside the bigrams of ``folded(text)``, lowercased, each once.
+
+    Those :func:`glued_words` finds in the folded text, and every word whose
+    folded form differs from the word written ("Ｒｏｏｍ" as "room"): the
+    word columns hold them only as written.
+
+    >>> indexed_words("我喜欢Python编程 in Ｒｏｏｍ ７")
+    ['python', 'room', '7']
+    """
+    plain = folded(text)
+    written = set(WORD_RE.findall(text.lower()))
+    changed = [w for w in WORD_RE.findall(plain.lower()) if w not in written]
+    return list(dict.fromkeys([w.lower() for w in glued_words(plain)] + changed))
 
 
 def cjk_query_terms(query: str) -> list[str]:

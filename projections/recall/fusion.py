@@ -146,7 +146,10 @@ class FusedHit:
     ``channels`` maps each channel that returned the memory to its
     ``(rank, raw_score)`` there (rank is 1-based). ``bonus`` is what the
     overlap bonus added; ``factors`` the priors that scaled the score;
-    ``context`` the neighbour contributions from :func:`propagate`.
+    ``context`` the neighbour contributions from :func:`propagate`;
+    ``shares`` what each channel added to the fused score before the priors
+    (its weight times the normalised score, or times ``1 / (k + rank)``), so
+    that ``score = sum(shares) x prod(factors) + sum(context) + bonus``.
     """
 
     memory_id: MemoryId
@@ -155,6 +158,7 @@ class FusedHit:
     bonus: float = 0.0
     factors: dict[str, float] = field(default_factory=dict)
     context: list["Contribution"] = field(default_factory=list)
+    shares: dict[str, float] = field(default_factory=dict)
 
 
 def _sorted_hits(hits: Iterable[FusedHit]) -> list[FusedHit]:
@@ -192,8 +196,8 @@ def weighted_rrf(
     seen = _channel_ranks(results, active)
     hits = []
     for mid, chans in seen.items():
-        score = sum(weights.get(name, default_weight) / (k + r) for name, (r, _) in chans.items())
-        hits.append(FusedHit(mid, score, chans))
+        shares = {name: weights.get(name, default_weight) / (k + r) for name, (r, _) in chans.items()}
+        hits.append(FusedHit(mid, sum(shares.values()), chans, shares=shares))
     ordered = _sorted_hits(hits)
     return ordered if limit is None else ordered[:limit]
 
@@ -253,8 +257,8 @@ def combine(
     normed = {name: normalize(results[name], methods[name]) for name in active}
     hits = []
     for mid, chans in seen.items():
-        score = sum(weights.get(name, default_weight) * normed[name][mid] for name in chans)
-        hits.append(FusedHit(mid, score, chans))
+        shares = {name: weights.get(name, default_weight) * normed[name][mid] for name in chans}
+        hits.append(FusedHit(mid, sum(shares.values()), chans, shares=shares))
     return _sorted_hits(hits)
 
 
@@ -282,7 +286,7 @@ def overlap_bonus(
             extra = weight * (n / len(q) if mode == "share" else n)
         else:
             extra = 0.0
-        out.append(FusedHit(h.memory_id, h.score + extra, dict(h.channels), h.bonus + extra, dict(h.factors), list(h.context)))
+        out.append(FusedHit(h.memory_id, h.score + extra, dict(h.channels), h.bonus + extra, dict(h.factors), list(h.context), dict(h.shares)))
     return _sorted_hits(out)
 
 
@@ -420,6 +424,7 @@ def fused_from_scores(
     provenance: Mapping[MemoryId, list[Contribution]] | None = None,
     bonus: Mapping[MemoryId, float] | None = None,
     limit: int | None = None,
+    shares: Mapping[MemoryId, dict[str, float]] | None = None,
 ) -> list[FusedHit]:
     """Assemble ranked :class:`FusedHit` s from final scores and explanations."""
     hits = [
@@ -430,6 +435,7 @@ def fused_from_scores(
             (bonus or {}).get(mid, 0.0),
             dict((factors or {}).get(mid, {})),
             list((provenance or {}).get(mid, [])),
+            dict((shares or {}).get(mid, {})),
         )
         for mid, s in scores.items()
         if not math.isnan(s)
@@ -581,7 +587,7 @@ def with_priors(
             continue
         named = named_speakers(analysis.entity_terms, [f.speaker])
         scores, why = scale({h.memory_id: h.score}, lambda _m: memory_priors(analysis, f, named, params))
-        out.append(FusedHit(h.memory_id, scores[h.memory_id], h.channels, h.bonus, why.get(h.memory_id, {}), h.context))
+        out.append(FusedHit(h.memory_id, scores[h.memory_id], h.channels, h.bonus, why.get(h.memory_id, {}), h.context, h.shares))
     return _sorted_hits(out)
 
 
@@ -615,6 +621,7 @@ def recall(
     hits = combine(channels, weights, method={"lexical": "max", "semantic": params.semantic_norm, "graph": "absolute"}, default_weight=0.0)
     scores = {h.memory_id: h.score for h in hits}
     chans = {h.memory_id: h.channels for h in hits}
+    shares = {h.memory_id: h.shares for h in hits}
     if speakers is None:
         speakers = {facts(m).speaker for m in scores}
     named = named_speakers(analysis.entity_terms, speakers)
@@ -628,4 +635,4 @@ def recall(
             hops=params.hops,
         )
         scores, prov = p.scores, p.provenance
-    return fused_from_scores(scores, channels=chans, factors=factors, provenance=prov, limit=limit)
+    return fused_from_scores(scores, channels=chans, factors=factors, provenance=prov, limit=limit, shares=shares)

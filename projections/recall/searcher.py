@@ -34,7 +34,6 @@ each channel. Recall never writes.
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from typing import Any, Callable, Sequence
 
@@ -67,7 +66,7 @@ W_LEXICAL = setting("recall_weight_lexical", 1.0, "Weight of the lexical channel
 W_GRAPH = setting("recall_weight_graph", 0.8, "Weight of the graph channel (both fusions).")
 RRF_K = setting("recall_rrf_k", 60.0, "The k of reciprocal-rank fusion.")
 OVERLAP = setting("recall_overlap_bonus", 0.002, "RRF only: score added per share of query terms a memory contains.")
-CANDIDATES = setting("recall_candidates", 50, "Candidates each channel contributes before fusion (50 measured as good as 100 on the dev set).")
+CANDIDATES = setting("recall_candidates", 50, "Candidates each channel contributes before fusion, whatever the limit: a larger limit takes its further hits from doubled windows, after these (50 measured as good as 100 on the dev set).")
 PROPAGATION = setting("recall_propagation", True, "Let memories inherit score from adjacent conversation turns (FOLLOWS edges).")
 ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.1, "Share of a turn's score passed to the turns before and after it.")
 SPEAKER_BOOST = setting("recall_speaker_boost", 1.25, "Score factor for a memory whose speaker the question names.")
@@ -87,8 +86,17 @@ REQUESTED_WEIGHT = 1.0
 
 
 class ChannelHit(msgspec.Struct, frozen=True):
+    """A hit's place in one channel: its rank and raw score there, and what the channel added to its fused score.
+
+    ``contribution`` is the channel's weight times the hit's normalised score
+    (score fusion) or times ``1 / (k + rank)`` (rrf): a hit's ``score`` is the
+    sum of its contributions times its priors, plus what it inherited
+    (``context``) and its ``overlap_bonus``.
+    """
+
     rank: int
     score: float
+    contribution: float = 0.0
 
 
 class ContextContribution(msgspec.Struct, frozen=True):
@@ -195,11 +203,13 @@ def scoped(filters: SearchFilters) -> bool:
 
 
 def check_strategy(options: "RecallOptions") -> None:
-    """Refuse a strategy with channels or weights that contradict it (a ValidationError naming the field)."""
+    """Refuse a strategy, channels or weights that contradict each other (a ValidationError naming the field).
+
+    A weight above 0 for a channel that ``channels`` (or graph-only) leaves
+    out would be ignored; a weight of 0 there agrees with the request.
+    """
     strategy = options.strategy
-    if strategy is None:
-        return
-    if strategy not in STRATEGIES:
+    if strategy is not None and strategy not in STRATEGIES:
         raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
     if strategy == "graph-only":
         extra = [c for c in options.channels or () if c != "graph"]
@@ -207,6 +217,11 @@ def check_strategy(options: "RecallOptions") -> None:
             raise ValidationError("channels", f"strategy graph-only uses the graph channel alone; drop {', '.join(extra)} or choose hybrid")
         if options.weights.get("graph") == 0:
             raise ValidationError("weights", "strategy graph-only needs the graph channel; its weight cannot be 0")
+    running = {"graph"} if strategy == "graph-only" else set(options.channels or CHANNELS)
+    unused = sorted(name for name, weight in options.weights.items() if weight and name not in running)
+    if unused:
+        why = "strategy graph-only runs the graph channel alone" if strategy == "graph-only" else f"channels runs {', '.join(sorted(running))} only"
+        raise ValidationError("weights", f"a weight for {', '.join(unused)} would be ignored: {why}; drop it or set it to 0")
 
 
 class Searcher:
@@ -275,20 +290,25 @@ class Searcher:
         return options.strategy, None
 
     def channel_results(
-        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None
+        self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None, memo: dict | None = None
     ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, ChannelState], GraphFindings, Any]:
         """Each channel's own ranking (memory and entity ids), the channel states, the graph's findings, the query analysis.
 
         ``strategy`` is the resolved one (:meth:`resolve_strategy`): graph-only
         runs the graph channel alone; knowledge-only keeps entities out of
         the ranking (they still lead the graph channel to memories).
+        ``depth``: the candidates each channel returns (default: the
+        ``recall_candidates`` window, or the limit when that is larger).
+        ``memo`` keeps what does not depend on the depth (the analysis, the
+        query's vector, the entities it names) for the next window's search.
         """
-        analysis = analyze(query)
+        memo = {} if memo is None else memo
+        analysis = memo.get("analysis") or memo.setdefault("analysis", analyze(query))
         weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
         wanted = set(options.channels or CHANNELS)
         if strategy == "graph-only":
             wanted = {"graph"}
-        candidates = max(int(self.settings.recall_candidates), options.limit)
+        candidates = depth if depth is not None else max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
         states: dict[str, ChannelState] = {}
         findings = GraphFindings()
@@ -316,24 +336,24 @@ class Searcher:
             elif name == "semantic":
                 vector = options.embedding
                 if vector is None and self.embed_query is not None:
-                    vector = self.embed_query(analysis.semantic_text)
+                    vector = memo["vector"] if "vector" in memo else memo.setdefault("vector", self.embed_query(analysis.semantic_text))
                 if self.semantic is None or vector is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
                 hits, findings = self._graph(
-                    tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters)
+                    tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters), memo=memo
                 )
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
         return results, states, findings, analysis
 
-    def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int) -> list[entity_walk.EntityReach]:
+    def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int, memo: dict) -> list[entity_walk.EntityReach]:
         """The entities the query names and those their relations reach (nothing, cheaply, when it names none)."""
         if self.named_entities is None:
             return []
-        named = self.named_entities(conn, tenant, analysis.query, options.as_of)
+        named = memo["named"] if "named" in memo else memo.setdefault("named", self.named_entities(conn, tenant, analysis.query, options.as_of))
         if not named:
             return []
         s = self.settings
@@ -354,6 +374,7 @@ class Searcher:
         found: dict[str, list[tuple[str, float]]] | None = None,
         *,
         entity_items: bool = True,
+        memo: dict | None = None,
     ) -> tuple[list[tuple[str, float]], GraphFindings]:
         """Seeds (memories named by key, entities the query names) expanded by BFS, then the mention walk.
 
@@ -370,7 +391,7 @@ class Searcher:
         keys = list(analysis.phrases) + terms + [" ".join(pair) for pair in zip(terms, terms[1:])] + [" ".join(terms)]
         for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
             seeds[memory_id] = 1.0
-        reached_entities = self._entities(conn, tenant, analysis, options, limit)
+        reached_entities = self._entities(conn, tenant, analysis, options, limit, {} if memo is None else memo)
         scores: dict[str, float] = dict(seeds)
         paths: dict[str, list[str]] = {node: [] for node in seeds}
 
@@ -403,7 +424,7 @@ class Searcher:
                 conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
                 newest_into=self.newest_edges.edges_into,
             ))
-        competing = reached_entities[: 2 * max(options.limit, 10)] if entity_items else []
+        competing = reached_entities[: entity_places(limit)] if entity_items else []
         allowed = candidate_reads.best_allowed(self.fts_memo, conn, tenant, scores, options, limit, also=[r.id for r in competing if r.id in scores])
         ranked_scores = {m: s for m, s in scores.items() if m in allowed}
         entities = {}
@@ -419,28 +440,45 @@ class Searcher:
     # -- fusion ------------------------------------------------------------------------
 
     def recall(self, tenant: str, query: str, options: RecallOptions, *, position: int = 0) -> RecallResult:
+        """The fused answer: the window's ranking first, then, while the limit is not reached, each deeper window's new hits.
+
+        Every channel searches a window of ``recall_candidates`` candidates,
+        whatever the limit, so the answer to a limit is the start of the
+        answer to any larger one: a deeper search would find some memories
+        in a second channel and lift them above hits of the window. When the
+        window's fused hits cannot fill the limit and some channel was cut
+        at the window, the window doubles and the hits it adds follow the
+        ones already taken, in their own order (their scores are those of
+        their window).
+        """
         conn = self.conn()
         strategy, strategy_reason = self.resolve_strategy(tenant, options)
-        results, states, findings, analysis = self.channel_results(tenant, query, options, strategy)
-        weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
         mode = self.fusion_mode(options)
         propagation = options.propagation if options.propagation is not None else bool(self.settings.recall_propagation)
+        wanted: list[fusion.FusedHit] = []
+        rows: dict[str, tuple] = {}
+        findings = GraphFindings()
+        depth = window = int(self.settings.recall_candidates)
+        memo: dict = {}
+        while True:
+            results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth, memo=memo)
+            weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
+            if mode == "rrf":
+                fused, found_rows, more = self._rrf(conn, tenant, results, weights, analysis, options, depth)
+            else:
+                fused, found_rows = self._score(conn, tenant, results, weights, analysis, options, propagation, set(found.entities))
+                more = False
+            more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
+            _take(wanted, fused, found_rows, found, options.limit, rows, findings)
+            if len(wanted) >= options.limit or not more or depth >= DEEPEST_WINDOW * max(options.limit, window):
+                break
+            depth *= 2
         entity_ids = set(findings.entities)
-        if mode == "rrf":
-            fused, rows = self._rrf(conn, tenant, results, weights, analysis, options)
-        else:
-            fused, rows = self._score(conn, tenant, results, weights, analysis, options, propagation, entity_ids)
-        wanted = []
-        for h in fused:
-            if h.memory_id in rows or h.memory_id in entity_ids:
-                wanted.append(h)
-                if len(wanted) >= options.limit:
-                    break
         cards = ents.get_entities(conn, tenant, [h.memory_id for h in wanted if h.memory_id in entity_ids], as_of=options.as_of)
         documents: dict[str, DocumentRef | None] = {}
         hits = []
         for h in wanted:
-            channels = {name: ChannelHit(rank, round(raw, 6)) for name, (rank, raw) in h.channels.items()}
+            channels = {name: ChannelHit(rank, round(raw, 6), round(h.shares.get(name, 0.0), 6)) for name, (rank, raw) in h.channels.items()}
             if h.memory_id in rows:
                 view = graph_reads.memory_from_row(rows[h.memory_id])  # only the memories returned are decoded whole
                 doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
@@ -533,18 +571,48 @@ class Searcher:
             _restore_ranks(fused, "graph", results["graph"])
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
 
-    def _rrf(self, conn, tenant, results, weights, analysis, options):
-        """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus."""
+    def _rrf(self, conn, tenant, results, weights, analysis, options, depth):
+        """The baseline: weighted reciprocal-rank fusion plus a small term-overlap bonus.
+
+        The bonus re-ranks the best ``depth`` fused hits (the window's); the
+        third value says whether hits below them were left out.
+        """
         k = float(options.rrf_k if options.rrf_k is not None else self.settings.recall_rrf_k)
         fused = fusion.weighted_rrf(results, weights, k)
-        pool = [h.memory_id for h in fused[: max(options.limit * 5, 50)]]
+        pool = [h.memory_id for h in fused[:depth]]
         rows = graph_reads.memory_rows(conn, tenant, pool, as_of=options.as_of)
         query_stems = {stem(t) for t in analysis.terms}
         stems_of = lambda m: {stem(t.lower()) for t in tokenize(graph_reads.content_facts(rows[m]).memory)} if m in rows else set()  # noqa: E731
-        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), rows
+        return fusion.overlap_bonus(fused[: len(pool)], query_stems, stems_of, weight=float(self.settings.recall_overlap_bonus)), rows, len(fused) > len(pool)
 
 
 _NO_FACTS = fusion.MemoryFacts()
+
+
+def _take(
+    wanted: list[fusion.FusedHit], fused: list[fusion.FusedHit], found_rows: dict[str, tuple], found: GraphFindings, limit: int,
+    rows: dict[str, tuple], findings: GraphFindings,
+) -> None:
+    """Append to ``wanted`` the hits of one window not taken yet, best first, up to ``limit``, with their rows and graph findings."""
+    taken = {h.memory_id for h in wanted}
+    for h in fused:
+        if len(wanted) >= limit:
+            return
+        m = h.memory_id
+        if m in taken or (m not in found_rows and m not in found.entities):
+            continue
+        wanted.append(h)
+        if m in found_rows:
+            rows[m] = found_rows[m]
+        else:
+            findings.entities[m] = found.entities[m]
+        if m in found.paths:
+            findings.paths[m] = found.paths[m]
+
+
+def entity_places(depth: int) -> int:
+    """The graph channel's places that entities may take among its ``depth``: two in five (20 of a window of 50)."""
+    return max(1, depth * 2 // 5)
 
 
 def _restore_ranks(hits: list[fusion.FusedHit], channel: str, ranked: list[tuple[str, float]]) -> None:
@@ -577,6 +645,10 @@ def strategy_name(active: Sequence[str]) -> str:
     return "none"
 
 
+#: The deepest window recall searches, in multiples of the limit (or of the first window when larger): a bound on
+#: the cost of an answer whose candidates mostly cannot be returned.
+DEEPEST_WINDOW = 8
+
 #: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
 MENTIONS_PER_ENTITY = 50
 
@@ -596,9 +668,6 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
-
-
-_SESSION = re.compile(r"^(.*):[^:]+$")
 
 
 def relationships(conn: sqlite3.Connection, tenant: str, hits: list[RecallHit], as_of: int | None) -> list[Relationship]:

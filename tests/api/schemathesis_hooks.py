@@ -40,11 +40,15 @@ def breaks_a_rule_across_fields(case) -> str | None:
             return "to before from"
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"
-    if case.path in ("/v1/recall", "/v1/search") and body.get("strategy") == "graph-only":  # both check the strategy alike
+    if case.path in ("/v1/recall", "/v1/search"):  # both check the strategy, channels and weights alike
         channels = body.get("channels") if isinstance(body.get("channels"), list) else []
         weights = body.get("weights") if isinstance(body.get("weights"), dict) else {}
-        if any(c != "graph" for c in channels) or weights.get("graph") == 0:
+        graph_only = body.get("strategy") == "graph-only"
+        if graph_only and (any(c != "graph" for c in channels) or weights.get("graph") == 0):
             return "strategy graph-only with another channel, or with the graph channel weighted 0"
+        running = {"graph"} if graph_only else set(channels or ("lexical", "semantic", "graph"))
+        if any(isinstance(w, (int, float)) and w and name not in running for name, w in weights.items()):
+            return "a weight above 0 for a channel the request leaves out"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
         documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str) and isinstance(d.get("doc_id"), (str, type(None)))]
         ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]

@@ -64,12 +64,26 @@ async def test_graph_only_degrades_on_a_tenant_without_entities(api):
         ({"strategy": "graph-only", "channels": ["lexical"]}, "channels"),
         ({"strategy": "graph-only", "weights": {"graph": 0}}, "weights"),
         ({"strategy": "entities"}, "strategy"),
+        # A weight for a channel the request leaves out would be ignored: it is refused instead.
+        ({"strategy": "graph-only", "weights": {"lexical": 0.7}}, "weights"),
+        ({"channels": ["lexical"], "weights": {"graph": 0.5}}, "weights"),
+        ({"channels": ["graph", "lexical"], "weights": {"semantic": 0.3, "lexical": 1.0}}, "weights"),
     ],
 )
 async def test_contradicting_options_are_a_422_naming_the_field(client, body, field):
-    with pytest.raises(ApiError) as caught:
-        await client.recall("Where does Alice work?", **body)
-    assert caught.value.status == 422 and caught.value.field == field
+    for read in (client.recall, client.search):
+        with pytest.raises(ApiError) as caught:
+            await read("Where does Alice work?", **body)
+        assert caught.value.status == 422 and caught.value.field == field
+        if field == "weights" and "strategy" not in body:
+            assert "channels" in str(caught.value)
+
+
+async def test_a_weight_of_zero_for_a_channel_left_out_agrees_with_the_request(client):
+    """Switching off a channel the request leaves out says the same thing twice: no contradiction."""
+    result = await client.recall("Where does Alice work?", channels=["lexical"], weights={"graph": 0, "semantic": 0})
+    assert result["strategy"] == "lexical-only"
+    assert (await client.recall("Where does Alice work?", channels=["lexical", "graph"], weights={"graph": 0.5}))["channels"]["graph"]["weight"] == 0.5
 
 
 async def test_recall_as_of_a_position_before_the_relation(client):

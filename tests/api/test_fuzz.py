@@ -309,6 +309,8 @@ def test_a_form_labelled_invalid_is_judged_as_it_is_sent(body, valid):
     [
         {"query": "x", "strategy": "graph-only", "channels": ["lexical", "semantic"]},
         {"query": "x", "strategy": "graph-only", "weights": {"graph": 0}},
+        {"query": "x", "strategy": "graph-only", "weights": {"lexical": 0.5}},
+        {"query": "x", "channels": ["lexical"], "weights": {"graph": 0.5}},
     ],
 )
 async def test_the_hooks_skip_what_the_server_refuses_across_fields(api, path, body):

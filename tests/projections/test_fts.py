@@ -119,6 +119,45 @@ def test_cjk_whole_sentence_query_ranks_the_best_match_first(log, searcher):
     assert "far" not in ids(hits)
 
 
+def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
+    """unicode61 keeps "我喜欢Python编程" as one token: the word in it is indexed apart, and found by every plan."""
+    log.add("py", "我喜欢Python编程")
+    log.add("wide", "ＡＢＣ全角文字のテスト")
+    log.add("mixed", "Acme公司的总部在北京 and a report")
+    log.add("lisbon", "Alice lives in Lisbon")
+    log.add("spaced", "我喜欢 Python 和咖啡")
+    conn = searcher()
+    for exact in (False, True):
+        assert set(ids(fts_search(conn, "t", "Python", exact=exact))) == {"py", "spaced"}
+        assert ids(fts_search(conn, "t", "ＡＢＣ", exact=exact)) == ["wide"]
+        assert set(ids(fts_search(conn, "t", "acme report", exact=exact))) == {"mixed"}
+    # A query that writes a word against CJK text searches the word too, beside the CJK bigrams.
+    assert ids(fts_search(conn, "t", "Lisbon在哪里")) == ["lisbon"]
+    assert ids(fts_search(conn, "t", "python编程"))[0] == "py"
+    # The postings answer word queries exactly as the FTS5 statement does, scores included.
+    fast, exact = fts_search(conn, "t", "python report acme"), fts_search(conn, "t", "python report acme", exact=True)
+    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
+def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher):
+    """Full-width letters and digits (typed on CJK keyboards), ligatures and half-width kana are found by their NFKC forms, both ways."""
+    log.add("wide", "ＡＢＣ全角文字のテスト")
+    log.add("spaced", "会議は ２０２４ 年 Ｒｏｏｍ ７ で")
+    log.add("plain", "the abc room 7 in 2024")
+    log.add("liga", "the ﬁle was signed")
+    log.add("kana", "ｶﾀｶﾅの本")
+    conn = searcher()
+    for exact in (False, True):
+        assert set(ids(fts_search(conn, "t", "abc", exact=exact))) == {"wide", "plain"}
+        assert set(ids(fts_search(conn, "t", "ＡＢＣ", exact=exact))) == {"wide", "plain"}
+        assert set(ids(fts_search(conn, "t", "room 2024", exact=exact))) == {"spaced", "plain"}
+        assert ids(fts_search(conn, "t", "file signed", exact=exact))[0] == "liga"
+    assert ids(fts_search(conn, "t", "カタカナ")) == ["kana"]
+    assert ids(fts_search(conn, "t", "ｶﾀｶﾅ")) == ["kana"]
+    fast, exact = fts_search(conn, "t", "abc room 2024 file"), fts_search(conn, "t", "abc room 2024 file", exact=True)
+    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
 # -- filters before the limit ----------------------------------------------------------------
 
 

@@ -1,0 +1,82 @@
+"""A recall answer is the start of every longer one, whatever the limit.
+
+The channels search a window of ``MNEMOLOG_RECALL_CANDIDATES`` candidates
+each; a limit the window's fused answer cannot fill takes the next hits from
+deeper windows, after it. So asking for more never reorders (or drops) what a
+shorter answer returned: a memory the window saw in one channel only does not
+jump above the others because a deeper search found it in a second channel.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.recall.searcher import RecallOptions
+from mnemolog.projections.service import MemoryService
+
+CTX = CommandContext(tenant="t", actor="test")
+NAMES = ["Kofi", "Lena", "Hana", "Ivan"]
+VERBS = ["planned", "cooked", "visited", "cancelled", "painted", "joined"]
+OBJECTS = ["a vegan lasagna", "a trip to Lisbon", "the garden shed", "a chess tournament", "the roof leak", "a jazz concert", "the tax return"]
+LIMITS = (1, 5, 10, 25, 50, 51, 60, 80, 100)
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    """People as entities (the linker links each memory to the one it names), 600 memories about them."""
+    service = MemoryService.open(tmp_path_factory.mktemp("limits") / "data", settings=Settings({}, env={}))
+    rng = random.Random(11)
+    for n, name in enumerate(NAMES):
+        service.run(service.entities.upsert, CTX, f"p{n}", name=name, entity_type="person")
+    service.run(service.entities.set_relation, CTX, "p0", "p1", "KNOWS", weight=0.7)
+    texts = [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})" for i in range(600)]
+    service.run(service.memories.add, CTX, [MemoryContent(memory=t) for t in texts])
+    service.sync()
+    yield service
+    service.close()
+
+
+QUERIES = ["Kofi vegan trip", "What did Lena say about the jazz concert?", "Hana roof leak", "Lisbon chess", "Ivan"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"fusion": "rrf"}, {"strategy": "graph-only"}, {"strategy": "knowledge-only"}, {"weights": {"semantic": 0.5}}, {"channels": ("lexical",)}],
+    ids=["score", "rrf", "graph-only", "knowledge-only", "semantic", "lexical"],
+)
+def test_a_shorter_answer_is_the_start_of_every_longer_one(svc, options):
+    for query in QUERIES:
+        answers = {limit: [(h.id, h.kind) for h in svc.searcher.recall("t", query, RecallOptions(limit=limit, **options)).hits] for limit in LIMITS}
+        longest = answers[LIMITS[-1]]
+        for limit, hits in answers.items():
+            assert hits == longest[:limit], (query, limit)
+        assert len(set(longest)) == len(longest)
+
+
+def test_a_limit_beyond_the_window_still_fills_from_deeper_candidates(svc):
+    window = int(svc.settings.recall_candidates)
+    lexical = svc.searcher.recall("t", "Kofi vegan trip", RecallOptions(limit=100, channels=("lexical",)))
+    assert len(lexical.hits) == 100 > window  # more than one window's candidates: the next come from a deeper search
+    assert lexical.channels["lexical"].count >= 100
+
+
+def test_a_deeper_window_embeds_the_query_and_finds_its_entities_once(svc, monkeypatch):
+    calls = {"embed": 0, "named": 0}
+    embed, named = svc.searcher.embed_query, svc.searcher.named_entities
+
+    def counted(name, real):
+        def call(*args):
+            calls[name] += 1
+            return real(*args)
+        return call
+
+    monkeypatch.setattr(svc.searcher, "embed_query", counted("embed", embed))
+    monkeypatch.setattr(svc.searcher, "named_entities", counted("named", named))
+    result = svc.searcher.recall("t", "Kofi vegan trip", RecallOptions(limit=100, weights={"semantic": 0.5}))
+    assert len(result.hits) == 100 and result.channels["lexical"].count > int(svc.settings.recall_candidates)  # a deeper window ran
+    assert calls == {"embed": 1, "named": 1}
