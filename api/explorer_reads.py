@@ -93,7 +93,7 @@ def neighborhood(
         shown = [node, *(r.node for r in page)]
         edge_list = [
             {"id": e.edge_id, "source": e.source, "target": e.target, "type": e.edge_type, "weight": e.weight}
-            for e in svc.graph.edges_between(tenant, shown, as_of=position)[: 8 * limit]
+            for e in svc.graph.edges_between(tenant, shown, edge_types=types, as_of=position)[: 8 * limit]
         ]
         placed = [{"id": r.node, "depth": r.depth, "score": r.score} for r in page]
     memories = svc.graph.memories(tenant, shown, as_of=position)

@@ -59,7 +59,7 @@ def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     truncated = len(seeds) > body.max_nodes or len(reached) > budget
     reached = reached[: max(budget, 0)]
     nodes = list(dict.fromkeys([*seeds[: body.max_nodes], *(r.node for r in reached)]))
-    edges = svc.graph.edges_between(tenant, nodes, as_of=position)
+    edges = svc.graph.edges_between(tenant, nodes, edge_types=body.edge_types, as_of=position)  # the types the walk follows, no other
     truncated = truncated or len(edges) > body.max_edges
     memories = svc.graph.memories(tenant, nodes, as_of=position)
     return {

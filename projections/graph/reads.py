@@ -200,10 +200,7 @@ def edges_of(
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     valid, params = head_clause(as_of)
-    type_sql, type_params = "", ()
-    if edge_types:
-        type_sql = f" AND edge_type IN ({','.join('?' * len(edge_types))})"
-        type_params = tuple(edge_types)
+    type_sql, type_params = _types_clause(edge_types)
     out: list[EdgeView] = []
     sides = {"out": ("source",), "in": ("target",), "both": ("source", "target")}[direction]
     for side in sides:
@@ -244,17 +241,27 @@ def edges_into(
     return out
 
 
-def edges_between(conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, as_of: int | None = None) -> list[EdgeView]:
-    """Edges whose both ends are among ``node_ids`` (relationships between results)."""
+def _types_clause(edge_types: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+    """`` AND edge_type IN (...)`` and its parameters; nothing for no types (every type)."""
+    if not edge_types:
+        return "", ()
+    return f" AND edge_type IN ({','.join('?' * len(edge_types))})", tuple(edge_types)
+
+
+def edges_between(
+    conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, edge_types: Sequence[str] | None = None, as_of: int | None = None
+) -> list[EdgeView]:
+    """Edges whose both ends are among ``node_ids`` (relationships between results); with ``edge_types``, of those types only."""
     ids = list(dict.fromkeys(node_ids))
     if len(ids) < 2:
         return []
     valid, params = head_clause(as_of)
+    type_sql, type_params = _types_clause(edge_types)
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND source IN ({marks}) AND target IN ({marks})"
-        f" AND {valid} ORDER BY row_id",
-        (tenant, *ids, *ids, *params),
+        f" AND {valid}{type_sql} ORDER BY row_id",
+        (tenant, *ids, *ids, *params, *type_params),
     )
     return [_edge_view(r) for r in rows]
 
@@ -448,8 +455,8 @@ class GraphReads:
     def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
         return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
 
-    def edges_between(self, tenant: str, node_ids: Sequence[str], *, as_of: Any = None) -> list[EdgeView]:
-        return edges_between(self._connect(), tenant, node_ids, as_of=self._resolve(as_of))
+    def edges_between(self, tenant: str, node_ids: Sequence[str], *, edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
+        return edges_between(self._connect(), tenant, node_ids, edge_types=edge_types, as_of=self._resolve(as_of))
 
     def bfs(
         self,

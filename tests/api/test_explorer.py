@@ -203,6 +203,15 @@ async def test_a_neighbourhood_as_of_a_position_is_the_graph_of_then(api):
     assert len((await get(api.raw, "/v1/graph/neighborhood", node=hub, direction="in"))["nodes"]) == 1
 
 
+async def test_a_neighbourhood_of_one_edge_type_draws_only_edges_of_that_type(api):
+    a, b = (await post(api.raw, "/v1/memories", {"memories": [{"memory": "first"}, {"memory": "second"}]}))["memory_ids"]
+    await post(api.raw, "/v1/edges", {"source": a, "target": b, "edge_type": "FOLLOWS", "edge_id": "t:f:1"})
+    await post(api.raw, "/v1/edges", {"source": a, "target": b, "edge_type": "RELATED", "edge_id": "t:r:1"})
+    page = await get(api.raw, "/v1/graph/neighborhood", node=a, type="FOLLOWS")
+    assert [n["id"] for n in page["nodes"]] == [a, b]
+    assert [e["id"] for e in page["edges"]] == ["t:f:1"]
+
+
 async def test_an_entity_neighbourhood_walks_relations_with_names(api):
     for eid, name in (("ada", "Ada"), ("bob", "Bob"), ("cy", "Cy")):
         await api.raw.put(f"/v1/entities/{eid}", json={"name": name, "entity_type": "person"})

@@ -143,6 +143,22 @@ async def test_subgraph_of_an_exact_fit_is_not_truncated(client):
     assert body["truncated"] is False
 
 
+async def test_a_subgraph_of_some_edge_types_holds_only_edges_of_those_types(client):
+    a, b, c = (await client.add_memories(memories=[{"memory": "typed a"}, {"memory": "typed b"}, {"memory": "typed c"}])).memory_ids
+    await client.link(a, b, "FOLLOWS", edge_id="t:follows:1")
+    await client.link(a, b, "RELATED", edge_id="t:related:1")
+    await client.link(b, a, "RELATED", edge_id="t:related:2")
+    await client.link(b, c, "FOLLOWS", edge_id="t:follows:2")
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [a], "depth": 2, "edge_types": ["FOLLOWS"]})
+    assert [r["node"] for r in body["reached"]] == [b, c]
+    assert [e["edge_id"] for e in body["edges"]] == ["t:follows:1", "t:follows:2"]
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [a], "depth": 1, "edge_types": ["RELATED"], "direction": "out"})
+    assert [e["edge_id"] for e in body["edges"]] == ["t:related:1", "t:related:2"]  # both join the nodes the walk reached
+    # Edges of other types do not count against max_edges either.
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [a], "depth": 2, "edge_types": ["FOLLOWS"], "max_edges": 2})
+    assert len(body["edges"]) == 2 and body["truncated"] is False
+
+
 async def test_graph_stats_counts_by_status_and_edge_type(client):
     center, others = await _star(client, leaves=3)
     await client.archive_memory(others[0])
