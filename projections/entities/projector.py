@@ -117,8 +117,9 @@ class DocumentView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _search_text(name: str, aliases: Sequence[str], tags: Sequence[str], description: str) -> str:
-    """What :func:`find_by_keywords` searches in."""
-    return "\n".join([name, *aliases, *tags, description]).casefold()
+    """What :func:`find_by_keywords` searches in: normalised as the linker reads text (NFKC, case folded), so that
+    ``Ａｃｍｅ`` and ``acme``, or ``Café`` composed and decomposed, are one spelling."""
+    return normalise("\n".join([name, *aliases, *tags, description]))
 
 
 def surface_key(text: str) -> str:
@@ -127,7 +128,7 @@ def surface_key(text: str) -> str:
 
 class EntityProjector:
     name = "entities"
-    schema_version = 2
+    schema_version = 3  # 3: search_text normalised as the linker reads text
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -385,10 +386,11 @@ def find_by_keywords(
     """Entities containing every keyword (case-insensitive substring of name, aliases, tags or description).
 
     Ranked: a keyword equal to the name counts 4, inside the name 3, inside
-    an alias 2, a tag 1, the description 0.5; then by name and id.
+    an alias 2, a tag 1, the description 0.5; then by name and id. Keywords
+    and entities are compared as the linker compares them (:func:`normalise`:
+    NFKC, case folded), whatever Unicode form either is written in.
     """
-    words = keywords.split() if isinstance(keywords, str) else [k for k in keywords if k and k.strip()]
-    words = [w.strip().casefold() for w in words]
+    words = normalise(keywords).split() if isinstance(keywords, str) else [normalise(k).strip() for k in keywords if k and k.strip()]
     valid, params = head_clause(as_of)
     sql = f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid}"
     args: list[Any] = [tenant, *params]
@@ -405,15 +407,15 @@ def find_by_keywords(
     found = [_entity(r) for r in conn.execute(sql, args)]
 
     def score(word: str, e: EntityView) -> float:
-        name = e.name.casefold()
+        name = normalise(e.name)
         if word in name:
             return 4 if word == name else 3
-        return 2 if any(word in a.casefold() for a in e.aliases) else 1 if any(word in t for t in e.tags) else 0.5
+        return 2 if any(word in normalise(a) for a in e.aliases) else 1 if any(word in normalise(t) for t in e.tags) else 0.5
 
     def rank(e: EntityView) -> float:
         return sum(score(w, e) for w in words)
 
-    found.sort(key=lambda e: (-rank(e), e.name.casefold(), e.id))
+    found.sort(key=lambda e: (-rank(e), normalise(e.name), e.id))
     return found[: max(0, limit)]
 
 

@@ -253,3 +253,24 @@ async def test_a_form_field_given_twice_is_refused_naming_it_and_nothing_is_writ
     error = await call(http, "POST", "/v1/import/documents", 422, data=form)
     assert error["error"]["field"] == field and "more than once" in error["error"]["message"]
     assert (await call(http, "GET", "/v1/digest"))["position"] == head
+
+
+@pytest.mark.parametrize(
+    "name, aliases, query",
+    [
+        ("Ａｃｍｅ Corp", [], "acme"),  # full-width letters found by their ASCII spelling
+        ("Acme Corp", [], "ＡＣＭＥ"),  # and the other way round
+        ("Beijing Office", ["ＢＥＩＪＩＮＧ ＨＱ"], "beijing hq"),
+        ("Cafe\u0301 Central", [], "café"),  # decomposed in the name, composed in the query
+        ("Café Central", [], "cafe\u0301"),
+        ("ﬁnance team", [], "finance"),  # a ligature
+        ("東京ｵﾌｨｽ", [], "オフィス"),  # half-width katakana
+    ],
+)
+async def test_finding_entities_by_keyword_reads_text_as_the_linker_does(http, name, aliases, query):
+    """A keyword finds the entity whatever Unicode form either is written in (NFKC, case folded), as relation cards and recall do."""
+    await call(http, "PUT", "/v1/entities/target", 201, json={"name": name, "aliases": aliases})
+    await call(http, "PUT", "/v1/entities/other", 201, json={"name": "Unrelated"})
+    found = await call(http, "GET", "/v1/entities", params={"q": query})
+    assert [e["id"] for e in found["entities"]] == ["target"]
+    assert found["entities"][0]["name"] == name  # shown as written
