@@ -7,6 +7,7 @@ import re
 from hashlib import sha256
 
 from .. import catalogue as c
+from ..catalogue_graph import RELATION_EDGE_PREFIX
 from ..model import Conflict, NotFound, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
@@ -15,6 +16,16 @@ from .facts import GraphFacts
 EDGE_ID_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]+$")
 EDGE_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]*$")
+
+
+def not_a_relation(value: str, field: str) -> None:
+    """Refuse an edge id or prefix in ``rel:``: those edges mirror entity relations and change only with them
+    (an edge unlinked alone would leave the relation in the entity graph and gone from the graph, and a
+    relation set again at the same weight would write nothing to bring it back)."""
+    if value.startswith(RELATION_EDGE_PREFIX):
+        raise ValidationError(
+            field, f"{RELATION_EDGE_PREFIX} edges mirror entity relations: set or remove the relation itself"
+        )
 
 
 def check_edge(edge: c.EdgeRecord) -> None:
@@ -64,6 +75,7 @@ class EdgeCommands:
             raise ValidationError("edges", "at least one edge is needed")
         for edge in edges:
             check_edge(edge)
+            not_a_relation(edge.edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "link", edges)) is not None:
             return done
         seen: set[str] = set()
@@ -87,6 +99,7 @@ class EdgeCommands:
         )
 
     def unlink(self, ctx: CommandContext, edge_id: str, *, reason: str = "") -> CommandResult:
+        not_a_relation(edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "unlink", [edge_id, reason])) is not None:
             return done
         edge = self.facts.live_edge(ctx.tenant, edge_id)
@@ -105,6 +118,7 @@ class EdgeCommands:
         """Remove every live edge whose id starts with ``prefix``, in one event."""
         if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
+        not_a_relation(prefix, "prefix")
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
             return done
         edges = self.facts.live_edges_with_prefix(ctx.tenant, prefix)

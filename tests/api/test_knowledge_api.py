@@ -274,3 +274,28 @@ async def test_finding_entities_by_keyword_reads_text_as_the_linker_does(http, n
     found = await call(http, "GET", "/v1/entities", params={"q": query})
     assert [e["id"] for e in found["entities"]] == ["target"]
     assert found["entities"][0]["name"] == name  # shown as written
+
+
+async def test_a_relations_graph_edge_is_changed_only_through_the_relation(http):
+    """``rel:`` edges mirror relations: unlinking, undoing or forging one through /v1/edges would leave the graph and the entity graph disagreeing."""
+    for eid in ("ada", "bob"):
+        await call(http, "PUT", f"/v1/entities/{eid}", 201, json={"name": eid.title()})
+    await call(http, "POST", "/v1/entities/ada/relations", 201, json={"target_id": "bob", "relation_type": "knows", "weight": 0.5})
+    head = (await call(http, "GET", "/v1/capabilities"))["head_position"]
+    refused = [
+        await call(http, "DELETE", "/v1/edges/rel:ada:KNOWS:bob", 422),
+        await call(http, "POST", "/v1/edges/undo-namespace", 422, json={"prefix": "rel:"}),
+        await call(http, "POST", "/v1/edges/undo-namespace", 422, json={"prefix": "rel:ada:"}),
+        await call(http, "POST", "/v1/edges", 422, json={"source": "bob", "target": "ada", "edge_type": "KNOWS", "edge_id": "rel:bob:KNOWS:ada"}),
+    ]
+    assert [r["error"]["field"] for r in refused] == ["edge_id", "prefix", "prefix", "edge_id"]
+    assert all("relation" in r["error"]["message"] for r in refused)
+    assert (await call(http, "GET", "/v1/capabilities"))["head_position"] == head  # nothing written
+    graph = await call(http, "GET", "/v1/graph/neighbors", params={"node": "ada"})
+    assert [(e["edge_id"], e["weight"]) for e in graph["edges"]] == [("rel:ada:KNOWS:bob", 0.5)]
+    related = await call(http, "GET", "/v1/entities/ada/related", params={"direction": "both"})
+    assert [(r["id"], r["score"]) for r in related["related"]] == [("bob", 0.5)]
+    # Through the relation, both change together.
+    await call(http, "DELETE", "/v1/entities/ada/relations", json={"target_id": "bob", "relation_type": "knows"})
+    assert (await call(http, "GET", "/v1/graph/neighbors", params={"node": "ada"}))["edges"] == []
+    assert (await call(http, "GET", "/v1/entities/ada/related"))["related"] == []
