@@ -16,6 +16,7 @@ from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
 from .auth import SCOPES, ApiKey
+from .operations import node_exists
 
 
 def whoami(key: ApiKey | None, tenant: str, *, auth: bool) -> dict[str, Any]:
@@ -81,12 +82,11 @@ def neighborhood(
         edge_list = list(edges.values())
         placed = [{"id": r.id, "depth": r.depth, "score": r.score} for r in page]
     else:
-        seed_memory = svc.graph.memory(tenant, node, as_of=position)
         reached = svc.graph.bfs(
             tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=offset + limit + 1, by_score=False
         )
-        if seed_memory is None and not reached:
-            raise NotFound("memory", node)
+        if not reached and not node_exists(svc, tenant, node, position):
+            raise NotFound("node", node)
         page = reached[offset : offset + limit]
         more = len(reached) > offset + limit
         total = None if more else len(reached)

@@ -116,6 +116,23 @@ async def test_neighbors_as_of_sees_the_graph_of_the_past(client):
     assert [e["edge_id"] for e in then["edges"]] == ["t:past:1"]
 
 
+async def test_neighbors_of_a_node_that_does_not_exist_is_not_found(client):
+    """An id with a typo (or one not yet written as of the position asked) is a 404, not a node with no edges."""
+    with pytest.raises(ApiError) as err:
+        await client.neighbors("no-such-node", depth=2)
+    assert err.value.status == 404 and err.value.code == "not_found"
+    before = (await client.add_memories({"memory": "written first"})).positions[-1]
+    lonely = await add(client, "a memory with no edges")
+    assert await client.neighbors(lonely) == {"node": lonely, "edges": [], "reached": []}
+    with pytest.raises(ApiError) as err:
+        await client.neighbors(lonely, as_of=before)  # not written yet then
+    assert err.value.status == 404
+    await client.put_entity("person:lonely", {"name": "Lonely"})
+    assert await client.neighbors("person:lonely") == {"node": "person:lonely", "edges": [], "reached": []}
+    await client.import_documents([("notes.md", b"# Notes\n\nNothing to link.\n")])
+    assert (await client.neighbors("document:notes.md"))["node"] == "document:notes.md"
+
+
 async def test_subgraph_honours_node_and_edge_limits(client):
     center, others = await _star(client, leaves=6)
     full = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 1})
