@@ -162,7 +162,7 @@ def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, lim
     "/v1/entities/{id}/related",
     path_types=ENTITY_PATH,
     scope="read",
-    summary="Entities reached by BFS over relations (score = product of weights on the first path)",
+    summary="Entities reached by BFS over relations (score = product of weights on the strongest shortest path)",
     query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
     response=RelatedResponse,
 )

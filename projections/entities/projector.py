@@ -74,7 +74,7 @@ class RelationView(msgspec.Struct, frozen=True):
 
 
 class Related(msgspec.Struct, frozen=True, kw_only=True):
-    """An entity BFS reached: score = product of the weights along the first path found."""
+    """An entity BFS reached: score = product of the weights along the strongest of its shortest paths."""
 
     id: str
     depth: int
@@ -490,9 +490,11 @@ def get_related(
 ) -> list[Related]:
     """Entities reached from ``entity_id`` by BFS over relations.
 
-    Cycle-safe; the first path that reaches a node is kept (frontier order:
-    the strongest path first, then relation type, then id); score = product
-    of the weights on it.
+    Cycle-safe; a node is reached at its shortest depth, by the strongest
+    of the paths of that depth (score = the product of the weights on it),
+    whatever the order of relation types or of the nodes that lead to it;
+    among equally strong paths, the first found (the stronger parent first,
+    then relation type, then id).
     Sorted by score, then depth, then id. ``depth=0`` returns nothing but
     still raises :class:`NotFound` for an unknown entity.
     """
@@ -510,15 +512,15 @@ def get_related(
         if not frontier or len(reached) >= max_nodes:
             break
         adjacency = _adjacent(conn, tenant, [n for n, _, _ in frontier], direction, types, as_of)
-        following = []
+        best: dict[str, tuple[float, tuple[RelationView, ...]]] = {}  # this level's nodes, in the order first found
         for node, score, path in frontier:
             for rtype, other, source, target, weight in adjacency.get(node, ()):
-                if other in visited:
+                if other in visited or (other in best and best[other][0] >= score * weight):
                     continue
-                visited.add(other)
-                step = (other, score * weight, path + (RelationView(source, target, rtype, weight),))
-                following.append(step)
-                reached.append(Related(id=other, depth=level, score=step[1], path=step[2]))
+                best[other] = (score * weight, path + (RelationView(source, target, rtype, weight),))
+        visited.update(best)
+        following = [(other, score, path) for other, (score, path) in best.items()]
+        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
         frontier = following
     reached = reached[:max_nodes]
