@@ -67,8 +67,8 @@ def neighborhood(
         seed = svc.knowledge.get(tenant, node, as_of=position)
         if seed is None:
             raise NotFound("entity", node)
-        reached_all = svc.knowledge.related(tenant, node, depth, direction, types, as_of=position)
-        total: int | None = len(reached_all)
+        reached_all, cut = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=position)
+        total: int | None = None if cut else len(reached_all)  # a walk cut at its limit has more than it counts
         page = reached_all[offset : offset + limit]
         more = offset + limit < len(reached_all)
         shown = [node, *(r.id for r in page)]

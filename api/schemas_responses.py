@@ -264,13 +264,15 @@ class RelatedEntity(Related, frozen=True, kw_only=True):
 
 
 class RelatedResponse(msgspec.Struct, kw_only=True):
-    """The entities reached (at most ``limit`` of ``total``)."""
+    """The entities reached (at most ``limit`` of ``total``); ``truncated``: the walk stopped at its
+    limit (1,000 entities) with more beyond, the ``total`` it counts."""
 
     entity_id: str
     depth: int
     direction: str
     total: int
     related: list[RelatedEntity]
+    truncated: bool = False
 
 
 class TagCount(msgspec.Struct, kw_only=True):

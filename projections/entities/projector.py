@@ -486,9 +486,29 @@ def get_related(
     relation_types: Sequence[str] | None = None,
     as_of: int | None = None,
     *,
-    max_nodes: int = 1000,
+    max_nodes: int | None = None,
 ) -> list[Related]:
-    """Entities reached from ``entity_id`` by BFS over relations.
+    """:func:`related_walk`'s entities, without saying whether it stopped at ``max_nodes``."""
+    return related_walk(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes=max_nodes)[0]
+
+
+#: The most entities one walk of relations reaches; a walk that stops there says so.
+RELATED_MAX_NODES = 1000
+
+
+def related_walk(
+    conn: sqlite3.Connection,
+    tenant: str,
+    entity_id: str,
+    depth: int = 1,
+    direction: str = "out",
+    relation_types: Sequence[str] | None = None,
+    as_of: int | None = None,
+    *,
+    max_nodes: int | None = None,
+) -> tuple[list[Related], bool]:
+    """Entities reached from ``entity_id`` by BFS over relations, and whether the walk stopped at
+    ``max_nodes`` (default :data:`RELATED_MAX_NODES`) with more entities beyond.
 
     Cycle-safe; a node is reached at its shortest depth, by the strongest
     of the paths of that depth (score = the product of the weights on it),
@@ -504,12 +524,13 @@ def get_related(
         raise ValidationError("depth", "must be an integer >= 0")
     if get_entity(conn, tenant, entity_id, as_of=as_of) is None:
         raise NotFound("entity", entity_id)
+    max_nodes = RELATED_MAX_NODES if max_nodes is None else max_nodes
     types = _types(relation_types)
     visited = {entity_id}
     frontier: list[tuple[str, float, tuple[RelationView, ...]]] = [(entity_id, 1.0, ())]
     reached: list[Related] = []
     for level in range(1, depth + 1):
-        if not frontier or len(reached) >= max_nodes:
+        if not frontier or len(reached) > max_nodes:  # one node past the limit tells a cut walk from one that fits
             break
         adjacency = _adjacent(conn, tenant, [n for n, _, _ in frontier], direction, types, as_of)
         best: dict[str, tuple[float, tuple[RelationView, ...]]] = {}  # this level's nodes, in the order first found
@@ -523,9 +544,10 @@ def get_related(
         reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
         frontier = following
+    truncated = len(reached) > max_nodes
     reached = reached[:max_nodes]
     reached.sort(key=lambda r: (-r.score, r.depth, r.id))
-    return reached
+    return reached, truncated
 
 
 def incoming_relations(conn: sqlite3.Connection, tenant: str, entity_id: str) -> list[tuple[str, str]]:

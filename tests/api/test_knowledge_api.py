@@ -299,3 +299,24 @@ async def test_a_relations_graph_edge_is_changed_only_through_the_relation(http)
     await call(http, "DELETE", "/v1/entities/ada/relations", json={"target_id": "bob", "relation_type": "knows"})
     assert (await call(http, "GET", "/v1/graph/neighbors", params={"node": "ada"}))["edges"] == []
     assert (await call(http, "GET", "/v1/entities/ada/related"))["related"] == []
+
+
+async def test_a_walk_of_relations_cut_at_its_limit_says_so(http, monkeypatch):
+    """Past the walk's limit, ``total`` cannot count every entity reached: the answer says it was cut, and the explorer's total is unknown."""
+    from mnemolog.projections.entities import projector
+
+    monkeypatch.setattr(projector, "RELATED_MAX_NODES", 3)
+    await call(http, "PUT", "/v1/entities/hub", 201, json={"name": "Hub"})
+    for n in range(3):
+        await call(http, "PUT", f"/v1/entities/leaf{n}", 201, json={"name": f"Leaf {n}"})
+        await call(http, "POST", "/v1/entities/hub/relations", 201, json={"target_id": f"leaf{n}", "relation_type": "has"})
+    fits = await call(http, "GET", "/v1/entities/hub/related")
+    assert (fits["total"], fits["truncated"]) == (3, False)
+    page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
+    assert page["total"] == 3 and not page["more"]
+    await call(http, "PUT", "/v1/entities/leaf3", 201, json={"name": "Leaf 3"})
+    await call(http, "POST", "/v1/entities/hub/relations", 201, json={"target_id": "leaf3", "relation_type": "has"})
+    cut = await call(http, "GET", "/v1/entities/hub/related")
+    assert (cut["total"], cut["truncated"], len(cut["related"])) == (3, True, 3)
+    page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
+    assert page["total"] is None and len(page["nodes"]) == 4
