@@ -165,11 +165,13 @@ class MemoryHistoryResponse(msgspec.Struct, kw_only=True):
 
 
 class NeighborsResponse(msgspec.Struct, kw_only=True):
-    """A node's edges and the nodes a BFS reached from it, each with its path."""
+    """A node's edges and the nodes a BFS reached from it, each with its path; ``truncated``: the walk
+    stopped at its limit (500 nodes) with more beyond."""
 
     node: str
     edges: list[EdgeView]
     reached: list[Reached]
+    truncated: bool = False
 
 
 class SubgraphNode(msgspec.Struct, kw_only=True):

@@ -123,14 +123,28 @@ async def test_neighbors_of_a_node_that_does_not_exist_is_not_found(client):
     assert err.value.status == 404 and err.value.code == "not_found"
     before = (await client.add_memories({"memory": "written first"})).positions[-1]
     lonely = await add(client, "a memory with no edges")
-    assert await client.neighbors(lonely) == {"node": lonely, "edges": [], "reached": []}
+    assert await client.neighbors(lonely) == {"node": lonely, "edges": [], "reached": [], "truncated": False}
     with pytest.raises(ApiError) as err:
         await client.neighbors(lonely, as_of=before)  # not written yet then
     assert err.value.status == 404
     await client.put_entity("person:lonely", {"name": "Lonely"})
-    assert await client.neighbors("person:lonely") == {"node": "person:lonely", "edges": [], "reached": []}
+    assert await client.neighbors("person:lonely") == {"node": "person:lonely", "edges": [], "reached": [], "truncated": False}
     await client.import_documents([("notes.md", b"# Notes\n\nNothing to link.\n")])
     assert (await client.neighbors("document:notes.md"))["node"] == "document:notes.md"
+
+
+async def test_neighbors_past_their_limit_say_they_were_cut(client, monkeypatch):
+    from mnemolog.api import operations
+
+    monkeypatch.setattr(operations, "NEIGHBORS_MAX_NODES", 3)
+    center, others = await _star(client, leaves=3)
+    fits = await client.neighbors(center)
+    assert len(fits["reached"]) == 3 and fits["truncated"] is False
+    extra = await add(client, "one leaf too many")
+    await client.link(center, extra, "RELATED", weight=0.5, edge_id="star:extra:1")
+    cut = await client.neighbors(center)
+    assert len(cut["reached"]) == 3 and cut["truncated"] is True
+    assert len(cut["edges"]) == 4  # the node's own edges are all listed
 
 
 async def test_subgraph_honours_node_and_edge_limits(client):
