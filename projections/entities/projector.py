@@ -39,6 +39,7 @@ from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import setting
 
+from ..graph.reads import type_filter
 from ..linking.linker import normalise
 from ..memory_rows import head_clause
 from ..runner import execute_script
@@ -438,10 +439,6 @@ def entity_count_by_tag(conn: sqlite3.Connection, tenant: str, tag: str, *, as_o
     ).fetchone()[0]
 
 
-def _types(relation_types: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t.strip().replace("-", "_").replace(" ", "_").upper() for t in relation_types or () if t and t.strip()))
-
-
 def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tuple]]:
     """Each node's relations as ``(relation_type, other end, source, target, weight)``, sorted.
 
@@ -473,7 +470,7 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
 def relations_of(conn, tenant: str, entity_id: str, *, direction: str = "both", relation_types=None, as_of: int | None = None) -> list[RelationView]:
     if direction not in DIRECTIONS:
         raise ValidationError("direction", "must be out, in or both")
-    rows = _adjacent(conn, tenant, [entity_id], direction, _types(relation_types), as_of).get(entity_id, [])
+    rows = _adjacent(conn, tenant, [entity_id], direction, type_filter(relation_types), as_of).get(entity_id, [])
     return [RelationView(source, target, rtype, weight) for rtype, _, source, target, weight in rows]
 
 
@@ -525,7 +522,7 @@ def related_walk(
     if get_entity(conn, tenant, entity_id, as_of=as_of) is None:
         raise NotFound("entity", entity_id)
     max_nodes = RELATED_MAX_NODES if max_nodes is None else max_nodes
-    types = _types(relation_types)
+    types = type_filter(relation_types)
     visited = {entity_id}
     frontier: list[tuple[str, float, tuple[RelationView, ...]]] = [(entity_id, 1.0, ())]
     reached: list[Related] = []

@@ -6,6 +6,7 @@ in SQL; ``as_of`` (a log position) reads the rows valid at that position.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
@@ -241,11 +242,18 @@ def edges_into(
     return out
 
 
+def type_filter(types: Iterable[str] | None) -> tuple[str, ...]:
+    """Edge or relation types as a filter reads them: trimmed, each run of spaces and dashes an ``_``, in upper
+    case, blanks and repeats dropped, as the commands store them (``related`` is ``RELATED``, ``works at`` ``WORKS_AT``)."""
+    return tuple(dict.fromkeys(re.sub(r"[\s-]+", "_", t.strip()).upper() for t in types or () if t and t.strip()))
+
+
 def _types_clause(edge_types: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
-    """`` AND edge_type IN (...)`` and its parameters; nothing for no types (every type)."""
-    if not edge_types:
+    """`` AND edge_type IN (...)`` and its parameters (:func:`type_filter`); nothing for no types (every type)."""
+    types = type_filter(edge_types)
+    if not types:
         return "", ()
-    return f" AND edge_type IN ({','.join('?' * len(edge_types))})", tuple(edge_types)
+    return f" AND edge_type IN ({','.join('?' * len(types))})", types
 
 
 def edges_between(

@@ -106,6 +106,20 @@ async def test_neighbors_depth_direction_and_types(client):
     assert [e["edge_id"] for e in typed["edges"]] == ["t:bc:1"]
 
 
+async def test_edge_type_filters_read_types_as_relation_filters_do(client):
+    """``type=related`` finds RELATED edges (as /v1/entities/{id}/related reads ``type=works at``), and an empty type filters nothing."""
+    a, b, c = (await client.add_memories(memories=[{"memory": "typed a"}, {"memory": "typed b"}, {"memory": "typed c"}])).memory_ids
+    await client.link(a, b, "RELATED", edge_id="t:r:1")
+    await client.link(a, c, "PART_OF", edge_id="t:p:1")
+    for given in (["related"], [" Related "], ["related", ""]):
+        found = await client.request("GET", "/v1/graph/neighbors", params=[("node", a), *(("type", t) for t in given)])
+        assert [e["edge_id"] for e in found["edges"]] == ["t:r:1"], given
+    assert [e["edge_id"] for e in (await client.neighbors(a, types=["part-of"]))["edges"]] == ["t:p:1"]
+    assert len((await client.request("GET", "/v1/graph/neighbors", params={"node": a, "type": ""}))["edges"]) == 2
+    sub = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [a], "depth": 1, "edge_types": ["part of"]})
+    assert [e["edge_id"] for e in sub["edges"]] == ["t:p:1"]
+
+
 async def test_neighbors_as_of_sees_the_graph_of_the_past(client):
     a = await add(client, "past a")
     b = await add(client, "past b")
