@@ -39,6 +39,10 @@ def check_edge(edge: c.EdgeRecord) -> None:
         raise ValidationError("target", "an edge cannot start and end at the same node")
 
 
+def _digest(text: str) -> str:
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class EdgeCommands:
     def __init__(self, store: EventStore, facts: GraphFacts):
         self.store = store
@@ -56,9 +60,7 @@ class EdgeCommands:
         properties: dict | None = None,
     ) -> CommandResult:
         if not edge_id:
-            # A retry under the same idempotency key must name the same edge, whatever its correlation.
-            key = ctx.scoped_key("link")
-            edge_id = f"user:{sha256(key.encode()).hexdigest()[:32] if key else ctx.correlation_id}:1"
+            edge_id = self._default_edge_id(ctx)
         edge = c.EdgeRecord(
             edge_id=edge_id,
             edge_type=edge_type,
@@ -68,6 +70,26 @@ class EdgeCommands:
             properties=properties or {},
         )
         return self.link_many(ctx, [edge])
+
+    def _default_edge_id(self, ctx: CommandContext) -> str:
+        """``user:<run>:<n>`` for a link that names no id.
+
+        A retry under the same idempotency key must name the same edge, whatever its correlation: the
+        key's digest is the run. Without a key the run is the correlation (its digest when it is no id's
+        run, holding whitespace), and ``n`` the first number no live edge of the run holds, so that
+        every link of one correlation gets its own id.
+        """
+        key = ctx.scoped_key("link")
+        if key:
+            return f"user:{_digest(key)}:1"
+        run = ctx.correlation_id
+        if not EDGE_ID_RE.match(f"user:{run}:1") or len(run) > 200:
+            run = _digest(run)
+        taken = {e.edge_id for e in self.facts.live_edges_with_prefix(ctx.tenant, f"user:{run}:")}
+        n = 1
+        while f"user:{run}:{n}" in taken:
+            n += 1
+        return f"user:{run}:{n}"
 
     def link_many(self, ctx: CommandContext, edges: list[c.EdgeRecord]) -> CommandResult:
         """Link edges atomically; every endpoint must exist and every id be new among live edges."""
