@@ -454,11 +454,16 @@ class NeighborhoodEdge(msgspec.Struct, kw_only=True):
 
 
 class NeighborhoodPage(msgspec.Struct, kw_only=True):
-    """One page of a neighbourhood in BFS order, the seed first; ``total`` is null while more lie beyond the page."""
+    """One page of a neighbourhood in BFS order, the seed first; ``total`` is null while more lie beyond the page.
+
+    ``position``: the log position the page was read at (``as_of`` when given); read the next pages
+    ``as_of`` it to page one walk while writes go on.
+    """
 
     node: str
     kind: str
     as_of: int | None
+    position: int
     depth: int
     direction: str
     offset: int
