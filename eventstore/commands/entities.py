@@ -10,7 +10,9 @@ recall see relations without knowing about entities.
 Rules:
 
 - ids: 1 to 100 characters of letters, digits and ``. _ : @ + # ~ -``,
-  starting with a letter or digit; ``document:…`` is reserved for documents;
+  starting with a letter or digit; ``document:…`` is reserved for documents,
+  and a memory's id is refused (:class:`Conflict`): entities and memories
+  are nodes of one graph;
 - tags: stripped, lowercased, inner whitespace turned into ``-``, duplicates
   dropped; at most ``max_tags`` are kept (8 by default) and the rest are cut,
   the result reporting ``tags_kept``, ``tags_dropped`` and ``dropped_tags``;
@@ -255,6 +257,9 @@ class EntityCommands:
         if (done := replayed(self.store, ctx, "upsert-entity", event)) is not None:
             return _with(done, created=not self._before(done, ctx.tenant, entity_id).active, changed=True, **report)
         state = load_entity(self.store, ctx.tenant, entity_id)
+        if not state.active and self.facts.node_exists(ctx.tenant, entity_id):
+            # A graph node with this id that is no entity: a memory. Sharing its id, the entity would share its edges too.
+            raise Conflict(f"{entity_id!r} is a memory's id: an entity needs an id of its own", field="entity_id")
         current = (state.name, state.entity_type, state.description, state.aliases, state.tags, state.properties)
         if state.active and current == (event.name, event.entity_type, event.description, event.aliases, event.tags, event.properties):
             return nothing_done(ctx, created=False, changed=False, **report)

@@ -320,3 +320,15 @@ async def test_a_walk_of_relations_cut_at_its_limit_says_so(http, monkeypatch):
     assert (cut["total"], cut["truncated"], len(cut["related"])) == (3, True, 3)
     page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
     assert page["total"] is None and len(page["nodes"]) == 4
+
+
+async def test_an_entity_cannot_take_a_memorys_id(http):
+    """Memories and entities share the graph's node ids: an entity under a memory's id would make its removal unlink the memory's edges."""
+    a, b = (await call(http, "POST", "/v1/memories", 201, json={"memories": [{"memory": "first"}, {"memory": "second"}]}))["memory_ids"]
+    await call(http, "POST", "/v1/edges", 201, json={"source": a, "target": b, "edge_id": "user:keep:1"})
+    head = (await call(http, "GET", "/v1/capabilities"))["head_position"]
+    refused = await call(http, "PUT", f"/v1/entities/{a}", 409, json={"name": "A twin"})
+    assert refused["error"]["code"] == "conflict" and refused["error"]["field"] == "entity_id" and "memory" in refused["error"]["message"]
+    assert (await call(http, "GET", "/v1/capabilities"))["head_position"] == head
+    await call(http, "GET", f"/v1/entities/{a}", 404)
+    assert [e["edge_id"] for e in (await call(http, "GET", "/v1/graph/neighbors", params={"node": a}))["edges"]] == ["user:keep:1"]
