@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
@@ -286,13 +285,16 @@ def bfs(
     max_nodes: int = 1000,
     by_score: bool = True,
 ) -> list[Reached]:
-    """Breadth-first expansion from ``seeds``; cycle-safe, first path wins.
+    """Breadth-first expansion from ``seeds``, cycle-safe: each node at its shortest depth.
 
     A reached node's score is its seed's score times the product of the edge
-    weights along the path. Seeds themselves are not returned. Results are
-    sorted by score (then depth, then node id); with ``by_score`` false, in
-    the order the walk reached them, so that the walk cut at ``max_nodes`` is
-    the first part of the whole walk (pages of a neighbourhood).
+    weights along its path. Seeds themselves are not returned. Results are
+    sorted by score (then depth, then node id), and a node's path is the
+    strongest of its shortest paths (whatever the order its edges were linked
+    in, or the order of the nodes that lead to it; the first found among
+    equals). With ``by_score`` false, they come in the order the walk reached
+    them, each by the first path found, so that the walk cut at ``max_nodes``
+    is the first part of the whole walk (pages of a neighbourhood).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
@@ -301,22 +303,34 @@ def bfs(
     start = dict(seeds) if isinstance(seeds, dict) else {s: 1.0 for s in seeds}
     seen: dict[str, Reached] = {}
     visited = set(start)
-    queue = deque((node, 0, score, (), node) for node, score in start.items())
-    while queue:
-        node, level, score, path, seed = queue.popleft()
-        if level >= depth:
-            continue
-        for edge in edges_of(conn, tenant, node, direction=direction, edge_types=edge_types, as_of=as_of):
-            other = edge.target if edge.source == node else edge.source
-            if other in visited:
-                continue
-            visited.add(other)
-            reached = Reached(other, level + 1, score * edge.weight, path + (edge.edge_id,), seed)
-            seen[other] = reached
-            if len(seen) >= max_nodes:
-                queue.clear()
+    frontier = [Reached(node, 0, score, (), node) for node, score in start.items()]
+    full = False
+    for level in range(1, depth + 1):
+        if not frontier or full:
+            break
+        found: dict[str, Reached] = {}  # this level's nodes, in the order first reached
+        for parent in frontier:
+            if full and not by_score:
                 break
-            queue.append((other, level + 1, reached.score, reached.path, seed))
+            for edge in edges_of(conn, tenant, parent.node, direction=direction, edge_types=edge_types, as_of=as_of):
+                other = edge.target if edge.source == parent.node else edge.source
+                if other in visited:
+                    continue
+                reached = Reached(other, level, parent.score * edge.weight, parent.path + (edge.edge_id,), parent.seed)
+                if other in found:
+                    if by_score and reached.score > found[other].score:
+                        found[other] = reached
+                    continue
+                if full:
+                    continue  # the walk is full: the rest of the level may only find stronger paths to the nodes it holds
+                found[other] = reached
+                if len(seen) + len(found) >= max_nodes:
+                    full = True
+                    if not by_score:
+                        break
+        visited.update(found)
+        seen.update(found)
+        frontier = list(found.values())
     if not by_score:
         return list(seen.values())
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))

@@ -120,6 +120,19 @@ async def test_edge_type_filters_read_types_as_relation_filters_do(client):
     assert [e["edge_id"] for e in sub["edges"]] == ["t:p:1"]
 
 
+async def test_neighbors_score_a_node_by_its_strongest_shortest_path(client):
+    """A weak edge linked first no longer decides a node's score and path, nor does a strong parent with a weak last step."""
+    a, b, c, d = (await client.add_memories(memories=[{"memory": f"scored {n}"} for n in "abcd"])).memory_ids
+    await client.link(a, b, "RELATED", weight=0.1, edge_id="t:weak:1")
+    await client.link(a, b, "FOLLOWS", weight=0.9, edge_id="t:strong:1")
+    await client.link(a, c, "RELATED", weight=0.95, edge_id="t:ac:1")
+    await client.link(c, d, "RELATED", weight=0.1, edge_id="t:cd:1")
+    await client.link(b, d, "RELATED", weight=1.0, edge_id="t:bd:1")
+    reached = {r["node"]: r for r in (await client.neighbors(a, depth=2, direction="out"))["reached"]}
+    assert (reached[b]["score"], reached[b]["path"]) == (pytest.approx(0.9), ["t:strong:1"])
+    assert (reached[d]["score"], reached[d]["path"]) == (pytest.approx(0.9), ["t:strong:1", "t:bd:1"])
+
+
 async def test_neighbors_as_of_sees_the_graph_of_the_past(client):
     a = await add(client, "past a")
     b = await add(client, "past b")

@@ -10,7 +10,8 @@ of the neighbourhood reads relies on:
 - every path is a chain of live edges from the seed that the walk may follow;
 - a page of the walk in reach order, cut one node past it, is a slice of the
   whole walk: pages neither repeat nor skip a node;
-- a relation walk scores each entity by the strongest of its shortest paths.
+- a walk ranked by score, of memories or of relations, scores each node by the
+  strongest of its shortest paths.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def test_a_memory_walk_reaches_each_node_at_its_distance_and_pages_are_slices_of
             at = next(o for o, i in steps(edges, at, direction, types) if f"user:w:{i}" == edge_id)
         assert at == index[r.node] and len(r.path) == r.depth
         assert math.isclose(r.score, math.prod(edges[int(e.rsplit(":", 1)[1])][3] for e in r.path))
+    ranked = svc.graph.bfs(tenant, [ids[seed]], depth=depth, direction=direction, edge_types=types)
+    assert {index[r.node]: r.score for r in ranked} == pytest.approx(best_scores(edges, seed, depth, direction, types))
+    assert [r.node for r in ranked] == [r.node for r in sorted(ranked, key=lambda r: (-r.score, r.depth, r.node))]
     pages = []
     for offset in range(0, len(whole) + page, page):
         cut = svc.graph.bfs(tenant, [ids[seed]], depth=depth, direction=direction, edge_types=types, max_nodes=offset + page + 1, by_score=False)
