@@ -13,7 +13,7 @@ Rules:
   starting with a letter or digit; ``document:…`` is reserved for documents,
   and a memory's id is refused (:class:`Conflict`): entities and memories
   are nodes of one graph;
-- tags: stripped, lowercased, inner whitespace turned into ``-``, duplicates
+- tags: NFKC-normalised, stripped, lowercased, inner whitespace turned into ``-``, duplicates
   dropped; at most ``max_tags`` are kept (8 by default) and the rest are cut,
   the result reporting ``tags_kept``, ``tags_dropped`` and ``dropped_tags``;
 - relation types: letters, digits and ``_`` (``-`` and spaces become ``_``),
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
@@ -141,6 +142,11 @@ def check_weight(weight: Any) -> float:
     return float(weight)
 
 
+def normalise_tag(tag: str) -> str:
+    """A tag as stored and looked up: NFKC (full-width letters are the ASCII ones), trimmed, lower case, inner whitespace as ``-``."""
+    return re.sub(r"\s+", "-", unicodedata.normalize("NFKC", tag).strip().lower())
+
+
 def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Normalised tags split into ``(kept, dropped)``: the first ``limit`` are kept."""
     if tags is None:
@@ -151,7 +157,7 @@ def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...
     for tag in tags:
         if not isinstance(tag, str):
             raise ValidationError(field, "tags must be strings")
-        tag = re.sub(r"\s+", "-", tag.strip().lower())
+        tag = normalise_tag(tag)
         if not tag:
             continue
         if not _TAG_RE.match(tag):

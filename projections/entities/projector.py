@@ -34,6 +34,7 @@ import msgspec
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.commands.entities import normalise_tag
 from mnemolog.eventstore.keystore import TENANT_SUBJECT
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import erase
@@ -129,7 +130,7 @@ def surface_key(text: str) -> str:
 
 class EntityProjector:
     name = "entities"
-    schema_version = 3  # 3: search_text normalised as the linker reads text
+    schema_version = 3  # 3: search_text normalised as the linker reads text, tags as the commands store them
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -255,7 +256,8 @@ class EntityProjector:
              _json.encode(properties).decode(), _search_text(name, aliases, tags, description), created, pos, int(erased)),
         )
         conn.executemany(
-            "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)", [(tenant, entity_id, t, pos) for t in tags]
+            "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)",
+            [(tenant, entity_id, t, pos) for t in dict.fromkeys(normalise_tag(t) for t in tags)],  # as looked up (events older than NFKC tags too)
         )
 
     def _upsert(self, conn: sqlite3.Connection, tenant: str, pos: int, e: g.EntityUpserted | g.EntityRolledBack) -> None:
@@ -404,7 +406,7 @@ def find_by_keywords(
     if tag:
         tvalid, tparams = head_clause(as_of)
         sql += f" AND entity_id IN (SELECT entity_id FROM kg_tags WHERE tenant = ? AND tag = ? AND {tvalid})"
-        args += [tenant, tag.strip().lower(), *tparams]
+        args += [tenant, normalise_tag(tag), *tparams]
     found = [_entity(r) for r in conn.execute(sql, args)]
 
     def score(word: str, e: EntityView) -> float:
@@ -422,7 +424,7 @@ def find_by_keywords(
 
 def find_tags(conn: sqlite3.Connection, tenant: str, prefix: str = "", *, limit: int = 100, as_of: int | None = None) -> list[tuple[str, int]]:
     """Tags starting with ``prefix`` and how many entities carry each, in tag order."""
-    prefix = (prefix or "").strip().lower()
+    prefix = normalise_tag(prefix or "")
     valid, params = head_clause(as_of)
     rows = conn.execute(
         f"SELECT tag, count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag >= ? AND tag < ? AND {valid}"
@@ -435,7 +437,7 @@ def find_tags(conn: sqlite3.Connection, tenant: str, prefix: str = "", *, limit:
 def entity_count_by_tag(conn: sqlite3.Connection, tenant: str, tag: str, *, as_of: int | None = None) -> int:
     valid, params = head_clause(as_of)
     return conn.execute(
-        f"SELECT count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag = ? AND {valid}", (tenant, tag.strip().lower(), *params)
+        f"SELECT count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag = ? AND {valid}", (tenant, normalise_tag(tag), *params)
     ).fetchone()[0]
 
 

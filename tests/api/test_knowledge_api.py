@@ -332,3 +332,13 @@ async def test_an_entity_cannot_take_a_memorys_id(http):
     assert (await call(http, "GET", "/v1/capabilities"))["head_position"] == head
     await call(http, "GET", f"/v1/entities/{a}", 404)
     assert [e["edge_id"] for e in (await call(http, "GET", "/v1/graph/neighbors", params={"node": a}))["edges"]] == ["user:keep:1"]
+
+
+async def test_entity_tags_are_one_tag_whatever_the_width_they_are_typed_in(http):
+    """Full-width tags (a CJK keyboard's) are the tags typed in ASCII: stored, filtered and listed as one."""
+    written = await call(http, "PUT", "/v1/entities/lang:rust", 201, json={"name": "Rust", "tags": ["Ｒｕｓｔ", "ＭＬ　Ops", "rust"]})
+    assert written["data"]["tags_kept"] == 2
+    assert (await call(http, "GET", "/v1/entities/lang:rust"))["tags"] == ["rust", "ml-ops"]
+    for tag in ("rust", "ＲＵＳＴ", " Rust "):
+        assert [e["id"] for e in (await call(http, "GET", "/v1/entities", params={"tag": tag}))["entities"]] == ["lang:rust"], tag
+    assert (await call(http, "GET", "/v1/tags", params={"prefix": "ＭＬ"}))["tags"] == [{"tag": "ml-ops", "entities": 1}]
