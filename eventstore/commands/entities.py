@@ -181,12 +181,14 @@ def _text(value: Any, field: str, limit: int, *, required: bool = False) -> str:
 
 
 def _aliases(values: Iterable[Any] | None, name: str) -> tuple[str, ...]:
-    seen = {name.casefold()}
+    """The aliases, each kept once and none the name, as the linker tells surfaces apart (:func:`~mnemolog.eventstore.catalogue_graph.fold_text`)."""
+    seen = {" ".join(g.fold_text(name).split())}
     out: list[str] = []
     for value in values or ():
         alias = " ".join(_text(value, "aliases", 200).split())
-        if alias and alias.casefold() not in seen:
-            seen.add(alias.casefold())
+        key = " ".join(g.fold_text(alias).split())
+        if alias and key not in seen:
+            seen.add(key)
             out.append(alias)
     if len(out) > MAX_ALIASES:
         raise ValidationError("aliases", f"at most {MAX_ALIASES} aliases")

@@ -49,6 +49,8 @@ from functools import lru_cache
 import ahocorasick_rs
 import msgspec
 
+from mnemolog.eventstore.catalogue_graph import fold_text
+
 __all__ = [
     "AMBIGUITY_PENALTY", "CONFIDENCE", "AliasCatalogue", "AmbiguousAlias", "DocumentMention",
     "DroppedAlias", "LinkChunk", "LinkEntity", "LinkResult", "Mention", "RejectedSurface",
@@ -102,9 +104,7 @@ def _is_hangul_jamo(ch: str) -> bool:
     return 0x1100 <= o <= 0x11FF or 0xA960 <= o <= 0xA97F or 0xD7B0 <= o <= 0xD7FF
 
 
-def _fold(segment: str) -> str:
-    out = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", segment).casefold())
-    return "".join(" " if c.isspace() else c for c in out)
+_fold = fold_text  # one segment at a time (see normalise_with_offsets)
 
 
 # char -> (is combining mark, is hangul jamo, folded on its own). Bounded by the

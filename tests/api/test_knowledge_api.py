@@ -342,3 +342,9 @@ async def test_entity_tags_are_one_tag_whatever_the_width_they_are_typed_in(http
     for tag in ("rust", "ＲＵＳＴ", " Rust "):
         assert [e["id"] for e in (await call(http, "GET", "/v1/entities", params={"tag": tag}))["entities"]] == ["lang:rust"], tag
     assert (await call(http, "GET", "/v1/tags", params={"prefix": "ＭＬ"}))["tags"] == [{"tag": "ml-ops", "entities": 1}]
+
+
+async def test_an_alias_that_is_the_name_or_another_alias_in_another_form_is_kept_once(http):
+    """Aliases are told apart as the linker tells surfaces apart (NFKC, case folded): a full-width or decomposed copy adds nothing."""
+    await call(http, "PUT", "/v1/entities/acme", 201, json={"name": "Acme Café", "aliases": ["ＡＣＭＥ　ＣＡＦＥ\u0301", "Acme", "ａｃｍｅ", "ACME"]})
+    assert (await call(http, "GET", "/v1/entities/acme"))["aliases"] == ["Acme"]
