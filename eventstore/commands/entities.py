@@ -370,11 +370,12 @@ class EntityCommands:
         source = self._active(ctx.tenant, source_id, "source_id")
         self._active(ctx.tenant, target_id, "target_id")
         previous = source.relations.get((target_id, rtype))
-        if previous == weight:
+        live = self.facts.live_edge(ctx.tenant, edge_id)
+        if previous == weight and live is not None and live.weight == weight:
             return nothing_done(ctx, created=False, changed=False, edge_id=edge_id, previous_weight=previous)
+        # Also when only the graph edge is missing (or stale): a log written before rel: edges were kept to their relations may hold one unlinked alone.
         edge = c.EdgeRecord(edge_id=edge_id, edge_type=rtype, source=source_id, target=target_id, weight=weight)
         edge_events: list = []
-        live = self.facts.live_edge(ctx.tenant, edge_id)
         if live is not None:
             if (live.source, live.target, live.edge_type) != (source_id, target_id, rtype):
                 raise Conflict(f"edge {edge_id!r} already links {live.source} to {live.target}; unlink it first")

@@ -195,6 +195,24 @@ def test_overwrite_is_a_new_relation_set_and_mirrors_the_graph_edge(svc):
         svc.run(svc.entities.remove_relation, ctx(), "a", "b", "works_on")
 
 
+def test_setting_a_relation_again_brings_back_a_graph_edge_unlinked_alone(svc):
+    """A log written before rel: edges were kept to their relations may hold one unlinked alone: setting the relation again heals it."""
+    from mnemolog.eventstore import StreamAppend
+    from mnemolog.eventstore import catalogue as c
+
+    upsert(svc, "a")
+    upsert(svc, "b")
+    relate(svc, "a", "b", weight=0.4)
+    [edge] = svc.facts.live_edges_with_prefix("t", "rel:")
+    svc.store.append_batch([StreamAppend(c.edges_stream("t"), [c.EdgeUnlinked(edge=edge)])], tenant="t")  # as an unlink through /v1/edges once did
+    svc.sync()
+    assert rel_edges(svc) == []
+    again = relate(svc, "a", "b", weight=0.4)
+    assert again.data["changed"] and not again.data["created"] and again.data["previous_weight"] == 0.4
+    assert rel_edges(svc) == [("rel:a:KNOWS:b", "a", "b", 0.4)]
+    assert not relate(svc, "a", "b", weight=0.4).data["changed"]  # and then, as ever, nothing to do
+
+
 def test_remove_cascades_relations_both_ways(svc):
     for e in ("x", "y", "z"):
         upsert(svc, e)
