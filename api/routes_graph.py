@@ -7,6 +7,7 @@ from typing import Annotated
 from aiohttp import web
 from msgspec import Meta
 
+from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
@@ -48,6 +49,9 @@ async def neighbors(request: web.Request) -> dict:
 def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     position = svc.resolve_as_of(body.as_of)
     seeds = list(dict.fromkeys(body.seeds))
+    for seed in seeds:  # a seed that is no node (then) is a typo or another tenant's: not found, as for neighbours
+        if not operations.node_exists(svc, tenant, seed, position):
+            raise NotFound("node", seed)
     # max_nodes bounds the whole answer, seeds included; one node more is asked
     # for, so that an exact fit is not reported as truncated.
     budget = body.max_nodes - len(seeds)
@@ -70,7 +74,7 @@ def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     }
 
 
-@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest, response=SubgraphResponse)
+@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes (a seed that is no memory, entity or document is not found)", request=SubgraphRequest, response=SubgraphResponse)
 async def subgraph(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)

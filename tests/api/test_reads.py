@@ -174,6 +174,19 @@ async def test_neighbors_past_their_limit_say_they_were_cut(client, monkeypatch)
     assert len(cut["edges"]) == 4  # the node's own edges are all listed
 
 
+async def test_a_subgraph_around_a_seed_that_does_not_exist_is_not_found(client):
+    """A seed with a typo, another tenant's, or not yet written as of the position asked: a 404 naming it, not a node that is nothing."""
+    before = (await client.add_memories({"memory": "written first"})).positions[-1]
+    real = await add(client, "a real seed")
+    for seeds, as_of in (([real, "no-such-node"], None), (["no-such-node"], None), ([real], before)):
+        with pytest.raises(ApiError) as err:
+            await client.request("POST", "/v1/graph/subgraph", json={"seeds": seeds, "as_of": as_of})
+        assert err.value.status == 404 and err.value.code == "not_found"
+        assert (seeds[-1] if as_of is None else real) in err.value.message
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [real]})
+    assert body["nodes"][0]["id"] == real and body["nodes"][0]["memory"]["memory"] == "a real seed"
+
+
 async def test_subgraph_honours_node_and_edge_limits(client):
     center, others = await _star(client, leaves=6)
     full = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "depth": 1})
