@@ -16,6 +16,7 @@ from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
 from .auth import SCOPES, ApiKey
+from .operations import node_exists
 
 
 def whoami(key: ApiKey | None, tenant: str, *, auth: bool) -> dict[str, Any]:
@@ -59,15 +60,19 @@ def neighborhood(
     node past the page, so a page costs what its nodes cost, however big the
     neighbourhood. The memory walk keeps the order it reached the nodes in
     (not by score): cut one node past any page, it is the start of the whole
-    walk, so pages neither repeat nor skip a node.
+    walk, so pages neither repeat nor skip a node. A page read at the head
+    reads the graph as of the position the projections stand at, and says
+    it (``position``): the next pages, read ``as_of`` it, continue the same
+    walk while writes go on.
     """
     position = svc.resolve_as_of(as_of)
+    read_at = svc.position() if position is None else position
     if kind == "entity":
-        seed = svc.knowledge.get(tenant, node, as_of=position)
+        seed = svc.knowledge.get(tenant, node, as_of=read_at)
         if seed is None:
             raise NotFound("entity", node)
-        reached_all = svc.knowledge.related(tenant, node, depth, direction, types, as_of=position)
-        total: int | None = len(reached_all)
+        reached_all, cut = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=read_at)
+        total: int | None = None if cut else len(reached_all)  # a walk cut at its limit has more than it counts
         page = reached_all[offset : offset + limit]
         more = offset + limit < len(reached_all)
         shown = [node, *(r.id for r in page)]
@@ -81,23 +86,22 @@ def neighborhood(
         edge_list = list(edges.values())
         placed = [{"id": r.id, "depth": r.depth, "score": r.score} for r in page]
     else:
-        seed_memory = svc.graph.memory(tenant, node, as_of=position)
         reached = svc.graph.bfs(
-            tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=offset + limit + 1, by_score=False
+            tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=read_at, max_nodes=offset + limit + 1, by_score=False
         )
-        if seed_memory is None and not reached:
-            raise NotFound("memory", node)
+        if not reached and not node_exists(svc, tenant, node, read_at):
+            raise NotFound("node", node)
         page = reached[offset : offset + limit]
         more = len(reached) > offset + limit
         total = None if more else len(reached)
         shown = [node, *(r.node for r in page)]
         edge_list = [
             {"id": e.edge_id, "source": e.source, "target": e.target, "type": e.edge_type, "weight": e.weight}
-            for e in svc.graph.edges_between(tenant, shown, as_of=position)[: 8 * limit]
+            for e in svc.graph.edges_between(tenant, shown, edge_types=types, as_of=read_at)[: 8 * limit]
         ]
         placed = [{"id": r.node, "depth": r.depth, "score": r.score} for r in page]
-    memories = svc.graph.memories(tenant, shown, as_of=position)
-    entities = svc.knowledge.many(tenant, [n for n in shown if n not in memories], as_of=position)
+    memories = svc.graph.memories(tenant, shown, as_of=read_at)
+    entities = svc.knowledge.many(tenant, [n for n in shown if n not in memories], as_of=read_at)
 
     def describe(node_id: str) -> dict[str, Any]:
         if node_id in memories:
@@ -113,6 +117,7 @@ def neighborhood(
         "node": node,
         "kind": kind,
         "as_of": position,
+        "position": read_at,
         "depth": depth,
         "direction": direction,
         "offset": offset,

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.eventstore.schema import MAX_POSITION
@@ -206,12 +207,29 @@ def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) 
     return {"memory_id": memory_id, "versions": versions, "mention_links": svc.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
 
 
+def node_exists(svc: MemoryService, tenant: str, node: str, position: int | None) -> bool:
+    """Whether ``node`` is a memory, an entity or a document node of the tenant at ``position`` (None: the head)."""
+    if svc.graph.memory(tenant, node, as_of=position) is not None or svc.knowledge.get(tenant, node, as_of=position) is not None:
+        return True
+    return node.startswith(DOCUMENT_NODE_PREFIX) and svc.knowledge.document(tenant, node[len(DOCUMENT_NODE_PREFIX) :], as_of=position) is not None
+
+
+#: The most nodes :func:`neighbors` reaches; an answer cut there says so (``truncated``).
+NEIGHBORS_MAX_NODES = 500
+
+
 def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:
-    """A node's edges and the nodes a BFS reaches from it, each with its path."""
+    """A node's edges and the nodes a BFS reaches from it, each with its path; a node that does not exist (then) is not found.
+
+    The walk asks for one node past :data:`NEIGHBORS_MAX_NODES`, so that a neighbourhood that fits exactly is not reported as cut.
+    """
     position = svc.resolve_as_of(as_of)
-    reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=500)
+    limit = NEIGHBORS_MAX_NODES
+    reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=limit + 1)
     edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position)
-    return {"node": node, "edges": edges, "reached": reached}
+    if not edges and not reached and not node_exists(svc, tenant, node, position):
+        raise NotFound("node", node)
+    return {"node": node, "edges": edges, "reached": reached[:limit], "truncated": len(reached) > limit}
 
 
 def events_page(

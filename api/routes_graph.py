@@ -7,6 +7,7 @@ from typing import Annotated
 from aiohttp import web
 from msgspec import Meta
 
+from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
@@ -21,7 +22,7 @@ routes = RouteTable()
 @routes.get(
     "/v1/graph/neighbors",
     scope="read",
-    summary="A node's edges and the nodes reached from it",
+    summary="A node's edges and the nodes reached from it (at most 500: truncated says so); a node that is no memory, entity or document is not found",
     query=(
         param("node", "node id", Annotated[str, Meta(min_length=1)], required=True),
         ("depth", "0..5"),
@@ -48,6 +49,9 @@ async def neighbors(request: web.Request) -> dict:
 def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     position = svc.resolve_as_of(body.as_of)
     seeds = list(dict.fromkeys(body.seeds))
+    for seed in seeds:  # a seed that is no node (then) is a typo or another tenant's: not found, as for neighbours
+        if not operations.node_exists(svc, tenant, seed, position):
+            raise NotFound("node", seed)
     # max_nodes bounds the whole answer, seeds included; one node more is asked
     # for, so that an exact fit is not reported as truncated.
     budget = body.max_nodes - len(seeds)
@@ -59,7 +63,7 @@ def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     truncated = len(seeds) > body.max_nodes or len(reached) > budget
     reached = reached[: max(budget, 0)]
     nodes = list(dict.fromkeys([*seeds[: body.max_nodes], *(r.node for r in reached)]))
-    edges = svc.graph.edges_between(tenant, nodes, as_of=position)
+    edges = svc.graph.edges_between(tenant, nodes, edge_types=body.edge_types, as_of=position)  # the types the walk follows, no other
     truncated = truncated or len(edges) > body.max_edges
     memories = svc.graph.memories(tenant, nodes, as_of=position)
     return {
@@ -70,7 +74,7 @@ def _subgraph(svc: MemoryService, tenant, body: SubgraphRequest):
     }
 
 
-@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes", request=SubgraphRequest, response=SubgraphResponse)
+@routes.post("/v1/graph/subgraph", scope="read", summary="A bounded BFS subgraph around seed nodes (a seed that is no memory, entity or document is not found)", request=SubgraphRequest, response=SubgraphResponse)
 async def subgraph(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     body = await decode(request, SubgraphRequest)

@@ -148,21 +148,21 @@ async def remove_relation(request: web.Request) -> web.Response:
 
 def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, limit, as_of) -> dict[str, Any]:
     position = svc.resolve_as_of(as_of)
-    reached = svc.knowledge.related(tenant, entity_id, depth, direction, types, as_of=position)
+    reached, truncated = svc.knowledge.related_walk(tenant, entity_id, depth, direction, types, as_of=position)
     shown = reached[:limit]
     names = svc.knowledge.many(tenant, [r.id for r in shown], as_of=position)
     rows = [
         {**msgspec.structs.asdict(r), "name": names[r.id].name if r.id in names else "", "entity_type": names[r.id].entity_type if r.id in names else ""}
         for r in shown
     ]
-    return {"entity_id": entity_id, "depth": depth, "direction": direction, "total": len(reached), "related": rows}
+    return {"entity_id": entity_id, "depth": depth, "direction": direction, "total": len(reached), "truncated": truncated, "related": rows}
 
 
 @routes.get(
     "/v1/entities/{id}/related",
     path_types=ENTITY_PATH,
     scope="read",
-    summary="Entities reached by BFS over relations (score = product of weights on the first path)",
+    summary="Entities reached by BFS over relations (score = product of weights on the strongest shortest path)",
     query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
     response=RelatedResponse,
 )

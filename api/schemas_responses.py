@@ -165,11 +165,13 @@ class MemoryHistoryResponse(msgspec.Struct, kw_only=True):
 
 
 class NeighborsResponse(msgspec.Struct, kw_only=True):
-    """A node's edges and the nodes a BFS reached from it, each with its path."""
+    """A node's edges and the nodes a BFS reached from it, each with its path; ``truncated``: the walk
+    stopped at its limit (500 nodes) with more beyond."""
 
     node: str
     edges: list[EdgeView]
     reached: list[Reached]
+    truncated: bool = False
 
 
 class SubgraphNode(msgspec.Struct, kw_only=True):
@@ -264,13 +266,15 @@ class RelatedEntity(Related, frozen=True, kw_only=True):
 
 
 class RelatedResponse(msgspec.Struct, kw_only=True):
-    """The entities reached (at most ``limit`` of ``total``)."""
+    """The entities reached (at most ``limit`` of ``total``); ``truncated``: the walk stopped at its
+    limit (1,000 entities) with more beyond, the ``total`` it counts."""
 
     entity_id: str
     depth: int
     direction: str
     total: int
     related: list[RelatedEntity]
+    truncated: bool = False
 
 
 class TagCount(msgspec.Struct, kw_only=True):
@@ -450,11 +454,16 @@ class NeighborhoodEdge(msgspec.Struct, kw_only=True):
 
 
 class NeighborhoodPage(msgspec.Struct, kw_only=True):
-    """One page of a neighbourhood in BFS order, the seed first; ``total`` is null while more lie beyond the page."""
+    """One page of a neighbourhood in BFS order, the seed first; ``total`` is null while more lie beyond the page.
+
+    ``position``: the log position the page was read at (``as_of`` when given); read the next pages
+    ``as_of`` it to page one walk while writes go on.
+    """
 
     node: str
     kind: str
     as_of: int | None
+    position: int
     depth: int
     direction: str
     offset: int

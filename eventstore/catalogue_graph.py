@@ -23,7 +23,17 @@ its event types.
 
 from __future__ import annotations
 
+import unicodedata
+
 from .events import DomainEvent
+
+
+def fold_text(text: str) -> str:
+    """A name as entities' names and aliases are told apart: NFKC, case folded, NFKC again, each whitespace
+    character one space (``ＡＣＭＥ`` is ``acme``, a decomposed ``Café`` the composed one). The entity
+    commands compare aliases with it, the linker (:mod:`mnemolog.projections.linking.linker`) folds text with it."""
+    out = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return "".join(" " if c.isspace() else c for c in out)
 
 DOCUMENT_NODE_PREFIX = "document:"
 RELATION_EDGE_PREFIX = "rel:"

@@ -379,6 +379,21 @@ def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as
     return parser
 
 
+def _between(low: int, high: int):
+    """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _weight(text: str) -> float:
     try:
         return float(text)
@@ -423,19 +438,19 @@ def register(subparsers) -> None:
     e.add_argument("id", metavar="ID")
     e = _entity_command(sub, "related", cmd_related, "entities reached by BFS over relations", as_of=True)
     e.add_argument("id", metavar="ID")
-    e.add_argument("--depth", type=int, default=2, metavar="N", help="hops (default 2)")
+    e.add_argument("--depth", type=_between(0, 6), default=2, metavar="N", help="hops, 0 to 6 (default 2)")
     e.add_argument("--direction", choices=("out", "in", "both"), default="out")
     e.add_argument("--type", action="append", metavar="T", help="only this relation type (repeatable)")
-    e.add_argument("--limit", type=int, default=50, metavar="N")
+    e.add_argument("--limit", type=_between(1, 1000), default=50, metavar="N")
     e = _entity_command(sub, "find", cmd_find, "find entities by keywords, tag or type", as_of=True)
     e.add_argument("keywords", nargs="*", metavar="KEYWORD", help="all must appear in name, aliases, tags or description")
     e.add_argument("--tag", metavar="T")
     e.add_argument("--type", metavar="T")
-    e.add_argument("--limit", type=int, default=50, metavar="N")
+    e.add_argument("--limit", type=_between(1, 500), default=50, metavar="N")
     e = _entity_command(sub, "tags", cmd_tags, "tags starting with a prefix, with entity counts", as_of=True)
     e.add_argument("--prefix", metavar="P")
-    e.add_argument("--limit", type=int, default=100, metavar="N")
+    e.add_argument("--limit", type=_between(1, 1000), default=100, metavar="N")
     e = _entity_command(sub, "doc-links", cmd_doc_links, "document pairs sharing entities, most distinctive first", as_of=True)
     e.add_argument("--doc-id", metavar="D", help="only pairs with this document")
     e.add_argument("--collection", metavar="C")
-    e.add_argument("--limit", type=int, default=20, metavar="N")
+    e.add_argument("--limit", type=_between(1, 500), default=20, metavar="N")

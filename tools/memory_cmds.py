@@ -516,7 +516,7 @@ def register(subparsers) -> None:
     p.add_argument("target", metavar="DST")
     p.add_argument("--type", required=True, metavar="T", help="edge type, UPPER_SNAKE_CASE (e.g. RELATED)")
     p.add_argument("--weight", type=_weight, default=1.0, metavar="W", help="between 0 and 1 (default 1)")
-    p.add_argument("--id", metavar="NAMESPACED_ID", help="edge id as <namespace>:<run>:<n> (default user:<correlation>:1)")
+    p.add_argument("--id", metavar="NAMESPACED_ID", help="edge id as <namespace>:<run>:<n> (default user:<correlation>:<n>, the first number free in the correlation)")
 
     p = _command(subparsers, "unlink", cmd_unlink, "remove a live edge", writes=True)
     p.add_argument("edge_id", metavar="EDGE_ID")

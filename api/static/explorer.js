@@ -12,7 +12,7 @@ const state = {
   marks: [],
   asOf: null, // null: the head
   query: "",
-  graph: null, // {node, kind, depth, direction, types, offset}: fixed when opened, so that every page is of one walk
+  graph: null, // {node, kind, depth, direction, types, offset, position}: fixed when opened (position by its first page), so that every page is of one walk
   historyId: null,
   correlationId: null,
   correlation: null, // the open correlation's first page: {revertible, next_after, more, shown}
@@ -337,10 +337,13 @@ function openGraph(node, kind) {
 async function drawGraph() {
   const g = state.graph;
   const asOf = state.asOf;
+  // At the head, the pages after the first read the graph as of the first page's position: one walk, whatever is written meanwhile.
+  const readAt = asOf !== null ? asOf : g.offset > 0 && g.position != null ? g.position : null;
   const page = await api("/v1/graph/neighborhood", {
-    params: { node: g.node, kind: g.kind, depth: g.depth, direction: g.direction, type: g.types, limit: PAGE, offset: g.offset, as_of: asOf },
+    params: { node: g.node, kind: g.kind, depth: g.depth, direction: g.direction, type: g.types, limit: PAGE, offset: g.offset, as_of: readAt },
   });
   if (asOf !== state.asOf || g !== state.graph) return;
+  if (g.offset === 0) g.position = page.position;
   const shown = page.nodes.length - 1;
   const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
   const range = shown > 0 ? `nodes ${page.offset + 1}–${page.offset + shown} of ${total}` : `no neighbours${page.offset > 0 ? ` past ${page.offset}` : ""}`;

@@ -7,6 +7,7 @@ import re
 from hashlib import sha256
 
 from .. import catalogue as c
+from ..catalogue_graph import RELATION_EDGE_PREFIX
 from ..model import Conflict, NotFound, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
@@ -15,6 +16,16 @@ from .facts import GraphFacts
 EDGE_ID_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]+$")
 EDGE_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]*$")
+
+
+def not_a_relation(value: str, field: str) -> None:
+    """Refuse an edge id or prefix in ``rel:``: those edges mirror entity relations and change only with them
+    (an edge unlinked alone would leave the relation in the entity graph and gone from the graph, and a
+    relation set again at the same weight would write nothing to bring it back)."""
+    if value.startswith(RELATION_EDGE_PREFIX):
+        raise ValidationError(
+            field, f"{RELATION_EDGE_PREFIX} edges mirror entity relations: set or remove the relation itself"
+        )
 
 
 def check_edge(edge: c.EdgeRecord) -> None:
@@ -26,6 +37,10 @@ def check_edge(edge: c.EdgeRecord) -> None:
         raise ValidationError("weight", "must be a number between 0 and 1")
     if edge.source == edge.target:
         raise ValidationError("target", "an edge cannot start and end at the same node")
+
+
+def _digest(text: str) -> str:
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class EdgeCommands:
@@ -45,9 +60,7 @@ class EdgeCommands:
         properties: dict | None = None,
     ) -> CommandResult:
         if not edge_id:
-            # A retry under the same idempotency key must name the same edge, whatever its correlation.
-            key = ctx.scoped_key("link")
-            edge_id = f"user:{sha256(key.encode()).hexdigest()[:32] if key else ctx.correlation_id}:1"
+            edge_id = self._default_edge_id(ctx)
         edge = c.EdgeRecord(
             edge_id=edge_id,
             edge_type=edge_type,
@@ -58,12 +71,33 @@ class EdgeCommands:
         )
         return self.link_many(ctx, [edge])
 
+    def _default_edge_id(self, ctx: CommandContext) -> str:
+        """``user:<run>:<n>`` for a link that names no id.
+
+        A retry under the same idempotency key must name the same edge, whatever its correlation: the
+        key's digest is the run. Without a key the run is the correlation (its digest when it is no id's
+        run, holding whitespace), and ``n`` the first number no live edge of the run holds, so that
+        every link of one correlation gets its own id.
+        """
+        key = ctx.scoped_key("link")
+        if key:
+            return f"user:{_digest(key)}:1"
+        run = ctx.correlation_id
+        if not EDGE_ID_RE.match(f"user:{run}:1") or len(run) > 200:
+            run = _digest(run)
+        taken = {e.edge_id for e in self.facts.live_edges_with_prefix(ctx.tenant, f"user:{run}:")}
+        n = 1
+        while f"user:{run}:{n}" in taken:
+            n += 1
+        return f"user:{run}:{n}"
+
     def link_many(self, ctx: CommandContext, edges: list[c.EdgeRecord]) -> CommandResult:
         """Link edges atomically; every endpoint must exist and every id be new among live edges."""
         if not edges:
             raise ValidationError("edges", "at least one edge is needed")
         for edge in edges:
             check_edge(edge)
+            not_a_relation(edge.edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "link", edges)) is not None:
             return done
         seen: set[str] = set()
@@ -87,6 +121,7 @@ class EdgeCommands:
         )
 
     def unlink(self, ctx: CommandContext, edge_id: str, *, reason: str = "") -> CommandResult:
+        not_a_relation(edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "unlink", [edge_id, reason])) is not None:
             return done
         edge = self.facts.live_edge(ctx.tenant, edge_id)
@@ -105,6 +140,7 @@ class EdgeCommands:
         """Remove every live edge whose id starts with ``prefix``, in one event."""
         if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
+        not_a_relation(prefix, "prefix")
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
             return done
         edges = self.facts.live_edges_with_prefix(ctx.tenant, prefix)

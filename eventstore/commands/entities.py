@@ -10,8 +10,10 @@ recall see relations without knowing about entities.
 Rules:
 
 - ids: 1 to 100 characters of letters, digits and ``. _ : @ + # ~ -``,
-  starting with a letter or digit; ``document:…`` is reserved for documents;
-- tags: stripped, lowercased, inner whitespace turned into ``-``, duplicates
+  starting with a letter or digit; ``document:…`` is reserved for documents,
+  and a memory's id is refused (:class:`Conflict`): entities and memories
+  are nodes of one graph;
+- tags: NFKC-normalised, stripped, lowercased, inner whitespace turned into ``-``, duplicates
   dropped; at most ``max_tags`` are kept (8 by default) and the rest are cut,
   the result reporting ``tags_kept``, ``tags_dropped`` and ``dropped_tags``;
 - relation types: letters, digits and ``_`` (``-`` and spaces become ``_``),
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
@@ -139,6 +142,11 @@ def check_weight(weight: Any) -> float:
     return float(weight)
 
 
+def normalise_tag(tag: str) -> str:
+    """A tag as stored and looked up: NFKC (full-width letters are the ASCII ones), trimmed, lower case, inner whitespace as ``-``."""
+    return re.sub(r"\s+", "-", unicodedata.normalize("NFKC", tag).strip().lower())
+
+
 def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Normalised tags split into ``(kept, dropped)``: the first ``limit`` are kept."""
     if tags is None:
@@ -149,7 +157,7 @@ def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...
     for tag in tags:
         if not isinstance(tag, str):
             raise ValidationError(field, "tags must be strings")
-        tag = re.sub(r"\s+", "-", tag.strip().lower())
+        tag = normalise_tag(tag)
         if not tag:
             continue
         if not _TAG_RE.match(tag):
@@ -173,12 +181,14 @@ def _text(value: Any, field: str, limit: int, *, required: bool = False) -> str:
 
 
 def _aliases(values: Iterable[Any] | None, name: str) -> tuple[str, ...]:
-    seen = {name.casefold()}
+    """The aliases, each kept once and none the name, as the linker tells surfaces apart (:func:`~mnemolog.eventstore.catalogue_graph.fold_text`)."""
+    seen = {" ".join(g.fold_text(name).split())}
     out: list[str] = []
     for value in values or ():
         alias = " ".join(_text(value, "aliases", 200).split())
-        if alias and alias.casefold() not in seen:
-            seen.add(alias.casefold())
+        key = " ".join(g.fold_text(alias).split())
+        if alias and key not in seen:
+            seen.add(key)
             out.append(alias)
     if len(out) > MAX_ALIASES:
         raise ValidationError("aliases", f"at most {MAX_ALIASES} aliases")
@@ -255,6 +265,9 @@ class EntityCommands:
         if (done := replayed(self.store, ctx, "upsert-entity", event)) is not None:
             return _with(done, created=not self._before(done, ctx.tenant, entity_id).active, changed=True, **report)
         state = load_entity(self.store, ctx.tenant, entity_id)
+        if not state.active and self.facts.node_exists(ctx.tenant, entity_id):
+            # A graph node with this id that is no entity: a memory. Sharing its id, the entity would share its edges too.
+            raise Conflict(f"{entity_id!r} is a memory's id: an entity needs an id of its own", field="entity_id")
         current = (state.name, state.entity_type, state.description, state.aliases, state.tags, state.properties)
         if state.active and current == (event.name, event.entity_type, event.description, event.aliases, event.tags, event.properties):
             return nothing_done(ctx, created=False, changed=False, **report)
@@ -357,11 +370,12 @@ class EntityCommands:
         source = self._active(ctx.tenant, source_id, "source_id")
         self._active(ctx.tenant, target_id, "target_id")
         previous = source.relations.get((target_id, rtype))
-        if previous == weight:
+        live = self.facts.live_edge(ctx.tenant, edge_id)
+        if previous == weight and live is not None and live.weight == weight:
             return nothing_done(ctx, created=False, changed=False, edge_id=edge_id, previous_weight=previous)
+        # Also when only the graph edge is missing (or stale): a log written before rel: edges were kept to their relations may hold one unlinked alone.
         edge = c.EdgeRecord(edge_id=edge_id, edge_type=rtype, source=source_id, target=target_id, weight=weight)
         edge_events: list = []
-        live = self.facts.live_edge(ctx.tenant, edge_id)
         if live is not None:
             if (live.source, live.target, live.edge_type) != (source_id, target_id, rtype):
                 raise Conflict(f"edge {edge_id!r} already links {live.source} to {live.target}; unlink it first")

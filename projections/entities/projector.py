@@ -34,11 +34,13 @@ import msgspec
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue_graph as g
+from mnemolog.eventstore.commands.entities import normalise_tag
 from mnemolog.eventstore.keystore import TENANT_SUBJECT
 from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import setting
 
+from ..graph.reads import type_filter
 from ..linking.linker import normalise
 from ..memory_rows import head_clause
 from ..runner import execute_script
@@ -74,7 +76,7 @@ class RelationView(msgspec.Struct, frozen=True):
 
 
 class Related(msgspec.Struct, frozen=True, kw_only=True):
-    """An entity BFS reached: score = product of the weights along the first path found."""
+    """An entity BFS reached: score = product of the weights along the strongest of its shortest paths."""
 
     id: str
     depth: int
@@ -117,8 +119,9 @@ class DocumentView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _search_text(name: str, aliases: Sequence[str], tags: Sequence[str], description: str) -> str:
-    """What :func:`find_by_keywords` searches in."""
-    return "\n".join([name, *aliases, *tags, description]).casefold()
+    """What :func:`find_by_keywords` searches in: normalised as the linker reads text (NFKC, case folded), so that
+    ``Ａｃｍｅ`` and ``acme``, or ``Café`` composed and decomposed, are one spelling."""
+    return normalise("\n".join([name, *aliases, *tags, description]))
 
 
 def surface_key(text: str) -> str:
@@ -127,7 +130,7 @@ def surface_key(text: str) -> str:
 
 class EntityProjector:
     name = "entities"
-    schema_version = 2
+    schema_version = 3  # 3: search_text normalised as the linker reads text, tags as the commands store them
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -253,7 +256,8 @@ class EntityProjector:
              _json.encode(properties).decode(), _search_text(name, aliases, tags, description), created, pos, int(erased)),
         )
         conn.executemany(
-            "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)", [(tenant, entity_id, t, pos) for t in tags]
+            "INSERT INTO kg_tags (tenant, entity_id, tag, valid_from) VALUES (?,?,?,?)",
+            [(tenant, entity_id, t, pos) for t in dict.fromkeys(normalise_tag(t) for t in tags)],  # as looked up (events older than NFKC tags too)
         )
 
     def _upsert(self, conn: sqlite3.Connection, tenant: str, pos: int, e: g.EntityUpserted | g.EntityRolledBack) -> None:
@@ -385,10 +389,11 @@ def find_by_keywords(
     """Entities containing every keyword (case-insensitive substring of name, aliases, tags or description).
 
     Ranked: a keyword equal to the name counts 4, inside the name 3, inside
-    an alias 2, a tag 1, the description 0.5; then by name and id.
+    an alias 2, a tag 1, the description 0.5; then by name and id. Keywords
+    and entities are compared as the linker compares them (:func:`normalise`:
+    NFKC, case folded), whatever Unicode form either is written in.
     """
-    words = keywords.split() if isinstance(keywords, str) else [k for k in keywords if k and k.strip()]
-    words = [w.strip().casefold() for w in words]
+    words = normalise(keywords).split() if isinstance(keywords, str) else [normalise(k).strip() for k in keywords if k and k.strip()]
     valid, params = head_clause(as_of)
     sql = f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid}"
     args: list[Any] = [tenant, *params]
@@ -401,25 +406,25 @@ def find_by_keywords(
     if tag:
         tvalid, tparams = head_clause(as_of)
         sql += f" AND entity_id IN (SELECT entity_id FROM kg_tags WHERE tenant = ? AND tag = ? AND {tvalid})"
-        args += [tenant, tag.strip().lower(), *tparams]
+        args += [tenant, normalise_tag(tag), *tparams]
     found = [_entity(r) for r in conn.execute(sql, args)]
 
     def score(word: str, e: EntityView) -> float:
-        name = e.name.casefold()
+        name = normalise(e.name)
         if word in name:
             return 4 if word == name else 3
-        return 2 if any(word in a.casefold() for a in e.aliases) else 1 if any(word in t for t in e.tags) else 0.5
+        return 2 if any(word in normalise(a) for a in e.aliases) else 1 if any(word in normalise(t) for t in e.tags) else 0.5
 
     def rank(e: EntityView) -> float:
         return sum(score(w, e) for w in words)
 
-    found.sort(key=lambda e: (-rank(e), e.name.casefold(), e.id))
+    found.sort(key=lambda e: (-rank(e), normalise(e.name), e.id))
     return found[: max(0, limit)]
 
 
 def find_tags(conn: sqlite3.Connection, tenant: str, prefix: str = "", *, limit: int = 100, as_of: int | None = None) -> list[tuple[str, int]]:
     """Tags starting with ``prefix`` and how many entities carry each, in tag order."""
-    prefix = (prefix or "").strip().lower()
+    prefix = normalise_tag(prefix or "")
     valid, params = head_clause(as_of)
     rows = conn.execute(
         f"SELECT tag, count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag >= ? AND tag < ? AND {valid}"
@@ -432,12 +437,8 @@ def find_tags(conn: sqlite3.Connection, tenant: str, prefix: str = "", *, limit:
 def entity_count_by_tag(conn: sqlite3.Connection, tenant: str, tag: str, *, as_of: int | None = None) -> int:
     valid, params = head_clause(as_of)
     return conn.execute(
-        f"SELECT count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag = ? AND {valid}", (tenant, tag.strip().lower(), *params)
+        f"SELECT count(DISTINCT entity_id) FROM kg_tags WHERE tenant = ? AND tag = ? AND {valid}", (tenant, normalise_tag(tag), *params)
     ).fetchone()[0]
-
-
-def _types(relation_types: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t.strip().replace("-", "_").replace(" ", "_").upper() for t in relation_types or () if t and t.strip()))
 
 
 def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tuple]]:
@@ -471,7 +472,7 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
 def relations_of(conn, tenant: str, entity_id: str, *, direction: str = "both", relation_types=None, as_of: int | None = None) -> list[RelationView]:
     if direction not in DIRECTIONS:
         raise ValidationError("direction", "must be out, in or both")
-    rows = _adjacent(conn, tenant, [entity_id], direction, _types(relation_types), as_of).get(entity_id, [])
+    rows = _adjacent(conn, tenant, [entity_id], direction, type_filter(relation_types), as_of).get(entity_id, [])
     return [RelationView(source, target, rtype, weight) for rtype, _, source, target, weight in rows]
 
 
@@ -484,13 +485,35 @@ def get_related(
     relation_types: Sequence[str] | None = None,
     as_of: int | None = None,
     *,
-    max_nodes: int = 1000,
+    max_nodes: int | None = None,
 ) -> list[Related]:
-    """Entities reached from ``entity_id`` by BFS over relations.
+    """:func:`related_walk`'s entities, without saying whether it stopped at ``max_nodes``."""
+    return related_walk(conn, tenant, entity_id, depth, direction, relation_types, as_of, max_nodes=max_nodes)[0]
 
-    Cycle-safe; the first path that reaches a node is kept (frontier order:
-    the strongest path first, then relation type, then id); score = product
-    of the weights on it.
+
+#: The most entities one walk of relations reaches; a walk that stops there says so.
+RELATED_MAX_NODES = 1000
+
+
+def related_walk(
+    conn: sqlite3.Connection,
+    tenant: str,
+    entity_id: str,
+    depth: int = 1,
+    direction: str = "out",
+    relation_types: Sequence[str] | None = None,
+    as_of: int | None = None,
+    *,
+    max_nodes: int | None = None,
+) -> tuple[list[Related], bool]:
+    """Entities reached from ``entity_id`` by BFS over relations, and whether the walk stopped at
+    ``max_nodes`` (default :data:`RELATED_MAX_NODES`) with more entities beyond.
+
+    Cycle-safe; a node is reached at its shortest depth, by the strongest
+    of the paths of that depth (score = the product of the weights on it),
+    whatever the order of relation types or of the nodes that lead to it;
+    among equally strong paths, the first found (the stronger parent first,
+    then relation type, then id).
     Sorted by score, then depth, then id. ``depth=0`` returns nothing but
     still raises :class:`NotFound` for an unknown entity.
     """
@@ -500,28 +523,30 @@ def get_related(
         raise ValidationError("depth", "must be an integer >= 0")
     if get_entity(conn, tenant, entity_id, as_of=as_of) is None:
         raise NotFound("entity", entity_id)
-    types = _types(relation_types)
+    max_nodes = RELATED_MAX_NODES if max_nodes is None else max_nodes
+    types = type_filter(relation_types)
     visited = {entity_id}
     frontier: list[tuple[str, float, tuple[RelationView, ...]]] = [(entity_id, 1.0, ())]
     reached: list[Related] = []
     for level in range(1, depth + 1):
-        if not frontier or len(reached) >= max_nodes:
+        if not frontier or len(reached) > max_nodes:  # one node past the limit tells a cut walk from one that fits
             break
         adjacency = _adjacent(conn, tenant, [n for n, _, _ in frontier], direction, types, as_of)
-        following = []
+        best: dict[str, tuple[float, tuple[RelationView, ...]]] = {}  # this level's nodes, in the order first found
         for node, score, path in frontier:
             for rtype, other, source, target, weight in adjacency.get(node, ()):
-                if other in visited:
+                if other in visited or (other in best and best[other][0] >= score * weight):
                     continue
-                visited.add(other)
-                step = (other, score * weight, path + (RelationView(source, target, rtype, weight),))
-                following.append(step)
-                reached.append(Related(id=other, depth=level, score=step[1], path=step[2]))
+                best[other] = (score * weight, path + (RelationView(source, target, rtype, weight),))
+        visited.update(best)
+        following = [(other, score, path) for other, (score, path) in best.items()]
+        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
         frontier = following
+    truncated = len(reached) > max_nodes
     reached = reached[:max_nodes]
     reached.sort(key=lambda r: (-r.score, r.depth, r.id))
-    return reached
+    return reached, truncated
 
 
 def incoming_relations(conn: sqlite3.Connection, tenant: str, entity_id: str) -> list[tuple[str, str]]:

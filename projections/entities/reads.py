@@ -56,6 +56,19 @@ class EntityReads:
     ) -> list[ents.Related]:
         return ents.get_related(self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of))
 
+    def related_walk(
+        self,
+        tenant: str,
+        entity_id: str,
+        depth: int = 1,
+        direction: str = "out",
+        relation_types: Sequence[str] | None = None,
+        *,
+        as_of: Any = None,
+    ) -> tuple[list[ents.Related], bool]:
+        """:meth:`related`, and whether the walk stopped at :data:`~mnemolog.projections.entities.projector.RELATED_MAX_NODES` entities with more beyond."""
+        return ents.related_walk(self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of))
+
     def incoming_relations(self, tenant: str, entity_id: str) -> list[tuple[str, str]]:
         """``(source, relation type)`` of the live relations pointing at ``entity_id``."""
         return ents.incoming_relations(self._connect(), tenant, entity_id)

@@ -6,8 +6,8 @@ in SQL; ``as_of`` (a log position) reads the rows valid at that position.
 
 from __future__ import annotations
 
+import re
 import sqlite3
-from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
@@ -200,10 +200,7 @@ def edges_of(
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     valid, params = head_clause(as_of)
-    type_sql, type_params = "", ()
-    if edge_types:
-        type_sql = f" AND edge_type IN ({','.join('?' * len(edge_types))})"
-        type_params = tuple(edge_types)
+    type_sql, type_params = _types_clause(edge_types)
     out: list[EdgeView] = []
     sides = {"out": ("source",), "in": ("target",), "both": ("source", "target")}[direction]
     for side in sides:
@@ -244,17 +241,34 @@ def edges_into(
     return out
 
 
-def edges_between(conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, as_of: int | None = None) -> list[EdgeView]:
-    """Edges whose both ends are among ``node_ids`` (relationships between results)."""
+def type_filter(types: Iterable[str] | None) -> tuple[str, ...]:
+    """Edge or relation types as a filter reads them: trimmed, each run of spaces and dashes an ``_``, in upper
+    case, blanks and repeats dropped, as the commands store them (``related`` is ``RELATED``, ``works at`` ``WORKS_AT``)."""
+    return tuple(dict.fromkeys(re.sub(r"[\s-]+", "_", t.strip()).upper() for t in types or () if t and t.strip()))
+
+
+def _types_clause(edge_types: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
+    """`` AND edge_type IN (...)`` and its parameters (:func:`type_filter`); nothing for no types (every type)."""
+    types = type_filter(edge_types)
+    if not types:
+        return "", ()
+    return f" AND edge_type IN ({','.join('?' * len(types))})", types
+
+
+def edges_between(
+    conn: sqlite3.Connection, tenant: str, node_ids: Sequence[str], *, edge_types: Sequence[str] | None = None, as_of: int | None = None
+) -> list[EdgeView]:
+    """Edges whose both ends are among ``node_ids`` (relationships between results); with ``edge_types``, of those types only."""
     ids = list(dict.fromkeys(node_ids))
     if len(ids) < 2:
         return []
     valid, params = head_clause(as_of)
+    type_sql, type_params = _types_clause(edge_types)
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND source IN ({marks}) AND target IN ({marks})"
-        f" AND {valid} ORDER BY row_id",
-        (tenant, *ids, *ids, *params),
+        f" AND {valid}{type_sql} ORDER BY row_id",
+        (tenant, *ids, *ids, *params, *type_params),
     )
     return [_edge_view(r) for r in rows]
 
@@ -271,13 +285,16 @@ def bfs(
     max_nodes: int = 1000,
     by_score: bool = True,
 ) -> list[Reached]:
-    """Breadth-first expansion from ``seeds``; cycle-safe, first path wins.
+    """Breadth-first expansion from ``seeds``, cycle-safe: each node at its shortest depth.
 
     A reached node's score is its seed's score times the product of the edge
-    weights along the path. Seeds themselves are not returned. Results are
-    sorted by score (then depth, then node id); with ``by_score`` false, in
-    the order the walk reached them, so that the walk cut at ``max_nodes`` is
-    the first part of the whole walk (pages of a neighbourhood).
+    weights along its path. Seeds themselves are not returned. Results are
+    sorted by score (then depth, then node id), and a node's path is the
+    strongest of its shortest paths (whatever the order its edges were linked
+    in, or the order of the nodes that lead to it; the first found among
+    equals). With ``by_score`` false, they come in the order the walk reached
+    them, each by the first path found, so that the walk cut at ``max_nodes``
+    is the first part of the whole walk (pages of a neighbourhood).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
@@ -286,22 +303,34 @@ def bfs(
     start = dict(seeds) if isinstance(seeds, dict) else {s: 1.0 for s in seeds}
     seen: dict[str, Reached] = {}
     visited = set(start)
-    queue = deque((node, 0, score, (), node) for node, score in start.items())
-    while queue:
-        node, level, score, path, seed = queue.popleft()
-        if level >= depth:
-            continue
-        for edge in edges_of(conn, tenant, node, direction=direction, edge_types=edge_types, as_of=as_of):
-            other = edge.target if edge.source == node else edge.source
-            if other in visited:
-                continue
-            visited.add(other)
-            reached = Reached(other, level + 1, score * edge.weight, path + (edge.edge_id,), seed)
-            seen[other] = reached
-            if len(seen) >= max_nodes:
-                queue.clear()
+    frontier = [Reached(node, 0, score, (), node) for node, score in start.items()]
+    full = False
+    for level in range(1, depth + 1):
+        if not frontier or full:
+            break
+        found: dict[str, Reached] = {}  # this level's nodes, in the order first reached
+        for parent in frontier:
+            if full and not by_score:
                 break
-            queue.append((other, level + 1, reached.score, reached.path, seed))
+            for edge in edges_of(conn, tenant, parent.node, direction=direction, edge_types=edge_types, as_of=as_of):
+                other = edge.target if edge.source == parent.node else edge.source
+                if other in visited:
+                    continue
+                reached = Reached(other, level, parent.score * edge.weight, parent.path + (edge.edge_id,), parent.seed)
+                if other in found:
+                    if by_score and reached.score > found[other].score:
+                        found[other] = reached
+                    continue
+                if full:
+                    continue  # the walk is full: the rest of the level may only find stronger paths to the nodes it holds
+                found[other] = reached
+                if len(seen) + len(found) >= max_nodes:
+                    full = True
+                    if not by_score:
+                        break
+        visited.update(found)
+        seen.update(found)
+        frontier = list(found.values())
     if not by_score:
         return list(seen.values())
     return sorted(seen.values(), key=lambda r: (-r.score, r.depth, r.node))
@@ -448,8 +477,8 @@ class GraphReads:
     def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
         return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
 
-    def edges_between(self, tenant: str, node_ids: Sequence[str], *, as_of: Any = None) -> list[EdgeView]:
-        return edges_between(self._connect(), tenant, node_ids, as_of=self._resolve(as_of))
+    def edges_between(self, tenant: str, node_ids: Sequence[str], *, edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
+        return edges_between(self._connect(), tenant, node_ids, edge_types=edge_types, as_of=self._resolve(as_of))
 
     def bfs(
         self,

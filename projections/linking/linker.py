@@ -44,8 +44,11 @@ import unicodedata
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
+
 import ahocorasick_rs
 import msgspec
+
+from mnemolog.eventstore.catalogue_graph import fold_text
 
 from .. import text_caches
 
@@ -102,9 +105,7 @@ def _is_hangul_jamo(ch: str) -> bool:
     return 0x1100 <= o <= 0x11FF or 0xA960 <= o <= 0xA97F or 0xD7B0 <= o <= 0xD7FF
 
 
-def _fold(segment: str) -> str:
-    out = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", segment).casefold())
-    return "".join(" " if c.isspace() else c for c in out)
+_fold = fold_text  # one segment at a time (see normalise_with_offsets)
 
 
 # char -> (is combining mark, is hangul jamo, folded on its own). Bounded by the

@@ -33,9 +33,10 @@ back, until their membership changes.
 **FOLLOWS.** Memories of one conversation are chained in order when their
 data says so: a ``conv`` / ``conversation`` / ``session`` property with a
 numeric ``turn`` property, or a source such as ``conv-26:D1:3``
-(conversation, session, turn). Edges are ``follows:<conv>:<n>`` with weight
-1.0; only differences from the live chain are written, so re-running is a
-no-op. A chain a revert unlinked is linked again only once the conversation
+(conversation, session, turn). Edges are ``follows:<first turn>:<n>`` (the
+chain's first memory's id: the conversation id is the memories' sealed data)
+with weight 1.0; only differences from the live chain are written, so
+re-running is a no-op. A chain a revert unlinked is linked again only once the conversation
 changes.
 """
 
@@ -423,7 +424,13 @@ class TopicBuilder:
     # -- conversation order -------------------------------------------------------------------
 
     def follows_plan(self, tenant: str) -> list[tuple[str, list[str], list[c.EdgeRecord]]]:
-        """Per conversation: (conv, edge ids to unlink, edges to link) to reach the wanted chain."""
+        """Per conversation: (its chain's name, edge ids to unlink, edges to link) to reach the wanted chain.
+
+        A chain is named by its first turn's memory id, never by the conversation id, which comes from
+        the memories' sealed properties or sources: forgetting their subject must leave none of it in an
+        edge (ids and properties are not sealed). Once erased, the turns place themselves in no
+        conversation, and the chain is unlinked.
+        """
         chains: dict[str, list[tuple]] = defaultdict(list)
         for item in load_items(self.service.read_conn(), tenant):
             if item.content.memory_type == TOPIC:
@@ -432,9 +439,10 @@ class TopicBuilder:
             if place is not None:
                 chains[place[0]].append((place[1], item.valid_from, item.id))
         wanted: dict[str, dict[str, tuple[str, str]]] = {}
-        for conv, members in chains.items():
+        for members in chains.values():
             ordered = [m[2] for m in sorted(members)]
-            wanted[conv] = {f"follows:{conv}:{n}": (a, b) for n, (a, b) in enumerate(zip(ordered, ordered[1:]), 1)}
+            run = ordered[0]  # the chain's first turn names it: the conversation id is the memories' own (sealed) data
+            wanted[run] = {f"follows:{run}:{n}": (a, b) for n, (a, b) in enumerate(zip(ordered, ordered[1:]), 1)}
         live: dict[str, dict[str, c.EdgeRecord]] = defaultdict(dict)
         for edge in self.service.facts.live_edges_with_prefix(tenant, "follows:"):
             live[edge.edge_id.rsplit(":", 1)[0][len("follows:"):]][edge.edge_id] = edge
@@ -447,7 +455,7 @@ class TopicBuilder:
                 continue  # a revert undid this very order: linked again once the conversation changes
             unlink = sorted(set(have) - same)
             link = [
-                c.EdgeRecord(edge_id=eid, edge_type="FOLLOWS", source=a, target=b, weight=1.0, properties={"conv": conv})
+                c.EdgeRecord(edge_id=eid, edge_type="FOLLOWS", source=a, target=b, weight=1.0)
                 for eid, (a, b) in sorted(want.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))
                 if eid not in same
             ]

@@ -194,6 +194,27 @@ async def test_a_deep_neighbourhood_in_pages_is_the_whole_walk_once_in_order(api
         assert seen == walk, size
 
 
+async def test_a_neighbourhood_paged_while_writes_go_on_covers_the_walk_it_started_once(api):
+    """Each page says the position it read: read at it, the next pages continue that walk, whatever was linked since."""
+    hub = (await add(api.raw, "the hub"))["memory_ids"][0]
+    outs = (await post(api.raw, "/v1/memories", {"memories": [{"memory": f"out {i}"} for i in range(2)]}))["memory_ids"]
+    ins = (await post(api.raw, "/v1/memories", {"memories": [{"memory": f"in {i}"} for i in range(2)]}))["memory_ids"]
+    for leaf in outs:
+        await post(api.raw, "/v1/edges", {"source": hub, "target": leaf, "edge_type": "RELATED"})
+    for leaf in ins:
+        await post(api.raw, "/v1/edges", {"source": leaf, "target": hub, "edge_type": "RELATED"})
+    first = await get(api.raw, "/v1/graph/neighborhood", node=hub, limit=3)
+    assert first["as_of"] is None and first["position"] == (await get(api.raw, "/v1/capabilities"))["head_position"]
+    late = (await add(api.raw, "linked while paging"))["memory_ids"][0]
+    await post(api.raw, "/v1/edges", {"source": hub, "target": late, "edge_type": "RELATED"})  # walked before the in-edges
+    second = await get(api.raw, "/v1/graph/neighborhood", node=hub, limit=3, offset=first["next_offset"], as_of=first["position"])
+    assert second["position"] == first["position"] == second["as_of"]
+    walked = [n["id"] for n in first["nodes"][1:] + second["nodes"][1:]]
+    assert sorted(walked) == sorted(outs + ins) and len(set(walked)) == 4 and second["total"] == 4
+    now = await get(api.raw, "/v1/graph/neighborhood", node=hub, limit=10)
+    assert now["total"] == 5 and now["position"] > first["position"]
+
+
 async def test_a_neighbourhood_as_of_a_position_is_the_graph_of_then(api):
     hub, leaves, before_last = await star(api.raw, 3)
     then = await get(api.raw, "/v1/graph/neighborhood", node=hub, as_of=before_last, limit=10)
@@ -201,6 +222,15 @@ async def test_a_neighbourhood_as_of_a_position_is_the_graph_of_then(api):
     # Types filter, direction.
     assert len((await get(api.raw, "/v1/graph/neighborhood", node=hub, type="FOLLOWS"))["nodes"]) == 1
     assert len((await get(api.raw, "/v1/graph/neighborhood", node=hub, direction="in"))["nodes"]) == 1
+
+
+async def test_a_neighbourhood_of_one_edge_type_draws_only_edges_of_that_type(api):
+    a, b = (await post(api.raw, "/v1/memories", {"memories": [{"memory": "first"}, {"memory": "second"}]}))["memory_ids"]
+    await post(api.raw, "/v1/edges", {"source": a, "target": b, "edge_type": "FOLLOWS", "edge_id": "t:f:1"})
+    await post(api.raw, "/v1/edges", {"source": a, "target": b, "edge_type": "RELATED", "edge_id": "t:r:1"})
+    page = await get(api.raw, "/v1/graph/neighborhood", node=a, type="FOLLOWS")
+    assert [n["id"] for n in page["nodes"]] == [a, b]
+    assert [e["id"] for e in page["edges"]] == ["t:f:1"]
 
 
 async def test_an_entity_neighbourhood_walks_relations_with_names(api):

@@ -80,6 +80,7 @@ async def test_a_query_parameter_of_one_value_given_twice_is_422_naming_it(api):
         assert response.status == 422, (path, answer)
         assert_error_body(answer, 422)
         assert answer["error"]["field"] == path.rsplit("&", 1)[1].split("=")[0], answer
+    await api.raw.put("/v1/entities/a", json={"name": "A"})
     for path in ("/v1/events?type=MemoryAdded&type=MemoryUpdated", "/v1/graph/neighbors?node=a&type=RELATED&type=MENTIONS"):  # repeatable ones
         response = await api.raw.get(path)
         assert response.status == 200, await response.text()

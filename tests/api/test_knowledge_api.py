@@ -253,3 +253,98 @@ async def test_a_form_field_given_twice_is_refused_naming_it_and_nothing_is_writ
     error = await call(http, "POST", "/v1/import/documents", 422, data=form)
     assert error["error"]["field"] == field and "more than once" in error["error"]["message"]
     assert (await call(http, "GET", "/v1/digest"))["position"] == head
+
+
+@pytest.mark.parametrize(
+    "name, aliases, query",
+    [
+        ("Ａｃｍｅ Corp", [], "acme"),  # full-width letters found by their ASCII spelling
+        ("Acme Corp", [], "ＡＣＭＥ"),  # and the other way round
+        ("Beijing Office", ["ＢＥＩＪＩＮＧ ＨＱ"], "beijing hq"),
+        ("Cafe\u0301 Central", [], "café"),  # decomposed in the name, composed in the query
+        ("Café Central", [], "cafe\u0301"),
+        ("ﬁnance team", [], "finance"),  # a ligature
+        ("東京ｵﾌｨｽ", [], "オフィス"),  # half-width katakana
+    ],
+)
+async def test_finding_entities_by_keyword_reads_text_as_the_linker_does(http, name, aliases, query):
+    """A keyword finds the entity whatever Unicode form either is written in (NFKC, case folded), as relation cards and recall do."""
+    await call(http, "PUT", "/v1/entities/target", 201, json={"name": name, "aliases": aliases})
+    await call(http, "PUT", "/v1/entities/other", 201, json={"name": "Unrelated"})
+    found = await call(http, "GET", "/v1/entities", params={"q": query})
+    assert [e["id"] for e in found["entities"]] == ["target"]
+    assert found["entities"][0]["name"] == name  # shown as written
+
+
+async def test_a_relations_graph_edge_is_changed_only_through_the_relation(http):
+    """``rel:`` edges mirror relations: unlinking, undoing or forging one through /v1/edges would leave the graph and the entity graph disagreeing."""
+    for eid in ("ada", "bob"):
+        await call(http, "PUT", f"/v1/entities/{eid}", 201, json={"name": eid.title()})
+    await call(http, "POST", "/v1/entities/ada/relations", 201, json={"target_id": "bob", "relation_type": "knows", "weight": 0.5})
+    head = (await call(http, "GET", "/v1/capabilities"))["head_position"]
+    refused = [
+        await call(http, "DELETE", "/v1/edges/rel:ada:KNOWS:bob", 422),
+        await call(http, "POST", "/v1/edges/undo-namespace", 422, json={"prefix": "rel:"}),
+        await call(http, "POST", "/v1/edges/undo-namespace", 422, json={"prefix": "rel:ada:"}),
+        await call(http, "POST", "/v1/edges", 422, json={"source": "bob", "target": "ada", "edge_type": "KNOWS", "edge_id": "rel:bob:KNOWS:ada"}),
+    ]
+    assert [r["error"]["field"] for r in refused] == ["edge_id", "prefix", "prefix", "edge_id"]
+    assert all("relation" in r["error"]["message"] for r in refused)
+    assert (await call(http, "GET", "/v1/capabilities"))["head_position"] == head  # nothing written
+    graph = await call(http, "GET", "/v1/graph/neighbors", params={"node": "ada"})
+    assert [(e["edge_id"], e["weight"]) for e in graph["edges"]] == [("rel:ada:KNOWS:bob", 0.5)]
+    related = await call(http, "GET", "/v1/entities/ada/related", params={"direction": "both"})
+    assert [(r["id"], r["score"]) for r in related["related"]] == [("bob", 0.5)]
+    # Through the relation, both change together.
+    await call(http, "DELETE", "/v1/entities/ada/relations", json={"target_id": "bob", "relation_type": "knows"})
+    assert (await call(http, "GET", "/v1/graph/neighbors", params={"node": "ada"}))["edges"] == []
+    assert (await call(http, "GET", "/v1/entities/ada/related"))["related"] == []
+
+
+async def test_a_walk_of_relations_cut_at_its_limit_says_so(http, monkeypatch):
+    """Past the walk's limit, ``total`` cannot count every entity reached: the answer says it was cut, and the explorer's total is unknown."""
+    from mnemolog.projections.entities import projector
+
+    monkeypatch.setattr(projector, "RELATED_MAX_NODES", 3)
+    await call(http, "PUT", "/v1/entities/hub", 201, json={"name": "Hub"})
+    for n in range(3):
+        await call(http, "PUT", f"/v1/entities/leaf{n}", 201, json={"name": f"Leaf {n}"})
+        await call(http, "POST", "/v1/entities/hub/relations", 201, json={"target_id": f"leaf{n}", "relation_type": "has"})
+    fits = await call(http, "GET", "/v1/entities/hub/related")
+    assert (fits["total"], fits["truncated"]) == (3, False)
+    page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
+    assert page["total"] == 3 and not page["more"]
+    await call(http, "PUT", "/v1/entities/leaf3", 201, json={"name": "Leaf 3"})
+    await call(http, "POST", "/v1/entities/hub/relations", 201, json={"target_id": "leaf3", "relation_type": "has"})
+    cut = await call(http, "GET", "/v1/entities/hub/related")
+    assert (cut["total"], cut["truncated"], len(cut["related"])) == (3, True, 3)
+    page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
+    assert page["total"] is None and len(page["nodes"]) == 4
+
+
+async def test_an_entity_cannot_take_a_memorys_id(http):
+    """Memories and entities share the graph's node ids: an entity under a memory's id would make its removal unlink the memory's edges."""
+    a, b = (await call(http, "POST", "/v1/memories", 201, json={"memories": [{"memory": "first"}, {"memory": "second"}]}))["memory_ids"]
+    await call(http, "POST", "/v1/edges", 201, json={"source": a, "target": b, "edge_id": "user:keep:1"})
+    head = (await call(http, "GET", "/v1/capabilities"))["head_position"]
+    refused = await call(http, "PUT", f"/v1/entities/{a}", 409, json={"name": "A twin"})
+    assert refused["error"]["code"] == "conflict" and refused["error"]["field"] == "entity_id" and "memory" in refused["error"]["message"]
+    assert (await call(http, "GET", "/v1/capabilities"))["head_position"] == head
+    await call(http, "GET", f"/v1/entities/{a}", 404)
+    assert [e["edge_id"] for e in (await call(http, "GET", "/v1/graph/neighbors", params={"node": a}))["edges"]] == ["user:keep:1"]
+
+
+async def test_entity_tags_are_one_tag_whatever_the_width_they_are_typed_in(http):
+    """Full-width tags (a CJK keyboard's) are the tags typed in ASCII: stored, filtered and listed as one."""
+    written = await call(http, "PUT", "/v1/entities/lang:rust", 201, json={"name": "Rust", "tags": ["Ｒｕｓｔ", "ＭＬ　Ops", "rust"]})
+    assert written["data"]["tags_kept"] == 2
+    assert (await call(http, "GET", "/v1/entities/lang:rust"))["tags"] == ["rust", "ml-ops"]
+    for tag in ("rust", "ＲＵＳＴ", " Rust "):
+        assert [e["id"] for e in (await call(http, "GET", "/v1/entities", params={"tag": tag}))["entities"]] == ["lang:rust"], tag
+    assert (await call(http, "GET", "/v1/tags", params={"prefix": "ＭＬ"}))["tags"] == [{"tag": "ml-ops", "entities": 1}]
+
+
+async def test_an_alias_that_is_the_name_or_another_alias_in_another_form_is_kept_once(http):
+    """Aliases are told apart as the linker tells surfaces apart (NFKC, case folded): a full-width or decomposed copy adds nothing."""
+    await call(http, "PUT", "/v1/entities/acme", 201, json={"name": "Acme Café", "aliases": ["ＡＣＭＥ　ＣＡＦＥ\u0301", "Acme", "ａｃｍｅ", "ACME"]})
+    assert (await call(http, "GET", "/v1/entities/acme"))["aliases"] == ["Acme"]

@@ -374,7 +374,7 @@ async def test_another_tenants_ids_are_invisible(start):
         assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
         assert refused(await mcp.call_tool("history", {"id": cat}))["code"] == "not_found"
         assert ok(await mcp.call_tool("recall", {"query": "which city did I move to?"}))["hits"] == []
-        assert ok(await mcp.call_tool("related", {"node": lisbon}))["edges"] == []
+        assert refused(await mcp.call_tool("related", {"node": lisbon}))["code"] == "not_found"
         assert ok(await mcp.call_tool("log", {}))["events"] == []
         assert refused(await mcp.call_tool("entities", {"id": "person:ada"}))["code"] == "not_found"
         assert refused(await mcp.call_tool("archive_memory", {"id": cat}))["code"] == "not_found"

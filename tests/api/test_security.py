@@ -195,9 +195,8 @@ async def test_tenant_a_cannot_read_tenant_b(tenants):
     assert found["relationships"] == []
     searched = await a.search("zebra launch")
     assert all(h["id"] == a_id for hits in searched["channels"].values() for h in hits)
-    assert await a.neighbors(b_id, depth=2) == await a.neighbors("no-such-node", depth=2) | {"node": b_id}
-    sub = await a.request("POST", "/v1/graph/subgraph", json={"seeds": [b_id]})
-    assert sub["nodes"] == [{"id": b_id, "memory": None}] and sub["edges"] == [] and sub["reached"] == []
+    assert (await expect(404, a.neighbors(b_id, depth=2))).code == (await expect(404, a.neighbors("no-such-node", depth=2))).code == "not_found"
+    assert (await expect(404, a.request("POST", "/v1/graph/subgraph", json={"seeds": [b_id]}))).code == "not_found"
     stats = await a.request("GET", "/v1/graph/stats")
     assert stats["memories_total"] == 1 and stats["edges_total"] == 0
     # B still sees its own.

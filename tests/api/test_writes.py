@@ -289,6 +289,25 @@ async def test_link_without_edge_id_gets_a_user_namespaced_one(client):
     assert edge_id.startswith("user:")
 
 
+async def test_links_of_one_correlation_without_edge_ids_each_get_their_own(api, client):
+    """Without an Idempotency-Key, a link's default id is numbered in its correlation: a group of links under one X-Correlation-Id all land."""
+    a, b, c = [await add(client, f"grouped {n}") for n in "abc"]
+    written = []
+    for source, target in ((a, b), (a, c), (b, c)):
+        response = await api.raw.post("/v1/edges", json={"source": source, "target": target}, headers={"X-Correlation-Id": "batch-7"})
+        assert response.status == 201, await response.text()
+        written += (await response.json())["data"]["edge_ids"]
+    assert written == ["user:batch-7:1", "user:batch-7:2", "user:batch-7:3"]
+    for correlation in ("a batch with spaces", "tab\there"):  # not an id's run as it stands: its digest stands in
+        response = await api.raw.post("/v1/edges", json={"source": a, "target": b}, headers={"X-Correlation-Id": correlation})
+        assert response.status == 201, await response.text()
+        [edge_id] = (await response.json())["data"]["edge_ids"]
+        assert edge_id.startswith("user:") and edge_id.endswith(":1") and " " not in edge_id
+    reverted = await client.revert("batch-7")
+    assert reverted.data["reverted"] == 3
+    assert {e["edge_id"] for e in (await client.neighbors(c))["edges"]} == set()
+
+
 async def test_undo_namespace_removes_every_edge_under_the_prefix(client):
     a, b, c = [await add(client, f"node {n}") for n in "abc"]
     await client.link(a, b, edge_id="import:run-1:1")

@@ -92,6 +92,25 @@ def test_bfs_expands_the_strongest_paths_of_a_level_first(svc):
     assert [(r.source_id, r.target_id) for r in found["d"].path] == [("a", "c"), ("c", "d")]
 
 
+def test_bfs_keeps_the_strongest_of_the_shortest_paths_whatever_the_type_or_parent_order(svc):
+    """Two relations between the same entities, or two parents of one level: the entity scores by its strongest shortest path."""
+    for e in "abcxyz":
+        upsert(svc, e)
+    relate(svc, "a", "b", "KNOWS", weight=0.2)
+    relate(svc, "a", "b", "WORKS_WITH", weight=0.9)  # sorts after KNOWS, and is stronger
+    found = related(svc, "a", depth=1)
+    assert found["b"].score == pytest.approx(0.9) and [r.relation_type for r in found["b"].path] == ["WORKS_WITH"]
+    relate(svc, "c", "a", "KNOWS", weight=0.8)  # both directions: the stronger one, whichever way it points
+    assert related(svc, "c", depth=1, direction="both")["a"].score == pytest.approx(0.8)
+    relate(svc, "x", "y", "KNOWS", weight=0.8)
+    relate(svc, "x", "z", "KNOWS", weight=0.9)  # the stronger parent expands first ...
+    relate(svc, "z", "c", "KNOWS", weight=0.1)  # ... but its path to c is weaker
+    relate(svc, "y", "c", "KNOWS", weight=1.0)
+    found = related(svc, "x", depth=2)
+    assert found["c"].depth == 2 and found["c"].score == pytest.approx(0.8)
+    assert [(r.source_id, r.target_id) for r in found["c"].path] == [("x", "y"), ("y", "c")]
+
+
 def test_bfs_directions_and_type_filter(svc):
     for e in ("hub", "in1", "out1", "out2"):
         upsert(svc, e)
@@ -174,6 +193,24 @@ def test_overwrite_is_a_new_relation_set_and_mirrors_the_graph_edge(svc):
     assert rel_edges(svc) == [] and related(svc, "a") == {}
     with pytest.raises(NotFound):
         svc.run(svc.entities.remove_relation, ctx(), "a", "b", "works_on")
+
+
+def test_setting_a_relation_again_brings_back_a_graph_edge_unlinked_alone(svc):
+    """A log written before rel: edges were kept to their relations may hold one unlinked alone: setting the relation again heals it."""
+    from mnemolog.eventstore import StreamAppend
+    from mnemolog.eventstore import catalogue as c
+
+    upsert(svc, "a")
+    upsert(svc, "b")
+    relate(svc, "a", "b", weight=0.4)
+    [edge] = svc.facts.live_edges_with_prefix("t", "rel:")
+    svc.store.append_batch([StreamAppend(c.edges_stream("t"), [c.EdgeUnlinked(edge=edge)])], tenant="t")  # as an unlink through /v1/edges once did
+    svc.sync()
+    assert rel_edges(svc) == []
+    again = relate(svc, "a", "b", weight=0.4)
+    assert again.data["changed"] and not again.data["created"] and again.data["previous_weight"] == 0.4
+    assert rel_edges(svc) == [("rel:a:KNOWS:b", "a", "b", 0.4)]
+    assert not relate(svc, "a", "b", weight=0.4).data["changed"]  # and then, as ever, nothing to do
 
 
 def test_remove_cascades_relations_both_ways(svc):

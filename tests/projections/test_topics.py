@@ -201,14 +201,15 @@ def test_follows_edges_link_a_conversation_in_order_and_are_idempotent(svc, sett
     report = organizer.cluster()
     assert report["follows_linked"] == 5
 
-    def chain(conv: str) -> list[tuple[str, str, str]]:
-        return [(e.edge_id, e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, f"follows:{conv}:")]
+    def chain(first: str) -> list[tuple[str, str, str]]:
+        """The chain named by its first turn."""
+        return [(e.edge_id, e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, f"follows:{first}:")]
 
     order = [ids[t] for t in ("conv-7:D1:1", "conv-7:D1:2", "conv-7:D1:10", "conv-7:D2:1")]
-    assert sorted(chain("conv-7")) == [(f"follows:conv-7:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
-    assert sorted(chain("chat-9")) == [("follows:chat-9:1", chat[1], chat[2]), ("follows:chat-9:2", chat[2], chat[0])]
-    edge = svc.facts.live_edge(TENANT, "follows:conv-7:1")
-    assert edge.edge_type == "FOLLOWS" and edge.weight == 1.0
+    assert sorted(chain(order[0])) == [(f"follows:{order[0]}:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
+    assert sorted(chain(chat[1])) == [(f"follows:{chat[1]}:1", chat[1], chat[2]), (f"follows:{chat[1]}:2", chat[2], chat[0])]
+    edge = svc.facts.live_edge(TENANT, f"follows:{order[0]}:1")
+    assert edge.edge_type == "FOLLOWS" and edge.weight == 1.0 and edge.properties == {}
 
     head = svc.store.last_position()
     assert organizer.cluster()["follows_linked"] == 0 and svc.store.last_position() == head
@@ -216,8 +217,30 @@ def test_follows_edges_link_a_conversation_in_order_and_are_idempotent(svc, sett
     [late] = add(svc, [MemoryContent(memory="turn conv-7:D1:5", sources=("conv-7:D1:5",))])
     report = organizer.cluster()
     order.insert(2, late)
-    assert sorted(chain("conv-7")) == [(f"follows:conv-7:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
+    assert sorted(chain(order[0])) == [(f"follows:{order[0]}:{n}", a, b) for n, (a, b) in enumerate(zip(order, order[1:]), 1)]
     assert report["follows_unlinked"] == 2 and report["follows_linked"] == 3  # only the changed links
+
+
+def test_follows_edges_hold_no_part_of_a_forgotten_conversation(tmp_path, settings):
+    """The conversation id is the memories' own (sealed) data: a forgotten subject leaves none of it in an edge's id or properties, in any read or file."""
+    svc = MemoryService.open(tmp_path / "data", settings=settings)
+    try:
+        ctx = CommandContext(tenant=TENANT)
+        lines = [MemoryContent(memory=f"chat line {n}", subject="u-1", properties={"conv": "ZqxSecretConversation", "turn": n}) for n in (1, 2, 3)]
+        ids = add(svc, lines)
+        organizer = Organizer(svc, settings)
+        assert organizer.cluster()["follows_linked"] == 2
+        edges = svc.facts.live_edges_with_prefix(TENANT, "follows:")
+        assert sorted((e.source, e.target) for e in edges) == [(ids[0], ids[1]), (ids[1], ids[2])]
+        assert all("ZqxSecret" not in e.edge_id and "ZqxSecret" not in json.dumps(e.properties) for e in edges)
+        svc.forget(ctx, "u-1", reason="erasure")
+        organizer.cluster()  # the erased turns place themselves in no conversation: their chain goes
+        assert svc.facts.live_edges_with_prefix(TENANT, "follows:") == []
+        assert all("ZqxSecret" not in e.edge_id for e in svc.graph.edge_lives(TENANT, ids[0], "FOLLOWS"))
+    finally:
+        svc.close()
+    leaked = [p.name for p in (tmp_path / "data").rglob("*") if p.is_file() and b"ZqxSecret" in p.read_bytes()]
+    assert leaked == []
 
 
 # -- topic titles from an LLM --------------------------------------------------------------------------

@@ -92,3 +92,10 @@ def test_an_import_of_documents_naming_a_missing_path_writes_nothing(data, tmp_p
     before = head(data)
     assert_refused(run(data, "import", "docs", str(good), str(tmp_path / "typo.md"), "--root", str(tmp_path)), "no such file", "typo.md")
     assert head(data) == before
+
+
+def test_an_entity_walk_out_of_its_bounds_is_refused_as_the_api_refuses_it(tmp_path):
+    """``--limit -1`` silently dropped the last entity reached (a slice), and ``--depth`` had no bound the API has."""
+    assert_refused(run(tmp_path / "data", "entity", "related", "e", "--limit", "-1"), "--limit", "1 to 1000")
+    assert_refused(run(tmp_path / "data", "entity", "related", "e", "--depth", "99"), "--depth", "0 to 6")
+    assert not (tmp_path / "data").exists()
