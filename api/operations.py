@@ -216,20 +216,26 @@ def node_exists(svc: MemoryService, tenant: str, node: str, position: int | None
 
 #: The most nodes :func:`neighbors` reaches; an answer cut there says so (``truncated``).
 NEIGHBORS_MAX_NODES = 500
+NEIGHBORS_MAX_EDGES = 1000  # the node's own edges a neighbours answer lists at most
 
 
 def neighbors(svc: MemoryService, tenant: str, node: str, depth: int, direction: str, types: list[str] | None, as_of: Any) -> dict[str, Any]:
     """A node's edges and the nodes a BFS reaches from it, each with its path; a node that does not exist (then) is not found.
 
-    The walk asks for one node past :data:`NEIGHBORS_MAX_NODES`, so that a neighbourhood that fits exactly is not reported as cut.
+    The walk asks for one node past :data:`NEIGHBORS_MAX_NODES`, and the node's own edges for one past
+    :data:`NEIGHBORS_MAX_EDGES` (a hub mentioned by every memory has as many edges), so that a
+    neighbourhood that fits exactly is not reported as cut.
     """
     position = svc.resolve_as_of(as_of)
     limit = NEIGHBORS_MAX_NODES
     reached = svc.graph.bfs(tenant, [node], depth=depth, direction=direction, edge_types=types, as_of=position, max_nodes=limit + 1)
-    edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position)
+    edges = svc.graph.edges_of(tenant, node, direction=direction, edge_types=types, as_of=position, limit=NEIGHBORS_MAX_EDGES + 1)
     if not edges and not reached and not node_exists(svc, tenant, node, position):
         raise NotFound("node", node)
-    return {"node": node, "edges": edges, "reached": reached[:limit], "truncated": len(reached) > limit}
+    return {
+        "node": node, "edges": edges[:NEIGHBORS_MAX_EDGES], "reached": reached[:limit], "truncated": len(reached) > limit,
+        "edges_truncated": len(edges) > NEIGHBORS_MAX_EDGES,
+    }
 
 
 def events_page(

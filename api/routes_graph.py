@@ -22,7 +22,7 @@ routes = RouteTable()
 @routes.get(
     "/v1/graph/neighbors",
     scope="read",
-    summary="A node's edges and the nodes reached from it (at most 500: truncated says so); a node that is no memory, entity or document is not found",
+    summary="A node's edges (at most 1,000: edges_truncated says so) and the nodes reached from it (at most 500: truncated says so); a node that is no memory, entity or document is not found",
     query=(
         param("node", "node id", Annotated[str, Meta(min_length=1)], required=True),
         ("depth", "0..5"),

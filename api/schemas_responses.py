@@ -166,12 +166,14 @@ class MemoryHistoryResponse(msgspec.Struct, kw_only=True):
 
 class NeighborsResponse(msgspec.Struct, kw_only=True):
     """A node's edges and the nodes a BFS reached from it, each with its path; ``truncated``: the walk
-    stopped at its limit (500 nodes) with more beyond."""
+    stopped at its limit (500 nodes) with more beyond; ``edges_truncated``: the node has more than the
+    1,000 edges listed (outgoing first, each side in the order linked)."""
 
     node: str
     edges: list[EdgeView]
     reached: list[Reached]
     truncated: bool = False
+    edges_truncated: bool = False
 
 
 class SubgraphNode(msgspec.Struct, kw_only=True):

@@ -196,7 +196,9 @@ def edges_of(
     direction: str = "both",
     edge_types: Sequence[str] | None = None,
     as_of: int | None = None,
+    limit: int | None = None,
 ) -> list[EdgeView]:
+    """The node's edges, outgoing first, each side in the order linked; at most ``limit`` of them."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     valid, params = head_clause(as_of)
@@ -204,9 +206,12 @@ def edges_of(
     out: list[EdgeView] = []
     sides = {"out": ("source",), "in": ("target",), "both": ("source", "target")}[direction]
     for side in sides:
+        left = -1 if limit is None else limit - len(out)
+        if left == 0:
+            break
         rows = conn.execute(
-            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {side} = ? AND {valid}{type_sql} ORDER BY row_id",
-            (tenant, node_id, *params, *type_params),
+            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {side} = ? AND {valid}{type_sql} ORDER BY row_id LIMIT ?",
+            (tenant, node_id, *params, *type_params, left),
         )
         out.extend(_edge_view(r) for r in rows)
     return out
@@ -474,8 +479,10 @@ class GraphReads:
     def working_memory(self, tenant: str, *, as_of: Any = None, memories: bool = False) -> list[WorkingEntryView]:
         return working_memory(self._connect(), tenant, as_of=self._resolve(as_of), memories=memories)
 
-    def edges_of(self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
-        return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of))
+    def edges_of(
+        self, tenant: str, node_id: str, *, direction: str = "both", edge_types: Sequence[str] | None = None, as_of: Any = None, limit: int | None = None
+    ) -> list[EdgeView]:
+        return edges_of(self._connect(), tenant, node_id, direction=direction, edge_types=edge_types, as_of=self._resolve(as_of), limit=limit)
 
     def edges_between(self, tenant: str, node_ids: Sequence[str], *, edge_types: Sequence[str] | None = None, as_of: Any = None) -> list[EdgeView]:
         return edges_between(self._connect(), tenant, node_ids, edge_types=edge_types, as_of=self._resolve(as_of))

@@ -31,12 +31,12 @@ async def test_neighbors_of_a_node_that_does_not_exist_is_not_found(client):
     assert err.value.status == 404 and err.value.code == "not_found"
     before = (await client.add_memories({"memory": "written first"})).positions[-1]
     lonely = await add(client, "a memory with no edges")
-    assert await client.neighbors(lonely) == {"node": lonely, "edges": [], "reached": [], "truncated": False}
+    assert await client.neighbors(lonely) == {"node": lonely, "edges": [], "reached": [], "truncated": False, "edges_truncated": False}
     with pytest.raises(ApiError) as err:
         await client.neighbors(lonely, as_of=before)  # not written yet then
     assert err.value.status == 404
     await client.put_entity("person:lonely", {"name": "Lonely"})
-    assert await client.neighbors("person:lonely") == {"node": "person:lonely", "edges": [], "reached": [], "truncated": False}
+    assert await client.neighbors("person:lonely") == {"node": "person:lonely", "edges": [], "reached": [], "truncated": False, "edges_truncated": False}
     await client.import_documents([("notes.md", b"# Notes\n\nNothing to link.\n")])
     assert (await client.neighbors("document:notes.md"))["node"] == "document:notes.md"
 
@@ -52,7 +52,24 @@ async def test_neighbors_past_their_limit_say_they_were_cut(client, monkeypatch)
     await client.link(center, extra, "RELATED", weight=0.5, edge_id="star:extra:1")
     cut = await client.neighbors(center)
     assert len(cut["reached"]) == 3 and cut["truncated"] is True
-    assert len(cut["edges"]) == 4  # the node's own edges are all listed
+    assert len(cut["edges"]) == 4 and cut["edges_truncated"] is False  # the node's own edges are all listed, up to their own limit
+
+
+async def test_a_hubs_own_edges_past_their_limit_say_they_were_cut(client, monkeypatch):
+    """A node every memory mentions has as many edges: the answer lists the first of them and says so."""
+    from mnemolog.api import operations
+
+    monkeypatch.setattr(operations, "NEIGHBORS_MAX_EDGES", 3)
+    center, others = await _star(client, leaves=3)
+    fits = await client.neighbors(center)
+    assert len(fits["edges"]) == 3 and fits["edges_truncated"] is False
+    extra = await add(client, "one leaf too many")
+    await client.link(extra, center, "RELATED", weight=0.5, edge_id="star:extra:1")
+    cut = await client.neighbors(center)
+    assert [e["edge_id"] for e in cut["edges"]] == [e["edge_id"] for e in fits["edges"]] and cut["edges_truncated"] is True
+    assert len(cut["reached"]) == 4 and cut["truncated"] is False  # the walk has its own limit
+    incoming = await client.neighbors(center, direction="in")
+    assert [e["edge_id"] for e in incoming["edges"]] == ["star:extra:1"] and incoming["edges_truncated"] is False
 
 
 async def test_edge_type_filters_read_types_as_relation_filters_do(client):
