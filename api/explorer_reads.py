@@ -18,6 +18,8 @@ from mnemolog.projections.service import MemoryService
 from .auth import SCOPES, ApiKey
 from .operations import node_exists
 
+EDGES_PER_NODE = 8  # edges a memory neighbourhood page draws at most, for each node it shows
+
 
 def whoami(key: ApiKey | None, tenant: str, *, auth: bool) -> dict[str, Any]:
     """The key's tenant and scopes (every scope when the server runs without auth), never its secret."""
@@ -84,6 +86,7 @@ def neighborhood(
                     key = f"{rel.source_id}|{rel.relation_type}|{rel.target_id}"
                     edges[key] = {"id": key, "source": rel.source_id, "target": rel.target_id, "type": rel.relation_type, "weight": rel.weight}
         edge_list = list(edges.values())
+        edges_cut = False
         placed = [{"id": r.id, "depth": r.depth, "score": r.score} for r in page]
     else:
         reached = svc.graph.bfs(
@@ -95,10 +98,12 @@ def neighborhood(
         more = len(reached) > offset + limit
         total = None if more else len(reached)
         shown = [node, *(r.node for r in page)]
-        edge_list = [
-            {"id": e.edge_id, "source": e.source, "target": e.target, "type": e.edge_type, "weight": e.weight}
-            for e in svc.graph.edges_between(tenant, shown, edge_types=types, as_of=read_at)[: 8 * limit]
-        ]
+        between = svc.graph.edges_between(tenant, shown, edge_types=types, as_of=read_at)
+        # At most EDGES_PER_NODE a node shown; cut, the edges that brought the walk to the page's nodes first, so the drawing stays connected.
+        walked = {r.path[-1] for r in page if r.path}
+        drawn = sorted(between, key=lambda e: e.edge_id not in walked)[: EDGES_PER_NODE * limit]
+        edges_cut = len(between) > len(drawn)
+        edge_list = [{"id": e.edge_id, "source": e.source, "target": e.target, "type": e.edge_type, "weight": e.weight} for e in drawn]
         placed = [{"id": r.node, "depth": r.depth, "score": r.score} for r in page]
     memories = svc.graph.memories(tenant, shown, as_of=read_at)
     entities = svc.knowledge.many(tenant, [n for n in shown if n not in memories], as_of=read_at)
@@ -123,6 +128,7 @@ def neighborhood(
         "offset": offset,
         "limit": limit,
         "total": total,
+        "edges_truncated": edges_cut,
         "more": more,
         "next_offset": offset + len(page) if more else None,
         "nodes": nodes,

@@ -459,7 +459,8 @@ class NeighborhoodPage(msgspec.Struct, kw_only=True):
     """One page of a neighbourhood in BFS order, the seed first; ``total`` is null while more lie beyond the page.
 
     ``position``: the log position the page was read at (``as_of`` when given); read the next pages
-    ``as_of`` it to page one walk while writes go on.
+    ``as_of`` it to page one walk while writes go on. ``edges_truncated``: the page's nodes hold more
+    edges between them than it draws (eight a node), the edges its walk took first.
     """
 
     node: str
@@ -475,6 +476,7 @@ class NeighborhoodPage(msgspec.Struct, kw_only=True):
     next_offset: int | None
     nodes: list[NeighborhoodNode]
     edges: list[NeighborhoodEdge]
+    edges_truncated: bool = False
 
 
 class RevertOfCorrelation(msgspec.Struct, kw_only=True):

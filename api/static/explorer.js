@@ -347,7 +347,8 @@ async function drawGraph() {
   const shown = page.nodes.length - 1;
   const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
   const range = shown > 0 ? `nodes ${page.offset + 1}–${page.offset + shown} of ${total}` : `no neighbours${page.offset > 0 ? ` past ${page.offset}` : ""}`;
-  $("graph-info").textContent = `${page.kind} ${page.node}: ${range} · ${page.edges.length} edges` + (page.as_of !== null ? ` · as of ${page.as_of}` : "");
+  const edges = `${page.edges.length} edges${page.edges_truncated ? " drawn, more between these nodes" : ""}`;
+  $("graph-info").textContent = `${page.kind} ${page.node}: ${range} · ${edges}` + (page.as_of !== null ? ` · as of ${page.as_of}` : "");
   $("graph-prev").disabled = page.offset === 0;
   $("graph-next").disabled = !page.more;
   render(page);

@@ -233,6 +233,24 @@ async def test_a_neighbourhood_of_one_edge_type_draws_only_edges_of_that_type(ap
     assert [e["id"] for e in page["edges"]] == ["t:f:1"]
 
 
+async def test_a_page_with_more_edges_than_it_draws_says_so_and_keeps_the_walks_edges(api, monkeypatch):
+    """Many edges between a few nodes: the page draws eight a node, the edges its walk took first, and says it cut."""
+    from mnemolog.api import explorer_reads
+
+    monkeypatch.setattr(explorer_reads, "EDGES_PER_NODE", 1)
+    a, b, c = (await post(api.raw, "/v1/memories", {"memories": [{"memory": "hub"}, {"memory": "near"}, {"memory": "far"}]}))["memory_ids"]
+    for n in range(3):  # linked before the walk's own edges: without a choice they would be the ones drawn
+        await post(api.raw, "/v1/edges", {"source": b, "target": a, "edge_type": "RELATED", "edge_id": f"t:extra:{n}"})
+    await post(api.raw, "/v1/edges", {"source": a, "target": b, "edge_type": "FOLLOWS", "edge_id": "t:walk:1"})
+    await post(api.raw, "/v1/edges", {"source": b, "target": c, "edge_type": "FOLLOWS", "edge_id": "t:walk:2"})
+    page = await get(api.raw, "/v1/graph/neighborhood", node=a, depth=2, limit=2)
+    assert [n["id"] for n in page["nodes"]] == [a, b, c] and page["edges_truncated"] is True
+    assert len(page["edges"]) == 2 and {e["id"] for e in page["edges"]} <= {"t:extra:0", "t:walk:1", "t:walk:2"}
+    assert "t:walk:2" in {e["id"] for e in page["edges"]}  # c is drawn joined to the walk
+    whole = await get(api.raw, "/v1/graph/neighborhood", node=a, depth=2, limit=5)
+    assert whole["edges_truncated"] is False and len(whole["edges"]) == 5
+
+
 async def test_an_entity_neighbourhood_walks_relations_with_names(api):
     for eid, name in (("ada", "Ada"), ("bob", "Bob"), ("cy", "Cy")):
         await api.raw.put(f"/v1/entities/{eid}", json={"name": name, "entity_type": "person"})
