@@ -270,6 +270,17 @@ class _Surface(msgspec.Struct, frozen=True):
     confidence: float
     check_left: bool
     check_right: bool
+    exact: str | None = None  # an acronym ("IT", "US", "WHO"): text matches only where it is written so
+
+
+#: An alias written in capitals, 2 to 5 of them ("IT", "US", "WHO", "NASA"): case folded it is often a common word
+#: ("it", "us", "who"), so it names its entity only where a text writes it in capitals too.
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]{1,4}")
+
+
+def _written_as(span: str, acronym: str) -> bool:
+    """Whether a text's ``span`` writes ``acronym`` in capitals (full-width ones too: NFKC, not case folded)."""
+    return span == acronym or (not span.isascii() and unicodedata.normalize("NFKC", span) == acronym)
 
 
 _Match = tuple[int, int, int]  # (surface index, start, end) in normalised text
@@ -327,6 +338,7 @@ class AliasCatalogue:
         seen: set[str] = set()
         # surface -> entity id -> (kind precedence, created_position), best kept
         claims: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
+        written: dict[str, set[str]] = defaultdict(set)  # surface -> its raw forms, None for any that is no acronym
         rejected: list[RejectedSurface] = []
         for entity in entities:
             if entity.id in seen:
@@ -343,6 +355,8 @@ class AliasCatalogue:
                 rank = (kind, entity.created_position)
                 if rank < claims[surface].get(entity.id, (9, 0)):
                     claims[surface][entity.id] = rank
+                raw = raw.strip()
+                written[surface].add(raw if _ACRONYM.fullmatch(raw) else None)
 
         surfaces: list[_Surface] = []
         ambiguous: list[AmbiguousAlias] = []
@@ -354,7 +368,9 @@ class AliasCatalogue:
                 ambiguous.append(AmbiguousAlias(surface, winner, tuple(e for e, _ in ranked[1:])))
                 confidence = round(confidence - AMBIGUITY_PENALTY, 6)
             left, right = _is_word_char(surface[0]), _is_word_char(surface[-1])
-            surfaces.append(_Surface(surface, winner, _KINDS[kind], confidence, left, right))
+            forms = written[surface]
+            exact = next(iter(forms)) if len(forms) == 1 else None  # every claim the same acronym
+            surfaces.append(_Surface(surface, winner, _KINDS[kind], confidence, left, right, exact))
         rejected.sort(key=lambda r: (r.entity_id, r.kind, r.surface))
         return cls(surfaces, rejected, ambiguous, max_df, min_chunks_for_frequency)
 
@@ -367,10 +383,12 @@ class AliasCatalogue:
 
     # ---------------------------------------------------------------- matching
 
-    def _candidates(self, norm: str) -> list[_Match]:
-        """All boundary-valid matches in normalised text, overlaps included."""
+    def _candidates(self, text: str) -> tuple[list[_Match], str, list[int] | None]:
+        """All boundary-valid matches in ``text`` normalised, overlaps included (an acronym only where ``text``
+        writes it so); and the normalised text with its offsets into ``text`` (see :func:`normalise_with_offsets`)."""
+        norm, offsets = normalise_with_offsets(text)
         if self._automaton is None or not norm:
-            return []
+            return [], norm, offsets
         out = []
         last, surfaces = len(norm), self._surfaces
         for pid, start, end in self._automaton.find_matches_as_indexes(norm, overlapping=True):
@@ -379,8 +397,10 @@ class AliasCatalogue:
                 continue
             if s.check_right and end < last and _is_word_char(norm[end]):
                 continue
+            if s.exact is not None and not _written_as(text[start:end] if offsets is None else text[offsets[start] : offsets[end]], s.exact):
+                continue
             out.append((pid, start, end))
-        return out
+        return out, norm, offsets
 
     @staticmethod
     def _resolve(candidates: list[_Match], excluded: set[int]) -> list[_Match]:
@@ -410,10 +430,10 @@ class AliasCatalogue:
         aliases a corpus link run dropped as ``exclude_aliases`` to seed
         queries consistently with it.
         """
-        norm, offsets = normalise_with_offsets(text)
+        candidates, norm, offsets = self._candidates(text)
         excluded = {self._index.get(_normalise_surface(a), -1) for a in exclude_aliases}
         out = []
-        for pid, start, end in self._resolve(self._candidates(norm), excluded):
+        for pid, start, end in self._resolve(candidates, excluded):
             if offsets is not None:
                 # A match may end inside a segment (e.g. before a combining mark
                 # on its last character): widen it to the segment's end.
@@ -432,7 +452,7 @@ class AliasCatalogue:
         materialised: the frequency filter needs two passes.
         """
         chunk_list = list(chunks)
-        per_chunk = [self._candidates(normalise(c.text)) for c in chunk_list]
+        per_chunk = [self._candidates(c.text)[0] for c in chunk_list]
         excluded, dropped = self._frequent_surfaces(per_chunk)
         surfaces = self._surfaces
         mentions: list[Mention] = []

@@ -42,6 +42,21 @@ def test_ascii_alias_matches_at_boundaries(text):
     assert entity_ids(cat, text) == ["e1"]
 
 
+def test_an_acronym_names_its_entity_only_where_written_in_capitals():
+    """"IT", "US" and "WHO" case folded are "it", "us" and "who": every sentence would mention them."""
+    cat = AliasCatalogue.build([ent("it", "IT department", ["IT"]), ent("who", "World Health Organization", ["WHO"]), ent("us", "United States", ["US"])])
+    text = "I think it is broken, so ask IT about it. Who knows? Let us see what the WHO says about the US."
+    assert [(e, text[start:end]) for e, _, start, end in cat.query_entities(text)] == [("it", "IT"), ("who", "WHO"), ("us", "US")]
+    assert cat.query_entities("ｉｔ and Ｉt and it") == []  # full width, mixed case: not written in capitals
+    assert entity_ids(cat, "ＩＴ signed off") == ["it"]  # full-width capitals are capitals
+    [mention] = cat.link([LinkChunk("c1", None, "It works. The IT team agrees, and it ships.")]).mentions
+    assert (mention.entity_id, mention.occurrences) == ("it", 1)
+    # An alias written otherwise, by this entity or another, matches in any case, as every alias does.
+    loose = AliasCatalogue.build([ent("aws", "Amazon Web Services", ["AWS", "aws"]), ent("nasa", "NASA"), ent("x", "X Corp", ["Nasa"])])
+    assert entity_ids(loose, "we moved to aws; AWS bills monthly") == ["aws", "aws"]
+    assert entity_ids(loose, "nasa launched it") == ["nasa"]
+
+
 def test_cjk_alias_matches_as_substring():
     cat = AliasCatalogue.build([ent("bj", "北京")])
     assert cat.query_entities("我住在北京市") == [("bj", "北京", 3, 5)]
