@@ -174,8 +174,12 @@ class ProjectionRunner:
             self._after_commit(name, 0)
 
     def lag(self) -> dict[str, int]:
+        """How far each projection is behind the log's head. The checkpoints are read first: another
+        process's runner that appends and applies in between moves the head too, so a lag below 0
+        means a projection ahead of the log (its tail was cut), never a race."""
+        positions = self._positions()
         head = self.store.last_position()
-        return {p.name: head - (self.checkpoint(p.name) or (0,))[0] for p in self.projectors}
+        return {p.name: head - positions.get(p.name, 0) for p in self.projectors}
 
     def position(self, conn: sqlite3.Connection | None = None) -> int:
         """The lowest checkpoint: every projection has applied the log up to here.
@@ -339,17 +343,18 @@ class ProjectionRunner:
         return timings
 
     def status(self) -> list[dict[str, object]]:
+        positions = self._positions()  # before the head, as in lag()
         head = self.store.last_position()
         out = []
         for projector in self.projectors:
-            found = self.checkpoint(projector.name) or (0, projector.schema_version, "")
+            checkpoint = positions.get(projector.name, 0)
             size = getattr(projector, "size", None)
             out.append(
                 {
                     "name": projector.name,
                     "schema_version": projector.schema_version,
-                    "checkpoint": found[0],
-                    "lag": head - found[0],
+                    "checkpoint": checkpoint,
+                    "lag": head - checkpoint,
                     "rows": size(self.read_conn()) if callable(size) else None,
                 }
             )

@@ -292,7 +292,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
         if result.ok and args.to is None:
-            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position())
+            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position)
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -311,11 +311,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyResult:
+def _against_projections(result: VerifyResult, path: Path, last_position: Callable[[], int]) -> VerifyResult:
     """A witness beside the log: projections applied up to a position the log does not reach mean the log lost its tail.
 
     Read only, before any ``serve`` or command rebuilds them (which they then do). Without a
-    kept digest this is the only sign of a cut tail that the chain itself cannot show.
+    kept digest this is the only sign of a cut tail that the chain itself cannot show. The
+    checkpoints are read before the log's head (``last_position()``): a server beside this
+    command applies only what the log holds, so a write it appends and projects in between
+    moves the head first and is never taken for a lost tail.
     """
     if not path.is_file():
         return result
@@ -327,7 +330,10 @@ def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyR
             conn.close()
     except sqlite3.Error:  # no checkpoints yet, or not ours: no witness
         return result
-    if not applied or applied <= head:
+    if not applied:
+        return result
+    head = last_position()
+    if applied <= head:
         return result
     reason = f"the log ends at position {head}, but {path.name} was built from it up to position {applied}: the log lost its tail"
     return msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)

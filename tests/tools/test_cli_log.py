@@ -178,6 +178,40 @@ def test_verify_ok_and_digest(data, capsys):
     assert code == 0 and json.loads(out)["checked"] == 2
 
 
+def test_verify_beside_a_server_that_writes_raises_no_false_alarm(tmp_path, capsys, monkeypatch):
+    """The projections a server keeps are the witness of a cut tail: they are read before the log's head,
+    so a server that appends and projects between the two reads is not taken for a log that lost its tail."""
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    path = tmp_path / "data"
+    server = MemoryService.open(path)
+    server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="before")])
+    real = EventStore.last_position
+    writing = threading.local()
+
+    def head_then_the_server_writes(self, *args, **kwargs):
+        found = real(self, *args, **kwargs)
+        if not getattr(writing, "on", False):
+            writing.on = True
+            try:  # the server appends and projects right after this read
+                server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="meanwhile")])
+            finally:
+                writing.on = False
+        return found
+
+    monkeypatch.setattr(EventStore, "last_position", head_then_the_server_writes)
+    try:
+        code, out, _ = run(capsys, "--data-dir", path, "verify")
+        assert code == 0 and out.startswith("ok: "), out
+        code, out, _ = run(capsys, "--data-dir", path, "projections", "--json")
+        assert code == 0 and all(json.loads(line)["lag"] >= 0 for line in out.splitlines()), out
+    finally:
+        monkeypatch.undo()
+        server.close()
+
+
 def test_verify_against_a_different_digest_fails(data, capsys):
     code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", "5:" + "a" * 64)
     assert code == 1 and "position 5" in out
