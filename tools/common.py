@@ -20,7 +20,7 @@ import msgspec
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore.settings import Settings
 
-__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "open_store", "print_json_line", "sqlite_path"]
+__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "open_store", "print_json_line", "require_log", "sqlite_path"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -128,12 +128,25 @@ def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool
         return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
     explicit = getattr(args, "data_dir", None)
     if existing:
-        log = data_dir(args) / "events.db"
-        if not log.is_file():
-            raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
+        require_log(args, settings)
     if explicit:
         return EventStore.open(explicit, migrate_schema=migrate)
     return EventStore.open(settings=settings, migrate_schema=migrate)
+
+
+def require_log(args: argparse.Namespace, settings: Settings | None = None) -> None:
+    """Refuse (CommandError, exit 2) a data directory without ``events.db`` when the log is not shared.
+
+    Every command that reads, or changes what must already be there (a memory,
+    a correlation, the projections), asks this first: a mistyped ``--data-dir``
+    must fail, not leave behind a new, empty data directory and answer from it.
+    """
+    settings = settings or Settings()
+    if settings.log_url:
+        return
+    log = data_dir(args) / "events.db"
+    if not log.is_file():
+        raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
 
 
 def sqlite_path(store: EventStore) -> Path | None:

@@ -22,7 +22,7 @@ import msgspec
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
 
-from .common import add_command, data_dir, fail, one_line, print_json_line
+from .common import add_command, data_dir, fail, one_line, print_json_line, require_log
 
 DEFAULT_TENANT = "default"
 _ALIASES = {"text": "memory", "type": "memory_type"}
@@ -45,9 +45,12 @@ def _context(args: argparse.Namespace) -> CommandContext:
     )
 
 
-def _open(args: argparse.Namespace, *, catch_up: bool = True):
+def _open(args: argparse.Namespace, *, catch_up: bool = True, existing: bool = True):
+    """The service over the data directory; unless ``existing`` is False (``add``), one without a log is refused."""
     from mnemolog.projections.service import MemoryService
 
+    if existing:
+        require_log(args)
     return MemoryService.open(data_dir(args), catch_up=catch_up)
 
 
@@ -154,7 +157,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         if sys.stdin is None or sys.stdin.isatty():
             return fail("give TEXT, or pipe JSON lines (one memory each) on stdin")
         items = _read_batch(sys.stdin)
-    with _open(args) as svc:
+    with _open(args, existing=False) as svc:
         result = svc.run(svc.memories.add, _context(args), items)
     n = len(result.memory_ids)
     text = f"added {n} {'memory' if n == 1 else 'memories'}: {', '.join(result.memory_ids)} {_trailer(result)}"

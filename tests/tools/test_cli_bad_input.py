@@ -92,3 +92,35 @@ def test_an_import_of_documents_naming_a_missing_path_writes_nothing(data, tmp_p
     before = head(data)
     assert_refused(run(data, "import", "docs", str(good), str(tmp_path / "typo.md"), "--root", str(tmp_path)), "no such file", "typo.md")
     assert head(data) == before
+
+
+
+MISTYPED = [
+    ("get", "m-1"),
+    ("history", "m-1"),
+    ("working-memory",),
+    ("update", "m-1", "--text", "new"),
+    ("revert", "c-1"),
+    ("rebuild",),
+    ("projections",),
+    ("organize", "--once"),
+    ("relink",),
+    ("entity", "find", "lisbon"),
+]
+
+
+def test_a_mistyped_data_dir_is_refused_and_left_absent(tmp_path, capsys, monkeypatch):
+    """A command that reads, or changes what must already be there, refuses a data directory without a log:
+    it neither answers from a new, empty one ("rebuilt 4 projections up to position 0") nor leaves one behind.
+    One command runs as a subprocess, the others in this process (the same ``main``)."""
+    from mnemolog.tools.cli import main
+
+    missing = tmp_path / "typo"
+    assert_refused(run(missing, "rebuild"), "no log at", str(missing / "events.db"))
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    for argv in MISTYPED:
+        code = main(["--data-dir", str(missing), *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith(f"mnemolog: error: no log at {missing / 'events.db'}") and err.count("\n") == 1, (argv, err)
+        assert not missing.exists(), argv
