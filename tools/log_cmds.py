@@ -352,28 +352,43 @@ def cmd_digest(args: argparse.Namespace) -> int:
 # -- export / import ----------------------------------------------------------------
 
 
+def _output_file(value: str, option: str) -> Path:
+    """A file this command may create or replace, checked before any work (exit 2 naming ``option``)."""
+    path = Path(value)
+    if path.is_dir():
+        raise CommandError(f"{option} {value}: is a directory; name a file")
+    if not path.parent.is_dir():
+        raise CommandError(f"{option} {value}: no such directory: {path.parent}")
+    if not os.access(path.parent, os.W_OK):
+        raise CommandError(f"{option} {value}: the directory {path.parent} is not writable")
+    return path
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
+    # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
+    target = None if to_stdout else _output_file(args.output, "--output")
+    key_file = _output_file(args.with_keys, "--with-keys") if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
-            if to_stdout:
+            if target is None:
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()
                 return 0
-            target = Path(args.output)
             partial = target.with_name(target.name + ".partial")
             try:
                 with open(partial, "wb") as out:
                     count = export(store, out, tenant=args.tenant, progress=progress)
+                # The keys first: the export appears under its name only once both are written.
+                keys_written = write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant) if key_file else None
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
-        keys_written = write_key_file(store.sealer.keys, args.with_keys, tenant=args.tenant) if args.with_keys else None
     if args.json:
         print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
@@ -389,7 +404,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
     if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
-        raise CommandError(f"import refused, nothing written: no such file: {args.file}")
+        problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
+        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")
     with open_store(args) as store:
         with progress_for(args, "import") as progress:
             try:

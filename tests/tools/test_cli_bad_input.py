@@ -124,3 +124,33 @@ def test_a_mistyped_data_dir_is_refused_and_left_absent(tmp_path, capsys, monkey
         out, err = capsys.readouterr()
         assert code == 2 and out == "" and err.startswith(f"mnemolog: error: no log at {missing / 'events.db'}") and err.count("\n") == 1, (argv, err)
         assert not missing.exists(), argv
+
+
+def test_an_export_to_a_bad_place_writes_neither_file(tmp_path, capsys, monkeypatch):
+    """``export --output``/``--with-keys`` naming a directory, or a file in a missing directory: one line naming
+    the option and the path given (not a ``.partial`` the operator never named), exit 2, and no export left
+    written when only the key file cannot be."""
+    from mnemolog.tools.cli import main
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    assert main(["--data-dir", str(data), "add", "sealed for a subject", "--subject", "alice"]) == 0
+    capsys.readouterr()
+    out_file, keys_file = tmp_path / "out.jsonl", tmp_path / "keys.jsonl"
+    cases = [
+        (["--output", str(tmp_path)], ["--output", str(tmp_path), "is a directory"]),
+        (["--output", str(tmp_path / "nowhere" / "out.jsonl")], ["--output", "no such directory"]),
+        (["--output", str(out_file), "--with-keys", str(tmp_path / "nowhere" / "keys.jsonl")], ["--with-keys", "no such directory"]),
+        (["--output", str(out_file), "--with-keys", str(tmp_path)], ["--with-keys", "is a directory"]),
+    ]
+    for argv, words in cases:
+        code = main(["--data-dir", str(data), "export", *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith("mnemolog: error: ") and err.count("\n") == 1, (argv, err)
+        assert all(w in err for w in words) and ".partial" not in err, (argv, err)
+        assert not out_file.exists() and not list(tmp_path.glob("*.partial")), argv
+    assert main(["--data-dir", str(data), "export", "--output", str(out_file), "--with-keys", str(keys_file)]) == 0
+    assert out_file.is_file() and keys_file.is_file()
+    assert main(["--data-dir", str(tmp_path / "other"), "import", str(tmp_path)]) == 2
+    assert "is a directory, not an export" in capsys.readouterr().err and not (tmp_path / "other").exists()
