@@ -212,6 +212,18 @@ def test_verify_beside_a_server_that_writes_raises_no_false_alarm(tmp_path, caps
         server.close()
 
 
+def test_verify_of_a_range_the_log_does_not_reach_fails(data, capsys):
+    """``--to`` beyond the head is not "ok": the positions asked for are not there (a lost tail looks just so);
+    ``--from`` after ``--to`` is bad input."""
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--to", "999")
+    assert code == 1 and out.startswith("broken at position ") and "before position 999" in out, out
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--to", "999", "--json")
+    assert code == 1 and json.loads(out)["ok"] is False
+    code, out, err = run(capsys, "--data-dir", data, "verify", "--from", "3", "--to", "2")
+    assert code == 2 and out == "" and "--from 3 is after --to 2" in err
+    assert_one_line_error(err)
+
+
 def test_verify_against_a_different_digest_fails(data, capsys):
     code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", "5:" + "a" * 64)
     assert code == 1 and "position 5" in out
