@@ -261,8 +261,8 @@ class McpFront:
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.inline_reads:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self.readers, functools.partial(fn, *args, **kwargs))
+            return self.service.read(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.readers, functools.partial(self.service.read, fn, *args, **kwargs))
 
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.service.writer, functools.partial(fn, *args, **kwargs))
