@@ -196,9 +196,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
-        versions = svc.history(_tenant(args), args.id)
-        links = svc.mention_links(_tenant(args), args.id)
-        forgotten = svc.forgotten(_tenant(args), args.id)
+        view = svc.history_view(_tenant(args), args.id, args.as_of)
+    versions, links, forgotten = view["versions"], view["mention_links"], view["forgotten"]
     if args.json:
         for version in versions:
             print_json_line(version)
@@ -477,8 +476,9 @@ def register(subparsers) -> None:
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
-    p = _command(subparsers, "history", cmd_history, "list a memory's versions")
+    p = _command(subparsers, "history", cmd_history, "list a memory's versions (as of a position or time)")
     p.add_argument("id", metavar="ID")
+    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
 
     p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
