@@ -7,7 +7,6 @@ import ipaddress
 import json
 import logging
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from mnemolog.api.auth import SCOPES, KeyStore
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
-from .common import CommandError, add_command, data_dir
+from .common import CommandError, add_command, data_dir, listening_socket, port_arg
 
 
 def _settings(args: argparse.Namespace, **overrides) -> Settings:
@@ -31,24 +30,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0: a free one), bound before anything is printed or made,
-    so that a port in use is one line (exit 2) and the address announced is the one bound."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)  # connections from now on wait in the backlog until the app serves them
-    except OSError as exc:
-        sock.close()
-        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
 
 
 def url_of(host: str, port: int) -> str:
@@ -87,6 +68,8 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
+    if not 0 <= port <= 65535:  # --port is checked as it is parsed; MNEMOLOG_PORT here
+        raise CommandError(f"MNEMOLOG_PORT must be a port number from 0 to 65535, got {port}")
     worker = getattr(args, "worker", None)
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
@@ -104,7 +87,7 @@ def serve(args: argparse.Namespace) -> int:
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
-    sock = bind(host, port) if workers == 1 else None  # the supervisor's workers bind their own (reuse_port)
+    sock = listening_socket(host, port) if workers == 1 else None  # the supervisor's workers bind their own (reuse_port)
     if sock is not None:
         port = sock.getsockname()[1]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -175,7 +158,7 @@ def keys_revoke(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = add_command(subparsers, "serve", serve, help="run the API server on this data directory")
     parser.add_argument("--host", help="address to bind (default $MNEMOLOG_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default $MNEMOLOG_PORT or 8765)")
+    parser.add_argument("--port", type=port_arg, help="port (default $MNEMOLOG_PORT or 8765; 0 picks a free one, with one worker)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set by serve_workers for its processes
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)

@@ -146,3 +146,28 @@ def test_serve_on_port_0_announces_the_port_it_bound_and_a_port_in_use_is_one_li
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, capsys, monkeypatch):
+    """No traceback and no silent wrap-around (99999 once bound port 34463): ``--port`` is a port number,
+    ``MNEMOLOG_PORT`` too, and ``mcp --http`` on a port in use is refused as ``serve`` refuses it."""
+    import socket
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MNEMOLOG_AUTH", "off")
+    data = str(tmp_path / "data")
+    for argv in (["serve", "--port", "99999"], ["mcp", "--http", "--port", "99999"], ["serve", "--port", "-1"]):
+        code, out, err = run(capsys, "--data-dir", data, *argv)
+        assert code == 2 and out == "" and err.startswith("mnemolog: error: argument --port: expected a port number") and err.count("\n") == 1, err
+    monkeypatch.setenv("MNEMOLOG_PORT", "70000")
+    code, _, err = run(capsys, "--data-dir", data, "serve")
+    assert code == 2 and err == "mnemolog: error: MNEMOLOG_PORT must be a port number from 0 to 65535, got 70000\n"
+    monkeypatch.delenv("MNEMOLOG_PORT")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        code, out, err = run(capsys, "--data-dir", data, "mcp", "--http", "--port", str(busy))
+    assert code == 2 and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
+    assert not (tmp_path / "data").exists()
