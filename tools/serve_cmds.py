@@ -87,7 +87,10 @@ def serve(args: argparse.Namespace) -> int:
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
-    sock = listening_socket(host, port) if workers == 1 else None  # the supervisor's workers bind their own (reuse_port)
+    sock = listening_socket(host, port)  # a port in use stops here, as one line
+    if workers > 1:
+        sock.close()  # the supervisor's workers bind their own (reuse_port); this was the check
+        sock = None
     if sock is not None:
         port = sock.getsockname()[1]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

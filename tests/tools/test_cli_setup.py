@@ -169,5 +169,8 @@ def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, c
         taken.listen()
         busy = taken.getsockname()[1]
         code, out, err = run(capsys, "--data-dir", data, "mcp", "--http", "--port", str(busy))
-    assert code == 2 and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
+        assert code == 2 and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
+        monkeypatch.setenv("MNEMOLOG_WORKERS", "2")  # before the supervisor starts its workers, not one error per worker
+        code, out, err = run(capsys, "--data-dir", data, "serve", "--port", str(busy))
+        assert code == 2 and out == "" and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
     assert not (tmp_path / "data").exists()
