@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
 import sqlite3
 import sys
@@ -18,7 +19,7 @@ from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, Recorded
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
-from mnemolog.eventstore.events import decode_payload
+from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
@@ -173,6 +174,22 @@ def _range(store, args) -> tuple[int, int | None]:
     return after, until
 
 
+def _holds_type(store, type_: str) -> bool:
+    """Whether the log holds an event of ``type_`` (its raw rows: a type this version cannot decode too)."""
+    with contextlib.closing(store.iter_rows(0, batch_size=1, types=[type_])) as pages:
+        return next(pages, None) is not None
+
+
+def _check_types(store, types: list[str] | None) -> None:
+    """Refuse a ``--type`` that names no event type this version writes (the catalogue registers them as it
+    is imported) and none the log holds: misspelt, it would list nothing, as a type never written does."""
+    importlib.import_module("mnemolog.eventstore.catalogue")
+    known = registered_types()
+    unknown = [t for t in types or () if t not in known and not _holds_type(store, t)]
+    if unknown:
+        raise CommandError(f"--type: unknown event type(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         return fail("--limit must be at least 1")
@@ -198,6 +215,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         return args.limit is None or emitted < args.limit
 
     with open_store(args, existing=True) as store:
+        _check_types(store, args.types)
         after, until = _range(store, args)
         head = store.last_position()
         if args.follow:

@@ -145,6 +145,9 @@ def test_log_bad_arguments_exit_2(data, capsys):
         code, _, err = run(capsys, "--data-dir", data, *argv)
         assert code == 2
         assert_one_line_error(err)
+    code, out, err = run(capsys, "--data-dir", data, "log", "--type", "MemoryAdd")  # misspelt: not "(no events)"
+    assert code == 2 and out == "" and "unknown event type(s) 'MemoryAdd'" in err and "MemoryAdded" in err
+    assert_one_line_error(err)
 
 
 def test_log_follow_in_process(data, capsys):
