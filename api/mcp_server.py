@@ -261,8 +261,8 @@ class McpFront:
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.inline_reads:
-            return fn(*args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self.readers, functools.partial(fn, *args, **kwargs))
+            return self.service.read(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.readers, functools.partial(self.service.read, fn, *args, **kwargs))
 
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.service.writer, functools.partial(fn, *args, **kwargs))
@@ -666,8 +666,8 @@ def run_stdio(front: McpFront) -> None:
     anyio.run(_serve, front, serve)
 
 
-def run_http(front: McpFront, host: str, port: int, *, ready: Callable[[str], None] | None = None) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+def run_http(front: McpFront, host: str, port: int, *, ready: Callable[[str], None] | None = None, sock: Any = None) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` (on ``sock`` if given, already bound) until interrupted."""
     import anyio
     import uvicorn
 
@@ -684,7 +684,7 @@ def run_http(front: McpFront, host: str, port: int, *, ready: Callable[[str], No
                 ready(f"http://{host if ':' not in host else f'[{host}]'}:{bound}/mcp")
 
             http.startup = startup  # type: ignore[method-assign]
-        await http.serve()
+        await http.serve(sockets=[sock] if sock is not None else None)
 
     anyio.run(_serve, front, serve)
 

@@ -197,14 +197,7 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
 
 def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
     """Every version of a memory and its entity mention links; as of a position or time, those written by then."""
-    position = svc.resolve_as_of(as_of)
-    versions = svc.history(tenant, memory_id, as_of=position)
-    if position is not None:
-        versions = [v for v in versions if v["position"] <= position]
-        if not versions:
-            raise NotFound("memory", memory_id)
-    forgotten = [f for f in svc.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
-    return {"memory_id": memory_id, "versions": versions, "mention_links": svc.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
+    return svc.history_view(tenant, memory_id, as_of)
 
 
 def node_exists(svc: MemoryService, tenant: str, node: str, position: int | None) -> bool:

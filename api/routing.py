@@ -280,9 +280,11 @@ def integral_numbers(value: Any) -> Any:
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a read in the reader pool: never on the event loop, never waiting for the writer."""
+    """Run a read in the reader pool: never on the event loop, waiting for the writer only while another
+    process's rebuild has left the projections behind what this server has served (``MemoryService.steady``)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(fn, *args, **kwargs))
+    service = request.app[keys.service_key]
+    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(service.read, fn, *args, **kwargs))
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

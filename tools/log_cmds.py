@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
 import sqlite3
 import sys
@@ -18,7 +19,7 @@ from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, Recorded
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
-from mnemolog.eventstore.events import decode_payload
+from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
@@ -173,6 +174,22 @@ def _range(store, args) -> tuple[int, int | None]:
     return after, until
 
 
+def _holds_type(store, type_: str) -> bool:
+    """Whether the log holds an event of ``type_`` (its raw rows: a type this version cannot decode too)."""
+    with contextlib.closing(store.iter_rows(0, batch_size=1, types=[type_])) as pages:
+        return next(pages, None) is not None
+
+
+def _check_types(store, types: list[str] | None) -> None:
+    """Refuse a ``--type`` that names no event type this version writes (the catalogue registers them as it
+    is imported) and none the log holds: misspelt, it would list nothing, as a type never written does."""
+    importlib.import_module("mnemolog.eventstore.catalogue")
+    known = registered_types()
+    unknown = [t for t in types or () if t not in known and not _holds_type(store, t)]
+    if unknown:
+        raise CommandError(f"--type: unknown event type(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(known))}")
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         return fail("--limit must be at least 1")
@@ -198,6 +215,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         return args.limit is None or emitted < args.limit
 
     with open_store(args, existing=True) as store:
+        _check_types(store, args.types)
         after, until = _range(store, args)
         head = store.last_position()
         if args.follow:
@@ -273,6 +291,8 @@ def _references(values: list[str] | None) -> tuple[list[Digest], list[Path]]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.from_ is not None and args.to is not None and args.from_ > args.to:
+        raise CommandError(f"--from {args.from_} is after --to {args.to}: nothing to check")
     digests, exports = _references(args.against)
     with contextlib.ExitStack() as stack:
         rows = None
@@ -282,7 +302,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise CommandError(f"--against {exports[0]}: {exc.strerror or exc}") from None
         store = stack.enter_context(open_store(args, existing=True))
-        total = store.last_position()
+        head = total = store.last_position()
         if args.to is not None:
             total = min(total, args.to)
         with progress_for(args, "verify", max(0, total - (args.from_ or 1) + 1)) as progress:
@@ -291,8 +311,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             except (ImportRefused, ValueError) as exc:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
+        wanted = max(args.to or 0, args.from_ or 0)
+        if result.ok and wanted > head:  # a range the log does not reach is not verified: it may have lost its tail
+            reason = f"the log ends at position {head}, before position {wanted} that was asked for"
+            result = msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
         if result.ok and args.to is None:
-            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position())
+            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position)
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -311,11 +335,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyResult:
+def _against_projections(result: VerifyResult, path: Path, last_position: Callable[[], int]) -> VerifyResult:
     """A witness beside the log: projections applied up to a position the log does not reach mean the log lost its tail.
 
     Read only, before any ``serve`` or command rebuilds them (which they then do). Without a
-    kept digest this is the only sign of a cut tail that the chain itself cannot show.
+    kept digest this is the only sign of a cut tail that the chain itself cannot show. The
+    checkpoints are read before the log's head (``last_position()``): a server beside this
+    command applies only what the log holds, so a write it appends and projects in between
+    moves the head first and is never taken for a lost tail.
     """
     if not path.is_file():
         return result
@@ -327,7 +354,10 @@ def _against_projections(result: VerifyResult, path: Path, head: int) -> VerifyR
             conn.close()
     except sqlite3.Error:  # no checkpoints yet, or not ours: no witness
         return result
-    if not applied or applied <= head:
+    if not applied:
+        return result
+    head = last_position()
+    if applied <= head:
         return result
     reason = f"the log ends at position {head}, but {path.name} was built from it up to position {applied}: the log lost its tail"
     return msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
@@ -346,28 +376,43 @@ def cmd_digest(args: argparse.Namespace) -> int:
 # -- export / import ----------------------------------------------------------------
 
 
+def _output_file(value: str, option: str) -> Path:
+    """A file this command may create or replace, checked before any work (exit 2 naming ``option``)."""
+    path = Path(value)
+    if path.is_dir():
+        raise CommandError(f"{option} {value}: is a directory; name a file")
+    if not path.parent.is_dir():
+        raise CommandError(f"{option} {value}: no such directory: {path.parent}")
+    if not os.access(path.parent, os.W_OK):
+        raise CommandError(f"{option} {value}: the directory {path.parent} is not writable")
+    return path
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
+    # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
+    target = None if to_stdout else _output_file(args.output, "--output")
+    key_file = _output_file(args.with_keys, "--with-keys") if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
-            if to_stdout:
+            if target is None:
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()
                 return 0
-            target = Path(args.output)
             partial = target.with_name(target.name + ".partial")
             try:
                 with open(partial, "wb") as out:
                     count = export(store, out, tenant=args.tenant, progress=progress)
+                # The keys first: the export appears under its name only once both are written.
+                keys_written = write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant) if key_file else None
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
-        keys_written = write_key_file(store.sealer.keys, args.with_keys, tenant=args.tenant) if args.with_keys else None
     if args.json:
         print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
@@ -383,7 +428,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
     if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
-        raise CommandError(f"import refused, nothing written: no such file: {args.file}")
+        problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
+        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")
     with open_store(args) as store:
         with progress_for(args, "import") as progress:
             try:
@@ -469,7 +515,7 @@ def register(subparsers) -> None:
 
     p = add_command(subparsers, "verify", cmd_verify, help="check the hash chain and the append-only triggers", json=True)
     p.add_argument("--from", dest="from_", type=position_arg, metavar="P", help="first position to check")
-    p.add_argument("--to", type=position_arg, metavar="P", help="last position to check")
+    p.add_argument("--to", type=position_arg, metavar="P", help="last position to check (a log that ends before it fails the check)")
     p.add_argument(
         "--against",
         action="append",

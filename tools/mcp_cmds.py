@@ -15,7 +15,7 @@ from mnemolog.api.mcp_server import INSTALL_HINT, McpUnavailable, client_config,
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
-from .common import CommandError, add_command, data_dir
+from .common import CommandError, add_command, data_dir, listening_socket, port_arg
 from .serve_cmds import is_loopback
 
 API_KEY_ENV = "MNEMOLOG_API_KEY"
@@ -39,10 +39,11 @@ def mcp(args: argparse.Namespace) -> int:
     if args.http and not is_loopback(args.host):
         raise CommandError(f"mnemolog mcp --http serves loopback only, not {args.host}: use 127.0.0.1, ::1 or localhost")
     get_embedder(str(settings.embedder))  # a missing extra stops here, as one line
+    sock = listening_socket(args.host, args.port) if args.http else None  # a port in use, too
     front = McpFront.open(settings, api_key=api_key, tenant=args.tenant, allow_writes=args.allow_writes, inline_reads=not args.http)
     try:
         if args.http:
-            run_http(front, args.host, args.port, ready=lambda url: print(f"mnemolog: MCP over streamable HTTP at {url} (Ctrl-C stops)", file=sys.stderr, flush=True))
+            run_http(front, args.host, args.port, sock=sock, ready=lambda url: print(f"mnemolog: MCP over streamable HTTP at {url} (Ctrl-C stops)", file=sys.stderr, flush=True))
         else:
             run_stdio(front)
     finally:
@@ -66,7 +67,7 @@ def register(subparsers) -> None:
     parser.add_argument("--tenant", metavar="TENANT", help="the tenant, for a key of every tenant ('*') or with MNEMOLOG_AUTH off (default: default)")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address for --http (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port for --http (default {DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--port", type=port_arg, default=DEFAULT_PORT, help=f"port for --http (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--api-key", help=f"the API key to act as (default ${API_KEY_ENV}); over HTTP a request's Authorization: Bearer key wins")
     parser.add_argument("--allow-writes", action="store_true", help="offer the write tools (add_memory, update_memory, archive_memory, link, revert) to a key with the write scope")
     parser.add_argument("--print-config", action="store_true", help="print the mcpServers entry an MCP client needs to launch this server, and exit")

@@ -22,7 +22,7 @@ import msgspec
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
 
-from .common import add_command, data_dir, fail, one_line, print_json_line
+from .common import add_command, data_dir, fail, one_line, print_json_line, require_log
 
 DEFAULT_TENANT = "default"
 _ALIASES = {"text": "memory", "type": "memory_type"}
@@ -45,9 +45,12 @@ def _context(args: argparse.Namespace) -> CommandContext:
     )
 
 
-def _open(args: argparse.Namespace, *, catch_up: bool = True):
+def _open(args: argparse.Namespace, *, catch_up: bool = True, existing: bool = True):
+    """The service over the data directory; unless ``existing`` is False (``add``), one without a log is refused."""
     from mnemolog.projections.service import MemoryService
 
+    if existing:
+        require_log(args)
     return MemoryService.open(data_dir(args), catch_up=catch_up)
 
 
@@ -154,7 +157,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         if sys.stdin is None or sys.stdin.isatty():
             return fail("give TEXT, or pipe JSON lines (one memory each) on stdin")
         items = _read_batch(sys.stdin)
-    with _open(args) as svc:
+    with _open(args, existing=False) as svc:
         result = svc.run(svc.memories.add, _context(args), items)
     n = len(result.memory_ids)
     text = f"added {n} {'memory' if n == 1 else 'memories'}: {', '.join(result.memory_ids)} {_trailer(result)}"
@@ -193,9 +196,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
-        versions = svc.history(_tenant(args), args.id)
-        links = svc.mention_links(_tenant(args), args.id)
-        forgotten = svc.forgotten(_tenant(args), args.id)
+        view = svc.history_view(_tenant(args), args.id, args.as_of)
+    versions, links, forgotten = view["versions"], view["mention_links"], view["forgotten"]
     if args.json:
         for version in versions:
             print_json_line(version)
@@ -474,8 +476,9 @@ def register(subparsers) -> None:
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
-    p = _command(subparsers, "history", cmd_history, "list a memory's versions")
+    p = _command(subparsers, "history", cmd_history, "list a memory's versions (as of a position or time)")
     p.add_argument("id", metavar="ID")
+    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
 
     p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")

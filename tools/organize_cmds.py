@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .common import add_command, data_dir, print_json_line
+from .common import add_command, data_dir, print_json_line, require_log
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -43,6 +43,7 @@ def _open(args: argparse.Namespace, **overrides: Any) -> MemoryService:
     from mnemolog.projections.service import MemoryService
 
     settings = Settings(overrides) if overrides else Settings()
+    require_log(args, settings)  # nothing to organize in a data directory without a log (a mistyped --data-dir)
     return MemoryService.open(data_dir(args), settings=settings)
 
 

@@ -14,7 +14,7 @@ from mnemolog.api.auth import SCOPES, KeyStore
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
-from .common import CommandError, add_command, data_dir
+from .common import CommandError, add_command, data_dir, listening_socket, port_arg
 
 
 def _settings(args: argparse.Namespace, **overrides) -> Settings:
@@ -32,12 +32,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def url_of(host: str, port: int) -> str:
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+
 def first_start_key(keystore: KeyStore, host: str, port: int) -> str | None:
     """At first start (no keys yet) create a local development key and say how to use it."""
     if keystore.count_active() or keystore.list():
         return None
     secret, _ = keystore.create("default", ["read", "write", "admin"], name="local development key (first start)")
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    url = url_of(host, port)
     print(
         f"""mnemolog: created a local development key for tenant 'default' (shown once):
 
@@ -64,6 +68,8 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
+    if not 0 <= port <= 65535:  # --port is checked as it is parsed; MNEMOLOG_PORT here
+        raise CommandError(f"MNEMOLOG_PORT must be a port number from 0 to 65535, got {port}")
     worker = getattr(args, "worker", None)
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
@@ -81,6 +87,12 @@ def serve(args: argparse.Namespace) -> int:
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
+    sock = listening_socket(host, port)  # a port in use stops here, as one line
+    if workers > 1:
+        sock.close()  # the supervisor's workers bind their own (reuse_port); this was the check
+        sock = None
+    if sock is not None:
+        port = sock.getsockname()[1]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
@@ -89,11 +101,11 @@ def serve(args: argparse.Namespace) -> int:
             first_start_key(keystore, host, port)
         finally:
             keystore.close()
-    where = f"{Path(settings.data_dir).resolve()} on http://{host}:{port}"
-    if workers == 1:
+    where = f"{Path(settings.data_dir).resolve()} on {url_of(host, port)}"
+    if sock is not None:
         print(f"mnemolog: serving {where} (Ctrl-C stops)", flush=True)
         app = create_app(settings, background=default_background(settings))
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        web.run_app(app, sock=sock, print=None, access_log=None)
         return 0
     print(f"mnemolog: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
     # The supervisor holds no data and needs none of the libraries loaded here:
@@ -149,7 +161,7 @@ def keys_revoke(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = add_command(subparsers, "serve", serve, help="run the API server on this data directory")
     parser.add_argument("--host", help="address to bind (default $MNEMOLOG_HOST or 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default $MNEMOLOG_PORT or 8765)")
+    parser.add_argument("--port", type=port_arg, help="port (default $MNEMOLOG_PORT or 8765; 0 picks a free one, with one worker)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set by serve_workers for its processes
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)

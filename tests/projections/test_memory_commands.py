@@ -509,6 +509,21 @@ def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
     assert second.index(generated) == header.index("CORRELATION")
 
 
+def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
+    """``history --as-of``, as ``GET /v1/memories/{id}/history?as_of=``: the versions written by then; before
+    the memory, or beyond the head, one line and exit 2."""
+    m = run_cli("add", "I live in Berlin").split(": ", 1)[1].split(" ")[0]
+    run_cli("update", m, "--text", "I live in Paris")
+    run_cli("update", m, "--text", "I live in Rome")
+    history = [json.loads(line) for line in run_cli("history", m, "--as-of", "2", "--json").splitlines()]
+    assert [h["memory"] for h in history] == ["I live in Berlin", "I live in Paris"]
+    assert "I live in Rome" not in run_cli("history", m, "--as-of", "2")
+    assert len(run_cli("history", m).splitlines()) == 4  # the header and three versions
+    assert "not found" in run_cli("history", m, "--as-of", "0", code=2)
+    assert "has not been written" in run_cli("history", m, "--as-of", "99", code=2)
+    assert "as_of" in run_cli("history", m, "--as-of", "yesterday", code=2)
+
+
 def test_cli_status_merge_links_revert(run_cli):
     ids = json.loads(run_cli("add", "--json", stdin='{"memory": "a"}\n{"memory": "b"}\n{"memory": "c"}\n'))["memory_ids"]
     a, b, d = ids

@@ -20,6 +20,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.projections.runner import ProjectionRunner
 from mnemolog.projections.service import MemoryService
+from tests.projections.support import dump
 
 WRITES = 120  # each; the race showed in about one write in three
 
@@ -121,3 +122,28 @@ def test_another_process_holding_the_write_lock_is_waited_for(pair, tmp_path):
     other.close()
     writer.join(60)
     assert "r" in result and first.sync() == 0
+
+
+def test_a_rebuild_while_another_process_catches_up_applies_no_event_twice(pair, tmp_path):
+    """``mnemolog rebuild`` beside a server: the server's runner sees the reset checkpoints and catches up
+    between the reset and the replay's first batch; the replay must take over from there, not apply
+    the same events again over the rows that runner wrote."""
+    first, second = pair
+    first.run(
+        first.memories.add,
+        CommandContext(tenant="t"),
+        [MemoryContent(memory=f"note {i} about pears", key=f"k{i}") for i in range(30)],
+    )
+    second.sync()
+    expected = dump(second.runner)
+    reset = first.runner.reset
+
+    def reset_then_the_server_catches_up(name: str) -> None:
+        reset(name)
+        second.runner.catch_up()  # the other process, between this reset and the replay
+
+    first.runner.reset = reset_then_the_server_catches_up
+    timings = first.runner.rebuild()
+    assert set(timings) == set(first.runner.by_name)
+    assert dump(first.runner) == dump(second.runner) == expected
+    assert first.runner.position() == first.store.last_position()

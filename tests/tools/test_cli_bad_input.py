@@ -99,3 +99,64 @@ def test_an_entity_walk_out_of_its_bounds_is_refused_as_the_api_refuses_it(tmp_p
     assert_refused(run(tmp_path / "data", "entity", "related", "e", "--limit", "-1"), "--limit", "1 to 1000")
     assert_refused(run(tmp_path / "data", "entity", "related", "e", "--depth", "99"), "--depth", "0 to 6")
     assert not (tmp_path / "data").exists()
+
+
+MISTYPED = [
+    ("get", "m-1"),
+    ("history", "m-1"),
+    ("working-memory",),
+    ("update", "m-1", "--text", "new"),
+    ("revert", "c-1"),
+    ("rebuild",),
+    ("projections",),
+    ("organize", "--once"),
+    ("relink",),
+    ("entity", "find", "lisbon"),
+]
+
+
+def test_a_mistyped_data_dir_is_refused_and_left_absent(tmp_path, capsys, monkeypatch):
+    """A command that reads, or changes what must already be there, refuses a data directory without a log:
+    it neither answers from a new, empty one ("rebuilt 4 projections up to position 0") nor leaves one behind.
+    One command runs as a subprocess, the others in this process (the same ``main``)."""
+    from mnemolog.tools.cli import main
+
+    missing = tmp_path / "typo"
+    assert_refused(run(missing, "rebuild"), "no log at", str(missing / "events.db"))
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    for argv in MISTYPED:
+        code = main(["--data-dir", str(missing), *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith(f"mnemolog: error: no log at {missing / 'events.db'}") and err.count("\n") == 1, (argv, err)
+        assert not missing.exists(), argv
+
+
+def test_an_export_to_a_bad_place_writes_neither_file(tmp_path, capsys, monkeypatch):
+    """``export --output``/``--with-keys`` naming a directory, or a file in a missing directory: one line naming
+    the option and the path given (not a ``.partial`` the operator never named), exit 2, and no export left
+    written when only the key file cannot be."""
+    from mnemolog.tools.cli import main
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    assert main(["--data-dir", str(data), "add", "sealed for a subject", "--subject", "alice"]) == 0
+    capsys.readouterr()
+    out_file, keys_file = tmp_path / "out.jsonl", tmp_path / "keys.jsonl"
+    cases = [
+        (["--output", str(tmp_path)], ["--output", str(tmp_path), "is a directory"]),
+        (["--output", str(tmp_path / "nowhere" / "out.jsonl")], ["--output", "no such directory"]),
+        (["--output", str(out_file), "--with-keys", str(tmp_path / "nowhere" / "keys.jsonl")], ["--with-keys", "no such directory"]),
+        (["--output", str(out_file), "--with-keys", str(tmp_path)], ["--with-keys", "is a directory"]),
+    ]
+    for argv, words in cases:
+        code = main(["--data-dir", str(data), "export", *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith("mnemolog: error: ") and err.count("\n") == 1, (argv, err)
+        assert all(w in err for w in words) and ".partial" not in err, (argv, err)
+        assert not out_file.exists() and not list(tmp_path.glob("*.partial")), argv
+    assert main(["--data-dir", str(data), "export", "--output", str(out_file), "--with-keys", str(keys_file)]) == 0
+    assert out_file.is_file() and keys_file.is_file()
+    assert main(["--data-dir", str(tmp_path / "other"), "import", str(tmp_path)]) == 2
+    assert "is a directory, not an export" in capsys.readouterr().err and not (tmp_path / "other").exists()

