@@ -195,6 +195,10 @@ def cmd_log(args: argparse.Namespace) -> int:
         return fail("--limit must be at least 1")
     if args.follow and (args.until is not None or args.until_time is not None):
         return fail("--follow cannot be combined with --until or --until-time")
+    if args.after is not None and args.until is not None and args.until < args.after:
+        return fail(f"--until {args.until} is before --after {args.after}: no position lies between")
+    if args.since is not None and args.until_time is not None and args.until_time < args.since:
+        return fail("--until-time is before --since: no moment lies between")
     emitted = 0
     table = None if args.json else Table(lambda text: print(text, flush=args.follow))
 

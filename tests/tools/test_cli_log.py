@@ -141,7 +141,10 @@ def test_log_filters(data, capsys, filters, expected):
 
 
 def test_log_bad_arguments_exit_2(data, capsys):
-    for argv in (["log", "--since", "yesterday"], ["log", "--after", "-3"], ["log", "--follow", "--until", "3"]):
+    for argv in (
+        ["log", "--since", "yesterday"], ["log", "--after", "-3"], ["log", "--follow", "--until", "3"],
+        ["log", "--after", "10", "--until", "5"], ["log", "--since", "2025-01-02", "--until-time", "2025-01-01"],
+    ):
         code, _, err = run(capsys, "--data-dir", data, *argv)
         assert code == 2
         assert_one_line_error(err)
