@@ -20,9 +20,10 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
-from mnemolog.eventstore.model import CONTENT_FIELDS, MemoryContent, ValidationError
+from mnemolog.eventstore.commands.revert import FORCE_HINT
+from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
-from .common import add_command, data_dir, fail, one_line, print_json_line, require_log
+from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
 
 DEFAULT_TENANT = "default"
 _ALIASES = {"text": "memory", "type": "memory_type"}
@@ -347,7 +348,12 @@ def cmd_undo_namespace(args: argparse.Namespace) -> int:
 
 def cmd_revert(args: argparse.Namespace) -> int:
     with _open(args) as svc:
-        result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force)
+        try:
+            result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force)
+        except Conflict as exc:
+            if exc.field != "force":
+                raise
+            raise CommandError(f"conflict: {str(exc).replace(FORCE_HINT, 'pass --force to revert anyway')}") from None
     data = result.data
     if data.get("already_reverted"):
         text = f"correlation {args.correlation} was already reverted: nothing written"

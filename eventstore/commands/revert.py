@@ -36,6 +36,7 @@ from .entities import EntityState, load_entity
 from .facts import GraphFacts
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
+FORCE_HINT = "pass force to revert anyway"  # the request's field; the CLI names its option instead
 UNREVERTED = {"CorrelationReverted", "TenantDropped", "OrganizerPassRecorded", "SubjectForgotten"}  # a destroyed key never comes back
 _DOCUMENT_FIELDS = g.DocumentImported.__struct_fields__
 
@@ -119,7 +120,8 @@ class RevertCommands:
         if conflicts and not force:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"
-                f"{'; …' if len(conflicts) > 10 else ''}); pass force to revert anyway"
+                f"{'; …' if len(conflicts) > 10 else ''}); {FORCE_HINT}",
+                field="force",
             )
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))

@@ -552,7 +552,7 @@ def test_cli_status_merge_links_revert(run_cli):
     run_cli("unlink", "user:cli:1", code=2)
     upd = json.loads(run_cli("update", b, "--tags", "x", "--json", "--correlation-id", "c-1"))
     run_cli("update", b, "--tags", "y")
-    assert "pass force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
+    assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
     assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
     again = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
