@@ -321,7 +321,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_related(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         as_of = _as_of(svc, args)
-        found = svc.knowledge.related(_tenant(args), args.id, args.depth, args.direction, args.type, as_of=as_of)[: args.limit]
+        found = svc.knowledge.related_walk(_tenant(args), args.id, args.depth, args.direction, args.type, as_of=as_of)[0][: args.limit]
         names = svc.knowledge.many(_tenant(args), [r.id for r in found], as_of=as_of)
     if args.json:
         for r in found:

@@ -44,18 +44,6 @@ class EntityReads:
     def relations_of(self, tenant: str, entity_id: str, *, direction: str = "both", relation_types=None, as_of: Any = None) -> list[ents.RelationView]:
         return ents.relations_of(self._connect(), tenant, entity_id, direction=direction, relation_types=relation_types, as_of=self._resolve(as_of))
 
-    def related(
-        self,
-        tenant: str,
-        entity_id: str,
-        depth: int = 1,
-        direction: str = "out",
-        relation_types: Sequence[str] | None = None,
-        *,
-        as_of: Any = None,
-    ) -> list[ents.Related]:
-        return ents.get_related(self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of))
-
     def related_walk(
         self,
         tenant: str,
@@ -66,7 +54,7 @@ class EntityReads:
         *,
         as_of: Any = None,
     ) -> tuple[list[ents.Related], bool]:
-        """:meth:`related`, and whether the walk stopped at :data:`~mnemolog.projections.entities.projector.RELATED_MAX_NODES` entities with more beyond."""
+        """The entities reached from ``entity_id`` by relations, and whether the walk stopped at :data:`~mnemolog.projections.entities.projector.RELATED_MAX_NODES` entities with more beyond."""
         return ents.related_walk(self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of))
 
     def incoming_relations(self, tenant: str, entity_id: str) -> list[tuple[str, str]]:

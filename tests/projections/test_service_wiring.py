@@ -149,7 +149,7 @@ def test_entity_reads_equal_the_projection_functions_at_every_position(svc):
             assert svc.knowledge.find_tags(tenant, "", as_of=position) == ents.find_tags(conn, tenant, "", as_of=position)
             assert svc.knowledge.relations_of(tenant, "ada", as_of=position) == ents.relations_of(conn, tenant, "ada", as_of=position)
             if svc.knowledge.get(tenant, "ada", as_of=position) is not None:
-                assert svc.knowledge.related(tenant, "ada", 2, "both", as_of=position) == ents.get_related(conn, tenant, "ada", 2, "both", None, position)
+                assert svc.knowledge.related_walk(tenant, "ada", 2, "both", as_of=position)[0] == ents.get_related(conn, tenant, "ada", 2, "both", None, position)
     assert [e.id for e in svc.knowledge.find_by_keywords("other", "engine")] == []
 
 
