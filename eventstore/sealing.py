@@ -12,8 +12,11 @@ statuses, positions, reasons and the envelope stay readable to the log's
 machinery (guards, spans, verify, revert). Reasons and actors are operator
 text: keep personal data out of them.
 
-How. On append, a Struct's personal fields are encoded together (a JSON
-array of their values) and encrypted with AES-256-GCM under the subject's key
+How. On append, a Struct's personal fields are encoded together (the
+Struct's own JSON, one encode, when it holds no other Struct to seal: every
+memory content, entity, document and edge; else a JSON array of its personal
+values, as every token written before was; a read tells them apart by the
+first byte) and encrypted with AES-256-GCM under the subject's key
 with a fresh random 96-bit nonce (one ``os.urandom`` draw per batch); the
 *first* personal field (the text, the name, the title, an edge's ``sealed``)
 then holds the token and the others are emptied, so the stored payload
@@ -181,8 +184,9 @@ def _key_ref(key_id: str) -> bytes:
 class _Group:
     """The personal fields of one Struct type: sealed together into the first one (the carrier).
 
-    The plaintext is the JSON array of the fields' values in order (every
-    value, defaults too), decoded back with their exact types.
+    The plaintext is the Struct's JSON when :attr:`whole`, else the JSON
+    array of the fields' values in order (every value, defaults too); either
+    is decoded back with the fields' exact types.
     """
 
     def __init__(self, cls: type, names: tuple[str, ...]):
@@ -195,6 +199,10 @@ class _Group:
         getter = operator.attrgetter(*names)
         self.values = getter if len(names) > 1 else (lambda owner: (getter(owner),))
         self.decoder = msgspec.json.Decoder(tuple[tuple(infos[n].type for n in names)])  # type: ignore[misc]
+        # Sealed as the whole Struct's JSON (an object; one encode, no tuple of values) when that holds no other
+        # Struct to seal, whose subject may differ; else the array of the values. A read tells them by the first byte.
+        self.whole = not cls.__struct_config__.array_like and not any(_personal_struct(f.type)[0] for f in infos.values())
+        self.whole_decoder = msgspec.json.Decoder(cls)
         # A dedicated token field (an edge's ``sealed``, empty by default) stays empty once erased; a text reads as the marker.
         carrier_default = infos[self.carrier].default
         self.erased = {**self.defaults, self.carrier: None if carrier_default is None else ERASED_TEXT}
@@ -251,7 +259,7 @@ _force_setattr = msgspec.structs.force_setattr  # on a Struct just made, before 
 _copy = msgspec.Struct.__copy__
 _consume = collections.deque(maxlen=0).extend  # runs a ``map`` for its effects
 _ERASED = operator.attrgetter("erased")
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_FIRST, _SECOND, _THIRD = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 def _nonce_slices(count: int) -> list[slice]:
@@ -452,7 +460,9 @@ class Sealer:
         self.keys = keys
         self.enabled = enabled
         self._ciphers: dict[str, Any] = {}  # key id -> one AESGCM object per key, made on first use
-        self._heads: dict[str, tuple[Any, bytes]] = {}  # key id -> (cipher, magic + key reference): what every token of it starts with
+        # tenant -> subject -> (cipher, magic + key reference, key id) of its live key: what every token it seals starts with
+        self._by_subject: dict[str, dict[str, tuple[Any, bytes, str]]] = {}
+        self._drops_seen = keys._drops
         self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
         self._refs: dict[bytes, tuple[str, int]] = {}  # a token's first 29 bytes (magic, UUID key reference) -> (key id, nonce offset)
         self._held = keys._by_id  # key id -> key bytes (empty once forgotten): the key store's cache, read without a call
@@ -472,36 +482,40 @@ class Sealer:
 
     # -- sealing -----------------------------------------------------------------
 
-    def _owner_keys(self, tenant: str, subjects: list[str], used: set[str] | None = None) -> list[tuple[Any, bytes]]:
-        """The cipher and token head (magic and key reference) of each subject's live key, in order: the
-        subjects without a key yet get theirs in one key-store transaction. Each step is a ``map`` over
-        all of them (a batch of many subjects costs no call per subject), the cipher made once per key.
-        The ids of the keys are added to ``used``."""
-        wanted = list(zip(repeat(tenant), subjects))
-        found = list(map(self._live.get, wanted))
-        if None in found:
-            self.keys.ensure(tenant, {subject for subject, key in zip(subjects, found) if key is None})
-            found = list(map(self._live.__getitem__, wanted))
-        if used is not None:
-            used.update(map(_FIRST, found))
-        heads = self._heads
-        made = list(map(heads.get, map(_FIRST, found)))
+    def _owner_keys(self, tenant: str, subjects: list[str], used: set[str] | None = None) -> list[tuple[Any, bytes, str]]:
+        """The cipher, token head (magic and key reference) and id of each subject's live key, in order: the
+        subjects without a key yet get theirs in one key-store transaction. A batch of any size costs one
+        ``map`` over a dict of the tenant's subjects (emptied whenever the key store drops a live key from
+        its cache), the cipher made once per key. The ids of the keys are added to ``used``."""
+        keys = self.keys
+        if keys._drops != self._drops_seen:  # a key retired or forgotten: every subject looks again
+            self._drops_seen = keys._drops
+            self._by_subject.clear()
+        known = self._by_subject.get(tenant)
+        if known is None:
+            known = self._by_subject[tenant] = {}
+        made = list(map(known.get, subjects))
         if None in made:
-            for key_id, key in set(found):
-                if key_id not in heads:
-                    heads[key_id] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id))
-            made = list(map(heads.__getitem__, map(_FIRST, found)))
+            missing = {subject for subject, head in zip(subjects, made) if head is None}
+            keys.ensure(tenant, missing)
+            for subject in missing:
+                key_id, key = self._live[(tenant, subject)]
+                known[subject] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id), key_id)
+            made = list(map(known.__getitem__, subjects))
+        if used is not None:
+            used.update(map(_THIRD, made))
         return made
 
     @staticmethod
-    def _seal_owners(group: _Group, owners: Sequence, keys: Sequence[tuple[Any, bytes]], nonces: Sequence[bytes], ads: Iterable[bytes]) -> list:
+    def _seal_owners(group: _Group, owners: Sequence, keys: Sequence[tuple[Any, bytes, str]], nonces: Sequence[bytes], ads: Iterable[bytes]) -> list:
         """``owners`` (Structs of one group) with their personal fields sealed into their carriers, each with
         the matching key (cipher and token head, see :meth:`_owner_keys`), nonce and associated data. The
         carrier holds the token's bytes (the encoder writes their base64). Each step is one ``map`` over all
         of them: a run of a batch costs the interpreter no loop per Struct."""
         if group.erasable and any(map(_ERASED, owners)):
             raise Conflict(f"{type(owners[0]).__name__}: the content of a forgotten subject was erased; it is never written again")
-        ciphertexts = map(AESGCM.encrypt, map(_FIRST, keys), nonces, map(_encode, map(group.values, owners)), ads)
+        plaintexts = map(_encode, owners if group.whole else map(group.values, owners))
+        ciphertexts = map(AESGCM.encrypt, map(_FIRST, keys), nonces, plaintexts, ads)
         return _with_field(owners, group.carrier, map(b"".join, zip(map(_SECOND, keys), nonces, ciphertexts)), group.blanked)
 
     def seal_batch(
@@ -643,7 +657,6 @@ class Sealer:
             cipher = self._opening_cipher(key_id, event_id)
             if cipher is None:
                 self._ciphers.pop(key_id, None)
-                self._heads.pop(key_id, None)
                 return _replace(owner, **slot.group.erased)
         try:
             ad = (event_id + slot.suffix).encode() if index is None else slot.ad(event_id, index)
@@ -651,7 +664,8 @@ class Sealer:
         except (InvalidTag, ValueError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} does not authenticate (altered, or moved from another event)") from None
         group = slot.group
-        return _replace(owner, **dict(zip(group.names, group.decoder.decode(opened))))
+        values = group.values(group.whole_decoder.decode(opened)) if opened[:1] == b"{" else group.decoder.decode(opened)
+        return _replace(owner, **dict(zip(group.names, values)))
 
     def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
         """The key id a token names, and where its nonce starts (a UUID reference parsed once per key)."""
