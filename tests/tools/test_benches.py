@@ -159,3 +159,16 @@ def test_listening_sockets_counts_each_worker_socket_on_the_port():
         first.close()
         second.close()
     assert listening_sockets(port) == 0
+
+
+def test_the_sealing_cases_compare_sealed_and_plaintext_appends_at_both_durability_levels(tmp_path):
+    from mnemolog.tools.bench_sealing import run_sealing
+
+    seen: list[str] = []
+    text, pairs = run_sealing(tmp_path, 300, 100, 3, seen.append)
+    figures = dict(pair.split("=") for pair in pairs)
+    assert {"seal_append_ratio", "seal_append_ratio_full", "append_on_eps_full", "seal_read_ratio", "forget_s"} <= set(figures)
+    assert 0 < float(figures["seal_append_ratio"]) < 10 and 0 < float(figures["seal_append_ratio_full"]) < 10
+    assert any("synchronous=FULL" in line for line in seen) and any("synchronous=NORMAL" in line for line in seen)
+    assert "(sealed, FULL)" in text and "at FULL" in text
+    assert not list(tmp_path.iterdir())  # every run's directory removed
