@@ -24,6 +24,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import SearchFilters
+from mnemolog.projections.recall import windows
 from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
 
@@ -178,7 +179,7 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
         if position is None:
             position = svc.position()
         strategy, _ = svc.searcher.resolve_strategy(tenant, options)
-        results, states, found, analysis = svc.searcher.channel_results(tenant, body.query, options, strategy)
+        results, states, found, analysis = windows.channel_rankings(svc.searcher, tenant, body.query, options, strategy)
 
     def row(name: str, rank: int, node: str, score: float) -> dict[str, Any]:
         out: dict[str, Any] = {"id": node, "rank": rank, "score": round(score, 6)}

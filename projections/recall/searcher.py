@@ -43,7 +43,7 @@ from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.model import ValidationError
 from mnemolog.eventstore.settings import setting
 
-from . import candidate_reads, entity_walk, fusion
+from . import candidate_reads, entity_walk, fusion, windows
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
@@ -458,9 +458,8 @@ class Searcher:
         wanted: list[fusion.FusedHit] = []
         rows: dict[str, tuple] = {}
         findings = GraphFindings()
-        depth = window = int(self.settings.recall_candidates)
         memo: dict = {}
-        while True:
+        for depth in windows.depths(int(self.settings.recall_candidates), options.limit):
             results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth, memo=memo)
             weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
             if mode == "rrf":
@@ -470,9 +469,8 @@ class Searcher:
                 more = False
             more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
             _take(wanted, fused, found_rows, found, options.limit, rows, findings)
-            if len(wanted) >= options.limit or not more or depth >= DEEPEST_WINDOW * max(options.limit, window):
+            if len(wanted) >= options.limit or not more:
                 break
-            depth *= 2
         entity_ids = set(findings.entities)
         cards = ents.get_entities(conn, tenant, [h.memory_id for h in wanted if h.memory_id in entity_ids], as_of=options.as_of)
         documents: dict[str, DocumentRef | None] = {}
@@ -644,10 +642,6 @@ def strategy_name(active: Sequence[str]) -> str:
         return f"{active[0]}-only"
     return "none"
 
-
-#: The deepest window recall searches, in multiples of the limit (or of the first window when larger): a bound on
-#: the cost of an answer whose candidates mostly cannot be returned.
-DEEPEST_WINDOW = 8
 
 #: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
 MENTIONS_PER_ENTITY = 50

@@ -80,3 +80,39 @@ def test_a_deeper_window_embeds_the_query_and_finds_its_entities_once(svc, monke
     result = svc.searcher.recall("t", "Kofi vegan trip", RecallOptions(limit=100, weights={"semantic": 0.5}))
     assert len(result.hits) == 100 and result.channels["lexical"].count > int(svc.settings.recall_candidates)  # a deeper window ran
     assert calls == {"embed": 1, "named": 1}
+
+
+def _approximate_below(svc, monkeypatch, walked: int) -> None:
+    """The vector channel over its index, and the index as an approximate search is: one that walks at most
+    ``walked`` entries misses some true neighbours (here, every third), which a wider walk finds."""
+    from functools import partial
+
+    from mnemolog.projections import assembly
+
+    monkeypatch.setattr(assembly, "vector_search", partial(assembly.vector_search, exact_threshold=100))  # the index, not a scan
+    index = svc.vector_index
+    exact = index.search
+
+    def search(vector, count):
+        keys = exact(vector, count)
+        return keys if count > walked else keys[[i for i in range(len(keys)) if i % 3 != 1]]
+
+    monkeypatch.setattr(index, "exhaustive", True)
+    monkeypatch.setattr(index, "search", search)
+
+
+def test_each_channel_of_a_search_lists_the_start_of_every_longer_list(svc, monkeypatch):
+    """``/v1/search`` lists each channel's own ranking: a limit is the start of any larger one, the vector channel's too."""
+    from mnemolog.projections.recall import windows
+
+    svc.scrub()  # the vector index holds every memory, so the channel searches it
+    _approximate_below(svc, monkeypatch, walked=256)
+    for query in QUERIES[:3]:
+        options = {limit: RecallOptions(limit=limit, weights={"semantic": 0.5}) for limit in LIMITS}
+        strategy = {limit: svc.searcher.resolve_strategy("t", o)[0] for limit, o in options.items()}
+        answers = {limit: windows.channel_rankings(svc.searcher, "t", query, o, strategy[limit])[0] for limit, o in options.items()}
+        longest = answers[LIMITS[-1]]
+        assert len(longest["semantic"]) == LIMITS[-1]
+        for limit, rankings in answers.items():
+            for name, ranking in rankings.items():
+                assert [node for node, _ in ranking[:limit]] == [node for node, _ in longest[name][:limit]], (query, name, limit)
