@@ -463,7 +463,6 @@ class Sealer:
         # tenant -> subject -> (cipher, magic + key reference, key id) of its live key: what every token it seals starts with
         self._by_subject: dict[str, dict[str, tuple[Any, bytes, str]]] = {}
         self._drops_seen = keys._drops
-        self._live = keys._live  # (tenant, subject) -> (key id, key): the key store's cache, read without a call
         self._refs: dict[bytes, tuple[str, int]] = {}  # a token's first 29 bytes (magic, UUID key reference) -> (key id, nonce offset)
         self._held = keys._by_id  # key id -> key bytes (empty once forgotten): the key store's cache, read without a call
 
@@ -499,7 +498,7 @@ class Sealer:
             missing = {subject for subject, head in zip(subjects, made) if head is None}
             keys.ensure(tenant, missing)
             for subject in missing:
-                key_id, key = self._live[(tenant, subject)]
+                key_id, key = keys.key_for(tenant, subject)  # made just now (or again, had another thread dropped it since)
                 known[subject] = (self._cipher(key_id, key), _MAGIC + _key_ref(key_id), key_id)
             made = list(map(known.__getitem__, subjects))
         if used is not None:
