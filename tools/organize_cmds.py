@@ -160,8 +160,10 @@ def distinct_facts(n: int, rng: random.Random) -> list[str]:
 def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     """``n`` memories: unique facts, ~10% duplicates (exact variants or paraphrases) and same-key contradictions.
 
-    Each memory's ``properties["truth"]`` names its fact (duplicates share it);
-    contradictions share a ``key``.
+    Each memory's source ``truth:<fact>`` names its fact (duplicates share it);
+    contradictions share a ``key``. A source, not a property: a merge joins
+    sources, so that a wrong merge of two facts is made and counted, where two
+    values of one property would keep them apart.
     """
     from mnemolog.eventstore.model import MemoryContent
 
@@ -174,22 +176,22 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
         text, truth = facts[i]
         i += 1
         roll = rng.random()
-        out.append(MemoryContent(memory=text, properties={"truth": truth}))
+        out.append(MemoryContent(memory=text, sources=(f"truth:{truth}",)))
         kinds["unique"] += 1
         if roll < 0.05 and len(out) < n:
             variant = rng.choice([text.upper(), text.lower() + ".", text.replace(",", ";") + "!"])
-            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            out.append(MemoryContent(memory=variant, sources=(f"truth:{truth}",)))
             kinds["exact duplicate"] += 1
         elif roll < 0.10 and len(out) < n:
             variant = rng.choice(["Note: ", "FYI ", "Remember: "]) + text
-            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            out.append(MemoryContent(memory=variant, sources=(f"truth:{truth}",)))
             kinds["paraphrase duplicate"] += 1
         elif roll < 0.12 and len(out) + 1 < n:
             who = rng.choice(_NAMES)
             key = f"{who}:home:{truth}"
             a, b = rng.sample(_PLACES, 2)
-            out.append(MemoryContent(memory=f"{who.title()} lives in {a.title()}", key=key, properties={"truth": key + ":old"}))
-            out.append(MemoryContent(memory=f"{who.title()} lives in {b.title()}", key=key, properties={"truth": key + ":new"}))
+            out.append(MemoryContent(memory=f"{who.title()} lives in {a.title()}", key=key, sources=(f"truth:{key}:old",)))
+            out.append(MemoryContent(memory=f"{who.title()} lives in {b.title()}", key=key, sources=(f"truth:{key}:new",)))
             kinds["contradiction pair"] += 1
     order = list(range(len(out)))
     rng.shuffle(order)  # duplicates arrive apart, in other batches
@@ -207,9 +209,12 @@ def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
     """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
     merges = supersedes = right = planted = 0
 
+    def truth_of(sources) -> str | None:
+        return next((s.removeprefix("truth:") for s in sources if s.startswith("truth:")), None)
+
     def truth(memory_id: str) -> str | None:
         versions = service.graph.versions(tenant, memory_id)
-        return versions[0].properties.get("truth") if versions else None
+        return truth_of(versions[0].sources) if versions else None
 
     for r in service.store.read_all(tenant=tenant, types=["MemoriesMerged", "MemorySuperseded"]):
         if r.type == "MemoriesMerged":
@@ -219,7 +224,7 @@ def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
             supersedes += 1
             pair = {str(truth(r.event.memory_id)), str(truth(r.event.superseded_by))}
             planted += len({t.rsplit(":", 1)[0] for t in pair}) == 1 and {t.rsplit(":", 1)[-1] for t in pair} == {"old", "new"}
-    left = Counter(m.properties.get("truth") for m in service.graph.activated(tenant))
+    left = Counter(truth_of(m.sources) for m in service.graph.activated(tenant))
     leftover = sum(n - 1 for t, n in left.items() if n > 1 and not str(t).endswith((":old", ":new")))
     return {"merges": merges, "supersedes": supersedes, "planted_supersedes": planted, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
 

@@ -13,7 +13,8 @@ two people, and an erased memory has no text left to judge):
 - the same ``key`` (a key is a slot with one value: a prime contradiction).
 
 A judge labels each pair. Redundant pairs are grouped (never across a pair
-judged contradictory) and each group becomes one ``merge``; a contradictory
+judged contradictory, nor where the merge would lose a text or a value, see
+:func:`~mnemolog.projections.policies.dedup.decide`) and each group becomes one ``merge``; a contradictory
 pair becomes a ``supersede`` of the older memory by the newer (by when its text
 was stated: a merge's product as old as its newest source, see
 :class:`~mnemolog.projections.policies.dedup.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass

@@ -13,7 +13,7 @@ import mnemolog.api.settings  # noqa: F401 - declares the server settings used b
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.judge import RuleJudge, normalize_text
 from mnemolog.projections.policies.llm_judge import LLMJudge
@@ -577,3 +577,51 @@ async def test_a_server_started_on_deleted_projections_appends_nothing(tmp_path,
     assert await (await client.get("/v1/digest")).json() == digest  # the rebuild and the organizer appended nothing
     resp = await client.post("/v1/recall", json={"query": "São Paulo"})
     assert len((await resp.json())["hits"]) == 2  # the reverted merge stays undone
+
+
+# -- a merge loses nothing ---------------------------------------------------------------------------
+
+
+def test_a_merge_never_joins_two_memories_through_a_third_when_their_details_differ(svc):
+    """"... and two cats" and "... and works at Acme" each repeat "...", but a merge of the three keeps one text."""
+    settings = make_settings(organizer_min_cosine=0.5)
+    base, cats, acme = add(svc, "Alice lives in Berlin with her husband", "Alice lives in Berlin with her husband and two cats", "Alice lives in Berlin with her husband and works at Acme")
+    report = Organizer(svc, settings).run_once()
+    assert report["applied"] == 1
+    [merged] = events(svc, "MemoriesMerged")
+    assert len(merged.event.source_ids) == 2 and base in merged.event.source_ids
+    texts = set(activated(svc).values())
+    assert any("two cats" in t for t in texts) and any("Acme" in t for t in texts)  # neither detail lost
+
+
+def test_a_merge_keeps_every_tag_property_and_value_of_its_sources(svc, settings):
+    a, b = add(
+        svc,
+        MemoryContent(memory="Alice lives in Berlin.", tags=("home", "alice"), properties={"page": 3}, background="chat 1"),
+        MemoryContent(memory="alice lives in berlin", tags=("city",), properties={"chat": 9}, confidence=0.8),
+    )
+    differ = add(
+        svc,
+        MemoryContent(memory="Bob plays chess on Sundays.", properties={"page": 3}, confidence=0.9),
+        MemoryContent(memory="bob plays chess on sundays", properties={"page": 7}, confidence=0.2),
+        MemoryContent(memory="Carol drinks green tea daily.", tags=tuple(f"a{n}" for n in range(5))),
+        MemoryContent(memory="carol drinks green tea daily", tags=tuple(f"b{n}" for n in range(5))),
+    )
+    report = Organizer(svc, settings).run_once()
+    assert report["applied"] == 1
+    [merged] = events(svc, "MemoriesMerged")
+    assert set(merged.event.source_ids) == {a, b}
+    new = view(svc, merged.event.memory_id)
+    assert set(new.tags) == {"home", "alice", "city"} and new.properties == {"page": 3, "chat": 9}
+    assert new.background == "chat 1" and new.confidence == 0.8
+    assert all(view(svc, m).status == "activated" for m in differ)  # two pages, two confidences, ten tags: kept apart
+
+
+def test_an_automatic_merge_that_would_drop_a_value_is_refused_an_operators_is_not(svc):
+    a, b = add(svc, MemoryContent(memory="Bob plays chess.", properties={"page": 3}), MemoryContent(memory="bob plays chess", properties={"page": 7}))
+    decision = c.Decision(judge="rule", judge_version="3", similarity=1.0, reason="normalised texts equal")
+    with pytest.raises(Conflict, match=r"never drops a value; these memories differ in properties\.page \(3 vs 7\)"):
+        svc.run(svc.memories.merge, CommandContext(tenant=TENANT, actor="organizer"), [a, b], decision=decision)
+    assert view(svc, a).status == "activated" and not events(svc, "MemoriesMerged")
+    result = svc.run(svc.memories.merge, CommandContext(tenant=TENANT), [a, b])
+    assert view(svc, result.data["merged_id"]).properties == {"page": 3}  # the operator's merge: the first source's value
