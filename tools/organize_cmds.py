@@ -4,7 +4,8 @@
 the log until interrupted (Ctrl-C); ``--once`` makes one dedup pass up to the
 head and one topic clustering run; ``--dry-run`` prints what a pass and a
 clustering run would decide, writing nothing. ``--tenant`` restricts it to
-one tenant; ``--json`` prints one JSON object a line.
+one tenant (following the log too), and is refused when blank or when the log
+holds no event of that tenant; ``--json`` prints one JSON object a line.
 
 ``bench organize`` measures, in a temporary directory, the dedup throughput
 with the rule judge over a synthetic corpus (about 10% exact or paraphrased
@@ -30,7 +31,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .common import add_command, data_dir, print_json_line, require_log
+from .common import CommandError, add_command, data_dir, print_json_line, require_log
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -56,15 +57,29 @@ def _show(decision: dict[str, Any]) -> str:
     return f"{decision['tenant']}: {what}{outcome}\n    {d['judge']} {d.get('judge_version', '')}, similarity {d.get('similarity')}: {d.get('reason', '')}{fallback}"
 
 
+def _known_tenant(service: MemoryService, tenant: str | None) -> str | None:
+    """``--tenant`` as given, refused (exit 2) when blank (it would organize every tenant) or when the log holds
+    no event of that tenant since its last drop (a typo would organize nothing and say it did)."""
+    from mnemolog.eventstore.aggregate import dropped_at
+
+    if tenant is None:
+        return None
+    if not tenant.strip():
+        raise CommandError("organize: --tenant must name a tenant (omit it to organize every tenant)")
+    if not service.store.read_all(after=dropped_at(service.store, tenant), limit=1, tenant=tenant):
+        raise CommandError(f"organize: tenant {tenant!r} not found (no events in this log)")
+    return tenant
+
+
 def cmd_organize(args: argparse.Namespace) -> int:
     from mnemolog.projections.policies.organizer import Organizer
 
     with _open(args) as service:
+        tenant = _known_tenant(service, args.tenant)
         organizer = Organizer(service)
         if not organizer.enabled:
             print("organizer is disabled (MNEMOLOG_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)
             return 0
-        tenant = args.tenant
         if args.dry_run:
             planned = organizer.dry_run(tenant)
             topics = None if args.no_topics else organizer.cluster(tenant, dry_run=True)
@@ -87,11 +102,11 @@ def cmd_organize(args: argparse.Namespace) -> int:
             topics = None if args.no_topics else organizer.cluster(tenant)
             _print_pass(args, report, topics)
             return 0
-        print("mnemolog: organizing (Ctrl-C stops)", file=sys.stderr, flush=True)
+        print(f"mnemolog: organizing {'tenant ' + repr(tenant) if tenant else 'every tenant'} (Ctrl-C stops)", file=sys.stderr, flush=True)
 
         async def forever() -> None:
             try:
-                await organizer.follow()
+                await organizer.follow(tenant)
             finally:
                 await organizer.aclose()
 

@@ -461,8 +461,9 @@ class Organizer:
 
     # -- background -------------------------------------------------------------------------------
 
-    async def follow(self, *, read_executor=None, write_executor=None) -> None:
-        """Run passes as the log grows and clustering runs every ``organizer_cluster_interval_s``."""
+    async def follow(self, tenant: str | None = None, *, read_executor=None, write_executor=None) -> None:
+        """Run passes as the log grows and clustering runs every ``organizer_cluster_interval_s`` (of ``tenant``
+        only, when given: its passes keep their own checkpoint, see :meth:`arun_once`)."""
         if not self.enabled:
             return
         loop = asyncio.get_running_loop()
@@ -503,11 +504,12 @@ class Organizer:
                     standby = False
                     self._position = max(self._position, await loop.run_in_executor(read_executor, self.recorded))
                 head = await loop.run_in_executor(read_executor, self.service.store.last_position)
-                if head > self._position:
-                    await self.arun_once(read_executor=read_executor, write_executor=write_executor, pacer=pacer)
+                done = self._position if tenant is None else max(self._position, await loop.run_in_executor(read_executor, self.checkpoint, f"organizer@{tenant}"))
+                if head > done:
+                    await self.arun_once(tenant, read_executor=read_executor, write_executor=write_executor, pacer=pacer)
                 if loop.time() >= next_cluster:
                     next_cluster = loop.time() + interval
-                    await self.acluster(read_executor=read_executor, write_executor=write_executor)
+                    await self.acluster(tenant, read_executor=read_executor, write_executor=write_executor)
                 failures = 0
             except asyncio.CancelledError:
                 raise
