@@ -1,9 +1,11 @@
 """``mnemolog organize`` and ``mnemolog bench organize``.
 
 ``organize`` runs the organizer on a data directory: by default it follows
-the log until interrupted (Ctrl-C); ``--once`` makes one dedup pass up to the
-head and one topic clustering run; ``--dry-run`` prints what a pass and a
-clustering run would decide, writing nothing. ``--tenant`` restricts it to
+the log until interrupted (Ctrl-C), standing by while another organizer (a
+running server's) holds the log's lease; ``--once`` makes one dedup pass up
+to the head and one topic clustering run, and is refused while another holds
+the lease; ``--dry-run`` prints what a pass and a clustering run would
+decide, writing nothing. ``--tenant`` restricts it to
 one tenant (following the log too), and is refused when blank or when the log
 holds no event of that tenant; ``--json`` prints one JSON object a line.
 
@@ -98,8 +100,14 @@ def cmd_organize(args: argparse.Namespace) -> int:
                 print(f"dry run: {len(planned)} decision(s) and {n_topics} new topic(s) would be written; nothing was")
             return 0
         if args.once:
-            report = organizer.run_once(tenant)
-            topics = None if args.no_topics else organizer.cluster(tenant)
+            lease = service.store.lease("organizer")  # one organizer at a time on a log: a running server's, or this one
+            if not lease.held():
+                raise CommandError("organize: another organizer holds this log's lease (a running server's, or another organize): it organizes already")
+            try:
+                report = organizer.run_once(tenant)
+                topics = None if args.no_topics else organizer.cluster(tenant)
+            finally:
+                lease.release()
             _print_pass(args, report, topics)
             return 0
         print(f"mnemolog: organizing {'tenant ' + repr(tenant) if tenant else 'every tenant'} (Ctrl-C stops)", file=sys.stderr, flush=True)

@@ -49,3 +49,32 @@ def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, c
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=30)
     assert "organizing tenant 'a'" in err.decode()
+
+
+def test_organize_once_is_refused_while_another_organizer_holds_the_lease(tmp_path, monkeypatch):
+    """On SQLite the lease was always held: ``organize --once`` beside a server's (or another ``organize``'s)
+    organizer was a second organizer on one log. Now it is refused in one line; a follower stands by, and the
+    lease frees itself when its holder is killed."""
+    from mnemolog.tools.cli import main
+
+    data = tmp_path / "data"
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
+        assert main(["--data-dir", str(data), "add", text]) == 0
+    holder = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        deadline = time.monotonic() + 60
+        while _count(data, "OrganizerPassRecorded", "default") == 0:  # it holds the lease and organized
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        head = _count(data, "MemoriesMerged", "default")
+        once = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "organize", "--once"], capture_output=True, env=_env(), timeout=60)
+        err = once.stderr.decode()
+        assert once.returncode == 2 and err.count("\n") == 1 and "another organizer holds this log's lease" in err, err
+        assert _count(data, "MemoriesMerged", "default") == head
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    again = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "organize", "--once", "--no-topics"], capture_output=True, env=_env(), timeout=60)
+    assert again.returncode == 0, again.stderr  # the killed holder's lease went with it
