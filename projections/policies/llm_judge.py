@@ -11,7 +11,9 @@ is down.
 Guard rails, because a wrong merge costs more than a missed one:
 
 * a ``redundant`` answer is vetoed when the rule judge finds the pair
-  contradictory (a number, date, negation or opposite differs);
+  contradictory (a number, date, negation or opposite differs): the verdict
+  is then the rule judge's (its name and version), its reason saying what the
+  LLM had answered;
 * a ``redundant`` or ``contradictory`` answer is vetoed (independent) when
   the memories hold two slots (different keys) or name two things (different
   identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
@@ -295,10 +297,9 @@ class LLMJudge:
             return Verdict(label, reason, self.name, self.version, cos)  # type: ignore[arg-type]
         if self.veto_conflicts:
             rule = self.fallback.judge_sync(a, b, cos)
-            if rule.label == "contradictory":
+            if rule.label == "contradictory":  # the rule judge's label, so its verdict: the decision names who saw the conflict
                 self.stats["vetoes"] += 1
-                return Verdict("contradictory", f"llm said redundant ({reason}); vetoed: {rule.reason}",
-                               self.name, self.version, cos)
+                return msgspec.structs.replace(rule, reason=f"llm said redundant ({reason}); vetoed: {rule.reason}")
         if fused is None or not _plausible_fusion(fused, a.memory, b.memory):
             fused = merged_text(a, b)
         return Verdict("redundant", reason, self.name, self.version, cos, fused_text=fused)

@@ -231,6 +231,8 @@ async def test_redundant_answer_is_vetoed_on_a_number_conflict(fake: FakeLLM, ma
     assert v.label == "contradictory"
     assert "vetoed" in v.reason and "numbers differ: 3 vs 4" in v.reason
     assert judge.stats["vetoes"] == 1
+    # The label is the rule judge's, so is the verdict: a supersede on it names the judge that saw the conflict.
+    assert (v.judge, v.judge_version) == ("rule", RuleJudge().version) and v.reason.startswith("llm said redundant (both about Alice's cats); vetoed")
 
 
 async def test_implausible_fused_text_is_replaced(fake: FakeLLM, make_judge) -> None:

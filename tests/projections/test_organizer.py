@@ -429,6 +429,23 @@ async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, set
         await organizer.aclose()
 
 
+async def test_a_supersede_where_the_rules_vetoed_an_llms_redundant_names_the_rule_judge(svc, settings, fake_llm):
+    """The LLM said redundant, the rules saw two values: the supersede event said judge "llm", which had said otherwise."""
+    judge = LLMJudge(fake_llm.url, "test-model", "sk-test", timeout_s=5, retries=1, backoff_s=0.01, fallback=RuleJudge())
+    organizer = Organizer(svc, settings, judge=judge)
+    try:
+        older, newer = await asyncio.get_running_loop().run_in_executor(None, add, svc, "The Lisbon office has 3 desks", "The Lisbon office has 4 desks")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1
+        [superseded] = events(svc, "MemorySuperseded")
+        assert (superseded.event.memory_id, superseded.event.superseded_by) == (older, newer)
+        decision = c.decision_of(superseded.event)
+        assert (decision.judge, decision.judge_version, decision.fallback) == ("rule", RuleJudge().version, None)
+        assert decision.reason.startswith("llm said redundant (same move, one more detailed); vetoed") and "numbers differ: 3 vs 4" in decision.reason
+    finally:
+        await organizer.aclose()
+
+
 # -- progress in the log, reverts that stick -------------------------------------------------------
 
 
