@@ -200,13 +200,22 @@ class Organizer:
         return self._position >= position
 
     def status(self, tenant: str, min_position: int | None = None) -> dict[str, Any]:
+        """What ``tenant`` may read: the position (the log's), and its own share of the last pass and clustering run."""
+        from .topics import TENANT_COUNTS
+
         target = self.service.store.last_position() if min_position is None else min_position
         counts = self.decisions.get(tenant, {"merge": 0, "supersede": 0})
+        run, cluster = self.last_run, self.last_cluster
+        if run is not None:  # a pass covers every tenant: the caller's share of it
+            run = {k: v for k, v in run.items() if k != "by_tenant"} | run["by_tenant"].get(tenant, {"events": 0, "applied": 0})
+        if cluster is not None:
+            mine = cluster["by_tenant"].get(tenant) or {**{k: 0 for k in TENANT_COUNTS}, "skipped": [], "errors": []}
+            cluster = {k: v for k, v in cluster.items() if k not in ("by_tenant", "skipped", "errors", *TENANT_COUNTS)} | mine
         return {
             "position": self._position,
             "enabled": self.enabled,
-            "last_run": self.last_run,
-            "last_cluster": self.last_cluster,
+            "last_run": run,
+            "last_cluster": cluster,
             "decisions": sum(counts.values()),
             "decisions_by_action": dict(counts),
             "caught_up": self._position >= target,
@@ -355,6 +364,8 @@ class Organizer:
         if pacer is not None:
             pacer.restart()
         decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
+        events_by_tenant: Counter = Counter()  # a tenant's share of the pass (its status shows no other's)
+        applied_by_tenant: Counter = Counter()
         rounds = 0
         while not self.stopped:
             if position >= head:  # caught up: take in what arrived meanwhile (our own merges too), a few rounds at most
@@ -374,6 +385,7 @@ class Organizer:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
                 planned = decide(pairs, await self._ajudge_all(pairs), self.reverted, self.stated) if pairs else []
             report["events"] += len(events)
+            events_by_tenant.update(r.tenant for r in events)
             planning += time.perf_counter() - began
             began = time.perf_counter()
             if dry_run:
@@ -394,6 +406,7 @@ class Organizer:
                     report["planned"].append({**p.describe(), "outcome": outcome})
                     if outcome == "applied":
                         applied[p.tenant] += 1
+                        applied_by_tenant[p.tenant] += 1
                 start += len(outcomes)
             if applied:
                 await call(write_executor, self.service.run, self._record, name, end, applied, correlation)
@@ -408,7 +421,8 @@ class Organizer:
             apply_seconds=round(applying, 3),
         )
         if not dry_run and report["events"]:
-            self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")}}
+            self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")},
+                             "by_tenant": {t: {"events": n, "applied": applied_by_tenant[t]} for t, n in events_by_tenant.items()}}
         return report
 
     def run_once(self, tenant: str | None = None) -> dict[str, Any]:

@@ -372,6 +372,32 @@ async def test_status_over_http_waits_for_a_position(tmp_path, aiohttp_client):
     assert resp.status == 422 and (await resp.json())["error"]["field"] == "min_position"
 
 
+async def test_status_shows_a_tenant_its_own_share_of_the_last_pass_and_run_only(tmp_path, aiohttp_client):
+    """``last_run`` counted every tenant's events and decisions, and ``last_cluster`` listed other tenants by
+    name with their skipped types and errors: any tenant's read key saw them."""
+    from mnemolog.api import keys
+    from mnemolog.api.app import create_app
+    from mnemolog.api.routes_organizer import organizer_task
+
+    app = create_app(make_settings(data_dir=str(tmp_path)), background=[organizer_task])
+    client = await aiohttp_client(app)
+    other = {"X-Mnemolog-Tenant": "globex-private"}
+    resp = await client.post("/v1/memories", json={"memories": [{"memory": "Lives in São Paulo"}, {"memory": "lives in São Paulo."}]}, headers=other)
+    assert resp.status == 201, await resp.text()
+    resp = await client.post("/v1/memories", json={"memories": [{"memory": "Bob plays chess on Sundays"}]}, headers={"X-Mnemolog-Tenant": "acme"})
+    head = max((await resp.json())["positions"])
+    organizer = app[keys.organizer_key]
+    assert await organizer.wait_for(head, 10)
+    await organizer.acluster()
+    mine = await (await client.get("/v1/organizer/status", headers={"X-Mnemolog-Tenant": "acme"})).json()
+    assert "globex" not in json.dumps(mine)
+    assert (mine["last_run"]["events"], mine["last_run"]["applied"], mine["decisions"]) == (1, 0, 0)
+    assert [s["tenant"] for s in mine["last_cluster"]["skipped"]] == ["acme"] and mine["last_cluster"]["errors"] == []
+    theirs = await (await client.get("/v1/organizer/status", headers=other)).json()
+    assert theirs["decisions"] == 1 and theirs["last_run"]["applied"] in (0, 1)  # 0: its events were in an earlier pass
+    assert {s["tenant"] for s in theirs["last_cluster"]["skipped"]} == {"globex-private"} and "acme" not in json.dumps(theirs)
+
+
 # -- the LLM judge against a fake OpenAI-compatible server ----------------------------------------
 
 
