@@ -5,7 +5,10 @@
 first waits (at most that long, 30 s at most) until the organizer has
 processed position ``P`` (the log's head when ``P`` is omitted), so a client
 that just wrote can read the organized result. ``decisions`` counts the
-caller's tenant's decisions since the server started.
+caller's tenant's decisions since the server started, and ``last_run`` /
+``last_cluster`` give the caller's tenant's share of the last pass and
+clustering run (its events, decisions, topics, skipped types and errors),
+never another tenant's.
 """
 
 from __future__ import annotations

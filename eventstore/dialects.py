@@ -7,6 +7,7 @@ that make the log append-only in the database itself.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import select
 import struct
@@ -416,8 +417,10 @@ class Lease:
     On PostgreSQL a session advisory lock on a connection of its own, held
     until :meth:`release` or until that connection drops (a crashed holder's
     lease frees itself); :meth:`held` takes it when free and tells whether
-    this process holds it now. On SQLite the log lives on one machine and the
-    server starts one holder itself, so the lease is always held.
+    this process holds it now. On SQLite (the log lives on one machine, but a
+    server and ``mnemolog organize`` may share it) an exclusive ``flock`` on
+    ``events.db.<name>.lease`` beside the log, on a file description of its
+    own: the system frees it when its holder exits, even killed.
     """
 
     def __init__(self, engine: Engine, name: str) -> None:
@@ -425,11 +428,12 @@ class Lease:
         self.name = name
         self._key = int.from_bytes(hashlib.sha256(f"mnemolog:{name}".encode()).digest()[:8], "big", signed=True)
         self._conn = None
+        self._file = None  # SQLite: the open lease file whose flock this holds
         self._lock = threading.Lock()
 
     def held(self) -> bool:
         if self._engine.dialect.name != "postgresql":
-            return True
+            return self._held_file()
         with self._lock:
             try:
                 if self._conn is not None:
@@ -449,7 +453,26 @@ class Lease:
                 self._close()
                 return False
 
+    def _held_file(self) -> bool:
+        database = self._engine.url.database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return True  # a log no other process can open
+        with self._lock:
+            if self._file is not None:
+                return True
+            handle = open(f"{database}.{self.name}.lease", "a+b")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                return False
+            self._file = handle
+            return True
+
     def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the last descriptor of its description frees the flock
+            self._file = None
         if self._conn is not None:
             try:
                 self._conn.close()

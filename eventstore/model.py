@@ -169,8 +169,54 @@ def validate_content(content: MemoryContent, *, field_prefix: str = "") -> Memor
     return msgspec.structs.replace(content, tags=tags, sources=sources)
 
 
+#: Fields a merged memory holds one value of: the first source's non-empty value (the text is chosen apart,
+#: the embedding made afresh; tags, sources and properties are joined).
+_ONE_VALUE = tuple(f for f in CONTENT_FIELDS if f not in ("memory", "embedding", "tags", "sources", "properties"))
+
+
+def merge_union(a: MemoryContent, b: MemoryContent) -> tuple[MemoryContent, list[str]]:
+    """``a`` with what ``b`` adds, and what of ``b`` it leaves out.
+
+    ``a``'s non-empty values win; tags, sources and properties are joined (the
+    tags uncapped). Left out: each field, and ``properties.<name>``, where both
+    hold different values, and the tags beyond :data:`MAX_TAGS` (a merged
+    memory keeps at most that many), each named with the values.
+    """
+    merged: dict[str, Any] = {}
+    lost: list[str] = []
+    for name in _ONE_VALUE:
+        mine, theirs = getattr(a, name), getattr(b, name)
+        if mine in (None, "") and theirs not in (None, ""):
+            merged[name] = theirs
+        elif theirs not in (None, "", mine):
+            lost.append(f"{name} ({mine!r} vs {theirs!r})")
+    properties = dict(a.properties)
+    for k, v in b.properties.items():
+        if k not in properties:
+            properties[k] = v
+        elif properties[k] != v:
+            lost.append(f"properties.{k} ({properties[k]!r} vs {v!r})")
+    tags = a.tags + tuple(t for t in b.tags if t not in a.tags)
+    if len(tags) > MAX_TAGS:
+        lost.append(f"tags ({len(tags)} together, at most {MAX_TAGS})")
+    sources = a.sources + tuple(x for x in b.sources if x not in a.sources)
+    return msgspec.structs.replace(a, tags=tags, sources=sources, properties=properties, **merged), lost
+
+
+def merge_losses(contents: list[MemoryContent]) -> list[str]:
+    """What a merge of ``contents`` (in this order) could not keep (see :func:`merge_union`); empty when nothing."""
+    union, lost = contents[0], []
+    for content in contents[1:]:
+        union, dropped = merge_union(union, content)
+        lost += [d for d in dropped if not d.startswith("tags ")]
+    if len(union.tags) > MAX_TAGS:
+        lost.append(f"tags ({len(union.tags)} together, at most {MAX_TAGS})")
+    return lost
+
+
 def merge_contents(contents: list[MemoryContent], text: str | None = None) -> MemoryContent:
-    """The content of a merged memory: the union of sources and tags, non-empty fields win.
+    """The content of a merged memory: the union of sources, tags and properties, and of the other fields
+    the first non-empty value (see :func:`merge_union`; :func:`merge_losses` says what is left out).
 
     The text is ``text`` when given, else the most informative (longest) text.
     Embeddings are not carried over: the merged text is embedded afresh.
@@ -178,24 +224,7 @@ def merge_contents(contents: list[MemoryContent], text: str | None = None) -> Me
     if not contents:
         raise ValueError("nothing to merge")
     chosen = text if text is not None else max((c.memory for c in contents), key=lambda t: (len(t.strip()), t))
-    merged: dict[str, Any] = {"memory": chosen}
-    for name in CONTENT_FIELDS:
-        if name in ("memory", "embedding", "tags", "sources", "properties"):
-            continue
-        for content in contents:
-            value = getattr(content, name)
-            if value not in (None, ""):
-                merged[name] = value
-                break
-    tags: list[str] = []
-    sources: list[str] = []
-    properties: dict[str, Any] = {}
-    for content in contents:
-        tags.extend(t for t in content.tags if t not in tags)
-        sources.extend(s for s in content.sources if s not in sources)
-        for k, v in content.properties.items():
-            properties.setdefault(k, v)
-    merged["tags"] = tuple(tags[:MAX_TAGS])
-    merged["sources"] = tuple(sources)
-    merged["properties"] = properties
-    return MemoryContent(**merged)
+    union = contents[0]
+    for content in contents[1:]:
+        union, _ = merge_union(union, content)
+    return msgspec.structs.replace(union, memory=chosen, tags=union.tags[:MAX_TAGS], embedding=None, erased=False)

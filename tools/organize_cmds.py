@@ -1,10 +1,13 @@
 """``mnemolog organize`` and ``mnemolog bench organize``.
 
 ``organize`` runs the organizer on a data directory: by default it follows
-the log until interrupted (Ctrl-C); ``--once`` makes one dedup pass up to the
-head and one topic clustering run; ``--dry-run`` prints what a pass and a
-clustering run would decide, writing nothing. ``--tenant`` restricts it to
-one tenant; ``--json`` prints one JSON object a line.
+the log until interrupted (Ctrl-C), standing by while another organizer (a
+running server's) holds the log's lease; ``--once`` makes one dedup pass up
+to the head and one topic clustering run, and is refused while another holds
+the lease; ``--dry-run`` prints what a pass and a clustering run would
+decide, writing nothing. ``--tenant`` restricts it to
+one tenant (following the log too), and is refused when blank or when the log
+holds no event of that tenant; ``--json`` prints one JSON object a line.
 
 ``bench organize`` measures, in a temporary directory, the dedup throughput
 with the rule judge over a synthetic corpus (about 10% exact or paraphrased
@@ -30,7 +33,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .common import add_command, data_dir, print_json_line, require_log
+from .common import CommandError, add_command, data_dir, print_json_line, require_log
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -56,15 +59,29 @@ def _show(decision: dict[str, Any]) -> str:
     return f"{decision['tenant']}: {what}{outcome}\n    {d['judge']} {d.get('judge_version', '')}, similarity {d.get('similarity')}: {d.get('reason', '')}{fallback}"
 
 
+def _known_tenant(service: MemoryService, tenant: str | None) -> str | None:
+    """``--tenant`` as given, refused (exit 2) when blank (it would organize every tenant) or when the log holds
+    no event of that tenant since its last drop (a typo would organize nothing and say it did)."""
+    from mnemolog.eventstore.aggregate import dropped_at
+
+    if tenant is None:
+        return None
+    if not tenant.strip():
+        raise CommandError("organize: --tenant must name a tenant (omit it to organize every tenant)")
+    if not service.store.read_all(after=dropped_at(service.store, tenant), limit=1, tenant=tenant):
+        raise CommandError(f"organize: tenant {tenant!r} not found (no events in this log)")
+    return tenant
+
+
 def cmd_organize(args: argparse.Namespace) -> int:
     from mnemolog.projections.policies.organizer import Organizer
 
     with _open(args) as service:
+        tenant = _known_tenant(service, args.tenant)
         organizer = Organizer(service)
         if not organizer.enabled:
             print("organizer is disabled (MNEMOLOG_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)
             return 0
-        tenant = args.tenant
         if args.dry_run:
             planned = organizer.dry_run(tenant)
             topics = None if args.no_topics else organizer.cluster(tenant, dry_run=True)
@@ -83,15 +100,21 @@ def cmd_organize(args: argparse.Namespace) -> int:
                 print(f"dry run: {len(planned)} decision(s) and {n_topics} new topic(s) would be written; nothing was")
             return 0
         if args.once:
-            report = organizer.run_once(tenant)
-            topics = None if args.no_topics else organizer.cluster(tenant)
+            lease = service.store.lease("organizer")  # one organizer at a time on a log: a running server's, or this one
+            if not lease.held():
+                raise CommandError("organize: another organizer holds this log's lease (a running server's, or another organize): it organizes already")
+            try:
+                report = organizer.run_once(tenant)
+                topics = None if args.no_topics else organizer.cluster(tenant)
+            finally:
+                lease.release()
             _print_pass(args, report, topics)
             return 0
-        print("mnemolog: organizing (Ctrl-C stops)", file=sys.stderr, flush=True)
+        print(f"mnemolog: organizing {'tenant ' + repr(tenant) if tenant else 'every tenant'} (Ctrl-C stops)", file=sys.stderr, flush=True)
 
         async def forever() -> None:
             try:
-                await organizer.follow()
+                await organizer.follow(tenant)
             finally:
                 await organizer.aclose()
 
@@ -160,8 +183,10 @@ def distinct_facts(n: int, rng: random.Random) -> list[str]:
 def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
     """``n`` memories: unique facts, ~10% duplicates (exact variants or paraphrases) and same-key contradictions.
 
-    Each memory's ``properties["truth"]`` names its fact (duplicates share it);
-    contradictions share a ``key``.
+    Each memory's source ``truth:<fact>`` names its fact (duplicates share it);
+    contradictions share a ``key``. A source, not a property: a merge joins
+    sources, so that a wrong merge of two facts is made and counted, where two
+    values of one property would keep them apart.
     """
     from mnemolog.eventstore.model import MemoryContent
 
@@ -174,22 +199,22 @@ def synthetic(n: int, seed: int = 11) -> tuple[list[Any], Counter]:
         text, truth = facts[i]
         i += 1
         roll = rng.random()
-        out.append(MemoryContent(memory=text, properties={"truth": truth}))
+        out.append(MemoryContent(memory=text, sources=(f"truth:{truth}",)))
         kinds["unique"] += 1
         if roll < 0.05 and len(out) < n:
             variant = rng.choice([text.upper(), text.lower() + ".", text.replace(",", ";") + "!"])
-            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            out.append(MemoryContent(memory=variant, sources=(f"truth:{truth}",)))
             kinds["exact duplicate"] += 1
         elif roll < 0.10 and len(out) < n:
             variant = rng.choice(["Note: ", "FYI ", "Remember: "]) + text
-            out.append(MemoryContent(memory=variant, properties={"truth": truth}))
+            out.append(MemoryContent(memory=variant, sources=(f"truth:{truth}",)))
             kinds["paraphrase duplicate"] += 1
         elif roll < 0.12 and len(out) + 1 < n:
             who = rng.choice(_NAMES)
             key = f"{who}:home:{truth}"
             a, b = rng.sample(_PLACES, 2)
-            out.append(MemoryContent(memory=f"{who.title()} lives in {a.title()}", key=key, properties={"truth": key + ":old"}))
-            out.append(MemoryContent(memory=f"{who.title()} lives in {b.title()}", key=key, properties={"truth": key + ":new"}))
+            out.append(MemoryContent(memory=f"{who.title()} lives in {a.title()}", key=key, sources=(f"truth:{key}:old",)))
+            out.append(MemoryContent(memory=f"{who.title()} lives in {b.title()}", key=key, sources=(f"truth:{key}:new",)))
             kinds["contradiction pair"] += 1
     order = list(range(len(out)))
     rng.shuffle(order)  # duplicates arrive apart, in other batches
@@ -207,9 +232,12 @@ def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
     """Merges whose sources all share one fact (precision) and duplicates merged (recall)."""
     merges = supersedes = right = planted = 0
 
+    def truth_of(sources) -> str | None:
+        return next((s.removeprefix("truth:") for s in sources if s.startswith("truth:")), None)
+
     def truth(memory_id: str) -> str | None:
         versions = service.graph.versions(tenant, memory_id)
-        return versions[0].properties.get("truth") if versions else None
+        return truth_of(versions[0].sources) if versions else None
 
     for r in service.store.read_all(tenant=tenant, types=["MemoriesMerged", "MemorySuperseded"]):
         if r.type == "MemoriesMerged":
@@ -219,7 +247,7 @@ def _dedup_quality(service: MemoryService, tenant: str) -> dict[str, Any]:
             supersedes += 1
             pair = {str(truth(r.event.memory_id)), str(truth(r.event.superseded_by))}
             planted += len({t.rsplit(":", 1)[0] for t in pair}) == 1 and {t.rsplit(":", 1)[-1] for t in pair} == {"old", "new"}
-    left = Counter(m.properties.get("truth") for m in service.graph.activated(tenant))
+    left = Counter(truth_of(m.sources) for m in service.graph.activated(tenant))
     leftover = sum(n - 1 for t, n in left.items() if n > 1 and not str(t).endswith((":old", ":new")))
     return {"merges": merges, "supersedes": supersedes, "planted_supersedes": planted, "merge_precision": right / merges if merges else 1.0, "duplicates_left": leftover}
 

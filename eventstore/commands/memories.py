@@ -19,6 +19,7 @@ from ..model import (
     Status,
     ValidationError,
     merge_contents,
+    merge_losses,
     validate_content,
 )
 from ..store import ANY, NO_STREAM, EventStore, StreamAppend
@@ -241,6 +242,9 @@ class MemoryCommands:
         if len({s.content.subject for s in states}) > 1:
             # A merged memory has one subject: forgetting one of them must not leave its text in another's.
             raise Conflict("memories of different subjects do not merge")
+        if decision is not None and (lost := merge_losses([s.content for s in states])):
+            # An automatic merge keeps every value of its sources; an operator's merge keeps the first source's.
+            raise Conflict(f"an automatic merge never drops a value; these memories differ in {'; '.join(lost)}")
         content = validate_content(merge_contents([s.content for s in states], text))
         merged_id = new_ids(1)[0]
         stamp = now_iso()

@@ -12,7 +12,10 @@
 - :func:`decide` turns judged pairs into decisions. Redundant pairs are
   grouped (never across a pair judged contradictory) and each group is one
   ``merge`` of the newest-first members, with the judge's fused text or, by
-  rule, the most informative text. A contradictory pair is a ``supersede`` of
+  rule, the most informative text. A merge loses nothing: every two members
+  of a group were judged redundant (or share their normalised text and key),
+  and their tags, properties and other fields hold no two different values
+  (nor more than 8 tags together); otherwise they stay apart. A contradictory pair is a ``supersede`` of
   the older memory by the newer (by when each was stated, :class:`StatedTimes`), unless either is merged
   or already superseded in the same batch (the merged memory is judged again
   as a trigger of the next batch).
@@ -36,7 +39,7 @@ import msgspec
 import numpy as np
 
 from mnemolog.eventstore import catalogue as c
-from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.model import MemoryContent, merge_union
 
 from .. import text_caches
 from ..vectors.embedders import get_embedder
@@ -591,6 +594,13 @@ def decide(
             against[(p.tenant, p.a.id)].add((p.tenant, p.b.id))
             against[(p.tenant, p.b.id)].add((p.tenant, p.a.id))
     redundant = sorted(((p, v) for p, v in zip(pairs, verdicts) if v.label == "redundant"), key=lambda pv: (-pv[0].cosine, pv[0].position, pv[0].a.id, pv[0].b.id))
+    items = {(p.tenant, it.id): it for p in pairs for it in (p.a, p.b)}
+    # What one judgement on a memory stands for: the memories of its tenant with the same normalised text and key.
+    kind_of = {x: (x[0], normalize_text(it.content.memory), slot(it.content.key)) for x, it in items.items()}
+    kind = kind_of.__getitem__
+    alike = {frozenset((kind((p.tenant, p.a.id)), kind((p.tenant, p.b.id)))) for p, _ in redundant}  # kinds judged redundant
+    kinds: dict[tuple[str, str], set] = {}  # a group's kinds, by its root
+    unions: dict[tuple[str, str], MemoryContent] = {}  # a group's contents joined (see merge_union), by its root
     used: dict[tuple[str, str], list[tuple[Pair, Verdict]]] = defaultdict(list)
     for p, v in redundant:
         ra, rb = find((p.tenant, p.a.id)), find((p.tenant, p.b.id))
@@ -603,9 +613,19 @@ def decide(
             continue
         if reverted is not None and reverted.separates(ga, gb):
             continue
+        # One text is kept: every two kinds of a group were judged redundant, or a member's other details
+        # ("... and two cats" beside "... and works at Acme", each redundant with "...") would be lost.
+        ka, kb = kinds.get(ra) or {kind(ra)}, kinds.get(rb) or {kind(rb)}
+        if any(x != y and frozenset((x, y)) not in alike for x in ka for y in kb):
+            continue
+        joined, lost = merge_union(unions.get(ra) or items[ra].content, unions.get(rb) or items[rb].content)
+        if lost:  # a merge keeps every value of its sources (tags, properties, background, confidence, ...)
+            continue
         parent[rb] = ra
         members[ra] = ga | gb
         members.pop(rb, None)
+        kinds[ra], unions[ra] = ka | kb, joined
+        kinds.pop(rb, None), unions.pop(rb, None)
         used[ra] += used.pop(rb, []) + [(p, v)]
     planned: list[Planned] = []
     merged: set = set()

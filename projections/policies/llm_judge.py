@@ -11,13 +11,20 @@ is down.
 Guard rails, because a wrong merge costs more than a missed one:
 
 * a ``redundant`` answer is vetoed when the rule judge finds the pair
-  contradictory (a number, date, negation or opposite differs);
+  contradictory (a number, date, negation or opposite differs): the verdict
+  is then the rule judge's (its name and version), its reason saying what the
+  LLM had answered;
 * a ``redundant`` or ``contradictory`` answer is vetoed (independent) when
   the memories hold two slots (different keys) or name two things (different
   identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
   lose a fact;
-* a ``fused_text`` that brings in a number found in neither memory, or that is
-  implausibly long, is replaced by the rule-based :func:`merged_text`.
+* a ``fused_text`` that brings in a number found in neither memory, leaves out
+  one of theirs, or is implausibly long (or longer than a memory may be), is
+  replaced by the rule-based :func:`merged_text`.
+
+An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
+deeply, no JSON object, an unknown label) is a bad answer: retried, then the
+rule judge's verdict, with the reason in ``fallback``.
 
 :meth:`LLMJudge.summarize_topic` names a topic from its memories on the same
 endpoint and raises :class:`LLMUnavailable` on failure, so the caller can fall
@@ -36,6 +43,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+
+from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text
 
@@ -100,12 +109,16 @@ def _extract_json(content: str) -> dict[str, Any]:
         text = fenced.group(1).strip()
     try:
         obj = json.loads(text)
+    except RecursionError:
+        raise _Retry("bad answer: JSON nested too deeply") from None
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end <= start:
             raise _Retry(f"bad answer: no JSON object in {_clip(content)!r}") from None
         try:
             obj = json.loads(text[start: end + 1])
+        except RecursionError:
+            raise _Retry("bad answer: JSON nested too deeply") from None
         except ValueError as exc:
             raise _Retry(f"bad answer: invalid JSON ({exc})") from None
     if not isinstance(obj, dict):
@@ -215,9 +228,13 @@ class LLMJudge:
             async with self._get_session().post(
                 self.endpoint, json=payload, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
             ) as resp:
-                body = await resp.text()
+                raw = await resp.read()
                 if resp.status == 429 or resp.status >= 500:
                     raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
+                try:
+                    body = raw.decode(resp.get_encoding(), errors="replace" if resp.status >= 400 else "strict")
+                except (UnicodeError, LookupError) as exc:  # bytes not in the charset it names, or an unknown charset
+                    raise _Retry(f"bad answer: undecodable body ({exc})") from None
                 if resp.status >= 400:
                     raise _Fatal(f"HTTP {resp.status}: {_clip(body)}")
         except TimeoutError:
@@ -226,7 +243,7 @@ class LLMJudge:
             raise _Retry(f"connection error: {type(exc).__name__}: {exc}") from None
         try:
             content = json.loads(body)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             raise _Retry(f"bad answer: not a chat completion: {_clip(body)!r}") from None
         if not isinstance(content, str):
             raise _Retry("bad answer: message content is not a string")
@@ -280,10 +297,9 @@ class LLMJudge:
             return Verdict(label, reason, self.name, self.version, cos)  # type: ignore[arg-type]
         if self.veto_conflicts:
             rule = self.fallback.judge_sync(a, b, cos)
-            if rule.label == "contradictory":
+            if rule.label == "contradictory":  # the rule judge's label, so its verdict: the decision names who saw the conflict
                 self.stats["vetoes"] += 1
-                return Verdict("contradictory", f"llm said redundant ({reason}); vetoed: {rule.reason}",
-                               self.name, self.version, cos)
+                return msgspec.structs.replace(rule, reason=f"llm said redundant ({reason}); vetoed: {rule.reason}")
         if fused is None or not _plausible_fusion(fused, a.memory, b.memory):
             fused = merged_text(a, b)
         return Verdict("redundant", reason, self.name, self.version, cos, fused_text=fused)
@@ -310,6 +326,7 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _plausible_fusion(fused: str, a: str, b: str) -> bool:
-    """A fused text may not bring in numbers of its own nor balloon in size."""
+    """A fused text keeps every number of both memories and brings in none of its own (a number is a detail a
+    merge must not lose nor invent), does not balloon in size, and is no longer than a memory may be."""
     known = set(_DIGITS_RE.findall(a)) | set(_DIGITS_RE.findall(b))
-    return set(_DIGITS_RE.findall(fused)) <= known and len(fused) <= len(a) + len(b) + 40
+    return set(_DIGITS_RE.findall(fused)) == known and len(fused) <= min(len(a) + len(b) + 40, MAX_TEXT_CHARS)

@@ -13,7 +13,8 @@ two people, and an erased memory has no text left to judge):
 - the same ``key`` (a key is a slot with one value: a prime contradiction).
 
 A judge labels each pair. Redundant pairs are grouped (never across a pair
-judged contradictory) and each group becomes one ``merge``; a contradictory
+judged contradictory, nor where the merge would lose a text or a value, see
+:func:`~mnemolog.projections.policies.dedup.decide`) and each group becomes one ``merge``; a contradictory
 pair becomes a ``supersede`` of the older memory by the newer (by when its text
 was stated: a merge's product as old as its newest source, see
 :class:`~mnemolog.projections.policies.dedup.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
@@ -199,13 +200,22 @@ class Organizer:
         return self._position >= position
 
     def status(self, tenant: str, min_position: int | None = None) -> dict[str, Any]:
+        """What ``tenant`` may read: the position (the log's), and its own share of the last pass and clustering run."""
+        from .topics import TENANT_COUNTS
+
         target = self.service.store.last_position() if min_position is None else min_position
         counts = self.decisions.get(tenant, {"merge": 0, "supersede": 0})
+        run, cluster = self.last_run, self.last_cluster
+        if run is not None:  # a pass covers every tenant: the caller's share of it
+            run = {k: v for k, v in run.items() if k != "by_tenant"} | run["by_tenant"].get(tenant, {"events": 0, "applied": 0})
+        if cluster is not None:
+            mine = cluster["by_tenant"].get(tenant) or {**{k: 0 for k in TENANT_COUNTS}, "skipped": [], "errors": []}
+            cluster = {k: v for k, v in cluster.items() if k not in ("by_tenant", "skipped", "errors", *TENANT_COUNTS)} | mine
         return {
             "position": self._position,
             "enabled": self.enabled,
-            "last_run": self.last_run,
-            "last_cluster": self.last_cluster,
+            "last_run": run,
+            "last_cluster": cluster,
             "decisions": sum(counts.values()),
             "decisions_by_action": dict(counts),
             "caught_up": self._position >= target,
@@ -354,6 +364,8 @@ class Organizer:
         if pacer is not None:
             pacer.restart()
         decided: set[tuple[str, str]] = set()  # a dry run's would-be archived memories
+        events_by_tenant: Counter = Counter()  # a tenant's share of the pass (its status shows no other's)
+        applied_by_tenant: Counter = Counter()
         rounds = 0
         while not self.stopped:
             if position >= head:  # caught up: take in what arrived meanwhile (our own merges too), a few rounds at most
@@ -373,6 +385,7 @@ class Organizer:
                 pairs = await call(read_executor, self._pairs, events, frozenset(decided), pacer)
                 planned = decide(pairs, await self._ajudge_all(pairs), self.reverted, self.stated) if pairs else []
             report["events"] += len(events)
+            events_by_tenant.update(r.tenant for r in events)
             planning += time.perf_counter() - began
             began = time.perf_counter()
             if dry_run:
@@ -393,6 +406,7 @@ class Organizer:
                     report["planned"].append({**p.describe(), "outcome": outcome})
                     if outcome == "applied":
                         applied[p.tenant] += 1
+                        applied_by_tenant[p.tenant] += 1
                 start += len(outcomes)
             if applied:
                 await call(write_executor, self.service.run, self._record, name, end, applied, correlation)
@@ -407,7 +421,8 @@ class Organizer:
             apply_seconds=round(applying, 3),
         )
         if not dry_run and report["events"]:
-            self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")}}
+            self.last_run = {"started_at": started, "finished_at": time.time(), **{k: report[k] for k in ("correlation_id", "from", "to", "events", "applied", "seconds")},
+                             "by_tenant": {t: {"events": n, "applied": applied_by_tenant[t]} for t, n in events_by_tenant.items()}}
         return report
 
     def run_once(self, tenant: str | None = None) -> dict[str, Any]:
@@ -460,8 +475,9 @@ class Organizer:
 
     # -- background -------------------------------------------------------------------------------
 
-    async def follow(self, *, read_executor=None, write_executor=None) -> None:
-        """Run passes as the log grows and clustering runs every ``organizer_cluster_interval_s``."""
+    async def follow(self, tenant: str | None = None, *, read_executor=None, write_executor=None) -> None:
+        """Run passes as the log grows and clustering runs every ``organizer_cluster_interval_s`` (of ``tenant``
+        only, when given: its passes keep their own checkpoint, see :meth:`arun_once`)."""
         if not self.enabled:
             return
         loop = asyncio.get_running_loop()
@@ -502,11 +518,12 @@ class Organizer:
                     standby = False
                     self._position = max(self._position, await loop.run_in_executor(read_executor, self.recorded))
                 head = await loop.run_in_executor(read_executor, self.service.store.last_position)
-                if head > self._position:
-                    await self.arun_once(read_executor=read_executor, write_executor=write_executor, pacer=pacer)
+                done = self._position if tenant is None else max(self._position, await loop.run_in_executor(read_executor, self.checkpoint, f"organizer@{tenant}"))
+                if head > done:
+                    await self.arun_once(tenant, read_executor=read_executor, write_executor=write_executor, pacer=pacer)
                 if loop.time() >= next_cluster:
                     next_cluster = loop.time() + interval
-                    await self.acluster(read_executor=read_executor, write_executor=write_executor)
+                    await self.acluster(tenant, read_executor=read_executor, write_executor=write_executor)
                 failures = 0
             except asyncio.CancelledError:
                 raise

@@ -69,7 +69,8 @@ if TYPE_CHECKING:
 TOPIC = MemoryType.TOPIC.value
 RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason its event records)
 RETIRED_ORPHAN = "no activated member left"
-RETIRED_REPLACED = "replaced by a new clustering"  # ... when a new cluster takes its members
+RETIRED_REPLACED = "replaced by a new clustering"
+TENANT_COUNTS = ("created", "retired", "kept", "held", "follows_linked", "follows_unlinked")  # a run's counts, also kept per tenant  # ... when a new cluster takes its members
 BRANCH = 10  # at most this many clusters per split
 SEED = 7
 _WORD = re.compile(r"[^\W\d_]{3,}")
@@ -480,77 +481,82 @@ class TopicBuilder:
         run = new_id()
         counter = [0]
         report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "held": 0, "follows_linked": 0, "follows_unlinked": 0,
-                                  "stopped": None, "clusters": [], "skipped": [], "errors": []}
+                                  "stopped": None, "clusters": [], "skipped": [], "errors": [], "by_tenant": {}}
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
         for t in tenants:
+            before, marks = {k: report[k] for k in TENANT_COUNTS}, (len(report["skipped"]), len(report["errors"]))
             try:
-                if dry_run:
-                    report["retired"] += len(await call(read_executor, self.orphaned, t))
-                else:
-                    report["retired"] += await call(write_executor, self.retire_orphaned, t, run)
-            except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
-                report["errors"].append(f"{t}/orphaned topics: {exc}")
-            for memory_type in self.types:
-                if self.clock() > deadline:
-                    report["stopped"] = "time budget"
-                    break
-                planned = await call(read_executor, self.plan, t, memory_type, deadline)
-                if "skipped" in planned:
-                    if planned["candidates"]:
-                        report["skipped"].append({"tenant": t, "memory_type": memory_type, "reason": planned["skipped"]})
-                    if planned["skipped"] == "time budget":
-                        report["stopped"] = "time budget"
-                    continue
-                report["kept"] += len(planned["kept"])
-                report["held"] += planned.get("held", 0)
-                new: list[Cluster] = planned["new"]
-                if not dry_run:
-                    await self.summarize(new)
-                stale = planned["stale"]
-                for cluster in new:
-                    report["clusters"].append({"tenant": t, "memory_type": memory_type, "key": cluster.key, "size": len(cluster.all_members),
-                                               "subtopics": len(cluster.subs), "fingerprint": cluster.fingerprint})
+                try:
                     if dry_run:
+                        report["retired"] += len(await call(read_executor, self.orphaned, t))
+                    else:
+                        report["retired"] += await call(write_executor, self.retire_orphaned, t, run)
+                except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
+                    report["errors"].append(f"{t}/orphaned topics: {exc}")
+                for memory_type in self.types:
+                    if self.clock() > deadline:
+                        report["stopped"] = "time budget"
+                        break
+                    planned = await call(read_executor, self.plan, t, memory_type, deadline)
+                    if "skipped" in planned:
+                        if planned["candidates"]:
+                            report["skipped"].append({"tenant": t, "memory_type": memory_type, "reason": planned["skipped"]})
+                        if planned["skipped"] == "time budget":
+                            report["stopped"] = "time budget"
+                        continue
+                    report["kept"] += len(planned["kept"])
+                    report["held"] += planned.get("held", 0)
+                    new: list[Cluster] = planned["new"]
+                    if not dry_run:
+                        await self.summarize(new)
+                    stale = planned["stale"]
+                    for cluster in new:
+                        report["clusters"].append({"tenant": t, "memory_type": memory_type, "key": cluster.key, "size": len(cluster.all_members),
+                                                   "subtopics": len(cluster.subs), "fingerprint": cluster.fingerprint})
+                        if dry_run:
+                            continue
+                        if self.clock() > deadline:
+                            report["stopped"] = "time budget"
+                            break
+                        overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members]
+                        retire = [x for tid in overlap for x in (tid, *stale[tid]["subs"])]
+                        try:
+                            await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
+                        except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
+                            report["errors"].append(f"{t}/{memory_type}: {exc}")
+                            continue
+                        for tid in overlap:
+                            stale.pop(tid)
+                        report["created"] += 1 + len(cluster.subs)
+                        report["retired"] += len(retire)
+                    if stale and not dry_run and report["stopped"] is None:
+                        retire = [x for tid, info in stale.items() for x in (tid, *info["subs"])]
+                        try:
+                            await call(write_executor, self.retire, t, retire, run)
+                            report["retired"] += len(retire)
+                        except (Conflict, NotFound, ValidationError) as exc:
+                            report["errors"].append(f"{t}/{memory_type}: {exc}")
+                if report["stopped"]:
+                    break
+                for conv, unlink, link in await call(read_executor, self.follows_plan, t):
+                    if dry_run:
+                        report["follows_linked"] += len(link)
+                        report["follows_unlinked"] += len(unlink)
                         continue
                     if self.clock() > deadline:
                         report["stopped"] = "time budget"
                         break
-                    overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members]
-                    retire = [x for tid in overlap for x in (tid, *stale[tid]["subs"])]
                     try:
-                        await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
-                    except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
-                        report["errors"].append(f"{t}/{memory_type}: {exc}")
-                        continue
-                    for tid in overlap:
-                        stale.pop(tid)
-                    report["created"] += 1 + len(cluster.subs)
-                    report["retired"] += len(retire)
-                if stale and not dry_run and report["stopped"] is None:
-                    retire = [x for tid, info in stale.items() for x in (tid, *info["subs"])]
-                    try:
-                        await call(write_executor, self.retire, t, retire, run)
-                        report["retired"] += len(retire)
+                        await call(write_executor, self.write_follows, t, unlink, link, run)
                     except (Conflict, NotFound, ValidationError) as exc:
-                        report["errors"].append(f"{t}/{memory_type}: {exc}")
-            if report["stopped"]:
-                break
-            for conv, unlink, link in await call(read_executor, self.follows_plan, t):
-                if dry_run:
+                        report["errors"].append(f"{t}/follows:{conv}: {exc}")
+                        continue
                     report["follows_linked"] += len(link)
                     report["follows_unlinked"] += len(unlink)
-                    continue
-                if self.clock() > deadline:
-                    report["stopped"] = "time budget"
-                    break
-                try:
-                    await call(write_executor, self.write_follows, t, unlink, link, run)
-                except (Conflict, NotFound, ValidationError) as exc:
-                    report["errors"].append(f"{t}/follows:{conv}: {exc}")
-                    continue
-                report["follows_linked"] += len(link)
-                report["follows_unlinked"] += len(unlink)
+            finally:  # what the run did in this tenant, for its own status (never another tenant's names or errors)
+                report["by_tenant"][t] = {**{k: report[k] - before[k] for k in TENANT_COUNTS},
+                                          "skipped": report["skipped"][marks[0]:], "errors": report["errors"][marks[1]:]}
         report["seconds"] = round(time.monotonic() - t0, 3)
         return report
 

@@ -147,3 +147,38 @@ def test_writer_processes_racing_on_one_log_keep_it_whole(log_url, tmp_path):
     for stream_id in {r.stream_id for r in recorded}:
         versions = [r.stream_version for r in recorded if r.stream_id == stream_id]
         assert versions == list(range(1, len(versions) + 1))
+
+
+def test_a_lease_on_a_sqlite_log_is_held_by_one_holder_at_a_time(tmp_path):
+    """A server and ``mnemolog organize`` may share a SQLite log: its lease was always held, by both."""
+    first_store, second_store = EventStore.open(tmp_path / "log"), EventStore.open(tmp_path / "log")
+    try:
+        first, second = first_store.lease("organizer"), second_store.lease("organizer")
+        assert first.held() and first.held()
+        assert not second.held() and not first_store.lease("organizer").held()  # another holder, even in this process
+        assert second_store.lease("another").held()  # leases are per name
+        first.release()
+        assert second.held() and not first.held()
+        second.release()
+    finally:
+        first_store.close()
+        second_store.close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom mnemolog.eventstore import EventStore\n"
+         "lease = EventStore.open(sys.argv[1]).lease('organizer')\nprint(lease.held(), flush=True)\ntime.sleep(600)", str(tmp_path / "log")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    store = EventStore.open(tmp_path / "log")
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        mine = store.lease("organizer")
+        assert not mine.held()
+        holder.kill()  # SIGKILL: the system frees the lock with the process
+        holder.wait()
+        assert mine.held()
+        mine.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        store.close()

@@ -108,3 +108,47 @@ def test_decisions_never_join_what_was_judged_contradictory_or_reverted(judged, 
             older, newer = p.memory_ids
             assert frozenset((older, newer)) in contradictory and not {older, newer} & set(merged)
             assert items[int(older[1:])].updated_at <= items[int(newer[1:])].updated_at  # the newer supersedes
+
+
+_text = st.sampled_from(["Alice lives in Berlin", "alice lives in berlin.", "Alice lives in Berlin with two cats", "Alice lives in Berlin and works at Acme"])
+_extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "tags": st.lists(st.sampled_from([f"t{n}" for n in range(12)]), max_size=6, unique=True).map(tuple),
+        "properties": st.dictionaries(st.sampled_from(["page", "chat"]), st.integers(1, 2), max_size=2),
+        "confidence": st.sampled_from([0.5, 0.9]),
+        "background": st.sampled_from(["chat 1", "chat 2"]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    memories=st.lists(st.tuples(_text, _extras), min_size=2, max_size=7),
+    judged=st.dictionaries(st.tuples(st.integers(0, 6), st.integers(0, 6)).filter(lambda p: p[0] < p[1]), _label, max_size=21),
+)
+def test_a_merge_keeps_every_text_and_value_of_its_members(memories, judged):
+    """Every two members of a merge were judged redundant (the memories that share their normalised texts, at
+    least), and no tag,
+    property or other value of one is left out: an automatic merge loses nothing."""
+    from mnemolog.eventstore.model import merge_losses
+    from mnemolog.projections.policies.judge import normalize_text
+
+    items = [Item(f"m{n}", 1, n + 1, f"2026-01-0{n + 1}T00:00:00", MemoryContent(memory=text, **extra)) for n, (text, extra) in enumerate(memories)]
+    judged = {(a, b): label for (a, b), label in judged.items() if b < len(items)}
+    pairs = [dedup.Pair("t", "LongTermMemory", items[a], items[b], 0.9, n + 1, f"e{n}") for n, (a, b) in enumerate(judged)]
+    verdicts = [Verdict(label, "why", "rule", "2", 0.9) for label in judged.values()]
+    def kind(n: int) -> str:  # what a judgement on a memory stands for: the memories with its normalised text
+        return normalize_text(items[n].content.memory)
+
+    alike = {frozenset((kind(a), kind(b))) for (a, b), label in judged.items() if label == "redundant"}
+    by_id = {it.id: it for it in items}
+    for p in dedup.decide(pairs, verdicts):
+        if p.action != "merge":
+            continue
+        members = [by_id[m] for m in p.memory_ids]
+        assert merge_losses([m.content for m in members]) == []
+        for x in p.memory_ids:
+            for y in p.memory_ids:
+                assert kind(int(x[1:])) == kind(int(y[1:])) or frozenset((kind(int(x[1:])), kind(int(y[1:])))) in alike
+        assert normalize_text(p.text) in {normalize_text(m.content.memory) for m in members}

@@ -231,6 +231,8 @@ async def test_redundant_answer_is_vetoed_on_a_number_conflict(fake: FakeLLM, ma
     assert v.label == "contradictory"
     assert "vetoed" in v.reason and "numbers differ: 3 vs 4" in v.reason
     assert judge.stats["vetoes"] == 1
+    # The label is the rule judge's, so is the verdict: a supersede on it names the judge that saw the conflict.
+    assert (v.judge, v.judge_version) == ("rule", RuleJudge().version) and v.reason.startswith("llm said redundant (both about Alice's cats); vetoed")
 
 
 async def test_implausible_fused_text_is_replaced(fake: FakeLLM, make_judge) -> None:
@@ -312,3 +314,57 @@ async def test_an_answer_about_two_slots_or_two_things_is_vetoed(fake: FakeLLM, 
         return
     same_slot = await judge.judge(JudgedMemory(id="a", memory="Home city: Berlin", key="home city"), JudgedMemory(id="b", memory="Home city: Paris", key="home city"), 0.9)
     assert same_slot.label == "contradictory"  # one slot, two values: the answer stands
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: web.Response(body=b'{"choices": [\xff\xfe]}', content_type="application/json", charset="utf-8"), id="not-utf8"),
+        pytest.param(lambda: web.Response(body=b"{}", content_type="application/json", charset="no-such-charset"), id="unknown-charset"),
+        pytest.param(lambda: web.Response(text="[" * 100_000, content_type="application/json"), id="deep-body"),
+        pytest.param(lambda: completion("[" * 100_000), id="deep-answer"),
+        pytest.param(lambda: completion('{"label": ' + "[" * 100_000 + "}"), id="deep-object"),
+    ],
+)
+async def test_an_undecodable_answer_falls_back_with_its_reason(fake: FakeLLM, make_judge, make) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return make()
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1)
+    v = await judge.judge(A, B, 0.9)  # never raises: the rule judge's verdict, saying why
+    assert v.judge == "rule" and v.fallback is not None
+    assert v.fallback.startswith("llm failed: bad answer") and "(after 2 attempts)" in v.fallback
+    assert len(fake.requests) == 2 and judge.stats["fallbacks"] == 1
+
+
+@pytest.mark.parametrize(
+    "a, b, fused",
+    [
+        # a detail of one memory left out: the time, the flight number
+        ("Alice's flight to Paris leaves at 9:30", "Alice flies to Paris at 9:30 on flight 402", "Alice flies to Paris on flight 402"),
+        ("Alice's flight to Paris leaves at 9:30", "Alice flies to Paris at 9:30 on flight 402", "Alice flies to Paris at 9:30"),
+    ],
+)
+async def test_a_fused_text_that_drops_a_number_is_replaced(fake: FakeLLM, make_judge, a, b, fused) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same flight", fused)
+
+    fake.behaviour = behaviour
+    v = await make_judge(veto_conflicts=False).judge(JudgedMemory(id="a", memory=a), JudgedMemory(id="b", memory=b), 0.95)
+    assert v.label == "redundant" and v.fused_text == b  # the rule-based merge keeps the more informative text
+
+
+async def test_a_fused_text_longer_than_a_memory_can_be_is_replaced(fake: FakeLLM, make_judge) -> None:
+    from mnemolog.eventstore.model import MAX_TEXT_CHARS
+
+    a = JudgedMemory(id="a", memory="note " * 11_000 + "The user prefers dark mode")
+    b = JudgedMemory(id="b", memory="note " * 11_000 + "The user prefers dark mode.")
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same", "y " * (MAX_TEXT_CHARS // 2 + 5))
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(a, b, 0.99)
+    assert v.label == "redundant" and len(v.fused_text) <= MAX_TEXT_CHARS
+    assert v.fused_text.rstrip(".") == a.memory

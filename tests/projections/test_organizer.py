@@ -13,7 +13,7 @@ import mnemolog.api.settings  # noqa: F401 - declares the server settings used b
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.judge import RuleJudge, normalize_text
 from mnemolog.projections.policies.llm_judge import LLMJudge
@@ -372,6 +372,32 @@ async def test_status_over_http_waits_for_a_position(tmp_path, aiohttp_client):
     assert resp.status == 422 and (await resp.json())["error"]["field"] == "min_position"
 
 
+async def test_status_shows_a_tenant_its_own_share_of_the_last_pass_and_run_only(tmp_path, aiohttp_client):
+    """``last_run`` counted every tenant's events and decisions, and ``last_cluster`` listed other tenants by
+    name with their skipped types and errors: any tenant's read key saw them."""
+    from mnemolog.api import keys
+    from mnemolog.api.app import create_app
+    from mnemolog.api.routes_organizer import organizer_task
+
+    app = create_app(make_settings(data_dir=str(tmp_path)), background=[organizer_task])
+    client = await aiohttp_client(app)
+    other = {"X-Mnemolog-Tenant": "globex-private"}
+    resp = await client.post("/v1/memories", json={"memories": [{"memory": "Lives in São Paulo"}, {"memory": "lives in São Paulo."}]}, headers=other)
+    assert resp.status == 201, await resp.text()
+    resp = await client.post("/v1/memories", json={"memories": [{"memory": "Bob plays chess on Sundays"}]}, headers={"X-Mnemolog-Tenant": "acme"})
+    head = max((await resp.json())["positions"])
+    organizer = app[keys.organizer_key]
+    assert await organizer.wait_for(head, 10)
+    await organizer.acluster()
+    mine = await (await client.get("/v1/organizer/status", headers={"X-Mnemolog-Tenant": "acme"})).json()
+    assert "globex" not in json.dumps(mine)
+    assert (mine["last_run"]["events"], mine["last_run"]["applied"], mine["decisions"]) == (1, 0, 0)
+    assert [s["tenant"] for s in mine["last_cluster"]["skipped"]] == ["acme"] and mine["last_cluster"]["errors"] == []
+    theirs = await (await client.get("/v1/organizer/status", headers=other)).json()
+    assert theirs["decisions"] == 1 and theirs["last_run"]["applied"] in (0, 1)  # 0: its events were in an earlier pass
+    assert {s["tenant"] for s in theirs["last_cluster"]["skipped"]} == {"globex-private"} and "acme" not in json.dumps(theirs)
+
+
 # -- the LLM judge against a fake OpenAI-compatible server ----------------------------------------
 
 
@@ -425,6 +451,23 @@ async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, set
         assert report["applied"] == 1
         fallback = c.decision_of(events(svc, "MemoriesMerged")[-1].event)
         assert fallback.judge == "rule" and fallback.fallback.startswith("llm failed: HTTP 503")
+    finally:
+        await organizer.aclose()
+
+
+async def test_a_supersede_where_the_rules_vetoed_an_llms_redundant_names_the_rule_judge(svc, settings, fake_llm):
+    """The LLM said redundant, the rules saw two values: the supersede event said judge "llm", which had said otherwise."""
+    judge = LLMJudge(fake_llm.url, "test-model", "sk-test", timeout_s=5, retries=1, backoff_s=0.01, fallback=RuleJudge())
+    organizer = Organizer(svc, settings, judge=judge)
+    try:
+        older, newer = await asyncio.get_running_loop().run_in_executor(None, add, svc, "The Lisbon office has 3 desks", "The Lisbon office has 4 desks")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1
+        [superseded] = events(svc, "MemorySuperseded")
+        assert (superseded.event.memory_id, superseded.event.superseded_by) == (older, newer)
+        decision = c.decision_of(superseded.event)
+        assert (decision.judge, decision.judge_version, decision.fallback) == ("rule", RuleJudge().version, None)
+        assert decision.reason.startswith("llm said redundant (same move, one more detailed); vetoed") and "numbers differ: 3 vs 4" in decision.reason
     finally:
         await organizer.aclose()
 
@@ -577,3 +620,51 @@ async def test_a_server_started_on_deleted_projections_appends_nothing(tmp_path,
     assert await (await client.get("/v1/digest")).json() == digest  # the rebuild and the organizer appended nothing
     resp = await client.post("/v1/recall", json={"query": "São Paulo"})
     assert len((await resp.json())["hits"]) == 2  # the reverted merge stays undone
+
+
+# -- a merge loses nothing ---------------------------------------------------------------------------
+
+
+def test_a_merge_never_joins_two_memories_through_a_third_when_their_details_differ(svc):
+    """"... and two cats" and "... and works at Acme" each repeat "...", but a merge of the three keeps one text."""
+    settings = make_settings(organizer_min_cosine=0.5)
+    base, cats, acme = add(svc, "Alice lives in Berlin with her husband", "Alice lives in Berlin with her husband and two cats", "Alice lives in Berlin with her husband and works at Acme")
+    report = Organizer(svc, settings).run_once()
+    assert report["applied"] == 1
+    [merged] = events(svc, "MemoriesMerged")
+    assert len(merged.event.source_ids) == 2 and base in merged.event.source_ids
+    texts = set(activated(svc).values())
+    assert any("two cats" in t for t in texts) and any("Acme" in t for t in texts)  # neither detail lost
+
+
+def test_a_merge_keeps_every_tag_property_and_value_of_its_sources(svc, settings):
+    a, b = add(
+        svc,
+        MemoryContent(memory="Alice lives in Berlin.", tags=("home", "alice"), properties={"page": 3}, background="chat 1"),
+        MemoryContent(memory="alice lives in berlin", tags=("city",), properties={"chat": 9}, confidence=0.8),
+    )
+    differ = add(
+        svc,
+        MemoryContent(memory="Bob plays chess on Sundays.", properties={"page": 3}, confidence=0.9),
+        MemoryContent(memory="bob plays chess on sundays", properties={"page": 7}, confidence=0.2),
+        MemoryContent(memory="Carol drinks green tea daily.", tags=tuple(f"a{n}" for n in range(5))),
+        MemoryContent(memory="carol drinks green tea daily", tags=tuple(f"b{n}" for n in range(5))),
+    )
+    report = Organizer(svc, settings).run_once()
+    assert report["applied"] == 1
+    [merged] = events(svc, "MemoriesMerged")
+    assert set(merged.event.source_ids) == {a, b}
+    new = view(svc, merged.event.memory_id)
+    assert set(new.tags) == {"home", "alice", "city"} and new.properties == {"page": 3, "chat": 9}
+    assert new.background == "chat 1" and new.confidence == 0.8
+    assert all(view(svc, m).status == "activated" for m in differ)  # two pages, two confidences, ten tags: kept apart
+
+
+def test_an_automatic_merge_that_would_drop_a_value_is_refused_an_operators_is_not(svc):
+    a, b = add(svc, MemoryContent(memory="Bob plays chess.", properties={"page": 3}), MemoryContent(memory="bob plays chess", properties={"page": 7}))
+    decision = c.Decision(judge="rule", judge_version="3", similarity=1.0, reason="normalised texts equal")
+    with pytest.raises(Conflict, match=r"never drops a value; these memories differ in properties\.page \(3 vs 7\)"):
+        svc.run(svc.memories.merge, CommandContext(tenant=TENANT, actor="organizer"), [a, b], decision=decision)
+    assert view(svc, a).status == "activated" and not events(svc, "MemoriesMerged")
+    result = svc.run(svc.memories.merge, CommandContext(tenant=TENANT), [a, b])
+    assert view(svc, result.data["merged_id"]).properties == {"page": 3}  # the operator's merge: the first source's value

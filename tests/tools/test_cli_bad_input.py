@@ -160,3 +160,14 @@ def test_an_export_to_a_bad_place_writes_neither_file(tmp_path, capsys, monkeypa
     assert out_file.is_file() and keys_file.is_file()
     assert main(["--data-dir", str(tmp_path / "other"), "import", str(tmp_path)]) == 2
     assert "is a directory, not an export" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("argv", [("--once",), ("--once", "--dry-run"), ()])
+def test_organize_refuses_a_blank_or_unknown_tenant(data, argv):
+    """A blank ``--tenant`` ("$TENANT" unset) clustered every tenant; a mistyped one organized nothing and said
+    "0 decision(s) applied". Either is one line, exit 2, nothing written (the follow mode included)."""
+    before = head(data)
+    assert_refused(run(data, "organize", *argv, "--tenant", ""), "--tenant must name a tenant")
+    assert_refused(run(data, "organize", *argv, "--tenant", "  "), "--tenant must name a tenant")
+    assert_refused(run(data, "organize", *argv, "--tenant", "defualt"), "tenant 'defualt' not found")
+    assert head(data) == before

@@ -1,0 +1,80 @@
+"""``mnemolog organize`` as an operator runs it: a real subprocess following the log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MNEMOLOG = Path(sys.executable).with_name("mnemolog")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    return env | {"MNEMOLOG_ORGANIZER_POLL_S": "0.05", "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "0"}
+
+
+def _count(data: Path, type_: str, tenant: str) -> int:
+    conn = sqlite3.connect(f"file:{data / 'events.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM events WHERE type = ? AND tenant = ?", (type_, tenant)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, capsys):
+    """``organize --tenant a`` (no ``--once``) merged every tenant's duplicates: the follower ignored ``--tenant``."""
+    from mnemolog.tools.cli import main
+
+    data = tmp_path / "data"
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    for tenant in ("a", "b"):
+        for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
+            assert main(["--data-dir", str(data), "--tenant", tenant, "add", text]) == 0
+    child = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize", "--tenant", "a"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        deadline = time.monotonic() + 60
+        while _count(data, "OrganizerPassRecorded", "a") == 0:
+            assert child.poll() is None and time.monotonic() < deadline, child.communicate(timeout=5)
+            time.sleep(0.05)
+        time.sleep(0.5)  # a few more polls of the follower
+        assert _count(data, "MemoriesMerged", "a") == 1
+        assert _count(data, "MemoriesMerged", "b") == 0 and _count(data, "OrganizerPassRecorded", "b") == 0
+    finally:
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    assert "organizing tenant 'a'" in err.decode()
+
+
+def test_organize_once_is_refused_while_another_organizer_holds_the_lease(tmp_path, monkeypatch):
+    """On SQLite the lease was always held: ``organize --once`` beside a server's (or another ``organize``'s)
+    organizer was a second organizer on one log. Now it is refused in one line; a follower stands by, and the
+    lease frees itself when its holder is killed."""
+    from mnemolog.tools.cli import main
+
+    data = tmp_path / "data"
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
+        assert main(["--data-dir", str(data), "add", text]) == 0
+    holder = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        deadline = time.monotonic() + 60
+        while _count(data, "OrganizerPassRecorded", "default") == 0:  # it holds the lease and organized
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        head = _count(data, "MemoriesMerged", "default")
+        once = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "organize", "--once"], capture_output=True, env=_env(), timeout=60)
+        err = once.stderr.decode()
+        assert once.returncode == 2 and err.count("\n") == 1 and "another organizer holds this log's lease" in err, err
+        assert _count(data, "MemoriesMerged", "default") == head
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    again = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "organize", "--once", "--no-topics"], capture_output=True, env=_env(), timeout=60)
+    assert again.returncode == 0, again.stderr  # the killed holder's lease went with it
