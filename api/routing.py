@@ -250,12 +250,23 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     )
 
 
-async def decode(request: web.Request, kind: type) -> Any:
-    if request.content_type not in ("application/json", "", "application/octet-stream"):
+#: The content types a JSON body may come with (none, or bytes untyped, is taken as JSON too).
+JSON_CONTENT_TYPES = ("application/json", "", "application/octet-stream")
+
+
+async def json_body(request: web.Request) -> bytes:
+    """The request's body as JSON bytes (``{}`` when empty); a 415 naming ``Content-Type`` when it is sent as something else."""
+    if request.content_type not in JSON_CONTENT_TYPES:
         raise ApiError(415, "unsupported_media_type", "send JSON (Content-Type: application/json)", "Content-Type")
-    body = await request.read()
-    if not body:
-        body = b"{}"
+    return await request.read() or b"{}"
+
+
+async def decode(request: web.Request, kind: type) -> Any:
+    return parse_json(await json_body(request), kind)
+
+
+def parse_json(body: bytes, kind: Any = Any) -> Any:
+    """``body`` decoded as ``kind``: a 400 naming ``body`` when it is not JSON or nested too deeply, a 422 naming the field it breaks."""
     try:
         try:
             return msgspec.json.decode(body, type=kind)
