@@ -418,3 +418,25 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
                 proc.kill()
                 await proc.wait()
         errors.close()
+
+
+async def test_no_answer_may_be_kept_by_a_cache(tenants):
+    """Tenant data read with a key leaves as ``Cache-Control: no-store``: read, refused, streamed, by either key header.
+
+    A shared cache may store an answer to a request whose key came as
+    ``X-API-Key`` (only ``Authorization`` keeps it from doing so) and serve it
+    to the next caller, key or none; a private one would keep it past a forget.
+    """
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-b", "read")
+    reads = [sample_path(r.path).replace("some-id", b_id) for r in ROUTES if r.method == "GET" and r.scope is not None and r.path != "/v1/events/stream"]
+    for headers in ({"X-API-Key": secret}, {"Authorization": f"Bearer {secret}"}, {}):
+        for path in reads:
+            response = await api.raw.get(path, headers=headers)
+            assert response.headers.get("Cache-Control") == "no-store", (path, headers, response.status, dict(response.headers))
+    answered = await api.raw.post("/v1/recall", json={"query": "zebra"}, headers={"X-API-Key": secret})
+    assert answered.status == 200 and answered.headers.get("Cache-Control") == "no-store"
+    async with api.raw.get("/v1/events/stream", headers={"X-API-Key": secret}) as response:
+        assert response.status == 200 and response.headers.get("Cache-Control") == "no-store"
+    page = await api.raw.get("/explorer")  # the page's own files carry no data: they may be kept, and revalidated
+    assert page.headers.get("Cache-Control") == "no-cache"
