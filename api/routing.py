@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 
@@ -25,7 +24,7 @@ from . import keys
 from .auth import ApiKey, authorize
 from .errors import ApiError
 from .schemas import WriteResponse
-from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
+from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -277,17 +276,6 @@ def parse_json(body: bytes, kind: Any = Any) -> Any:
             return msgspec.convert(integral_numbers(msgspec.json.decode(body)), kind)
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
-
-
-def integral_numbers(value: Any) -> Any:
-    """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [integral_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: integral_numbers(v) for k, v in value.items()}
-    return value
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
