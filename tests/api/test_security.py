@@ -440,3 +440,20 @@ async def test_no_answer_may_be_kept_by_a_cache(tenants):
         assert response.status == 200 and response.headers.get("Cache-Control") == "no-store"
     page = await api.raw.get("/explorer")  # the page's own files carry no data: they may be kept, and revalidated
     assert page.headers.get("Cache-Control") == "no-cache"
+
+
+async def test_a_tenant_whose_name_holds_a_slash_never_replays_another_tenants_idempotent_write(secured):
+    """Tenant ``acme`` with key ``add/x`` and tenant ``acme/add`` with key ``x`` once shared one stored key:
+    the second tenant's write was answered with the first's memory and correlation, and nothing was written."""
+    secret = secured.key("*", "read", "write")
+    acme = secured.client(api_key=secret, tenant="acme")
+    other = secured.client(api_key=secret, tenant="acme/add")
+    first = await acme.add_memories({"memory": "acme's private note"}, idempotency_key="add/x")
+    second = await other.add_memories({"memory": "acme's private note"}, idempotency_key="x")
+    assert not second.replayed and second.memory_ids != first.memory_ids and second.correlation_id != first.correlation_id
+    assert (await other.get_memory(second.memory_ids[0]))["tenant"] == "acme/add"
+    await expect(404, other.get_memory(first.memory_ids[0]))
+    # Another body under that key is its own tenant's business: no conflict with acme's request.
+    third = await other.add_memories({"memory": "something else"}, idempotency_key="add/y")
+    assert not third.replayed
+    assert (await acme.add_memories({"memory": "acme's private note"}, idempotency_key="add/x")).replayed
