@@ -136,8 +136,11 @@ async def set_relation(request: web.Request) -> web.Response:
 )
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
-    if "target_id" in request.query:
-        body = RelationKey(target_id=request.query["target_id"], relation_type=request.query.get("relation_type", ""), reason=request.query.get("reason", ""))
+    given = {name: request.query[name] for name in ("target_id", "relation_type", "reason") if name in request.query}
+    if given:  # the triple in the query string, all of it: one half there and one in the body would each be kept silently
+        if (await request.read()).strip():
+            raise ApiError(422, "invalid", "give the relation either in the query string or in the body, not both", "body")
+        body = msgspec.convert(given, RelationKey)
     else:
         body = await decode(request, RelationKey)
     ctx = command_context(request, tenant, key)
