@@ -431,8 +431,8 @@ class MnemologClient:
         body = LinkRequest(source=source, target=target, edge_type=edge_type, weight=weight, edge_id=edge_id, properties=properties or {})
         return await self._write("POST", "/v1/edges", body, options, WriteResponse)
 
-    async def unlink(self, edge_id: str, **options: Unpack[WriteOptions]) -> WriteResponse:
-        return await self._write("DELETE", f"/v1/edges/{_segment(edge_id)}", None, options, WriteResponse)
+    async def unlink(self, edge_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/edges/{_segment(edge_id)}", ReasonRequest(reason), options, WriteResponse)
 
     async def undo_namespace(self, prefix: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         return await self._write("POST", "/v1/edges/undo-namespace", UndoNamespaceRequest(prefix, reason), options, WriteResponse)
