@@ -200,7 +200,8 @@ class WriteOptions(TypedDict, total=False):
     ``idempotency_key``: replaying it answers the first result (default: a new
     UUID per call, kept across its retries); ``expected_version``: the
     memory's version the write expects (``If-Match``), else a
-    :class:`VersionConflictError`; ``correlation_id``: this call's correlation
+    :class:`VersionConflictError` (a memory command's only: another write,
+    checking no version, refuses it); ``correlation_id``: this call's correlation
     (default: the enclosing :meth:`MnemologClient.correlation`, else the
     server's own).
     """

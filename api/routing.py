@@ -100,6 +100,13 @@ def param(name: str, description: str, kind: Any = None, *, required: bool = Fal
 
 #: ``If-Match`` as taken: the expected version, optionally quoted and weak (``3``, ``"3"``, ``W/"3"``).
 IF_MATCH_RE = re.compile(r'^(?:W/)?"?([0-9]{1,18})"?$')
+
+
+def takes_if_match(method: str, path: str) -> bool:
+    """Whether the route ``method path`` (as declared) checks ``If-Match``: the memory commands, each on one memory's version."""
+    return method in ("PATCH", "POST") and path.startswith("/v1/memories/{id}")
+
+
 #: ``Idempotency-Key``'s length bounds.
 IDEMPOTENCY_KEY_LENGTH = (1, 200)
 
@@ -293,6 +300,11 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
+    if "If-Match" in request.headers:
+        resource = request.match_info.route.resource
+        path = resource.canonical if resource is not None else request.path
+        if not takes_if_match(request.method, path):  # a precondition never checked would let the write through regardless
+            raise ApiError(400, "bad_request", f"{request.method} {path} checks no version: send it without If-Match", "If-Match")
     idem = header_text(request, "Idempotency-Key")
     low, high = IDEMPOTENCY_KEY_LENGTH
     if idem is not None and not (low <= len(idem) <= high):
