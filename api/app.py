@@ -112,6 +112,8 @@ def create_app(
     app.on_response_prepare.append(no_store)
     for r in ROUTES:
         app.router.add_route(r.method, router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":" + r.method)
+        if r.method == "GET" and r.media_type != "text/event-stream":  # RFC 9110: HEAD wherever GET, its headers without the body (an endless tail has none to give)
+            app.router.add_route("HEAD", router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":HEAD")
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()

@@ -165,7 +165,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
         if request.query:
             matched = request.match_info.route
             resource = getattr(matched, "resource", None)
-            allowed = declared.get((matched.method, resource.canonical)) if resource is not None else None
+            method = "GET" if matched.method == "HEAD" else matched.method  # a HEAD is its GET without the body
+            allowed = declared.get((method, resource.canonical)) if resource is not None else None
             if allowed is not None:
                 for name in request.query:
                     if name == "as_of" and name not in allowed:
@@ -173,7 +174,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
-                    if name not in repeatable[(matched.method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                    if name not in repeatable[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
                         raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 

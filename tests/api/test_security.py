@@ -457,3 +457,24 @@ async def test_a_tenant_whose_name_holds_a_slash_never_replays_another_tenants_i
     third = await other.add_memories({"memory": "something else"}, idempotency_key="add/y")
     assert not third.replayed
     assert (await acme.add_memories({"memory": "acme's private note"}, idempotency_key="add/x")).replayed
+
+
+async def test_head_answers_as_its_get_without_the_body_keys_and_tenancy_included(tenants):
+    """RFC 9110: a server answers HEAD wherever it answers GET (a monitor probing /health, a cache revalidating); it was a 405."""
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-b", "read")
+    mine = {"Authorization": f"Bearer {secret}"}
+    for path, headers in (("/health", {}), ("/openapi.json", {}), (f"/v1/memories/{b_id}", mine), ("/v1/events?limit=2", mine), ("/explorer", {})):
+        got = await api.raw.get(path, headers=headers)
+        body = await got.read()
+        head = await api.raw.head(path, headers=headers)
+        assert head.status == got.status == 200, (path, head.status, got.status)
+        assert await head.read() == b""
+        assert head.headers["Content-Type"] == got.headers["Content-Type"] and int(head.headers["Content-Length"]) == len(body), path
+        assert head.headers.get("Cache-Control") == got.headers.get("Cache-Control"), path
+    assert (await api.raw.head(f"/v1/memories/{b_id}")).status == 401  # no key
+    other = api.key("tenant-a", "read")
+    assert (await api.raw.head(f"/v1/memories/{b_id}", headers={"Authorization": f"Bearer {other}"})).status == 404  # another tenant's
+    assert (await api.raw.head("/v1/events?limt=2", headers=mine)).status == 422  # its query checked as the GET's
+    assert (await api.raw.head("/v1/events/stream", headers=mine)).status == 405  # an endless tail has no headers-only answer
+    assert (await api.raw.post("/v1/memories/" + b_id, headers=mine)).headers["Allow"] == "GET,HEAD,PATCH"
