@@ -126,6 +126,17 @@ class KeyStore:
         self._conn.close()
 
 
+#: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
+MAX_TENANT_CHARS = 200
+
+
+def check_tenant(tenant: str, field: str) -> str:
+    """``tenant`` as a caller names it (a header, an option); a 400 naming ``field`` when it is longer than any tenant may be."""
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise ApiError(400, "bad_request", f"{field} must be at most {MAX_TENANT_CHARS} characters", field)
+    return tenant
+
+
 def authorize(
     keystore: KeyStore, secret: str, scope: str, *, tenant: str | None, secret_field: str, secret_hint: str, tenant_field: str
 ) -> tuple[ApiKey, str]:

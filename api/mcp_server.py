@@ -49,7 +49,7 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
 from . import operations
-from .auth import ApiKey, KeyStore, authorize
+from .auth import ApiKey, KeyStore, authorize, check_tenant
 from .errors import ApiError, as_api_error
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
@@ -222,7 +222,7 @@ class McpFront:
         headers = _headers(ctx)
         bearer = headers.get("authorization", "")
         secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
-        tenant = headers.get("x-mnemolog-tenant") or self.tenant
+        tenant = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant") or self.tenant
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
         if correlation is not None and len(correlation) > 200:

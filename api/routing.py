@@ -21,7 +21,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
-from .auth import ApiKey, authorize
+from .auth import ApiKey, authorize, check_tenant
 from .errors import ApiError
 from .schemas import WriteResponse
 from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
@@ -227,16 +227,9 @@ def header_text(request: web.Request, name: str) -> str | None:
     return value
 
 
-#: The longest tenant name a request may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
-MAX_TENANT_CHARS = 200
-
-
 def tenant_header(request: web.Request) -> str:
     """The tenant ``X-Mnemolog-Tenant`` names (empty when none); a 400 naming it when it is too long or not UTF-8."""
-    tenant = header_text(request, "X-Mnemolog-Tenant") or ""
-    if len(tenant) > MAX_TENANT_CHARS:
-        raise ApiError(400, "bad_request", f"X-Mnemolog-Tenant must be at most {MAX_TENANT_CHARS} characters", "X-Mnemolog-Tenant")
-    return tenant
+    return check_tenant(header_text(request, "X-Mnemolog-Tenant") or "", "X-Mnemolog-Tenant")
 
 
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:

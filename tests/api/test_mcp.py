@@ -467,6 +467,25 @@ async def test_arguments_no_strict_json_parser_takes_are_refused_naming_the_fiel
 
 
 @needs_mcp
+async def test_a_tenant_name_longer_than_any_tenant_is_refused_naming_where_it_came_from(start, http_mcp, tmp_path):
+    """Over HTTP the header, like the HTTP API's, is a 400 naming it (a write under it was an internal error); the option stops the command."""
+    api, http, key, lisbon, cat = await seed(start)
+    every = create_key(api.data_dir, "*", "read,write")
+    url = http_mcp(api.data_dir, None, "--allow-writes")
+    head = (await http.digest())["position"]
+    for name in ("t" * 201, "t" * 300):
+        async with http_client(url, every, **{"X-Mnemolog-Tenant": name}) as mcp:
+            for tool, arguments in (("add_memory", {"memory": {"memory": "under a long tenant"}}), ("recall", {"query": "long"})):
+                error = refused(await mcp.call_tool(tool, arguments))
+                assert (error["status"], error["field"]) == (400, "X-Mnemolog-Tenant"), (tool, error)
+    async with http_client(url, every, **{"X-Mnemolog-Tenant": "t" * 200}) as mcp:  # the longest taken
+        ok(await mcp.call_tool("add_memory", {"memory": {"memory": "under the longest tenant"}}))
+    assert (await http.digest())["position"] == head + 1
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "mcp", "--tenant", "t" * 201], capture_output=True, text=True, env=_env(MNEMOLOG_API_KEY=every), stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "--tenant" in done.stderr, done.stderr
+
+
+@needs_mcp
 async def test_streamable_http_with_the_servers_key(start, http_mcp):
     api, http, key, lisbon, cat = await seed(start)
     url = http_mcp(api.data_dir, key)
