@@ -478,3 +478,17 @@ async def test_head_answers_as_its_get_without_the_body_keys_and_tenancy_include
     assert (await api.raw.head("/v1/events?limt=2", headers=mine)).status == 422  # its query checked as the GET's
     assert (await api.raw.head("/v1/events/stream", headers=mine)).status == 405  # an endless tail has no headers-only answer
     assert (await api.raw.post("/v1/memories/" + b_id, headers=mine)).headers["Allow"] == "GET,HEAD,PATCH"
+
+
+async def test_a_refused_key_says_which_challenge_answers_it(secured):
+    """RFC 9110 §11.6.1: a 401 carries WWW-Authenticate (it had none); RFC 6750 says why a bearer token was refused."""
+    missing = await secured.raw.get("/v1/capabilities")
+    assert missing.status == 401 and missing.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog"'
+    unknown = await secured.raw.get("/v1/capabilities", headers={"Authorization": "Bearer mlk_nope_nope"})
+    assert unknown.status == 401 and unknown.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog", error="invalid_token"'
+    reader = secured.key("acme", "read")
+    short = await secured.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"Authorization": f"Bearer {reader}"})
+    assert short.status == 403 and short.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog", error="insufficient_scope", scope="write"'
+    assert (await short.json())["error"]["code"] == "forbidden"
+    fine = await secured.raw.get("/v1/capabilities", headers={"Authorization": f"Bearer {reader}"})
+    assert fine.status == 200 and "WWW-Authenticate" not in fine.headers
