@@ -87,6 +87,17 @@ def source_commit(directory: Path, tracked: str = "app.py") -> str:
         return "unknown"
 
 
+async def no_store(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer leaves as ``Cache-Control: no-store`` unless its route says otherwise (the explorer's page files).
+
+    An answer holds one tenant's data as of now, read with one key: no cache,
+    shared or private, may keep it, serve it to another caller (a key sent as
+    ``X-API-Key`` does not keep a shared cache from storing the answer, as
+    ``Authorization`` does), or keep it past a forget or a revocation.
+    """
+    response.headers.setdefault("Cache-Control", "no-store")
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -98,8 +109,11 @@ def create_app(
     app[keys.settings_key] = settings
     app[keys.version_key] = version_info()
     app[keys.routes_key] = ROUTES
+    app.on_response_prepare.append(no_store)
     for r in ROUTES:
         app.router.add_route(r.method, router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":" + r.method)
+        if r.method == "GET" and r.media_type != "text/event-stream":  # RFC 9110: HEAD wherever GET, its headers without the body (an endless tail has none to give)
+            app.router.add_route("HEAD", router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":HEAD")
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()

@@ -126,6 +126,21 @@ class KeyStore:
         self._conn.close()
 
 
+#: What a refusal over HTTP asks for (RFC 9110 §11.6.1: a 401 names its challenge; RFC 6750 for bearer tokens):
+#: the key as a bearer token, and with a key refused why (``invalid_token``, or ``insufficient_scope`` and the scope needed).
+CHALLENGE = 'Bearer realm="mnemolog"'
+
+#: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
+MAX_TENANT_CHARS = 200
+
+
+def check_tenant(tenant: str, field: str) -> str:
+    """``tenant`` as a caller names it (a header, an option); a 400 naming ``field`` when it is longer than any tenant may be."""
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise ApiError(400, "bad_request", f"{field} must be at most {MAX_TENANT_CHARS} characters", field)
+    return tenant
+
+
 def authorize(
     keystore: KeyStore, secret: str, scope: str, *, tenant: str | None, secret_field: str, secret_hint: str, tenant_field: str
 ) -> tuple[ApiKey, str]:
@@ -138,12 +153,13 @@ def authorize(
     ``secret_hint`` how, so that the error says what to fix.
     """
     if not secret:
-        raise ApiError(401, "unauthorized", f"an API key is needed: {secret_hint}", secret_field)
+        raise ApiError(401, "unauthorized", f"an API key is needed: {secret_hint}", secret_field, headers={"WWW-Authenticate": CHALLENGE})
     key = keystore.authenticate(secret)
     if key is None:
-        raise ApiError(401, "unauthorized", "unknown or revoked API key", secret_field)
+        raise ApiError(401, "unauthorized", "unknown or revoked API key", secret_field, headers={"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
     if not key.allows(scope):
-        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None)
+        challenge = f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
+        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None, headers={"WWW-Authenticate": challenge})
     if key.tenant != "*":
         return key, key.tenant
     if not tenant:

@@ -200,7 +200,8 @@ class WriteOptions(TypedDict, total=False):
     ``idempotency_key``: replaying it answers the first result (default: a new
     UUID per call, kept across its retries); ``expected_version``: the
     memory's version the write expects (``If-Match``), else a
-    :class:`VersionConflictError`; ``correlation_id``: this call's correlation
+    :class:`VersionConflictError` (a memory command's only: another write,
+    checking no version, refuses it); ``correlation_id``: this call's correlation
     (default: the enclosing :meth:`MnemologClient.correlation`, else the
     server's own).
     """
@@ -431,8 +432,8 @@ class MnemologClient:
         body = LinkRequest(source=source, target=target, edge_type=edge_type, weight=weight, edge_id=edge_id, properties=properties or {})
         return await self._write("POST", "/v1/edges", body, options, WriteResponse)
 
-    async def unlink(self, edge_id: str, **options: Unpack[WriteOptions]) -> WriteResponse:
-        return await self._write("DELETE", f"/v1/edges/{_segment(edge_id)}", None, options, WriteResponse)
+    async def unlink(self, edge_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
+        return await self._write("DELETE", f"/v1/edges/{_segment(edge_id)}", ReasonRequest(reason), options, WriteResponse)
 
     async def undo_namespace(self, prefix: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         return await self._write("POST", "/v1/edges/undo-namespace", UndoNamespaceRequest(prefix, reason), options, WriteResponse)

@@ -15,7 +15,8 @@ import sqlite3
 
 import msgspec
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
@@ -122,6 +123,10 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         )
     if isinstance(exc, HttpProcessingError):  # a part of the request that is read late (a multipart body) does not parse
         return ApiError(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
+    if isinstance(exc, RequestPayloadError):  # the body as read: aiohttp's parser failed on it, the cause says why
+        if isinstance(exc.__cause__, ContentEncodingError):
+            return ApiError(400, "bad_request", f"the body does not decode as its Content-Encoding says: {exc.__cause__.message.strip()}", "Content-Encoding")
+        return ApiError(400, "bad_request", f"the request body does not parse: {exc}", "body")
     return None
 
 

@@ -49,9 +49,9 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
 from . import operations
-from .auth import ApiKey, KeyStore, authorize
+from .auth import ApiKey, KeyStore, authorize, check_tenant
 from .errors import ApiError, as_api_error
-from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, RecallRequest, SearchRequest, UpdateMemoryRequest
+from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
 
@@ -111,7 +111,7 @@ class EntitiesArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class LogArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """GET /v1/events: the tenant's events after a position, a page at a time."""
 
-    after: Annotated[int, Meta(ge=0)] = 0
+    after: Position = 0
     limit: Annotated[int, Meta(ge=1, le=1000)] = 100
     types: list[str] | None = None
     stream: str | None = None
@@ -222,7 +222,7 @@ class McpFront:
         headers = _headers(ctx)
         bearer = headers.get("authorization", "")
         secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
-        tenant = headers.get("x-mnemolog-tenant") or self.tenant
+        tenant = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant") or self.tenant
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
         if correlation is not None and len(correlation) > 200:
@@ -492,7 +492,7 @@ def build_server(front: McpFront):
             caller = front.caller(ctx, tool.scope)
             if tool.scope == "write" and not front.allow_writes:
                 raise ApiError(403, "forbidden", f"{tool.name} writes, and this server was started without --allow-writes", None)
-            body = msgspec.convert(raw, tool.args)
+            body = operations.arguments(raw, tool.args)
             return text_result(await tool.run(front, caller, body, raw))
         except Exception as exc:
             error = as_api_error(exc)

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .routing import IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody
+from .routing import IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, takes_if_match
 from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -66,7 +66,7 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope in ("write", "admin"):  # a read ignores the header
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})
-        if r.method in ("PATCH", "POST") and r.path.startswith("/v1/memories/{id}"):  # the memory commands check a version
+        if takes_if_match(r.method, r.path):  # the memory commands check a version
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string", "pattern": IF_MATCH_RE.pattern}, "description": "expected version"})
         if parameters:
             operation["parameters"] = parameters

@@ -37,6 +37,54 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def integral_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [integral_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: integral_numbers(v) for k, v in value.items()}
+    return value
+
+
+def json_values(value: Any, path: str = "") -> None:
+    """A 422 naming the field of the first value in ``value`` that no JSON document holds: a lone surrogate, NaN or an infinity.
+
+    Arguments that arrive already decoded (an MCP tool's, which the transport
+    may have parsed with Python's permissive ``json``) are checked as the HTTP
+    API's strict decoder checks a body: a surrogate would fail every write and
+    read of the text, and a non-finite number is no value to store.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(422, "invalid", "text must be valid Unicode (a lone surrogate is not)", path or "arguments") from None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ApiError(422, "invalid", f"{value} is not a JSON number", path or "arguments")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            json_values(key, path or "arguments")
+            json_values(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            json_values(item, f"{path}[{i}]")
+
+
+def arguments(raw: dict[str, Any], kind: type) -> Any:
+    """Decoded arguments (a dict) as the request Struct ``kind``, taken as strictly and as leniently as an HTTP body
+    (no lone surrogate or non-finite number; ``5.0`` fills an int field); a 422 naming the field otherwise."""
+    json_values(raw)
+    try:
+        return msgspec.convert(raw, kind)
+    except msgspec.ValidationError as exc:
+        if "got `float`" not in str(exc):
+            raise
+        return msgspec.convert(integral_numbers(raw), kind)
+
+
 def check_as_of(value: Any, field: str = "as_of") -> Any:
     """``value`` unchanged, or a 422 naming ``field`` for a position no log can hold.
 

@@ -28,7 +28,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, query_int, read, write, write_request, write_response
+from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, json_body, parse_json, query_int, read, write, write_request, write_response
 from .schemas import WriteResponse, portable
 from .schemas_responses import (
     DocumentLinksResponse,
@@ -136,8 +136,11 @@ async def set_relation(request: web.Request) -> web.Response:
 )
 async def remove_relation(request: web.Request) -> web.Response:
     key, tenant = authenticate(request, "write")
-    if "target_id" in request.query:
-        body = RelationKey(target_id=request.query["target_id"], relation_type=request.query.get("relation_type", ""), reason=request.query.get("reason", ""))
+    given = {name: request.query[name] for name in ("target_id", "relation_type", "reason") if name in request.query}
+    if given:  # the triple in the query string, all of it: one half there and one in the body would each be kept silently
+        if (await request.read()).strip():
+            raise ApiError(422, "invalid", "give the relation either in the query string or in the body, not both", "body")
+        body = msgspec.convert(given, RelationKey)
     else:
         body = await decode(request, RelationKey)
     ctx = command_context(request, tenant, key)
@@ -297,12 +300,12 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         ids = [_doc_id(doc_id, name, "doc_id") for name, _ in files]
         _distinct(ids, ["file"] * len(files))
         return [(name, data, {**meta, "doc_id": i}, None) for (name, data), i in zip(files, ids)]
-    raw = await request.read() or b"{}"
-    head = msgspec.json.decode(raw)
+    raw = await json_body(request)
+    head = parse_json(raw)
     if isinstance(head, dict) and "documents" in head:
-        body = msgspec.json.decode(raw, type=ImportDocumentsRequest)
+        body = parse_json(raw, ImportDocumentsRequest)
     else:
-        body = ImportDocumentsRequest(documents=[msgspec.json.decode(raw, type=DocumentIn)])
+        body = ImportDocumentsRequest(documents=[parse_json(raw, DocumentIn)])
     ids = [_doc_id(doc.doc_id, doc.filename, f"documents[{i}].doc_id") for i, doc in enumerate(body.documents)]
     _distinct(ids, [f"documents[{i}].doc_id" for i in range(len(ids))])
     out = []

@@ -78,7 +78,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     else:
         after = query_int(request, "after", 0)
     store = request.app[keys.service_key].store
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
     await response.prepare(request)
     subscription = store.subscribe(after, tenant=tenant)
     # The pending read is kept across keep-alives: cancelling it (as wait_for

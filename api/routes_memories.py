@@ -164,10 +164,10 @@ async def link(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge", response=WriteResponse)
+@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge (the body, optional, gives the reason)", request=ReasonRequest, response=WriteResponse)
 async def unlink(request: web.Request) -> web.Response:
-    ctx, _, svc = await write_request(request)
-    result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"])
+    ctx, body, svc = await write_request(request, ReasonRequest)
+    result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"], reason=body.reason)
     return write_response(result)
 
 

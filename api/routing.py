@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, TypeVar
 
@@ -22,10 +21,10 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
-from .auth import ApiKey, authorize
+from .auth import ApiKey, authorize, check_tenant
 from .errors import ApiError
 from .schemas import WriteResponse
-from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
+from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -101,6 +100,13 @@ def param(name: str, description: str, kind: Any = None, *, required: bool = Fal
 
 #: ``If-Match`` as taken: the expected version, optionally quoted and weak (``3``, ``"3"``, ``W/"3"``).
 IF_MATCH_RE = re.compile(r'^(?:W/)?"?([0-9]{1,18})"?$')
+
+
+def takes_if_match(method: str, path: str) -> bool:
+    """Whether the route ``method path`` (as declared) checks ``If-Match``: the memory commands, each on one memory's version."""
+    return method in ("PATCH", "POST") and path.startswith("/v1/memories/{id}")
+
+
 #: ``Idempotency-Key``'s length bounds.
 IDEMPOTENCY_KEY_LENGTH = (1, 200)
 
@@ -159,7 +165,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
         if request.query:
             matched = request.match_info.route
             resource = getattr(matched, "resource", None)
-            allowed = declared.get((matched.method, resource.canonical)) if resource is not None else None
+            method = "GET" if matched.method == "HEAD" else matched.method  # a HEAD is its GET without the body
+            allowed = declared.get((method, resource.canonical)) if resource is not None else None
             if allowed is not None:
                 for name in request.query:
                     if name == "as_of" and name not in allowed:
@@ -167,7 +174,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
-                    if name not in repeatable[(matched.method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                    if name not in repeatable[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
                         raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 
@@ -220,16 +227,9 @@ def header_text(request: web.Request, name: str) -> str | None:
     return value
 
 
-#: The longest tenant name a request may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
-MAX_TENANT_CHARS = 200
-
-
 def tenant_header(request: web.Request) -> str:
     """The tenant ``X-Mnemolog-Tenant`` names (empty when none); a 400 naming it when it is too long or not UTF-8."""
-    tenant = header_text(request, "X-Mnemolog-Tenant") or ""
-    if len(tenant) > MAX_TENANT_CHARS:
-        raise ApiError(400, "bad_request", f"X-Mnemolog-Tenant must be at most {MAX_TENANT_CHARS} characters", "X-Mnemolog-Tenant")
-    return tenant
+    return check_tenant(header_text(request, "X-Mnemolog-Tenant") or "", "X-Mnemolog-Tenant")
 
 
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
@@ -250,12 +250,23 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     )
 
 
-async def decode(request: web.Request, kind: type) -> Any:
-    if request.content_type not in ("application/json", "", "application/octet-stream"):
+#: The content types a JSON body may come with (none, or bytes untyped, is taken as JSON too).
+JSON_CONTENT_TYPES = ("application/json", "", "application/octet-stream")
+
+
+async def json_body(request: web.Request) -> bytes:
+    """The request's body as JSON bytes (``{}`` when empty); a 415 naming ``Content-Type`` when it is sent as something else."""
+    if request.content_type not in JSON_CONTENT_TYPES:
         raise ApiError(415, "unsupported_media_type", "send JSON (Content-Type: application/json)", "Content-Type")
-    body = await request.read()
-    if not body:
-        body = b"{}"
+    return await request.read() or b"{}"
+
+
+async def decode(request: web.Request, kind: type) -> Any:
+    return parse_json(await json_body(request), kind)
+
+
+def parse_json(body: bytes, kind: Any = Any) -> Any:
+    """``body`` decoded as ``kind``: a 400 naming ``body`` when it is not JSON or nested too deeply, a 422 naming the field it breaks."""
     try:
         try:
             return msgspec.json.decode(body, type=kind)
@@ -266,17 +277,6 @@ async def decode(request: web.Request, kind: type) -> Any:
             return msgspec.convert(integral_numbers(msgspec.json.decode(body)), kind)
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
-
-
-def integral_numbers(value: Any) -> Any:
-    """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [integral_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: integral_numbers(v) for k, v in value.items()}
-    return value
 
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -294,6 +294,11 @@ async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwar
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
+    if "If-Match" in request.headers:
+        resource = request.match_info.route.resource
+        path = resource.canonical if resource is not None else request.path
+        if not takes_if_match(request.method, path):  # a precondition never checked would let the write through regardless
+            raise ApiError(400, "bad_request", f"{request.method} {path} checks no version: send it without If-Match", "If-Match")
     idem = header_text(request, "Idempotency-Key")
     low, high = IDEMPOTENCY_KEY_LENGTH
     if idem is not None and not (low <= len(idem) <= high):

@@ -116,8 +116,8 @@ class SyncMethods:
     def link(self, source: str, target: str, edge_type: str = 'RELATED', *, weight: float = 1.0, edge_id: str | None = None, properties: dict[str, Any] | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
         return self._call("link", source, target, edge_type, weight=weight, edge_id=edge_id, properties=properties, **options)
 
-    def unlink(self, edge_id: str, **options: Unpack[WriteOptions]) -> WriteResponse:
-        return self._call("unlink", edge_id, **options)
+    def unlink(self, edge_id: str, *, reason: str = '', **options: Unpack[WriteOptions]) -> WriteResponse:
+        return self._call("unlink", edge_id, reason=reason, **options)
 
     def undo_namespace(self, prefix: str, *, reason: str = '', **options: Unpack[WriteOptions]) -> WriteResponse:
         return self._call("undo_namespace", prefix, reason=reason, **options)

@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+from mnemolog.api.auth import check_tenant
+from mnemolog.api.errors import ApiError
 from mnemolog.api.mcp_server import INSTALL_HINT, McpUnavailable, client_config, require_sdk
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
@@ -36,6 +38,10 @@ def mcp(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get(API_KEY_ENV, "")
     if settings.auth and not api_key and not args.http:
         raise CommandError(f"name the API key the server acts as: set {API_KEY_ENV} or pass --api-key (create one with mnemolog keys create)")
+    try:
+        check_tenant(args.tenant or "", "--tenant")
+    except ApiError as error:
+        raise CommandError(error.message) from None
     if args.http and not is_loopback(args.host):
         raise CommandError(f"mnemolog mcp --http serves loopback only, not {args.host}: use 127.0.0.1, ::1 or localhost")
     get_embedder(str(settings.embedder))  # a missing extra stops here, as one line

@@ -50,10 +50,20 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
         return Metadata(actor=self.actor, correlation_id=self.correlation_id, causation_id=self.causation_id)
 
     def scoped_key(self, command: str) -> str | None:
-        """The key as the log stores it, ``tenant/command/key``; past the log's column (255) its digest, ``sha256:HEX`` (no ``/``, so never a stored key's)."""
+        """The key as the log stores it, ``tenant/command/key``; past the log's column (255) its digest, ``sha256:HEX`` (no ``/``, so never a stored key's).
+
+        One tenant's key is never another's: a tenant holding ``/`` or ``%``
+        is written with those two percent-encoded, so that the tenant part
+        never holds a ``/`` (tenant ``a/add`` with key ``k`` and tenant ``a``
+        with key ``add/k`` would otherwise both be ``a/add/add/k``, and the
+        second would be answered the first's result, nothing written). Only
+        such a tenant's part holds a ``%``, and every other tenant's keys are
+        stored as they always were.
+        """
         if self.idempotency_key is None:
             return None
-        key = f"{self.tenant}/{command}/{self.idempotency_key}"
+        tenant = self.tenant.replace("%", "%25").replace("/", "%2F")
+        key = f"{tenant}/{command}/{self.idempotency_key}"
         return key if len(key) <= MAX_STORED_KEY else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 import jsonschema
 import schemathesis
+from schemathesis.core import NOT_SET
 
 from mnemolog.projections.ingest.documents import default_doc_id
 
@@ -34,6 +35,11 @@ def breaks_a_rule_across_fields(case) -> str | None:
             return "a relation named neither by the body nor by target_id and relation_type in the query"
         if case.method == "DELETE" and "target_id" in query and "relation_type" not in query:
             return "target_id in the query without relation_type"
+        in_query = [name for name in ("target_id", "relation_type", "reason") if name in query]
+        if case.method == "DELETE" and in_query and case.body is not None and case.body is not NOT_SET:
+            return "the relation in the query string and a body too"
+        if case.method == "DELETE" and in_query and "target_id" not in query:
+            return "relation_type or reason in the query without target_id"
     if case.path == "/v1/verify":
         start, end = str(query.get("from", 1)), str(query.get("to", ""))
         if start.isdigit() and end.isdigit() and int(end) < int(start):
@@ -41,7 +47,7 @@ def breaks_a_rule_across_fields(case) -> str | None:
     if case.path in ("/v1/recall", "/v1/search") and body.get("raw_fts"):
         return "a raw FTS5 query, whose grammar is FTS5's"
     if case.path in ("/v1/recall", "/v1/search"):  # both check the strategy, channels and weights alike
-        channels = body.get("channels") if isinstance(body.get("channels"), list) else []
+        channels = [c for c in body.get("channels") if isinstance(c, str)] if isinstance(body.get("channels"), list) else []  # a negative case's items may be anything
         weights = body.get("weights") if isinstance(body.get("weights"), dict) else {}
         graph_only = body.get("strategy") == "graph-only"
         if graph_only and (any(c != "graph" for c in channels) or weights.get("graph") == 0):

@@ -115,3 +115,20 @@ async def test_an_as_of_position_not_written_yet_is_a_conflict_naming_as_of(api,
     assert response.status == 409, await response.text()
     body = await response.json()
     assert body["error"]["field"] == "as_of" and "has not been written" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming_it_and_writes_nothing(api, encoding):
+    """It was a 500: the decompressor's error reached the handler as the body was read."""
+    import gzip
+    import zlib
+
+    head = api.service.store.last_position()
+    status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], b"not compressed at all")
+    assert status == 400, answer
+    assert_error_body(answer, status)
+    assert answer["error"]["field"] == "Content-Encoding" and encoding in answer["error"]["message"]
+    assert api.service.store.last_position() == head
+    packed = gzip.compress(ADD) if encoding == "gzip" else zlib.compress(ADD)
+    status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], packed)
+    assert status == 201, answer  # the same body, compressed as said, is taken

@@ -95,6 +95,28 @@ async def test_entity_crud_relations_and_tags(http):
     assert (await call(http, "GET", f"/v1/entities/thing:engine?as_of={before}"))["name"] == "Analytical Engine"
 
 
+async def test_a_relation_to_remove_is_named_in_the_query_or_in_the_body_never_half_in_each(http):
+    """Each mix removed what one half named and dropped the other half silently (or the body, with a target_id in the query)."""
+    await call(http, "PUT", "/v1/entities/person:ada", 201, json={"name": "Ada"})
+    for target in ("city:lisbon", "city:paris"):
+        await call(http, "PUT", f"/v1/entities/{target}", 201, json={"name": target})
+        await call(http, "POST", "/v1/entities/person:ada/relations", 201, json={"target_id": target, "relation_type": "visited"})
+    path = "/v1/entities/person:ada/relations"
+    both = await call(http, "DELETE", f"{path}?target_id=city:lisbon&relation_type=visited", 422, json={"target_id": "city:paris", "relation_type": "visited"})
+    assert both["error"]["field"] == "body"
+    half = await call(http, "DELETE", f"{path}?relation_type=visited", 422, json={"target_id": "city:paris"})
+    assert half["error"]["field"] == "body"
+    alone = await call(http, "DELETE", f"{path}?relation_type=visited", 422)
+    assert alone["error"]["field"] == "target_id"
+    untyped = await call(http, "DELETE", f"{path}?target_id=city:paris&reason=moved", 422)
+    assert untyped["error"]["field"] == "relation_type"
+    related = await call(http, "GET", "/v1/entities/person:ada/related")
+    assert sorted(r["id"] for r in related["related"]) == ["city:lisbon", "city:paris"]  # nothing removed
+    await call(http, "DELETE", f"{path}?target_id=city:lisbon&relation_type=visited&reason=moved", 200)
+    await call(http, "DELETE", path, 200, json={"target_id": "city:paris", "relation_type": "visited"})
+    assert (await call(http, "GET", "/v1/entities/person:ada/related"))["related"] == []
+
+
 async def test_import_json_with_a_corrupt_file_then_relink_and_undo(http):
     await call(http, "PUT", "/v1/entities/person:babbage", 201, json={"name": "Charles Babbage", "aliases": ["Babbage"]})
     body = {

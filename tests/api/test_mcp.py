@@ -430,6 +430,61 @@ async def test_streamable_http_serves_the_same_answers_and_checks_each_requests_
         assert error["field"] == "api_key" and "MNEMOLOG_API_KEY" in error["message"]
 
 
+#: Tool arguments that no JSON parser should let through, but Python's ``json`` does (the 2026 streamable-HTTP
+#: transport parses with it): (tool, the arguments as JSON text, the field named). Each was an internal error.
+LOOSE_ARGUMENTS = [
+    ("recall", '{"query": "\\ud800 where"}', "query"),
+    ("add_memory", '{"memory": {"memory": "half a pair \\udc00"}}', "memory.memory"),
+    ("add_memory", '{"memory": {"memory": "a number", "properties": {"a": NaN}}}', "memory.properties.a"),
+    ("add_memory", '{"memory": {"memory": "a number", "confidence": Infinity}}', "memory.confidence"),
+    ("search", '{"query": "cat", "embedding": [-Infinity]}', "embedding[0]"),
+    ("log", '{"after": 9223372036854775899}', "after"),  # past any position: was an overflow in SQLite
+    ("get_memory", '{"id": "\\ud83d"}', "id"),
+]
+
+
+@needs_mcp
+async def test_arguments_no_strict_json_parser_takes_are_refused_naming_the_field(start, http_mcp):
+    import aiohttp
+
+    api, http, key, lisbon, cat = await seed(start)
+    url = http_mcp(api.data_dir, key, "--allow-writes")
+    head = (await http.digest())["position"]
+    meta = '{"io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}, "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}'
+    async with aiohttp.ClientSession() as session:
+        for i, (tool, arguments, field) in enumerate(LOOSE_ARGUMENTS):
+            body = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s, "_meta": %s}}' % (i, tool, arguments, meta)
+            headers = {
+                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
+                "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            }
+            async with session.post(url, data=body.encode(), headers=headers) as response:
+                answer = json.loads(await response.text())
+            assert answer["result"]["isError"], (tool, arguments, answer)
+            error = json.loads(answer["result"]["content"][0]["text"])["error"]
+            assert (error["status"], error["code"], error["field"]) == (422, "invalid", field), (tool, arguments, error)
+    assert (await http.digest())["position"] == head  # nothing written
+
+
+@needs_mcp
+async def test_a_tenant_name_longer_than_any_tenant_is_refused_naming_where_it_came_from(start, http_mcp, tmp_path):
+    """Over HTTP the header, like the HTTP API's, is a 400 naming it (a write under it was an internal error); the option stops the command."""
+    api, http, key, lisbon, cat = await seed(start)
+    every = create_key(api.data_dir, "*", "read,write")
+    url = http_mcp(api.data_dir, None, "--allow-writes")
+    head = (await http.digest())["position"]
+    for name in ("t" * 201, "t" * 300):
+        async with http_client(url, every, **{"X-Mnemolog-Tenant": name}) as mcp:
+            for tool, arguments in (("add_memory", {"memory": {"memory": "under a long tenant"}}), ("recall", {"query": "long"})):
+                error = refused(await mcp.call_tool(tool, arguments))
+                assert (error["status"], error["field"]) == (400, "X-Mnemolog-Tenant"), (tool, error)
+    async with http_client(url, every, **{"X-Mnemolog-Tenant": "t" * 200}) as mcp:  # the longest taken
+        ok(await mcp.call_tool("add_memory", {"memory": {"memory": "under the longest tenant"}}))
+    assert (await http.digest())["position"] == head + 1
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "mcp", "--tenant", "t" * 201], capture_output=True, text=True, env=_env(MNEMOLOG_API_KEY=every), stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "--tenant" in done.stderr, done.stderr
+
+
 @needs_mcp
 async def test_streamable_http_with_the_servers_key(start, http_mcp):
     api, http, key, lisbon, cat = await seed(start)

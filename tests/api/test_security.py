@@ -418,3 +418,77 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
                 proc.kill()
                 await proc.wait()
         errors.close()
+
+
+async def test_no_answer_may_be_kept_by_a_cache(tenants):
+    """Tenant data read with a key leaves as ``Cache-Control: no-store``: read, refused, streamed, by either key header.
+
+    A shared cache may store an answer to a request whose key came as
+    ``X-API-Key`` (only ``Authorization`` keeps it from doing so) and serve it
+    to the next caller, key or none; a private one would keep it past a forget.
+    """
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-b", "read")
+    reads = [sample_path(r.path).replace("some-id", b_id) for r in ROUTES if r.method == "GET" and r.scope is not None and r.path != "/v1/events/stream"]
+    for headers in ({"X-API-Key": secret}, {"Authorization": f"Bearer {secret}"}, {}):
+        for path in reads:
+            response = await api.raw.get(path, headers=headers)
+            assert response.headers.get("Cache-Control") == "no-store", (path, headers, response.status, dict(response.headers))
+    answered = await api.raw.post("/v1/recall", json={"query": "zebra"}, headers={"X-API-Key": secret})
+    assert answered.status == 200 and answered.headers.get("Cache-Control") == "no-store"
+    async with api.raw.get("/v1/events/stream", headers={"X-API-Key": secret}) as response:
+        assert response.status == 200 and response.headers.get("Cache-Control") == "no-store"
+    page = await api.raw.get("/explorer")  # the page's own files carry no data: they may be kept, and revalidated
+    assert page.headers.get("Cache-Control") == "no-cache"
+
+
+async def test_a_tenant_whose_name_holds_a_slash_never_replays_another_tenants_idempotent_write(secured):
+    """Tenant ``acme`` with key ``add/x`` and tenant ``acme/add`` with key ``x`` once shared one stored key:
+    the second tenant's write was answered with the first's memory and correlation, and nothing was written."""
+    secret = secured.key("*", "read", "write")
+    acme = secured.client(api_key=secret, tenant="acme")
+    other = secured.client(api_key=secret, tenant="acme/add")
+    first = await acme.add_memories({"memory": "acme's private note"}, idempotency_key="add/x")
+    second = await other.add_memories({"memory": "acme's private note"}, idempotency_key="x")
+    assert not second.replayed and second.memory_ids != first.memory_ids and second.correlation_id != first.correlation_id
+    assert (await other.get_memory(second.memory_ids[0]))["tenant"] == "acme/add"
+    await expect(404, other.get_memory(first.memory_ids[0]))
+    # Another body under that key is its own tenant's business: no conflict with acme's request.
+    third = await other.add_memories({"memory": "something else"}, idempotency_key="add/y")
+    assert not third.replayed
+    assert (await acme.add_memories({"memory": "acme's private note"}, idempotency_key="add/x")).replayed
+
+
+async def test_head_answers_as_its_get_without_the_body_keys_and_tenancy_included(tenants):
+    """RFC 9110: a server answers HEAD wherever it answers GET (a monitor probing /health, a cache revalidating); it was a 405."""
+    api, a, b, b_id, b_other, a_id = tenants
+    secret = api.key("tenant-b", "read")
+    mine = {"Authorization": f"Bearer {secret}"}
+    for path, headers in (("/health", {}), ("/openapi.json", {}), (f"/v1/memories/{b_id}", mine), ("/v1/events?limit=2", mine), ("/explorer", {})):
+        got = await api.raw.get(path, headers=headers)
+        body = await got.read()
+        head = await api.raw.head(path, headers=headers)
+        assert head.status == got.status == 200, (path, head.status, got.status)
+        assert await head.read() == b""
+        assert head.headers["Content-Type"] == got.headers["Content-Type"] and int(head.headers["Content-Length"]) == len(body), path
+        assert head.headers.get("Cache-Control") == got.headers.get("Cache-Control"), path
+    assert (await api.raw.head(f"/v1/memories/{b_id}")).status == 401  # no key
+    other = api.key("tenant-a", "read")
+    assert (await api.raw.head(f"/v1/memories/{b_id}", headers={"Authorization": f"Bearer {other}"})).status == 404  # another tenant's
+    assert (await api.raw.head("/v1/events?limt=2", headers=mine)).status == 422  # its query checked as the GET's
+    assert (await api.raw.head("/v1/events/stream", headers=mine)).status == 405  # an endless tail has no headers-only answer
+    assert (await api.raw.post("/v1/memories/" + b_id, headers=mine)).headers["Allow"] == "GET,HEAD,PATCH"
+
+
+async def test_a_refused_key_says_which_challenge_answers_it(secured):
+    """RFC 9110 §11.6.1: a 401 carries WWW-Authenticate (it had none); RFC 6750 says why a bearer token was refused."""
+    missing = await secured.raw.get("/v1/capabilities")
+    assert missing.status == 401 and missing.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog"'
+    unknown = await secured.raw.get("/v1/capabilities", headers={"Authorization": "Bearer mlk_nope_nope"})
+    assert unknown.status == 401 and unknown.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog", error="invalid_token"'
+    reader = secured.key("acme", "read")
+    short = await secured.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"Authorization": f"Bearer {reader}"})
+    assert short.status == 403 and short.headers["WWW-Authenticate"] == 'Bearer realm="mnemolog", error="insufficient_scope", scope="write"'
+    assert (await short.json())["error"]["code"] == "forbidden"
+    fine = await secured.raw.get("/v1/capabilities", headers={"Authorization": f"Bearer {reader}"})
+    assert fine.status == 200 and "WWW-Authenticate" not in fine.headers

@@ -281,6 +281,45 @@ async def test_link_and_unlink_return_positions(client):
     assert err.value.status == 404
 
 
+async def test_unlink_keeps_the_reason_its_body_gives_and_refuses_a_body_it_cannot_take(api, client):
+    """The reason was dropped silently (the route read no body), and so was any other field."""
+    a = await add(client, "Mallory audits the vault")
+    b = await add(client, "The vault opens at dawn")
+    await client.link(a, b, edge_id="test:audit:1")
+    await client.link(a, b, edge_id="test:audit:2")
+    before = await head(client)
+    for body, field in (({"reason": "stale", "why": "x"}, "why"), ([], "body"), ({"reason": 7}, "reason")):
+        refused = await api.raw.delete("/v1/edges/test:audit:1", json=body)
+        assert refused.status == 422, await refused.text()
+        assert (await refused.json())["error"]["field"] == field
+    assert await head(client) == before  # nothing written
+    unlinked = await client.unlink("test:audit:1", reason="the audit moved to another memory")
+    [event] = (await client.list_events(after=unlinked.positions[0] - 1, limit=1))["events"]
+    assert event["type"] == "EdgeUnlinked" and event["payload"]["reason"] == "the audit moved to another memory"
+    plain = await api.raw.delete("/v1/edges/test:audit:2")  # no body at all, as before
+    assert plain.status == 200, await plain.text()
+
+
+async def test_if_match_on_a_write_that_checks_no_version_is_refused_not_ignored(api, client):
+    """``expected_version`` (If-Match) on a write without versions let it through whatever had changed."""
+    from mnemolog.api.client import InvalidInputError
+
+    a = await add(client, "Niaj keeps the keys")
+    b = await add(client, "The keys are in the drawer")
+    before = await head(client)
+    with pytest.raises(InvalidInputError) as err:
+        await client.link(a, b, edge_id="test:keys:1", expected_version=1)
+    assert err.value.status == 400 and err.value.field == "If-Match" and "/v1/edges" in err.value.message
+    with pytest.raises(InvalidInputError):
+        await client.request("PUT", "/v1/entities/person:niaj", json={"name": "Niaj"}, headers={"If-Match": "1"})
+    with pytest.raises(InvalidInputError):
+        await client.merge_memories([a, b], expected_version=1)
+    assert await head(client) == before  # nothing written
+    # The memory commands check it, as before.
+    assert (await client.update_memory(a, {"memory": "Niaj keeps both keys"}, expected_version=1)).positions
+    assert (await client.archive_memory(a, expected_version=2)).positions
+
+
 async def test_link_without_edge_id_gets_a_user_namespaced_one(client):
     a = await add(client, "Ivan")
     b = await add(client, "Judy")
