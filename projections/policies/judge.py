@@ -72,7 +72,7 @@ __all__ = ["LABELS", "Judge", "JudgedMemory", "Label", "RuleJudge", "RuleJudgeCo
 
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
-RULE_JUDGE_VERSION = "3"  # 3: negation in Chinese and Japanese text
+RULE_JUDGE_VERSION = "4"  # 3: negation in Chinese and Japanese text; 4: the same verdict whichever text comes first
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -386,8 +386,11 @@ class RuleJudge:
         if cos < cfg.redundant_cosine:
             return verdict("independent", f"no rule fired (cosine {cos:.2f}, word similarity {sim:.2f})")
         only_a, only_b = ta.content - tb.content, tb.content - ta.content
-        order = SequenceMatcher(None, ta.seq, tb.seq, autojunk=False).ratio()
-        short_seq, long_seq = (ta.seq, tb.seq) if not only_a else (tb.seq, ta.seq)
+        # Both measured on the pair in one canonical order: SequenceMatcher's ratio, and which text is the shorter
+        # where neither has content words of its own, depend on the order, and a verdict must not.
+        first, second = sorted((ta.seq, tb.seq), key=lambda seq: (len(seq), seq))
+        order = SequenceMatcher(None, first, second, autojunk=False).ratio()
+        short_seq, long_seq = (tb.seq, ta.seq) if only_a else (ta.seq, tb.seq) if only_b else (first, second)
         why = (f"different content words: {_show(only_a)} vs {_show(only_b)}" if only_a and only_b
                else "one text has more negations" if ta.n_neg != tb.n_neg
                else f"qualifier {_show((only_a | only_b) & _CONTRAST_STEMS)}" if (only_a | only_b) & _CONTRAST_STEMS

@@ -538,3 +538,9 @@ def test_evaluate_counts_precision_and_recall() -> None:
     assert report["contradiction_recall"] == 0.0
     assert report["confusion"]["redundant"]["contradictory"] == 1
     assert [e["index"] for e in report["errors"]] == [1, 2]
+
+
+@pytest.mark.parametrize("a, b", [("alice bob alice bob", "bob alice alice bob"), ("tea in berlin tea", "berlin tea in tea")])
+def test_word_order_is_measured_the_same_whichever_text_comes_first(a: str, b: str) -> None:
+    ab, ba = judge(a, b, 1.0), judge(b, a, 1.0)
+    assert (ab.label, ab.reason, ab.fused_text) == (ba.label, ba.reason, ba.fused_text)
