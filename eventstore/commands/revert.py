@@ -164,6 +164,10 @@ class RevertCommands:
             else:
                 before = state.at(first - 1)
                 if before.content == state.content and before.status == state.status:
+                    continue  # nothing to change (both versions erased alike, too)
+                if before.content.erased or state.content.erased:
+                    # A forget is final: the memory as it was is gone with its key, so it cannot come back.
+                    conflicts.append(f"memory {memory_id} was erased (its subject was forgotten): it stays as it is")
                     continue
                 event = c.MemoryRolledBack(
                     memory_id=memory_id,

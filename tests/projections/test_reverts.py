@@ -304,3 +304,24 @@ def test_reverting_a_revert_that_compensated_nothing_is_a_no_op(tmp_path, capsys
     assert again["nothing_to_revert"] and again["first_position"] is None and again["reverted"] == 0
     assert cli.main(["--data-dir", data, "revert", forced["correlation_id"], "--tenant", T]) == 0
     assert "changed nothing" in capsys.readouterr().out
+
+
+# -- forgotten subjects -----------------------------------------------------------------------------
+
+
+def test_a_revert_over_a_forgotten_subject_says_so_and_forced_leaves_it_erased(svc):
+    added = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="Mara keeps bees", subject="mara"), MemoryContent(memory="the hive is blue")])
+    mara, other = added.memory_ids
+    edit = ctx(correlation_id="edit-1")
+    svc.run(svc.memories.archive, edit, mara)
+    svc.run(svc.memories.update, edit, other, {"memory": "the hive is green"})
+    svc.forget(ctx(), "mara", reason="asked to be forgotten")
+    with pytest.raises(Conflict) as refused:
+        svc.run(svc.reverts.revert, ctx(), "edit-1")
+    assert f"memory {mara} was erased (its subject was forgotten)" in str(refused.value) and refused.value.field == "force"
+    result = svc.run(svc.reverts.revert, ctx(), "edit-1", force=True)
+    assert result.data["forced"] and any("erased" in conflict for conflict in result.data["conflicts"])
+    svc.sync()
+    assert svc.graph.memory(T, other).memory == "the hive is blue"  # the rest reverted
+    kept = svc.graph.memory(T, mara)
+    assert kept.erased and kept.status == "archived"  # the forgotten one stays as it is
