@@ -160,3 +160,21 @@ def test_an_export_to_a_bad_place_writes_neither_file(tmp_path, capsys, monkeypa
     assert out_file.is_file() and keys_file.is_file()
     assert main(["--data-dir", str(tmp_path / "other"), "import", str(tmp_path)]) == 2
     assert "is a directory, not an export" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+def test_an_export_from_a_newer_mnemolog_is_refused_and_the_data_dir_keeps_working(data, tmp_path):
+    """An event of a schema version this code cannot read was imported, and from then on every command failed on it."""
+    from mnemolog.eventstore import EventStore
+    from mnemolog.eventstore.exchange import export
+    from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
+
+    payload = '{"type":"MemoryArchived","memory_id":"m-1","updated_at":"2026-01-01T00:00:00Z"}'
+    with EventStore.open(tmp_path / "newer") as newer:
+        newer.append_records([PendingWrite("memory-m-1", 0, [PendingEvent("0190f000-0000-7000-8000-000000000001", "MemoryArchived", 9, "default", payload, "{}", None)])])
+        with open(tmp_path / "newer.jsonl", "wb") as out:
+            export(newer, out)
+    before = head(data)
+    assert_refused(run(data, "import", str(tmp_path / "newer.jsonl")), "nothing written", "line 2 (position 1)", "schema version 9")
+    assert_refused(run(data, "import", "--rehash", str(tmp_path / "newer.jsonl")), "nothing written", "schema version 9")
+    assert head(data) == before
+    assert run(data, "add", "still writable").returncode == 0
