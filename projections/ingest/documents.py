@@ -30,6 +30,7 @@ import hashlib
 import io
 import os
 import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -257,7 +258,7 @@ def _split_oversized(text: str, block: _Block, max_chars: int) -> list[_Block]:
         while end - start > max_chars:
             cut = start + max_chars
             space = max((i for i in range(cut, start, -1) if text[i].isspace()), default=None)
-            piece_end = _trim(text, start, space if space is not None else cut)[1]
+            piece_end = _trim(text, start, space if space is not None else _character_cut(text, start, cut))[1]
             if piece_end <= start:  # nothing but whitespace before the space
                 piece_end = cut
             out.append(_Block(start, piece_end))
@@ -267,6 +268,66 @@ def _split_oversized(text: str, block: _Block, max_chars: int) -> list[_Block]:
     if out and block.heading is not None:
         out[0].heading, out[0].level = block.heading, block.level
     return out
+
+
+def _character_cut(text: str, start: int, cut: int) -> int:
+    """The last index in ``(start, cut]`` where a character as readers see it (a grapheme cluster) may end:
+    ``cut`` moved back off an accent, a half flag, a joined emoji or a Hangul syllable's jamo; ``cut`` itself
+    when one cluster fills the whole span."""
+    at = cut
+    while at > start + 1 and not _cluster_boundary(text, at):
+        at -= 1
+    return at if _cluster_boundary(text, at) else cut
+
+
+def _cluster_boundary(text: str, i: int) -> bool:
+    """Whether ``text[:i]`` and ``text[i:]`` split no grapheme cluster (Unicode's UAX #29 rules, those that
+    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama)."""
+    if i <= 0 or i >= len(text):
+        return True
+    before, after = text[i - 1], text[i]
+    b, a = ord(before), ord(after)
+    if after == "\u200d" or _extends(after):  # GB9, GB9a: never before an extender, a joiner or a spacing mark
+        return False
+    if before == "\u200d":  # GB11: a joined emoji
+        return False
+    if _is_ri(b) and _is_ri(a):  # GB12, GB13: flags are pairs of regional indicators
+        run = 0
+        while i - 1 - run >= 0 and _is_ri(ord(text[i - 1 - run])):
+            run += 1
+        return run % 2 == 0
+    hb, ha = _hangul(b), _hangul(a)
+    if hb and ha and ((hb == "L" and ha in ("L", "V", "LV", "LVT")) or (hb in ("LV", "V") and ha in ("V", "T")) or (hb in ("LVT", "T") and ha == "T")):
+        return False  # GB6-GB8
+    if unicodedata.combining(before) == 9 and unicodedata.category(after) == "Lo":  # GB9c: a conjunct, joined by a virama
+        return False
+    return True
+
+
+def _extends(char: str) -> bool:
+    code = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin tones
+        or 0xE0020 <= code <= 0xE007F  # emoji tag sequences
+        or code == 0x200C
+    )
+
+
+def _is_ri(code: int) -> bool:
+    return 0x1F1E6 <= code <= 0x1F1FF
+
+
+def _hangul(code: int) -> str | None:
+    if 0x1100 <= code <= 0x115F or 0xA960 <= code <= 0xA97C:
+        return "L"
+    if 0x1160 <= code <= 0x11A7 or 0xD7B0 <= code <= 0xD7C6:
+        return "V"
+    if 0x11A8 <= code <= 0x11FF or 0xD7CB <= code <= 0xD7FB:
+        return "T"
+    if 0xAC00 <= code <= 0xD7A3:
+        return "LV" if (code - 0xAC00) % 28 == 0 else "LVT"
+    return None
 
 
 # ------------------------------------------------------------------ chunking

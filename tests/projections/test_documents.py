@@ -263,3 +263,30 @@ def test_missing_pypdf_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(DocumentError, match=r"pip install 'mnemolog\[pdf\]'") as info:
         read_document(path)
     assert info.value.reason == "missing-dependency"
+
+
+#: Characters as a reader sees them (grapheme clusters), several code points each: cutting inside one shows a stray
+#: accent, half a flag, a family in pieces or a jamo without its syllable.
+_CLUSTERS = ["e\u0301", "a\u0308\u0301", "🇵🇹", "🇯🇵", "👨\u200d👩\u200d👧", "👍🏽", "❤\ufe0f", "\u1100\u1161\u11a8", "각", "ก\u0e31", "क\u094d\u0937\u093f", "漢", "字", "a", "b"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=40), min_size=1, max_size=6),
+    spaces=st.sampled_from(["", " ", "\n", "。"]),
+    max_chars=st.integers(min_value=6, max_value=30),
+)
+def test_chunks_never_cut_inside_a_character(words, spaces, max_chars):
+    """A run with no space to cut at was cut at ``max_chars`` code points, inside a character as readers see it."""
+    text, boundaries = "", {0}
+    for word in words:
+        for cluster in word:
+            text += cluster
+            boundaries.add(len(text))
+        text += spaces
+        boundaries.add(len(text))
+    doc = ParsedDocument("x.txt", "x", [text], "text", "0" * 64)
+    chunks = chunk_document(doc, max_chars=max_chars)
+    assert_chunk_invariants(doc, chunks, max_chars)
+    for chunk in chunks:
+        assert chunk.start in boundaries and chunk.end in boundaries, (chunk, text)
