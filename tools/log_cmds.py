@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import importlib
 import os
+import shutil
 import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
@@ -23,6 +24,7 @@ from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
+from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -434,16 +436,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
         raise CommandError(f"import refused, nothing written: {problem}: {args.file}")
-    with open_store(args) as store:
-        with progress_for(args, "import") as progress:
-            try:
+    undo = _undo_new_log(args)
+    try:
+        with open_store(args) as store:
+            with progress_for(args, "import") as progress:
                 if args.file == "-":
                     report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows)
                 else:
                     with open(args.file, "rb") as lines:
                         report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows)
-            except ImportRefused as exc:
-                raise CommandError(f"import refused, nothing written: {exc}") from None
+    except ImportRefused as exc:
+        undo()  # the store is closed: what this command made goes
+        raise CommandError(f"import refused, nothing written: {exc}") from None
     if args.json:
         print_json_line(report)
     else:
@@ -453,6 +457,30 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"skipped {report.skipped_existing} already present; tenants: {tenants}"
         )
     return 0
+
+
+def _undo_new_log(args: argparse.Namespace) -> Callable[[], None]:
+    """What takes back the data directory an import is about to start a log in, should the file be refused:
+    the folders it creates, or the files it adds to an existing folder without a log. Nothing once a log is
+    there (or the log is shared): a refused import never touches one."""
+    if Settings().log_url:
+        return lambda: None
+    root = data_dir(args).absolute()
+    if (root / "events.db").exists():
+        return lambda: None
+    if not root.is_dir():
+        top = root
+        while not top.parent.exists():
+            top = top.parent
+        return lambda: shutil.rmtree(top, ignore_errors=True)
+    before = set(os.listdir(root))
+
+    def undo() -> None:
+        for name in set(os.listdir(root)) - before:
+            path = root / name
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+    return undo
 
 
 # -- stats --------------------------------------------------------------------------

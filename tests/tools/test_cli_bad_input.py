@@ -178,3 +178,22 @@ def test_an_export_from_a_newer_mnemolog_is_refused_and_the_data_dir_keeps_worki
     assert_refused(run(data, "import", "--rehash", str(tmp_path / "newer.jsonl")), "nothing written", "schema version 9")
     assert head(data) == before
     assert run(data, "add", "still writable").returncode == 0
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["missing", "empty"])
+def test_a_refused_import_leaves_a_new_data_dir_as_it_found_it(tmp_path, made):
+    """``import refused, nothing written`` left a data directory with an empty log behind (a mistyped
+    --data-dir, or a first import of a cut file), which later commands took for a real one."""
+    target = tmp_path / "new" / "data"
+    if made:
+        target.mkdir(parents=True)
+        (target / "notes.txt").write_text("mine")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b'{"mnemolog_export":2,"scope":"log","tenant":null}\n{"position":1,"event_id"')
+    assert_refused(run(target, "import", str(cut)), "nothing written", "line 2")
+    assert_refused(run(target, "import", "-", stdin=b'{"x": 1}\n'), "nothing written", "line 1")
+    if made:
+        assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+    else:
+        assert not (tmp_path / "new").exists()
+    assert run(target, "add", "a first memory").returncode == 0  # the next command starts a log as usual
