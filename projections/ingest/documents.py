@@ -17,8 +17,10 @@ Chunking
     (````` or ``~~~``) stays one block, and ``#`` lines inside it are not
     headings. A block longer than ``max_chars`` is split on sentence ends and
     line breaks, and a piece still too long is cut at the last space that fits
-    (or hard-cut). Blocks are then packed in order while the slice from the
-    first to the last stays within ``max_chars``. A heading always starts a new
+    (or hard-cut, between two characters as readers see them: never inside a
+    grapheme cluster such as an accented letter, a flag or a joined emoji).
+    Blocks are then packed in order while the slice from the first to the
+    last stays within ``max_chars``. A heading always starts a new
     chunk unless the chunk so far holds only headings, so a heading is packed
     with the text under it. ``Chunk.heading`` is the innermost heading the
     chunk's text sits under. Chunks never span pages.
@@ -37,6 +39,7 @@ from typing import Any
 import msgspec
 
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
+from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
 
@@ -79,7 +82,7 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
 
     Raises :class:`DocumentError` (and nothing else for bad content) when the
     file type is unsupported, the file is unreadable or empty, text is not
-    valid UTF-8, ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
+    valid UTF-8 or holds a NUL byte (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
     no extractable text.
     """
     p = Path(path)
@@ -101,6 +104,9 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     if doc_type == "pdf":
         pages, title = _read_pdf(raw, where)
     else:
+        if (nul := raw.find(b"\x00")) >= 0:  # no text file holds one: UTF-16 without its byte-order mark, or a binary file
+            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
+                                reason="decode", path=where)
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -338,8 +344,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
 
     See the module docstring for the rules and the offset guarantee.
     """
-    if max_chars < 1:
-        raise ValueError("max_chars must be at least 1")
+    if not 1 <= max_chars <= MAX_TEXT_CHARS:  # a chunk is a memory
+        raise ValueError(f"max_chars must be 1 to {MAX_TEXT_CHARS}")
     markdown = doc.doc_type == "markdown"
     chunks: list[Chunk] = []
     heading: str | None = None  # heading in effect, carried across pages

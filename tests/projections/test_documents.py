@@ -290,3 +290,28 @@ def test_chunks_never_cut_inside_a_character(words, spaces, max_chars):
     assert_chunk_invariants(doc, chunks, max_chars)
     for chunk in chunks:
         assert chunk.start in boundaries and chunk.end in boundaries, (chunk, text)
+
+
+@pytest.mark.parametrize(
+    "content, at",
+    [
+        ("Meeting notes: ship on Friday.".encode("utf-16-le"), 1),  # UTF-16 without its byte-order mark: valid UTF-8, every other byte NUL
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", 7),  # an executable named .txt
+        (b"# Notes\n\nfine text\x00then binary", 18),
+    ],
+    ids=["utf-16 without bom", "binary", "a nul in text"],
+)
+def test_a_text_file_holding_nul_bytes_is_refused_as_binary(tmp_path, content, at):
+    """It was imported as text: chunks of NULs and stray bytes that no search finds and every read shows as garbage."""
+    path = tmp_path / "notes.md"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError, match=rf"binary content \(a NUL byte at byte {at}\)") as info:
+        read_document(path)
+    assert info.value.reason == "decode"
+
+
+def test_max_chars_beyond_a_memory_is_refused():
+    """A chunk larger than a memory takes was cut, then every document failed on its own with a memory's limit."""
+    with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
+        chunk_document(md_doc("x"), max_chars=100_001)
+    assert chunk_document(md_doc("x"), max_chars=100_000)

@@ -197,3 +197,13 @@ def test_a_refused_import_leaves_a_new_data_dir_as_it_found_it(tmp_path, made):
     else:
         assert not (tmp_path / "new").exists()
     assert run(target, "add", "a first memory").returncode == 0  # the next command starts a log as usual
+
+
+@pytest.mark.parametrize("value", ["0", "100001"])
+def test_import_docs_refuses_a_chunk_size_no_memory_takes(tmp_path, value):
+    """--max-chars past a memory's 100,000 characters: every long document failed on its own, exit 1, after a log was made."""
+    doc = tmp_path / "long.txt"
+    doc.write_text("word " * 30_000)
+    target = tmp_path / "data"
+    assert_refused(run(target, "import", "docs", str(doc), "--max-chars", value), "--max-chars must be 1 to 100000")
+    assert not target.exists()
