@@ -455,7 +455,7 @@ def run_cli(tmp_path, capsys, monkeypatch):
 
     def run(*argv, stdin=None, code=0):
         if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))  # read as bytes
         rc = cli.main([*argv, "--data-dir", str(tmp_path)])
         out, err = capsys.readouterr()
         assert rc == code, (argv, out, err)

@@ -207,3 +207,38 @@ def test_import_docs_refuses_a_chunk_size_no_memory_takes(tmp_path, value):
     target = tmp_path / "data"
     assert_refused(run(target, "import", "docs", str(doc), "--max-chars", value), "--max-chars must be 1 to 100000")
     assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["add", b"caf\xe9"], r"caf\xe9"),
+        (["add", "--tags", b"t\xff", "text"], r"t\xff"),
+        (["import", "docs", b"notes-\xe9.md"], r"notes-\xe9.md"),
+    ],
+    ids=["text", "option", "path"],
+)
+def test_an_argument_that_is_not_utf8_is_named(data, argv, shown):
+    """Python keeps such bytes as lone surrogates: the command failed later on "'utf-8' codec can't encode character
+    '\\udce9' in position 3", naming neither the argument nor the bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    before = head(data)
+    done = subprocess.run([os.fsencode(MNEMOLOG), b"--data-dir", os.fsencode(data), *[os.fsencode(a) if isinstance(a, str) else a for a in argv]], capture_output=True, env=env, timeout=60)
+    assert_refused(done, "not valid UTF-8", shown)
+    assert head(data) == before
+
+
+def test_a_data_dir_that_is_not_utf8_is_refused_before_it_is_made(tmp_path):
+    """It gave a traceback from the vector index (exit 1) and left a half-made data directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    target = os.fsencode(tmp_path) + b"/data-\xff"
+    done = subprocess.run([os.fsencode(MNEMOLOG), b"--data-dir", target, b"add", b"a memory"], capture_output=True, env=env, timeout=60)
+    assert_refused(done, r"data-\xff", "not valid UTF-8")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("body, line", [(b'{"memory": "a"}\n\xff\n', 2), (b'{"memory": "caf\xe9"}\n', 1)])
+def test_a_batch_line_that_is_not_utf8_is_named(data, body, line):
+    before = head(data)
+    assert_refused(run(data, "add", stdin=body), f"line {line}", "not valid UTF-8")
+    assert head(data) == before
