@@ -89,7 +89,7 @@ class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     key: Annotated[str, Meta(max_length=200)] | None = None
     tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] = []
     sources: list[str] = []
-    background: str | None = None
+    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None = None  # indexed as the text is
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] = {}
     subject: Subject | None = None  # whose data (a pseudonymous id; none: the tenant's): the key that seals it, what forget erases
@@ -112,7 +112,7 @@ class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=
     key: Annotated[str, Meta(max_length=200)] | None = None
     tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] | UnsetType = UNSET
     sources: list[str] | UnsetType = UNSET
-    background: str | None = None
+    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None = None  # indexed as the text is
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] | UnsetType = UNSET
     subject: Subject | None = None

@@ -603,3 +603,8 @@ def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
     assert out.startswith("dry run: 1 mention edges to add, 0 to remove, 1 kept (0 chunks, 1 memories,")
     assert "  memories: +1 -0 =1" in out
     assert json.loads(run_cli("relink", "--commit", "--json"))["by_kind"]["memories"]["add"] == 1
+
+
+def test_a_background_longer_than_a_memory_is_refused_by_the_command(run_cli):
+    err = run_cli("add", stdin='{"memory": "fine"}\n{"memory": "long", "background": "' + "w" * 100_001 + '"}\n', code=2)
+    assert "memories[1].background" in err and "100000" in err
