@@ -174,7 +174,8 @@ class DocumentCommands:
             return msgspec.structs.replace(done, data=self._replayed_report(done, report))
         old = self._chunk_states(latest.chunk_ids if latest else ())
         if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
-            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
+            # The content hash decides; the report gives the version kept (its title, not the one this request asked for).
+            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **{**report, "title": latest.title})
         version = document.highest + 1
         stamp = now_iso()
         chunk_ids = new_ids(len(doc.chunks))
