@@ -491,3 +491,27 @@ async def test_a_background_longer_than_a_memory_is_422_naming_it(api, client):
     assert await head(client) == before
     written = await client.add_memories(memories=[{"memory": "at the limit", "background": long[:100_000]}])
     assert written.positions
+
+
+async def test_a_reason_longer_than_2000_characters_is_422_naming_it(api, client):
+    """Reasons are recorded in the log unsealed, where a forget cannot reach them; only the forget's own was
+    bounded, and a 5 MB archive reason was kept for good."""
+    memory_id = (await client.add_memories(memories=[{"memory": "short"}])).memory_ids[0]
+    await api.raw.put("/v1/entities/person:ada", json={"name": "Ada"})
+    long = "r" * 2001
+    before = await head(client)
+    cases = [
+        ("PATCH", f"/v1/memories/{memory_id}", {"key": "k", "reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/archive", {"reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/delete", {"reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/rollback", {"to_version": 1, "reason": long}),
+        ("POST", "/v1/edges/undo-namespace", {"prefix": "user:", "reason": long}),
+        ("DELETE", "/v1/entities/person:ada", {"reason": long}),
+        ("POST", "/v1/admin/drop-tenant", {"confirm": "default", "reason": long}),
+    ]
+    for method, path, body in cases:
+        response = await api.raw.request(method, path, json=body)
+        answer = await response.json()
+        assert response.status == 422 and answer["error"]["field"] == "reason", (path, answer)
+    assert await head(client) == before
+    assert (await api.raw.post(f"/v1/memories/{memory_id}/archive", json={"reason": "r" * 2000})).status == 200
