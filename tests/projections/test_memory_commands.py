@@ -116,7 +116,7 @@ def test_batch_larger_than_capacity_evicts_its_own_items(svc):
 
 
 def test_update_makes_a_new_version_and_keeps_history(svc):
-    (m,) = add(svc, "I live in Berlin", key="home", embedding=(0.1, 0.2)).memory_ids
+    (m,) = add(svc, "I live in Berlin", key="home", embedding=(0.1, 0.2) * (svc.embedding_dim // 2)).memory_ids
     first = svc.store.last_position()
     r = svc.run(svc.memories.update, ctx(), m, {"memory": "I live in Paris", "tags": ["moved"]}, expected_version=1)
     assert r.data == {"version": 2, "changed": ["memory", "tags"]}
