@@ -47,7 +47,7 @@ async def test_a_memory_embedding_of_another_length_than_the_servers_is_422_nami
     head = api.service.store.last_position()
     cases = [
         ("POST", "/v1/memories", {"memories": [{"memory": "ok", "embedding": [0.5] * dim}, {"memory": "short", "embedding": [0.5] * (dim // 2)}]}, "memories[1].embedding"),
-        ("POST", "/v1/memories", {"memory": {"memory": "long", "embedding": [0.5] * (dim + 1)}}, "embedding"),
+        ("POST", "/v1/memories", {"memory": {"memory": "long", "embedding": [0.5] * (dim + 1)}}, "memory.embedding"),
         ("PATCH", f"/v1/memories/{memory_id}", {"embedding": [0.5] * 3}, "embedding"),
     ]
     for method, path, body, field in cases:
