@@ -393,7 +393,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
 def default_doc_id(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
     """A document's id: its path relative to ``root``, each part made safe, joined by ``/``.
 
-    ``notes/My Notes.md`` -> ``notes/My-Notes.md``. Without ``root`` the path
+    ``notes/My Notes.md`` -> ``notes/My-Notes.md`` (a part with letters beyond
+    ASCII gains a digest of itself, see :func:`_safe_part`). Without ``root`` the path
     is taken as it is (an uploaded file's name, which may hold folders); with
     one, a path outside it is a :class:`DocumentError` (``outside-root``), so
     that two files never share an id because only their names were used.
@@ -416,8 +417,22 @@ def default_doc_id(path: str | os.PathLike[str], root: str | os.PathLike[str] | 
     return doc_id
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+
+
 def _safe_part(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-._")
+    """One part of a path as an id's part: ASCII as it is, spaces and the like made ``-`` (``My Notes.md`` ->
+    ``My-Notes.md``). A part with letters beyond ASCII keeps their nearest ASCII (accents dropped) and gains a
+    digest of the part as written, so that ``会議.md`` and ``報告.md`` (or ``Café.md`` and ``Cafe.md``) stay two
+    documents: without it every letter outside ASCII was dropped, and both were document ``md``."""
+    if part.isascii():
+        return _UNSAFE.sub("-", part).strip("-._")
+    suffix = found.group(0) if (found := _SUFFIX.search(part)) else ""
+    stem = part[: len(part) - len(suffix)]
+    base = _UNSAFE.sub("-", unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()).strip("-._")
+    digest = hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{base}-{digest}{suffix}" if base else f"{digest}{suffix}"
 
 
 def document_import(
