@@ -382,8 +382,16 @@ def cmd_digest(args: argparse.Namespace) -> int:
 # -- export / import ----------------------------------------------------------------
 
 
-def _output_file(value: str, option: str) -> Path:
-    """A file this command may create or replace, checked before any work (exit 2 naming ``option``)."""
+#: The files a data directory holds (see the README): an export or a key file written over one destroys it.
+DATA_FILES = frozenset(
+    f"{name}{suffix}" for name in ("events.db", "keys.db", "projections.db", "auth.db") for suffix in ("", "-wal", "-shm", "-journal")
+) | {"vectors.usearch", "vectors.usearch.json", "vectors.usearch.lock", "vectors.usearch.tmp", "fts.postings"}
+_DATABASE_MAGIC = b"SQLite format 3\x00"
+
+
+def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
+    """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
+    file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
     path = Path(value)
     if path.is_dir():
         raise CommandError(f"{option} {value}: is a directory; name a file")
@@ -391,6 +399,15 @@ def _output_file(value: str, option: str) -> Path:
         raise CommandError(f"{option} {value}: no such directory: {path.parent}")
     if not os.access(path.parent, os.W_OK):
         raise CommandError(f"{option} {value}: the directory {path.parent} is not writable")
+    if path.name in DATA_FILES and path.parent.resolve() == data_dir(args).resolve():
+        raise CommandError(f"{option} {value}: a file of the data directory; name a file outside it")
+    try:
+        with open(path, "rb") as existing:
+            database = existing.read(len(_DATABASE_MAGIC)) == _DATABASE_MAGIC
+    except OSError:
+        database = False
+    if database:
+        raise CommandError(f"{option} {value}: is a database (a log, a key store?), which the export would replace; name another file")
     return path
 
 
@@ -401,8 +418,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
-    target = None if to_stdout else _output_file(args.output, "--output")
-    key_file = _output_file(args.with_keys, "--with-keys") if args.with_keys else None
+    target = None if to_stdout else _output_file(args.output, "--output", args)
+    key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:

@@ -242,3 +242,25 @@ def test_a_batch_line_that_is_not_utf8_is_named(data, body, line):
     before = head(data)
     assert_refused(run(data, "add", stdin=body), f"line {line}", "not valid UTF-8")
     assert head(data) == before
+
+
+@pytest.mark.parametrize(
+    "option, name",
+    [("--output", "events.db"), ("--with-keys", "keys.db"), ("--output", "projections.db"), ("--output", "events.db-wal"), ("--with-keys", "vectors.usearch")],
+)
+def test_an_export_never_writes_over_a_file_of_the_data_directory(data, tmp_path, option, name):
+    """``export --output DATA/events.db`` replaced the log with its own export ("file is not a database" from then on),
+    and ``--with-keys DATA/keys.db`` the key store with the key file: a typo destroyed the data directory."""
+    before = {p.name: p.read_bytes() for p in data.iterdir() if p.is_file() and p.name != "events.db-shm"}
+    argv = ["--output", str(data / name)] if option == "--output" else ["--output", str(tmp_path / "out.jsonl"), "--with-keys", str(data / name)]
+    assert_refused(run(data, "export", *argv), option, name, "data directory")
+    assert not (tmp_path / "out.jsonl").exists()
+    assert all((data / n).read_bytes() == b for n, b in before.items() if n in ("keys.db", "vectors.usearch"))
+    assert run(data, "verify").returncode == 0 and run(data, "add", "still here").returncode == 0
+
+
+def test_an_export_never_writes_over_another_database(data, tmp_path):
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    assert_refused(run(data, "export", "--output", str(other)), "--output", "is a database")
+    assert other.read_bytes().startswith(b"SQLite format 3\x00")
