@@ -32,6 +32,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -92,11 +93,7 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
         supported = ", ".join(sorted(_DOC_TYPES))
         raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
                             f"supported: {supported}", reason="unsupported", path=where)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise DocumentError(f"cannot read file: {exc.strerror or exc}", reason="unreadable",
-                            path=where) from exc
+    raw = _read_regular_file(p, where)
     if not raw:
         raise DocumentError("empty file", reason="empty", path=where)
     content_hash = hashlib.sha256(raw).hexdigest()
@@ -119,6 +116,21 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
     return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+
+
+def _read_regular_file(p: Path, where: str) -> bytes:
+    """The bytes of a regular file; a pipe, a device or a socket is refused unread (opening a pipe
+    waited for a writer, and reading /dev/zero never ended)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a pipe opens at once, without a writer
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise DocumentError("not a regular file (a pipe, a device or a socket): nothing to import",
+                                    reason="unreadable", path=where)
+            return file.read()
+    except OSError as exc:
+        raise DocumentError(f"cannot read file: {exc.strerror or exc}", reason="unreadable",
+                            path=where) from exc
 
 
 def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:

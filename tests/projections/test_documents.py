@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 
 import pytest
@@ -315,3 +316,17 @@ def test_max_chars_beyond_a_memory_is_refused():
     with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
         chunk_document(md_doc("x"), max_chars=100_001)
     assert chunk_document(md_doc("x"), max_chars=100_000)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_or_a_device_is_refused_without_reading_it(tmp_path):
+    """``mnemolog import docs notes.txt`` where notes.txt is a named pipe waited forever for a writer, and a .txt
+    link to /dev/zero read until memory ran out."""
+    pipe = tmp_path / "pipe.txt"
+    os.mkfifo(pipe)
+    zero = tmp_path / "zero.md"
+    zero.symlink_to("/dev/zero")
+    for path in (pipe, zero):
+        with pytest.raises(DocumentError, match="not a regular file") as info:
+            read_document(path)
+        assert info.value.reason == "unreadable"
