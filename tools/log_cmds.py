@@ -450,9 +450,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
-    if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
+    if args.file != "-" and (Path(args.file).is_dir() or not Path(args.file).exists()):  # before a fresh data directory gets an empty log
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
-        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")
+        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is
     undo = _undo_new_log(args)
     try:
         with open_store(args) as store:

@@ -264,3 +264,27 @@ def test_an_export_never_writes_over_another_database(data, tmp_path):
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
     assert_refused(run(data, "export", "--output", str(other)), "--output", "is a database")
     assert other.read_bytes().startswith(b"SQLite format 3\x00")
+
+
+def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
+    """``mnemolog import <(zcat log.jsonl.gz)`` names a pipe: it was refused as "no such file"."""
+    export = tmp_path / "log.jsonl"
+    assert run(data, "export", "--output", str(export)).returncode == 0
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with open(pipe, "wb") as out:
+            out.write(export.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        done = run(tmp_path / "copy", "import", str(pipe))
+    finally:
+        if writer.is_alive():  # the import never opened the pipe: open it here, so that the writer ends
+            with open(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK), "rb") as drain:
+                writer.join(timeout=5)
+                drain.read()
+        writer.join(timeout=30)
+    assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
