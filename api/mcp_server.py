@@ -51,7 +51,7 @@ from mnemolog.projections.service import MemoryService
 from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant
 from .errors import ApiError, as_api_error
-from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, RecallRequest, SearchRequest, UpdateMemoryRequest
+from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
 
@@ -134,7 +134,7 @@ class UpdateMemoryArgs(UpdateMemoryRequest, forbid_unknown_fields=True, kw_only=
 
 class ArchiveMemoryArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id: ID
-    reason: str = ""
+    reason: Reason = ""
     expected_version: Annotated[int, Meta(ge=1)] | None = None
     idempotency_key: IdempotencyKey | None = None
 

@@ -21,7 +21,7 @@ import msgspec
 
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.commands import CommandContext, CommandResult
-from mnemolog.eventstore.model import MemoryContent, NotFound
+from mnemolog.eventstore.model import MemoryContent, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall import windows
@@ -350,10 +350,17 @@ def add_memories(svc: MemoryService, ctx: CommandContext, body: AddMemoriesReque
     """Add ``body.memory`` or the batch ``body.memories`` (atomically); run it on the writer."""
     if isinstance(body.memory, msgspec.UnsetType) == isinstance(body.memories, msgspec.UnsetType):
         raise ApiError(422, "invalid", "send either memory (one) or memories (a batch)", "memory")
-    items = [body.memory] if not isinstance(body.memory, msgspec.UnsetType) else body.memories
+    single = not isinstance(body.memory, msgspec.UnsetType)
+    items = [body.memory] if single else body.memories
     if not items:
         raise ApiError(422, "invalid", "memories must not be empty", "memories")
-    return svc.run(svc.memories.add, ctx, [memory_content(i) for i in items])
+    try:
+        return svc.run(svc.memories.add, ctx, [memory_content(i) for i in items])
+    except ValidationError as exc:
+        # The command names an item's field bare when it adds one memory: here it is the body's path, as the schema's errors say.
+        if exc.field in MemoryIn.__struct_fields__:
+            raise ValidationError(("memory." if single else "memories[0].") + exc.field, exc.message) from None
+        raise
 
 
 def update_memory(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import tempfile
 import zlib
 from urllib.parse import unquote
@@ -19,7 +20,7 @@ from aiohttp import BodyPartReader, MultipartReader, web
 from msgspec import Meta
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DOC_ID_RE, check_doc_id
+from mnemolog.eventstore.commands.documents import DOC_ID_RE, DocumentImport, check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, read_document
 from mnemolog.eventstore.model import ValidationError
@@ -339,30 +340,50 @@ def _distinct(ids: list[str], fields: list[str]) -> None:
 
 @routes.post("/v1/import/documents", scope="write", summary="Import text, Markdown and PDF documents (multipart files or JSON); a bad file is reported and skipped", body=IMPORT_DOCUMENTS_BODY, response=ImportReport)
 async def import_documents(request: web.Request) -> dict:
+    """Every document is read and chunked first, then each is imported as its own command.
+
+    An ``Idempotency-Key`` stands for the whole request: the ``n``-th document
+    is imported under ``<key>:<n>`` with the request's digest as what the key
+    stands for, and every document's key is checked before any is written, so
+    a retry replays the documents already written and imports the others,
+    while the key reused for other documents is a 409 that writes nothing.
+    """
     ctx, _, svc = await write_request(request)
-    results: list[dict[str, Any]] = []
-    correlation, replays = ctx.correlation_id, []  # a retry whose every import is replayed answers the first request's
+    items: list[tuple[str, DocumentImport | dict[str, Any]]] = []  # each document, read and chunked, or its failure
     for name, data, options, error in await _uploads(request):
         if error is not None:
-            results.append({"filename": name, "status": "failed", "reason": "corrupt", "error": error})
+            items.append((name, {"filename": name, "status": "failed", "reason": "corrupt", "error": error}))
             continue
-        prepared = await read(request, _prepare, name, data, options)
-        if isinstance(prepared, DocumentError):
-            results.append({"filename": name, "status": "failed", "reason": prepared.reason, "error": str(prepared)})
-            continue
-        one = CommandContext(
+        doc = await read(request, _prepare, name, data, options)
+        if isinstance(doc, DocumentError):
+            doc = {"filename": name, "status": "failed", "reason": doc.reason, "error": str(doc)}
+        items.append((name, doc))
+    contexts = [
+        CommandContext(
             tenant=ctx.tenant,
             correlation_id=ctx.correlation_id,
             actor=ctx.actor,
-            idempotency_key=f"{ctx.idempotency_key}:{prepared.doc_id}" if ctx.idempotency_key else None,
+            idempotency_key=f"{ctx.idempotency_key}:{n}" if ctx.idempotency_key else None,
         )
+        for n in range(len(items))
+    ]
+    whole = None
+    if ctx.idempotency_key:
+        whole = hashlib.sha256(msgspec.json.encode([item for _, item in items])).hexdigest()
+        await write(request, svc.documents.check_retry, [one for one, (_, item) in zip(contexts, items) if isinstance(item, DocumentImport)], whole)
+    results: list[dict[str, Any]] = []
+    correlation, replays = ctx.correlation_id, []  # a retry whose every import is replayed answers the first request's
+    for one, (name, item) in zip(contexts, items):
+        if not isinstance(item, DocumentImport):
+            results.append(item)
+            continue
         try:
-            result = await write(request, svc.run, svc.documents.import_document, one, prepared)
+            done = await write(request, svc.run, svc.documents.import_document, one, item, idempotent_as=whole)
         except ValidationError as exc:
             results.append({"filename": name, "status": "failed", "reason": "invalid", "error": str(exc)})
             continue
-        results.append({"filename": name, **result.data, "positions": list(result.positions), "memory_ids": list(result.memory_ids)})
-        replays.append(result.correlation_id if result.replayed else None)
+        results.append({"filename": name, **done.data, "positions": list(done.positions), "memory_ids": list(done.memory_ids)})
+        replays.append(done.correlation_id if done.replayed else None)
     if replays and all(replays):
         correlation = replays[0]
     return import_report(results, correlation)

@@ -50,6 +50,8 @@ Embedding = Annotated[list[Annotated[float, Meta(ge=-FLOAT32_MAX, le=FLOAT32_MAX
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]
+#: Why a change was made: recorded in the log unsealed (a forget never reaches it), so operator text, no personal data.
+Reason = Annotated[str, Meta(max_length=2000)]
 #: ``as_of`` as text: an RFC 3339 time (mapped to the log's position then), a position in digits, or empty (the head).
 #: The service resolves it (:meth:`mnemolog.projections.service.MemoryService.resolve_as_of`); the schema says what it takes.
 AS_OF_TEXT_SCHEMA = {"anyOf": [{"format": "date-time"}, {"pattern": r"^[0-9]{1,18}$"}, {"maxLength": 0}]}
@@ -89,7 +91,7 @@ class MemoryIn(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
     key: Annotated[str, Meta(max_length=200)] | None = None
     tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] = []
     sources: list[str] = []
-    background: str | None = None
+    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None = None  # indexed as the text is
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] = {}
     subject: Subject | None = None  # whose data (a pseudonymous id; none: the tenant's): the key that seals it, what forget erases
@@ -112,11 +114,11 @@ class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=
     key: Annotated[str, Meta(max_length=200)] | None = None
     tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] | UnsetType = UNSET
     sources: list[str] | UnsetType = UNSET
-    background: str | None = None
+    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None = None  # indexed as the text is
     confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
     properties: dict[str, Any] | UnsetType = UNSET
     subject: Subject | None = None
-    reason: str = ""
+    reason: Reason = ""
 
 
 UpdateMemoryRequest.json_schema_extra = {  # type: ignore[attr-defined]
@@ -130,21 +132,21 @@ class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ForgetRequest(msgspec.Struct, forbid_unknown_fields=True):
-    reason: Annotated[str, Meta(max_length=2000)] = ""  # recorded in the log: no personal data
+    reason: Reason = ""  # recorded in the log: no personal data
 
 
 class ReasonRequest(msgspec.Struct, forbid_unknown_fields=True):
-    reason: str = ""
+    reason: Reason = ""
 
 
 class DeleteRequest(msgspec.Struct, forbid_unknown_fields=True):
-    reason: str = ""
+    reason: Reason = ""
     evolve_to: Annotated[str, Meta(min_length=1)] | None = None
 
 
 class RollbackRequest(msgspec.Struct, forbid_unknown_fields=True):
     to_version: Annotated[int, Meta(ge=1, le=MAX_POSITION)]
-    reason: str = ""
+    reason: Reason = ""
 
 
 class SupersedeRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -162,7 +164,7 @@ class LinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
     prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=portable(NAMESPACE_RE.pattern))]
-    reason: str = ""
+    reason: Reason = ""
 
 
 class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -173,7 +175,7 @@ class RevertRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class DropTenantRequest(msgspec.Struct, forbid_unknown_fields=True):
     confirm: str
-    reason: str = ""
+    reason: Reason = ""
 
 
 class WriteResponse(msgspec.Struct):

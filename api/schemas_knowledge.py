@@ -10,7 +10,7 @@ from msgspec import Meta
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOC_ID_RE
 from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
 
-from .schemas import AsOf, Weight, portable
+from .schemas import AsOf, Reason, Weight, portable
 
 Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=portable(r"[^\s]"))]  # not blank: the command collapses whitespace
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
@@ -45,11 +45,11 @@ class RelationIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class RelationKey(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     target_id: EntityId
     relation_type: RelationType
-    reason: str = ""
+    reason: Reason = ""
 
 
 class RemoveEntityRequest(msgspec.Struct, forbid_unknown_fields=True):
-    reason: str = ""
+    reason: Reason = ""
 
 
 class DocumentMeta(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -55,8 +55,8 @@ import msgspec
 
 from .bounds import check_name
 from .chain import GENESIS_HASH, StoredRow, expected_hash
-from .errors import ImportRefused
-from .events import metadata_decoder
+from .errors import ImportRefused, UnknownEventType, UpcastError
+from .events import decode_payload, metadata_decoder
 from .recorder import PendingEvent, PendingWrite
 from .schema import MAX_NAME, MAX_STREAM_ID
 
@@ -337,6 +337,7 @@ class _Checker:
         if not self.rehash:
             self._check_frame(line)
             self._check_chain(line)
+        _check_readable(line)
         self.previous = line
 
     def _check_frame(self, line: _Line) -> None:
@@ -411,6 +412,25 @@ class _Checker:
             raise ImportRefused(f"{line.where()}: prev_hash does not match the hash of line {previous.lineno}")
         if expected_hash(_stored_row(line)) != event.hash:
             raise ImportRefused(f"{line.where()}: hash does not match the event's contents")
+
+
+def _check_readable(line: _Line) -> None:
+    """The line's payload decodes as its type and schema version (through the upcasters), as every read of the log will.
+
+    The log is append-only: an event no reader can decode (a log from a newer
+    mnemolog, or an edited file, even with its chain recomputed) would break
+    every catch-up and rebuild of the store for good, so it is refused with
+    the file, ``rehash`` or not.
+    """
+    event = line.event
+    try:
+        decode_payload(event.type, event.schema_version, line.payload)
+    except UnknownEventType as exc:
+        raise ImportRefused(f"{line.where()}: {exc} (written by a newer mnemolog?)") from None
+    except UpcastError as exc:
+        raise ImportRefused(f"{line.where()}: {exc}") from None
+    except Exception as exc:  # msgspec's validation, or an upcaster meeting a payload it cannot take
+        raise ImportRefused(f"{line.where()}: {event.type} does not decode: {exc}") from None
 
 
 def _span(first: int, last: int) -> str:

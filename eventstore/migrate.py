@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from . import dialects
+from .settings import SetupError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -29,6 +30,11 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
+@lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
+
+
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
@@ -37,8 +43,15 @@ def current_revision(engine: Engine) -> str | None:
 def upgrade(engine: Engine, revision: str = "head") -> bool:
     """Bring the log's schema to ``revision`` (the newest by default); True when anything ran."""
     target = head_revision() if revision == "head" else revision
-    if current_revision(engine) == target:
+    current = current_revision(engine)
+    if current == target:
         return False
+    if current is not None and current not in known_revisions():
+        # A newer mnemolog migrated this log: alembic could only fail on it (a traceback), and nothing here may change it.
+        raise SetupError(
+            f"the log's schema is at revision {current!r}, which this mnemolog does not know (its newest is {head_revision()!r}):"
+            " a newer mnemolog migrated it; upgrade mnemolog to open it"
+        )
     _run(engine, command.upgrade, revision)
     return True
 

@@ -80,6 +80,7 @@ class ValidationError(ValueError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.message = message
         super().__init__(f"{field}: {message}")
 
 
@@ -152,6 +153,8 @@ def validate_content(content: MemoryContent, *, field_prefix: str = "") -> Memor
         raise ValidationError(p + "confidence", "must be between 0 and 1")
     if content.key is not None and len(content.key) > 200:
         raise ValidationError(p + "key", "at most 200 characters")
+    if content.background is not None and len(content.background) > MAX_TEXT_CHARS:  # indexed as the text is
+        raise ValidationError(p + "background", f"at most {MAX_TEXT_CHARS} characters")
     if content.subject is not None:
         validate_subject(content.subject, field=p + "subject")
     if content.erased:

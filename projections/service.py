@@ -116,9 +116,15 @@ class MemoryService:
         self.linking = Linking(self)
         self.facts = self.construct_facts()
 
+        # The embedder first: its vector length is what a memory's own embedding must have.
+        self.embedder = get_embedder(settings.embedder)
+        self.embedding_dim = self.embedder.dim
+
         # Commands, run through ``run`` (the writer).
         linker = command_linker(self.read_conn, self.linking.catalogues)  # commands record the entities texts mention
-        self.memories = MemoryCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity), linker=linker)
+        self.memories = MemoryCommands(
+            store, self.facts, working_capacity=int(settings.working_memory_capacity), linker=linker, embedding_dim=self.embedding_dim
+        )
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
         self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
@@ -126,8 +132,6 @@ class MemoryService:
         self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)
 
         # Recall: the vector index, kept up to date off the write path, and the fused searcher.
-        self.embedder = get_embedder(settings.embedder)
-        self.embedding_dim = self.embedder.dim
         self.vector_index = self.construct_vector_index()
         self.index_follower = self.construct_index_follower()
         self.searcher = self.construct_searcher()

@@ -73,7 +73,24 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _not_utf8(argv: Sequence[str]) -> str | None:
+    """The first argument whose bytes are not UTF-8 (Python holds them as lone surrogates), shown with those bytes escaped.
+
+    Every name, text and path the product keeps is UTF-8: such an argument
+    would fail later, naming neither itself nor its bytes, or halfway through
+    making a data directory.
+    """
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if (bad := _not_utf8(sys.argv[1:] if argv is None else argv)) is not None:
+        return fail(f"an argument is not valid UTF-8 text: {bad}")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -26,7 +26,7 @@ import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.commands.documents import check_doc_id
-from mnemolog.eventstore.model import NotFound, ValidationError
+from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
 from .progress import progress_for
@@ -156,6 +156,8 @@ def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path],
 def cmd_import_docs(args: argparse.Namespace) -> int:
     if not args.paths:
         raise CommandError("import docs needs at least one PATH")
+    if args.max_chars is not None and not 1 <= args.max_chars <= MAX_TEXT_CHARS:  # a chunk is a memory
+        raise CommandError(f"--max-chars must be 1 to {MAX_TEXT_CHARS} (a chunk is one memory), got {args.max_chars}")
     paths = document_paths(args.paths)
     if not paths:
         raise CommandError("no .txt, .md, .markdown or .pdf files found")

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import importlib
 import os
+import shutil
 import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
@@ -23,6 +24,7 @@ from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
+from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -380,8 +382,16 @@ def cmd_digest(args: argparse.Namespace) -> int:
 # -- export / import ----------------------------------------------------------------
 
 
-def _output_file(value: str, option: str) -> Path:
-    """A file this command may create or replace, checked before any work (exit 2 naming ``option``)."""
+#: The files a data directory holds (see the README): an export or a key file written over one destroys it.
+DATA_FILES = frozenset(
+    f"{name}{suffix}" for name in ("events.db", "keys.db", "projections.db", "auth.db") for suffix in ("", "-wal", "-shm", "-journal")
+) | {"vectors.usearch", "vectors.usearch.json", "vectors.usearch.lock", "vectors.usearch.tmp", "fts.postings"}
+_DATABASE_MAGIC = b"SQLite format 3\x00"
+
+
+def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
+    """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
+    file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
     path = Path(value)
     if path.is_dir():
         raise CommandError(f"{option} {value}: is a directory; name a file")
@@ -389,6 +399,15 @@ def _output_file(value: str, option: str) -> Path:
         raise CommandError(f"{option} {value}: no such directory: {path.parent}")
     if not os.access(path.parent, os.W_OK):
         raise CommandError(f"{option} {value}: the directory {path.parent} is not writable")
+    if path.name in DATA_FILES and path.parent.resolve() == data_dir(args).resolve():
+        raise CommandError(f"{option} {value}: a file of the data directory; name a file outside it")
+    try:
+        with open(path, "rb") as existing:
+            database = existing.read(len(_DATABASE_MAGIC)) == _DATABASE_MAGIC
+    except OSError:
+        database = False
+    if database:
+        raise CommandError(f"{option} {value}: is a database (a log, a key store?), which the export would replace; name another file")
     return path
 
 
@@ -399,8 +418,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
-    target = None if to_stdout else _output_file(args.output, "--output")
-    key_file = _output_file(args.with_keys, "--with-keys") if args.with_keys else None
+    target = None if to_stdout else _output_file(args.output, "--output", args)
+    key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
@@ -431,19 +450,21 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
-    if args.file != "-" and not Path(args.file).is_file():  # before a fresh data directory gets an empty log
+    if args.file != "-" and (Path(args.file).is_dir() or not Path(args.file).exists()):  # before a fresh data directory gets an empty log
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
-        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")
-    with open_store(args) as store:
-        with progress_for(args, "import") as progress:
-            try:
+        raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is
+    undo = _undo_new_log(args)
+    try:
+        with open_store(args) as store:
+            with progress_for(args, "import") as progress:
                 if args.file == "-":
                     report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows)
                 else:
                     with open(args.file, "rb") as lines:
                         report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows)
-            except ImportRefused as exc:
-                raise CommandError(f"import refused, nothing written: {exc}") from None
+    except ImportRefused as exc:
+        undo()  # the store is closed: what this command made goes
+        raise CommandError(f"import refused, nothing written: {exc}") from None
     if args.json:
         print_json_line(report)
     else:
@@ -453,6 +474,30 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"skipped {report.skipped_existing} already present; tenants: {tenants}"
         )
     return 0
+
+
+def _undo_new_log(args: argparse.Namespace) -> Callable[[], None]:
+    """What takes back the data directory an import is about to start a log in, should the file be refused:
+    the folders it creates, or the files it adds to an existing folder without a log. Nothing once a log is
+    there (or the log is shared): a refused import never touches one."""
+    if Settings().log_url:
+        return lambda: None
+    root = data_dir(args).absolute()
+    if (root / "events.db").exists():
+        return lambda: None
+    if not root.is_dir():
+        top = root
+        while not top.parent.exists():
+            top = top.parent
+        return lambda: shutil.rmtree(top, ignore_errors=True)
+    before = set(os.listdir(root))
+
+    def undo() -> None:
+        for name in set(os.listdir(root)) - before:
+            path = root / name
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+    return undo
 
 
 # -- stats --------------------------------------------------------------------------

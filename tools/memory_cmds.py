@@ -128,11 +128,15 @@ def _item_from_json(lineno: int, raw: str) -> MemoryContent:
         raise ValidationError(f"line {lineno}", str(exc)) from None
 
 
-def _read_batch(lines: Iterable[str]) -> list[MemoryContent]:
+def _read_batch(lines: Iterable[bytes]) -> list[MemoryContent]:
     items = []
     for lineno, raw in enumerate(lines, 1):
-        if raw.strip():
-            items.append(_item_from_json(lineno, raw))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"line {lineno}", f"not valid UTF-8 (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
+        if text.strip():
+            items.append(_item_from_json(lineno, text))
     if not items:
         raise ValidationError("stdin", "no memories given: pass TEXT or JSON lines on stdin")
     return items
@@ -157,7 +161,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             return fail("--key, --type, --tags, --subject and --source apply to TEXT; in a batch give them in each JSON line")
         if sys.stdin is None or sys.stdin.isatty():
             return fail("give TEXT, or pipe JSON lines (one memory each) on stdin")
-        items = _read_batch(sys.stdin)
+        items = _read_batch(sys.stdin.buffer)
     with _open(args, existing=False) as svc:
         result = svc.run(svc.memories.add, _context(args), items)
     n = len(result.memory_ids)

@@ -129,15 +129,22 @@ def replayed(
     a retry must not be refused because its first attempt already changed that
     state. A key reused for a different request raises :class:`IdempotencyConflict`.
     """
+    row = check_key(store, ctx, command, request)
+    if row is None:
+        return None
+    return _describe_replay(store, row.first_position, row.last_position, memory_ids)
+
+
+def check_key(store: EventStore, ctx: CommandContext, command: str, request: Any):
+    """The stored record of ``ctx``'s idempotency key for ``command`` (None when unused, or no key);
+    :class:`IdempotencyConflict` when it was used for a different request."""
     key = ctx.scoped_key(command)
     if key is None:
         return None
     row = store.recorder.idempotency_record(key)
-    if row is None:
-        return None
-    if row.fingerprint != fingerprint(command, request):
+    if row is not None and row.fingerprint != fingerprint(command, request):
         raise IdempotencyConflict(key)
-    return _describe_replay(store, row.first_position, row.last_position, memory_ids)
+    return row
 
 
 def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Sequence[str] = ()) -> CommandResult:

@@ -44,7 +44,7 @@ from ..aggregate import dropped_at, fold
 from ..ids import new_id, new_ids
 from ..model import Conflict, MemoryContent, MemoryType, Status, ValidationError, validate_content
 from ..store import NO_STREAM, EventStore, StreamAppend
-from .context import CommandContext, CommandResult, commit, now_iso, nothing_done, replayed
+from .context import CommandContext, CommandResult, check_key, commit, now_iso, nothing_done, replayed
 from .edges import EdgeCommands, check_edge
 from .facts import GraphFacts
 from .mentions import Linker  # ``linker(tenant, doc_node, run_id, [(chunk_id, text)])`` -> the chunks' mention edges
@@ -154,7 +154,15 @@ class DocumentCommands:
         self.facts = facts
         self.linker = linker
 
-    def import_document(self, ctx: CommandContext, doc: DocumentImport) -> CommandResult:
+    def import_document(self, ctx: CommandContext, doc: DocumentImport, *, idempotent_as: Any = None) -> CommandResult:
+        """Import one version of ``doc`` (see the module docstring).
+
+        ``idempotent_as`` is what ``ctx``'s idempotency key stands for: ``doc``
+        itself by default; for a document of an import of several, the whole
+        request (see :meth:`check_retry`), so that the key reused for other
+        documents is refused.
+        """
+        asked = doc if idempotent_as is None else idempotent_as
         check_doc_id(doc.doc_id)
         if not doc.chunks:
             raise ValidationError("content", "the document has no text to import")
@@ -162,11 +170,12 @@ class DocumentCommands:
         report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
         document = load_document(self.store, ctx.tenant, doc.doc_id)
         latest = document.current
-        if (done := replayed(self.store, ctx, "import-document", doc)) is not None:
+        if (done := replayed(self.store, ctx, "import-document", asked)) is not None:
             return msgspec.structs.replace(done, data=self._replayed_report(done, report))
         old = self._chunk_states(latest.chunk_ids if latest else ())
         if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
-            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
+            # The content hash decides; the report gives the version kept (its title, not the one this request asked for).
+            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **{**report, "title": latest.title})
         version = document.highest + 1
         stamp = now_iso()
         chunk_ids = new_ids(len(doc.chunks))
@@ -222,11 +231,17 @@ class DocumentCommands:
             edge_events.extend(c.EdgeLinked(edge=e) for e in mentions)
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
-        result = commit(self.store, ctx, "import-document", writes, request=doc, memory_ids=chunk_ids)
+        result = commit(self.store, ctx, "import-document", writes, request=asked, memory_ids=chunk_ids)
         data = {"status": "imported", "version": version, "chunks": len(chunk_ids), "archived": len(archived), "mentions": len(mentions), **report}
         if mentions:
             data["mention_prefix"] = f"{g.MENTION_EDGE_PREFIX}{run_id}:"
         return msgspec.structs.replace(result, data={**result.data, **data})
+
+    def check_retry(self, contexts: Sequence[CommandContext], request: Any) -> None:
+        """Before an import of several documents writes any: :class:`IdempotencyConflict` when a key of
+        ``contexts`` (one per document, as :meth:`import_document` takes them) was used for another request."""
+        for ctx in contexts:
+            check_key(self.store, ctx, "import-document", request)
 
     def _replayed_report(self, done: CommandResult, report: dict[str, Any]) -> dict[str, Any]:
         """A retried import's answer, as the first one was: read back from the events that import wrote."""

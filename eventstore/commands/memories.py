@@ -33,11 +33,18 @@ MAX_BATCH = 10_000
 
 
 class MemoryCommands:
-    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int = 20, linker: Linker | None = None):
+    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int = 20, linker: Linker | None = None, embedding_dim: int | None = None):
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
         self.mentions = MemoryMentions(facts, linker)  # the entities each memory mentions (see .mentions)
+        #: The length of the read side's vectors (its embedder's): a caller's embedding of another length would get none.
+        self.embedding_dim = embedding_dim
+
+    def _check_embedding(self, content: MemoryContent, field: str) -> None:
+        dim = self.embedding_dim
+        if content.embedding is not None and dim and len(content.embedding) != dim:
+            raise ValidationError(field, f"must have {dim} dimensions (the embedder's), got {len(content.embedding)}: it would never be searched")
 
     # -- add -------------------------------------------------------------------
 
@@ -51,6 +58,7 @@ class MemoryCommands:
         for i, item in enumerate(items):
             prefix = f"memories[{i}]." if len(items) > 1 else ""
             content = validate_content(item, field_prefix=prefix)
+            self._check_embedding(content, prefix + "embedding")
             if content.memory_type == MemoryType.TOPIC.value:
                 raise ValidationError(prefix + "memory_type", "TopicMemory is written by the organizer only")
             contents.append(content)
@@ -169,6 +177,8 @@ class MemoryCommands:
         except (TypeError, msgspec.ValidationError) as exc:
             raise ValidationError(next(iter(changes)), str(exc)) from None
         content = validate_content(_convert(content))
+        if changes.get("embedding") is not None:
+            self._check_embedding(content, "embedding")
         changed = tuple(f for f in UPDATABLE_FIELDS if getattr(content, f) != getattr(state.content, f))
         if not changed:
             return CommandResult(correlation_id=ctx.correlation_id, memory_ids=(memory_id,), data={"version": state.version, "changed": []})

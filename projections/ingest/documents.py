@@ -17,8 +17,10 @@ Chunking
     (````` or ``~~~``) stays one block, and ``#`` lines inside it are not
     headings. A block longer than ``max_chars`` is split on sentence ends and
     line breaks, and a piece still too long is cut at the last space that fits
-    (or hard-cut). Blocks are then packed in order while the slice from the
-    first to the last stays within ``max_chars``. A heading always starts a new
+    (or hard-cut, between two characters as readers see them: never inside a
+    grapheme cluster such as an accented letter, a flag or a joined emoji).
+    Blocks are then packed in order while the slice from the first to the
+    last stays within ``max_chars``. A heading always starts a new
     chunk unless the chunk so far holds only headings, so a heading is packed
     with the text under it. ``Chunk.heading`` is the innermost heading the
     chunk's text sits under. Chunks never span pages.
@@ -30,12 +32,15 @@ import hashlib
 import io
 import os
 import re
+import stat
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
+from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
 
@@ -78,7 +83,7 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
 
     Raises :class:`DocumentError` (and nothing else for bad content) when the
     file type is unsupported, the file is unreadable or empty, text is not
-    valid UTF-8, ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
+    valid UTF-8 or holds a NUL byte (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
     no extractable text.
     """
     p = Path(path)
@@ -88,11 +93,7 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
         supported = ", ".join(sorted(_DOC_TYPES))
         raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
                             f"supported: {supported}", reason="unsupported", path=where)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise DocumentError(f"cannot read file: {exc.strerror or exc}", reason="unreadable",
-                            path=where) from exc
+    raw = _read_regular_file(p, where)
     if not raw:
         raise DocumentError("empty file", reason="empty", path=where)
     content_hash = hashlib.sha256(raw).hexdigest()
@@ -100,6 +101,9 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     if doc_type == "pdf":
         pages, title = _read_pdf(raw, where)
     else:
+        if (nul := raw.find(b"\x00")) >= 0:  # no text file holds one: UTF-16 without its byte-order mark, or a binary file
+            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
+                                reason="decode", path=where)
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -112,6 +116,21 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
     return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+
+
+def _read_regular_file(p: Path, where: str) -> bytes:
+    """The bytes of a regular file; a pipe, a device or a socket is refused unread (opening a pipe
+    waited for a writer, and reading /dev/zero never ended)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a pipe opens at once, without a writer
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise DocumentError("not a regular file (a pipe, a device or a socket): nothing to import",
+                                    reason="unreadable", path=where)
+            return file.read()
+    except OSError as exc:
+        raise DocumentError(f"cannot read file: {exc.strerror or exc}", reason="unreadable",
+                            path=where) from exc
 
 
 def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:
@@ -257,7 +276,7 @@ def _split_oversized(text: str, block: _Block, max_chars: int) -> list[_Block]:
         while end - start > max_chars:
             cut = start + max_chars
             space = max((i for i in range(cut, start, -1) if text[i].isspace()), default=None)
-            piece_end = _trim(text, start, space if space is not None else cut)[1]
+            piece_end = _trim(text, start, space if space is not None else _character_cut(text, start, cut))[1]
             if piece_end <= start:  # nothing but whitespace before the space
                 piece_end = cut
             out.append(_Block(start, piece_end))
@@ -269,6 +288,66 @@ def _split_oversized(text: str, block: _Block, max_chars: int) -> list[_Block]:
     return out
 
 
+def _character_cut(text: str, start: int, cut: int) -> int:
+    """The last index in ``(start, cut]`` where a character as readers see it (a grapheme cluster) may end:
+    ``cut`` moved back off an accent, a half flag, a joined emoji or a Hangul syllable's jamo; ``cut`` itself
+    when one cluster fills the whole span."""
+    at = cut
+    while at > start + 1 and not _cluster_boundary(text, at):
+        at -= 1
+    return at if _cluster_boundary(text, at) else cut
+
+
+def _cluster_boundary(text: str, i: int) -> bool:
+    """Whether ``text[:i]`` and ``text[i:]`` split no grapheme cluster (Unicode's UAX #29 rules, those that
+    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama)."""
+    if i <= 0 or i >= len(text):
+        return True
+    before, after = text[i - 1], text[i]
+    b, a = ord(before), ord(after)
+    if after == "\u200d" or _extends(after):  # GB9, GB9a: never before an extender, a joiner or a spacing mark
+        return False
+    if before == "\u200d":  # GB11: a joined emoji
+        return False
+    if _is_ri(b) and _is_ri(a):  # GB12, GB13: flags are pairs of regional indicators
+        run = 0
+        while i - 1 - run >= 0 and _is_ri(ord(text[i - 1 - run])):
+            run += 1
+        return run % 2 == 0
+    hb, ha = _hangul(b), _hangul(a)
+    if hb and ha and ((hb == "L" and ha in ("L", "V", "LV", "LVT")) or (hb in ("LV", "V") and ha in ("V", "T")) or (hb in ("LVT", "T") and ha == "T")):
+        return False  # GB6-GB8
+    if unicodedata.combining(before) == 9 and unicodedata.category(after) == "Lo":  # GB9c: a conjunct, joined by a virama
+        return False
+    return True
+
+
+def _extends(char: str) -> bool:
+    code = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Me", "Mc")
+        or 0x1F3FB <= code <= 0x1F3FF  # emoji skin tones
+        or 0xE0020 <= code <= 0xE007F  # emoji tag sequences
+        or code == 0x200C
+    )
+
+
+def _is_ri(code: int) -> bool:
+    return 0x1F1E6 <= code <= 0x1F1FF
+
+
+def _hangul(code: int) -> str | None:
+    if 0x1100 <= code <= 0x115F or 0xA960 <= code <= 0xA97C:
+        return "L"
+    if 0x1160 <= code <= 0x11A7 or 0xD7B0 <= code <= 0xD7C6:
+        return "V"
+    if 0x11A8 <= code <= 0x11FF or 0xD7CB <= code <= 0xD7FB:
+        return "T"
+    if 0xAC00 <= code <= 0xD7A3:
+        return "LV" if (code - 0xAC00) % 28 == 0 else "LVT"
+    return None
+
+
 # ------------------------------------------------------------------ chunking
 
 
@@ -277,8 +356,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
 
     See the module docstring for the rules and the offset guarantee.
     """
-    if max_chars < 1:
-        raise ValueError("max_chars must be at least 1")
+    if not 1 <= max_chars <= MAX_TEXT_CHARS:  # a chunk is a memory
+        raise ValueError(f"max_chars must be 1 to {MAX_TEXT_CHARS}")
     markdown = doc.doc_type == "markdown"
     chunks: list[Chunk] = []
     heading: str | None = None  # heading in effect, carried across pages
@@ -326,7 +405,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
 def default_doc_id(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
     """A document's id: its path relative to ``root``, each part made safe, joined by ``/``.
 
-    ``notes/My Notes.md`` -> ``notes/My-Notes.md``. Without ``root`` the path
+    ``notes/My Notes.md`` -> ``notes/My-Notes.md`` (a part with letters beyond
+    ASCII gains a digest of itself, see :func:`_safe_part`). Without ``root`` the path
     is taken as it is (an uploaded file's name, which may hold folders); with
     one, a path outside it is a :class:`DocumentError` (``outside-root``), so
     that two files never share an id because only their names were used.
@@ -349,8 +429,22 @@ def default_doc_id(path: str | os.PathLike[str], root: str | os.PathLike[str] | 
     return doc_id
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+
+
 def _safe_part(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-._")
+    """One part of a path as an id's part: ASCII as it is, spaces and the like made ``-`` (``My Notes.md`` ->
+    ``My-Notes.md``). A part with letters beyond ASCII keeps their nearest ASCII (accents dropped) and gains a
+    digest of the part as written, so that ``会議.md`` and ``報告.md`` (or ``Café.md`` and ``Cafe.md``) stay two
+    documents: without it every letter outside ASCII was dropped, and both were document ``md``."""
+    if part.isascii():
+        return _UNSAFE.sub("-", part).strip("-._")
+    suffix = found.group(0) if (found := _SUFFIX.search(part)) else ""
+    stem = part[: len(part) - len(suffix)]
+    base = _UNSAFE.sub("-", unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()).strip("-._")
+    digest = hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{base}-{digest}{suffix}" if base else f"{digest}{suffix}"
 
 
 def document_import(

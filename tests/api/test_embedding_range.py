@@ -35,3 +35,23 @@ async def test_a_memory_embedding_beyond_float32_is_422_naming_it(api):
     assert api.service.store.last_position() == head
     fits = await api.raw.post("/v1/memories", json={"memory": {"memory": "x", "embedding": [3e38] * dim}})
     assert fits.status == 201, await fits.text()
+
+
+async def test_a_memory_embedding_of_another_length_than_the_servers_is_422_naming_it(api):
+    """It was taken (201), as the OpenAPI document said it would not be, and the memory never got a vector:
+    no semantic search ever found it (a 768-number embedding sent to a 256-number server)."""
+    dim = api.service.embedding_dim
+    first = await api.raw.post("/v1/memories", json={"memory": {"memory": "fits", "embedding": [0.5] * dim}})
+    assert first.status == 201, await first.text()
+    memory_id = (await first.json())["memory_ids"][0]
+    head = api.service.store.last_position()
+    cases = [
+        ("POST", "/v1/memories", {"memories": [{"memory": "ok", "embedding": [0.5] * dim}, {"memory": "short", "embedding": [0.5] * (dim // 2)}]}, "memories[1].embedding"),
+        ("POST", "/v1/memories", {"memory": {"memory": "long", "embedding": [0.5] * (dim + 1)}}, "memory.embedding"),
+        ("PATCH", f"/v1/memories/{memory_id}", {"embedding": [0.5] * 3}, "embedding"),
+    ]
+    for method, path, body, field in cases:
+        response = await api.raw.request(method, path, json=body)
+        answer = await response.json()
+        assert response.status == 422 and answer["error"]["field"] == field and f"{dim} dimensions" in answer["error"]["message"], answer
+    assert api.service.store.last_position() == head

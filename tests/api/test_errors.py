@@ -559,3 +559,18 @@ async def test_lock_contention_past_the_busy_timeout_is_a_503_with_retry_after(a
     assert response.headers["Retry-After"] == "1"
     assert_error_body(body, 503)
     assert body["error"]["code"] == "busy"
+
+
+async def test_a_new_memory_refused_by_the_command_is_named_by_its_path_in_the_body(api):
+    """The schema's errors said ``memory.tags`` (nine tags), the command's ``tags`` (a tag with a space): a client
+    that maps errors onto the fields it sent found no field ``tags`` in ``{"memory": {...}}``."""
+    dim = api.service.embedding_dim
+    cases = [
+        ({"memory": {"memory": "x", "tags": ["a b"]}}, "memory.tags"),
+        ({"memory": {"memory": "x", "tags": [f"t{i}" for i in range(9)]}}, "memory.tags"),
+        ({"memory": {"memory": "x", "embedding": [0.5] * (dim + 1)}}, "memory.embedding"),
+        ({"memories": [{"memory": "x", "tags": ["a b"]}]}, "memories[0].tags"),
+        ({"memories": [{"memory": "x"}, {"memory": "y", "tags": ["a b"]}]}, "memories[1].tags"),
+    ]
+    for body, field in cases:
+        await call(api, "POST", "/v1/memories", json=body, status=422, field=field, code="invalid")

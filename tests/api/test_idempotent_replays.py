@@ -86,3 +86,55 @@ async def test_a_retried_document_import_answers_as_the_first(api):
     (status, first), (again_status, again) = await send_twice(api, "POST", "/v1/import/documents", body, "import-1")
     assert status == 200 and first["documents"] == 2 and first["results"][0]["mentions"] > 0, first
     assert (again_status, again) == (status, first)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        [{"filename": "b.md", "content": "# B\n\nBees make honey."}, {"filename": "a.md", "content": "# A\n\nAnts, changed."}],
+        [{"filename": "a.md", "content": "# A\n\nAnts carry leaves."}, {"filename": "b.md", "content": "# B\n\nBees make honey."}],
+        [{"filename": "c.md", "content": "# C\n\nCicadas sing."}],
+    ],
+    ids=["changed document after a new one", "the same document and one more", "other documents"],
+)
+async def test_an_import_key_reused_for_another_request_is_refused_before_anything_is_written(api, second):
+    """The key of an import of several documents covers the whole request: a reuse with other documents was
+    a 409 after the new documents before it were written, or (with none in common) a silent new import."""
+    first = {"documents": [{"filename": "a.md", "content": "# A\n\nAnts carry leaves."}]}
+    response = await api.raw.post("/v1/import/documents", json=first, headers={"Idempotency-Key": "import-k"})
+    assert response.status == 200, await response.text()
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/import/documents", json={"documents": second}, headers={"Idempotency-Key": "import-k"})
+    answer = await response.json()
+    assert response.status == 409 and answer["error"]["code"] == "idempotency_conflict" and answer["error"]["field"] == "Idempotency-Key", answer
+    assert api.service.store.last_position() == head, "the refused request wrote"
+    again = await api.raw.post("/v1/import/documents", json={"documents": second}, headers={"Idempotency-Key": "import-k2"})
+    assert again.status == 200 and (await again.json())["failed"] == 0
+
+
+async def test_a_retried_import_whose_first_attempt_was_cut_short_writes_the_rest_once(api):
+    """A connection dropped while the documents were being written: the retry replays those written and imports the others."""
+    body = {"documents": [{"filename": "a.md", "content": "# A\n\nAnts."}, {"filename": "b.md", "content": "# B\n\nBees."}, {"filename": "c.md", "content": "# C\n\nCicadas."}]}
+    documents = api.service.documents
+    real, calls = documents.import_document, []
+
+    def cut_after_first(ctx, doc, **kwargs):
+        if calls:
+            raise ConnectionResetError("the client went away")
+        calls.append(doc.doc_id)
+        return real(ctx, doc, **kwargs)
+
+    documents.import_document = cut_after_first
+    try:
+        cut = await api.raw.post("/v1/import/documents", json=body, headers={"Idempotency-Key": "cut"})
+        assert cut.status == 500
+    finally:
+        documents.import_document = real
+    written = api.service.store.last_position()
+    response = await api.raw.post("/v1/import/documents", json=body, headers={"Idempotency-Key": "cut"})
+    report = await response.json()
+    assert response.status == 200 and report["documents"] == 3, report
+    assert [r["version"] for r in report["results"]] == [1, 1, 1]
+    assert report["results"][0]["positions"][-1] <= written < report["results"][1]["positions"][0]
+    (status, again), _ = await send_twice(api, "POST", "/v1/import/documents", body, "cut")
+    assert status == 200 and [r["positions"] for r in again["results"]] == [r["positions"] for r in report["results"]]

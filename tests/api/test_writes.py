@@ -510,3 +510,47 @@ async def test_a_memory_whose_text_starts_like_a_sealed_token_reads_back_and_lat
     page = await client.list_events(correlation_id=written.correlation_id)
     assert [e["payload"]["content"]["memory"] for e in page["events"] if e["type"] == "MemoryAdded"] == texts
     assert (await client.get_memory(await add(client, "the next memory")))["memory"] == "the next memory"
+
+
+async def test_a_background_longer_than_a_memory_is_422_naming_it(api, client):
+    """A 10 MB ``background`` (indexed as the text is) was taken whole: the write took seconds and the
+    tenant's next recall twelve, where the text itself stops at 100,000 characters."""
+    long = "w " * 50_001  # 100,002 characters
+    memory_id = (await client.add_memories(memories=[{"memory": "short"}])).memory_ids[0]
+    before = await head(client)
+    cases = [
+        ("POST", "/v1/memories", {"memories": [{"memory": "fine"}, {"memory": "long", "background": long}]}, "memories[1].background"),
+        ("POST", "/v1/memories", {"memory": {"memory": "long", "background": long}}, "memory.background"),
+        ("PATCH", f"/v1/memories/{memory_id}", {"background": long}, "background"),
+    ]
+    for method, path, body, field in cases:
+        response = await api.raw.request(method, path, json=body)
+        answer = await response.json()
+        assert response.status == 422 and answer["error"]["field"] == field, (path, answer)
+    assert await head(client) == before
+    written = await client.add_memories(memories=[{"memory": "at the limit", "background": long[:100_000]}])
+    assert written.positions
+
+
+async def test_a_reason_longer_than_2000_characters_is_422_naming_it(api, client):
+    """Reasons are recorded in the log unsealed, where a forget cannot reach them; only the forget's own was
+    bounded, and a 5 MB archive reason was kept for good."""
+    memory_id = (await client.add_memories(memories=[{"memory": "short"}])).memory_ids[0]
+    await api.raw.put("/v1/entities/person:ada", json={"name": "Ada"})
+    long = "r" * 2001
+    before = await head(client)
+    cases = [
+        ("PATCH", f"/v1/memories/{memory_id}", {"key": "k", "reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/archive", {"reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/delete", {"reason": long}),
+        ("POST", f"/v1/memories/{memory_id}/rollback", {"to_version": 1, "reason": long}),
+        ("POST", "/v1/edges/undo-namespace", {"prefix": "user:", "reason": long}),
+        ("DELETE", "/v1/entities/person:ada", {"reason": long}),
+        ("POST", "/v1/admin/drop-tenant", {"confirm": "default", "reason": long}),
+    ]
+    for method, path, body in cases:
+        response = await api.raw.request(method, path, json=body)
+        answer = await response.json()
+        assert response.status == 422 and answer["error"]["field"] == "reason", (path, answer)
+    assert await head(client) == before
+    assert (await api.raw.post(f"/v1/memories/{memory_id}/archive", json={"reason": "r" * 2000})).status == 200

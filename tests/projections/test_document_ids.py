@@ -124,3 +124,23 @@ def test_the_write_side_checks_path_ids(svc, tmp_path):
             svc.run(svc.documents.import_document, CommandContext(tenant="t"), document_import(parsed, doc_id=bad))
     ok = svc.run(svc.documents.import_document, CommandContext(tenant="t"), document_import(parsed, doc_id="kb/2026/x.md"))
     assert ok.data["doc_id"] == "kb/2026/x.md" and svc.facts.node_exists("t", "document:kb/2026/x.md")
+
+
+def test_names_in_other_scripts_are_distinct_documents(tmp_path, monkeypatch, capsys):
+    """Every letter outside ASCII was dropped: 会議.md and 報告.md were both document "md", so importing the
+    second archived the first's chunks as an old version of the same document."""
+    names = ["会議.md", "報告.md", "Привет мир.md", "Café.md", "Cafe.md", "été/notes.md", "ete/notes.md"]
+    ids = [default_doc_id(name) for name in names]
+    assert len(set(ids)) == len(ids), ids
+    assert all(ids) and ids[4] == "Cafe.md" and ids[6] == "ete/notes.md"  # ASCII names keep their ids
+    assert ids[3].startswith("Cafe-") and ids[3].endswith(".md") and ids[5].startswith("ete-") and ids[5].endswith("/notes.md")
+    assert default_doc_id("会議.md") == ids[0]  # stable: importing the same file again finds the same document
+    src = tree(tmp_path / "src", {"会議.md": A, "報告.md": B})
+    data = tmp_path / "data"
+    monkeypatch.chdir(src)
+    import_docs(data, "会議.md")
+    import_docs(data, "報告.md")
+    capsys.readouterr()
+    with MemoryService.open(data) as svc:
+        assert sorted(d.version for d in ents.list_documents(svc.read_conn(), "default")) == [1, 1]
+        assert A.strip() in recalled(svc, "PostgreSQL storage") and B.strip() in recalled(svc, "Redis cache")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 
 import pytest
@@ -263,3 +264,69 @@ def test_missing_pypdf_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(DocumentError, match=r"pip install 'mnemolog\[pdf\]'") as info:
         read_document(path)
     assert info.value.reason == "missing-dependency"
+
+
+#: Characters as a reader sees them (grapheme clusters), several code points each: cutting inside one shows a stray
+#: accent, half a flag, a family in pieces or a jamo without its syllable.
+_CLUSTERS = ["e\u0301", "a\u0308\u0301", "🇵🇹", "🇯🇵", "👨\u200d👩\u200d👧", "👍🏽", "❤\ufe0f", "\u1100\u1161\u11a8", "각", "ก\u0e31", "क\u094d\u0937\u093f", "漢", "字", "a", "b"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.lists(st.sampled_from(_CLUSTERS), min_size=1, max_size=40), min_size=1, max_size=6),
+    spaces=st.sampled_from(["", " ", "\n", "。"]),
+    max_chars=st.integers(min_value=6, max_value=30),
+)
+def test_chunks_never_cut_inside_a_character(words, spaces, max_chars):
+    """A run with no space to cut at was cut at ``max_chars`` code points, inside a character as readers see it."""
+    text, boundaries = "", {0}
+    for word in words:
+        for cluster in word:
+            text += cluster
+            boundaries.add(len(text))
+        text += spaces
+        boundaries.add(len(text))
+    doc = ParsedDocument("x.txt", "x", [text], "text", "0" * 64)
+    chunks = chunk_document(doc, max_chars=max_chars)
+    assert_chunk_invariants(doc, chunks, max_chars)
+    for chunk in chunks:
+        assert chunk.start in boundaries and chunk.end in boundaries, (chunk, text)
+
+
+@pytest.mark.parametrize(
+    "content, at",
+    [
+        ("Meeting notes: ship on Friday.".encode("utf-16-le"), 1),  # UTF-16 without its byte-order mark: valid UTF-8, every other byte NUL
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", 7),  # an executable named .txt
+        (b"# Notes\n\nfine text\x00then binary", 18),
+    ],
+    ids=["utf-16 without bom", "binary", "a nul in text"],
+)
+def test_a_text_file_holding_nul_bytes_is_refused_as_binary(tmp_path, content, at):
+    """It was imported as text: chunks of NULs and stray bytes that no search finds and every read shows as garbage."""
+    path = tmp_path / "notes.md"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError, match=rf"binary content \(a NUL byte at byte {at}\)") as info:
+        read_document(path)
+    assert info.value.reason == "decode"
+
+
+def test_max_chars_beyond_a_memory_is_refused():
+    """A chunk larger than a memory takes was cut, then every document failed on its own with a memory's limit."""
+    with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
+        chunk_document(md_doc("x"), max_chars=100_001)
+    assert chunk_document(md_doc("x"), max_chars=100_000)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_or_a_device_is_refused_without_reading_it(tmp_path):
+    """``mnemolog import docs notes.txt`` where notes.txt is a named pipe waited forever for a writer, and a .txt
+    link to /dev/zero read until memory ran out."""
+    pipe = tmp_path / "pipe.txt"
+    os.mkfifo(pipe)
+    zero = tmp_path / "zero.md"
+    zero.symlink_to("/dev/zero")
+    for path in (pipe, zero):
+        with pytest.raises(DocumentError, match="not a regular file") as info:
+            read_document(path)
+        assert info.value.reason == "unreadable"

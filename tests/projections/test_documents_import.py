@@ -97,6 +97,8 @@ def test_reimporting_unchanged_content_writes_nothing(svc, tmp_path):
     again = do_import(svc, path, collection="other")  # the content hash decides
     assert again.first_position is None and again.data["status"] == "unchanged" and again.data["version"] == 1
     assert svc.store.last_position() == head
+    renamed = do_import(svc, path, title="Another title")
+    assert renamed.data["status"] == "unchanged" and renamed.data["title"] == "Field notes"  # the version kept, not the one asked for
 
 
 def test_changed_content_is_a_new_version_and_old_chunks_are_archived(svc, tmp_path):

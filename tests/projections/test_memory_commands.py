@@ -116,7 +116,7 @@ def test_batch_larger_than_capacity_evicts_its_own_items(svc):
 
 
 def test_update_makes_a_new_version_and_keeps_history(svc):
-    (m,) = add(svc, "I live in Berlin", key="home", embedding=(0.1, 0.2)).memory_ids
+    (m,) = add(svc, "I live in Berlin", key="home", embedding=(0.1, 0.2) * (svc.embedding_dim // 2)).memory_ids
     first = svc.store.last_position()
     r = svc.run(svc.memories.update, ctx(), m, {"memory": "I live in Paris", "tags": ["moved"]}, expected_version=1)
     assert r.data == {"version": 2, "changed": ["memory", "tags"]}
@@ -455,7 +455,7 @@ def run_cli(tmp_path, capsys, monkeypatch):
 
     def run(*argv, stdin=None, code=0):
         if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))  # read as bytes
         rc = cli.main([*argv, "--data-dir", str(tmp_path)])
         out, err = capsys.readouterr()
         assert rc == code, (argv, out, err)
@@ -603,3 +603,8 @@ def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
     assert out.startswith("dry run: 1 mention edges to add, 0 to remove, 1 kept (0 chunks, 1 memories,")
     assert "  memories: +1 -0 =1" in out
     assert json.loads(run_cli("relink", "--commit", "--json"))["by_kind"]["memories"]["add"] == 1
+
+
+def test_a_background_longer_than_a_memory_is_refused_by_the_command(run_cli):
+    err = run_cli("add", stdin='{"memory": "fine"}\n{"memory": "long", "background": "' + "w" * 100_001 + '"}\n', code=2)
+    assert "memories[1].background" in err and "100000" in err

@@ -171,3 +171,131 @@ def test_organize_refuses_a_blank_or_unknown_tenant(data, argv):
     assert_refused(run(data, "organize", *argv, "--tenant", "  "), "--tenant must name a tenant")
     assert_refused(run(data, "organize", *argv, "--tenant", "defualt"), "tenant 'defualt' not found")
     assert head(data) == before
+
+
+def test_an_export_from_a_newer_mnemolog_is_refused_and_the_data_dir_keeps_working(data, tmp_path):
+    """An event of a schema version this code cannot read was imported, and from then on every command failed on it."""
+    from mnemolog.eventstore import EventStore
+    from mnemolog.eventstore.exchange import export
+    from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
+
+    payload = '{"type":"MemoryArchived","memory_id":"m-1","updated_at":"2026-01-01T00:00:00Z"}'
+    with EventStore.open(tmp_path / "newer") as newer:
+        newer.append_records([PendingWrite("memory-m-1", 0, [PendingEvent("0190f000-0000-7000-8000-000000000001", "MemoryArchived", 9, "default", payload, "{}", None)])])
+        with open(tmp_path / "newer.jsonl", "wb") as out:
+            export(newer, out)
+    before = head(data)
+    assert_refused(run(data, "import", str(tmp_path / "newer.jsonl")), "nothing written", "line 2 (position 1)", "schema version 9")
+    assert_refused(run(data, "import", "--rehash", str(tmp_path / "newer.jsonl")), "nothing written", "schema version 9")
+    assert head(data) == before
+    assert run(data, "add", "still writable").returncode == 0
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["missing", "empty"])
+def test_a_refused_import_leaves_a_new_data_dir_as_it_found_it(tmp_path, made):
+    """``import refused, nothing written`` left a data directory with an empty log behind (a mistyped
+    --data-dir, or a first import of a cut file), which later commands took for a real one."""
+    target = tmp_path / "new" / "data"
+    if made:
+        target.mkdir(parents=True)
+        (target / "notes.txt").write_text("mine")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(b'{"mnemolog_export":2,"scope":"log","tenant":null}\n{"position":1,"event_id"')
+    assert_refused(run(target, "import", str(cut)), "nothing written", "line 2")
+    assert_refused(run(target, "import", "-", stdin=b'{"x": 1}\n'), "nothing written", "line 1")
+    if made:
+        assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+    else:
+        assert not (tmp_path / "new").exists()
+    assert run(target, "add", "a first memory").returncode == 0  # the next command starts a log as usual
+
+
+@pytest.mark.parametrize("value", ["0", "100001"])
+def test_import_docs_refuses_a_chunk_size_no_memory_takes(tmp_path, value):
+    """--max-chars past a memory's 100,000 characters: every long document failed on its own, exit 1, after a log was made."""
+    doc = tmp_path / "long.txt"
+    doc.write_text("word " * 30_000)
+    target = tmp_path / "data"
+    assert_refused(run(target, "import", "docs", str(doc), "--max-chars", value), "--max-chars must be 1 to 100000")
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["add", b"caf\xe9"], r"caf\xe9"),
+        (["add", "--tags", b"t\xff", "text"], r"t\xff"),
+        (["import", "docs", b"notes-\xe9.md"], r"notes-\xe9.md"),
+    ],
+    ids=["text", "option", "path"],
+)
+def test_an_argument_that_is_not_utf8_is_named(data, argv, shown):
+    """Python keeps such bytes as lone surrogates: the command failed later on "'utf-8' codec can't encode character
+    '\\udce9' in position 3", naming neither the argument nor the bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    before = head(data)
+    done = subprocess.run([os.fsencode(MNEMOLOG), b"--data-dir", os.fsencode(data), *[os.fsencode(a) if isinstance(a, str) else a for a in argv]], capture_output=True, env=env, timeout=60)
+    assert_refused(done, "not valid UTF-8", shown)
+    assert head(data) == before
+
+
+def test_a_data_dir_that_is_not_utf8_is_refused_before_it_is_made(tmp_path):
+    """It gave a traceback from the vector index (exit 1) and left a half-made data directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    target = os.fsencode(tmp_path) + b"/data-\xff"
+    done = subprocess.run([os.fsencode(MNEMOLOG), b"--data-dir", target, b"add", b"a memory"], capture_output=True, env=env, timeout=60)
+    assert_refused(done, r"data-\xff", "not valid UTF-8")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("body, line", [(b'{"memory": "a"}\n\xff\n', 2), (b'{"memory": "caf\xe9"}\n', 1)])
+def test_a_batch_line_that_is_not_utf8_is_named(data, body, line):
+    before = head(data)
+    assert_refused(run(data, "add", stdin=body), f"line {line}", "not valid UTF-8")
+    assert head(data) == before
+
+
+@pytest.mark.parametrize(
+    "option, name",
+    [("--output", "events.db"), ("--with-keys", "keys.db"), ("--output", "projections.db"), ("--output", "events.db-wal"), ("--with-keys", "vectors.usearch")],
+)
+def test_an_export_never_writes_over_a_file_of_the_data_directory(data, tmp_path, option, name):
+    """``export --output DATA/events.db`` replaced the log with its own export ("file is not a database" from then on),
+    and ``--with-keys DATA/keys.db`` the key store with the key file: a typo destroyed the data directory."""
+    before = {p.name: p.read_bytes() for p in data.iterdir() if p.is_file() and p.name != "events.db-shm"}
+    argv = ["--output", str(data / name)] if option == "--output" else ["--output", str(tmp_path / "out.jsonl"), "--with-keys", str(data / name)]
+    assert_refused(run(data, "export", *argv), option, name, "data directory")
+    assert not (tmp_path / "out.jsonl").exists()
+    assert all((data / n).read_bytes() == b for n, b in before.items() if n in ("keys.db", "vectors.usearch"))
+    assert run(data, "verify").returncode == 0 and run(data, "add", "still here").returncode == 0
+
+
+def test_an_export_never_writes_over_another_database(data, tmp_path):
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    assert_refused(run(data, "export", "--output", str(other)), "--output", "is a database")
+    assert other.read_bytes().startswith(b"SQLite format 3\x00")
+
+
+def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
+    """``mnemolog import <(zcat log.jsonl.gz)`` names a pipe: it was refused as "no such file"."""
+    export = tmp_path / "log.jsonl"
+    assert run(data, "export", "--output", str(export)).returncode == 0
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+
+    def feed() -> None:
+        with open(pipe, "wb") as out:
+            out.write(export.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        done = run(tmp_path / "copy", "import", str(pipe))
+    finally:
+        if writer.is_alive():  # the import never opened the pipe: open it here, so that the writer ends
+            with open(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK), "rb") as drain:
+                writer.join(timeout=5)
+                drain.read()
+        writer.join(timeout=30)
+    assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
