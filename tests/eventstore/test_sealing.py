@@ -250,31 +250,6 @@ def test_events_sealed_in_the_first_token_format_still_open(tmp_path):
         assert store.read_all()[0].event.content.erased
 
 
-V2_ARRAY_FIXTURE = Path(__file__).with_name("fixtures") / "sealed_v2.jsonl"  # current tokens holding the JSON array of the values
-
-
-def test_tokens_holding_the_array_of_values_still_open_beside_whole_structs(tmp_path):
-    with _open(tmp_path, encryption="on") as store, open(V2_ARRAY_FIXTURE, "rb") as lines:
-        store.sealer.keys.import_rows(read_key_file(V2_ARRAY_FIXTURE.with_suffix(".keys")))
-        exchange.import_(store, lines)
-        store.append("memory-m3", [_added("written now, sealed as a whole Struct", subject="u-7", memory_id="m3", tags=("new",))], tenant="t")
-        memory, tenant_memory, entity, document, edge, new = [r.event for r in store.read_all()]
-        assert memory.content.memory == "Ada Lovelace drinks jasmine tea" and memory.content.properties == {"cup": "blue"}
-        assert memory.content.background == "said at breakfast" and memory.content.tags == ("tea",) and memory.content.subject == "u-7"
-        assert tenant_memory.content.memory == "the office moved to Porto"
-        assert (entity.name, entity.aliases, entity.description) == ("Ada Lovelace", ("Ada",), "mathematician")
-        assert (document.title, document.path) == ("Ada's notes", "/home/ada/notes.md")
-        assert edge.edge.properties["alias"] == "Ada Lovelace" and edge.edge.sealed is None
-        assert new.content.memory == "written now, sealed as a whole Struct" and new.content.tags == ("new",)
-        assert all(TOKEN_MARK in payload for payload in _payloads(tmp_path))
-        assert store.verify().ok
-        keys = store.sealer.keys
-        keys.forget(keys.retire("t", "u-7"))
-        erased = [r.event for r in store.read_all()]
-        assert erased[0].content.erased and erased[5].content.erased and erased[4].edge.properties == {}
-        assert erased[1].content.memory == "the office moved to Porto"
-
-
 def _mention(n: int, source: str = "m-1", subject: str | None = "u-1", alias: str = "Quetzalcoatl Smith") -> c.EdgeRecord:
     return c.EdgeRecord(
         edge_id=f"mention:r1:{n}", edge_type=g.MENTIONS, source=source, target=f"e{n}", weight=0.8, subject=subject,
