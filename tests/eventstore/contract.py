@@ -612,3 +612,19 @@ class EventStoreContract:
         assert result.broken_at == tip.position
         assert "ends before" in result.reason
         assert not store.verify(against=(1000, tip.hash)).ok
+
+    # -- leases ------------------------------------------------------------
+
+    def test_a_lease_is_held_by_one_instance_at_a_time_and_frees_when_released(self, store, tmp_path):
+        """A server and ``mnemolog organize`` may share a log: one of them organizes at a time."""
+        other = self.open_another(store, tmp_path)
+        try:
+            first, second = store.lease("organizer"), other.lease("organizer")
+            assert first.held() and first.held()
+            assert not second.held() and not store.lease("organizer").held()  # another holder, even in this process
+            assert other.lease("another").held()  # leases are per name
+            first.release()
+            assert second.held() and not first.held()
+            second.release()
+        finally:
+            other.close()

@@ -448,20 +448,6 @@ async def test_a_subscriber_is_woken_by_another_instance_commit_without_polling(
         other.close()
 
 
-def test_a_lease_is_held_by_one_instance_at_a_time_and_frees_when_released(store):
-    other = EventStore.open(store.url, migrate_schema=False)
-    try:
-        first, second = store.lease("organizer"), other.lease("organizer")
-        assert first.held() and first.held()
-        assert not second.held()
-        assert other.lease("another").held()  # leases are per name
-        first.release()
-        assert second.held() and not first.held()
-        second.release()
-    finally:
-        other.close()
-
-
 def test_a_lease_frees_itself_when_its_holder_dies(store):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom mnemolog.eventstore import EventStore\n"
