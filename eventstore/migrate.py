@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -9,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from . import dialects
 from .settings import SetupError
@@ -63,12 +65,26 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 def _run(engine: Engine, step, revision: str) -> None:
     config = alembic_config()
-    with engine.connect() as conn:
-        # One migration at a time, and no append while it runs: alembic reads
-        # the revision after this lock, so a process that waited for another's
-        # migration finds it done. SQLite's BEGIN IMMEDIATE does the same; on
-        # PostgreSQL two processes opening a fresh log both created its tables.
-        dialects.lock_log(conn)
+    with locked(engine) as conn:
         config.attributes["connection"] = conn
         step(config, revision)
+
+
+@contextmanager
+def locked(engine: Engine) -> Iterator[Connection]:
+    """A connection holding the log's write lock from before the first migration step until after the last; commits on success.
+
+    One migration at a time, and no append while it runs: alembic reads the
+    revision after this lock, so a process that waited for another's
+    migration finds it done. SQLite's BEGIN IMMEDIATE does the same; on
+    PostgreSQL two processes opening a fresh log both created its tables. The
+    transaction begins here, before alembic sees the connection: alembic
+    commits after every step of a transaction it began itself (it counts
+    SQLite's DDL as non-transactional), which let a waiting process in
+    between two steps.
+    """
+    with engine.connect() as conn:
+        conn.begin()
+        dialects.lock_log(conn)
+        yield conn
         conn.commit()

@@ -23,9 +23,14 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
+    from mnemolog.eventstore.migrate import locked
     from mnemolog.eventstore.store import resolve_url
 
-    engine = create_migration_engine(config.get_main_option("sqlalchemy.url") or resolve_url())
-    with engine.connect() as conn:
+    url = config.get_main_option("sqlalchemy.url") or resolve_url()
+    if url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)  # as EventStore.open does
+    engine = create_migration_engine(url)
+    with locked(engine) as conn:
         _run(conn)
-        conn.commit()

@@ -176,6 +176,22 @@ def test_upgrade_is_idempotent(tmp_path):
         engine.dispose()
 
 
+def test_plain_alembic_from_the_repository_root_migrates_the_configured_data_directory(tmp_path):
+    """``alembic upgrade head`` works too (alembic.ini at the root); a data directory not made yet failed "unable to open database file"."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "MNEMOLOG_DATA_DIR": str(tmp_path / "new" / "data")}
+    for argv in (["upgrade", "head"], ["downgrade", "0002"], ["upgrade", "head"]):
+        done = subprocess.run([sys.executable, "-m", "alembic", *argv], cwd=root, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+    with raw(tmp_path / "new" / "data" / "events.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(migrate.head_revision(),)]
+
+
 def test_reopening_keeps_data_and_schema(store, tmp_path):
     path = db_path(store)
     schema = schema_of(path)

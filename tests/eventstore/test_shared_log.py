@@ -66,6 +66,29 @@ with EventStore.open(url) as store:
 """
 
 
+def test_a_migration_is_one_transaction_from_the_first_step_to_the_last(log_url, tmp_path):
+    """Another process opening the log waits for the whole upgrade, not just a step.
+
+    Alembic commits after each step of a transaction it began itself, and it
+    counts SQLite's DDL as non-transactional: a process waiting for the write
+    lock got in between two steps, ran the rest, and the first then failed
+    ("expected to match one row when updating '0002' to '0003'").
+    """
+    from sqlalchemy import event
+
+    from mnemolog.eventstore.dialects import create_migration_engine
+
+    (tmp_path / "log").mkdir()
+    engine = create_migration_engine(log_url)
+    commits = []
+    event.listen(engine, "commit", lambda conn: commits.append(conn))
+    try:
+        assert migrate.upgrade(engine) is True
+        assert len(commits) == 1 and migrate.current_revision(engine) == migrate.head_revision()
+    finally:
+        engine.dispose()
+
+
 def test_processes_opening_a_fresh_log_at_once_all_open_it(log_url, tmp_path):
     """Each open migrates a fresh log; on PostgreSQL two at once both created the tables (UniqueViolation)."""
     for attempt in range(3):
