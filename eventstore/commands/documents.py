@@ -83,8 +83,7 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
     source_url: str | None = None
     model: str | None = None
     path: str | None = None
-
-
+    title_from_text: bool = False  # ``title`` was found in the text (its first heading, the PDF's own), not given
 
 
 
@@ -148,6 +147,27 @@ def _chunk_content(doc: DocumentImport, chunk: Chunk, version: int) -> MemoryCon
     )
 
 
+#: The metadata an import may give a document: a value not given (None) keeps the current version's.
+KEPT_METADATA = ("collection", "doc_type", "lang", "source_url", "model")
+
+
+def _as_asked(current: g.DocumentImported | g.DocumentRolledBack | None, doc: DocumentImport) -> DocumentImport:
+    """``doc`` with what it leaves unsaid taken from the document's ``current`` version: each metadata value
+    not given, and a title found in the text when the text is the same (a title given before stays)."""
+    if current is None:
+        return doc
+    kept: dict[str, Any] = {name: getattr(current, name) for name in KEPT_METADATA if getattr(doc, name) is None and getattr(current, name) is not None}
+    if doc.title_from_text and current.content_hash == doc.content_hash:
+        kept["title"] = current.title
+    return msgspec.structs.replace(doc, **kept) if kept else doc
+
+
+def _unchanged(current: g.DocumentImported | g.DocumentRolledBack, doc: DocumentImport) -> bool:
+    """Whether the current version is what ``doc`` (with :func:`_as_asked`) asks for: the same text, title and
+    metadata. The path it was read from and the chunking are not asked for: a moved file is unchanged."""
+    return current.content_hash == doc.content_hash and all(getattr(current, name) == getattr(doc, name) for name in ("title", *KEPT_METADATA))
+
+
 class DocumentCommands:
     def __init__(self, store: EventStore, facts: GraphFacts, *, linker: Linker | None = None):
         self.store = store
@@ -167,15 +187,15 @@ class DocumentCommands:
         if not doc.chunks:
             raise ValidationError("content", "the document has no text to import")
         node = g.document_node(doc.doc_id)
-        report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
         document = load_document(self.store, ctx.tenant, doc.doc_id)
         latest = document.current
+        doc = _as_asked(latest, doc)
+        report = {"doc_id": doc.doc_id, "node": node, "title": doc.title}
         if (done := replayed(self.store, ctx, "import-document", asked)) is not None:
             return msgspec.structs.replace(done, data=self._replayed_report(done, report))
         old = self._chunk_states(latest.chunk_ids if latest else ())
-        if latest is not None and latest.content_hash == doc.content_hash and all(s.status == Status.ACTIVATED.value for s in old):
-            # The content hash decides; the report gives the version kept (its title, not the one this request asked for).
-            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **{**report, "title": latest.title})
+        if latest is not None and _unchanged(latest, doc) and all(s.status == Status.ACTIVATED.value for s in old):
+            return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
         version = document.highest + 1
         stamp = now_iso()
         chunk_ids = new_ids(len(doc.chunks))

@@ -480,6 +480,7 @@ def document_import(
         source_url=source_url or None,
         model=model or None,
         path=where,
+        title_from_text=not title,
     )
 
 

@@ -92,13 +92,39 @@ def test_import_writes_chunks_and_a_document_in_one_batch(svc, tmp_path):
 
 def test_reimporting_unchanged_content_writes_nothing(svc, tmp_path):
     path = write(tmp_path / "notes.md", NOTES)
-    do_import(svc, path)
+    do_import(svc, path, collection="travel")
     head = svc.store.last_position()
-    again = do_import(svc, path, collection="other")  # the content hash decides
+    again = do_import(svc, path, collection="travel")
     assert again.first_position is None and again.data["status"] == "unchanged" and again.data["version"] == 1
     assert svc.store.last_position() == head
-    renamed = do_import(svc, path, title="Another title")
-    assert renamed.data["status"] == "unchanged" and renamed.data["title"] == "Field notes"  # the version kept, not the one asked for
+    (tmp_path / "elsewhere").mkdir()
+    moved = write(tmp_path / "elsewhere" / "notes.md", NOTES)  # read from another place, under the same id
+    assert do_import(svc, moved, collection="travel", doc_id="notes.md").data["status"] == "unchanged"
+    titled = do_import(svc, path, title="Field notes, Lisbon")
+    assert titled.data["status"] == "imported" and titled.data["version"] == 2
+    # What a re-import does not say stays: the collection, and the title given before (the text's own heading is another).
+    again = do_import(svc, path)
+    assert (again.data["status"], again.data["version"], again.data["title"]) == ("unchanged", 2, "Field notes, Lisbon")
+    write(path, NOTES + "\nOne more line.\n")
+    changed = do_import(svc, path)
+    assert changed.data["version"] == 3
+    doc = ents.get_document(svc.read_conn(), "t", "notes.md")
+    assert (doc.collection, doc.title) == ("travel", "Field notes")  # a changed text's title is its own heading again
+
+
+@pytest.mark.parametrize("changed", [{"collection": "other"}, {"title": "Another title"}, {"lang": "en"}, {"source_url": "https://example.org/notes"}])
+def test_reimporting_the_same_content_with_other_metadata_is_a_new_version(svc, tmp_path, changed):
+    """The new metadata was dropped: "unchanged", and the document and its chunks kept the first import's."""
+    path = write(tmp_path / "notes.md", NOTES)
+    first = do_import(svc, path, collection="travel")
+    again = do_import(svc, path, **{"collection": "travel", **changed})
+    assert again.data["status"] == "imported" and again.data["version"] == 2 and again.data["archived"] == len(first.memory_ids)
+    doc = ents.get_document(svc.read_conn(), "t", "notes.md")
+    for name, value in changed.items():
+        assert getattr(doc, name) == value
+    chunk = svc.get("t", again.memory_ids[0])
+    assert chunk.metadata["collection"] == changed.get("collection", "travel") and chunk.properties["title"] == doc.title
+    assert do_import(svc, path, **{"collection": "travel", **changed}).data["status"] == "unchanged"
 
 
 def test_changed_content_is_a_new_version_and_old_chunks_are_archived(svc, tmp_path):
