@@ -458,10 +458,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         with open_store(args) as store:
             with progress_for(args, "import") as progress:
                 if args.file == "-":
-                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows)
+                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
                 else:
                     with open(args.file, "rb") as lines:
-                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows)
+                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
@@ -581,6 +581,12 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
     p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
     p.add_argument("--keys", metavar="KEYFILE", help="first add the data keys of 'mnemolog export --with-keys' to this data directory's key store")
+    p.add_argument(
+        "--without-keys",
+        action="store_true",
+        help="import a sealed export without its key file: its sealed fields stay unreadable here (reads of them fail naming the key)"
+        " until the same import is run again with --keys (without this flag such an import is refused)",
+    )
     p.add_argument("--rehash", action="store_true", help="accept a file whose hashes, links, header or footer do not hold (an edited export, or one from before the header and footer)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

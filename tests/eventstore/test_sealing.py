@@ -19,7 +19,7 @@ from mnemolog.eventstore import EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore import exchange
-from mnemolog.eventstore.errors import KeyMissing, SealBroken
+from mnemolog.eventstore.errors import ImportRefused, KeyMissing, SealBroken
 from mnemolog.eventstore.keystore import KeyStore, read_key_file, write_key_file
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.sealing import ERASED_TEXT, TOKEN_MARK, Sealer, encryption_enabled, is_sealed
@@ -122,9 +122,43 @@ def test_a_key_the_store_never_held_is_an_error_not_an_erasure(tmp_path):
         with open(path, "wb") as out:
             exchange.export(store, out)
     with _open(tmp_path / "b", encryption="on") as other, open(path, "rb") as lines:
-        exchange.import_(other, lines)
+        exchange.import_(other, lines, without_keys=True)
         with pytest.raises(KeyMissing, match="never held"):
             other.read_all()
+
+
+def test_an_import_of_events_sealed_with_keys_it_cannot_get_is_refused_whole(tmp_path):
+    """Without the keys a file's events were sealed with, an import leaves nothing: no event, no key, no key file."""
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("needs its key", subject=None)], tenant="t")
+        store.append("memory-2", [_added("needs another key", subject="u-2")], tenant="t")
+        export = tmp_path / "log.jsonl"
+        with open(export, "wb") as out:
+            exchange.export(store, out)
+        write_key_file(store.sealer.keys, tmp_path / "log.keys")
+    with _open(tmp_path / "b", encryption="on") as other:
+        for keys in (None, [row for row in read_key_file(tmp_path / "log.keys") if row["subject"] == "u-2"]):
+            with open(export, "rb") as lines, pytest.raises(ImportRefused, match="line 2 .*sealed with key .*--keys.*--without-keys"):
+                exchange.import_(other, lines, keys=keys)
+            assert other.last_position() == 0 and not (tmp_path / "b" / "keys.db").exists()
+        with open(export, "rb") as lines:  # with the key file, whole
+            assert exchange.import_(other, lines, keys=read_key_file(tmp_path / "log.keys")).imported == 2
+        assert [r.event.content.memory for r in other.read_all()] == ["needs its key", "needs another key"]
+
+
+def test_an_import_needs_no_key_the_file_itself_forgets(tmp_path):
+    """A subject forgotten in the source reads as erased in the copy: its keys are not asked for."""
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("forgotten before the export", subject="u-1")], tenant="t")
+        keys = store.sealer.keys
+        ids = keys.retire("t", "u-1")
+        keys.forget(ids)
+        store.append("tenant-t", [c.SubjectForgotten(subject="u-1", key_ids=tuple(ids))], tenant="t")
+        with open(tmp_path / "log.jsonl", "wb") as out:
+            exchange.export(store, out)
+    with _open(tmp_path / "b", encryption="on") as other, open(tmp_path / "log.jsonl", "rb") as lines:
+        assert exchange.import_(other, lines).imported == 2
+        assert other.read_all()[0].event.content.erased and other.verify().ok
 
 
 def test_a_token_moved_to_another_event_does_not_open(tmp_path):
