@@ -85,3 +85,16 @@ async def test_after_a_forget_and_a_tenant_drop_a_rebuild_gives_the_same_project
     assert svc.store.last_position() == head, "a rebuild appended to the log"
     rebuilt = dump(svc.runner)
     assert {p: [t for t in live[p] if live[p][t] != rebuilt[p][t]] for p in live} == {p: [] for p in live}
+
+
+@pytest.mark.parametrize("subject", ["u-7\n", "u-7\r\n", "\nu-7"])
+async def test_a_subject_with_a_line_break_is_refused_where_it_is_written_and_forgotten(api, subject):
+    """``"u-7\\n"`` (a subject id read from a file with its line's end) passed as a subject: it got a key of its own,
+    so ``forget u-7`` left its memories readable, and a forget naming it had to spell the line break."""
+    from urllib.parse import quote
+
+    response = await api.raw.post("/v1/memories", json={"memory": {"memory": "Marguerite's allergy", "subject": subject}})
+    body = await response.json()
+    assert response.status == 422 and body["error"]["field"].endswith("subject"), body
+    forget = await api.raw.post(f"/v1/subjects/{quote(subject, safe='')}/forget", json={"reason": "x"})
+    assert forget.status == 422 and (await forget.json())["error"]["field"] == "subject"
