@@ -380,6 +380,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
         f"forgot subject {args.subject}: {data.get('keys_destroyed', 0)} key(s) destroyed,"
         f" {data.get('memories_erased', 0)} memories erased {_trailer(result)}"
     )
+    if data.get("already_forgotten"):
+        earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
+        text = f"subject {args.subject} was already forgotten: {earlier}; nothing written"
     return _report(args, result, text)
 
 

@@ -36,7 +36,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
-from ..model import NotFound, ValidationError, validate_subject
+from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
@@ -66,9 +66,10 @@ class SubjectCommands:
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
         if not key_ids:
-            raise NotFound("subject", subject)
+            return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
-        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))
+        erased = {memory_id for r in self._earlier_forgets(ctx.tenant, key_subject) for memory_id in r.event.memory_ids}
+        memory_ids = tuple(m for m in self.facts.subject_memories(ctx.tenant, key_subject) if m not in erased)  # erased stays erased
         result = commit(
             self.store,
             ctx,
@@ -89,6 +90,38 @@ class SubjectCommands:
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
         self.keys.forget(key_ids)
         return msgspec.structs.replace(result, data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": erased})
+
+    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult:
+        """The answer when the subject holds no key in this tenant, writing nothing: already forgotten (every
+        memory of it erased by an earlier forget, which the answer names: who, when, why); not found (no memory
+        and no forget of it); or a conflict when memories of it are in the log but no key of this store sealed
+        them (written with encryption off, or imported without their key file): destroying keys cannot erase
+        them, and a forget that said it had would mislead."""
+        earlier = self._earlier_forgets(ctx.tenant, key_subject)
+        erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
+        left = [memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased]
+        if left:
+            raise Conflict(
+                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
+                " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
+                " nothing was forgotten",
+                field="subject",
+            )
+        if not earlier:
+            raise NotFound("subject", subject)
+        forgets = [
+            {"position": r.position, "recorded_at": r.recorded_at.isoformat(), "actor": r.metadata.actor, "reason": r.event.reason}
+            for r in earlier
+        ]
+        return CommandResult(
+            correlation_id=ctx.correlation_id,
+            data={"subject": subject, "keys_destroyed": 0, "memories_erased": 0, "already_forgotten": forgets},
+        )
+
+    def _earlier_forgets(self, tenant: str, subject: str) -> list:
+        """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
+        forgets = self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"])
+        return [r for r in forgets if r.event.subject == subject]
 
     def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
         """The memories another process wrote with the subject's retired keys between the read of the facts

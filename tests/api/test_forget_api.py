@@ -98,3 +98,39 @@ async def test_a_subject_with_a_line_break_is_refused_where_it_is_written_and_fo
     assert response.status == 422 and body["error"]["field"].endswith("subject"), body
     forget = await api.raw.post(f"/v1/subjects/{quote(subject, safe='')}/forget", json={"reason": "x"})
     assert forget.status == 422 and (await forget.json())["error"]["field"] == "subject"
+
+
+async def test_a_second_forget_answers_with_the_first_and_writes_nothing(secured):
+    """A forget repeated (a privacy request processed twice) was "subject not found", as for a subject never seen:
+    it answers that the subject is forgotten already, naming when, by whom and why, and appends nothing."""
+    admin = secured.client(api_key=secured.key("acme", "read", "write", "admin"))
+    mine = await admin.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    first = await admin.forget_subject("u-7", reason="request 12")
+    head = secured.service.store.last_position()
+    again = await admin.forget_subject("u-7", reason="request 12, again")
+    assert again.positions == [] and again.data["keys_destroyed"] == 0 and again.data["memories_erased"] == 0
+    [earlier] = again.data["already_forgotten"]
+    assert earlier["position"] == first.positions[-1] and earlier["reason"] == "request 12" and earlier["recorded_at"]
+    history = await admin.memory_history(mine.memory_ids[0])
+    assert [f["reason"] for f in history["forgotten"]] == ["request 12"]
+    assert secured.service.store.last_position() == head
+    # A new memory of the subject gets a new key, which the next forget destroys.
+    await admin.add_memories({"memory": "Marguerite moved", "subject": "u-7"})
+    third = await admin.forget_subject("u-7", reason="request 13")
+    assert third.data["keys_destroyed"] == 1 and third.data["memories_erased"] == 1 and "already_forgotten" not in third.data
+    with pytest.raises(ApiError) as unknown:
+        await admin.forget_subject("u-8")
+    assert unknown.value.status == 404
+
+
+async def test_forgetting_a_subject_whose_memories_were_written_unsealed_says_so(start):
+    """With encryption off, a subject's memories have no key: forget answered "subject not found" while they
+    were there in plaintext. It is refused (409 naming the field and why), and nothing is written."""
+    api = await start(encryption="off")
+    added = await api.client().add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/subjects/u-7/forget", json={"reason": "request 12"})
+    body = await response.json()
+    assert response.status == 409 and body["error"]["field"] == "subject", body
+    assert "not sealed" in body["error"]["message"] and added.memory_ids[0] in body["error"]["message"]
+    assert api.service.store.last_position() == head

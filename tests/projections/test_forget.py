@@ -96,8 +96,11 @@ def test_erased_memories_refuse_changes_and_subjects_do_not_mix_in_merges(svc):
         svc.run(svc.memories.update, CTX, mine[2], {"memory": "new text"})
     with pytest.raises(Conflict, match="erased"):
         svc.run(svc.memories.rollback, CTX, mine[0], 1)
+    head = svc.store.last_position()
+    assert svc.forget(CTX, "u-42").data["already_forgotten"][0]["position"] == head  # no key left: nothing written
+    assert svc.store.last_position() == head
     with pytest.raises(NotFound):
-        svc.forget(CTX, "u-42")  # no key left
+        svc.forget(CTX, "u-404")
     with pytest.raises(ValidationError):
         svc.forget(CTX, "@other")
     assert svc.store.verify().ok

@@ -30,7 +30,8 @@ def test_forget_from_the_command_line(tmp_path):
     assert "--yes" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     done = json.loads(run(data, "forget", "--subject", "u-3", "--tenant", "t", "--reason", "asked by phone", "--yes", "--json").stdout)
     assert done["memories_erased"] == 1 and done["keys_destroyed"] == 1
-    run(data, "forget", "--subject", "u-3", "--tenant", "t", "--yes", code=2)  # nothing left to forget
+    again = run(data, "forget", "--subject", "u-3", "--tenant", "t", "--yes").stdout  # nothing left to forget: it says when it was
+    assert again.startswith("subject u-3 was already forgotten: position ") and "(asked by phone); nothing written" in again
 
     shown = json.loads(run(data, "get", memory_id, "--tenant", "t", "--json").stdout)
     assert shown["erased"] is True and "Rosalind" not in shown["memory"]
