@@ -68,8 +68,7 @@ class SubjectCommands:
         if not key_ids:
             return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
-        erased = {memory_id for r in self._earlier_forgets(ctx.tenant, key_subject) for memory_id in r.event.memory_ids}
-        memory_ids = tuple(m for m in self.facts.subject_memories(ctx.tenant, key_subject) if m not in erased)  # erased stays erased
+        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
         result = commit(
             self.store,
             ctx,
