@@ -33,6 +33,7 @@ from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
@@ -370,12 +371,17 @@ class MemoryService:
             raise NotFound("memory", memory_id)
         return view
 
-    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
+    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None, forgotten: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Every version of a memory, read from its stream, each with the entities it mentioned (see :meth:`mention_links`).
 
         A version's ``mentions`` are the entities its memory was linked to
         just before the next version (or at ``as_of``, or now, if sooner).
+        A version written before a forget that names the memory (``forgotten``,
+        read when not given: see :meth:`forgotten`) reads as erased, as every
+        projection shows it, even when a key that still exists sealed it (the
+        memory was given its subject by a later version, or written unsealed).
         """
+        erased_through = max((f["position"] for f in (self.forgotten(tenant, memory_id) if forgotten is None else forgotten)), default=0)
         state = load(self.store, tenant, memory_id)
         links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
         out = []
@@ -384,6 +390,7 @@ class MemoryService:
             if as_of is not None:
                 end = as_of if end is None else min(end, as_of)
             mentioned = [e.target for e in links if _holds(e.valid_from, e.valid_to, end)]
+            content = v.content if v.position > erased_through or v.content.erased else erase(v.content)
             out.append(
                 {
                     "version": v.version,
@@ -392,14 +399,14 @@ class MemoryService:
                     "event_type": v.event_type,
                     "actor": v.actor,
                     "correlation_id": v.correlation_id,
-                    "memory": v.content.memory,
-                    "key": v.content.key,
-                    "tags": list(v.content.tags),
+                    "memory": content.memory,
+                    "key": content.key,
+                    "tags": list(content.tags),
                     "status": v.status,
                     "reason": v.reason,
                     "mentions": list(dict.fromkeys(mentioned)),
-                    "subject": v.content.subject,
-                    "erased": v.content.erased,
+                    "subject": content.subject,
+                    "erased": content.erased,
                 }
             )
         return out
@@ -409,12 +416,13 @@ class MemoryService:
         HTTP API and ``mnemolog history`` show them; as of a position or time, those written by then
         (a memory not written yet is not found)."""
         position = self.resolve_as_of(as_of)
-        versions = self.history(tenant, memory_id, as_of=position)
+        forgets = self.forgotten(tenant, memory_id)
+        versions = self.history(tenant, memory_id, as_of=position, forgotten=forgets)
         if position is not None:
             versions = [v for v in versions if v["position"] <= position]
             if not versions:
                 raise NotFound("memory", memory_id)
-        forgotten = [f for f in self.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
+        forgotten = [f for f in forgets if position is None or f["position"] <= position]
         return {"memory_id": memory_id, "versions": versions, "mention_links": self.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
 
     def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:

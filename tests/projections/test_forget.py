@@ -330,3 +330,19 @@ def test_forgetting_a_subject_erases_the_aliases_its_memories_mentions_matched(s
     live = _projected(svc)
     svc.runner.rebuild()
     assert _projected(svc) == live
+
+
+def test_a_memory_given_to_a_subject_later_reads_erased_in_every_version_once_the_subject_is_forgotten(svc):
+    """A memory written without a subject (the tenant's key), then given one: forgetting the subject erased it from
+    every projection, but its history still showed the first version's text, sealed with the tenant's key."""
+    [memory] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} has a hazelnut allergy", tags=("health",))]).memory_ids
+    svc.run(svc.memories.update, CTX, memory, {"subject": "u-42"})
+    [other] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="ordinary harbour memory")]).memory_ids
+    svc.forget(CTX, "u-42", reason="request 7")
+    history = svc.history_view("t", memory)
+    assert [v["memory"] for v in history["versions"]] == [ERASED_TEXT, ERASED_TEXT] and all(v["erased"] for v in history["versions"])
+    assert all(v["tags"] == [] and v["key"] is None for v in history["versions"])
+    assert [v["memory"] for v in svc.history_view("t", memory, as_of=1)["versions"]] == [ERASED_TEXT]
+    assert [f["reason"] for f in history["forgotten"]] == ["request 7"]
+    assert svc.get("t", memory).erased and svc.get("t", memory, as_of=1).erased
+    assert svc.history("t", other)[0]["memory"] == "ordinary harbour memory"
