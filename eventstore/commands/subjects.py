@@ -35,6 +35,7 @@ import msgspec
 
 from .. import catalogue as c
 from .. import sealing
+from ..aggregate import dropped_at
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -69,6 +70,9 @@ class SubjectCommands:
             return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
         memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        dropped = dropped_at(self.store, ctx.tenant)
+        if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
+            memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
         result = commit(
             self.store,
             ctx,
@@ -124,7 +128,8 @@ class SubjectCommands:
 
     def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
         """The memories another process wrote with the subject's retired keys between the read of the facts
-        (``after``) and the forget's event (``until``): the forget names them in a second event.
+        (``after``) and the forget's event (``until``): the forget names them in a second event. (Also what the
+        keys sealed before a drop of the tenant, which the projections no longer hold.)
 
         Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
         the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming

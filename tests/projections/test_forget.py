@@ -346,3 +346,15 @@ def test_a_memory_given_to_a_subject_later_reads_erased_in_every_version_once_th
     assert [f["reason"] for f in history["forgotten"]] == ["request 7"]
     assert svc.get("t", memory).erased and svc.get("t", memory, as_of=1).erased
     assert svc.history("t", other)[0]["memory"] == "ordinary harbour memory"
+
+
+def test_a_forget_in_a_dropped_tenant_names_the_memories_its_keys_sealed(svc):
+    """The projections hold nothing of a dropped tenant, so a forget of one of its subjects named no memory and
+    answered "0 memories erased", while its memories were in the log (and the drop's backup) sealed with its keys."""
+    mine, others = _seed(svc)
+    svc.drop_tenant(CTX, reason="closed")
+    result = svc.forget(CTX, "u-42", reason="request 7")
+    assert result.data["memories_erased"] == len(mine) and result.data["keys_destroyed"] == 1
+    [event] = svc.store.read_all(types=["SubjectForgotten"])
+    assert set(event.event.memory_ids) == set(mine) and not set(event.event.memory_ids) & set(others)
+    assert svc.store.verify().ok
