@@ -77,3 +77,19 @@ def test_a_text_that_starts_like_a_token_is_added_read_and_followed_with_encrypt
         assert json.loads(shown.stdout)["memory"] == text
     assert len(run(data, "log", "--json").stdout.splitlines()) >= 3
     run(data, "verify")
+
+
+def test_a_forget_from_the_command_line_records_who_ran_it(tmp_path):
+    """Without ``--actor`` a forget recorded no one: its history read "by -", and an auditor could not tell who
+    destroyed the keys. It records the operating-system user the command ran as; ``--actor`` names another."""
+    import getpass
+
+    data = tmp_path / "data"
+    first = json.loads(run(data, "add", "Rosalind keeps bees", "--subject", "u-3", "--json").stdout)["memory_ids"][0]
+    second = json.loads(run(data, "add", "Rosalind keeps wasps", "--subject", "u-4", "--json").stdout)["memory_ids"][0]
+    run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes")
+    run(data, "forget", "--subject", "u-4", "--reason", "request 13", "--actor", "dpo@example.org", "--yes")
+    [forget] = [json.loads(line) for line in run(data, "history", first, "--json").stdout.splitlines() if '"subject"' in line and "reason" in line and "version" not in line]
+    assert forget["actor"] == f"cli:{getpass.getuser()}" and forget["reason"] == "request 12"
+    assert f"by cli:{getpass.getuser()}," in run(data, "history", first).stdout
+    assert "by dpo@example.org," in run(data, "history", second).stdout
