@@ -134,3 +134,28 @@ async def test_forgetting_a_subject_whose_memories_were_written_unsealed_says_so
     assert response.status == 409 and body["error"]["field"] == "subject", body
     assert "not sealed" in body["error"]["message"] and added.memory_ids[0] in body["error"]["message"]
     assert api.service.store.last_position() == head
+
+
+async def test_the_events_of_a_memory_given_to_a_forgotten_subject_read_erased_wherever_the_log_is_shown(api):
+    """A memory written without a subject (the tenant's key sealed it), then given one: after the subject's
+    forget every projection erased it, but the log's own reads (the events page, their live stream, the
+    explorer's correlation page) still showed its first version's text."""
+    client = api.client()
+    added = await client.add_memories({"memory": "Marguerite's allergy to hazelnuts", "tags": ["health"]})
+    memory = added.memory_ids[0]
+    await client.update_memory(memory, {"subject": "u-7"})
+    other = await client.add_memories({"memory": "the office opens at nine"})
+    await client.forget_subject("u-7", reason="request 12")
+
+    page = await (await api.raw.get("/v1/events", params={"limit": "100"})).text()
+    assert "hazelnut" not in page and "the office opens at nine" in page
+    correlation = await (await api.raw.get("/v1/correlation", params={"correlation_id": added.correlation_id})).text()
+    assert "hazelnut" not in correlation and "[erased: subject forgotten]" in correlation
+    streamed = []
+    async for event in client.stream_events(after=0, idle_timeout=5):
+        streamed.append(event)
+        if event["position"] == other.positions[-1]:
+            break
+    assert streamed and "hazelnut" not in repr(streamed)
+    history = await client.memory_history(memory)
+    assert "hazelnut" not in repr(history)

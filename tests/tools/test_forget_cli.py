@@ -93,3 +93,18 @@ def test_a_forget_from_the_command_line_records_who_ran_it(tmp_path):
     assert forget["actor"] == f"cli:{getpass.getuser()}" and forget["reason"] == "request 12"
     assert f"by cli:{getpass.getuser()}," in run(data, "history", first).stdout
     assert "by dpo@example.org," in run(data, "history", second).stdout
+
+
+def test_the_log_shows_a_memory_given_to_a_forgotten_subject_erased(tmp_path):
+    """A memory added without a subject (the tenant's key), then given one, then the subject forgotten: ``mnemolog
+    log`` still printed its first version's text."""
+    data = tmp_path / "data"
+    memory = json.loads(run(data, "add", "Rosalind keeps bees in Porto", "--json").stdout)["memory_ids"][0]
+    run(data, "update", memory, "--subject", "u-3")
+    run(data, "add", "the hive is behind the shed")
+    run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes")
+    for argv in (["log", "--json"], ["log"], ["history", memory, "--json"]):
+        shown = run(data, *argv).stdout
+        assert "Rosalind" not in shown and "bees" not in shown, (argv, shown)
+    assert "the hive is behind the shed" in run(data, "log", "--json").stdout
+    run(data, "verify")

@@ -1,0 +1,73 @@
+"""The memories a forget erased, for the reads that show the log's events themselves.
+
+A forget destroys the keys that sealed its subject's memories, so their
+events read as erased everywhere. Its ``SubjectForgotten`` also names each
+memory of the subject, and every projection erases those memories whole,
+every version. A version sealed with a key that still exists (a memory given
+its subject by a later version, or written unsealed, with encryption off)
+would still show its text where the events themselves are read: ``mnemolog
+log``, ``GET /v1/events`` and its live stream, the explorer's correlation
+page. Those reads pass each event through :meth:`ErasedMemories.mask`, which
+erases a memory's events written before the last forget that names it, as
+the projections and ``history`` show them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from . import catalogue as c
+from .recorded import RecordedEvent
+from .sealing import erase
+
+__all__ = ["ErasedMemories"]
+
+
+class ErasedMemories:
+    """The position of the last forget naming each memory, by ``(tenant, memory id)``, read from each
+    tenant's own stream (where forgets are recorded: an indexed read of a short stream) when an event of
+    that tenant first asks."""
+
+    def __init__(self, store):
+        self.store = store
+        self._through: dict[tuple[str, str], int] = {}
+        self._read: set[str] = set()  # the tenants whose forgets were read
+
+    @classmethod
+    def of(cls, store, tenant: str | None = None) -> "ErasedMemories":
+        """One for ``store``, with ``tenant``'s forgets read now (none is read later for a read that must not wait)."""
+        erased = cls(store)
+        if tenant is not None:
+            erased.read(tenant)
+        return erased
+
+    def read(self, tenant: str) -> None:
+        """Read the tenant's forgets, once."""
+        if tenant in self._read:
+            return
+        self._read.add(tenant)
+        for recorded in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
+            self.add(recorded)
+
+    def add(self, recorded: RecordedEvent) -> None:
+        """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
+        if recorded.type != "SubjectForgotten":
+            return
+        for memory_id in recorded.event.memory_ids:
+            self._through[(recorded.tenant, memory_id)] = recorded.position
+
+    def event(self, tenant: str, position: int, event: Any) -> Any:
+        """``event``, recorded at ``position`` in ``tenant``, as the reads of the log show it: erased when a later
+        forget names its memory."""
+        memory_id = getattr(event, "memory_id", None)
+        if type(memory_id) is not str:
+            return event
+        self.read(tenant)
+        return erase(event) if self._through.get((tenant, memory_id), 0) > position else event
+
+    def mask(self, recorded: RecordedEvent) -> RecordedEvent:
+        """``recorded`` with its event as the reads of the log show it (see :meth:`event`)."""
+        event = self.event(recorded.tenant, recorded.position, recorded.event)
+        return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
