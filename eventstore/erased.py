@@ -7,14 +7,15 @@ every version. A version sealed with a key that still exists (a memory given
 its subject by a later version, or written unsealed, with encryption off)
 would still show its text where the events themselves are read: ``mnemolog
 log``, ``GET /v1/events`` and its live stream, the explorer's correlation
-page. Those reads pass each event through :meth:`ErasedMemories.mask`, which
-erases a memory's events written before the last forget that names it, as
-the projections and ``history`` show them.
+page, and the state a command loads (``history``, and an update or rollback
+that would write it back). Those pass each event through
+:meth:`ErasedMemories.mask`, which erases a memory's events written before
+the last forget that names it, as the projections show them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import msgspec
 
@@ -43,12 +44,14 @@ class ErasedMemories:
             erased.read(tenant)
         return erased
 
-    def read(self, tenant: str) -> None:
-        """Read the tenant's forgets, once."""
+    def read(self, tenant: str, marks: Iterable[RecordedEvent] | None = None) -> None:
+        """Read the tenant's forgets, once (from ``marks``, the events of its stream, when the caller has them)."""
         if tenant in self._read:
             return
         self._read.add(tenant)
-        for recorded in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
+        if marks is None:
+            marks = self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"])
+        for recorded in marks:
             self.add(recorded)
 
     def add(self, recorded: RecordedEvent) -> None:

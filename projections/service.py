@@ -33,7 +33,6 @@ from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
-from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
@@ -371,17 +370,15 @@ class MemoryService:
             raise NotFound("memory", memory_id)
         return view
 
-    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None, forgotten: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """Every version of a memory, read from its stream, each with the entities it mentioned (see :meth:`mention_links`).
 
         A version's ``mentions`` are the entities its memory was linked to
         just before the next version (or at ``as_of``, or now, if sooner).
-        A version written before a forget that names the memory (``forgotten``,
-        read when not given: see :meth:`forgotten`) reads as erased, as every
-        projection shows it, even when a key that still exists sealed it (the
-        memory was given its subject by a later version, or written unsealed).
+        A version written before a forget that names the memory reads as
+        erased, as every projection shows it, even when a key that still
+        exists sealed it (see :mod:`mnemolog.eventstore.erased`).
         """
-        erased_through = max((f["position"] for f in (self.forgotten(tenant, memory_id) if forgotten is None else forgotten)), default=0)
         state = load(self.store, tenant, memory_id)
         links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
         out = []
@@ -390,7 +387,6 @@ class MemoryService:
             if as_of is not None:
                 end = as_of if end is None else min(end, as_of)
             mentioned = [e.target for e in links if _holds(e.valid_from, e.valid_to, end)]
-            content = v.content if v.position > erased_through or v.content.erased else erase(v.content)
             out.append(
                 {
                     "version": v.version,
@@ -399,14 +395,14 @@ class MemoryService:
                     "event_type": v.event_type,
                     "actor": v.actor,
                     "correlation_id": v.correlation_id,
-                    "memory": content.memory,
-                    "key": content.key,
-                    "tags": list(content.tags),
+                    "memory": v.content.memory,
+                    "key": v.content.key,
+                    "tags": list(v.content.tags),
                     "status": v.status,
                     "reason": v.reason,
                     "mentions": list(dict.fromkeys(mentioned)),
-                    "subject": content.subject,
-                    "erased": content.erased,
+                    "subject": v.content.subject,
+                    "erased": v.content.erased,
                 }
             )
         return out
@@ -417,7 +413,7 @@ class MemoryService:
         (a memory not written yet is not found)."""
         position = self.resolve_as_of(as_of)
         forgets = self.forgotten(tenant, memory_id)
-        versions = self.history(tenant, memory_id, as_of=position, forgotten=forgets)
+        versions = self.history(tenant, memory_id, as_of=position)
         if position is not None:
             versions = [v for v in versions if v["position"] <= position]
             if not versions:

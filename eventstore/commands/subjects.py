@@ -70,6 +70,9 @@ class SubjectCommands:
             return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
         memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        # A topic over one of them, or a merge of one, quotes its text, sealed with another key when the memory was given
+        # the subject after the topic was written: the forget erases those too.
+        memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
             memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
