@@ -404,3 +404,37 @@ def test_a_mixed_batch_is_sealed_event_by_event_as_each_alone_would_be(tmp_path,
             other = ids[(ids.index(event_id) + 1) % len(ids)]
             with pytest.raises(SealBroken):
                 sealer.unseal(stored_event, other)
+
+
+@hsettings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    subjects=st.lists(st.sampled_from([None, "u-1", "u-2", "u-3"]), min_size=1, max_size=4),
+    given_keys=st.sets(st.sampled_from([None, "u-1", "u-2", "u-3"])),
+    forgotten=st.sets(st.sampled_from(["u-1", "u-2", "u-3"])),
+)
+def test_an_import_is_accepted_exactly_when_every_sealed_event_opens_or_is_forgotten(tmp_path_factory, subjects, given_keys, forgotten):
+    """Whatever subjects the file's events have, which keys the key file holds and which subjects the file forgets:
+    the import goes through exactly when each event's key is in the key file or forgotten in the file, and then
+    every event reads (plaintext or erased); refused, it leaves the target as it was."""
+    root = tmp_path_factory.mktemp("keys")
+    with _open(root / "a", encryption="on") as store:
+        for n, subject in enumerate(subjects):
+            store.append(f"memory-{n}", [_added(f"text {n}", subject=subject, memory_id=f"m-{n}")], tenant="t")
+        keys = store.sealer.keys
+        rows = [r for r in keys.export_rows() if (r["subject"] or None) in given_keys]
+        for subject in sorted(forgotten & set(subjects)):
+            ids = keys.retire("t", subject)
+            keys.forget(ids)
+            store.append("tenant-t", [c.SubjectForgotten(subject=subject, key_ids=tuple(ids))], tenant="t")
+        with open(root / "log.jsonl", "wb") as out:
+            exchange.export(store, out)
+    readable = all(subject in given_keys or subject in forgotten for subject in subjects)
+    with _open(root / "b", encryption="on") as other, open(root / "log.jsonl", "rb") as lines:
+        if readable:
+            exchange.import_(other, lines, keys=rows)
+            events = [r.event for r in other.read_all() if isinstance(r.event, c.MemoryAdded)]
+            assert [e.content.erased for e in events] == [s in forgotten for s in subjects]
+        else:
+            with pytest.raises(ImportRefused, match="--keys"):
+                exchange.import_(other, lines, keys=rows)
+            assert other.last_position() == 0 and not other.sealer.keys.export_rows()
