@@ -12,7 +12,7 @@ from typing import Iterable
 import msgspec
 
 from . import catalogue as c
-from .erased import ErasedMemories
+from .erased import erased_recorded
 from .model import MemoryContent, NotFound, Status
 from .store import EventStore, RecordedEvent
 
@@ -145,9 +145,10 @@ def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = 
     # a key that still exists sealed it: the memory given its subject later, a topic quoting it; see .erased).
     marks = store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["TenantDropped", "SubjectForgotten"])
     dropped = max((r.position for r in marks if r.type == "TenantDropped"), default=0)
-    erased = ErasedMemories(store)
-    erased.read(tenant, marks)
-    state = fold(memory_id, map(erased.mask, events))
+    erased_to = max((r.position for r in marks if r.type == "SubjectForgotten" and memory_id in r.event.memory_ids), default=0)
+    if erased_to:
+        events = [erased_recorded(e) if e.position < erased_to else e for e in events]
+    state = fold(memory_id, events)
     if state is None or state.tenant != tenant or events[0].position < dropped:
         raise NotFound("memory", memory_id)
     return state

@@ -23,7 +23,13 @@ from . import catalogue as c
 from .recorded import RecordedEvent
 from .sealing import erase
 
-__all__ = ["ErasedMemories"]
+__all__ = ["ErasedMemories", "erased_recorded"]
+
+
+def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
+    """``recorded`` with its event as it reads once erased (itself when it has no personal fields)."""
+    event = erase(recorded.event)
+    return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
 
 class ErasedMemories:
@@ -61,16 +67,18 @@ class ErasedMemories:
         for memory_id in recorded.event.memory_ids:
             self._through[(recorded.tenant, memory_id)] = recorded.position
 
-    def event(self, tenant: str, position: int, event: Any) -> Any:
-        """``event``, recorded at ``position`` in ``tenant``, as the reads of the log show it: erased when a later
-        forget names its memory."""
+    def erases(self, tenant: str, position: int, event: Any) -> bool:
+        """Whether ``event``, recorded at ``position`` in ``tenant``, is of a memory a later forget names."""
         memory_id = getattr(event, "memory_id", None)
         if type(memory_id) is not str:
-            return event
+            return False
         self.read(tenant)
-        return erase(event) if self._through.get((tenant, memory_id), 0) > position else event
+        return self._through.get((tenant, memory_id), 0) > position
+
+    def event(self, tenant: str, position: int, event: Any) -> Any:
+        """``event`` as the reads of the log show it: erased when a later forget names its memory."""
+        return erase(event) if self.erases(tenant, position, event) else event
 
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
-        """``recorded`` with its event as the reads of the log show it (see :meth:`event`)."""
-        event = self.event(recorded.tenant, recorded.position, recorded.event)
-        return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
+        """``recorded`` as the reads of the log show it (see :meth:`event`)."""
+        return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
