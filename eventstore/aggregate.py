@@ -12,7 +12,7 @@ from typing import Iterable
 import msgspec
 
 from . import catalogue as c
-from .erased import erased_recorded
+from .erased import erased_recorded, erased_through
 from .model import MemoryContent, NotFound, Status
 from .store import EventStore, RecordedEvent
 
@@ -141,14 +141,12 @@ def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = 
     events = store.read_stream(c.memory_stream(memory_id))
     if until is not None:
         events = [e for e in events if e.position <= until]
-    # One read of the tenant's stream: its drops, and its forgets (a version a forget erased reads erased even when
-    # a key that still exists sealed it: the memory given its subject later, a topic quoting it; see .erased).
-    marks = store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["TenantDropped", "SubjectForgotten"])
-    dropped = max((r.position for r in marks if r.type == "TenantDropped"), default=0)
-    erased_to = max((r.position for r in marks if r.type == "SubjectForgotten" and memory_id in r.event.memory_ids), default=0)
+    # A version a forget erased reads erased even when a key that still exists sealed it (the memory given its
+    # subject later, a topic quoting it): no command writes its text back (see .erased).
+    erased_to = erased_through(store, tenant, memory_id) if events and events[0].tenant == tenant else 0
     if erased_to:
         events = [erased_recorded(e) if e.position < erased_to else e for e in events]
     state = fold(memory_id, events)
-    if state is None or state.tenant != tenant or events[0].position < dropped:
+    if state is None or state.tenant != tenant or events[0].position < dropped_at(store, tenant):
         raise NotFound("memory", memory_id)
     return state

@@ -15,7 +15,9 @@ the last forget that names it, as the projections show them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import threading
+import weakref
+from typing import Any
 
 import msgspec
 
@@ -23,7 +25,7 @@ from . import catalogue as c
 from .recorded import RecordedEvent
 from .sealing import erase
 
-__all__ = ["ErasedMemories", "erased_recorded"]
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through"]
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
@@ -32,10 +34,44 @@ def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
     return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
 
+class _Forgets:
+    """One tenant's forgets as far as read: the last position of its stream read, and by memory id the position
+    of the last forget naming it."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.through: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+
+_by_store: "weakref.WeakKeyDictionary[Any, dict[str, _Forgets]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _forgets(store, tenant: str) -> dict[str, int]:
+    """``tenant``'s forgets by memory id, up to date: what this process has not read of the tenant's stream yet
+    is read now (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
+    with _lock:
+        tenants = _by_store.setdefault(store, {})
+        known = tenants.get(tenant)
+        if known is None:
+            known = tenants[tenant] = _Forgets()
+    with known.lock:
+        for recorded in store.read_all(known.position, stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
+            for memory_id in recorded.event.memory_ids:
+                known.through[memory_id] = recorded.position
+            known.position = recorded.position
+        return known.through
+
+
+def erased_through(store, tenant: str, memory_id: str) -> int:
+    """The position of the last forget naming the memory (0: none): its events before it read erased."""
+    return _forgets(store, tenant).get(memory_id, 0)
+
+
 class ErasedMemories:
-    """The position of the last forget naming each memory, by ``(tenant, memory id)``, read from each
-    tenant's own stream (where forgets are recorded: an indexed read of a short stream) when an event of
-    that tenant first asks."""
+    """What the reads of the log show of memories a forget named: each event of one written before the last
+    forget naming it, erased. Live reads take in the forgets they meet (:meth:`add`)."""
 
     def __init__(self, store):
         self.store = store
@@ -50,15 +86,13 @@ class ErasedMemories:
             erased.read(tenant)
         return erased
 
-    def read(self, tenant: str, marks: Iterable[RecordedEvent] | None = None) -> None:
-        """Read the tenant's forgets, once (from ``marks``, the events of its stream, when the caller has them)."""
+    def read(self, tenant: str) -> None:
+        """Read the tenant's forgets, once."""
         if tenant in self._read:
             return
         self._read.add(tenant)
-        if marks is None:
-            marks = self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"])
-        for recorded in marks:
-            self.add(recorded)
+        for memory_id, position in _forgets(self.store, tenant).items():
+            self._through[(tenant, memory_id)] = max(position, self._through.get((tenant, memory_id), 0))
 
     def add(self, recorded: RecordedEvent) -> None:
         """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
