@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
@@ -155,9 +156,10 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
         if r.event.correlation_id == correlation_id
     ]
     reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
+    erased = ErasedMemories.of(svc.store, tenant)
     return {
         "correlation_id": correlation_id,
-        "events": [r.to_dict() for r in page],
+        "events": [erased.mask(r).to_dict() for r in page],
         "more": len(found) > limit,
         "next_after": page[-1].position if page else after,
         "reverted_by": reverted_by,

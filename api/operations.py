@@ -21,6 +21,7 @@ import msgspec
 
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import MemoryContent, NotFound, ValidationError
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import SearchFilters
@@ -294,7 +295,8 @@ def events_page(
     """One page of the tenant's events after position ``after`` (as of a position or time: those recorded by then), and where the next page starts."""
     until = svc.resolve_as_of(as_of)
     events = svc.store.read_all(after, limit, tenant=tenant, types=types, until=until, stream_id=stream or None, correlation_id=correlation_id or None)
-    return {"events": [e.to_dict() for e in events], "next_after": events[-1].position if events else after}
+    erased = ErasedMemories.of(svc.store, tenant)
+    return {"events": [erased.mask(e).to_dict() for e in events], "next_after": events[-1].position if events else after}
 
 
 def channels(svc: MemoryService) -> dict[str, bool]:

@@ -10,6 +10,7 @@ from aiohttp import web
 from msgspec import Meta
 
 from mnemolog.eventstore import Digest
+from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
@@ -80,6 +81,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     store = request.app[keys.service_key].store
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
     await response.prepare(request)
+    erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
     subscription = store.subscribe(after, tenant=tenant)
     # The pending read is kept across keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
@@ -93,7 +95,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 await response.write(b": keep-alive\n\n")
                 continue
             recorded, pending = pending.result(), None
-            data = encoder.encode(recorded.to_dict())
+            erased.add(recorded)
+            data = encoder.encode(erased.mask(recorded).to_dict())
             await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
     except (ConnectionResetError, asyncio.CancelledError):
         pass

@@ -12,6 +12,7 @@ from typing import Iterable
 import msgspec
 
 from . import catalogue as c
+from .erased import erased_recorded, erased_through
 from .model import MemoryContent, NotFound, Status
 from .store import EventStore, RecordedEvent
 
@@ -140,6 +141,11 @@ def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = 
     events = store.read_stream(c.memory_stream(memory_id))
     if until is not None:
         events = [e for e in events if e.position <= until]
+    # A version a forget erased reads erased even when a key that still exists sealed it (the memory given its
+    # subject later, a topic quoting it): no command writes its text back (see .erased).
+    erased_to = erased_through(store, tenant, memory_id) if events and events[0].tenant == tenant else 0
+    if erased_to:
+        events = [erased_recorded(e) if e.position < erased_to else e for e in events]
     state = fold(memory_id, events)
     if state is None or state.tenant != tenant or events[0].position < dropped_at(store, tenant):
         raise NotFound("memory", memory_id)

@@ -38,7 +38,9 @@ imported forgotten subject stays erased. As a forget does, the held keys
 are retired before the event is appended and destroyed after it: an import
 killed in between leaves retired keys that the next open of the store
 destroys, never a destroyed key without its event. Keys travel only in a separate,
-marked key file (``export --with-keys``, ``import --keys``).
+marked key file (``export --with-keys``, ``import --keys``); a file sealed with a
+key that neither the importing key store nor the key file holds (nor a forget of
+the file names) is refused, unless asked for unreadable (``without_keys``).
 
 Events already present (by ``event_id``) are skipped, so importing the same
 file twice is a no-op. The importing store gives the new events its own
@@ -59,6 +61,7 @@ from .errors import ImportRefused, UnknownEventType, UpcastError
 from .events import decode_payload, metadata_decoder
 from .recorder import PendingEvent, PendingWrite
 from .schema import MAX_NAME, MAX_STREAM_ID
+from .sealing import sealed_keys
 
 __all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 
@@ -286,6 +289,8 @@ class _Checker:
         self.tenants: set[str] = set()
         self.read = 0
         self.conflict: ImportRefused | None = None  # the first clash with the store, raised once the file holds
+        self.sealed_with: dict[str, _Line] = {}  # key id -> the first line sealed with it
+        self.forgotten: set[str] = set()  # key ids a SubjectForgotten of the file names
 
     def check_chunk(self, chunk: list[_Line]) -> None:
         for line in chunk:
@@ -337,7 +342,11 @@ class _Checker:
         if not self.rehash:
             self._check_frame(line)
             self._check_chain(line)
-        _check_readable(line)
+        decoded = _check_readable(line)
+        for _, key_id in sealed_keys(decoded):
+            self.sealed_with.setdefault(key_id, line)
+        if event.type == "SubjectForgotten":
+            self.forgotten.update(getattr(decoded, "key_ids", ()))
         self.previous = line
 
     def _check_frame(self, line: _Line) -> None:
@@ -366,6 +375,23 @@ class _Checker:
             self._check_footer()
         if self.conflict is not None:
             raise self.conflict
+
+    def check_keys(self, keys: list[dict] | None) -> None:
+        """Every key that sealed an event of the file opens it here or was forgotten: held by this store's key
+        store (or a tombstone there), in ``keys`` (the export's key file), or named by a forget of the file.
+        Otherwise the import would leave a data directory whose every read of those events fails."""
+        known = {row["key_id"] for row in keys or ()} | self.forgotten
+        missing = self.store.sealer.keys.unknown(set(self.sealed_with) - known)
+        if missing:
+            line = min((self.sealed_with[key_id] for key_id in missing), key=attrgetter("lineno"))
+            key_id = next(k for k in sorted(missing) if self.sealed_with[k] is line)
+            more = f" (and {len(missing) - 1} other keys)" if len(missing) > 1 else ""
+            given = "the key file given does not hold it" if keys is not None else "no key file was given"
+            raise ImportRefused(
+                f"{line.where()}: the event is sealed with key {key_id}{more}, which this data directory's key store does not hold"
+                f" and {given}: import the export's key file with --keys KEYFILE (export --with-keys writes it),"
+                " or pass --without-keys to import the sealed fields unreadable"
+            )
 
     def _check_footer(self) -> None:
         frame = self.frame
@@ -414,8 +440,8 @@ class _Checker:
             raise ImportRefused(f"{line.where()}: hash does not match the event's contents")
 
 
-def _check_readable(line: _Line) -> None:
-    """The line's payload decodes as its type and schema version (through the upcasters), as every read of the log will.
+def _check_readable(line: _Line):
+    """The line's payload, decoded as its type and schema version (through the upcasters), as every read of the log will.
 
     The log is append-only: an event no reader can decode (a log from a newer
     mnemolog, or an edited file, even with its chain recomputed) would break
@@ -424,7 +450,7 @@ def _check_readable(line: _Line) -> None:
     """
     event = line.event
     try:
-        decode_payload(event.type, event.schema_version, line.payload)
+        return decode_payload(event.type, event.schema_version, line.payload)
     except UnknownEventType as exc:
         raise ImportRefused(f"{line.where()}: {exc} (written by a newer mnemolog?)") from None
     except UpcastError as exc:
@@ -487,13 +513,19 @@ def import_(
     progress: Progress | None = None,
     group_size: int = GROUP_SIZE,
     keys: list[dict] | None = None,
+    without_keys: bool = False,
 ) -> ImportReport:
     """Import an export into ``store``; refuses (writing nothing) a file that does not hold.
 
     ``keys``, the rows of the export's key file, go into the key store once
     the file is accepted and before any event is appended: a refused import
     leaves the key store as it was, and an import killed midway leaves no
-    event without its key.
+    event without its key. A file holding an event sealed with a key that
+    neither this store's key store nor ``keys`` holds (and no forget of the
+    file names) is refused: imported, every read of that event would fail.
+    ``without_keys=True`` imports it anyway, its sealed fields unreadable here
+    until the key file is imported (the same import again with ``keys``: the
+    events already present are skipped, the keys added).
 
     ``rehash=True`` accepts lines whose hashes, chain, header or footer do not
     match (an edited file, or one from before the header and footer): the
@@ -511,6 +543,8 @@ def import_(
             if progress is not None:
                 progress(checker.read, "check")
         checker.finish()
+        if not without_keys:
+            checker.check_keys(keys)
         if keys is not None:
             store.sealer.keys.import_rows(keys)
         source = spool if spool is not None else lines

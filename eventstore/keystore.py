@@ -151,6 +151,16 @@ class KeyStore:
         with self._lock:
             return self._connection().execute("SELECT 1 FROM data_keys WHERE key IS NOT NULL LIMIT 1").fetchone() is not None
 
+    def unknown(self, key_ids: Iterable[str]) -> set[str]:
+        """Those of ``key_ids`` this store has no row for, neither a key nor a tombstone: what it could never
+        open (every one without a key file, which this does not make)."""
+        ids = set(key_ids)
+        if not ids or self._no_file():
+            return ids
+        with self._lock:
+            conn = self._connection()
+            return {key_id for key_id in ids if conn.execute("SELECT 1 FROM data_keys WHERE key_id = ?", (key_id,)).fetchone() is None}
+
     def subject_keys(self, tenant: str, subject: str | None) -> list[str]:
         """Ids of the subject's keys that still exist (live or retired)."""
         with self._lock:

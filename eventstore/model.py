@@ -134,7 +134,7 @@ SUBJECT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,%d}$" % (MAX_SUBJECT_C
 
 def validate_subject(subject: object, *, field: str = "subject") -> str:
     """A subject id (see :data:`SUBJECT_RE`)."""
-    if not isinstance(subject, str) or not SUBJECT_RE.match(subject):
+    if not isinstance(subject, str) or not SUBJECT_RE.fullmatch(subject):  # not match: its $ passes a final line break
         raise ValidationError(field, f"must be 1 to {MAX_SUBJECT_CHARS} letters, digits or _ . : - @, not starting with @")
     return subject
 

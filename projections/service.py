@@ -375,6 +375,9 @@ class MemoryService:
 
         A version's ``mentions`` are the entities its memory was linked to
         just before the next version (or at ``as_of``, or now, if sooner).
+        A version written before a forget that names the memory reads as
+        erased, as every projection shows it, even when a key that still
+        exists sealed it (see :mod:`mnemolog.eventstore.erased`).
         """
         state = load(self.store, tenant, memory_id)
         links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
@@ -409,12 +412,13 @@ class MemoryService:
         HTTP API and ``mnemolog history`` show them; as of a position or time, those written by then
         (a memory not written yet is not found)."""
         position = self.resolve_as_of(as_of)
+        forgets = self.forgotten(tenant, memory_id)
         versions = self.history(tenant, memory_id, as_of=position)
         if position is not None:
             versions = [v for v in versions if v["position"] <= position]
             if not versions:
                 raise NotFound("memory", memory_id)
-        forgotten = [f for f in self.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
+        forgotten = [f for f in forgets if position is None or f["position"] <= position]
         return {"memory_id": memory_id, "versions": versions, "mention_links": self.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
 
     def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:

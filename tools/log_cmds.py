@@ -20,6 +20,7 @@ from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, Recorded
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
+from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
@@ -52,16 +53,18 @@ def time_arg(text: str) -> datetime:
 # -- rendering ----------------------------------------------------------------
 
 
-def _payload(type_: str, schema_version: int, text: str, event_id: str, sealer=None) -> Any:
-    """The payload decoded through its event type (upcast, sealed fields opened), or as stored for types this process lacks."""
+def _payload(row: StoredRow, sealer=None, erased: ErasedMemories | None = None) -> Any:
+    """The payload decoded through its event type (upcast, sealed fields opened, erased where a later forget
+    names its memory), or as stored for types this process lacks."""
     try:
-        event = decode_payload(type_, schema_version, text)
-        return msgspec.to_builtins(sealer.unseal(event, event_id) if sealer is not None else event)
+        event = decode_payload(row.type, row.schema_version, row.payload)
+        event = sealer.unseal(event, row.event_id) if sealer is not None else event
+        return msgspec.to_builtins(erased.event(row.tenant, row.position, event) if erased is not None else event)
     except (EventStoreError, msgspec.MsgspecError):
-        return _generic.decode(text)
+        return _generic.decode(row.payload)
 
 
-def row_dict(row: StoredRow, sealer=None) -> dict[str, Any]:
+def row_dict(row: StoredRow, sealer=None, erased: ErasedMemories | None = None) -> dict[str, Any]:
     return {
         "position": row.position,
         "event_id": row.event_id,
@@ -71,7 +74,7 @@ def row_dict(row: StoredRow, sealer=None) -> dict[str, Any]:
         "schema_version": row.schema_version,
         "tenant": row.tenant,
         "recorded_at": row.recorded_at,
-        "payload": _payload(row.type, row.schema_version, row.payload, row.event_id, sealer),
+        "payload": _payload(row, sealer, erased),
         "metadata": _generic.decode(row.metadata),
     }
 
@@ -229,8 +232,9 @@ def cmd_log(args: argparse.Namespace) -> int:
         filters = {"tenant": args.tenant, "types": args.types, "stream_id": args.stream, "correlation_id": args.correlation}
         batch = min(args.limit or 5000, 5000)
         going = True
+        erased = ErasedMemories.of(store, args.tenant)  # the memories forgets erased: their events read erased, as everywhere
         for rows in store.iter_rows(after, until=until, batch_size=batch, **filters):
-            if not emit([row_dict(r, store.sealer) for r in rows]):
+            if not emit([row_dict(r, store.sealer, erased) for r in rows]):
                 going = False
                 break
         if not args.follow:
@@ -458,10 +462,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         with open_store(args) as store:
             with progress_for(args, "import") as progress:
                 if args.file == "-":
-                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows)
+                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
                 else:
                     with open(args.file, "rb") as lines:
-                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows)
+                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
@@ -581,6 +585,12 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "import", cmd_import, help="import an export (checked first; existing events skipped)", json=True)
     p.add_argument("file", metavar="FILE", help="JSON lines from 'mnemolog export' ('-' for stdin)")
     p.add_argument("--keys", metavar="KEYFILE", help="first add the data keys of 'mnemolog export --with-keys' to this data directory's key store")
+    p.add_argument(
+        "--without-keys",
+        action="store_true",
+        help="import a sealed export without its key file: its sealed fields stay unreadable here (reads of them fail naming the key)"
+        " until the same import is run again with --keys (without this flag such an import is refused)",
+    )
     p.add_argument("--rehash", action="store_true", help="accept a file whose hashes, links, header or footer do not hold (an edited export, or one from before the header and footer)")
 
     add_command(subparsers, "stats", cmd_stats, help="counts, time span and file size of the log", json=True)

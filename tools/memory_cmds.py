@@ -370,16 +370,32 @@ def cmd_revert(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
+def _os_user() -> str:
+    """The login name this command runs as (its uid where the system has no name for it)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError, ImportError):
+        return f"uid-{os.getuid()}"
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     if not args.yes:
         return fail(f"forgetting subject {args.subject!r} destroys its keys: its data can never be read again; pass --yes to confirm")
+    ctx = _context(args)
+    if ctx.actor is None:  # an irreversible erasure names who ran it, as the API names its key
+        ctx = msgspec.structs.replace(ctx, actor=f"cli:{_os_user()}")
     with _open(args) as svc:
-        result = svc.forget(_context(args), args.subject, reason=args.reason or "")
+        result = svc.forget(ctx, args.subject, reason=args.reason or "")
     data = result.data
     text = (
         f"forgot subject {args.subject}: {data.get('keys_destroyed', 0)} key(s) destroyed,"
         f" {data.get('memories_erased', 0)} memories erased {_trailer(result)}"
     )
+    if data.get("already_forgotten"):
+        earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
+        text = f"subject {args.subject} was already forgotten: {earlier}; nothing written"
     return _report(args, result, text)
 
 
@@ -551,6 +567,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--reason", metavar="R", help="why (recorded in the log; no personal data)")
     p.add_argument("--yes", action="store_true", help="confirm")
+    p.epilog = "Without --actor, the log records the operating-system user as the actor (cli:USER)."
 
     p = _command(subparsers, "drop-tenant", cmd_drop_tenant, "back the tenant up, then remove it from every projection", writes=True)
     p.add_argument("--yes", action="store_true", help="confirm")

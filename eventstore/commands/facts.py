@@ -30,5 +30,8 @@ class GraphFacts(Protocol):
     def working_entries(self, tenant: str) -> list[WorkingEntry]:
         """The working-memory FIFO, oldest first, with each entry's place (``entered_at``)."""
 
+    def quoting_memories(self, tenant: str, memory_ids: Sequence[str]) -> list[str]:
+        """Ids of the memories whose text was made from any of ``memory_ids``, at any time (topics over them, merges of them)."""
+
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
         """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key)."""

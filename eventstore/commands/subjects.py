@@ -35,8 +35,9 @@ import msgspec
 
 from .. import catalogue as c
 from .. import sealing
+from ..aggregate import dropped_at
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
-from ..model import NotFound, ValidationError, validate_subject
+from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
@@ -66,9 +67,15 @@ class SubjectCommands:
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
         if not key_ids:
-            raise NotFound("subject", subject)
+            return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
-        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))
+        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        # A topic over one of them, or a merge of one, quotes its text, sealed with another key when the memory was given
+        # the subject after the topic was written: the forget erases those too.
+        memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
+        dropped = dropped_at(self.store, ctx.tenant)
+        if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
+            memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
         result = commit(
             self.store,
             ctx,
@@ -90,9 +97,42 @@ class SubjectCommands:
         self.keys.forget(key_ids)
         return msgspec.structs.replace(result, data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": erased})
 
+    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult:
+        """The answer when the subject holds no key in this tenant, writing nothing: already forgotten (every
+        memory of it erased by an earlier forget, which the answer names: who, when, why); not found (no memory
+        and no forget of it); or a conflict when memories of it are in the log but no key of this store sealed
+        them (written with encryption off, or imported without their key file): destroying keys cannot erase
+        them, and a forget that said it had would mislead."""
+        earlier = self._earlier_forgets(ctx.tenant, key_subject)
+        erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
+        left = [memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased]
+        if left:
+            raise Conflict(
+                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
+                " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
+                " nothing was forgotten",
+                field="subject",
+            )
+        if not earlier:
+            raise NotFound("subject", subject)
+        forgets = [
+            {"position": r.position, "recorded_at": r.recorded_at.isoformat(), "actor": r.metadata.actor, "reason": r.event.reason}
+            for r in earlier
+        ]
+        return CommandResult(
+            correlation_id=ctx.correlation_id,
+            data={"subject": subject, "keys_destroyed": 0, "memories_erased": 0, "already_forgotten": forgets},
+        )
+
+    def _earlier_forgets(self, tenant: str, subject: str) -> list:
+        """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
+        forgets = self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"])
+        return [r for r in forgets if r.event.subject == subject]
+
     def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
         """The memories another process wrote with the subject's retired keys between the read of the facts
-        (``after``) and the forget's event (``until``): the forget names them in a second event.
+        (``after``) and the forget's event (``until``): the forget names them in a second event. (Also what the
+        keys sealed before a drop of the tenant, which the projections no longer hold.)
 
         Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
         the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming

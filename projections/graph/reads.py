@@ -550,6 +550,27 @@ class ProjectionFacts:
         )
         return [edge_from_row(r) for r in rows]
 
+    def quoting_memories(self, tenant: str, memory_ids: Sequence[str]) -> list[str]:
+        """Ids of the memories whose text was made from any of ``memory_ids`` (or from such a memory), at any
+        time: the organizer's topics over them (``parent:`` edges, through every level) and the memories
+        merged from them (``MERGED_TO``). Their texts quote them."""
+        self._sync()
+        conn = self._connect()
+        found: set[str] = set()
+        frontier = set(memory_ids)
+        while frontier:
+            ids = msgspec.json.encode(sorted(frontier)).decode()
+            rows = conn.execute(
+                "SELECT e.source FROM json_each(?) AS j JOIN graph_edges AS e ON e.tenant = ? AND e.target = j.value"
+                " WHERE e.edge_type = 'PARENT' AND e.edge_id LIKE 'parent:%'"
+                " UNION SELECT e.target FROM json_each(?) AS j JOIN graph_edges AS e ON e.tenant = ? AND e.source = j.value"
+                " WHERE e.edge_type = 'MERGED_TO'",
+                (ids, tenant, ids, tenant),
+            )
+            frontier = {r[0] for r in rows} - found - set(memory_ids)
+            found |= frontier
+        return sorted(found)
+
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
         """Ids of the memories any version of which names ``subject`` (``""``: names none, so the tenant's key sealed it)."""
         self._sync()

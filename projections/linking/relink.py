@@ -46,6 +46,7 @@ from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import MemoryType
 from mnemolog.eventstore.settings import setting
 
+from .. import text_caches
 from ..entities import projector as ents
 from ..graph.projector import edge_from_row
 from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
@@ -79,6 +80,11 @@ class CatalogueCache:
         self._items: OrderedDict[tuple, tuple[AliasCatalogue, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.size = size
+        text_caches.register(self)  # the catalogues hold entity names: a forget of the tenant's key drops them
+
+    def drop_text(self) -> None:
+        with self._lock:
+            self._items.clear()
 
     def get(self, conn: sqlite3.Connection, tenant: str, *, include_tags: bool = False, max_df: float | None = None, as_of: int | None = None) -> tuple[AliasCatalogue, int]:
         row = conn.execute("SELECT entities_changed_at FROM kg_tenant_state WHERE tenant = ?", (tenant,)).fetchone()

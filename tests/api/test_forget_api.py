@@ -85,3 +85,77 @@ async def test_after_a_forget_and_a_tenant_drop_a_rebuild_gives_the_same_project
     assert svc.store.last_position() == head, "a rebuild appended to the log"
     rebuilt = dump(svc.runner)
     assert {p: [t for t in live[p] if live[p][t] != rebuilt[p][t]] for p in live} == {p: [] for p in live}
+
+
+@pytest.mark.parametrize("subject", ["u-7\n", "u-7\r\n", "\nu-7"])
+async def test_a_subject_with_a_line_break_is_refused_where_it_is_written_and_forgotten(api, subject):
+    """``"u-7\\n"`` (a subject id read from a file with its line's end) passed as a subject: it got a key of its own,
+    so ``forget u-7`` left its memories readable, and a forget naming it had to spell the line break."""
+    from urllib.parse import quote
+
+    response = await api.raw.post("/v1/memories", json={"memory": {"memory": "Marguerite's allergy", "subject": subject}})
+    body = await response.json()
+    assert response.status == 422 and body["error"]["field"].endswith("subject"), body
+    forget = await api.raw.post(f"/v1/subjects/{quote(subject, safe='')}/forget", json={"reason": "x"})
+    assert forget.status == 422 and (await forget.json())["error"]["field"] == "subject"
+
+
+async def test_a_second_forget_answers_with_the_first_and_writes_nothing(secured):
+    """A forget repeated (a privacy request processed twice) was "subject not found", as for a subject never seen:
+    it answers that the subject is forgotten already, naming when, by whom and why, and appends nothing."""
+    admin = secured.client(api_key=secured.key("acme", "read", "write", "admin"))
+    mine = await admin.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    first = await admin.forget_subject("u-7", reason="request 12")
+    head = secured.service.store.last_position()
+    again = await admin.forget_subject("u-7", reason="request 12, again")
+    assert again.positions == [] and again.data["keys_destroyed"] == 0 and again.data["memories_erased"] == 0
+    [earlier] = again.data["already_forgotten"]
+    assert earlier["position"] == first.positions[-1] and earlier["reason"] == "request 12" and earlier["recorded_at"]
+    history = await admin.memory_history(mine.memory_ids[0])
+    assert [f["reason"] for f in history["forgotten"]] == ["request 12"]
+    assert secured.service.store.last_position() == head
+    # A new memory of the subject gets a new key, which the next forget destroys.
+    await admin.add_memories({"memory": "Marguerite moved", "subject": "u-7"})
+    third = await admin.forget_subject("u-7", reason="request 13")
+    assert third.data["keys_destroyed"] == 1 and third.data["memories_erased"] == 2 and "already_forgotten" not in third.data
+    with pytest.raises(ApiError) as unknown:
+        await admin.forget_subject("u-8")
+    assert unknown.value.status == 404
+
+
+async def test_forgetting_a_subject_whose_memories_were_written_unsealed_says_so(start):
+    """With encryption off, a subject's memories have no key: forget answered "subject not found" while they
+    were there in plaintext. It is refused (409 naming the field and why), and nothing is written."""
+    api = await start(encryption="off")
+    added = await api.client().add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/subjects/u-7/forget", json={"reason": "request 12"})
+    body = await response.json()
+    assert response.status == 409 and body["error"]["field"] == "subject", body
+    assert "not sealed" in body["error"]["message"] and added.memory_ids[0] in body["error"]["message"]
+    assert api.service.store.last_position() == head
+
+
+async def test_the_events_of_a_memory_given_to_a_forgotten_subject_read_erased_wherever_the_log_is_shown(api):
+    """A memory written without a subject (the tenant's key sealed it), then given one: after the subject's
+    forget every projection erased it, but the log's own reads (the events page, their live stream, the
+    explorer's correlation page) still showed its first version's text."""
+    client = api.client()
+    added = await client.add_memories({"memory": "Marguerite's allergy to hazelnuts", "tags": ["health"]})
+    memory = added.memory_ids[0]
+    await client.update_memory(memory, {"subject": "u-7"})
+    other = await client.add_memories({"memory": "the office opens at nine"})
+    await client.forget_subject("u-7", reason="request 12")
+
+    page = await (await api.raw.get("/v1/events", params={"limit": "100"})).text()
+    assert "hazelnut" not in page and "the office opens at nine" in page
+    correlation = await (await api.raw.get("/v1/correlation", params={"correlation_id": added.correlation_id})).text()
+    assert "hazelnut" not in correlation and "[erased: subject forgotten]" in correlation
+    streamed = []
+    async for event in client.stream_events(after=0, idle_timeout=5):
+        streamed.append(event)
+        if event["position"] == other.positions[-1]:
+            break
+    assert streamed and "hazelnut" not in repr(streamed)
+    history = await client.memory_history(memory)
+    assert "hazelnut" not in repr(history)

@@ -19,7 +19,7 @@ from mnemolog.eventstore import EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore import exchange
-from mnemolog.eventstore.errors import KeyMissing, SealBroken
+from mnemolog.eventstore.errors import ImportRefused, KeyMissing, SealBroken
 from mnemolog.eventstore.keystore import KeyStore, read_key_file, write_key_file
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.sealing import ERASED_TEXT, TOKEN_MARK, Sealer, encryption_enabled, is_sealed
@@ -122,9 +122,43 @@ def test_a_key_the_store_never_held_is_an_error_not_an_erasure(tmp_path):
         with open(path, "wb") as out:
             exchange.export(store, out)
     with _open(tmp_path / "b", encryption="on") as other, open(path, "rb") as lines:
-        exchange.import_(other, lines)
+        exchange.import_(other, lines, without_keys=True)
         with pytest.raises(KeyMissing, match="never held"):
             other.read_all()
+
+
+def test_an_import_of_events_sealed_with_keys_it_cannot_get_is_refused_whole(tmp_path):
+    """Without the keys a file's events were sealed with, an import leaves nothing: no event, no key, no key file."""
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("needs its key", subject=None)], tenant="t")
+        store.append("memory-2", [_added("needs another key", subject="u-2")], tenant="t")
+        export = tmp_path / "log.jsonl"
+        with open(export, "wb") as out:
+            exchange.export(store, out)
+        write_key_file(store.sealer.keys, tmp_path / "log.keys")
+    with _open(tmp_path / "b", encryption="on") as other:
+        for keys in (None, [row for row in read_key_file(tmp_path / "log.keys") if row["subject"] == "u-2"]):
+            with open(export, "rb") as lines, pytest.raises(ImportRefused, match="line 2 .*sealed with key .*--keys.*--without-keys"):
+                exchange.import_(other, lines, keys=keys)
+            assert other.last_position() == 0 and not (tmp_path / "b" / "keys.db").exists()
+        with open(export, "rb") as lines:  # with the key file, whole
+            assert exchange.import_(other, lines, keys=read_key_file(tmp_path / "log.keys")).imported == 2
+        assert [r.event.content.memory for r in other.read_all()] == ["needs its key", "needs another key"]
+
+
+def test_an_import_needs_no_key_the_file_itself_forgets(tmp_path):
+    """A subject forgotten in the source reads as erased in the copy: its keys are not asked for."""
+    with _open(tmp_path / "a", encryption="on") as store:
+        store.append("memory-1", [_added("forgotten before the export", subject="u-1")], tenant="t")
+        keys = store.sealer.keys
+        ids = keys.retire("t", "u-1")
+        keys.forget(ids)
+        store.append("tenant-t", [c.SubjectForgotten(subject="u-1", key_ids=tuple(ids))], tenant="t")
+        with open(tmp_path / "log.jsonl", "wb") as out:
+            exchange.export(store, out)
+    with _open(tmp_path / "b", encryption="on") as other, open(tmp_path / "log.jsonl", "rb") as lines:
+        assert exchange.import_(other, lines).imported == 2
+        assert other.read_all()[0].event.content.erased and other.verify().ok
 
 
 def test_a_token_moved_to_another_event_does_not_open(tmp_path):
@@ -370,3 +404,37 @@ def test_a_mixed_batch_is_sealed_event_by_event_as_each_alone_would_be(tmp_path,
             other = ids[(ids.index(event_id) + 1) % len(ids)]
             with pytest.raises(SealBroken):
                 sealer.unseal(stored_event, other)
+
+
+@hsettings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    subjects=st.lists(st.sampled_from([None, "u-1", "u-2", "u-3"]), min_size=1, max_size=4),
+    given_keys=st.sets(st.sampled_from([None, "u-1", "u-2", "u-3"])),
+    forgotten=st.sets(st.sampled_from(["u-1", "u-2", "u-3"])),
+)
+def test_an_import_is_accepted_exactly_when_every_sealed_event_opens_or_is_forgotten(tmp_path_factory, subjects, given_keys, forgotten):
+    """Whatever subjects the file's events have, which keys the key file holds and which subjects the file forgets:
+    the import goes through exactly when each event's key is in the key file or forgotten in the file, and then
+    every event reads (plaintext or erased); refused, it leaves the target as it was."""
+    root = tmp_path_factory.mktemp("keys")
+    with _open(root / "a", encryption="on") as store:
+        for n, subject in enumerate(subjects):
+            store.append(f"memory-{n}", [_added(f"text {n}", subject=subject, memory_id=f"m-{n}")], tenant="t")
+        keys = store.sealer.keys
+        rows = [r for r in keys.export_rows() if (r["subject"] or None) in given_keys]
+        for subject in sorted(forgotten & set(subjects)):
+            ids = keys.retire("t", subject)
+            keys.forget(ids)
+            store.append("tenant-t", [c.SubjectForgotten(subject=subject, key_ids=tuple(ids))], tenant="t")
+        with open(root / "log.jsonl", "wb") as out:
+            exchange.export(store, out)
+    readable = all(subject in given_keys or subject in forgotten for subject in subjects)
+    with _open(root / "b", encryption="on") as other, open(root / "log.jsonl", "rb") as lines:
+        if readable:
+            exchange.import_(other, lines, keys=rows)
+            events = [r.event for r in other.read_all() if isinstance(r.event, c.MemoryAdded)]
+            assert [e.content.erased for e in events] == [s in forgotten for s in subjects]
+        else:
+            with pytest.raises(ImportRefused, match="--keys"):
+                exchange.import_(other, lines, keys=rows)
+            assert other.last_position() == 0 and not other.sealer.keys.export_rows()

@@ -96,8 +96,11 @@ def test_erased_memories_refuse_changes_and_subjects_do_not_mix_in_merges(svc):
         svc.run(svc.memories.update, CTX, mine[2], {"memory": "new text"})
     with pytest.raises(Conflict, match="erased"):
         svc.run(svc.memories.rollback, CTX, mine[0], 1)
+    head = svc.store.last_position()
+    assert svc.forget(CTX, "u-42").data["already_forgotten"][0]["position"] == head  # no key left: nothing written
+    assert svc.store.last_position() == head
     with pytest.raises(NotFound):
-        svc.forget(CTX, "u-42")  # no key left
+        svc.forget(CTX, "u-404")
     with pytest.raises(ValidationError):
         svc.forget(CTX, "@other")
     assert svc.store.verify().ok
@@ -118,10 +121,10 @@ def test_an_export_and_import_keep_a_forgotten_subject_erased(svc, tmp_path):
     with open(tmp_path / "log.jsonl", "wb") as out:
         exchange.export(svc.store, out)
     with MemoryService.open(tmp_path / "copy") as copy:
+        # The key file holds every key but the forgotten subject's: it reads erased, and the import needs no key of it.
+        keys = [r for r in svc.store.sealer.keys.export_rows() if r["subject"] != "u-42"]
         with open(tmp_path / "log.jsonl", "rb") as lines:
-            exchange.import_(copy.store, lines)
-        # The tenant's own key was not exported: the forgotten subject reads erased, the rest needs its key.
-        copy.store.sealer.keys.import_rows([r for r in svc.store.sealer.keys.export_rows() if r["subject"] != "u-42"])
+            exchange.import_(copy.store, lines, keys=keys)
         copy.sync()
         assert copy.get("t", mine[3]).erased and copy.get("t", others[0]).memory == "ordinary harbour memory 0"
         assert copy.store.verify().ok
@@ -327,3 +330,31 @@ def test_forgetting_a_subject_erases_the_aliases_its_memories_mentions_matched(s
     live = _projected(svc)
     svc.runner.rebuild()
     assert _projected(svc) == live
+
+
+def test_a_memory_given_to_a_subject_later_reads_erased_in_every_version_once_the_subject_is_forgotten(svc):
+    """A memory written without a subject (the tenant's key), then given one: forgetting the subject erased it from
+    every projection, but its history still showed the first version's text, sealed with the tenant's key."""
+    [memory] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} has a hazelnut allergy", tags=("health",))]).memory_ids
+    svc.run(svc.memories.update, CTX, memory, {"subject": "u-42"})
+    [other] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="ordinary harbour memory")]).memory_ids
+    svc.forget(CTX, "u-42", reason="request 7")
+    history = svc.history_view("t", memory)
+    assert [v["memory"] for v in history["versions"]] == [ERASED_TEXT, ERASED_TEXT] and all(v["erased"] for v in history["versions"])
+    assert all(v["tags"] == [] and v["key"] is None for v in history["versions"])
+    assert [v["memory"] for v in svc.history_view("t", memory, as_of=1)["versions"]] == [ERASED_TEXT]
+    assert [f["reason"] for f in history["forgotten"]] == ["request 7"]
+    assert svc.get("t", memory).erased and svc.get("t", memory, as_of=1).erased
+    assert svc.history("t", other)[0]["memory"] == "ordinary harbour memory"
+
+
+def test_a_forget_in_a_dropped_tenant_names_the_memories_its_keys_sealed(svc):
+    """The projections hold nothing of a dropped tenant, so a forget of one of its subjects named no memory and
+    answered "0 memories erased", while its memories were in the log (and the drop's backup) sealed with its keys."""
+    mine, others = _seed(svc)
+    svc.drop_tenant(CTX, reason="closed")
+    result = svc.forget(CTX, "u-42", reason="request 7")
+    assert result.data["memories_erased"] == len(mine) and result.data["keys_destroyed"] == 1
+    [event] = svc.store.read_all(types=["SubjectForgotten"])
+    assert set(event.event.memory_ids) == set(mine) and not set(event.event.memory_ids) & set(others)
+    assert svc.store.verify().ok

@@ -91,3 +91,17 @@ def test_another_process_drops_them_once_it_sees_the_forget_in_the_log(tmp_path)
         assert other.drop_forgotten_text() is True
         assert text_caches.drops() == drops + 1 and not len(other.searcher.graph_memo._held)
         assert other.drop_forgotten_text() is False  # once per forget
+
+
+def test_forgetting_the_tenants_key_drops_the_alias_catalogues_holding_its_entity_names(tmp_path):
+    """The alias catalogues a process builds of a tenant's entity names (for linking and recall) stayed held after a
+    forget of the tenant's key, until that tenant's next catalogue: a closed tenant's names stayed in memory."""
+    with MemoryService.open(tmp_path / "data", settings=_settings()) as svc:
+        svc.run(svc.entities.upsert, CTX, "person:q", name=SECRET, entity_type="person", aliases=["Quillbertina"])
+        svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} hums in the lift")])
+        svc.searcher.recall("t", "where does Quillbert Vandermoot hum?", RecallOptions(limit=10))
+        catalogues = svc.linking.catalogues
+        assert catalogues._items and "quillbertina" in repr(vars(next(iter(catalogues._items.values()))[0]))
+        svc.forget(CTX, "@tenant", reason="tenant closed")
+        assert not catalogues._items
+        assert svc.linking.catalogues.get(svc.read_conn(), "t")[0] is not None  # built again from the erased rows

@@ -322,3 +322,30 @@ def test_memories_of_a_named_subject_stay_out_of_topics(svc, settings):
     assert report["created"] == 2 and len(topics) == 2
     assert not private_ids & {target for _, _, target in parent_edges(svc)}
     assert not any(word in json.dumps(content) for content in topics.values() for word in ("telescope", "nebula", "astronaut"))
+
+
+def test_a_topic_quoting_a_memory_given_to_a_subject_later_is_erased_with_the_subject(svc, settings):
+    """Topics quote members without a subject (the tenant's key seals them). A member given a subject afterwards,
+    then forgotten: the topic kept quoting its text ("Example: …") in every read, its history and the log."""
+    from mnemolog.eventstore.model import Conflict
+    from mnemolog.eventstore.sealing import ERASED_TEXT
+
+    for theme in ("kitchen", "space"):
+        add(svc, themed(theme, 14))
+    Organizer(svc, settings).cluster()
+    topic_id, content = next(iter(live_topics(svc).items()))
+    member = content["properties"]["representative"]
+    quoted = svc.get(TENANT, member).memory
+    assert quoted in content["memory"]
+    ctx = CommandContext(tenant=TENANT)
+    svc.run(svc.memories.update, ctx, member, {"subject": "u-1"})
+    result = svc.forget(ctx, "u-1", reason="request 7")
+    assert result.data["memories_erased"] == 2  # the member and the topic that quotes it
+    assert svc.get(TENANT, topic_id).erased and svc.get(TENANT, topic_id).memory == ERASED_TEXT
+    assert all(v["memory"] == ERASED_TEXT for v in svc.history(TENANT, topic_id))
+    with pytest.raises(Conflict, match="erased"):  # nor can a rollback or update write its text back
+        svc.run(svc.memories.update, ctx, topic_id, {"tags": ["again"]})
+    other_topics = [t for t in live_topics(svc) if t != topic_id]
+    assert other_topics and not any(svc.get(TENANT, t).erased for t in other_topics)
+    Organizer(svc, settings).cluster()  # the next run goes on (it replaces the erased topic)
+    assert all(quoted not in svc.get(TENANT, t).memory for t in live_topics(svc))

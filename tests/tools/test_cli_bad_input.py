@@ -279,8 +279,8 @@ def test_an_export_never_writes_over_another_database(data, tmp_path):
 
 def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
     """``mnemolog import <(zcat log.jsonl.gz)`` names a pipe: it was refused as "no such file"."""
-    export = tmp_path / "log.jsonl"
-    assert run(data, "export", "--output", str(export)).returncode == 0
+    export, keys = tmp_path / "log.jsonl", tmp_path / "log.keys"
+    assert run(data, "export", "--output", str(export), "--with-keys", str(keys)).returncode == 0
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
 
@@ -291,7 +291,7 @@ def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
     try:
-        done = run(tmp_path / "copy", "import", str(pipe))
+        done = run(tmp_path / "copy", "import", str(pipe), "--keys", str(keys))
     finally:
         if writer.is_alive():  # the import never opened the pipe: open it here, so that the writer ends
             with open(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK), "rb") as drain:

@@ -3,9 +3,11 @@
 The source holds two tenants, several subjects, a forgotten subject, a
 merge, a revert, a document and entities. With the key file, the copy's
 reads (get at the head and as of several positions, history, recall,
-entities, documents) equal the source's. Without it, a read is an error
-naming the missing key (never plaintext, never a crash), and a memory of
-the forgotten subject still reads as erased.
+entities, documents) equal the source's. Without it, the import is
+refused (from a file or stdin, the data directory left as it was found)
+unless ``--without-keys`` asks for an unreadable copy: there a read is an
+error naming the missing key (never plaintext, never a crash), and the
+same import with ``--keys`` makes it readable.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ TENANTS = ("default", "acme")
 QUERIES = ("Lisbon trams", "cat Miso", "bridge river", "office Porto")
 
 
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+
+
 def cli(data: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
-    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *map(str, argv)], capture_output=True, text=True, env=env, timeout=180)
+    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *map(str, argv)], capture_output=True, text=True, env=_clean_env(), timeout=180)
     assert done.returncode == code, (argv, done.returncode, done.stdout, done.stderr)
     return done
 
@@ -105,12 +110,38 @@ def test_an_import_with_its_keys_reads_as_the_source(source):
     assert any(expected[(t, q, None)] for t in TENANTS for q in QUERIES)
 
 
+def test_an_import_without_its_keys_is_refused_and_leaves_nothing_behind(source):
+    export = source["root"] / "log.jsonl"
+    fresh = source["root"] / "refused" / "data"
+    for argv, stdin in ((["import", export], None), (["import", "-"], export.read_bytes())):
+        done = subprocess.run(
+            [str(MNEMOLOG), "--data-dir", str(fresh), *map(str, argv)], input=stdin, capture_output=True, env=_clean_env(), timeout=180
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "--keys" in err and "--without-keys" in err and "import refused, nothing written" in err
+        assert not (source["root"] / "refused").exists()  # no data directory left that could not be read
+    # A data directory holding a log of its own keeps it, unchanged, and a key file that is not the export's is refused too.
+    other = source["root"] / "other"
+    cli(other, "add", "a note of its own")
+    before = (cli(other, "digest").stdout, (other / "keys.db").read_bytes())
+    stray = source["root"] / "stray.keys"
+    cli(other, "export", "-o", source["root"] / "stray.jsonl", "--with-keys", stray)
+    done = cli(other, "import", export, "--keys", stray, code=2)
+    assert "the key file given does not hold it" in done.stderr and done.stderr.count("\n") == 1
+    assert (cli(other, "digest").stdout, (other / "keys.db").read_bytes()) == before
+
+
 def test_an_import_without_its_keys_reads_as_errors_naming_the_key(source):
     copy = source["root"] / "without-keys"
-    cli(copy, "import", source["root"] / "log.jsonl")
+    cli(copy, "import", source["root"] / "log.jsonl", "--without-keys")
     cli(copy, "verify")  # a copy without keys: its chain is what can be checked
     lisbon = source["ids"]["default"][0]
     for argv in (["get", lisbon], ["history", lisbon], ["--tenant", "acme", "get", source["ids"]["acme"][0]]):
         done = cli(copy, *argv, code=2)
         assert "never held" in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
         assert "Lisbon" not in done.stdout + done.stderr and "Porto" not in done.stdout + done.stderr
+    # The same import with the key file: its events are there already, its keys come in, and the copy reads.
+    again = json.loads(cli(copy, "import", source["root"] / "log.jsonl", "--keys", source["root"] / "log.keys", "--json").stdout)
+    assert again["imported"] == 0 and again["skipped_existing"] == again["read"]
+    assert "Lisbon" in json.loads(cli(copy, "get", lisbon, "--json").stdout)["memory"]

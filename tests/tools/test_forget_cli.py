@@ -30,7 +30,8 @@ def test_forget_from_the_command_line(tmp_path):
     assert "--yes" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     done = json.loads(run(data, "forget", "--subject", "u-3", "--tenant", "t", "--reason", "asked by phone", "--yes", "--json").stdout)
     assert done["memories_erased"] == 1 and done["keys_destroyed"] == 1
-    run(data, "forget", "--subject", "u-3", "--tenant", "t", "--yes", code=2)  # nothing left to forget
+    again = run(data, "forget", "--subject", "u-3", "--tenant", "t", "--yes").stdout  # nothing left to forget: it says when it was
+    assert again.startswith("subject u-3 was already forgotten: position ") and "(asked by phone); nothing written" in again
 
     shown = json.loads(run(data, "get", memory_id, "--tenant", "t", "--json").stdout)
     assert shown["erased"] is True and "Rosalind" not in shown["memory"]
@@ -75,4 +76,35 @@ def test_a_text_that_starts_like_a_token_is_added_read_and_followed_with_encrypt
         shown = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "get", memory_id, "--json"], capture_output=True, text=True, env=env, timeout=120)
         assert json.loads(shown.stdout)["memory"] == text
     assert len(run(data, "log", "--json").stdout.splitlines()) >= 3
+    run(data, "verify")
+
+
+def test_a_forget_from_the_command_line_records_who_ran_it(tmp_path):
+    """Without ``--actor`` a forget recorded no one: its history read "by -", and an auditor could not tell who
+    destroyed the keys. It records the operating-system user the command ran as; ``--actor`` names another."""
+    import getpass
+
+    data = tmp_path / "data"
+    first = json.loads(run(data, "add", "Rosalind keeps bees", "--subject", "u-3", "--json").stdout)["memory_ids"][0]
+    second = json.loads(run(data, "add", "Rosalind keeps wasps", "--subject", "u-4", "--json").stdout)["memory_ids"][0]
+    run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes")
+    run(data, "forget", "--subject", "u-4", "--reason", "request 13", "--actor", "dpo@example.org", "--yes")
+    [forget] = [json.loads(line) for line in run(data, "history", first, "--json").stdout.splitlines() if '"subject"' in line and "reason" in line and "version" not in line]
+    assert forget["actor"] == f"cli:{getpass.getuser()}" and forget["reason"] == "request 12"
+    assert f"by cli:{getpass.getuser()}," in run(data, "history", first).stdout
+    assert "by dpo@example.org," in run(data, "history", second).stdout
+
+
+def test_the_log_shows_a_memory_given_to_a_forgotten_subject_erased(tmp_path):
+    """A memory added without a subject (the tenant's key), then given one, then the subject forgotten: ``mnemolog
+    log`` still printed its first version's text."""
+    data = tmp_path / "data"
+    memory = json.loads(run(data, "add", "Rosalind keeps bees in Porto", "--json").stdout)["memory_ids"][0]
+    run(data, "update", memory, "--subject", "u-3")
+    run(data, "add", "the hive is behind the shed")
+    run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes")
+    for argv in (["log", "--json"], ["log"], ["history", memory, "--json"]):
+        shown = run(data, *argv).stdout
+        assert "Rosalind" not in shown and "bees" not in shown, (argv, shown)
+    assert "the hive is behind the shed" in run(data, "log", "--json").stdout
     run(data, "verify")

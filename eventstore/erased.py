@@ -1,0 +1,118 @@
+"""The memories a forget erased, for the reads that show the log's events themselves.
+
+A forget destroys the keys that sealed its subject's memories, so their
+events read as erased everywhere. Its ``SubjectForgotten`` also names each
+memory of the subject, and every projection erases those memories whole,
+every version. A version sealed with a key that still exists (a memory given
+its subject by a later version, or written unsealed, with encryption off)
+would still show its text where the events themselves are read: ``mnemolog
+log``, ``GET /v1/events`` and its live stream, the explorer's correlation
+page, and the state a command loads (``history``, and an update or rollback
+that would write it back). Those pass each event through
+:meth:`ErasedMemories.mask`, which erases a memory's events written before
+the last forget that names it, as the projections show them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import msgspec
+
+from . import catalogue as c
+from .recorded import RecordedEvent
+from .sealing import erase
+
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through"]
+
+
+def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
+    """``recorded`` with its event as it reads once erased (itself when it has no personal fields)."""
+    event = erase(recorded.event)
+    return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
+
+
+class _Forgets:
+    """One tenant's forgets as far as read: the last position of its stream read, and by memory id the position
+    of the last forget naming it."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.through: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+
+_by_store: "weakref.WeakKeyDictionary[Any, dict[str, _Forgets]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _forgets(store, tenant: str) -> dict[str, int]:
+    """``tenant``'s forgets by memory id, up to date: what this process has not read of the tenant's stream yet
+    is read now (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
+    with _lock:
+        tenants = _by_store.setdefault(store, {})
+        known = tenants.get(tenant)
+        if known is None:
+            known = tenants[tenant] = _Forgets()
+    with known.lock:
+        for recorded in store.read_all(known.position, stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
+            for memory_id in recorded.event.memory_ids:
+                known.through[memory_id] = recorded.position
+            known.position = recorded.position
+        return known.through
+
+
+def erased_through(store, tenant: str, memory_id: str) -> int:
+    """The position of the last forget naming the memory (0: none): its events before it read erased."""
+    return _forgets(store, tenant).get(memory_id, 0)
+
+
+class ErasedMemories:
+    """What the reads of the log show of memories a forget named: each event of one written before the last
+    forget naming it, erased. Live reads take in the forgets they meet (:meth:`add`)."""
+
+    def __init__(self, store):
+        self.store = store
+        self._through: dict[tuple[str, str], int] = {}
+        self._read: set[str] = set()  # the tenants whose forgets were read
+
+    @classmethod
+    def of(cls, store, tenant: str | None = None) -> "ErasedMemories":
+        """One for ``store``, with ``tenant``'s forgets read now (none is read later for a read that must not wait)."""
+        erased = cls(store)
+        if tenant is not None:
+            erased.read(tenant)
+        return erased
+
+    def read(self, tenant: str) -> None:
+        """Read the tenant's forgets, once."""
+        if tenant in self._read:
+            return
+        self._read.add(tenant)
+        for memory_id, position in _forgets(self.store, tenant).items():
+            self._through[(tenant, memory_id)] = max(position, self._through.get((tenant, memory_id), 0))
+
+    def add(self, recorded: RecordedEvent) -> None:
+        """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
+        if recorded.type != "SubjectForgotten":
+            return
+        for memory_id in recorded.event.memory_ids:
+            self._through[(recorded.tenant, memory_id)] = recorded.position
+
+    def erases(self, tenant: str, position: int, event: Any) -> bool:
+        """Whether ``event``, recorded at ``position`` in ``tenant``, is of a memory a later forget names."""
+        memory_id = getattr(event, "memory_id", None)
+        if type(memory_id) is not str:
+            return False
+        self.read(tenant)
+        return self._through.get((tenant, memory_id), 0) > position
+
+    def event(self, tenant: str, position: int, event: Any) -> Any:
+        """``event`` as the reads of the log show it: erased when a later forget names its memory."""
+        return erase(event) if self.erases(tenant, position, event) else event
+
+    def mask(self, recorded: RecordedEvent) -> RecordedEvent:
+        """``recorded`` as the reads of the log show it (see :meth:`event`)."""
+        return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
