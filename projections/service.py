@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -350,13 +350,7 @@ class MemoryService:
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
-            moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-            try:
-                moment.astimezone(timezone.utc)
-            except OverflowError:  # in datetime's range only in its own offset (0001-01-01T00:00+01:00): before or after every event
-                position = 0 if moment.year == 1 else self.store.last_position()
-            else:
-                position = self.store.position_at(moment)
+            position = self.store.position_at(value)
             if position > self.position():
                 self.runner.catch_up(until=position)
             return position

@@ -168,7 +168,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _range(store, args) -> tuple[int, int | None]:
     after, until = args.after or 0, args.until
-    if args.since is not None:
+    if args.since is not None and args.since > datetime.min.replace(tzinfo=args.since.tzinfo):  # nothing is before the first moment
         after = max(after, store.position_at(args.since - timedelta(microseconds=1)))
     if args.until_time is not None:
         bound = store.position_at(args.until_time)

@@ -53,6 +53,18 @@ async def test_get_memory_as_of_an_iso_time(client):
     assert err.value.status == 404
 
 
+async def test_as_of_a_time_at_the_ends_of_the_calendar(api, client):
+    """A time before year 1000 (or one that is before year 1 or after 9999 only in UTC) is before
+    or after every event: read as of it, the memory was not written yet, or is at its head."""
+    [memory_id] = (await client.add_memories({"memory": "The lease ends in May"})).memory_ids
+    for before in ("0999-01-01", "0001-01-01T00:00:00Z", "0001-01-01T00:30:00+01:00"):
+        for path in (f"/v1/memories/{memory_id}", f"/v1/memories/{memory_id}/history"):
+            answer = await api.raw.get(path, params={"as_of": before})
+            assert answer.status == 404 and (await answer.json())["error"]["code"] == "not_found", (path, before, await answer.text())
+    assert (await client.get_memory(memory_id, as_of="9999-12-31T23:59:59.999999-01:00"))["memory"] == "The lease ends in May"
+    assert (await client.get_memory(memory_id, as_of="9999-12-31"))["memory"] == "The lease ends in May"
+
+
 async def test_history_lists_every_version(client):
     first = await client.add_memories({"memory": "v1 text", "tags": ["a"]}, correlation_id="hist-1")
     [memory_id] = first.memory_ids
