@@ -365,6 +365,8 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
+        if data.get("through"):
+            text = f"reverted correlation {args.correlation} again, by reverting {data['through']}, the revert that brought it back: {data['reverted']} events {_trailer(result)}"
         if data.get("forced"):
             text += f"; forced over {len(data['conflicts'])} conflict(s): " + "; ".join(data["conflicts"])
     return _report(args, result, text)

@@ -15,7 +15,8 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
   ``WorkingMemoryRestored``), as many as the capacity holds.
 
 Reverting twice is a no-op, and so is reverting a revert that had nothing to
-compensate (it holds only its marker). When later changes from other
+compensate (it holds only its marker). A correlation whose revert was
+reverted is in effect again: reverting it again reverts that last revert. When later changes from other
 correlations touched the same memories, documents, entities or edges, or
 hang on a node the revert removes, the revert is refused with the list of
 conflicts, unless forced. A tenant drop cannot be reverted, nor can a forget.
@@ -84,8 +85,12 @@ class RevertCommands:
             raise ValidationError("correlation_id", "a revert cannot revert itself")
         if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
-        if self._already_reverted(ctx.tenant, correlation_id):
+        chain = self._reverts_of(ctx.tenant, correlation_id)
+        if len(chain) % 2:  # its revert is in effect (a revert of that revert, if any, was reverted in turn)
             return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
+        asked, through = correlation_id, None
+        if chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
+            through = correlation_id = chain[-1]
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
         recorded = [r for r in found if r.type not in UNREVERTED]
@@ -115,7 +120,7 @@ class RevertCommands:
             return CommandResult(
                 correlation_id=ctx.correlation_id,
                 memory_ids=touched,
-                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False},
+                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False, **_through(through)},
             )
         if conflicts and not force:
             raise Conflict(
@@ -136,15 +141,23 @@ class RevertCommands:
         )
         writes.insert(0, StreamAppend(c.tenant_stream(ctx.tenant), [marker]))
         touched = [w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")]
-        result = commit(self.store, ctx, "revert", writes, request=[correlation_id, force], memory_ids=touched)
-        result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced)
+        result = commit(self.store, ctx, "revert", writes, request=[asked, force], memory_ids=touched)
+        result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced, **_through(through))
         return result
 
-    def _already_reverted(self, tenant: str, correlation_id: str) -> bool:
+    def _reverts_of(self, tenant: str, correlation_id: str) -> list[str]:
+        """The chain of reverts from ``correlation_id``: the revert of it, the revert of that revert, and so on.
+
+        An odd length means it is reverted now; an even one (zero included), that its changes are in effect.
+        """
+        reverted_by: dict[str, str] = {}
         for recorded in self.store.read_stream(c.tenant_stream(tenant)):
-            if isinstance(recorded.event, c.CorrelationReverted) and recorded.event.correlation_id == correlation_id:
-                return True
-        return False
+            if isinstance(recorded.event, c.CorrelationReverted):
+                reverted_by.setdefault(recorded.event.correlation_id, recorded.metadata.correlation_id)
+        chain = []
+        while (correlation_id := reverted_by.get(correlation_id)) is not None and correlation_id not in chain:
+            chain.append(correlation_id)
+        return chain
 
     # -- memories ----------------------------------------------------------------------------
 
@@ -369,6 +382,11 @@ class RevertCommands:
         if not isinstance(event, c.MemoryAdded) or event.working_binding != binding:
             return None
         return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
+
+
+def _through(revert_id: str | None) -> dict[str, str]:
+    """``through``: the revert undone to revert a correlation again, whose earlier revert was reverted."""
+    return {"through": revert_id} if revert_id else {}
 
 
 def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int]]:

@@ -381,6 +381,14 @@ async def test_revert_undoes_everything_a_correlation_did(client):
     with pytest.raises(ApiError) as err:
         await client.revert("never-happened")
     assert err.value.status == 404
+    # Its revert reverted, its changes are back; reverted again, they go again.
+    await client.revert(written.correlation_id)
+    assert [(await client.get_memory(m))["status"] for m in batch.memory_ids] == ["activated", "activated"]
+    third = await client.revert("import-42")
+    assert_positions(third)
+    assert third.data["through"] != written.correlation_id and third.data["conflicts"] == []
+    assert [(await client.get_memory(m))["status"] for m in batch.memory_ids] == ["deleted", "deleted"]
+    assert (await client.neighbors(keep))["edges"] == []
 
 
 async def test_x_correlation_id_is_recorded_on_every_event(client):

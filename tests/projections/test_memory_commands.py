@@ -314,6 +314,32 @@ def test_revert_a_bad_import_batch_once(svc):
         svc.run(svc.reverts.revert, ctx(), "never-used")
 
 
+def test_a_correlation_whose_revert_was_reverted_reverts_again(svc):
+    """Revert, revert of the revert, then the correlation again: its changes go, as the first time, not "already reverted"."""
+    (m, other) = add(svc, "v1", "other").memory_ids
+    svc.run(svc.memories.update, ctx(correlation_id="upd"), m, {"memory": "v2", "tags": ["edited"]})
+    svc.run(svc.edges.link, ctx(correlation_id="upd"), m, other, "RELATED", edge_id="user:upd:1")
+    first = svc.run(svc.reverts.revert, ctx(correlation_id="r1"), "upd")
+    assert svc.get("a", m).memory == "v1" and svc.edges_of("a", m) == []
+    svc.run(svc.reverts.revert, ctx(correlation_id="r2"), first.correlation_id)
+    assert svc.get("a", m).memory == "v2" and [e.edge_id for e in svc.edges_of("a", m)] == ["user:upd:1"]
+    preview = svc.run(svc.reverts.revert, ctx(), "upd", dry_run=True)
+    assert preview.data["conflicts"] == [] and preview.data["through"] == "r2" and preview.memory_ids == (m,)
+    again = svc.run(svc.reverts.revert, ctx(correlation_id="r3", idempotency_key="again"), "upd")
+    assert again.positions and again.data["through"] == "r2" and again.data["conflicts"] == [] and not again.data["forced"]
+    view = svc.get("a", m)
+    assert (view.memory, view.tags, svc.edges_of("a", m)) == ("v1", (), [])
+    head = svc.store.last_position()
+    retried = svc.run(svc.reverts.revert, ctx(correlation_id="r3", idempotency_key="again"), "upd")
+    assert retried.positions == again.positions and svc.store.last_position() == head
+    for done in ("upd", "r2"):  # reverted now: nothing more to do
+        assert svc.run(svc.reverts.revert, ctx(), done).data["already_reverted"] and svc.store.last_position() == head
+    # r1 is in effect again (r2 undid it, r3 undid r2): reverting it undoes r3, and the update is back.
+    back = svc.run(svc.reverts.revert, ctx(correlation_id="r4"), "r1")
+    assert back.positions and back.data["through"] == "r3" and svc.get("a", m).memory == "v2"
+    assert svc.run(svc.reverts.revert, ctx(), "r3").data["already_reverted"]
+
+
 def test_revert_refuses_conflicts_unless_forced(svc):
     first = add(svc, "v1")
     (m,) = first.memory_ids
@@ -545,6 +571,10 @@ def test_cli_status_merge_links_revert(run_cli):
     assert merged["repointed"] == 1 and merged["memory_ids"] == [merged["merged_id"]]
     assert "reverted 6 events" in run_cli("revert", merged["correlation_id"])
     assert "already reverted" in run_cli("revert", merged["correlation_id"])
+    undone = json.loads(run_cli("log", "--json", "--type", "CorrelationReverted").splitlines()[-1])["metadata"]["correlation_id"]
+    assert f"of correlation {undone}" in run_cli("revert", undone)  # the merge is back
+    out = run_cli("revert", merged["correlation_id"])
+    assert out.startswith(f"reverted correlation {merged['correlation_id']} again, by reverting ") and "already" not in out
     run_cli("link", a, b, "--type", "RELATED", "--id", "mention:r1:1")
     assert "removed 1 live edge" in run_cli("undo-namespace", "mention:r1:")
     assert "nothing written" in run_cli("undo-namespace", "mention:r1:")
