@@ -537,8 +537,8 @@ def register(subparsers) -> None:
     p.add_argument("edge_id", metavar="EDGE_ID")
     p.add_argument("--reason", metavar="R")
 
-    p = _command(subparsers, "undo-namespace", cmd_undo_namespace, "remove every live edge whose id starts with PREFIX", writes=True)
-    p.add_argument("prefix", metavar="PREFIX", help="e.g. mention: or mention:run-7:")
+    p = _command(subparsers, "undo-namespace", cmd_undo_namespace, "remove every live edge under PREFIX (a namespace or a run, whole segments)", writes=True)
+    p.add_argument("prefix", metavar="PREFIX", help="e.g. mention: (the namespace) or mention:run-7 (the run; never mention:run-70)")
     p.add_argument("--reason", metavar="R")
 
     p = _command(subparsers, "revert", cmd_revert, "undo everything one correlation did, with compensating events", writes=True)

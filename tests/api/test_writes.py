@@ -352,12 +352,14 @@ async def test_undo_namespace_removes_every_edge_under_the_prefix(client):
     await client.link(a, b, edge_id="import:run-1:1")
     await client.link(b, c, edge_id="import:run-1:2")
     await client.link(a, c, edge_id="user:keep:1")
+    await client.link(c, a, edge_id="import:run-10:1")  # another run, whose name starts with run-1's
     written = await client.undo_namespace("import:run-1:")
     assert_positions(written)
     assert written.data["removed"] == 2
     stats = await client.request("GET", "/v1/graph/stats")
-    assert stats["edges_total"] == 1
-    assert [e["edge_id"] for e in (await client.neighbors(a))["edges"]] == ["user:keep:1"]
+    assert stats["edges_total"] == 2
+    assert [e["edge_id"] for e in (await client.neighbors(a))["edges"]] == ["user:keep:1", "import:run-10:1"]
+    assert (await client.undo_namespace("import:run-1")).data["removed"] == 0  # the same run without its last colon
     # Nothing left under the prefix: no event.
     again = await client.undo_namespace("import:run-1:")
     assert again.positions == [] and again.data["removed"] == 0

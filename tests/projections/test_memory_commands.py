@@ -293,6 +293,21 @@ def test_undo_namespace_removes_exactly_its_live_edges_and_is_revertable(svc):
     assert live_edges(svc, "a", a, b, d) == before
 
 
+def test_undo_namespace_takes_whole_segments_never_a_longer_run(svc):
+    """``user:notes`` (or ``user:notes:``) is the run notes: ``user:notes-2:…`` and ``user:notes10:…`` are other runs and stay."""
+    a, b = add(svc, "a", "b").memory_ids
+    ids = ["user:notes:1", "user:notes:2", "user:notes-2:1", "user:notes10:1", "user:notesx", "user:notes"]
+    svc.run(svc.edges.link_many, ctx(), [c.EdgeRecord(edge_id=i, edge_type="RELATED", source=a, target=b) for i in ids])
+    undone = svc.run(svc.edges.undo_namespace, ctx(), "user:notes", reason="bad run")
+    assert undone.data["removed"] == 3
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes-2:1", "user:notes10:1", "user:notesx"]
+    assert svc.run(svc.edges.undo_namespace, ctx(), "user:notes10:").data["removed"] == 1
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes-2:1", "user:notesx"]
+    assert svc.run(svc.edges.undo_namespace, ctx(), "user:").data["removed"] == 2  # a namespace: all of it
+    svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes", "user:notes:1", "user:notes:2"]
+
+
 # -- revert ----------------------------------------------------------------------------------
 
 
