@@ -132,6 +132,14 @@ class MemoryVersionView(msgspec.Struct, kw_only=True):
     mentions: list[str] = []  # the entities the memory was linked to while this version was current
     subject: str | None = None  # whose key seals its personal fields (none: the tenant's)
     erased: bool = False  # its subject was forgotten
+    changed: list[str] = []  # the fields (content, then status) that differ from the version before
+    memory_type: str = ""
+    sources: list[str] = []
+    background: str | None = None
+    confidence: float | None = None
+    metadata: dict[str, Any] = {}  # the document fields that are set (collection, doc_type, doc_id, …)
+    properties: dict[str, Any] = {}
+    has_embedding: bool = False
 
 
 class MentionLinkView(msgspec.Struct, kw_only=True):

@@ -365,7 +365,8 @@ class MemoryService:
         return view
 
     def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
-        """Every version of a memory, read from its stream, each with the entities it mentioned (see :meth:`mention_links`).
+        """Every version of a memory, read from its stream: its text and metadata, the fields it changed from the
+        version before, the event behind it, and the entities it mentioned (see :meth:`mention_links`).
 
         A version's ``mentions`` are the entities its memory was linked to
         just before the next version (or at ``as_of``, or now, if sooner).
@@ -386,14 +387,13 @@ class MemoryService:
                     "event_type": v.event_type,
                     "actor": v.actor,
                     "correlation_id": v.correlation_id,
-                    "memory": v.content.memory,
-                    "key": v.content.key,
-                    "tags": list(v.content.tags),
                     "status": v.status,
                     "reason": v.reason,
+                    "changed": list(v.changed),
+                    **graph_reads.content_fields(v.content),
+                    "tags": list(v.content.tags),
+                    "sources": list(v.content.sources),
                     "mentions": list(dict.fromkeys(mentioned)),
-                    "subject": v.content.subject,
-                    "erased": v.content.erased,
                 }
             )
         return out

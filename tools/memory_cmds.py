@@ -213,16 +213,17 @@ def cmd_history(args: argparse.Namespace) -> int:
     correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])
     print(
         f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'ACTOR':<16} "
-        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} MEMORY"
+        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} {'CHANGED':<24} MEMORY"
     )
     for v in versions:
         reason = _cut(v["reason"] or "-", 32)
         actor = _cut(v["actor"] or "-", 16)
         correlation = one_line(v["correlation_id"] or "-")
+        changed = _cut(",".join(v["changed"]) or "-", 24)
         memory = _cut(v["memory"], 60)
         print(
             f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
-            f"{correlation:<{correlation_width}} {reason:<32} {memory}"
+            f"{correlation:<{correlation_width}} {reason:<32} {changed:<24} {memory}"
         )
     if links:
         print("mentions:")

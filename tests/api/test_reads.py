@@ -87,6 +87,26 @@ async def test_history_lists_every_version(client):
     assert err.value.status == 404
 
 
+async def test_history_shows_what_each_version_changed_metadata_too(client):
+    """A change of metadata only (confidence, properties, sources, background, document fields) shows its
+    values and names the fields, even under a reason of the caller's; a status change names the status."""
+    [memory_id] = (await client.add_memories({"memory": "Dr. Šimić moved to 東京", "confidence": 0.5, "sources": ["chat"]})).memory_ids
+    await client.update_memory(memory_id, {"confidence": 0.9, "properties": {"checked": True}, "reason": "verified by phone"})
+    await client.update_memory(memory_id, {"background": "long " * 5000, "lang": "hr", "sources": ["chat", "call"]})
+    await client.archive_memory(memory_id)
+    await client.rollback_memory(memory_id, 1)
+    versions = (await client.memory_history(memory_id))["versions"]
+    assert [v["changed"] for v in versions] == [
+        [], ["confidence", "properties"], ["sources", "background", "lang"], ["status"], ["sources", "background", "confidence", "lang", "properties", "status"],
+    ]
+    assert versions[1]["reason"] == "verified by phone" and versions[1]["memory"] == versions[0]["memory"]
+    assert [v["confidence"] for v in versions] == [0.5, 0.9, 0.9, 0.9, 0.5]
+    assert [v["properties"] for v in versions] == [{}, {"checked": True}, {"checked": True}, {"checked": True}, {}]
+    assert versions[2]["background"] == "long " * 5000 and versions[2]["metadata"] == {"lang": "hr"} and versions[2]["sources"] == ["chat", "call"]
+    assert versions[4]["background"] is None and versions[4]["metadata"] == {} and versions[4]["memory_type"] == "LongTermMemory"
+    assert not any(v["has_embedding"] for v in versions)
+
+
 # -- graph ------------------------------------------------------------------------------------
 
 

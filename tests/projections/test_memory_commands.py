@@ -548,6 +548,11 @@ def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
     generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines())][1]
     assert row[5] == generated and len(generated) > 16  # whole: revert takes it
     assert second.index(generated) == header.index("CORRELATION")
+    assert second[header.index("CHANGED") :].split()[0] == "memory" and first[header.index("CHANGED") :].split()[0] == "-"
+    run_cli("update", m, "--tags", "home,city", "--reason", "tagged")  # a change of metadata only, under a reason
+    third = run_cli("history", m).splitlines()[3]
+    assert third[header.index("REASON") :].split()[:2] == ["tagged", "tags"]
+    assert json.loads(run_cli("history", m, "--json").splitlines()[2])["changed"] == ["tags"]
 
 
 def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
