@@ -251,6 +251,30 @@ async def test_rollback_returns_positions_and_restores_the_old_text(client):
     assert err.value.status == 422 and err.value.field == "to_version"
 
 
+async def test_rollback_of_a_merged_or_superseded_memory_to_an_active_version_names_the_revert_to_use(api, client):
+    """Rolled back to an active version, a merged-away source would be live beside the memory it was merged
+    into (its MERGED_TO edge still there, its other edges on the merged one): refused naming the merge's
+    correlation, which a revert takes back whole; nothing is written. A superseded memory alike."""
+    x, y = await add(client, "Ana lives in Porto"), await add(client, "Ana lives in Porto, Portugal")
+    merged = await client.merge_memories([x, y], correlation_id="merge-1")
+    head = (await client.request("GET", "/v1/digest"))["position"]
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(x, 1)
+    assert err.value.status == 409 and x in err.value.message and merged.data["merged_id"] in err.value.message
+    assert "merge-1" in err.value.message and "revert" in err.value.message
+    assert (await client.request("GET", "/v1/digest"))["position"] == head
+    assert (await client.get_memory(x))["status"] == "archived"
+    await client.revert("merge-1")
+    assert (await client.get_memory(x))["status"] == "activated"
+    await client.update_memory(x, {"memory": "Ana lives in Lisbon"})
+    assert (await client.rollback_memory(x, 1)).positions  # no longer merged: rolled back as any memory
+    older, newer = await add(client, "Bo's phone ends in 12"), await add(client, "Bo's phone ends in 34")
+    await client.supersede_memory(older, newer, correlation_id="conflict-1")
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(older, 1)
+    assert err.value.status == 409 and newer in err.value.message and "conflict-1" in err.value.message
+
+
 async def test_supersede_archives_the_older_memory_with_an_edge(client):
     older = await add(client, "Frank's phone number ends in 12")
     newer = await add(client, "Frank's phone number ends in 34")

@@ -409,7 +409,7 @@ def test_idempotent_replays_return_the_first_answer_and_write_nothing(svc):
     twice(svc.memories.archive, a, key="k4")
     twice(svc.memories.restore, a, key="k5")
     merge = twice(svc.memories.merge, [a, b], key="k6")
-    twice(svc.memories.rollback, a, 1, key="k7")
+    twice(svc.memories.rollback, a, 3, key="k7")  # the archived version: merged away, it stays out of recall
     twice(svc.reverts.revert, merge.correlation_id, key="k8", force=True)
     with pytest.raises(IdempotencyConflict):
         svc.run(svc.memories.add, ctx(idempotency_key="k1"), [MemoryContent(memory="something else")])
