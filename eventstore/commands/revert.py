@@ -108,13 +108,14 @@ class RevertCommands:
         stamp = now_iso()
         conflicts: list[str] = []
         writes: list[StreamAppend] = []
-        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts)
+        removed_memories: list[str] = []
+        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories)
         documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         edge_events = self._edge_compensations(ctx, recorded, conflicts)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
-        writes += self._dangling(ctx, removed_entities, removed_documents, edge_events, reason, conflicts, compensated)
+        writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
         if dry_run:
             touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
             return CommandResult(
@@ -162,8 +163,9 @@ class RevertCommands:
     # -- memories ----------------------------------------------------------------------------
 
     def _memory_compensations(
-        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str]
+        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str], removed: list[str]
     ) -> list[StreamAppend]:
+        """Each memory back to its version before the correlation; those it created deleted (their ids added to ``removed``)."""
         touched = _touched(recorded, lambda r: r.stream_id[len("memory-") :] if r.stream_id.startswith("memory-") else None)
         writes = []
         for memory_id, (first, last) in touched.items():
@@ -174,6 +176,7 @@ class RevertCommands:
                 if state.status == Status.DELETED.value:
                     continue
                 event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=stamp, reason=reason)
+                removed.append(memory_id)
             else:
                 before = state.at(first - 1)
                 if before.content == state.content and before.status == state.status:
@@ -239,7 +242,7 @@ class RevertCommands:
         self,
         ctx: CommandContext,
         entities: list[str],
-        documents: list[str],
+        nodes: list[str],
         edge_events: list,
         reason: str,
         conflicts: list[str],
@@ -247,13 +250,14 @@ class RevertCommands:
     ) -> list[StreamAppend]:
         """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced.
 
-        ``documents`` are graph nodes (``document:<doc_id>``). Live edges
-        touching a removed entity or document (other than those the
+        ``nodes`` are the other nodes it removes: documents (``document:<doc_id>``), and the memories
+        the correlation created, which the revert deletes. Live edges
+        touching a removed node (other than those the
         revert unlinks) are appended to ``edge_events`` as unlinks; relations
         into a removed entity from entities the revert leaves alone are removed
         on their streams (returned).
         """
-        nodes = entities + documents
+        nodes = entities + nodes
         if not nodes:
             return []
         unlinked = {e.edge.edge_id for e in edge_events if isinstance(e, c.EdgeUnlinked)}

@@ -417,6 +417,25 @@ async def test_revert_undoes_everything_a_correlation_did(client):
     assert (await client.neighbors(keep))["edges"] == []
 
 
+async def test_reverting_the_add_of_a_memory_others_linked_to_since_names_their_edges(api, client):
+    """The revert deletes the memory: an edge another request linked to it since would hang on a deleted node
+    (and lead the neighbourhood to it). A conflict naming the edge; forced, the edge goes too."""
+    keep = await add(client, "Kept memory")
+    [made] = (await client.add_memories({"memory": "Imported by mistake"}, correlation_id="import-9")).memory_ids
+    await client.link(keep, made, edge_id="user:later:1", correlation_id="later-1")
+    head = (await client.request("GET", "/v1/digest"))["position"]
+    preview = await client.revert("import-9", dry_run=True)
+    assert any("user:later:1" in c and made in c for c in preview.data["conflicts"])
+    with pytest.raises(ApiError) as err:
+        await client.revert("import-9")
+    assert err.value.status == 409 and err.value.field == "force" and "user:later:1" in err.value.message
+    assert (await client.request("GET", "/v1/digest"))["position"] == head  # nothing written
+    assert (await client.get_memory(made))["status"] == "activated"
+    forced = await client.revert("import-9", force=True)
+    assert forced.data["forced"] and (await client.get_memory(made))["status"] == "deleted"
+    assert (await client.neighbors(keep))["edges"] == [] and (await client.neighbors(keep))["reached"] == []
+
+
 async def test_x_correlation_id_is_recorded_on_every_event(client):
     written = await client.add_memories({"memory": "Correlated"}, correlation_id="req-7")
     page = await client.list_events(correlation_id="req-7")
