@@ -13,37 +13,24 @@ unknown memory, a state conflict) print one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Callable, Iterable
 
 import msgspec
 
-from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.commands import CommandResult
 from mnemolog.eventstore.commands.revert import FORCE_HINT
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
+from .common import command_context as _context
+from .common import tenant_of as _tenant
 
-DEFAULT_TENANT = "default"
 _ALIASES = {"text": "memory", "type": "memory_type"}
 _generic = msgspec.json.Decoder()
 
 
 # -- plumbing -------------------------------------------------------------------------
-
-
-def _tenant(args: argparse.Namespace) -> str:
-    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
-
-
-def _context(args: argparse.Namespace) -> CommandContext:
-    return CommandContext(
-        tenant=_tenant(args),
-        actor=getattr(args, "actor", None) or None,
-        correlation_id=getattr(args, "correlation_id", None) or "",
-        idempotency_key=getattr(args, "idempotency_key", None) or None,
-    )
 
 
 def _open(args: argparse.Namespace, *, catch_up: bool = True, existing: bool = True):

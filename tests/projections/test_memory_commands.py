@@ -555,6 +555,19 @@ def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
     assert json.loads(run_cli("history", m, "--json").splitlines()[2])["changed"] == ["tags"]
 
 
+def test_cli_changes_without_actor_are_the_clis_in_history_as_entity_changes_are(run_cli):
+    """Without --actor a memory change names the CLI as its actor, as an entity change and an API write
+    (api:<key>) do, rather than none: history tells a change at the terminal from one of unknown origin."""
+    m = run_cli("add", "I live in Berlin").split(": ", 1)[1].split(" ")[0]
+    run_cli("update", m, "--text", "I live in Paris")
+    run_cli("archive", m, "--actor", "ops-alice")
+    run_cli("entity", "upsert", "place:paris", "--name", "Paris")
+    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    assert [h["actor"] for h in history] == ["cli", "cli", "ops-alice"]
+    entity_event = json.loads(run_cli("log", "--json", "--type", "EntityUpserted").splitlines()[-1])
+    assert entity_event["metadata"]["actor"] == "cli"
+
+
 def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
     """``history --as-of``, as ``GET /v1/memories/{id}/history?as_of=``: the versions written by then; before
     the memory, or beyond the head, one line and exit 2."""
