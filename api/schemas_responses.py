@@ -166,10 +166,14 @@ class ForgetView(msgspec.Struct, kw_only=True):
 
 
 class MemoryHistoryResponse(msgspec.Struct, kw_only=True):
+    """A page of a memory's versions: ``more`` says whether others follow, from ``after=next_after``."""
+
     memory_id: str
     versions: list[MemoryVersionView]
     mention_links: list[MentionLinkView] = []
     forgotten: list[ForgetView] = []
+    more: bool = False
+    next_after: int = 0
 
 
 class NeighborsResponse(msgspec.Struct, kw_only=True):

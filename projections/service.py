@@ -398,18 +398,32 @@ class MemoryService:
             )
         return out
 
-    def history_view(self, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
+    def history_view(self, tenant: str, memory_id: str, as_of: Any = None, *, after: int = 0, limit: int | None = None) -> dict[str, Any]:
         """A memory's versions, its entity mention links and the forgets that erased it, as the
         HTTP API and ``mnemolog history`` show them; as of a position or time, those written by then
-        (a memory not written yet is not found)."""
+        (a memory not written yet is not found).
+
+        The versions come a page at a time: those after version ``after``, at
+        most ``limit`` of them; ``more`` says whether others follow, and
+        ``next_after`` is the ``after`` of the next page.
+        """
         position = self.resolve_as_of(as_of)
         versions = self.history(tenant, memory_id, as_of=position)
         if position is not None:
             versions = [v for v in versions if v["position"] <= position]
             if not versions:
                 raise NotFound("memory", memory_id)
+        following = [v for v in versions if v["version"] > after]
+        page = following if limit is None else following[:limit]
         forgotten = [f for f in self.forgotten(tenant, memory_id) if position is None or f["position"] <= position]
-        return {"memory_id": memory_id, "versions": versions, "mention_links": self.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
+        return {
+            "memory_id": memory_id,
+            "versions": page,
+            "mention_links": self.mention_links(tenant, memory_id, as_of=position),
+            "forgotten": forgotten,
+            "more": len(following) > len(page),
+            "next_after": page[-1]["version"] if page else after,
+        }
 
     def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """Every ``MENTIONS`` link of a memory, ended ones included: the entity, the linker's alias and confidence, and when it held.

@@ -57,6 +57,21 @@ def command_context(args: argparse.Namespace) -> CommandContext:
     )
 
 
+def between(low: int, high: int):
+    """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    return parse
+
+
 def fail(message: str, code: int = 2) -> int:
     """Print ``mnemolog: error: message`` on stderr and return ``code`` (use ``return fail(...)``)."""
     print(f"mnemolog: error: {one_line(message)}", file=sys.stderr)

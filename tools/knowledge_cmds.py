@@ -29,6 +29,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
 from .common import command_context as _context
+from .common import between as _between
 from .common import tenant_of as _tenant
 from .progress import progress_for
 
@@ -371,21 +372,6 @@ def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as
     if as_of:
         parser.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
     return parser
-
-
-def _between(low: int, high: int):
-    """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _weight(text: str) -> float:

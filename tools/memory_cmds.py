@@ -20,9 +20,11 @@ import msgspec
 
 from mnemolog.eventstore.commands import CommandResult
 from mnemolog.eventstore.commands.revert import FORCE_HINT
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
+from .common import between
 from .common import command_context as _context
 from .common import tenant_of as _tenant
 
@@ -188,7 +190,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
-        view = svc.history_view(_tenant(args), args.id, args.as_of)
+        view = svc.history_view(_tenant(args), args.id, args.as_of, after=args.after, limit=args.limit)
     versions, links, forgotten = view["versions"], view["mention_links"], view["forgotten"]
     if args.json:
         for version in versions:
@@ -212,6 +214,8 @@ def cmd_history(args: argparse.Namespace) -> int:
             f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
             f"{correlation:<{correlation_width}} {reason:<32} {changed:<24} {memory}"
         )
+    if view["more"]:
+        print(f"more versions follow: --after {view['next_after']}")
     if links:
         print("mentions:")
         for link in links:
@@ -479,6 +483,8 @@ def register(subparsers) -> None:
     p = _command(subparsers, "history", cmd_history, "list a memory's versions (as of a position or time)")
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
+    p.add_argument("--after", type=between(0, MAX_POSITION), default=0, metavar="V", help="only the versions after version V")
+    p.add_argument("--limit", type=between(1, MAX_POSITION), metavar="N", help="at most N versions (default: all)")
 
     p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")

@@ -107,6 +107,30 @@ async def test_history_shows_what_each_version_changed_metadata_too(client):
     assert not any(v["has_embedding"] for v in versions)
 
 
+async def test_history_pages_by_version(api, client):
+    """A memory changed thousands of times (each version with up to 100,000 characters) is read a page at a
+    time: after a version, at most limit versions, and where the next page starts."""
+    [memory_id] = (await client.add_memories({"memory": "count 0"})).memory_ids
+    for n in range(1, 7):
+        await client.update_memory(memory_id, {"memory": f"count {n}"})
+    whole = await client.memory_history(memory_id)
+    assert [v["version"] for v in whole["versions"]] == [1, 2, 3, 4, 5, 6, 7] and whole["more"] is False and whole["next_after"] == 7
+    seen, after = [], 0
+    while True:
+        page = await client.memory_history(memory_id, after=after, limit=3)
+        seen += [v["version"] for v in page["versions"]]
+        after = page["next_after"]
+        if not page["more"]:
+            break
+    assert seen == [1, 2, 3, 4, 5, 6, 7]
+    then = await client.memory_history(memory_id, as_of=whole["versions"][3]["position"], after=2, limit=5)
+    assert [v["version"] for v in then["versions"]] == [3, 4] and then["more"] is False
+    assert (await client.memory_history(memory_id, after=7))["versions"] == []
+    for params, field in (({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"), ({"after": "-1"}, "after"), ({"after": "x"}, "after")):
+        answer = await api.raw.get(f"/v1/memories/{memory_id}/history", params=params)
+        assert answer.status == 422 and (await answer.json())["error"]["field"] == field, params
+
+
 # -- graph ------------------------------------------------------------------------------------
 
 

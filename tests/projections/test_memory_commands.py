@@ -581,6 +581,13 @@ def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
     assert "not found" in run_cli("history", m, "--as-of", "0", code=2)
     assert "has not been written" in run_cli("history", m, "--as-of", "99", code=2)
     assert "as_of" in run_cli("history", m, "--as-of", "yesterday", code=2)
+    paged = [json.loads(line)["version"] for line in run_cli("history", m, "--after", "1", "--limit", "1", "--json").splitlines()]
+    assert paged == [2]
+    table = run_cli("history", m, "--limit", "2").splitlines()
+    assert len(table) == 4 and table[-1] == "more versions follow: --after 2"
+    assert "I live in Rome" in run_cli("history", m, "--after", "2")
+    for bad in (["--limit", "0"], ["--after", "-1"], ["--after", "two"]):
+        assert "expected a whole number" in run_cli("history", m, *bad, code=2)
 
 
 def test_cli_status_merge_links_revert(run_cli):
