@@ -80,6 +80,15 @@ def utc_stamp(moment: datetime | None = None) -> str:
 _stamp_second: tuple[int, str] = (-1, "")
 
 
+def parse_moment(text: str) -> datetime:
+    """An ISO-8601 / RFC 3339 time (``Z`` or ``z`` for UTC; naive: UTC, a bare date its midnight); ValueError if it is none."""
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 class IdempotencyRecord(NamedTuple):
     fingerprint: str
     first_position: int

@@ -32,6 +32,7 @@ from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
@@ -346,7 +347,7 @@ class MemoryService:
             if text.isascii() and text.isdigit():
                 return self.resolve_as_of(int(text))
             try:
-                value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+                value = parse_moment(text)
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):

@@ -10,7 +10,7 @@ import os
 import shutil
 import sqlite3
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,6 +24,7 @@ from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
+from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
@@ -43,10 +44,9 @@ def position_arg(text: str) -> int:
 def time_arg(text: str) -> datetime:
     """An ISO time; naive times are UTC, a bare date is its midnight."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return parse_moment(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an ISO time such as 2026-01-31T12:00:00Z, got {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 # -- rendering ----------------------------------------------------------------

@@ -63,6 +63,10 @@ async def test_as_of_a_time_at_the_ends_of_the_calendar(api, client):
             assert answer.status == 404 and (await answer.json())["error"]["code"] == "not_found", (path, before, await answer.text())
     assert (await client.get_memory(memory_id, as_of="9999-12-31T23:59:59.999999-01:00"))["memory"] == "The lease ends in May"
     assert (await client.get_memory(memory_id, as_of="9999-12-31"))["memory"] == "The lease ends in May"
+    # RFC 3339 takes a lowercase t and z too.
+    assert (await client.get_memory(memory_id, as_of="9999-12-31t00:00:00z"))["memory"] == "The lease ends in May"
+    answer = await api.raw.get(f"/v1/memories/{memory_id}", params={"as_of": "2001-01-01t00:00:00.5z"})
+    assert answer.status == 404, await answer.text()
 
 
 async def test_history_lists_every_version(client):

@@ -530,6 +530,7 @@ def test_follow_prints_events_appended_after_start(data):
         (["--until-time", "0001-01-01T00:30:00+01:00"], []),  # before year 1 in UTC
         (["--since", "9999-12-31T23:59:59.999999-01:00"], []),  # after year 9999 in UTC
         (["--until-time", "9999-12-31T23:30:00-01:00"], [1, 2, 3, 4, 5]),
+        (["--since", "2025-03-01t00:00:00z"], [2, 3, 4, 5]),  # RFC 3339's lowercase t and z
     ],
 )
 def test_log_times_at_the_ends_of_the_calendar(data, capsys, filters, expected):
