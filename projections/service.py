@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -322,9 +322,10 @@ class MemoryService:
     def resolve_as_of(self, value: int | str | datetime | None) -> int | None:
         """A log position from a position, an ISO-8601 UTC time, or a datetime.
 
-        A position the log has not reached yet is refused: read now, it would
-        answer with the head, and later, once written, with something else;
-        a point-in-time read must give the same answer whenever it is asked.
+        A position the log has not reached yet is refused, and so is a time
+        later than now (past the log's last event): read now, it would answer
+        with the head, and later, once written, with something else; a
+        point-in-time read must give the same answer whenever it is asked.
         For the same reason, projections behind a written position (another
         process wrote it) catch up to it before the read.
         """
@@ -352,6 +353,14 @@ class MemoryService:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
             position = self.store.position_at(value)
+            moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            if moment > datetime.now(timezone.utc) and position >= (head := self.store.last_position()):
+                # Events written from now on are recorded before that time: as for a position, its answer would change.
+                raise Conflict(
+                    f"as_of: {value.isoformat()} is later than now: read now, it would answer with the log's head ({head}),"
+                    " and differently once more is written by then",
+                    field="as_of",
+                )
             if position > self.position():
                 self.runner.catch_up(until=position)
             return position
