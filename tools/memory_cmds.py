@@ -345,7 +345,7 @@ def cmd_undo_namespace(args: argparse.Namespace) -> int:
 def cmd_revert(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         try:
-            result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force)
+            result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force, dry_run=args.dry_run)
         except Conflict as exc:
             if exc.field != "force":
                 raise
@@ -355,6 +355,14 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text = f"correlation {args.correlation} was already reverted: nothing written"
     elif data.get("nothing_to_revert"):
         text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
+    elif data.get("dry_run"):
+        n, touched, conflicts = data["would_revert"], result.memory_ids, data["conflicts"]
+        text = f"would revert {n} event{'s' * (n != 1)} of correlation {args.correlation}, touching {len(touched)} memor{'ies' if len(touched) != 1 else 'y'}"
+        text += f" ({', '.join(touched)})" if touched else ""
+        if data.get("through"):
+            text += f", by reverting {data['through']}, the revert that brought it back"
+        text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
+        text += " (nothing written)"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
         if data.get("through"):
@@ -538,6 +546,7 @@ def register(subparsers) -> None:
     p = _command(subparsers, "revert", cmd_revert, "undo everything one correlation did, with compensating events", writes=True)
     p.add_argument("correlation", metavar="CORRELATION_ID")
     p.add_argument("--force", action="store_true", help="revert even when later changes touch the same memories or edges")
+    p.add_argument("--dry-run", action="store_true", help="say what it would revert, and the conflicts, writing nothing")
 
     p = _command(
         subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True

@@ -622,6 +622,12 @@ def test_cli_status_merge_links_revert(run_cli):
     run_cli("unlink", "user:cli:1", code=2)
     upd = json.loads(run_cli("update", b, "--tags", "x", "--json", "--correlation-id", "c-1"))
     run_cli("update", b, "--tags", "y")
+    head = json.loads(run_cli("log", "--json").splitlines()[-1])["position"]
+    preview = run_cli("revert", "c-1", "--dry-run")  # what a revert would do, as POST /v1/reverts with dry_run: nothing written
+    assert preview.startswith("would revert 1 event of correlation c-1, touching 1 memory") and b in preview and "conflict" in preview
+    previewed = json.loads(run_cli("revert", "c-1", "--dry-run", "--json"))
+    assert previewed["dry_run"] and previewed["would_revert"] == 1 and len(previewed["conflicts"]) == 1 and previewed["memory_ids"] == [b]
+    assert previewed["first_position"] is None and json.loads(run_cli("log", "--json").splitlines()[-1])["position"] == head
     assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
     assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
