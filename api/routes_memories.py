@@ -15,6 +15,7 @@ from .routing import (
     check_as_of,
     if_match,
     json_response,
+    param,
     query_int,
     typed,
     read,
@@ -24,6 +25,7 @@ from .routing import (
 )
 from .schemas import (
     AddMemoriesRequest,
+    Position,
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
@@ -119,7 +121,7 @@ async def get_memory(request: web.Request) -> web.Response:
     "/v1/memories/{id}/history",
     scope="read",
     summary="Every version of a memory, from its stream, a page at a time, with the entities it mentions (as of a position or time: those written by then)",
-    query=(("as_of", "position or ISO-8601 time"), ("after", "version: the page starts after it"), ("limit", f"1..{operations.HISTORY_PAGE} versions")),
+    query=(("as_of", "position or ISO-8601 time"), param("after", "the version the page starts after", Position), ("limit", f"1..{operations.HISTORY_PAGE}")),
     response=MemoryHistoryResponse,
 )
 async def memory_history(request: web.Request) -> dict:
