@@ -168,10 +168,9 @@ class RevertCommands:
         """Each memory back to its version before the correlation; those it created deleted (their ids added to ``removed``)."""
         touched = _touched(recorded, lambda r: r.stream_id[len("memory-") :] if r.stream_id.startswith("memory-") else None)
         writes = []
-        for memory_id, (first, last) in touched.items():
+        for memory_id, (first, last, others) in touched.items():
             state = load(self.store, ctx.tenant, memory_id)
-            if state.version != last:
-                conflicts.append(f"memory {memory_id} changed after (version {state.version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version)
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
@@ -204,10 +203,9 @@ class RevertCommands:
         """Each document back to its version before the correlation; the graph nodes of documents removed."""
         touched = _touched(recorded, lambda r: r.event.doc_id if isinstance(r.event, g.DocumentEvent.__args__) else None)
         writes, removed = [], []
-        for doc_id, (first, last) in touched.items():
+        for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
-            if now.stream_version != last:
-                conflicts.append(f"document {doc_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, now.stream_version)
             before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
             if _document_record(before) == _document_record(now.current):
                 continue
@@ -226,10 +224,9 @@ class RevertCommands:
         prefix = g.entity_stream(ctx.tenant, "")
         touched = _touched(recorded, lambda r: r.stream_id[len(prefix) :] if r.stream_id.startswith(prefix) else None)
         writes, removed = [], []
-        for entity_id, (first, last) in touched.items():
+        for entity_id, (first, last, others) in touched.items():
             now = load_entity(self.store, ctx.tenant, entity_id)
-            if now.stream_version != last:
-                conflicts.append(f"entity {entity_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, now.stream_version)
             before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
             events = _entity_events(entity_id, now, before, reason)
             if events:
@@ -393,15 +390,30 @@ def _through(revert_id: str | None) -> dict[str, str]:
     return {"through": revert_id} if revert_id else {}
 
 
-def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int]]:
-    """``key(event)`` -> the first and last stream versions the correlation wrote on its stream."""
-    touched: dict[str, tuple[int, int]] = {}
+def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int, list[int]]]:
+    """``key(event)`` -> the first and last stream versions the correlation wrote on its stream, and the
+    versions between them that it did not write (other correlations wrote them, between two of its requests)."""
+    written: dict[str, list[int]] = {}
     for r in recorded:
         name = key(r)
         if name is not None:
-            first, _ = touched.get(name, (r.stream_version, r.stream_version))
-            touched[name] = (first, r.stream_version)
+            written.setdefault(name, []).append(r.stream_version)
+    touched = {}
+    for name, versions in written.items():
+        first, last = versions[0], versions[-1]
+        touched[name] = (first, last, sorted(set(range(first, last + 1)) - set(versions)))
     return touched
+
+
+def _changed_by_others(what: str, unit: str, first: int, last: int, others: list[int], current: int) -> list[str]:
+    """Conflicts on a stream the correlation wrote versions ``first``..``last`` of: versions other correlations wrote
+    between its own (``others``) or after them (up to ``current``), which a revert to version ``first - 1`` would undo too."""
+    found = []
+    if others:
+        found.append(f"{what} changed in between by another correlation ({unit}{'s' * (len(others) > 1)} {', '.join(map(str, others[:5]))}{', …' if len(others) > 5 else ''})")
+    if current != last:
+        found.append(f"{what} changed after ({unit} {current}, the correlation wrote up to {last})")
+    return found
 
 
 def _fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:

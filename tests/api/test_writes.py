@@ -436,6 +436,17 @@ async def test_reverting_the_add_of_a_memory_others_linked_to_since_names_their_
     assert (await client.neighbors(keep))["edges"] == [] and (await client.neighbors(keep))["reached"] == []
 
 
+async def test_reverting_a_session_names_what_another_request_changed_between_its_writes(api, client):
+    memory_id = await add(client, "The meeting is on Monday")
+    await client.update_memory(memory_id, {"memory": "The meeting is on Tuesday"}, correlation_id="session-5")
+    await client.update_memory(memory_id, {"tags": ["work"]}, correlation_id="someone-else")
+    await client.update_memory(memory_id, {"memory": "The meeting is on Tuesday at 10"}, correlation_id="session-5")
+    with pytest.raises(ApiError) as err:
+        await client.revert("session-5")
+    assert err.value.status == 409 and err.value.field == "force" and "in between by another correlation (version 3)" in err.value.message
+    assert (await client.get_memory(memory_id))["tags"] == ["work"]  # nothing written
+
+
 async def test_x_correlation_id_is_recorded_on_every_event(client):
     written = await client.add_memories({"memory": "Correlated"}, correlation_id="req-7")
     page = await client.list_events(correlation_id="req-7")

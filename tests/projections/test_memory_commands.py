@@ -355,6 +355,27 @@ def test_a_correlation_whose_revert_was_reverted_reverts_again(svc):
     assert svc.run(svc.reverts.revert, ctx(), "r3").data["already_reverted"]
 
 
+def test_revert_names_a_change_another_correlation_made_between_two_of_its_own(svc):
+    """A session (one correlation id over several requests) updates a memory, someone else tags it, the
+    session updates it again: its revert would take the memory back before the session and drop the other's
+    tags too. A conflict naming the version, as a change after it is; forced, the memory is as before the session."""
+    (m,) = add(svc, "v1").memory_ids
+    svc.run(svc.memories.update, ctx(correlation_id="sess"), m, {"memory": "v2"})
+    svc.run(svc.memories.update, ctx(correlation_id="other"), m, {"tags": ["kept"]})
+    svc.run(svc.memories.update, ctx(correlation_id="sess"), m, {"memory": "v4"})
+    svc.run(svc.entities.upsert, ctx(correlation_id="sess"), "person:ana", name="Ana")
+    svc.run(svc.entities.set_tags, ctx(correlation_id="other"), "person:ana", ["vip"])
+    svc.run(svc.entities.upsert, ctx(correlation_id="sess"), "person:ana", name="Ana Lima", tags=["vip"])
+    head = svc.store.last_position()
+    preview = svc.run(svc.reverts.revert, ctx(), "sess", dry_run=True).data["conflicts"]
+    assert preview == [f"memory {m} changed in between by another correlation (version 3)", "entity person:ana changed in between by another correlation (stream version 2)"]
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.reverts.revert, ctx(), "sess")
+    assert "version 3" in str(err.value) and svc.store.last_position() == head
+    forced = svc.run(svc.reverts.revert, ctx(), "sess", force=True)
+    assert forced.data["forced"] and (svc.get("a", m).memory, svc.get("a", m).tags) == ("v1", ())
+
+
 def test_revert_refuses_conflicts_unless_forced(svc):
     first = add(svc, "v1")
     (m,) = first.memory_ids
