@@ -417,9 +417,11 @@ class MnemologClient:
     async def get_memory(self, memory_id: str, *, as_of: AsOf = None) -> MemoryView:
         return await self._read("GET", f"/v1/memories/{_segment(memory_id)}", MemoryView, params=_params(as_of=as_of))
 
-    async def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> MemoryHistoryResponse:
-        """Every version of a memory, its entity mention links and any forget that erased it; with ``as_of``, those written by then."""
-        return await self._read("GET", f"/v1/memories/{_segment(memory_id)}/history", MemoryHistoryResponse, params=_params(as_of=as_of))
+    async def memory_history(self, memory_id: str, *, as_of: AsOf = None, after: int = 0, limit: int | None = None) -> MemoryHistoryResponse:
+        """A page of a memory's versions (after version ``after``, at most ``limit``; ``more`` and ``next_after`` lead
+        to the next), its entity mention links and any forget that erased it; with ``as_of``, those written by then."""
+        params = _params(as_of=as_of, after=after or None, limit=limit)
+        return await self._read("GET", f"/v1/memories/{_segment(memory_id)}/history", MemoryHistoryResponse, params=params)
 
     async def working_memory(self, *, as_of: AsOf = None) -> WorkingMemoryResponse:
         return await self._read("GET", "/v1/working-memory", WorkingMemoryResponse, params=_params(as_of=as_of))

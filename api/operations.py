@@ -245,9 +245,13 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
 # -- memories, graph, log ---------------------------------------------------------------------------
 
 
-def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
-    """Every version of a memory and its entity mention links; as of a position or time, those written by then."""
-    return svc.history_view(tenant, memory_id, as_of)
+HISTORY_PAGE = 1000  # versions a history answer holds at most (each may carry 100,000 characters of text and as many of background)
+
+
+def history(svc: MemoryService, tenant: str, memory_id: str, as_of: Any = None, after: int = 0, limit: int = HISTORY_PAGE) -> dict[str, Any]:
+    """A page of a memory's versions (after version ``after``, at most ``limit``) and its entity mention links;
+    as of a position or time, those written by then."""
+    return svc.history_view(tenant, memory_id, as_of, after=after, limit=limit)
 
 
 def node_exists(svc: MemoryService, tenant: str, node: str, position: int | None) -> bool:

@@ -15,6 +15,8 @@ from .routing import (
     check_as_of,
     if_match,
     json_response,
+    param,
+    query_int,
     typed,
     read,
     write,
@@ -23,6 +25,7 @@ from .routing import (
 )
 from .schemas import (
     AddMemoriesRequest,
+    Position,
     DeleteRequest,
     DropTenantRequest,
     LinkRequest,
@@ -117,14 +120,16 @@ async def get_memory(request: web.Request) -> web.Response:
 @routes.get(
     "/v1/memories/{id}/history",
     scope="read",
-    summary="Every version of a memory, from its stream, with the entities it mentions (as of a position or time: those written by then)",
-    query=(("as_of", "position or ISO-8601 time"),),
+    summary="Every version of a memory, from its stream, a page at a time, with the entities it mentions (as of a position or time: those written by then)",
+    query=(("as_of", "position or ISO-8601 time"), param("after", "the version the page starts after", Position), ("limit", f"1..{operations.HISTORY_PAGE}")),
     response=MemoryHistoryResponse,
 )
 async def memory_history(request: web.Request) -> dict:
     _, tenant = authenticate(request, "read")
     svc = _service(request)
-    return await read(request, operations.history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of")))
+    after = query_int(request, "after", 0)
+    limit = query_int(request, "limit", operations.HISTORY_PAGE, low=1, high=operations.HISTORY_PAGE)
+    return await read(request, operations.history, svc, tenant, request.match_info["id"], check_as_of(request.query.get("as_of")), after, limit)
 
 
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:

@@ -132,6 +132,14 @@ class MemoryVersionView(msgspec.Struct, kw_only=True):
     mentions: list[str] = []  # the entities the memory was linked to while this version was current
     subject: str | None = None  # whose key seals its personal fields (none: the tenant's)
     erased: bool = False  # its subject was forgotten
+    changed: list[str] = []  # the fields (content, then status) that differ from the version before
+    memory_type: str = ""
+    sources: list[str] = []
+    background: str | None = None
+    confidence: float | None = None
+    metadata: dict[str, Any] = {}  # the document fields that are set (collection, doc_type, doc_id, …)
+    properties: dict[str, Any] = {}
+    has_embedding: bool = False
 
 
 class MentionLinkView(msgspec.Struct, kw_only=True):
@@ -158,10 +166,14 @@ class ForgetView(msgspec.Struct, kw_only=True):
 
 
 class MemoryHistoryResponse(msgspec.Struct, kw_only=True):
+    """A page of a memory's versions: ``more`` says whether others follow, from ``after=next_after``."""
+
     memory_id: str
     versions: list[MemoryVersionView]
     mention_links: list[MentionLinkView] = []
     forgotten: list[ForgetView] = []
+    more: bool = False
+    next_after: int = 0
 
 
 class NeighborsResponse(msgspec.Struct, kw_only=True):

@@ -106,9 +106,11 @@ class SyncMethods:
     def get_memory(self, memory_id: str, *, as_of: AsOf = None) -> MemoryView:
         return self._call("get_memory", memory_id, as_of=as_of)
 
-    def memory_history(self, memory_id: str, *, as_of: AsOf = None) -> MemoryHistoryResponse:
-        """Every version of a memory, its entity mention links and any forget that erased it; with ``as_of``, those written by then."""
-        return self._call("memory_history", memory_id, as_of=as_of)
+    def memory_history(self, memory_id: str, *, as_of: AsOf = None, after: int = 0, limit: int | None = None) -> MemoryHistoryResponse:
+        """A page of a memory's versions (after version ``after``, at most ``limit``; ``more`` and ``next_after`` lead
+        to the next), its entity mention links and any forget that erased it; with ``as_of``, those written by then.
+        """
+        return self._call("memory_history", memory_id, as_of=as_of, after=after, limit=limit)
 
     def working_memory(self, *, as_of: AsOf = None) -> WorkingMemoryResponse:
         return self._call("working_memory", as_of=as_of)

@@ -13,7 +13,7 @@ import msgspec
 
 from . import catalogue as c
 from .erased import erased_recorded, erased_through
-from .model import MemoryContent, NotFound, Status
+from .model import CONTENT_FIELDS, MemoryContent, NotFound, Status
 from .store import EventStore, RecordedEvent
 
 
@@ -27,6 +27,8 @@ class MemoryVersion(msgspec.Struct, frozen=True):
     recorded_at: str
     actor: str | None
     correlation_id: str | None
+    #: The content fields (and ``status``) this version changed from the one before it (none for the first).
+    changed: tuple[str, ...] = ()
 
 
 class MemoryState(msgspec.Struct):
@@ -105,6 +107,7 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
         if state.status == Status.ACTIVATED.value:
             state.merged_into = state.superseded_by = None
         state.version = recorded.stream_version
+        previous = state.versions[-1] if state.versions else None
         state.versions.append(
             MemoryVersion(
                 version=recorded.stream_version,
@@ -116,9 +119,18 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
                 recorded_at=recorded.recorded_at.isoformat(),
                 actor=recorded.metadata.actor,
                 correlation_id=recorded.metadata.correlation_id,
+                changed=() if previous is None else changed_fields(previous.content, previous.status, state.content, state.status),
             )
         )
     return state
+
+
+def changed_fields(before: MemoryContent, before_status: str, after: MemoryContent, after_status: str) -> tuple[str, ...]:
+    """The content fields that differ between two versions, in their order, then ``status`` if it differs."""
+    if before is after:
+        return ("status",) if before_status != after_status else ()
+    fields = tuple(f for f in CONTENT_FIELDS if getattr(before, f) != getattr(after, f))
+    return fields + ("status",) if before_status != after_status else fields
 
 
 def dropped_at(store: EventStore, tenant: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Generic, Iterable, TypeVar, Union
 
 import msgspec
@@ -10,6 +10,7 @@ import msgspec
 from . import sealing
 from .events import DomainEvent, Metadata, decode_payload, metadata_decoder, registered_types, registry_generation
 from .log_reads import EventPage
+from .recorder import utc_stamp
 
 __all__ = ["PAGE_ROWS", "PageDecoder", "RecordedEvent", "decode_rows", "to_datetime"]
 
@@ -50,7 +51,7 @@ class RecordedEvent(msgspec.Struct, Generic[E], frozen=True, gc=False, array_lik
             "type": self.type,
             "schema_version": self.schema_version,
             "tenant": self.tenant,
-            "recorded_at": self.recorded_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "recorded_at": utc_stamp(self.recorded_at),
             "payload": msgspec.to_builtins(self.event),
             "metadata": msgspec.to_builtins(self.metadata),
         }

@@ -67,7 +67,8 @@ ROWS_PER_INSERT = 50  # rows per multi-row INSERT statement (13 parameters each)
 def utc_stamp(moment: datetime | None = None) -> str:
     """RFC 3339 UTC with microseconds, as stored in ``recorded_at``."""
     if moment is not None:
-        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        # isoformat, not strftime: %Y leaves years before 1000 unpadded ("999-…"), which would sort after "2026-…".
+        return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
     # Every append stamps the time: format the second once, then only the micros.
     global _stamp_second
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
@@ -77,6 +78,15 @@ def utc_stamp(moment: datetime | None = None) -> str:
 
 
 _stamp_second: tuple[int, str] = (-1, "")
+
+
+def parse_moment(text: str) -> datetime:
+    """An ISO-8601 / RFC 3339 time (``Z`` or ``z`` for UTC; naive: UTC, a bare date its midnight); ValueError if it is none."""
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 class IdempotencyRecord(NamedTuple):

@@ -39,7 +39,7 @@ from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
 from .own_appends import OwnAppends
 from .read_ahead import pages_ahead
 from .schema import MAX_FINGERPRINT
-from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder
+from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder, utc_stamp
 from .sealing import Sealer, key_store_path
 from .keystore import KeyStore, KeysRetired
 from .model import Conflict
@@ -502,10 +502,18 @@ class EventStore:
         return self._recorder.last_position()
 
     def position_at(self, moment: datetime) -> int:
-        """The log's position as it stood at ``moment`` (UTC if naive)."""
+        """The log's position as it stood at ``moment`` (UTC if naive).
+
+        A moment in datetime's range only in its own offset (``0001-01-01T00:30+01:00``,
+        ``9999-12-31T23:30-01:00``) is before, or after, every event.
+        """
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-        return self._recorder.position_at(moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+        try:
+            stamp = utc_stamp(moment)
+        except OverflowError:
+            return 0 if moment.year == 1 else self.last_position()
+        return self._recorder.position_at(stamp)
 
     def tenant_commits(self, tenant: str, limit: int = 500) -> tuple[int, list[Commit]]:
         """How many commits (runs of one append's events, one correlation id) the tenant has, and up to about ``limit`` of them.

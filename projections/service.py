@@ -32,6 +32,7 @@ from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
@@ -321,9 +322,10 @@ class MemoryService:
     def resolve_as_of(self, value: int | str | datetime | None) -> int | None:
         """A log position from a position, an ISO-8601 UTC time, or a datetime.
 
-        A position the log has not reached yet is refused: read now, it would
-        answer with the head, and later, once written, with something else;
-        a point-in-time read must give the same answer whenever it is asked.
+        A position the log has not reached yet is refused, and so is a time
+        later than now (past the log's last event): read now, it would answer
+        with the head, and later, once written, with something else; a
+        point-in-time read must give the same answer whenever it is asked.
         For the same reason, projections behind a written position (another
         process wrote it) catch up to it before the read.
         """
@@ -346,17 +348,19 @@ class MemoryService:
             if text.isascii() and text.isdigit():
                 return self.resolve_as_of(int(text))
             try:
-                value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+                value = parse_moment(text)
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
+            position = self.store.position_at(value)
             moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-            try:
-                moment.astimezone(timezone.utc)
-            except OverflowError:  # in datetime's range only in its own offset (0001-01-01T00:00+01:00): before or after every event
-                position = 0 if moment.year == 1 else self.store.last_position()
-            else:
-                position = self.store.position_at(moment)
+            if moment > datetime.now(timezone.utc) and position >= (head := self.store.last_position()):
+                # Events written from now on are recorded before that time: as for a position, its answer would change.
+                raise Conflict(
+                    f"as_of: {value.isoformat()} is later than now: read now, it would answer with the log's head ({head}),"
+                    " and differently once more is written by then",
+                    field="as_of",
+                )
             if position > self.position():
                 self.runner.catch_up(until=position)
             return position
@@ -371,7 +375,8 @@ class MemoryService:
         return view
 
     def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
-        """Every version of a memory, read from its stream, each with the entities it mentioned (see :meth:`mention_links`).
+        """Every version of a memory, read from its stream: its text and metadata, the fields it changed from the
+        version before, the event behind it, and the entities it mentioned (see :meth:`mention_links`).
 
         A version's ``mentions`` are the entities its memory was linked to
         just before the next version (or at ``as_of``, or now, if sooner).
@@ -395,22 +400,26 @@ class MemoryService:
                     "event_type": v.event_type,
                     "actor": v.actor,
                     "correlation_id": v.correlation_id,
-                    "memory": v.content.memory,
-                    "key": v.content.key,
-                    "tags": list(v.content.tags),
                     "status": v.status,
                     "reason": v.reason,
+                    "changed": list(v.changed),
+                    **graph_reads.content_fields(v.content),
+                    "tags": list(v.content.tags),
+                    "sources": list(v.content.sources),
                     "mentions": list(dict.fromkeys(mentioned)),
-                    "subject": v.content.subject,
-                    "erased": v.content.erased,
                 }
             )
         return out
 
-    def history_view(self, tenant: str, memory_id: str, as_of: Any = None) -> dict[str, Any]:
+    def history_view(self, tenant: str, memory_id: str, as_of: Any = None, *, after: int = 0, limit: int | None = None) -> dict[str, Any]:
         """A memory's versions, its entity mention links and the forgets that erased it, as the
         HTTP API and ``mnemolog history`` show them; as of a position or time, those written by then
-        (a memory not written yet is not found)."""
+        (a memory not written yet is not found).
+
+        The versions come a page at a time: those after version ``after``, at
+        most ``limit`` of them; ``more`` says whether others follow, and
+        ``next_after`` is the ``after`` of the next page.
+        """
         position = self.resolve_as_of(as_of)
         forgets = self.forgotten(tenant, memory_id)
         versions = self.history(tenant, memory_id, as_of=position)
@@ -418,8 +427,17 @@ class MemoryService:
             versions = [v for v in versions if v["position"] <= position]
             if not versions:
                 raise NotFound("memory", memory_id)
+        following = [v for v in versions if v["version"] > after]
+        page = following if limit is None else following[:limit]
         forgotten = [f for f in forgets if position is None or f["position"] <= position]
-        return {"memory_id": memory_id, "versions": versions, "mention_links": self.mention_links(tenant, memory_id, as_of=position), "forgotten": forgotten}
+        return {
+            "memory_id": memory_id,
+            "versions": page,
+            "mention_links": self.mention_links(tenant, memory_id, as_of=position),
+            "forgotten": forgotten,
+            "more": len(following) > len(page),
+            "next_after": page[-1]["version"] if page else after,
+        }
 
     def mention_links(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
         """Every ``MENTIONS`` link of a memory, ended ones included: the entity, the linker's alias and confidence, and when it held.

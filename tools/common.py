@@ -11,6 +11,7 @@ check fails, 2 for bad input (see :func:`fail`).
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Callable
 import msgspec
 
 from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.settings import Settings
 
 __all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
@@ -34,6 +36,40 @@ class CommandError(Exception):
     def __init__(self, message: str, code: int = 2):
         super().__init__(message)
         self.code = code
+
+
+DEFAULT_TENANT = "default"
+
+
+def tenant_of(args: argparse.Namespace) -> str:
+    """The tenant a command acts for: ``--tenant``, else ``$MNEMOLOG_TENANT``, else ``default``."""
+    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
+
+
+def command_context(args: argparse.Namespace) -> CommandContext:
+    """A write's context from its options: the actor (``--actor``, else ``cli``: history tells a change made at
+    the terminal from one of unknown origin), the correlation id and the idempotency key."""
+    return CommandContext(
+        tenant=tenant_of(args),
+        actor=getattr(args, "actor", None) or "cli",
+        correlation_id=getattr(args, "correlation_id", None) or "",
+        idempotency_key=getattr(args, "idempotency_key", None) or None,
+    )
+
+
+def between(low: int, high: int):
+    """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    return parse
 
 
 def fail(message: str, code: int = 2) -> int:

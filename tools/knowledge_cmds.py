@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,9 @@ from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
+from .common import command_context as _context
+from .common import between as _between
+from .common import tenant_of as _tenant
 from .progress import progress_for
 
 if TYPE_CHECKING:
@@ -46,19 +48,6 @@ def _open(args: argparse.Namespace, *, existing: bool = True) -> MemoryService:
     if existing:
         require_log(args)
     return MemoryService.open(data_dir(args))
-
-
-def _tenant(args: argparse.Namespace) -> str:
-    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or "default"
-
-
-def _context(args: argparse.Namespace) -> CommandContext:
-    return CommandContext(
-        tenant=_tenant(args),
-        actor=getattr(args, "actor", None) or "cli",
-        correlation_id=getattr(args, "correlation_id", None) or "",
-        idempotency_key=getattr(args, "idempotency_key", None) or None,
-    )
 
 
 def _where(result: CommandResult) -> str:
@@ -383,21 +372,6 @@ def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as
     if as_of:
         parser.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
     return parser
-
-
-def _between(low: int, high: int):
-    """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _weight(text: str) -> float:

@@ -10,7 +10,7 @@ import os
 import shutil
 import sqlite3
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -25,6 +25,7 @@ from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
+from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
@@ -44,10 +45,9 @@ def position_arg(text: str) -> int:
 def time_arg(text: str) -> datetime:
     """An ISO time; naive times are UTC, a bare date is its midnight."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return parse_moment(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an ISO time such as 2026-01-31T12:00:00Z, got {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 # -- rendering ----------------------------------------------------------------
@@ -171,7 +171,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def _range(store, args) -> tuple[int, int | None]:
     after, until = args.after or 0, args.until
-    if args.since is not None:
+    if args.since is not None and args.since > datetime.min.replace(tzinfo=args.since.tzinfo):  # nothing is before the first moment
         after = max(after, store.position_at(args.since - timedelta(microseconds=1)))
     if args.until_time is not None:
         bound = store.position_at(args.until_time)

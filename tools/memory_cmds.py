@@ -13,37 +13,26 @@ unknown memory, a state conflict) print one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Callable, Iterable
 
 import msgspec
 
-from mnemolog.eventstore.commands import CommandContext, CommandResult
+from mnemolog.eventstore.commands import CommandResult
 from mnemolog.eventstore.commands.revert import FORCE_HINT
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
+from .common import between
+from .common import command_context as _context
+from .common import tenant_of as _tenant
 
-DEFAULT_TENANT = "default"
 _ALIASES = {"text": "memory", "type": "memory_type"}
 _generic = msgspec.json.Decoder()
 
 
 # -- plumbing -------------------------------------------------------------------------
-
-
-def _tenant(args: argparse.Namespace) -> str:
-    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
-
-
-def _context(args: argparse.Namespace) -> CommandContext:
-    return CommandContext(
-        tenant=_tenant(args),
-        actor=getattr(args, "actor", None) or None,
-        correlation_id=getattr(args, "correlation_id", None) or "",
-        idempotency_key=getattr(args, "idempotency_key", None) or None,
-    )
 
 
 def _open(args: argparse.Namespace, *, catch_up: bool = True, existing: bool = True):
@@ -201,7 +190,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
-        view = svc.history_view(_tenant(args), args.id, args.as_of)
+        view = svc.history_view(_tenant(args), args.id, args.as_of, after=args.after, limit=args.limit)
     versions, links, forgotten = view["versions"], view["mention_links"], view["forgotten"]
     if args.json:
         for version in versions:
@@ -213,17 +202,20 @@ def cmd_history(args: argparse.Namespace) -> int:
     correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])
     print(
         f"{'VERSION':<8} {'POSITION':<9} {'STATUS':<10} {'EVENT':<18} {'ACTOR':<16} "
-        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} MEMORY"
+        f"{'CORRELATION':<{correlation_width}} {'REASON':<32} {'CHANGED':<24} MEMORY"
     )
     for v in versions:
         reason = _cut(v["reason"] or "-", 32)
         actor = _cut(v["actor"] or "-", 16)
         correlation = one_line(v["correlation_id"] or "-")
+        changed = _cut(",".join(v["changed"]) or "-", 24)
         memory = _cut(v["memory"], 60)
         print(
             f"{v['version']:<8} {v['position']:<9} {v['status']:<10} {v['event_type']:<18} {actor:<16} "
-            f"{correlation:<{correlation_width}} {reason:<32} {memory}"
+            f"{correlation:<{correlation_width}} {reason:<32} {changed:<24} {memory}"
         )
+    if view["more"]:
+        print(f"more versions follow: --after {view['next_after']}")
     if links:
         print("mentions:")
         for link in links:
@@ -353,7 +345,7 @@ def cmd_undo_namespace(args: argparse.Namespace) -> int:
 def cmd_revert(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         try:
-            result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force)
+            result = svc.run(svc.reverts.revert, _context(args), args.correlation, force=args.force, dry_run=args.dry_run)
         except Conflict as exc:
             if exc.field != "force":
                 raise
@@ -363,8 +355,18 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text = f"correlation {args.correlation} was already reverted: nothing written"
     elif data.get("nothing_to_revert"):
         text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
+    elif data.get("dry_run"):
+        n, touched, conflicts = data["would_revert"], result.memory_ids, data["conflicts"]
+        text = f"would revert {n} event{'s' * (n != 1)} of correlation {args.correlation}, touching {len(touched)} memor{'ies' if len(touched) != 1 else 'y'}"
+        text += f" ({', '.join(touched)})" if touched else ""
+        if data.get("through"):
+            text += f", by reverting {data['through']}, the revert that brought it back"
+        text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
+        text += " (nothing written)"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
+        if data.get("through"):
+            text = f"reverted correlation {args.correlation} again, by reverting {data['through']}, the revert that brought it back: {data['reverted']} events {_trailer(result)}"
         if data.get("forced"):
             text += f"; forced over {len(data['conflicts'])} conflict(s): " + "; ".join(data["conflicts"])
     return _report(args, result, text)
@@ -505,6 +507,8 @@ def register(subparsers) -> None:
     p = _command(subparsers, "history", cmd_history, "list a memory's versions (as of a position or time)")
     p.add_argument("id", metavar="ID")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
+    p.add_argument("--after", type=between(0, MAX_POSITION), default=0, metavar="V", help="only the versions after version V")
+    p.add_argument("--limit", type=between(1, MAX_POSITION), metavar="N", help="at most N versions (default: all)")
 
     p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
     p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
@@ -551,13 +555,14 @@ def register(subparsers) -> None:
     p.add_argument("edge_id", metavar="EDGE_ID")
     p.add_argument("--reason", metavar="R")
 
-    p = _command(subparsers, "undo-namespace", cmd_undo_namespace, "remove every live edge whose id starts with PREFIX", writes=True)
-    p.add_argument("prefix", metavar="PREFIX", help="e.g. mention: or mention:run-7:")
+    p = _command(subparsers, "undo-namespace", cmd_undo_namespace, "remove every live edge under PREFIX (a namespace or a run, whole segments)", writes=True)
+    p.add_argument("prefix", metavar="PREFIX", help="e.g. mention: (the namespace) or mention:run-7 (the run; never mention:run-70)")
     p.add_argument("--reason", metavar="R")
 
     p = _command(subparsers, "revert", cmd_revert, "undo everything one correlation did, with compensating events", writes=True)
     p.add_argument("correlation", metavar="CORRELATION_ID")
     p.add_argument("--force", action="store_true", help="revert even when later changes touch the same memories or edges")
+    p.add_argument("--dry-run", action="store_true", help="say what it would revert, and the conflicts, writing nothing")
 
     p = _command(
         subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True

@@ -440,6 +440,7 @@ async function showHistory() {
         `v${v.version} · ${v.event_type} · position ${v.position} · ${v.recorded_at} · ${v.status} · actor ${v.actor || "?"} · correlation `,
         v.correlation_id ? linkButton(v.correlation_id, () => openCorrelation(v.correlation_id), { "data-action": "correlation" }) : "none"),
       v.reason ? el("div", { class: "why" }, `reason: ${v.reason}`) : null,
+      (v.changed || []).length ? el("div", { class: "changed" }, `changed: ${v.changed.join(", ")}`) : null,
       el("div", { class: "text diff" }, diffWords(before, v.memory)),
     );
   });

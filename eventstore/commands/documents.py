@@ -347,14 +347,14 @@ class LinkAwareEdgeCommands(EdgeCommands):
     """Edge commands whose namespace undo of a relink run also restores what the run removed."""
 
     def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
-        found = RUN_PREFIX_RE.match(prefix) if isinstance(prefix, str) else None
+        found = RUN_PREFIX_RE.match(prefix if prefix.endswith(":") else prefix + ":") if isinstance(prefix, str) else None
         run = self._relink_run(ctx.tenant, found.group(1)) if found else None
         if run is None:
             return super().undo_namespace(ctx, prefix, reason=reason)
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
             return done
         undone_position, removed_by_run = run
-        current = self.facts.live_edges_with_prefix(ctx.tenant, prefix)
+        current = self.live_edges_under(ctx.tenant, prefix)
         leaving = {e.edge_id for e in current}
         occupied = {
             (e.source, e.target)

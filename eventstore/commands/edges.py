@@ -18,6 +18,13 @@ EDGE_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAMESPACE_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]*$")
 
 
+def under(prefix: str, edge_id: str) -> bool:
+    """Whether ``edge_id`` is under ``prefix``, segment by segment: a prefix ending in ``:`` takes every id that
+    starts with it; another one names whole segments (``user:notes`` takes ``user:notes`` and ``user:notes:…``,
+    never ``user:notes-2:…``, which is another run)."""
+    return edge_id.startswith(prefix) if prefix.endswith(":") else edge_id == prefix or edge_id.startswith(prefix + ":")
+
+
 def not_a_relation(value: str, field: str) -> None:
     """Refuse an edge id or prefix in ``rel:``: those edges mirror entity relations and change only with them
     (an edge unlinked alone would leave the relation in the entity graph and gone from the graph, and a
@@ -136,14 +143,18 @@ class EdgeCommands:
             data={"edge_ids": [edge_id]},
         )
 
+    def live_edges_under(self, tenant: str, prefix: str) -> list[c.EdgeRecord]:
+        """The live edges whose ids are under ``prefix`` (see :func:`under`)."""
+        return [e for e in self.facts.live_edges_with_prefix(tenant, prefix) if under(prefix, e.edge_id)]
+
     def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
-        """Remove every live edge whose id starts with ``prefix``, in one event."""
+        """Remove every live edge under ``prefix`` (a namespace, a run, whole segments: see :func:`under`), in one event."""
         if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
         not_a_relation(prefix, "prefix")
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
             return done
-        edges = self.facts.live_edges_with_prefix(ctx.tenant, prefix)
+        edges = self.live_edges_under(ctx.tenant, prefix)
         if not edges:
             return nothing_done(ctx, removed=0, prefix=prefix)
         event = c.NamespaceUndone(prefix=prefix, edges=tuple(edges), reason=reason)

@@ -205,6 +205,16 @@ class MemoryCommands:
         target = state.at(to_version)
         if state.content.erased or target.content.erased:
             raise Conflict(f"memory {memory_id} was erased (its subject was forgotten)", current_version=state.version)
+        if target.status == Status.ACTIVATED.value and (replaced_by := state.merged_into or state.superseded_by) is not None:
+            # Live again, it would stand beside the memory that replaced it (its MERGED_TO or SUPERSEDED_BY edge
+            # still there, the edges a merge moved still on the merged memory): the revert takes it all back.
+            how = "merged into" if state.merged_into else "superseded by"
+            since = next(v for v in reversed(state.versions) if v.event_type in ("MemoryMergedInto", "MemorySuperseded"))
+            raise Conflict(
+                f"memory {memory_id} was {how} {replaced_by} (correlation {since.correlation_id}): "
+                f"revert that correlation to bring it back",
+                current_version=state.version,
+            )
         event = c.MemoryRolledBack(
             memory_id=memory_id,
             to_version=to_version,

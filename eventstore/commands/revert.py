@@ -15,7 +15,8 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
   ``WorkingMemoryRestored``), as many as the capacity holds.
 
 Reverting twice is a no-op, and so is reverting a revert that had nothing to
-compensate (it holds only its marker). When later changes from other
+compensate (it holds only its marker). A correlation whose revert was
+reverted is in effect again: reverting it again reverts that last revert. When later changes from other
 correlations touched the same memories, documents, entities or edges, or
 hang on a node the revert removes, the revert is refused with the list of
 conflicts, unless forced. A tenant drop cannot be reverted, nor can a forget.
@@ -84,8 +85,12 @@ class RevertCommands:
             raise ValidationError("correlation_id", "a revert cannot revert itself")
         if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
-        if self._already_reverted(ctx.tenant, correlation_id):
+        chain = self._reverts_of(ctx.tenant, correlation_id)
+        if len(chain) % 2:  # its revert is in effect (a revert of that revert, if any, was reverted in turn)
             return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
+        asked, through = correlation_id, None
+        if chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
+            through = correlation_id = chain[-1]
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
         recorded = [r for r in found if r.type not in UNREVERTED]
@@ -103,19 +108,20 @@ class RevertCommands:
         stamp = now_iso()
         conflicts: list[str] = []
         writes: list[StreamAppend] = []
-        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts)
+        removed_memories: list[str] = []
+        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories)
         documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         edge_events = self._edge_compensations(ctx, recorded, conflicts)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
-        writes += self._dangling(ctx, removed_entities, removed_documents, edge_events, reason, conflicts, compensated)
+        writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
         if dry_run:
             touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
             return CommandResult(
                 correlation_id=ctx.correlation_id,
                 memory_ids=touched,
-                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False},
+                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False, **_through(through)},
             )
         if conflicts and not force:
             raise Conflict(
@@ -136,31 +142,40 @@ class RevertCommands:
         )
         writes.insert(0, StreamAppend(c.tenant_stream(ctx.tenant), [marker]))
         touched = [w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")]
-        result = commit(self.store, ctx, "revert", writes, request=[correlation_id, force], memory_ids=touched)
-        result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced)
+        result = commit(self.store, ctx, "revert", writes, request=[asked, force], memory_ids=touched)
+        result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced, **_through(through))
         return result
 
-    def _already_reverted(self, tenant: str, correlation_id: str) -> bool:
+    def _reverts_of(self, tenant: str, correlation_id: str) -> list[str]:
+        """The chain of reverts from ``correlation_id``: the revert of it, the revert of that revert, and so on.
+
+        An odd length means it is reverted now; an even one (zero included), that its changes are in effect.
+        """
+        reverted_by: dict[str, str] = {}
         for recorded in self.store.read_stream(c.tenant_stream(tenant)):
-            if isinstance(recorded.event, c.CorrelationReverted) and recorded.event.correlation_id == correlation_id:
-                return True
-        return False
+            if isinstance(recorded.event, c.CorrelationReverted):
+                reverted_by.setdefault(recorded.event.correlation_id, recorded.metadata.correlation_id)
+        chain = []
+        while (correlation_id := reverted_by.get(correlation_id)) is not None and correlation_id not in chain:
+            chain.append(correlation_id)
+        return chain
 
     # -- memories ----------------------------------------------------------------------------
 
     def _memory_compensations(
-        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str]
+        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str], removed: list[str]
     ) -> list[StreamAppend]:
+        """Each memory back to its version before the correlation; those it created deleted (their ids added to ``removed``)."""
         touched = _touched(recorded, lambda r: r.stream_id[len("memory-") :] if r.stream_id.startswith("memory-") else None)
         writes = []
-        for memory_id, (first, last) in touched.items():
+        for memory_id, (first, last, others) in touched.items():
             state = load(self.store, ctx.tenant, memory_id)
-            if state.version != last:
-                conflicts.append(f"memory {memory_id} changed after (version {state.version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version)
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
                 event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=stamp, reason=reason)
+                removed.append(memory_id)
             else:
                 before = state.at(first - 1)
                 if before.content == state.content and before.status == state.status:
@@ -188,10 +203,9 @@ class RevertCommands:
         """Each document back to its version before the correlation; the graph nodes of documents removed."""
         touched = _touched(recorded, lambda r: r.event.doc_id if isinstance(r.event, g.DocumentEvent.__args__) else None)
         writes, removed = [], []
-        for doc_id, (first, last) in touched.items():
+        for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
-            if now.stream_version != last:
-                conflicts.append(f"document {doc_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, now.stream_version)
             before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
             if _document_record(before) == _document_record(now.current):
                 continue
@@ -210,10 +224,9 @@ class RevertCommands:
         prefix = g.entity_stream(ctx.tenant, "")
         touched = _touched(recorded, lambda r: r.stream_id[len(prefix) :] if r.stream_id.startswith(prefix) else None)
         writes, removed = [], []
-        for entity_id, (first, last) in touched.items():
+        for entity_id, (first, last, others) in touched.items():
             now = load_entity(self.store, ctx.tenant, entity_id)
-            if now.stream_version != last:
-                conflicts.append(f"entity {entity_id} changed after (stream version {now.stream_version}, the correlation wrote up to {last})")
+            conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, now.stream_version)
             before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
             events = _entity_events(entity_id, now, before, reason)
             if events:
@@ -226,7 +239,7 @@ class RevertCommands:
         self,
         ctx: CommandContext,
         entities: list[str],
-        documents: list[str],
+        nodes: list[str],
         edge_events: list,
         reason: str,
         conflicts: list[str],
@@ -234,13 +247,14 @@ class RevertCommands:
     ) -> list[StreamAppend]:
         """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced.
 
-        ``documents`` are graph nodes (``document:<doc_id>``). Live edges
-        touching a removed entity or document (other than those the
+        ``nodes`` are the other nodes it removes: documents (``document:<doc_id>``), and the memories
+        the correlation created, which the revert deletes. Live edges
+        touching a removed node (other than those the
         revert unlinks) are appended to ``edge_events`` as unlinks; relations
         into a removed entity from entities the revert leaves alone are removed
         on their streams (returned).
         """
-        nodes = entities + documents
+        nodes = entities + nodes
         if not nodes:
             return []
         unlinked = {e.edge.edge_id for e in edge_events if isinstance(e, c.EdgeUnlinked)}
@@ -371,15 +385,35 @@ class RevertCommands:
         return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
 
 
-def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int]]:
-    """``key(event)`` -> the first and last stream versions the correlation wrote on its stream."""
-    touched: dict[str, tuple[int, int]] = {}
+def _through(revert_id: str | None) -> dict[str, str]:
+    """``through``: the revert undone to revert a correlation again, whose earlier revert was reverted."""
+    return {"through": revert_id} if revert_id else {}
+
+
+def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int, list[int]]]:
+    """``key(event)`` -> the first and last stream versions the correlation wrote on its stream, and the
+    versions between them that it did not write (other correlations wrote them, between two of its requests)."""
+    written: dict[str, list[int]] = {}
     for r in recorded:
         name = key(r)
         if name is not None:
-            first, _ = touched.get(name, (r.stream_version, r.stream_version))
-            touched[name] = (first, r.stream_version)
+            written.setdefault(name, []).append(r.stream_version)
+    touched = {}
+    for name, versions in written.items():
+        first, last = versions[0], versions[-1]
+        touched[name] = (first, last, sorted(set(range(first, last + 1)) - set(versions)))
     return touched
+
+
+def _changed_by_others(what: str, unit: str, first: int, last: int, others: list[int], current: int) -> list[str]:
+    """Conflicts on a stream the correlation wrote versions ``first``..``last`` of: versions other correlations wrote
+    between its own (``others``) or after them (up to ``current``), which a revert to version ``first - 1`` would undo too."""
+    found = []
+    if others:
+        found.append(f"{what} changed in between by another correlation ({unit}{'s' * (len(others) > 1)} {', '.join(map(str, others[:5]))}{', …' if len(others) > 5 else ''})")
+    if current != last:
+        found.append(f"{what} changed after ({unit} {current}, the correlation wrote up to {last})")
+    return found
 
 
 def _fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:

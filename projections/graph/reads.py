@@ -14,6 +14,7 @@ import msgspec
 
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
+from mnemolog.eventstore.model import MemoryContent
 
 from .projector import edge_from_row
 from ..memory_rows import decode_content, head_clause
@@ -82,31 +83,37 @@ class Reached(msgspec.Struct, frozen=True):
 _DOC_FIELDS = ("collection", "doc_type", "doc_id", "doc_version", "lang", "source_url", "model")
 
 
+def content_fields(content: MemoryContent) -> dict[str, Any]:
+    """A memory version's text and metadata as every read shows them (a get, each version of a history)."""
+    return {
+        "memory": content.memory,
+        "memory_type": content.memory_type,
+        "key": content.key,
+        "tags": content.tags,
+        "sources": content.sources,
+        "background": content.background,
+        "confidence": content.confidence,
+        "metadata": {f: getattr(content, f) for f in _DOC_FIELDS if getattr(content, f) is not None},
+        "properties": content.properties,
+        "has_embedding": content.embedding is not None,
+        "subject": content.subject,
+        "erased": content.erased,
+    }
+
+
 def memory_from_row(row: Sequence) -> MemoryView:
     tenant, memory_id, version, valid_from, valid_to, status, created_at, updated_at, binding, content_text = row
-    content = decode_content(content_text)
     return MemoryView(
         id=memory_id,
         tenant=tenant,
-        memory=content.memory,
         version=version,
         status=status,
-        memory_type=content.memory_type,
-        key=content.key,
-        tags=content.tags,
-        sources=content.sources,
-        background=content.background,
-        confidence=content.confidence,
         created_at=created_at,
         updated_at=updated_at,
         working_binding=binding,
         valid_from=valid_from,
         valid_to=valid_to,
-        metadata={f: getattr(content, f) for f in _DOC_FIELDS if getattr(content, f) is not None},
-        properties=content.properties,
-        has_embedding=content.embedding is not None,
-        subject=content.subject,
-        erased=content.erased,
+        **content_fields(decode_content(content_text)),
     )
 
 

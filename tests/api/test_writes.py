@@ -251,6 +251,30 @@ async def test_rollback_returns_positions_and_restores_the_old_text(client):
     assert err.value.status == 422 and err.value.field == "to_version"
 
 
+async def test_rollback_of_a_merged_or_superseded_memory_to_an_active_version_names_the_revert_to_use(api, client):
+    """Rolled back to an active version, a merged-away source would be live beside the memory it was merged
+    into (its MERGED_TO edge still there, its other edges on the merged one): refused naming the merge's
+    correlation, which a revert takes back whole; nothing is written. A superseded memory alike."""
+    x, y = await add(client, "Ana lives in Porto"), await add(client, "Ana lives in Porto, Portugal")
+    merged = await client.merge_memories([x, y], correlation_id="merge-1")
+    head = (await client.request("GET", "/v1/digest"))["position"]
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(x, 1)
+    assert err.value.status == 409 and x in err.value.message and merged.data["merged_id"] in err.value.message
+    assert "merge-1" in err.value.message and "revert" in err.value.message
+    assert (await client.request("GET", "/v1/digest"))["position"] == head
+    assert (await client.get_memory(x))["status"] == "archived"
+    await client.revert("merge-1")
+    assert (await client.get_memory(x))["status"] == "activated"
+    await client.update_memory(x, {"memory": "Ana lives in Lisbon"})
+    assert (await client.rollback_memory(x, 1)).positions  # no longer merged: rolled back as any memory
+    older, newer = await add(client, "Bo's phone ends in 12"), await add(client, "Bo's phone ends in 34")
+    await client.supersede_memory(older, newer, correlation_id="conflict-1")
+    with pytest.raises(ApiError) as err:
+        await client.rollback_memory(older, 1)
+    assert err.value.status == 409 and newer in err.value.message and "conflict-1" in err.value.message
+
+
 async def test_supersede_archives_the_older_memory_with_an_edge(client):
     older = await add(client, "Frank's phone number ends in 12")
     newer = await add(client, "Frank's phone number ends in 34")
@@ -352,12 +376,14 @@ async def test_undo_namespace_removes_every_edge_under_the_prefix(client):
     await client.link(a, b, edge_id="import:run-1:1")
     await client.link(b, c, edge_id="import:run-1:2")
     await client.link(a, c, edge_id="user:keep:1")
+    await client.link(c, a, edge_id="import:run-10:1")  # another run, whose name starts with run-1's
     written = await client.undo_namespace("import:run-1:")
     assert_positions(written)
     assert written.data["removed"] == 2
     stats = await client.request("GET", "/v1/graph/stats")
-    assert stats["edges_total"] == 1
-    assert [e["edge_id"] for e in (await client.neighbors(a))["edges"]] == ["user:keep:1"]
+    assert stats["edges_total"] == 2
+    assert [e["edge_id"] for e in (await client.neighbors(a))["edges"]] == ["user:keep:1", "import:run-10:1"]
+    assert (await client.undo_namespace("import:run-1")).data["removed"] == 0  # the same run without its last colon
     # Nothing left under the prefix: no event.
     again = await client.undo_namespace("import:run-1:")
     assert again.positions == [] and again.data["removed"] == 0
@@ -381,6 +407,44 @@ async def test_revert_undoes_everything_a_correlation_did(client):
     with pytest.raises(ApiError) as err:
         await client.revert("never-happened")
     assert err.value.status == 404
+    # Its revert reverted, its changes are back; reverted again, they go again.
+    await client.revert(written.correlation_id)
+    assert [(await client.get_memory(m))["status"] for m in batch.memory_ids] == ["activated", "activated"]
+    third = await client.revert("import-42")
+    assert_positions(third)
+    assert third.data["through"] != written.correlation_id and third.data["conflicts"] == []
+    assert [(await client.get_memory(m))["status"] for m in batch.memory_ids] == ["deleted", "deleted"]
+    assert (await client.neighbors(keep))["edges"] == []
+
+
+async def test_reverting_the_add_of_a_memory_others_linked_to_since_names_their_edges(api, client):
+    """The revert deletes the memory: an edge another request linked to it since would hang on a deleted node
+    (and lead the neighbourhood to it). A conflict naming the edge; forced, the edge goes too."""
+    keep = await add(client, "Kept memory")
+    [made] = (await client.add_memories({"memory": "Imported by mistake"}, correlation_id="import-9")).memory_ids
+    await client.link(keep, made, edge_id="user:later:1", correlation_id="later-1")
+    head = (await client.request("GET", "/v1/digest"))["position"]
+    preview = await client.revert("import-9", dry_run=True)
+    assert any("user:later:1" in c and made in c for c in preview.data["conflicts"])
+    with pytest.raises(ApiError) as err:
+        await client.revert("import-9")
+    assert err.value.status == 409 and err.value.field == "force" and "user:later:1" in err.value.message
+    assert (await client.request("GET", "/v1/digest"))["position"] == head  # nothing written
+    assert (await client.get_memory(made))["status"] == "activated"
+    forced = await client.revert("import-9", force=True)
+    assert forced.data["forced"] and (await client.get_memory(made))["status"] == "deleted"
+    assert (await client.neighbors(keep))["edges"] == [] and (await client.neighbors(keep))["reached"] == []
+
+
+async def test_reverting_a_session_names_what_another_request_changed_between_its_writes(api, client):
+    memory_id = await add(client, "The meeting is on Monday")
+    await client.update_memory(memory_id, {"memory": "The meeting is on Tuesday"}, correlation_id="session-5")
+    await client.update_memory(memory_id, {"tags": ["work"]}, correlation_id="someone-else")
+    await client.update_memory(memory_id, {"memory": "The meeting is on Tuesday at 10"}, correlation_id="session-5")
+    with pytest.raises(ApiError) as err:
+        await client.revert("session-5")
+    assert err.value.status == 409 and err.value.field == "force" and "in between by another correlation (version 3)" in err.value.message
+    assert (await client.get_memory(memory_id))["tags"] == ["work"]  # nothing written
 
 
 async def test_x_correlation_id_is_recorded_on_every_event(client):

@@ -1,11 +1,13 @@
 """Reads ``as_of=P`` equal the head reads of a data directory whose log holds only positions 1..P.
 
-Random command sequences (add with subjects, update, merge, archive, delete,
-restore, rollback, link, revert, relink and forgetting a subject) run on one
+Random command sequences (add with subjects, update, merge, supersede, archive,
+delete with or without evolve_to, restore, rollback, link, undo-namespace,
+revert, relink and forgetting a subject) run on one
 service. A second data directory then receives the log one event at a time,
 as stored (the same envelope, payload and metadata, so the same chain), and
 catches up after each: at every position P its head reads (get, history,
-graph neighbourhood, recall's lexical channel) must equal the first service's
+graph neighbourhood, working memory, graph stats, recall's lexical channel)
+must equal the first service's
 reads as of P (history, which answers at the head only, filtered to the
 versions up to P). Both share one key store, as a copy of a data directory
 restored with its keys does: a forgotten subject reads as erased in both.
@@ -34,7 +36,9 @@ TENANT = "t"
 SUBJECTS = (None, "u-1", "u-2")
 WORDS = ("river", "bridge", "lisbon", "tram", "cat")
 QUERIES = ("river", "bridge tram", "lisbon cat")
-KINDS = ("add", "add", "add", "update", "update", "merge", "archive", "delete", "restore", "rollback", "link", "revert", "relink", "forget")
+KINDS = (
+    "add", "add", "add", "update", "update", "merge", "supersede", "archive", "delete", "restore", "rollback", "link", "undo", "revert", "relink", "forget",
+)  # fmt: skip
 OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 30), st.integers(0, 30), st.integers(0, 2))
 REFUSED = (ValidationError, NotFound, Conflict)
 
@@ -69,8 +73,10 @@ class Run:
                 self.memories.append(result.data["merged_id"])
             elif kind == "archive":
                 result = svc.run(svc.memories.archive, ctx, m)
+            elif kind == "supersede":
+                result = svc.run(svc.memories.supersede, ctx, m, m2)
             elif kind == "delete":
-                result = svc.run(svc.memories.soft_delete, ctx, m)
+                result = svc.run(svc.memories.soft_delete, ctx, m, evolve_to=m2 if flag == 1 else None)
             elif kind == "restore":
                 result = svc.run(svc.memories.restore, ctx, m)
             elif kind == "rollback":
@@ -78,6 +84,8 @@ class Run:
                 result = svc.run(svc.memories.rollback, ctx, m, 1 + b % state.version)
             elif kind == "link":
                 result = svc.run(svc.edges.link, ctx, m, m2, "RELATED", weight=0.5, edge_id=f"user:r:{self.n}")
+            elif kind == "undo":
+                result = svc.run(svc.edges.undo_namespace, ctx, ("user:", "mention:", f"user:r:{a}")[flag])
             elif kind == "revert":
                 if not self.correlations:
                     return
@@ -121,6 +129,16 @@ def neighbourhood(svc: MemoryService, memory_id: str, as_of: int | None) -> list
     return sorted((r.node, r.depth, r.score) for r in svc.neighbors(TENANT, memory_id, depth=2, as_of=as_of))
 
 
+def working(svc: MemoryService, as_of: int | None) -> list:
+    return [(e.binding, e.memory_id, e.entered_at, e.memory and e.memory.version) for e in svc.graph.working_memory(TENANT, as_of=as_of, memories=True)]
+
+
+def stats(svc: MemoryService, as_of: int | None) -> dict:
+    shown = svc.graph.stats(TENANT, as_of=as_of)
+    shown.pop("as_of", None)
+    return shown
+
+
 def lexical(svc: MemoryService, query: str, as_of: int | None) -> list[str]:
     """The lexical channel's matches (BM25 scores count every version indexed, so only which memories match is compared)."""
     results, states, _, _ = svc.searcher.channel_results(TENANT, query, RecallOptions(limit=100, as_of=as_of, channels=("lexical",)))
@@ -132,6 +150,7 @@ def lexical(svc: MemoryService, query: str, as_of: int | None) -> list[str]:
 EVERY_KIND = [
     ("add", 3, 4, 0), ("update", 0, 0, 0), ("merge", 2, 0, 0), ("link", 1, 0, 0), ("rollback", 0, 0, 0), ("revert", 6, 0, 0),
     ("forget", 0, 0, 1), ("relink", 0, 0, 0), ("archive", 0, 0, 0), ("restore", 0, 0, 0), ("delete", 3, 0, 0),
+    ("supersede", 0, 0, 0), ("link", 2, 0, 0), ("undo", 0, 0, 0), ("revert", 9, 0, 0), ("delete", 4, 0, 1), ("add", 0, 1, 0),
 ]  # fmt: skip
 
 
@@ -159,10 +178,12 @@ def test_reads_as_of_equal_the_reads_of_a_log_cut_at_that_position(ops):
                         assert neighbourhood(svc, memory_id, at) == neighbourhood(cut, memory_id, None), (at, memory_id)
                     for query in QUERIES:
                         assert lexical(svc, query, at) == lexical(cut, query, None), (at, query)
+                    assert working(svc, at) == working(cut, None), at
+                    assert stats(svc, at) == stats(cut, None), at
                 assert cut.store.digest() == svc.store.digest()  # the same chain, event for event
             if ops == EVERY_KIND:  # the example reached what it is there for
                 kinds = {r.type for r in svc.store.read_all()}
-                assert {"MemoriesMerged", "CorrelationReverted", "SubjectForgotten", "MemoryRolledBack", "EdgeLinked"} <= kinds, kinds
+                assert {"MemoriesMerged", "CorrelationReverted", "SubjectForgotten", "MemoryRolledBack", "EdgeLinked", "MemorySuperseded", "NamespaceUndone"} <= kinds, kinds
                 assert any(lexical(svc, q, None) for q in QUERIES)
 
 

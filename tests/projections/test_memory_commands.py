@@ -368,7 +368,7 @@ def test_idempotent_replays_return_the_first_answer_and_write_nothing(svc):
     twice(svc.memories.archive, a, key="k4")
     twice(svc.memories.restore, a, key="k5")
     merge = twice(svc.memories.merge, [a, b], key="k6")
-    twice(svc.memories.rollback, a, 1, key="k7")
+    twice(svc.memories.rollback, a, 3, key="k7")  # the archived version: merged away, it stays out of recall
     twice(svc.reverts.revert, merge.correlation_id, key="k8", force=True)
     with pytest.raises(IdempotencyConflict):
         svc.run(svc.memories.add, ctx(idempotency_key="k1"), [MemoryContent(memory="something else")])
@@ -507,6 +507,24 @@ def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
     generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines())][1]
     assert row[5] == generated and len(generated) > 16  # whole: revert takes it
     assert second.index(generated) == header.index("CORRELATION")
+    assert second[header.index("CHANGED") :].split()[0] == "memory" and first[header.index("CHANGED") :].split()[0] == "-"
+    run_cli("update", m, "--tags", "home,city", "--reason", "tagged")  # a change of metadata only, under a reason
+    third = run_cli("history", m).splitlines()[3]
+    assert third[header.index("REASON") :].split()[:2] == ["tagged", "tags"]
+    assert json.loads(run_cli("history", m, "--json").splitlines()[2])["changed"] == ["tags"]
+
+
+def test_cli_changes_without_actor_are_the_clis_in_history_as_entity_changes_are(run_cli):
+    """Without --actor a memory change names the CLI as its actor, as an entity change and an API write
+    (api:<key>) do, rather than none: history tells a change at the terminal from one of unknown origin."""
+    m = run_cli("add", "I live in Berlin").split(": ", 1)[1].split(" ")[0]
+    run_cli("update", m, "--text", "I live in Paris")
+    run_cli("archive", m, "--actor", "ops-alice")
+    run_cli("entity", "upsert", "place:paris", "--name", "Paris")
+    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    assert [h["actor"] for h in history] == ["cli", "cli", "ops-alice"]
+    entity_event = json.loads(run_cli("log", "--json", "--type", "EntityUpserted").splitlines()[-1])
+    assert entity_event["metadata"]["actor"] == "cli"
 
 
 def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
@@ -522,6 +540,13 @@ def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
     assert "not found" in run_cli("history", m, "--as-of", "0", code=2)
     assert "has not been written" in run_cli("history", m, "--as-of", "99", code=2)
     assert "as_of" in run_cli("history", m, "--as-of", "yesterday", code=2)
+    paged = [json.loads(line)["version"] for line in run_cli("history", m, "--after", "1", "--limit", "1", "--json").splitlines()]
+    assert paged == [2]
+    table = run_cli("history", m, "--limit", "2").splitlines()
+    assert len(table) == 4 and table[-1] == "more versions follow: --after 2"
+    assert "I live in Rome" in run_cli("history", m, "--after", "2")
+    for bad in (["--limit", "0"], ["--after", "-1"], ["--after", "two"]):
+        assert "expected a whole number" in run_cli("history", m, *bad, code=2)
 
 
 def test_cli_status_merge_links_revert(run_cli):
@@ -545,6 +570,10 @@ def test_cli_status_merge_links_revert(run_cli):
     assert merged["repointed"] == 1 and merged["memory_ids"] == [merged["merged_id"]]
     assert "reverted 6 events" in run_cli("revert", merged["correlation_id"])
     assert "already reverted" in run_cli("revert", merged["correlation_id"])
+    undone = json.loads(run_cli("log", "--json", "--type", "CorrelationReverted").splitlines()[-1])["metadata"]["correlation_id"]
+    assert f"of correlation {undone}" in run_cli("revert", undone)  # the merge is back
+    out = run_cli("revert", merged["correlation_id"])
+    assert out.startswith(f"reverted correlation {merged['correlation_id']} again, by reverting ") and "already" not in out
     run_cli("link", a, b, "--type", "RELATED", "--id", "mention:r1:1")
     assert "removed 1 live edge" in run_cli("undo-namespace", "mention:r1:")
     assert "nothing written" in run_cli("undo-namespace", "mention:r1:")
@@ -552,6 +581,12 @@ def test_cli_status_merge_links_revert(run_cli):
     run_cli("unlink", "user:cli:1", code=2)
     upd = json.loads(run_cli("update", b, "--tags", "x", "--json", "--correlation-id", "c-1"))
     run_cli("update", b, "--tags", "y")
+    head = json.loads(run_cli("log", "--json").splitlines()[-1])["position"]
+    preview = run_cli("revert", "c-1", "--dry-run")  # what a revert would do, as POST /v1/reverts with dry_run: nothing written
+    assert preview.startswith("would revert 1 event of correlation c-1, touching 1 memory") and b in preview and "conflict" in preview
+    previewed = json.loads(run_cli("revert", "c-1", "--dry-run", "--json"))
+    assert previewed["dry_run"] and previewed["would_revert"] == 1 and len(previewed["conflicts"]) == 1 and previewed["memory_ids"] == [b]
+    assert previewed["first_position"] is None and json.loads(run_cli("log", "--json").splitlines()[-1])["position"] == head
     assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
     assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))

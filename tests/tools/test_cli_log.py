@@ -519,3 +519,21 @@ def test_follow_prints_events_appended_after_start(data):
         proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+@pytest.mark.parametrize(
+    "filters, expected",
+    [
+        (["--since", "0999-01-01"], [1, 2, 3, 4, 5]),  # a year of three digits is before every event, not after
+        (["--until-time", "0999-12-31T23:59:59Z"], []),
+        (["--since", "0001-01-01T00:00:00Z"], [1, 2, 3, 4, 5]),  # the first moment there is: nothing before it
+        (["--until-time", "0001-01-01T00:30:00+01:00"], []),  # before year 1 in UTC
+        (["--since", "9999-12-31T23:59:59.999999-01:00"], []),  # after year 9999 in UTC
+        (["--until-time", "9999-12-31T23:30:00-01:00"], [1, 2, 3, 4, 5]),
+        (["--since", "2025-03-01t00:00:00z"], [2, 3, 4, 5]),  # RFC 3339's lowercase t and z
+    ],
+)
+def test_log_times_at_the_ends_of_the_calendar(data, capsys, filters, expected):
+    code, out, err = run(capsys, "--data-dir", data, "log", "--json", *filters)
+    assert (code, err) == (0, "")
+    assert positions(out) == expected

@@ -1,0 +1,82 @@
+"""Reverts of reverts, sessions that span several requests, and undo-namespace by whole segments,
+through MemoryService over real SQLite files."""
+
+from __future__ import annotations
+
+import pytest
+
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.model import Conflict
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
+
+from tests.projections.test_memory_commands import add, ctx
+
+
+@pytest.fixture
+def svc(tmp_path):
+    service = MemoryService.open(tmp_path, settings=Settings({"working_memory_capacity": 3}))
+    yield service
+    service.close()
+
+
+def test_a_correlation_whose_revert_was_reverted_reverts_again(svc):
+    """Revert, revert of the revert, then the correlation again: its changes go, as the first time, not "already reverted"."""
+    (m, other) = add(svc, "v1", "other").memory_ids
+    svc.run(svc.memories.update, ctx(correlation_id="upd"), m, {"memory": "v2", "tags": ["edited"]})
+    svc.run(svc.edges.link, ctx(correlation_id="upd"), m, other, "RELATED", edge_id="user:upd:1")
+    first = svc.run(svc.reverts.revert, ctx(correlation_id="r1"), "upd")
+    assert svc.get("a", m).memory == "v1" and svc.edges_of("a", m) == []
+    svc.run(svc.reverts.revert, ctx(correlation_id="r2"), first.correlation_id)
+    assert svc.get("a", m).memory == "v2" and [e.edge_id for e in svc.edges_of("a", m)] == ["user:upd:1"]
+    preview = svc.run(svc.reverts.revert, ctx(), "upd", dry_run=True)
+    assert preview.data["conflicts"] == [] and preview.data["through"] == "r2" and preview.memory_ids == (m,)
+    again = svc.run(svc.reverts.revert, ctx(correlation_id="r3", idempotency_key="again"), "upd")
+    assert again.positions and again.data["through"] == "r2" and again.data["conflicts"] == [] and not again.data["forced"]
+    view = svc.get("a", m)
+    assert (view.memory, view.tags, svc.edges_of("a", m)) == ("v1", (), [])
+    head = svc.store.last_position()
+    retried = svc.run(svc.reverts.revert, ctx(correlation_id="r3", idempotency_key="again"), "upd")
+    assert retried.positions == again.positions and svc.store.last_position() == head
+    for done in ("upd", "r2"):  # reverted now: nothing more to do
+        assert svc.run(svc.reverts.revert, ctx(), done).data["already_reverted"] and svc.store.last_position() == head
+    # r1 is in effect again (r2 undid it, r3 undid r2): reverting it undoes r3, and the update is back.
+    back = svc.run(svc.reverts.revert, ctx(correlation_id="r4"), "r1")
+    assert back.positions and back.data["through"] == "r3" and svc.get("a", m).memory == "v2"
+    assert svc.run(svc.reverts.revert, ctx(), "r3").data["already_reverted"]
+
+
+def test_revert_names_a_change_another_correlation_made_between_two_of_its_own(svc):
+    """A session (one correlation id over several requests) updates a memory, someone else tags it, the
+    session updates it again: its revert would take the memory back before the session and drop the other's
+    tags too. A conflict naming the version, as a change after it is; forced, the memory is as before the session."""
+    (m,) = add(svc, "v1").memory_ids
+    svc.run(svc.memories.update, ctx(correlation_id="sess"), m, {"memory": "v2"})
+    svc.run(svc.memories.update, ctx(correlation_id="other"), m, {"tags": ["kept"]})
+    svc.run(svc.memories.update, ctx(correlation_id="sess"), m, {"memory": "v4"})
+    svc.run(svc.entities.upsert, ctx(correlation_id="sess"), "person:ana", name="Ana")
+    svc.run(svc.entities.set_tags, ctx(correlation_id="other"), "person:ana", ["vip"])
+    svc.run(svc.entities.upsert, ctx(correlation_id="sess"), "person:ana", name="Ana Lima", tags=["vip"])
+    head = svc.store.last_position()
+    preview = svc.run(svc.reverts.revert, ctx(), "sess", dry_run=True).data["conflicts"]
+    assert preview == [f"memory {m} changed in between by another correlation (version 3)", "entity person:ana changed in between by another correlation (stream version 2)"]
+    with pytest.raises(Conflict) as err:
+        svc.run(svc.reverts.revert, ctx(), "sess")
+    assert "version 3" in str(err.value) and svc.store.last_position() == head
+    forced = svc.run(svc.reverts.revert, ctx(), "sess", force=True)
+    assert forced.data["forced"] and (svc.get("a", m).memory, svc.get("a", m).tags) == ("v1", ())
+
+
+def test_undo_namespace_takes_whole_segments_never_a_longer_run(svc):
+    """``user:notes`` (or ``user:notes:``) is the run notes: ``user:notes-2:…`` and ``user:notes10:…`` are other runs and stay."""
+    a, b = add(svc, "a", "b").memory_ids
+    ids = ["user:notes:1", "user:notes:2", "user:notes-2:1", "user:notes10:1", "user:notesx", "user:notes"]
+    svc.run(svc.edges.link_many, ctx(), [c.EdgeRecord(edge_id=i, edge_type="RELATED", source=a, target=b) for i in ids])
+    undone = svc.run(svc.edges.undo_namespace, ctx(), "user:notes", reason="bad run")
+    assert undone.data["removed"] == 3
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes-2:1", "user:notes10:1", "user:notesx"]
+    assert svc.run(svc.edges.undo_namespace, ctx(), "user:notes10:").data["removed"] == 1
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes-2:1", "user:notesx"]
+    assert svc.run(svc.edges.undo_namespace, ctx(), "user:").data["removed"] == 2  # a namespace: all of it
+    svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
+    assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes", "user:notes:1", "user:notes:2"]
