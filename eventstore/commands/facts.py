@@ -30,5 +30,8 @@ class GraphFacts(Protocol):
     def working_entries(self, tenant: str) -> list[WorkingEntry]:
         """The working-memory FIFO, oldest first, with each entry's place (``entered_at``)."""
 
+    def working_stay(self, tenant: str, memory_id: str) -> tuple[WorkingEntry, int | None] | None:
+        """The memory's latest stay in working memory: its entry and the position that ended it (``None``: it holds)."""
+
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
         """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key)."""

@@ -22,10 +22,11 @@ from ..model import (
     merge_losses,
     validate_content,
 )
-from ..store import ANY, NO_STREAM, EventStore, StreamAppend
+from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
 from .mentions import Linker, MemoryMentions
+from .working import WorkingMemory
 
 _STATUS_WORD = {"archive": "archived", "delete": "deleted"}
 UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
@@ -37,6 +38,7 @@ class MemoryCommands:
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        self.working = WorkingMemory(store, facts, working_capacity)  # the FIFO, and its entries following each memory's status
         self.mentions = MemoryMentions(facts, linker)  # the entities each memory mentions (see .mentions)
         #: The length of the read side's vectors (its embedder's): a caller's embedding of another length would get none.
         self.embedding_dim = embedding_dim
@@ -80,7 +82,7 @@ class MemoryCommands:
             )
             if enters:
                 entered.append((binding, memory_id, content.memory_type))
-        evicted = self._evictions(ctx.tenant, entered, created)
+        evicted = self.working.evictions(ctx.tenant, entered, created)
         writes.extend(evicted)
         archived = {w.events[0].memory_id for w in evicted[1:]}  # WorkingMemory items that left with the eviction
         linked = self.mentions.link(ctx.tenant, [(m, content.memory, content.subject) for m, content in zip(memory_ids, contents) if m not in archived])
@@ -96,51 +98,6 @@ class MemoryCommands:
             memory_ids=memory_ids,
             data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0, "mentions": len(linked)},
         )
-
-    def _evictions(self, tenant: str, entered: list[tuple[str, str, str]], stamp: str) -> list[StreamAppend]:
-        """Events that keep the tenant's working memory within its capacity (FIFO)."""
-        if not entered:
-            return []
-        fifo = self.facts.working_memory(tenant) + entered
-        overflow = len(fifo) - self.working_capacity
-        if overflow <= 0:
-            return []
-        leaving = fifo[:overflow]
-        writes = [
-            StreamAppend(
-                c.working_stream(tenant),
-                [
-                    c.WorkingMemoryEvicted(
-                        bindings=tuple(b for b, _, _ in leaving),
-                        memory_ids=tuple(m for _, m, _ in leaving),
-                        capacity=self.working_capacity,
-                    )
-                ],
-            )
-        ]
-        # A WorkingMemory item lives only in working memory: leaving it archives it
-        # (unless it is no longer activated: a deleted item stays deleted).
-        new = {m for _, m, _ in entered}
-        for _, memory_id, memory_type in leaving:
-            if memory_type != MemoryType.WORKING.value:
-                continue
-            expected = ANY
-            if memory_id not in new:
-                try:
-                    state = load(self.store, tenant, memory_id)
-                except NotFound:
-                    continue
-                if state.status != Status.ACTIVATED.value:
-                    continue
-                expected = state.version
-            writes.append(
-                StreamAppend(
-                    c.memory_stream(memory_id),
-                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
-                    expected,
-                )
-            )
-        return writes
 
     # -- content changes ---------------------------------------------------------
 
@@ -216,6 +173,7 @@ class MemoryCommands:
         text = target.content.memory if target.status == Status.ACTIVATED.value else None
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
+        writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason))
         result = commit(self.store, ctx, "rollback", writes, request=[memory_id, to_version], memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
@@ -302,6 +260,8 @@ class MemoryCommands:
             )
         edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory, content.subject)] if content.memory_type != MemoryType.TOPIC.value else [])
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
+        judge = decision.judge if decision is not None else None
+        writes += self.working.write(ctx.tenant, self.working.merged(ctx.tenant, ids, merged_id, content.memory_type, judge=judge))
         result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
 
@@ -357,6 +317,8 @@ class MemoryCommands:
                 ],
             ),
         ]
+        judge = decision.judge if decision is not None else None
+        writes += self.working.write(ctx.tenant, self.working.leaving(ctx.tenant, [older_id], f"superseded by {newer_id}", judge=judge))
         return commit(self.store, ctx, "supersede", writes, request=[older_id, newer_id], memory_ids=[older_id, newer_id])
 
     # -- status ----------------------------------------------------------------------
@@ -407,7 +369,10 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
         restored = isinstance(event, c.MemoryRestored)
         text = state.content.memory if restored else None  # restored: linked again with today's catalogue
-        writes += self._mention_writes(ctx, state.memory_id, text, state.content, "restored" if restored else _STATUS_WORD[command])
+        word = "restored" if restored else _STATUS_WORD[command]
+        writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
+        after = Status.ACTIVATED.value if restored else word
+        writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, state.memory_id, state.status, after, word))
         result = commit(
             self.store,
             ctx,

@@ -587,3 +587,15 @@ class ProjectionFacts:
             c.WorkingEntry(binding=e.binding, memory_id=e.memory_id, memory_type=e.memory_type, entered_at=e.entered_at)
             for e in working_memory(self._connect(), tenant)
         ]
+
+    def working_stay(self, tenant: str, memory_id: str) -> tuple[c.WorkingEntry, int | None] | None:
+        self._sync()
+        row = self._connect().execute(
+            "SELECT binding, memory_type, position, valid_to FROM graph_working WHERE tenant = ? AND memory_id = ?"
+            " ORDER BY valid_to IS NULL DESC, valid_to DESC, row_id DESC LIMIT 1",
+            (tenant, memory_id),
+        ).fetchone()
+        if row is None:
+            return None
+        binding, memory_type, position, valid_to = row
+        return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=memory_type, entered_at=position), valid_to
