@@ -120,7 +120,8 @@ class MemoryCommands:
             raise ValidationError(unknown[0], "cannot be updated" if unknown[0] == "memory_type" else "unknown field")
         if not changes:
             raise ValidationError("changes", "nothing to update")
-        if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
+        request = _request([memory_id, changes, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "update", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.content.erased:
@@ -145,12 +146,13 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         if "memory" in changed:
             writes += self._mention_writes(ctx, memory_id, content.memory, content, f"version {state.version + 1}")
-        result = commit(self.store, ctx, "update", writes, request=[memory_id, changes, reason], memory_ids=[memory_id])
+        result = commit(self.store, ctx, "update", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1, changed=list(changed))
 
     def rollback(self, ctx: CommandContext, memory_id: str, to_version: int, *, expected_version: int | None = None, reason: str = "") -> CommandResult:
         """A new version whose content and status equal version ``to_version``'s."""
-        if (done := replayed(self.store, ctx, "rollback", [memory_id, to_version], [memory_id])) is not None:
+        request = _request([memory_id, to_version], reason=reason, expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "rollback", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if not isinstance(to_version, int) or to_version < 1:
@@ -174,7 +176,7 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
         writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason))
-        result = commit(self.store, ctx, "rollback", writes, request=[memory_id, to_version], memory_ids=[memory_id])
+        result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
     # -- merge and supersede -----------------------------------------------------------
@@ -198,7 +200,8 @@ class MemoryCommands:
             raise ValidationError("memory_ids", "a merge needs at least two distinct memories")
         if text is not None and not text.strip():
             raise ValidationError("text", "must not be empty")
-        if (done := replayed(self.store, ctx, "merge", [ids, text])) is not None:
+        request = _request([ids, text], expected_versions=expected_versions or None)
+        if (done := replayed(self.store, ctx, "merge", request)) is not None:
             return done
         expected_versions = expected_versions or {}
         states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
@@ -262,7 +265,7 @@ class MemoryCommands:
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         judge = decision.judge if decision is not None else None
         writes += self.working.write(ctx.tenant, self.working.merged(ctx.tenant, ids, merged_id, content.memory_type, judge=judge))
-        result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
+        result = commit(self.store, ctx, "merge", writes, request=request, memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
 
     def supersede(
@@ -277,7 +280,8 @@ class MemoryCommands:
         """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
         if older_id == newer_id:
             raise ValidationError("newer_id", "a memory cannot supersede itself")
-        if (done := replayed(self.store, ctx, "supersede", [older_id, newer_id], [older_id, newer_id])) is not None:
+        request = _request([older_id, newer_id], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
         older = self._load(ctx, older_id, expected_version)
         newer = self._load(ctx, newer_id, None)
@@ -319,18 +323,19 @@ class MemoryCommands:
         ]
         judge = decision.judge if decision is not None else None
         writes += self.working.write(ctx.tenant, self.working.leaving(ctx.tenant, [older_id], f"superseded by {newer_id}", judge=judge))
-        return commit(self.store, ctx, "supersede", writes, request=[older_id, newer_id], memory_ids=[older_id, newer_id])
+        return commit(self.store, ctx, "supersede", writes, request=request, memory_ids=[older_id, newer_id])
 
     # -- status ----------------------------------------------------------------------
 
     def archive(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
-        if (done := self._replayed(ctx, "archive", memory_id, c.MemoryArchived, reason)) is not None:
+        request = _request([memory_id, c.MemoryArchived.__name__, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "archive", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is {state.status}; only an activated memory can be archived", current_version=state.version)
         event = c.MemoryArchived(memory_id=memory_id, updated_at=now_iso(), reason=reason)
-        return self._status_change(ctx, "archive", state, event)
+        return self._status_change(ctx, "archive", state, event, request)
 
     def soft_delete(
         self,
@@ -341,7 +346,8 @@ class MemoryCommands:
         evolve_to: str | None = None,
         expected_version: int | None = None,
     ) -> CommandResult:
-        if (done := self._replayed(ctx, "delete", memory_id, c.MemorySoftDeleted, reason)) is not None:
+        request = _request([memory_id, c.MemorySoftDeleted.__name__, reason], evolve_to=evolve_to, expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "delete", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.DELETED.value:
@@ -351,21 +357,19 @@ class MemoryCommands:
                 raise ValidationError("evolve_to", "a memory cannot evolve into itself")
             self._load(ctx, evolve_to, None)
         event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=now_iso(), reason=reason, evolve_to=evolve_to)
-        return self._status_change(ctx, "delete", state, event)
+        return self._status_change(ctx, "delete", state, event, request)
 
     def restore(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
-        if (done := self._replayed(ctx, "restore", memory_id, c.MemoryRestored, reason)) is not None:
+        request = _request([memory_id, c.MemoryRestored.__name__, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "restore", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is already activated", current_version=state.version)
         event = c.MemoryRestored(memory_id=memory_id, updated_at=now_iso(), reason=reason)
-        return self._status_change(ctx, "restore", state, event)
+        return self._status_change(ctx, "restore", state, event, request)
 
-    def _replayed(self, ctx: CommandContext, command: str, memory_id: str, event_type: type, reason: str) -> CommandResult | None:
-        return replayed(self.store, ctx, command, [memory_id, event_type.__name__, reason], [memory_id])
-
-    def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event) -> CommandResult:
+    def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event, request: list) -> CommandResult:
         writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
         restored = isinstance(event, c.MemoryRestored)
         text = state.content.memory if restored else None  # restored: linked again with today's catalogue
@@ -378,7 +382,7 @@ class MemoryCommands:
             ctx,
             command,
             writes,
-            request=[state.memory_id, type(event).__name__, getattr(event, "reason", "")],
+            request=request,
             memory_ids=[state.memory_id],
         )
         return _with(result, version=state.version + 1)
@@ -410,6 +414,15 @@ def _convert(content: MemoryContent) -> MemoryContent:
         path = str(exc).rsplit("`$.", 1)
         field = path[1].rstrip("`").split(".")[0].split("[")[0] if len(path) == 2 else "changes"
         raise ValidationError(field, str(exc)) from None
+
+
+def _request(base: list, **options: Any) -> list:
+    """What an idempotency key stands for: the request ``base`` and every option given (``None``, ``""``: not given).
+
+    An option not given leaves the request as it was before the option counted, so keys stored then still replay.
+    """
+    given = {k: v for k, v in options.items() if v is not None and v != ""}
+    return [*base, given] if given else base
 
 
 def _with(result: CommandResult, **data: Any) -> CommandResult:
