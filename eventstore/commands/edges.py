@@ -8,7 +8,7 @@ from hashlib import sha256
 
 from .. import catalogue as c
 from ..catalogue_graph import RELATION_EDGE_PREFIX
-from ..model import Conflict, NotFound, ValidationError
+from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
@@ -108,6 +108,8 @@ class EdgeCommands:
             for field, node in (("source", edge.source), ("target", edge.target)):
                 if not self.facts.node_exists(ctx.tenant, node):
                     raise NotFound("node", node)
+                if self.facts.memory_status(ctx.tenant, node) == Status.DELETED.value:  # gone from every read: the edge would dangle
+                    raise Conflict(f"memory {node} is deleted; restore it before linking it", field=field)
             if self.facts.live_edge(ctx.tenant, edge.edge_id) is not None:
                 raise Conflict(f"edge {edge.edge_id!r} already exists; unlink it first")
         events = [c.EdgeLinked(edge=e) for e in edges]

@@ -24,6 +24,9 @@ class GraphFacts(Protocol):
     def node_exists(self, tenant: str, node_id: str) -> bool:
         """A memory, entity, document or topic of this tenant with this id."""
 
+    def memory_status(self, tenant: str, node_id: str) -> str | None:
+        """The status of the memory ``node_id`` at the head (``None``: no memory of this tenant, maybe another node)."""
+
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""
 

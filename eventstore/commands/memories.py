@@ -279,7 +279,7 @@ class MemoryCommands:
     ) -> CommandResult:
         """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
         if older_id == newer_id:
-            raise ValidationError("newer_id", "a memory cannot supersede itself")
+            raise ValidationError("superseded_by", "a memory cannot supersede itself")
         request = _request([older_id, newer_id], expected_version=expected_version)
         if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
@@ -288,7 +288,7 @@ class MemoryCommands:
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
-            raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version)
+            raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version, field="superseded_by")
         if decision is not None:
             # A decision's reason quotes both memories and is sealed under their subject: it is never written for another
             # subject's memory (forgetting that one must erase it too), nor once they were erased (it was judged on their text).
@@ -355,7 +355,9 @@ class MemoryCommands:
         if evolve_to is not None:
             if evolve_to == memory_id:
                 raise ValidationError("evolve_to", "a memory cannot evolve into itself")
-            self._load(ctx, evolve_to, None)
+            target = self._load(ctx, evolve_to, None)
+            if target.status != Status.ACTIVATED.value:
+                raise Conflict(f"memory {evolve_to} is {target.status}; a memory evolves only into an activated one", field="evolve_to")
         event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=now_iso(), reason=reason, evolve_to=evolve_to)
         return self._status_change(ctx, "delete", state, event, request)
 

@@ -570,13 +570,17 @@ class ProjectionFacts:
         return edge_from_row(row) if row else None
 
     def node_exists(self, tenant: str, node_id: str) -> bool:
-        self._sync()
-        conn = self._connect()
-        if conn.execute(
-            "SELECT 1 FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
-        ).fetchone():
+        if self.memory_status(tenant, node_id) is not None:
             return True
+        conn = self._connect()
         return any(resolver(conn, tenant, node_id) for resolver in self.node_resolvers)
+
+    def memory_status(self, tenant: str, node_id: str) -> str | None:
+        self._sync()
+        row = self._connect().execute(
+            "SELECT status FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
+        ).fetchone()
+        return row[0] if row else None
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]
