@@ -25,6 +25,7 @@ from ..model import (
 from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
+from .edges import detached, reattached
 from .mentions import Linker, MemoryMentions
 from .working import WorkingMemory
 
@@ -174,6 +175,7 @@ class MemoryCommands:
         )
         text = target.content.memory if target.status == Status.ACTIVATED.value else None
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
+        writes += self._graph_following(ctx, state, target.status)
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
         writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason))
         result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
@@ -372,8 +374,9 @@ class MemoryCommands:
         return self._status_change(ctx, "restore", state, event, request)
 
     def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event, request: list) -> CommandResult:
-        writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
         restored = isinstance(event, c.MemoryRestored)
+        writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
+        writes += self._graph_following(ctx, state, Status.ACTIVATED.value if restored else _STATUS_WORD[command])
         text = state.content.memory if restored else None  # restored: linked again with today's catalogue
         word = "restored" if restored else _STATUS_WORD[command]
         writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
@@ -388,6 +391,21 @@ class MemoryCommands:
             memory_ids=[state.memory_id],
         )
         return _with(result, version=state.version + 1)
+
+    def _graph_following(self, ctx: CommandContext, state: MemoryState, after: str) -> list[StreamAppend]:
+        """The edge write, right after the memory's event, that makes the graph follow its status from ``state``'s to
+        ``after``: a delete takes its edges out, the end of a delete links them back (see .edges)."""
+        deleted = Status.DELETED.value
+        if after == deleted and state.status != deleted:
+            events = detached(self.facts, ctx.tenant, state.memory_id, self.mentions.owns)
+        elif state.status == deleted and after != deleted:
+            since = len(state.versions) - 1
+            while since > 0 and state.versions[since - 1].status == deleted:
+                since -= 1  # rolled back to another deleted version meanwhile: the delete is the first of them
+            events = reattached(self.store, self.facts, ctx.tenant, state.memory_id, state.versions[since].position)
+        else:
+            return []
+        return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
     def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, content: MemoryContent, reason: str) -> list[StreamAppend]:
         """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any; ``content``: its type and subject."""

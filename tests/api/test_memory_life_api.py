@@ -36,3 +36,39 @@ async def test_a_memory_superseding_itself_is_refused_naming_the_body_field(api)
     (a,) = added["memory_ids"]
     status, answer = await post(api, f"/v1/memories/{a}/supersede", {"superseded_by": a})
     assert (status, answer["error"]["field"]) == (422, "superseded_by")
+
+
+async def edges_around(api, node: str, **query) -> list[tuple]:
+    response = await api.raw.get("/v1/graph/neighbors", params={"node": node, **query})
+    assert response.status == 200, await response.text()
+    body = await response.json()
+    return sorted((e["edge_id"], e["edge_type"], e["source"], e["target"], e["weight"], tuple(sorted(e["properties"].items()))) for e in body["edges"])
+
+
+async def test_a_deleted_memory_leaves_the_graph_and_its_restore_brings_the_same_edges_back(api):
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": "alpha"}, {"memory": "beta"}, {"memory": "gamma"}]})
+    a, b, g = added["memory_ids"]
+    assert (await post(api, "/v1/edges", {"source": a, "target": b, "edge_type": "RELATED", "weight": 0.4, "edge_id": "user:n:1", "properties": {"why": "x"}}))[0] == 201
+    assert (await post(api, "/v1/edges", {"source": b, "target": g, "edge_type": "FOLLOWS", "edge_id": "user:n:2"}))[0] == 201
+    before = await edges_around(api, b)
+    linked_at = api.service.store.last_position()
+    first = await api.raw.post(f"/v1/memories/{b}/delete", json={}, headers={"Idempotency-Key": "del-b"})
+    retry = await api.raw.post(f"/v1/memories/{b}/delete", json={}, headers={"Idempotency-Key": "del-b"})
+    first, retry = await first.json(), await retry.json()
+    assert retry["replayed"] and {**retry, "replayed": False} == first  # the retry answers as the first did
+    assert await edges_around(api, a) == [] and await edges_around(api, g) == []  # nothing points at the deleted memory
+    assert await edges_around(api, a, as_of=str(linked_at)) == [e for e in before if a in e[2:4]]  # as of before, it did
+    stats = await (await api.raw.get("/v1/graph/stats")).json()
+    assert stats["edges_total"] == 0
+    assert (await post(api, f"/v1/memories/{b}/restore", {}))[0] == 200
+    assert await edges_around(api, b) == before  # the same ids, types, weights and properties
+    # A revert of the delete brings them back as well.
+    _, again = await post(api, f"/v1/memories/{b}/delete", {})
+    assert await edges_around(api, b) == []
+    assert (await post(api, "/v1/reverts", {"correlation_id": again["correlation_id"]}))[0] == 200
+    assert await edges_around(api, b) == before
+    # An edge whose other end was deleted meanwhile is not linked back to it.
+    await post(api, f"/v1/memories/{b}/delete", {})
+    await post(api, f"/v1/memories/{g}/delete", {})
+    assert (await post(api, f"/v1/memories/{b}/restore", {}))[0] == 200
+    assert await edges_around(api, b) == [e for e in before if e[0] == "user:n:1"]
