@@ -219,6 +219,8 @@ class MemoryCommands:
             # An automatic merge keeps every value of its sources; an operator's merge keeps the first source's.
             raise Conflict(f"an automatic merge never drops a value; these memories differ in {'; '.join(lost)}")
         content = validate_content(merge_contents([s.content for s in states], text))
+        if content.embedding is not None and self.embedding_dim and len(content.embedding) != self.embedding_dim:
+            content = msgspec.structs.replace(content, embedding=None)  # from before the embedder changed: embedded afresh
         merged_id = new_ids(1)[0]
         stamp = now_iso()
         writes = [

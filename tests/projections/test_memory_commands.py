@@ -608,3 +608,18 @@ def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
 def test_a_background_longer_than_a_memory_is_refused_by_the_command(run_cli):
     err = run_cli("add", stdin='{"memory": "fine"}\n{"memory": "long", "background": "' + "w" * 100_001 + '"}\n', code=2)
     assert "memories[1].background" in err and "100000" in err
+
+
+def test_a_merge_keeps_the_caller_embedding_of_the_text_it_keeps(svc):
+    dim = svc.embedding_dim
+    short, long_ = (0.5,) * dim, tuple(1.0 if i % 2 else 0.0 for i in range(dim))
+    a, b = svc.run(
+        svc.memories.add, ctx(), [MemoryContent(memory="likes tea", embedding=short), MemoryContent(memory="likes green tea a lot", embedding=long_)]
+    ).memory_ids
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    kept = load(svc.store, "a", merged).content
+    assert kept.memory == "likes green tea a lot" and kept.embedding == pytest.approx(long_) and svc.get("a", merged).has_embedding
+    # A text of the operator's own has no caller embedding: the embedder embeds it.
+    c1, c2 = add(svc, "x one", "x two", embedding=short).memory_ids
+    other = svc.run(svc.memories.merge, ctx(), [c1, c2], text="x one and two").data["merged_id"]
+    assert load(svc.store, "a", other).content.embedding is None
