@@ -130,7 +130,7 @@ async def memory_history(request: web.Request) -> dict:
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
     position = svc.resolve_as_of(as_of)
     entries = svc.graph.working_memory(tenant, as_of=position, memories=True)
-    return WorkingMemoryResponse(as_of=position, capacity=int(svc.settings.working_memory_capacity), entries=entries)
+    return WorkingMemoryResponse(as_of=position, capacity=svc.working_capacity, entries=entries)
 
 
 @routes.get(
