@@ -181,16 +181,16 @@ def detached(facts: GraphFacts, tenant: str, memory_id: str, keep: Callable[[c.E
     return [c.NamespaceUndone(prefix="", edges=edges, reason=_deleted_reason(memory_id))] if edges else []
 
 
-def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str, deleted_at: int) -> list:
+def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str, deleted_at: int, skip: Callable[[c.EdgeRecord], bool]) -> list:
     """The event that links back the edges the memory's delete (its event at ``deleted_at``) took out:
-    those not linked again since, whose other end is still a node and no deleted memory."""
+    those not linked again since, whose other end is still a node and no deleted memory (but those ``skip`` says)."""
     found = store.read_all(after=deleted_at, until=deleted_at + 1, tenant=tenant, types=["NamespaceUndone"])
     if not found or found[0].event.reason != _deleted_reason(memory_id):
         return []
     edges = []
     for edge in found[0].event.edges:
         other = edge.target if edge.source == memory_id else edge.source
-        if facts.live_edge(tenant, edge.edge_id) is not None or not facts.node_exists(tenant, other):
+        if skip(edge) or facts.live_edge(tenant, edge.edge_id) is not None or not facts.node_exists(tenant, other):
             continue
         if facts.memory_status(tenant, other) == Status.DELETED.value:
             continue

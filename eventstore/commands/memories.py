@@ -30,6 +30,7 @@ from .mentions import Linker, MemoryMentions
 from .working import WorkingMemory
 
 _STATUS_WORD = {"archive": "archived", "delete": "deleted"}
+_LINEAGE = ("MERGED_TO", "SUPERSEDED_BY")  # the edges that say a memory left for another
 UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
 MAX_BATCH = 10_000
 
@@ -397,16 +398,21 @@ class MemoryCommands:
     def _graph_following(self, ctx: CommandContext, state: MemoryState, after: str) -> list[StreamAppend]:
         """The edge write, right after the memory's event, that makes the graph follow its status from ``state``'s to
         ``after``: a delete takes its edges out, the end of a delete links them back (see .edges)."""
-        deleted = Status.DELETED.value
+        deleted, active, memory_id = Status.DELETED.value, Status.ACTIVATED.value, state.memory_id
+
+        def left(edge: c.EdgeRecord) -> bool:  # current again, it is no longer merged into, nor superseded by, another
+            return after == active and edge.source == memory_id and edge.edge_type in _LINEAGE
+
+        events: list = []
         if after == deleted and state.status != deleted:
-            events = detached(self.facts, ctx.tenant, state.memory_id, self.mentions.owns)
+            events = detached(self.facts, ctx.tenant, memory_id, self.mentions.owns)
         elif state.status == deleted and after != deleted:
             since = len(state.versions) - 1
             while since > 0 and state.versions[since - 1].status == deleted:
                 since -= 1  # rolled back to another deleted version meanwhile: the delete is the first of them
-            events = reattached(self.store, self.facts, ctx.tenant, state.memory_id, state.versions[since].position)
-        else:
-            return []
+            events = reattached(self.store, self.facts, ctx.tenant, memory_id, state.versions[since].position, left)
+        if after == active and state.status != active:
+            events += [c.EdgeUnlinked(edge=e, reason=f"memory {memory_id} restored") for e in self.facts.live_edges_of(ctx.tenant, [memory_id]) if left(e)]
         return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
     def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, content: MemoryContent, reason: str) -> list[StreamAppend]:

@@ -72,3 +72,33 @@ async def test_a_deleted_memory_leaves_the_graph_and_its_restore_brings_the_same
     await post(api, f"/v1/memories/{g}/delete", {})
     assert (await post(api, f"/v1/memories/{b}/restore", {}))[0] == 200
     assert await edges_around(api, b) == [e for e in before if e[0] == "user:n:1"]
+
+
+async def test_a_restored_memory_is_no_longer_superseded_by_nor_merged_into_another_in_the_graph(api):
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": "Zoe is 30"}, {"memory": "Zoe is 31"}, {"memory": "tea"}, {"memory": "green tea"}]})
+    old, new, t1, t2 = added["memory_ids"]
+    assert (await post(api, f"/v1/memories/{old}/supersede", {"superseded_by": new}))[0] == 200
+    assert [e[1] for e in await edges_around(api, old)] == ["SUPERSEDED_BY"]
+    first = await api.raw.post(f"/v1/memories/{old}/restore", json={}, headers={"Idempotency-Key": "restore-old"})
+    retry = await api.raw.post(f"/v1/memories/{old}/restore", json={}, headers={"Idempotency-Key": "restore-old"})
+    restored, retry = await first.json(), await retry.json()
+    assert retry["replayed"] and {**retry, "replayed": False} == restored  # the retry answers as the first did
+    assert await edges_around(api, old) == []  # activated again: superseded by nothing
+    _, merged = await post(api, "/v1/memories/merge", {"memory_ids": [t1, t2]})
+    _, back = await post(api, f"/v1/memories/{t1}/rollback", {"to_version": 1})
+    assert await edges_around(api, t1) == []
+    assert [(e[1], e[2]) for e in await edges_around(api, merged["data"]["merged_id"])] == [("MERGED_TO", t2)]
+    # Reverting the restore makes it superseded again, edge included.
+    assert (await post(api, "/v1/reverts", {"correlation_id": restored["correlation_id"]}))[0] == 200
+    assert [e[1] for e in await edges_around(api, old)] == ["SUPERSEDED_BY"]
+
+
+async def test_a_superseded_memory_deleted_then_restored_comes_back_without_its_superseded_by_edge(api):
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": "Zoe is 30"}, {"memory": "Zoe is 31"}, {"memory": "Zoe"}]})
+    old, new, other = added["memory_ids"]
+    await post(api, "/v1/edges", {"source": old, "target": other, "edge_type": "RELATED", "edge_id": "user:z:1"})
+    await post(api, f"/v1/memories/{old}/supersede", {"superseded_by": new})
+    await post(api, f"/v1/memories/{old}/delete", {})
+    assert await edges_around(api, old) == []
+    assert (await post(api, f"/v1/memories/{old}/restore", {}))[0] == 200
+    assert [e[0] for e in await edges_around(api, old)] == ["user:z:1"]
