@@ -328,7 +328,8 @@ class MemoryCommands:
         ]
         judge = decision.judge if decision is not None else None
         writes += self.working.write(ctx.tenant, self.working.leaving(ctx.tenant, [older_id], f"superseded by {newer_id}", judge=judge))
-        return commit(self.store, ctx, "supersede", writes, request=request, memory_ids=[older_id, newer_id])
+        result = commit(self.store, ctx, "supersede", writes, request=request, memory_ids=[older_id, newer_id])
+        return _with(result, version=older.version + 1)  # the superseded memory's, as a retry reads it back
 
     # -- status ----------------------------------------------------------------------
 

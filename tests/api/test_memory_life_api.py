@@ -102,3 +102,23 @@ async def test_a_superseded_memory_deleted_then_restored_comes_back_without_its_
     assert await edges_around(api, old) == []
     assert (await post(api, f"/v1/memories/{old}/restore", {}))[0] == 200
     assert [e[0] for e in await edges_around(api, old)] == ["user:z:1"]
+
+
+async def test_every_retried_memory_command_answers_as_the_first(api):
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": f"note {i}"} for i in range(6)]})
+    m = added["memory_ids"]
+    cases = [
+        ("POST", f"/v1/memories/{m[0]}/supersede", {"superseded_by": m[1]}),
+        ("POST", f"/v1/memories/{m[2]}/archive", {"reason": "old"}),
+        ("POST", f"/v1/memories/{m[2]}/restore", {}),
+        ("POST", f"/v1/memories/{m[2]}/rollback", {"to_version": 2}),
+        ("PATCH", f"/v1/memories/{m[3]}", {"memory": "note three"}),
+        ("POST", "/v1/memories/merge", {"memory_ids": [m[4], m[5]]}),
+        ("POST", f"/v1/memories/{m[3]}/delete", {}),
+    ]
+    for n, (method, path, body) in enumerate(cases):
+        first = await api.raw.request(method, path, json=body, headers={"Idempotency-Key": f"again-{n}"})
+        retry = await api.raw.request(method, path, json=body, headers={"Idempotency-Key": f"again-{n}"})
+        answer, again = await first.json(), await retry.json()
+        assert first.status in (200, 201) and retry.status == first.status, (path, answer)
+        assert again["replayed"] and {**again, "replayed": False} == answer, (path, answer, again)
