@@ -213,6 +213,9 @@ class MemoryCommands:
                 raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
             if state.content.erased:
                 raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version)
+        topics = [s.memory_id for s in states if s.content.memory_type == MemoryType.TOPIC.value]
+        if topics and len(topics) < len(states):  # a topic's members would hang on a memory, or a memory become the organizer's topic
+            raise Conflict(f"memory {topics[0]} is a TopicMemory: topics merge only with topics", field="memory_ids")
         if len({s.content.subject for s in states}) > 1:
             # A merged memory has one subject: forgetting one of them must not leave its text in another's.
             raise Conflict("memories of different subjects do not merge")

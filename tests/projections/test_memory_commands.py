@@ -623,3 +623,19 @@ def test_a_merge_keeps_the_caller_embedding_of_the_text_it_keeps(svc):
     c1, c2 = add(svc, "x one", "x two", embedding=short).memory_ids
     other = svc.run(svc.memories.merge, ctx(), [c1, c2], text="x one and two").data["merged_id"]
     assert load(svc.store, "a", other).content.embedding is None
+
+
+def test_a_topic_merges_only_with_topics(svc):
+    from mnemolog.eventstore.commands.topics import TopicCommands
+
+    (note,) = add(svc, "a note about boats").memory_ids
+    topics = TopicCommands(svc.store, svc.facts)
+    svc.run(topics.organize, ctx(), add=[("topic-1", MemoryContent(memory="boats", memory_type="TopicMemory")), ("topic-2", MemoryContent(memory="sails", memory_type="TopicMemory"))])
+    head = svc.store.last_position()
+    for ids in ([note, "topic-1"], ["topic-1", note]):
+        with pytest.raises(Conflict) as err:
+            svc.run(svc.memories.merge, ctx(), ids)
+        assert err.value.field == "memory_ids" and "topic-1 is a TopicMemory" in str(err.value)
+    assert svc.store.last_position() == head
+    merged = svc.run(svc.memories.merge, ctx(), ["topic-1", "topic-2"]).data["merged_id"]
+    assert svc.get("a", merged).memory_type == "TopicMemory"
