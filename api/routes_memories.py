@@ -63,7 +63,7 @@ async def update_memory(request: web.Request) -> web.Response:
 @routes.post("/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse, statuses=(201,))
 async def merge_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, MergeRequest)
-    result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
+    result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text, expected_versions=body.expected_versions)
     return write_response(result, status=201)
 
 

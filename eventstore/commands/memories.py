@@ -207,6 +207,11 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "merge", request)) is not None:
             return done
         expected_versions = expected_versions or {}
+        for memory_id, version in expected_versions.items():
+            if memory_id not in ids:
+                raise ValidationError("expected_versions", f"{memory_id!r} is not among memory_ids")
+            if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                raise ValidationError("expected_versions", f"the version of {memory_id!r} must be a number from 1")
         states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
         for state in states:
             if state.status != Status.ACTIVATED.value:

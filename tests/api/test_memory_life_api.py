@@ -122,3 +122,20 @@ async def test_every_retried_memory_command_answers_as_the_first(api):
         answer, again = await first.json(), await retry.json()
         assert first.status in (200, 201) and retry.status == first.status, (path, answer)
         assert again["replayed"] and {**again, "replayed": False} == answer, (path, answer, again)
+
+
+async def test_a_merge_checks_the_versions_it_expects(api):
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": "tea"}, {"memory": "green tea"}]})
+    a, b = added["memory_ids"]
+    await api.raw.patch(f"/v1/memories/{b}", json={"memory": "green tea, hot"})  # b at version 2 now
+    head = api.service.store.last_position()
+    status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {a: 1, b: 1}})
+    assert status == 409 and answer["error"]["current_version"] == 2 and b in answer["error"]["message"], answer
+    status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {"other": 1}})
+    assert (status, answer["error"]["field"]) == (422, "expected_versions"), answer
+    status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {a: 0}})
+    assert status == 422 and answer["error"]["field"].startswith("expected_versions"), answer
+    assert api.service.store.last_position() == head
+    client = api.typed_client()
+    merged = await client.merge_memories([a, b], expected_versions={a: 1, b: 2})
+    assert merged.data["sources"] == [a, b]
