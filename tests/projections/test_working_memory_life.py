@@ -124,3 +124,12 @@ def test_a_restored_memory_comes_back_only_where_the_capacity_holds_it(svc):
     svc.run(svc.memories.archive, ctx(), gone)
     svc.run(svc.memories.restore, ctx(), gone)  # evicted by the FIFO, not by its archive: it stays out
     assert gone not in fifo(svc)
+
+
+def test_an_organizer_supersede_takes_the_older_out_naming_the_judge(svc, settings):
+    older = add(svc, "Home city: Berlin", key="home city")
+    newer = add(svc, "Home city: Munich", key="Home City")
+    Organizer(svc, settings).run_once()
+    assert fifo(svc) == [newer]
+    (left,) = withdrawals(svc)
+    assert left.memory_ids == (older,) and left.reason == f"superseded by {newer}" and left.judge == "rule"
