@@ -178,7 +178,7 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._graph_following(ctx, state, target.status)
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
-        writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason))
+        writes += self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason, event.updated_at)
         result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
@@ -393,7 +393,7 @@ class MemoryCommands:
         word = "restored" if restored else _STATUS_WORD[command]
         writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
         after = Status.ACTIVATED.value if restored else word
-        writes += self.working.write(ctx.tenant, self.working.following(ctx.tenant, state.memory_id, state.status, after, word))
+        writes += self.working.following(ctx.tenant, state.memory_id, state.status, after, word, event.updated_at)
         result = commit(
             self.store,
             ctx,

@@ -14,7 +14,8 @@ batch as the command that causes them:
 - a restored memory (or one rolled back to an activated version) comes back
   at its old place (``WorkingMemoryRestored``) if it left by a withdrawal
   (a FIFO eviction is for good) and the capacity holds it: an entry older
-  than the ``capacity`` newest would have been evicted first.
+  than the ``capacity`` newest would have been evicted first; the oldest
+  entries beyond the capacity are then evicted.
 """
 
 from __future__ import annotations
@@ -52,15 +53,17 @@ class WorkingMemory:
         if not entered or self.capacity is None:
             return []
         fifo = self.facts.working_memory(tenant) + entered
-        overflow = len(fifo) - self.capacity
-        if overflow <= 0:
+        leaving = fifo[: max(0, len(fifo) - self.capacity)]
+        return self._evict(tenant, leaving, {m for _, m, _ in entered}, stamp)
+
+    def _evict(self, tenant: str, leaving: list[tuple[str, str, str]], new: set[str], stamp: str) -> list[StreamAppend]:
+        """The eviction of ``leaving`` (``(binding, memory_id, memory_type)``, none: no write), then the archive of each
+        ``WorkingMemory`` item among them: such an item lives only in working memory (a deleted one stays deleted).
+        ``new``: memories the same batch adds, archived whatever the log says of them."""
+        if not leaving:
             return []
-        leaving = fifo[:overflow]
         evicted = c.WorkingMemoryEvicted(bindings=tuple(b for b, _, _ in leaving), memory_ids=tuple(m for _, m, _ in leaving), capacity=self.capacity)
         writes = self.write(tenant, [evicted])
-        # A WorkingMemory item lives only in working memory: leaving it archives it
-        # (unless it is no longer activated: a deleted item stays deleted).
-        new = {m for _, m, _ in entered}
         for _, memory_id, memory_type in leaving:
             if memory_type != MemoryType.WORKING.value:
                 continue
@@ -82,6 +85,23 @@ class WorkingMemory:
             )
         return writes
 
+    def back(self, tenant: str, entries: list[c.WorkingEntry], reason: str, stamp: str) -> list[StreamAppend]:
+        """``entries`` put back at their places, those the capacity holds (an entry older than the ``capacity``
+        newest would have been evicted first), and the oldest entries beyond the capacity then evicted."""
+        if not entries:
+            return []
+        if self.capacity is None:
+            return self.write(tenant, [c.WorkingMemoryRestored(entries=tuple(sorted(entries, key=fifo_order)), reason=reason)])
+        fifo = sorted([*self.facts.working_entries(tenant), *entries], key=fifo_order)
+        cut = max(0, len(fifo) - self.capacity)
+        back = [e for e in fifo[cut:] if e in entries]
+        if not back:
+            return []
+        leaving = [(e.binding, e.memory_id, e.memory_type) for e in fifo[:cut] if e not in entries]
+        evicted = self._evict(tenant, leaving, set(), stamp)  # on the working stream, then the archives it causes
+        restored = c.WorkingMemoryRestored(entries=tuple(back), reason=reason)
+        return self.write(tenant, [restored, *(evicted[0].events if evicted else ())]) + evicted[1:]
+
     # -- following a memory's status ------------------------------------------------------------------
 
     def leaving(self, tenant: str, memory_ids: Iterable[str], reason: str, *, judge: str | None = None) -> list:
@@ -102,26 +122,22 @@ class WorkingMemory:
         entry = c.WorkingEntry(binding=new_ids(1)[0], memory_id=merged_id, memory_type=memory_type, entered_at=newest.entered_at)
         return events + [c.WorkingMemoryRestored(entries=(entry,), reason=f"merged from {', '.join(dict.fromkeys(source_ids))}")]
 
-    def returning(self, tenant: str, memory_id: str, reason: str) -> list:
-        """The memory's last entry put back at its place, if a withdrawal (not the FIFO) took it out and the capacity holds it."""
+    def returning(self, tenant: str, memory_id: str, reason: str, stamp: str) -> list[StreamAppend]:
+        """The memory's last entry back at its place (see :meth:`back`), if a withdrawal, not the FIFO, took it out."""
         stay = self.facts.working_stay(tenant, memory_id)
         if stay is None or stay[1] is None:
             return []  # never in working memory, or still there
         entry, ended_at = stay
-        closing = self.store.read_all(after=ended_at - 1, until=ended_at, tenant=tenant)
-        if not any(isinstance(r.event, c.WorkingMemoryWithdrawn) and entry.binding in r.event.bindings for r in closing):
+        closing = self.store.read_all(after=ended_at - 1, until=ended_at, tenant=tenant, types=["WorkingMemoryWithdrawn"])
+        if not any(entry.binding in r.event.bindings for r in closing):
             return []
-        if self.capacity is not None:
-            fifo = sorted([*self.facts.working_entries(tenant), entry], key=fifo_order)
-            if entry not in fifo[max(0, len(fifo) - self.capacity) :]:
-                return []
-        return [c.WorkingMemoryRestored(entries=(entry,), reason=reason)]
+        return self.back(tenant, [entry], reason, stamp)
 
-    def following(self, tenant: str, memory_id: str, before: str, after: str, reason: str, *, judge: str | None = None) -> list:
-        """The events that make working memory follow a change of the memory's status from ``before`` to ``after``."""
+    def following(self, tenant: str, memory_id: str, before: str, after: str, reason: str, stamp: str) -> list[StreamAppend]:
+        """The writes that make working memory follow a change of the memory's status from ``before`` to ``after``."""
         active = Status.ACTIVATED.value
         if before == active and after != active:
-            return self.leaving(tenant, [memory_id], reason, judge=judge)
+            return self.write(tenant, self.leaving(tenant, [memory_id], reason))
         if before != active and after == active:
-            return self.returning(tenant, memory_id, reason)
+            return self.returning(tenant, memory_id, reason, stamp)
         return []

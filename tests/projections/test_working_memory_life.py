@@ -133,3 +133,15 @@ def test_an_organizer_supersede_takes_the_older_out_naming_the_judge(svc, settin
     assert fifo(svc) == [newer]
     (left,) = withdrawals(svc)
     assert left.memory_ids == (older,) and left.reason == f"superseded by {newer}" and left.judge == "rule"
+
+
+def test_a_restored_entry_back_in_a_full_working_memory_evicts_the_oldest(svc):
+    a, b, c_ = add(svc, "a note"), add(svc, "b note"), add(svc, "c note")
+    svc.run(svc.memories.archive, ctx(), b)
+    d, e = add(svc, "d note"), add(svc, "e note")
+    assert fifo(svc) == [a, c_, d, e]  # full
+    svc.run(svc.memories.restore, ctx(), b)
+    assert fifo(svc) == [b, c_, d, e]  # b at its place, within the capacity: the oldest left
+    evicted = [r.event for r in svc.store.read_all(tenant=T, types=["WorkingMemoryEvicted"])]
+    assert evicted[-1].memory_ids == (a,) and evicted[-1].capacity == 4
+    rebuilt_equal(svc)
