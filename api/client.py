@@ -396,8 +396,12 @@ class MnemologClient:
     async def update_memory(self, memory_id: str, changes: UpdateMemoryRequest | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:
         return await self._write("PATCH", f"/v1/memories/{_segment(memory_id)}", changes, options, WriteResponse)
 
-    async def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
-        return await self._write("POST", "/v1/memories/merge", MergeRequest(list(memory_ids), text), options, WriteResponse)
+    async def merge_memories(
+        self, memory_ids: Sequence[str], *, text: str | None = None, expected_versions: dict[str, int] | None = None, **options: Unpack[WriteOptions]
+    ) -> WriteResponse:
+        """``expected_versions``: the version each named source must be at, else a :class:`VersionConflictError`."""
+        body = MergeRequest(list(memory_ids), text, dict(expected_versions) if expected_versions else None)
+        return await self._write("POST", "/v1/memories/merge", body, options, WriteResponse)
 
     async def archive_memory(self, memory_id: str, *, reason: str = "", **options: Unpack[WriteOptions]) -> WriteResponse:
         return await self._write("POST", f"/v1/memories/{_segment(memory_id)}/archive", ReasonRequest(reason), options, WriteResponse)

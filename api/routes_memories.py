@@ -66,7 +66,7 @@ async def update_memory(request: web.Request) -> web.Response:
 @routes.post("/v1/memories/merge", scope="write", summary="Merge memories into a new one", request=MergeRequest, response=WriteResponse, statuses=(201,))
 async def merge_memories(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, MergeRequest)
-    result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text)
+    result = await write(request, svc.run, svc.memories.merge, ctx, body.memory_ids, text=body.text, expected_versions=body.expected_versions)
     return write_response(result, status=201)
 
 
@@ -135,7 +135,7 @@ async def memory_history(request: web.Request) -> dict:
 def _working_memory(svc: MemoryService, tenant: str, as_of) -> WorkingMemoryResponse:
     position = svc.resolve_as_of(as_of)
     entries = svc.graph.working_memory(tenant, as_of=position, memories=True)
-    return WorkingMemoryResponse(as_of=position, capacity=int(svc.settings.working_memory_capacity), entries=entries)
+    return WorkingMemoryResponse(as_of=position, capacity=svc.working_capacity, entries=entries)
 
 
 @routes.get(

@@ -129,6 +129,8 @@ UpdateMemoryRequest.json_schema_extra = {  # type: ignore[attr-defined]
 class MergeRequest(msgspec.Struct, forbid_unknown_fields=True):
     memory_ids: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(min_length=2, max_length=100, extra_json_schema={"uniqueItems": True})]
     text: Text | None = None
+    #: The version each named source must be at (as If-Match for one memory): another is a 409 with its current version.
+    expected_versions: dict[str, Annotated[int, Meta(ge=1, le=MAX_POSITION)]] | None = None
 
 
 class ForgetRequest(msgspec.Struct, forbid_unknown_fields=True):

@@ -85,8 +85,9 @@ class SyncMethods:
     def update_memory(self, memory_id: str, changes: UpdateMemoryRequest | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:
         return self._call("update_memory", memory_id, changes, **options)
 
-    def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
-        return self._call("merge_memories", memory_ids, text=text, **options)
+    def merge_memories(self, memory_ids: Sequence[str], *, text: str | None = None, expected_versions: dict[str, int] | None = None, **options: Unpack[WriteOptions]) -> WriteResponse:
+        """``expected_versions``: the version each named source must be at, else a :class:`VersionConflictError`."""
+        return self._call("merge_memories", memory_ids, text=text, expected_versions=expected_versions, **options)
 
     def archive_memory(self, memory_id: str, *, reason: str = '', **options: Unpack[WriteOptions]) -> WriteResponse:
         return self._call("archive_memory", memory_id, reason=reason, **options)

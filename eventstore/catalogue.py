@@ -6,8 +6,9 @@ Streams (one scheme, kept everywhere):
   superseded, archived, deleted, restored, rolled back);
 - ``edges-<tenant>``: the tenant's edge changes (link, unlink, undo of a
   namespace, re-pointing after a merge);
-- ``working-<tenant>``: working-memory evictions, and the withdrawals and
-  restorations with which a revert undoes what a command did to it;
+- ``working-<tenant>``: working-memory evictions, the withdrawals and
+  restorations that follow a memory's status, and those with which a revert
+  undoes what a command did to it;
 - ``tenant-<tenant>``: tenant-wide facts (reverts, drop);
 - ``organizer-<tenant>``: how far the organizer's passes have covered the log;
 - ``entity-<tenant>/<entity_id>`` and ``document-<tenant>/<doc_id>``: the
@@ -239,15 +240,20 @@ class WorkingEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class WorkingMemoryWithdrawn(DomainEvent, frozen=True):
-    """Entries taken out of working memory by a revert of the command that put them in."""
+    """Entries taken out of working memory: their memories left the activated state (merged into
+    another, superseded, archived, deleted, their subject forgotten: ``reason`` says which, and
+    ``judge`` names the organizer's judge when it decided), or a revert undid the command that put
+    them in."""
 
     bindings: tuple[str, ...]
     memory_ids: tuple[str, ...]
     reason: str = ""
+    judge: str | None = None
 
 
 class WorkingMemoryRestored(DomainEvent, frozen=True):
-    """Entries put back at their old places by a revert of the command that evicted or withdrew them."""
+    """Entries put (back) at given places: by a revert of the command that evicted or withdrew them, by
+    the restore of a memory withdrawn with its status, or a merged memory in the place of its newest source."""
 
     entries: tuple[WorkingEntry, ...]
     reason: str = ""

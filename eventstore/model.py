@@ -222,7 +222,9 @@ def merge_contents(contents: list[MemoryContent], text: str | None = None) -> Me
     the first non-empty value (see :func:`merge_union`; :func:`merge_losses` says what is left out).
 
     The text is ``text`` when given, else the most informative (longest) text.
-    Embeddings are not carried over: the merged text is embedded afresh.
+    A caller's embedding comes along with the text it embeds (that of the
+    first source holding the kept text and an embedding); another text is
+    embedded afresh by the embedder.
     """
     if not contents:
         raise ValueError("nothing to merge")
@@ -230,4 +232,5 @@ def merge_contents(contents: list[MemoryContent], text: str | None = None) -> Me
     union = contents[0]
     for content in contents[1:]:
         union, _ = merge_union(union, content)
-    return msgspec.structs.replace(union, memory=chosen, tags=union.tags[:MAX_TAGS], embedding=None, erased=False)
+    embedding = next((c.embedding for c in contents if c.memory == chosen and c.embedding is not None), None)
+    return msgspec.structs.replace(union, memory=chosen, tags=union.tags[:MAX_TAGS], embedding=embedding, erased=False)

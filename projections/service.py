@@ -50,7 +50,7 @@ from .vectors.index import VectorIndex
 from .writer import Writer
 
 
-WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO.")
+WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO; at least 1.")
 BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
 
 
@@ -70,6 +70,15 @@ def backups_keep(settings: Settings) -> int:
     if keep < 1:
         raise SettingError(f"{BACKUPS_KEEP.env} must be at least 1, got {keep}")
     return keep
+
+
+def working_capacity(settings: Settings) -> int:
+    """``MNEMOLOG_WORKING_MEMORY_CAPACITY``, refused below 1: every entry would leave as it entered, and a
+    ``WorkingMemory`` item, which lives only there, would be archived as it is added."""
+    capacity = int(settings.working_memory_capacity)
+    if capacity < 1:
+        raise SettingError(f"{WORKING_CAPACITY.env} must be at least 1, got {capacity}")
+    return capacity
 
 
 def backup_label(tenant: str) -> str:
@@ -103,6 +112,7 @@ class MemoryService:
         self.store = store
         self.data_dir = Path(data_dir)
         self.settings = settings
+        self.working_capacity = working_capacity(settings)
         self._after_commit_hooks: list[Callable[[str, int], None]] = []
         self._running = _RunState()  # per thread: inside a command of ``run``
 
@@ -124,10 +134,10 @@ class MemoryService:
         # Commands, run through ``run`` (the writer).
         linker = command_linker(self.read_conn, self.linking.catalogues)  # commands record the entities texts mention
         self.memories = MemoryCommands(
-            store, self.facts, working_capacity=int(settings.working_memory_capacity), linker=linker, embedding_dim=self.embedding_dim
+            store, self.facts, working_capacity=self.working_capacity, linker=linker, embedding_dim=self.embedding_dim
         )
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
-        self.reverts = RevertCommands(store, self.facts, working_capacity=int(settings.working_memory_capacity))
+        self.reverts = RevertCommands(store, self.facts, working_capacity=self.working_capacity)
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=linker)
         self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)
@@ -181,6 +191,7 @@ class MemoryService:
     def open(cls, data_dir: str | os.PathLike | None = None, *, settings: Settings | None = None, catch_up: bool = True) -> "MemoryService":
         settings = settings or Settings()
         data_dir = Path(data_dir or settings.data_dir)
+        working_capacity(settings)  # a bad setting refuses the service before the log is opened
         store = EventStore.open(data_dir if not settings.log_url else settings.log_url, settings=settings)
         service = cls(store, data_dir, settings)
         if catch_up:

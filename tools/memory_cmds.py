@@ -238,7 +238,7 @@ def cmd_working_memory(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         position = svc.resolve_as_of(args.as_of)
         entries = svc.graph.working_memory(_tenant(args), as_of=position, memories=True)
-        capacity = int(svc.settings.working_memory_capacity)
+        capacity = svc.working_capacity
     if args.json:
         for entry in entries:
             print_json_line(entry)

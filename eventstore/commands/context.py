@@ -176,9 +176,9 @@ def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Seque
         elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and (created or touched) and event.edge.edge_id.startswith(MENTION_PREFIX):
             if isinstance(event, c.EdgeLinked) and "mentions" in data:  # the mentions a memory change linked
                 data["mentions"] += 1
-        elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and not created:
+        elif isinstance(event, (c.EdgeLinked, c.EdgeUnlinked)) and not (created or touched):  # a memory command's edges are no report
             data.setdefault("edge_ids", []).append(event.edge.edge_id)
-        elif isinstance(event, c.NamespaceUndone):
+        elif isinstance(event, c.NamespaceUndone) and not (created or touched):  # a delete's takes its memory's edges out
             data.update(removed=len(event.edges), prefix=event.prefix)
         elif isinstance(event, c.CorrelationReverted):
             data.update(reverted=len(event.reverted_positions), conflicts=list(event.conflicts), forced=event.forced)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import re
 from hashlib import sha256
+from typing import Callable
 
 from .. import catalogue as c
 from ..catalogue_graph import RELATION_EDGE_PREFIX
-from ..model import Conflict, NotFound, ValidationError
+from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
@@ -112,9 +113,13 @@ class EdgeCommands:
             if edge.edge_id in seen:
                 raise ValidationError("edge_id", f"{edge.edge_id!r} appears twice")
             seen.add(edge.edge_id)
-            for field, node in (("source", edge.source), ("target", edge.target)):
+            ends = (("source", edge.source), ("target", edge.target))
+            for field, node in ends:
                 if not self.facts.node_exists(ctx.tenant, node):
                     raise NotFound("node", node)
+            for field, node in ends:
+                if self.facts.memory_status(ctx.tenant, node) == Status.DELETED.value:  # gone from every read: the edge would dangle
+                    raise Conflict(f"memory {node} is deleted; restore it before linking it", field=field)
             if self.facts.live_edge(ctx.tenant, edge.edge_id) is not None:
                 raise Conflict(f"edge {edge.edge_id!r} already exists; unlink it first")
         events = [c.EdgeLinked(edge=e) for e in edges]
@@ -167,3 +172,38 @@ class EdgeCommands:
         )
         result.data.update(removed=len(edges), prefix=prefix)
         return result
+
+
+# -- a deleted memory's edges ---------------------------------------------------------------------
+#
+# A deleted memory is gone from every read, so its edges go with it: the delete removes them in one
+# ``NamespaceUndone`` (reason ``memory <id> deleted``), written right after the memory's event, and its
+# restore links back those whose other end is still there (``NamespaceRestored``), with the same ids,
+# types, weights and properties. Its mentions are not among them: they follow its text (see .mentions).
+
+
+def _deleted_reason(memory_id: str) -> str:
+    return f"memory {memory_id} deleted"
+
+
+def detached(facts: GraphFacts, tenant: str, memory_id: str, keep: Callable[[c.EdgeRecord], bool]) -> list:
+    """The event that takes the memory's live edges (but those ``keep`` says) out of the graph with its delete."""
+    edges = tuple(e for e in facts.live_edges_of(tenant, [memory_id]) if not keep(e))
+    return [c.NamespaceUndone(prefix="", edges=edges, reason=_deleted_reason(memory_id))] if edges else []
+
+
+def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str, deleted_at: int, skip: Callable[[c.EdgeRecord], bool]) -> list:
+    """The event that links back the edges the memory's delete (its event at ``deleted_at``) took out:
+    those not linked again since, whose other end is still a node and no deleted memory (but those ``skip`` says)."""
+    found = store.read_all(after=deleted_at, until=deleted_at + 1, tenant=tenant, types=["NamespaceUndone"])
+    if not found or found[0].event.reason != _deleted_reason(memory_id):
+        return []
+    edges = []
+    for edge in found[0].event.edges:
+        other = edge.target if edge.source == memory_id else edge.source
+        if skip(edge) or facts.live_edge(tenant, edge.edge_id) is not None or not facts.node_exists(tenant, other):
+            continue
+        if facts.memory_status(tenant, other) == Status.DELETED.value:
+            continue
+        edges.append(edge)
+    return [c.NamespaceRestored(prefix="", edges=tuple(edges), undo_position=found[0].position)] if edges else []

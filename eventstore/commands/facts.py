@@ -24,6 +24,9 @@ class GraphFacts(Protocol):
     def node_exists(self, tenant: str, node_id: str) -> bool:
         """A memory, entity, document or topic of this tenant with this id."""
 
+    def memory_status(self, tenant: str, node_id: str) -> str | None:
+        """The status of the memory ``node_id`` at the head (``None``: no memory of this tenant, maybe another node)."""
+
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""
 
@@ -32,6 +35,9 @@ class GraphFacts(Protocol):
 
     def quoting_memories(self, tenant: str, memory_ids: Sequence[str]) -> list[str]:
         """Ids of the memories whose text was made from any of ``memory_ids``, at any time (topics over them, merges of them)."""
+
+    def working_stay(self, tenant: str, memory_id: str) -> tuple[WorkingEntry, int | None] | None:
+        """The memory's latest stay in working memory: its entry and the position that ended it (``None``: it holds)."""
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
         """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key)."""

@@ -22,12 +22,15 @@ from ..model import (
     merge_losses,
     validate_content,
 )
-from ..store import ANY, NO_STREAM, EventStore, StreamAppend
+from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
+from .edges import detached, reattached
 from .mentions import Linker, MemoryMentions
+from .working import WorkingMemory
 
 _STATUS_WORD = {"archive": "archived", "delete": "deleted"}
+_LINEAGE = ("MERGED_TO", "SUPERSEDED_BY")  # the edges that say a memory left for another
 UPDATABLE_FIELDS = tuple(f for f in CONTENT_FIELDS if f != "memory_type")
 MAX_BATCH = 10_000
 
@@ -37,6 +40,7 @@ class MemoryCommands:
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        self.working = WorkingMemory(store, facts, working_capacity)  # the FIFO, and its entries following each memory's status
         self.mentions = MemoryMentions(facts, linker)  # the entities each memory mentions (see .mentions)
         #: The length of the read side's vectors (its embedder's): a caller's embedding of another length would get none.
         self.embedding_dim = embedding_dim
@@ -80,7 +84,7 @@ class MemoryCommands:
             )
             if enters:
                 entered.append((binding, memory_id, content.memory_type))
-        evicted = self._evictions(ctx.tenant, entered, created)
+        evicted = self.working.evictions(ctx.tenant, entered, created)
         writes.extend(evicted)
         archived = {w.events[0].memory_id for w in evicted[1:]}  # WorkingMemory items that left with the eviction
         linked = self.mentions.link(ctx.tenant, [(m, content.memory, content.subject) for m, content in zip(memory_ids, contents) if m not in archived])
@@ -96,51 +100,6 @@ class MemoryCommands:
             memory_ids=memory_ids,
             data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0, "mentions": len(linked)},
         )
-
-    def _evictions(self, tenant: str, entered: list[tuple[str, str, str]], stamp: str) -> list[StreamAppend]:
-        """Events that keep the tenant's working memory within its capacity (FIFO)."""
-        if not entered:
-            return []
-        fifo = self.facts.working_memory(tenant) + entered
-        overflow = len(fifo) - self.working_capacity
-        if overflow <= 0:
-            return []
-        leaving = fifo[:overflow]
-        writes = [
-            StreamAppend(
-                c.working_stream(tenant),
-                [
-                    c.WorkingMemoryEvicted(
-                        bindings=tuple(b for b, _, _ in leaving),
-                        memory_ids=tuple(m for _, m, _ in leaving),
-                        capacity=self.working_capacity,
-                    )
-                ],
-            )
-        ]
-        # A WorkingMemory item lives only in working memory: leaving it archives it
-        # (unless it is no longer activated: a deleted item stays deleted).
-        new = {m for _, m, _ in entered}
-        for _, memory_id, memory_type in leaving:
-            if memory_type != MemoryType.WORKING.value:
-                continue
-            expected = ANY
-            if memory_id not in new:
-                try:
-                    state = load(self.store, tenant, memory_id)
-                except NotFound:
-                    continue
-                if state.status != Status.ACTIVATED.value:
-                    continue
-                expected = state.version
-            writes.append(
-                StreamAppend(
-                    c.memory_stream(memory_id),
-                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
-                    expected,
-                )
-            )
-        return writes
 
     # -- content changes ---------------------------------------------------------
 
@@ -163,7 +122,8 @@ class MemoryCommands:
             raise ValidationError(unknown[0], "cannot be updated" if unknown[0] == "memory_type" else "unknown field")
         if not changes:
             raise ValidationError("changes", "nothing to update")
-        if (done := replayed(self.store, ctx, "update", [memory_id, changes, reason], [memory_id])) is not None:
+        request = _request([memory_id, changes, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "update", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.content.erased:
@@ -188,12 +148,13 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         if "memory" in changed:
             writes += self._mention_writes(ctx, memory_id, content.memory, content, f"version {state.version + 1}")
-        result = commit(self.store, ctx, "update", writes, request=[memory_id, changes, reason], memory_ids=[memory_id])
+        result = commit(self.store, ctx, "update", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1, changed=list(changed))
 
     def rollback(self, ctx: CommandContext, memory_id: str, to_version: int, *, expected_version: int | None = None, reason: str = "") -> CommandResult:
         """A new version whose content and status equal version ``to_version``'s."""
-        if (done := replayed(self.store, ctx, "rollback", [memory_id, to_version], [memory_id])) is not None:
+        request = _request([memory_id, to_version], reason=reason, expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "rollback", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if not isinstance(to_version, int) or to_version < 1:
@@ -225,8 +186,10 @@ class MemoryCommands:
         )
         text = target.content.memory if target.status == Status.ACTIVATED.value else None
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
+        writes += self._graph_following(ctx, state, target.status)
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
-        result = commit(self.store, ctx, "rollback", writes, request=[memory_id, to_version], memory_ids=[memory_id])
+        writes += self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason, event.updated_at)
+        result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
     # -- merge and supersede -----------------------------------------------------------
@@ -250,15 +213,24 @@ class MemoryCommands:
             raise ValidationError("memory_ids", "a merge needs at least two distinct memories")
         if text is not None and not text.strip():
             raise ValidationError("text", "must not be empty")
-        if (done := replayed(self.store, ctx, "merge", [ids, text])) is not None:
+        request = _request([ids, text], expected_versions=expected_versions or None)
+        if (done := replayed(self.store, ctx, "merge", request)) is not None:
             return done
         expected_versions = expected_versions or {}
+        for memory_id, version in expected_versions.items():
+            if memory_id not in ids:
+                raise ValidationError("expected_versions", f"{memory_id!r} is not among memory_ids")
+            if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                raise ValidationError("expected_versions", f"the version of {memory_id!r} must be a number from 1")
         states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
         for state in states:
             if state.status != Status.ACTIVATED.value:
                 raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
             if state.content.erased:
                 raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version)
+        topics = [s.memory_id for s in states if s.content.memory_type == MemoryType.TOPIC.value]
+        if topics and len(topics) < len(states):  # a topic's members would hang on a memory, or a memory become the organizer's topic
+            raise Conflict(f"memory {topics[0]} is a TopicMemory: topics merge only with topics", field="memory_ids")
         if len({s.content.subject for s in states}) > 1:
             # A merged memory has one subject: forgetting one of them must not leave its text in another's.
             raise Conflict("memories of different subjects do not merge")
@@ -266,6 +238,8 @@ class MemoryCommands:
             # An automatic merge keeps every value of its sources; an operator's merge keeps the first source's.
             raise Conflict(f"an automatic merge never drops a value; these memories differ in {'; '.join(lost)}")
         content = validate_content(merge_contents([s.content for s in states], text))
+        if content.embedding is not None and self.embedding_dim and len(content.embedding) != self.embedding_dim:
+            content = msgspec.structs.replace(content, embedding=None)  # from before the embedder changed: embedded afresh
         merged_id = new_ids(1)[0]
         stamp = now_iso()
         writes = [
@@ -312,7 +286,9 @@ class MemoryCommands:
             )
         edge_events += mentions_out + self.mentions.link(ctx.tenant, [(merged_id, content.memory, content.subject)] if content.memory_type != MemoryType.TOPIC.value else [])
         writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
-        result = commit(self.store, ctx, "merge", writes, request=[ids, text], memory_ids=[merged_id])
+        judge = decision.judge if decision is not None else None
+        writes += self.working.write(ctx.tenant, self.working.merged(ctx.tenant, ids, merged_id, content.memory_type, judge=judge))
+        result = commit(self.store, ctx, "merge", writes, request=request, memory_ids=[merged_id])
         return _with(result, merged_id=merged_id, sources=ids, repointed=len(previous))
 
     def supersede(
@@ -326,15 +302,16 @@ class MemoryCommands:
     ) -> CommandResult:
         """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
         if older_id == newer_id:
-            raise ValidationError("newer_id", "a memory cannot supersede itself")
-        if (done := replayed(self.store, ctx, "supersede", [older_id, newer_id], [older_id, newer_id])) is not None:
+            raise ValidationError("superseded_by", "a memory cannot supersede itself")
+        request = _request([older_id, newer_id], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
         older = self._load(ctx, older_id, expected_version)
         newer = self._load(ctx, newer_id, None)
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
-            raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version)
+            raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version, field="superseded_by")
         if decision is not None:
             # A decision's reason quotes both memories and is sealed under their subject: it is never written for another
             # subject's memory (forgetting that one must erase it too), nor once they were erased (it was judged on their text).
@@ -367,18 +344,22 @@ class MemoryCommands:
                 ],
             ),
         ]
-        return commit(self.store, ctx, "supersede", writes, request=[older_id, newer_id], memory_ids=[older_id, newer_id])
+        judge = decision.judge if decision is not None else None
+        writes += self.working.write(ctx.tenant, self.working.leaving(ctx.tenant, [older_id], f"superseded by {newer_id}", judge=judge))
+        result = commit(self.store, ctx, "supersede", writes, request=request, memory_ids=[older_id, newer_id])
+        return _with(result, version=older.version + 1)  # the superseded memory's, as a retry reads it back
 
     # -- status ----------------------------------------------------------------------
 
     def archive(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
-        if (done := self._replayed(ctx, "archive", memory_id, c.MemoryArchived, reason)) is not None:
+        request = _request([memory_id, c.MemoryArchived.__name__, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "archive", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is {state.status}; only an activated memory can be archived", current_version=state.version)
         event = c.MemoryArchived(memory_id=memory_id, updated_at=now_iso(), reason=reason)
-        return self._status_change(ctx, "archive", state, event)
+        return self._status_change(ctx, "archive", state, event, request)
 
     def soft_delete(
         self,
@@ -389,7 +370,8 @@ class MemoryCommands:
         evolve_to: str | None = None,
         expected_version: int | None = None,
     ) -> CommandResult:
-        if (done := self._replayed(ctx, "delete", memory_id, c.MemorySoftDeleted, reason)) is not None:
+        request = _request([memory_id, c.MemorySoftDeleted.__name__, reason], evolve_to=evolve_to, expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "delete", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.DELETED.value:
@@ -397,36 +379,60 @@ class MemoryCommands:
         if evolve_to is not None:
             if evolve_to == memory_id:
                 raise ValidationError("evolve_to", "a memory cannot evolve into itself")
-            self._load(ctx, evolve_to, None)
+            target = self._load(ctx, evolve_to, None)
+            if target.status != Status.ACTIVATED.value:
+                raise Conflict(f"memory {evolve_to} is {target.status}; a memory evolves only into an activated one", field="evolve_to")
         event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=now_iso(), reason=reason, evolve_to=evolve_to)
-        return self._status_change(ctx, "delete", state, event)
+        return self._status_change(ctx, "delete", state, event, request)
 
     def restore(self, ctx: CommandContext, memory_id: str, *, reason: str = "", expected_version: int | None = None) -> CommandResult:
-        if (done := self._replayed(ctx, "restore", memory_id, c.MemoryRestored, reason)) is not None:
+        request = _request([memory_id, c.MemoryRestored.__name__, reason], expected_version=expected_version)
+        if (done := replayed(self.store, ctx, "restore", request, [memory_id])) is not None:
             return done
         state = self._load(ctx, memory_id, expected_version)
         if state.status == Status.ACTIVATED.value:
             raise Conflict(f"memory {memory_id} is already activated", current_version=state.version)
         event = c.MemoryRestored(memory_id=memory_id, updated_at=now_iso(), reason=reason)
-        return self._status_change(ctx, "restore", state, event)
+        return self._status_change(ctx, "restore", state, event, request)
 
-    def _replayed(self, ctx: CommandContext, command: str, memory_id: str, event_type: type, reason: str) -> CommandResult | None:
-        return replayed(self.store, ctx, command, [memory_id, event_type.__name__, reason], [memory_id])
-
-    def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event) -> CommandResult:
-        writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
+    def _status_change(self, ctx: CommandContext, command: str, state: MemoryState, event, request: list) -> CommandResult:
         restored = isinstance(event, c.MemoryRestored)
+        writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
+        writes += self._graph_following(ctx, state, Status.ACTIVATED.value if restored else _STATUS_WORD[command])
         text = state.content.memory if restored else None  # restored: linked again with today's catalogue
-        writes += self._mention_writes(ctx, state.memory_id, text, state.content, "restored" if restored else _STATUS_WORD[command])
+        word = "restored" if restored else _STATUS_WORD[command]
+        writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
+        after = Status.ACTIVATED.value if restored else word
+        writes += self.working.following(ctx.tenant, state.memory_id, state.status, after, word, event.updated_at)
         result = commit(
             self.store,
             ctx,
             command,
             writes,
-            request=[state.memory_id, type(event).__name__, getattr(event, "reason", "")],
+            request=request,
             memory_ids=[state.memory_id],
         )
         return _with(result, version=state.version + 1)
+
+    def _graph_following(self, ctx: CommandContext, state: MemoryState, after: str) -> list[StreamAppend]:
+        """The edge write, right after the memory's event, that makes the graph follow its status from ``state``'s to
+        ``after``: a delete takes its edges out, the end of a delete links them back (see .edges)."""
+        deleted, active, memory_id = Status.DELETED.value, Status.ACTIVATED.value, state.memory_id
+
+        def left(edge: c.EdgeRecord) -> bool:  # current again, it is no longer merged into, nor superseded by, another
+            return after == active and edge.source == memory_id and edge.edge_type in _LINEAGE
+
+        events: list = []
+        if after == deleted and state.status != deleted:
+            events = detached(self.facts, ctx.tenant, memory_id, self.mentions.owns)
+        elif state.status == deleted and after != deleted:
+            since = len(state.versions) - 1
+            while since > 0 and state.versions[since - 1].status == deleted:
+                since -= 1  # rolled back to another deleted version meanwhile: the delete is the first of them
+            events = reattached(self.store, self.facts, ctx.tenant, memory_id, state.versions[since].position, left)
+        if after == active and state.status != active:
+            events += [c.EdgeUnlinked(edge=e, reason=f"memory {memory_id} restored") for e in self.facts.live_edges_of(ctx.tenant, [memory_id]) if left(e)]
+        return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
     def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, content: MemoryContent, reason: str) -> list[StreamAppend]:
         """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any; ``content``: its type and subject."""
@@ -455,6 +461,15 @@ def _convert(content: MemoryContent) -> MemoryContent:
         path = str(exc).rsplit("`$.", 1)
         field = path[1].rstrip("`").split(".")[0].split("[")[0] if len(path) == 2 else "changes"
         raise ValidationError(field, str(exc)) from None
+
+
+def _request(base: list, **options: Any) -> list:
+    """What an idempotency key stands for: the request ``base`` and every option given (``None``, ``""``: not given).
+
+    An option not given leaves the request as it was before the option counted, so keys stored then still replay.
+    """
+    given = {k: v for k, v in options.items() if v is not None and v != ""}
+    return [*base, given] if given else base
 
 
 def _with(result: CommandResult, **data: Any) -> CommandResult:

@@ -35,6 +35,7 @@ from .context import CommandContext, CommandResult, commit, nothing_done, now_is
 from .documents import load_document
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
+from .working import fifo_order
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
 FORCE_HINT = "pass force to revert anyway"  # the request's field; the CLI names its option instead
@@ -362,7 +363,7 @@ class RevertCommands:
                     restore.append(entry)
         if restore and self.working_capacity is not None:
             leaving = {e.binding for e in withdraw}
-            fifo = sorted([e for b, e in live.items() if b not in leaving] + restore, key=_fifo_order)
+            fifo = sorted([e for b, e in live.items() if b not in leaving] + restore, key=fifo_order)
             kept = {e.binding for e in fifo[max(0, len(fifo) - self.working_capacity) :]}
             restore = [e for e in restore if e.binding in kept]
         events: list = []
@@ -371,11 +372,14 @@ class RevertCommands:
                 c.WorkingMemoryWithdrawn(bindings=tuple(e.binding for e in withdraw), memory_ids=tuple(e.memory_id for e in withdraw), reason=reason)
             )
         if restore:
-            events.append(c.WorkingMemoryRestored(entries=tuple(sorted(restore, key=_fifo_order)), reason=reason))
+            events.append(c.WorkingMemoryRestored(entries=tuple(sorted(restore, key=fifo_order)), reason=reason))
         return events
 
     def _entry(self, tenant: str, binding: str, memory_id: str) -> c.WorkingEntry | None:
-        """The working-memory place ``binding`` of ``memory_id`` had: from the ``MemoryAdded`` that made it."""
+        """The working-memory place ``binding`` of ``memory_id`` had: its latest stay's, or the ``MemoryAdded``'s that made it."""
+        stay = self.facts.working_stay(tenant, memory_id)
+        if stay is not None and stay[0].binding == binding:
+            return stay[0]  # its latest stay (a merged memory's is in the place of a source)
         first = self.store.read_stream(c.memory_stream(memory_id), to_version=1)
         if not first or first[0].tenant != tenant:
             return None
@@ -414,10 +418,6 @@ def _changed_by_others(what: str, unit: str, first: int, last: int, others: list
     if current != last:
         found.append(f"{what} changed after ({unit} {current}, the correlation wrote up to {last})")
     return found
-
-
-def _fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
-    return entry.entered_at, entry.binding
 
 
 def _document_record(event: g.DocumentImported | g.DocumentRolledBack | None) -> dict[str, Any] | None:

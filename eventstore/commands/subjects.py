@@ -41,6 +41,7 @@ from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed
 from .facts import GraphFacts
+from .working import WorkingMemory
 
 
 _LATE = "forget-late"  # the command name of a forget's second event (see SubjectCommands._sealed_meanwhile)
@@ -52,6 +53,7 @@ class SubjectCommands:
         self.store = store
         self.facts = facts
         self.keys = keys
+        self.working = WorkingMemory(store, facts)
 
     def forget(self, ctx: CommandContext, subject: str, *, reason: str = "") -> CommandResult:
         """Destroy the subject's keys and record it; 404 when the subject has no key in this tenant.
@@ -80,7 +82,10 @@ class SubjectCommands:
             self.store,
             ctx,
             "forget",
-            [StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)])],
+            [
+                StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)]),
+                *self._leaving(ctx.tenant, memory_ids),
+            ],
             request=[subject, reason],
         )
         erased = len(memory_ids)
@@ -90,7 +95,10 @@ class SubjectCommands:
                 self.store,
                 ctx,
                 _LATE,
-                [StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason)])],
+                [
+                    StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason)]),
+                    *self._leaving(ctx.tenant, late),
+                ],
                 request=[subject, reason, late],
             )
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
@@ -128,6 +136,10 @@ class SubjectCommands:
         """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
         forgets = self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"])
         return [r for r in forgets if r.event.subject == subject]
+
+    def _leaving(self, tenant: str, memory_ids: tuple[str, ...]) -> list[StreamAppend]:
+        """The erased memories leave working memory with the forget: an entry of erased text recalls nothing."""
+        return self.working.write(tenant, self.working.leaving(tenant, memory_ids, "subject forgotten"))
 
     def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
         """The memories another process wrote with the subject's retired keys between the read of the facts

@@ -40,7 +40,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 4
+    schema_version = 5  # 5: graph_working indexed by memory (a restore finds its last stay)
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -73,6 +73,7 @@ class GraphProjector:
             );
             CREATE INDEX IF NOT EXISTS ix_graph_working_order ON graph_working (tenant, valid_to, position);
             CREATE INDEX IF NOT EXISTS ix_graph_working_binding ON graph_working (tenant, binding, valid_to);
+            CREATE INDEX IF NOT EXISTS ix_graph_working_memory ON graph_working (tenant, memory_id, valid_to);
             """
         )
 

@@ -598,13 +598,17 @@ class ProjectionFacts:
         return edge_from_row(row) if row else None
 
     def node_exists(self, tenant: str, node_id: str) -> bool:
-        self._sync()
-        conn = self._connect()
-        if conn.execute(
-            "SELECT 1 FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
-        ).fetchone():
+        if self.memory_status(tenant, node_id) is not None:
             return True
+        conn = self._connect()
         return any(resolver(conn, tenant, node_id) for resolver in self.node_resolvers)
+
+    def memory_status(self, tenant: str, node_id: str) -> str | None:
+        self._sync()
+        row = self._connect().execute(
+            "SELECT status FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
+        ).fetchone()
+        return row[0] if row else None
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]
@@ -615,3 +619,15 @@ class ProjectionFacts:
             c.WorkingEntry(binding=e.binding, memory_id=e.memory_id, memory_type=e.memory_type, entered_at=e.entered_at)
             for e in working_memory(self._connect(), tenant)
         ]
+
+    def working_stay(self, tenant: str, memory_id: str) -> tuple[c.WorkingEntry, int | None] | None:
+        self._sync()
+        row = self._connect().execute(
+            "SELECT binding, memory_type, position, valid_to FROM graph_working WHERE tenant = ? AND memory_id = ?"
+            " ORDER BY valid_to IS NULL DESC, valid_to DESC, row_id DESC LIMIT 1",
+            (tenant, memory_id),
+        ).fetchone()
+        if row is None:
+            return None
+        binding, memory_type, position, valid_to = row
+        return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=memory_type, entered_at=position), valid_to

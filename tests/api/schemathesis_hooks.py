@@ -28,6 +28,10 @@ def breaks_a_rule_across_fields(case) -> str | None:
         return "an edge from a node to itself"
     if case.path.endswith("/supersede") and body.get("superseded_by") == path.get("id"):
         return "a memory superseding itself"
+    if case.path == "/v1/memories/merge" and isinstance(body.get("expected_versions"), dict):
+        named = body.get("memory_ids") if isinstance(body.get("memory_ids"), list) else []
+        if any(memory_id not in named for memory_id in body["expected_versions"]):
+            return "an expected version of a memory the merge does not name"
     if case.path == "/v1/entities/{id}/relations":
         if body.get("target_id") == path.get("id") or query.get("target_id") == path.get("id"):
             return "a relation from an entity to itself"

@@ -138,3 +138,27 @@ async def test_a_retried_import_whose_first_attempt_was_cut_short_writes_the_res
     assert report["results"][0]["positions"][-1] <= written < report["results"][1]["positions"][0]
     (status, again), _ = await send_twice(api, "POST", "/v1/import/documents", body, "cut")
     assert status == 200 and [r["positions"] for r in again["results"]] == [r["positions"] for r in report["results"]]
+
+
+async def test_a_memory_command_key_reused_with_another_body_or_if_match_is_refused_and_writes_nothing(api):
+    """Each memory command's key covers all of its request: the evolve_to of a delete, the reason of a
+    rollback, the If-Match of any; a reuse with another one is a 409 naming the key, never the first answer."""
+    added = await api.raw.post("/v1/memories", json={"memories": [{"memory": "alpha"}, {"memory": "beta"}, {"memory": "gamma"}]})
+    a, b, g = (await added.json())["memory_ids"]
+    await api.raw.post(f"/v1/memories/{b}/archive", json={})
+    await api.raw.post(f"/v1/memories/{b}/restore", json={})  # b at version 3
+    cases = [
+        ("POST", f"/v1/memories/{a}/delete", {"evolve_to": b}, {}, {"evolve_to": g}, {}),
+        ("POST", f"/v1/memories/{b}/rollback", {"to_version": 2, "reason": "mistake"}, {}, {"to_version": 2, "reason": "other"}, {}),
+        ("PATCH", f"/v1/memories/{g}", {"memory": "gamma two"}, {"If-Match": "1"}, {"memory": "gamma two"}, {"If-Match": "7"}),
+    ]
+    for n, (method, path, body, headers, other, other_headers) in enumerate(cases):
+        first = await api.raw.request(method, path, json=body, headers={"Idempotency-Key": f"reuse-{n}", **headers})
+        assert first.status == 200, await first.text()
+        head = api.service.store.last_position()
+        again = await api.raw.request(method, path, json=other, headers={"Idempotency-Key": f"reuse-{n}", **other_headers})
+        answer = await again.json()
+        assert (again.status, answer["error"]["code"], answer["error"]["field"]) == (409, "idempotency_conflict", "Idempotency-Key"), (path, answer)
+        assert api.service.store.last_position() == head
+        same = await api.raw.request(method, path, json=body, headers={"Idempotency-Key": f"reuse-{n}", **headers})
+        assert same.status == 200 and (await same.json())["replayed"] is True

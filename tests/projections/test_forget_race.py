@@ -85,7 +85,8 @@ def test_a_memory_sealed_with_the_retired_key_meanwhile_is_forgotten_too(tmp_pat
         assert result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2}
         forgets = forgetter.store.read_all(types=["SubjectForgotten"])
         assert [f.event.memory_ids for f in forgets] == [(first,), (late[0],)]
-        assert result.last_position == forgets[-1].position
+        [withdrawn] = forgetter.store.read_all(after=forgets[-1].position, until=result.last_position)  # it leaves working memory too
+        assert withdrawn.type == "WorkingMemoryWithdrawn" and withdrawn.event.memory_ids == (late[0],)
 
         other.sync()
         for svc in (forgetter, other):

@@ -568,7 +568,7 @@ def test_cli_status_merge_links_revert(run_cli):
     run_cli("link", a, d, "--type", "RELATED", "--weight", "heavy", code=2)
     merged = json.loads(run_cli("merge", a, b, "--json", "--text", "a and b"))
     assert merged["repointed"] == 1 and merged["memory_ids"] == [merged["merged_id"]]
-    assert "reverted 6 events" in run_cli("revert", merged["correlation_id"])
+    assert "reverted 8 events" in run_cli("revert", merged["correlation_id"])  # 2 of working memory: the sources out, the merged in
     assert "already reverted" in run_cli("revert", merged["correlation_id"])
     undone = json.loads(run_cli("log", "--json", "--type", "CorrelationReverted").splitlines()[-1])["metadata"]["correlation_id"]
     assert f"of correlation {undone}" in run_cli("revert", undone)  # the merge is back
@@ -643,3 +643,34 @@ def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
 def test_a_background_longer_than_a_memory_is_refused_by_the_command(run_cli):
     err = run_cli("add", stdin='{"memory": "fine"}\n{"memory": "long", "background": "' + "w" * 100_001 + '"}\n', code=2)
     assert "memories[1].background" in err and "100000" in err
+
+
+def test_a_merge_keeps_the_caller_embedding_of_the_text_it_keeps(svc):
+    dim = svc.embedding_dim
+    short, long_ = (0.5,) * dim, tuple(1.0 if i % 2 else 0.0 for i in range(dim))
+    a, b = svc.run(
+        svc.memories.add, ctx(), [MemoryContent(memory="likes tea", embedding=short), MemoryContent(memory="likes green tea a lot", embedding=long_)]
+    ).memory_ids
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    kept = load(svc.store, "a", merged).content
+    assert kept.memory == "likes green tea a lot" and kept.embedding == pytest.approx(long_) and svc.get("a", merged).has_embedding
+    # A text of the operator's own has no caller embedding: the embedder embeds it.
+    c1, c2 = add(svc, "x one", "x two", embedding=short).memory_ids
+    other = svc.run(svc.memories.merge, ctx(), [c1, c2], text="x one and two").data["merged_id"]
+    assert load(svc.store, "a", other).content.embedding is None
+
+
+def test_a_topic_merges_only_with_topics(svc):
+    from mnemolog.eventstore.commands.topics import TopicCommands
+
+    (note,) = add(svc, "a note about boats").memory_ids
+    topics = TopicCommands(svc.store, svc.facts)
+    svc.run(topics.organize, ctx(), add=[("topic-1", MemoryContent(memory="boats", memory_type="TopicMemory")), ("topic-2", MemoryContent(memory="sails", memory_type="TopicMemory"))])
+    head = svc.store.last_position()
+    for ids in ([note, "topic-1"], ["topic-1", note]):
+        with pytest.raises(Conflict) as err:
+            svc.run(svc.memories.merge, ctx(), ids)
+        assert err.value.field == "memory_ids" and "topic-1 is a TopicMemory" in str(err.value)
+    assert svc.store.last_position() == head
+    merged = svc.run(svc.memories.merge, ctx(), ["topic-1", "topic-2"]).data["merged_id"]
+    assert svc.get("a", merged).memory_type == "TopicMemory"

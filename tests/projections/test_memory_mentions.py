@@ -93,7 +93,7 @@ def test_archive_delete_supersede_unlink_restore_links_again_and_as_of_still_sho
     linked_at = kg.store.last_position()
     archived = kg.run(kg.memories.archive, ctx(), m, reason="old")
     assert mentioned(kg, m) == {}
-    assert {r.type for r in events_of(kg, archived)} == {"MemoryArchived", "EdgeUnlinked"}
+    assert {r.type for r in events_of(kg, archived)} == {"MemoryArchived", "EdgeUnlinked", "WorkingMemoryWithdrawn"}
     assert set(mentioned(kg, m, as_of=linked_at)) == {"alice", "acme"}  # as of before the archive
     kg.run(kg.memories.restore, ctx(), m)
     assert set(mentioned(kg, m)) == {"alice", "acme"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,17 @@ def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, c
         code, out, err = run(capsys, "--data-dir", data, "serve", "--port", str(busy))
         assert code == 2 and out == "" and err == f"mnemolog: error: cannot listen on 127.0.0.1:{busy}: Address already in use\n", err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("capacity", ["-1", "0"])
+def test_a_working_memory_capacity_below_one_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, capacity):
+    """A capacity below 1 evicted every memory as it entered, and archived each WorkingMemory item as it was added."""
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    assert run(capsys, "--data-dir", str(data), "add", "a first note")[0] == 0
+    monkeypatch.setenv("MNEMOLOG_WORKING_MEMORY_CAPACITY", capacity)
+    for argv in (["add", "scratch note", "--type", "WorkingMemory"], ["working-memory"]):
+        code, out, err = run(capsys, "--data-dir", str(data), *argv)
+        assert code == 2 and out == "" and err == f"mnemolog: error: MNEMOLOG_WORKING_MEMORY_CAPACITY must be at least 1, got {capacity}\n", err
+    assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1

@@ -1,0 +1,143 @@
+"""Working memory on the write side: the FIFO's evictions, and the entries that follow a memory's status.
+
+A tenant's working memory holds the long-term and user memories (and the
+``WorkingMemory`` items) it was given, oldest first, at most ``capacity``.
+Its changes are events on ``working-<tenant>``, written in the same atomic
+batch as the command that causes them:
+
+- an add beyond the capacity evicts the oldest entries (``WorkingMemoryEvicted``);
+- a memory that leaves the activated state (merged away, superseded,
+  archived, deleted, rolled back to such a version, its subject forgotten)
+  leaves working memory (``WorkingMemoryWithdrawn``, with the reason and,
+  for the organizer's decisions, the judge);
+- a merged memory takes the place of its newest source that was there;
+- a restored memory (or one rolled back to an activated version) comes back
+  at its old place (``WorkingMemoryRestored``) if it left by a withdrawal
+  (a FIFO eviction is for good) and the capacity holds it: an entry older
+  than the ``capacity`` newest would have been evicted first; the oldest
+  entries beyond the capacity are then evicted.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .. import catalogue as c
+from ..aggregate import load
+from ..ids import new_ids
+from ..model import MemoryType, NotFound, Status
+from ..store import ANY, EventStore, StreamAppend
+from .facts import GraphFacts
+
+
+def fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
+    return entry.entered_at, entry.binding
+
+
+class WorkingMemory:
+    def __init__(self, store: EventStore, facts: GraphFacts, capacity: int | None = None):
+        self.store = store
+        self.facts = facts
+        self.capacity = capacity
+
+    def write(self, tenant: str, events: list) -> list[StreamAppend]:
+        """The working-stream write of ``events``, if any."""
+        return [StreamAppend(c.working_stream(tenant), events)] if events else []
+
+    # -- the FIFO ---------------------------------------------------------------------------------
+
+    def evictions(self, tenant: str, entered: list[tuple[str, str, str]], stamp: str) -> list[StreamAppend]:
+        """Events that keep the tenant's working memory within its capacity (FIFO), for the
+        ``(binding, memory_id, memory_type)`` entries an add puts in: the eviction first, then the
+        archive of each ``WorkingMemory`` item it evicts."""
+        if not entered or self.capacity is None:
+            return []
+        fifo = self.facts.working_memory(tenant) + entered
+        leaving = fifo[: max(0, len(fifo) - self.capacity)]
+        return self._evict(tenant, leaving, {m for _, m, _ in entered}, stamp)
+
+    def _evict(self, tenant: str, leaving: list[tuple[str, str, str]], new: set[str], stamp: str) -> list[StreamAppend]:
+        """The eviction of ``leaving`` (``(binding, memory_id, memory_type)``, none: no write), then the archive of each
+        ``WorkingMemory`` item among them: such an item lives only in working memory (a deleted one stays deleted).
+        ``new``: memories the same batch adds, archived whatever the log says of them."""
+        if not leaving:
+            return []
+        evicted = c.WorkingMemoryEvicted(bindings=tuple(b for b, _, _ in leaving), memory_ids=tuple(m for _, m, _ in leaving), capacity=self.capacity)
+        writes = self.write(tenant, [evicted])
+        for _, memory_id, memory_type in leaving:
+            if memory_type != MemoryType.WORKING.value:
+                continue
+            expected = ANY
+            if memory_id not in new:
+                try:
+                    state = load(self.store, tenant, memory_id)
+                except NotFound:
+                    continue
+                if state.status != Status.ACTIVATED.value:
+                    continue
+                expected = state.version
+            writes.append(
+                StreamAppend(
+                    c.memory_stream(memory_id),
+                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
+                    expected,
+                )
+            )
+        return writes
+
+    def back(self, tenant: str, entries: list[c.WorkingEntry], reason: str, stamp: str) -> list[StreamAppend]:
+        """``entries`` put back at their places, those the capacity holds (an entry older than the ``capacity``
+        newest would have been evicted first), and the oldest entries beyond the capacity then evicted."""
+        if not entries:
+            return []
+        if self.capacity is None:
+            return self.write(tenant, [c.WorkingMemoryRestored(entries=tuple(sorted(entries, key=fifo_order)), reason=reason)])
+        fifo = sorted([*self.facts.working_entries(tenant), *entries], key=fifo_order)
+        cut = max(0, len(fifo) - self.capacity)
+        back = [e for e in fifo[cut:] if e in entries]
+        if not back:
+            return []
+        leaving = [(e.binding, e.memory_id, e.memory_type) for e in fifo[:cut] if e not in entries]
+        evicted = self._evict(tenant, leaving, set(), stamp)  # on the working stream, then the archives it causes
+        restored = c.WorkingMemoryRestored(entries=tuple(back), reason=reason)
+        return self.write(tenant, [restored, *(evicted[0].events if evicted else ())]) + evicted[1:]
+
+    # -- following a memory's status ------------------------------------------------------------------
+
+    def leaving(self, tenant: str, memory_ids: Iterable[str], reason: str, *, judge: str | None = None) -> list:
+        """The withdrawal of the live entries of ``memory_ids`` (none: no event)."""
+        ids = set(memory_ids)
+        gone = [e for e in self.facts.working_entries(tenant) if e.memory_id in ids] if ids else []
+        if not gone:
+            return []
+        return [c.WorkingMemoryWithdrawn(bindings=tuple(e.binding for e in gone), memory_ids=tuple(e.memory_id for e in gone), reason=reason, judge=judge)]
+
+    def merged(self, tenant: str, source_ids: Iterable[str], merged_id: str, memory_type: str, *, judge: str | None = None) -> list:
+        """The sources' entries withdrawn, and the merged memory in the place of the newest of them."""
+        events = self.leaving(tenant, source_ids, f"merged into {merged_id}", judge=judge)
+        if not events:
+            return []
+        sources = set(source_ids)
+        newest = max((e for e in self.facts.working_entries(tenant) if e.memory_id in sources), key=fifo_order)
+        entry = c.WorkingEntry(binding=new_ids(1)[0], memory_id=merged_id, memory_type=memory_type, entered_at=newest.entered_at)
+        return events + [c.WorkingMemoryRestored(entries=(entry,), reason=f"merged from {', '.join(dict.fromkeys(source_ids))}")]
+
+    def returning(self, tenant: str, memory_id: str, reason: str, stamp: str) -> list[StreamAppend]:
+        """The memory's last entry back at its place (see :meth:`back`), if a withdrawal, not the FIFO, took it out."""
+        stay = self.facts.working_stay(tenant, memory_id)
+        if stay is None or stay[1] is None:
+            return []  # never in working memory, or still there
+        entry, ended_at = stay
+        closing = self.store.read_all(after=ended_at - 1, until=ended_at, tenant=tenant, types=["WorkingMemoryWithdrawn"])
+        if not any(entry.binding in r.event.bindings for r in closing):
+            return []
+        return self.back(tenant, [entry], reason, stamp)
+
+    def following(self, tenant: str, memory_id: str, before: str, after: str, reason: str, stamp: str) -> list[StreamAppend]:
+        """The writes that make working memory follow a change of the memory's status from ``before`` to ``after``."""
+        active = Status.ACTIVATED.value
+        if before == active and after != active:
+            return self.write(tenant, self.leaving(tenant, [memory_id], reason))
+        if before != active and after == active:
+            return self.returning(tenant, memory_id, reason, stamp)
+        return []
