@@ -46,12 +46,23 @@ def tenant_of(args: argparse.Namespace) -> str:
     return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
 
 
+def os_user() -> str:
+    """The login name this command runs as (its uid where the system has no name for it)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError, ImportError):
+        return f"uid-{os.getuid()}"
+
+
 def command_context(args: argparse.Namespace) -> CommandContext:
-    """A write's context from its options: the actor (``--actor``, else ``cli``: history tells a change made at
-    the terminal from one of unknown origin), the correlation id and the idempotency key."""
+    """A write's context from its options: the actor (``--actor``, else ``cli:<login name>``: history tells a
+    change made at the terminal, and by whom, from one of unknown origin, as the API names its key), the
+    correlation id and the idempotency key."""
     return CommandContext(
         tenant=tenant_of(args),
-        actor=getattr(args, "actor", None) or "cli",
+        actor=getattr(args, "actor", None) or f"cli:{os_user()}",
         correlation_id=getattr(args, "correlation_id", None) or "",
         idempotency_key=getattr(args, "idempotency_key", None) or None,
     )

@@ -372,22 +372,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
     return _report(args, result, text)
 
 
-def _os_user() -> str:
-    """The login name this command runs as (its uid where the system has no name for it)."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError, ImportError):
-        return f"uid-{os.getuid()}"
-
-
 def cmd_forget(args: argparse.Namespace) -> int:
     if not args.yes:
         return fail(f"forgetting subject {args.subject!r} destroys its keys: its data can never be read again; pass --yes to confirm")
     ctx = _context(args)
-    if ctx.actor is None:  # an irreversible erasure names who ran it, as the API names its key
-        ctx = msgspec.structs.replace(ctx, actor=f"cli:{_os_user()}")
     with _open(args) as svc:
         result = svc.forget(ctx, args.subject, reason=args.reason or "")
     data = result.data

@@ -85,7 +85,10 @@ async def test_a_restored_memory_is_no_longer_superseded_by_nor_merged_into_anot
     assert retry["replayed"] and {**retry, "replayed": False} == restored  # the retry answers as the first did
     assert await edges_around(api, old) == []  # activated again: superseded by nothing
     _, merged = await post(api, "/v1/memories/merge", {"memory_ids": [t1, t2]})
-    _, back = await post(api, f"/v1/memories/{t1}/rollback", {"to_version": 1})
+    status, refused = await post(api, f"/v1/memories/{t1}/rollback", {"to_version": 1})
+    assert status == 409 and merged["correlation_id"] in refused["error"]["message"]  # revert the merge instead: it takes it back whole
+    assert [e[1] for e in await edges_around(api, t1)] == ["MERGED_TO"]
+    assert (await post(api, f"/v1/memories/{t1}/restore", {}))[0] == 200
     assert await edges_around(api, t1) == []
     assert [(e[1], e[2]) for e in await edges_around(api, merged["data"]["merged_id"])] == [("MERGED_TO", t2)]
     # Reverting the restore makes it superseded again, edge included.

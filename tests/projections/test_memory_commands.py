@@ -8,6 +8,8 @@ isolation and tenant drop; then the ``mnemolog`` commands that wrap them.
 
 from __future__ import annotations
 
+import getpass
+
 import io
 import json
 import sqlite3
@@ -522,9 +524,9 @@ def test_cli_changes_without_actor_are_the_clis_in_history_as_entity_changes_are
     run_cli("archive", m, "--actor", "ops-alice")
     run_cli("entity", "upsert", "place:paris", "--name", "Paris")
     history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
-    assert [h["actor"] for h in history] == ["cli", "cli", "ops-alice"]
+    assert [h["actor"] for h in history] == [f"cli:{getpass.getuser()}"] * 2 + ["ops-alice"]
     entity_event = json.loads(run_cli("log", "--json", "--type", "EntityUpserted").splitlines()[-1])
-    assert entity_event["metadata"]["actor"] == "cli"
+    assert entity_event["metadata"]["actor"] == f"cli:{getpass.getuser()}"
 
 
 def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):

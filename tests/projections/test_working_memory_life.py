@@ -96,9 +96,9 @@ def test_archive_delete_supersede_and_forget_take_a_memory_out_and_restore_bring
     assert places(svc) == before  # back at their old places
     rebuilt_equal(svc)
     newer = add(svc, "fourth note")
-    svc.run(svc.memories.supersede, ctx(), b, newer)
+    superseded = svc.run(svc.memories.supersede, ctx(), b, newer)
     assert fifo(svc) == [a, d, newer] and withdrawals(svc)[-1].reason == f"superseded by {newer}"
-    svc.run(svc.memories.rollback, ctx(), b, 1)  # activated again: back at its place
+    svc.run(svc.reverts.revert, ctx(), superseded.correlation_id)  # activated again: back at its place
     assert fifo(svc) == [a, b, d, newer]
     svc.run(svc.memories.rollback, ctx(), b, 2)  # version 2 was deleted
     assert fifo(svc) == [a, d, newer]
