@@ -41,7 +41,7 @@ def parse_wait(raw: str | None, field: str = "wait") -> float:
     """``"5s"``, ``"500ms"`` or plain seconds, at most 30 s; a bad value is a 422 naming ``field``."""
     if raw is None:
         return 0.0
-    if not WAIT_RE.match(raw):
+    if not WAIT_RE.fullmatch(raw):
         raise ApiError(422, "invalid", f"{field} must be a duration of at most {MAX_WAIT_S:g}s, such as 5s or 500ms", field)
     return float(raw[:-2]) / 1000.0 if raw.endswith("ms") else float(raw.removesuffix("s"))
 

@@ -117,7 +117,7 @@ def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> 
         tag = tag.strip().lower()
         if not tag:
             continue
-        if not _TAG_RE.match(tag):
+        if not _TAG_RE.fullmatch(tag):
             raise ValidationError(field, f"invalid tag {tag!r} (no spaces or commas, at most 64 characters)")
         if tag not in out:
             out.append(tag)

@@ -89,7 +89,7 @@ class DocumentImport(msgspec.Struct, frozen=True, kw_only=True):
 
 def check_doc_id(doc_id: object, field: str = "doc_id") -> str:
     """``doc_id`` when it is a valid document id, else a :class:`ValidationError` naming ``field``."""
-    if not isinstance(doc_id, str) or len(doc_id) > DOC_ID_MAX or not DOC_ID_RE.match(doc_id):
+    if not isinstance(doc_id, str) or len(doc_id) > DOC_ID_MAX or not DOC_ID_RE.fullmatch(doc_id):
         raise ValidationError(
             field, f"must be a relative path of at most {DOC_ID_MAX} characters: parts of letters, digits or . _ -, "
             "each starting with a letter or digit, separated by /"
@@ -296,7 +296,7 @@ class DocumentCommands:
     ) -> CommandResult:
         """Append a planned relink run; the plan must still match the live mention edges."""
         prefix = f"{g.MENTION_EDGE_PREFIX}{run_id}:"
-        if not RUN_PREFIX_RE.match(prefix):
+        if not RUN_PREFIX_RE.fullmatch(prefix):
             raise ValidationError("run_id", "must not contain ':' or whitespace")
         # A retry under the same idempotency key asks for the same run options, whatever its new plan.
         request = ["relink", bool(summary.get("include_tags", False)), summary.get("max_alias_document_frequency")]
@@ -347,7 +347,7 @@ class LinkAwareEdgeCommands(EdgeCommands):
     """Edge commands whose namespace undo of a relink run also restores what the run removed."""
 
     def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
-        found = RUN_PREFIX_RE.match(prefix if prefix.endswith(":") else prefix + ":") if isinstance(prefix, str) else None
+        found = RUN_PREFIX_RE.fullmatch(prefix if prefix.endswith(":") else prefix + ":") if isinstance(prefix, str) else None
         run = self._relink_run(ctx.tenant, found.group(1)) if found else None
         if run is None:
             return super().undo_namespace(ctx, prefix, reason=reason)

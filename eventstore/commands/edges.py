@@ -37,9 +37,9 @@ def not_a_relation(value: str, field: str) -> None:
 
 
 def check_edge(edge: c.EdgeRecord) -> None:
-    if not EDGE_ID_RE.match(edge.edge_id) or len(edge.edge_id) > 255:
+    if not EDGE_ID_RE.fullmatch(edge.edge_id) or len(edge.edge_id) > 255:
         raise ValidationError("edge_id", "must be namespaced as <namespace>:<run-or-source>:<n>, e.g. user:notes:1")
-    if not EDGE_TYPE_RE.match(edge.edge_type):
+    if not EDGE_TYPE_RE.fullmatch(edge.edge_type):
         raise ValidationError("edge_type", "must be UPPER_SNAKE_CASE, e.g. RELATED or MENTIONS")
     if not isinstance(edge.weight, (int, float)) or not math.isfinite(edge.weight) or not 0.0 <= edge.weight <= 1.0:
         raise ValidationError("weight", "must be a number between 0 and 1")
@@ -91,7 +91,7 @@ class EdgeCommands:
         if key:
             return f"user:{_digest(key)}:1"
         run = ctx.correlation_id
-        if not EDGE_ID_RE.match(f"user:{run}:1") or len(run) > 200:
+        if not EDGE_ID_RE.fullmatch(f"user:{run}:1") or len(run) > 200:
             run = _digest(run)
         taken = {e.edge_id for e in self.facts.live_edges_with_prefix(ctx.tenant, f"user:{run}:")}
         n = 1
@@ -154,7 +154,7 @@ class EdgeCommands:
 
     def undo_namespace(self, ctx: CommandContext, prefix: str, *, reason: str = "") -> CommandResult:
         """Remove every live edge under ``prefix`` (a namespace, a run, whole segments: see :func:`under`), in one event."""
-        if not isinstance(prefix, str) or not NAMESPACE_RE.match(prefix):
+        if not isinstance(prefix, str) or not NAMESPACE_RE.fullmatch(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
         not_a_relation(prefix, "prefix")
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:

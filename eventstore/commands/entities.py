@@ -118,7 +118,7 @@ def load_entity(store: EventStore, tenant: str, entity_id: str, *, since: int | 
 
 
 def check_entity_id(entity_id: Any, field: str = "entity_id") -> str:
-    if not isinstance(entity_id, str) or not ENTITY_ID_RE.match(entity_id):
+    if not isinstance(entity_id, str) or not ENTITY_ID_RE.fullmatch(entity_id):
         raise ValidationError(field, "must be 1 to 100 letters, digits or . _ : @ + # ~ -, starting with a letter or digit")
     if entity_id.startswith(g.DOCUMENT_NODE_PREFIX):
         raise ValidationError(field, f"ids starting with {g.DOCUMENT_NODE_PREFIX!r} are reserved for documents")
@@ -129,7 +129,7 @@ def normalise_relation_type(value: Any) -> str:
     if not isinstance(value, str):
         raise ValidationError("relation_type", "must be a string")
     text = re.sub(r"[\s-]+", "_", value.strip()).upper()
-    if not RELATION_TYPE_RE.match(text):
+    if not RELATION_TYPE_RE.fullmatch(text):
         raise ValidationError("relation_type", "must be 1 to 40 letters, digits or _, starting with a letter (e.g. works_on)")
     if text in RESERVED_RELATION_TYPES:
         raise ValidationError("relation_type", f"{text} is reserved for the graph's own edges")
@@ -160,7 +160,7 @@ def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...
         tag = normalise_tag(tag)
         if not tag:
             continue
-        if not _TAG_RE.match(tag):
+        if not _TAG_RE.fullmatch(tag):
             raise ValidationError(field, f"invalid tag {tag!r} (no commas, at most 64 characters)")
         if tag not in out:
             out.append(tag)

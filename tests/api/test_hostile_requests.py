@@ -129,3 +129,19 @@ async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming
     packed = gzip.compress(ADD) if encoding == "gzip" else zlib.compress(ADD)
     status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], packed)
     assert status == 201, answer  # the same body, compressed as said, is taken
+
+
+async def test_an_identifier_ending_in_a_line_break_is_422_naming_it_and_writes_nothing(api):
+    """Python's ``$`` matches before a final line break: ``acme\\n`` was an entity beside ``acme``, ``a.md\\n`` a
+    document beside ``a.md``, an edge type ``RELATED\\n`` a type of its own, and an undo of ``user:notes:\\n`` ran."""
+    from .test_errors import call
+
+    added = (await (await api.raw.post("/v1/memories", json={"memories": [{"memory": "one"}, {"memory": "two"}]})).json())["memory_ids"]
+    head = api.service.store.last_position()
+    await call(api, "PUT", "/v1/entities/acme%0A", json={"name": "Acme"}, status=422, field="entity_id")
+    await call(api, "POST", "/v1/import/documents", json={"documents": [{"filename": "a.md", "content": "# A\n\ntext", "doc_id": "a.md\n"}]}, status=422, field="documents[0].doc_id")
+    await call(api, "POST", "/v1/edges", json={"source": added[0], "target": added[1], "edge_type": "RELATED\n"}, status=422, field="edge_type")
+    await call(api, "POST", "/v1/edges", json={"source": added[0], "target": added[1], "edge_id": "user:notes:1\n"}, status=422, field="edge_id")
+    await call(api, "POST", "/v1/edges/undo-namespace", json={"prefix": "user:notes:\n"}, status=422, field="prefix")
+    await call(api, "GET", "/v1/organizer/status", params={"wait": "5s\n", "min_position": "0"}, status=422, field="wait")
+    assert api.service.store.last_position() == head
