@@ -37,6 +37,8 @@ def fold_text(text: str) -> str:
 
 DOCUMENT_NODE_PREFIX = "document:"
 RELATION_EDGE_PREFIX = "rel:"
+MERGED_EDGE_PREFIX = "merged:"  # a merge's MERGED_TO edges: merged:<correlation>:<merged id>:<n>
+SUPERSEDED_EDGE_PREFIX = "superseded:"  # a supersede's SUPERSEDED_BY edge: superseded:<correlation>:<older id>
 MENTION_EDGE_PREFIX = "mention:"
 MENTIONS = "MENTIONS"
 

@@ -8,7 +8,7 @@ from hashlib import sha256
 from typing import Callable
 
 from .. import catalogue as c
-from ..catalogue_graph import RELATION_EDGE_PREFIX
+from ..catalogue_graph import MERGED_EDGE_PREFIX, RELATION_EDGE_PREFIX, SUPERSEDED_EDGE_PREFIX
 from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
@@ -26,14 +26,22 @@ def under(prefix: str, edge_id: str) -> bool:
     return edge_id.startswith(prefix) if prefix.endswith(":") else edge_id == prefix or edge_id.startswith(prefix + ":")
 
 
-def not_a_relation(value: str, field: str) -> None:
-    """Refuse an edge id or prefix in ``rel:``: those edges mirror entity relations and change only with them
-    (an edge unlinked alone would leave the relation in the entity graph and gone from the graph, and a
-    relation set again at the same weight would write nothing to bring it back)."""
-    if value.startswith(RELATION_EDGE_PREFIX):
-        raise ValidationError(
-            field, f"{RELATION_EDGE_PREFIX} edges mirror entity relations: set or remove the relation itself"
-        )
+#: Edges that mirror another record and change only with it, never by a link, unlink or undo of their own.
+DERIVED_EDGES = {
+    # An edge unlinked alone would leave the relation in the entity graph and gone from the graph, and a
+    # relation set again at the same weight would write nothing to bring it back.
+    RELATION_EDGE_PREFIX: "edges mirror entity relations: set or remove the relation itself",
+    # Removed alone, they would leave an archived memory with no trace of what replaced it.
+    MERGED_EDGE_PREFIX: "edges record merges: revert the merge's correlation to take one back",
+    SUPERSEDED_EDGE_PREFIX: "edges record supersedes: revert the supersede's correlation to take one back",
+}
+
+
+def not_derived(value: str, field: str) -> None:
+    """Refuse an edge id or prefix under one of :data:`DERIVED_EDGES`."""
+    for prefix, why in DERIVED_EDGES.items():
+        if value.startswith(prefix):
+            raise ValidationError(field, f"{prefix} {why}")
 
 
 def check_edge(edge: c.EdgeRecord) -> None:
@@ -105,7 +113,7 @@ class EdgeCommands:
             raise ValidationError("edges", "at least one edge is needed")
         for edge in edges:
             check_edge(edge)
-            not_a_relation(edge.edge_id, "edge_id")
+            not_derived(edge.edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "link", edges)) is not None:
             return done
         seen: set[str] = set()
@@ -133,7 +141,7 @@ class EdgeCommands:
         )
 
     def unlink(self, ctx: CommandContext, edge_id: str, *, reason: str = "") -> CommandResult:
-        not_a_relation(edge_id, "edge_id")
+        not_derived(edge_id, "edge_id")
         if (done := replayed(self.store, ctx, "unlink", [edge_id, reason])) is not None:
             return done
         edge = self.facts.live_edge(ctx.tenant, edge_id)
@@ -156,7 +164,7 @@ class EdgeCommands:
         """Remove every live edge under ``prefix`` (a namespace, a run, whole segments: see :func:`under`), in one event."""
         if not isinstance(prefix, str) or not NAMESPACE_RE.fullmatch(prefix):
             raise ValidationError("prefix", "must start with a namespace and a colon, e.g. mention: or mention:run-7:")
-        not_a_relation(prefix, "prefix")
+        not_derived(prefix, "prefix")
         if (done := replayed(self.store, ctx, "undo-namespace", [prefix, reason])) is not None:
             return done
         edges = self.live_edges_under(ctx.tenant, prefix)

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
+from .. import catalogue_graph as g
 from ..aggregate import MemoryState, load
 from ..ids import new_ids
 from ..model import (
@@ -276,7 +277,7 @@ class MemoryCommands:
             edge_events.append(
                 c.EdgeLinked(
                     edge=c.EdgeRecord(
-                        edge_id=f"merged:{ctx.correlation_id}:{merged_id}:{n}",
+                        edge_id=f"{g.MERGED_EDGE_PREFIX}{ctx.correlation_id}:{merged_id}:{n}",
                         edge_type="MERGED_TO",
                         source=state.memory_id,
                         target=merged_id,
@@ -332,7 +333,7 @@ class MemoryCommands:
                 [
                     c.EdgeLinked(
                         edge=c.EdgeRecord(
-                            edge_id=f"superseded:{ctx.correlation_id}:{older_id}",
+                            edge_id=f"{g.SUPERSEDED_EDGE_PREFIX}{ctx.correlation_id}:{older_id}",
                             edge_type="SUPERSEDED_BY",
                             source=older_id,
                             target=newer_id,

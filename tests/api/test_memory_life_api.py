@@ -142,3 +142,26 @@ async def test_a_merge_checks_the_versions_it_expects(api):
     client = api.typed_client()
     merged = await client.merge_memories([a, b], expected_versions={a: 1, b: 2})
     assert merged.data["sources"] == [a, b]
+
+
+async def test_a_merge_or_supersede_edge_changes_only_with_its_correlation(api):
+    """An unlink or undo of a ``merged:`` or ``superseded:`` edge left an archived memory with no trace of what
+    replaced it (the revert, which takes the merge back whole, is the way); a link could forge one."""
+    _, added = await post(api, "/v1/memories", {"memories": [{"memory": "tea"}, {"memory": "green tea"}, {"memory": "Zoe is 30"}, {"memory": "Zoe is 31"}]})
+    t1, t2, old, new = added["memory_ids"]
+    _, merged = await post(api, "/v1/memories/merge", {"memory_ids": [t1, t2]})
+    assert (await post(api, f"/v1/memories/{old}/supersede", {"superseded_by": new}))[0] == 200
+    edges = [e["edge_id"] for e in (await (await api.raw.get("/v1/graph/neighbors", params={"node": merged["data"]["merged_id"], "direction": "both"})).json())["edges"]]
+    merge_edge = next(e for e in edges if e.startswith("merged:"))
+    head = api.service.store.last_position()
+    refused = [
+        (await api.raw.delete(f"/v1/edges/{merge_edge}"), "edge_id"),
+        (await api.raw.post("/v1/edges/undo-namespace", json={"prefix": "merged:"}), "prefix"),
+        (await api.raw.post("/v1/edges/undo-namespace", json={"prefix": "superseded:"}), "prefix"),
+        (await api.raw.post("/v1/edges", json={"source": t1, "target": new, "edge_type": "MERGED_TO", "edge_id": "merged:x:y:1"}), "edge_id"),
+    ]
+    for response, field in refused:
+        answer = await response.json()
+        assert response.status == 422 and answer["error"]["field"] == field and "revert" in answer["error"]["message"], answer
+    assert api.service.store.last_position() == head
+    assert (await post(api, "/v1/reverts", {"correlation_id": merged["correlation_id"]}))[0] == 200  # the way to take it back
