@@ -8,7 +8,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
-from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
+from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_REASON_CHARS, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.graph.reads import WorkingEntryView
 
@@ -51,7 +51,7 @@ Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]
 #: Why a change was made: recorded in the log unsealed (a forget never reaches it), so operator text, no personal data.
-Reason = Annotated[str, Meta(max_length=2000)]
+Reason = Annotated[str, Meta(max_length=MAX_REASON_CHARS)]
 #: ``as_of`` as text: an RFC 3339 time (mapped to the log's position then), a position in digits, or empty (the head).
 #: The service resolves it (:meth:`mnemolog.projections.service.MemoryService.resolve_as_of`); the schema says what it takes.
 AS_OF_TEXT_SCHEMA = {"anyOf": [{"format": "date-time"}, {"pattern": r"^[0-9]{1,18}$"}, {"maxLength": 0}]}

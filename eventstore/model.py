@@ -17,6 +17,7 @@ import msgspec
 MAX_TAGS = 8
 MAX_TEXT_CHARS = 100_000
 MAX_EMBEDDING_DIM = 4096
+MAX_REASON_CHARS = 2_000  # why a change was made: operator text recorded in the log
 
 
 class MemoryType(str, enum.Enum):

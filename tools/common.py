@@ -21,6 +21,7 @@ import msgspec
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MAX_REASON_CHARS
 from mnemolog.eventstore.settings import Settings
 
 __all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
@@ -66,6 +67,13 @@ def command_context(args: argparse.Namespace) -> CommandContext:
         correlation_id=getattr(args, "correlation_id", None) or "",
         idempotency_key=getattr(args, "idempotency_key", None) or None,
     )
+
+
+def reason_text(text: str) -> str:
+    """An argparse type: a ``--reason``, at most the characters the API takes (it is recorded in the log)."""
+    if len(text) > MAX_REASON_CHARS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_REASON_CHARS:,} characters, got {len(text):,}")
+    return text
 
 
 def between(low: int, high: int):

@@ -30,6 +30,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
 from .common import command_context as _context
 from .common import between as _between
+from .common import reason_text
 from .common import tenant_of as _tenant
 from .progress import progress_for
 
@@ -404,7 +405,7 @@ def register(subparsers) -> None:
     e.add_argument("--prop", action="append", metavar="K=V", help="a string property (repeatable)")
     e = _entity_command(sub, "remove", cmd_remove, "remove an entity, its relations and its edges", writes=True)
     e.add_argument("id", metavar="ID")
-    e.add_argument("--reason", metavar="R")
+    e.add_argument("--reason", metavar="R", type=reason_text)
     e = _entity_command(sub, "relate", cmd_relate, "set (or with --remove, remove) a relation SRC -TYPE-> DST", writes=True)
     e.add_argument("source", metavar="SRC")
     e.add_argument("target", metavar="DST")

@@ -24,7 +24,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
-from .common import between
+from .common import between, reason_text
 from .common import command_context as _context
 from .common import tenant_of as _tenant
 
@@ -508,7 +508,7 @@ def register(subparsers) -> None:
     p.add_argument("--tags", metavar="A,B", help="new tags, comma-separated ('' clears them)")
     p.add_argument("--subject", metavar="S", help="new subject ('' makes it the tenant's)")
     p.add_argument("--if-version", type=_positive, metavar="N", help="refuse unless the memory is at version N")
-    p.add_argument("--reason", metavar="R", help="why (kept in history)")
+    p.add_argument("--reason", metavar="R", type=reason_text, help="why (kept in history)")
 
     p = _command(subparsers, "merge", cmd_merge, "merge memories into a new one (sources archived)", writes=True)
     p.add_argument("ids", nargs="+", metavar="ID", help="two or more memory ids")
@@ -521,7 +521,7 @@ def register(subparsers) -> None:
     ):
         p = _command(subparsers, name, _status_command(verb, method), help_text, writes=True)
         p.add_argument("id", metavar="ID")
-        p.add_argument("--reason", metavar="R", help="why (kept in history)")
+        p.add_argument("--reason", metavar="R", type=reason_text, help="why (kept in history)")
         p.add_argument("--if-version", type=_positive, metavar="N", help="refuse unless the memory is at version N")
         if name == "delete":
             p.add_argument("--evolve-to", metavar="ID", help="the memory this one evolved into")
@@ -530,7 +530,7 @@ def register(subparsers) -> None:
     p.add_argument("id", metavar="ID")
     p.add_argument("--to", type=_positive, required=True, metavar="N", help="the version to return to")
     p.add_argument("--if-version", type=_positive, metavar="N", help="refuse unless the memory is at version N")
-    p.add_argument("--reason", metavar="R", help="why (kept in history)")
+    p.add_argument("--reason", metavar="R", type=reason_text, help="why (kept in history)")
 
     p = _command(subparsers, "link", cmd_link, "link two nodes with a typed, weighted edge", writes=True)
     p.add_argument("source", metavar="SRC")
@@ -541,11 +541,11 @@ def register(subparsers) -> None:
 
     p = _command(subparsers, "unlink", cmd_unlink, "remove a live edge", writes=True)
     p.add_argument("edge_id", metavar="EDGE_ID")
-    p.add_argument("--reason", metavar="R")
+    p.add_argument("--reason", metavar="R", type=reason_text)
 
     p = _command(subparsers, "undo-namespace", cmd_undo_namespace, "remove every live edge under PREFIX (a namespace or a run, whole segments)", writes=True)
     p.add_argument("prefix", metavar="PREFIX", help="e.g. mention: (the namespace) or mention:run-7 (the run; never mention:run-70)")
-    p.add_argument("--reason", metavar="R")
+    p.add_argument("--reason", metavar="R", type=reason_text)
 
     p = _command(subparsers, "revert", cmd_revert, "undo everything one correlation did, with compensating events", writes=True)
     p.add_argument("correlation", metavar="CORRELATION_ID")
@@ -558,13 +558,13 @@ def register(subparsers) -> None:
     p.add_argument(
         "--subject", required=True, metavar="S", help="the subject named on its memories, or @tenant: the tenant's own key (its entities, documents and memories without a subject)"
     )
-    p.add_argument("--reason", metavar="R", help="why (recorded in the log; no personal data)")
+    p.add_argument("--reason", metavar="R", type=reason_text, help="why (recorded in the log; no personal data)")
     p.add_argument("--yes", action="store_true", help="confirm")
     p.epilog = "Without --actor, the log records the operating-system user as the actor (cli:USER)."
 
     p = _command(subparsers, "drop-tenant", cmd_drop_tenant, "back the tenant up, then remove it from every projection", writes=True)
     p.add_argument("--yes", action="store_true", help="confirm")
-    p.add_argument("--reason", metavar="R")
+    p.add_argument("--reason", metavar="R", type=reason_text)
 
     p = _command(subparsers, "rebuild", cmd_rebuild, "drop projections and replay them from the log", tenant=False)
     p.add_argument("--projection", action="append", metavar="NAME", help="only this projection (repeatable)")

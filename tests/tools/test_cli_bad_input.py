@@ -299,3 +299,14 @@ def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
                 drain.read()
         writer.join(timeout=30)
     assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("argv", [("forget", "--subject", "u-1", "--yes"), ("archive", "{memory}"), ("update", "{memory}", "--text", "new text")])
+def test_a_reason_longer_than_the_api_takes_is_refused(data, argv):
+    """The API caps a reason (recorded in the log) at 2,000 characters; the command line wrote any length."""
+    import json
+
+    memory = json.loads(run(data, "add", "a memory with a subject", "--subject", "u-1", "--json").stdout)["memory_ids"][0]
+    before = head(data)
+    assert_refused(run(data, *[a.format(memory=memory) for a in argv], "--reason", "x" * 2_001), "--reason", "at most 2,000 characters")
+    assert head(data) == before
