@@ -36,6 +36,14 @@ def _open(path: Path, **values) -> EventStore:
     return EventStore.open(path, settings=_settings(data_dir=str(path), **values))
 
 
+def _forget(store: EventStore, subject: str, tenant: str = "t") -> None:
+    """The subject's keys destroyed and its ``SubjectForgotten`` appended, as a forget does."""
+    keys = store.sealer.keys
+    ids = keys.retire(tenant, subject)
+    keys.forget(ids)
+    store.append(f"tenant-{tenant}", [c.SubjectForgotten(subject=subject, key_ids=tuple(ids))], tenant=tenant)
+
+
 def _added(text: str, subject: str | None = "u-1", memory_id: str = "m-1", **content) -> c.MemoryAdded:
     return c.MemoryAdded(memory_id=memory_id, content=MemoryContent(memory=text, subject=subject, **content), created_at="2026-01-01T00:00:00Z")
 
@@ -150,10 +158,7 @@ def test_an_import_needs_no_key_the_file_itself_forgets(tmp_path):
     """A subject forgotten in the source reads as erased in the copy: its keys are not asked for."""
     with _open(tmp_path / "a", encryption="on") as store:
         store.append("memory-1", [_added("forgotten before the export", subject="u-1")], tenant="t")
-        keys = store.sealer.keys
-        ids = keys.retire("t", "u-1")
-        keys.forget(ids)
-        store.append("tenant-t", [c.SubjectForgotten(subject="u-1", key_ids=tuple(ids))], tenant="t")
+        _forget(store, "u-1")
         with open(tmp_path / "log.jsonl", "wb") as out:
             exchange.export(store, out)
     with _open(tmp_path / "b", encryption="on") as other, open(tmp_path / "log.jsonl", "rb") as lines:
@@ -199,10 +204,7 @@ def test_an_import_of_a_forget_keeps_the_subject_erased_even_where_the_key_was_h
     with _open(tmp_path / "a", encryption="on") as store:
         store.append("memory-1", [_added("Forgotten elsewhere")], tenant="t")
         write_key_file(store.sealer.keys, tmp_path / "log.keys")
-        keys = store.sealer.keys
-        ids = keys.retire("t", "u-1")
-        keys.forget(ids)
-        store.append("tenant-t", [c.SubjectForgotten(subject="u-1", key_ids=tuple(ids))], tenant="t")
+        _forget(store, "u-1")
         with open(tmp_path / "log.jsonl", "wb") as out:
             exchange.export(store, out)
     with _open(tmp_path / "b", encryption="on") as other, open(tmp_path / "log.jsonl", "rb") as lines:
