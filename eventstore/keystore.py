@@ -23,6 +23,7 @@ empties the write-ahead log.
 
 from __future__ import annotations
 
+import hmac
 import os
 import sqlite3
 import threading
@@ -35,6 +36,7 @@ from .ids import new_id
 KEY_BYTES = 32
 TENANT_SUBJECT = ""  # the tenant's own key
 FORGOTTEN = b""  # what :meth:`KeyStore.key` returns for a forgotten key
+KEYED_FINGERPRINT = "s"  # how an idempotency fingerprint keyed with data keys starts (see KeyStore.keyed_fingerprint)
 
 
 class KeysRetired(Exception):
@@ -143,6 +145,21 @@ class KeyStore:
             return None
         found = self._by_id[key_id] = FORGOTTEN if row[1] == "forgotten" else bytes(row[0])
         return found
+
+    def keyed_fingerprint(self, digest: str, key_ids: Iterable[str]) -> str | None:
+        """``digest`` (what an idempotency key is bound to: a SHA-256 of the request) keyed with the data keys
+        ``key_ids`` (those that sealed the write), as the log stores it; ``None`` once one of them is gone.
+
+        A plain digest of a request outlives a forget in the append-only idempotency table, and a guess of
+        the forgotten text could be checked against it; keyed with the subject's key, it can no longer be
+        recomputed once the key is destroyed. It starts with :data:`KEYED_FINGERPRINT` (a hex digest never does).
+        """
+        ids = sorted(set(key_ids))
+        keys = [self.key(key_id) for key_id in ids]
+        if not keys or any(not key for key in keys):
+            return None
+        mac = hmac.new(b"".join(keys), digest.encode(), "sha256").hexdigest()
+        return KEYED_FINGERPRINT + mac[: 64 - len(KEYED_FINGERPRINT)]
 
     def holds_keys(self) -> bool:
         """Whether this store holds any key that opens something (live or retired): a log's copy taken without its keys holds none."""

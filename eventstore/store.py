@@ -309,12 +309,15 @@ class EventStore:
                 keys.refresh()  # another process may have retired a key this one holds
                 check = functools.partial(keys.require_live, keys.mark(), used)
             payloads = self.sealer.payloads(events, ids, tenant, used)
+            bound = fingerprint
+            if fingerprint is not None and used:  # a sealed write's fingerprint, keyed: a forget leaves nothing to check a guess against
+                bound = self.sealer.keys.keyed_fingerprint(fingerprint, used)
             # For the hand-over to this store's catch-up, each event as a read opens it: its stored payload, or when
             # sealing is on the event itself, encoded only if a catch-up takes it (see .own_appends).
             plain = events if self.sealer.enabled else payloads
             pending = _pending(writes, ids, tenant, payloads, meta_text, metadata.correlation_id)
             try:
-                appended = self._commit(pending, idempotency_key, fingerprint, plain, check)
+                appended = self._commit(pending, idempotency_key, bound, plain, check)
             except KeysRetired:
                 continue  # sealed again, with the subject's new key
             return AppendResult(appended.first_position, appended.last_position, appended.replayed)

@@ -13,7 +13,9 @@ from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
+from ..keystore import KEYED_FINGERPRINT
 from ..schema import MAX_NAME
+from ..sealing import sealed_keys
 from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 
@@ -142,9 +144,18 @@ def check_key(store: EventStore, ctx: CommandContext, command: str, request: Any
     if key is None:
         return None
     row = store.recorder.idempotency_record(key)
-    if row is not None and row.fingerprint != fingerprint(command, request):
+    if row is not None and row.fingerprint != _bound(store, row, fingerprint(command, request)):
         raise IdempotencyConflict(key)
     return row
+
+
+def _bound(store: EventStore, row, digest: str) -> str | None:
+    """``digest`` as the log stored it for ``row``'s write: keyed with the data keys that sealed the write's events
+    (see :meth:`~..keystore.KeyStore.keyed_fingerprint`; ``None`` once one is destroyed: no request matches), or as it is."""
+    if not row.fingerprint.startswith(KEYED_FINGERPRINT):
+        return digest
+    written = store.read_stored(row.first_position - 1, until=row.last_position)
+    return store.sealer.keys.keyed_fingerprint(digest, [key_id for r in written for _, key_id in sealed_keys(r.event)])
 
 
 def _describe_replay(store: EventStore, first: int, last: int, memory_ids: Sequence[str] = ()) -> CommandResult:

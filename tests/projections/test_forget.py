@@ -358,3 +358,36 @@ def test_a_forget_in_a_dropped_tenant_names_the_memories_its_keys_sealed(svc):
     [event] = svc.store.read_all(types=["SubjectForgotten"])
     assert set(event.event.memory_ids) == set(mine) and not set(event.event.memory_ids) & set(others)
     assert svc.store.verify().ok
+
+
+def _fingerprints(svc: MemoryService) -> list[str]:
+    conn = sqlite3.connect(svc.data_dir / "events.db")
+    try:
+        return [row[0] for row in conn.execute("SELECT fingerprint FROM idempotency_keys ORDER BY first_position")]
+    finally:
+        conn.close()
+
+
+def test_an_idempotency_key_keeps_no_digest_of_a_forgotten_text(tmp_path):
+    """The key's fingerprint was a plain SHA-256 of the request, text included, in an append-only table: after
+    the forget, a guess of the text could be checked against it. Sealed, it is keyed with the subject's key."""
+    from mnemolog.eventstore import IdempotencyConflict
+    from mnemolog.eventstore.commands.context import fingerprint
+
+    request = [MemoryContent(memory="Marguerite is allergic to hazelnuts", subject="u-7")]
+    stored = []
+    for name in ("a", "b"):
+        with MemoryService.open(tmp_path / name) as svc:
+            ctx = CommandContext(tenant="t", idempotency_key="add-1")
+            first = svc.run(svc.memories.add, ctx, request)
+            assert svc.run(svc.memories.add, ctx, request).replayed  # a retry still answers as the first did
+            with pytest.raises(IdempotencyConflict):
+                svc.run(svc.memories.add, ctx, [MemoryContent(memory="another text", subject="u-7")])
+            [print_] = _fingerprints(svc)
+            stored.append(print_)
+            svc.forget(CommandContext(tenant="t"), "u-7")
+            with pytest.raises(IdempotencyConflict):  # the key's request can no longer be told: it was erased
+                svc.run(svc.memories.add, ctx, request)
+            assert first.memory_ids
+    plain = {fingerprint(command, request) for command in ("add", "add-memories")}
+    assert stored[0] != stored[1] and not plain & set(stored)  # two stores' keys differ; no plain digest to compare a guess with
