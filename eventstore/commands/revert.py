@@ -13,7 +13,8 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
 - working memory: the entries it put in are withdrawn, the entries it
   evicted are restored at their old places (``WorkingMemoryWithdrawn``,
   ``WorkingMemoryRestored``), as many as the capacity holds, and the oldest
-  entries then beyond the capacity evicted (``WorkingMemoryEvicted``).
+  entries then beyond the capacity evicted (``WorkingMemoryEvicted``). The
+  FIFO's own evictions since are churn, no conflict.
 
 Reverting twice is a no-op, and so is reverting a revert that had nothing to
 compensate (it holds only its marker). A correlation whose revert was
@@ -171,7 +172,11 @@ class RevertCommands:
         writes = []
         for memory_id, (first, last, others) in touched.items():
             state = load(self.store, ctx.tenant, memory_id)
-            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version)
+            # Working memory is churn: the archive of a WorkingMemory item the FIFO evicted is no conflict, and it stays.
+            churn = self._fifo_archives(ctx.tenant, memory_id, [*others, *range(last + 1, state.version + 1)])
+            others = [v for v in others if v not in churn]
+            later = [v for v in range(last + 1, state.version + 1) if v not in churn]
+            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version if later else last)
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
@@ -185,16 +190,34 @@ class RevertCommands:
                     # A forget is final: the memory as it was is gone with its key, so it cannot come back.
                     conflicts.append(f"memory {memory_id} was erased (its subject was forgotten): it stays as it is")
                     continue
+                out = churn and not later and state.status == Status.ARCHIVED.value  # evicted since: it stays out
+                if out and before.content == state.content:
+                    continue
                 event = c.MemoryRolledBack(
                     memory_id=memory_id,
                     to_version=first - 1,
                     content=before.content,
-                    status=before.status,
+                    status=state.status if out else before.status,
                     updated_at=stamp,
                     reason=reason,
                 )
             writes.append(StreamAppend(c.memory_stream(memory_id), [event], state.version))
         return writes
+
+    def _fifo_archives(self, tenant: str, memory_id: str, versions: list[int]) -> set[int]:
+        """Those of ``versions`` of the memory's stream that archived it with its eviction from working memory by the FIFO
+        (a ``WorkingMemoryEvicted`` naming it before, in the same correlation), not by a request to archive it."""
+        if not versions:
+            return set()
+        wanted = set(versions)
+        found = set()
+        for r in self.store.read_stream(c.memory_stream(memory_id), from_version=min(wanted), to_version=max(wanted)):
+            if r.stream_version not in wanted or not isinstance(r.event, c.MemoryArchived) or r.event.reason != EVICTED:
+                continue
+            evicted = self.store.read_all(until=r.position, tenant=tenant, types=["WorkingMemoryEvicted"], correlation_id=r.metadata.correlation_id)
+            if any(memory_id in e.event.memory_ids for e in evicted):
+                found.add(r.stream_version)
+        return found
 
     # -- documents and entities ------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""Working memory under reverts: never beyond its capacity.
+"""Working memory under reverts: never beyond its capacity, and its churn is no conflict.
 
 A revert that puts evicted or withdrawn entries back between live ones
 evicts the oldest entries beyond the capacity (``WorkingMemoryEvicted``, a
 ``WorkingMemory`` item archived with it, on top of the revert's own rollback
-of it). Every state equals a rebuild of the projections.
+of it), and an entry the FIFO evicted after the request that put it in does
+not block reverting that request. Every state equals a rebuild of the
+projections.
 """
 
 from __future__ import annotations
@@ -113,6 +115,56 @@ def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_writ
         assert (last["status"], last["memory"], last["reason"]) == ("archived", "a note", "evicted from working memory")
         assert svc.history(T, a)[-2]["memory"] == "a note"  # its rollback, then its archive, in one write
         check(svc)
+    finally:
+        svc.close()
+
+
+def test_an_entry_the_fifo_evicted_later_is_no_conflict_of_a_revert(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        first = add(svc, "w note", WORKING)
+        w = first.memory_ids[0]
+        long_term = add(svc, "l note")
+        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+        assert fifo(svc) == others  # the FIFO moved on: w archived with its eviction, l evicted
+        assert status(svc, w) == "archived"
+        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+        assert dry.data["conflicts"] == []
+        done = svc.run(svc.reverts.revert, ctx(), first.correlation_id)
+        assert done.data["conflicts"] == [] and not done.data["forced"]
+        assert status(svc, w) == "deleted" and fifo(svc) == others
+        svc.run(svc.reverts.revert, ctx(), long_term.correlation_id)
+        assert fifo(svc) == others
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_an_update_of_an_item_the_fifo_evicted_later_rolls_back_its_text_and_it_stays_out(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        w = add(svc, "w note", WORKING).memory_ids[0]
+        update = svc.run(svc.memories.update, ctx(), w, {"memory": "w note, changed"})
+        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+        assert status(svc, w) == "archived"
+        done = svc.run(svc.reverts.revert, ctx(), update.correlation_id)
+        assert done.data["conflicts"] == []
+        last = svc.history(T, w)[-1]
+        assert last["status"] == "archived" and last["memory"] == "w note" and fifo(svc) == others
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_a_real_change_by_another_request_after_an_eviction_still_is_a_conflict(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        first = add(svc, "w note", WORKING)
+        w = first.memory_ids[0]
+        [add(svc, f"note {i}") for i in range(3)]
+        svc.run(svc.memories.restore, ctx(), w)  # evicted by the FIFO: activated again, not back in working memory
+        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+        assert any(f"memory {w}" in conflict for conflict in dry.data["conflicts"])
     finally:
         svc.close()
 
