@@ -12,7 +12,9 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
 - edges it linked are unlinked, edges it removed are linked again;
 - working memory: the entries it put in are withdrawn, the entries it
   evicted are restored at their old places (``WorkingMemoryWithdrawn``,
-  ``WorkingMemoryRestored``), as many as the capacity holds.
+  ``WorkingMemoryRestored``), as many as the capacity holds, and the oldest
+  entries then beyond the capacity evicted (``WorkingMemoryEvicted``). The
+  FIFO's own evictions since are churn, no conflict.
 
 Reverting twice is a no-op, and so is reverting a revert that had nothing to
 compensate (it holds only its marker). A correlation whose revert was
@@ -29,13 +31,13 @@ from typing import Any
 from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import dropped_at, load
-from ..model import Conflict, NotFound, Status, ValidationError
+from ..model import Conflict, MemoryType, NotFound, Status, ValidationError
 from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
 from .documents import load_document
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
-from .working import fifo_order
+from .working import EVICTED, WorkingMemory
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
 FORCE_HINT = "pass force to revert anyway"  # the request's field; the CLI names its option instead
@@ -72,6 +74,7 @@ class RevertCommands:
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        self.working = WorkingMemory(store, facts, working_capacity)
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
@@ -132,9 +135,7 @@ class RevertCommands:
             )
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
-        working = self._working_compensations(ctx, recorded, reason)
-        if working:
-            writes.append(StreamAppend(c.working_stream(ctx.tenant), working))
+        writes += self._working_compensations(ctx, recorded, reason, stamp, writes)
         marker = c.CorrelationReverted(
             correlation_id=correlation_id,
             reverted_positions=tuple(r.position for r in recorded),
@@ -171,7 +172,11 @@ class RevertCommands:
         writes = []
         for memory_id, (first, last, others) in touched.items():
             state = load(self.store, ctx.tenant, memory_id)
-            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version)
+            # Working memory is churn: the archive of a WorkingMemory item the FIFO evicted is no conflict, and it stays.
+            churn = self._fifo_archives(ctx.tenant, memory_id, [*others, *range(last + 1, state.version + 1)])
+            others = [v for v in others if v not in churn]
+            later = [v for v in range(last + 1, state.version + 1) if v not in churn]
+            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version if later else last)
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
@@ -185,16 +190,34 @@ class RevertCommands:
                     # A forget is final: the memory as it was is gone with its key, so it cannot come back.
                     conflicts.append(f"memory {memory_id} was erased (its subject was forgotten): it stays as it is")
                     continue
+                out = churn and not later and state.status == Status.ARCHIVED.value  # evicted since: it stays out
+                if out and before.content == state.content:
+                    continue
                 event = c.MemoryRolledBack(
                     memory_id=memory_id,
                     to_version=first - 1,
                     content=before.content,
-                    status=before.status,
+                    status=state.status if out else before.status,
                     updated_at=stamp,
                     reason=reason,
                 )
             writes.append(StreamAppend(c.memory_stream(memory_id), [event], state.version))
         return writes
+
+    def _fifo_archives(self, tenant: str, memory_id: str, versions: list[int]) -> set[int]:
+        """Those of ``versions`` of the memory's stream that archived it with its eviction from working memory by the FIFO
+        (a ``WorkingMemoryEvicted`` naming it before, in the same correlation), not by a request to archive it."""
+        if not versions:
+            return set()
+        wanted = set(versions)
+        found = set()
+        for r in self.store.read_stream(c.memory_stream(memory_id), from_version=min(wanted), to_version=max(wanted)):
+            if r.stream_version not in wanted or not isinstance(r.event, c.MemoryArchived) or r.event.reason != EVICTED:
+                continue
+            evicted = self.store.read_all(until=r.position, tenant=tenant, types=["WorkingMemoryEvicted"], correlation_id=r.metadata.correlation_id)
+            if any(memory_id in e.event.memory_ids for e in evicted):
+                found.add(r.stream_version)
+        return found
 
     # -- documents and entities ------------------------------------------------------------------
 
@@ -329,13 +352,19 @@ class RevertCommands:
 
     # -- working memory -------------------------------------------------------------------------------
 
-    def _working_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str) -> list:
-        """Withdraw the entries the correlation put in, restore those it took out.
+    def _working_compensations(
+        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, stamp: str, writes: list[StreamAppend]
+    ) -> list[StreamAppend]:
+        """Withdraw the entries the correlation put in, restore those it took out; ``writes``: the revert's other writes.
 
         Working memory is churn, not content: later changes to it are no
         conflict. An entry evicted since is not withdrawn again; restored
-        entries take their old places and, with a capacity, only those that
-        the newest ``working_capacity`` entries include come back.
+        entries take their old places, those the newest ``working_capacity``
+        entries include, and the oldest entries beyond the capacity are then
+        evicted (as an add evicts: a ``WorkingMemory`` item evicted is
+        archived, on top of the revert's own rollback of it if any). A
+        ``WorkingMemory`` item the revert makes active again stays archived
+        when the capacity leaves its entry out.
         """
         net = NetChange()
         for r in recorded:
@@ -359,21 +388,35 @@ class RevertCommands:
         for binding, memory_id in net.removed.items():
             if binding not in net.added and binding not in live:
                 entry = self._entry(ctx.tenant, binding, memory_id)
-                if entry is not None:
+                if entry is not None and self._active_after(ctx.tenant, memory_id, writes):
                     restore.append(entry)
-        if restore and self.working_capacity is not None:
-            leaving = {e.binding for e in withdraw}
-            fifo = sorted([e for b, e in live.items() if b not in leaving] + restore, key=fifo_order)
-            kept = {e.binding for e in fifo[max(0, len(fifo) - self.working_capacity) :]}
-            restore = [e for e in restore if e.binding in kept]
         events: list = []
         if withdraw:
             events.append(
                 c.WorkingMemoryWithdrawn(bindings=tuple(e.binding for e in withdraw), memory_ids=tuple(e.memory_id for e in withdraw), reason=reason)
             )
-        if restore:
-            events.append(c.WorkingMemoryRestored(entries=tuple(sorted(restore, key=fifo_order)), reason=reason))
-        return events
+        back = self.working.back(ctx.tenant, restore, reason, stamp, leaving=[e.binding for e in withdraw])
+        archives = []
+        if back:
+            events += back[0].events  # the restore, then the evictions it causes
+            archives = back[1:]
+        restored = {e.binding for event in events if isinstance(event, c.WorkingMemoryRestored) for e in event.entries}
+        left_out = [e for e in restore if e.binding not in restored and e.memory_type == MemoryType.WORKING.value]
+        for entry in left_out:  # put on its rollback to an active version only: without one, the item is not active now
+            _onto(writes, c.memory_stream(entry.memory_id), c.MemoryArchived(memory_id=entry.memory_id, updated_at=stamp, reason=EVICTED))
+        extra = [a for a in archives if not _onto(writes, a.stream_id, *a.events)]
+        return self.working.write(ctx.tenant, events) + extra
+
+    def _active_after(self, tenant: str, memory_id: str, writes: list[StreamAppend]) -> bool:
+        """Whether ``memory_id`` is activated once ``writes`` (the revert's) are applied: an entry comes back only for such a memory."""
+        for write in writes:
+            if write.stream_id == c.memory_stream(memory_id):
+                last = write.events[-1]
+                return isinstance(last, c.MemoryRolledBack) and last.status == Status.ACTIVATED.value
+        try:
+            return load(self.store, tenant, memory_id).status == Status.ACTIVATED.value
+        except NotFound:
+            return False
 
     def _entry(self, tenant: str, binding: str, memory_id: str) -> c.WorkingEntry | None:
         """The working-memory place ``binding`` of ``memory_id`` had: its latest stay's, or the ``MemoryAdded``'s that made it."""
@@ -392,6 +435,18 @@ class RevertCommands:
 def _through(revert_id: str | None) -> dict[str, str]:
     """``through``: the revert undone to revert a correlation again, whose earlier revert was reverted."""
     return {"through": revert_id} if revert_id else {}
+
+
+def _onto(writes: list[StreamAppend], stream_id: str, *events) -> bool:
+    """Put ``events`` after the revert's own write on ``stream_id``, a rollback of a memory to an active version (one
+    stream, one write in a batch); ``True`` when the revert writes that stream (else nothing is put)."""
+    for i, write in enumerate(writes):
+        if write.stream_id == stream_id:
+            last = write.events[-1]
+            if isinstance(last, c.MemoryRolledBack) and last.status == Status.ACTIVATED.value:
+                writes[i] = write._replace(events=[*write.events, *events])
+            return True
+    return False
 
 
 def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int, list[int]]]:

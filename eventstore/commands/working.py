@@ -30,6 +30,9 @@ from ..store import ANY, EventStore, StreamAppend
 from .facts import GraphFacts
 
 
+EVICTED = "evicted from working memory"  # the reason of a WorkingMemory item's archive when the FIFO evicts it
+
+
 def fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
     return entry.entered_at, entry.binding
 
@@ -79,20 +82,22 @@ class WorkingMemory:
             writes.append(
                 StreamAppend(
                     c.memory_stream(memory_id),
-                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason="evicted from working memory")],
+                    [c.MemoryArchived(memory_id=memory_id, updated_at=stamp, reason=EVICTED)],
                     expected,
                 )
             )
         return writes
 
-    def back(self, tenant: str, entries: list[c.WorkingEntry], reason: str, stamp: str) -> list[StreamAppend]:
+    def back(self, tenant: str, entries: list[c.WorkingEntry], reason: str, stamp: str, *, leaving: Iterable[str] = ()) -> list[StreamAppend]:
         """``entries`` put back at their places, those the capacity holds (an entry older than the ``capacity``
-        newest would have been evicted first), and the oldest entries beyond the capacity then evicted."""
+        newest would have been evicted first), and the oldest entries beyond the capacity then evicted.
+        ``leaving``: bindings of live entries the same batch withdraws first (they hold no place)."""
         if not entries:
             return []
         if self.capacity is None:
             return self.write(tenant, [c.WorkingMemoryRestored(entries=tuple(sorted(entries, key=fifo_order)), reason=reason)])
-        fifo = sorted([*self.facts.working_entries(tenant), *entries], key=fifo_order)
+        gone = set(leaving)
+        fifo = sorted([*(e for e in self.facts.working_entries(tenant) if e.binding not in gone), *entries], key=fifo_order)
         cut = max(0, len(fifo) - self.capacity)
         back = [e for e in fifo[cut:] if e in entries]
         if not back:

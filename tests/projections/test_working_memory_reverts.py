@@ -1,0 +1,219 @@
+"""Working memory under reverts: never beyond its capacity, and its churn is no conflict.
+
+A revert that puts evicted or withdrawn entries back between live ones
+evicts the oldest entries beyond the capacity (``WorkingMemoryEvicted``, a
+``WorkingMemory`` item archived with it, on top of the revert's own rollback
+of it), and an entry the FIFO evicted after the request that put it in does
+not block reverting that request. Every state equals a rebuild of the
+projections.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, example, given, settings as hsettings
+from hypothesis import strategies as st
+
+from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.graph import reads as graph_reads
+from mnemolog.projections.service import MemoryService
+from tests.projections.support import dump_table
+
+T = "t1"
+CAPACITY = 3
+WORKING = "WorkingMemory"
+
+
+def ctx() -> CommandContext:
+    return CommandContext(tenant=T)
+
+
+def open_service(path) -> MemoryService:
+    return MemoryService.open(path, settings=Settings({"working_memory_capacity": CAPACITY}, env={}))
+
+
+def add(svc, text: str, memory_type: str = "LongTermMemory"):
+    return svc.run(svc.memories.add, ctx(), [MemoryContent(memory=text, memory_type=memory_type)])
+
+
+def fifo(svc) -> list[str]:
+    return [e.memory_id for e in graph_reads.working_memory(svc.read_conn(), T)]
+
+
+def status(svc, memory_id: str) -> str:
+    return svc.history(T, memory_id)[-1]["status"]
+
+
+def evictions(svc) -> list[c.WorkingMemoryEvicted]:
+    return [r.event for r in svc.store.read_all(tenant=T, types=["WorkingMemoryEvicted"])]
+
+
+def check(svc) -> None:
+    """At most the capacity; a WorkingMemory item in working memory only while activated; a rebuild equals it."""
+    entries = graph_reads.working_memory(svc.read_conn(), T)
+    assert len(entries) <= CAPACITY
+    for entry in entries:
+        assert status(svc, entry.memory_id) == "activated", entry
+    before = dump_table(svc.runner.conn, "graph_working"), dump_table(svc.runner.conn, "graph_memories")
+    svc.runner.rebuild(["graph"])
+    assert (dump_table(svc.runner.conn, "graph_working"), dump_table(svc.runner.conn, "graph_memories")) == before
+
+
+def test_a_revert_that_restores_an_entry_between_live_ones_evicts_the_oldest(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        a = add(svc, "a note", WORKING).memory_ids[0]
+        b = add(svc, "b note").memory_ids[0]
+        c_ = add(svc, "c note").memory_ids[0]
+        archive = svc.run(svc.memories.archive, ctx(), b)
+        d = add(svc, "d note").memory_ids[0]
+        assert fifo(svc) == [a, c_, d]  # full
+        svc.run(svc.reverts.revert, ctx(), archive.correlation_id)
+        assert fifo(svc) == [b, c_, d]  # b at its place; the oldest left, as an add evicts
+        assert evictions(svc)[-1].memory_ids == (a,) and evictions(svc)[-1].capacity == CAPACITY
+        assert status(svc, a) == "archived" and svc.history(T, a)[-1]["reason"] == "evicted from working memory"
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_an_item_the_revert_rolls_back_and_evicts_is_archived_on_top_of_its_rollback(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        a = add(svc, "a note", WORKING).memory_ids[0]
+        b = add(svc, "b note", WORKING).memory_ids[0]
+        c_ = add(svc, "c note").memory_ids[0]
+        merge = svc.run(svc.memories.merge, ctx(), [b, c_], text="b and c")  # b and c out, the merged one at c's place
+        (merged,) = [r.event.memory_id for r in svc.store.read_all(tenant=T, types=["MemoriesMerged"])]
+        x = add(svc, "x note").memory_ids[0]
+        y = add(svc, "y note").memory_ids[0]
+        assert fifo(svc) == [merged, x, y] and status(svc, a) == "archived"  # a evicted (and archived) by the FIFO
+        svc.run(svc.reverts.revert, ctx(), merge.correlation_id, force=True)
+        assert fifo(svc) == [c_, x, y]  # b and c back at their places, b the oldest beyond the capacity
+        assert status(svc, b) == "archived" and svc.history(T, b)[-1]["reason"] == "evicted from working memory"
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_write(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        a = add(svc, "a note", WORKING).memory_ids[0]
+        b = add(svc, "b note").memory_ids[0]
+        c_ = add(svc, "c note").memory_ids[0]
+        both = CommandContext(tenant=T, correlation_id="both")
+        svc.run(svc.memories.update, both, a, {"memory": "a note, changed"})
+        svc.run(svc.memories.archive, both, b)
+        d = add(svc, "d note").memory_ids[0]
+        assert fifo(svc) == [a, c_, d]
+        svc.run(svc.reverts.revert, ctx(), "both")
+        assert fifo(svc) == [b, c_, d]
+        last = svc.history(T, a)[-1]
+        assert (last["status"], last["memory"], last["reason"]) == ("archived", "a note", "evicted from working memory")
+        assert svc.history(T, a)[-2]["memory"] == "a note"  # its rollback, then its archive, in one write
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_an_entry_the_fifo_evicted_later_is_no_conflict_of_a_revert(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        first = add(svc, "w note", WORKING)
+        w = first.memory_ids[0]
+        long_term = add(svc, "l note")
+        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+        assert fifo(svc) == others  # the FIFO moved on: w archived with its eviction, l evicted
+        assert status(svc, w) == "archived"
+        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+        assert dry.data["conflicts"] == []
+        done = svc.run(svc.reverts.revert, ctx(), first.correlation_id)
+        assert done.data["conflicts"] == [] and not done.data["forced"]
+        assert status(svc, w) == "deleted" and fifo(svc) == others
+        svc.run(svc.reverts.revert, ctx(), long_term.correlation_id)
+        assert fifo(svc) == others
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_an_update_of_an_item_the_fifo_evicted_later_rolls_back_its_text_and_it_stays_out(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        w = add(svc, "w note", WORKING).memory_ids[0]
+        update = svc.run(svc.memories.update, ctx(), w, {"memory": "w note, changed"})
+        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+        assert status(svc, w) == "archived"
+        done = svc.run(svc.reverts.revert, ctx(), update.correlation_id)
+        assert done.data["conflicts"] == []
+        last = svc.history(T, w)[-1]
+        assert last["status"] == "archived" and last["memory"] == "w note" and fifo(svc) == others
+        check(svc)
+    finally:
+        svc.close()
+
+
+def test_a_real_change_by_another_request_after_an_eviction_still_is_a_conflict(tmp_path):
+    svc = open_service(tmp_path / "data")
+    try:
+        first = add(svc, "w note", WORKING)
+        w = first.memory_ids[0]
+        [add(svc, f"note {i}") for i in range(3)]
+        svc.run(svc.memories.restore, ctx(), w)  # evicted by the FIFO: activated again, not back in working memory
+        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+        assert any(f"memory {w}" in conflict for conflict in dry.data["conflicts"])
+    finally:
+        svc.close()
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from(["LongTermMemory", WORKING]), st.integers(1, 2)),
+        st.tuples(st.just("merge"), st.integers(0, 5), st.integers(0, 5)),
+        st.tuples(st.just("archive"), st.integers(0, 5)),
+        st.tuples(st.just("restore"), st.integers(0, 5)),
+        st.tuples(st.just("revert"), st.integers(0, 3), st.booleans()),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=OPS)
+@example(ops=[("add", "LongTermMemory", 2), ("add", WORKING, 1), ("archive", 1), ("add", "LongTermMemory", 1), ("revert", 1, False)])
+@example(ops=[("add", WORKING, 1), ("add", WORKING, 1), ("add", "LongTermMemory", 1), ("merge", 0, 1), ("add", "LongTermMemory", 2), ("revert", 2, True)])
+def test_working_memory_never_holds_more_than_its_capacity(tmp_path_factory, ops):
+    svc = open_service(tmp_path_factory.mktemp("wm") / "data")
+    memories: list[str] = []
+    requests: list[str] = []
+    try:
+        for n, op in enumerate(ops):
+            pick = lambda i, seq: seq[-1 - i % len(seq)]  # noqa: E731  (the newest are the likeliest in working memory)
+            try:
+                if op[0] == "add":
+                    items = [MemoryContent(memory=f"note {n}.{i} about topic {n * 7 + i}", memory_type=op[1]) for i in range(op[2])]
+                    result = svc.run(svc.memories.add, ctx(), items)
+                    memories += result.memory_ids
+                elif op[0] == "merge" and len(memories) >= 2:
+                    a, b = pick(op[1], memories), pick(op[2], memories)
+                    if a == b:
+                        continue
+                    result = svc.run(svc.memories.merge, ctx(), [a, b], text=f"merged {n}")
+                    memories += result.memory_ids[-1:]
+                elif op[0] in ("archive", "restore") and memories:
+                    result = svc.run(getattr(svc.memories, op[0]), ctx(), pick(op[1], memories))
+                elif op[0] == "revert" and requests:
+                    result = svc.run(svc.reverts.revert, ctx(), pick(op[1], requests), force=op[2])
+                else:
+                    continue
+            except (Conflict, NotFound, ValidationError):  # a refusal (or a request that wrote nothing) leaves the state as it was
+                check(svc)
+                continue
+            requests.append(result.correlation_id)
+            check(svc)
+    finally:
+        svc.close()
