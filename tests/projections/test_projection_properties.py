@@ -24,6 +24,7 @@ each projector's tables are found by creating them in a scratch database.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import os
 import random
@@ -108,6 +109,17 @@ MENTIONED = ("", " with Ana", " by the river", " at the Old Bridge with Ana L", 
 
 def parsed(doc_id: str, text: str) -> ParsedDocument:
     return ParsedDocument(doc_id, doc_id, [text], "markdown", hashlib.sha256(text.encode()).hexdigest())
+
+
+def _run_to_end(coroutine):
+    """``coroutine`` run to its end, on a thread of its own when this one runs a loop already (another service's
+    topics pass, run inside this one's append by the interleaving test)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Scenario:
@@ -222,7 +234,7 @@ class Scenario:
                                  last_position=report["positions"][-1] if report["positions"] else None, correlation_id=report["correlation_id"])
         if kind == "topics":
             builder = TopicBuilder(svc, SETTINGS, Vectors(svc, "hashing"))
-            report = asyncio.run(builder.arun(tenant, inline=True))
+            report = _run_to_end(builder.arun(tenant, inline=True))
             written = svc.store.read_all(tenant=tenant, correlation_id=report["correlation_id"])
             if not written:
                 return CommandResult(correlation_id=report["correlation_id"])
