@@ -10,6 +10,7 @@ projections.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings as hsettings
 from hypothesis import strategies as st
 
@@ -30,8 +31,17 @@ def ctx() -> CommandContext:
     return CommandContext(tenant=T)
 
 
+SETTINGS = Settings({"working_memory_capacity": CAPACITY}, env={})
+
+
 def open_service(path) -> MemoryService:
-    return MemoryService.open(path, settings=Settings({"working_memory_capacity": CAPACITY}, env={}))
+    return MemoryService.open(path, settings=SETTINGS)
+
+
+@pytest.fixture
+def settings():
+    """The capacity these tests fill (the conftest's ``svc`` opens the service with it)."""
+    return SETTINGS
 
 
 def add(svc, text: str, memory_type: str = "LongTermMemory"):
@@ -61,112 +71,88 @@ def check(svc) -> None:
     assert (dump_table(svc.runner.conn, "graph_working"), dump_table(svc.runner.conn, "graph_memories")) == before
 
 
-def test_a_revert_that_restores_an_entry_between_live_ones_evicts_the_oldest(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        a = add(svc, "a note", WORKING).memory_ids[0]
-        b = add(svc, "b note").memory_ids[0]
-        c_ = add(svc, "c note").memory_ids[0]
-        archive = svc.run(svc.memories.archive, ctx(), b)
-        d = add(svc, "d note").memory_ids[0]
-        assert fifo(svc) == [a, c_, d]  # full
-        svc.run(svc.reverts.revert, ctx(), archive.correlation_id)
-        assert fifo(svc) == [b, c_, d]  # b at its place; the oldest left, as an add evicts
-        assert evictions(svc)[-1].memory_ids == (a,) and evictions(svc)[-1].capacity == CAPACITY
-        assert status(svc, a) == "archived" and svc.history(T, a)[-1]["reason"] == "evicted from working memory"
-        check(svc)
-    finally:
-        svc.close()
+def test_a_revert_that_restores_an_entry_between_live_ones_evicts_the_oldest(svc):
+    a = add(svc, "a note", WORKING).memory_ids[0]
+    b = add(svc, "b note").memory_ids[0]
+    c_ = add(svc, "c note").memory_ids[0]
+    archive = svc.run(svc.memories.archive, ctx(), b)
+    d = add(svc, "d note").memory_ids[0]
+    assert fifo(svc) == [a, c_, d]  # full
+    svc.run(svc.reverts.revert, ctx(), archive.correlation_id)
+    assert fifo(svc) == [b, c_, d]  # b at its place; the oldest left, as an add evicts
+    assert evictions(svc)[-1].memory_ids == (a,) and evictions(svc)[-1].capacity == CAPACITY
+    assert status(svc, a) == "archived" and svc.history(T, a)[-1]["reason"] == "evicted from working memory"
+    check(svc)
 
 
-def test_an_item_the_revert_rolls_back_and_evicts_is_archived_on_top_of_its_rollback(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        a = add(svc, "a note", WORKING).memory_ids[0]
-        b = add(svc, "b note", WORKING).memory_ids[0]
-        c_ = add(svc, "c note").memory_ids[0]
-        merge = svc.run(svc.memories.merge, ctx(), [b, c_], text="b and c")  # b and c out, the merged one at c's place
-        (merged,) = [r.event.memory_id for r in svc.store.read_all(tenant=T, types=["MemoriesMerged"])]
-        x = add(svc, "x note").memory_ids[0]
-        y = add(svc, "y note").memory_ids[0]
-        assert fifo(svc) == [merged, x, y] and status(svc, a) == "archived"  # a evicted (and archived) by the FIFO
-        svc.run(svc.reverts.revert, ctx(), merge.correlation_id, force=True)
-        assert fifo(svc) == [c_, x, y]  # b and c back at their places, b the oldest beyond the capacity
-        assert status(svc, b) == "archived" and svc.history(T, b)[-1]["reason"] == "evicted from working memory"
-        check(svc)
-    finally:
-        svc.close()
+def test_an_item_the_revert_rolls_back_and_evicts_is_archived_on_top_of_its_rollback(svc):
+    a = add(svc, "a note", WORKING).memory_ids[0]
+    b = add(svc, "b note", WORKING).memory_ids[0]
+    c_ = add(svc, "c note").memory_ids[0]
+    merge = svc.run(svc.memories.merge, ctx(), [b, c_], text="b and c")  # b and c out, the merged one at c's place
+    (merged,) = [r.event.memory_id for r in svc.store.read_all(tenant=T, types=["MemoriesMerged"])]
+    x = add(svc, "x note").memory_ids[0]
+    y = add(svc, "y note").memory_ids[0]
+    assert fifo(svc) == [merged, x, y] and status(svc, a) == "archived"  # a evicted (and archived) by the FIFO
+    svc.run(svc.reverts.revert, ctx(), merge.correlation_id, force=True)
+    assert fifo(svc) == [c_, x, y]  # b and c back at their places, b the oldest beyond the capacity
+    assert status(svc, b) == "archived" and svc.history(T, b)[-1]["reason"] == "evicted from working memory"
+    check(svc)
 
 
-def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_write(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        a = add(svc, "a note", WORKING).memory_ids[0]
-        b = add(svc, "b note").memory_ids[0]
-        c_ = add(svc, "c note").memory_ids[0]
-        both = CommandContext(tenant=T, correlation_id="both")
-        svc.run(svc.memories.update, both, a, {"memory": "a note, changed"})
-        svc.run(svc.memories.archive, both, b)
-        d = add(svc, "d note").memory_ids[0]
-        assert fifo(svc) == [a, c_, d]
-        svc.run(svc.reverts.revert, ctx(), "both")
-        assert fifo(svc) == [b, c_, d]
-        last = svc.history(T, a)[-1]
-        assert (last["status"], last["memory"], last["reason"]) == ("archived", "a note", "evicted from working memory")
-        assert svc.history(T, a)[-2]["memory"] == "a note"  # its rollback, then its archive, in one write
-        check(svc)
-    finally:
-        svc.close()
+def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_write(svc):
+    a = add(svc, "a note", WORKING).memory_ids[0]
+    b = add(svc, "b note").memory_ids[0]
+    c_ = add(svc, "c note").memory_ids[0]
+    both = CommandContext(tenant=T, correlation_id="both")
+    svc.run(svc.memories.update, both, a, {"memory": "a note, changed"})
+    svc.run(svc.memories.archive, both, b)
+    d = add(svc, "d note").memory_ids[0]
+    assert fifo(svc) == [a, c_, d]
+    svc.run(svc.reverts.revert, ctx(), "both")
+    assert fifo(svc) == [b, c_, d]
+    last = svc.history(T, a)[-1]
+    assert (last["status"], last["memory"], last["reason"]) == ("archived", "a note", "evicted from working memory")
+    assert svc.history(T, a)[-2]["memory"] == "a note"  # its rollback, then its archive, in one write
+    check(svc)
 
 
-def test_an_entry_the_fifo_evicted_later_is_no_conflict_of_a_revert(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        first = add(svc, "w note", WORKING)
-        w = first.memory_ids[0]
-        long_term = add(svc, "l note")
-        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
-        assert fifo(svc) == others  # the FIFO moved on: w archived with its eviction, l evicted
-        assert status(svc, w) == "archived"
-        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
-        assert dry.data["conflicts"] == []
-        done = svc.run(svc.reverts.revert, ctx(), first.correlation_id)
-        assert done.data["conflicts"] == [] and not done.data["forced"]
-        assert status(svc, w) == "deleted" and fifo(svc) == others
-        svc.run(svc.reverts.revert, ctx(), long_term.correlation_id)
-        assert fifo(svc) == others
-        check(svc)
-    finally:
-        svc.close()
+def test_an_entry_the_fifo_evicted_later_is_no_conflict_of_a_revert(svc):
+    first = add(svc, "w note", WORKING)
+    w = first.memory_ids[0]
+    long_term = add(svc, "l note")
+    others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+    assert fifo(svc) == others  # the FIFO moved on: w archived with its eviction, l evicted
+    assert status(svc, w) == "archived"
+    dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+    assert dry.data["conflicts"] == []
+    done = svc.run(svc.reverts.revert, ctx(), first.correlation_id)
+    assert done.data["conflicts"] == [] and not done.data["forced"]
+    assert status(svc, w) == "deleted" and fifo(svc) == others
+    svc.run(svc.reverts.revert, ctx(), long_term.correlation_id)
+    assert fifo(svc) == others
+    check(svc)
 
 
-def test_an_update_of_an_item_the_fifo_evicted_later_rolls_back_its_text_and_it_stays_out(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        w = add(svc, "w note", WORKING).memory_ids[0]
-        update = svc.run(svc.memories.update, ctx(), w, {"memory": "w note, changed"})
-        others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
-        assert status(svc, w) == "archived"
-        done = svc.run(svc.reverts.revert, ctx(), update.correlation_id)
-        assert done.data["conflicts"] == []
-        last = svc.history(T, w)[-1]
-        assert last["status"] == "archived" and last["memory"] == "w note" and fifo(svc) == others
-        check(svc)
-    finally:
-        svc.close()
+def test_an_update_of_an_item_the_fifo_evicted_later_rolls_back_its_text_and_it_stays_out(svc):
+    w = add(svc, "w note", WORKING).memory_ids[0]
+    update = svc.run(svc.memories.update, ctx(), w, {"memory": "w note, changed"})
+    others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+    assert status(svc, w) == "archived"
+    done = svc.run(svc.reverts.revert, ctx(), update.correlation_id)
+    assert done.data["conflicts"] == []
+    last = svc.history(T, w)[-1]
+    assert last["status"] == "archived" and last["memory"] == "w note" and fifo(svc) == others
+    check(svc)
 
 
-def test_a_real_change_by_another_request_after_an_eviction_still_is_a_conflict(tmp_path):
-    svc = open_service(tmp_path / "data")
-    try:
-        first = add(svc, "w note", WORKING)
-        w = first.memory_ids[0]
-        [add(svc, f"note {i}") for i in range(3)]
-        svc.run(svc.memories.restore, ctx(), w)  # evicted by the FIFO: activated again, not back in working memory
-        dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
-        assert any(f"memory {w}" in conflict for conflict in dry.data["conflicts"])
-    finally:
-        svc.close()
+def test_a_real_change_by_another_request_after_an_eviction_still_is_a_conflict(svc):
+    first = add(svc, "w note", WORKING)
+    w = first.memory_ids[0]
+    [add(svc, f"note {i}") for i in range(3)]
+    svc.run(svc.memories.restore, ctx(), w)  # evicted by the FIFO: activated again, not back in working memory
+    dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
+    assert any(f"memory {w}" in conflict for conflict in dry.data["conflicts"])
 
 
 OPS = st.lists(
