@@ -411,8 +411,7 @@ class RevertCommands:
         """Whether ``memory_id`` is activated once ``writes`` (the revert's) are applied: an entry comes back only for such a memory."""
         for write in writes:
             if write.stream_id == c.memory_stream(memory_id):
-                last = write.events[-1]
-                return isinstance(last, c.MemoryRolledBack) and last.status == Status.ACTIVATED.value
+                return _activates(write)
         try:
             return load(self.store, tenant, memory_id).status == Status.ACTIVATED.value
         except NotFound:
@@ -442,11 +441,16 @@ def _onto(writes: list[StreamAppend], stream_id: str, *events) -> bool:
     stream, one write in a batch); ``True`` when the revert writes that stream (else nothing is put)."""
     for i, write in enumerate(writes):
         if write.stream_id == stream_id:
-            last = write.events[-1]
-            if isinstance(last, c.MemoryRolledBack) and last.status == Status.ACTIVATED.value:
+            if _activates(write):
                 writes[i] = write._replace(events=[*write.events, *events])
             return True
     return False
+
+
+def _activates(write: StreamAppend) -> bool:
+    """Whether the revert's ``write`` on a memory's stream ends by rolling it back to an active version."""
+    last = write.events[-1]
+    return isinstance(last, c.MemoryRolledBack) and last.status == Status.ACTIVATED.value
 
 
 def _touched(recorded: list[RecordedEvent], key) -> dict[str, tuple[int, int, list[int]]]:
