@@ -151,3 +151,29 @@ async def error_middleware(request: web.Request, handler):
         # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)
+
+
+class MalformedRequests(logging.Filter):
+    """aiohttp answers a request it cannot parse (a bad request line, a header with a control character, headers
+    over its limits: a port scanner's or a broken client's bytes) with a plain 400 before any handler runs, and logs
+    it as an ERROR with a traceback. That is no failure of the server: this filter makes the record one warning
+    line naming the peer and what was wrong. A 5xx of the parser stays an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
+            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, " ".join(str(error.message).split()))
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+MALFORMED_REQUESTS = MalformedRequests()
+
+
+def quiet_malformed_requests() -> None:
+    """Install :data:`MALFORMED_REQUESTS` on aiohttp's server logger (once, however many apps are made)."""
+    logger = logging.getLogger("aiohttp.server")
+    if MALFORMED_REQUESTS not in logger.filters:
+        logger.addFilter(MALFORMED_REQUESTS)
