@@ -377,6 +377,7 @@ TenantEvent = WorkingMemoryEvent | CorrelationReverted | TenantDropped | Organiz
 Event = MemoryEvent | EdgeEvent | TenantEvent
 
 MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)
+EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)
 
 
 def edge_changes(event: EdgeEvent) -> tuple[tuple[EdgeRecord, ...], tuple[EdgeRecord, ...]]:
@@ -390,7 +391,6 @@ def edge_changes(event: EdgeEvent) -> tuple[tuple[EdgeRecord, ...], tuple[EdgeRe
     if isinstance(event, NamespaceUndone):
         return event.edges, ()
     return (), event.edges  # NamespaceRestored
-EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)
 
 
 # The knowledge-graph events are part of the catalogue: importing the
