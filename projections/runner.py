@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
+from mnemolog.eventstore.sqlite_tx import immediate
 
 from . import text_caches
 
@@ -156,7 +157,7 @@ class ProjectionRunner:
         return found is None or found[1] != projector.schema_version or found[0] > head
 
     def _transaction(self):
-        return _Transaction(self.conn)
+        return immediate(self.conn)
 
     # -- running ----------------------------------------------------------
 
@@ -368,19 +369,3 @@ class ProjectionRunner:
             reader.close()
             self._local.conn = None
 
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")
