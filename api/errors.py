@@ -123,12 +123,13 @@ def as_api_error(exc: BaseException) -> ApiError | None:
     if isinstance(exc, WrittenNotProjected):  # never "send it again": that would write it twice
         cause = as_api_error(exc.cause)
         status, code = (cause.status, cause.code) if cause is not None and cause.status >= 500 else (500, "internal")
+        why = {"insufficient_storage": "the disk holding the data directory is full", "busy": "their database stayed busy past its lock wait"}
         result = exc.result
         return ApiError(
             status,
             code,
             f"the write was committed (correlation {result.correlation_id}); the projections could not follow it"
-            f" ({cause.message if cause is not None else 'an internal error'}), and reads show it once they have: do not send it again",
+            f" ({why.get(code, 'an internal error')}), and reads show it once they have: do not send it again",
             None,
             written=True,
             correlation_id=result.correlation_id,
