@@ -30,6 +30,13 @@ class ServerFacts(msgspec.Struct, frozen=True):
     fusion: str = "score"  # how recall fuses when a request leaves ``fusion`` out
 
 
+
+_SERVER_ERRORS = (
+    "503 busy (with Retry-After) or 507 insufficient_storage (a full disk): nothing was written, send it again;"
+    " or either with written: true, its correlation_id, first_position and last_position: the log took the write"
+    " but the projections could not follow it yet, so do not send it again. A 500 is a bug."
+)
+
 def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -> dict[str, Any]:
     routes = [r for r in routes if r.in_openapi]
     types = {ErrorEnvelope}
@@ -53,6 +60,7 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
             "responses": {
                 **{str(status): _success(status, r.response, r.media_type) for status in r.statuses},
                 "4XX": {"description": "a client error, naming the field", "content": {"application/json": {"schema": error_ref}}},
+                "5XX": {"description": _SERVER_ERRORS, "content": {"application/json": {"schema": error_ref}}},
             },
         }
         typed = dict(r.path_types)
