@@ -23,12 +23,14 @@ Guard rails, because a wrong merge costs more than a missed one:
   replaced by the rule-based :func:`merged_text`.
 
 An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
-deeply, no JSON object, an unknown label) is a bad answer: retried, then the
-rule judge's verdict, with the reason in ``fallback``.
+deeply, no JSON object, an unknown label, more than :data:`MAX_ANSWER_BYTES`,
+which are not read) is a bad answer: retried, then the rule judge's verdict,
+with the reason in ``fallback``.
 
 :meth:`LLMJudge.summarize_topic` names a topic from its memories on the same
 endpoint and raises :class:`LLMUnavailable` on failure, so the caller can fall
-back to an extractive summary.
+back to an extractive summary (so does a summary longer than
+:data:`MAX_SUMMARY_CHARS`, which no topic should keep).
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, mer
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
 
 PROMPT_VERSION = "1"
+#: The largest answer read (decompressed): a pair's verdict or a topic's title is a few hundred bytes.
+MAX_ANSWER_BYTES = 1 << 20
+#: The longest topic summary taken from an answer (the prompt asks for at most 3 sentences); a longer one is a bad answer.
+MAX_SUMMARY_CHARS = 2000
 T = TypeVar("T")
 
 _JUDGE_SYSTEM = """\
@@ -143,6 +149,8 @@ def _parse_topic(content: str) -> tuple[str, str]:
     title, summary = obj.get("title"), obj.get("summary")
     if not isinstance(title, str) or not title.strip() or not isinstance(summary, str) or not summary.strip():
         raise _Retry("bad answer: title and summary must be non-empty strings")
+    if len(summary.strip()) > MAX_SUMMARY_CHARS:
+        raise _Retry(f"bad answer: a summary of {len(summary.strip()):,} characters, more than {MAX_SUMMARY_CHARS:,}")
     return " ".join(title.split())[:120], summary.strip()
 
 
@@ -179,6 +187,7 @@ class LLMJudge:
         fallback: RuleJudge | None = None,
         max_chars: int = 4000,
         max_wait_s: float = 30.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         veto_conflicts: bool = True,
     ) -> None:
         if concurrency < 1 or retries < 0:
@@ -191,6 +200,7 @@ class LLMJudge:
         self.backoff_s = float(backoff_s)
         self.max_chars = max_chars
         self.max_wait_s = max_wait_s
+        self.max_answer_bytes = max_answer_bytes
         self.veto_conflicts = veto_conflicts
         self.fallback = fallback or RuleJudge()
         self.version = f"{PROMPT_VERSION}+{model}"
@@ -228,7 +238,7 @@ class LLMJudge:
             async with self._get_session().post(
                 self.endpoint, json=payload, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
             ) as resp:
-                raw = await resp.read()
+                raw = await _read_capped(resp, self.max_answer_bytes)
                 if resp.status == 429 or resp.status >= 500:
                     raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
                 try:
@@ -316,6 +326,21 @@ class LLMJudge:
             raise ValueError("summarize_topic needs at least one non-empty text")
         user = "Memories:\n" + "\n".join(f"- {t}" for t in items)
         return await self._chat(_TOPIC_SYSTEM, user, _parse_topic)
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The body, refused (a bad answer) once it passes ``cap`` bytes, without reading the rest: a chat
+    completion for a pair is a few hundred bytes, and an endpoint that answers megabytes (or without end)
+    must not fill the server's memory."""
+    if resp.content_length is not None and resp.content_length > cap:
+        raise _Retry(f"bad answer: {resp.content_length:,} bytes, more than the {cap:,} an answer may have")
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > cap:
+            raise _Retry(f"bad answer: more than the {cap:,} bytes an answer may have")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _retry_after(value: str | None) -> float | None:

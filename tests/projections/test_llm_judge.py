@@ -50,6 +50,7 @@ class FakeLLM:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append((dict(request.headers), body))
+        self.request = request  # the one being answered, for a behaviour that streams its answer
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -368,3 +369,48 @@ async def test_a_fused_text_longer_than_a_memory_can_be_is_replaced(fake: FakeLL
     v = await make_judge().judge(a, b, 0.99)
     assert v.label == "redundant" and len(v.fused_text) <= MAX_TEXT_CHARS
     assert v.fused_text.rstrip(".") == a.memory
+
+
+async def _endless(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    await response.write(b'{"choices": [{"message": {"role": "assistant", "content": "')
+    try:
+        while True:  # until the client hangs up
+            await response.write(b"x" * 65536)
+    except (ConnectionResetError, RuntimeError):
+        pass
+    return response
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda request: completion("x" * 3_000_000), id="content-length"),
+        pytest.param(_endless, id="chunked-without-end"),
+    ],
+)
+async def test_a_huge_answer_is_not_read_whole_and_falls_back(fake: FakeLLM, make_judge, make) -> None:
+    """A body of megabytes was read whole into memory before parsing (and one without end until the timeout):
+    now reading stops at MAX_ANSWER_BYTES, and the answer is a bad one, retried, then the rule judge's verdict."""
+    async def behaviour(n: int, body: dict) -> web.StreamResponse:
+        return await make(fake.request) if make is _endless else make(fake.request)
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1, timeout_s=20.0)
+    began = asyncio.get_running_loop().time()
+    v = await judge.judge(A, B, 0.9)
+    assert asyncio.get_running_loop().time() - began < 10  # not waiting for the timeout
+    assert v.judge == "rule" and v.fallback is not None
+    assert v.fallback.startswith("llm failed: bad answer: ") and "bytes" in v.fallback and "(after 2 attempts)" in v.fallback
+
+
+async def test_a_summary_longer_than_a_topic_should_keep_falls_back(fake: FakeLLM, make_judge) -> None:
+    """A summary of 200,000 characters was taken as the topic's text, and the topic was then refused at its write
+    (longer than a memory may be): the cluster got no topic at all. It is a bad answer: the extractive summary stays."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(json.dumps({"title": "Editor", "summary": "Dark mode. " * 20_000}))
+
+    fake.behaviour = behaviour
+    with pytest.raises(LLMUnavailable, match="bad answer: a summary of 219,999 characters"):
+        await make_judge(retries=0).summarize_topic(["The user prefers dark mode"])
