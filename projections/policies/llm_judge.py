@@ -6,7 +6,8 @@ connection errors, HTTP 429/5xx and unusable answers are retried with
 exponential backoff; a semaphore bounds concurrent requests.  When every
 attempt fails, :meth:`LLMJudge.judge` returns the rule judge's verdict with
 ``fallback="llm failed: <why>"`` -- judging never raises because the endpoint
-is down.
+is down. The API key never appears in a reason, even where the endpoint's
+error quotes it.
 
 Guard rails, because a wrong merge costs more than a missed one:
 
@@ -246,7 +247,7 @@ class LLMJudge:
                 except (UnicodeError, LookupError) as exc:  # bytes not in the charset it names, or an unknown charset
                     raise _Retry(f"bad answer: undecodable body ({exc})") from None
                 if resp.status >= 400:
-                    raise _Fatal(f"HTTP {resp.status}: {_clip(body)}")
+                    raise _Fatal(f"HTTP {resp.status}: {_clip(self._redact(body))}")
         except TimeoutError:
             raise _Retry(f"timeout after {self.timeout_s:g}s") from None
         except aiohttp.ClientError as exc:
@@ -254,7 +255,7 @@ class LLMJudge:
         try:
             content = json.loads(body)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-            raise _Retry(f"bad answer: not a chat completion: {_clip(body)!r}") from None
+            raise _Retry(f"bad answer: not a chat completion: {_clip(self._redact(body))!r}") from None
         if not isinstance(content, str):
             raise _Retry("bad answer: message content is not a string")
         return content
@@ -275,7 +276,7 @@ class LLMJudge:
                 return parse(content)
             except _Fatal as exc:
                 self.stats["failures"] += 1
-                raise LLMUnavailable(str(exc)) from None
+                raise LLMUnavailable(self._redact(str(exc))) from None
             except _Retry as exc:
                 why = str(exc)
                 if attempt == self.retries:
@@ -287,7 +288,12 @@ class LLMJudge:
                 await asyncio.sleep(min(delay, self.max_wait_s))
         self.stats["failures"] += 1
         attempts = self.retries + 1
-        raise LLMUnavailable(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+        raise LLMUnavailable(self._redact(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})"))
+
+    def _redact(self, why: str) -> str:
+        """``why`` without the API key: an endpoint's error may quote the key it was sent ("Incorrect API key
+        provided: sk-..."), and a failure's reason is written into the organizer's events and shown."""
+        return why.replace(self._api_key, "[the API key]") if self._api_key else why
 
     # ------------------------------------------------------------------ judging
 

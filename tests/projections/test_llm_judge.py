@@ -7,6 +7,7 @@ import json
 import socket
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import pytest
 from aiohttp import web
 
@@ -414,3 +415,25 @@ async def test_a_summary_longer_than_a_topic_should_keep_falls_back(fake: FakeLL
     fake.behaviour = behaviour
     with pytest.raises(LLMUnavailable, match="bad answer: a summary of 219,999 characters"):
         await make_judge(retries=0).summarize_topic(["The user prefers dark mode"])
+
+
+@pytest.mark.parametrize("status", [400, 401, 403])
+async def test_an_error_quoting_the_api_key_never_puts_it_in_a_reason(fake: FakeLLM, make_judge, status) -> None:
+    """An endpoint's 4xx answer is quoted in the fallback reason, which the organizer writes into its events and
+    prints; one that echoed the key it was sent ("Incorrect API key provided: sk-...") put the key there too."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        key = fake.request.headers["Authorization"].removeprefix("Bearer ")
+        error = {"type": "invalid_request_error", "message": f"Incorrect API key provided: {key}."}
+        if n % 2 == 0:  # the key where the quote is clipped (200 characters): cut in two
+            error = {"padding": "p" * 93} | error
+        return web.json_response({"error": error}, status=status)
+
+    fake.behaviour = behaviour
+    judge = make_judge(api_key="sk-live-0123456789abcdef", retries=0)
+    v = await judge.judge(A, B, 0.9)
+    assert v.fallback is not None and v.judge == "rule"
+    assert "sk-live" not in msgspec.json.encode(v).decode()
+    assert f"HTTP {status}" in v.fallback and "Incorrect API key provided: [the API key]." in v.fallback
+    with pytest.raises(LLMUnavailable) as caught:
+        await judge.summarize_topic(["The user prefers dark mode"])
+    assert "sk-live" not in str(caught.value) and "pppp" in str(caught.value)
