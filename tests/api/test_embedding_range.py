@@ -55,3 +55,22 @@ async def test_a_memory_embedding_of_another_length_than_the_servers_is_422_nami
         answer = await response.json()
         assert response.status == 422 and answer["error"]["field"] == field and f"{dim} dimensions" in answer["error"]["message"], answer
     assert api.service.store.last_position() == head
+
+
+@pytest.mark.parametrize("scale", [3e38, 1e-40, 1e-300])
+async def test_a_memory_embedding_of_huge_or_tiny_numbers_is_found_by_its_direction(api, scale):
+    """A memory's embedding of 3e38s was taken (201) and never found (its score NaN, the norm overflowing float32);
+    one of 1e-40s scored 0, and one of 1e-300s got no vector at all ("all zeros")."""
+    dim = api.service.embedding_dim
+    direction = [1.0 if i % 3 == 0 else -0.5 for i in range(dim)]
+    created = await api.raw.post("/v1/memories", json={"memory": {"memory": "x", "embedding": [v * scale for v in direction]}})
+    assert created.status == 201, await created.text()
+    memory_id = (await created.json())["memory_ids"][0]
+    other = await api.raw.post("/v1/memories", json={"memory": {"memory": "y", "embedding": [0.5] * dim}})
+    assert other.status == 201
+    api.service.sync()
+    response = await api.raw.post("/v1/search", json={"query": "anything", "channels": ["semantic"], "embedding": direction, "limit": 5})
+    answer = await response.json()
+    assert response.status == 200, answer
+    hits = answer["channels"]["semantic"]
+    assert hits[0]["id"] == memory_id and hits[0]["score"] == pytest.approx(1.0, abs=1e-6), hits
