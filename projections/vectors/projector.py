@@ -77,7 +77,7 @@ from ..runner import execute_script
 
 __all__ = ["EXACT_THRESHOLD", "VecHit", "VectorProjector", "projector_version", "unit_vector", "vector_search"]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: a caller's vector is kept as its direction (see unit_vector): a projection of layout 1 is rebuilt
 CALLER = "caller"
 #: Candidate sets up to this size are scored exactly (reading vectors costs ~1.3 µs a row).
 EXACT_THRESHOLD = 2_000
