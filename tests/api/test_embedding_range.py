@@ -74,3 +74,20 @@ async def test_a_memory_embedding_of_huge_or_tiny_numbers_is_found_by_its_direct
     assert response.status == 200, answer
     hits = answer["channels"]["semantic"]
     assert hits[0]["id"] == memory_id and hits[0]["score"] == pytest.approx(1.0, abs=1e-6), hits
+
+
+async def test_the_semantic_channel_names_the_vectors_it_searched_and_the_querys(api):
+    """A recall's explanation said the semantic channel was "ok" and nothing of what it compared: which embedder's
+    vectors (after a switch of embedder, which dimensions), nor whether the query was the request's embedding."""
+    dim = api.service.embedding_dim
+    name = api.service.embedder.name
+    assert (await api.raw.post("/v1/memories", json={"memory": {"memory": "ferries leave the harbour at dawn"}})).status == 201
+    api.service.sync()
+    for path, key in (("/v1/recall", "channels"), ("/v1/search", "states")):
+        asked = await api.raw.post(path, json={"query": "harbour ferries", "channels": ["semantic"], "embedding": [0.5] * dim})
+        embedded = await api.raw.post(path, json={"query": "harbour ferries", "channels": ["semantic"]})
+        lexical = await api.raw.post(path, json={"query": "harbour ferries", "channels": ["lexical"]})
+        states = [(await r.json())[key] for r in (asked, embedded, lexical)]
+        assert [(s["semantic"]["status"], s["semantic"]["embedder"], s["semantic"]["query_vector"]) for s in states] == [
+            ("ok", name, "request"), ("ok", name, "embedder"), ("off", name, None)]
+        assert all(s["lexical"]["embedder"] is None and s["graph"]["query_vector"] is None for s in states)
