@@ -37,11 +37,13 @@ back to an extractive summary (so does a summary longer than
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import aiohttp
@@ -350,10 +352,20 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
 
 
 def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    """Seconds to wait from a ``Retry-After`` header: a number of seconds or an HTTP date (RFC 9110); None if neither."""
+    if value is None:
         return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": UTC, as HTTP dates are
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _plausible_fusion(fused: str, a: str, b: str) -> bool:

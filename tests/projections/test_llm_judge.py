@@ -437,3 +437,26 @@ async def test_an_error_quoting_the_api_key_never_puts_it_in_a_reason(fake: Fake
     with pytest.raises(LLMUnavailable) as caught:
         await judge.summarize_topic(["The user prefers dark mode"])
     assert "sk-live" not in str(caught.value) and "pppp" in str(caught.value)
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+async def test_a_429_is_retried_after_the_time_its_retry_after_says(fake: FakeLLM, make_judge, form) -> None:
+    """Retry-After as an HTTP date (as RFC 9110 allows, and some gateways send) was ignored: the judge retried
+    after its own short backoff, into the same 429, and fell back to the rule judge."""
+    from email.utils import format_datetime
+    from datetime import datetime, timedelta, timezone
+
+    seen: list[float] = []
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        seen.append(asyncio.get_running_loop().time())
+        if n == 1:
+            later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=3), usegmt=True)
+            return web.json_response({"error": "slow down"}, status=429, headers={"Retry-After": "1.2" if form == "seconds" else later})
+        if seen[-1] - seen[0] < 1.0:
+            return web.json_response({"error": "slow down"}, status=429)
+        return answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    v = await make_judge(retries=2, backoff_s=0.01).judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None) and len(seen) == 2
