@@ -20,8 +20,10 @@ Guard rails, because a wrong merge costs more than a missed one:
   identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
   lose a fact;
 * a ``fused_text`` that brings in a number found in neither memory, leaves out
-  one of theirs, or is implausibly long (or longer than a memory may be), is
-  replaced by the rule-based :func:`merged_text`.
+  one of theirs, is implausibly long (or longer than a memory may be), or holds
+  a lone surrogate (a character cut in half), is replaced by the rule-based
+  :func:`merged_text`; a lone surrogate in a reason, title or summary becomes
+  U+FFFD, so that the decision can be written.
 
 An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
 deeply, no JSON object, an unknown label, more than :data:`MAX_ANSWER_BYTES`,
@@ -135,15 +137,23 @@ def _extract_json(content: str) -> dict[str, Any]:
     return obj
 
 
+def _text(value: str) -> str:
+    """``value`` as Unicode text: JSON may hold a lone surrogate (half an emoji, ``"\\ud83d"``), which no event,
+    file or response can encode; it becomes U+FFFD (a pair written as two escapes stays the character it names)."""
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _parse_verdict(content: str) -> tuple[str, str, str | None]:
     obj = _extract_json(content)
     raw = str(obj.get("label") or "").strip().casefold()
     label = _LABEL_ALIASES.get(raw)
     if label is None:
-        raise _Retry(f"bad answer: unknown label {raw!r}")
-    reason = str(obj.get("reason") or "").strip() or "no reason given"
+        raise _Retry(f"bad answer: unknown label {_text(raw)!r}")
+    reason = _text(str(obj.get("reason") or "")).strip() or "no reason given"
     fused = obj.get("fused_text")
     fused = fused.strip() if isinstance(fused, str) and fused.strip() else None
+    if fused is not None and _text(fused) != fused:  # a character cut in half: not the memories' words
+        fused = None
     return label, reason, fused
 
 
@@ -152,6 +162,7 @@ def _parse_topic(content: str) -> tuple[str, str]:
     title, summary = obj.get("title"), obj.get("summary")
     if not isinstance(title, str) or not title.strip() or not isinstance(summary, str) or not summary.strip():
         raise _Retry("bad answer: title and summary must be non-empty strings")
+    title, summary = _text(title), _text(summary)
     if len(summary.strip()) > MAX_SUMMARY_CHARS:
         raise _Retry(f"bad answer: a summary of {len(summary.strip()):,} characters, more than {MAX_SUMMARY_CHARS:,}")
     return " ".join(title.split())[:120], summary.strip()
