@@ -25,7 +25,9 @@ Guard rails, because a wrong merge costs more than a missed one:
   :func:`merged_text`; a lone surrogate in a reason, title or summary becomes
   U+FFFD, so that the decision can be written.
 
-An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
+The JSON object is read through a code fence, prose around it and a reasoning
+model's ``<think>`` block before it, braces in them included (see
+:func:`_extract_json`). An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
 deeply, no JSON object, an unknown label, more than :data:`MAX_ANSWER_BYTES`,
 which are not read) is a bad answer: retried, then the rule judge's verdict,
 with the reason in ``fallback``.
@@ -95,6 +97,8 @@ _LABEL_ALIASES = {
     "distinct": "independent", "different": "independent",
 }
 _FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+_THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)  # a reasoning model's thoughts (ollama, vLLM)
+_MAX_OBJECT_STARTS = 64
 _DIGITS_RE = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -112,9 +116,12 @@ class _Fatal(Exception):
     pass
 
 
-def _extract_json(content: str) -> dict[str, Any]:
-    """The JSON object in an answer, tolerating code fences and surrounding prose."""
-    text = content.strip()
+def _extract_json(content: str, wanted: frozenset[str]) -> dict[str, Any]:
+    """The JSON object in an answer, tolerating code fences, surrounding prose and a reasoning model's
+    ``<think>`` block: the whole text, else from its first ``{`` to its last ``}``, else the first object
+    holding one of the ``wanted`` keys (among the first :data:`_MAX_OBJECT_STARTS` braces), when prose
+    around it holds braces of its own."""
+    text = _THINK_RE.sub("", content).strip()
     fenced = _FENCE_RE.search(text)
     if fenced:
         text = fenced.group(1).strip()
@@ -131,10 +138,26 @@ def _extract_json(content: str) -> dict[str, Any]:
         except RecursionError:
             raise _Retry("bad answer: JSON nested too deeply") from None
         except ValueError as exc:
-            raise _Retry(f"bad answer: invalid JSON ({exc})") from None
+            obj = _object_among(text, wanted)
+            if obj is None:
+                raise _Retry(f"bad answer: invalid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise _Retry(f"bad answer: expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _object_among(text: str, wanted: frozenset[str]) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for n, brace in enumerate(re.finditer(r"\{", text)):
+        if n == _MAX_OBJECT_STARTS:
+            break
+        try:
+            obj, _ = decoder.raw_decode(text, brace.start())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and not wanted.isdisjoint(obj):
+            return obj
+    return None
 
 
 def _text(value: str) -> str:
@@ -144,7 +167,7 @@ def _text(value: str) -> str:
 
 
 def _parse_verdict(content: str) -> tuple[str, str, str | None]:
-    obj = _extract_json(content)
+    obj = _extract_json(content, frozenset({"label"}))
     raw = str(obj.get("label") or "").strip().casefold()
     label = _LABEL_ALIASES.get(raw)
     if label is None:
@@ -158,7 +181,7 @@ def _parse_verdict(content: str) -> tuple[str, str, str | None]:
 
 
 def _parse_topic(content: str) -> tuple[str, str]:
-    obj = _extract_json(content)
+    obj = _extract_json(content, frozenset({"title", "summary"}))
     title, summary = obj.get("title"), obj.get("summary")
     if not isinstance(title, str) or not title.strip() or not isinstance(summary, str) or not summary.strip():
         raise _Retry("bad answer: title and summary must be non-empty strings")

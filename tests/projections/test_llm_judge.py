@@ -460,3 +460,21 @@ async def test_a_429_is_retried_after_the_time_its_retry_after_says(fake: FakeLL
     fake.behaviour = behaviour
     v = await make_judge(retries=2, backoff_s=0.01).judge(A, B, 0.9)
     assert (v.judge, v.fallback) == ("llm", None) and len(seen) == 2
+
+
+@pytest.mark.parametrize("content", [
+    '<think>A says {dark mode}; B says the same. Any {conflict}? No.</think>\n{"label": "redundant", "reason": "same preference"}',
+    '<think>Both {A} and {B} prefer dark mode.</think>```json\n{"label": "redundant", "reason": "same preference"}\n```',
+    'Comparing {A} with {B}: {"label": "redundant", "reason": "same preference"}',
+    '<think>Unfinished thoughts about {A}\n{"label": "redundant", "reason": "same preference"}',
+])
+async def test_an_answer_after_a_reasoning_models_thoughts_is_read(fake: FakeLLM, make_judge, content) -> None:
+    """A reasoning model behind an OpenAI-compatible server (ollama, vLLM) writes its thoughts in <think> before the
+    JSON; a brace in them made every answer "invalid JSON": retried, then always the rule judge's verdict."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(content)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.judge, v.label, v.reason, v.fallback) == ("llm", "redundant", "same preference", None)
+    assert len(fake.requests) == 1
