@@ -57,7 +57,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text
 
-__all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
+__all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION", "clean_api_key"]
 
 PROMPT_VERSION = "1"
 #: The largest answer read (decompressed): a pair's verdict or a topic's title is a few hundred bytes.
@@ -242,7 +242,7 @@ class LLMJudge:
         self.fallback = fallback or RuleJudge()
         self.version = f"{PROMPT_VERSION}+{model}"
         self.stats: Counter[str] = Counter()  # requests, retries, failures, fallbacks, vetoes
-        self._api_key = api_key
+        self._api_key = clean_api_key(api_key)
         self._semaphore = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
 
@@ -383,6 +383,16 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
             raise _Retry(f"bad answer: more than the {cap:,} bytes an answer may have")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def clean_api_key(key: str | None) -> str | None:
+    """The API key without the whitespace around it (a key read from a file or a secret keeps its final line
+    break); ``ValueError`` when one is left inside it. No header may hold a control character, and the request
+    would fail as it is built, every time: not a failure to fall back from, a setting to fix."""
+    key = (key or "").strip()
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise ValueError("the LLM API key holds a control character (a line break?)")  # the key itself is never shown
+    return key or None
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -106,7 +106,13 @@ def llm_options(settings: Settings) -> dict | None:
         raise SettingError(f"{LLM_RETRIES.env} must be at least 0, got {retries}")
     if concurrency < 1:
         raise SettingError(f"{LLM_CONCURRENCY.env} must be at least 1, got {concurrency}")
-    return {"url": url, "model": model, "api_key": settings.llm_api_key or None, "timeout_s": timeout,
+    from .llm_judge import clean_api_key
+
+    try:
+        api_key = clean_api_key(str(settings.llm_api_key))
+    except ValueError:
+        raise SettingError(f"{LLM_API_KEY.env} holds a control character (a line break?) inside it") from None
+    return {"url": url, "model": model, "api_key": api_key, "timeout_s": timeout,
             "retries": retries, "concurrency": concurrency}
 
 

@@ -478,3 +478,15 @@ async def test_an_answer_after_a_reasoning_models_thoughts_is_read(fake: FakeLLM
     v = await make_judge().judge(A, B, 0.9)
     assert (v.judge, v.label, v.reason, v.fallback) == ("llm", "redundant", "same preference", None)
     assert len(fake.requests) == 1
+
+
+async def test_an_api_key_read_with_its_final_line_break_is_sent_without_it(fake: FakeLLM, make_judge) -> None:
+    """A key read from a file or a secret keeps its final line break: every request then failed as it was built
+    ("Forbidden control character detected in headers"), a ValueError out of judge(), which must never raise:
+    the organizer's pass failed, and was retried forever. The key is sent stripped; one with a break inside is refused."""
+    v = await make_judge(api_key="sk-from-a-file\n").judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None)
+    assert fake.requests[-1][0]["Authorization"] == "Bearer sk-from-a-file"
+    with pytest.raises(ValueError, match="control character") as refused:
+        make_judge(api_key="sk-one\r\nX-Injected: 1")
+    assert "sk-one" not in str(refused.value)

@@ -218,6 +218,7 @@ LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1
         ({"MNEMOLOG_LLM_CONCURRENCY": "0"}, "MNEMOLOG_LLM_CONCURRENCY must be at least 1, got 0"),
         ({"MNEMOLOG_LLM_MODEL": " "}, "MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL"),
         ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected rule or llm, got 'gpt'"),
+        ({"MNEMOLOG_LLM_API_KEY": "sk-pw\r\nX-Other: 1"}, "MNEMOLOG_LLM_API_KEY holds a control character (a line break?) inside it"),
     ],
 )
 def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):
