@@ -94,7 +94,7 @@ def llm_options(settings: Settings) -> dict | None:
         host, _ = parts.hostname, parts.port  # a port that is not a number raises here
     except ValueError as exc:
         raise SettingError(f"{LLM_URL.env} is not a URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not host:  # the value is not repeated: it may hold a password
+    if parts.scheme not in ("http", "https") or not host or any(ch.isspace() or not ch.isprintable() for ch in host):  # the value is not repeated: it may hold a password
         raise SettingError(f"{LLM_URL.env} must be an http:// or https:// URL naming a host (such as https://host/v1)")
     if parts.query or parts.fragment:
         raise SettingError(f"{LLM_URL.env} must not hold a query or fragment: the judge adds /chat/completions to it")

@@ -210,6 +210,7 @@ LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1
     [
         ({"MNEMOLOG_LLM_URL": "127.0.0.1:9/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
         ({"MNEMOLOG_LLM_URL": "ftp://user:pw@host/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
+        ({"MNEMOLOG_LLM_URL": "http://ho st/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
         ({"MNEMOLOG_LLM_URL": "http://host:port/v1"}, "MNEMOLOG_LLM_URL is not a URL: Port could not be cast to integer value as 'port'"),
         ({"MNEMOLOG_LLM_URL": "http://host/v1?key=1"}, "MNEMOLOG_LLM_URL must not hold a query or fragment: the judge adds /chat/completions to it"),
         ({"MNEMOLOG_LLM_TIMEOUT_S": "-1"}, "MNEMOLOG_LLM_TIMEOUT_S must be a number of seconds greater than 0, got -1"),
