@@ -139,6 +139,66 @@ def test_an_unusable_embedding_is_skipped_with_its_reason_and_the_rest_kept(stor
     runner.close()
 
 
+class Choking(Counting):
+    """Raises on any batch holding a text about poison, or on every batch once ``down``."""
+
+    down = False
+
+    def embed(self, texts):
+        if self.down or any("poison" in t for t in texts):
+            raise RuntimeError("the model choked")
+        return super().embed(texts)
+
+
+def test_a_text_the_embedder_raises_on_gets_no_vector_and_the_rest_are_projected(store, tmp_path, log):
+    """An embedder raising on one text of a batch failed the whole catch-up, at every attempt: no memory written
+    after it got a vector, nor any other projection a row (one transaction), and every write of a server failed."""
+    embedder = Choking(HashingEmbedder(DIM))
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(embedder)])
+    try:
+        for memory_id, text in [("a", "a fine note"), ("p", "a note about poison ivy"), ("b", "another fine note")]:
+            log.add(memory_id, text)
+        runner.catch_up()
+        log.add("q", "more poison")  # alone in its batch
+        runner.catch_up()
+        rows = dict(runner.conn.execute("SELECT memory_id, vector IS NOT NULL FROM vec_docs").fetchall())
+        assert rows == {"a": 1, "p": 0, "b": 1, "q": 0}
+        skipped = dict(runner.conn.execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
+        assert skipped == dict.fromkeys("pq", "the embedder failed on this text: RuntimeError: the model choked")
+        assert ids(vector_search(runner.conn, None, "t", HashingEmbedder(DIM).embed_query("a fine note"))) == ["a", "b"]
+
+        # An embedder down (it raises on every text, a probe's too) stops the catch-up: nothing of the batch is written.
+        embedder.down = True
+        position = runner.checkpoint("vectors")
+        log.add("c", "a third fine note")
+        with pytest.raises(RuntimeError, match="the model choked"):
+            runner.catch_up()
+        assert runner.checkpoint("vectors") == position
+        assert runner.conn.execute("SELECT count(*) FROM vec_docs WHERE memory_id = 'c'").fetchone()[0] == 0
+        embedder.down = False
+        runner.catch_up()
+        assert runner.conn.execute("SELECT vector IS NOT NULL FROM vec_docs WHERE memory_id = 'c'").fetchone()[0] == 1
+    finally:
+        runner.close()
+
+
+def test_an_embedder_answer_of_another_shape_stops_the_catch_up_with_a_clear_error(store, tmp_path, log):
+    """An embedder returning vectors of another dimension (or too few rows) had them stored, misaligned or not
+    searchable: every later search of the tenant failed ("stored vectors have ...")."""
+    class Wide(Counting):
+        def embed(self, texts):
+            return np.ones((len(texts), DIM + 1), dtype=np.float32)
+
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(Wide(HashingEmbedder(DIM)))])
+    try:
+        log.add("a", "a fine note")
+        with pytest.raises(ValueError, match=rf"returned a \(1, {DIM + 1}\) array for 1 texts of {DIM} dimensions"):
+            runner.catch_up()
+        assert runner.conn.execute("SELECT count(*) FROM vec_docs").fetchone()[0] == 0
+    finally:
+        runner.close()
+
+
 @pytest.mark.parametrize("magnitude", [3e38, 1e300, 1e-40, 1e-300])
 def test_a_caller_vector_of_huge_or_tiny_numbers_is_found_by_its_direction(log, runner, magnitude):
     """A caller's vector of 3e38s (which float32 holds) scored NaN, its norm overflowing: never found; one of 1e-40s
