@@ -70,7 +70,7 @@ from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent
 
-from .embedders import Embedder, content_hash
+from .embedders import Embedder, content_hash, embed_rows
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..memory_rows import Previous, dropped_tenants, head_clause, transitions
 from ..runner import execute_script
@@ -86,8 +86,6 @@ OVERSAMPLE = 4
 MIN_NEIGHBOURS = 200
 #: Rows read per chunk by the exact scan.
 CHUNK = 4096
-#: What tells a text the embedder cannot take from an embedder that fails on any (see ``VectorProjector._embed``).
-PROBE_TEXT = "a short note"
 
 #: Lookups by vector (index neighbours, the unsynced tail) must not scan a tenant's rows instead.
 _BY_VECTOR = "INDEXED BY ix_vec_docs_vector_of"
@@ -302,9 +300,10 @@ class VectorProjector:
                     ).fetchall()
                 )
         missing = [h for h in wanted if h not in found]
-        failed: dict[str, str] = {}
+        failed: dict[str, str] = {}  # content hash -> why the embedder gave it no vector
         if missing:
-            matrix = self._embed([texts[h] for h in missing], failed, missing)
+            matrix, failures = embed_rows(self.embedder, [texts[h] for h in missing])
+            failed = {missing[i]: why for i, why in failures.items()}
             usable = (matrix.any(axis=1) & np.isfinite(matrix).all(axis=1)).tolist()  # one pass, not two per row
             fresh = []
             for text_hash, vector, ok in zip(missing, matrix, usable):
@@ -326,36 +325,6 @@ class VectorProjector:
             else:
                 out.append(source)
         return out
-
-    def _embed(self, texts: list[str], failed: dict[str, str], hashes: list[str]) -> np.ndarray:
-        """The embedder's rows for ``texts``. When it raises on the batch, each text is embedded alone: one it
-        raises on gets no vector (its hash and why go in ``failed``), so that a text the model cannot take does
-        not stop the projection, at every catch-up, for every text after it. When it raises on each of them and
-        on a probe text too, the embedder itself fails: that error is raised, and nothing of the batch is written."""
-        try:
-            return self._rows(self.embedder.embed(texts), len(texts))
-        except Exception as exc:
-            error = exc
-        matrix = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
-        for i, (text, text_hash) in enumerate(zip(texts, hashes)):
-            try:
-                matrix[i] = self._rows(self.embedder.embed([text]), 1)[0]
-            except Exception as exc:
-                failed[text_hash] = f"the embedder failed on this text: {type(exc).__name__}: {exc}"[:300]
-        if len(failed) == len(texts):
-            try:
-                self._rows(self.embedder.embed([PROBE_TEXT]), 1)
-            except Exception:
-                failed.clear()
-                raise error
-        return matrix
-
-    def _rows(self, matrix, count: int) -> np.ndarray:
-        """An embedder's answer as a float32 ``(count, dim)`` matrix; ``ValueError`` when it is of another shape."""
-        matrix = np.asarray(matrix, dtype=np.float32)
-        if matrix.shape != (count, self.embedder.dim):
-            raise ValueError(f"the embedder {self.embedder.name} returned a {matrix.shape} array for {count} texts of {self.embedder.dim} dimensions")
-        return matrix
 
     @staticmethod
     def _write(rows, vectors: list[_Vector], conn: sqlite3.Connection) -> None:
