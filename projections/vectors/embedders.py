@@ -41,6 +41,7 @@ __all__ = [
     "content_hash",
     "embed_rows",
     "get_embedder",
+    "query_vector",
 ]
 
 INSTALL_HINT = "pip install -e '.[embed]' from a checkout, or pip install 'mnemolog[embed]'"
@@ -134,6 +135,15 @@ def embed_rows(embedder: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, di
         except Exception:
             raise error from None
     return matrix, failed
+
+
+def query_vector(embed_query: Callable[[str], np.ndarray], text: str) -> tuple[np.ndarray | None, str | None]:
+    """A query's vector, or None and why when the embedder raises on it: recall answers from its other
+    channels, the semantic one unavailable and saying why, rather than failing the request."""
+    try:
+        return embed_query(text), None
+    except Exception as exc:
+        return None, f"the embedder failed on the query: {type(exc).__name__}: {exc}"[:300]
 
 
 # ---------------------------------------------------------------------------

@@ -91,3 +91,41 @@ async def test_the_semantic_channel_names_the_vectors_it_searched_and_the_querys
         assert [(s["semantic"]["status"], s["semantic"]["embedder"], s["semantic"]["query_vector"]) for s in states] == [
             ("ok", name, "request"), ("ok", name, "embedder"), ("off", name, None)]
         assert all(s["lexical"]["embedder"] is None and s["graph"]["query_vector"] is None for s in states)
+
+
+async def test_a_text_the_embedder_raises_on_is_written_and_recalled_without_a_5xx(start, monkeypatch):
+    """With an embedder that raised on one text, its write answered 500 (though in the log) and so did every write
+    and read after it (the projection's catch-up failed each time); a query it raised on answered 500 too."""
+    from mnemolog.projections.vectors import embedders
+
+    inner = embedders.HashingEmbedder()
+
+    class Choking:
+        name, dim = inner.name, inner.dim
+
+        def embed(self, texts):
+            if any("poison" in t for t in texts):
+                raise RuntimeError("the model choked")
+            return inner.embed(texts)
+
+        def embed_query(self, text):
+            if "poison" in text:
+                raise RuntimeError("the model choked")
+            return inner.embed_query(text)
+
+    monkeypatch.setitem(embedders._instances, "hashing", Choking())
+    api = await start()
+    for text in ("Poison ivy grows by the garden gate", "The gate was painted green"):
+        created = await api.raw.post("/v1/memories", json={"memory": {"memory": text}})
+        assert created.status == 201, await created.text()
+    for query, found in (("poison ivy by the gate", "Poison ivy grows by the garden gate"), ("green gate", "The gate was painted green")):
+        response = await api.raw.post("/v1/recall", json={"query": query, "channels": ["lexical", "semantic"]})
+        answer = await response.json()
+        assert response.status == 200, answer
+        assert answer["hits"][0]["memory"]["memory"] == found
+    semantic = answer["channels"]["semantic"]  # the last query: embedded, and its channel ran
+    assert semantic["status"] == "ok"
+    response = await api.raw.post("/v1/search", json={"query": "poison", "channels": ["semantic"]})
+    answer = await response.json()
+    assert response.status == 200 and answer["states"]["semantic"]["status"] == "unavailable"
+    assert answer["states"]["semantic"]["reason"] == "the embedder failed on the query: RuntimeError: the model choked"
