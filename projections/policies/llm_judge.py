@@ -45,6 +45,7 @@ import email.utils
 import json
 import math
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -226,6 +227,8 @@ class LLMJudge:
         max_wait_s: float = 30.0,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         veto_conflicts: bool = True,
+        breaker_failures: int = 5,
+        breaker_cooldown_s: float = 60.0,
     ) -> None:
         if concurrency < 1 or retries < 0:
             raise ValueError("concurrency must be >= 1 and retries >= 0")
@@ -245,6 +248,12 @@ class LLMJudge:
         self._api_key = clean_api_key(api_key)
         self._semaphore = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
+        # The circuit breaker: after this many failed requests in a row, none for a while (see _chat).
+        self.breaker_failures = int(breaker_failures)
+        self.breaker_cooldown_s = float(breaker_cooldown_s)
+        self._failed_in_row = 0
+        self._open_until = 0.0
+        self._last_failure = ""
 
     def __repr__(self) -> str:  # never shows the API key
         return f"LLMJudge(url={self.url!r}, model={self.model!r})"
@@ -297,7 +306,13 @@ class LLMJudge:
         return content
 
     async def _chat(self, system: str, user: str, parse: Callable[[str], T]) -> T:
-        """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`."""
+        """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`.
+
+        After ``breaker_failures`` questions in a row got no usable answer, none is asked for
+        ``breaker_cooldown_s`` (each fails at once, saying why): an endpoint that is down or hangs would
+        otherwise hold a pass for its every pair's timeouts and retries (1,000 pairs, 3 attempts of 20 s,
+        4 at a time: four hours). After the pause, one failure more pauses again; an answer closes it.
+        """
         payload = {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -308,11 +323,16 @@ class LLMJudge:
         for attempt in range(self.retries + 1):
             try:
                 async with self._semaphore:
+                    if (left := self._open_until - time.monotonic()) > 0:  # checked in turn: others may have failed meanwhile
+                        self.stats["paused"] += 1
+                        raise LLMUnavailable(f"not asked: {self._failed_in_row} questions in a row got no usable answer"
+                                             f" (the last: {self._last_failure}); asking again in {left:.0f}s")
                     content = await self._post(payload)
-                return parse(content)
+                result = parse(content)
+                self._failed_in_row = 0
+                return result
             except _Fatal as exc:
-                self.stats["failures"] += 1
-                raise LLMUnavailable(self._redact(str(exc))) from None
+                raise self._failed(str(exc)) from None
             except _Retry as exc:
                 why = str(exc)
                 if attempt == self.retries:
@@ -322,9 +342,18 @@ class LLMJudge:
                 if exc.wait_s is not None:
                     delay = max(delay, exc.wait_s)
                 await asyncio.sleep(min(delay, self.max_wait_s))
-        self.stats["failures"] += 1
         attempts = self.retries + 1
-        raise LLMUnavailable(self._redact(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})"))
+        raise self._failed(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    def _failed(self, why: str) -> LLMUnavailable:
+        """A question that got no usable answer: counted (the breaker opens at ``breaker_failures`` in a row)."""
+        self.stats["failures"] += 1
+        why = self._redact(why)
+        self._failed_in_row += 1
+        self._last_failure = _clip(why, 160)
+        if self._failed_in_row >= self.breaker_failures:
+            self._open_until = time.monotonic() + self.breaker_cooldown_s
+        return LLMUnavailable(why)
 
     def _redact(self, why: str) -> str:
         """``why`` without the API key: an endpoint's error may quote the key it was sent ("Incorrect API key

@@ -490,3 +490,45 @@ async def test_an_api_key_read_with_its_final_line_break_is_sent_without_it(fake
     with pytest.raises(ValueError, match="control character") as refused:
         make_judge(api_key="sk-one\r\nX-Injected: 1")
     assert "sk-one" not in str(refused.value)
+
+
+async def test_an_endpoint_that_keeps_failing_is_not_asked_for_a_while(fake: FakeLLM, make_judge) -> None:
+    """An endpoint down or hanging was asked for every pair, each with its timeouts and retries: a pass over
+    1,000 pairs took hours, the organizer wedged. After a few questions in a row without an answer the judge
+    falls back at once, saying why, and asks again after a pause; an answer closes the breaker."""
+    down = True
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=503, text="down") if down else answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1, breaker_failures=3, breaker_cooldown_s=0.5)
+    verdicts = [await judge.judge(A, B, 0.9) for _ in range(10)]
+    assert len(fake.requests) == 6  # 3 questions of 2 attempts
+    assert all(v.judge == "rule" for v in verdicts)
+    assert verdicts[2].fallback == "llm failed: HTTP 503 (after 2 attempts)"
+    assert verdicts[3].fallback.startswith("llm failed: not asked: 3 questions in a row got no usable answer (the last: HTTP 503")
+    await asyncio.sleep(0.6)
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # asked again: paused again
+    assert (await judge.judge(A, B, 0.9)).fallback.startswith("llm failed: not asked")
+    assert len(fake.requests) == 8
+    await asyncio.sleep(0.6)
+    down = False
+    assert [(await judge.judge(A, B, 0.9)).judge for _ in range(2)] == ["llm", "llm"]
+    down = True
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # one failure: no pause
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"
+
+
+async def test_a_hanging_endpoint_holds_a_batch_of_pairs_for_a_few_timeouts_only(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        await asyncio.sleep(5)
+        return answer("independent")
+
+    fake.behaviour = behaviour
+    judge = make_judge(timeout_s=0.2, retries=0, concurrency=4, breaker_failures=4, breaker_cooldown_s=60)
+    began = asyncio.get_running_loop().time()
+    verdicts = await asyncio.gather(*(judge.judge(A, B, 0.9) for _ in range(40)))
+    assert asyncio.get_running_loop().time() - began < 2  # 10 rounds of 4 timeouts would take 2 s at least
+    assert all(v.judge == "rule" and v.fallback for v in verdicts)
+    assert len(fake.requests) <= 8
