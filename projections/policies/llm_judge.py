@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+import yarl
 
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
@@ -246,6 +247,9 @@ class LLMJudge:
         self.version = f"{PROMPT_VERSION}+{model}"
         self.stats: Counter[str] = Counter()  # requests, retries, failures, fallbacks, vetoes
         self._api_key = clean_api_key(api_key)
+        # What no reason may quote: the key, and a password in the URL (sent as basic auth), escaped or not.
+        password = yarl.URL(self.url).password
+        self._secrets = tuple(dict.fromkeys(x for x in (self._api_key, password, yarl.URL(self.url).raw_password) if x))
         self._semaphore = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
         # The circuit breaker: after this many failed requests in a row, none for a while (see _chat).
@@ -255,8 +259,8 @@ class LLMJudge:
         self._open_until = 0.0
         self._last_failure = ""
 
-    def __repr__(self) -> str:  # never shows the API key
-        return f"LLMJudge(url={self.url!r}, model={self.model!r})"
+    def __repr__(self) -> str:  # never shows the API key, nor the URL's password
+        return f"LLMJudge(url={str(yarl.URL(self.url).with_password(None))!r}, model={self.model!r})"
 
     async def __aenter__(self) -> LLMJudge:
         return self
@@ -356,9 +360,12 @@ class LLMJudge:
         return LLMUnavailable(why)
 
     def _redact(self, why: str) -> str:
-        """``why`` without the API key: an endpoint's error may quote the key it was sent ("Incorrect API key
-        provided: sk-..."), and a failure's reason is written into the organizer's events and shown."""
-        return why.replace(self._api_key, "[the API key]") if self._api_key else why
+        """``why`` without the API key or the URL's password: an endpoint's error may quote the key it was sent
+        ("Incorrect API key provided: sk-..."), aiohttp's errors the URL, and a failure's reason is written into
+        the organizer's events and shown."""
+        for secret in self._secrets:
+            why = why.replace(secret, "[the API key]" if secret == self._api_key else "[the URL's password]")
+        return why
 
     # ------------------------------------------------------------------ judging
 

@@ -532,3 +532,22 @@ async def test_a_hanging_endpoint_holds_a_batch_of_pairs_for_a_few_timeouts_only
     assert asyncio.get_running_loop().time() - began < 2  # 10 rounds of 4 timeouts would take 2 s at least
     assert all(v.judge == "rule" and v.fallback for v in verdicts)
     assert len(fake.requests) <= 8
+
+
+async def test_a_password_in_the_url_is_never_quoted(fake: FakeLLM) -> None:
+    """A URL with a password (sent as basic auth) is shown by the judge's repr, and an error quoting the
+    credentials it was sent put the password into the fallback reason the organizer records."""
+    import base64
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        sent = base64.b64decode(fake.request.headers["Authorization"].removeprefix("Basic ")).decode()
+        return web.json_response({"error": f"bad credentials {sent}"}, status=403)
+
+    fake.behaviour = behaviour
+    judge = LLMJudge(fake.url.replace("http://", "http://user:s3cret%21pw@"), "m", None, retries=0, fallback=RuleJudge())
+    try:
+        v = await judge.judge(A, B, 0.9)
+    finally:
+        await judge.close()
+    assert v.fallback is not None and "HTTP 403" in v.fallback and "user:[the URL's password]" in v.fallback
+    assert "s3cret" not in v.fallback and "s3cret" not in repr(judge)
