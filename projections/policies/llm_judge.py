@@ -2,7 +2,7 @@
 
 ``POST {url}/chat/completions`` with ``response_format={"type": "json_object"}``
 and a prompt asking for ``{"label", "reason", "fused_text"}``.  Timeouts,
-connection errors, HTTP 429/5xx and unusable answers are retried with
+connection errors, HTTP 408/425/429/5xx and unusable answers are retried with
 exponential backoff; a semaphore bounds concurrent requests.  When every
 attempt fails, :meth:`LLMJudge.judge` returns the rule judge's verdict with
 ``fallback="llm failed: <why>"`` -- judging never raises because the endpoint
@@ -101,6 +101,8 @@ _LABEL_ALIASES = {
 _FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)  # a reasoning model's thoughts (ollama, vLLM)
 _MAX_OBJECT_STARTS = 64
+#: Client errors that say "later", not "never": request timeout (a gateway's), too early, too many requests.
+_RETRIED_STATUSES = frozenset({408, 425, 429})
 _DIGITS_RE = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -289,7 +291,7 @@ class LLMJudge:
                 self.endpoint, json=payload, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
             ) as resp:
                 raw = await _read_capped(resp, self.max_answer_bytes)
-                if resp.status == 429 or resp.status >= 500:
+                if resp.status in _RETRIED_STATUSES or resp.status >= 500:
                     raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
                 try:
                     body = raw.decode(resp.get_encoding(), errors="replace" if resp.status >= 400 else "strict")

@@ -551,3 +551,14 @@ async def test_a_password_in_the_url_is_never_quoted(fake: FakeLLM) -> None:
         await judge.close()
     assert v.fallback is not None and "HTTP 403" in v.fallback and "user:[the URL's password]" in v.fallback
     assert "s3cret" not in v.fallback and "s3cret" not in repr(judge)
+
+
+@pytest.mark.parametrize("status", [408, 425, 429])
+async def test_a_client_error_that_says_later_is_retried(fake: FakeLLM, make_judge, status) -> None:
+    """A gateway's 408 (request timeout) was taken as final: no retry, the rule judge's verdict at once."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=status, text="later") if n == 1 else answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None) and len(fake.requests) == 2
