@@ -325,11 +325,11 @@ class Searcher:
                 continue
             if weight <= 0:
                 set_here = options.weights.get(name) is not None
-                if set_here or not (options.channels or strategy == "graph-only"):
+                if set_here or not (options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None)):
                     why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
                     states[name] = ChannelState("off", weight=weight, reason=why)
                     continue
-                # Asked for by name: the channel contributes, at the weight of a channel with no measured weight.
+                # Asked for by name (semantic: or by a query embedding): it contributes, at the weight of a channel with no measured one.
                 configured = "this embedder's weight 0" if name == "semantic" else "the configured weight 0"
                 note = f"requested: weight {REQUESTED_WEIGHT} in place of {configured}"
                 weight = REQUESTED_WEIGHT

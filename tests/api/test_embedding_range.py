@@ -129,3 +129,22 @@ async def test_a_text_the_embedder_raises_on_is_written_and_recalled_without_a_5
     answer = await response.json()
     assert response.status == 200 and answer["states"]["semantic"]["status"] == "unavailable"
     assert answer["states"]["semantic"]["reason"] == "the embedder failed on the query: RuntimeError: the model choked"
+
+
+async def test_a_query_embedding_asks_for_the_semantic_channel(api):
+    """Under an embedder whose semantic weight is 0 (hashing), a recall sending its own query embedding had it
+    ignored: the channel stayed off ("weight 0 for this embedder"), as if the vector had not been sent."""
+    dim = api.service.embedding_dim
+    direction = [1.0 if i % 3 == 0 else -0.5 for i in range(dim)]
+    created = await api.raw.post("/v1/memories", json={"memory": {"memory": "an opaque blob", "embedding": direction}})
+    memory_id = (await created.json())["memory_ids"][0]
+    api.service.sync()
+    response = await api.raw.post("/v1/recall", json={"query": "zebra crossings", "embedding": direction})
+    answer = await response.json()
+    assert response.status == 200, answer
+    state = answer["channels"]["semantic"]
+    assert (state["status"], state["weight"], state["query_vector"]) == ("ok", 1.0, "request") and "requested" in state["reason"]
+    assert answer["hits"][0]["id"] == memory_id and answer["hits"][0]["channels"]["semantic"]["rank"] == 1
+    # A weight of 0 set in the request still switches it off.
+    response = await api.raw.post("/v1/recall", json={"query": "zebra crossings", "embedding": direction, "weights": {"semantic": 0}})
+    assert (await response.json())["channels"]["semantic"]["reason"] == "weight 0 in the request"
