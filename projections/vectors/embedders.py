@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mnemolog.eventstore.model import MAX_EMBEDDING_DIM
 from mnemolog.eventstore.settings import SetupError
 
 from ..fts.textsearch import CJK_RANGES, WORD_RE
@@ -314,8 +315,10 @@ class HashingEmbedder:
     CHUNK = 8192
 
     def __init__(self, dim: int = 256) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
-            raise ValueError(f"dim must be an int >= 16, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 16 <= dim <= MAX_EMBEDDING_DIM:
+            # Above, a memory's own embedding could not have its length, and one text's vector alone would take
+            # gigabytes ("hashing-v1-100000000" was taken, and the first write exhausted the memory).
+            raise ValueError(f"the hashing embedder's dimension must be from 16 to {MAX_EMBEDDING_DIM}, got {dim!r}")
         self.dim = dim
         self.name = f"hashing-v{self.VERSION}-{dim}"
 
