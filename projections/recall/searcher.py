@@ -208,11 +208,9 @@ def scoped(filters: SearchFilters) -> bool:
 
 
 def check_strategy(options: "RecallOptions") -> None:
-    """Refuse a strategy, channels or weights that contradict each other (a ValidationError naming the field).
-
-    A weight above 0 for a channel that ``channels`` (or graph-only) leaves
-    out would be ignored; a weight of 0 there agrees with the request.
-    """
+    """Refuse a strategy, channels, weights or query embedding that contradict each other (a ValidationError naming
+    the field): a weight above 0 for a channel that ``channels`` (or graph-only) leaves out, or an embedding where the
+    semantic channel does not run, would be ignored; a weight of 0 there agrees with the request."""
     strategy = options.strategy
     if strategy is not None and strategy not in STRATEGIES:
         raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
@@ -227,6 +225,8 @@ def check_strategy(options: "RecallOptions") -> None:
     if unused:
         why = "strategy graph-only runs the graph channel alone" if strategy == "graph-only" else f"channels runs {', '.join(sorted(running))} only"
         raise ValidationError("weights", f"a weight for {', '.join(unused)} would be ignored: {why}; drop it or set it to 0")
+    if options.embedding is not None and ("semantic" not in running or options.weights.get("semantic") == 0):
+        raise ValidationError("embedding", "a query embedding would be ignored: this request leaves the semantic channel out (channels, strategy or weights)")
 
 
 class Searcher:

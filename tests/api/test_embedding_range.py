@@ -145,6 +145,20 @@ async def test_a_query_embedding_asks_for_the_semantic_channel(api):
     state = answer["channels"]["semantic"]
     assert (state["status"], state["weight"], state["query_vector"]) == ("ok", 1.0, "request") and "requested" in state["reason"]
     assert answer["hits"][0]["id"] == memory_id and answer["hits"][0]["channels"]["semantic"]["rank"] == 1
-    # A weight of 0 set in the request still switches it off.
-    response = await api.raw.post("/v1/recall", json={"query": "zebra crossings", "embedding": direction, "weights": {"semantic": 0}})
-    assert (await response.json())["channels"]["semantic"]["reason"] == "weight 0 in the request"
+
+
+@pytest.mark.parametrize("path", ["/v1/recall", "/v1/search"])
+@pytest.mark.parametrize("rest", [{"channels": ["lexical"]}, {"strategy": "graph-only"}, {"weights": {"semantic": 0}}])
+async def test_a_query_embedding_for_a_request_without_the_semantic_channel_is_422_naming_it(api, path, rest):
+    """A query embedding sent with a request that leaves the semantic channel out was ignored without a word
+    (200, ranked without it); it is refused as a weight for a channel left out is."""
+    from types import SimpleNamespace
+
+    from tests.api.schemathesis_hooks import breaks_a_rule_across_fields
+
+    body = {"query": "zebra crossings", "embedding": [0.5] * api.service.embedding_dim, **rest}
+    response = await api.raw.post(path, json=body)
+    answer = await response.json()
+    assert response.status == 422 and answer["error"]["field"] == "embedding", answer
+    assert "would be ignored" in answer["error"]["message"]
+    assert breaks_a_rule_across_fields(SimpleNamespace(path=path, method="POST", body=body, query={}, path_parameters={}))
