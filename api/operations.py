@@ -28,6 +28,7 @@ from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall import windows
 from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
 from mnemolog.projections.service import MemoryService
+from mnemolog.projections.vectors.projector import unit_vector
 
 from .errors import ApiError, is_lock_contention
 from .schemas import FUSION_ONLY, AddMemoriesRequest, MemoryIn, RecallQuery, RecallRequest, UpdateMemoryRequest
@@ -106,14 +107,14 @@ def check_as_of(value: Any, field: str = "as_of") -> Any:
 
 
 def direction(values: list[float]) -> tuple[float, ...]:
-    """A query embedding scaled so that its largest magnitude is 1.
+    """A query embedding as its direction, a unit vector (:func:`~mnemolog.projections.vectors.projector.unit_vector`).
 
     Semantic search ranks by cosine, which only the direction sets; scaled,
     every value fits the index's float32 (``1e300`` would be infinity there,
     ``1e-300`` zero, and the channel would silently find nothing).
     """
-    peak = max((abs(v) for v in values), default=0.0)
-    return tuple(v / peak for v in values) if peak > 0 and math.isfinite(peak) else tuple(values)
+    unit = unit_vector(values)
+    return tuple(unit.tolist()) if unit is not None else tuple(values)
 
 
 def options_from(svc: MemoryService, body: RecallQuery) -> RecallOptions:

@@ -45,7 +45,10 @@ def _open(args: argparse.Namespace, **overrides: Any) -> MemoryService:
     from mnemolog.eventstore.settings import Settings
     from mnemolog.projections.service import MemoryService
 
+    from mnemolog.projections.policies.settings import check_settings
+
     settings = Settings(overrides) if overrides else Settings()
+    check_settings(settings)  # a judge's bad URL or timeout stops here, in one line, before the log is opened
     require_log(args, settings)  # nothing to organize in a data directory without a log (a mistyped --data-dir)
     return MemoryService.open(data_dir(args), settings=settings)
 

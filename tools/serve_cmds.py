@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mnemolog.api.auth import SCOPES, KeyStore
 from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
 from .common import CommandError, add_command, data_dir, listening_socket, port_arg, tenant_name
@@ -87,6 +88,7 @@ def serve(args: argparse.Namespace) -> int:
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
     get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
+    check_organizer_settings(settings)  # so does a judge's bad URL or timeout, not the organizer's start after the banner
     sock = listening_socket(host, port)  # a port in use stops here, as one line
     if workers > 1:
         sock.close()  # the supervisor's workers bind their own (reuse_port); this was the check

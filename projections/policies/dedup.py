@@ -42,7 +42,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent, merge_union
 
 from .. import text_caches
-from ..vectors.embedders import get_embedder
+from ..vectors.embedders import embed_rows, get_embedder
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
 
 if TYPE_CHECKING:
@@ -325,8 +325,8 @@ class Vectors:
             if len(self.cache) > self.cache_limit:
                 self.cache.clear()
             missing = sorted({i.content.memory for i in items if i.id not in projected and i.content.memory not in self.cache})
-            if missing:
-                for text, vec in zip(missing, self.embedder.embed(missing)):
+            if missing:  # a text the embedder raises on (the projection left it without a vector) gets a zero one
+                for text, vec in zip(missing, embed_rows(self.embedder, missing)[0]):
                     self.cache[text] = vec
             for n, item in enumerate(items):
                 out[n] = projected.get(item.id, self.cache.get(item.content.memory))

@@ -2,11 +2,12 @@
 
 ``POST {url}/chat/completions`` with ``response_format={"type": "json_object"}``
 and a prompt asking for ``{"label", "reason", "fused_text"}``.  Timeouts,
-connection errors, HTTP 429/5xx and unusable answers are retried with
+connection errors, HTTP 408/425/429/5xx and unusable answers are retried with
 exponential backoff; a semaphore bounds concurrent requests.  When every
 attempt fails, :meth:`LLMJudge.judge` returns the rule judge's verdict with
 ``fallback="llm failed: <why>"`` -- judging never raises because the endpoint
-is down.
+is down. The API key never appears in a reason, even where the endpoint's
+error quotes it.
 
 Guard rails, because a wrong merge costs more than a missed one:
 
@@ -19,38 +20,52 @@ Guard rails, because a wrong merge costs more than a missed one:
   identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
   lose a fact;
 * a ``fused_text`` that brings in a number found in neither memory, leaves out
-  one of theirs, or is implausibly long (or longer than a memory may be), is
-  replaced by the rule-based :func:`merged_text`.
+  one of theirs, is implausibly long (or longer than a memory may be), or holds
+  a lone surrogate (a character cut in half), is replaced by the rule-based
+  :func:`merged_text`; a lone surrogate in a reason, title or summary becomes
+  U+FFFD, so that the decision can be written.
 
-An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
-deeply, no JSON object, an unknown label) is a bad answer: retried, then the
-rule judge's verdict, with the reason in ``fallback``.
+The JSON object is read through a code fence, prose around it and a reasoning
+model's ``<think>`` block before it, braces in them included (see
+:func:`_extract_json`). An answer that cannot be read (not UTF-8, an unknown charset, JSON nested too
+deeply, no JSON object, an unknown label, more than :data:`MAX_ANSWER_BYTES`,
+which are not read) is a bad answer: retried, then the rule judge's verdict,
+with the reason in ``fallback``.
 
 :meth:`LLMJudge.summarize_topic` names a topic from its memories on the same
 endpoint and raises :class:`LLMUnavailable` on failure, so the caller can fall
-back to an extractive summary.
+back to an extractive summary (so does a summary longer than
+:data:`MAX_SUMMARY_CHARS`, which no topic should keep).
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import math
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+import yarl
 
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text
 
-__all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION"]
+__all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION", "clean_api_key"]
 
 PROMPT_VERSION = "1"
+#: The largest answer read (decompressed): a pair's verdict or a topic's title is a few hundred bytes.
+MAX_ANSWER_BYTES = 1 << 20
+#: The longest topic summary taken from an answer (the prompt asks for at most 3 sentences); a longer one is a bad answer.
+MAX_SUMMARY_CHARS = 2000
 T = TypeVar("T")
 
 _JUDGE_SYSTEM = """\
@@ -84,6 +99,10 @@ _LABEL_ALIASES = {
     "distinct": "independent", "different": "independent",
 }
 _FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.S)
+_THINK_RE = re.compile(r"<think>.*?</think>", re.S | re.I)  # a reasoning model's thoughts (ollama, vLLM)
+_MAX_OBJECT_STARTS = 64
+#: Client errors that say "later", not "never": request timeout (a gateway's), too early, too many requests.
+_RETRIED_STATUSES = frozenset({408, 425, 429})
 _DIGITS_RE = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -101,9 +120,12 @@ class _Fatal(Exception):
     pass
 
 
-def _extract_json(content: str) -> dict[str, Any]:
-    """The JSON object in an answer, tolerating code fences and surrounding prose."""
-    text = content.strip()
+def _extract_json(content: str, wanted: frozenset[str]) -> dict[str, Any]:
+    """The JSON object in an answer, tolerating code fences, surrounding prose and a reasoning model's
+    ``<think>`` block: the whole text, else from its first ``{`` to its last ``}``, else the first object
+    holding one of the ``wanted`` keys (among the first :data:`_MAX_OBJECT_STARTS` braces), when prose
+    around it holds braces of its own."""
+    text = _THINK_RE.sub("", content).strip()
     fenced = _FENCE_RE.search(text)
     if fenced:
         text = fenced.group(1).strip()
@@ -120,29 +142,56 @@ def _extract_json(content: str) -> dict[str, Any]:
         except RecursionError:
             raise _Retry("bad answer: JSON nested too deeply") from None
         except ValueError as exc:
-            raise _Retry(f"bad answer: invalid JSON ({exc})") from None
+            obj = _object_among(text, wanted)
+            if obj is None:
+                raise _Retry(f"bad answer: invalid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise _Retry(f"bad answer: expected a JSON object, got {type(obj).__name__}")
     return obj
 
 
+def _object_among(text: str, wanted: frozenset[str]) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for n, brace in enumerate(re.finditer(r"\{", text)):
+        if n == _MAX_OBJECT_STARTS:
+            break
+        try:
+            obj, _ = decoder.raw_decode(text, brace.start())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and not wanted.isdisjoint(obj):
+            return obj
+    return None
+
+
+def _text(value: str) -> str:
+    """``value`` as Unicode text: JSON may hold a lone surrogate (half an emoji, ``"\\ud83d"``), which no event,
+    file or response can encode; it becomes U+FFFD (a pair written as two escapes stays the character it names)."""
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _parse_verdict(content: str) -> tuple[str, str, str | None]:
-    obj = _extract_json(content)
+    obj = _extract_json(content, frozenset({"label"}))
     raw = str(obj.get("label") or "").strip().casefold()
     label = _LABEL_ALIASES.get(raw)
     if label is None:
-        raise _Retry(f"bad answer: unknown label {raw!r}")
-    reason = str(obj.get("reason") or "").strip() or "no reason given"
+        raise _Retry(f"bad answer: unknown label {_text(raw)!r}")
+    reason = _text(str(obj.get("reason") or "")).strip() or "no reason given"
     fused = obj.get("fused_text")
     fused = fused.strip() if isinstance(fused, str) and fused.strip() else None
+    if fused is not None and _text(fused) != fused:  # a character cut in half: not the memories' words
+        fused = None
     return label, reason, fused
 
 
 def _parse_topic(content: str) -> tuple[str, str]:
-    obj = _extract_json(content)
+    obj = _extract_json(content, frozenset({"title", "summary"}))
     title, summary = obj.get("title"), obj.get("summary")
     if not isinstance(title, str) or not title.strip() or not isinstance(summary, str) or not summary.strip():
         raise _Retry("bad answer: title and summary must be non-empty strings")
+    title, summary = _text(title), _text(summary)
+    if len(summary.strip()) > MAX_SUMMARY_CHARS:
+        raise _Retry(f"bad answer: a summary of {len(summary.strip()):,} characters, more than {MAX_SUMMARY_CHARS:,}")
     return " ".join(title.split())[:120], summary.strip()
 
 
@@ -179,7 +228,10 @@ class LLMJudge:
         fallback: RuleJudge | None = None,
         max_chars: int = 4000,
         max_wait_s: float = 30.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
         veto_conflicts: bool = True,
+        breaker_failures: int = 5,
+        breaker_cooldown_s: float = 60.0,
     ) -> None:
         if concurrency < 1 or retries < 0:
             raise ValueError("concurrency must be >= 1 and retries >= 0")
@@ -191,16 +243,26 @@ class LLMJudge:
         self.backoff_s = float(backoff_s)
         self.max_chars = max_chars
         self.max_wait_s = max_wait_s
+        self.max_answer_bytes = max_answer_bytes
         self.veto_conflicts = veto_conflicts
         self.fallback = fallback or RuleJudge()
         self.version = f"{PROMPT_VERSION}+{model}"
         self.stats: Counter[str] = Counter()  # requests, retries, failures, fallbacks, vetoes
-        self._api_key = api_key
+        self._api_key = clean_api_key(api_key)
+        # What no reason may quote: the key, and a password in the URL (sent as basic auth), escaped or not.
+        password = yarl.URL(self.url).password
+        self._secrets = tuple(dict.fromkeys(x for x in (self._api_key, password, yarl.URL(self.url).raw_password) if x))
         self._semaphore = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
+        # The circuit breaker: after this many failed requests in a row, none for a while (see _chat).
+        self.breaker_failures = int(breaker_failures)
+        self.breaker_cooldown_s = float(breaker_cooldown_s)
+        self._failed_in_row = 0
+        self._open_until = 0.0
+        self._last_failure = ""
 
-    def __repr__(self) -> str:  # never shows the API key
-        return f"LLMJudge(url={self.url!r}, model={self.model!r})"
+    def __repr__(self) -> str:  # never shows the API key, nor the URL's password
+        return f"LLMJudge(url={str(yarl.URL(self.url).with_password(None))!r}, model={self.model!r})"
 
     async def __aenter__(self) -> LLMJudge:
         return self
@@ -228,15 +290,15 @@ class LLMJudge:
             async with self._get_session().post(
                 self.endpoint, json=payload, timeout=aiohttp.ClientTimeout(total=self.timeout_s)
             ) as resp:
-                raw = await resp.read()
-                if resp.status == 429 or resp.status >= 500:
+                raw = await _read_capped(resp, self.max_answer_bytes)
+                if resp.status in _RETRIED_STATUSES or resp.status >= 500:
                     raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
                 try:
                     body = raw.decode(resp.get_encoding(), errors="replace" if resp.status >= 400 else "strict")
                 except (UnicodeError, LookupError) as exc:  # bytes not in the charset it names, or an unknown charset
                     raise _Retry(f"bad answer: undecodable body ({exc})") from None
                 if resp.status >= 400:
-                    raise _Fatal(f"HTTP {resp.status}: {_clip(body)}")
+                    raise _Fatal(f"HTTP {resp.status}: {_clip(self._redact(body))}")
         except TimeoutError:
             raise _Retry(f"timeout after {self.timeout_s:g}s") from None
         except aiohttp.ClientError as exc:
@@ -244,13 +306,19 @@ class LLMJudge:
         try:
             content = json.loads(body)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-            raise _Retry(f"bad answer: not a chat completion: {_clip(body)!r}") from None
+            raise _Retry(f"bad answer: not a chat completion: {_clip(self._redact(body))!r}") from None
         if not isinstance(content, str):
             raise _Retry("bad answer: message content is not a string")
         return content
 
     async def _chat(self, system: str, user: str, parse: Callable[[str], T]) -> T:
-        """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`."""
+        """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`.
+
+        After ``breaker_failures`` questions in a row got no usable answer, none is asked for
+        ``breaker_cooldown_s`` (each fails at once, saying why): an endpoint that is down or hangs would
+        otherwise hold a pass for its every pair's timeouts and retries (1,000 pairs, 3 attempts of 20 s,
+        4 at a time: four hours). After the pause, one failure more pauses again; an answer closes it.
+        """
         payload = {
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -261,11 +329,16 @@ class LLMJudge:
         for attempt in range(self.retries + 1):
             try:
                 async with self._semaphore:
+                    if (left := self._open_until - time.monotonic()) > 0:  # checked in turn: others may have failed meanwhile
+                        self.stats["paused"] += 1
+                        raise LLMUnavailable(f"not asked: {self._failed_in_row} questions in a row got no usable answer"
+                                             f" (the last: {self._last_failure}); asking again in {left:.0f}s")
                     content = await self._post(payload)
-                return parse(content)
+                result = parse(content)
+                self._failed_in_row = 0
+                return result
             except _Fatal as exc:
-                self.stats["failures"] += 1
-                raise LLMUnavailable(str(exc)) from None
+                raise self._failed(str(exc)) from None
             except _Retry as exc:
                 why = str(exc)
                 if attempt == self.retries:
@@ -275,9 +348,26 @@ class LLMJudge:
                 if exc.wait_s is not None:
                     delay = max(delay, exc.wait_s)
                 await asyncio.sleep(min(delay, self.max_wait_s))
-        self.stats["failures"] += 1
         attempts = self.retries + 1
-        raise LLMUnavailable(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+        raise self._failed(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
+
+    def _failed(self, why: str) -> LLMUnavailable:
+        """A question that got no usable answer: counted (the breaker opens at ``breaker_failures`` in a row)."""
+        self.stats["failures"] += 1
+        why = self._redact(why)
+        self._failed_in_row += 1
+        self._last_failure = _clip(why, 160)
+        if self._failed_in_row >= self.breaker_failures:
+            self._open_until = time.monotonic() + self.breaker_cooldown_s
+        return LLMUnavailable(why)
+
+    def _redact(self, why: str) -> str:
+        """``why`` without the API key or the URL's password: an endpoint's error may quote the key it was sent
+        ("Incorrect API key provided: sk-..."), aiohttp's errors the URL, and a failure's reason is written into
+        the organizer's events and shown."""
+        for secret in self._secrets:
+            why = why.replace(secret, "[the API key]" if secret == self._api_key else "[the URL's password]")
+        return why
 
     # ------------------------------------------------------------------ judging
 
@@ -318,11 +408,46 @@ class LLMJudge:
         return await self._chat(_TOPIC_SYSTEM, user, _parse_topic)
 
 
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The body, refused (a bad answer) once it passes ``cap`` bytes, without reading the rest: a chat
+    completion for a pair is a few hundred bytes, and an endpoint that answers megabytes (or without end)
+    must not fill the server's memory."""
+    if resp.content_length is not None and resp.content_length > cap:
+        raise _Retry(f"bad answer: {resp.content_length:,} bytes, more than the {cap:,} an answer may have")
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > cap:
+            raise _Retry(f"bad answer: more than the {cap:,} bytes an answer may have")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def clean_api_key(key: str | None) -> str | None:
+    """The API key without the whitespace around it (a key read from a file or a secret keeps its final line
+    break); ``ValueError`` when one is left inside it. No header may hold a control character, and the request
+    would fail as it is built, every time: not a failure to fall back from, a setting to fix."""
+    key = (key or "").strip()
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise ValueError("the LLM API key holds a control character (a line break?)")  # the key itself is never shown
+    return key or None
+
+
 def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    """Seconds to wait from a ``Retry-After`` header: a number of seconds or an HTTP date (RFC 9110); None if neither."""
+    if value is None:
         return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": UTC, as HTTP dates are
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _plausible_fusion(fused: str, a: str, b: str) -> bool:

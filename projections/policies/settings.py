@@ -6,6 +6,9 @@ Every setting is read from ``MNEMOLOG_<NAME>`` (see :mod:`mnemolog.eventstore.se
 
 from __future__ import annotations
 
+import math
+from urllib.parse import urlsplit
+
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from .judge import RuleJudge, RuleJudgeConfig
@@ -71,24 +74,63 @@ def rule_config(settings: Settings) -> RuleJudgeConfig:
     return RuleJudgeConfig(**values)
 
 
+def llm_options(settings: Settings) -> dict | None:
+    """The LLM judge's options when ``MNEMOLOG_JUDGE=llm`` (None under the rule judge), each checked.
+
+    A server and ``mnemolog organize`` call it before they open anything, so a URL without a scheme or
+    host, or a timeout that is not a positive number of seconds, stops them at start in one line naming
+    the setting, rather than every judgement failing later and falling back unseen.
+    """
+    kind = str(settings.judge).strip().lower()
+    if kind == "rule":
+        return None
+    if kind != "llm":
+        raise SettingError(f"{JUDGE.env}: expected rule or llm, got {settings.judge!r}")
+    url, model = str(settings.llm_url).strip(), str(settings.llm_model).strip()
+    if not url or not model:
+        raise SettingError(f"{JUDGE.env}=llm needs {LLM_URL.env} and {LLM_MODEL.env}")
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # a port that is not a number raises here
+    except ValueError as exc:
+        raise SettingError(f"{LLM_URL.env} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not host or any(ch.isspace() or not ch.isprintable() for ch in host):  # the value is not repeated: it may hold a password
+        raise SettingError(f"{LLM_URL.env} must be an http:// or https:// URL naming a host (such as https://host/v1)")
+    if parts.query or parts.fragment:
+        raise SettingError(f"{LLM_URL.env} must not hold a query or fragment: the judge adds /chat/completions to it")
+    timeout = float(settings.llm_timeout_s)
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise SettingError(f"{LLM_TIMEOUT_S.env} must be a number of seconds greater than 0, got {timeout:g}")
+    retries, concurrency = int(settings.llm_retries), int(settings.llm_concurrency)
+    if retries < 0:
+        raise SettingError(f"{LLM_RETRIES.env} must be at least 0, got {retries}")
+    if concurrency < 1:
+        raise SettingError(f"{LLM_CONCURRENCY.env} must be at least 1, got {concurrency}")
+    from .llm_judge import clean_api_key
+
+    try:
+        api_key = clean_api_key(str(settings.llm_api_key))
+    except ValueError:
+        raise SettingError(f"{LLM_API_KEY.env} holds a control character (a line break?) inside it") from None
+    return {"url": url, "model": model, "api_key": api_key, "timeout_s": timeout,
+            "retries": retries, "concurrency": concurrency}
+
+
+def check_settings(settings: Settings) -> None:
+    """Refuse (:class:`SettingError`, one line naming the setting) what would stop the organizer later:
+    called at the start of a server or ``mnemolog organize``, before anything is opened or printed."""
+    if settings.organizer_enabled:
+        busy_share(settings)
+        rule_config(settings)
+        llm_options(settings)
+
+
 def build_judge(settings: Settings):
     """The configured judge: a :class:`RuleJudge`, or an :class:`LLMJudge` falling back to it."""
     rule = RuleJudge(rule_config(settings))
-    kind = str(settings.judge).strip().lower()
-    if kind == "rule":
+    options = llm_options(settings)
+    if options is None:
         return rule
-    if kind != "llm":
-        raise SettingError(f"MNEMOLOG_JUDGE: expected rule or llm, got {settings.judge!r}")
-    if not settings.llm_url or not settings.llm_model:
-        raise SettingError("MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL")
     from .llm_judge import LLMJudge
 
-    return LLMJudge(
-        settings.llm_url,
-        settings.llm_model,
-        settings.llm_api_key or None,
-        timeout_s=float(settings.llm_timeout_s),
-        retries=int(settings.llm_retries),
-        concurrency=int(settings.llm_concurrency),
-        fallback=rule,
-    )
+    return LLMJudge(**options, fallback=rule)

@@ -49,6 +49,7 @@ from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
 from ..state_memo import StateMemo
 from ..filters import DEFAULT_FILTERS, SearchFilters
+from ..vectors.embedders import query_vector
 from .query_analysis import analyze, stem, tokenize
 
 FUSION = setting(
@@ -148,10 +149,14 @@ class Relationship(msgspec.Struct, frozen=True):
 
 
 class ChannelState(msgspec.Struct, frozen=True):
+    """A channel's state; the semantic one's names its vectors' ``embedder`` and, when it ran, its query's (``request`` or ``embedder``)."""
+
     status: str  # ok | off | unavailable
     count: int = 0
     weight: float = 0.0
     reason: str | None = None
+    embedder: str | None = None
+    query_vector: str | None = None
 
 
 class RecallResult(msgspec.Struct, frozen=True):
@@ -203,11 +208,9 @@ def scoped(filters: SearchFilters) -> bool:
 
 
 def check_strategy(options: "RecallOptions") -> None:
-    """Refuse a strategy, channels or weights that contradict each other (a ValidationError naming the field).
-
-    A weight above 0 for a channel that ``channels`` (or graph-only) leaves
-    out would be ignored; a weight of 0 there agrees with the request.
-    """
+    """Refuse a strategy, channels, weights or query embedding that contradict each other (a ValidationError naming
+    the field): a weight above 0 for a channel that ``channels`` (or graph-only) leaves out, or an embedding where the
+    semantic channel does not run, would be ignored; a weight of 0 there agrees with the request."""
     strategy = options.strategy
     if strategy is not None and strategy not in STRATEGIES:
         raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
@@ -222,6 +225,8 @@ def check_strategy(options: "RecallOptions") -> None:
     if unused:
         why = "strategy graph-only runs the graph channel alone" if strategy == "graph-only" else f"channels runs {', '.join(sorted(running))} only"
         raise ValidationError("weights", f"a weight for {', '.join(unused)} would be ignored: {why}; drop it or set it to 0")
+    if options.embedding is not None and ("semantic" not in running or options.weights.get("semantic") == 0):
+        raise ValidationError("embedding", "a query embedding would be ignored: this request leaves the semantic channel out (channels, strategy or weights)")
 
 
 class Searcher:
@@ -320,11 +325,11 @@ class Searcher:
                 continue
             if weight <= 0:
                 set_here = options.weights.get(name) is not None
-                if set_here or not (options.channels or strategy == "graph-only"):
+                if set_here or not (options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None)):
                     why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
                     states[name] = ChannelState("off", weight=weight, reason=why)
                     continue
-                # Asked for by name: the channel contributes, at the weight of a channel with no measured weight.
+                # Asked for by name (semantic: or by a query embedding): it contributes, at the weight of a channel with no measured one.
                 configured = "this embedder's weight 0" if name == "semantic" else "the configured weight 0"
                 note = f"requested: weight {REQUESTED_WEIGHT} in place of {configured}"
                 weight = REQUESTED_WEIGHT
@@ -336,9 +341,11 @@ class Searcher:
             elif name == "semantic":
                 vector = options.embedding
                 if vector is None and self.embed_query is not None:
-                    vector = memo["vector"] if "vector" in memo else memo.setdefault("vector", self.embed_query(analysis.semantic_text))
+                    if "vector" not in memo:
+                        memo["vector"], memo["vector_error"] = query_vector(self.embed_query, analysis.semantic_text)
+                    vector = memo["vector"]
                 if self.semantic is None or vector is None:
-                    states[name] = ChannelState("unavailable", weight=weight, reason="no vector projection or embedder")
+                    states[name] = ChannelState("unavailable", weight=weight, reason=memo.get("vector_error") or "no vector projection or embedder")
                     continue
                 hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
             else:
@@ -347,6 +354,9 @@ class Searcher:
                 )
             results[name] = hits
             states[name] = ChannelState("ok", len(hits), weight, note)
+        if self.embedder_name and states["semantic"].status != "unavailable":
+            asked = ("request" if options.embedding is not None else "embedder") if states["semantic"].status == "ok" else None
+            states["semantic"] = msgspec.structs.replace(states["semantic"], embedder=self.embedder_name, query_vector=asked)
         return results, states, findings, analysis
 
     def _entities(self, conn: sqlite3.Connection, tenant: str, analysis, options: RecallOptions, limit: int, memo: dict) -> list[entity_walk.EntityReach]:

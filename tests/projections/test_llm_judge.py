@@ -7,6 +7,7 @@ import json
 import socket
 from collections.abc import Awaitable, Callable
 
+import msgspec
 import pytest
 from aiohttp import web
 
@@ -50,6 +51,7 @@ class FakeLLM:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append((dict(request.headers), body))
+        self.request = request  # the one being answered, for a behaviour that streams its answer
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -368,3 +370,195 @@ async def test_a_fused_text_longer_than_a_memory_can_be_is_replaced(fake: FakeLL
     v = await make_judge().judge(a, b, 0.99)
     assert v.label == "redundant" and len(v.fused_text) <= MAX_TEXT_CHARS
     assert v.fused_text.rstrip(".") == a.memory
+
+
+async def _endless(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    await response.prepare(request)
+    await response.write(b'{"choices": [{"message": {"role": "assistant", "content": "')
+    try:
+        while True:  # until the client hangs up
+            await response.write(b"x" * 65536)
+    except (ConnectionResetError, RuntimeError):
+        pass
+    return response
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda request: completion("x" * 3_000_000), id="content-length"),
+        pytest.param(_endless, id="chunked-without-end"),
+    ],
+)
+async def test_a_huge_answer_is_not_read_whole_and_falls_back(fake: FakeLLM, make_judge, make) -> None:
+    """A body of megabytes was read whole into memory before parsing (and one without end until the timeout):
+    now reading stops at MAX_ANSWER_BYTES, and the answer is a bad one, retried, then the rule judge's verdict."""
+    async def behaviour(n: int, body: dict) -> web.StreamResponse:
+        return await make(fake.request) if make is _endless else make(fake.request)
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1, timeout_s=20.0)
+    began = asyncio.get_running_loop().time()
+    v = await judge.judge(A, B, 0.9)
+    assert asyncio.get_running_loop().time() - began < 10  # not waiting for the timeout
+    assert v.judge == "rule" and v.fallback is not None
+    assert v.fallback.startswith("llm failed: bad answer: ") and "bytes" in v.fallback and "(after 2 attempts)" in v.fallback
+
+
+async def test_a_summary_longer_than_a_topic_should_keep_falls_back(fake: FakeLLM, make_judge) -> None:
+    """A summary of 200,000 characters was taken as the topic's text, and the topic was then refused at its write
+    (longer than a memory may be): the cluster got no topic at all. It is a bad answer: the extractive summary stays."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(json.dumps({"title": "Editor", "summary": "Dark mode. " * 20_000}))
+
+    fake.behaviour = behaviour
+    with pytest.raises(LLMUnavailable, match="bad answer: a summary of 219,999 characters"):
+        await make_judge(retries=0).summarize_topic(["The user prefers dark mode"])
+
+
+@pytest.mark.parametrize("status", [400, 401, 403])
+async def test_an_error_quoting_the_api_key_never_puts_it_in_a_reason(fake: FakeLLM, make_judge, status) -> None:
+    """An endpoint's 4xx answer is quoted in the fallback reason, which the organizer writes into its events and
+    prints; one that echoed the key it was sent ("Incorrect API key provided: sk-...") put the key there too."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        key = fake.request.headers["Authorization"].removeprefix("Bearer ")
+        error = {"type": "invalid_request_error", "message": f"Incorrect API key provided: {key}."}
+        if n % 2 == 0:  # the key where the quote is clipped (200 characters): cut in two
+            error = {"padding": "p" * 93} | error
+        return web.json_response({"error": error}, status=status)
+
+    fake.behaviour = behaviour
+    judge = make_judge(api_key="sk-live-0123456789abcdef", retries=0)
+    v = await judge.judge(A, B, 0.9)
+    assert v.fallback is not None and v.judge == "rule"
+    assert "sk-live" not in msgspec.json.encode(v).decode()
+    assert f"HTTP {status}" in v.fallback and "Incorrect API key provided: [the API key]." in v.fallback
+    with pytest.raises(LLMUnavailable) as caught:
+        await judge.summarize_topic(["The user prefers dark mode"])
+    assert "sk-live" not in str(caught.value) and "pppp" in str(caught.value)
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+async def test_a_429_is_retried_after_the_time_its_retry_after_says(fake: FakeLLM, make_judge, form) -> None:
+    """Retry-After as an HTTP date (as RFC 9110 allows, and some gateways send) was ignored: the judge retried
+    after its own short backoff, into the same 429, and fell back to the rule judge."""
+    from email.utils import format_datetime
+    from datetime import datetime, timedelta, timezone
+
+    seen: list[float] = []
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        seen.append(asyncio.get_running_loop().time())
+        if n == 1:
+            later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=3), usegmt=True)
+            return web.json_response({"error": "slow down"}, status=429, headers={"Retry-After": "1.2" if form == "seconds" else later})
+        if seen[-1] - seen[0] < 1.0:
+            return web.json_response({"error": "slow down"}, status=429)
+        return answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    v = await make_judge(retries=2, backoff_s=0.01).judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None) and len(seen) == 2
+
+
+@pytest.mark.parametrize("content", [
+    '<think>A says {dark mode}; B says the same. Any {conflict}? No.</think>\n{"label": "redundant", "reason": "same preference"}',
+    '<think>Both {A} and {B} prefer dark mode.</think>```json\n{"label": "redundant", "reason": "same preference"}\n```',
+    'Comparing {A} with {B}: {"label": "redundant", "reason": "same preference"}',
+    '<think>Unfinished thoughts about {A}\n{"label": "redundant", "reason": "same preference"}',
+])
+async def test_an_answer_after_a_reasoning_models_thoughts_is_read(fake: FakeLLM, make_judge, content) -> None:
+    """A reasoning model behind an OpenAI-compatible server (ollama, vLLM) writes its thoughts in <think> before the
+    JSON; a brace in them made every answer "invalid JSON": retried, then always the rule judge's verdict."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(content)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.judge, v.label, v.reason, v.fallback) == ("llm", "redundant", "same preference", None)
+    assert len(fake.requests) == 1
+
+
+async def test_an_api_key_read_with_its_final_line_break_is_sent_without_it(fake: FakeLLM, make_judge) -> None:
+    """A key read from a file or a secret keeps its final line break: every request then failed as it was built
+    ("Forbidden control character detected in headers"), a ValueError out of judge(), which must never raise:
+    the organizer's pass failed, and was retried forever. The key is sent stripped; one with a break inside is refused."""
+    v = await make_judge(api_key="sk-from-a-file\n").judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None)
+    assert fake.requests[-1][0]["Authorization"] == "Bearer sk-from-a-file"
+    with pytest.raises(ValueError, match="control character") as refused:
+        make_judge(api_key="sk-one\r\nX-Injected: 1")
+    assert "sk-one" not in str(refused.value)
+
+
+async def test_an_endpoint_that_keeps_failing_is_not_asked_for_a_while(fake: FakeLLM, make_judge) -> None:
+    """An endpoint down or hanging was asked for every pair, each with its timeouts and retries: a pass over
+    1,000 pairs took hours, the organizer wedged. After a few questions in a row without an answer the judge
+    falls back at once, saying why, and asks again after a pause; an answer closes the breaker."""
+    down = True
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=503, text="down") if down else answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    judge = make_judge(retries=1, breaker_failures=3, breaker_cooldown_s=0.5)
+    verdicts = [await judge.judge(A, B, 0.9) for _ in range(10)]
+    assert len(fake.requests) == 6  # 3 questions of 2 attempts
+    assert all(v.judge == "rule" for v in verdicts)
+    assert verdicts[2].fallback == "llm failed: HTTP 503 (after 2 attempts)"
+    assert verdicts[3].fallback.startswith("llm failed: not asked: 3 questions in a row got no usable answer (the last: HTTP 503")
+    await asyncio.sleep(0.6)
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # asked again: paused again
+    assert (await judge.judge(A, B, 0.9)).fallback.startswith("llm failed: not asked")
+    assert len(fake.requests) == 8
+    await asyncio.sleep(0.6)
+    down = False
+    assert [(await judge.judge(A, B, 0.9)).judge for _ in range(2)] == ["llm", "llm"]
+    down = True
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # one failure: no pause
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"
+
+
+async def test_a_hanging_endpoint_holds_a_batch_of_pairs_for_a_few_timeouts_only(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        await asyncio.sleep(5)
+        return answer("independent")
+
+    fake.behaviour = behaviour
+    judge = make_judge(timeout_s=0.2, retries=0, concurrency=4, breaker_failures=4, breaker_cooldown_s=60)
+    began = asyncio.get_running_loop().time()
+    verdicts = await asyncio.gather(*(judge.judge(A, B, 0.9) for _ in range(40)))
+    assert asyncio.get_running_loop().time() - began < 2  # 10 rounds of 4 timeouts would take 2 s at least
+    assert all(v.judge == "rule" and v.fallback for v in verdicts)
+    assert len(fake.requests) <= 8
+
+
+async def test_a_password_in_the_url_is_never_quoted(fake: FakeLLM) -> None:
+    """A URL with a password (sent as basic auth) is shown by the judge's repr, and an error quoting the
+    credentials it was sent put the password into the fallback reason the organizer records."""
+    import base64
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        sent = base64.b64decode(fake.request.headers["Authorization"].removeprefix("Basic ")).decode()
+        return web.json_response({"error": f"bad credentials {sent}"}, status=403)
+
+    fake.behaviour = behaviour
+    judge = LLMJudge(fake.url.replace("http://", "http://user:s3cret%21pw@"), "m", None, retries=0, fallback=RuleJudge())
+    try:
+        v = await judge.judge(A, B, 0.9)
+    finally:
+        await judge.close()
+    assert v.fallback is not None and "HTTP 403" in v.fallback and "user:[the URL's password]" in v.fallback
+    assert "s3cret" not in v.fallback and "s3cret" not in repr(judge)
+
+
+@pytest.mark.parametrize("status", [408, 425, 429])
+async def test_a_client_error_that_says_later_is_retried(fake: FakeLLM, make_judge, status) -> None:
+    """A gateway's 408 (request timeout) was taken as final: no retry, the rule judge's verdict at once."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(status=status, text="later") if n == 1 else answer("independent", "different facts")
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert (v.judge, v.fallback) == ("llm", None) and len(fake.requests) == 2

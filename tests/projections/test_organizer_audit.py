@@ -255,6 +255,45 @@ async def test_a_decision_from_an_llm_and_its_fallback_names_both_judges(svc, se
         await organizer.aclose()
 
 
+@pytest.fixture
+async def broken_unicode_llm(aiohttp_server):
+    """An endpoint whose answers hold a lone surrogate (an emoji cut in half: "\\ud83d"), in the reason and the fused
+    text of a verdict, and in a topic's title and summary."""
+
+    async def handle(request: web.Request) -> web.Response:
+        user = (await request.json())["messages"][1]["content"]
+        if "Memories:" in user:
+            content = '{"title": "Trips \\ud83d", "summary": "Where the user moved \\ud83d."}'
+        else:
+            content = '{"label": "redundant", "reason": "the same move \\ud83d", "fused_text": "The user moved to Lisbon in May \\ud83d"}'
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    return str(server.make_url("/v1"))
+
+
+async def test_an_answer_holding_a_lone_surrogate_is_recorded_without_it(svc, settings, broken_unicode_llm):
+    """A verdict whose reason or fused text held a lone surrogate (valid JSON, not valid Unicode text) failed the
+    merge's append, and with it the whole pass: the server's organizer retried the same pass forever, organizing
+    nothing after it. The reason keeps a replacement character; the fused text, not faithful, gives way to the rule's merge."""
+    judge = LLMJudge(broken_unicode_llm, "test-model", None, timeout_s=5, retries=0, backoff_s=0.01, fallback=RuleJudge())
+    organizer = Organizer(svc, settings, judge=judge)
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, add, svc, "The user moved to Lisbon in May", "the user moved to lisbon in may")
+        report = await organizer.arun_once()
+        assert report["applied"] == 1
+        [merged] = events(svc, "MemoriesMerged")
+        decision = c.decision_of(merged.event)
+        assert decision.judge == "llm" and decision.reason == "the same move \ufffd"
+        assert merged.event.content.memory in ("The user moved to Lisbon in May", "the user moved to lisbon in may")
+        title, summary = await judge.summarize_topic(["The user moved to Lisbon in May"])
+        assert (title, summary) == ("Trips \ufffd", "Where the user moved \ufffd.")
+    finally:
+        await organizer.aclose()
+
+
 def _state(svc, tenant: str = TENANT) -> tuple:
     """What every read shows: the live memories (text, status, key, tags) and the live edges."""
     svc.sync()
@@ -374,3 +413,31 @@ def test_a_reverted_retirement_of_a_topic_is_not_redone(svc, settings, gone):
     again = Organizer(svc, settings).cluster()
     assert (again["created"], again["retired"]) == (0, 0) and set(topics.live_topics(svc)) == before
     assert svc.store.last_position() == head
+
+
+def test_a_text_the_embedder_raises_on_neither_stops_the_projection_nor_the_pass(tmp_path, settings, monkeypatch):
+    """With an embedder that raised on one text, every write failed (the projection's catch-up did); and the
+    organizer, embedding what the projection had no vector for, failed its pass, again at every retry."""
+    from mnemolog.projections.vectors import embedders
+
+    inner = embedders.HashingEmbedder()
+
+    class Choking:
+        name, dim = inner.name, inner.dim
+
+        def embed(self, texts):
+            if any("poison" in t for t in texts):
+                raise RuntimeError("the model choked")
+            return inner.embed(texts)
+
+        def embed_query(self, text):
+            return inner.embed_query(text)
+
+    monkeypatch.setitem(embedders._instances, "hashing", Choking())
+    with MemoryService.open(tmp_path / "data", settings=settings) as svc:
+        ids = add(svc, "The poison ivy grows by the gate", "the poison ivy grows by the gate", "The user moved to Lisbon")
+        skipped = dict(svc.read_conn().execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
+        assert skipped == dict.fromkeys(ids[:2], "the embedder failed on this text: RuntimeError: the model choked")
+        report = Organizer(svc, settings).run_once()
+        assert report["applied"] == 1  # the equal texts merged, judged without a cosine
+        assert len(events(svc, "MemoriesMerged")) == 1

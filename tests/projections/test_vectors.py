@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mnemolog.eventstore import StreamAppend
 from mnemolog.eventstore import catalogue as c
@@ -16,7 +18,7 @@ from mnemolog.projections.vectors.embedders import HashingEmbedder
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.runner import ProjectionRunner
 from mnemolog.projections.vectors.index import INDEX_FILE, VectorIndex
-from mnemolog.projections.vectors.projector import VectorProjector, projector_version, vector_search
+from mnemolog.projections.vectors.projector import VectorProjector, projector_version, unit_vector, vector_search
 
 
 DIM = 32
@@ -78,7 +80,7 @@ def test_caller_embedding_wins_and_a_wrong_dimension_is_recorded(log, runner, em
     runner.catch_up()
     conn = runner.conn
     rows = dict(conn.execute("SELECT memory_id, vector FROM vec_docs").fetchall())
-    assert np.frombuffer(rows["own"], dtype=np.float32).tolist() == pytest.approx(given)  # stored as given
+    assert np.frombuffer(rows["own"], dtype=np.float32).tolist() == pytest.approx((np.array(given) / np.linalg.norm(given)).tolist())  # its direction
     assert conn.execute("SELECT embedder FROM vec_docs WHERE memory_id = 'own'").fetchone()[0] == "caller"
     assert rows["bad"] is None
     reason = conn.execute("SELECT reason FROM vec_skipped WHERE memory_id = 'bad'").fetchone()[0]
@@ -135,6 +137,97 @@ def test_an_unusable_embedding_is_skipped_with_its_reason_and_the_rest_kept(stor
     skipped = dict(runner.conn.execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
     assert skipped == {"z": "the embedder returned no usable vector", "n": "the embedder returned no usable vector"}
     runner.close()
+
+
+class Choking(Counting):
+    """Raises on any batch holding a text about poison, or on every batch once ``down``."""
+
+    down = False
+
+    def embed(self, texts):
+        if self.down or any("poison" in t for t in texts):
+            raise RuntimeError("the model choked")
+        return super().embed(texts)
+
+
+def test_a_text_the_embedder_raises_on_gets_no_vector_and_the_rest_are_projected(store, tmp_path, log):
+    """An embedder raising on one text of a batch failed the whole catch-up, at every attempt: no memory written
+    after it got a vector, nor any other projection a row (one transaction), and every write of a server failed."""
+    embedder = Choking(HashingEmbedder(DIM))
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(embedder)])
+    try:
+        for memory_id, text in [("a", "a fine note"), ("p", "a note about poison ivy"), ("b", "another fine note")]:
+            log.add(memory_id, text)
+        runner.catch_up()
+        log.add("q", "more poison")  # alone in its batch
+        runner.catch_up()
+        rows = dict(runner.conn.execute("SELECT memory_id, vector IS NOT NULL FROM vec_docs").fetchall())
+        assert rows == {"a": 1, "p": 0, "b": 1, "q": 0}
+        skipped = dict(runner.conn.execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
+        assert skipped == dict.fromkeys("pq", "the embedder failed on this text: RuntimeError: the model choked")
+        assert ids(vector_search(runner.conn, None, "t", HashingEmbedder(DIM).embed_query("a fine note"))) == ["a", "b"]
+
+        # An embedder down (it raises on every text, a probe's too) stops the catch-up: nothing of the batch is written.
+        embedder.down = True
+        position = runner.checkpoint("vectors")
+        log.add("c", "a third fine note")
+        with pytest.raises(RuntimeError, match="the model choked"):
+            runner.catch_up()
+        assert runner.checkpoint("vectors") == position
+        assert runner.conn.execute("SELECT count(*) FROM vec_docs WHERE memory_id = 'c'").fetchone()[0] == 0
+        embedder.down = False
+        runner.catch_up()
+        assert runner.conn.execute("SELECT vector IS NOT NULL FROM vec_docs WHERE memory_id = 'c'").fetchone()[0] == 1
+    finally:
+        runner.close()
+
+
+def test_an_embedder_answer_of_another_shape_stops_the_catch_up_with_a_clear_error(store, tmp_path, log):
+    """An embedder returning vectors of another dimension (or too few rows) had them stored, misaligned or not
+    searchable: every later search of the tenant failed ("stored vectors have ...")."""
+    class Wide(Counting):
+        def embed(self, texts):
+            return np.ones((len(texts), DIM + 1), dtype=np.float32)
+
+    runner = ProjectionRunner(store, tmp_path / "projections.db", [VectorProjector(Wide(HashingEmbedder(DIM)))])
+    try:
+        log.add("a", "a fine note")
+        with pytest.raises(ValueError, match=rf"returned a \(1, {DIM + 1}\) array for 1 texts of {DIM} dimensions"):
+            runner.catch_up()
+        assert runner.conn.execute("SELECT count(*) FROM vec_docs").fetchone()[0] == 0
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("magnitude", [3e38, 1e300, 1e-40, 1e-300])
+def test_a_caller_vector_of_huge_or_tiny_numbers_is_found_by_its_direction(log, runner, magnitude):
+    """A caller's vector of 3e38s (which float32 holds) scored NaN, its norm overflowing: never found; one of 1e-40s
+    scored 0, its norm underflowing; one of 1e-300s was skipped as all zeros though the command had taken it."""
+    pattern = [1.0 if i % 3 else -2.0 for i in range(DIM)]
+    log.add("odd", "a vector of extreme numbers", embedding=tuple(magnitude * x for x in pattern))
+    log.add("plain", "an ordinary vector", embedding=tuple(float(i % 5) + 1.0 for i in range(DIM)))
+    runner.catch_up()
+    assert runner.conn.execute("SELECT count(*) FROM vec_skipped").fetchone()[0] == 0
+    for query in (pattern, [magnitude * x for x in pattern]):
+        hits = vector_search(runner.conn, None, "t", query, limit=2)
+        assert ids(hits)[0] == "odd" and hits[0].score == pytest.approx(1.0, abs=1e-6)
+        assert all(np.isfinite(h.score) for h in hits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=-1.0, max_value=1.0, allow_nan=False), min_size=1, max_size=64), st.integers(-320, 308))
+def test_unit_vector_keeps_any_finite_direction(values, exponent):
+    scaled = np.array(values, dtype=np.float64) * 10.0**exponent if exponent <= 300 else np.array(values) * 1e300
+    unit = unit_vector(scaled)
+    if not np.any(scaled):
+        assert unit is None
+        return
+    assert unit.dtype == np.float32 and np.all(np.isfinite(unit))
+    assert float(np.linalg.norm(unit.astype(np.float64))) == pytest.approx(1.0, abs=1e-5)
+    peak = np.abs(scaled).max()
+    direction = scaled / peak
+    direction /= np.linalg.norm(direction)
+    assert float(np.dot(unit.astype(np.float64), direction)) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_embedder_change_rebuilds_the_projection(store, tmp_path, log):

@@ -200,3 +200,47 @@ def test_a_working_memory_capacity_below_one_is_refused_before_anything_is_writt
         code, out, err = run(capsys, "--data-dir", str(data), *argv)
         assert code == 2 and out == "" and err == f"mnemolog: error: MNEMOLOG_WORKING_MEMORY_CAPACITY must be at least 1, got {capacity}\n", err
     assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
+
+
+LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1", "MNEMOLOG_LLM_MODEL": "m"}
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"MNEMOLOG_LLM_URL": "127.0.0.1:9/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
+        ({"MNEMOLOG_LLM_URL": "ftp://user:pw@host/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
+        ({"MNEMOLOG_LLM_URL": "http://ho st/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
+        ({"MNEMOLOG_LLM_URL": "http://host:port/v1"}, "MNEMOLOG_LLM_URL is not a URL: Port could not be cast to integer value as 'port'"),
+        ({"MNEMOLOG_LLM_URL": "http://host/v1?key=1"}, "MNEMOLOG_LLM_URL must not hold a query or fragment: the judge adds /chat/completions to it"),
+        ({"MNEMOLOG_LLM_TIMEOUT_S": "-1"}, "MNEMOLOG_LLM_TIMEOUT_S must be a number of seconds greater than 0, got -1"),
+        ({"MNEMOLOG_LLM_TIMEOUT_S": "nan"}, "MNEMOLOG_LLM_TIMEOUT_S must be a number of seconds greater than 0, got nan"),
+        ({"MNEMOLOG_LLM_RETRIES": "-1"}, "MNEMOLOG_LLM_RETRIES must be at least 0, got -1"),
+        ({"MNEMOLOG_LLM_CONCURRENCY": "0"}, "MNEMOLOG_LLM_CONCURRENCY must be at least 1, got 0"),
+        ({"MNEMOLOG_LLM_MODEL": " "}, "MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL"),
+        ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected rule or llm, got 'gpt'"),
+        ({"MNEMOLOG_LLM_API_KEY": "sk-pw\r\nX-Other: 1"}, "MNEMOLOG_LLM_API_KEY holds a control character (a line break?) inside it"),
+    ],
+)
+def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):
+    """A judge URL without a scheme, or a negative timeout, was accepted: the server printed its banner and every
+    judgement then failed and fell back to the rule judge; a bad value it did refuse came from the organizer's
+    start, after the banner (with several workers: a worker's exit, code 1). Both commands now refuse it first."""
+    from aiohttp import web
+
+    def started(*args, **kwargs):
+        raise AssertionError("the server started")
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    assert run(capsys, "--data-dir", str(data), "add", "a first note")[0] == 0
+    for name, value in (LLM_JUDGE | env).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(web, "run_app", started)
+    for argv in (["serve", "--port", "0"], ["organize", "--once"]):
+        code, out, err = run(capsys, "--data-dir", str(data), *argv)
+        assert (code, out, err) == (2, "", f"mnemolog: error: {message}\n")
+        assert "pw" not in err
+    assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
+    assert not (data / "auth.db").exists()
