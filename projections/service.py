@@ -523,15 +523,19 @@ class MemoryService:
         return True
 
     def finish_erasures(self) -> None:
-        """Compact and scrub, if the projections applied a forget whose scrub never finished.
+        """Destroy the keys a recorded forget names, then compact and scrub, if a forget's process never finished.
 
-        A process killed after the runner committed the erasure but before
-        ``projections.db`` was compacted or the derived files scrubbed leaves
-        the subject's old bytes in free pages, the WAL, the saved postings
-        or the vector index; the runner marks the erasure in the same
-        transaction as the erasure, and the mark is cleared once all of it is
-        done, so the next open of the data directory finishes the job.
+        A forget killed after appending its event leaves the keys retired (see
+        ``EventStore.finish_forgets``); one killed after the runner committed
+        the erasure but before ``projections.db`` was compacted or the derived
+        files scrubbed leaves the subject's old bytes in free pages, the WAL,
+        the saved postings or the vector index. The runner marks the erasure
+        in the same transaction as the erasure, and the mark is cleared once
+        all of it is done, so the next open of the data directory finishes
+        the job, and so does a running server once its follower has applied
+        the forget (no restart needed).
         """
+        self.store.finish_forgets()
         if self.runner.erasures_due():
             self.runner.compact_erasures()
             self.scrub()
