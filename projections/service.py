@@ -550,7 +550,7 @@ class MemoryService:
         lexical postings (``fts.postings``), stale now, are removed (a server
         writes them again from the projection)."""
         self.vector_index.sync(self.read_conn())
-        self.vector_index.save()
+        self.vector_index.save(self.read_conn())
         PostingsIndex.discard_file(self.read_conn())
 
     # -- tenant drop --------------------------------------------------------------------------

@@ -73,6 +73,15 @@ def current_generation(conn: sqlite3.Connection, name: str = "vectors") -> str |
     return row[0] if row else None
 
 
+def _erasures(conn: sqlite3.Connection) -> int:
+    """The ``vectors`` projection's erasure counter (a forget moves it; 0 before its tables exist)."""
+    try:
+        row = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
+    except sqlite3.OperationalError:
+        return 0
+    return row[0] if row else 0
+
+
 class VectorIndex:
     """usearch HNSW over ``vec_docs`` vectors; thread-safe."""
 
@@ -147,7 +156,7 @@ class VectorIndex:
                 index._reset(current_generation(conn))
             added = index._sync(conn)
             if reason is not None or added:
-                index.save()
+                index.save(conn)
         return index
 
     def _load(self, conn: sqlite3.Connection) -> str | None:
@@ -162,6 +171,7 @@ class VectorIndex:
             return f"unreadable checkpoint ({exc})"
         generation = current_generation(conn)
         for key, expected in (
+            ("erasures", _erasures(conn)),  # a forget since it was saved: it may hold the erased vectors
             ("format", FORMAT),
             ("embedder", self.embedder_name),
             ("dim", self.dim),
@@ -218,11 +228,8 @@ class VectorIndex:
             top = conn.execute("SELECT coalesce(max(row_id), 0) FROM vec_docs").fetchone()[0]
         except sqlite3.OperationalError:
             return 0, 0  # the projection's tables do not exist (yet)
-        if not self.is_current(conn):
-            return top, max(top, 1)
-        erasures = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
-        if erasures is not None and erasures[0] != self.erasures:
-            return top, max(top, 1)  # a forget: the index starts over
+        if not self.is_current(conn) or _erasures(conn) != self.erasures:
+            return top, max(top, 1)  # another generation, or a forget: the index starts over
         return top, max(0, top - self.synced_row_id)
 
     def close(self) -> None:
@@ -243,8 +250,7 @@ class VectorIndex:
         except sqlite3.OperationalError:
             return 0  # the projection's tables do not exist (yet)
         deletions = deletions[0] if deletions else 0
-        erasures = conn.execute("SELECT value FROM vec_stats WHERE name = 'erasures'").fetchone()
-        erasures = erasures[0] if erasures else 0
+        erasures = _erasures(conn)
         if erasures != self.erasures:
             # usearch's remove leaves the vector bytes in the saved file: after a forget the
             # index starts over from vec_docs, so the next save writes none of the erased ones.
@@ -334,11 +340,20 @@ class VectorIndex:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def save(self) -> None:
-        """Write the index, then its checkpoint, each atomically, under the files' lock."""
+    def save(self, conn: sqlite3.Connection | None = None) -> bool:
+        """Write the index, then its checkpoint, each atomically, under the files' lock; whether it wrote.
+
+        With ``conn`` (read outside any transaction), not when ``projections.db`` has moved past what the
+        index holds in a way that syncing cannot add: another generation (a rebuild), or a forget whose
+        erased vectors it still holds. Another process may have committed either, and scrubbed the file,
+        since this index was synced: the file is left as it is (the next open rebuilds from ``vec_docs``).
+        """
         with self._lock, self._files_locked():
             if self._closed:
-                return
+                return False
+            if conn is not None and (current_generation(conn), _erasures(conn)) != (self.generation, self.erasures):
+                log.info("not saving the vector index %s: projections.db was rebuilt or had a forget since it was synced", self.path)
+                return False
             tmp = self.path.with_name(self.path.name + ".tmp")
             self._index.save(str(tmp))
             os.replace(tmp, self.path)
@@ -357,6 +372,7 @@ class VectorIndex:
             tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")
             tmp_meta.write_text(json.dumps(meta, indent=1))
             os.replace(tmp_meta, self.sidecar)
+            return True
 
     def memory_bytes(self) -> int:
         return int(self._index.memory_usage)

@@ -17,6 +17,7 @@ scanned as :mod:`tests.projections.test_forget` scans them).
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import pytest
 
@@ -123,6 +124,33 @@ def test_a_running_server_finishes_a_forget_whose_command_was_killed_after_its_e
                     raise
                 time.sleep(0.2)
         assert server.proc.poll() is None, server.log_tail()
+    assert_finished(tmp_path, data, mine, key)
+
+
+def test_a_server_stopping_while_another_process_forgets_does_not_save_the_erased_vectors_back(tmp_path):
+    """A server's stop brings its vector index up to date, then saves it; a forget committed and scrubbed by
+    another process in between must not find its erased vectors written back over the scrubbed file (nor may
+    a later open keep such a file because nothing new was added)."""
+    from usearch.index import Index
+
+    data, mine, key = seeded(tmp_path)
+    server = MemoryService.open(data, settings=SETTINGS)
+    index = server.vector_index
+    synced = index.sync
+
+    def sync_then_forget(*args, **kwargs):
+        added = synced(*args, **kwargs)
+        done = run_cli(data, *FORGET, env=clean_env(synchronous="NORMAL"))  # another process, between the stop's sync and its save
+        assert done.returncode == 0, done.stderr
+        return added
+
+    index.sync = sync_then_forget
+    server.close()
+    conn = sqlite3.connect(data / "projections.db")
+    live = {r[0] for r in conn.execute("SELECT vector_of FROM vec_docs")}
+    conn.close()
+    saved = {int(k) for k in Index.restore(str(data / "vectors.usearch")).keys}
+    assert saved <= live, f"the saved vector index holds {len(saved - live)} vectors of rows the forget erased"
     assert_finished(tmp_path, data, mine, key)
 
 
