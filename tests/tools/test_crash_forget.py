@@ -154,6 +154,33 @@ def test_a_server_stopping_while_another_process_forgets_does_not_save_the_erase
     assert_finished(tmp_path, data, mine, key)
 
 
+def test_a_server_stopping_while_another_process_forgets_does_not_save_the_erased_words_back(tmp_path, monkeypatch):
+    """A server's stop saves its lexical postings when they grew; a forget committed and scrubbed by another
+    process after the stop checked the database, before it wrote the file, must not find the erased words
+    written back into ``fts.postings``."""
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.fts import postings
+
+    data, mine, key = seeded(tmp_path)
+    server = MemoryService.open(data, settings=SETTINGS)
+    server.warm()  # loaded from the saved file
+    server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="a later note about tides")])
+    postings.PostingsIndex.for_connection(server.read_conn()).load(server.read_conn())  # as a search brings it up to date
+    locked = postings._file_lock
+
+    def forget_then_lock(path, *, wait):
+        if not wait:  # the stop's save, between its look at the database and its write
+            done = run_cli(data, *FORGET, env=clean_env(synchronous="NORMAL"))
+            assert done.returncode == 0, done.stderr
+        return locked(path, wait=wait)
+
+    monkeypatch.setattr(postings, "_file_lock", forget_then_lock)
+    server.close()
+    monkeypatch.setattr(postings, "_file_lock", locked)
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
+    assert_finished(tmp_path, data, mine, key)
+
+
 # -- random moments --------------------------------------------------------------------------------------------------
 
 ROUNDS = 3 * int(os.environ.get("CRASH_ROUNDS", "1"))
