@@ -252,11 +252,7 @@ class PostingsIndex(PostingsScoring):
 
     @classmethod
     def save_loaded(cls, conn: sqlite3.Connection) -> bool:
-        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote.
-
-        Not when the database has had an erasure or a drop (another process's, say)
-        that the index has not read yet: it would write the removed rows' terms back.
-        """
+        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         with cls._registry_lock:
             index = cls._indexes.get(path) if path else None
