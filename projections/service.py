@@ -13,6 +13,8 @@ connection and never block the writer.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -21,7 +23,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
@@ -62,6 +64,26 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
 
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _writing_backup(backups: Path) -> Iterator[None]:
+    """Hold the backups folder's lock (shared) while a drop writes its backup; first remove the partial
+    backups (``*.partial``) that drops killed midway left, when no drop of any process is writing one
+    (none holds the lock). Each is a whole tenant's export, never renamed into place nor rotated away."""
+    lock = os.open(backups, os.O_RDONLY)  # the folder itself is locked: no lock file among the backups
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another drop is writing its backup: its partial file is not stale
+        else:
+            for stale in backups.glob("*.partial"):
+                stale.unlink(missing_ok=True)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(lock)
 
 
 def backups_keep(settings: Settings) -> int:
@@ -580,17 +602,18 @@ class MemoryService:
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
             path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{backup_label(ctx.tenant)}.jsonl"
             tmp = path.with_suffix(".partial")
-            with open(tmp, "wb") as out:
-                count = exchange.export(self.store, out, tenant=ctx.tenant)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-            if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-                fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            with _writing_backup(backups):
+                with open(tmp, "wb") as out:
+                    count = exchange.export(self.store, out, tenant=ctx.tenant)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+                if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+                    fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
             result = self.run(
                 commit,
