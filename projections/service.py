@@ -33,6 +33,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
+from mnemolog.eventstore.files import replace_durably
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION
@@ -605,15 +606,7 @@ class MemoryService:
             with _writing_backup(backups):
                 with open(tmp, "wb") as out:
                     count = exchange.export(self.store, out, tenant=ctx.tenant)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, path)
-                if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-                    fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
+                replace_durably(tmp, path)
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
             result = self.run(
                 commit,

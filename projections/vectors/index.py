@@ -20,8 +20,10 @@ dimension) or unreadable index is rebuilt. :meth:`VectorIndex.sync` adds
 the rows past the checkpoint in batches (call it after each commit of the
 ``vectors`` projection: :meth:`VectorIndex.after_commit_hook`), and removes
 the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
-atomically (temporary file, then ``os.replace``; the index first, so a crash
-between the two leaves a checkpoint whose count no longer matches: rebuilt).
+atomically and durably (temporary file, synced, then renamed, then the
+directory synced; the index first, so a crash or power loss between the two
+leaves the new index with the old checkpoint: one whose count no longer
+matches is rebuilt, else the sync adds what the index lacks, never twice).
 
 Defaults, from measurements at 100,000 hashing-embedder vectors of 256
 dimensions: int8 storage (as accurate as f16 there once the neighbours are
@@ -39,7 +41,6 @@ import contextlib
 import fcntl
 import json
 import logging
-import os
 import sqlite3
 import threading
 import weakref
@@ -48,6 +49,8 @@ from typing import Callable
 
 import numpy as np
 from usearch.index import Index
+
+from mnemolog.eventstore.files import replace_durably
 
 __all__ = ["INDEX_FILE", "VectorIndex", "current_generation"]
 
@@ -356,7 +359,7 @@ class VectorIndex:
                 return False
             tmp = self.path.with_name(self.path.name + ".tmp")
             self._index.save(str(tmp))
-            os.replace(tmp, self.path)
+            replace_durably(tmp, self.path)  # on the disk before the checkpoint that describes it
             meta = {
                 "format": FORMAT,
                 "embedder": self.embedder_name,
@@ -371,7 +374,7 @@ class VectorIndex:
             }
             tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")
             tmp_meta.write_text(json.dumps(meta, indent=1))
-            os.replace(tmp_meta, self.sidecar)
+            replace_durably(tmp_meta, self.sidecar)
             return True
 
     def memory_bytes(self) -> int:
