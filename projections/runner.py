@@ -139,10 +139,13 @@ class ProjectionRunner:
         self.conn = self._open_or_replace()  # the writer's: only under self._lock (see the module docstring)
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
+        # The checkpoints before the head: another process that appends and projects in between moves the
+        # head first, and is never taken for a projection ahead of the log (see lag()).
+        found = {r[0]: r[1:] for r in self.conn.execute("SELECT name, position, schema_version, event_id FROM checkpoints")}
         head = store.last_position()
         in_log: dict[int, str | None] = {}  # the log's event id at each checkpoint's position, read once
         for projector in self.projectors:
-            if self._needs_rebuild(projector, head, in_log):
+            if self._needs_rebuild(projector, found.get(projector.name), head, in_log):
                 self.reset(projector.name)
                 self.rebuilt_on_start.append(projector.name)
 
@@ -203,8 +206,9 @@ class ProjectionRunner:
         found = self.checkpoint(name)
         return found[2] if found else None
 
-    def _needs_rebuild(self, projector: Projector, head: int, in_log: dict[int, str | None]) -> bool:
-        """No checkpoint, another schema version, or a checkpoint the log does not hold (:func:`not_from_log`).
+    def _needs_rebuild(self, projector: Projector, found: tuple | None, head: int, in_log: dict[int, str | None]) -> bool:
+        """No checkpoint, another schema version, or a checkpoint the log does not hold (:func:`not_from_log`);
+        ``found``: the checkpoint row (position, schema version, event id), read before ``head``.
 
         A projection ahead of the log, or whose last applied event is not the
         log's event at that position, was built from events the log no longer
@@ -212,9 +216,6 @@ class ProjectionRunner:
         written past the checkpoint since): it would go on serving them and
         skip the appends that took their positions.
         """
-        found = self.conn.execute(
-            "SELECT position, schema_version, event_id FROM checkpoints WHERE name = ?", (projector.name,)
-        ).fetchone()
         if found is None or found[1] != projector.schema_version:
             return True
         return not_from_log(self.store, found[0], found[2], head, in_log) is not None
