@@ -25,7 +25,6 @@ the write lock or has committed since that snapshot was taken.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 import time
@@ -36,8 +35,6 @@ from typing import Callable, Iterable, Protocol, Sequence
 from mnemolog.eventstore import EventStore, RecordedEvent
 
 from . import text_caches
-
-log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 2000
 REBUILD_BATCH = 10_000
@@ -136,7 +133,8 @@ class ProjectionRunner:
         self._after_commit = after_commit
         self._lock = threading.Lock()
         self._local = threading.local()
-        self.conn = self._open_or_replace()  # the writer's: only under self._lock (see the module docstring)
+        self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
+        self._ensure_meta()
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         # The checkpoints before the head: another process that appends and projects in between moves the
@@ -150,33 +148,6 @@ class ProjectionRunner:
                 self.rebuilt_on_start.append(projector.name)
 
     # -- bookkeeping -----------------------------------------------------
-
-    def _open_or_replace(self) -> sqlite3.Connection:
-        """The writer's connection, with the bookkeeping tables; a file SQLite finds damaged is replaced by an empty one.
-
-        ``projections.db`` is disposable: a file that is no SQLite database, or whose pages are
-        malformed where a start reads them (a torn copy, a disk that lost part of it), is removed
-        with its WAL, and every projection is then rebuilt from the log (no checkpoint), rather
-        than fail every start and every ``mnemolog rebuild`` until an operator deletes it.
-        """
-        try:
-            return self._open()
-        except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorcode", None) not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-                raise
-            log.warning("%s is damaged (%s): removed, its projections are rebuilt from the log", self.path, exc)
-        for suffix in ("", "-wal", "-shm"):
-            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
-        return self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        self.conn = connect(self.path)
-        try:
-            self._ensure_meta()
-        except BaseException:
-            self.conn.close()
-            raise
-        return self.conn
 
     def _ensure_meta(self) -> None:
         with self._transaction() as conn:
