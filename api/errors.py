@@ -3,8 +3,10 @@
 Client mistakes map to 4xx with the offending field named. A database
 still busy after its lock wait (SQLite's busy timeout) is a 503 with
 ``Retry-After``: the request may be sent again, and nothing was half-written
-(each write is one transaction). Anything else is a bug, logged with its
-traceback and answered with a bare 500.
+(each write is one transaction). A full disk is a 507, and a write the log
+took but the projections could not follow says it was written (see
+:class:`~mnemolog.projections.service.WrittenNotProjected`). Anything else
+is a bug, logged with its traceback and answered with a bare 500.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.projections.service import WrittenNotProjected
 
 log = logging.getLogger("mnemolog.api")
 
@@ -117,6 +120,24 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "version_conflict", str(exc), None, current_version=exc.actual)
     if isinstance(exc, IdempotencyConflict):
         return ApiError(409, "idempotency_conflict", str(exc), "Idempotency-Key")
+    if isinstance(exc, WrittenNotProjected):  # never "send it again": that would write it twice
+        cause = as_api_error(exc.cause)
+        status, code = (cause.status, cause.code) if cause is not None and cause.status >= 500 else (500, "internal")
+        why = {"insufficient_storage": "the disk holding the data directory is full", "busy": "their database stayed busy past its lock wait"}
+        result = exc.result
+        return ApiError(
+            status,
+            code,
+            f"the write was committed (correlation {result.correlation_id}); the projections could not follow it"
+            f" ({why.get(code, 'an internal error')}), and reads show it once they have: do not send it again",
+            None,
+            written=True,
+            correlation_id=result.correlation_id,
+            first_position=result.first_position,
+            last_position=result.last_position,
+        )
+    if is_storage_full(exc):
+        return ApiError(507, "insufficient_storage", "the disk holding the data directory is full: free space, then send the request again", None)
     if is_lock_contention(exc):
         return ApiError(
             503, "busy", "the database stayed busy past its lock wait; send the request again", None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}
@@ -145,9 +166,35 @@ async def error_middleware(request: web.Request, handler):
     except Exception as exc:
         known = as_api_error(exc)
         if known is not None:
-            if known.status >= 500:
-                log.warning("%s %s answered %d: %s", request.method, request.path, known.status, exc)
+            if known.status >= 500:  # with the traceback when it is a bug behind a committed write
+                log.warning("%s %s answered %d: %s", request.method, request.path, known.status, exc, exc_info=exc if known.status == 500 else None)
             return error_response(known.status, known.code, known.message, known.field, known.headers, **known.extra)
         # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)
+
+
+class MalformedRequests(logging.Filter):
+    """aiohttp answers a request it cannot parse (a bad request line, a header with a control character, headers
+    over its limits: a port scanner's or a broken client's bytes) with a plain 400 before any handler runs, and logs
+    it as an ERROR with a traceback. That is no failure of the server: this filter makes the record one warning
+    line naming the peer and what was wrong. A 5xx of the parser stays an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
+            peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
+            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, " ".join(str(error.message).split()))
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+MALFORMED_REQUESTS = MalformedRequests()
+
+
+def quiet_malformed_requests() -> None:
+    """Install :data:`MALFORMED_REQUESTS` on aiohttp's server logger (once, however many apps are made)."""
+    logger = logging.getLogger("aiohttp.server")
+    if MALFORMED_REQUESTS not in logger.filters:
+        logger.addFilter(MALFORMED_REQUESTS)

@@ -380,6 +380,19 @@ MEMORY_EVENT_TYPES = tuple(cls.__name__ for cls in MemoryEvent.__args__)
 EDGE_EVENT_TYPES = tuple(cls.__name__ for cls in EdgeEvent.__args__)
 
 
+def edge_changes(event: EdgeEvent) -> tuple[tuple[EdgeRecord, ...], tuple[EdgeRecord, ...]]:
+    """The edges an edge event closes, then those it opens (in that order: a repoint closes the previous ones first)."""
+    if isinstance(event, EdgeLinked):
+        return (), (event.edge,)
+    if isinstance(event, EdgeUnlinked):
+        return (event.edge,), ()
+    if isinstance(event, EdgesRepointed):
+        return event.previous, event.current
+    if isinstance(event, NamespaceUndone):
+        return event.edges, ()
+    return (), event.edges  # NamespaceRestored
+
+
 # The knowledge-graph events are part of the catalogue: importing the
 # catalogue registers them, so every reader of the log can decode them.
 from . import catalogue_graph

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import sqlite3
+
 
 class EventStoreError(Exception):
     """Base class of the log's errors."""
@@ -47,3 +50,19 @@ class KeyMissing(EventStoreError):
 
 class SealBroken(EventStoreError):
     """A sealed field does not authenticate: its ciphertext was altered or moved from another event."""
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_PG_DISK_FULL = "53100"  # PostgreSQL's disk_full
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """True when ``exc`` says the disk (or quota) holding the data is full: SQLite's "database or disk is full",
+    raw or wrapped by SQLAlchemy, an ``OSError`` of ``ENOSPC`` or ``EDQUOT``, or PostgreSQL's ``disk_full``."""
+    exc = getattr(exc, "orig", None) or exc
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+    if isinstance(exc, OSError):
+        return exc.errno in _FULL_ERRNOS
+    return getattr(exc, "sqlstate", None) == _PG_DISK_FULL

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .ids import new_id
+from .sqlite_tx import immediate
 
 KEY_BYTES = 32
 TENANT_SUBJECT = ""  # the tenant's own key
@@ -116,8 +117,7 @@ class KeyStore:
             return
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 rows = [
                     (subject, *conn.execute(
                         "INSERT INTO data_keys (key_id, tenant, subject, key, state, created_at) VALUES (?, ?, ?, ?, 'live', ?)"
@@ -126,10 +126,6 @@ class KeyStore:
                     ).fetchone())
                     for subject in sorted(missing)
                 ]  # fmt: skip
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             for subject, key_id, key in rows:  # cached, so that sealing the batch asks the store nothing more
                 found = self._live[(tenant, subject)] = (key_id, bytes(key))
                 self._by_id[key_id] = found[1]
@@ -209,8 +205,7 @@ class KeyStore:
         ids = list(key_ids)
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 for key_id in ids:
                     row = conn.execute("SELECT tenant FROM data_keys WHERE key_id = ?", (key_id,)).fetchone()
                     conn.execute("DELETE FROM data_keys WHERE key_id = ?", (key_id,))
@@ -220,10 +215,6 @@ class KeyStore:
                         (key_id, row[0] if row else "", _now(), _now()),
                     )
                     conn.execute("INSERT OR IGNORE INTO scrub_due (key_id) VALUES (?)", (key_id,))  # until :meth:`scrub` has rewritten the file
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             for key_id in ids:
                 self._by_id[key_id] = FORGOTTEN
             self._drop_live(ids)
@@ -363,8 +354,7 @@ class KeyStore:
         added = 0
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 for r in rows:
                     state = r["state"] if r.get("key") else "forgotten"
                     if state == "live" and conn.execute(
@@ -379,10 +369,6 @@ class KeyStore:
                         ),
                     )  # fmt: skip
                     added += cur.rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         return added
 
 

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
+from mnemolog.eventstore.sqlite_tx import immediate
 
 from . import text_caches
+from .damaged import is_damaged, set_aside
 
 DEFAULT_BATCH = 2000
 REBUILD_BATCH = 10_000
@@ -133,8 +135,13 @@ class ProjectionRunner:
         self._after_commit = after_commit
         self._lock = threading.Lock()
         self._local = threading.local()
-        self.conn = connect(self.path)  # the writer's: only under self._lock (see the module docstring)
-        self._ensure_meta()
+        try:
+            self.conn = self._open()
+        except sqlite3.DatabaseError as exc:  # a file SQLite cannot read: set aside, and every projection rebuilt
+            if not is_damaged(exc):
+                raise
+            set_aside(self.path, exc)
+            self.conn = self._open()
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         # The checkpoints before the head: another process that appends and projects in between moves the
@@ -149,15 +156,24 @@ class ProjectionRunner:
 
     # -- bookkeeping -----------------------------------------------------
 
-    def _ensure_meta(self) -> None:
-        with self._transaction() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
-                " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL, event_id TEXT)"
-            )
-            if "event_id" not in {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}:
-                conn.execute("ALTER TABLE checkpoints ADD COLUMN event_id TEXT")  # a file written before it: checked from its next batch on
-            conn.execute("CREATE TABLE IF NOT EXISTS erasures_due (position INTEGER PRIMARY KEY)")
+    def _open(self) -> sqlite3.Connection:
+        """The writer's connection (only under ``self._lock``, see the module docstring), the bookkeeping tables
+        made and the checkpoints read: SQLite reads the pages a start needs, and says if they are damaged."""
+        conn = connect(self.path)
+        try:
+            with immediate(conn):
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
+                    " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL, event_id TEXT)"
+                )
+                if "event_id" not in {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}:
+                    conn.execute("ALTER TABLE checkpoints ADD COLUMN event_id TEXT")  # a file written before it: checked from its next batch on
+                conn.execute("CREATE TABLE IF NOT EXISTS erasures_due (position INTEGER PRIMARY KEY)")
+            conn.execute("SELECT * FROM checkpoints").fetchall()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def read_conn(self) -> sqlite3.Connection:
         """This thread's read connection to ``projections.db`` (never the runner's own one)."""
@@ -192,7 +208,7 @@ class ProjectionRunner:
         return not_from_log(self.store, found[0], found[2], head, in_log) is not None
 
     def _transaction(self):
-        return _Transaction(self.conn)
+        return immediate(self.conn)
 
     # -- running ----------------------------------------------------------
 
@@ -404,19 +420,3 @@ class ProjectionRunner:
             reader.close()
             self._local.conn = None
 
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on any error."""
-
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")

@@ -127,6 +127,18 @@ class _RunState(threading.local):
     synced = 0
 
 
+class WrittenNotProjected(Exception):
+    """A command committed its events, then the projections could not follow them (a full disk, a database
+    still busy past its lock wait): the write is in the log, and sending it again would write it twice. The
+    next catch-up projects it; ``cause`` says why this one failed."""
+
+    def __init__(self, result: CommandResult, cause: Exception):
+        self.summary = f"the write was committed (correlation {result.correlation_id}), but the projections could not follow it"
+        super().__init__(f"{self.summary}: {cause}")
+        self.result = result
+        self.cause = cause
+
+
 class MemoryService:
     """See the module docstring. The constructor assembles the parts in dependency order; each
     ``construct_*`` method builds one part from those before it (a subclass may override one)."""
@@ -160,7 +172,7 @@ class MemoryService:
             store, self.facts, working_capacity=self.working_capacity, linker=linker, embedding_dim=self.embedding_dim
         )
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
-        self.reverts = RevertCommands(store, self.facts, working_capacity=self.working_capacity)
+        self.reverts = RevertCommands(store, self.facts, working_capacity=self.working_capacity, mentions=self.memories.mentions)
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=linker)
         self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)
@@ -297,17 +309,34 @@ class MemoryService:
         return applied
 
     def close(self) -> None:
-        self.writer.shutdown(wait=True)
-        self.index_follower.close()
-        PostingsIndex.save_loaded(self.runner.conn)  # if this process loaded it and it grew since saved
-        self.runner.close()
-        self.store.close()
+        """Close every part, each one even when one before it failed (a full disk fails the saves of the vector
+        index and the postings, and the databases must close all the same); then the first failure is raised."""
+        steps = (
+            lambda: self.writer.shutdown(wait=True),
+            self.index_follower.close,
+            lambda: PostingsIndex.save_loaded(self.runner.conn),  # if this process loaded it and it grew since saved
+            self.runner.close,
+            self.store.close,
+        )
+        failures: list[Exception] = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def __enter__(self) -> "MemoryService":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.close()
+        except Exception:
+            if exc is None:
+                raise
+            log.exception("closing the service after an error")  # the error that ended the block is the one its caller hears of
 
     def run(self, command: Callable[..., CommandResult], *args: Any, **kwargs: Any) -> CommandResult:
         """Run a command as the single writer, with projections caught up before and after
@@ -338,7 +367,12 @@ class MemoryService:
                 raise
             running.depth -= 1
             if self.store.appended_through > appended_before:
-                self.runner.catch_up(until=self.store.appended_through)  # its own writes: no need to ask the log for its head
+                try:
+                    self.runner.catch_up(until=self.store.appended_through)  # its own writes: no need to ask the log for its head
+                except Exception as exc:
+                    # Reads wait for it (they catch up first, and fail alike while the cause lasts): never one without it.
+                    self._served_through = max(self._served_through, self.store.appended_through)
+                    raise WrittenNotProjected(result, exc) from exc
             else:
                 self.sync()
             running.synced = self.store.appended_through  # an outer command goes on from here

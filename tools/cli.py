@@ -25,8 +25,10 @@ import msgspec
 from sqlalchemy.exc import SQLAlchemyError
 
 from mnemolog.eventstore import EventStoreError
+from mnemolog.eventstore.errors import is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.settings import SetupError
+from mnemolog.projections.service import WrittenNotProjected
 
 from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
 from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, fail
@@ -64,6 +66,12 @@ def build_parser(modules: Sequence[ModuleType] = COMMAND_MODULES) -> Parser:
 
 
 def _describe(exc: BaseException) -> str:
+    if is_storage_full(exc):
+        return f"the disk holding the data directory is full ({_cause(exc)}): free space, then run the command again"
+    return _cause(exc)
+
+
+def _cause(exc: BaseException) -> str:
     if isinstance(exc, SQLAlchemyError) and getattr(exc, "orig", None) is not None:
         return f"database: {exc.orig}"
     if isinstance(exc, sqlite3.Error):  # raised outside SQLAlchemy's wrapping (a BEGIN in a connect hook, the key store)
@@ -118,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     except ValidationError as exc:
         return fail(f"invalid input: {exc}")
+    except WrittenNotProjected as exc:  # committed: running it again would write it twice
+        return fail(f"{exc.summary}: {_describe(exc.cause)}; do not run it again: the next command catches the projections up")
     except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError, sqlite3.Error) as exc:
         return fail(_describe(exc))
 

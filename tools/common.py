@@ -20,6 +20,7 @@ from typing import Any, Callable
 import msgspec
 
 from mnemolog.eventstore import EventStore
+from mnemolog.eventstore.bounds import check_name
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MAX_REASON_CHARS
 from mnemolog.eventstore.settings import Settings
@@ -76,6 +77,18 @@ def reason_text(text: str) -> str:
     return text
 
 
+def tenant_name(text: str) -> str:
+    """An argparse type: a ``--tenant``, never blank (``--tenant "$T"`` with ``T`` unset would otherwise act for
+    ``default``, or for every tenant where the option is a filter)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be blank")
+    try:
+        check_name("tenant", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def between(low: int, high: int):
     """An argparse type: a whole number from ``low`` to ``high``, the bounds the API's parameter has."""
 
@@ -119,7 +132,7 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     :func:`apply_global_options` hands them over once the command is known.
     """
     parser.add_argument("--json", dest="global_json", action="store_true", help="print JSON (one object a line), for every command that can")
-    parser.add_argument("--tenant", dest="global_tenant", metavar="TENANT", help="the tenant, for every command that takes one")
+    parser.add_argument("--tenant", dest="global_tenant", metavar="TENANT", type=tenant_name, help="the tenant, for every command that takes one")
 
 
 def apply_global_options(args: argparse.Namespace) -> None:
@@ -158,7 +171,7 @@ def add_command(
     if json:
         parser.add_argument("--json", action="store_true", help="print JSON (one object a line)")
     if tenant:
-        parser.add_argument("--tenant", metavar="TENANT", help="only this tenant's events")
+        parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="only this tenant's events")
     parser.set_defaults(command_prog=parser.prog)
     if func is not None:
         parser.set_defaults(func=func)

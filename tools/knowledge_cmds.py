@@ -27,7 +27,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.commands.documents import check_doc_id
 from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 
-from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log
+from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log, tenant_name
 from .common import command_context as _context
 from .common import between as _between
 from .common import reason_text
@@ -195,7 +195,7 @@ def _extend_import(subparsers) -> None:
     docs.add_argument("--source-url", metavar="URL", help="where the documents come from")
     docs.add_argument("--model", metavar="M", help="model metadata kept with the chunks")
     docs.add_argument("--max-chars", type=int, metavar="N", help="largest chunk, in characters (default 1200)")
-    docs.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
+    docs.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     docs.add_argument("--actor", metavar="NAME", help="who imports (kept in the events' metadata)")
     docs.add_argument("--correlation-id", metavar="ID", help="correlation id of the import run (default: a new one)")
     parser.epilog = "'mnemolog import docs PATH…' imports documents; exit 1 when a file failed (the rest is imported)."
@@ -365,7 +365,7 @@ def cmd_doc_links(args: argparse.Namespace) -> int:
 
 def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as_of: bool = False) -> argparse.ArgumentParser:
     parser = add_command(sub, name, func, help=help, json=True)
-    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
+    parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     if writes:
         parser.add_argument("--actor", metavar="NAME", help="who makes the change")
         parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
@@ -389,7 +389,7 @@ def register(subparsers) -> None:
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
     p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks (of the memories)")
     p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
-    p.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
+    p.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")
     p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
 

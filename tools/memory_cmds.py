@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands.revert import FORCE_HINT
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
-from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log
+from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log, tenant_name
 from .common import between, reason_text
 from .common import command_context as _context
 from .common import tenant_of as _tenant
@@ -461,7 +461,7 @@ def _weight(text: str) -> float:
 
 
 def _tenant_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", metavar="TENANT", help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
+    parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
 
 
 def _writer_options(parser: argparse.ArgumentParser) -> None:

@@ -60,14 +60,12 @@ def _show(decision: dict[str, Any]) -> str:
 
 
 def _known_tenant(service: MemoryService, tenant: str | None) -> str | None:
-    """``--tenant`` as given, refused (exit 2) when blank (it would organize every tenant) or when the log holds
-    no event of that tenant since its last drop (a typo would organize nothing and say it did)."""
+    """``--tenant`` as given (never blank, see ``tenant_name``), refused (exit 2) when the log holds no event of
+    that tenant since its last drop (a typo would organize nothing and say it did)."""
     from mnemolog.eventstore.aggregate import dropped_at
 
     if tenant is None:
         return None
-    if not tenant.strip():
-        raise CommandError("organize: --tenant must name a tenant (omit it to organize every tenant)")
     if not service.store.read_all(after=dropped_at(service.store, tenant), limit=1, tenant=tenant):
         raise CommandError(f"organize: tenant {tenant!r} not found (no events in this log)")
     return tenant

@@ -14,7 +14,7 @@ from mnemolog.api.auth import SCOPES, KeyStore
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
-from .common import CommandError, add_command, data_dir, listening_socket, port_arg
+from .common import CommandError, add_command, data_dir, listening_socket, port_arg, tenant_name
 
 
 def _settings(args: argparse.Namespace, **overrides) -> Settings:
@@ -175,7 +175,7 @@ def register(subparsers) -> None:
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = add_command(keys_sub, "create", keys_create, help="create a key (shown once)", json=True)
-    create.add_argument("--tenant", help="tenant the key acts for ('*' for any, chosen per request); required")
+    create.add_argument("--tenant", type=tenant_name, help="tenant the key acts for ('*' for any, chosen per request); required")
     create.add_argument("--scopes", default="read,write", help=f"comma-separated among {','.join(SCOPES)} (default read,write)")
     create.add_argument("--name", help="a label for the key")
     add_command(keys_sub, "list", keys_list, help="list keys (never their secrets)", json=True)

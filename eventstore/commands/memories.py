@@ -41,8 +41,8 @@ class MemoryCommands:
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
-        self.working = WorkingMemory(store, facts, working_capacity)  # the FIFO, and its entries following each memory's status
         self.mentions = MemoryMentions(facts, linker)  # the entities each memory mentions (see .mentions)
+        self.working = WorkingMemory(store, facts, working_capacity, self.mentions)  # the FIFO, and its entries following each memory's status
         #: The length of the read side's vectors (its embedder's): a caller's embedding of another length would get none.
         self.embedding_dim = embedding_dim
 
@@ -89,7 +89,7 @@ class MemoryCommands:
         writes.extend(evicted)
         archived = {w.events[0].memory_id for w in evicted[1:]}  # WorkingMemory items that left with the eviction
         linked = self.mentions.link(ctx.tenant, [(m, content.memory, content.subject) for m, content in zip(memory_ids, contents) if m not in archived])
-        edge_events = linked + self.mentions.unlink(ctx.tenant, sorted(archived - set(memory_ids)), "archived: evicted from working memory")
+        edge_events = linked + self.working.evicted_mentions(ctx.tenant, evicted)
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         return commit(
@@ -189,7 +189,7 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._graph_following(ctx, state, target.status)
         writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
-        writes += self.working.following(ctx.tenant, memory_id, state.status, target.status, event.reason, event.updated_at)
+        writes += self._working_following(ctx, state, target.status, event.reason, event.updated_at, writes)
         result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
@@ -404,7 +404,7 @@ class MemoryCommands:
         word = "restored" if restored else _STATUS_WORD[command]
         writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
         after = Status.ACTIVATED.value if restored else word
-        writes += self.working.following(ctx.tenant, state.memory_id, state.status, after, word, event.updated_at)
+        writes += self._working_following(ctx, state, after, word, event.updated_at, writes)
         result = commit(
             self.store,
             ctx,
@@ -434,6 +434,13 @@ class MemoryCommands:
         if after == active and state.status != active:
             events += [c.EdgeUnlinked(edge=e, reason=f"memory {memory_id} restored") for e in self.facts.live_edges_of(ctx.tenant, [memory_id]) if left(e)]
         return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
+
+    def _working_following(self, ctx: CommandContext, state: MemoryState, after: str, reason: str, stamp: str, writes: list[StreamAppend]) -> list[StreamAppend]:
+        """The working-memory writes that follow the memory's change of status to ``after`` (see .working), then the
+        unlinking of the mentions of the ``WorkingMemory`` items it evicts; ``writes``: the batch's writes before."""
+        following = self.working.following(ctx.tenant, state.memory_id, state.status, after, reason, stamp)
+        unlinked = self.working.evicted_mentions(ctx.tenant, following, writes)
+        return following + ([StreamAppend(c.edges_stream(ctx.tenant), unlinked)] if unlinked else [])
 
     def _mention_writes(self, ctx: CommandContext, memory_id: str, text: str | None, content: MemoryContent, reason: str) -> list[StreamAppend]:
         """The edge-stream write that brings the memory's mentions in line with ``text`` (``None``: none), if any; ``content``: its type and subject."""

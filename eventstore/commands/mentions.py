@@ -75,7 +75,7 @@ class MemoryMentions:
         ids = list(dict.fromkeys(memory_ids))
         if not ids:
             return []
-        return [c.EdgeUnlinked(edge=e, reason=reason) for e in self._live(tenant, ids)]
+        return [c.EdgeUnlinked(edge=e, reason=reason) for e in self.live(tenant, ids)]
 
     def adjust(self, tenant: str, memory_id: str, text: str | None, memory_type: str, reason: str, subject: str | None = None) -> list:
         """The events that make ``memory_id``'s live mentions those of ``text`` (``None``: no mentions); ``subject``: the memory's."""
@@ -84,7 +84,7 @@ class MemoryMentions:
         wanted = {} if text is None or memory_type == UNLINKED else {e.target: e for e in self._found(tenant, [(memory_id, text, subject)])}
         events: list = []
         seen: set[str] = set()
-        for edge in self._live(tenant, [memory_id]):
+        for edge in self.live(tenant, [memory_id]):
             target = edge.target
             if target in seen:  # one mention per entity: a second live edge goes
                 events.append(c.EdgeUnlinked(edge=edge, reason=f"{reason}: duplicate mention"))
@@ -113,6 +113,9 @@ class MemoryMentions:
             check_edge(edge)
         return edges
 
-    def _live(self, tenant: str, memory_ids: list[str]) -> list[c.EdgeRecord]:
+    def live(self, tenant: str, memory_ids: list[str]) -> list[c.EdgeRecord]:
+        """The live mention edges starting at ``memory_ids`` (none without a linker)."""
+        if self.linker is None:
+            return []
         mine = set(memory_ids)
         return [e for e in self.facts.live_edges_of(tenant, memory_ids) if e.source in mine and self.owns(e)]

@@ -37,6 +37,7 @@ from .context import CommandContext, CommandResult, commit, nothing_done, now_is
 from .documents import load_document
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
+from .mentions import MemoryMentions
 from .working import EVICTED, WorkingMemory
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
@@ -70,11 +71,11 @@ class NetChange:
 class RevertCommands:
     """``working_capacity`` bounds the working memory a revert restores (None: unbounded)."""
 
-    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int | None = None):
+    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int | None = None, mentions: MemoryMentions | None = None):
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
-        self.working = WorkingMemory(store, facts, working_capacity)
+        self.working = WorkingMemory(store, facts, working_capacity, mentions)
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
@@ -136,6 +137,8 @@ class RevertCommands:
         if edge_events:
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), edge_events))
         writes += self._working_compensations(ctx, recorded, reason, stamp, writes)
+        if unlinked := self.working.evicted_mentions(ctx.tenant, writes, writes):  # the WorkingMemory items it evicts mention nothing
+            writes.append(StreamAppend(c.edges_stream(ctx.tenant), unlinked))
         marker = c.CorrelationReverted(
             correlation_id=correlation_id,
             reverted_positions=tuple(r.position for r in recorded),
@@ -310,21 +313,11 @@ class RevertCommands:
         # Net effect of the correlation on each edge id, then its inverse.
         net = NetChange()
         for r in recorded:
-            event = r.event
-            if isinstance(event, c.EdgeLinked):
-                net.add(event.edge.edge_id, event.edge)
-            elif isinstance(event, c.EdgeUnlinked):
-                net.remove(event.edge.edge_id, event.edge)
-            elif isinstance(event, c.NamespaceUndone):
-                for edge in event.edges:
+            if isinstance(r.event, c.EdgeEvent.__args__):
+                closed, opened = c.edge_changes(r.event)
+                for edge in closed:
                     net.remove(edge.edge_id, edge)
-            elif isinstance(event, c.NamespaceRestored):
-                for edge in event.edges:
-                    net.add(edge.edge_id, edge)
-            elif isinstance(event, c.EdgesRepointed):
-                for edge in event.previous:
-                    net.remove(edge.edge_id, edge)
-                for edge in event.current:
+                for edge in opened:
                     net.add(edge.edge_id, edge)
         events: list = []
         for edge_id, edge in net.added.items():

@@ -16,6 +16,11 @@ batch as the command that causes them:
   (a FIFO eviction is for good) and the capacity holds it: an entry older
   than the ``capacity`` newest would have been evicted first; the oldest
   entries beyond the capacity are then evicted.
+
+A ``WorkingMemory`` item lives only in working memory: evicted, whatever the
+command that evicts it (an add, a restore, a rollback, a revert), it is
+archived, and its mention edges are unlinked like any archived memory's
+(see .mentions).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from ..ids import new_ids
 from ..model import MemoryType, NotFound, Status
 from ..store import ANY, EventStore, StreamAppend
 from .facts import GraphFacts
-
+from .mentions import MemoryMentions
 
 EVICTED = "evicted from working memory"  # the reason of a WorkingMemory item's archive when the FIFO evicts it
+UNLINKED_EVICTED = f"archived: {EVICTED}"  # the reason of its mention edges' unlinking
 
 
 def fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
@@ -38,10 +44,11 @@ def fifo_order(entry: c.WorkingEntry) -> tuple[int, str]:
 
 
 class WorkingMemory:
-    def __init__(self, store: EventStore, facts: GraphFacts, capacity: int | None = None):
+    def __init__(self, store: EventStore, facts: GraphFacts, capacity: int | None = None, mentions: MemoryMentions | None = None):
         self.store = store
         self.facts = facts
         self.capacity = capacity
+        self.mentions = mentions  # whose mention edges an evicted WorkingMemory item leaves (None: no linker, none)
 
     def write(self, tenant: str, events: list) -> list[StreamAppend]:
         """The working-stream write of ``events``, if any."""
@@ -106,6 +113,20 @@ class WorkingMemory:
         evicted = self._evict(tenant, leaving, set(), stamp)  # on the working stream, then the archives it causes
         restored = c.WorkingMemoryRestored(entries=tuple(back), reason=reason)
         return self.write(tenant, [restored, *(evicted[0].events if evicted else ())]) + evicted[1:]
+
+    def evicted_mentions(self, tenant: str, writes: Iterable[StreamAppend], before: Iterable[StreamAppend] = ()) -> list[c.EdgeUnlinked]:
+        """The unlinking of the mention edges of the ``WorkingMemory`` items ``writes`` archive as evicted; ``before``:
+        the batch's writes ahead of it, whose edge events count (a revert's relinks, a restore's)."""
+        archived = {e.memory_id for w in writes for e in w.events if isinstance(e, c.MemoryArchived) and e.reason == EVICTED}
+        if self.mentions is None or not archived:
+            return []
+        live = {e.edge_id: e for e in self.mentions.live(tenant, sorted(archived))}
+        for event in (e for w in before if w.stream_id == c.edges_stream(tenant) for e in w.events):
+            closed, opened = c.edge_changes(event)
+            for edge in closed:
+                live.pop(edge.edge_id, None)
+            live.update((e.edge_id, e) for e in opened if e.source in archived and self.mentions.owns(e))
+        return [c.EdgeUnlinked(edge=e, reason=UNLINKED_EVICTED) for e in live.values()]
 
     # -- following a memory's status ------------------------------------------------------------------
 

@@ -210,18 +210,11 @@ class GraphProjector:
         )
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:
-        event, tenant, position = recorded.event, recorded.tenant, recorded.position
-        if isinstance(event, c.EdgeLinked):
-            self._open(conn, tenant, position, [event.edge])
-        elif isinstance(event, c.EdgeUnlinked):
-            self._close(conn, tenant, position, [event.edge.edge_id])
-        elif isinstance(event, c.EdgesRepointed):
-            self._close(conn, tenant, position, [e.edge_id for e in event.previous])
-            self._open(conn, tenant, position, event.current)
-        elif isinstance(event, c.NamespaceUndone):
-            self._close(conn, tenant, position, [e.edge_id for e in event.edges])
-        elif isinstance(event, c.NamespaceRestored):
-            self._open(conn, tenant, position, event.edges)
+        closed, opened = c.edge_changes(recorded.event)
+        if closed:
+            self._close(conn, recorded.tenant, recorded.position, [e.edge_id for e in closed])
+        if opened:
+            self._open(conn, recorded.tenant, recorded.position, opened)
 
     @classmethod
     def _open(cls, conn: sqlite3.Connection, tenant: str, position: int, edges) -> None:

@@ -68,6 +68,7 @@ from mnemolog.eventstore.errors import IdempotencyConflict
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
+from mnemolog.eventstore.sqlite_tx import immediate
 
 from ..runner import connect
 from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, StatedTimes, Vectors, candidates, decide, load_items
@@ -154,16 +155,11 @@ class Organizer:
 
     def _save(self, name: str, position: int) -> None:
         with self._conn_lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self._conn):
                 self._conn.execute(
                     "INSERT INTO organizer_checkpoint (name, position) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET position = excluded.position",
                     (name, position),
                 )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
         if name == "organizer":
             self._position = position
             with self._waiters_lock:

@@ -38,9 +38,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import logging
+import os
+import shutil
 import sqlite3
 import threading
 import weakref
@@ -358,7 +361,13 @@ class VectorIndex:
                 log.info("not saving the vector index %s: projections.db was rebuilt or had a forget since it was synced", self.path)
                 return False
             tmp = self.path.with_name(self.path.name + ".tmp")
-            self._index.save(str(tmp))
+            try:
+                self._index.save(str(tmp))
+            except RuntimeError as exc:  # usearch says only that the stream failed: say where, and whether the disk is full
+                tmp.unlink(missing_ok=True)
+                full = shutil.disk_usage(tmp.parent).free < self._index.serialized_length
+                code = errno.ENOSPC if full else errno.EIO
+                raise OSError(code, f"could not write the vector index ({os.strerror(code) if full else exc})", str(tmp)) from exc
             replace_durably(tmp, self.path)  # on the disk before the checkpoint that describes it
             meta = {
                 "format": FORMAT,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -145,3 +146,29 @@ async def test_an_identifier_ending_in_a_line_break_is_422_naming_it_and_writes_
     await call(api, "POST", "/v1/edges/undo-namespace", json={"prefix": "user:notes:\n"}, status=422, field="prefix")
     await call(api, "GET", "/v1/organizer/status", params={"wait": "5s\n", "min_position": "0"}, status=422, field="wait")
     assert api.service.store.last_position() == head
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [b"GARBAGE\r\n\r\n", b"GET /v1/health HTTP/1.1\r\nX-Probe: a\x00b\r\n\r\n", b"GET /v1/health HTTP/1.1\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n"],
+    ids=["no-request-line", "control-character-in-a-header", "header-over-the-limit"],
+)
+async def test_a_request_that_cannot_be_parsed_is_logged_as_one_warning_line(start, caplog, request_bytes):
+    """aiohttp answers it with a 400 before any handler runs, and logged an ERROR with a traceback for each: a
+    port scanner filled an operator's log with errors that were no failure of the server."""
+    api = await start()
+    reader, writer = await asyncio.open_connection(api.server.host, api.server.port)
+    with caplog.at_level(logging.INFO, logger="aiohttp.server"):
+        try:
+            writer.write(request_bytes)
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), timeout=30)
+        finally:
+            writer.close()
+    assert answer.split(b" ", 2)[1] == b"400", answer[:80]
+    records = [r for r in caplog.records if r.name == "aiohttp.server" and r.levelno >= logging.INFO]
+    assert all(r.levelno == logging.WARNING and r.exc_info is None for r in records), [(r.levelname, r.getMessage()) for r in records]
+    if request_bytes.startswith(b"GET "):  # bytes that are no HTTP at all aiohttp already logs at debug level only
+        [record] = records
+        message = record.getMessage()
+        assert message.startswith("refused a malformed request from 127.0.0.1 (400): ") and "\n" not in message, message

@@ -60,12 +60,20 @@ def evictions(svc) -> list[c.WorkingMemoryEvicted]:
     return [r.event for r in svc.store.read_all(tenant=T, types=["WorkingMemoryEvicted"])]
 
 
+def mentioned(svc, memory_id: str) -> set[str]:
+    return {e.target for e in svc.graph.edges_of(T, memory_id, direction="out", edge_types=["MENTIONS"])}
+
+
 def check(svc) -> None:
-    """At most the capacity; a WorkingMemory item in working memory only while activated; a rebuild equals it."""
+    """At most the capacity; a WorkingMemory item in working memory only while activated; only an activated memory
+    mentions an entity; a rebuild equals it."""
     entries = graph_reads.working_memory(svc.read_conn(), T)
     assert len(entries) <= CAPACITY
     for entry in entries:
         assert status(svc, entry.memory_id) == "activated", entry
+    live = svc.runner.conn.execute("SELECT source FROM graph_edges WHERE tenant = ? AND edge_type = 'MENTIONS' AND valid_to IS NULL", (T,))
+    for (source,) in live.fetchall():
+        assert status(svc, source) == "activated", source
     before = dump_table(svc.runner.conn, "graph_working"), dump_table(svc.runner.conn, "graph_memories")
     svc.runner.rebuild(["graph"])
     assert (dump_table(svc.runner.conn, "graph_working"), dump_table(svc.runner.conn, "graph_memories")) == before
@@ -114,6 +122,35 @@ def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_writ
     last = svc.history(T, a)[-1]
     assert (last["status"], last["memory"], last["reason"]) == ("archived", "a note", "evicted from working memory")
     assert svc.history(T, a)[-2]["memory"] == "a note"  # its rollback, then its archive, in one write
+    check(svc)
+
+
+@pytest.mark.parametrize("how", ["restore", "rollback", "revert"])
+def test_an_item_evicted_when_an_entry_comes_back_leaves_its_mentions(svc, how):
+    svc.run(svc.entities.upsert, ctx(), "acme", name="Acme Corp")
+    w = add(svc, "Acme Corp call at noon", WORKING).memory_ids[0]
+    b = add(svc, "b note").memory_ids[0]
+    archive = svc.run(svc.memories.archive, ctx(), b)
+    c_, d = add(svc, "c note").memory_ids[0], add(svc, "d note").memory_ids[0]
+    assert fifo(svc) == [w, c_, d] and mentioned(svc, w) == {"acme"}
+    if how == "restore":
+        svc.run(svc.memories.restore, ctx(), b)
+    elif how == "rollback":
+        svc.run(svc.memories.rollback, ctx(), b, 1)
+    else:
+        svc.run(svc.reverts.revert, ctx(), archive.correlation_id)
+    assert fifo(svc) == [b, c_, d]  # b back at its place, w the oldest beyond the capacity: archived
+    assert status(svc, w) == "archived" and mentioned(svc, w) == set()
+    check(svc)
+
+
+def test_an_item_a_revert_brings_back_beyond_the_capacity_gets_no_mentions_back(svc):
+    svc.run(svc.entities.upsert, ctx(), "acme", name="Acme Corp")
+    w = add(svc, "Acme Corp call at noon", WORKING).memory_ids[0]
+    archive = svc.run(svc.memories.archive, ctx(), w)  # its mention unlinked, its entry withdrawn
+    others = [add(svc, f"note {i}").memory_ids[0] for i in range(3)]
+    svc.run(svc.reverts.revert, ctx(), archive.correlation_id)  # rolled back, and archived again: its place is beyond the capacity
+    assert fifo(svc) == others and status(svc, w) == "archived" and mentioned(svc, w) == set()
     check(svc)
 
 
@@ -174,6 +211,7 @@ OPS = st.lists(
 @example(ops=[("add", WORKING, 1), ("add", WORKING, 1), ("add", "LongTermMemory", 1), ("merge", 0, 1), ("add", "LongTermMemory", 2), ("revert", 2, True)])
 def test_working_memory_never_holds_more_than_its_capacity(tmp_path_factory, ops):
     svc = open_service(tmp_path_factory.mktemp("wm") / "data")
+    svc.run(svc.entities.upsert, ctx(), "topic", name="topic")  # every note mentions it
     memories: list[str] = []
     requests: list[str] = []
     try:

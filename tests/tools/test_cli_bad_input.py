@@ -167,8 +167,8 @@ def test_organize_refuses_a_blank_or_unknown_tenant(data, argv):
     """A blank ``--tenant`` ("$TENANT" unset) clustered every tenant; a mistyped one organized nothing and said
     "0 decision(s) applied". Either is one line, exit 2, nothing written (the follow mode included)."""
     before = head(data)
-    assert_refused(run(data, "organize", *argv, "--tenant", ""), "--tenant must name a tenant")
-    assert_refused(run(data, "organize", *argv, "--tenant", "  "), "--tenant must name a tenant")
+    assert_refused(run(data, "organize", *argv, "--tenant", ""), "--tenant: must not be blank")
+    assert_refused(run(data, "organize", *argv, "--tenant", "  "), "--tenant: must not be blank")
     assert_refused(run(data, "organize", *argv, "--tenant", "defualt"), "tenant 'defualt' not found")
     assert head(data) == before
 
@@ -309,4 +309,16 @@ def test_a_reason_longer_than_the_api_takes_is_refused(data, argv):
     memory = json.loads(run(data, "add", "a memory with a subject", "--subject", "u-1", "--json").stdout)["memory_ids"][0]
     before = head(data)
     assert_refused(run(data, *[a.format(memory=memory) for a in argv], "--reason", "x" * 2_001), "--reason", "at most 2,000 characters")
+    assert head(data) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("add", "hello", "--tenant", ""), ("--tenant", "", "add", "hello"), ("log", "--tenant", " "), ("add", "hello", "--tenant", "t" * 256)],
+    ids=["empty", "empty-before-the-command", "blank-filter", "too-long"],
+)
+def test_a_blank_or_overlong_tenant_is_refused_not_taken_for_the_default(data, argv):
+    """``--tenant "$T"`` with ``T`` unset must not write into (or read) tenant ``default``."""
+    before = head(data)
+    assert_refused(run(data, *argv), "--tenant")
     assert head(data) == before

@@ -1,0 +1,67 @@
+"""A ``projections.db`` that SQLite finds damaged: set aside and made anew, so that every projection is rebuilt.
+
+The projections are disposable: the log rebuilds them, identically. A file
+SQLite cannot read ("database disk image is malformed", "file is not a
+database": a disk's bad sector, a copy taken while it was written) would
+otherwise fail every command, ``mnemolog rebuild`` included. When opening it
+fails so, the runner moves it (and its ``-wal`` and ``-shm``) aside as
+``projections.db.damaged`` (the last one kept, for a look), and starts on a
+new file, which it then rebuilds from the log like a deleted one.
+
+Several processes may open the data directory at once (a server's
+workers): under a lock file, each looks again before it moves anything, so
+a file another process has already made anew is left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_DAMAGED_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """True when ``exc`` is SQLite saying the file is no database, or a damaged one."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _DAMAGED_CODES
+    return "malformed" in str(exc) or "not a database" in str(exc)
+
+
+def _readable(path: Path) -> bool:
+    """Whether SQLite reads ``path`` (missing counts as readable: it is made anew)."""
+    if not path.exists():
+        return True
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.DatabaseError:
+        return False
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+
+
+def set_aside(path: Path, error: BaseException) -> bool:
+    """Move the damaged ``path`` (with its ``-wal`` and ``-shm``) to ``<name>.damaged``, unless another process
+    has made it anew meanwhile; True when it was moved."""
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _readable(path):
+            return False
+        for suffix in ("", "-wal", "-shm"):
+            found = path.with_name(path.name + suffix)
+            if found.exists():
+                os.replace(found, path.with_name(f"{path.name}.damaged{suffix}"))
+    log.warning("%s was damaged (%s): set aside as %s.damaged; every projection is rebuilt from the log", path, error, path.name)
+    return True

@@ -1,0 +1,68 @@
+"""A ``projections.db`` SQLite cannot read is set aside and rebuilt from the log, like a deleted one.
+
+Before, every command failed with "database disk image is malformed", and
+so did ``mnemolog rebuild``: the projections are disposable, and a damaged
+file must cost a rebuild, not the data directory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.damaged import set_aside
+from mnemolog.projections.service import MemoryService
+from mnemolog.tools.cli import main
+
+T = "t"
+TEXTS = [f"note {i} about the harbour office near the old bridge" for i in range(40)]
+
+
+def _written(data: Path) -> tuple[list[str], int]:
+    """The memories added, and the log's head after."""
+    with MemoryService.open(data) as svc:
+        ids = list(svc.run(svc.memories.add, CommandContext(tenant=T), [MemoryContent(memory=t) for t in TEXTS]).memory_ids)
+        return ids, svc.store.last_position()
+
+
+def _damage(path: Path, start: int) -> None:
+    """Overwrite the file from byte ``start`` on (0: no SQLite header at all; 4096: every page after the first)."""
+    raw = bytearray(path.read_bytes())
+    raw[start:] = b"\x5a" * (len(raw) - start)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("start", [0, 4096], ids=["not-a-database", "malformed"])
+def test_a_damaged_projections_file_is_set_aside_and_rebuilt(tmp_path, start):
+    data = tmp_path / "data"
+    ids, head = _written(data)
+    _damage(data / "projections.db", start)
+    with MemoryService.open(data) as svc:
+        assert (data / "projections.db.damaged").exists()
+        assert set(svc.runner.rebuilt_on_start) == {p.name for p in svc.runner.projectors}
+        assert [svc.get(T, m).memory for m in ids] == TEXTS
+        assert svc.store.last_position() == head  # the rebuild appended nothing
+
+
+def test_rebuild_works_on_a_damaged_file(tmp_path, capsys):
+    data = tmp_path / "data"
+    _written(data)
+    _damage(data / "projections.db", 4096)
+    assert main(["--data-dir", str(data), "rebuild"]) == 0
+    assert "rebuilt" in capsys.readouterr().out
+
+
+def test_a_file_another_process_has_made_anew_is_left_alone(tmp_path):
+    path = tmp_path / "projections.db"
+    path.write_bytes(b"\x5a" * 8192)
+    assert set_aside(path, sqlite3.DatabaseError("file is not a database"))
+    fresh = sqlite3.connect(path)  # what the first process made
+    fresh.execute("CREATE TABLE checkpoints (name TEXT)")
+    fresh.commit()
+    fresh.close()
+    assert not set_aside(path, sqlite3.DatabaseError("file is not a database"))  # a second process that failed on the old file
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
