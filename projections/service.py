@@ -41,6 +41,7 @@ from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
+from .damaged import discard_set_aside
 from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
@@ -605,10 +606,11 @@ class MemoryService:
         forget; the vector index starts over without the erased vectors and
         is saved over its file (usearch's remove keeps the bytes); the saved
         lexical postings (``fts.postings``), stale now, are removed (a server
-        writes them again from the projection)."""
+        writes them again from the projection); a damaged ``projections.db`` set aside is removed."""
         self.vector_index.sync(self.read_conn())
         self.vector_index.save(self.read_conn())
         PostingsIndex.discard_file(self.read_conn())
+        discard_set_aside(self.runner.path)
 
     # -- tenant drop --------------------------------------------------------------------------
 
