@@ -39,7 +39,8 @@ async def follow(service: "MemoryService", readers: Executor, wake: asyncio.Even
             behind = await run(readers, lambda: service.store.last_position() > service.position())
             if behind:
                 await run(service.writer, service.sync)
-            await run(readers, service.drop_forgotten_text)  # a forget written anywhere: no forgotten text in this process's memory
+            if await run(readers, service.drop_forgotten_text):  # a forget written anywhere: no forgotten text in this process's memory
+                await run(service.writer, service.finish_erasures)  # nor its keys or derived files, if the forget's process died midway
         except Exception:  # keep following; the next round retries
             log.exception("projection catch-up failed")
 

@@ -143,6 +143,6 @@ class IndexFollower(threading.Thread):
         conn = connect(self.path)
         try:
             self.index.sync(conn)
+            self.index.save(conn)
         finally:
             conn.close()
-        self.index.save()

@@ -65,3 +65,12 @@ def set_aside(path: Path, error: BaseException) -> bool:
                 os.replace(found, path.with_name(f"{path.name}.damaged{suffix}"))
     log.warning("%s was damaged (%s): set aside as %s.damaged; every projection is rebuilt from the log", path, error, path.name)
     return True
+
+
+def discard_set_aside(path: Path) -> None:
+    """Remove the copy of ``path`` set aside as damaged (with its ``-wal`` and ``-shm``): a forget's scrub, since
+    whatever of it is still readable holds the projected text of every subject, the forgotten one's too."""
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for suffix in ("", "-wal", "-shm"):
+            path.with_name(f"{path.name}.damaged{suffix}").unlink(missing_ok=True)

@@ -90,6 +90,32 @@ def execute_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
+def not_from_log(store: EventStore, position: int, event_id: str | None, head: int, in_log: dict[int, str | None] | None = None) -> str | None:
+    """Why projections that applied the log up to ``position``, whose last event was ``event_id``, were not
+    built from ``store``'s log (whose head is ``head``), or None.
+
+    The log ends before ``position`` (its tail was cut, or an older ``events.db`` put back), or its event
+    at ``position`` is another one (an older ``events.db`` put back, then written past ``position``: the
+    chain verifies, the lost events' positions hold others). A checkpoint written before the runner kept
+    event ids (``None``) is checked against the head alone. ``in_log`` caches the log's event ids by position.
+    """
+    if position > head:
+        return f"they applied the log up to position {position}, but it ends at position {head}: the log lost its tail"
+    if not position or event_id is None:
+        return None
+    if in_log is None:
+        in_log = {}
+    if position not in in_log:
+        found = next(iter(store.iter_rows(position - 1, until=position, batch_size=1)), [])
+        in_log[position] = found[0].event_id if found else None
+    if in_log[position] == event_id:
+        return None
+    return (
+        f"they applied event {event_id} at position {position}, but the log holds {in_log[position]} there:"
+        " the log lost the events they were built from and was written past them again"
+    )
+
+
 class ProjectionRunner:
     """Keeps a set of projectors caught up with the log."""
 
@@ -118,9 +144,13 @@ class ProjectionRunner:
             self.conn = self._open()
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
+        # The checkpoints before the head: another process that appends and projects in between moves the
+        # head first, and is never taken for a projection ahead of the log (see lag()).
+        found = {r[0]: r[1:] for r in self.conn.execute("SELECT name, position, schema_version, event_id FROM checkpoints")}
         head = store.last_position()
+        in_log: dict[int, str | None] = {}  # the log's event id at each checkpoint's position, read once
         for projector in self.projectors:
-            if self._needs_rebuild(projector, head):
+            if self._needs_rebuild(projector, found.get(projector.name), head, in_log):
                 self.reset(projector.name)
                 self.rebuilt_on_start.append(projector.name)
 
@@ -134,8 +164,10 @@ class ProjectionRunner:
             with immediate(conn):
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS checkpoints (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
-                    " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL)"
+                    " schema_version INTEGER NOT NULL, generation TEXT NOT NULL, updated_at REAL NOT NULL, event_id TEXT)"
                 )
+                if "event_id" not in {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}:
+                    conn.execute("ALTER TABLE checkpoints ADD COLUMN event_id TEXT")  # a file written before it: checked from its next batch on
                 conn.execute("CREATE TABLE IF NOT EXISTS erasures_due (position INTEGER PRIMARY KEY)")
             conn.execute("SELECT * FROM checkpoints").fetchall()
         except BaseException:
@@ -161,15 +193,19 @@ class ProjectionRunner:
         found = self.checkpoint(name)
         return found[2] if found else None
 
-    def _needs_rebuild(self, projector: Projector, head: int) -> bool:
-        """No checkpoint, another schema version, or a checkpoint beyond the log's head.
+    def _needs_rebuild(self, projector: Projector, found: tuple | None, head: int, in_log: dict[int, str | None]) -> bool:
+        """No checkpoint, another schema version, or a checkpoint the log does not hold (:func:`not_from_log`);
+        ``found``: the checkpoint row (position, schema version, event id), read before ``head``.
 
-        A projection ahead of the log was built from events the log no longer
-        holds (its tail was cut, or an older ``events.db`` was put back): it
-        would go on serving them and skip the appends that take their positions.
+        A projection ahead of the log, or whose last applied event is not the
+        log's event at that position, was built from events the log no longer
+        holds (its tail was cut, or an older ``events.db`` was put back, and
+        written past the checkpoint since): it would go on serving them and
+        skip the appends that took their positions.
         """
-        found = self.checkpoint(projector.name, self.conn)
-        return found is None or found[1] != projector.schema_version or found[0] > head
+        if found is None or found[1] != projector.schema_version:
+            return True
+        return not_from_log(self.store, found[0], found[2], head, in_log) is not None
 
     def _transaction(self):
         return immediate(self.conn)
@@ -308,8 +344,8 @@ class ProjectionRunner:
                 if timings is not None:
                     timings[projector.name] += time.perf_counter() - began
                 conn.execute(
-                    "UPDATE checkpoints SET position = ?, updated_at = ? WHERE name = ?",
-                    (end, time.time(), projector.name),
+                    "UPDATE checkpoints SET position = ?, event_id = ?, updated_at = ? WHERE name = ?",
+                    (end, batch[-1].event_id, time.time(), projector.name),
                 )
                 done.append(projector.name)
             if done and any(r.type == "SubjectForgotten" for r in batch):

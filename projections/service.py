@@ -13,6 +13,8 @@ connection and never block the writer.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -21,7 +23,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
@@ -31,6 +33,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
+from mnemolog.eventstore.files import replace_durably
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION
@@ -38,6 +41,7 @@ from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
+from .damaged import discard_set_aside
 from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
@@ -62,6 +66,26 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
 
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _writing_backup(backups: Path) -> Iterator[None]:
+    """Hold the backups folder's lock (shared) while a drop writes its backup; first remove the partial
+    backups (``*.partial``) that drops killed midway left, when no drop of any process is writing one
+    (none holds the lock). Each is a whole tenant's export, never renamed into place nor rotated away."""
+    lock = os.open(backups, os.O_RDONLY)  # the folder itself is locked: no lock file among the backups
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another drop is writing its backup: its partial file is not stale
+        else:
+            for stale in backups.glob("*.partial"):
+                stale.unlink(missing_ok=True)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(lock)
 
 
 def backups_keep(settings: Settings) -> int:
@@ -557,15 +581,19 @@ class MemoryService:
         return True
 
     def finish_erasures(self) -> None:
-        """Compact and scrub, if the projections applied a forget whose scrub never finished.
+        """Destroy the keys a recorded forget names, then compact and scrub, if a forget's process never finished.
 
-        A process killed after the runner committed the erasure but before
-        ``projections.db`` was compacted or the derived files scrubbed leaves
-        the subject's old bytes in free pages, the WAL, the saved postings
-        or the vector index; the runner marks the erasure in the same
-        transaction as the erasure, and the mark is cleared once all of it is
-        done, so the next open of the data directory finishes the job.
+        A forget killed after appending its event leaves the keys retired (see
+        ``EventStore.finish_forgets``); one killed after the runner committed
+        the erasure but before ``projections.db`` was compacted or the derived
+        files scrubbed leaves the subject's old bytes in free pages, the WAL,
+        the saved postings or the vector index. The runner marks the erasure
+        in the same transaction as the erasure, and the mark is cleared once
+        all of it is done, so the next open of the data directory finishes
+        the job, and so does a running server once its follower has applied
+        the forget (no restart needed).
         """
+        self.store.finish_forgets()
         if self.runner.erasures_due():
             self.runner.compact_erasures()
             self.scrub()
@@ -578,10 +606,11 @@ class MemoryService:
         forget; the vector index starts over without the erased vectors and
         is saved over its file (usearch's remove keeps the bytes); the saved
         lexical postings (``fts.postings``), stale now, are removed (a server
-        writes them again from the projection)."""
+        writes them again from the projection); a damaged ``projections.db`` set aside is removed."""
         self.vector_index.sync(self.read_conn())
-        self.vector_index.save()
+        self.vector_index.save(self.read_conn())
         PostingsIndex.discard_file(self.read_conn())
+        discard_set_aside(self.runner.path)
 
     # -- tenant drop --------------------------------------------------------------------------
 
@@ -610,17 +639,10 @@ class MemoryService:
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
             path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{backup_label(ctx.tenant)}.jsonl"
             tmp = path.with_suffix(".partial")
-            with open(tmp, "wb") as out:
-                count = exchange.export(self.store, out, tenant=ctx.tenant)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-            if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-                fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            with _writing_backup(backups):
+                with open(tmp, "wb") as out:
+                    count = exchange.export(self.store, out, tenant=ctx.tenant)
+                replace_durably(tmp, path)
             event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
             result = self.run(
                 commit,

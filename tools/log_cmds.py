@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from mnemolog.eventstore import Digest, EventStoreError, ImportRefused, RecordedEvent
+from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
@@ -27,6 +27,7 @@ from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.runner import not_from_log
 
 from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
@@ -326,7 +327,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             reason = f"the log ends at position {head}, before position {wanted} that was asked for"
             result = msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
         if result.ok and args.to is None:
-            result = _against_projections(result, data_dir(args) / "projections.db", store.last_position)
+            result = _against_projections(result, data_dir(args) / "projections.db", store)
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -345,32 +346,39 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _against_projections(result: VerifyResult, path: Path, last_position: Callable[[], int]) -> VerifyResult:
-    """A witness beside the log: projections applied up to a position the log does not reach mean the log lost its tail.
+def _against_projections(result: VerifyResult, path: Path, store: EventStore) -> VerifyResult:
+    """A witness beside the log: projections built from events the log does not hold mean it lost them.
 
+    Projections applied up to a position the log does not reach (a cut tail), or whose last
+    applied event is not the log's event at that position (an older ``events.db`` put back
+    and written past it since): see :func:`~mnemolog.projections.runner.not_from_log`.
     Read only, before any ``serve`` or command rebuilds them (which they then do). Without a
-    kept digest this is the only sign of a cut tail that the chain itself cannot show. The
-    checkpoints are read before the log's head (``last_position()``): a server beside this
-    command applies only what the log holds, so a write it appends and projects in between
-    moves the head first and is never taken for a lost tail.
+    kept digest this is the only sign of a lost tail that the chain itself cannot show. The
+    checkpoints are read before the log's head: a server beside this command applies only
+    what the log holds, so a write it appends and projects in between moves the head first
+    and is never taken for a lost tail.
     """
     if not path.is_file():
         return result
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            applied = conn.execute("SELECT max(position) FROM checkpoints").fetchone()[0]
+            try:
+                applied = conn.execute("SELECT DISTINCT position, event_id FROM checkpoints ORDER BY position DESC").fetchall()
+            except sqlite3.OperationalError:  # written before checkpoints kept their event
+                applied = [(p, None) for (p,) in conn.execute("SELECT DISTINCT position FROM checkpoints ORDER BY position DESC")]
         finally:
             conn.close()
     except sqlite3.Error:  # no checkpoints yet, or not ours: no witness
         return result
-    if not applied:
-        return result
-    head = last_position()
-    if applied <= head:
-        return result
-    reason = f"the log ends at position {head}, but {path.name} was built from it up to position {applied}: the log lost its tail"
-    return msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
+    head = store.last_position()
+    in_log: dict[int, str | None] = {}
+    for position, event_id in applied:
+        reason = not_from_log(store, position, event_id, head, in_log)
+        if reason is not None:
+            reason = f"{path.name} was built from events the log does not hold: {reason}"
+            return msgspec.structs.replace(result, ok=False, broken_at=min(position, head + 1), reason=reason)
+    return result
 
 
 def cmd_digest(args: argparse.Namespace) -> int:

@@ -252,20 +252,14 @@ class PostingsIndex(PostingsScoring):
 
     @classmethod
     def save_loaded(cls, conn: sqlite3.Connection) -> bool:
-        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote.
-
-        Not when the database has had an erasure or a drop (another process's, say)
-        that the index has not read yet: it would write the removed rows' terms back.
-        """
+        """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
         with cls._registry_lock:
             index = cls._indexes.get(path) if path else None
         if index is None:
             return False
-        with _one_snapshot(conn), index.lock:
-            if index._database_state(conn)[0] != index.state:
-                return False
-            return index._save()
+        with index.lock:
+            return index._save(conn)
 
     # -- keeping up with fts_docs ----------------------------------------------------
 
@@ -445,10 +439,11 @@ class PostingsIndex(PostingsScoring):
         With ``save``, write the file too when it holds less than the index
         now does (module docstring).
         """
-        with _one_snapshot(conn), self.lock:
-            self._sync(conn)
+        with self.lock:
+            with _one_snapshot(conn):
+                self._sync(conn)
             if save:
-                self._save()
+                self._save(conn)
             return self.cols.n
 
     # -- the saved file -------------------------------------------------------------------
@@ -456,12 +451,18 @@ class PostingsIndex(PostingsScoring):
     def _last_row_id(self) -> int:
         return int(self.cols.row_id[self.cols.n - 1]) if self.cols.n else 0
 
-    def save(self) -> bool:
-        """Write the file if the index was loaded and holds more than the file does; whether it wrote."""
-        with self.lock:
-            return self._save()
+    def save(self, conn: sqlite3.Connection) -> bool:
+        """Write the file if the index was loaded and holds more than the file does; whether it wrote.
 
-    def _save(self) -> bool:
+        Not when ``conn``'s database (read outside any transaction) has had an erasure or a drop, or a
+        rebuild, that the index has not read yet (another process's, say): it would write the removed
+        rows' terms back. That look is taken under the file's lock, after which a forget's removal of
+        the file (:meth:`discard_file`, which takes the lock) can only come after this write.
+        """
+        with self.lock:
+            return self._save(conn)
+
+    def _save(self, conn: sqlite3.Connection) -> bool:
         if self.path is None or self.state is None or (self.state, self._last_row_id()) == self.saved:
             return False
         cols, n = self.cols, self.cols.n
@@ -487,6 +488,8 @@ class PostingsIndex(PostingsScoring):
                 arrays[f"seg{k}_{name}"] = getattr(seg, name)
         with _file_lock(self.path, wait=False) as held:
             if not held:  # another process of this data directory is writing it
+                return False
+            if self._database_state(conn)[0] != self.state:  # see save: read under the lock, never from an older snapshot
                 return False
             tmp = self.path.with_name(self.path.name + ".tmp")  # one writer at a time (the lock): a torn one is overwritten
             try:

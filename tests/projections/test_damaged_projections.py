@@ -66,3 +66,20 @@ def test_a_file_another_process_has_made_anew_is_left_alone(tmp_path):
     fresh.close()
     assert not set_aside(path, sqlite3.DatabaseError("file is not a database"))  # a second process that failed on the old file
     assert sqlite3.connect(path).execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
+
+
+def test_a_forget_removes_the_set_aside_file_that_still_holds_the_subject(tmp_path):
+    """The file set aside holds every projected text the damage left readable: a forget's scrub of the data
+    directory removes it, or the subject's words would outlive the forget in it."""
+    from tests.projections.test_forget import CTX as FORGETTER, _assert_clean, _needles, _seed
+
+    data = tmp_path / "data"
+    with MemoryService.open(data) as svc:
+        _seed(svc)
+    path = data / "projections.db"
+    raw = path.read_bytes()
+    path.write_bytes(b"\x5a" * 100 + raw[100:])  # its header lost; every row still on the disk
+    with MemoryService.open(data) as svc:
+        assert (data / "projections.db.damaged").exists()
+        svc.forget(FORGETTER, "u-42")
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles())

@@ -147,3 +147,28 @@ def test_a_rebuild_while_another_process_catches_up_applies_no_event_twice(pair,
     assert set(timings) == set(first.runner.by_name)
     assert dump(first.runner) == dump(second.runner) == expected
     assert first.runner.position() == first.store.last_position()
+
+
+def test_a_runner_starting_while_another_process_writes_does_not_take_its_projections_for_ahead_of_the_log(pair, tmp_path):
+    """A server process starting beside another that appends and projects: a write landing between the start's
+    look at the log's head and at the checkpoints is not a projection ahead of the log (a cut tail), which
+    would drop and replay every projection of the data directory for nothing."""
+    first, _ = pair
+    first.run(first.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="one")])
+
+    class Starting:
+        """The log as the starting process sees it: the other process writes right after its look at the head."""
+
+        def __getattr__(self, name):
+            return getattr(first.store, name)
+
+        def last_position(self):
+            head = first.store.last_position()
+            first.run(first.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="written meanwhile")])
+            return head
+
+    runner = ProjectionRunner(Starting(), tmp_path / "data" / "projections.db", first.runner.projectors)
+    try:
+        assert runner.rebuilt_on_start == []
+    finally:
+        runner.close()

@@ -570,3 +570,41 @@ def test_the_follower_adds_on_one_thread_and_a_close_on_every_core(tmp_path, log
     runner.catch_up()  # one row behind, fewer than max_lag and not quiet: the close adds it
     follower.close()
     assert calls == [1, 0] and len(index) == 7
+
+
+def test_the_index_and_its_checkpoint_are_each_synced_before_they_replace_the_old_ones(log, runner, tmp_path, monkeypatch):
+    """After a power loss the pair on disk is the old one, the new one, or the new index with the old checkpoint
+    (rebuilt or caught up at the next open): never a checkpoint in place before the index it describes is on the
+    disk, nor a file renamed into place before its bytes (an empty or torn index under the right name that its
+    checkpoint's count still matches, loaded as sound)."""
+    import os
+
+    for n in range(20):
+        log.add(f"m{n}", f"memory number {n} about harbours")
+    runner.catch_up()
+    index = open_index(tmp_path, runner)
+    log.add("late", "one more memory")
+    runner.catch_up()
+    index.sync(runner.conn)
+    events: list[tuple[str, str]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def recording_fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return fsync(fd)
+
+    def recording_replace(src, dst):
+        events.append(("replace", str(src)))
+        return replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    index.save(runner.conn)
+    monkeypatch.undo()
+    index_tmp, sidecar_tmp = str(tmp_path / f"{INDEX_FILE}.tmp"), str(tmp_path / f"{INDEX_FILE}.json.tmp")
+    assert [e for e in events if e[0] == "replace"] == [("replace", index_tmp), ("replace", sidecar_tmp)], events
+    first, second = events.index(("replace", index_tmp)), events.index(("replace", sidecar_tmp))
+    assert ("fsync", index_tmp) in events[:first], "the index was renamed into place before its bytes were synced"
+    assert ("fsync", str(tmp_path)) in events[first:second], "the checkpoint was written before the index's rename was synced"
+    assert ("fsync", sidecar_tmp) in events[first:second], "the checkpoint was renamed into place before its bytes were synced"
+    assert ("fsync", str(tmp_path)) in events[second:], "the checkpoint's rename was not synced"

@@ -17,6 +17,7 @@ scanned as :mod:`tests.projections.test_forget` scans them).
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import pytest
 
@@ -98,6 +99,93 @@ def test_a_server_that_forgets_does_not_write_the_subject_back_at_its_stop(tmp_p
         server.forget(CommandContext(tenant="t", actor="privacy-officer"), "u-42")
     # its clean stop saves what it loaded only if that is still what the database holds
     _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "mnemolog.eventstore.keystore:KeyStore.forget",  # the event appended, the key not destroyed, nothing projected
+        "mnemolog.projections.service:MemoryService.scrub",  # the key destroyed and the rows erased, the files not scrubbed
+    ],
+)
+def test_a_running_server_finishes_a_forget_whose_command_was_killed_after_its_event(tmp_path, point):
+    """The forget's command dies after appending its event; a server that goes on running (no restart comes)
+    finishes the forget within a few rounds of its follower: the key destroyed and the key file rewritten,
+    the saved postings and vector index scrubbed, none of the subject's plaintext nor its key in any file of
+    the data directory."""
+    import time
+
+    from tests.serving import serve
+
+    data, mine, key = seeded(tmp_path)
+    settings = dict(synchronous="NORMAL", auth="off", organizer_enabled="off", projection_follow_seconds="0.2")
+    with serve(data, tmp_path / "server.log", **settings) as server:
+        run_killed_at(data, point, *FORGET)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
+                break
+            except (AssertionError, FileNotFoundError):  # not yet, or a file the server is replacing: look again
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert server.proc.poll() is None, server.log_tail()
+    assert_finished(tmp_path, data, mine, key)
+
+
+def test_a_server_stopping_while_another_process_forgets_does_not_save_the_erased_vectors_back(tmp_path):
+    """A server's stop brings its vector index up to date, then saves it; a forget committed and scrubbed by
+    another process in between must not find its erased vectors written back over the scrubbed file (nor may
+    a later open keep such a file because nothing new was added)."""
+    from usearch.index import Index
+
+    data, mine, key = seeded(tmp_path)
+    server = MemoryService.open(data, settings=SETTINGS)
+    index = server.vector_index
+    synced = index.sync
+
+    def sync_then_forget(*args, **kwargs):
+        added = synced(*args, **kwargs)
+        done = run_cli(data, *FORGET, env=clean_env(synchronous="NORMAL"))  # another process, between the stop's sync and its save
+        assert done.returncode == 0, done.stderr
+        return added
+
+    index.sync = sync_then_forget
+    server.close()
+    conn = sqlite3.connect(data / "projections.db")
+    live = {r[0] for r in conn.execute("SELECT vector_of FROM vec_docs")}
+    conn.close()
+    saved = {int(k) for k in Index.restore(str(data / "vectors.usearch")).keys}
+    assert saved <= live, f"the saved vector index holds {len(saved - live)} vectors of rows the forget erased"
+    assert_finished(tmp_path, data, mine, key)
+
+
+def test_a_server_stopping_while_another_process_forgets_does_not_save_the_erased_words_back(tmp_path, monkeypatch):
+    """A server's stop saves its lexical postings when they grew; a forget committed and scrubbed by another
+    process after the stop checked the database, before it wrote the file, must not find the erased words
+    written back into ``fts.postings``."""
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.fts import postings
+
+    data, mine, key = seeded(tmp_path)
+    server = MemoryService.open(data, settings=SETTINGS)
+    server.warm()  # loaded from the saved file
+    server.run(server.memories.add, CommandContext(tenant="t"), [MemoryContent(memory="a later note about tides")])
+    postings.PostingsIndex.for_connection(server.read_conn()).load(server.read_conn())  # as a search brings it up to date
+    locked = postings._file_lock
+
+    def forget_then_lock(path, *, wait):
+        if not wait:  # the stop's save, between its look at the database and its write
+            done = run_cli(data, *FORGET, env=clean_env(synchronous="NORMAL"))
+            assert done.returncode == 0, done.stderr
+        return locked(path, wait=wait)
+
+    monkeypatch.setattr(postings, "_file_lock", forget_then_lock)
+    server.close()
+    monkeypatch.setattr(postings, "_file_lock", locked)
+    _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles() + [key])
+    assert_finished(tmp_path, data, mine, key)
 
 
 # -- random moments --------------------------------------------------------------------------------------------------

@@ -213,6 +213,40 @@ def test_a_cut_tail_fails_the_kept_digest_and_reads_stop_serving_it(capsys, copy
     assert code == 0 and json.loads(out)["memory"] == "written after the cut"
 
 
+def test_an_older_log_put_back_and_written_past_the_projections_fails_verify_and_is_not_served(capsys, tmp_path):
+    """An older ``events.db`` put back, then written past the projections' checkpoint before any start (an
+    import): the chain verifies, but the projections hold the lost events at positions the log now gives to
+    others. ``verify`` names it, and the next start rebuilds them rather than serve the lost memories and
+    skip the new ones."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    ctx = CommandContext(tenant="t")
+    with MemoryService.open(data) as svc:
+        kept = svc.run(svc.memories.add, ctx, [MemoryContent(memory="written before the backup")]).memory_ids[0]
+        source, backup = sqlite3.connect(data / "events.db"), sqlite3.connect(tmp_path / "backup.db")
+        source.backup(backup)
+        source.close(), backup.close()
+        lost = [svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"lost with the tail {n}")]).memory_ids[0] for n in range(3)]
+    with MemoryService.open(other) as svc:
+        imported = [svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"imported later {n}")]).memory_ids[0] for n in range(5)]
+    export, keys = tmp_path / "other.jsonl", tmp_path / "other.keys"
+    assert run(capsys, other, "export", "-o", export, "--with-keys", keys)[0] == 0
+    for suffix in ("-wal", "-shm"):
+        (data / f"events.db{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(tmp_path / "backup.db", data / "events.db")
+    code, _, err = run(capsys, data, "import", export, "--keys", keys)
+    assert code == 0, err  # opens the log only: the projections are not looked at
+    code, out, _ = run(capsys, data, "verify")
+    assert code == 1 and "projections.db was built from events the log does not hold" in out, out
+    for memory_id in lost:
+        code, _, err = run(capsys, data, "--tenant", "t", "get", memory_id)
+        assert code == 2 and "not found" in err, err
+    for memory_id in [kept, *imported]:
+        code, out, err = run(capsys, data, "--tenant", "t", "--json", "get", memory_id)
+        assert code == 0, err
+    code, out, _ = run(capsys, data, "verify")
+    assert code == 0, out
+
+
 @pytest.mark.parametrize("command", [["verify"], ["digest"], ["log"], ["stats"], ["export"]])
 def test_a_missing_data_dir_is_refused_not_created(capsys, tmp_path, command):
     missing = tmp_path / "typo"

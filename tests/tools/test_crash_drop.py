@@ -1,0 +1,62 @@
+"""``mnemolog drop-tenant`` SIGKILLed while it writes its backup, and after: the drop is absent or whole, never half.
+
+The command runs as a real subprocess on real files and kills itself at a named
+point (:mod:`tests.crashpoints`): once the backup's bytes are written but before
+they are synced and renamed into place, and once the backup is in place but
+before the tombstone is appended. The tenant must then still be readable and a
+second run must drop it, recording a backup that holds every one of its events,
+leaving no partial backup behind; ``verify`` passes and the projections equal a
+fresh rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
+from tests.crashpoints import run_killed_at
+from tests.projections.support import dump
+from tests.serving import clean_env, run_cli
+from tests.tools.test_crash_loops import assert_equal_projections, fresh_rebuild
+
+SETTINGS = Settings({"synchronous": "NORMAL"}, env={})
+DROP = ("--tenant", "acme", "drop-tenant", "--yes", "--reason", "contract ended", "--json")
+
+
+def seeded(tmp_path):
+    data = tmp_path / "data"
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        for tenant in ("acme", "other"):
+            svc.run(svc.memories.add, CommandContext(tenant=tenant), [MemoryContent(memory=f"{tenant} note {n}") for n in range(20)])
+        events = len(svc.store.read_all(tenant="acme", limit=10_000))
+    return data, events
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "os:fsync",  # the backup's bytes written, not synced nor renamed yet
+        "mnemolog.eventstore.commands.context:commit",  # the backup in place, the tombstone not appended yet
+    ],
+)
+def test_a_drop_killed_before_its_tombstone_leaves_the_tenant_and_a_retry_drops_it_with_one_whole_backup(tmp_path, point):
+    data, events = seeded(tmp_path)
+    run_killed_at(data, point, *DROP, env=clean_env(synchronous="NORMAL", organizer_enabled="off"))
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        assert svc.store.read_all(types=["TenantDropped"]) == []
+        assert svc.graph.stats("acme")["memories"] == {"activated": 20} and svc.store.verify().ok
+    done = run_cli(data, *DROP, env=clean_env(synchronous="NORMAL", organizer_enabled="off"))
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)
+    backup = recorded.get("backup") or recorded["data"]["backup"]
+    with open(backup) as saved:
+        assert sum(1 for line in saved if "position" in json.loads(line)) == events
+    assert list((data / "backups").glob("*.partial")) == [], "a partial backup of the killed drop was left behind"
+    with MemoryService.open(data, settings=SETTINGS) as svc:
+        assert len(svc.store.read_all(types=["TenantDropped"])) == 1 and svc.store.verify().ok
+        assert_equal_projections(dump(svc.runner), fresh_rebuild(data, tmp_path / "reference"), "after the retry")
