@@ -91,6 +91,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
             if pending is None:
                 pending = asyncio.ensure_future(subscription.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+            if not still_allowed(request):
+                break  # the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
             if not done:
                 await response.write(b": keep-alive\n\n")
                 continue
@@ -107,6 +109,15 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 await pending
         await subscription.aclose()
     return response
+
+
+def still_allowed(request: web.Request) -> bool:
+    """Whether the tail's key still reads: checked before each event and keep-alive it sends, as each request is."""
+    try:
+        authenticate(request, "read")
+    except ApiError:
+        return False
+    return True
 
 
 @routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store", response=DigestResponse)

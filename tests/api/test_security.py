@@ -492,3 +492,28 @@ async def test_a_refused_key_says_which_challenge_answers_it(secured):
     assert (await short.json())["error"]["code"] == "forbidden"
     fine = await secured.raw.get("/v1/capabilities", headers={"Authorization": f"Bearer {reader}"})
     assert fine.status == 200 and "WWW-Authenticate" not in fine.headers
+
+
+async def test_a_live_tail_ends_when_its_key_is_revoked(secured):
+    """An open ``/v1/events/stream`` went on carrying the tenant's new events to a key revoked after it connected."""
+    secret, record = secured.keystore.create("acme", ["read"], name="tail")
+    writer = secured.client(api_key=secured.key("acme"))
+    async with secured.raw.get("/v1/events/stream", headers={"Authorization": f"Bearer {secret}"}) as response:
+        assert response.status == 200
+        await writer.add_memories({"memory": "written while the key is good"})
+
+        async def first_event() -> str:
+            while not (line := (await response.content.readline()).decode()).startswith("data: "):
+                pass
+            return line
+
+        assert "written while the key is good" in await asyncio.wait_for(first_event(), 10)
+        secured.keystore.revoke(record.key_id)
+        await writer.add_memories({"memory": "written after the revocation"})
+        rest = (await asyncio.wait_for(response.content.read(), 10)).decode()  # the tail ends: read() returns at its end
+    assert "written after the revocation" not in rest
+    tail = secured.typed_client(api_key=secret)
+    with pytest.raises(ApiError) as err:
+        async for _ in tail.stream_events():
+            pass
+    assert err.value.status == 401
