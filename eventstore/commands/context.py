@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
-from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX
+from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX, tenant_segment
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
@@ -64,8 +64,7 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
         """
         if self.idempotency_key is None:
             return None
-        tenant = self.tenant.replace("%", "%25").replace("/", "%2F")
-        key = f"{tenant}/{command}/{self.idempotency_key}"
+        key = f"{tenant_segment(self.tenant)}/{command}/{self.idempotency_key}"
         return key if len(key) <= MAX_STORED_KEY else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 

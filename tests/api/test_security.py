@@ -517,3 +517,46 @@ async def test_a_live_tail_ends_when_its_key_is_revoked(secured):
         async for _ in tail.stream_events():
             pass
     assert err.value.status == 401
+
+
+async def test_a_tenant_whose_name_holds_a_slash_has_document_streams_of_its_own(secured, tmp_path, capsys):
+    """Tenant ``acme`` with document ``x/y`` and tenant ``acme/x`` with document ``y`` once wrote one stream:
+    acme's revert was refused over acme/x's import ("changed after"), and acme/x's export (its drop backup
+    too) could not be imported anywhere, its stream starting at acme's version."""
+    secret = secured.key("*", "read", "write")
+    acme = secured.client(api_key=secret, tenant="acme")
+    other = secured.client(api_key=secret, tenant="acme/x")
+    async with acme.correlation() as cid:
+        await acme.import_documents(("y.md", b"# Plan\n\nAcme's plan for Lisbon.\n"), doc_id="x/y")
+    await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y")
+    await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y")
+    dry = await acme.revert(cid, dry_run=True)
+    assert dry.data["conflicts"] == [] and dry.data["would_revert"] == 2
+    mine = {e["stream_id"] for e in (await acme.list_events())["events"] if e["type"] == "DocumentImported"}
+    theirs = {e["stream_id"] for e in (await other.list_events())["events"] if e["type"] == "DocumentImported"}
+    assert len(mine) == len(theirs) == 1 and mine != theirs
+    assert [e["stream_version"] for e in (await other.list_events(stream=theirs.pop()))["events"]] == [1, 2]
+    exported, keys, fresh = tmp_path / "acme-x.jsonl", tmp_path / "acme-x.keys", tmp_path / "fresh"
+    export = ["export", "--tenant", "acme/x", "--output", str(exported), "--with-keys", str(keys), "--data-dir", str(secured.data_dir)]
+    assert await asyncio.to_thread(cli.main, export) == 0
+    assert await asyncio.to_thread(cli.main, ["import", str(exported), "--keys", str(keys), "--data-dir", str(fresh)]) == 0, capsys.readouterr().err
+    await acme.revert(cid)  # acme's revert leaves acme/x's document as it was
+    assert [r["status"] for r in (await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y"))["results"]] == ["unchanged"]
+
+
+async def test_documents_a_slash_tenant_wrote_to_the_shared_stream_go_on_from_their_versions(secured, monkeypatch):
+    """A tenant holding ``/`` whose documents were written before its streams were its own keeps their versions."""
+    from mnemolog.eventstore import catalogue_graph
+
+    other = secured.client(api_key=secured.key("*", "read", "write"), tenant="acme/x")
+    with monkeypatch.context() as before:  # the stream ids as they were
+        before.setattr(catalogue_graph, "document_stream", lambda tenant, doc_id: f"document-{tenant}/{doc_id}")
+        report = await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y")
+    first = report["results"][0]
+    assert first["status"] == "imported" and first["version"] == 1
+    again = (await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y"))["results"][0]
+    assert again["status"] == "unchanged"
+    second = (await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y"))["results"][0]
+    assert second["status"] == "imported" and second["version"] == 2
+    dry = await other.revert(report["correlation_id"], dry_run=True)  # its stream versions are not those of the stream it has now
+    assert any("shared with other tenants" in conflict for conflict in dry.data["conflicts"])
