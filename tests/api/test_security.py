@@ -347,6 +347,31 @@ def test_keys_cli_create_list_revoke(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("mnemolog: error: ")
 
 
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        (["--tenant", "t" * 201], "tenant must be at most 200 characters"),
+        (["--tenant", "acme\nglobex"], "tenant must not hold control characters"),
+        (["--tenant", " acme "], "tenant must not start or end with a space"),
+        (["--tenant", "acme", "--name", "ci\nkey"], "name must not hold control characters"),
+    ],
+)
+def test_keys_create_refuses_a_tenant_no_request_can_act_for_and_a_name_of_several_lines(tmp_path, capsys, options, says):
+    """Such keys were made: a tenant longer than any tenant may be answered its writes with a 500, one with a
+    line break or spaces around it named a tenant no header can name, and keys list printed a key over two lines."""
+    data = str(tmp_path / "data")
+    assert cli.main(["keys", "create", *options, "--data-dir", data]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert cli.main(["keys", "list", "--data-dir", data]) == 0 and capsys.readouterr().out == ""
+
+
+async def test_the_longest_tenant_a_key_may_name_writes_and_reads(secured):
+    client = secured.client(api_key=secured.key("t" * 200))
+    written = await client.add_memories({"memory": "the longest tenant's note"})
+    assert (await client.get_memory(written.memory_ids[0]))["tenant"] == "t" * 200
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
