@@ -82,6 +82,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
     await response.prepare(request)
     erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
+    after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = store.subscribe(after, tenant=tenant)
     # The pending read is kept across keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
