@@ -126,7 +126,8 @@ def apply_global_options(args: argparse.Namespace) -> None:
     """Give the command the ``--json`` / ``--tenant`` written before its name.
 
     A command without such an option refuses it (CommandError, exit 2)
-    rather than ignore it; the same option given twice must agree.
+    rather than ignore it; the same option given twice must agree, and a
+    ``--tenant`` given, before or after the name, must not be blank.
     """
     command = getattr(args, "command_prog", "mnemolog")
     if getattr(args, "global_json", False):
@@ -140,6 +141,9 @@ def apply_global_options(args: argparse.Namespace) -> None:
         if args.tenant is not None and args.tenant != tenant:
             raise CommandError(f"--tenant given twice, as {tenant!r} and {args.tenant!r}")
         args.tenant = tenant
+    if getattr(args, "tenant", None) is not None and not args.tenant.strip():
+        # "--tenant $TENANT" with TENANT unset: acting for the default tenant (or every one) would be a guess
+        raise CommandError(f"{command}: --tenant must name a tenant (omit the option rather than leave it blank)")
 
 
 def add_command(
