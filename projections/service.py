@@ -51,7 +51,7 @@ from .writer import Writer
 
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO; at least 1.")
-BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups of each tenant kept in <data_dir>/backups (its oldest are removed); at least 1.")
 
 
 def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
@@ -79,6 +79,10 @@ def working_capacity(settings: Settings) -> int:
     if capacity < 1:
         raise SettingError(f"{WORKING_CAPACITY.env} must be at least 1, got {capacity}")
     return capacity
+
+
+#: What comes before the tenant's label in a backup's file name: ``YYYYmmddTHHMMSS.NNNNNNNNN-`` (the time it was written).
+BACKUP_STAMP_CHARS = 26
 
 
 def backup_label(tenant: str) -> str:
@@ -597,11 +601,15 @@ class MemoryService:
                 request=[ctx.tenant, reason],
                 data={"backup": str(path), "events_backed_up": count},
             )
-            self._rotate_backups(backups, keep=keep, written=path)
+            self._rotate_backups(backups, keep=keep, written=path, label=backup_label(ctx.tenant))
             return result
 
-    def _rotate_backups(self, backups: Path, *, keep: int, written: Path) -> None:
-        """Remove the oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays."""
-        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name)
+    def _rotate_backups(self, backups: Path, *, keep: int, written: Path, label: str) -> None:
+        """Remove the tenant's oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays.
+
+        Only the backups of the tenant that ``label`` names count and go: another
+        tenant's drops, however many, never remove this tenant's backups.
+        """
+        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name and p.name[BACKUP_STAMP_CHARS:-len(".jsonl")] == label)
         for old in older[: max(0, len(older) - (max(1, keep) - 1))]:
             old.unlink(missing_ok=True)
