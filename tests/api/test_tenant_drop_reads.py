@@ -50,3 +50,24 @@ async def test_the_log_reads_of_a_dropped_tenant_begin_with_its_drop(secured):
     assert [e["position"] for e in (await globex.list_events())["events"]] == kept.positions
     assert [e["position"] for e in (await globex.correlation_events("c1"))["events"]] == kept.positions
     assert (await newcomer.revert("c1", dry_run=True)).data["would_revert"] == len(after.positions)
+
+
+async def test_idempotency_keys_used_before_a_drop_are_not_the_tenants_after_it(secured):
+    """The tenant given to a newcomer after a drop had the first one's keys: its write under a key the first one
+    had used was refused as a conflict, or, with the same body, answered with the first one's memory, nothing written."""
+    admin = secured.client(api_key=secured.key("acme", "read", "write", "admin"))
+    await admin.add_memories({"memory": "the departing customer's note"}, idempotency_key="1")
+    before = await admin.add_memories({"memory": "hello"}, idempotency_key="2")
+    dropped = await admin.drop_tenant("acme", reason="account closed", idempotency_key="drop-1")
+    again = await admin.drop_tenant("acme", reason="account closed", idempotency_key="drop-1")  # a retry of the drop
+    assert again.replayed and again.positions == dropped.positions
+
+    newcomer = secured.client(api_key=secured.key("acme"))
+    first = await newcomer.add_memories({"memory": "the newcomer's note"}, idempotency_key="1")
+    second = await newcomer.add_memories({"memory": "hello"}, idempotency_key="2")
+    assert not first.replayed and not second.replayed and second.memory_ids != before.memory_ids
+    assert (await newcomer.get_memory(second.memory_ids[0]))["memory"] == "hello"
+    assert (await newcomer.add_memories({"memory": "hello"}, idempotency_key="2")).memory_ids == second.memory_ids  # its own retry
+    # The newcomer's drop under the first one's drop key is a drop of its own.
+    own = await secured.client(api_key=secured.key("acme", "admin")).drop_tenant("acme", reason="account closed", idempotency_key="drop-1")
+    assert not own.replayed and own.positions[0] > dropped.positions[-1]
