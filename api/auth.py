@@ -20,6 +20,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import unicodedata
 from pathlib import Path
 
 import msgspec
@@ -62,9 +63,16 @@ class KeyStore:
         self._data_version = self._version()
 
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
-        """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again."""
-        if not tenant:
-            raise ValueError("tenant must not be empty")
+        """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again.
+
+        The tenant is one a request can act for (see :func:`key_tenant_problem`); the name is
+        one line of text, as ``keys list`` shows it.
+        """
+        problem = key_tenant_problem(tenant)
+        if problem:
+            raise ValueError(f"tenant {problem}")
+        if any(unicodedata.category(ch) == "Cc" for ch in name):
+            raise ValueError("name must not hold control characters (a line break, a tab, NUL, ...)")
         bad = [s for s in scopes if s not in SCOPES]
         if bad or not scopes:
             raise ValueError(f"scopes must be among {', '.join(SCOPES)}, got {', '.join(scopes) or 'none'}")
@@ -132,6 +140,26 @@ CHALLENGE = 'Bearer realm="mnemolog"'
 
 #: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
 MAX_TENANT_CHARS = 200
+
+
+def key_tenant_problem(tenant: str) -> str | None:
+    """What keeps ``tenant`` from being a key's tenant, or None.
+
+    A key's tenant is the one every request with it acts for, so it must be
+    one a request can name and the log can hold: not empty, at most
+    :data:`MAX_TENANT_CHARS` characters, no control character (no header
+    carries one) and no space around it (a header's value is read without,
+    so ``" acme "`` would be another tenant than the ``acme`` it looks like).
+    """
+    if not tenant:
+        return "must not be empty"
+    if len(tenant) > MAX_TENANT_CHARS:
+        return f"must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}"
+    if any(unicodedata.category(ch) == "Cc" for ch in tenant):
+        return "must not hold control characters (a line break, a tab, NUL, ...)"
+    if tenant != tenant.strip():
+        return "must not start or end with a space"
+    return None
 
 
 def check_tenant(tenant: str, field: str) -> str:

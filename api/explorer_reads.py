@@ -17,7 +17,7 @@ from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
 
 from .auth import SCOPES, ApiKey
-from .operations import node_exists
+from .operations import node_exists, since_drop
 
 EDGES_PER_NODE = 8  # edges a memory neighbourhood page draws at most, for each node it shows
 
@@ -33,7 +33,7 @@ def whoami(key: ApiKey | None, tenant: str, *, auth: bool) -> dict[str, Any]:
 def timeline(svc: MemoryService, tenant: str, limit: int) -> dict[str, Any]:
     """The tenant's commits as marks for a slider over positions and times (an even sample beyond ``limit``)."""
     head = svc.store.last_position()
-    count, commits = svc.store.tenant_commits(tenant, limit)
+    count, commits = svc.store.tenant_commits(tenant, limit, since=since_drop(svc, tenant, 0) + 1)
     return {
         "tenant": tenant,
         "head_position": head,
@@ -139,7 +139,8 @@ def neighborhood(
 
 def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int, limit: int) -> dict[str, Any]:
     """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it."""
-    found = svc.store.read_all(after, limit + 1, tenant=tenant, correlation_id=correlation_id)
+    floor = since_drop(svc, tenant, 0)
+    found = svc.store.read_all(max(after, floor), limit + 1, tenant=tenant, correlation_id=correlation_id)
     if not found and after == 0:
         raise NotFound("correlation", correlation_id)
     page = found[:limit]
@@ -153,7 +154,7 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
             "reverted": len(r.event.reverted_positions),
         }
         for r in svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
-        if r.event.correlation_id == correlation_id
+        if r.event.correlation_id == correlation_id and r.position > floor
     ]
     reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
     erased = ErasedMemories.of(svc.store, tenant)

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from mnemolog.eventstore.aggregate import dropped_at
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.erased import ErasedMemories
@@ -299,9 +300,16 @@ def events_page(
 ) -> dict[str, Any]:
     """One page of the tenant's events after position ``after`` (as of a position or time: those recorded by then), and where the next page starts."""
     until = svc.resolve_as_of(as_of)
+    after = since_drop(svc, tenant, after)
     events = svc.store.read_all(after, limit, tenant=tenant, types=types, until=until, stream_id=stream or None, correlation_id=correlation_id or None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {"events": [erased.mask(e).to_dict() for e in events], "next_after": events[-1].position if events else after}
+
+
+def since_drop(svc: MemoryService, tenant: str, after: int) -> int:
+    """``after``, or the position before the tenant's last drop when that is later: a tenant's reads of the log
+    begin with its drop (what came before is gone, as for every other read), whichever key reads it."""
+    return max(after, dropped_at(svc.store, tenant) - 1)
 
 
 def channels(svc: MemoryService) -> dict[str, bool]:

@@ -82,6 +82,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
     await response.prepare(request)
     erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
+    after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = store.subscribe(after, tenant=tenant)
     # The pending read is kept across keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
@@ -91,6 +92,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
             if pending is None:
                 pending = asyncio.ensure_future(subscription.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+            if not still_allowed(request):
+                break  # the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
             if not done:
                 await response.write(b": keep-alive\n\n")
                 continue
@@ -107,6 +110,15 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 await pending
         await subscription.aclose()
     return response
+
+
+def still_allowed(request: web.Request) -> bool:
+    """Whether the tail's key still reads: checked before each event and keep-alive it sends, as each request is."""
+    try:
+        authenticate(request, "read")
+    except ApiError:
+        return False
+    return True
 
 
 @routes.get("/v1/digest", scope="read", summary="The log's tip: position and hash, to keep outside the store", response=DigestResponse)

@@ -7,7 +7,9 @@ Streams (see :mod:`mnemolog.eventstore.catalogue` for the whole scheme):
   it (a relation's key is its ``(source_id, target_id, relation_type)``
   triple, so it lives on its source's stream);
 - ``document-<tenant>/<doc_id>``: one imported document's versions (and the
-  roll-backs and removal with which a revert undoes an import);
+  roll-backs and removal with which a revert undoes an import); the tenant
+  as :func:`tenant_segment` writes it, so that a tenant holding ``/`` never
+  shares another's streams;
 - ``edges-<tenant>``: relink runs (:class:`RelinkCommitted`) sit beside the
   edge changes they describe.
 
@@ -17,15 +19,17 @@ edge (``mention:<run>:<n>``): the commands append ordinary ``EdgeLinked`` /
 ``EdgeUnlinked`` / ``NamespaceUndone`` events in the same atomic batch, so BFS
 and recall walk one adjacency, and replay never calls the linker again.
 
-This module only depends on :mod:`mnemolog.eventstore.events`; importing it registers
+This module only depends on :mod:`mnemolog.eventstore.events` (and the log's name bound); importing it registers
 its event types.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from hashlib import sha256
 
 from .events import DomainEvent
+from .schema import MAX_NAME
 
 
 def fold_text(text: str) -> str:
@@ -47,8 +51,33 @@ def entity_stream(tenant: str, entity_id: str) -> str:
     return f"entity-{tenant}/{entity_id}"
 
 
+def tenant_segment(tenant: str) -> str:
+    """``tenant`` as the part of a name that a ``/`` ends (a document's stream, an idempotency key's scope).
+
+    A tenant holding ``/`` or ``%`` has those two percent-encoded, so that
+    no tenant's part holds a ``/`` and two tenants' parts never meet (tenant
+    ``acme`` with document ``x/y`` and tenant ``acme/x`` with document ``y``
+    would otherwise share one stream); every other tenant's part is its name,
+    as stored before.
+    """
+    return tenant.replace("%", "%25").replace("/", "%2F")
+
+
 def document_stream(tenant: str, doc_id: str) -> str:
-    return f"document-{tenant}/{doc_id}"
+    """``document-<tenant>/<doc_id>``, the tenant as :func:`tenant_segment` writes it; one whose part would be
+    longer than a tenant may be (a tenant of many ``/``) is named by its digest, ``%sha256:HEX``, which no
+    tenant's part starts with (only ``%25`` and ``%2F`` do), so that the id stays within the log's column."""
+    part = tenant_segment(tenant)
+    if len(part) > MAX_NAME:
+        part = "%sha256:" + sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"document-{part}/{doc_id}"
+
+
+def shared_document_stream(tenant: str, doc_id: str) -> str | None:
+    """The stream a document of ``tenant`` was written to before tenants' parts were encoded, when it is not
+    :func:`document_stream` (a tenant holding ``/`` or ``%``); another tenant's documents may be there too."""
+    stream = f"document-{tenant}/{doc_id}"
+    return None if stream == document_stream(tenant, doc_id) else stream
 
 
 def document_node(doc_id: str) -> str:

@@ -227,7 +227,7 @@ class LogReads:
         with self.reader.connect() as conn:
             return [tuple(row) for row in conn.execute(query)]
 
-    def tenant_commits(self, tenant: str, limit: int) -> tuple[int, list[tuple[int, int, str | None, str]]]:
+    def tenant_commits(self, tenant: str, limit: int, since: int = 0) -> tuple[int, list[tuple[int, int, str | None, str]]]:
         """The tenant's commits as ``(count, [(first, last, correlation_id, recorded_at), …])`` in log order.
 
         A commit is one ``event_spans`` row (a run of one append's events with
@@ -241,9 +241,10 @@ class LogReads:
         limit = max(int(limit), 2)
         if holds_nul((tenant,)):
             return 0, []
+        floor = max(int(since), 0)  # commits ending before it are left out (a tenant's before its last drop)
         with self.reader.begin() as conn:
             ends = conn.execute(
-                select(func.count(), func.min(spans.last_position), func.max(spans.last_position)).where(spans.tenant == tenant)
+                select(func.count(), func.min(spans.last_position), func.max(spans.last_position)).where(spans.tenant == tenant, spans.last_position >= floor)
             ).first()
             count, first, last = ends[0] or 0, ends[1], ends[2]
             if count == 0:
@@ -253,7 +254,7 @@ class LogReads:
                 query = (
                     select(*details)
                     .join(events, events.c.position == spans.last_position)
-                    .where(spans.tenant == tenant)
+                    .where(spans.tenant == tenant, spans.last_position >= floor)
                     .order_by(spans.last_position)
                 )
                 return count, [tuple(row) for row in conn.execute(query)]

@@ -518,13 +518,14 @@ class EventStore:
             return 0 if moment.year == 1 else self.last_position()
         return self._recorder.position_at(stamp)
 
-    def tenant_commits(self, tenant: str, limit: int = 500) -> tuple[int, list[Commit]]:
+    def tenant_commits(self, tenant: str, limit: int = 500, *, since: int = 0) -> tuple[int, list[Commit]]:
         """How many commits (runs of one append's events, one correlation id) the tenant has, and up to about ``limit`` of them.
 
         Beyond ``limit`` they are an even sample in log order, the latest
         always included: marks for a timeline over the tenant's history.
+        ``since``: only the commits that end at that position or later.
         """
-        count, rows = self._recorder.tenant_commits(tenant, limit)
+        count, rows = self._recorder.tenant_commits(tenant, limit, since)
         return count, [Commit(first, last, correlation, recorded_at) for first, last, correlation, recorded_at in rows]
 
     def stats(self) -> dict[str, object]:

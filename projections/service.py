@@ -55,7 +55,7 @@ from .writer import Writer
 
 
 WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO; at least 1.")
-BACKUPS_KEEP = setting("backups_keep", 30, "Export backups kept in <data_dir>/backups (the oldest are removed); at least 1.")
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups of each tenant kept in <data_dir>/backups (its oldest are removed); at least 1.")
 
 
 def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
@@ -103,6 +103,10 @@ def working_capacity(settings: Settings) -> int:
     if capacity < 1:
         raise SettingError(f"{WORKING_CAPACITY.env} must be at least 1, got {capacity}")
     return capacity
+
+
+#: What comes before the tenant's label in a backup's file name: ``YYYYmmddTHHMMSS.NNNNNNNNN-`` (the time it was written).
+BACKUP_STAMP_CHARS = 26
 
 
 def backup_label(tenant: str) -> str:
@@ -624,7 +628,7 @@ class MemoryService:
         """
         from mnemolog.eventstore import exchange
         from mnemolog.eventstore.aggregate import dropped_at
-        from mnemolog.eventstore.commands.context import commit, replayed
+        from mnemolog.eventstore.commands.context import commit, replayed, replayed_in
         from mnemolog.eventstore.store import StreamAppend
 
         keep = backups_keep(self.settings)  # a bad setting refuses the drop before anything is written
@@ -632,6 +636,11 @@ class MemoryService:
             if (done := replayed(self.store, ctx, "drop-tenant", [ctx.tenant, reason])) is not None:
                 return done
             if not self.store.read_all(after=dropped_at(self.store, ctx.tenant), limit=1, tenant=ctx.tenant):
+                # Nothing since the last drop: a retry of that drop (its key is in the epoch it ended) is answered as it was.
+                drops = [r.position for r in self.store.read_all(stream_id=c.tenant_stream(ctx.tenant), tenant=ctx.tenant, types=["TenantDropped"])]
+                done = replayed_in(self.store, ctx, "drop-tenant", [ctx.tenant, reason], drops[-2] if len(drops) > 1 else 0) if drops else None
+                if done is not None and done.first_position == drops[-1]:
+                    return done
                 raise NotFound("tenant", ctx.tenant)
             backups = self.data_dir / "backups"
             backups.mkdir(parents=True, exist_ok=True)
@@ -653,11 +662,15 @@ class MemoryService:
                 request=[ctx.tenant, reason],
                 data={"backup": str(path), "events_backed_up": count},
             )
-            self._rotate_backups(backups, keep=keep, written=path)
+            self._rotate_backups(backups, keep=keep, written=path, label=backup_label(ctx.tenant))
             return result
 
-    def _rotate_backups(self, backups: Path, *, keep: int, written: Path) -> None:
-        """Remove the oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays."""
-        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name)
+    def _rotate_backups(self, backups: Path, *, keep: int, written: Path, label: str) -> None:
+        """Remove the tenant's oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays.
+
+        Only the backups of the tenant that ``label`` names count and go: another
+        tenant's drops, however many, never remove this tenant's backups.
+        """
+        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name and p.name[BACKUP_STAMP_CHARS:-len(".jsonl")] == label)
         for old in older[: max(0, len(older) - (max(1, keep) - 1))]:
             old.unlink(missing_ok=True)

@@ -139,7 +139,8 @@ def apply_global_options(args: argparse.Namespace) -> None:
     """Give the command the ``--json`` / ``--tenant`` written before its name.
 
     A command without such an option refuses it (CommandError, exit 2)
-    rather than ignore it; the same option given twice must agree.
+    rather than ignore it; the same option given twice must agree (a blank
+    ``--tenant`` never gets here: see :func:`tenant_name`).
     """
     command = getattr(args, "command_prog", "mnemolog")
     if getattr(args, "global_json", False):

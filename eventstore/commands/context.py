@@ -9,7 +9,8 @@ from typing import Any, Sequence
 import msgspec
 
 from .. import catalogue as c
-from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX
+from ..aggregate import dropped_at
+from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX, tenant_segment
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
@@ -51,7 +52,7 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
     def metadata(self) -> Metadata:
         return Metadata(actor=self.actor, correlation_id=self.correlation_id, causation_id=self.causation_id)
 
-    def scoped_key(self, command: str) -> str | None:
+    def scoped_key(self, command: str, *, epoch: int = 0) -> str | None:
         """The key as the log stores it, ``tenant/command/key``; past the log's column (255) its digest, ``sha256:HEX`` (no ``/``, so never a stored key's).
 
         One tenant's key is never another's: a tenant holding ``/`` or ``%``
@@ -61,10 +62,15 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
         second would be answered the first's result, nothing written). Only
         such a tenant's part holds a ``%``, and every other tenant's keys are
         stored as they always were.
+
+        ``epoch``: the position of the tenant's last drop (0: never dropped),
+        written after its part as ``%@<epoch>`` (no tenant's part holds ``%@``),
+        so that a key used before a drop is not the same key after it (see
+        :func:`stored_key`).
         """
         if self.idempotency_key is None:
             return None
-        tenant = self.tenant.replace("%", "%25").replace("/", "%2F")
+        tenant = tenant_segment(self.tenant) + (f"%@{epoch}" if epoch else "")
         key = f"{tenant}/{command}/{self.idempotency_key}"
         return key if len(key) <= MAX_STORED_KEY else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -103,7 +109,7 @@ def commit(
         writes,
         tenant=ctx.tenant,
         metadata=ctx.metadata,
-        idempotency_key=ctx.scoped_key(command),
+        idempotency_key=stored_key(store, ctx, command),
         fingerprint=fingerprint(command, request) if ctx.idempotency_key else None,
     )
     if appended.replayed:  # a concurrent retry won the race: answer as the first request did
@@ -122,6 +128,15 @@ def nothing_done(ctx: CommandContext, **data: Any) -> CommandResult:
     return CommandResult(correlation_id=ctx.correlation_id, data=data)
 
 
+def stored_key(store: EventStore, ctx: CommandContext, command: str, *, epoch: int | None = None) -> str | None:
+    """``ctx``'s idempotency key for ``command`` as the log stores it (None without one), in the tenant's
+    ``epoch``, by default the one since its last drop: a key its tenant used before a drop is another key
+    now (the tenant given to someone else keeps none of the first one's requests)."""
+    if ctx.idempotency_key is None:
+        return None
+    return ctx.scoped_key(command, epoch=dropped_at(store, ctx.tenant) if epoch is None else epoch)
+
+
 def replayed(
     store: EventStore, ctx: CommandContext, command: str, request: Any, memory_ids: Sequence[str] = ()
 ) -> CommandResult | None:
@@ -137,10 +152,20 @@ def replayed(
     return _describe_replay(store, row.first_position, row.last_position, memory_ids)
 
 
+def replayed_in(store: EventStore, ctx: CommandContext, command: str, request: Any, epoch: int) -> CommandResult | None:
+    """The first answer to this very request made in the tenant's ``epoch`` (an earlier one), else None:
+    a key used there for another request is no conflict now."""
+    key = stored_key(store, ctx, command, epoch=epoch)
+    row = store.recorder.idempotency_record(key) if key is not None else None
+    if row is None or row.fingerprint != _bound(store, row, fingerprint(command, request)):
+        return None
+    return _describe_replay(store, row.first_position, row.last_position)
+
+
 def check_key(store: EventStore, ctx: CommandContext, command: str, request: Any):
     """The stored record of ``ctx``'s idempotency key for ``command`` (None when unused, or no key);
     :class:`IdempotencyConflict` when it was used for a different request."""
-    key = ctx.scoped_key(command)
+    key = stored_key(store, ctx, command)
     if key is None:
         return None
     row = store.recorder.idempotency_record(key)

@@ -106,14 +106,23 @@ class DocumentState(msgspec.Struct):
 
 
 def load_document(store: EventStore, tenant: str, doc_id: str, *, until_version: int | None = None) -> DocumentState:
-    """The document's current version; with ``until_version``, the one its stream held at that version."""
-    recorded = store.read_stream(g.document_stream(tenant, doc_id))
+    """The document's current version; with ``until_version``, the one its stream held at that version.
+
+    For a tenant whose name holds ``/`` or ``%``, the versions it wrote to the stream it once shared with
+    other tenants (:func:`~mnemolog.eventstore.catalogue_graph.shared_document_stream`) come first: its
+    versions go on from them (``until_version`` counts in its own stream, written after them).
+    """
+    own = g.document_stream(tenant, doc_id)
+    recorded = store.read_stream(own)
     state = DocumentState(stream_version=recorded[-1].stream_version if recorded else 0)
+    shared = g.shared_document_stream(tenant, doc_id)
+    if shared is not None:
+        recorded = [r for r in store.read_stream(shared) if r.tenant == tenant] + recorded
     floor = dropped_at(store, tenant) if recorded else 0
     for r in recorded:
         if r.position < floor or r.tenant != tenant:
             continue
-        if until_version is not None and r.stream_version > until_version:
+        if until_version is not None and r.stream_id == own and r.stream_version > until_version:
             break
         event = r.event
         if isinstance(event, g.DocumentImported):

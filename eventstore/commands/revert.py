@@ -228,7 +228,11 @@ class RevertCommands:
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
     ) -> tuple[list[StreamAppend], list[str]]:
         """Each document back to its version before the correlation; the graph nodes of documents removed."""
-        touched = _touched(recorded, lambda r: r.event.doc_id if isinstance(r.event, g.DocumentEvent.__args__) else None)
+        documents = [r for r in recorded if isinstance(r.event, g.DocumentEvent.__args__)]
+        for doc_id in sorted({r.event.doc_id for r in documents if r.stream_id != g.document_stream(ctx.tenant, r.event.doc_id)}):
+            # written to the stream the tenant's name once shared with other tenants' documents, whose versions do not count its own
+            conflicts.append(f"document {doc_id} was written to a stream shared with other tenants: import the version to keep")
+        touched = _touched(documents, lambda r: r.event.doc_id if r.stream_id == g.document_stream(ctx.tenant, r.event.doc_id) else None)
         writes, removed = [], []
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)

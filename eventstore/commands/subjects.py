@@ -39,7 +39,7 @@ from ..aggregate import dropped_at
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
-from .context import CommandContext, CommandResult, commit, replayed
+from .context import CommandContext, CommandResult, commit, replayed, stored_key
 from .facts import GraphFacts
 from .working import WorkingMemory
 
@@ -162,7 +162,7 @@ class SubjectCommands:
         """A retried forget: the keys its events name destroyed (a crash may have come between its append and
         step 3), and answered as the first request was."""
         ranges = [(done.first_position, done.last_position)]
-        late = self.store.recorder.idempotency_record(key) if (key := ctx.scoped_key(_LATE)) is not None else None
+        late = self.store.recorder.idempotency_record(key) if (key := stored_key(self.store, ctx, _LATE)) is not None else None
         if late is not None:
             ranges.append((late.first_position, late.last_position))
             done = msgspec.structs.replace(done, last_position=late.last_position)

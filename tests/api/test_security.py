@@ -347,6 +347,31 @@ def test_keys_cli_create_list_revoke(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("mnemolog: error: ")
 
 
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        (["--tenant", "t" * 201], "tenant must be at most 200 characters"),
+        (["--tenant", "acme\nglobex"], "tenant must not hold control characters"),
+        (["--tenant", " acme "], "tenant must not start or end with a space"),
+        (["--tenant", "acme", "--name", "ci\nkey"], "name must not hold control characters"),
+    ],
+)
+def test_keys_create_refuses_a_tenant_no_request_can_act_for_and_a_name_of_several_lines(tmp_path, capsys, options, says):
+    """Such keys were made: a tenant longer than any tenant may be answered its writes with a 500, one with a
+    line break or spaces around it named a tenant no header can name, and keys list printed a key over two lines."""
+    data = str(tmp_path / "data")
+    assert cli.main(["keys", "create", *options, "--data-dir", data]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert cli.main(["keys", "list", "--data-dir", data]) == 0 and capsys.readouterr().out == ""
+
+
+async def test_the_longest_tenant_a_key_may_name_writes_and_reads(secured):
+    client = secured.client(api_key=secured.key("t" * 200))
+    written = await client.add_memories({"memory": "the longest tenant's note"})
+    assert (await client.get_memory(written.memory_ids[0]))["tenant"] == "t" * 200
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -492,3 +517,71 @@ async def test_a_refused_key_says_which_challenge_answers_it(secured):
     assert (await short.json())["error"]["code"] == "forbidden"
     fine = await secured.raw.get("/v1/capabilities", headers={"Authorization": f"Bearer {reader}"})
     assert fine.status == 200 and "WWW-Authenticate" not in fine.headers
+
+
+async def test_a_live_tail_ends_when_its_key_is_revoked(secured):
+    """An open ``/v1/events/stream`` went on carrying the tenant's new events to a key revoked after it connected."""
+    secret, record = secured.keystore.create("acme", ["read"], name="tail")
+    writer = secured.client(api_key=secured.key("acme"))
+    async with secured.raw.get("/v1/events/stream", headers={"Authorization": f"Bearer {secret}"}) as response:
+        assert response.status == 200
+        await writer.add_memories({"memory": "written while the key is good"})
+
+        async def first_event() -> str:
+            while not (line := (await response.content.readline()).decode()).startswith("data: "):
+                pass
+            return line
+
+        assert "written while the key is good" in await asyncio.wait_for(first_event(), 10)
+        secured.keystore.revoke(record.key_id)
+        await writer.add_memories({"memory": "written after the revocation"})
+        rest = (await asyncio.wait_for(response.content.read(), 10)).decode()  # the tail ends: read() returns at its end
+    assert "written after the revocation" not in rest
+    tail = secured.typed_client(api_key=secret)
+    with pytest.raises(ApiError) as err:
+        async for _ in tail.stream_events():
+            pass
+    assert err.value.status == 401
+
+
+async def test_a_tenant_whose_name_holds_a_slash_has_document_streams_of_its_own(secured, tmp_path, capsys):
+    """Tenant ``acme`` with document ``x/y`` and tenant ``acme/x`` with document ``y`` once wrote one stream:
+    acme's revert was refused over acme/x's import ("changed after"), and acme/x's export (its drop backup
+    too) could not be imported anywhere, its stream starting at acme's version."""
+    secret = secured.key("*", "read", "write")
+    acme = secured.client(api_key=secret, tenant="acme")
+    other = secured.client(api_key=secret, tenant="acme/x")
+    async with acme.correlation() as cid:
+        await acme.import_documents(("y.md", b"# Plan\n\nAcme's plan for Lisbon.\n"), doc_id="x/y")
+    await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y")
+    await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y")
+    dry = await acme.revert(cid, dry_run=True)
+    assert dry.data["conflicts"] == [] and dry.data["would_revert"] == 2
+    mine = {e["stream_id"] for e in (await acme.list_events())["events"] if e["type"] == "DocumentImported"}
+    theirs = {e["stream_id"] for e in (await other.list_events())["events"] if e["type"] == "DocumentImported"}
+    assert len(mine) == len(theirs) == 1 and mine != theirs
+    assert [e["stream_version"] for e in (await other.list_events(stream=theirs.pop()))["events"]] == [1, 2]
+    exported, keys, fresh = tmp_path / "acme-x.jsonl", tmp_path / "acme-x.keys", tmp_path / "fresh"
+    export = ["export", "--tenant", "acme/x", "--output", str(exported), "--with-keys", str(keys), "--data-dir", str(secured.data_dir)]
+    assert await asyncio.to_thread(cli.main, export) == 0
+    assert await asyncio.to_thread(cli.main, ["import", str(exported), "--keys", str(keys), "--data-dir", str(fresh)]) == 0, capsys.readouterr().err
+    await acme.revert(cid)  # acme's revert leaves acme/x's document as it was
+    assert [r["status"] for r in (await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y"))["results"]] == ["unchanged"]
+
+
+async def test_documents_a_slash_tenant_wrote_to_the_shared_stream_go_on_from_their_versions(secured, monkeypatch):
+    """A tenant holding ``/`` whose documents were written before its streams were its own keeps their versions."""
+    from mnemolog.eventstore import catalogue_graph
+
+    other = secured.client(api_key=secured.key("*", "read", "write"), tenant="acme/x")
+    with monkeypatch.context() as before:  # the stream ids as they were
+        before.setattr(catalogue_graph, "document_stream", lambda tenant, doc_id: f"document-{tenant}/{doc_id}")
+        report = await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y")
+    first = report["results"][0]
+    assert first["status"] == "imported" and first["version"] == 1
+    again = (await other.import_documents(("y.md", b"# Notes\n\nNotes about Porto.\n"), doc_id="y"))["results"][0]
+    assert again["status"] == "unchanged"
+    second = (await other.import_documents(("y.md", b"# Notes\n\nMore notes about Porto.\n"), doc_id="y"))["results"][0]
+    assert second["status"] == "imported" and second["version"] == 2
+    dry = await other.revert(report["correlation_id"], dry_run=True)  # its stream versions are not those of the stream it has now
+    assert any("shared with other tenants" in conflict for conflict in dry.data["conflicts"])

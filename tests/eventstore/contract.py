@@ -302,6 +302,9 @@ class EventStoreContract:
         times = {r.position: r.to_dict()["recorded_at"] for r in store.read_all()}
         assert [c.recorded_at for c in commits] == [times[3], times[5], times[7]]
         assert store.tenant_commits("nobody") == (0, [])
+        count, commits = store.tenant_commits("beta", since=5)  # the commits ending at 5 or later (the tenant's since its drop)
+        assert count == 2 and [c.position for c in commits] == [5, 7]
+        assert store.tenant_commits("beta", 2, since=6)[0] == 1
         for i in range(20):
             store.append(f"x{i}", notes("n"), tenant="many")
         for limit in range(2, 23):

@@ -440,11 +440,13 @@ def test_drop_tenant_backs_up_then_removes_it_everywhere(tmp_path):
     assert svc.get("alice", again).memory == "a fresh start"
     for tenant in ("bob", "alice"):
         svc.drop_tenant(ctx(tenant))
+    add(svc, "once more", tenant="alice")
+    svc.drop_tenant(ctx("alice"))
     kept = sorted(p.name for p in (tmp_path / "backups").glob("*.jsonl"))
-    assert len(kept) == 2 and backup.name not in kept
+    assert len(kept) == 3 and backup.name not in kept  # alice's last two, and bob's
     with pytest.raises(NotFound):
         svc.drop_tenant(ctx("nobody"))
-    assert len(list((tmp_path / "backups").glob("*"))) == 2
+    assert len(list((tmp_path / "backups").glob("*"))) == 3
     svc.close()
 
 

@@ -44,17 +44,32 @@ def test_a_keep_below_one_is_refused_before_anything_is_written(tmp_path, keep):
         assert svc.store.last_position() == head and backups(data) == kept  # no drop, no file removed
 
 
-def test_keep_one_keeps_exactly_the_backup_the_drop_recorded(tmp_path):
+def test_keep_one_keeps_exactly_the_backup_each_tenants_last_drop_recorded(tmp_path):
     data = tmp_path / "data"
     with MemoryService.open(data, settings=Settings({"backups_keep": 1})) as svc:
-        for tenant in ("a", "b", "c"):
-            add(svc, f"{tenant}'s memory", tenant)
-        for tenant in ("a", "b", "c"):
-            svc.drop_tenant(ctx(tenant))
-            recorded = drops(svc)[-1].backup
-            assert backups(data) == [recorded.rsplit("/", 1)[-1]]
-        # Every drop's backup existed when it was recorded; the last one still does.
-        assert (data / "backups" / drops(svc)[-1].backup.rsplit("/", 1)[-1]).is_file()
+        recorded = {}
+        for turn in range(2):
+            for tenant in ("a", "b", "c"):
+                add(svc, f"{tenant}'s memory {turn}", tenant)
+                svc.drop_tenant(ctx(tenant))
+                recorded[tenant] = drops(svc)[-1].backup.rsplit("/", 1)[-1]
+                # Every drop's backup existed when it was recorded; each tenant's last one still does.
+                assert backups(data) == sorted(recorded.values())
+
+
+def test_a_tenants_drops_never_remove_another_tenants_backup(tmp_path):
+    """The last backups of every tenant together were kept: a tenant's admin key, dropping its own tenant
+    again and again (one write between drops), removed the backup of every other tenant's drop."""
+    data = tmp_path / "data"
+    with MemoryService.open(data, settings=Settings({"backups_keep": 2})) as svc:
+        add(svc, "the departed tenant's memory", "a-b")  # its label ends as b's does: "-b"
+        svc.drop_tenant(ctx("a-b"))
+        kept = drops(svc)[-1].backup.rsplit("/", 1)[-1]
+        for turn in range(4):
+            add(svc, f"b's memory {turn}", "b")
+            svc.drop_tenant(ctx("b"))
+        mine = [r.backup.rsplit("/", 1)[-1] for r in drops(svc)[-2:]]
+        assert backups(data) == sorted([kept, *mine])
 
 
 def test_dropped_and_unknown_tenants_are_answered_alike(tmp_path):

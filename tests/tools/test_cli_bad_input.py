@@ -322,3 +322,18 @@ def test_a_blank_or_overlong_tenant_is_refused_not_taken_for_the_default(data, a
     before = head(data)
     assert_refused(run(data, *argv), "--tenant")
     assert head(data) == before
+
+def test_a_blank_tenant_is_refused_by_every_command_that_takes_one(tmp_path, capsys):
+    """``mnemolog --tenant "$TENANT" add ...`` with TENANT unset wrote into the default tenant (and read it back);
+    ``log`` and ``export`` read a tenant named "" as if it were one."""
+    from mnemolog.tools.cli import main
+
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "add", "a first memory"]) == 0
+    capsys.readouterr()
+    for argv in (["add", "a note for nobody"], ["get", "some-id"], ["log"], ["export"], ["working-memory"], ["drop-tenant", "--yes"]):
+        for blank in ("", " "):
+            assert main(["--data-dir", data, "--tenant", blank, *argv]) == 2 and main(["--data-dir", data, *argv, "--tenant", blank]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 2 and err.count("--tenant: must not be blank") == 2, (argv, err)
+    assert head(Path(data)) == 1
