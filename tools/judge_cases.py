@@ -34,7 +34,9 @@ from typing import NamedTuple
 
 from mnemolog.projections.policies.judge import LABELS, JudgedMemory, Verdict
 
-__all__ = ["CASES", "DISTINCT_FACTS", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
+from mnemolog.tools import judge_cases_cjk
+
+__all__ = ["CASES", "CJK_CASES", "DISTINCT_FACTS", "JudgeCase", "aevaluate", "evaluate", "lexical_cosine"]
 
 
 class JudgeCase(NamedTuple):
@@ -240,6 +242,9 @@ _CJK_NOT_NEGATIONS = [
     JudgeCase("十个人来了", None, "差不多十个人来了", None, 0.85, "independent"),  # 差不多: about
     JudgeCase("他会说英语", None, "他不但会说英语", None, 0.9, "redundant"),  # 不但: not only
 ]
+
+_CJK_RELATIONS = _cases("contradictory", judge_cases_cjk.RELATIONS)
+_CJK_NOT_RELATIONS = _cases("independent", judge_cases_cjk.NOT_RELATIONS)
 
 _EXCLUSIVE = _cases("contradictory", [
     ("Olivia prefers window seats", "Olivia prefers aisle seats", 0.95),
@@ -576,8 +581,12 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
 
 CASES: list[JudgeCase] = [
     *_EXACT, *_CONTAINED, *_PARAPHRASE, *_SAME_KEY, *_DIFFERENT_KEYS,
-    *_NUMBERS, *_DATES, *_NEGATIONS, *_CJK_NEGATIONS, *_CJK_NOT_NEGATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
+    *_NUMBERS, *_DATES, *_NEGATIONS, *_CJK_NEGATIONS, *_CJK_NOT_NEGATIONS, *_CJK_RELATIONS,
+    *_CJK_NOT_RELATIONS, *_EXCLUSIVE, *_INDEPENDENT, *_HELD_OUT, *DISTINCT_FACTS,
 ]
+
+# the pairs written in Chinese and Japanese with no key: negations, words holding a cue, relations, look-alikes
+CJK_CASES: list[JudgeCase] = [*_CJK_NEGATIONS, *_CJK_NOT_NEGATIONS, *_CJK_RELATIONS, *_CJK_NOT_RELATIONS]
 
 
 _WORD_RE = re.compile(r"\w+")

@@ -263,7 +263,7 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     from mnemolog.eventstore.settings import Settings
     from mnemolog.projections.vectors.embedders import get_embedder
-    from .judge_cases import CASES, DISTINCT_FACTS, evaluate
+    from .judge_cases import CASES, CJK_CASES, DISTINCT_FACTS, evaluate
     from mnemolog.projections.policies.organizer import Organizer
     from mnemolog.projections.policies.settings import rule_config
     from mnemolog.projections.policies.judge import RuleJudge
@@ -324,6 +324,7 @@ def run_bench(args: argparse.Namespace) -> int:
     judge = RuleJudge(rule_config(settings))
     scores = evaluate(judge, CASES, cosine_fn=cosine)
     distinct = evaluate(judge, DISTINCT_FACTS, cosine_fn=cosine)
+    cjk = evaluate(judge, CJK_CASES, cosine_fn=cosine)
     mps = args.n / dedup_s if dedup_s else float("inf")
     print(f"organizer bench  (rule judge, embedder {embedder.name}, synchronous={args.synchronous})")
     print(f"  corpus: {args.n:,} memories; " + ", ".join(f"{v:,} {k}" for k, v in sorted(kinds.items())))
@@ -343,7 +344,8 @@ def run_bench(args: argparse.Namespace) -> int:
     print(f"  topics: {topics.get('created', 0):,} topic nodes, {topics.get('stopped') or 'completed'}")
     print(f"  rule judge on labelled pairs ({embedder.name} cosine where a pair gives none)")
     print(f"  {'pairs':<44}{'n':>6}{'redundant P':>13}{'R':>7}{'contradiction P':>17}{'R':>7}{'accuracy':>10}")
-    for name, s in (("all labelled pairs", scores), ("distinct facts (hard negatives and pairs)", distinct)):
+    for name, s in (("all labelled pairs", scores), ("distinct facts (hard negatives and pairs)", distinct),
+                    ("in Chinese and Japanese, without keys", cjk)):
         print(f"  {name:<44}{s['n']:>6}{s['redundant_precision']:>13.3f}{s['redundant_recall']:>7.3f}"
               f"{s['contradiction_precision']:>17.3f}{s['contradiction_recall']:>7.3f}{s['accuracy']:>10.3f}")
     print(

@@ -32,7 +32,10 @@ value slot are not compared.  Without keys, only single-valued relations
 ("lives in", "works at/as", "was born in", "favourite X is", "prefers X
 <shared>") make different values a contradiction; different objects of other
 relations ("Alice likes tea" / "Alice likes coffee") are independent: people
-like several things.
+like several things.  Chinese and Japanese state the same relations
+(:mod:`.judge_cjk`: "我住在里斯本" / "我现在住在波尔图", "トヨタで働いています" /
+"ソニーで働いています"), read only where a clause is one subject, relation and
+value, not a wish, a past state, a list, a negation or a question.
 
 Pure module (no I/O); :meth:`RuleJudge.judge_sync` serves hot loops and text
 analysis is cached per text.
@@ -53,6 +56,7 @@ from .judge_text import (  # noqa: F401 - normalize_text is part of this module'
     _ATTRIBUTE_STEMS,
     _Analysis,
     _CONTRAST,
+    _CJK_RE,
     _CONTRAST_STEMS,
     _FILLER_STEMS,
     _KINDS,
@@ -72,7 +76,10 @@ __all__ = ["LABELS", "Judge", "JudgedMemory", "Label", "RuleJudge", "RuleJudgeCo
 
 Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
-RULE_JUDGE_VERSION = "4"  # 3: negation in Chinese and Japanese text; 4: the same verdict whichever text comes first
+# 3: negation in Chinese and Japanese text; 4: the same verdict whichever text comes first; 5: single-valued
+# relations in Chinese and Japanese (住在, 在…工作, 最喜欢的…是; に住んでいます, で働いています, 好きな…は), Japanese with
+# and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers
+RULE_JUDGE_VERSION = "5"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -253,7 +260,7 @@ def _value_slot(a: _Analysis, b: _Analysis, key_stems: frozenset[str] | None) ->
         if not (p or s or (len(fa) <= 2 and len(fb) <= 2)):  # bare values: "Vegan" / "Pescatarian"
             return ""
     else:
-        if any(x in _STRUCTURE for x in slots_a + slots_b) or max(len(mid_a), len(mid_b)) > 5:
+        if any(x in _STRUCTURE for x in slots_a + slots_b) or max(_width(mid_a), _width(mid_b)) > 5:
             return ""
         relation = bool(_RELATION_SLOTS.intersection(shared))
         attribute = any(x in _ATTRIBUTE_STEMS and "be" in shared[i + 1:] for i, x in enumerate(shared))
@@ -262,9 +269,17 @@ def _value_slot(a: _Analysis, b: _Analysis, key_stems: frozenset[str] | None) ->
             return ""
 
     def show(mid: tuple[tuple[str, str], ...]) -> str:
-        return " ".join(v or x for x, v in mid)
+        words = [v or x for x, v in mid]
+        return "".join(w if not i or (_CJK_RE.match(w) and _CJK_RE.match(words[i - 1])) else " " + w
+                       for i, w in enumerate(words))
 
     return f"{show(mid_a)} vs {show(mid_b)}"
+
+
+def _width(mid: tuple[tuple[str, str], ...]) -> float:
+    """How many words a span of a frame holds: a CJK character is half of one (a word of CJK text is mostly
+    two characters: 波尔图 is one value, as "Porto" is)."""
+    return sum(0.5 if len(x) == 1 and _CJK_RE.match(x) else 1 for x, _ in mid)
 
 
 def _only_appended(short: tuple[str, ...], long_: tuple[str, ...]) -> bool:

@@ -14,6 +14,7 @@ import unicodedata
 from typing import NamedTuple
 
 from .. import text_caches
+from .judge_cjk import cjk_relation
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
 _KEEP_PUNCT = frozenset("%#@")
@@ -173,7 +174,7 @@ _ONCE_STEMS = frozenset(_IRREGULAR_PAST.get(w) or _stem(w) for w in (
 _ATTRIBUTE_STEMS = frozenset(map(_stem, (
     "age job role title profession occupation status manager boss timezone email address birthday "
     "salary favourite favorite hometown nationality employer password phone").split())) | {"<name>"}
-_RELATION_SLOTS = frozenset("<residence> <employer> <job> <born> <spouse> <assignee>".split())
+_RELATION_SLOTS = frozenset("<residence> <employer> <job> <born> <spouse> <assignee> <named> <attr>".split())
 
 
 def _canon_number(raw: str) -> str:
@@ -221,7 +222,19 @@ _CJK_CUES_RE = re.compile(
 
 def _cjk_tokens(word: str) -> list[tuple[str, str]]:
     """A run holding CJK text as tokens: each character a word, and a negation cue a ``neg`` before what it
-    negates (a Japanese one moved before the character it follows); polite endings dropped."""
+    negates (a Japanese one moved before the character it follows); polite endings dropped.  A run stating a
+    single-valued relation (:func:`.judge_cjk.cjk_relation`) is read twice: its characters as ``cjk`` words,
+    for all but the frame, and for the frame alone, its subject's characters (``framed``; present-tense
+    adverbs left out), a ``rel`` token and its value's characters."""
+    chars = _cjk_characters(word)
+    if (stated := cjk_relation(word)) is None:
+        return chars
+    return [*((("cjk", w) if k == "word" else (k, w)) for k, w in chars),
+            *(("framed", w) for w in _CJK_SPLIT_RE.findall(stated.subject)), ("rel", stated.relation),
+            *(("framed", w) for w in _CJK_SPLIT_RE.findall(stated.value))]
+
+
+def _cjk_characters(word: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     at = 0
     for m in _CJK_CUES_RE.finditer(word):
@@ -240,7 +253,8 @@ def _cjk_tokens(word: str) -> list[tuple[str, str]]:
 def _lex(text: str) -> list[tuple[str, str]]:
     """Typed tokens ``(kind, value)``: word, poss, neg, number, dnum (a number
     written as part of a date), code (letters with digits: ``INV-17``, ``v3.1``),
-    sep (a colon) or time."""
+    sep (a colon), time, or the two readings of a CJK clause stating a relation
+    (see :func:`_cjk_tokens`): cjk, and framed with rel (``<residence>``)."""
     out: list[tuple[str, str]] = []
     for m in _TOKEN_RE.finditer(_prepare(text)):
         if m.group("iso"):
@@ -347,6 +361,8 @@ def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str
             stated = True
         elif kind == "code":
             kind, value = ("code", value) if stated else ("ident", value)
+        elif kind == "number" and _cjk_numbered(tokens, i):
+            kind = "ident"
         elif kind == "number" and not stated:
             noun = _id_noun(tokens, i)
             before = tokens[i - 1] if i else ("", "")
@@ -362,6 +378,17 @@ def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str
                 kind = "dnum"
         out.append((kind, value))
     return out
+
+
+# CJK writes which one after the number (3号楼 building 3, 501室 room 501, 12路 bus 12, 3番 number 3) or 第
+# before it (第3章 chapter 3); 3月5号 is a date
+_CJK_COUNTERS = frozenset("号 號 室 栋 棟 楼 樓 层 層 路 番 番地 丁目 号室".split())
+
+
+def _cjk_numbered(tokens: list[tuple[str, str]], i: int) -> bool:
+    before = tokens[i - 1][1] if i else ""
+    after = tokens[i + 1][1] if i + 1 < len(tokens) else ""
+    return before == "第" or (after in _CJK_COUNTERS and before != "月")
 
 
 def _is_year(value: str) -> bool:
@@ -420,6 +447,12 @@ def _frame(tokens: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
             out.append((_stem(value) + "'s", ""))
         elif kind == "ident":
             out.append(("<ident>", value))
+        elif kind == "rel":
+            out.append((_SAME_RELATION.get(value, value), ""))
+        elif kind == "cjk":
+            continue  # read as framed and rel
+        elif kind == "framed":
+            out.append((_stem(value), value))  # the value as written, for a reason to show
         elif kind != "word":
             out.append((f"<{'number' if kind == 'dnum' else kind}>", value))
         elif value in ("name", "names"):
@@ -466,7 +499,9 @@ def _analyse(text: str) -> _Analysis:
             token = "<number>"
         elif kind == "poss":
             token = _stem(value) + "'s"
-        elif kind == "word":
+        elif kind in ("framed", "rel"):
+            continue  # the frame's reading of a clause, read here as cjk words
+        elif kind in ("word", "cjk"):
             words.add(value)
             if value in _STOPWORDS:
                 scope = max(scope - 1, 0)
@@ -496,11 +531,24 @@ def _analyse(text: str) -> _Analysis:
 
 
 _LATIN = frozenset({"LATIN"})
+_KANA = frozenset({"HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA"})  # the last: the long vowel mark of ソニー
+_HAN = frozenset({"CJK", "IDEOGRAPHIC"})  # the second: 々 (人々), read as CJK
+_LATIN_WORD_RE = re.compile("[a-z\u00c0-\u024f]+")
 
 
 def _scripts(text: str) -> frozenset[str]:
     """The writing systems of the letters of ``text``: the first word of their
-    Unicode names (LATIN, CJK, HIRAGANA, CYRILLIC, ...)."""
+    Unicode names (LATIN, CJK, CYRILLIC, ...). Kana and the kanji beside them
+    are one, JAPANESE (トヨタ and 東京 write one language); Latin names in
+    CJK text ("我在Google工作") are words of that text, not another language."""
     if text.isascii():
         return _LATIN if any(c.isalpha() for c in text) else frozenset()
-    return frozenset(unicodedata.name(c, "OTHER").split(" ", 1)[0] for c in text if c.isalpha())
+    names = [unicodedata.name(c, "OTHER").split(" ", 1)[0] for c in text if c.isalpha()]
+    scripts = {"CJK" if name in _HAN else name for name in names}
+    if scripts & _KANA:
+        scripts = (scripts - _KANA - _HAN) | {"JAPANESE"}
+    if "LATIN" in scripts and scripts & {"CJK", "JAPANESE"}:
+        n_cjk = sum(name in _KANA or name in _HAN for name in names)
+        if len(_LATIN_WORD_RE.findall(text)) < n_cjk:
+            scripts.discard("LATIN")
+    return frozenset(scripts)
