@@ -255,6 +255,14 @@ _EXCLUSIVE = _cases("contradictory", [
 ])
 
 _INDEPENDENT = _cases("independent", [
+    # a place and a time of one event, and homes and employers stated in the past: each true beside the other
+    ("Alice was born in Paris", "Alice was born in 1990", 0.9),
+    ("Alice was born in Paris", "Alice was born on May 3", 0.9),
+    ("Alice was born in May", "Alice was born in Paris", 0.9),
+    ("Alice lived in Paris", "Alice lived in Rome", 0.9),
+    ("Alice lived in Paris", "Alice lives in Rome", 0.9),
+    ("Tom worked at Acme", "Tom worked at Globex", 0.9),
+    ("Tom was working at Acme", "Tom works at Globex", 0.9),
     ("Alice likes tea", "Alice likes coffee"),
     ("Alice likes green tea", "Alice likes black tea", 0.96),
     ("Bob lives in Berlin", "Carol lives in Berlin"),

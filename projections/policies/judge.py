@@ -68,6 +68,7 @@ from .judge_text import (  # noqa: F401 - normalize_text is part of this module'
     _frame,
     _lex,
     _prepare,
+    _stem,
     normalize_text,
 )
 
@@ -78,8 +79,10 @@ Label = Literal["redundant", "contradictory", "independent"]
 LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # 3: negation in Chinese and Japanese text; 4: the same verdict whichever text comes first; 5: single-valued
 # relations in Chinese and Japanese (住在, 在…工作, 最喜欢的…是; に住んでいます, で働いています, 好きな…は), Japanese with
-# and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers
-RULE_JUDGE_VERSION = "5"
+# and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers; 6: a place and a
+# time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
+# are no contradiction
+RULE_JUDGE_VERSION = "6"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -262,7 +265,12 @@ def _value_slot(a: _Analysis, b: _Analysis, key_stems: frozenset[str] | None) ->
     else:
         if any(x in _STRUCTURE for x in slots_a + slots_b) or max(_width(mid_a), _width(mid_b)) > 5:
             return ""
-        relation = bool(_RELATION_SLOTS.intersection(shared))
+        relations = _RELATION_SLOTS.intersection(shared)
+        if relations & _HOME_AND_WORK and (a.past or b.past or (a.past_stems | b.past_stems) & _HELD_THEN):
+            return ""  # "lived in Paris" / "lived in Rome": two past homes are both true, and a past one beside today's
+        if _names_a_time(mid_a) != _names_a_time(mid_b):
+            return ""  # "born in Paris" / "born in 1990": a place and a time, both true
+        relation = bool(relations)
         attribute = any(x in _ATTRIBUTE_STEMS and "be" in shared[i + 1:] for i, x in enumerate(shared))
         preference = "prefer" in shared and s > 0
         if not (relation or attribute or preference):
@@ -274,6 +282,15 @@ def _value_slot(a: _Analysis, b: _Analysis, key_stems: frozenset[str] | None) ->
                        for i, w in enumerate(words))
 
     return f"{show(mid_a)} vs {show(mid_b)}"
+
+
+_HOME_AND_WORK = frozenset({"<residence>", "<employer>", "<job>"})  # single-valued now, not over a life
+_HELD_THEN = frozenset(map(_stem, "lived resided worked employed".split()))  # their verbs in the past ("moved" is today's home)
+
+
+def _names_a_time(mid: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a value span holds a number, a date or a part of one ("1990", "May 3"), not only words ("Paris")."""
+    return any(x.startswith("<") for x, _ in mid)
 
 
 def _width(mid: tuple[tuple[str, str], ...]) -> float:

@@ -544,3 +544,24 @@ def test_evaluate_counts_precision_and_recall() -> None:
 def test_word_order_is_measured_the_same_whichever_text_comes_first(a: str, b: str) -> None:
     ab, ba = judge(a, b, 1.0), judge(b, a, 1.0)
     assert (ab.label, ab.reason, ab.fused_text) == (ba.label, ba.reason, ba.fused_text)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("Alice was born in Paris", "Alice was born in 1990"),
+        ("Alice was born in May", "Alice was born in Paris"),
+        ("Alice lived in Paris", "Alice lived in Rome"),
+        ("Alice lived in Paris", "Alice lives in Rome"),
+        ("Tom worked at Acme", "Tom worked at Globex"),
+    ],
+)
+def test_a_place_beside_a_time_or_past_homes_and_employers_are_no_contradiction(a, b):
+    """Each is true beside the other: superseding either would lose a fact (rule judge 6)."""
+    for first, second in ((a, b), (b, a)):
+        assert judge(first, second, 0.9).label == "independent", (first, second, judge(first, second, 0.9).reason)
+
+
+@pytest.mark.parametrize("a, b", [("Alice lives in Paris", "Alice lives in Rome"), ("Alice was born in Paris", "Alice was born in Rome"), ("Alice moved to Rome", "Alice lives in Paris")])
+def test_todays_home_and_a_birthplace_still_have_one_value(a, b):
+    assert judge(a, b, 0.9).label == "contradictory", judge(a, b, 0.9).reason
