@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable
 from aiohttp import web
 
 from mnemolog.eventstore.settings import Settings, setting
+from mnemolog.eventstore.errors import log_failure
 
 from . import keys
 
@@ -42,7 +43,7 @@ async def follow(service: "MemoryService", readers: Executor, wake: asyncio.Even
             if await run(readers, service.drop_forgotten_text):  # a forget written anywhere: no forgotten text in this process's memory
                 await run(service.writer, service.finish_erasures)  # nor its keys or derived files, if the forget's process died midway
         except Exception:  # keep following; the next round retries
-            log.exception("projection catch-up failed")
+            log_failure(log, "projection catch-up failed")
 
 
 async def follow_log(app: web.Application) -> AsyncIterator[None]:

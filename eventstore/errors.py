@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 
 
 class EventStoreError(Exception):
@@ -66,3 +67,13 @@ def is_storage_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in _FULL_ERRNOS
     return getattr(exc, "sqlstate", None) == _PG_DISK_FULL
+
+
+def log_failure(logger, message: str, *args) -> None:
+    """Log the exception being handled under ``message``: with its traceback, unless it is a full disk, which is
+    no bug and would fill the log (every retry of a background loop) with the same one: then one warning line."""
+    exc = sys.exc_info()[1]
+    if exc is not None and is_storage_full(exc):
+        logger.warning(message + ": %s", *args, exc)
+    else:
+        logger.exception(message, *args)

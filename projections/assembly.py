@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mnemolog.eventstore.settings import Settings
+from mnemolog.eventstore.errors import log_failure
 
 from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
@@ -132,7 +133,7 @@ class IndexFollower(threading.Thread):
                 try:
                     self.step(conn)
                 except Exception:  # the next round retries; searches stay exact meanwhile
-                    log.exception("vector index sync failed")
+                    log_failure(log, "vector index sync failed")
         finally:
             conn.close()
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.errors import log_failure
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.catalogue_graph import MENTIONS
@@ -368,7 +369,7 @@ class MemoryService:
                 try:
                     self.sync()
                 except Exception:  # the command's own error is the one to report; the next catch-up retries
-                    log.exception("catching up after a failed command")
+                    log_failure(log, "catching up after a failed command")
                 raise
             running.depth -= 1
             if self.store.appended_through > appended_before:

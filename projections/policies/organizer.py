@@ -64,7 +64,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.context import commit
 from mnemolog.eventstore.store import StreamAppend
-from mnemolog.eventstore.errors import IdempotencyConflict
+from mnemolog.eventstore.errors import IdempotencyConflict, log_failure
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
@@ -525,7 +525,7 @@ class Organizer:
                 raise
             except Exception:
                 failures += 1
-                log.exception("organizer pass failed (attempt %d); retrying", failures)
+                log_failure(log, "organizer pass failed (attempt %d); retrying", failures)
                 await asyncio.sleep(min(60.0, 0.5 * 2**failures))
 
     async def aclose(self) -> None:

@@ -1,0 +1,29 @@
+"""A background loop's failure on a full disk is one warning line, not a traceback at every retry."""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+from mnemolog.eventstore.errors import log_failure
+
+log = logging.getLogger("mnemolog.test")
+
+
+def _logged(caplog, error: Exception) -> logging.LogRecord:
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mnemolog.test"):
+        try:
+            raise error
+        except Exception:
+            log_failure(log, "catch-up failed (attempt %d)", 3)
+    [record] = caplog.records
+    return record
+
+
+def test_a_full_disk_is_one_warning_line_and_anything_else_keeps_its_traceback(caplog):
+    full = _logged(caplog, OSError(errno.ENOSPC, "No space left on device"))
+    assert full.levelno == logging.WARNING and full.exc_info is None
+    assert full.getMessage() == "catch-up failed (attempt 3): [Errno 28] No space left on device"
+    bug = _logged(caplog, KeyError("x"))
+    assert bug.levelno == logging.ERROR and bug.exc_info is not None and bug.getMessage() == "catch-up failed (attempt 3)"
