@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.projections.support import choke_on
+
 
 async def semantic(api, embedding: list[float]) -> list[str]:
     response = await api.raw.post("/v1/search", json={"query": "anything", "channels": ["semantic"], "embedding": embedding, "limit": 5})
@@ -96,24 +98,7 @@ async def test_the_semantic_channel_names_the_vectors_it_searched_and_the_querys
 async def test_a_text_the_embedder_raises_on_is_written_and_recalled_without_a_5xx(start, monkeypatch):
     """With an embedder that raised on one text, its write answered 500 (though in the log) and so did every write
     and read after it (the projection's catch-up failed each time); a query it raised on answered 500 too."""
-    from mnemolog.projections.vectors import embedders
-
-    inner = embedders.HashingEmbedder()
-
-    class Choking:
-        name, dim = inner.name, inner.dim
-
-        def embed(self, texts):
-            if any("poison" in t for t in texts):
-                raise RuntimeError("the model choked")
-            return inner.embed(texts)
-
-        def embed_query(self, text):
-            if "poison" in text:
-                raise RuntimeError("the model choked")
-            return inner.embed_query(text)
-
-    monkeypatch.setitem(embedders._instances, "hashing", Choking())
+    choke_on(monkeypatch, "poison")
     api = await start()
     for text in ("Poison ivy grows by the garden gate", "The gate was painted green"):
         created = await api.raw.post("/v1/memories", json={"memory": {"memory": text}})

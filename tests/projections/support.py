@@ -132,3 +132,26 @@ def write_log(store: EventStore, rng: random.Random, target: int) -> None:
         store.append_batch(writes, tenant=tenant)
 
 
+
+
+def choke_on(monkeypatch, word: str, *, queries: bool = True) -> None:
+    """Make the default (hashing) embedder raise on every text holding ``word`` (and query, unless ``queries`` is
+    False), as a model that chokes on one input does; every other text is embedded as ever."""
+    from mnemolog.projections.vectors import embedders
+
+    inner = embedders.HashingEmbedder()
+
+    class Choking:
+        name, dim = inner.name, inner.dim
+
+        def embed(self, texts):
+            if any(word in t for t in texts):
+                raise RuntimeError("the model choked")
+            return inner.embed(texts)
+
+        def embed_query(self, text):
+            if queries and word in text:
+                raise RuntimeError("the model choked")
+            return inner.embed_query(text)
+
+    monkeypatch.setitem(embedders._instances, "hashing", Choking())

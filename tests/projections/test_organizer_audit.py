@@ -26,6 +26,7 @@ from mnemolog.projections.service import MemoryService
 import pytest
 
 from tests.projections import test_topics as topics
+from tests.projections.support import choke_on
 from tests.projections.test_organizer import TENANT, activated, add, events, make_settings
 
 SECRET = "Zanzibarville"
@@ -418,22 +419,7 @@ def test_a_reverted_retirement_of_a_topic_is_not_redone(svc, settings, gone):
 def test_a_text_the_embedder_raises_on_neither_stops_the_projection_nor_the_pass(tmp_path, settings, monkeypatch):
     """With an embedder that raised on one text, every write failed (the projection's catch-up did); and the
     organizer, embedding what the projection had no vector for, failed its pass, again at every retry."""
-    from mnemolog.projections.vectors import embedders
-
-    inner = embedders.HashingEmbedder()
-
-    class Choking:
-        name, dim = inner.name, inner.dim
-
-        def embed(self, texts):
-            if any("poison" in t for t in texts):
-                raise RuntimeError("the model choked")
-            return inner.embed(texts)
-
-        def embed_query(self, text):
-            return inner.embed_query(text)
-
-    monkeypatch.setitem(embedders._instances, "hashing", Choking())
+    choke_on(monkeypatch, "poison", queries=False)
     with MemoryService.open(tmp_path / "data", settings=settings) as svc:
         ids = add(svc, "The poison ivy grows by the gate", "the poison ivy grows by the gate", "The user moved to Lisbon")
         skipped = dict(svc.read_conn().execute("SELECT memory_id, reason FROM vec_skipped").fetchall())
