@@ -1,7 +1,9 @@
 """LLM judge: labels a memory pair through an OpenAI-compatible chat endpoint.
 
 ``POST {url}/chat/completions`` with ``response_format={"type": "json_object"}``
-and a prompt asking for ``{"label", "reason", "fused_text"}``.  Timeouts,
+and a prompt asking for ``{"label", "reason", "fused_text"}``; an endpoint
+that refuses ``response_format`` with a 400 naming it (some OpenAI-compatible
+servers take no JSON mode) is asked again without it, as it is from then on.  Timeouts,
 connection errors, HTTP 408/425/429/5xx and unusable answers are retried with
 exponential backoff; a semaphore bounds concurrent requests.  When every
 attempt fails, :meth:`LLMJudge.judge` returns the rule judge's verdict with
@@ -118,6 +120,10 @@ class _Retry(Exception):
 
 class _Fatal(Exception):
     pass
+
+
+class _NoJsonMode(Exception):
+    """The endpoint refused ``response_format`` (a 400 naming it)."""
 
 
 def _extract_json(content: str, wanted: frozenset[str]) -> dict[str, Any]:
@@ -258,6 +264,7 @@ class LLMJudge:
         self.breaker_failures = int(breaker_failures)
         self.breaker_cooldown_s = float(breaker_cooldown_s)
         self._failed_in_row = 0
+        self.json_mode = True  # False once the endpoint refused response_format
         self._open_until = 0.0
         self._last_failure = ""
 
@@ -297,8 +304,13 @@ class LLMJudge:
                     body = raw.decode(resp.get_encoding(), errors="replace" if resp.status >= 400 else "strict")
                 except (UnicodeError, LookupError) as exc:  # bytes not in the charset it names, or an unknown charset
                     raise _Retry(f"bad answer: undecodable body ({exc})") from None
+                if resp.status == 400 and "response_format" in payload and "response_format" in body.lower():
+                    raise _NoJsonMode()
                 if resp.status >= 400:
                     raise _Fatal(f"HTTP {resp.status}: {_clip(self._redact(body))}")
+        except _NoJsonMode:  # the answer's JSON is found in plain chat all the same (see _extract_json)
+            self.json_mode = False
+            return await self._post({k: v for k, v in payload.items() if k != "response_format"})
         except TimeoutError:
             raise _Retry(f"timeout after {self.timeout_s:g}s") from None
         except aiohttp.ClientError as exc:
@@ -323,8 +335,9 @@ class LLMJudge:
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "temperature": 0,
-            "response_format": {"type": "json_object"},
         }
+        if self.json_mode:
+            payload["response_format"] = {"type": "json_object"}
         why = "no attempt made"
         for attempt in range(self.retries + 1):
             try:

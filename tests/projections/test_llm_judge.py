@@ -183,6 +183,31 @@ async def test_client_error_is_not_retried(fake: FakeLLM, make_judge) -> None:
     assert len(fake.requests) == 1
 
 
+async def test_an_endpoint_without_json_mode_is_asked_again_without_it(fake: FakeLLM, make_judge) -> None:
+    """Some OpenAI-compatible servers refuse ``response_format`` with a 400: every pair fell back to the rule judge."""
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        if "response_format" in body:
+            return web.json_response({"error": {"message": "'response_format' is not supported by this model"}}, status=400)
+        return answer("redundant", "same preference", "The user prefers dark mode.")
+
+    fake.behaviour = behaviour
+    judge = make_judge()
+    for _ in range(2):
+        v = await judge.judge(A, B, 0.93)
+        assert (v.label, v.fallback) == ("redundant", None), v.fallback
+    assert ["response_format" in body for _, body in fake.requests] == [True, False, False]  # asked without it from then on
+
+
+async def test_a_400_about_something_else_is_final(fake: FakeLLM, make_judge) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.json_response({"error": {"message": "context length exceeded"}}, status=400)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.9)
+    assert v.fallback is not None and "HTTP 400" in v.fallback and len(fake.requests) == 1
+
+
 async def test_timeout_falls_back(fake: FakeLLM, make_judge) -> None:
     async def behaviour(n: int, body: dict) -> web.Response:
         await asyncio.sleep(1.0)
