@@ -38,7 +38,7 @@ class Setting:
             try:
                 return kind(raw)
             except ValueError:
-                raise SettingError(f"{self.env}: expected a {kind.__name__}, got {raw!r}") from None
+                raise SettingError(f"{self.env}: expected {'a whole number' if kind is int else 'a number'}, got {raw!r}") from None
         return raw
 
 

@@ -118,7 +118,10 @@ def llm_options(settings: Settings) -> dict | None:
 
 def check_settings(settings: Settings) -> None:
     """Refuse (:class:`SettingError`, one line naming the setting) what would stop the organizer later:
-    called at the start of a server or ``mnemolog organize``, before anything is opened or printed."""
+    called at the start of a server or ``mnemolog organize``, before anything is opened or printed. Every
+    declared setting is read once first, so that a value of the wrong type (``MNEMOLOG_ORGANIZER_BATCH=abc``)
+    stops the start rather than every pass of the background loop that reads it."""
+    settings.as_dict()
     if settings.organizer_enabled:
         busy_share(settings)
         rule_config(settings)

@@ -220,6 +220,9 @@ LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1
         ({"MNEMOLOG_LLM_MODEL": " "}, "MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL"),
         ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected rule or llm, got 'gpt'"),
         ({"MNEMOLOG_LLM_API_KEY": "sk-pw\r\nX-Other: 1"}, "MNEMOLOG_LLM_API_KEY holds a control character (a line break?) inside it"),
+        # a value of the wrong type for a setting a background loop reads: it failed every pass, at every retry
+        ({"MNEMOLOG_ORGANIZER_BATCH": "abc"}, "MNEMOLOG_ORGANIZER_BATCH: expected a whole number, got 'abc'"),
+        ({"MNEMOLOG_PROJECTION_FOLLOW_SECONDS": "soon"}, "MNEMOLOG_PROJECTION_FOLLOW_SECONDS: expected a number, got 'soon'"),
     ],
 )
 def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):
