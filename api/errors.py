@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full, sqlite_error_is
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.projections.service import WrittenNotProjected
 
@@ -46,14 +46,7 @@ _LOCK_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 def is_lock_contention(exc: BaseException) -> bool:
     """True when ``exc`` is SQLite's "database is locked" / "busy", raw or wrapped by SQLAlchemy (``.orig``)."""
-    exc = getattr(exc, "orig", None) or exc
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _LOCK_CODES  # extended codes (BUSY_SNAPSHOT, BUSY_RECOVERY, ...) keep the primary one in the low byte
-    text = str(exc)
-    return "locked" in text or "busy" in text
+    return sqlite_error_is(exc, _LOCK_CODES, "locked", "busy")  # BUSY_SNAPSHOT, BUSY_RECOVERY, ... too
 
 
 class ErrorBody(msgspec.Struct):

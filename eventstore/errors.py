@@ -57,13 +57,25 @@ _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 _PG_DISK_FULL = "53100"  # PostgreSQL's disk_full
 
 
+def sqlite_error_is(exc: BaseException, codes: tuple[int, ...], *words: str) -> bool:
+    """Whether ``exc`` (raw, or wrapped by SQLAlchemy as ``.orig``) is an SQLite error of one of the primary result
+    ``codes`` (an extended code keeps its primary one in the low byte); one without a code, by a word of its message."""
+    exc = getattr(exc, "orig", None) or exc
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in codes
+    text = str(exc)
+    return any(word in text for word in words)
+
+
 def is_storage_full(exc: BaseException) -> bool:
     """True when ``exc`` says the disk (or quota) holding the data is full: SQLite's "database or disk is full",
     raw or wrapped by SQLAlchemy, an ``OSError`` of ``ENOSPC`` or ``EDQUOT``, or PostgreSQL's ``disk_full``."""
+    if sqlite_error_is(exc, (sqlite3.SQLITE_FULL,), "disk is full"):
+        return True
     exc = getattr(exc, "orig", None) or exc
-    if isinstance(exc, sqlite3.OperationalError):
-        code = getattr(exc, "sqlite_errorcode", None)
-        return code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
     if isinstance(exc, OSError):
         return exc.errno in _FULL_ERRNOS
     return getattr(exc, "sqlstate", None) == _PG_DISK_FULL

@@ -15,11 +15,15 @@ a file another process has already made anew is left alone.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import sqlite3
 from pathlib import Path
+from typing import Iterator
+
+from mnemolog.eventstore.errors import sqlite_error_is
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +32,15 @@ _DAMAGED_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 def is_damaged(exc: BaseException) -> bool:
     """True when ``exc`` is SQLite saying the file is no database, or a damaged one."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _DAMAGED_CODES
-    return "malformed" in str(exc) or "not a database" in str(exc)
+    return sqlite_error_is(exc, _DAMAGED_CODES, "malformed", "not a database")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the lock that every process of the data directory takes before it moves or removes ``path``'s copies."""
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _readable(path: Path) -> bool:
@@ -55,8 +62,7 @@ def _readable(path: Path) -> bool:
 def set_aside(path: Path, error: BaseException) -> bool:
     """Move the damaged ``path`` (with its ``-wal`` and ``-shm``) to ``<name>.damaged``, unless another process
     has made it anew meanwhile; True when it was moved."""
-    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(path):
         if _readable(path):
             return False
         for suffix in ("", "-wal", "-shm"):
@@ -70,7 +76,6 @@ def set_aside(path: Path, error: BaseException) -> bool:
 def discard_set_aside(path: Path) -> None:
     """Remove the copy of ``path`` set aside as damaged (with its ``-wal`` and ``-shm``): a forget's scrub, since
     whatever of it is still readable holds the projected text of every subject, the forgotten one's too."""
-    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(path):
         for suffix in ("", "-wal", "-shm"):
             path.with_name(f"{path.name}.damaged{suffix}").unlink(missing_ok=True)

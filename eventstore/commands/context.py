@@ -155,23 +155,24 @@ def replayed(
 def replayed_in(store: EventStore, ctx: CommandContext, command: str, request: Any, epoch: int) -> CommandResult | None:
     """The first answer to this very request made in the tenant's ``epoch`` (an earlier one), else None:
     a key used there for another request is no conflict now."""
-    key = stored_key(store, ctx, command, epoch=epoch)
-    row = store.recorder.idempotency_record(key) if key is not None else None
-    if row is None or row.fingerprint != _bound(store, row, fingerprint(command, request)):
-        return None
-    return _describe_replay(store, row.first_position, row.last_position)
+    row, same = _record(store, stored_key(store, ctx, command, epoch=epoch), command, request)
+    return _describe_replay(store, row.first_position, row.last_position) if same else None
 
 
 def check_key(store: EventStore, ctx: CommandContext, command: str, request: Any):
     """The stored record of ``ctx``'s idempotency key for ``command`` (None when unused, or no key);
     :class:`IdempotencyConflict` when it was used for a different request."""
     key = stored_key(store, ctx, command)
-    if key is None:
-        return None
-    row = store.recorder.idempotency_record(key)
-    if row is not None and row.fingerprint != _bound(store, row, fingerprint(command, request)):
+    row, same = _record(store, key, command, request)
+    if row is not None and not same:
         raise IdempotencyConflict(key)
     return row
+
+
+def _record(store: EventStore, key: str | None, command: str, request: Any):
+    """The stored record of ``key`` (None when unused, or no key), and whether it was stored for this very request."""
+    row = store.recorder.idempotency_record(key) if key is not None else None
+    return row, row is not None and row.fingerprint == _bound(store, row, fingerprint(command, request))
 
 
 def _bound(store: EventStore, row, digest: str) -> str | None:
