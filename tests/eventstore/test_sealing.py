@@ -286,6 +286,37 @@ def test_events_sealed_in_the_first_token_format_still_open(tmp_path):
         assert store.read_all()[0].event.content.erased
 
 
+V2_FIXTURE = Path(__file__).with_name("fixtures") / "sealed_v2.jsonl"  # written by the current token format, with its keys beside it
+
+
+def test_events_sealed_in_the_current_token_format_open_from_a_stored_file(tmp_path):
+    """Stored tokens of the current format (every sealed Struct: a memory's fields, an entity, a document, a mention's
+    alias) open as written: a change to the format must keep reading them."""
+    with _open(tmp_path, encryption="on") as store, open(V2_FIXTURE, "rb") as lines:
+        store.sealer.keys.import_rows(read_key_file(V2_FIXTURE.with_suffix(".keys")))
+        exchange.import_(store, lines)
+        assert all("Grace" not in payload for payload in _payloads(tmp_path))
+        memory, tenant_memory, entity, document, edge = [r.event for r in store.read_all()]
+        content = memory.content
+        assert (content.memory, content.tags, content.background, content.key) == ("Grace Hopper keeps a nanosecond wire", ("wire",), "told at the lab", "wire")
+        assert content.properties == {"length_cm": 30, "big": 2**70} and content.subject == "u-9"
+        assert tenant_memory.content.memory == "the lab moved to Arlington"
+        assert (entity.name, entity.aliases, entity.description) == ("Grace Hopper", ("Amazing Grace",), "admiral")
+        assert (document.title, document.path) == ("Grace's log", "/home/grace/log.md")
+        assert edge.edge.properties["alias"] == "Grace Hopper"
+        assert store.verify().ok
+
+
+def test_integers_beyond_64_bits_are_sealed_and_read_back_exactly(tmp_path):
+    """JSON allows them in a memory's properties; a sealed plaintext keeps them exact."""
+    with _open(tmp_path, encryption="on") as store:
+        events = [_added("ordinary", memory_id="m-1", properties={"n": 1}), _added("huge", memory_id="m-2", properties={"n": 2**70, "m": -(2**65)})]
+        store.append("memory-1", events, tenant="t")
+        assert "huge" not in "".join(_payloads(tmp_path))
+        assert [r.event for r in store.read_all()] == events
+        assert [r.event for r in store.read_all()][1].content.properties["n"] == 2**70
+
+
 def _mention(n: int, source: str = "m-1", subject: str | None = "u-1", alias: str = "Quetzalcoatl Smith") -> c.EdgeRecord:
     return c.EdgeRecord(
         edge_id=f"mention:r1:{n}", edge_type=g.MENTIONS, source=source, target=f"e{n}", weight=0.8, subject=subject,
