@@ -625,7 +625,10 @@ class MemoryService:
         A tenant with no events since its last drop (never seen, or already
         dropped) is not found, and nothing is written. The backup is durable
         (fsynced, renamed, directory fsynced) before the tombstone is
-        appended, and rotation never removes the backup just written.
+        appended, and rotation never removes the backup just written. The
+        tombstone and the answer name the backup relative to the data
+        directory (``backups/<stamp>-<label>.jsonl``); tombstones written
+        before name it by its absolute path, and still read as they are.
         """
         from mnemolog.eventstore import exchange
         from mnemolog.eventstore.aggregate import dropped_at
@@ -653,7 +656,8 @@ class MemoryService:
                 with open(tmp, "wb") as out:
                     count = exchange.export(self.store, out, tenant=ctx.tenant)
                 replace_durably(tmp, path)
-            event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
+            named = path.relative_to(self.data_dir).as_posix()  # the log moves to other hosts: none of this one's layout in it
+            event = c.TenantDropped(backup=named, events_backed_up=count, reason=reason)
             result = self.run(
                 commit,
                 self.store,
@@ -661,7 +665,7 @@ class MemoryService:
                 "drop-tenant",
                 [StreamAppend(c.tenant_stream(ctx.tenant), [event])],
                 request=[ctx.tenant, reason],
-                data={"backup": str(path), "events_backed_up": count},
+                data={"backup": named, "events_backed_up": count},
             )
             self._rotate_backups(backups, keep=keep, written=path, label=backup_label(ctx.tenant))
             return result

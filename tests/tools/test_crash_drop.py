@@ -54,7 +54,7 @@ def test_a_drop_killed_before_its_tombstone_leaves_the_tenant_and_a_retry_drops_
     assert done.returncode == 0, done.stderr
     recorded = json.loads(done.stdout)
     backup = recorded.get("backup") or recorded["data"]["backup"]
-    with open(backup) as saved:
+    with open(data / backup) as saved:  # named relative to the data directory
         assert sum(1 for line in saved if "position" in json.loads(line)) == events
     assert list((data / "backups").glob("*.partial")) == [], "a partial backup of the killed drop was left behind"
     with MemoryService.open(data, settings=SETTINGS) as svc:
