@@ -141,14 +141,18 @@ def test_a_drop_records_and_answers_its_backup_relative_to_the_data_directory(tm
     assert (data / recorded.backup).is_file() and str(tmp_path) not in repr(answer.data)
 
 
-def test_a_tombstone_naming_its_backup_by_an_absolute_path_still_reads_and_its_backup_still_counts(tmp_path):
-    """Drops recorded before the backup was named relative to the data directory keep their absolute path."""
+def test_a_tombstone_naming_its_backup_by_an_absolute_path_still_reads_and_names_that_backup(tmp_path):
+    """A drop recorded before backups were named relative to the data directory names its own by an absolute
+    path: it still reads, and the tenant's next drop keeps that backup as one a tombstone names."""
     data = tmp_path / "data"
-    with MemoryService.open(data, settings=Settings({"backups_keep": 1})) as svc:
+    with MemoryService.open(data, settings=Settings({"backups_keep": 2})) as svc:
         add(svc, "a memory", "a")
+        old = data / "backups" / "20200101T000000.000000000-a.jsonl"
+        old.parent.mkdir()
+        old.write_text("an export written by an earlier version\n")
+        event = c.TenantDropped(backup=str(old.resolve()), events_backed_up=1)
+        svc.store.append_batch([StreamAppend(c.tenant_stream("a"), [event])], tenant="a")
+        add(svc, "a memory after that drop", "a")
         svc.drop_tenant(ctx("a"))
-        [name] = backups(data)
-        event = c.TenantDropped(backup=str((data / "backups" / name).resolve()), events_backed_up=1)
-        svc.store.append_batch([StreamAppend(c.tenant_stream("b"), [event])], tenant="b")
-        assert [d.backup for d in drops(svc)] == [f"backups/{name}", event.backup]
-        assert backups(data) == [name]
+        assert [d.backup for d in drops(svc)] == [str(old.resolve()), f"backups/{backups(data)[1]}"]
+        assert backups(data)[0] == old.name
