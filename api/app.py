@@ -25,7 +25,7 @@ from mnemolog.projections.service import MemoryService
 from . import keys
 from .settings import read_threads  # the module declares the server's settings too
 from .auth import KeyStore
-from .errors import error_middleware, quiet_malformed_requests
+from .errors import error_middleware, handle_malformed_requests
 from .routing import Route, query_parameters_middleware, router_path
 from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
 from . import routes_explorer
@@ -105,7 +105,7 @@ def create_app(
     background: list[Callable[[web.Application], Any]] | None = None,
 ) -> web.Application:
     settings = settings or Settings()
-    quiet_malformed_requests()  # a request aiohttp cannot parse is a warning line, not an error with a traceback
+    handle_malformed_requests()  # a request aiohttp cannot parse is a JSON error and a warning line, not an error with a traceback
     app = web.Application(middlewares=[error_middleware, query_parameters_middleware(ROUTES)], client_max_size=int(settings.max_body_bytes))
     app[keys.settings_key] = settings
     app[keys.version_key] = version_info()

@@ -6,7 +6,9 @@ still busy after its lock wait (SQLite's busy timeout) is a 503 with
 (each write is one transaction). A full disk is a 507, and a write the log
 took but the projections could not follow says it was written (see
 :class:`~mnemolog.projections.service.WrittenNotProjected`). Anything else
-is a bug, logged with its traceback and answered with a bare 500.
+is a bug, logged with its traceback and answered with a bare 500. A request
+aiohttp cannot parse, which no middleware sees, is answered with the same
+JSON error by :class:`JsonErrorRequestHandler`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
+from http import HTTPStatus
 
 import msgspec
-from aiohttp import web
-from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
+from aiohttp import web, web_server
+from aiohttp.http_exceptions import (
+    BadHttpMessage,
+    BadStatusLine,
+    ContentEncodingError,
+    HttpProcessingError,
+    InvalidURLError,
+    LineTooLong,
+    PayloadEncodingError,
+)
 from aiohttp.web_protocol import RequestPayloadError
 
 from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full, sqlite_error_is
@@ -167,17 +178,22 @@ async def error_middleware(request: web.Request, handler):
         return error_response(500, "internal", "internal error", None)
 
 
+def one_line(message: str) -> str:
+    """aiohttp's message about bytes it could not parse, on one line: without its line breaks and its ``^`` under the byte at fault."""
+    return " ".join(word for word in str(message).split() if word != "^")
+
+
 class MalformedRequests(logging.Filter):
     """aiohttp answers a request it cannot parse (a bad request line, a header with a control character, headers
-    over its limits: a port scanner's or a broken client's bytes) with a plain 400 before any handler runs, and logs
-    it as an ERROR with a traceback. That is no failure of the server: this filter makes the record one warning
-    line naming the peer and what was wrong. A 5xx of the parser stays an error."""
+    over its limits: a port scanner's or a broken client's bytes) before any handler runs, and logs it as an
+    ERROR with a traceback. That is no failure of the server: this filter makes the record one warning line
+    naming the peer and what was wrong. A 5xx of the parser stays an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
-            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, " ".join(str(error.message).split()))
+            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, one_line(error.message))
             record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
             record.exc_info = record.exc_text = None
         return True
@@ -185,9 +201,76 @@ class MalformedRequests(logging.Filter):
 
 MALFORMED_REQUESTS = MalformedRequests()
 
+#: A line too long that starts as a request line does (a method, then a path or an absolute URL), not as a header.
+_REQUEST_TARGET = re.compile(rb"^(?:[A-Z]+ +)?(?:/|[a-zA-Z][a-zA-Z0-9+.-]*://)")
 
-def quiet_malformed_requests() -> None:
-    """Install :data:`MALFORMED_REQUESTS` on aiohttp's server logger (once, however many apps are made)."""
+
+def part_at_fault(exc: HttpProcessingError) -> str | None:
+    """Which part of a request aiohttp's parser refused: ``request line``, ``headers`` or ``body``.
+
+    The C parser reports a bad chunk as a plain :class:`BadHttpMessage` whose
+    first line names the chunk; a line over the limit is told apart by how it
+    starts (the C parser gives the target or the header's value, the Python
+    one the whole line).
+    """
+    if isinstance(exc, (BadStatusLine, InvalidURLError)):
+        return "request line"
+    if isinstance(exc, PayloadEncodingError) or "chunk" in exc.message.split("\n", 1)[0].lower():
+        return "body"
+    if isinstance(exc, LineTooLong) and exc.args:
+        line = exc.args[0]
+        if _REQUEST_TARGET.match(line.encode() if isinstance(line, str) else bytes(line)):
+            return "request line"
+    return "headers" if isinstance(exc, BadHttpMessage) else None
+
+
+def unparsed_request_response(status: int, exc: BaseException | None) -> web.Response:
+    """The JSON error answering what aiohttp refused before any handler ran, with the status aiohttp chose."""
+    if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
+        return error_response(status, "malformed_request", f"the request does not parse as HTTP: {one_line(exc.message)}", part_at_fault(exc))
+    if status >= 500:
+        return error_response(status, "internal", "internal error")
+    return error_response(status, _STATUS_CODES.get(status, "http_error"), HTTPStatus(status).phrase)
+
+
+class JsonErrorRequestHandler(web.RequestHandler):
+    """aiohttp's connection handler, answering in JSON where aiohttp answers on its own in plain text.
+
+    A request aiohttp cannot parse never reaches the app, its middlewares or
+    its signals: aiohttp answers it from :meth:`handle_error`. On a
+    connection of an app that has :func:`error_middleware` (the API's), that
+    answer is the same JSON error as every other one; other apps of the
+    process keep aiohttp's. aiohttp still logs the request and refuses to
+    answer one whose answer has already begun.
+    """
+
+    __slots__ = ("_json_errors",)
+
+    def __init__(self, manager: web.Server, **kwargs) -> None:
+        super().__init__(manager, **kwargs)
+        app = getattr(manager.request_handler, "__self__", None)  # an app's server handles with its bound _handle
+        self._json_errors = isinstance(app, web.Application) and error_middleware in app.middlewares
+
+    def handle_error(self, request, status: int = 500, exc: BaseException | None = None, message: str | None = None):
+        answer = super().handle_error(request, status, exc, message)
+        if not self._json_errors:
+            return answer
+        answer = unparsed_request_response(status, exc)
+        answer.force_close()  # as aiohttp's: what follows on the connection cannot be trusted to start a request
+        return answer
+
+
+def handle_malformed_requests() -> None:
+    """Answer a request aiohttp cannot parse in JSON, and log it as one warning line (once, however many apps are made).
+
+    aiohttp has no supported hook for that answer (its web.Server builds
+    every connection as ``aiohttp.web_server.RequestHandler``, and no
+    setting of the app or the runner reaches it), so that name is pointed at
+    :class:`JsonErrorRequestHandler`, for every server of the process. A test
+    (``test_aiohttp_still_builds_its_connections_where_the_json_answer_hooks_in``)
+    fails when an aiohttp release moves that.
+    """
     logger = logging.getLogger("aiohttp.server")
     if MALFORMED_REQUESTS not in logger.filters:
         logger.addFilter(MALFORMED_REQUESTS)
+    web_server.RequestHandler = JsonErrorRequestHandler

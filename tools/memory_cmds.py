@@ -396,8 +396,8 @@ def cmd_drop_tenant(args: argparse.Namespace) -> int:
         return fail(f"dropping tenant {args.tenant!r} hides all its data from every projection; pass --yes to confirm")
     with _open(args) as svc:
         result = svc.drop_tenant(_context(args), reason=args.reason or "")
-    data = result.data
-    text = f"dropped tenant {args.tenant}: {data['events_backed_up']} events backed up to {data['backup']} {_trailer(result)}"
+        data = result.data  # the backup named relative to the data directory, as the log records it
+        text = f"dropped tenant {args.tenant}: {data['events_backed_up']} events backed up to {svc.data_dir / data['backup']} {_trailer(result)}"
     return _report(args, result, text, tenant=args.tenant)
 
 

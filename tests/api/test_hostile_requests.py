@@ -14,6 +14,7 @@ import json
 import logging
 
 import pytest
+from aiohttp import web
 
 from .test_errors import assert_error_body
 
@@ -33,6 +34,17 @@ async def send(api, method: str, path: str, headers: list[bytes], body: bytes = 
     headers_part, _, content = rest.partition(b"\r\n\r\n")
     assert b"application/json" in headers_part.lower(), answer
     return int(status_line.split()[1]), json.loads(content)
+
+
+async def exchange(server, request_bytes: bytes) -> bytes:
+    """``request_bytes`` sent as they are on a new connection; all the server answers until it closes it."""
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(request_bytes)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), timeout=30)
+    finally:
+        writer.close()
 
 
 ADD = b'{"memory": {"memory": "a memory sent with an odd header"}}'
@@ -157,14 +169,8 @@ async def test_a_request_that_cannot_be_parsed_is_logged_as_one_warning_line(sta
     """aiohttp answers it with a 400 before any handler runs, and logged an ERROR with a traceback for each: a
     port scanner filled an operator's log with errors that were no failure of the server."""
     api = await start()
-    reader, writer = await asyncio.open_connection(api.server.host, api.server.port)
     with caplog.at_level(logging.INFO, logger="aiohttp.server"):
-        try:
-            writer.write(request_bytes)
-            await writer.drain()
-            answer = await asyncio.wait_for(reader.read(), timeout=30)
-        finally:
-            writer.close()
+        answer = await exchange(api.server, request_bytes)
     assert answer.split(b" ", 2)[1] == b"400", answer[:80]
     records = [r for r in caplog.records if r.name == "aiohttp.server" and r.levelno >= logging.INFO]
     assert all(r.levelno == logging.WARNING and r.exc_info is None for r in records), [(r.levelname, r.getMessage()) for r in records]
@@ -172,3 +178,59 @@ async def test_a_request_that_cannot_be_parsed_is_logged_as_one_warning_line(sta
         [record] = records
         message = record.getMessage()
         assert message.startswith("refused a malformed request from 127.0.0.1 (400): ") and "\n" not in message, message
+
+
+HEAD = b"Host: localhost\r\n"
+UNPARSEABLE = {
+    "no-request-line": (b"GARBAGE\r\n\r\n", "request line"),
+    "a-bad-version": (b"GET /v1/health HTTP/1.1 junk\r\n" + HEAD + b"\r\n", "request line"),
+    "request-line-over-the-limit": (b"GET /v1/" + b"a" * 9000 + b" HTTP/1.1\r\n" + HEAD + b"\r\n", "request line"),
+    "control-character-in-a-header": (b"GET /v1/health HTTP/1.1\r\n" + HEAD + b"X-Probe: a\x00b\r\n\r\n", "headers"),
+    "a-space-in-a-header-name": (b"GET /v1/health HTTP/1.1\r\n" + HEAD + b"X Probe: ab\r\n\r\n", "headers"),
+    "header-over-the-limit": (b"GET /v1/health HTTP/1.1\r\n" + HEAD + b"X-Long: " + b"a" * 9000 + b"\r\n\r\n", "headers"),
+    "length-and-chunked-both": (b"POST /v1/memories HTTP/1.1\r\n" + HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "headers"),
+    "a-bad-chunk-size": (b"POST /v1/memories HTTP/1.1\r\n" + HEAD + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", "body"),
+}
+
+
+@pytest.mark.parametrize("request_bytes, field", UNPARSEABLE.values(), ids=UNPARSEABLE)
+async def test_a_request_that_cannot_be_parsed_is_answered_with_a_json_error_naming_the_part_at_fault(start, request_bytes, field):
+    """aiohttp answered these before any handler ran, in plain text: the one answer of the API that was no JSON error."""
+    api = await start()
+    head = api.service.store.last_position()
+    answer = await exchange(api.server, request_bytes)
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, content = rest.partition(b"\r\n\r\n")
+    assert status_line.split(b" ", 2)[1] == b"400", answer[:300]
+    assert b"content-type: application/json" in headers.lower(), answer[:300]
+    body = json.loads(content)
+    assert_error_body(body, 400)
+    assert body["error"]["code"] == "malformed_request" and body["error"]["field"] == field, body
+    assert "\n" not in body["error"]["message"], body
+    assert api.service.store.last_position() == head
+
+
+async def test_an_app_without_the_error_middleware_keeps_aiohttps_own_answer(start, aiohttp_server):
+    """The JSON answer belongs to the API's apps (those with its error middleware), not to every server of the process."""
+    await start()  # the API's app is made, as in a test that also runs a fake upstream server
+    other = await aiohttp_server(web.Application())
+    answer = await exchange(other, b"GARBAGE\r\n\r\n")
+    assert answer.split(b" ", 2)[1] == b"400" and b"application/json" not in answer.lower(), answer[:300]
+
+
+async def test_aiohttp_still_builds_its_connections_where_the_json_answer_hooks_in():
+    """aiohttp has no supported hook for the answer to a request it cannot parse: the API reaches it through
+    internals (see :func:`mnemolog.api.errors.handle_malformed_requests`). When an aiohttp release moves them,
+    this fails, naming which, rather than the API quietly answering in plain text again."""
+    import inspect
+
+    from aiohttp import web_server
+
+    from mnemolog.api.errors import JsonErrorRequestHandler, handle_malformed_requests
+
+    handle_malformed_requests()
+    assert web_server.RequestHandler is JsonErrorRequestHandler, "aiohttp.web_server no longer builds connections from its RequestHandler name"
+    server = web_server.Server(lambda request: None)
+    assert type(server()) is JsonErrorRequestHandler, "web.Server() no longer makes its connection from aiohttp.web_server.RequestHandler"
+    parameters = list(inspect.signature(web.RequestHandler.handle_error).parameters)
+    assert parameters == ["self", "request", "status", "exc", "message"], f"RequestHandler.handle_error changed: {parameters}"

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.eventstore.settings import Settings, SettingError
+from mnemolog.eventstore.store import StreamAppend
 from mnemolog.projections.service import MemoryService
 from mnemolog.tools import cli
 
@@ -124,3 +126,33 @@ def test_any_tenant_name_can_be_dropped_and_names_its_own_backup(tmp_path):
     assert all(len(n) < 255 for n in names) and sorted(names) == backups(data)
     assert all((data / "backups" / n).parent == data / "backups" for n in names)
     assert names[4].endswith("-a_b.jsonl")  # a name a file can hold is kept as it is
+
+
+def test_a_drop_records_and_answers_its_backup_relative_to_the_data_directory(tmp_path):
+    """The tombstone and the answer named the backup by its absolute path: the log, exported to another
+    machine, carried the first host's layout (its home, its mount points) with it."""
+    data = tmp_path / "data"
+    with MemoryService.open(data) as svc:
+        add(svc, "a memory", "a")
+        answer = svc.drop_tenant(CommandContext(tenant="a", idempotency_key="drop-1"))
+        again = svc.drop_tenant(CommandContext(tenant="a", idempotency_key="drop-1"))  # a retry, answered from the log
+        [recorded] = drops(svc)
+    assert answer.data["backup"] == again.data["backup"] == recorded.backup == f"backups/{backups(data)[0]}"
+    assert (data / recorded.backup).is_file() and str(tmp_path) not in repr(answer.data)
+
+
+def test_a_tombstone_naming_its_backup_by_an_absolute_path_still_reads_and_names_that_backup(tmp_path):
+    """A drop recorded before backups were named relative to the data directory names its own by an absolute
+    path: it still reads, and the tenant's next drop keeps that backup as one a tombstone names."""
+    data = tmp_path / "data"
+    with MemoryService.open(data, settings=Settings({"backups_keep": 2})) as svc:
+        add(svc, "a memory", "a")
+        old = data / "backups" / "20200101T000000.000000000-a.jsonl"
+        old.parent.mkdir()
+        old.write_text("an export written by an earlier version\n")
+        event = c.TenantDropped(backup=str(old.resolve()), events_backed_up=1)
+        svc.store.append_batch([StreamAppend(c.tenant_stream("a"), [event])], tenant="a")
+        add(svc, "a memory after that drop", "a")
+        svc.drop_tenant(ctx("a"))
+        assert [d.backup for d in drops(svc)] == [str(old.resolve()), f"backups/{backups(data)[1]}"]
+        assert backups(data)[0] == old.name

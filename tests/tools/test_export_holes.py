@@ -44,7 +44,7 @@ def test_a_drop_backup_imports_and_a_cut_one_is_refused(tmp_path, capsys):
     data = tmp_path / "data"
     make_log(data)
     with MemoryService.open(data) as svc:
-        backup = svc.drop_tenant(CommandContext(tenant="acme")).data["backup"]
+        backup = str(data / svc.drop_tenant(CommandContext(tenant="acme")).data["backup"])
     lines = open(backup, "rb").read().splitlines(keepends=True)
     assert json.loads(lines[0]) == {"mnemolog_export": 2, "scope": "tenant", "tenant": "acme"}
     cut = tmp_path / "cut.jsonl"
