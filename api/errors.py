@@ -155,6 +155,12 @@ def as_api_error(exc: BaseException) -> ApiError | None:
     return None
 
 
+def _client_gone(request: web.Request) -> bool:
+    """Whether the client's connection is closed (a reset from a server this one called is another matter)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     try:
@@ -168,6 +174,9 @@ async def error_middleware(request: web.Request, handler):
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return error_response(exc.status, code, message, "body" if exc.status == 413 else None, headers)
     except Exception as exc:
+        if isinstance(exc, ConnectionResetError) and _client_gone(request):  # not a bug: nothing to answer, nothing done
+            log.info("%s %s: the client hung up before its request was read", request.method, request.path)
+            return error_response(400, "bad_request", "the connection closed before the request body was read whole", "body")
         known = as_api_error(exc)
         if known is not None:
             if known.status >= 500:  # with the traceback when it is a bug behind a committed write

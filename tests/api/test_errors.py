@@ -574,3 +574,20 @@ async def test_a_new_memory_refused_by_the_command_is_named_by_its_path_in_the_b
     ]
     for body, field in cases:
         await call(api, "POST", "/v1/memories", json=body, status=422, field=field, code="invalid")
+
+
+async def test_a_connection_reset_while_the_client_is_still_there_is_a_500_not_its_hang_up(aiohttp_client, caplog):
+    """A reset from a server a handler called (an embedder, a judge) is a failure of this one, not the client leaving."""
+    from aiohttp import web
+
+    from mnemolog.api.errors import error_middleware
+
+    async def calls_out(request):
+        raise ConnectionResetError("the model server reset the connection")
+
+    app = web.Application(middlewares=[error_middleware])
+    app.router.add_get("/x", calls_out)
+    client = await aiohttp_client(app)
+    response = await client.get("/x")
+    assert response.status == 500 and (await response.json())["error"]["code"] == "internal"
+    assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)

@@ -16,6 +16,8 @@ import logging
 import pytest
 from aiohttp import web
 
+from mnemolog.api import keys
+
 from .test_errors import assert_error_body
 
 
@@ -234,3 +236,34 @@ async def test_aiohttp_still_builds_its_connections_where_the_json_answer_hooks_
     assert type(server()) is JsonErrorRequestHandler, "web.Server() no longer makes its connection from aiohttp.web_server.RequestHandler"
     parameters = list(inspect.signature(web.RequestHandler.handle_error).parameters)
     assert parameters == ["self", "request", "status", "exc", "message"], f"RequestHandler.handle_error changed: {parameters}"
+
+
+async def test_a_client_that_hangs_up_mid_body_is_one_line_in_the_log_and_writes_nothing(settings_for, caplog):
+    """A body cut short by the client's hang-up is the client's doing: one info line, no "unhandled error" with a
+    traceback. The server runs as ``web.run_app`` runs it (the test server cancels the handler instead)."""
+    from mnemolog.api.app import create_app
+
+    app = create_app(settings_for(), background=[])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        with caplog.at_level(logging.INFO):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + ADD[:20])
+            await writer.drain()
+            await asyncio.sleep(0.2)  # the handler is reading the body
+            writer.close()  # the peer hangs up
+            for _ in range(100):
+                if any(r.name.startswith("mnemolog.api") for r in caplog.records):
+                    break
+                await asyncio.sleep(0.05)
+        mine = [r for r in caplog.records if r.name.startswith("mnemolog.api")]
+        assert [(r.levelno, bool(r.exc_info)) for r in mine] == [(logging.INFO, False)], [r.getMessage() for r in mine]
+        assert "hung up" in mine[0].getMessage() and "/v1/memories" in mine[0].getMessage()
+        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert app[keys.service_key].store.last_position() == 0
+    finally:
+        await runner.cleanup()
