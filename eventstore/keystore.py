@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from .files import write_unnamed
 from .ids import new_id
 from .sqlite_tx import immediate
 
@@ -384,15 +385,17 @@ def write_key_file(keys: KeyStore, path: str | os.PathLike, *, tenant: str | Non
     import json
 
     rows = keys.export_rows(tenant)
-    target = Path(path)
-    partial = target.with_name(target.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
+    with write_unnamed(path, 0o600) as out:  # a kill midway leaves no key behind
         out.write(json.dumps({"mnemolog_keys": KEY_FILE_FORMAT, "warning": KEY_FILE_WARNING, "tenant": tenant}) + "\n")
         for row in rows:
-            out.write(json.dumps(row) + "\n")
-    os.replace(partial, target)
+            out.write(_key_line(row))
     return len(rows)
+
+
+def _key_line(row: dict) -> str:
+    import json
+
+    return json.dumps(row) + "\n"
 
 
 def read_key_file(path: str | os.PathLike) -> list[dict]:
