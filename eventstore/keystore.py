@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from .errors import naming_database
 from .files import write_unnamed
 from .ids import new_id
 from .sqlite_tx import immediate
@@ -64,7 +65,15 @@ class KeyStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            with naming_database(self.path):
+                conn = self._open()
+            self._conn = conn
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to the key store, its tables made (the file made owner-only)."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        try:
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript(
@@ -82,12 +91,14 @@ class KeyStore:
                 CREATE TABLE IF NOT EXISTS scrub_due (key_id TEXT PRIMARY KEY);
                 """
             )
-            try:
-                os.chmod(self.path, 0o600)
-            except OSError:
-                pass
-            self._conn = conn
-        return self._conn
+        except BaseException:
+            conn.close()
+            raise
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+        return conn
 
     def close(self) -> None:
         with self._lock:
