@@ -23,8 +23,9 @@ process with it, and every restart. So the file is handed to usearch only
 when its bytes match the digest of its checkpoint; one that does not is set
 aside as ``vectors.usearch.damaged`` (the last one kept, for a look; a
 forget's scrub removes it) with one warning, and rebuilt from ``vec_docs``
-(hashing 100,000 vectors of 384 dimensions, a 66 MB file, took 41 ms from
-the page cache, beside the 0.1 s usearch takes to load it). :meth:`VectorIndex.sync` adds
+(the check of an index of 100,000 vectors of 384 dimensions, a 66 MB file,
+took 55 to 70 ms on 2 cores shared with other load, beside the 0.13 s
+usearch took to load it). :meth:`VectorIndex.sync` adds
 the rows past the checkpoint in batches (call it after each commit of the
 ``vectors`` projection: :meth:`VectorIndex.after_commit_hook`), and removes
 the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
