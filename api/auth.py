@@ -25,6 +25,8 @@ from pathlib import Path
 
 import msgspec
 
+from mnemolog.eventstore.errors import naming_database
+
 from .errors import ApiError
 
 SCOPES = ("read", "write", "admin")
@@ -53,12 +55,13 @@ class KeyStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
-            " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
-        )
+        with naming_database(self.path):  # a message names the file that is a directory, unreadable, no database
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
+                " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
+            )
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
         self._data_version = self._version()
 

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, cre
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import NullPool, QueuePool
 
+from .errors import name_database
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -140,6 +141,11 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str, busy_time
         for pragma in sqlite_pragmas(synchronous, busy_timeout):
             cursor.execute(pragma)
         cursor.close()
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context):  # every error of the log's database names its file (see tools/cli.py)
+        if engine.url.database:
+            name_database(context.original_exception, engine.url.database)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # pragma: no cover - exercised by every test

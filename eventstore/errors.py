@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import sqlite3
 import sys
+from typing import Iterator
 
 
 class EventStoreError(Exception):
@@ -79,6 +82,29 @@ def is_storage_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in _FULL_ERRNOS
     return getattr(exc, "sqlstate", None) == _PG_DISK_FULL
+
+
+def name_database(exc: BaseException, path: str | os.PathLike) -> None:
+    """Record on an SQLite error (raw, or wrapped by SQLAlchemy as ``.orig``) the database file it is about, for a
+    message that names it (see :func:`database_file`); an error that names one already keeps it."""
+    exc = getattr(exc, "orig", None) or exc
+    if isinstance(exc, sqlite3.Error) and getattr(exc, "database_file", None) is None:
+        exc.database_file = os.fspath(path)
+
+
+@contextlib.contextmanager
+def naming_database(path: str | os.PathLike) -> Iterator[None]:
+    """Name ``path`` on any SQLite error raised inside (opening a database: it is not one, a directory, unreadable)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        name_database(exc, path)
+        raise
+
+
+def database_file(exc: BaseException) -> str | None:
+    """The database file an SQLite error is about, when the code that opened it named it (:func:`name_database`)."""
+    return getattr(getattr(exc, "orig", None) or exc, "database_file", None)
 
 
 def log_failure(logger, message: str, *args) -> None:

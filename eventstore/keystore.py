@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from .errors import naming_database
+from .files import write_unnamed
 from .ids import new_id
 from .sqlite_tx import immediate
 
@@ -63,7 +65,15 @@ class KeyStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            with naming_database(self.path):
+                conn = self._open()
+            self._conn = conn
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to the key store, its tables made (the file made owner-only)."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        try:
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript(
@@ -81,12 +91,14 @@ class KeyStore:
                 CREATE TABLE IF NOT EXISTS scrub_due (key_id TEXT PRIMARY KEY);
                 """
             )
-            try:
-                os.chmod(self.path, 0o600)
-            except OSError:
-                pass
-            self._conn = conn
-        return self._conn
+        except BaseException:
+            conn.close()
+            raise
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+        return conn
 
     def close(self) -> None:
         with self._lock:
@@ -384,15 +396,17 @@ def write_key_file(keys: KeyStore, path: str | os.PathLike, *, tenant: str | Non
     import json
 
     rows = keys.export_rows(tenant)
-    target = Path(path)
-    partial = target.with_name(target.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
+    with write_unnamed(path, 0o600) as out:  # a kill midway leaves no key behind
         out.write(json.dumps({"mnemolog_keys": KEY_FILE_FORMAT, "warning": KEY_FILE_WARNING, "tenant": tenant}) + "\n")
         for row in rows:
-            out.write(json.dumps(row) + "\n")
-    os.replace(partial, target)
+            out.write(_key_line(row))
     return len(rows)
+
+
+def _key_line(row: dict) -> str:
+    import json
+
+    return json.dumps(row) + "\n"
 
 
 def read_key_file(path: str | os.PathLike) -> list[dict]:

@@ -11,6 +11,10 @@ new file, which it then rebuilds from the log like a deleted one.
 Several processes may open the data directory at once (a server's
 workers): under a lock file, each looks again before it moves anything, so
 a file another process has already made anew is left alone.
+
+The vector index (``vectors.usearch``) is set aside the same way, by
+:func:`move_aside` under the index's own lock, when its bytes do not match
+the digest its checkpoint recorded (see :mod:`.vectors.index`).
 """
 
 from __future__ import annotations
@@ -65,12 +69,18 @@ def set_aside(path: Path, error: BaseException) -> bool:
     with _locked(path):
         if _readable(path):
             return False
-        for suffix in ("", "-wal", "-shm"):
-            found = path.with_name(path.name + suffix)
-            if found.exists():
-                os.replace(found, path.with_name(f"{path.name}.damaged{suffix}"))
+        move_aside(path, ("", "-wal", "-shm"))
     log.warning("%s was damaged (%s): set aside as %s.damaged; every projection is rebuilt from the log", path, error, path.name)
     return True
+
+
+def move_aside(path: Path, suffixes: tuple[str, ...] = ("",)) -> None:
+    """Move ``path`` (and each ``<name><suffix>`` there is) to ``<name>.damaged<suffix>``, over the last one set
+    aside; the caller holds ``<name>.lock``, the lock every process takes before it moves or removes them."""
+    for suffix in suffixes:
+        found = path.with_name(path.name + suffix)
+        if found.exists():
+            os.replace(found, path.with_name(f"{path.name}.damaged{suffix}"))
 
 
 def discard_set_aside(path: Path) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
+from mnemolog.eventstore.errors import naming_database
 from mnemolog.eventstore.sqlite_tx import immediate
 
 from . import text_caches
@@ -66,16 +67,17 @@ def connect(path: Path | str, *, readonly: bool = False, reader: bool = False) -
     instead measured no faster, and counts the mapped pages again in every
     process's RSS.)
     """
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=30)
-    else:
-        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
-    conn.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints: projection batches write many pages
-    conn.execute("PRAGMA busy_timeout=30000")
-    conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB if reader else 65536}")
-    conn.execute("PRAGMA temp_store=MEMORY")
+    with naming_database(path):  # a message names the file that is a directory, unreadable, no database
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+        else:
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
+        conn.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints: projection batches write many pages
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB if reader else 65536}")
+        conn.execute("PRAGMA temp_store=MEMORY")
     return conn
 
 

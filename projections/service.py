@@ -574,11 +574,12 @@ class MemoryService:
         forget; the vector index starts over without the erased vectors and
         is saved over its file (usearch's remove keeps the bytes); the saved
         lexical postings (``fts.postings``), stale now, are removed (a server
-        writes them again from the projection); a damaged ``projections.db`` set aside is removed."""
+        writes them again from the projection); a damaged ``projections.db`` or vector index set aside is removed."""
         self.vector_index.sync(self.read_conn())
         self.vector_index.save(self.read_conn())
         PostingsIndex.discard_file(self.read_conn())
         discard_set_aside(self.runner.path)
+        discard_set_aside(self.vector_index.path)
 
     # -- tenant drop --------------------------------------------------------------------------
 

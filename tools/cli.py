@@ -18,6 +18,7 @@ import argparse
 import os
 import sqlite3
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Sequence
 
@@ -25,13 +26,13 @@ import msgspec
 from sqlalchemy.exc import SQLAlchemyError
 
 from mnemolog.eventstore import EventStoreError
-from mnemolog.eventstore.errors import is_storage_full
+from mnemolog.eventstore.errors import database_file, is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.settings import SetupError
 from mnemolog.projections.service import WrittenNotProjected
 
 from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
-from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, fail
+from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, database_problem, fail
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (
     log_cmds,
@@ -72,6 +73,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def _cause(exc: BaseException) -> str:
+    if (path := database_file(exc)) is not None:
+        return database_problem(Path(path), getattr(exc, "orig", None) or exc)
     if isinstance(exc, SQLAlchemyError) and getattr(exc, "orig", None) is not None:
         return f"database: {exc.orig}"
     if isinstance(exc, sqlite3.Error):  # raised outside SQLAlchemy's wrapping (a BEGIN in a connect hook, the key store)

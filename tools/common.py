@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -21,11 +22,12 @@ import msgspec
 
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore.bounds import check_name
+from mnemolog.eventstore.errors import sqlite_error_is
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MAX_REASON_CHARS
 from mnemolog.eventstore.settings import Settings
 
-__all__ = ["CommandError", "add_command", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
+__all__ = ["CommandError", "add_command", "database_problem", "existing_database", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -240,8 +242,31 @@ def require_log(args: argparse.Namespace, settings: Settings | None = None) -> N
     if settings.log_url:
         return
     log = data_dir(args) / "events.db"
-    if not log.is_file():
-        raise CommandError(f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
+    existing_database(log, f"no log at {log}: check --data-dir or MNEMOLOG_DATA_DIR (or MNEMOLOG_LOG_URL)")
+
+
+def database_problem(path: Path, exc: BaseException | None = None) -> str:
+    """What is wrong with the database file ``path`` that SQLite failed on with ``exc``, naming it: SQLite's own
+    words ("unable to open database file") say neither which file nor why."""
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return f"{path}: permission denied: this user must be able to read and write it ({exc})"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"{path}: permission denied on its directory {path.parent}, where SQLite writes its journal ({exc})"
+    if sqlite_error_is(exc, (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT), "not a database", "malformed"):
+        return f"{path} is not a readable database ({exc})"
+    return f"database {path}: {exc}"
+
+
+def existing_database(path: Path, missing: str) -> Path:
+    """``path`` when it is a file; else CommandError: the directory named as one (see :func:`database_problem`), or
+    ``missing`` when there is nothing there."""
+    if path.is_dir():
+        raise CommandError(database_problem(path))
+    if not path.is_file():
+        raise CommandError(missing)
+    return path
 
 
 def sqlite_path(store: EventStore) -> Path | None:

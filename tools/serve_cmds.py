@@ -15,7 +15,7 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
-from .common import CommandError, add_command, data_dir, listening_socket, port_arg, tenant_name
+from .common import CommandError, add_command, data_dir, existing_database, listening_socket, port_arg, tenant_name
 
 
 def _settings(args: argparse.Namespace, **overrides) -> Settings:
@@ -137,8 +137,7 @@ def _existing_keys(args: argparse.Namespace) -> KeyStore:
     """The API keys of the data directory, for a command that reads or changes them: one with no key store
     (a mistyped ``--data-dir``, or keys never made there) is refused, not given a new, empty one."""
     path = data_dir(args) / "auth.db"
-    if not path.is_file():
-        raise CommandError(f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
+    existing_database(path, f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
     return KeyStore(path)
 
 

@@ -12,11 +12,20 @@ Files in the data directory:
 - ``vectors.usearch.json``: its checkpoint: the last ``vec_docs`` row id
   synced, the runner's generation of the ``vectors`` projection (it changes
   on every rebuild of the projection), the embedder name, the dimension, the
-  entry count and the tenant-drop counter seen.
+  entry count, the tenant-drop counter seen and the SHA-256 of the index file.
 
 :meth:`VectorIndex.open` loads both and checks them against each other and
 against ``projections.db``; a missing, stale (other generation, embedder or
-dimension) or unreadable index is rebuilt. :meth:`VectorIndex.sync` adds
+dimension) or unreadable index is rebuilt. usearch trusts the file it loads:
+a graph with flipped bits (a bad sector, a copy taken while it was written)
+loads without an error, and a search then dies in native code, taking the
+process with it, and every restart. So the file is handed to usearch only
+when its bytes match the digest of its checkpoint; one that does not is set
+aside as ``vectors.usearch.damaged`` (the last one kept, for a look; a
+forget's scrub removes it) with one warning, and rebuilt from ``vec_docs``
+(the check of an index of 100,000 vectors of 384 dimensions, a 66 MB file,
+took 55 to 70 ms on 2 cores shared with other load, beside the 0.13 s
+usearch took to load it). :meth:`VectorIndex.sync` adds
 the rows past the checkpoint in batches (call it after each commit of the
 ``vectors`` projection: :meth:`VectorIndex.after_commit_hook`), and removes
 the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
@@ -53,14 +62,16 @@ from typing import Callable
 import numpy as np
 from usearch.index import Index
 
-from mnemolog.eventstore.files import replace_durably
+from mnemolog.eventstore.files import file_sha256, replace_durably
+
+from ..damaged import move_aside
 
 __all__ = ["INDEX_FILE", "VectorIndex", "current_generation"]
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "vectors.usearch"
-FORMAT = 1
+FORMAT = 2  # 2: the checkpoint holds the file's sha256
 SYNC_BATCH = 10_000
 
 
@@ -187,6 +198,8 @@ class VectorIndex:
         ):
             if meta.get(key) != expected:
                 return f"stale: {key} is {meta.get(key)!r}, expected {expected!r}"
+        if (damage := self._damage(meta)) is not None:
+            return damage
         try:
             loaded = Index.restore(str(self.path))
         except (RuntimeError, OSError, ValueError) as exc:  # usearch raises plain RuntimeErrors on damaged files
@@ -201,6 +214,22 @@ class VectorIndex:
         self.deletions = int(meta.get("deletions", 0))
         self.erasures = int(meta.get("erasures", 0))
         return None
+
+    def _damage(self, meta: dict) -> str | None:
+        """When the file's bytes are not those its checkpoint describes: set it aside (the caller holds the files'
+        lock), warn once, and say why it is rebuilt."""
+        try:
+            digest = file_sha256(self.path)
+        except OSError as exc:
+            return f"unreadable index ({exc})"
+        if digest == meta.get("sha256"):
+            return None
+        move_aside(self.path)
+        log.warning(
+            "%s does not match the digest its checkpoint recorded (damaged, or a save was cut short): set aside as %s.damaged;"
+            " the vector index is rebuilt from projections.db", self.path, self.path.name,
+        )  # fmt: skip
+        return "index file does not match its checkpoint's digest"
 
     def _reset(self, generation: str | None) -> None:
         self._index = self._new_index()
@@ -368,6 +397,7 @@ class VectorIndex:
                 full = shutil.disk_usage(tmp.parent).free < self._index.serialized_length
                 code = errno.ENOSPC if full else errno.EIO
                 raise OSError(code, f"could not write the vector index ({os.strerror(code) if full else exc})", str(tmp)) from exc
+            digest = file_sha256(tmp)
             replace_durably(tmp, self.path)  # on the disk before the checkpoint that describes it
             meta = {
                 "format": FORMAT,
@@ -380,6 +410,7 @@ class VectorIndex:
                 "deletions": self.deletions,
                 "erasures": self.erasures,
                 "count": len(self._index),
+                "sha256": digest,
             }
             tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")
             tmp_meta.write_text(json.dumps(meta, indent=1))
