@@ -10,7 +10,10 @@ log``, ``GET /v1/events`` and its live stream, the explorer's correlation
 page, and the state a command loads (``history``, and an update or rollback
 that would write it back). Those pass each event through
 :meth:`ErasedMemories.mask`, which erases a memory's events written before
-the last forget that names it, as the projections show them.
+the last forget that names it, as the projections show them. A replay of the
+projections reads the log so too (:meth:`ErasedMemories.masked`): a rebuild
+after the forget never projects such a version's text, not even for the
+moment until the forget's event erases it.
 """
 
 from __future__ import annotations
@@ -116,3 +119,18 @@ class ErasedMemories:
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
         """``recorded`` as the reads of the log show it (see :meth:`event`)."""
         return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
+
+    def masked(self, batch: list[RecordedEvent]) -> list[RecordedEvent]:
+        """``batch`` with :meth:`mask` applied to each event (itself when none is erased).
+
+        A replay of the projections reads its batches so: the events of a
+        memory a later forget names project no text, whether a destroyed key
+        sealed them or they were written in plaintext (which no key can
+        erase from the log), as the forget left the projections."""
+        out = batch
+        for i, recorded in enumerate(batch):
+            if self.erases(recorded.tenant, recorded.position, recorded.event):
+                if out is batch:
+                    out = list(batch)
+                out[i] = erased_recorded(recorded)
+        return out

@@ -1,0 +1,99 @@
+"""Forgetting a subject some of whose memories were written in plaintext (before sealing was on, or with
+``MNEMOLOG_ENCRYPTION=off``): the log keeps those bytes, since it is append-only and no key sealed them, but
+nothing derived from the log does, in the live run or in any replay; and the forget says which events stay."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from mnemolog.eventstore.commands import CommandContext
+from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.sealing import ERASED_TEXT
+from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.service import MemoryService
+from tests.projections.test_forget import _projected, _recall
+
+CTX = CommandContext(tenant="t", actor="privacy-officer")
+PLAIN = "Ozymandrel Quibbleworth"
+PLAIN_BACKGROUND = "raised near the Farthingale viaduct"
+SEALED = "Pemberwick Saltonstall"
+LOG_FILES = ("events.db", "events.db-wal", "events.db-shm")  # the log itself: its plaintext events stay, and are reported
+
+
+def _needles(*texts: str) -> list[bytes]:
+    """The texts' longer words as UTF-8 and UTF-16, and as the full-text index stores them (lowercased, stemmed)."""
+    out = []
+    for word in re.findall(r"\w+", " ".join(texts)):
+        if len(word) < 6:
+            continue
+        for form in (word, word.lower(), word.lower()[:-1], word.lower()[-5:]):  # FTS5 stores a term's tail after a shared prefix
+            out += [form.encode("utf-8"), form.encode("utf-16-le"), form.encode("utf-16-be")]
+    return out
+
+
+def _holding(data: Path, needles: list[bytes], *, skip: tuple[str, ...] = LOG_FILES) -> dict[str, list[bytes]]:
+    found = {}
+    for path in data.rglob("*"):
+        if path.is_file() and path.name not in skip:
+            content = path.read_bytes()
+            if hits := [n for n in needles if n in content]:
+                found[path.name] = hits[:3]
+    return found
+
+
+def _seed(data: Path) -> dict[str, list[str]]:
+    """Plaintext memories of u-7 (one updated once sealing is on), a sealed one, and other memories."""
+    with MemoryService.open(data, settings=Settings({"encryption": "off"}, env={})) as svc:
+        plain = svc.run(
+            svc.memories.add,
+            CTX,
+            [MemoryContent(memory=f"{PLAIN} note {i}", subject="u-7", background=PLAIN_BACKGROUND, key=f"quibbleworth {i}") for i in range(3)],
+        ).memory_ids
+        others = svc.run(svc.memories.add, CTX, [MemoryContent(memory="ordinary harbour memory")]).memory_ids
+    with MemoryService.open(data) as svc:
+        svc.run(svc.memories.update, CTX, plain[0], {"memory": f"{SEALED} moved"})  # version 2 sealed, version 1 stays plaintext
+        sealed = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SEALED} note", subject="u-7")]).memory_ids
+        svc.scrub()  # the vector index saved with the subject's vectors in it
+    return {"plain": list(plain), "sealed": list(sealed), "others": list(others)}
+
+
+def _cli(data: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_DATA_DIR": str(data)}
+    return subprocess.run([sys.executable, "-m", "mnemolog.tools.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_rebuild_after_the_forget_projects_none_of_the_plaintext_memories_text(tmp_path):
+    """A replay read a forgotten subject's plaintext events as written, indexed their words and erased the rows at the
+    forget: ``mnemolog rebuild`` left the words in projections.db (FTS5 keeps a deleted row's terms until a merge).
+    The replay reads them erased, as it reads the sealed ones, so nothing of them is projected at all."""
+    data = tmp_path / "data"
+    ids = _seed(data)
+    with MemoryService.open(data) as svc:
+        svc.forget(CTX, "u-7", reason="request 12")
+        for memory_id in ids["plain"] + ids["sealed"]:
+            view = svc.get("t", memory_id)
+            assert view.erased and view.memory == ERASED_TEXT and view.background is None and view.key is None
+            assert all(v["erased"] and v["memory"] == ERASED_TEXT for v in svc.history("t", memory_id))
+        assert svc.get("t", ids["others"][0]).memory == "ordinary harbour memory"
+        assert not _recall(svc, f"{PLAIN} Farthingale viaduct quibbleworth")
+        live = _projected(svc)
+    needles = _needles(PLAIN, PLAIN_BACKGROUND, SEALED)
+    assert _holding(data, needles) == {}
+    assert _holding(data, needles, skip=()), "the log keeps the plaintext events: the test would prove nothing"
+
+    rebuilt = _cli(data, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert _holding(data, needles) == {}
+    with MemoryService.open(data) as svc:
+        assert _projected(svc) == live
+        assert svc.get("t", ids["plain"][1]).erased and svc.get("t", ids["others"][0]).memory == "ordinary harbour memory"
+    assert _holding(data, needles) == {}
+    for name in ("projections.db", "vectors.usearch", "fts.postings"):  # disposable: the next start replays them
+        (data / name).unlink(missing_ok=True)
+    with MemoryService.open(data) as svc:
+        assert _projected(svc) == live
+    assert _holding(data, needles) == {}
