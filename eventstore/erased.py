@@ -26,9 +26,28 @@ import msgspec
 
 from . import catalogue as c
 from .recorded import RecordedEvent
-from .sealing import erase
+from .sealing import _each, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through"]
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext"]
+
+
+def holds_plaintext(event: Any) -> bool:
+    """Whether ``event`` as stored (unopened, see ``EventStore.read_stored``) holds a personal value in plaintext:
+    a Struct with personal fields whose carrier is no token and whose values are not all empty (written with
+    sealing off, or before it was on). No key sealed it, so no forget erases it from the log: the reads and
+    the projections show it erased once a forget names its memory, and the forget names the event."""
+    plan = _plan(type(event))
+    if plan is None:
+        return False
+    found: list[str] = []
+
+    def visit(slot: Any, owner: Any, index: int | None) -> Any:
+        if not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
+            found.append(slot.path)
+        return owner
+
+    _each(event, plan, visit)
+    return bool(found)
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:

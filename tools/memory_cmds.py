@@ -386,6 +386,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if data.get("already_forgotten"):
         earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
         text = f"subject {args.subject} was already forgotten: {earlier}; nothing written"
+    if plaintext := data.get("plaintext_positions"):
+        text += (
+            f"; {len(plaintext)} event{'s' * (len(plaintext) != 1)} stay in the log in plaintext (positions {', '.join(map(str, plaintext))}):"
+            " written unsealed, no key can erase them; every read shows them erased"
+        )
     return _report(args, result, text)
 
 

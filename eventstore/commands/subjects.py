@@ -8,7 +8,10 @@
    the tenant's stream: the keys destroyed, the memories whose derived rows
    every projection erases, who (the actor), when, and why; a memory that
    another process sealed with a retired key between the read of the
-   subject's memories and this event is named by a second one;
+   subject's memories and this event is named by a second one. The event
+   (and the answer) also names the events of those memories stored in
+   plaintext (written unsealed): no key can erase them, so the log keeps
+   them, though every read and projection shows them erased;
 3. the keys are destroyed and the key store rewritten without their bytes.
 
 From then on every read of the subject's sealed events gives erased
@@ -36,7 +39,9 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
+from ..erased import holds_plaintext
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
+from ..recorded import decode_rows
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed, stored_key
@@ -78,12 +83,16 @@ class SubjectCommands:
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
             memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
+        plaintext = self._plaintext(ctx.tenant, memory_ids)
         result = commit(
             self.store,
             ctx,
             "forget",
             [
-                StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)]),
+                StreamAppend(
+                    c.tenant_stream(ctx.tenant),
+                    [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext)],
+                ),
                 *self._leaving(ctx.tenant, memory_ids),
             ],
             request=[subject, reason],
@@ -91,19 +100,24 @@ class SubjectCommands:
         erased = len(memory_ids)
         late = self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
         if late:
+            late_plaintext = self._plaintext(ctx.tenant, late)
+            plaintext += late_plaintext
             more = commit(
                 self.store,
                 ctx,
                 _LATE,
                 [
-                    StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason)]),
+                    StreamAppend(
+                        c.tenant_stream(ctx.tenant),
+                        [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason, plaintext_positions=late_plaintext)],
+                    ),
                     *self._leaving(ctx.tenant, late),
                 ],
                 request=[subject, reason, late],
             )
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
         self.keys.forget(key_ids)
-        return msgspec.structs.replace(result, data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": erased})
+        return msgspec.structs.replace(result, data=_answer(subject, len(key_ids), erased, plaintext))
 
     def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult:
         """The answer when the subject holds no key in this tenant, writing nothing: already forgotten (every
@@ -127,10 +141,8 @@ class SubjectCommands:
             {"position": r.position, "recorded_at": r.recorded_at.isoformat(), "actor": r.metadata.actor, "reason": r.event.reason}
             for r in earlier
         ]
-        return CommandResult(
-            correlation_id=ctx.correlation_id,
-            data={"subject": subject, "keys_destroyed": 0, "memories_erased": 0, "already_forgotten": forgets},
-        )
+        plaintext = tuple(p for r in earlier for p in r.event.plaintext_positions)
+        return CommandResult(correlation_id=ctx.correlation_id, data=_answer(subject, 0, 0, plaintext) | {"already_forgotten": forgets})
 
     def _earlier_forgets(self, tenant: str, subject: str) -> list:
         """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
@@ -166,9 +178,29 @@ class SubjectCommands:
         if late is not None:
             ranges.append((late.first_position, late.last_position))
             done = msgspec.structs.replace(done, last_position=late.last_position)
-        keys_destroyed, erased = 0, 0
+        keys_destroyed, erased, plaintext = 0, 0, ()
         for first, last in ranges:
             for recorded in self.store.read_all(after=first - 1, until=last, types=["SubjectForgotten"]):
                 self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
                 keys_destroyed, erased = len(recorded.event.key_ids), erased + len(recorded.event.memory_ids)
-        return msgspec.structs.replace(done, data={"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased})
+                plaintext += recorded.event.plaintext_positions
+        return msgspec.structs.replace(done, data=_answer(subject, keys_destroyed, erased, plaintext))
+
+    def _plaintext(self, tenant: str, memory_ids: tuple[str, ...]) -> tuple[int, ...]:
+        """The positions of the events of ``memory_ids`` that hold personal fields in plaintext (written with
+        sealing off, or before it was on, or imported from such a log): no key sealed them, so the log keeps
+        their bytes after the forget, though every read and projection shows them erased. The forget names
+        them, so that the operator knows what stays. One read of each memory's stream as stored, in one transaction."""
+        found: list[int] = []
+        recorder = self.store.recorder
+        with recorder.reader.begin() as conn:
+            for memory_id in memory_ids:
+                stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, stream_id=c.memory_stream(memory_id)))
+                found += [r.position for r in stored if holds_plaintext(r.event)]
+        return tuple(sorted(found))
+
+
+def _answer(subject: str, keys_destroyed: int, erased: int, plaintext: tuple[int, ...]) -> dict:
+    """A forget's answer: what it destroyed and erased, and the events it could not erase, which the log keeps
+    in plaintext (their positions, oldest first; empty when every event of its memories was sealed)."""
+    return {"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased, "plaintext_positions": sorted(plaintext)}

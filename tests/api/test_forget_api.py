@@ -23,7 +23,7 @@ async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
 
     admin = secured.client(api_key=secured.key("acme", "read", "admin"))
     done = await admin.forget_subject("u-7", reason="request 12")
-    assert done.data == {"subject": "u-7", "keys_destroyed": 1, "memories_erased": 1}
+    assert done.data == {"subject": "u-7", "keys_destroyed": 1, "memories_erased": 1, "plaintext_positions": []}
     view = await admin.get_memory(mine.memory_ids[0])
     assert view["erased"] is True and view["subject"] == "u-7" and "hazelnut" not in view["memory"] and view["tags"] == []
     assert view["status"] == "activated" and view["id"] == mine.memory_ids[0]
@@ -39,7 +39,7 @@ async def test_forgetting_the_tenants_own_key_erases_its_entities_and_memories_b
     named = await admin.add_memories({"memory": "the office opens at nine", "subject": "u-7"})
     await admin.put_entity("person:w", {"name": "Wilhelmina Oyelaran", "aliases": ["Willa"]})
     done = await admin.forget_subject("@tenant", reason="tenant closed")
-    assert done.data == {"subject": "@tenant", "keys_destroyed": 1, "memories_erased": 1}
+    assert done.data == {"subject": "@tenant", "keys_destroyed": 1, "memories_erased": 1, "plaintext_positions": []}
     assert (await admin.get_memory(plain.memory_ids[0]))["erased"] is True
     assert (await admin.get_memory(named.memory_ids[0]))["memory"] == "the office opens at nine"
     entity = await admin.get_entity("person:w")

@@ -97,3 +97,39 @@ def test_a_rebuild_after_the_forget_projects_none_of_the_plaintext_memories_text
     with MemoryService.open(data) as svc:
         assert _projected(svc) == live
     assert _holding(data, needles) == {}
+
+
+def test_the_forget_names_the_events_the_log_keeps_in_plaintext(tmp_path):
+    """The forget answered "3 memories erased" and its event named no event, while the log kept the plaintext
+    versions' bytes: the answer and the ``SubjectForgotten`` now name their positions; a retry and a forget of
+    a subject forgotten already answer the same."""
+    data = tmp_path / "data"
+    ids = _seed(data)
+    with MemoryService.open(data) as svc:
+        expected = sorted(r.position for r in svc.store.read_all() if getattr(r.event, "memory_id", None) in ids["plain"] and r.type == "MemoryAdded")
+        ctx = CommandContext(tenant="t", actor="privacy-officer", idempotency_key="erase-u-7")
+        result = svc.forget(ctx, "u-7", reason="request 12")
+        assert result.data["memories_erased"] == 4 and result.data["keys_destroyed"] == 1
+        assert result.data["plaintext_positions"] == expected  # the sealed update of plain[0] and the sealed memory are not named
+        [event] = svc.store.read_all(types=["SubjectForgotten"])
+        assert list(event.event.plaintext_positions) == expected
+        assert svc.forget(ctx, "u-7", reason="request 12").data["plaintext_positions"] == expected  # a retry
+        again = svc.forget(CTX, "u-7", reason="request 12")
+        assert again.data["already_forgotten"] and again.data["plaintext_positions"] == expected
+        for position in expected:  # the log keeps them: read as stored, the text is there
+            [stored] = [r for r in svc.store.read_stored(position - 1, tenant="t", until=position)]
+            assert PLAIN in stored.event.content.memory
+        # A subject whose events were all sealed leaves nothing in plaintext.
+        svc.run(svc.memories.add, CTX, [MemoryContent(memory="a sealed note", subject="u-8")])
+        assert svc.forget(CTX, "u-8").data["plaintext_positions"] == []
+
+
+def test_the_cli_forget_says_which_events_stay_in_plaintext(tmp_path):
+    data = tmp_path / "data"
+    ids = _seed(data)
+    with MemoryService.open(data) as svc:
+        expected = sorted(r.position for r in svc.store.read_all() if getattr(r.event, "memory_id", None) in ids["plain"] and r.type == "MemoryAdded")
+    done = _cli(data, "forget", "--tenant", "t", "--subject", "u-7", "--reason", "request 12", "--yes")
+    assert done.returncode == 0, done.stderr
+    shown = ", ".join(map(str, expected))
+    assert f"{len(expected)} events stay in the log in plaintext (positions {shown})" in done.stdout, done.stdout
