@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 import msgspec
 
 from . import catalogue as c
-from .recorded import RecordedEvent
+from .recorded import RecordedEvent, decode_rows
 from .sealing import _each, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext"]
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions"]
 
 
 def holds_plaintext(event: Any) -> bool:
@@ -48,6 +48,33 @@ def holds_plaintext(event: Any) -> bool:
 
     _each(event, plan, visit)
     return bool(found)
+
+
+def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
+    """The positions of the events of ``memory_ids`` (up to ``until``) that hold personal fields in plaintext
+    (:func:`holds_plaintext`), oldest first: one read of each memory's stream as stored, in one transaction."""
+    found: list[int] = []
+    recorder = store.recorder
+    with recorder.reader.begin() as conn:
+        for memory_id in memory_ids:
+            stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
+            found += [r.position for r in stored if holds_plaintext(r.event)]
+    return tuple(sorted(found))
+
+
+def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:
+    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased their memory
+    (what ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
+    ``plaintext_positions`` existed or imported from another log too."""
+    last: dict[tuple[str, str], int] = {}  # (tenant, memory id) -> the position of the last forget naming it
+    for recorded in store.read_all(types=["SubjectForgotten"]):
+        for memory_id in recorded.event.memory_ids:
+            last[(recorded.tenant, memory_id)] = recorded.position
+    by_forget: dict[tuple[str, int], list[str]] = {}
+    for (tenant, memory_id), position in last.items():
+        by_forget.setdefault((tenant, position), []).append(memory_id)
+    found = [p for (tenant, position), ids in by_forget.items() for p in plaintext_positions(store, tenant, ids, until=position)]
+    return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:

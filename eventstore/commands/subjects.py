@@ -39,9 +39,8 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
-from ..erased import holds_plaintext
+from ..erased import plaintext_positions
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
-from ..recorded import decode_rows
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed, stored_key
@@ -190,14 +189,8 @@ class SubjectCommands:
         """The positions of the events of ``memory_ids`` that hold personal fields in plaintext (written with
         sealing off, or before it was on, or imported from such a log): no key sealed them, so the log keeps
         their bytes after the forget, though every read and projection shows them erased. The forget names
-        them, so that the operator knows what stays. One read of each memory's stream as stored, in one transaction."""
-        found: list[int] = []
-        recorder = self.store.recorder
-        with recorder.reader.begin() as conn:
-            for memory_id in memory_ids:
-                stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, stream_id=c.memory_stream(memory_id)))
-                found += [r.position for r in stored if holds_plaintext(r.event)]
-        return tuple(sorted(found))
+        them, so that the operator knows what stays."""
+        return plaintext_positions(self.store, tenant, memory_ids)
 
 
 def _answer(subject: str, keys_destroyed: int, erased: int, plaintext: tuple[int, ...]) -> dict:

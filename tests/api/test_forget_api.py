@@ -159,3 +159,26 @@ async def test_the_events_of_a_memory_given_to_a_forgotten_subject_read_erased_w
     assert streamed and "hazelnut" not in repr(streamed)
     history = await client.memory_history(memory)
     assert "hazelnut" not in repr(history)
+
+
+async def test_verify_names_the_events_a_forget_left_in_plaintext(start, settings_for):
+    """GET /v1/verify answered ok and nothing else, while the log kept the text of memories a forget erased, in
+    events written unsealed: ``plaintext_kept`` names them (the chain still verifies)."""
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    settings = settings_for(encryption="off")
+    with MemoryService.open(settings.data_dir, settings=settings) as svc:  # written before sealing was on
+        [plain] = svc.run(svc.memories.add, CommandContext(tenant="default"), [MemoryContent(memory="Marguerite's hazelnuts", subject="u-7")]).memory_ids
+    api = await start()
+    client = api.client()
+    await client.add_memories({"memory": "Marguerite's new address", "subject": "u-7"})
+    assert (await client.verify())["plaintext_kept"] == []
+    done = await client.forget_subject("u-7", reason="request 12")
+    [position] = done.data["plaintext_positions"]
+    report = await client.verify()
+    assert report["ok"] is True and report["plaintext_kept"] == [position]
+    assert (await client.verify(start=position + 1))["plaintext_kept"] == []
+    view = await client.get_memory(plain)
+    assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(plain))

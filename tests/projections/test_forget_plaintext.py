@@ -4,6 +4,7 @@ nothing derived from the log does, in the live run or in any replay; and the for
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -133,3 +134,41 @@ def test_the_cli_forget_says_which_events_stay_in_plaintext(tmp_path):
     assert done.returncode == 0, done.stderr
     shown = ", ".join(map(str, expected))
     assert f"{len(expected)} events stay in the log in plaintext (positions {shown})" in done.stdout, done.stdout
+
+
+def test_verify_lists_the_events_forgets_left_in_plaintext(tmp_path):
+    """``mnemolog verify`` said only "ok": an auditor could not learn from it that the log still holds the text
+    of memories a forget erased. It says so (the chain still verifies: exit 0), naming the positions, also
+    for a forget whose event does not name them (recorded before it did, or imported)."""
+    data = tmp_path / "data"
+    _seed(data)
+    assert "plaintext" not in _cli(data, "verify").stdout  # nothing forgotten yet: nothing to say
+    done = _cli(data, "forget", "--tenant", "t", "--subject", "u-7", "--reason", "request 12", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    positions = json.loads(done.stdout.splitlines()[-1])["plaintext_positions"]
+    assert len(positions) == 3
+
+    checked = _cli(data, "verify")
+    assert checked.returncode == 0, checked.stderr
+    shown = ", ".join(map(str, positions))
+    assert checked.stdout.startswith("ok: ") and f"3 events keep forgotten memories' text in plaintext (positions {shown})" in checked.stdout
+    report = json.loads(_cli(data, "verify", "--json").stdout)
+    assert report["ok"] is True and report["plaintext_kept"] == positions
+    assert json.loads(_cli(data, "verify", "--from", str(positions[1]), "--json").stdout)["plaintext_kept"] == positions[1:]
+
+
+def test_verify_finds_them_for_a_forget_recorded_without_its_plaintext_positions(tmp_path):
+    from mnemolog.eventstore import StreamAppend
+    from mnemolog.eventstore import catalogue as c
+    from mnemolog.eventstore.erased import plaintext_kept
+
+    data = tmp_path / "data"
+    ids = _seed(data)
+    with MemoryService.open(data) as svc:  # a forget as recorded before its event named them
+        event = c.SubjectForgotten(subject="u-7", key_ids=(), memory_ids=tuple(ids["plain"]), reason="old")
+        svc.store.append_batch([StreamAppend(c.tenant_stream("t"), [event])], tenant="t")
+        expected = sorted(r.position for r in svc.store.read_all() if getattr(r.event, "memory_id", None) in ids["plain"] and r.type == "MemoryAdded")
+        assert list(plaintext_kept(svc.store)) == expected
+        assert list(plaintext_kept(svc.store, expected[-1])) == expected[-1:]
+        svc.sync()
+        assert svc.get("t", ids["plain"][2]).erased
