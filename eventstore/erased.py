@@ -28,7 +28,7 @@ from . import catalogue as c
 from .recorded import RecordedEvent, decode_rows
 from .sealing import _each, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions"]
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
 
 
 def holds_plaintext(event: Any) -> bool:
@@ -50,16 +50,21 @@ def holds_plaintext(event: Any) -> bool:
     return bool(found)
 
 
-def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
-    """The positions of the events of ``memory_ids`` (up to ``until``) that hold personal fields in plaintext
-    (:func:`holds_plaintext`), oldest first: one read of each memory's stream as stored, in one transaction."""
-    found: list[int] = []
+def stored_events(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> list[RecordedEvent]:
+    """The events of ``memory_ids`` (up to ``until``) as stored, unopened: one read of each memory's stream, in
+    one transaction."""
+    found: list[RecordedEvent] = []
     recorder = store.recorder
     with recorder.reader.begin() as conn:
         for memory_id in memory_ids:
-            stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
-            found += [r.position for r in stored if holds_plaintext(r.event)]
-    return tuple(sorted(found))
+            found += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
+    return found
+
+
+def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
+    """The positions of the events of ``memory_ids`` (up to ``until``) that hold personal fields in plaintext
+    (:func:`holds_plaintext`), oldest first."""
+    return tuple(sorted(r.position for r in stored_events(store, tenant, memory_ids, until) if holds_plaintext(r.event)))
 
 
 def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:

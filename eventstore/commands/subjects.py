@@ -39,7 +39,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
-from ..erased import plaintext_positions
+from ..erased import plaintext_positions, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -72,10 +72,14 @@ class SubjectCommands:
             return self._finish_replayed(ctx, subject, done)
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
-        if not key_ids:
-            return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
-        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        if key_ids:
+            memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        else:  # no key to destroy: memories of it written unsealed are still erased from every read (or nothing to do)
+            found = self._nothing_to_forget(ctx, subject, key_subject)
+            if isinstance(found, CommandResult):
+                return found
+            memory_ids = found
         # A topic over one of them, or a merge of one, quotes its text, sealed with another key when the memory was given
         # the subject after the topic was written: the forget erases those too.
         memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
@@ -118,16 +122,21 @@ class SubjectCommands:
         self.keys.forget(key_ids)
         return msgspec.structs.replace(result, data=_answer(subject, len(key_ids), erased, plaintext))
 
-    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult:
-        """The answer when the subject holds no key in this tenant, writing nothing: already forgotten (every
-        memory of it erased by an earlier forget, which the answer names: who, when, why); not found (no memory
-        and no forget of it); or a conflict when memories of it are in the log but no key of this store sealed
-        them (written with encryption off, or imported without their key file): destroying keys cannot erase
-        them, and a forget that said it had would mislead."""
+    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult | tuple[str, ...]:
+        """When the subject holds no key in this tenant: its memories no forget erased yet, if every event of
+        them is stored in plaintext or sealed with a key this store holds (written with encryption off, or
+        given the subject later): the forget erases them from every read and projection, and names the events
+        the log keeps in plaintext. Otherwise the answer, writing nothing: already forgotten (every memory of
+        it erased by an earlier forget, which the answer names: who, when, why); not found (no memory and no
+        forget of it); or a conflict when some are sealed with a key this store never held (imported without
+        their key file), or the subject is the tenant's own key, whose unsealed entities and documents no read
+        erases: a forget that said it had erased them would mislead."""
         earlier = self._earlier_forgets(ctx.tenant, key_subject)
         erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
-        left = [memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased]
+        left = tuple(memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased)
         if left:
+            if subject != TENANT_KEY and not self._sealed_elsewhere(ctx.tenant, left):
+                return left
             raise Conflict(
                 f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
                 " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
@@ -142,6 +151,12 @@ class SubjectCommands:
         ]
         plaintext = tuple(p for r in earlier for p in r.event.plaintext_positions)
         return CommandResult(correlation_id=ctx.correlation_id, data=_answer(subject, 0, 0, plaintext) | {"already_forgotten": forgets})
+
+    def _sealed_elsewhere(self, tenant: str, memory_ids: tuple[str, ...]) -> bool:
+        """Whether an event of ``memory_ids`` is sealed with a key this key store never held (a log imported
+        without its key file): its text is readable where that key is, so no forget here can erase it."""
+        keys = {key_id for r in stored_events(self.store, tenant, memory_ids) for _, key_id in sealing.sealed_keys(r.event)}
+        return any(self.keys.key(key_id) is None for key_id in keys)
 
     def _earlier_forgets(self, tenant: str, subject: str) -> list:
         """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""

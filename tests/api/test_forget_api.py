@@ -123,16 +123,27 @@ async def test_a_second_forget_answers_with_the_first_and_writes_nothing(secured
     assert unknown.value.status == 404
 
 
-async def test_forgetting_a_subject_whose_memories_were_written_unsealed_says_so(start):
-    """With encryption off, a subject's memories have no key: forget answered "subject not found" while they
-    were there in plaintext. It is refused (409 naming the field and why), and nothing is written."""
+async def test_forgetting_a_subject_whose_memories_were_written_unsealed_erases_them_and_says_the_log_keeps_them(start):
+    """With encryption off, a subject's memories have no key: the forget was refused (409), so every read and
+    recall kept showing their text. It erases them from every read and projection, as it does a sealed
+    subject's, and says plainly what no forget can erase: the events the log keeps in plaintext."""
     api = await start(encryption="off")
-    added = await api.client().add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    client = api.client()
+    added = await client.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    await client.add_memories({"memory": "the office opens at nine"})
+    done = await client.forget_subject("u-7", reason="request 12")
+    assert done.data == {"subject": "u-7", "keys_destroyed": 0, "memories_erased": 1, "plaintext_positions": [added.positions[0]]}
+    view = await client.get_memory(added.memory_ids[0])
+    assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(added.memory_ids[0]))
+    assert added.memory_ids[0] not in {h["id"] for h in (await client.recall("Marguerite hazelnuts allergy"))["hits"]}
     head = api.service.store.last_position()
-    response = await api.raw.post("/v1/subjects/u-7/forget", json={"reason": "request 12"})
+    again = await client.forget_subject("u-7", reason="request 12")
+    assert again.data["already_forgotten"] and again.data["plaintext_positions"] == [added.positions[0]]
+    assert api.service.store.last_position() == head
+    # The tenant's own key erases its entities and documents too, which are not erased on read when unsealed: refused.
+    response = await api.raw.post("/v1/subjects/@tenant/forget", json={"reason": "closed"})
     body = await response.json()
-    assert response.status == 409 and body["error"]["field"] == "subject", body
-    assert "not sealed" in body["error"]["message"] and added.memory_ids[0] in body["error"]["message"]
+    assert response.status == 409 and body["error"]["field"] == "subject" and "not sealed" in body["error"]["message"], body
     assert api.service.store.last_position() == head
 
 

@@ -172,3 +172,23 @@ def test_verify_finds_them_for_a_forget_recorded_without_its_plaintext_positions
         assert list(plaintext_kept(svc.store, expected[-1])) == expected[-1:]
         svc.sync()
         assert svc.get("t", ids["plain"][2]).erased
+
+
+def test_a_subject_written_only_unsealed_is_erased_from_every_derived_file(tmp_path):
+    """No key sealed the subject's memories, so the forget has none to destroy: it still erases them from every
+    read and projection, live and after a rebuild, and names the events the log keeps."""
+    data = tmp_path / "data"
+    off = Settings({"encryption": "off"}, env={})
+    with MemoryService.open(data, settings=off) as svc:
+        mine = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{PLAIN} note {i}", subject="u-7", background=PLAIN_BACKGROUND) for i in range(3)])
+        svc.scrub()
+        result = svc.forget(CTX, "u-7", reason="request 12")
+        assert result.data == {"subject": "u-7", "keys_destroyed": 0, "memories_erased": 3, "plaintext_positions": list(mine.positions)}
+        assert all(svc.get("t", m).erased for m in mine.memory_ids) and not _recall(svc, PLAIN)
+        live = _projected(svc)
+    needles = _needles(PLAIN, PLAIN_BACKGROUND)
+    assert _holding(data, needles) == {}
+    assert _cli(data, "rebuild").returncode == 0
+    assert _holding(data, needles) == {}
+    with MemoryService.open(data, settings=off) as svc:
+        assert _projected(svc) == live
