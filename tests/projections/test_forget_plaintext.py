@@ -192,3 +192,18 @@ def test_a_subject_written_only_unsealed_is_erased_from_every_derived_file(tmp_p
     assert _holding(data, needles) == {}
     with MemoryService.open(data, settings=off) as svc:
         assert _projected(svc) == live
+
+
+def test_a_forgotten_memorys_history_says_which_of_its_versions_the_log_keeps_in_plaintext(tmp_path):
+    """The history of an erased memory named the forget (who, when, why) and showed every version erased, but not
+    that the log still holds some of them in plaintext: each forget it lists names those of the memory's events."""
+    data = tmp_path / "data"
+    ids = _seed(data)
+    with MemoryService.open(data) as svc:
+        svc.forget(CTX, "u-7", reason="request 12")
+        versions = svc.history_view("t", ids["plain"][0])["versions"]
+        assert [v["memory"] for v in versions] == [ERASED_TEXT, ERASED_TEXT]
+        [forget] = svc.history_view("t", ids["plain"][0])["forgotten"]
+        assert forget["plaintext_kept"] == [versions[0]["position"]]  # version 2 was sealed: its key is gone
+        [forget] = svc.forgotten("t", ids["sealed"][0])
+        assert forget["plaintext_kept"] == []
