@@ -558,7 +558,7 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what it would revert, and the conflicts, writing nothing")
 
     p = _command(
-        subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True
+        subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories from every read, record who and why, name the events the log keeps in plaintext", writes=True
     )
     p.add_argument(
         "--subject", required=True, metavar="S", help="the subject named on its memories, or @tenant: the tenant's own key (its entities, documents and memories without a subject)"
