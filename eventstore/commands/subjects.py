@@ -60,7 +60,8 @@ class SubjectCommands:
         self.working = WorkingMemory(store, facts)
 
     def forget(self, ctx: CommandContext, subject: str, *, reason: str = "") -> CommandResult:
-        """Destroy the subject's keys and record it; 404 when the subject has no key in this tenant.
+        """Destroy the subject's keys and record it, naming its memories (erased from every read, those written
+        unsealed too) and the events the log keeps in plaintext; 404 when no memory or forget names the subject.
 
         ``subject`` is a subject id, or :data:`TENANT_KEY` for the tenant's own key.
         """
