@@ -16,7 +16,7 @@ routes = RouteTable()
 @routes.post(
     "/v1/subjects/{subject}/forget",
     scope="admin",
-    summary="Forget a subject (or @tenant: the tenant's own key): destroy its keys, erase what they sealed from every projection, record who and why",
+    summary="Forget a subject (or @tenant: the tenant's own key): destroy its keys, erase its memories from every read and projection, record who and why; data.plaintext_positions names the events the log keeps in plaintext (written unsealed)",
     request=ForgetRequest,
     response=WriteResponse,
     path_types={"subject": ForgetSubject},

@@ -154,7 +154,8 @@ class MentionLinkView(msgspec.Struct, kw_only=True):
 
 
 class ForgetView(msgspec.Struct, kw_only=True):
-    """A forget that erased the memory: the subject, who, when, why."""
+    """A forget that erased the memory: the subject, who, when, why; ``plaintext_kept``: the memory's events
+    before it that the log keeps in plaintext (written unsealed, so no forget erases them; read erased)."""
 
     position: int
     recorded_at: str
@@ -163,6 +164,7 @@ class ForgetView(msgspec.Struct, kw_only=True):
     actor: str | None
     correlation_id: str | None
     reason: str | None
+    plaintext_kept: list[int] = []
 
 
 class MemoryHistoryResponse(msgspec.Struct, kw_only=True):

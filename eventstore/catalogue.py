@@ -334,12 +334,16 @@ class SubjectForgotten(DomainEvent, frozen=True):
     memory projector needs to know subjects; the graph erases the
     properties of the mention edges recorded under ``subject``. Who and
     when are the envelope's actor and time. No personal data.
+    ``plaintext_positions``: the events of those memories that hold personal
+    fields in plaintext (written unsealed): no key can erase them, so the log
+    keeps their bytes (every read and projection shows them erased).
     """
 
     subject: str
     key_ids: tuple[str, ...]
     memory_ids: tuple[str, ...] = ()
     reason: str = ""
+    plaintext_positions: tuple[int, ...] = ()
 
 
 class OrganizerPassRecorded(DomainEvent, frozen=True):

@@ -83,6 +83,10 @@ class VerifyResult(msgspec.Struct, frozen=True):
     the reference, and ``unchanged_through`` the last one it proves intact
     (the edit lies between them; next to each other with an export).
     ``guards``: append-only triggers that are missing or altered.
+    ``plaintext_kept``: events in the range checked that keep the text of
+    memories a forget erased, in plaintext (written unsealed: no key could
+    erase them; every read shows them erased). A note for an audit, not a
+    break: the chain is whole.
     """
 
     ok: bool
@@ -96,6 +100,7 @@ class VerifyResult(msgspec.Struct, frozen=True):
     unchanged_through: int | None = None
     difference: str | None = None
     guards: tuple[GuardProblem, ...] = ()
+    plaintext_kept: tuple[int, ...] = ()
 
 
 def walk(rows: Iterable[StoredRow], *, prev_hash: str | None, prev_position: int | None) -> ChainBreak | None:

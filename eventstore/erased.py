@@ -10,22 +10,76 @@ log``, ``GET /v1/events`` and its live stream, the explorer's correlation
 page, and the state a command loads (``history``, and an update or rollback
 that would write it back). Those pass each event through
 :meth:`ErasedMemories.mask`, which erases a memory's events written before
-the last forget that names it, as the projections show them.
+the last forget that names it, as the projections show them. A replay of the
+projections reads the log so too (:meth:`ErasedMemories.masked`): a rebuild
+after the forget never projects such a version's text, not even for the
+moment until the forget's event erases it.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, Iterable
 
 import msgspec
 
 from . import catalogue as c
-from .recorded import RecordedEvent
-from .sealing import erase
+from .recorded import RecordedEvent, decode_rows
+from .sealing import _each, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through"]
+__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
+
+
+def holds_plaintext(event: Any) -> bool:
+    """Whether ``event`` as stored (unopened, see ``EventStore.read_stored``) holds a personal value in plaintext:
+    a Struct with personal fields whose carrier is no token and whose values are not all empty (written with
+    sealing off, or before it was on). No key sealed it, so no forget erases it from the log: the reads and
+    the projections show it erased once a forget names its memory, and the forget names the event."""
+    plan = _plan(type(event))
+    if plan is None:
+        return False
+    found: list[str] = []
+
+    def visit(slot: Any, owner: Any, index: int | None) -> Any:
+        if not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
+            found.append(slot.path)
+        return owner
+
+    _each(event, plan, visit)
+    return bool(found)
+
+
+def stored_events(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> list[RecordedEvent]:
+    """The events of ``memory_ids`` (up to ``until``) as stored, unopened: one read of each memory's stream, in
+    one transaction."""
+    found: list[RecordedEvent] = []
+    recorder = store.recorder
+    with recorder.reader.begin() as conn:
+        for memory_id in memory_ids:
+            found += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
+    return found
+
+
+def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
+    """The positions of the events of ``memory_ids`` (up to ``until``) that hold personal fields in plaintext
+    (:func:`holds_plaintext`), oldest first."""
+    return tuple(sorted(r.position for r in stored_events(store, tenant, memory_ids, until) if holds_plaintext(r.event)))
+
+
+def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:
+    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased their memory
+    (what ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
+    ``plaintext_positions`` existed or imported from another log too."""
+    last: dict[tuple[str, str], int] = {}  # (tenant, memory id) -> the position of the last forget naming it
+    for recorded in store.read_all(types=["SubjectForgotten"]):
+        for memory_id in recorded.event.memory_ids:
+            last[(recorded.tenant, memory_id)] = recorded.position
+    by_forget: dict[tuple[str, int], list[str]] = {}
+    for (tenant, memory_id), position in last.items():
+        by_forget.setdefault((tenant, position), []).append(memory_id)
+    found = [p for (tenant, position), ids in by_forget.items() for p in plaintext_positions(store, tenant, ids, until=position)]
+    return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
@@ -116,3 +170,18 @@ class ErasedMemories:
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
         """``recorded`` as the reads of the log show it (see :meth:`event`)."""
         return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
+
+    def masked(self, batch: list[RecordedEvent]) -> list[RecordedEvent]:
+        """``batch`` with :meth:`mask` applied to each event (itself when none is erased).
+
+        A replay of the projections reads its batches so: the events of a
+        memory a later forget names project no text, whether a destroyed key
+        sealed them or they were written in plaintext (which no key can
+        erase from the log), as the forget left the projections."""
+        out = batch
+        for i, recorded in enumerate(batch):
+            if self.erases(recorded.tenant, recorded.position, recorded.event):
+                if out is batch:
+                    out = list(batch)
+                out[i] = erased_recorded(recorded)
+        return out

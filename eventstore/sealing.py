@@ -90,7 +90,7 @@ ENCRYPTION = setting(
     "auto",
     "Seal the personal fields of new events with per-subject keys (AES-256-GCM) so that forget can erase them: "
     "auto (on when the crypto extra is installed, for a PostgreSQL log only with MNEMOLOG_KEY_STORE set), on, off. "
-    "Plaintext events written before stay readable.",
+    "Plaintext events written before stay readable, and stay in the log after a forget (which erases them from every read and names them).",
 )
 KEY_STORE = setting(
     "key_store",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
+from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.errors import naming_database
 from mnemolog.eventstore.sqlite_tx import immediate
 
@@ -278,8 +279,8 @@ class ProjectionRunner:
                 # This process's own latest append, when it is exactly the next batch of every projection behind
                 # (one group, at the position before it); anything else is read from the log.
                 batch = self.store.take_own_appends(start, target, batch_size) if len(groups) == 1 else None
-                if batch is None:
-                    batch = self.store.read_all(after=start, limit=batch_size, until=target)
+                if batch is None:  # read erased where a forget after it names its memory (see ErasedMemories.masked)
+                    batch = ErasedMemories(self.store).masked(self.store.read_all(after=start, limit=batch_size, until=target))
                 if not batch:
                     return applied
                 done = self._apply(groups[start], start, batch)
@@ -384,8 +385,10 @@ class ProjectionRunner:
                 start = min(positions.get(p.name, 0) for p in behind)
                 group = [p for p in behind if positions.get(p.name, 0) == start]
                 replayed = False
+                erased = ErasedMemories(self.store)  # what a forget erased replays erased, sealed or not: never projected
                 for batch in self.store.iter_all(start, until=target, batch_size=REBUILD_BATCH):
                     replayed = True
+                    batch = erased.masked(batch)
                     done = self._apply(group, start, batch, timings=timings)
                     start = batch[-1].position
                     if progress is not None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.erased import plaintext_positions
 from mnemolog.eventstore.errors import log_failure
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
@@ -493,7 +494,8 @@ class MemoryService:
         return out
 
     def forgotten(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
-        """The forgets that erased a memory: subject, who, when, why (from the tenant's stream)."""
+        """The forgets that erased a memory: subject, who, when, why (from the tenant's stream), and which of
+        the memory's events before each the log keeps in plaintext (written unsealed: no forget erases them)."""
         out = []
         for r in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
             if memory_id in r.event.memory_ids:
@@ -506,6 +508,7 @@ class MemoryService:
                         "actor": r.metadata.actor,
                         "correlation_id": r.metadata.correlation_id,
                         "reason": r.event.reason,
+                        "plaintext_kept": list(plaintext_positions(self.store, tenant, [memory_id], until=r.position)),
                     }
                 )
         return out

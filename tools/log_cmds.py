@@ -20,7 +20,7 @@ from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefus
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
-from mnemolog.eventstore.erased import ErasedMemories
+from mnemolog.eventstore.erased import ErasedMemories, plaintext_kept
 from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
@@ -328,6 +328,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             result = msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
         if result.ok and args.to is None:
             result = _against_projections(result, data_dir(args) / "projections.db", store)
+        if result.ok:
+            result = msgspec.structs.replace(result, plaintext_kept=plaintext_kept(store, args.from_ or 1, args.to))
     if args.json:
         print_json_line(result)
     elif result.ok:
@@ -336,6 +338,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else:
             shown = str(tip) if tip is not None else "-"
         print(f"ok: {result.checked} events, tip {shown}")
+        if kept := result.plaintext_kept:
+            print(
+                f"note: {len(kept)} event{'s keep' if len(kept) != 1 else ' keeps'} forgotten memories' text in plaintext"
+                f" (positions {', '.join(map(str, kept))}): written unsealed, no key can erase them; every read shows them erased"
+            )
     else:
         if result.broken_at is not None:
             print(f"broken at position {result.broken_at}: {result.reason} ({result.checked} events checked before it)")

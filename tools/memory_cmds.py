@@ -386,6 +386,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
     if data.get("already_forgotten"):
         earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
         text = f"subject {args.subject} was already forgotten: {earlier}; nothing written"
+    if plaintext := data.get("plaintext_positions"):
+        text += (
+            f"; {len(plaintext)} event{'s' * (len(plaintext) != 1)} stay in the log in plaintext (positions {', '.join(map(str, plaintext))}):"
+            " written unsealed, no key can erase them; every read shows them erased"
+        )
     return _report(args, result, text)
 
 
@@ -553,7 +558,7 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what it would revert, and the conflicts, writing nothing")
 
     p = _command(
-        subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories everywhere, record who and why", writes=True
+        subparsers, "forget", cmd_forget, "crypto-shred a subject: destroy its keys, erase its memories from every read, record who and why, name the events the log keeps in plaintext", writes=True
     )
     p.add_argument(
         "--subject", required=True, metavar="S", help="the subject named on its memories, or @tenant: the tenant's own key (its entities, documents and memories without a subject)"

@@ -8,7 +8,10 @@
    the tenant's stream: the keys destroyed, the memories whose derived rows
    every projection erases, who (the actor), when, and why; a memory that
    another process sealed with a retired key between the read of the
-   subject's memories and this event is named by a second one;
+   subject's memories and this event is named by a second one. The event
+   (and the answer) also names the events of those memories stored in
+   plaintext (written unsealed): no key can erase them, so the log keeps
+   them, though every read and projection shows them erased;
 3. the keys are destroyed and the key store rewritten without their bytes.
 
 From then on every read of the subject's sealed events gives erased
@@ -36,6 +39,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
+from ..erased import plaintext_positions, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -56,7 +60,8 @@ class SubjectCommands:
         self.working = WorkingMemory(store, facts)
 
     def forget(self, ctx: CommandContext, subject: str, *, reason: str = "") -> CommandResult:
-        """Destroy the subject's keys and record it; 404 when the subject has no key in this tenant.
+        """Destroy the subject's keys and record it, naming its memories (erased from every read, those written
+        unsealed too) and the events the log keeps in plaintext; 404 when no memory or forget names the subject.
 
         ``subject`` is a subject id, or :data:`TENANT_KEY` for the tenant's own key.
         """
@@ -68,22 +73,30 @@ class SubjectCommands:
             return self._finish_replayed(ctx, subject, done)
         key_subject = TENANT_SUBJECT if subject == TENANT_KEY else subject
         key_ids = self.keys.retire(ctx.tenant, key_subject)
-        if not key_ids:
-            return self._nothing_to_forget(ctx, subject, key_subject)
         read_from = self.store.last_position()  # the facts below hold every event up to here, at least
-        memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        if key_ids:
+            memory_ids = tuple(self.facts.subject_memories(ctx.tenant, key_subject))  # erased ones too: one may have been moved back to it since
+        else:  # no key to destroy: memories of it written unsealed are still erased from every read (or nothing to do)
+            found = self._nothing_to_forget(ctx, subject, key_subject)
+            if isinstance(found, CommandResult):
+                return found
+            memory_ids = found
         # A topic over one of them, or a merge of one, quotes its text, sealed with another key when the memory was given
         # the subject after the topic was written: the forget erases those too.
         memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
             memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
+        plaintext = self._plaintext(ctx.tenant, memory_ids)
         result = commit(
             self.store,
             ctx,
             "forget",
             [
-                StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason)]),
+                StreamAppend(
+                    c.tenant_stream(ctx.tenant),
+                    [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext)],
+                ),
                 *self._leaving(ctx.tenant, memory_ids),
             ],
             request=[subject, reason],
@@ -91,30 +104,40 @@ class SubjectCommands:
         erased = len(memory_ids)
         late = self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
         if late:
+            late_plaintext = self._plaintext(ctx.tenant, late)
+            plaintext += late_plaintext
             more = commit(
                 self.store,
                 ctx,
                 _LATE,
                 [
-                    StreamAppend(c.tenant_stream(ctx.tenant), [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason)]),
+                    StreamAppend(
+                        c.tenant_stream(ctx.tenant),
+                        [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason, plaintext_positions=late_plaintext)],
+                    ),
                     *self._leaving(ctx.tenant, late),
                 ],
                 request=[subject, reason, late],
             )
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
         self.keys.forget(key_ids)
-        return msgspec.structs.replace(result, data={"subject": subject, "keys_destroyed": len(key_ids), "memories_erased": erased})
+        return msgspec.structs.replace(result, data=_answer(subject, len(key_ids), erased, plaintext))
 
-    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult:
-        """The answer when the subject holds no key in this tenant, writing nothing: already forgotten (every
-        memory of it erased by an earlier forget, which the answer names: who, when, why); not found (no memory
-        and no forget of it); or a conflict when memories of it are in the log but no key of this store sealed
-        them (written with encryption off, or imported without their key file): destroying keys cannot erase
-        them, and a forget that said it had would mislead."""
+    def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult | tuple[str, ...]:
+        """When the subject holds no key in this tenant: its memories no forget erased yet, if every event of
+        them is stored in plaintext or sealed with a key this store holds (written with encryption off, or
+        given the subject later): the forget erases them from every read and projection, and names the events
+        the log keeps in plaintext. Otherwise the answer, writing nothing: already forgotten (every memory of
+        it erased by an earlier forget, which the answer names: who, when, why); not found (no memory and no
+        forget of it); or a conflict when some are sealed with a key this store never held (imported without
+        their key file), or the subject is the tenant's own key, whose unsealed entities and documents no read
+        erases: a forget that said it had erased them would mislead."""
         earlier = self._earlier_forgets(ctx.tenant, key_subject)
         erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
-        left = [memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased]
+        left = tuple(memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased)
         if left:
+            if subject != TENANT_KEY and not self._sealed_elsewhere(ctx.tenant, left):
+                return left
             raise Conflict(
                 f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
                 " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
@@ -127,10 +150,14 @@ class SubjectCommands:
             {"position": r.position, "recorded_at": r.recorded_at.isoformat(), "actor": r.metadata.actor, "reason": r.event.reason}
             for r in earlier
         ]
-        return CommandResult(
-            correlation_id=ctx.correlation_id,
-            data={"subject": subject, "keys_destroyed": 0, "memories_erased": 0, "already_forgotten": forgets},
-        )
+        plaintext = tuple(p for r in earlier for p in r.event.plaintext_positions)
+        return CommandResult(correlation_id=ctx.correlation_id, data=_answer(subject, 0, 0, plaintext) | {"already_forgotten": forgets})
+
+    def _sealed_elsewhere(self, tenant: str, memory_ids: tuple[str, ...]) -> bool:
+        """Whether an event of ``memory_ids`` is sealed with a key this key store never held (a log imported
+        without its key file): its text is readable where that key is, so no forget here can erase it."""
+        keys = {key_id for r in stored_events(self.store, tenant, memory_ids) for _, key_id in sealing.sealed_keys(r.event)}
+        return any(self.keys.key(key_id) is None for key_id in keys)
 
     def _earlier_forgets(self, tenant: str, subject: str) -> list:
         """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
@@ -166,9 +193,23 @@ class SubjectCommands:
         if late is not None:
             ranges.append((late.first_position, late.last_position))
             done = msgspec.structs.replace(done, last_position=late.last_position)
-        keys_destroyed, erased = 0, 0
+        keys_destroyed, erased, plaintext = 0, 0, ()
         for first, last in ranges:
             for recorded in self.store.read_all(after=first - 1, until=last, types=["SubjectForgotten"]):
                 self.keys.forget([k for k in recorded.event.key_ids if self.keys.key(k) not in (None, FORGOTTEN)])
                 keys_destroyed, erased = len(recorded.event.key_ids), erased + len(recorded.event.memory_ids)
-        return msgspec.structs.replace(done, data={"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased})
+                plaintext += recorded.event.plaintext_positions
+        return msgspec.structs.replace(done, data=_answer(subject, keys_destroyed, erased, plaintext))
+
+    def _plaintext(self, tenant: str, memory_ids: tuple[str, ...]) -> tuple[int, ...]:
+        """The positions of the events of ``memory_ids`` that hold personal fields in plaintext (written with
+        sealing off, or before it was on, or imported from such a log): no key sealed them, so the log keeps
+        their bytes after the forget, though every read and projection shows them erased. The forget names
+        them, so that the operator knows what stays."""
+        return plaintext_positions(self.store, tenant, memory_ids)
+
+
+def _answer(subject: str, keys_destroyed: int, erased: int, plaintext: tuple[int, ...]) -> dict:
+    """A forget's answer: what it destroyed and erased, and the events it could not erase, which the log keeps
+    in plaintext (their positions, oldest first; empty when every event of its memories was sealed)."""
+    return {"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased, "plaintext_positions": sorted(plaintext)}

@@ -23,7 +23,7 @@ async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
 
     admin = secured.client(api_key=secured.key("acme", "read", "admin"))
     done = await admin.forget_subject("u-7", reason="request 12")
-    assert done.data == {"subject": "u-7", "keys_destroyed": 1, "memories_erased": 1}
+    assert done.data == {"subject": "u-7", "keys_destroyed": 1, "memories_erased": 1, "plaintext_positions": []}
     view = await admin.get_memory(mine.memory_ids[0])
     assert view["erased"] is True and view["subject"] == "u-7" and "hazelnut" not in view["memory"] and view["tags"] == []
     assert view["status"] == "activated" and view["id"] == mine.memory_ids[0]
@@ -39,7 +39,7 @@ async def test_forgetting_the_tenants_own_key_erases_its_entities_and_memories_b
     named = await admin.add_memories({"memory": "the office opens at nine", "subject": "u-7"})
     await admin.put_entity("person:w", {"name": "Wilhelmina Oyelaran", "aliases": ["Willa"]})
     done = await admin.forget_subject("@tenant", reason="tenant closed")
-    assert done.data == {"subject": "@tenant", "keys_destroyed": 1, "memories_erased": 1}
+    assert done.data == {"subject": "@tenant", "keys_destroyed": 1, "memories_erased": 1, "plaintext_positions": []}
     assert (await admin.get_memory(plain.memory_ids[0]))["erased"] is True
     assert (await admin.get_memory(named.memory_ids[0]))["memory"] == "the office opens at nine"
     entity = await admin.get_entity("person:w")
@@ -123,16 +123,27 @@ async def test_a_second_forget_answers_with_the_first_and_writes_nothing(secured
     assert unknown.value.status == 404
 
 
-async def test_forgetting_a_subject_whose_memories_were_written_unsealed_says_so(start):
-    """With encryption off, a subject's memories have no key: forget answered "subject not found" while they
-    were there in plaintext. It is refused (409 naming the field and why), and nothing is written."""
+async def test_forgetting_a_subject_whose_memories_were_written_unsealed_erases_them_and_says_the_log_keeps_them(start):
+    """With encryption off, a subject's memories have no key: the forget was refused (409), so every read and
+    recall kept showing their text. It erases them from every read and projection, as it does a sealed
+    subject's, and says plainly what no forget can erase: the events the log keeps in plaintext."""
     api = await start(encryption="off")
-    added = await api.client().add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    client = api.client()
+    added = await client.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
+    await client.add_memories({"memory": "the office opens at nine"})
+    done = await client.forget_subject("u-7", reason="request 12")
+    assert done.data == {"subject": "u-7", "keys_destroyed": 0, "memories_erased": 1, "plaintext_positions": [added.positions[0]]}
+    view = await client.get_memory(added.memory_ids[0])
+    assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(added.memory_ids[0]))
+    assert added.memory_ids[0] not in {h["id"] for h in (await client.recall("Marguerite hazelnuts allergy"))["hits"]}
     head = api.service.store.last_position()
-    response = await api.raw.post("/v1/subjects/u-7/forget", json={"reason": "request 12"})
+    again = await client.forget_subject("u-7", reason="request 12")
+    assert again.data["already_forgotten"] and again.data["plaintext_positions"] == [added.positions[0]]
+    assert api.service.store.last_position() == head
+    # The tenant's own key erases its entities and documents too, which are not erased on read when unsealed: refused.
+    response = await api.raw.post("/v1/subjects/@tenant/forget", json={"reason": "closed"})
     body = await response.json()
-    assert response.status == 409 and body["error"]["field"] == "subject", body
-    assert "not sealed" in body["error"]["message"] and added.memory_ids[0] in body["error"]["message"]
+    assert response.status == 409 and body["error"]["field"] == "subject" and "not sealed" in body["error"]["message"], body
     assert api.service.store.last_position() == head
 
 
@@ -159,3 +170,26 @@ async def test_the_events_of_a_memory_given_to_a_forgotten_subject_read_erased_w
     assert streamed and "hazelnut" not in repr(streamed)
     history = await client.memory_history(memory)
     assert "hazelnut" not in repr(history)
+
+
+async def test_verify_names_the_events_a_forget_left_in_plaintext(start, settings_for):
+    """GET /v1/verify answered ok and nothing else, while the log kept the text of memories a forget erased, in
+    events written unsealed: ``plaintext_kept`` names them (the chain still verifies)."""
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.service import MemoryService
+
+    settings = settings_for(encryption="off")
+    with MemoryService.open(settings.data_dir, settings=settings) as svc:  # written before sealing was on
+        [plain] = svc.run(svc.memories.add, CommandContext(tenant="default"), [MemoryContent(memory="Marguerite's hazelnuts", subject="u-7")]).memory_ids
+    api = await start()
+    client = api.client()
+    await client.add_memories({"memory": "Marguerite's new address", "subject": "u-7"})
+    assert (await client.verify())["plaintext_kept"] == []
+    done = await client.forget_subject("u-7", reason="request 12")
+    [position] = done.data["plaintext_positions"]
+    report = await client.verify()
+    assert report["ok"] is True and report["plaintext_kept"] == [position]
+    assert (await client.verify(start=position + 1))["plaintext_kept"] == []
+    view = await client.get_memory(plain)
+    assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(plain))

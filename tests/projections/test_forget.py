@@ -54,7 +54,7 @@ def test_forget_erases_every_read_and_keeps_ids_times_and_statuses(svc):
     before = {m: svc.get("t", m) for m in mine[:2]}
     assert set(mine) - {mine[1]} <= set(_recall(svc, "Quillbert Vandermoot"))  # mine[1] is archived: out of recall
     result = svc.forget(CTX, "u-42", reason="erasure request 7")
-    assert result.data == {"subject": "u-42", "keys_destroyed": 1, "memories_erased": 30}
+    assert result.data == {"subject": "u-42", "keys_destroyed": 1, "memories_erased": 30, "plaintext_positions": []}
 
     for memory_id, old in before.items():
         view = svc.get("t", memory_id)

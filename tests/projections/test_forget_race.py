@@ -82,7 +82,7 @@ def test_a_memory_sealed_with_the_retired_key_meanwhile_is_forgotten_too(tmp_pat
         monkeypatch.undo()
         [result] = results
         assert not isinstance(result, BaseException), result
-        assert result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2}
+        assert result.data == {"subject": "u-9", "keys_destroyed": 1, "memories_erased": 2, "plaintext_positions": []}
         forgets = forgetter.store.read_all(types=["SubjectForgotten"])
         assert [f.event.memory_ids for f in forgets] == [(first,), (late[0],)]
         [withdrawn] = forgetter.store.read_all(after=forgets[-1].position, until=result.last_position)  # it leaves working memory too
