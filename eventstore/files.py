@@ -7,7 +7,7 @@ import errno
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import IO, Any, Iterator
 
 __all__ = ["file_sha256", "replace_durably", "sync_directory", "write_unnamed"]
 
@@ -47,13 +47,15 @@ def replace_durably(written: str | os.PathLike, target: str | os.PathLike) -> No
 
 
 @contextlib.contextmanager
-def write_unnamed(target: str | os.PathLike, mode: int = 0o600) -> Iterator[TextIO]:
+def write_unnamed(target: str | os.PathLike, mode: int = 0o600, *, binary: bool = False) -> Iterator[IO[Any]]:
     """Write a file that has no name until it is complete, then put it in place of ``target``, durably.
 
-    For secrets (an export's key file): on Linux the file is made with ``O_TMPFILE``, reachable only
-    through this process's descriptor until it is linked, so a kill midway leaves nothing behind (the
-    kernel frees it). Where the file system refuses ``O_TMPFILE`` it is written as ``<target>.partial``
-    (with ``mode``) and renamed: a kill leaves that, and the next write to ``target`` removes it first.
+    For secrets and personal data (an export, its key file, a drop's backup): on Linux the file is made
+    with ``O_TMPFILE``, reachable only through this process's descriptor until it is linked, so a kill
+    midway leaves nothing behind (the kernel frees it). Where the file system refuses ``O_TMPFILE`` it is
+    written as ``<target>.partial`` (with ``mode``) and renamed: a kill leaves that, and the next write to
+    ``target`` removes it first. ``mode`` is narrowed by the umask, as ``open`` does; ``binary`` yields a
+    stream of bytes, else of UTF-8 text.
     """
     target = Path(target)
     partial = target.with_name(target.name + ".partial")
@@ -65,7 +67,7 @@ def write_unnamed(target: str | os.PathLike, mode: int = 0o600) -> Iterator[Text
         if named:
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as out:
+            with os.fdopen(fd, "wb", closefd=False) if binary else os.fdopen(fd, "w", encoding="utf-8", closefd=False) as out:
                 yield out
             os.fsync(fd)
             if named:

@@ -31,7 +31,7 @@ from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEd
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
 from mnemolog.eventstore.commands.subjects import SubjectCommands
-from mnemolog.eventstore.files import replace_durably
+from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION
@@ -617,11 +617,9 @@ class MemoryService:
                 raise NotFound("tenant", ctx.tenant)
             backups = self.data_dir / "backups"
             path = new_backup_path(backups, ctx.tenant)
-            tmp = path.with_suffix(".partial")
             with writing_backup(backups, left_behind=lambda: unnamed_backups(backups, ctx.tenant, self._tombstoned_backups(ctx.tenant))):
-                with open(tmp, "wb") as out:
+                with write_unnamed(path, 0o666, binary=True) as out:  # a drop killed midway leaves no part of it
                     count = exchange.export(self.store, out, tenant=ctx.tenant)
-                replace_durably(tmp, path)
                 named = path.relative_to(self.data_dir).as_posix()  # the log moves to other hosts: none of this one's layout in it
                 event = c.TenantDropped(backup=named, events_backed_up=count, reason=reason)
                 result = self.run(

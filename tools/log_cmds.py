@@ -24,6 +24,7 @@ from mnemolog.eventstore.erased import ErasedMemories, plaintext_kept
 from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import export, import_, read_export
 from mnemolog.eventstore.guards import restore_guards
+from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.settings import Settings
@@ -446,15 +447,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()
                 return 0
-            partial = target.with_name(target.name + ".partial")
-            try:
-                with open(partial, "wb") as out:
-                    count = export(store, out, tenant=args.tenant, progress=progress)
-                # The keys first: the export appears under its name only once both are written.
+            # Unnamed until whole (a kill leaves no part of it), and the keys first: the export appears under its name only once both are written.
+            with write_unnamed(target, 0o666, binary=True) as out:
+                count = export(store, out, tenant=args.tenant, progress=progress)
                 keys_written = write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant) if key_file else None
-                os.replace(partial, target)
-            finally:
-                partial.unlink(missing_ok=True)
     if args.json:
         print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:

@@ -1,8 +1,9 @@
 """SIGKILL ``mnemolog export`` and ``mnemolog import`` midway, at random moments (seeded).
 
 - An export killed while it writes leaves no file at its output path (or the
-  complete one that was there before): never a truncated file that looks
-  complete. What is there imports, checked, into an empty data directory.
+  complete one that was there before), and nothing beside it: never a
+  truncated file that looks complete, nor a partial one holding part of the
+  log. What is there imports, checked, into an empty data directory.
 - An import killed while it appends leaves a log that verifies, holds each
   imported event at most once, and is finished by running the import again:
   then every event of the export is there exactly once, and the projections
@@ -43,6 +44,16 @@ def source_log(data_dir: Path) -> tuple[int, list[str]]:
         return store.last_position(), list(sealed)
 
 
+def writes_into(pid: int, directory: Path) -> bool:
+    """Whether process ``pid`` holds open a file in ``directory`` it is writing: one without a name yet
+    (``O_TMPFILE``: ``/proc`` shows ``#<inode> (deleted)``), or a ``.partial`` one."""
+    try:
+        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:  # it ended
+        return False
+    return any(link.startswith(f"{directory}/") and link.endswith((" (deleted)", ".partial")) for link in links)
+
+
 def event_ids(data_dir: Path) -> Counter:
     with EventStore.open(data_dir, settings=SETTINGS) as store:
         result = store.verify()
@@ -64,12 +75,11 @@ def source(tmp_path_factory):
 def test_an_export_killed_midway_leaves_no_truncated_file(source, tmp_path):
     data_dir, _, last, _ = source
     target = tmp_path / "out.jsonl"
-    partial = target.with_name(target.name + ".partial")
 
     def writing(child) -> float:
-        """Wait until ``child`` has begun its partial file (or ended); when that was."""
+        """Wait until ``child`` has begun writing its export (or ended); when that was."""
         deadline = time.monotonic() + 60
-        while child.poll() is None and not partial.exists() and time.monotonic() < deadline:
+        while child.poll() is None and not writes_into(child.pid, tmp_path) and time.monotonic() < deadline:
             time.sleep(0.001)
         return time.monotonic()
 
@@ -88,6 +98,8 @@ def test_an_export_killed_midway_leaves_no_truncated_file(source, tmp_path):
         killed = kill(child)
         interrupted += killed and not target.exists()
         print(f"export round {round_}: killed={killed}, output {'present' if target.exists() else 'absent'}")
+        # Nothing of a killed export stays beside it: its file has no name until it is whole.
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out.")) == (["out.jsonl"] if target.exists() else [])
         if round_ == ROUNDS:  # the last round lets it finish
             assert run_cli(data_dir, "export", "-o", str(target), env=CHILD_ENV).returncode == 0
         if target.exists():
