@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import re
 from hashlib import sha256
-from typing import Callable
+from typing import Callable, Iterable
+
+import msgspec
 
 from .. import catalogue as c
 from ..catalogue_graph import MERGED_EDGE_PREFIX, RELATION_EDGE_PREFIX, SUPERSEDED_EDGE_PREFIX
@@ -53,6 +55,31 @@ def check_edge(edge: c.EdgeRecord) -> None:
         raise ValidationError("weight", "must be a number between 0 and 1")
     if edge.source == edge.target:
         raise ValidationError("target", "an edge cannot start and end at the same node")
+
+
+def fold(edges: Iterable[c.EdgeRecord]) -> list[c.EdgeRecord]:
+    """``edges`` with one edge per (source, target, type), none from a node to itself, in the order their keys come.
+
+    A merge brings the edges of several memories onto one node, where two of
+    them may join the same pair of nodes with the same type. Of those the
+    heaviest stays (the first of equals), with its id, weight and
+    properties: the larger weight wins, as a walk takes the strongest path
+    and a document's mention the best of its chunks'. The others' ids (and
+    those folded into them before) go to its ``merged_from``; their own
+    records stay in the event that folds them, so a revert links them back.
+    """
+    groups: dict[tuple[str, str, str], list[c.EdgeRecord]] = {}
+    for edge in edges:
+        if edge.source != edge.target:
+            groups.setdefault((edge.source, edge.target, edge.edge_type), []).append(edge)
+    out = []
+    for group in groups.values():
+        kept = max(group, key=lambda e: e.weight)
+        folded = [edge_id for e in group if e is not kept for edge_id in (e.edge_id, *e.merged_from)]
+        if folded:
+            kept = msgspec.structs.replace(kept, merged_from=tuple(dict.fromkeys((*kept.merged_from, *folded))))
+        out.append(kept)
+    return out
 
 
 def _digest(text: str) -> str:
