@@ -26,7 +26,7 @@ from ..model import (
 from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
-from .edges import detached, fold, reattached
+from .edges import MERGED_TO, detached, fold, reattached
 from .mentions import Linker, MemoryMentions
 from .working import WorkingMemory
 
@@ -278,7 +278,7 @@ class MemoryCommands:
                 c.EdgeLinked(
                     edge=c.EdgeRecord(
                         edge_id=f"{g.MERGED_EDGE_PREFIX}{ctx.correlation_id}:{merged_id}:{n}",
-                        edge_type="MERGED_TO",
+                        edge_type=MERGED_TO,
                         source=state.memory_id,
                         target=merged_id,
                         weight=1.0,

@@ -118,3 +118,41 @@ def test_merging_a_merge_folds_the_edges_it_had_folded(svc):
     second = svc.run(svc.memories.merge, ctx(), [first, c]).data["merged_id"]
     [edge] = svc.edges_of(T, second, direction="out", edge_types=["RELATED"])
     assert (edge.edge_id, edge.weight, set(edge.merged_from)) == ("user:r:5", 0.95, {"user:r:1", "user:r:2"})
+
+
+# -- edges brought back to an original merged away since ---------------------------------------------
+
+
+def test_an_unlink_reverted_after_a_merge_links_the_merged_memory(svc):
+    a, b, x = add(svc, "likes tea", "likes green tea", "the tea shop")
+    link(svc, x, a, "user:u:1", weight=0.5)
+    link(svc, x, b, "user:u:2", weight=0.7)
+    unlinked = svc.run(svc.edges.unlink, ctx(), "user:u:1")
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    before = live(svc, a, b, x, merged)
+    undo = svc.run(svc.reverts.revert, ctx(), unlinked.correlation_id)
+    assert {e.edge_type for e in svc.edges_of(T, a)} == {"MERGED_TO"}  # nothing to the archived original
+    assert keys(svc, merged)[(x, merged, "RELATED")] == 1
+    [edge] = svc.edges_of(T, merged, direction="in", edge_types=["RELATED"])
+    assert (edge.edge_id, edge.weight, edge.merged_from) == ("user:u:2", 0.7, ("user:u:1",))
+    svc.run(svc.reverts.revert, ctx(), undo.correlation_id)
+    assert live(svc, a, b, x, merged) == before
+
+
+def test_a_restored_memory_links_back_to_the_memory_its_neighbour_was_merged_into(svc):
+    a, b, x = add(svc, "likes tea", "likes green tea", "the tea shop")
+    link(svc, x, a, "user:d:1", weight=0.5)
+    svc.run(svc.memories.soft_delete, ctx(), x)
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    svc.run(svc.memories.restore, ctx(), x)
+    assert [e.edge_type for e in svc.edges_of(T, a)] == ["MERGED_TO"]
+    assert [(e.edge_id, e.source, e.target) for e in svc.edges_of(T, x)] == [("user:d:1", x, merged)]
+
+
+def test_an_edge_between_two_originals_brought_back_after_their_merge_is_no_self_edge(svc):
+    a, b = add(svc, "likes tea", "likes green tea")
+    link(svc, a, b, "user:l:1")
+    undone = svc.run(svc.edges.undo_namespace, ctx(), "user:l:")
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
+    assert [e.edge_type for e in svc.facts.live_edges_of(T, [a, b, merged])] == ["MERGED_TO", "MERGED_TO"]
