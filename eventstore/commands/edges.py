@@ -256,13 +256,20 @@ def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str
 
 
 def following_merges(
-    facts: GraphFacts, tenant: str, edges: Sequence[c.EdgeRecord], *, settled: Collection[str] = (), unlinking: Collection[str] = ()
+    facts: GraphFacts,
+    tenant: str,
+    edges: Sequence[c.EdgeRecord],
+    *,
+    settled: Collection[str] = (),
+    unlinking: Collection[str] = (),
+    ended: Callable[[c.EdgeRecord], bool] = lambda edge: False,
 ) -> tuple[list[c.EdgeRecord], list]:
     """``edges`` to link back, each end that a merge archived since (but those in ``settled``, whose status the
     caller's batch sets) moved to the memory it was merged into: the edges to link, and the events that fold
     some of them into the live edges of the same pair and type (see :func:`fold`; ``unlinking``: the ids of
     live edges the caller's batch unlinks, which take no fold). An edge whose two ends were merged into one
-    memory is left out."""
+    memory is left out, and so is one the merge would have ended rather than moved (``ended``: a source's
+    mentions, which its text made)."""
     found: dict[str, str] = {}
 
     def now(node: str) -> str:
@@ -276,13 +283,13 @@ def following_merges(
     merged: dict[tuple[str, str, str], str] = {}  # the memory each key's edges follow (either end)
     for edge in edges:
         source, target = now(edge.source), now(edge.target)
-        if (source, target) != (edge.source, edge.target):
+        if (source, target) != (edge.source, edge.target) and not ended(edge):
             key = (source, target, edge.edge_type)
             moved.setdefault(key, []).append(msgspec.structs.replace(edge, source=source, target=target))
             merged.setdefault(key, source if source != edge.source else target)
-    if not moved:
-        return list(edges), []
     plain = [e for e in edges if (e.source, e.target) == (now(e.source), now(e.target)) and (e.source, e.target, e.edge_type) not in moved]
+    if not moved:
+        return plain, []
     link, folds = [], []
     for (source, target, edge_type), group in moved.items():
         if source == target:

@@ -11,7 +11,8 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
   then ``RelationSet`` / ``RelationRemoved`` for its relations), or removed;
 - edges it linked are unlinked, edges it removed are linked again (an end
   that a merge archived since replaced by the merged memory, as the merge
-  would have moved the edge);
+  would have moved the edge; a source's mentions, which the merge ended,
+  left out);
 - working memory: the entries it put in are withdrawn, the entries it
   evicted are restored at their old places (``WorkingMemoryWithdrawn``,
   ``WorkingMemoryRestored``), as many as the capacity holds, and the oldest
@@ -79,6 +80,8 @@ class RevertCommands:
         self.facts = facts
         self.working_capacity = working_capacity
         self.working = WorkingMemory(store, facts, working_capacity, mentions)
+        #: A mention edge its memory's text made (a merge ends a source's: a revert does not move one to the merged memory).
+        self._mention = mentions.owns if mentions is not None else (lambda edge: False)
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
@@ -349,7 +352,7 @@ class RevertCommands:
                 events.append(c.EdgeUnlinked(edge=live, reason="revert"))
             relink.append(edge)
         unlinking = {e.edge.edge_id for e in events}
-        relink, folds = following_merges(self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking)
+        relink, folds = following_merges(self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention)
         if relink:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))
         return events + folds

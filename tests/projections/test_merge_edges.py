@@ -156,3 +156,16 @@ def test_an_edge_between_two_originals_brought_back_after_their_merge_is_no_self
     merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
     svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
     assert [e.edge_type for e in svc.facts.live_edges_of(T, [a, b, merged])] == ["MERGED_TO", "MERGED_TO"]
+
+
+def test_mentions_brought_back_after_a_merge_stay_with_the_merged_memorys_own(svc):
+    """A merge ends its sources' mentions (the merged memory's come from its own text): a revert that would link a
+    source's mention back leaves it out, as the merge would have, rather than end it at an archived memory."""
+    svc.run(svc.entities.upsert, ctx(), "person:ana", name="Ana")
+    a, b = add(svc, "tea with Ana", "green tea with Ana")
+    undone = svc.run(svc.edges.undo_namespace, ctx(), "mention:")
+    merged = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    own = live(svc, merged)
+    svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
+    assert {e.edge_type for e in svc.edges_of(T, a)} == {e.edge_type for e in svc.edges_of(T, b)} == {"MERGED_TO"}
+    assert live(svc, merged) == own
