@@ -282,7 +282,9 @@ class EdgeUnlinked(DomainEvent, frozen=True):
 
 
 class EdgesRepointed(DomainEvent, frozen=True):
-    """Edges of merged memories moved to the merged node: old ids end, new ones start."""
+    """Edges of merged memories moved to the merged node: old ids end, new ones start (one per source, target and
+    type: see ``merged_from``). A revert or restore that links an edge back to a memory merged away since writes
+    one too, replacing the live edge it folds that edge into."""
 
     personal = ("previous", "current")
 
