@@ -100,6 +100,13 @@ class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     set. Once that key is forgotten the edge reads with no properties and
     ``erased`` true; its ids, type, ends and weight stay. Other edges'
     properties are the caller's and stay as they are.
+
+    ``merged_from`` holds the ids of the edges of the same source, target and
+    type folded into this one when a merge brought them onto one pair of
+    nodes (see :func:`mnemolog.eventstore.commands.edges.fold`), and of those
+    folded into them before: where the edge came from. Their own lives (the
+    events that linked them, until the fold ended them) stay in the log and
+    the graph's history. Callers never set it.
     """
 
     #: Sealed together (``sealed`` holds the token) when :meth:`sealable`.
@@ -114,6 +121,7 @@ class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     subject: str | None = None
     sealed: str | None = None
     erased: bool = False
+    merged_from: tuple[str, ...] = ()
 
     def sealable(self) -> bool:
         return self.edge_type == "MENTIONS" and bool(self.properties)
@@ -274,7 +282,9 @@ class EdgeUnlinked(DomainEvent, frozen=True):
 
 
 class EdgesRepointed(DomainEvent, frozen=True):
-    """Edges of merged memories moved to the merged node: old ids end, new ones start."""
+    """Edges of merged memories moved to the merged node: old ids end, new ones start (one per source, target and
+    type: see ``merged_from``). A revert or restore that links an edge back to a memory merged away since writes
+    one too, replacing the live edge it folds that edge into."""
 
     personal = ("previous", "current")
 

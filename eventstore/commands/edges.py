@@ -5,10 +5,14 @@ from __future__ import annotations
 import math
 import re
 from hashlib import sha256
-from typing import Callable
+from typing import Callable, Collection, Iterable, Sequence
+
+import msgspec
 
 from .. import catalogue as c
 from ..catalogue_graph import MERGED_EDGE_PREFIX, RELATION_EDGE_PREFIX, SUPERSEDED_EDGE_PREFIX
+
+MERGED_TO = "MERGED_TO"  # a merge's edge from each source to the merged memory
 from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
@@ -53,6 +57,31 @@ def check_edge(edge: c.EdgeRecord) -> None:
         raise ValidationError("weight", "must be a number between 0 and 1")
     if edge.source == edge.target:
         raise ValidationError("target", "an edge cannot start and end at the same node")
+
+
+def fold(edges: Iterable[c.EdgeRecord]) -> list[c.EdgeRecord]:
+    """``edges`` with one edge per (source, target, type), none from a node to itself, in the order their keys come.
+
+    A merge brings the edges of several memories onto one node, where two of
+    them may join the same pair of nodes with the same type. Of those the
+    heaviest stays (the first of equals), with its id, weight and
+    properties: the larger weight wins, as a walk takes the strongest path
+    and a document's mention the best of its chunks'. The others' ids (and
+    those folded into them before) go to its ``merged_from``; their own
+    records stay in the event that folds them, so a revert links them back.
+    """
+    groups: dict[tuple[str, str, str], list[c.EdgeRecord]] = {}
+    for edge in edges:
+        if edge.source != edge.target:
+            groups.setdefault((edge.source, edge.target, edge.edge_type), []).append(edge)
+    out = []
+    for group in groups.values():
+        kept = max(group, key=lambda e: e.weight)
+        folded = [edge_id for e in group if e is not kept for edge_id in (e.edge_id, *e.merged_from)]
+        if folded:
+            kept = msgspec.structs.replace(kept, merged_from=tuple(dict.fromkeys((*kept.merged_from, *folded))))
+        out.append(kept)
+    return out
 
 
 def _digest(text: str) -> str:
@@ -201,8 +230,9 @@ def detached(facts: GraphFacts, tenant: str, memory_id: str, keep: Callable[[c.E
 
 
 def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str, deleted_at: int, skip: Callable[[c.EdgeRecord], bool]) -> list:
-    """The event that links back the edges the memory's delete (its event at ``deleted_at``) took out:
-    those not linked again since, whose other end is still a node and no deleted memory (but those ``skip`` says)."""
+    """The events that link back the edges the memory's delete (its event at ``deleted_at``) took out:
+    those not linked again since, whose other end is still a node and no deleted memory (but those ``skip`` says),
+    an other end merged away since moved to the memory it was merged into (see :func:`following_merges`)."""
     found = store.read_all(after=deleted_at, until=deleted_at + 1, tenant=tenant, types=["NamespaceUndone"])
     if not found or found[0].event.reason != _deleted_reason(memory_id):
         return []
@@ -214,4 +244,76 @@ def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str
         if facts.memory_status(tenant, other) == Status.DELETED.value:
             continue
         edges.append(edge)
-    return [c.NamespaceRestored(prefix="", edges=tuple(edges), undo_position=found[0].position)] if edges else []
+    edges, folds = following_merges(facts, tenant, edges, settled={memory_id})
+    return ([c.NamespaceRestored(prefix="", edges=tuple(edges), undo_position=found[0].position)] if edges else []) + folds
+
+
+# -- edges linked back to a memory merged away since ------------------------------------------------
+#
+# A merge moves the edges of its sources to the merged memory. An edge that was not live then (unlinked,
+# undone, or taken out with a deleted memory) and is linked back later, by a revert or a restore, would end
+# at a source, archived: it follows the merge instead, as the merge would have moved it.
+
+
+def following_merges(
+    facts: GraphFacts,
+    tenant: str,
+    edges: Sequence[c.EdgeRecord],
+    *,
+    settled: Collection[str] = (),
+    unlinking: Collection[str] = (),
+    ended: Callable[[c.EdgeRecord], bool] = lambda edge: False,
+) -> tuple[list[c.EdgeRecord], list]:
+    """``edges`` to link back, each end that a merge archived since (but those in ``settled``, whose status the
+    caller's batch sets) moved to the memory it was merged into: the edges to link, and the events that fold
+    some of them into the live edges of the same pair and type (see :func:`fold`; ``unlinking``: the ids of
+    live edges the caller's batch unlinks, which take no fold). An edge whose two ends were merged into one
+    memory is left out, and so is one the merge would have ended rather than moved (``ended``: a source's
+    mentions, which its text made)."""
+    found: dict[str, str] = {}
+
+    def now(node: str) -> str:
+        if node in settled:
+            return node
+        if node not in found:
+            found[node] = _merged_into(facts, tenant, node)
+        return found[node]
+
+    moved: dict[tuple[str, str, str], list[c.EdgeRecord]] = {}
+    merged: dict[tuple[str, str, str], str] = {}  # the memory each key's edges follow (either end)
+    for edge in edges:
+        source, target = now(edge.source), now(edge.target)
+        if (source, target) != (edge.source, edge.target) and not ended(edge):
+            key = (source, target, edge.edge_type)
+            moved.setdefault(key, []).append(msgspec.structs.replace(edge, source=source, target=target))
+            merged.setdefault(key, source if source != edge.source else target)
+    plain = [e for e in edges if (e.source, e.target) == (now(e.source), now(e.target)) and (e.source, e.target, e.edge_type) not in moved]
+    if not moved:
+        return plain, []
+    link, folds = [], []
+    for (source, target, edge_type), group in moved.items():
+        if source == target:
+            continue
+        same = [e for e in edges if (e.source, e.target, e.edge_type) == (source, target, edge_type)]  # linked back as they are
+        live = [e for e in facts.live_edges_of(tenant, [source]) if (e.target, e.edge_type) == (target, edge_type) and e.edge_id not in unlinking]
+        [kept] = fold([*live, *same, *group])
+        if live:
+            folds.append(c.EdgesRepointed(previous=tuple(live), current=(kept,), merged_into=merged[(source, target, edge_type)]))
+        else:
+            link.append(kept)
+    return plain + link, folds
+
+
+def _merged_into(facts: GraphFacts, tenant: str, node: str) -> str:
+    """The memory ``node`` was merged into, through merges of merges (its live ``MERGED_TO`` edges), or ``node``."""
+    seen = {node}
+    while facts.memory_status(tenant, node) == Status.ARCHIVED.value:
+        into = [
+            e.target for e in facts.live_edges_of(tenant, [node])
+            if e.edge_type == MERGED_TO and e.source == node and e.edge_id.startswith(MERGED_EDGE_PREFIX)
+        ]  # fmt: skip
+        if not into or into[0] in seen:
+            break
+        node = into[0]
+        seen.add(node)
+    return node

@@ -26,7 +26,7 @@ from ..model import (
 from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, now_iso, replayed
 from .facts import GraphFacts
-from .edges import detached, reattached
+from .edges import MERGED_TO, detached, fold, reattached
 from .mentions import Linker, MemoryMentions
 from .working import WorkingMemory
 
@@ -269,16 +269,16 @@ class MemoryCommands:
             source = merged_id if edge.source in source_set else edge.source
             target = merged_id if edge.target in source_set else edge.target
             previous.append(edge)
-            if source != target:  # an edge between two sources would loop on the merged node
-                current.append(msgspec.structs.replace(edge, source=source, target=target))
+            current.append(msgspec.structs.replace(edge, source=source, target=target))
         if previous:
-            edge_events.append(c.EdgesRepointed(previous=tuple(previous), current=tuple(current), merged_into=merged_id))
+            # An edge between two sources would loop on the merged node; two of one type to one node become one.
+            edge_events.append(c.EdgesRepointed(previous=tuple(previous), current=tuple(fold(current)), merged_into=merged_id))
         for n, state in enumerate(states, 1):
             edge_events.append(
                 c.EdgeLinked(
                     edge=c.EdgeRecord(
                         edge_id=f"{g.MERGED_EDGE_PREFIX}{ctx.correlation_id}:{merged_id}:{n}",
-                        edge_type="MERGED_TO",
+                        edge_type=MERGED_TO,
                         source=state.memory_id,
                         target=merged_id,
                         weight=1.0,

@@ -9,7 +9,10 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
   removed (``DocumentRemoved``) if the correlation imported it first;
 - an entity to its state before (``EntityRolledBack`` or ``EntityTagsSet``,
   then ``RelationSet`` / ``RelationRemoved`` for its relations), or removed;
-- edges it linked are unlinked, edges it removed are linked again;
+- edges it linked are unlinked, edges it removed are linked again (an end
+  that a merge archived since replaced by the merged memory, as the merge
+  would have moved the edge; a source's mentions, which the merge ended,
+  left out);
 - working memory: the entries it put in are withdrawn, the entries it
   evicted are restored at their old places (``WorkingMemoryWithdrawn``,
   ``WorkingMemoryRestored``), as many as the capacity holds, and the oldest
@@ -35,6 +38,7 @@ from ..model import Conflict, MemoryType, NotFound, Status, ValidationError
 from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
 from .documents import load_document
+from .edges import following_merges
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
 from .mentions import MemoryMentions
@@ -76,6 +80,8 @@ class RevertCommands:
         self.facts = facts
         self.working_capacity = working_capacity
         self.working = WorkingMemory(store, facts, working_capacity, mentions)
+        #: A mention edge its memory's text made (a merge ends a source's: a revert does not move one to the merged memory).
+        self._mention = mentions.owns if mentions is not None else (lambda edge: False)
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
@@ -117,7 +123,8 @@ class RevertCommands:
         writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories)
         documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
-        edge_events = self._edge_compensations(ctx, recorded, conflicts)
+        settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
+        edge_events = self._edge_compensations(ctx, recorded, conflicts, settled)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
         writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
@@ -313,8 +320,9 @@ class RevertCommands:
 
     # -- edges --------------------------------------------------------------------------------------
 
-    def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str]) -> list:
-        # Net effect of the correlation on each edge id, then its inverse.
+    def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str], settled: set[str]) -> list:
+        """The inverse of the correlation's net effect on each edge id. An edge linked back whose end a merge archived
+        since (but a memory in ``settled``, which the revert itself sets) follows the merge (see ``following_merges``)."""
         net = NetChange()
         for r in recorded:
             if isinstance(r.event, c.EdgeEvent.__args__):
@@ -343,9 +351,11 @@ class RevertCommands:
             if live is not None:
                 events.append(c.EdgeUnlinked(edge=live, reason="revert"))
             relink.append(edge)
+        unlinking = {e.edge.edge_id for e in events}
+        relink, folds = following_merges(self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention)
         if relink:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))
-        return events
+        return events + folds
 
     # -- working memory -------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ Tables (in ``projections.db``):
 - ``graph_memories``: one row per state of a memory, with validity positions;
 - ``graph_edges``: one row per life of an edge id (linked … unlinked), with
   the ``subject`` whose key sealed its properties (a mention's memory's;
-  NULL: the tenant's), so that a forget erases them;
+  NULL: the tenant's), so that a forget erases them, and ``merged_from``
+  (a JSON list; NULL: none), the ids of the edges a merge folded into it;
 - ``graph_working``: one row per stay of an entry in a tenant's working
   memory, ordered by ``position`` (where the entry entered the FIFO, kept
   when a revert restores it), with validity positions like every row.
@@ -31,6 +32,7 @@ from ..memory_rows import Previous, close_rows, decode_content, encode_content, 
 
 _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)
+_ids_decoder = msgspec.json.Decoder(list[str])
 
 MEMORY_COLUMNS = (
     "tenant, memory_id, version, valid_from, valid_to, status, memory_type, key, collection, doc_type, doc_id,"
@@ -40,7 +42,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 5  # 5: graph_working indexed by memory (a restore finds its last stay)
+    schema_version = 6  # 6: graph_edges.merged_from (the edges a merge folded into one)
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -60,7 +62,7 @@ class GraphProjector:
                 row_id INTEGER PRIMARY KEY,
                 tenant TEXT NOT NULL, edge_id TEXT NOT NULL, edge_type TEXT NOT NULL,
                 source TEXT NOT NULL, target TEXT NOT NULL, weight REAL NOT NULL, properties TEXT NOT NULL,
-                valid_from INTEGER NOT NULL, valid_to INTEGER, subject TEXT
+                valid_from INTEGER NOT NULL, valid_to INTEGER, subject TEXT, merged_from TEXT
             );
             CREATE INDEX IF NOT EXISTS ix_graph_edges_id ON graph_edges (tenant, edge_id, valid_to);
             CREATE INDEX IF NOT EXISTS ix_graph_edges_source ON graph_edges (tenant, source, valid_to);
@@ -224,10 +226,13 @@ class GraphProjector:
     def _open_rows(conn: sqlite3.Connection, rows: list[tuple[str, int, c.EdgeRecord]]) -> None:
         """Open an edge row per ``(tenant, position, edge)``, in order."""
         conn.executemany(
-            "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject)"
-            " VALUES (?,?,?,?,?,?,?,?,NULL,?)",
+            "INSERT INTO graph_edges (tenant, edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject, merged_from)"
+            " VALUES (?,?,?,?,?,?,?,?,NULL,?,?)",
             [
-                (tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position, e.subject)
+                (
+                    tenant, e.edge_id, e.edge_type, e.source, e.target, e.weight, _edge_props.encode(e.properties).decode(), position, e.subject,
+                    _edge_props.encode(e.merged_from).decode() if e.merged_from else None,
+                )
                 for tenant, position, e in rows
             ],
         )
@@ -240,8 +245,12 @@ class GraphProjector:
         )
 
 
+#: The columns :func:`edge_from_row` reads, in its order.
+EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject, merged_from"
+
+
 def edge_from_row(row: sqlite3.Row | tuple) -> c.EdgeRecord:
-    """An edge from ``edge_id, edge_type, source, target, weight, properties[, valid_from, valid_to, subject]``."""
+    """An edge from a row of :data:`EDGE_COLUMNS` (or of its first six columns)."""
     edge_id, edge_type, source, target, weight, properties = row[:6]
     return c.EdgeRecord(
         edge_id=edge_id,
@@ -251,4 +260,10 @@ def edge_from_row(row: sqlite3.Row | tuple) -> c.EdgeRecord:
         weight=weight,
         properties=_dict_decoder.decode(properties),
         subject=row[8] if len(row) > 8 else None,
+        merged_from=merged_from(row[9] if len(row) > 9 else None),
     )
+
+
+def merged_from(column: str | None) -> tuple[str, ...]:
+    """The ids a ``merged_from`` column holds."""
+    return tuple(_ids_decoder.decode(column)) if column else ()

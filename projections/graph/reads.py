@@ -16,11 +16,10 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.model import MemoryContent
 
-from .projector import edge_from_row
+from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
 from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
-_EDGE_COLUMNS = "edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject"  # see edge_from_row
 
 
 class MemoryView(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +55,7 @@ class EdgeView(msgspec.Struct, frozen=True, kw_only=True):
     properties: dict[str, Any]
     valid_from: int
     valid_to: int | None
+    merged_from: tuple[str, ...] = ()  # the ids of the edges a merge folded into this one (see EdgeRecord)
 
 
 class WorkingEntryView(msgspec.Struct, frozen=True, kw_only=True):
@@ -192,6 +192,7 @@ def _edge_view(row: Sequence) -> EdgeView:
         properties=edge.properties,
         valid_from=row[6],
         valid_to=row[7],
+        merged_from=edge.merged_from,
     )
 
 

@@ -48,7 +48,7 @@ from mnemolog.eventstore.settings import setting
 
 from .. import text_caches
 from ..entities import projector as ents
-from ..graph.projector import edge_from_row
+from ..graph.projector import EDGE_COLUMNS, edge_from_row
 from .linker import AliasCatalogue, LinkChunk, LinkEntity, LinkResult
 from ..memory_rows import decode_content, head_clause
 
@@ -216,7 +216,7 @@ def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
 def live_mentions(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[c.EdgeRecord]:
     valid, params = head_clause(as_of)
     rows = conn.execute(
-        "SELECT edge_id, edge_type, source, target, weight, properties, valid_from, valid_to, subject FROM graph_edges"
+        f"SELECT {EDGE_COLUMNS} FROM graph_edges"
         " WHERE tenant = ? AND edge_id >= ? AND edge_id < ?"
         f" AND edge_type = ? AND {valid} ORDER BY row_id",
         (tenant, g.MENTION_EDGE_PREFIX, g.MENTION_EDGE_PREFIX[:-1] + ";", g.MENTIONS, *params),

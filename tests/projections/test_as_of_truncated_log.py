@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mnemolog.eventstore import ANY
+from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
 from mnemolog.eventstore.aggregate import load
@@ -37,7 +38,8 @@ SUBJECTS = (None, "u-1", "u-2")
 WORDS = ("river", "bridge", "lisbon", "tram", "cat")
 QUERIES = ("river", "bridge tram", "lisbon cat")
 KINDS = (
-    "add", "add", "add", "update", "update", "merge", "supersede", "archive", "delete", "restore", "rollback", "link", "undo", "revert", "relink", "forget",
+    "add", "add", "add", "update", "update", "merge", "supersede", "archive", "delete", "restore", "rollback", "link", "fan", "unlink", "undo",
+    "revert", "relink", "forget",
 )  # fmt: skip
 OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 30), st.integers(0, 30), st.integers(0, 2))
 REFUSED = (ValidationError, NotFound, Conflict)
@@ -84,6 +86,13 @@ class Run:
                 result = svc.run(svc.memories.rollback, ctx, m, 1 + b % state.version)
             elif kind == "link":
                 result = svc.run(svc.edges.link, ctx, m, m2, "RELATED", weight=0.5, edge_id=f"user:r:{self.n}")
+            elif kind == "fan":  # both linked to a third, both ways, weights differing: merging the two folds their edges
+                third = self.pick(a + 2 + b)
+                pairs = [(m, third), (m2, third), (third, m), (third, m2)]
+                edges = [c.EdgeRecord(edge_id=f"user:r:{self.n}:{i}", edge_type="RELATED", source=s, target=t, weight=0.3 + 0.2 * i) for i, (s, t) in enumerate(pairs)]
+                result = svc.run(svc.edges.link_many, ctx, edges)
+            elif kind == "unlink":
+                result = svc.run(svc.edges.unlink, ctx, f"user:r:{a}:{flag}")
             elif kind == "undo":
                 result = svc.run(svc.edges.undo_namespace, ctx, ("user:", "mention:", f"user:r:{a}")[flag])
             elif kind == "revert":
@@ -154,10 +163,21 @@ EVERY_KIND = [
 ]  # fmt: skip
 
 
+# Two memories linked to a third (``fan``) merged (their edges fold), the merge reverted and redone; an edge unlinked,
+# its end merged, the unlink reverted (the edge follows the merge, folded into a live one); a memory deleted, its
+# neighbour merged, the memory restored (its edges follow the merge). The seed adds three memories.
+FOLDING = [
+    ("add", 0, 0, 0), ("add", 0, 0, 0), ("add", 0, 0, 0), ("fan", 2, 0, 0), ("merge", 2, 0, 0), ("revert", 7, 0, 0), ("revert", 8, 0, 0),
+    ("fan", 4, 0, 0), ("unlink", 11, 0, 0), ("merge", 4, 0, 0), ("revert", 11, 0, 0), ("revert", 13, 0, 0),
+    ("delete", 6, 0, 0), ("add", 0, 0, 0), ("merge", 7, 0, 0), ("restore", 6, 0, 0),
+]  # fmt: skip
+
+
 # About 15 s with 12 examples; MNEMOLOG_TEST_AS_OF_EXAMPLES runs more.
 @settings(max_examples=int(os.environ.get("MNEMOLOG_TEST_AS_OF_EXAMPLES", "12")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(OPS, min_size=3, max_size=14))
 @example(ops=EVERY_KIND)
+@example(ops=FOLDING)
 def test_reads_as_of_equal_the_reads_of_a_log_cut_at_that_position(ops):
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys.db"
@@ -185,6 +205,9 @@ def test_reads_as_of_equal_the_reads_of_a_log_cut_at_that_position(ops):
                 kinds = {r.type for r in svc.store.read_all()}
                 assert {"MemoriesMerged", "CorrelationReverted", "SubjectForgotten", "MemoryRolledBack", "EdgeLinked", "MemorySuperseded", "NamespaceUndone"} <= kinds, kinds
                 assert any(lexical(svc, q, None) for q in QUERIES)
+            if ops == FOLDING:  # edges folded by merges and by a revert that followed one
+                folds = [r for r in svc.store.read_all(types=["EdgesRepointed"]) if any(e.merged_from for e in r.event.current)]
+                assert len(folds) >= 3 and svc.store.read_all(types=["MemoryRestored"])
 
 
 def test_a_position_not_yet_written_is_refused_not_read_as_the_head(tmp_path):

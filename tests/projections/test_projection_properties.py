@@ -87,7 +87,7 @@ def side_runner(store: EventStore, where: Path) -> ProjectionRunner:
 
 KINDS = (
     "add", "add", "update", "archive", "delete", "restore", "rollback", "merge", "supersede",
-    "link", "link", "link", "unlink", "undo", "undo", "revert", "revert",
+    "link", "link", "link", "fan", "unlink", "undo", "undo", "revert", "revert",
     "import", "import", "entity", "entity", "relate", "tags", "unrelate", "forget", "topics", "relink",
 )  # fmt: skip
 OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 1), st.integers(0, 40), st.integers(0, 40), st.integers(0, 3))
@@ -197,6 +197,16 @@ class Scenario:
         if kind == "merge":
             result = svc.run(svc.memories.merge, ctx, [m, m2])
             mems.append(result.data["merged_id"])
+            assert_one_edge_per_key(svc, tenant, result.data["merged_id"])
+            return result
+        if kind == "fan":  # both memories linked to a third, both ways, with weights that differ: a merge of the two folds them
+            third = self.pick(mems, a + 2 + b % max(1, len(mems) - 2))
+            edges = [
+                c.EdgeRecord(edge_id=f"user:f{flag % 2}:{n}:{i}", edge_type="RELATED", source=s, target=t, weight=(0.25, 0.5, 1.0)[(a + i) % 3])
+                for i, (s, t) in enumerate([(m, third), (m2, third), (third, m), (third, m2)])
+            ]
+            result = svc.run(svc.edges.link_many, ctx, edges)
+            self.edges[tenant].extend(e.edge_id for e in edges)
             return result
         if kind == "supersede":
             return svc.run(svc.memories.supersede, ctx, m, m2)
@@ -269,6 +279,12 @@ class Scenario:
         return out
 
 
+def assert_one_edge_per_key(svc: MemoryService, tenant: str, memory_id: str) -> None:
+    """The memory a merge just made has one live edge per (source, target, type), none to itself."""
+    keys = [(e.source, e.target, e.edge_type) for e in svc.facts.live_edges_of(tenant, [memory_id])]
+    assert len(keys) == len(set(keys)) and all(s != t for s, t, _ in keys), keys
+
+
 def knowledge(conn: sqlite3.Connection, tenant: str, as_of: int | None) -> dict:
     """Working memory, documents, entities and relations as a reader sees them (validity positions left out)."""
 
@@ -314,6 +330,29 @@ MENTIONING = [
 ]  # fmt: skip
 
 
+# Two memories linked to a third both ways (``fan``), merged (their edges fold), the merge reverted and redone; then an
+# unlink, a merge and the unlink reverted (the edge follows the merge, folded into a live one), that revert reverted; a
+# memory deleted, its neighbour merged again, the memory restored (its edges follow that merge).
+FOLDING = [
+    ("fan", 0, 0, 0, 0), ("merge", 0, 0, 0, 0), ("revert", 0, 3, 0, 0), ("revert", 0, 4, 0, 0),
+    ("fan", 0, 2, 0, 0), ("unlink", 0, 4, 0, 0), ("merge", 0, 2, 0, 0), ("revert", 0, 7, 0, 0), ("revert", 0, 9, 0, 0),
+    ("delete", 0, 4, 0, 0), ("merge", 0, 6, 5, 0), ("restore", 0, 4, 0, 0),
+]  # fmt: skip
+
+
+def test_the_folding_example_folds_and_follows_merges(tmp_path):
+    scenario = scenario_run(FOLDING, str(tmp_path))
+    svc = scenario.svc
+    kinds = [(r.type, r.metadata.correlation_id) for r in svc.store.read_all(types=["EdgesRepointed", "CorrelationReverted", "MemoryRestored"])]
+    folded = [r.event for r in svc.store.read_all(types=["EdgesRepointed"]) if any(e.merged_from for e in r.event.current)]
+    reverts = {cid for t, cid in kinds if t == "CorrelationReverted"}
+    assert len(folded) >= 3 and any(r.metadata.correlation_id in reverts for r in svc.store.read_all(types=["EdgesRepointed"]))
+    restored = svc.store.read_all(types=["NamespaceRestored"])[-1].event.edges
+    last_merge = scenario.memories[TENANTS[0]][-1]
+    assert restored and all(last_merge in (e.source, e.target) for e in restored)  # the restored memory's edges follow the merge
+    svc.close()
+
+
 def test_the_mentioning_example_links_memories_to_entities(tmp_path):
     scenario = scenario_run(MENTIONING, str(tmp_path))
     svc = scenario.svc
@@ -341,6 +380,7 @@ def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
 @PROPERTY
 @given(ops=st.lists(OPS_WITH_DROP, min_size=1, max_size=30), batch=st.integers(1, 7))
 @example(ops=MENTIONING, batch=2)
+@example(ops=FOLDING, batch=3)
 def test_incremental_projections_equal_a_rebuild(ops, batch, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(ops, tmp, log_url())
@@ -377,6 +417,7 @@ def _edge_reads(views) -> list[tuple]:
 @PROPERTY
 @given(ops=st.lists(OPS, min_size=1, max_size=25))
 @example(ops=MENTIONING)
+@example(ops=FOLDING)
 def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(ops, tmp, log_url())
@@ -414,6 +455,9 @@ def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
 @example(prefix=MENTIONING[:3], last=("add", 0, 3, 0, 0))
 @example(prefix=MENTIONING[:3], last=("update", 0, 5, 1, 0))
 @example(prefix=MENTIONING, last=("relink", 0, 0, 0, 0))
+@example(prefix=FOLDING[:1], last=FOLDING[1])  # a merge that folds edges
+@example(prefix=FOLDING[:7], last=FOLDING[7])  # a revert whose edge follows a merge, folded into a live one
+@example(prefix=FOLDING[:-1], last=FOLDING[-1])  # a restore whose edges follow a merge
 @example(prefix=MENTIONING[:3], last=("entity", 0, 0, 0, 0))
 def test_reverting_a_command_restores_the_visible_state(prefix, last, log_url):
     with tempfile.TemporaryDirectory() as tmp:
