@@ -353,9 +353,27 @@ class RevertCommands:
             relink.append(edge)
         unlinking = {e.edge.edge_id for e in events}
         relink, folds = following_merges(self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention)
+        relink = self._not_mentioned_yet(ctx.tenant, relink, unlinking)
         if relink:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))
         return events + folds
+
+    def _not_mentioned_yet(self, tenant: str, relink: list[c.EdgeRecord], unlinking: set[str]) -> list[c.EdgeRecord]:
+        """``relink`` without the mentions whose memory mentions their entity already: a memory's mentions follow
+        its text, one edge per entity, and a later change (a restore, an update) may have linked them again under
+        new ids. Linked back beside those, they would double them, and outlive them when that change is reverted."""
+        sources = sorted({e.source for e in relink if self._mention(e)})
+        if not sources:
+            return relink
+        held = {(e.source, e.target) for e in self.facts.live_edges_of(tenant, sources) if self._mention(e) and e.edge_id not in unlinking}
+        kept = []
+        for edge in relink:
+            if self._mention(edge):
+                if (edge.source, edge.target) in held:
+                    continue
+                held.add((edge.source, edge.target))
+            kept.append(edge)
+        return kept
 
     # -- working memory -------------------------------------------------------------------------------
 

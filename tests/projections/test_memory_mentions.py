@@ -236,3 +236,18 @@ def test_an_update_leaves_one_mention_per_entity(kg):
     kg.run(kg.memories.update, ctx(), m, {"memory": "Acme Corp hired Alice"})
     assert len(kg.graph.edges_of("t", m, direction="out", edge_types=["MENTIONS"])) == 2  # alice, acme
     assert set(mentioned(kg, m)) == {"alice", "acme"}
+
+
+def test_a_forced_revert_of_an_archive_after_a_restore_leaves_one_mention_and_reverting_the_restore_leaves_none(kg):
+    """The restore linked the memory's mentions again under new ids; reverting the archive after it linked the old
+    ones back beside them (two edges to one entity), and reverting the restore then left the archived memory
+    mentioning it."""
+    [memory_id] = add(kg, "Alice joined Acme Corp").memory_ids
+    archive = kg.run(kg.memories.archive, ctx(), memory_id)
+    restore = kg.run(kg.memories.restore, ctx(), memory_id)
+    kg.run(kg.reverts.revert, ctx(), archive.correlation_id, force=True)
+    live = kg.graph.edges_of("t", memory_id, direction="out", edge_types=["MENTIONS"])
+    assert sorted(e.target for e in live) == ["acme", "alice"], [e.edge_id for e in live]
+    kg.run(kg.reverts.revert, ctx(), restore.correlation_id, force=True)
+    assert kg.graph.memory("t", memory_id).status == "archived"
+    assert mentioned(kg, memory_id) == {}
