@@ -244,7 +244,7 @@ def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str
         if facts.memory_status(tenant, other) == Status.DELETED.value:
             continue
         edges.append(edge)
-    edges, folds = following_merges(facts, tenant, edges, settled={memory_id})
+    edges, folds = following_merges(facts, tenant, edges, settled={memory_id}, since=deleted_at)
     return ([c.NamespaceRestored(prefix="", edges=tuple(edges), undo_position=found[0].position)] if edges else []) + folds
 
 
@@ -263,6 +263,7 @@ def following_merges(
     settled: Collection[str] = (),
     unlinking: Collection[str] = (),
     ended: Callable[[c.EdgeRecord], bool] = lambda edge: False,
+    since: int = 0,
 ) -> tuple[list[c.EdgeRecord], list]:
     """``edges`` to link back, each end that a merge archived since (but those in ``settled``, whose status the
     caller's batch sets) moved to the memory it was merged into: the edges to link, and the events that fold
@@ -276,7 +277,7 @@ def following_merges(
         if node in settled:
             return node
         if node not in found:
-            found[node] = _merged_into(facts, tenant, node)
+            found[node] = _merged_into(facts, tenant, node, since)
         return found[node]
 
     moved: dict[tuple[str, str, str], list[c.EdgeRecord]] = {}
@@ -304,16 +305,15 @@ def following_merges(
     return plain + link, folds
 
 
-def _merged_into(facts: GraphFacts, tenant: str, node: str) -> str:
-    """The memory ``node`` was merged into, through merges of merges (its live ``MERGED_TO`` edges), or ``node``."""
+def _merged_into(facts: GraphFacts, tenant: str, node: str, since: int) -> str:
+    """The memory ``node`` was merged into after position ``since``, through merges of merges (their live
+    ``MERGED_TO`` edges), or ``node``. A merge before ``since`` was already made when the edge was live with this
+    end: the edge was linked to the archived memory as it is (a merge would have moved it), and stays so."""
     seen = {node}
     while facts.memory_status(tenant, node) == Status.ARCHIVED.value:
-        into = [
-            e.target for e in facts.live_edges_of(tenant, [node])
-            if e.edge_type == MERGED_TO and e.source == node and e.edge_id.startswith(MERGED_EDGE_PREFIX)
-        ]  # fmt: skip
-        if not into or into[0] in seen:
+        merge = facts.merged_into(tenant, node)
+        if merge is None or merge[1] <= since or merge[0] in seen:
             break
-        node = into[0]
+        node = merge[0]
         seen.add(node)
     return node

@@ -27,6 +27,10 @@ class GraphFacts(Protocol):
     def memory_status(self, tenant: str, node_id: str) -> str | None:
         """The status of the memory ``node_id`` at the head (``None``: no memory of this tenant, maybe another node)."""
 
+    def merged_into(self, tenant: str, node_id: str) -> tuple[str, int] | None:
+        """The memory a merge made of ``node_id`` (the target of its live ``MERGED_TO`` edge) and the log position
+        of that merge; ``None`` when no merge took it in."""
+
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""
 

@@ -352,7 +352,11 @@ class RevertCommands:
                 events.append(c.EdgeUnlinked(edge=live, reason="revert"))
             relink.append(edge)
         unlinking = {e.edge.edge_id for e in events}
-        relink, folds = following_merges(self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention)
+        # Only a merge after the correlation began moved what it took out: an edge live then beside a merge made before
+        # was linked to the archived memory as it is.
+        relink, folds = following_merges(
+            self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention, since=recorded[0].position - 1
+        )
         relink = self._not_mentioned_yet(ctx.tenant, relink, unlinking)
         if relink:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))

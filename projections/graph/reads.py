@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
-from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
+from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX, MERGED_EDGE_PREFIX
 from mnemolog.eventstore.model import MemoryContent
 
 from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
@@ -610,6 +610,15 @@ class ProjectionFacts:
             "SELECT status FROM graph_memories WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL", (tenant, node_id)
         ).fetchone()
         return row[0] if row else None
+
+    def merged_into(self, tenant: str, node_id: str) -> tuple[str, int] | None:
+        self._sync()
+        row = self._connect().execute(
+            "SELECT target, valid_from FROM graph_edges WHERE tenant = ? AND source = ? AND edge_type = 'MERGED_TO'"
+            " AND edge_id >= ? AND edge_id < ? AND valid_to IS NULL ORDER BY row_id LIMIT 1",
+            (tenant, node_id, MERGED_EDGE_PREFIX, MERGED_EDGE_PREFIX[:-1] + ";"),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]
