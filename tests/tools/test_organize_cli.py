@@ -36,7 +36,10 @@ def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, c
     for tenant in ("a", "b"):
         for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
             assert main(["--data-dir", str(data), "--tenant", tenant, "add", text]) == 0
-    child = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize", "--tenant", "a"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    child = subprocess.Popen(
+        [str(MNEMOLOG), "--data-dir", str(data), "organize", "--tenant", "a"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | {"PYTHONFAULTHANDLER": "1"}, preexec_fn=_ctrl_c_as_at_a_terminal,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while _count(data, "OrganizerPassRecorded", "a") == 0:
@@ -47,8 +50,19 @@ def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, c
         assert _count(data, "MemoriesMerged", "b") == 0 and _count(data, "OrganizerPassRecorded", "b") == 0
     finally:
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=30)
+        try:
+            out, err = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # every thread's stack, for the report
+            child.send_signal(signal.SIGABRT)
+            raise AssertionError(f"organize did not stop on Ctrl-C: {child.communicate(timeout=30)[1].decode()[-4000:]}") from None
     assert "organizing tenant 'a'" in err.decode()
+
+
+def _ctrl_c_as_at_a_terminal() -> None:
+    """In the child: SIGINT as a terminal's Ctrl-C finds it, whatever the test process's signal state (which other
+    tests and the runner's worker may have left ignored or blocked; a child inherits both)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_organize_once_is_refused_while_another_organizer_holds_the_lease(tmp_path, monkeypatch):
