@@ -51,14 +51,11 @@ def holds_plaintext(event: Any) -> bool:
 
 
 def stored_events(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> list[RecordedEvent]:
-    """The events of ``memory_ids`` (up to ``until``) as stored, unopened: one read of each memory's stream, in
-    one transaction."""
-    found: list[RecordedEvent] = []
+    """The events of ``memory_ids`` (up to ``until``) as stored, unopened, in position order: their streams read
+    together (see ``SQLRecorder.select_streams``), in one transaction."""
     recorder = store.recorder
     with recorder.reader.begin() as conn:
-        for memory_id in memory_ids:
-            found += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
-    return found
+        return decode_rows(recorder.select_streams([c.memory_stream(memory_id) for memory_id in memory_ids], tenant=tenant, until=until, conn=conn))
 
 
 def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:

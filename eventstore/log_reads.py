@@ -8,6 +8,8 @@ and the compiled ``_last_position`` query.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from typing import Iterator, NamedTuple, Sequence
 
 from sqlalchemy import Connection, Integer, and_, bindparam, false, func, literal, select
@@ -19,6 +21,8 @@ from .schema import event_spans, events
 
 _COLUMNS = tuple(events.c[name] for name in StoredRow._fields)  # every column, in the envelope's order
 _EVENT_COLUMNS = tuple(events.c[name] for name in CANONICAL_FIELDS)
+_POSITION = operator.itemgetter(CANONICAL_FIELDS.index("position"))
+STREAMS_CHUNK = 500  # streams an ``IN`` list of :meth:`LogReads.select_streams` names (SQLite allows 32,766 parameters)
 
 
 class EventPage(NamedTuple):
@@ -40,6 +44,30 @@ class LogReads:
     def select_events(self, **filters) -> list[tuple]:
         """Plain tuples of the :data:`~mnemolog.eventstore.chain.CANONICAL_FIELDS`: the fast path."""
         return self._select("events", **filters)
+
+    def select_streams(
+        self, stream_ids: Sequence[str], *, tenant: str | None = None, until: int | None = None, chunk: int = STREAMS_CHUNK, conn: Connection | None = None
+    ) -> list[tuple]:
+        """The tuples of :meth:`select_events` of every event of ``stream_ids`` (in ``tenant``, up to ``until``), in
+        position order: one indexed query for each ``chunk`` of streams, rather than one a stream."""
+        wanted = sorted({s for s in stream_ids if not holds_nul((s,))})
+        if not wanted or holds_nul((tenant,)):
+            return []
+        clauses = [events.c.stream_id.in_(bindparam("streams", expanding=True))]
+        values: dict = {}
+        if tenant is not None:
+            clauses.append(events.c.tenant == bindparam("tenant"))
+            values["tenant"] = tenant
+        if until is not None:
+            clauses.append(events.c.position <= bindparam("until"))
+            values["until"] = until
+        query = select(*_EVENT_COLUMNS).where(and_(*clauses))
+        found: list[tuple] = []
+        with contextlib.nullcontext(conn) if conn is not None else self.reader.connect() as own:
+            for start in range(0, len(wanted), chunk):
+                found += map(tuple, own.execute(query, {**values, "streams": wanted[start : start + chunk]}))
+        found.sort(key=_POSITION)
+        return found
 
     @property
     def builds_pages(self) -> bool:

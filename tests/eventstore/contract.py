@@ -287,6 +287,20 @@ class EventStoreContract:
         assert store.read_stream("s", from_version=5, to_version=4) == []
         assert [r.position for r in store.read_stream("s", from_version=3, to_version=5)] == [3, 5, 6]
 
+    def test_select_streams_reads_many_streams_in_position_order_in_chunks(self, store):
+        from mnemolog.eventstore.recorded import decode_rows
+
+        for i in range(12):
+            store.append(f"s{i % 6}", notes(f"t{i}"), tenant="acme" if i % 4 else "beta")
+        wanted = [f"s{i}" for i in (5, 0, 3, 3, 9)]  # one repeated, one with no events
+        read = lambda **kw: listing(decode_rows(store.recorder.select_streams(wanted, **kw)))  # noqa: E731
+        by_stream = lambda **kw: sorted(p for s in {"s0", "s3", "s5"} for p, *_ in listing(store.read_all(stream_id=s, **kw)))  # noqa: E731
+        assert [p for p, *_ in read()] == by_stream()
+        assert [p for p, *_ in read(tenant="acme", until=9)] == by_stream(tenant="acme", until=9)
+        assert [p for p, *_ in read(chunk=2)] == by_stream()  # chunked: each stream once, all in order
+        assert store.recorder.select_streams([]) == []
+        assert store.recorder.select_streams(["a\0b"]) == []
+
     def _mixed_log(self, store: EventStore) -> None:
         store.append("m1", notes("a", "b"), tenant="acme", metadata=Metadata(correlation_id="c1"))  # 1, 2
         store.append("m2", [ContractTagged(label="t")], tenant="beta", metadata=Metadata(correlation_id="c2"))  # 3
