@@ -76,8 +76,9 @@ class KeyStore:
         try:
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(
+            conn.executescript(  # one transaction: one sync for a new file's tables, not one a statement
                 """
+                BEGIN;
                 CREATE TABLE IF NOT EXISTS data_keys (
                     key_id TEXT PRIMARY KEY,
                     tenant TEXT NOT NULL,
@@ -89,6 +90,7 @@ class KeyStore:
                 );
                 CREATE UNIQUE INDEX IF NOT EXISTS ux_data_keys_live ON data_keys (tenant, subject) WHERE state = 'live';
                 CREATE TABLE IF NOT EXISTS scrub_due (key_id TEXT PRIMARY KEY);
+                COMMIT;
                 """
             )
         except BaseException:
