@@ -26,7 +26,7 @@ import msgspec
 
 from . import catalogue as c
 from .recorded import RecordedEvent, decode_rows
-from .sealing import _each, _plan, erase, is_sealed
+from .sealing import each_struct, plan_of, erase, is_sealed
 
 __all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
 
@@ -36,7 +36,7 @@ def holds_plaintext(event: Any) -> bool:
     a Struct with personal fields whose carrier is no token and whose values are not all empty (written with
     sealing off, or before it was on). No key sealed it, so no forget erases it from the log: the reads and
     the projections show it erased once a forget names its memory, and the forget names the event."""
-    plan = _plan(type(event))
+    plan = plan_of(type(event))
     if plan is None:
         return False
     found: list[str] = []
@@ -46,7 +46,7 @@ def holds_plaintext(event: Any) -> bool:
             found.append(slot.path)
         return owner
 
-    _each(event, plan, visit)
+    each_struct(event, plan, visit)
     return bool(found)
 
 

@@ -318,7 +318,7 @@ def _group(cls: type) -> _Group:
     return found
 
 
-def _plan(cls: type) -> _Plan | None:
+def plan_of(cls: type) -> _Plan | None:
     """Where the Structs with personal fields sit in an event of ``cls`` (None: it has none); made once per class."""
     try:
         return _PLANS[cls]
@@ -343,7 +343,7 @@ def _plan(cls: type) -> _Plan | None:
     return plan
 
 
-def _each(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | None], Any]) -> Any:
+def each_struct(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | None], Any]) -> Any:
     """``event`` with ``change(slot, struct, index in its tuple or None)`` applied to each Struct its plan names;
     itself where every call returned its Struct unchanged."""
     replace = _replace
@@ -393,7 +393,7 @@ def _named_key(blob: bytes) -> tuple[str, int]:
 def sealed_keys(event: Any) -> list[tuple[str, str]]:
     """The subject and key id of each sealed Struct of ``event`` as stored (read unopened), in order; a
     Struct stored in plaintext has none. The subject is ``""`` for the tenant's own key."""
-    plan = _plan(type(event))
+    plan = plan_of(type(event))
     found: list[tuple[str, str]] = []
     if plan is None:
         return found
@@ -413,7 +413,7 @@ def sealed_keys(event: Any) -> list[tuple[str, str]]:
         found.append((subject or TENANT_SUBJECT, key_id))
         return owner
 
-    _each(event, plan, visit)
+    each_struct(event, plan, visit)
     return found
 
 
@@ -421,13 +421,13 @@ def opens(cls: type) -> bool:
     """Whether :meth:`Sealer.unseal` may act on an event of ``cls``: it has
     personal fields, or it is ``SubjectForgotten`` (whose keys it drops from
     the cache). Readers skip the others without a call per event."""
-    return _plan(cls) is not None or cls.__name__ == "SubjectForgotten"
+    return plan_of(cls) is not None or cls.__name__ == "SubjectForgotten"
 
 
 def erase(owner: Any) -> Any:
     """``owner`` (an event, or a Struct with personal fields such as a memory content) as it reads once its subject's key is gone."""
-    plan = _plan(type(owner))
-    return owner if plan is None else _each(owner, plan, _erase_owner)
+    plan = plan_of(type(owner))
+    return owner if plan is None else each_struct(owner, plan, _erase_owner)
 
 
 def escape(event: Any) -> Any:
@@ -438,13 +438,13 @@ def escape(event: Any) -> Any:
     """
     plan = _PLANS.get(type(event), _MISSING)
     if plan is _MISSING:
-        plan = _plan(type(event))
+        plan = plan_of(type(event))
     if plan is None:
         return event
     value = plan.carrier_of(event)
     if type(value) is str and not value.startswith(MARK):
         return event
-    return _each(event, plan, _escape_owner)
+    return each_struct(event, plan, _escape_owner)
 
 
 class Sealer:
@@ -535,7 +535,7 @@ class Sealer:
         runs: list[tuple[_Slot, Sequence[int], Sequence, list]] = []  # (slot, indices, events, the Structs to seal)
         one_by_one: list[int] = []  # events holding tuples of Structs
         for cls, indices in _by_class(events).items():
-            plan = _plan(cls)
+            plan = plan_of(cls)
             if plan is None:
                 continue
             one = plan.one
@@ -549,7 +549,7 @@ class Sealer:
                 if not all(wanted):
                     for i, yes in zip(indices, wanted):
                         if not yes:
-                            out[i] = _each(events[i], plan, _escape_owner)
+                            out[i] = each_struct(events[i], plan, _escape_owner)
                     kept = [k for k, yes in enumerate(wanted) if yes]
                     indices, run, owners = [indices[k] for k in kept], [run[k] for k in kept], [owners[k] for k in kept]
             if indices:
@@ -589,7 +589,7 @@ class Sealer:
             nonce = nonces.pop() if nonces else os.urandom(NONCE_BYTES)
             return self._seal_owners(group, (owner,), self._owner_keys(tenant, _subjects(group, (owner,)), used), (nonce,), (slot.ad(event_id, index),))[0]
 
-        return _each(event, plan, seal)
+        return each_struct(event, plan, seal)
 
     def seal(self, event: DomainEvent, event_id: str, tenant: str, nonce: bytes | None = None) -> DomainEvent:
         """``event`` as stored (see :meth:`seal_batch`)."""
@@ -605,7 +605,7 @@ class Sealer:
         """``event`` with its sealed fields opened (or erased if the key was forgotten) and escaped ones restored."""
         plan = _PLANS.get(type(event), _MISSING)
         if plan is _MISSING:
-            plan = _plan(type(event))
+            plan = plan_of(type(event))
         if plan is None:
             if type(event).__name__ == "SubjectForgotten":  # another process may have forgotten these keys
                 self.keys.forget_cached(event.key_ids)
@@ -618,7 +618,7 @@ class Sealer:
             if opened is owner:
                 return event
             return opened if field is None else _replace(event, **{field: opened})
-        return _each(event, plan, lambda slot, owner, index: self._open_owner(slot, owner, event_id, index))
+        return each_struct(event, plan, lambda slot, owner, index: self._open_owner(slot, owner, event_id, index))
 
     def _open_owner(self, slot: _Slot, owner: Any, event_id: str, index: int | None) -> Any:
         """``owner`` opened (or erased), or unescaped; itself when its carrier holds plaintext."""
