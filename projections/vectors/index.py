@@ -12,7 +12,9 @@ Files in the data directory:
 - ``vectors.usearch.json``: its checkpoint: the last ``vec_docs`` row id
   synced, the runner's generation of the ``vectors`` projection (it changes
   on every rebuild of the projection), the embedder name, the dimension, the
-  entry count, the tenant-drop counter seen and the SHA-256 of the index file.
+  entry count, the tenant-drop counter seen and the SHA-256 of the index file;
+  while a save is under way, also (as ``saving``) the checkpoint of the new
+  file being put in place.
 
 :meth:`VectorIndex.open` loads both and checks them against each other and
 against ``projections.db``; a missing, stale (other generation, embedder or
@@ -20,19 +22,23 @@ dimension) or unreadable index is rebuilt. usearch trusts the file it loads:
 a graph with flipped bits (a bad sector, a copy taken while it was written)
 loads without an error, and a search then dies in native code, taking the
 process with it, and every restart. So the file is handed to usearch only
-when its bytes match the digest of its checkpoint; one that does not is set
-aside as ``vectors.usearch.damaged`` (the last one kept, for a look; a
-forget's scrub removes it) with one warning, and rebuilt from ``vec_docs``
-(the check of an index of 100,000 vectors of 384 dimensions, a 66 MB file,
-took 55 to 70 ms on 2 cores shared with other load, beside the 0.13 s
-usearch took to load it). :meth:`VectorIndex.sync` adds
-the rows past the checkpoint in batches (call it after each commit of the
-``vectors`` projection: :meth:`VectorIndex.after_commit_hook`), and removes
-the entries of dropped tenants. :meth:`VectorIndex.save` writes both files
-atomically and durably (temporary file, synced, then renamed, then the
-directory synced; the index first, so a crash or power loss between the two
-leaves the new index with the old checkpoint: one whose count no longer
-matches is rebuilt, else the sync adds what the index lacks, never twice).
+when its bytes match a digest its checkpoint records (with the state recorded
+beside that digest); one that matches none is damaged, set aside as
+``vectors.usearch.damaged`` (the last one kept, for a look; a forget's scrub
+removes it) with one warning, and rebuilt from ``vec_docs`` (the check of an
+index of 100,000 vectors of 384 dimensions, a 66 MB file, took 55 to 70 ms on
+2 cores shared with other load, beside the 0.13 s usearch took to load it).
+:meth:`VectorIndex.sync` adds the rows past the checkpoint in batches (call
+it after each commit of the ``vectors`` projection:
+:meth:`VectorIndex.after_commit_hook`), and removes the entries of dropped
+tenants. :meth:`VectorIndex.save` writes the files atomically and durably
+(each a temporary file, synced, then renamed, then the directory synced), in
+three renames: the checkpoint of the file in place with the new file's as
+``saving``, then the new index, then its checkpoint alone. A crash or power
+loss at any point leaves an index file that one of the recorded states
+describes, which the next open loads without a warning (nor a rebuild, unless
+that state is stale): an older file with its own older row id, so that the
+sync adds what it lacks, never twice.
 
 Defaults, from measurements at 100,000 hashing-embedder vectors of 256
 dimensions: int8 storage (as accurate as f16 there once the neighbours are
@@ -97,6 +103,20 @@ def _erasures(conn: sqlite3.Connection) -> int:
     except sqlite3.OperationalError:
         return 0
     return row[0] if row else 0
+
+
+def _states(meta: dict) -> list[dict]:
+    """What a checkpoint describes: its own index file, and the one of the save it names as under way (``saving``)."""
+    saving = meta.get("saving")
+    return [meta, saving] if isinstance(saving, dict) else [meta]
+
+
+def _stale(state: dict, expected: tuple[tuple[str, object], ...]) -> str | None:
+    """Why an index of checkpoint ``state`` does not belong to ``projections.db`` and this index's options, or None."""
+    for key, value in expected:
+        if state.get(key) != value:
+            return f"stale: {key} is {state.get(key)!r}, expected {value!r}"
+    return None
 
 
 class VectorIndex:
@@ -187,7 +207,7 @@ class VectorIndex:
         except (OSError, ValueError) as exc:
             return f"unreadable checkpoint ({exc})"
         generation = current_generation(conn)
-        for key, expected in (
+        expected = (
             ("erasures", _erasures(conn)),  # a forget since it was saved: it may hold the erased vectors
             ("format", FORMAT),
             ("embedder", self.embedder_name),
@@ -195,38 +215,41 @@ class VectorIndex:
             ("dtype", self.options["dtype"]),
             ("connectivity", self.options["connectivity"]),
             ("generation", generation),
-        ):
-            if meta.get(key) != expected:
-                return f"stale: {key} is {meta.get(key)!r}, expected {expected!r}"
-        if (damage := self._damage(meta)) is not None:
-            return damage
+        )
+        states = _states(meta)
+        if all(_stale(state, expected) for state in states):  # no need to read the file
+            return _stale(meta, expected)
+        try:
+            digest = file_sha256(self.path)
+        except OSError as exc:
+            return f"unreadable index ({exc})"
+        state = next((state for state in states if state.get("sha256") == digest), None)
+        if state is None and meta.get("sha256") is None:  # a save began where no checkpoint was: nothing described this file
+            return "index file not described by its checkpoint"
+        if state is None:
+            return self._damaged()
+        if (stale := _stale(state, expected)) is not None:
+            return stale
         try:
             loaded = Index.restore(str(self.path))
         except (RuntimeError, OSError, ValueError) as exc:  # usearch raises plain RuntimeErrors on damaged files
             return f"unreadable index ({exc})"
-        if loaded is None or loaded.ndim != self.dim or len(loaded) != meta.get("count"):
+        if loaded is None or loaded.ndim != self.dim or len(loaded) != state.get("count"):
             return "index file does not match its checkpoint"
         loaded.expansion_search = self.options["expansion_search"]
         loaded.expansion_add = self.options["expansion_add"]
         self._index = loaded
         self.generation = generation
-        self.synced_row_id = int(meta.get("synced_row_id", 0))
-        self.deletions = int(meta.get("deletions", 0))
-        self.erasures = int(meta.get("erasures", 0))
+        self.synced_row_id = int(state.get("synced_row_id", 0))
+        self.deletions = int(state.get("deletions", 0))
+        self.erasures = int(state.get("erasures", 0))
         return None
 
-    def _damage(self, meta: dict) -> str | None:
-        """When the file's bytes are not those its checkpoint describes: set it aside (the caller holds the files'
-        lock), warn once, and say why it is rebuilt."""
-        try:
-            digest = file_sha256(self.path)
-        except OSError as exc:
-            return f"unreadable index ({exc})"
-        if digest == meta.get("sha256"):
-            return None
+    def _damaged(self) -> str:
+        """Set the index file aside (the caller holds the files' lock), warn once, and say why it is rebuilt."""
         move_aside(self.path)
         log.warning(
-            "%s does not match the digest its checkpoint recorded (damaged, or a save was cut short): set aside as %s.damaged;"
+            "%s matches no digest its checkpoint recorded (damaged): set aside as %s.damaged;"
             " the vector index is rebuilt from projections.db", self.path, self.path.name,
         )  # fmt: skip
         return "index file does not match its checkpoint's digest"
@@ -376,7 +399,10 @@ class VectorIndex:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def save(self, conn: sqlite3.Connection | None = None) -> bool:
-        """Write the index, then its checkpoint, each atomically, under the files' lock; whether it wrote.
+        """Write the index and its checkpoint, each atomically, under the files' lock; whether it wrote.
+
+        The checkpoint names the new file (``saving``) before the file is put in place, beside the one in place,
+        and then alone: a kill at any point leaves a file that the checkpoint on disk describes.
 
         With ``conn`` (read outside any transaction), not when ``projections.db`` has moved past what the
         index holds in a way that syncing cannot add: another generation (a rebuild), or a forget whose
@@ -397,25 +423,47 @@ class VectorIndex:
                 full = shutil.disk_usage(tmp.parent).free < self._index.serialized_length
                 code = errno.ENOSPC if full else errno.EIO
                 raise OSError(code, f"could not write the vector index ({os.strerror(code) if full else exc})", str(tmp)) from exc
-            digest = file_sha256(tmp)
-            replace_durably(tmp, self.path)  # on the disk before the checkpoint that describes it
-            meta = {
-                "format": FORMAT,
-                "embedder": self.embedder_name,
-                "dim": self.dim,
-                "dtype": self.options["dtype"],
-                "connectivity": self.options["connectivity"],
-                "generation": self.generation,
-                "synced_row_id": self.synced_row_id,
-                "deletions": self.deletions,
-                "erasures": self.erasures,
-                "count": len(self._index),
-                "sha256": digest,
-            }
-            tmp_meta = self.sidecar.with_name(self.sidecar.name + ".tmp")
-            tmp_meta.write_text(json.dumps(meta, indent=1))
-            replace_durably(tmp_meta, self.sidecar)
+            saving = self._checkpoint(file_sha256(tmp))
+            self._write_checkpoint({**self._in_place(), "saving": saving})  # the file in place, and the one about to be
+            replace_durably(tmp, self.path)  # on the disk before the checkpoint that describes it alone
+            self._write_checkpoint(saving)
             return True
+
+    def _checkpoint(self, digest: str) -> dict:
+        """The checkpoint of this index saved as a file of SHA-256 ``digest``."""
+        return {
+            "format": FORMAT,
+            "embedder": self.embedder_name,
+            "dim": self.dim,
+            "dtype": self.options["dtype"],
+            "connectivity": self.options["connectivity"],
+            "generation": self.generation,
+            "synced_row_id": self.synced_row_id,
+            "deletions": self.deletions,
+            "erasures": self.erasures,
+            "count": len(self._index),
+            "sha256": digest,
+        }
+
+    def _in_place(self) -> dict:
+        """The checkpoint of the index file in place (the caller holds the files' lock): the one on disk, or, when
+        it names a save under way that was cut short after putting its file in place, that save's ({} without one).
+        """
+        try:
+            meta = json.loads(self.sidecar.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(meta, dict):
+            return {}
+        saving = meta.pop("saving", None)
+        if isinstance(saving, dict) and self.path.exists() and file_sha256(self.path) == saving.get("sha256"):
+            return saving
+        return meta
+
+    def _write_checkpoint(self, meta: dict) -> None:
+        tmp = self.sidecar.with_name(self.sidecar.name + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=1))
+        replace_durably(tmp, self.sidecar)
 
     def memory_bytes(self) -> int:
         return int(self._index.memory_usage)

@@ -5,22 +5,30 @@ sector, a copy taken while it was written) loaded without an error, and the
 first search then died in native code, taking the server down, and every
 restart with it. The checkpoint records the file's digest; a file that does
 not match it is never handed to usearch.
+
+A save killed midway is no damage: whatever the kill leaves, the next open
+loads a file its checkpoint describes, without a warning or a rebuild.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import urllib.request
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 from mnemolog.projections.vectors.index import INDEX_FILE
-from mnemolog.projections.vectors.projector import EXACT_THRESHOLD
-from tests.serving import serve
+from mnemolog.projections.vectors.projector import EXACT_THRESHOLD, vector_search
+from tests.crashpoints import run_killed_at
+from tests.serving import clean_env, serve
 
 SETTINGS = {"auth": "off", "organizer_enabled": "off", "synchronous": "NORMAL"}
 QUERIES = [f"a note about topic {i} and place {i % 5}" for i in range(0, 17, 3)]
@@ -92,3 +100,94 @@ def test_a_forget_removes_the_index_set_aside(tmp_path):
         assert (data / f"{INDEX_FILE}.damaged").exists()
         svc.forget(FORGETTER, "u-42")
     assert not (data / f"{INDEX_FILE}.damaged").exists()
+
+
+WORDS = "harbour ferry lemon cake budget trail lake river meadow lantern copper violin tulip glacier canyon orchard".split()
+
+
+def _notes(rng: random.Random, count: int) -> list[MemoryContent]:
+    """Texts of a few words each, none alike (each memory's vector nearest to itself)."""
+    return [MemoryContent(memory=f"{' '.join(rng.sample(WORDS, 4))} {rng.randrange(10**6)}") for _ in range(count)]
+
+
+def _behind(data: Path, rng: random.Random, count: int) -> tuple[bytes, bytes]:
+    """Add ``count`` memories, then put the index and its checkpoint back as they were (as a process killed before
+    its save leaves them), so that the next open adds those and saves; their bytes."""
+    index, checkpoint = data / INDEX_FILE, data / f"{INDEX_FILE}.json"
+    saved = index.read_bytes(), checkpoint.read_bytes()
+    with MemoryService.open(data, settings=Settings({"synchronous": "NORMAL"}, env={})) as svc:
+        svc.run(svc.memories.add, CommandContext(tenant="default", actor="test"), _notes(rng, count))
+    index.write_bytes(saved[0])
+    checkpoint.write_bytes(saved[1])
+    return saved
+
+
+def _lagging(data: Path, rng: random.Random) -> tuple[bytes, bytes]:
+    """100 memories with their index saved, then 60 the index lacks (see :func:`_behind`)."""
+    with MemoryService.open(data, settings=Settings({"synchronous": "NORMAL"}, env={})) as svc:
+        svc.run(svc.memories.add, CommandContext(tenant="default", actor="test"), _notes(rng, 100))
+        svc.scrub()
+    return _behind(data, rng, 60)
+
+
+#: The files' renames of one save, in order; a kill at one leaves its file written, synced and not yet in place.
+KILL_POINTS = {
+    "before the checkpoint of the save under way is in place": 0,
+    "before the index is in place": 1,
+    "after the index is in place, before its checkpoint is": 2,
+}
+
+
+def _killed_saving(data: Path, point: int, before: tuple[bytes, bytes]) -> None:
+    """Run a command whose open saves the index, SIGKILLed at rename ``point`` of that save; check where it landed."""
+    env = clean_env(synchronous="NORMAL", organizer_enabled="off")
+    run_killed_at(data, "mnemolog.projections.vectors.index:replace_durably", "projections", skip=point, env=env)
+    changed = (data / INDEX_FILE).read_bytes() != before[0], (data / f"{INDEX_FILE}.json").read_bytes() != before[1]
+    assert changed == [(False, False), (False, True), (True, True)][point], "the kill did not land there"
+
+
+def _assert_opened_whole(data: Path, caplog, count: int) -> None:
+    """The next open loads the files as they are, without a warning, and its index answers every memory once."""
+    caplog.set_level(logging.INFO)
+    with MemoryService.open(data, settings=Settings({"synchronous": "NORMAL"}, env={})) as svc:
+        index = svc.vector_index
+        assert index.rebuilt_because is None
+        conn = svc.read_conn()
+        rows = conn.execute("SELECT row_id, memory_id, vector FROM vec_docs WHERE vector_of = row_id").fetchall()
+        assert len(rows) == count and len(index) == len(rows)  # every vector once
+        assert index.synced_row_id >= max(r[0] for r in rows)  # none left to the exact scan of rows past the index
+        for _, memory_id, vector in rows:
+            found = vector_search(conn, index, "default", np.frombuffer(vector, dtype=np.float32), limit=1, exact_threshold=0)
+            assert [hit.memory_id for hit in found] == [memory_id]
+    assert not list(data.glob(f"{INDEX_FILE}.damaged*"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_save_killed_at_any_point_is_opened_without_a_warning_or_a_rebuild(tmp_path, caplog, point):
+    data = tmp_path / "data"
+    _killed_saving(data, KILL_POINTS[point], _lagging(data, random.Random(7)))
+    _assert_opened_whole(data, caplog, 160)
+
+
+def test_a_save_killed_after_another_was_is_opened_without_a_warning_or_a_rebuild(tmp_path, caplog):
+    """A save that finds the checkpoint of one cut short after its index was in place names that index as the one in
+    place (not the older one that checkpoint describes itself)."""
+    data, rng = tmp_path / "data", random.Random(7)
+    _killed_saving(data, KILL_POINTS["after the index is in place, before its checkpoint is"], _lagging(data, rng))
+    _killed_saving(data, KILL_POINTS["before the index is in place"], _behind(data, rng, 10))
+    _assert_opened_whole(data, caplog, 170)
+
+
+def test_an_index_matching_neither_digest_of_a_save_under_way_is_set_aside(tmp_path, caplog):
+    """A checkpoint that names the file in place and the one a save was putting there: a file that is neither
+    is damaged."""
+    data = tmp_path / "data"
+    _killed_saving(data, KILL_POINTS["after the index is in place, before its checkpoint is"], _lagging(data, random.Random(7)))
+    _flip_bits(data / INDEX_FILE)
+    with MemoryService.open(data, settings=Settings({"synchronous": "NORMAL"}, env={})) as svc:
+        assert svc.vector_index.rebuilt_because == "index file does not match its checkpoint's digest"
+        assert len(svc.vector_index) == 160
+    assert (data / f"{INDEX_FILE}.damaged").exists()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and INDEX_FILE in warnings[0].getMessage(), caplog.text

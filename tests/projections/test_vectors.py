@@ -291,6 +291,21 @@ def test_a_damaged_or_missing_index_is_rebuilt(tmp_path, log, runner, damage):
     assert open_index(tmp_path, runner).rebuilt_because is None  # and saved again
 
 
+def test_a_save_begun_without_a_checkpoint_and_cut_short_rebuilds_the_file_it_never_described(tmp_path, log, runner):
+    """A checkpoint that names only the save under way (there was none before it) says nothing of the file in place:
+    one that is not the new file is rebuilt, not called damaged."""
+    for i in range(30):
+        log.add(f"m{i}", f"note {i} on subject {i % 3}")
+    runner.catch_up()
+    open_index(tmp_path, runner)
+    sidecar = tmp_path / (INDEX_FILE + ".json")
+    sidecar.write_text(json.dumps({"saving": {**json.loads(sidecar.read_text()), "sha256": "0" * 64}}))
+    index = open_index(tmp_path, runner)
+    assert index.rebuilt_because == "index file not described by its checkpoint" and len(index) == 30
+    assert not (tmp_path / f"{INDEX_FILE}.damaged").exists()
+    assert open_index(tmp_path, runner).rebuilt_because is None
+
+
 def test_a_stale_index_is_rebuilt(tmp_path, log, runner):
     for i in range(20):
         log.add(f"m{i}", f"note {i}")
@@ -573,10 +588,9 @@ def test_the_follower_adds_on_one_thread_and_a_close_on_every_core(tmp_path, log
 
 
 def test_the_index_and_its_checkpoint_are_each_synced_before_they_replace_the_old_ones(log, runner, tmp_path, monkeypatch):
-    """After a power loss the pair on disk is the old one, the new one, or the new index with the old checkpoint
-    (rebuilt or caught up at the next open): never a checkpoint in place before the index it describes is on the
-    disk, nor a file renamed into place before its bytes (an empty or torn index under the right name that its
-    checkpoint's count still matches, loaded as sound)."""
+    """After a power loss the checkpoint on disk describes the index on disk (the old one, or the new one it names as
+    the save under way, or the new one alone): never a new index in place before a checkpoint that names it is on
+    the disk, nor a file renamed into place before its bytes (an empty or torn file under the right name)."""
     import os
 
     for n in range(20):
@@ -602,9 +616,9 @@ def test_the_index_and_its_checkpoint_are_each_synced_before_they_replace_the_ol
     index.save(runner.conn)
     monkeypatch.undo()
     index_tmp, sidecar_tmp = str(tmp_path / f"{INDEX_FILE}.tmp"), str(tmp_path / f"{INDEX_FILE}.json.tmp")
-    assert [e for e in events if e[0] == "replace"] == [("replace", index_tmp), ("replace", sidecar_tmp)], events
-    first, second = events.index(("replace", index_tmp)), events.index(("replace", sidecar_tmp))
-    assert ("fsync", index_tmp) in events[:first], "the index was renamed into place before its bytes were synced"
-    assert ("fsync", str(tmp_path)) in events[first:second], "the checkpoint was written before the index's rename was synced"
-    assert ("fsync", sidecar_tmp) in events[first:second], "the checkpoint was renamed into place before its bytes were synced"
-    assert ("fsync", str(tmp_path)) in events[second:], "the checkpoint's rename was not synced"
+    renames = [("replace", sidecar_tmp), ("replace", index_tmp), ("replace", sidecar_tmp)]
+    assert [e for e in events if e[0] == "replace"] == renames, events
+    at = [i for i, e in enumerate(events) if e[0] == "replace"] + [len(events)]
+    for (_, renamed), before, start, end in zip(renames, [0, *at], at, at[1:]):
+        assert ("fsync", renamed) in events[before:start], f"{renamed} was renamed into place before its bytes were synced"
+        assert ("fsync", str(tmp_path)) in events[start:end], f"the rename of {renamed} was not synced before the next step"

@@ -195,9 +195,11 @@ def test_a_kill_between_saving_the_vector_index_and_its_checkpoint_is_repaired_a
         svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"an early note {i}") for i in range(100)])
         svc.scrub()  # the index and its checkpoint saved
         svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"a later note {i}") for i in range(60)])
-    stale = (data_dir / "vectors.usearch.json").read_text()
-    (data_dir / "vectors.usearch").unlink()  # the next start rebuilds and saves the index: killed between its two files
-    run_killed_at(data_dir, "os:replace", "projections", skip=1, env=clean_env(synchronous="NORMAL", organizer_enabled="off"))
-    assert (data_dir / "vectors.usearch.json").read_text() == stale, "the kill did not land between the two files"
+    stale = json.loads((data_dir / "vectors.usearch.json").read_text())
+    (data_dir / "vectors.usearch").unlink()  # the next start rebuilds and saves the index: killed once the index is in place
+    run_killed_at(data_dir, "os:replace", "projections", skip=2, env=clean_env(synchronous="NORMAL", organizer_enabled="off"))
+    left = json.loads((data_dir / "vectors.usearch.json").read_text())
+    assert "saving" in left and {k: v for k, v in left.items() if k != "saving"} == stale, "the kill did not land before the last checkpoint"
     assert_vector_index_is_vec_docs(data_dir)
+    assert not (data_dir / "vectors.usearch.damaged").exists()
     assert_equal_projections(restart(data_dir), fresh_rebuild(data_dir, tmp_path / "reference"), "after the kill")
