@@ -402,10 +402,16 @@ def cmd_digest(args: argparse.Namespace) -> int:
 # -- export / import ----------------------------------------------------------------
 
 
-#: The files a data directory holds (see the README): an export or a key file written over one destroys it.
+#: The files a data directory holds (see the README), those on their way (``.tmp``) and set aside (``.damaged``)
+#: too: an export or a key file written over one destroys it. Nor is it written into the directory's ``backups/``.
 DATA_FILES = frozenset(
-    f"{name}{suffix}" for name in ("events.db", "keys.db", "projections.db", "auth.db") for suffix in ("", "-wal", "-shm", "-journal")
-) | {"vectors.usearch", "vectors.usearch.json", "vectors.usearch.lock", "vectors.usearch.tmp", "fts.postings"}
+    f"{name}{suffix}"
+    for name in ("events.db", "keys.db", "projections.db", "auth.db", "projections.db.damaged")
+    for suffix in ("", "-wal", "-shm", "-journal")
+) | {
+    f"{name}{suffix}" for name in ("vectors.usearch", "vectors.usearch.json", "fts.postings") for suffix in ("", ".tmp")
+} | {"vectors.usearch.lock", "vectors.usearch.damaged", "projections.db.lock"}  # fmt: skip
+BACKUPS = "backups"
 _DATABASE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -419,7 +425,8 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
         raise CommandError(f"{option} {value}: no such directory: {path.parent}")
     if not os.access(path.parent, os.W_OK):
         raise CommandError(f"{option} {value}: the directory {path.parent} is not writable")
-    if path.name in DATA_FILES and path.parent.resolve() == data_dir(args).resolve():
+    home, folder = data_dir(args).resolve(), path.parent.resolve()
+    if (path.name in DATA_FILES and folder == home) or folder == home / BACKUPS:
         raise CommandError(f"{option} {value}: a file of the data directory; name a file outside it")
     try:
         with open(path, "rb") as existing:

@@ -257,11 +257,24 @@ def test_a_batch_line_that_is_not_utf8_is_named(data, body, line):
 
 @pytest.mark.parametrize(
     "option, name",
-    [("--output", "events.db"), ("--with-keys", "keys.db"), ("--output", "projections.db"), ("--output", "events.db-wal"), ("--with-keys", "vectors.usearch")],
+    [
+        ("--output", "events.db"),
+        ("--with-keys", "keys.db"),
+        ("--output", "projections.db"),
+        ("--output", "events.db-wal"),
+        ("--with-keys", "vectors.usearch"),
+        ("--output", "vectors.usearch.json.tmp"),  # a save's checkpoint on its way
+        ("--output", "vectors.usearch.damaged"),
+        ("--output", "projections.db.damaged-wal"),
+        ("--output", "projections.db.lock"),
+        ("--output", "fts.postings.tmp"),
+        ("--output", "backups/acme.jsonl"),  # a drop's backup
+    ],
 )
 def test_an_export_never_writes_over_a_file_of_the_data_directory(data, tmp_path, option, name):
     """``export --output DATA/events.db`` replaced the log with its own export ("file is not a database" from then on),
     and ``--with-keys DATA/keys.db`` the key store with the key file: a typo destroyed the data directory."""
+    (data / "backups").mkdir(exist_ok=True)
     before = {p.name: p.read_bytes() for p in data.iterdir() if p.is_file() and p.name != "events.db-shm"}
     argv = ["--output", str(data / name)] if option == "--output" else ["--output", str(tmp_path / "out.jsonl"), "--with-keys", str(data / name)]
     assert_refused(run(data, "export", *argv), option, name, "data directory")
