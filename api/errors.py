@@ -202,10 +202,14 @@ class MalformedRequests(logging.Filter):
     """aiohttp answers a request it cannot parse (a bad request line, a header with a control character, headers
     over its limits: a port scanner's or a broken client's bytes) before any handler runs, and logs it as an
     ERROR with a traceback. That is no failure of the server: this filter makes the record one warning line
-    naming the peer and what was wrong. A 5xx of the parser stays an error."""
+    naming the peer and what was wrong. So is a body's error aiohttp meets reading the rest of it after the answer,
+    which it logs as unhandled (the Python parser sets some on the body as aiohttp reads it, see
+    :meth:`JsonErrorRequestHandler.data_received`). A 5xx of the parser stays an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
+            error = error.__cause__
         if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
             record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, one_line(error.message))
@@ -284,9 +288,11 @@ class JsonErrorRequestHandler(web.RequestHandler):
         aiohttp queues a parse error as an error answer to come after the
         requests before it. When it is in a body the app already reads, the
         C parser drops that body without ending it, and the handler waits
-        for the rest until the client hangs up (the Python parser sets the
-        error on it, and aiohttp then logs it as unhandled once the handler
-        has answered). Here the body is ended with the error, so the handler
+        for the rest until the client hangs up. The Python parser, and both
+        for a body that does not decompress, set the error on the body, but
+        do not end it either: once the handler has answered, aiohttp reads
+        the rest of the body, meets the error again, and logs it as
+        unhandled. Here the body is ended with the error, so the handler
         answers it (:func:`as_api_error`), with nothing in the log, and the
         connection takes no further request: it closes once the handler at
         work has answered, as what follows the error on it cannot be trusted
@@ -294,21 +300,23 @@ class JsonErrorRequestHandler(web.RequestHandler):
         """
         queued = len(self._messages)
         super().data_received(data)
+        failed = None
         for message, body in itertools.islice(self._messages, queued, None):
             if not isinstance(message, _ErrInfo):
                 self._body_in_parse = body
-            elif self._json_errors and isinstance(message.exc, HttpProcessingError):
-                self._end_body_in_error(message.exc)
+            elif isinstance(message.exc, HttpProcessingError):
+                failed = message.exc
+        body = self._body_in_parse  # when the error starts a request of its own, that body is whole: aiohttp answers the error
+        if self._json_errors and body is not None and not body.is_eof() and (failed is not None or body.exception() is not None):
+            self._end_body_in_error(body, failed)
 
-    def _end_body_in_error(self, exc: HttpProcessingError) -> None:
-        body = self._body_in_parse
-        if body is None or body.is_eof():  # the error starts a request of its own: aiohttp answers it
-            return
-        if body is not self._body_answered:  # else only aiohttp's lingering close reads it still, and it just ends
+    def _end_body_in_error(self, body: StreamReader, exc: HttpProcessingError | None) -> None:
+        """End ``body`` with ``exc`` (unless the parser set its own error), and take no further request."""
+        if exc is not None and body.exception() is None and body is not self._body_answered:  # else only aiohttp's lingering close reads it still
             error = RequestPayloadError(str(exc))
             error.__cause__ = exc
             body.set_exception(error, exc)
-        body.feed_eof()
+        body.feed_eof()  # the lingering close reads no more of it: it would meet the error, and log it as unhandled
         self.close()
 
     async def finish_response(self, request, resp, start_time):

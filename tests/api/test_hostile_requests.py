@@ -49,6 +49,19 @@ async def exchange(server, request_bytes: bytes) -> bytes:
         writer.close()
 
 
+@pytest.fixture(params=["c", "python"])
+def parser(request, monkeypatch):
+    """The server's HTTP parser: aiohttp's C one (its default when built) or its pure-Python one (without the extension)."""
+    from aiohttp import http_parser, web_protocol
+
+    if request.param == "c":
+        if http_parser.HttpRequestParser is http_parser.HttpRequestParserPy:
+            pytest.skip("aiohttp's C parser is not built here")
+    else:
+        monkeypatch.setattr(web_protocol, "HttpRequestParser", http_parser.HttpRequestParserPy)
+    return request.param
+
+
 ADD = b'{"memory": {"memory": "a memory sent with an odd header"}}'
 JSON = b"Content-Type: application/json"
 
@@ -130,13 +143,17 @@ async def test_an_as_of_position_not_written_yet_is_a_conflict_naming_as_of(api,
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
-async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming_it_and_writes_nothing(api, encoding):
-    """It was a 500: the decompressor's error reached the handler as the body was read."""
+async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming_it_and_writes_nothing(start, parser, caplog, encoding):
+    """It was a 500: the decompressor's error reached the handler as the body was read. Then, once answered, aiohttp
+    read the rest of the body again, met the error again, and logged it as unhandled, with a traceback."""
     import gzip
     import zlib
 
+    api = await start()
     head = api.service.store.last_position()
-    status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], b"not compressed at all")
+    with caplog.at_level(logging.INFO):
+        status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], b"not compressed at all")
+    assert not [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     assert status == 400, answer
     assert_error_body(answer, status)
     assert answer["error"]["field"] == "Content-Encoding" and encoding in answer["error"]["message"]
@@ -269,19 +286,6 @@ async def test_a_client_that_hangs_up_mid_body_is_one_line_in_the_log_and_writes
         await runner.cleanup()
 
 
-@pytest.fixture(params=["c", "python"])
-def parser(request, monkeypatch):
-    """The server's HTTP parser: aiohttp's C one (its default when built) or its pure-Python one (without the extension)."""
-    from aiohttp import http_parser, web_protocol
-
-    if request.param == "c":
-        if http_parser.HttpRequestParser is http_parser.HttpRequestParserPy:
-            pytest.skip("aiohttp's C parser is not built here")
-    else:
-        monkeypatch.setattr(web_protocol, "HttpRequestParser", http_parser.HttpRequestParserPy)
-    return request.param
-
-
 async def send_body_after_headers(server, head: bytes, body: bytes, *, once_answered: bool = False) -> bytes:
     """A chunked request whose body is sent once the server has parsed its headers (it asked for the body with a
     ``100 Continue``, so the two reach it apart), or ``once_answered``, after the head of its answer; what the server
@@ -315,6 +319,7 @@ BAD_CHUNKS = {
     "a-chunk-longer-than-its-size": b"2\r\n" + ADD + b"\r\n0\r\n\r\n",
     "a-bad-size-after-a-good-chunk": b"%x\r\n" % len(ADD) + ADD + b"\r\nzz\r\n",
     "a-bad-trailer": b"2\r\n{}\r\n0\r\nX Y: z\r\n\r\n",
+    "a-chunk-size-line-over-the-limit": b"2" + b"0" * 9000 + b"\r\n",
 }
 
 
