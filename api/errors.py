@@ -13,13 +13,14 @@ JSON error by :class:`JsonErrorRequestHandler`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import sqlite3
 from http import HTTPStatus
 
 import msgspec
-from aiohttp import web, web_server
+from aiohttp import StreamReader, web, web_server
 from aiohttp.http_exceptions import (
     BadHttpMessage,
     BadStatusLine,
@@ -28,8 +29,9 @@ from aiohttp.http_exceptions import (
     InvalidURLError,
     LineTooLong,
     PayloadEncodingError,
+    TransferEncodingError,
 )
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
 from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full, sqlite_error_is
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
@@ -146,11 +148,15 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         return ApiError(
             503, "busy", "the database stayed busy past its lock wait; send the request again", None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}
         )
+    if isinstance(exc, TransferEncodingError):  # a chunk that does not parse, as aiohttp's Python parser tells the handler
+        return malformed_request(exc, "body")
     if isinstance(exc, HttpProcessingError):  # a part of the request that is read late (a multipart body) does not parse
         return ApiError(400, "bad_request", f"the request body does not parse: {exc.message}", "body")
     if isinstance(exc, RequestPayloadError):  # the body as read: aiohttp's parser failed on it, the cause says why
         if isinstance(exc.__cause__, ContentEncodingError):
             return ApiError(400, "bad_request", f"the body does not decode as its Content-Encoding says: {exc.__cause__.message.strip()}", "Content-Encoding")
+        if isinstance(exc.__cause__, HttpProcessingError):  # its framing: a chunk or a trailer that does not parse (see JsonErrorRequestHandler)
+            return malformed_request(exc.__cause__, "body")
         return ApiError(400, "bad_request", f"the request body does not parse: {exc}", "body")
     return None
 
@@ -196,10 +202,14 @@ class MalformedRequests(logging.Filter):
     """aiohttp answers a request it cannot parse (a bad request line, a header with a control character, headers
     over its limits: a port scanner's or a broken client's bytes) before any handler runs, and logs it as an
     ERROR with a traceback. That is no failure of the server: this filter makes the record one warning line
-    naming the peer and what was wrong. A 5xx of the parser stays an error."""
+    naming the peer and what was wrong. So is a body's error aiohttp meets reading the rest of it after the answer,
+    which it logs as unhandled (the Python parser sets some on the body as aiohttp reads it, see
+    :meth:`JsonErrorRequestHandler.data_received`). A 5xx of the parser stays an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, RequestPayloadError) and isinstance(error.__cause__, HttpProcessingError):
+            error = error.__cause__
         if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
             record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, one_line(error.message))
@@ -233,10 +243,16 @@ def part_at_fault(exc: HttpProcessingError) -> str | None:
     return "headers" if isinstance(exc, BadHttpMessage) else None
 
 
+def malformed_request(exc: HttpProcessingError, part: str | None, status: int = 400) -> ApiError:
+    """The request aiohttp's parser refused, as the error naming the part at fault (``part``)."""
+    return ApiError(status, "malformed_request", f"the request does not parse as HTTP: {one_line(exc.message)}", part)
+
+
 def unparsed_request_response(status: int, exc: BaseException | None) -> web.Response:
     """The JSON error answering what aiohttp refused before any handler ran, with the status aiohttp chose."""
     if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
-        return error_response(status, "malformed_request", f"the request does not parse as HTTP: {one_line(exc.message)}", part_at_fault(exc))
+        error = malformed_request(exc, part_at_fault(exc), status)
+        return error_response(error.status, error.code, error.message, error.field)
     if status >= 500:
         return error_response(status, "internal", "internal error")
     return error_response(status, _STATUS_CODES.get(status, "http_error"), HTTPStatus(status).phrase)
@@ -251,14 +267,62 @@ class JsonErrorRequestHandler(web.RequestHandler):
     answer is the same JSON error as every other one; other apps of the
     process keep aiohttp's. aiohttp still logs the request and refuses to
     answer one whose answer has already begun.
+
+    A body that stops parsing once its request was handed to the app (a bad
+    chunk arriving after the headers) is told to the handler reading it, as
+    the same JSON error: see :meth:`data_received`.
     """
 
-    __slots__ = ("_json_errors",)
+    __slots__ = ("_json_errors", "_body_in_parse", "_body_answered")
 
     def __init__(self, manager: web.Server, **kwargs) -> None:
         super().__init__(manager, **kwargs)
         app = getattr(manager.request_handler, "__self__", None)  # an app's server handles with its bound _handle
         self._json_errors = isinstance(app, web.Application) and error_middleware in app.middlewares
+        self._body_in_parse: StreamReader | None = None  # the body of the request parsed last
+        self._body_answered: StreamReader | None = None  # the body of the request answered last
+
+    def data_received(self, data: bytes) -> None:
+        """Parse ``data``; when it ends a body in a parse error, the handler reading that body gets the error.
+
+        aiohttp queues a parse error as an error answer to come after the
+        requests before it. When it is in a body the app already reads, the
+        C parser drops that body without ending it, and the handler waits
+        for the rest until the client hangs up. The Python parser, and both
+        for a body that does not decompress, set the error on the body, but
+        do not end it either: once the handler has answered, aiohttp reads
+        the rest of the body, meets the error again, and logs it as
+        unhandled. Here the body is ended with the error, so the handler
+        answers it (:func:`as_api_error`), with nothing in the log, and the
+        connection takes no further request: it closes once the handler at
+        work has answered, as what follows the error on it cannot be trusted
+        to start a request.
+        """
+        queued = len(self._messages)
+        super().data_received(data)
+        failed = None
+        for message, body in itertools.islice(self._messages, queued, None):
+            if not isinstance(message, _ErrInfo):
+                self._body_in_parse = body
+            elif isinstance(message.exc, HttpProcessingError):
+                failed = message.exc
+        body = self._body_in_parse  # when the error starts a request of its own, that body is whole: aiohttp answers the error
+        if self._json_errors and body is not None and not body.is_eof() and (failed is not None or body.exception() is not None):
+            self._end_body_in_error(body, failed)
+
+    def _end_body_in_error(self, body: StreamReader, exc: HttpProcessingError | None) -> None:
+        """End ``body`` with ``exc`` (unless the parser set its own error), and take no further request."""
+        if exc is not None and body.exception() is None and body is not self._body_answered:  # else only aiohttp's lingering close reads it still
+            error = RequestPayloadError(str(exc))
+            error.__cause__ = exc
+            body.set_exception(error, exc)
+        body.feed_eof()  # the lingering close reads no more of it: it would meet the error, and log it as unhandled
+        self.close()
+
+    async def finish_response(self, request, resp, start_time):
+        """Answer ``request``: its handler is done, and what is left of its body only aiohttp reads and drops."""
+        self._body_answered = request.content
+        return await super().finish_response(request, resp, start_time)
 
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None, message: str | None = None):
         answer = super().handle_error(request, status, exc, message)

@@ -49,6 +49,19 @@ async def exchange(server, request_bytes: bytes) -> bytes:
         writer.close()
 
 
+@pytest.fixture(params=["c", "python"])
+def parser(request, monkeypatch):
+    """The server's HTTP parser: aiohttp's C one (its default when built) or its pure-Python one (without the extension)."""
+    from aiohttp import http_parser, web_protocol
+
+    if request.param == "c":
+        if http_parser.HttpRequestParser is http_parser.HttpRequestParserPy:
+            pytest.skip("aiohttp's C parser is not built here")
+    else:
+        monkeypatch.setattr(web_protocol, "HttpRequestParser", http_parser.HttpRequestParserPy)
+    return request.param
+
+
 ADD = b'{"memory": {"memory": "a memory sent with an odd header"}}'
 JSON = b"Content-Type: application/json"
 
@@ -130,13 +143,17 @@ async def test_an_as_of_position_not_written_yet_is_a_conflict_naming_as_of(api,
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
-async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming_it_and_writes_nothing(api, encoding):
-    """It was a 500: the decompressor's error reached the handler as the body was read."""
+async def test_a_body_that_does_not_decode_as_its_content_encoding_is_400_naming_it_and_writes_nothing(start, parser, caplog, encoding):
+    """It was a 500: the decompressor's error reached the handler as the body was read. Then, once answered, aiohttp
+    read the rest of the body again, met the error again, and logged it as unhandled, with a traceback."""
     import gzip
     import zlib
 
+    api = await start()
     head = api.service.store.last_position()
-    status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], b"not compressed at all")
+    with caplog.at_level(logging.INFO):
+        status, answer = await send(api, "POST", "/v1/memories", [JSON, f"Content-Encoding: {encoding}".encode()], b"not compressed at all")
+    assert not [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     assert status == 400, answer
     assert_error_body(answer, status)
     assert answer["error"]["field"] == "Content-Encoding" and encoding in answer["error"]["message"]
@@ -267,3 +284,104 @@ async def test_a_client_that_hangs_up_mid_body_is_one_line_in_the_log_and_writes
         assert app[keys.service_key].store.last_position() == 0
     finally:
         await runner.cleanup()
+
+
+async def send_body_after_headers(server, head: bytes, body: bytes, *, once_answered: bool = False) -> bytes:
+    """A chunked request whose body is sent once the server has parsed its headers (it asked for the body with a
+    ``100 Continue``, so the two reach it apart), or ``once_answered``, after the head of its answer; what the server
+    answers after the ``100 Continue`` until it closes the connection."""
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(head + b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
+        await writer.drain()
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+        assert interim.startswith(b"HTTP/1.1 100 "), interim
+        answered = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10) if once_answered else b""
+        writer.write(body)
+        await writer.drain()
+        return answered + await asyncio.wait_for(reader.read(), timeout=10)  # the connection hung until the client gave up
+    finally:
+        writer.close()
+
+
+def one_answer(answer: bytes) -> tuple[int, dict]:
+    """The status and JSON body of the one HTTP answer in ``answer``."""
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, content = rest.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in headers.lower(), answer
+    return int(status_line.split()[1]), json.loads(content)
+
+
+POST_MEMORIES = b"POST /v1/memories HTTP/1.1\r\n" + HEAD + JSON + b"\r\n"
+BAD_CHUNKS = {
+    "a-bad-chunk-size": b"zz\r\n{}\r\n0\r\n\r\n",
+    "a-chunk-longer-than-its-size": b"2\r\n" + ADD + b"\r\n0\r\n\r\n",
+    "a-bad-size-after-a-good-chunk": b"%x\r\n" % len(ADD) + ADD + b"\r\nzz\r\n",
+    "a-bad-trailer": b"2\r\n{}\r\n0\r\nX Y: z\r\n\r\n",
+    "a-chunk-size-line-over-the-limit": b"2" + b"0" * 9000 + b"\r\n",
+}
+
+
+async def test_a_chunked_body_sent_after_its_headers_is_taken(start, parser):
+    api = await start()
+    status, answer = one_answer(await send_body_after_headers(api.server, POST_MEMORIES + b"Connection: close\r\n", b"%x\r\n" % len(ADD) + ADD + b"\r\n0\r\n\r\n"))
+    assert status == 201, answer
+
+
+@pytest.mark.parametrize("body", BAD_CHUNKS.values(), ids=BAD_CHUNKS)
+async def test_a_chunk_that_does_not_parse_after_the_headers_is_a_json_400_naming_the_body(start, parser, caplog, body):
+    """With aiohttp's C parser the handler reading the body waited until the client hung up: the parser's error
+    never reached the body. With the Python one it was a ``bad_request`` and an unhandled error with a traceback in
+    the log. Now it is the same ``malformed_request`` as a bad chunk sent with its headers, and the connection closes."""
+    api = await start()
+    head = api.service.store.last_position()
+    with caplog.at_level(logging.INFO):
+        status, answer = one_answer(await send_body_after_headers(api.server, POST_MEMORIES, body))
+    assert status == 400, answer
+    assert_error_body(answer, status)
+    assert (answer["error"]["code"], answer["error"]["field"]) == ("malformed_request", "body"), answer
+    assert answer["error"]["message"].startswith("the request does not parse as HTTP: ") and "\n" not in answer["error"]["message"], answer
+    assert api.service.store.last_position() == head
+    logged = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING or r.name in ("aiohttp.server", "mnemolog.api")]
+    assert not logged, logged
+
+
+@pytest.mark.parametrize("body", BAD_CHUNKS.values(), ids=BAD_CHUNKS)
+async def test_a_chunk_that_does_not_parse_after_the_answer_closes_the_connection_without_another_answer(start, parser, caplog, body):
+    """The app answered without reading the body (a request without its key), and aiohttp reads what is left of it
+    before it keeps the connection: the chunk's error ends it there with no second answer (with the C parser it was
+    read for 10 seconds more), and no unhandled error with a traceback in the log (an error set on it there is one)."""
+    api = await start(auth=True)
+    with caplog.at_level(logging.INFO):
+        status, answer = one_answer(await send_body_after_headers(api.server, POST_MEMORIES, body, once_answered=True))
+    assert (status, answer["error"]["code"]) == (401, "unauthorized"), answer
+    assert not [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
+    if parser == "c":  # the Python parser ends the body with the error itself: aiohttp's one warning line (see MalformedRequests)
+        assert not [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+async def test_aiohttp_still_queues_a_parse_error_where_a_body_that_stops_parsing_is_ended():
+    """How :meth:`JsonErrorRequestHandler.data_received` finds a body the parser failed in (aiohttp has no hook for
+    it either): the connection queues each parsed request as (message, body) and a parse error as ``_ErrInfo``. When
+    an aiohttp release changes that, this fails, naming what, rather than a handler waiting on such a body again."""
+    import inspect
+
+    from aiohttp import StreamReader, http_parser, web_protocol, web_server
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    from mnemolog.api.errors import handle_malformed_requests
+
+    handle_malformed_requests()
+    connection = web_server.Server(lambda request: None)()
+    connection.data_received(b"POST /v1/memories HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    [(message, body)] = connection._messages
+    assert not isinstance(message, web_protocol._ErrInfo) and isinstance(body, StreamReader), "a parsed request is no longer queued as (message, body)"
+    connection.data_received(b"zz\r\n")
+    (_, first_body), (error, _) = connection._messages
+    assert first_body is body and isinstance(error, web_protocol._ErrInfo), "a parse error is no longer queued as _ErrInfo after the request it ends"
+    assert isinstance(error.exc, HttpProcessingError), f"a parse error is queued as {type(error.exc).__name__}, no HttpProcessingError"
+    if web_protocol.HttpRequestParser is not http_parser.HttpRequestParserPy:
+        assert not body.is_eof() and body.exception() is None, "the C parser now ends the body it failed in: JsonErrorRequestHandler.data_received may go"
+    parameters = list(inspect.signature(web.RequestHandler.finish_response).parameters)
+    assert parameters == ["self", "request", "resp", "start_time"], f"RequestHandler.finish_response changed: {parameters}"
