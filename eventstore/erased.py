@@ -10,25 +10,31 @@ log``, ``GET /v1/events`` and its live stream, the explorer's correlation
 page, and the state a command loads (``history``, and an update or rollback
 that would write it back). Those pass each event through
 :meth:`ErasedMemories.mask`, which erases a memory's events written before
-the last forget that names it, as the projections show them. A replay of the
-projections reads the log so too (:meth:`ErasedMemories.masked`): a rebuild
-after the forget never projects such a version's text, not even for the
-moment until the forget's event erases it.
+the last forget that names it, as the projections show them. A ``MENTIONS``
+edge is its memory's (the edge's source, see
+:func:`~mnemolog.eventstore.commands.mentions.with_subjects`): its alias and
+evidence read erased where a later forget names that memory, or destroys the
+key of the subject the edge was recorded under (none: the tenant's), as the
+graph projection erases them. A replay of the projections reads the log so
+too (:meth:`ErasedMemories.masked`): a rebuild after the forget never
+projects such a version's text, not even for the moment until the forget's
+event erases it.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
 from . import catalogue as c
 from .recorded import RecordedEvent, decode_rows
-from .sealing import _each, _plan, erase, is_sealed
+from .keystore import TENANT_SUBJECT
+from .sealing import _each, _erase_owner, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
 
 
 def holds_plaintext(event: Any) -> bool:
@@ -88,23 +94,49 @@ def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
     return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
 
+def erase_where(event: Any, erased: Callable[[Any], bool]) -> Any:
+    """``event`` with each of its Structs with personal fields for which ``erased`` is true read as erased (itself
+    when there is none)."""
+    plan = _plan(type(event))
+    if plan is None:
+        return event
+    return _each(event, plan, lambda slot, owner, index: _erase_owner(slot, owner) if erased(owner) else owner)
+
+
+_EDGE_EVENTS = frozenset(c.EdgeEvent.__args__)
+
+
 class _Forgets:
-    """One tenant's forgets as far as read: the last position of its stream read, and by memory id the position
-    of the last forget naming it."""
+    """One tenant's forgets as far as read: the last position of its stream read, by memory id the position of
+    the last forget naming it, and by subject (``""``: the tenant's own key) the position of its last forget."""
 
     def __init__(self) -> None:
         self.position = 0
         self.through: dict[str, int] = {}
+        self.subjects: dict[str, int] = {}
         self.lock = threading.Lock()
+
+    def add(self, recorded: RecordedEvent) -> None:
+        """Take in the tenant's next ``SubjectForgotten``."""
+        for memory_id in recorded.event.memory_ids:
+            self.through[memory_id] = recorded.position
+        self.subjects[recorded.event.subject] = recorded.position
+        self.position = max(self.position, recorded.position)
+
+    def copy(self) -> "_Forgets":
+        """A copy to read without the lock (taken under it)."""
+        copied = _Forgets()
+        copied.position, copied.through, copied.subjects = self.position, dict(self.through), dict(self.subjects)
+        return copied
 
 
 _by_store: "weakref.WeakKeyDictionary[Any, dict[str, _Forgets]]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _forgets(store, tenant: str) -> dict[str, int]:
-    """``tenant``'s forgets by memory id, up to date: what this process has not read of the tenant's stream yet
-    is read now (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
+def _forgets(store, tenant: str) -> _Forgets:
+    """``tenant``'s forgets, up to date: what this process has not read of the tenant's stream yet is read now
+    (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
     with _lock:
         tenants = _by_store.setdefault(store, {})
         known = tenants.get(tenant)
@@ -112,25 +144,31 @@ def _forgets(store, tenant: str) -> dict[str, int]:
             known = tenants[tenant] = _Forgets()
     with known.lock:
         for recorded in store.read_all(known.position, stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
-            for memory_id in recorded.event.memory_ids:
-                known.through[memory_id] = recorded.position
-            known.position = recorded.position
-        return known.through
+            known.add(recorded)
+        return known
 
 
 def erased_through(store, tenant: str, memory_id: str) -> int:
     """The position of the last forget naming the memory (0: none): its events before it read erased."""
-    return _forgets(store, tenant).get(memory_id, 0)
+    return _forgets(store, tenant).through.get(memory_id, 0)
+
+
+def _erases_mention(forgets: _Forgets, position: int, edge: c.EdgeRecord) -> bool:
+    """Whether one of ``forgets`` after ``position`` erases ``edge``'s alias and evidence (a mention with them,
+    as recorded there): one naming its memory, or destroying the key of its subject (none: the tenant's)."""
+    if not edge.sealable():
+        return False
+    return forgets.through.get(edge.source, 0) > position or forgets.subjects.get(edge.subject or TENANT_SUBJECT, 0) > position
 
 
 class ErasedMemories:
     """What the reads of the log show of memories a forget named: each event of one written before the last
-    forget naming it, erased. Live reads take in the forgets they meet (:meth:`add`)."""
+    forget naming it, and each mention of one (or recorded under a subject whose key a forget destroyed) before
+    that forget, erased. Live reads take in the forgets they meet (:meth:`add`)."""
 
     def __init__(self, store):
         self.store = store
-        self._through: dict[tuple[str, str], int] = {}
-        self._read: set[str] = set()  # the tenants whose forgets were read
+        self._tenants: dict[str, _Forgets] = {}  # the forgets of each tenant read so far
 
     @classmethod
     def of(cls, store, tenant: str | None = None) -> "ErasedMemories":
@@ -140,48 +178,51 @@ class ErasedMemories:
             erased.read(tenant)
         return erased
 
-    def read(self, tenant: str) -> None:
-        """Read the tenant's forgets, once."""
-        if tenant in self._read:
-            return
-        self._read.add(tenant)
-        for memory_id, position in _forgets(self.store, tenant).items():
-            self._through[(tenant, memory_id)] = max(position, self._through.get((tenant, memory_id), 0))
+    def read(self, tenant: str) -> _Forgets:
+        """The tenant's forgets, read once."""
+        found = self._tenants.get(tenant)
+        if found is None:
+            known = _forgets(self.store, tenant)
+            with known.lock:
+                found = self._tenants[tenant] = known.copy()
+        return found
 
     def add(self, recorded: RecordedEvent) -> None:
         """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
-        if recorded.type != "SubjectForgotten":
-            return
-        for memory_id in recorded.event.memory_ids:
-            self._through[(recorded.tenant, memory_id)] = recorded.position
-
-    def erases(self, tenant: str, position: int, event: Any) -> bool:
-        """Whether ``event``, recorded at ``position`` in ``tenant``, is of a memory a later forget names."""
-        memory_id = getattr(event, "memory_id", None)
-        if type(memory_id) is not str:
-            return False
-        self.read(tenant)
-        return self._through.get((tenant, memory_id), 0) > position
+        if recorded.type == "SubjectForgotten" and recorded.position > self.read(recorded.tenant).position:
+            self._tenants[recorded.tenant].add(recorded)
 
     def event(self, tenant: str, position: int, event: Any) -> Any:
-        """``event`` as the reads of the log show it: erased when a later forget names its memory."""
-        return erase(event) if self.erases(tenant, position, event) else event
+        """``event`` as the reads of the log show it: erased when a later forget names its memory; an edge event
+        with those of its mentions erased that a later forget erases (itself when nothing of it is erased)."""
+        memory_id = getattr(event, "memory_id", None)
+        if type(memory_id) is not str and type(event) not in _EDGE_EVENTS:
+            return event
+        forgets = self.read(tenant)
+        if forgets.position <= position:
+            return event  # no forget after it
+        if type(memory_id) is str:
+            return erase(event) if forgets.through.get(memory_id, 0) > position else event
+        return erase_where(event, lambda edge: _erases_mention(forgets, position, edge))
 
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
         """``recorded`` as the reads of the log show it (see :meth:`event`)."""
-        return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
+        event = self.event(recorded.tenant, recorded.position, recorded.event)
+        return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
     def masked(self, batch: list[RecordedEvent]) -> list[RecordedEvent]:
         """``batch`` with :meth:`mask` applied to each event (itself when none is erased).
 
         A replay of the projections reads its batches so: the events of a
-        memory a later forget names project no text, whether a destroyed key
-        sealed them or they were written in plaintext (which no key can
-        erase from the log), as the forget left the projections."""
+        memory a later forget names (and their mentions) project no text,
+        whether a destroyed key sealed them or they were written in plaintext
+        (which no key can erase from the log), as the forget left the
+        projections."""
         out = batch
         for i, recorded in enumerate(batch):
-            if self.erases(recorded.tenant, recorded.position, recorded.event):
+            masked = self.mask(recorded)
+            if masked is not recorded:
                 if out is batch:
                     out = list(batch)
-                out[i] = erased_recorded(recorded)
+                out[i] = masked
         return out

@@ -193,3 +193,32 @@ async def test_verify_names_the_events_a_forget_left_in_plaintext(start, setting
     assert (await client.verify(start=position + 1))["plaintext_kept"] == []
     view = await client.get_memory(plain)
     assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(plain))
+
+
+async def test_the_events_show_no_alias_of_a_forgotten_subjects_unsealed_mentions(start, settings_for):
+    """The memories of a subject written unsealed read erased in ``GET /v1/events`` once it is forgotten, but the
+    ``MENTIONS`` edges of those memories still showed the alias the linker matched (and its evidence): they read
+    erased too, in the pages, the live stream and the correlation page."""
+    from tests.projections.test_forget_plaintext import MENTIONED, OTHER_MENTIONED, _seed_mentions, _shown_mentions
+
+    settings = settings_for(encryption="off")
+    ids = _seed_mentions(settings.data_dir)
+    api = await start()
+    client = api.client(tenant="t")
+    done = await client.forget_subject("u-7", reason="request 12")
+    assert done.data["keys_destroyed"] == 0 and done.data["memories_erased"] == 2
+
+    events = (await client.list_events(limit=1000))["events"]
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(events) and OTHER_MENTIONED.lower() in _shown_mentions(events)
+    [linked] = [e for e in events if e["type"] == "EdgeLinked" and e["payload"]["edge"]["source"] == ids["named"]]
+    assert linked["payload"]["edge"]["erased"] is True
+    page = await (await api.raw.get("/v1/events", params={"limit": "1000"}, headers={"X-Mnemolog-Tenant": "t"})).json()
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(page["events"])
+    correlation = await client.correlation_events(linked["metadata"]["correlation_id"])
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(correlation["events"]) and correlation["events"]
+    streamed = []
+    async for event in client.stream_events(after=0, idle_timeout=5):
+        streamed.append(event)
+        if event["position"] == events[-1]["position"]:
+            break
+    assert len(streamed) == len(events) and MENTIONED.split()[1].lower() not in _shown_mentions(streamed)

@@ -207,3 +207,55 @@ def test_a_forgotten_memorys_history_says_which_of_its_versions_the_log_keeps_in
         assert forget["plaintext_kept"] == [versions[0]["position"]]  # version 2 was sealed: its key is gone
         [forget] = svc.forgotten("t", ids["sealed"][0])
         assert forget["plaintext_kept"] == []
+
+
+# -- the mentions of a forgotten subject's memories, written in plaintext -------------------------------------------------
+
+MENTIONED = "Zebulon Harrowgate"
+OTHER_MENTIONED = "Ottoline Brackenridge"
+
+
+def _seed_mentions(data: Path) -> dict[str, str]:
+    """Unsealed memories of u-7 mentioning an entity (one written without a subject and given it later, one whose
+    mention its update unlinked), and a memory of the tenant mentioning another entity."""
+    with MemoryService.open(data, settings=Settings({"encryption": "off"}, env={})) as svc:
+        svc.run(svc.entities.upsert, CTX, "person:z1", name=MENTIONED)
+        svc.run(svc.entities.upsert, CTX, "person:o1", name=OTHER_MENTIONED)
+        [named] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{MENTIONED} called at noon", subject="u-7")]).memory_ids
+        svc.run(svc.memories.update, CTX, named, {"memory": "called at noon"})  # its unlink keeps the edge whole
+        [given] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{MENTIONED} signed the lease")]).memory_ids
+        svc.run(svc.memories.update, CTX, given, {"subject": "u-7"})
+        [other] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{OTHER_MENTIONED} owns the mill")]).memory_ids
+        assert [link["alias"] for link in svc.mention_links("t", named)] == [MENTIONED.lower()]
+    return {"named": named, "given": given, "other": other}
+
+
+def _shown_mentions(lines: list[dict]) -> str:
+    """The events of ``lines`` but the entities' own (the tenant's, which no forget of u-7 erases), as one lowercased text."""
+    return json.dumps([line for line in lines if line["type"] != "EntityUpserted"]).lower()
+
+
+def test_the_log_shows_no_alias_of_a_forgotten_subjects_plaintext_mentions(tmp_path):
+    """The forget erased the memories' text from every read of the log, but ``mnemolog log`` still showed the
+    alias the linker matched in their unsealed ``MENTIONS`` edges (and its evidence): those edges now read erased
+    where a later forget names their memory, and a rebuild projects none of them."""
+    data = tmp_path / "data"
+    ids = _seed_mentions(data)
+    assert MENTIONED.lower() in _shown_mentions([json.loads(line) for line in _cli(data, "log", "--json").stdout.splitlines()])
+    with MemoryService.open(data) as svc:
+        assert svc.forget(CTX, "u-7", reason="request 12").data["keys_destroyed"] == 0
+        assert all(link["alias"] is None for m in ("named", "given") for link in svc.mention_links("t", ids[m]))
+        live = _projected(svc)
+
+    shown = _cli(data, "log", "--json")
+    assert shown.returncode == 0, shown.stderr
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(lines)
+    assert OTHER_MENTIONED.lower() in _shown_mentions(lines)  # the tenant's memory's mention stays
+    edges = [e for line in lines if line["type"] in ("EdgeLinked", "EdgeUnlinked") for e in [line["payload"]["edge"]] if e["source"] != ids["other"]]
+    assert len(edges) == 3 and all(e["erased"] and "properties" not in e for e in edges)  # linked, unlinked; and the given memory's
+
+    rebuilt = _cli(data, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    with MemoryService.open(data) as svc:
+        assert _projected(svc) == live
