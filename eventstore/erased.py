@@ -15,10 +15,16 @@ edge is its memory's (the edge's source, see
 :func:`~mnemolog.eventstore.commands.mentions.with_subjects`): its alias and
 evidence read erased where a later forget names that memory, or destroys the
 key of the subject the edge was recorded under (none: the tenant's), as the
-graph projection erases them. A replay of the projections reads the log so
-too (:meth:`ErasedMemories.masked`): a rebuild after the forget never
-projects such a version's text, not even for the moment until the forget's
-event erases it.
+graph projection erases them. The entities and documents of a tenant (which
+its own key seals) read erased before a forget of that key (``@tenant``), as
+the entity projection erases them all, those written unsealed too. A replay
+of the projections reads the log so too (:meth:`ErasedMemories.masked`): a
+rebuild after the forget never projects such a version's text, not even for
+the moment until the forget's event erases it.
+
+What a forget erases but the log keeps in plaintext (no key sealed it) the
+forget names (:func:`plaintext_erased`), and ``verify`` finds for every
+forget in the log (:func:`plaintext_kept`).
 """
 
 from __future__ import annotations
@@ -30,25 +36,27 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from . import catalogue as c
-from .recorded import RecordedEvent, decode_rows
+from . import catalogue_graph as g
 from .keystore import TENANT_SUBJECT
+from .recorded import RecordedEvent, decode_rows
 from .sealing import _each, _erase_owner, _plan, erase, is_sealed
 
-__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_erased", "plaintext_kept", "plaintext_positions", "stored_events"]
 
 
-def holds_plaintext(event: Any) -> bool:
+def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
     """Whether ``event`` as stored (unopened, see ``EventStore.read_stored``) holds a personal value in plaintext:
-    a Struct with personal fields whose carrier is no token and whose values are not all empty (written with
-    sealing off, or before it was on). No key sealed it, so no forget erases it from the log: the reads and
-    the projections show it erased once a forget names its memory, and the forget names the event."""
+    a Struct with personal fields (of those ``which`` is true for, when given) whose carrier is no token and whose
+    values are not all empty (written with sealing off, or before it was on). No key sealed it, so no forget
+    erases it from the log: the reads and the projections show it erased once a forget erases it, and the
+    forget names the event."""
     plan = _plan(type(event))
     if plan is None:
         return False
     found: list[str] = []
 
     def visit(slot: Any, owner: Any, index: int | None) -> Any:
-        if not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
+        if (which is None or which(owner)) and not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
             found.append(slot.path)
         return owner
 
@@ -74,18 +82,43 @@ def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: in
 
 
 def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:
-    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased their memory
-    (what ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
+    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased them (what
+    ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
     ``plaintext_positions`` existed or imported from another log too."""
-    last: dict[tuple[str, str], int] = {}  # (tenant, memory id) -> the position of the last forget naming it
+    by_tenant: dict[str, _Forgets] = {}
     for recorded in store.read_all(types=["SubjectForgotten"]):
-        for memory_id in recorded.event.memory_ids:
-            last[(recorded.tenant, memory_id)] = recorded.position
-    by_forget: dict[tuple[str, int], list[str]] = {}
-    for (tenant, memory_id), position in last.items():
-        by_forget.setdefault((tenant, position), []).append(memory_id)
-    found = [p for (tenant, position), ids in by_forget.items() for p in plaintext_positions(store, tenant, ids, until=position)]
+        by_tenant.setdefault(recorded.tenant, _Forgets()).add(recorded)
+    found = [p for tenant, forgets in by_tenant.items() for p in _kept(store, tenant, forgets, forgets.position)]
     return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))
+
+
+def plaintext_erased(store, tenant: str, subject: str | None, memory_ids: Iterable[str]) -> tuple[int, ...]:
+    """The events a forget about to be recorded erases that hold personal fields in plaintext, oldest first: the
+    events of ``memory_ids``, the mentions it erases (of those memories, or recorded under ``subject``; ``None``:
+    none by subject) and, for the tenant's own key (``""``), its entities and documents (see :class:`ErasedMemories`)."""
+    head = store.last_position()
+    pending = _Forgets()
+    pending.position = head + 1
+    pending.through = dict.fromkeys(memory_ids, head + 1)
+    if subject is not None:
+        pending.subjects[subject] = head + 1
+    return _kept(store, tenant, pending, head)
+
+
+def _kept(store, tenant: str, forgets: "_Forgets", until: int) -> list[int]:
+    """The positions (up to ``until``) of the tenant's events that hold personal fields in plaintext which
+    ``forgets`` erase: the events of the memories they name, and the tenant's mentions, entities and documents."""
+    types = [*c.EDGE_EVENT_TYPES, *(_TENANT_TYPES if TENANT_SUBJECT in forgets.subjects else ())]
+    recorder = store.recorder
+    with recorder.reader.begin() as conn:
+        stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, types=types))
+    stored += stored_events(store, tenant, forgets.through, until)
+    found = []
+    for recorded in stored:
+        which = _erasing(forgets, recorded.position, recorded.event)
+        if which is not None and holds_plaintext(recorded.event, None if which is _whole else which):
+            found.append(recorded.position)
+    return sorted(found)
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
@@ -104,6 +137,10 @@ def erase_where(event: Any, erased: Callable[[Any], bool]) -> Any:
 
 
 _EDGE_EVENTS = frozenset(c.EdgeEvent.__args__)
+#: The events the tenant's own key seals whole (entities and documents): erased by a forget of that key.
+_TENANT_EVENTS = frozenset(cls for cls in g.KnowledgeEvent.__args__ if _plan(cls) is not None)
+_TENANT_TYPES = tuple(cls.__name__ for cls in _TENANT_EVENTS)
+_ERASABLE = _EDGE_EVENTS | _TENANT_EVENTS
 
 
 class _Forgets:
@@ -153,6 +190,26 @@ def erased_through(store, tenant: str, memory_id: str) -> int:
     return _forgets(store, tenant).through.get(memory_id, 0)
 
 
+def _whole(owner: Any) -> bool:
+    """Every Struct of the event: what :func:`_erasing` answers for an event erased whole."""
+    return True
+
+
+def _erasing(forgets: _Forgets, position: int, event: Any) -> Callable[[Any], bool] | None:
+    """What of ``event`` (recorded at ``position``) ``forgets`` erase: ``None`` nothing, :func:`_whole` all of it
+    (an event of a memory a later forget names; an entity's or document's, before a forget of the tenant's own
+    key), or which of its edges (the mentions a later forget erases)."""
+    kind = type(event)
+    memory_id = getattr(event, "memory_id", None)
+    if forgets.position <= position or (type(memory_id) is not str and kind not in _ERASABLE):
+        return None  # no forget after it, or nothing a forget erases
+    if kind in _EDGE_EVENTS:
+        return lambda edge: _erases_mention(forgets, position, edge)
+    if kind in _TENANT_EVENTS:
+        return _whole if forgets.subjects.get(TENANT_SUBJECT, 0) > position else None
+    return _whole if forgets.through.get(memory_id, 0) > position else None
+
+
 def _erases_mention(forgets: _Forgets, position: int, edge: c.EdgeRecord) -> bool:
     """Whether one of ``forgets`` after ``position`` erases ``edge``'s alias and evidence (a mention with them,
     as recorded there): one naming its memory, or destroying the key of its subject (none: the tenant's)."""
@@ -193,17 +250,16 @@ class ErasedMemories:
             self._tenants[recorded.tenant].add(recorded)
 
     def event(self, tenant: str, position: int, event: Any) -> Any:
-        """``event`` as the reads of the log show it: erased when a later forget names its memory; an edge event
-        with those of its mentions erased that a later forget erases (itself when nothing of it is erased)."""
-        memory_id = getattr(event, "memory_id", None)
-        if type(memory_id) is not str and type(event) not in _EDGE_EVENTS:
+        """``event`` as the reads of the log show it: erased when a later forget names its memory, or (an
+        entity's or document's) destroys the tenant's own key; an edge event with those of its mentions erased
+        that a later forget erases (itself when nothing of it is erased)."""
+        kind = type(event)
+        if type(getattr(event, "memory_id", None)) is not str and kind not in _ERASABLE:
             return event
-        forgets = self.read(tenant)
-        if forgets.position <= position:
-            return event  # no forget after it
-        if type(memory_id) is str:
-            return erase(event) if forgets.through.get(memory_id, 0) > position else event
-        return erase_where(event, lambda edge: _erases_mention(forgets, position, edge))
+        which = _erasing(self.read(tenant), position, event)
+        if which is None:
+            return event
+        return erase(event) if which is _whole else erase_where(event, which)
 
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
         """``recorded`` as the reads of the log show it (see :meth:`event`)."""
