@@ -160,6 +160,6 @@ async def verify(request: web.Request) -> VerifyResult:
     if start > 1 and start > head:  # an empty range is not a broken chain; the log may reach it later (409, like a stale read)
         raise ApiError(409, "beyond_head", f"from is beyond the log's head ({head})", "from")
     result = await read(request, store.verify, start, end, against=digests or None)
-    if result.ok:  # the events that keep forgotten memories' text in plaintext: an audit's note
+    if result.ok:  # the events that keep text a forget erased in plaintext: an audit's note
         result = msgspec.structs.replace(result, plaintext_kept=await read(request, plaintext_kept, store, start, end))
     return result

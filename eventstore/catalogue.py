@@ -344,9 +344,13 @@ class SubjectForgotten(DomainEvent, frozen=True):
     memory projector needs to know subjects; the graph erases the
     properties of the mention edges recorded under ``subject``. Who and
     when are the envelope's actor and time. No personal data.
-    ``plaintext_positions``: the events of those memories that hold personal
-    fields in plaintext (written unsealed): no key can erase them, so the log
-    keeps their bytes (every read and projection shows them erased).
+    ``plaintext_positions``: the events it erases that hold personal fields
+    in plaintext (written unsealed): those of its memories, the mentions of
+    them (or recorded under ``subject``) and, for the tenant's own key, the
+    tenant's entities and documents. No key can erase them, so the log keeps
+    their bytes (every read and projection shows them erased). A forget of the
+    tenant's own key when the tenant holds none (everything written with
+    encryption off) destroys no key and erases all of them so.
     """
 
     subject: str

@@ -83,8 +83,9 @@ class VerifyResult(msgspec.Struct, frozen=True):
     the reference, and ``unchanged_through`` the last one it proves intact
     (the edit lies between them; next to each other with an export).
     ``guards``: append-only triggers that are missing or altered.
-    ``plaintext_kept``: events in the range checked that keep the text of
-    memories a forget erased, in plaintext (written unsealed: no key could
+    ``plaintext_kept``: events in the range checked that keep text a forget
+    erased (of its memories and their mentions; the tenant's entities and
+    documents for its own key), in plaintext (written unsealed: no key could
     erase them; every read shows them erased). A note for an audit, not a
     break: the chain is whole.
     """

@@ -10,39 +10,53 @@ log``, ``GET /v1/events`` and its live stream, the explorer's correlation
 page, and the state a command loads (``history``, and an update or rollback
 that would write it back). Those pass each event through
 :meth:`ErasedMemories.mask`, which erases a memory's events written before
-the last forget that names it, as the projections show them. A replay of the
-projections reads the log so too (:meth:`ErasedMemories.masked`): a rebuild
-after the forget never projects such a version's text, not even for the
-moment until the forget's event erases it.
+the last forget that names it, as the projections show them. A ``MENTIONS``
+edge is its memory's (the edge's source, see
+:func:`~mnemolog.eventstore.commands.mentions.with_subjects`): its alias and
+evidence read erased where a later forget names that memory, or destroys the
+key of the subject the edge was recorded under (none: the tenant's), as the
+graph projection erases them. The entities and documents of a tenant (which
+its own key seals) read erased before a forget of that key (``@tenant``), as
+the entity projection erases them all, those written unsealed too. A replay
+of the projections reads the log so too (:meth:`ErasedMemories.masked`): a
+rebuild after the forget never projects such a version's text, not even for
+the moment until the forget's event erases it.
+
+What a forget erases but the log keeps in plaintext (no key sealed it) the
+forget names (:func:`plaintext_erased`), and ``verify`` finds for every
+forget in the log (:func:`plaintext_kept`).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
 from . import catalogue as c
+from . import catalogue_graph as g
+from .keystore import TENANT_SUBJECT
 from .recorded import RecordedEvent, decode_rows
-from .sealing import each_struct, plan_of, erase, is_sealed
+from .sealing import each_struct, erase, erase_owner, is_sealed, plan_of
 
-__all__ = ["ErasedMemories", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_kept", "plaintext_positions", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_erased", "plaintext_kept", "plaintext_positions", "stored_events"]
 
 
-def holds_plaintext(event: Any) -> bool:
+def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
     """Whether ``event`` as stored (unopened, see ``EventStore.read_stored``) holds a personal value in plaintext:
-    a Struct with personal fields whose carrier is no token and whose values are not all empty (written with
-    sealing off, or before it was on). No key sealed it, so no forget erases it from the log: the reads and
-    the projections show it erased once a forget names its memory, and the forget names the event."""
+    a Struct with personal fields (of those ``which`` is true for, when given) whose carrier is no token and whose
+    values are not all empty (written with sealing off, or before it was on). No key sealed it, so no forget
+    erases it from the log: the reads and the projections show it erased once a forget erases it, and the
+    forget names the event."""
     plan = plan_of(type(event))
     if plan is None:
         return False
     found: list[str] = []
 
     def visit(slot: Any, owner: Any, index: int | None) -> Any:
-        if not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
+        if (which is None or which(owner)) and not is_sealed(getattr(owner, slot.group.carrier)) and any(map(bool, slot.group.values(owner))):
             found.append(slot.path)
         return owner
 
@@ -51,11 +65,14 @@ def holds_plaintext(event: Any) -> bool:
 
 
 def stored_events(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> list[RecordedEvent]:
-    """The events of ``memory_ids`` (up to ``until``) as stored, unopened, in position order: their streams read
-    together (see ``SQLRecorder.select_streams``), in one transaction."""
+    """The events of ``memory_ids`` (up to ``until``) as stored, unopened: one read of each memory's stream, in
+    one transaction."""
+    found: list[RecordedEvent] = []
     recorder = store.recorder
     with recorder.reader.begin() as conn:
-        return decode_rows(recorder.select_streams([c.memory_stream(memory_id) for memory_id in memory_ids], tenant=tenant, until=until, conn=conn))
+        for memory_id in memory_ids:
+            found += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
+    return found
 
 
 def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
@@ -65,18 +82,43 @@ def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: in
 
 
 def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:
-    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased their memory
-    (what ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
+    """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased them (what
+    ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
     ``plaintext_positions`` existed or imported from another log too."""
-    last: dict[tuple[str, str], int] = {}  # (tenant, memory id) -> the position of the last forget naming it
+    by_tenant: dict[str, _Forgets] = {}
     for recorded in store.read_all(types=["SubjectForgotten"]):
-        for memory_id in recorded.event.memory_ids:
-            last[(recorded.tenant, memory_id)] = recorded.position
-    by_forget: dict[tuple[str, int], list[str]] = {}
-    for (tenant, memory_id), position in last.items():
-        by_forget.setdefault((tenant, position), []).append(memory_id)
-    found = [p for (tenant, position), ids in by_forget.items() for p in plaintext_positions(store, tenant, ids, until=position)]
+        by_tenant.setdefault(recorded.tenant, _Forgets()).add(recorded)
+    found = [p for tenant, forgets in by_tenant.items() for p in _kept(store, tenant, forgets, forgets.position)]
     return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))
+
+
+def plaintext_erased(store, tenant: str, subject: str | None, memory_ids: Iterable[str]) -> tuple[int, ...]:
+    """The events a forget about to be recorded erases that hold personal fields in plaintext, oldest first: the
+    events of ``memory_ids``, the mentions it erases (of those memories, or recorded under ``subject``; ``None``:
+    none by subject) and, for the tenant's own key (``""``), its entities and documents (see :class:`ErasedMemories`)."""
+    head = store.last_position()
+    pending = _Forgets()
+    pending.position = head + 1
+    pending.through = dict.fromkeys(memory_ids, head + 1)
+    if subject is not None:
+        pending.subjects[subject] = head + 1
+    return _kept(store, tenant, pending, head)
+
+
+def _kept(store, tenant: str, forgets: "_Forgets", until: int) -> list[int]:
+    """The positions (up to ``until``) of the tenant's events that hold personal fields in plaintext which
+    ``forgets`` erase: the events of the memories they name, and the tenant's mentions, entities and documents."""
+    types = [*c.EDGE_EVENT_TYPES, *(_TENANT_TYPES if TENANT_SUBJECT in forgets.subjects else ())]
+    recorder = store.recorder
+    with recorder.reader.begin() as conn:
+        stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, types=types))
+    stored += stored_events(store, tenant, forgets.through, until)
+    found = []
+    for recorded in stored:
+        which = _erasing(forgets, recorded.position, recorded.event)
+        if which is not None and holds_plaintext(recorded.event, None if which is _whole else which):
+            found.append(recorded.position)
+    return sorted(found)
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
@@ -85,23 +127,53 @@ def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:
     return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
 
+def erase_where(event: Any, erased: Callable[[Any], bool]) -> Any:
+    """``event`` with each of its Structs with personal fields for which ``erased`` is true read as erased (itself
+    when there is none)."""
+    plan = plan_of(type(event))
+    if plan is None:
+        return event
+    return each_struct(event, plan, lambda slot, owner, index: erase_owner(slot, owner) if erased(owner) else owner)
+
+
+_EDGE_EVENTS = frozenset(c.EdgeEvent.__args__)
+#: The events the tenant's own key seals whole (entities and documents): erased by a forget of that key.
+_TENANT_EVENTS = frozenset(cls for cls in g.KnowledgeEvent.__args__ if plan_of(cls) is not None)
+_TENANT_TYPES = tuple(cls.__name__ for cls in _TENANT_EVENTS)
+_ERASABLE = _EDGE_EVENTS | _TENANT_EVENTS
+
+
 class _Forgets:
-    """One tenant's forgets as far as read: the last position of its stream read, and by memory id the position
-    of the last forget naming it."""
+    """One tenant's forgets as far as read: the last position of its stream read, by memory id the position of
+    the last forget naming it, and by subject (``""``: the tenant's own key) the position of its last forget."""
 
     def __init__(self) -> None:
         self.position = 0
         self.through: dict[str, int] = {}
+        self.subjects: dict[str, int] = {}
         self.lock = threading.Lock()
+
+    def add(self, recorded: RecordedEvent) -> None:
+        """Take in the tenant's next ``SubjectForgotten``."""
+        for memory_id in recorded.event.memory_ids:
+            self.through[memory_id] = recorded.position
+        self.subjects[recorded.event.subject] = recorded.position
+        self.position = max(self.position, recorded.position)
+
+    def copy(self) -> "_Forgets":
+        """A copy to read without the lock (taken under it)."""
+        copied = _Forgets()
+        copied.position, copied.through, copied.subjects = self.position, dict(self.through), dict(self.subjects)
+        return copied
 
 
 _by_store: "weakref.WeakKeyDictionary[Any, dict[str, _Forgets]]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _forgets(store, tenant: str) -> dict[str, int]:
-    """``tenant``'s forgets by memory id, up to date: what this process has not read of the tenant's stream yet
-    is read now (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
+def _forgets(store, tenant: str) -> _Forgets:
+    """``tenant``'s forgets, up to date: what this process has not read of the tenant's stream yet is read now
+    (an indexed read of a short stream, new events only: a command loading a memory asks it)."""
     with _lock:
         tenants = _by_store.setdefault(store, {})
         known = tenants.get(tenant)
@@ -109,25 +181,51 @@ def _forgets(store, tenant: str) -> dict[str, int]:
             known = tenants[tenant] = _Forgets()
     with known.lock:
         for recorded in store.read_all(known.position, stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
-            for memory_id in recorded.event.memory_ids:
-                known.through[memory_id] = recorded.position
-            known.position = recorded.position
-        return known.through
+            known.add(recorded)
+        return known
 
 
 def erased_through(store, tenant: str, memory_id: str) -> int:
     """The position of the last forget naming the memory (0: none): its events before it read erased."""
-    return _forgets(store, tenant).get(memory_id, 0)
+    return _forgets(store, tenant).through.get(memory_id, 0)
+
+
+def _whole(owner: Any) -> bool:
+    """Every Struct of the event: what :func:`_erasing` answers for an event erased whole."""
+    return True
+
+
+def _erasing(forgets: _Forgets, position: int, event: Any) -> Callable[[Any], bool] | None:
+    """What of ``event`` (recorded at ``position``) ``forgets`` erase: ``None`` nothing, :func:`_whole` all of it
+    (an event of a memory a later forget names; an entity's or document's, before a forget of the tenant's own
+    key), or which of its edges (the mentions a later forget erases)."""
+    kind = type(event)
+    memory_id = getattr(event, "memory_id", None)
+    if forgets.position <= position or (type(memory_id) is not str and kind not in _ERASABLE):
+        return None  # no forget after it, or nothing a forget erases
+    if kind in _EDGE_EVENTS:
+        return lambda edge: _erases_mention(forgets, position, edge)
+    if kind in _TENANT_EVENTS:
+        return _whole if forgets.subjects.get(TENANT_SUBJECT, 0) > position else None
+    return _whole if forgets.through.get(memory_id, 0) > position else None
+
+
+def _erases_mention(forgets: _Forgets, position: int, edge: c.EdgeRecord) -> bool:
+    """Whether one of ``forgets`` after ``position`` erases ``edge``'s alias and evidence (a mention with them,
+    as recorded there): one naming its memory, or destroying the key of its subject (none: the tenant's)."""
+    if not edge.sealable():
+        return False
+    return forgets.through.get(edge.source, 0) > position or forgets.subjects.get(edge.subject or TENANT_SUBJECT, 0) > position
 
 
 class ErasedMemories:
     """What the reads of the log show of memories a forget named: each event of one written before the last
-    forget naming it, erased. Live reads take in the forgets they meet (:meth:`add`)."""
+    forget naming it, and each mention of one (or recorded under a subject whose key a forget destroyed) before
+    that forget, erased. Live reads take in the forgets they meet (:meth:`add`)."""
 
     def __init__(self, store):
         self.store = store
-        self._through: dict[tuple[str, str], int] = {}
-        self._read: set[str] = set()  # the tenants whose forgets were read
+        self._tenants: dict[str, _Forgets] = {}  # the forgets of each tenant read so far
 
     @classmethod
     def of(cls, store, tenant: str | None = None) -> "ErasedMemories":
@@ -137,48 +235,50 @@ class ErasedMemories:
             erased.read(tenant)
         return erased
 
-    def read(self, tenant: str) -> None:
-        """Read the tenant's forgets, once."""
-        if tenant in self._read:
-            return
-        self._read.add(tenant)
-        for memory_id, position in _forgets(self.store, tenant).items():
-            self._through[(tenant, memory_id)] = max(position, self._through.get((tenant, memory_id), 0))
+    def read(self, tenant: str) -> _Forgets:
+        """The tenant's forgets, read once."""
+        found = self._tenants.get(tenant)
+        if found is None:
+            known = _forgets(self.store, tenant)
+            with known.lock:
+                found = self._tenants[tenant] = known.copy()
+        return found
 
     def add(self, recorded: RecordedEvent) -> None:
         """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
-        if recorded.type != "SubjectForgotten":
-            return
-        for memory_id in recorded.event.memory_ids:
-            self._through[(recorded.tenant, memory_id)] = recorded.position
-
-    def erases(self, tenant: str, position: int, event: Any) -> bool:
-        """Whether ``event``, recorded at ``position`` in ``tenant``, is of a memory a later forget names."""
-        memory_id = getattr(event, "memory_id", None)
-        if type(memory_id) is not str:
-            return False
-        self.read(tenant)
-        return self._through.get((tenant, memory_id), 0) > position
+        if recorded.type == "SubjectForgotten" and recorded.position > self.read(recorded.tenant).position:
+            self._tenants[recorded.tenant].add(recorded)
 
     def event(self, tenant: str, position: int, event: Any) -> Any:
-        """``event`` as the reads of the log show it: erased when a later forget names its memory."""
-        return erase(event) if self.erases(tenant, position, event) else event
+        """``event`` as the reads of the log show it: erased when a later forget names its memory, or (an
+        entity's or document's) destroys the tenant's own key; an edge event with those of its mentions erased
+        that a later forget erases (itself when nothing of it is erased)."""
+        kind = type(event)
+        if type(getattr(event, "memory_id", None)) is not str and kind not in _ERASABLE:
+            return event
+        which = _erasing(self.read(tenant), position, event)
+        if which is None:
+            return event
+        return erase(event) if which is _whole else erase_where(event, which)
 
     def mask(self, recorded: RecordedEvent) -> RecordedEvent:
         """``recorded`` as the reads of the log show it (see :meth:`event`)."""
-        return erased_recorded(recorded) if self.erases(recorded.tenant, recorded.position, recorded.event) else recorded
+        event = self.event(recorded.tenant, recorded.position, recorded.event)
+        return recorded if event is recorded.event else msgspec.structs.replace(recorded, event=event)
 
     def masked(self, batch: list[RecordedEvent]) -> list[RecordedEvent]:
         """``batch`` with :meth:`mask` applied to each event (itself when none is erased).
 
         A replay of the projections reads its batches so: the events of a
-        memory a later forget names project no text, whether a destroyed key
-        sealed them or they were written in plaintext (which no key can
-        erase from the log), as the forget left the projections."""
+        memory a later forget names (and their mentions) project no text,
+        whether a destroyed key sealed them or they were written in plaintext
+        (which no key can erase from the log), as the forget left the
+        projections."""
         out = batch
         for i, recorded in enumerate(batch):
-            if self.erases(recorded.tenant, recorded.position, recorded.event):
+            masked = self.mask(recorded)
+            if masked is not recorded:
                 if out is batch:
                     out = list(batch)
-                out[i] = erased_recorded(recorded)
+                out[i] = masked
         return out

@@ -363,7 +363,7 @@ def each_struct(event: Any, plan: _Plan, change: Callable[[_Slot, Any, int | Non
     return event
 
 
-def _erase_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
+def erase_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
     return _replace(owner, **slot.group.erased)
 
 
@@ -427,7 +427,7 @@ def opens(cls: type) -> bool:
 def erase(owner: Any) -> Any:
     """``owner`` (an event, or a Struct with personal fields such as a memory content) as it reads once its subject's key is gone."""
     plan = plan_of(type(owner))
-    return owner if plan is None else each_struct(owner, plan, _erase_owner)
+    return owner if plan is None else each_struct(owner, plan, erase_owner)
 
 
 def escape(event: Any) -> Any:

@@ -341,7 +341,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"ok: {result.checked} events, tip {shown}")
         if kept := result.plaintext_kept:
             print(
-                f"note: {len(kept)} event{'s keep' if len(kept) != 1 else ' keeps'} forgotten memories' text in plaintext"
+                f"note: {len(kept)} event{'s keep' if len(kept) != 1 else ' keeps'} text a forget erased in plaintext"
                 f" (positions {', '.join(map(str, kept))}): written unsealed, no key can erase them; every read shows them erased"
             )
     else:

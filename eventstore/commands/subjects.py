@@ -22,8 +22,11 @@ seals its memories without a subject, its entities (names, descriptions,
 aliases, properties), its documents (titles, paths, source URLs; their
 chunks are memories without a subject) and the aliases of those memories'
 mentions. Forgetting it erases all of them (the event's ``subject`` is
-``""``); the tenant's memories of named subjects stay readable, and the
-tenant goes on with a new key. If step 3 is interrupted (the process
+``""``), those written unsealed too: when everything was written with
+encryption off the tenant holds no key, and the forget destroys none but
+erases them from every read and projection all the same, naming the events
+the log keeps in plaintext. The tenant's memories of named subjects stay
+readable, and the tenant goes on with a new key. If step 3 is interrupted (the process
 killed), the next open of the store finishes it
 (:meth:`~mnemolog.eventstore.store.EventStore.finish_forgets`: retired keys
 that a recorded ``SubjectForgotten`` names are destroyed); forgetting the
@@ -39,7 +42,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
-from ..erased import plaintext_positions, stored_events
+from ..erased import plaintext_erased, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -87,7 +90,7 @@ class SubjectCommands:
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
             memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
-        plaintext = self._plaintext(ctx.tenant, memory_ids)
+        plaintext = plaintext_erased(self.store, ctx.tenant, key_subject, memory_ids)
         result = commit(
             self.store,
             ctx,
@@ -104,7 +107,7 @@ class SubjectCommands:
         erased = len(memory_ids)
         late = self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
         if late:
-            late_plaintext = self._plaintext(ctx.tenant, late)
+            late_plaintext = plaintext_erased(self.store, ctx.tenant, None, late)
             plaintext += late_plaintext
             more = commit(
                 self.store,
@@ -127,16 +130,16 @@ class SubjectCommands:
         """When the subject holds no key in this tenant: its memories no forget erased yet, if every event of
         them is stored in plaintext or sealed with a key this store holds (written with encryption off, or
         given the subject later): the forget erases them from every read and projection, and names the events
-        the log keeps in plaintext. Otherwise the answer, writing nothing: already forgotten (every memory of
-        it erased by an earlier forget, which the answer names: who, when, why); not found (no memory and no
-        forget of it); or a conflict when some are sealed with a key this store never held (imported without
-        their key file), or the subject is the tenant's own key, whose unsealed entities and documents no read
-        erases: a forget that said it had erased them would mislead."""
+        the log keeps in plaintext. For the tenant's own key, so too when only its entities, documents or
+        mentions written unsealed since its last forget are left. Otherwise the answer, writing nothing:
+        already forgotten (everything of it erased by an earlier forget, which the answer names: who, when,
+        why); not found (nothing of it and no forget of it); or a conflict when some memories are sealed with
+        a key this store never held (imported without their key file)."""
         earlier = self._earlier_forgets(ctx.tenant, key_subject)
         erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
         left = tuple(memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased)
-        if left:
-            if subject != TENANT_KEY and not self._sealed_elsewhere(ctx.tenant, left):
+        if left or (subject == TENANT_KEY and self._own_left(ctx.tenant, earlier)):
+            if not self._sealed_elsewhere(ctx.tenant, left):
                 return left
             raise Conflict(
                 f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
@@ -158,6 +161,12 @@ class SubjectCommands:
         without its key file): its text is readable where that key is, so no forget here can erase it."""
         keys = {key_id for r in stored_events(self.store, tenant, memory_ids) for _, key_id in sealing.sealed_keys(r.event)}
         return any(self.keys.key(key_id) is None for key_id in keys)
+
+    def _own_left(self, tenant: str, earlier: list) -> bool:
+        """Whether the tenant's entities, documents or mentions hold personal fields in plaintext written after
+        the last of its ``earlier`` forgets of its own key (before it, that forget erased them)."""
+        last = earlier[-1].position if earlier else 0
+        return any(p > last for p in plaintext_erased(self.store, tenant, TENANT_SUBJECT, ()))
 
     def _earlier_forgets(self, tenant: str, subject: str) -> list:
         """The ``SubjectForgotten`` events recorded for ``subject`` in the tenant, oldest first."""
@@ -201,15 +210,9 @@ class SubjectCommands:
                 plaintext += recorded.event.plaintext_positions
         return msgspec.structs.replace(done, data=_answer(subject, keys_destroyed, erased, plaintext))
 
-    def _plaintext(self, tenant: str, memory_ids: tuple[str, ...]) -> tuple[int, ...]:
-        """The positions of the events of ``memory_ids`` that hold personal fields in plaintext (written with
-        sealing off, or before it was on, or imported from such a log): no key sealed them, so the log keeps
-        their bytes after the forget, though every read and projection shows them erased. The forget names
-        them, so that the operator knows what stays."""
-        return plaintext_positions(self.store, tenant, memory_ids)
-
 
 def _answer(subject: str, keys_destroyed: int, erased: int, plaintext: tuple[int, ...]) -> dict:
     """A forget's answer: what it destroyed and erased, and the events it could not erase, which the log keeps
-    in plaintext (their positions, oldest first; empty when every event of its memories was sealed)."""
-    return {"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased, "plaintext_positions": sorted(plaintext)}
+    in plaintext (their positions, oldest first, each once: a mention an earlier forget of the subject named
+    too; empty when everything it erased was sealed)."""
+    return {"subject": subject, "keys_destroyed": keys_destroyed, "memories_erased": erased, "plaintext_positions": sorted(set(plaintext))}

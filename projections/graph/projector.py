@@ -42,7 +42,7 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 6  # 6: graph_edges.merged_from (the edges a merge folded into one)
+    schema_version = 7  # 6: graph_edges.merged_from (the edges a merge folded into one); 7: a forget erases its memories' mentions
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -156,7 +156,7 @@ class GraphProjector:
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
             elif isinstance(event, c.SubjectForgotten):
                 self._erase(conn, recorded.tenant, event.memory_ids)
-                self._erase_edges(conn, recorded.tenant, event.subject)
+                self._erase_edges(conn, recorded.tenant, event.subject, event.memory_ids)
         flush_links()
         self._memories(memory_events, conn, inserts, working, previous, flush)
         flush()
@@ -204,11 +204,14 @@ class GraphProjector:
         )
 
     @staticmethod
-    def _erase_edges(conn: sqlite3.Connection, tenant: str, subject: str) -> None:
-        """The sealed properties of the subject's edges (the aliases of its memories' mentions) read as erased, as a replay reads them."""
+    def _erase_edges(conn: sqlite3.Connection, tenant: str, subject: str, memory_ids) -> None:
+        """The properties of the subject's mention edges and of the mentions of ``memory_ids`` (their aliases and
+        evidence) read as erased, as a replay reads them: a mention recorded before its memory had the subject
+        (sealed with the tenant's key, or unsealed) is its memory's too."""
         conn.execute(
-            "UPDATE graph_edges SET properties = '{}' WHERE tenant = ? AND edge_type = ? AND ifnull(subject, '') = ? AND properties != '{}'",
-            (tenant, g.MENTIONS, subject),
+            "UPDATE graph_edges SET properties = '{}' WHERE tenant = ? AND edge_type = ? AND properties != '{}'"
+            " AND (ifnull(subject, '') = ? OR source IN (SELECT value FROM json_each(?)))",
+            (tenant, g.MENTIONS, subject, _edge_props.encode(list(memory_ids)).decode()),
         )
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:

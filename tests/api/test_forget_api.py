@@ -130,7 +130,7 @@ async def test_forgetting_a_subject_whose_memories_were_written_unsealed_erases_
     api = await start(encryption="off")
     client = api.client()
     added = await client.add_memories({"memory": "Marguerite's allergy to hazelnuts", "subject": "u-7"})
-    await client.add_memories({"memory": "the office opens at nine"})
+    other = await client.add_memories({"memory": "the office opens at nine"})
     done = await client.forget_subject("u-7", reason="request 12")
     assert done.data == {"subject": "u-7", "keys_destroyed": 0, "memories_erased": 1, "plaintext_positions": [added.positions[0]]}
     view = await client.get_memory(added.memory_ids[0])
@@ -140,11 +140,12 @@ async def test_forgetting_a_subject_whose_memories_were_written_unsealed_erases_
     again = await client.forget_subject("u-7", reason="request 12")
     assert again.data["already_forgotten"] and again.data["plaintext_positions"] == [added.positions[0]]
     assert api.service.store.last_position() == head
-    # The tenant's own key erases its entities and documents too, which are not erased on read when unsealed: refused.
-    response = await api.raw.post("/v1/subjects/@tenant/forget", json={"reason": "closed"})
-    body = await response.json()
-    assert response.status == 409 and body["error"]["field"] == "subject" and "not sealed" in body["error"]["message"], body
-    assert api.service.store.last_position() == head
+    # The tenant holds no key either: its own key's forget (refused with a 409 before) erases its unsealed memories too.
+    tenant = await client.forget_subject("@tenant", reason="closed")
+    assert tenant.data == {"subject": "@tenant", "keys_destroyed": 0, "memories_erased": 1, "plaintext_positions": [other.positions[0]]}
+    page = await (await api.raw.get("/v1/events", params={"limit": "100"})).text()
+    assert "office opens" not in page and "hazelnut" not in page
+    assert (await client.verify())["plaintext_kept"] == [added.positions[0], other.positions[0]]
 
 
 async def test_the_events_of_a_memory_given_to_a_forgotten_subject_read_erased_wherever_the_log_is_shown(api):
@@ -193,3 +194,32 @@ async def test_verify_names_the_events_a_forget_left_in_plaintext(start, setting
     assert (await client.verify(start=position + 1))["plaintext_kept"] == []
     view = await client.get_memory(plain)
     assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(plain))
+
+
+async def test_the_events_show_no_alias_of_a_forgotten_subjects_unsealed_mentions(start, settings_for):
+    """The memories of a subject written unsealed read erased in ``GET /v1/events`` once it is forgotten, but the
+    ``MENTIONS`` edges of those memories still showed the alias the linker matched (and its evidence): they read
+    erased too, in the pages, the live stream and the correlation page."""
+    from tests.projections.test_forget_plaintext import MENTIONED, OTHER_MENTIONED, _seed_mentions, _shown_mentions
+
+    settings = settings_for(encryption="off")
+    ids = _seed_mentions(settings.data_dir)
+    api = await start()
+    client = api.client(tenant="t")
+    done = await client.forget_subject("u-7", reason="request 12")
+    assert done.data["keys_destroyed"] == 0 and done.data["memories_erased"] == 2
+
+    events = (await client.list_events(limit=1000))["events"]
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(events) and OTHER_MENTIONED.lower() in _shown_mentions(events)
+    [linked] = [e for e in events if e["type"] == "EdgeLinked" and e["payload"]["edge"]["source"] == ids["named"]]
+    assert linked["payload"]["edge"]["erased"] is True
+    page = await (await api.raw.get("/v1/events", params={"limit": "1000"}, headers={"X-Mnemolog-Tenant": "t"})).json()
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(page["events"])
+    correlation = await client.correlation_events(linked["metadata"]["correlation_id"])
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(correlation["events"]) and correlation["events"]
+    streamed = []
+    async for event in client.stream_events(after=0, idle_timeout=5):
+        streamed.append(event)
+        if event["position"] == events[-1]["position"]:
+            break
+    assert len(streamed) == len(events) and MENTIONED.split()[1].lower() not in _shown_mentions(streamed)

@@ -151,7 +151,7 @@ def test_verify_lists_the_events_forgets_left_in_plaintext(tmp_path):
     checked = _cli(data, "verify")
     assert checked.returncode == 0, checked.stderr
     shown = ", ".join(map(str, positions))
-    assert checked.stdout.startswith("ok: ") and f"3 events keep forgotten memories' text in plaintext (positions {shown})" in checked.stdout
+    assert checked.stdout.startswith("ok: ") and f"3 events keep text a forget erased in plaintext (positions {shown})" in checked.stdout
     report = json.loads(_cli(data, "verify", "--json").stdout)
     assert report["ok"] is True and report["plaintext_kept"] == positions
     assert json.loads(_cli(data, "verify", "--from", str(positions[1]), "--json").stdout)["plaintext_kept"] == positions[1:]
@@ -207,3 +207,121 @@ def test_a_forgotten_memorys_history_says_which_of_its_versions_the_log_keeps_in
         assert forget["plaintext_kept"] == [versions[0]["position"]]  # version 2 was sealed: its key is gone
         [forget] = svc.forgotten("t", ids["sealed"][0])
         assert forget["plaintext_kept"] == []
+
+
+# -- the mentions of a forgotten subject's memories, written in plaintext -------------------------------------------------
+
+MENTIONED = "Zebulon Harrowgate"
+OTHER_MENTIONED = "Ottoline Brackenridge"
+
+
+def _seed_mentions(data: Path) -> dict[str, str]:
+    """Unsealed memories of u-7 mentioning an entity (one written without a subject and given it later, one whose
+    mention its update unlinked), and a memory of the tenant mentioning another entity."""
+    with MemoryService.open(data, settings=Settings({"encryption": "off"}, env={})) as svc:
+        svc.run(svc.entities.upsert, CTX, "person:z1", name=MENTIONED)
+        svc.run(svc.entities.upsert, CTX, "person:o1", name=OTHER_MENTIONED)
+        [named] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{MENTIONED} called at noon", subject="u-7")]).memory_ids
+        svc.run(svc.memories.update, CTX, named, {"memory": "called at noon"})  # its unlink keeps the edge whole
+        [given] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{MENTIONED} signed the lease")]).memory_ids
+        svc.run(svc.memories.update, CTX, given, {"subject": "u-7"})
+        [other] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{OTHER_MENTIONED} owns the mill")]).memory_ids
+        assert [link["alias"] for link in svc.mention_links("t", named)] == [MENTIONED.lower()]
+    return {"named": named, "given": given, "other": other}
+
+
+def _shown_mentions(lines: list[dict]) -> str:
+    """The events of ``lines`` but the entities' own (the tenant's, which no forget of u-7 erases), as one lowercased text."""
+    return json.dumps([line for line in lines if line["type"] != "EntityUpserted"]).lower()
+
+
+def test_the_log_shows_no_alias_of_a_forgotten_subjects_plaintext_mentions(tmp_path):
+    """The forget erased the memories' text from every read of the log, but ``mnemolog log`` still showed the
+    alias the linker matched in their unsealed ``MENTIONS`` edges (and its evidence): those edges now read erased
+    where a later forget names their memory, and a rebuild projects none of them."""
+    data = tmp_path / "data"
+    ids = _seed_mentions(data)
+    assert MENTIONED.lower() in _shown_mentions([json.loads(line) for line in _cli(data, "log", "--json").stdout.splitlines()])
+    with MemoryService.open(data) as svc:
+        assert svc.forget(CTX, "u-7", reason="request 12").data["keys_destroyed"] == 0
+        assert all(link["alias"] is None for m in ("named", "given") for link in svc.mention_links("t", ids[m]))
+        live = _projected(svc)
+
+    shown = _cli(data, "log", "--json")
+    assert shown.returncode == 0, shown.stderr
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert MENTIONED.split()[1].lower() not in _shown_mentions(lines)
+    assert OTHER_MENTIONED.lower() in _shown_mentions(lines)  # the tenant's memory's mention stays
+    edges = [e for line in lines if line["type"] in ("EdgeLinked", "EdgeUnlinked") for e in [line["payload"]["edge"]] if e["source"] != ids["other"]]
+    assert len(edges) == 3 and all(e["erased"] and "properties" not in e for e in edges)  # linked, unlinked; and the given memory's
+
+    rebuilt = _cli(data, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    with MemoryService.open(data) as svc:
+        assert _projected(svc) == live
+
+
+# -- the tenant's own key, when everything was written unsealed ---------------------------------------------------------
+
+
+def _tenants_own(svc: MemoryService) -> list[int]:
+    """The positions of the tenant's own personal events as stored: entities, documents, memories without a subject
+    and the mentions recorded under the tenant's key."""
+    out = []
+    for r in svc.store.read_stored(tenant="t"):
+        event = r.event
+        if r.type in ("EntityUpserted", "DocumentImported") or (r.type == "MemoryAdded" and event.content.subject is None):
+            out.append(r.position)
+        elif r.type == "EdgeLinked" and event.edge.edge_type == "MENTIONS" and event.edge.subject is None:
+            out.append(r.position)
+    return out
+
+
+def test_the_tenants_own_key_is_forgotten_though_everything_was_written_unsealed(tmp_path):
+    """With everything written unsealed the tenant holds no key, and a forget of ``@tenant`` was refused with a
+    conflict. It erases the tenant's entities, documents, memories without a subject and their mentions from every
+    read of the log, every projection and every replay, as a forget of its key does, and names the events the log
+    keeps in plaintext (``verify`` too); the memories of a named subject stay."""
+    from tests.projections.test_forget import TENANT_SECRETS, _seed_tenant, _tenant_needles
+
+    data = tmp_path / "data"
+    off = Settings({"encryption": "off"}, env={})
+    with MemoryService.open(data, settings=off) as svc:
+        ids = _seed_tenant(svc, tmp_path / "docs")
+        expected = _tenants_own(svc)
+        assert len(expected) >= 6  # two entities, the document, its chunk, the memory, their mentions
+        svc.scrub()
+        svc.warm()
+    words = [w.lower() for w in re.findall(r"\w+", " ".join(TENANT_SECRETS))]
+    assert any(w in _cli(data, "log", "--json").stdout.lower() for w in words)
+
+    done = _cli(data, "forget", "--tenant", "t", "--subject", "@tenant", "--reason", "tenant closed", "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[-1])
+    assert answer["keys_destroyed"] == 0 and answer["memories_erased"] >= 2 and answer["plaintext_positions"] == expected
+
+    shown = _cli(data, "log", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert not [w for w in words if w in shown.stdout.lower()]
+    assert "an ordinary harbour note" in shown.stdout  # a named subject has its own key
+    report = json.loads(_cli(data, "verify", "--json").stdout)
+    assert report["ok"] is True and report["plaintext_kept"] == expected
+
+    with MemoryService.open(data, settings=off) as svc:
+        entity = svc.knowledge.get("t", "person:q1")
+        assert entity.erased and entity.name == ERASED_TEXT and entity.aliases == [] and entity.description == ""
+        document = svc.knowledge.document("t", ids["doc"])
+        assert document.erased and document.title == ERASED_TEXT and document.source_url is None
+        assert svc.get("t", ids["memory"]).erased and svc.get("t", document.chunk_ids[0]).erased
+        assert svc.get("t", ids["named"]).memory == "an ordinary harbour note"
+        assert [link["alias"] for link in svc.mention_links("t", ids["memory"])] == [None]
+        assert "quorvath" not in repr(svc.history_view("t", ids["memory"])).lower()
+        again = svc.forget(CTX, "@tenant", reason="tenant closed")
+        assert again.data["already_forgotten"] and again.data["plaintext_positions"] == expected
+        live = _projected(svc)
+    needles = _tenant_needles()
+    assert _holding(data, needles) == {}
+    assert _cli(data, "rebuild").returncode == 0
+    assert _holding(data, needles) == {}
+    with MemoryService.open(data, settings=off) as svc:
+        assert _projected(svc) == live

@@ -91,8 +91,14 @@ KINDS = (
     "import", "import", "entity", "entity", "relate", "tags", "unrelate", "forget", "topics", "relink",
 )  # fmt: skip
 OPS = st.tuples(st.sampled_from(KINDS), st.integers(0, 1), st.integers(0, 40), st.integers(0, 40), st.integers(0, 3))
-# A tenant drop deletes the tenant's past from the projections, so ``as_of`` reads and reverts exclude it.
-OPS_WITH_DROP = st.one_of(OPS, st.tuples(st.just("drop"), st.integers(0, 1), st.just(0), st.just(0), st.just(0)))
+# A tenant drop deletes the tenant's past from the projections, and a forget (of the subject some adds give their
+# memories, or of the tenant's own key) erases it, so ``as_of`` reads and reverts exclude them.
+OPS_WITH_DROP = st.one_of(
+    OPS,
+    st.tuples(st.just("drop"), st.integers(0, 1), st.just(0), st.just(0), st.just(0)),
+    st.tuples(st.just("erase"), st.integers(0, 1), st.just(0), st.just(0), st.integers(0, 1)),
+)
+SUBJECT = "u-1"  # the subject of the memories an add with flag 3 writes (and an update with flag 2 gives)
 PREFIXES = ("user:", "mention:", "mention:r1:", "auto:")
 ENTITIES = (("e0", "Ana", ("Ana L",)), ("e1", "Old Bridge", ("the bridge",)), ("e2", "River", ("the river",)))
 DOC_IDS = ("d0.md", "d1.md")
@@ -174,12 +180,18 @@ class Scenario:
         m, m2 = self.pick(mems, a), self.pick(mems, a + 1 + b % max(1, len(mems) - 1))  # m2 != m when it can be
         if kind == "add":
             memory_type = "WorkingMemory" if b % 3 == 0 else "LongTermMemory"
-            items = [MemoryContent(memory=f"note {n}.{i}{MENTIONED[(a + i) % 5]}", memory_type=memory_type, tags=(f"t{flag}",)) for i in range(1 + a % 3)]
+            subject = SUBJECT if flag == 3 else None
+            items = [
+                MemoryContent(memory=f"note {n}.{i}{MENTIONED[(a + i) % 5]}", memory_type=memory_type, tags=(f"t{flag}",), subject=subject)
+                for i in range(1 + a % 3)
+            ]
             result = svc.run(svc.memories.add, ctx, items)
             mems.extend(result.memory_ids)
             return result
         if kind == "update":
             changes = {"memory": f"edit {n}{MENTIONED[b % 5]}"} if flag % 2 == 0 else {"tags": [f"u{n}"], "key": f"k{flag}"}
+            if flag == 2:  # given the subject: its mentions stay recorded under the tenant's key
+                changes = {"subject": SUBJECT}
             return svc.run(svc.memories.update, ctx, m, changes)
         if kind in ("archive", "delete", "restore"):
             if kind == "delete":
@@ -250,6 +262,8 @@ class Scenario:
                 return CommandResult(correlation_id=report["correlation_id"])
             mems.extend(r.event.memory_id for r in written if isinstance(r.event, c.MemoryAdded))
             return CommandResult(first_position=written[0].position, last_position=written[-1].position, correlation_id=report["correlation_id"])
+        if kind == "erase":
+            return svc.forget(ctx, (SUBJECT, "@tenant")[flag], reason="asked")
         if kind == "drop":
             result = svc.drop_tenant(ctx)
             for known in (self.memories, self.edges, self.correlations):
@@ -340,6 +354,18 @@ FOLDING = [
 ]  # fmt: skip
 
 
+# Entities, then memories of the subject and of the tenant that mention them (one of the subject's mentions unlinked
+# by an update, one of the tenant's memories given the subject), the subject forgotten, then the tenant's own key; more
+# mentions, and the subject forgotten again.
+# (The seed leaves five memories in the first tenant: the adds make 5 of the subject, 6 and 7 of it, 8 and 9 of the tenant,
+# and 8 is given the subject.)
+FORGETTING = [
+    ("entity", 0, 0, 0, 1), ("entity", 0, 1, 0, 1), ("add", 0, 3, 0, 3), ("add", 0, 1, 0, 3), ("add", 0, 4, 0, 0),
+    ("update", 0, 5, 1, 0), ("update", 0, 8, 0, 2), ("erase", 0, 0, 0, 0), ("erase", 0, 0, 0, 1), ("add", 0, 3, 0, 3),
+    ("import", 0, 1, 0, 3), ("erase", 0, 0, 0, 0),
+]  # fmt: skip
+
+
 def test_the_folding_example_folds_and_follows_merges(tmp_path):
     scenario = scenario_run(FOLDING, str(tmp_path))
     svc = scenario.svc
@@ -366,8 +392,10 @@ def test_the_mentioning_example_links_memories_to_entities(tmp_path):
     svc.close()
 
 
-def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
-    svc = MemoryService.open(tmp, settings=SETTINGS.with_overrides(log_url=log_url) if log_url else SETTINGS)
+def scenario_run(ops, tmp: str, log_url: str = "", *, sealed: bool = True) -> Scenario:
+    """``ops`` run on a new service (its events written unsealed unless ``sealed``)."""
+    settings = SETTINGS.with_overrides(log_url=log_url) if log_url else SETTINGS
+    svc = MemoryService.open(tmp, settings=settings if sealed else settings.with_overrides(encryption="off"))
     scenario = Scenario(svc)
     for op in [*SEED, *ops]:
         scenario.apply(op)
@@ -378,12 +406,14 @@ def scenario_run(ops, tmp: str, log_url: str = "") -> Scenario:
 
 
 @PROPERTY
-@given(ops=st.lists(OPS_WITH_DROP, min_size=1, max_size=30), batch=st.integers(1, 7))
-@example(ops=MENTIONING, batch=2)
-@example(ops=FOLDING, batch=3)
-def test_incremental_projections_equal_a_rebuild(ops, batch, log_url):
+@given(ops=st.lists(OPS_WITH_DROP, min_size=1, max_size=30), batch=st.integers(1, 7), sealed=st.booleans())
+@example(ops=MENTIONING, batch=2, sealed=True)
+@example(ops=FOLDING, batch=3, sealed=True)
+@example(ops=FORGETTING, batch=2, sealed=False)
+@example(ops=FORGETTING, batch=3, sealed=True)
+def test_incremental_projections_equal_a_rebuild(ops, batch, sealed, log_url):
     with tempfile.TemporaryDirectory() as tmp:
-        scenario = scenario_run(ops, tmp, log_url())
+        scenario = scenario_run(ops, tmp, log_url(), sealed=sealed)
         svc = scenario.svc
         incremental = dump(svc.runner)
         rebuilt = side_runner(svc.store, Path(tmp) / "rebuilt")
