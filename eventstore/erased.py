@@ -65,14 +65,11 @@ def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> b
 
 
 def stored_events(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> list[RecordedEvent]:
-    """The events of ``memory_ids`` (up to ``until``) as stored, unopened: one read of each memory's stream, in
-    one transaction."""
-    found: list[RecordedEvent] = []
+    """The events of ``memory_ids`` (up to ``until``) as stored, unopened, in position order: their streams read
+    together (see ``SQLRecorder.select_streams``), in one transaction."""
     recorder = store.recorder
     with recorder.reader.begin() as conn:
-        for memory_id in memory_ids:
-            found += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.memory_stream(memory_id)))
-    return found
+        return decode_rows(recorder.select_streams([c.memory_stream(memory_id) for memory_id in memory_ids], tenant=tenant, until=until, conn=conn))
 
 
 def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: int | None = None) -> tuple[int, ...]:
@@ -107,11 +104,13 @@ def plaintext_erased(store, tenant: str, subject: str | None, memory_ids: Iterab
 
 def _kept(store, tenant: str, forgets: "_Forgets", until: int) -> list[int]:
     """The positions (up to ``until``) of the tenant's events that hold personal fields in plaintext which
-    ``forgets`` erase: the events of the memories they name, and the tenant's mentions, entities and documents."""
-    types = [*c.EDGE_EVENT_TYPES, *(_TENANT_TYPES if TENANT_SUBJECT in forgets.subjects else ())]
+    ``forgets`` erase: the events of the memories they name, and the tenant's mentions (its edge stream, read by
+    its index), entities and documents (for a forget of its own key: a walk of the tenant's events)."""
     recorder = store.recorder
     with recorder.reader.begin() as conn:
-        stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, types=types))
+        stored = decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, stream_id=c.edges_stream(tenant), types=c.EDGE_EVENT_TYPES))
+        if TENANT_SUBJECT in forgets.subjects:
+            stored += decode_rows(recorder.select_events(conn=conn, tenant=tenant, until=until, types=_TENANT_TYPES))
     stored += stored_events(store, tenant, forgets.through, until)
     found = []
     for recorded in stored:
