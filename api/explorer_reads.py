@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands.revert import revert_chain
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
@@ -138,12 +139,18 @@ def neighborhood(
 
 
 def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int, limit: int) -> dict[str, Any]:
-    """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it."""
+    """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it.
+
+    ``reverted`` says whether its changes are undone now: a revert of it that
+    was itself reverted leaves it in effect (``revert_chain``: its revert,
+    the revert of that revert, and so on; odd, it is reverted).
+    """
     floor = since_drop(svc, tenant, 0)
     found = svc.store.read_all(max(after, floor), limit + 1, tenant=tenant, correlation_id=correlation_id)
     if not found and after == 0:
         raise NotFound("correlation", correlation_id)
     page = found[:limit]
+    markers = svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
     reverted_by = [
         {
             "position": r.position,
@@ -153,9 +160,10 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
             "forced": r.event.forced,
             "reverted": len(r.event.reverted_positions),
         }
-        for r in svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
+        for r in markers
         if r.event.correlation_id == correlation_id and r.position > floor
     ]
+    chain = revert_chain(markers, correlation_id)  # as the revert command reads it: what a revert of it would do now
     reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {
@@ -165,4 +173,6 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
         "next_after": page[-1].position if page else after,
         "reverted_by": reverted_by,
         "reverts": reverts,
+        "reverted": len(chain) % 2 == 1,
+        "revert_chain": chain,
     }

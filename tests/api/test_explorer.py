@@ -302,3 +302,27 @@ async def test_a_correlation_lists_its_events_in_pages_and_the_revert_of_it(api)
     hidden = await get(api.raw, "/v1/correlation", correlation_id="import-1", status=404, headers={"X-Mnemolog-Tenant": "other"})
     assert hidden["error"]["code"] == "not_found"
     assert (await get(api.raw, "/v1/correlation", status=422))["error"]["field"] == "correlation_id"
+
+
+async def test_a_correlation_whose_revert_was_reverted_reads_as_in_effect_again(api):
+    """Reverted, the revert reverted, reverted again (through that last revert): each page says whether its changes stand now."""
+    memory = (await add(api.raw, "kept", "import-1"))["memory_ids"][0]
+    first = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert first["reverted"] is False and first["revert_chain"] == []
+    await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-1"})
+    undone = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert undone["reverted"] is True and undone["revert_chain"] == ["undo-1"]
+    await post(api.raw, "/v1/reverts", {"correlation_id": "undo-1"}, {"X-Correlation-Id": "redo-1"})
+    assert (await get(api.raw, f"/v1/memories/{memory}"))["status"] == "activated"
+    again = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert [r["correlation_id"] for r in again["reverted_by"]] == ["undo-1"]
+    assert again["reverted"] is False and again["revert_chain"] == ["undo-1", "redo-1"]  # in effect: a revert would undo it
+    revert_page = await get(api.raw, "/v1/correlation", correlation_id="undo-1")
+    assert revert_page["reverted"] is True and revert_page["revert_chain"] == ["redo-1"] and revert_page["reverts"] == "import-1"
+    through = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-2"})
+    assert through["data"]["through"] == "redo-1" and (await get(api.raw, f"/v1/memories/{memory}"))["status"] == "deleted"
+    last = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert last["reverted"] is True and last["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
+    repeated = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-3"})
+    assert repeated["data"]["already_reverted"] is True and repeated["positions"] == []
+    assert (await get(api.raw, "/v1/correlation", correlation_id="import-1"))["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
