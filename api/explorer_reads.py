@@ -164,7 +164,7 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
         if r.event.correlation_id == correlation_id and r.position > floor
     ]
     chain = revert_chain(markers, correlation_id)  # as the revert command reads it: what a revert of it would do now
-    reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
+    reverts = next((r.event.correlation_id for r in markers if r.metadata.correlation_id == correlation_id and r.position > floor), None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {
         "correlation_id": correlation_id,

@@ -326,3 +326,19 @@ async def test_a_correlation_whose_revert_was_reverted_reads_as_in_effect_again(
     repeated = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-3"})
     assert repeated["data"]["already_reverted"] is True and repeated["positions"] == []
     assert (await get(api.raw, "/v1/correlation", correlation_id="import-1"))["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
+
+
+async def test_every_page_of_a_revert_names_what_it_reverted(api):
+    """``reverts`` describes the correlation, not the page: a later page, or a first page before its marker, names it too."""
+    await post(api.raw, "/v1/memories", {"memories": [{"memory": f"imported {i}"} for i in range(3)]}, {"X-Correlation-Id": "import-1"})
+    await add(api.raw, "written first", "session-1")  # the same correlation id then reverts the import
+    await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "session-1"})
+    after, pages = 0, []
+    while True:
+        page = await get(api.raw, "/v1/correlation", correlation_id="session-1", after=after, limit=1)
+        pages.append(page)
+        if not page["more"]:
+            break
+        after = page["next_after"]
+    assert [p["events"][0]["type"] for p in pages[:2]] == ["MemoryAdded", "CorrelationReverted"] and len(pages) > 2
+    assert [p["reverts"] for p in pages] == ["import-1"] * len(pages)
