@@ -62,9 +62,10 @@ def neighborhood(
     nodes they link to); ``entity`` walks the entities' relations. Nodes
     come in BFS order, ``limit`` a page from ``offset``; the BFS stops one
     node past the page, so a page costs what its nodes cost, however big the
-    neighbourhood. The memory walk keeps the order it reached the nodes in
+    neighbourhood. Both walks keep the order they reached the nodes in
     (not by score): cut one node past any page, it is the start of the whole
-    walk, so pages neither repeat nor skip a node. A page read at the head
+    walk, so pages neither repeat nor skip a node, and an entity
+    neighbourhood pages past the cap of ``/related``'s walk. A page read at the head
     reads the graph as of the position the projections stand at, and says
     it (``position``): the next pages, read ``as_of`` it, continue the same
     walk while writes go on.
@@ -75,10 +76,10 @@ def neighborhood(
         seed = svc.knowledge.get(tenant, node, as_of=read_at)
         if seed is None:
             raise NotFound("entity", node)
-        reached_all, cut = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=read_at)
-        total: int | None = None if cut else len(reached_all)  # a walk cut at its limit has more than it counts
+        # In walk order, cut just past the page: the first part of the whole walk, whatever its size.
+        reached_all, more = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=read_at, max_nodes=offset + limit, by_score=False)
+        total: int | None = None if more else len(reached_all)
         page = reached_all[offset : offset + limit]
-        more = offset + limit < len(reached_all)
         shown = [node, *(r.id for r in page)]
         visible = set(shown)
         edges = {}

@@ -505,6 +505,7 @@ def related_walk(
     as_of: int | None = None,
     *,
     max_nodes: int | None = None,
+    by_score: bool = True,
 ) -> tuple[list[Related], bool]:
     """Entities reached from ``entity_id`` by BFS over relations, and whether the walk stopped at
     ``max_nodes`` (default :data:`RELATED_MAX_NODES`) with more entities beyond.
@@ -514,8 +515,11 @@ def related_walk(
     whatever the order of relation types or of the nodes that lead to it;
     among equally strong paths, the first found (the stronger parent first,
     then relation type, then id).
-    Sorted by score, then depth, then id. ``depth=0`` returns nothing but
-    still raises :class:`NotFound` for an unknown entity.
+    Sorted by score, then depth, then id. With ``by_score`` false, in walk
+    order instead: depth by depth, each depth by score then id, so that the
+    walk cut at ``max_nodes`` is the first part of the whole walk (pages of
+    a neighbourhood). ``depth=0`` returns nothing but still raises
+    :class:`NotFound` for an unknown entity.
     """
     if direction not in DIRECTIONS:
         raise ValidationError("direction", "must be out, in or both")
@@ -540,12 +544,13 @@ def related_walk(
                 best[other] = (score * weight, path + (RelationView(source, target, rtype, weight),))
         visited.update(best)
         following = [(other, score, path) for other, (score, path) in best.items()]
-        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
+        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         frontier = following
     truncated = len(reached) > max_nodes
     reached = reached[:max_nodes]
-    reached.sort(key=lambda r: (-r.score, r.depth, r.id))
+    if by_score:
+        reached.sort(key=lambda r: (-r.score, r.depth, r.id))
     return reached, truncated
 
 

@@ -266,6 +266,28 @@ async def test_an_entity_neighbourhood_walks_relations_with_names(api):
     assert [n["id"] for n in second["nodes"]] == ["ada", "cy"] and second["edges"] == [] and not second["more"]
 
 
+async def test_an_entity_neighbourhood_pages_through_all_of_it_breadth_first(api, monkeypatch):
+    """However many entities it reaches (past the walk's cap for /related too), the pages cover them all once, depth by depth."""
+    from mnemolog.projections.entities import projector
+
+    monkeypatch.setattr(projector, "RELATED_MAX_NODES", 4)
+    names = ["hub", "weak", *(f"near{i}" for i in range(5)), "far"]
+    for name in names:
+        await api.raw.put(f"/v1/entities/{name}", json={"name": name.title(), "entity_type": "thing"})
+    await post(api.raw, "/v1/entities/hub/relations", {"target_id": "weak", "relation_type": "KNOWS", "weight": 0.2})
+    for i in range(5):
+        await post(api.raw, "/v1/entities/hub/relations", {"target_id": f"near{i}", "relation_type": "KNOWS"})
+    await post(api.raw, "/v1/entities/near0/relations", {"target_id": "far", "relation_type": "KNOWS"})  # depth 2, stronger than weak
+    seen, depths, offset = [], [], 0
+    while offset is not None:
+        page = await get(api.raw, "/v1/graph/neighborhood", node="hub", kind="entity", depth=2, direction="out", limit=3, offset=offset)
+        seen += [n["id"] for n in page["nodes"][1:]]
+        depths += [n["depth"] for n in page["nodes"][1:]]
+        offset = page["next_offset"]
+    assert sorted(seen) == sorted(names[1:]) and len(seen) == len(set(seen)) and page["total"] == 7
+    assert depths == sorted(depths) and seen[-1] == "far"
+
+
 @pytest.mark.parametrize(
     "params, field",
     [({}, "node"), ({"node": "x", "kind": "person"}, "kind"), ({"node": "x", "depth": 9}, "depth"), ({"node": "x", "direction": "up"}, "direction"),
