@@ -509,7 +509,8 @@ async function showCorrelation() {
   $("correlation-events").tBodies[0].replaceChildren();
   appendCorrelation(answer);
   const canWrite = state.scopes.includes("write");
-  $("revert").hidden = !(canWrite && !answer.reverted && !answer.reverts && answer.events.length > 0);
+  const forget = answer.events.some((e) => e.type === "SubjectForgotten"); // a forget cannot be reverted
+  $("revert").hidden = !(canWrite && !answer.reverted && !answer.reverts && !forget && answer.events.length > 0);
 }
 
 // The next page of the open correlation, below the rows shown.

@@ -104,6 +104,9 @@ class RevertCommands:
             through = correlation_id = chain[-1]
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
+        if any(isinstance(r.event, c.SubjectForgotten) for r in found):
+            # Its other events (the erased memories leaving working memory) are part of the forget: undone, they would put erased text back.
+            raise ValidationError("correlation_id", f"{correlation_id} forgot a subject: a forget cannot be reverted")
         recorded = [r for r in found if r.type not in UNREVERTED]
         if not recorded:
             if not found:
