@@ -148,8 +148,8 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
     """
     floor = since_drop(svc, tenant, 0)
     found = svc.store.read_all(max(after, floor), limit + 1, tenant=tenant, correlation_id=correlation_id)
-    if not found and after == 0:
-        raise NotFound("correlation", correlation_id)
+    if not found and (after <= floor or not svc.store.read_all(floor, 1, tenant=tenant, correlation_id=correlation_id)):
+        raise NotFound("correlation", correlation_id)  # whatever the cursor: an empty last page is one of a correlation that wrote
     page = found[:limit]
     markers = svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
     reverted_by = [

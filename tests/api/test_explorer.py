@@ -350,6 +350,17 @@ async def test_a_correlation_whose_revert_was_reverted_reads_as_in_effect_again(
     assert (await get(api.raw, "/v1/correlation", correlation_id="import-1"))["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
 
 
+async def test_an_unknown_correlation_is_not_found_whatever_the_cursor(api):
+    """As a history or a neighbourhood: the page after any position of a correlation that wrote nothing is a 404, never an empty last page."""
+    written = await add(api.raw, "one", "import-1")
+    position = written["positions"][-1]
+    for after in (0, 1, position, position + 5):
+        missing = await get(api.raw, "/v1/correlation", status=404, correlation_id="import-2", after=after)
+        assert missing["error"]["code"] == "not_found"
+    last = await get(api.raw, "/v1/correlation", correlation_id="import-1", after=position)
+    assert last["events"] == [] and not last["more"] and last["next_after"] == position
+
+
 async def test_every_page_of_a_revert_names_what_it_reverted(api):
     """``reverts`` describes the correlation, not the page: a later page, or a first page before its marker, names it too."""
     await post(api.raw, "/v1/memories", {"memories": [{"memory": f"imported {i}"} for i in range(3)]}, {"X-Correlation-Id": "import-1"})
