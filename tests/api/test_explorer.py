@@ -298,6 +298,21 @@ async def test_a_bad_neighbourhood_request_names_its_field(api, params, field):
     assert body["error"]["field"] == field
 
 
+@pytest.mark.parametrize("written", ["1_0", "\u0661\u0660", "+3", "3.0", "0x3"])
+async def test_a_page_number_written_other_than_in_digits_is_refused_naming_it(api, written):
+    """As ``as_of`` is: ``int()`` would read '1_0' as 10 and Arabic-Indic digits as theirs, and a typo would page somewhere else."""
+    hub, _, _ = await star(api.raw, 2)
+    for path, params, field in (
+        ("/v1/graph/neighborhood", {"node": hub, "offset": written}, "offset"),
+        ("/v1/graph/neighborhood", {"node": hub, "limit": written}, "limit"),
+        ("/v1/correlation", {"correlation_id": "x", "after": written}, "after"),
+        ("/v1/memories/%s/history" % hub, {"after": written}, "after"),
+        ("/v1/timeline", {"limit": written}, "limit"),
+    ):
+        body = await get(api.raw, path, status=422, **params)
+        assert body["error"]["field"] == field, (path, body)
+
+
 async def test_an_unknown_node_is_not_found(api):
     assert (await get(api.raw, "/v1/graph/neighborhood", status=404, node="nope"))["error"]["code"] == "not_found"
     assert (await get(api.raw, "/v1/graph/neighborhood", status=404, node="nope", kind="entity"))["error"]["code"] == "not_found"
