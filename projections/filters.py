@@ -30,6 +30,8 @@ from typing import Iterable
 
 import msgspec
 
+_json = msgspec.json.Encoder()
+
 __all__ = ["SearchFilters", "TAG_SEPARATOR", "filter_sql", "tag_field"]
 
 TAG_SEPARATOR = "\x1f"
@@ -93,8 +95,9 @@ def filter_sql(filters: SearchFilters | None, alias: str) -> tuple[str, tuple]:
     if f.tags:
         wanted = [t for t in dict.fromkeys(_clean_tag(t) for t in f.tags) if t]
         if wanted:
-            clauses.append("(" + " OR ".join(f"instr({a}tags, ?) > 0" for _ in wanted) + ")")
-            params.extend(TAG_SEPARATOR + t + TAG_SEPARATOR for t in wanted)
+            # One parameter, whatever the number of tags: an OR a tag grows an expression SQLite refuses past ~1,000.
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each(?) AS w WHERE instr({a}tags, w.value) > 0)")
+            params.append(_json.encode([TAG_SEPARATOR + t + TAG_SEPARATOR for t in wanted]).decode())
     if f.collection is not None:
         clauses.append(f"{a}collection = ?")
         params.append(f.collection)

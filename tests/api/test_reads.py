@@ -524,6 +524,16 @@ async def test_recall_filters_and_limit(client):
     assert [h["id"] for h in archived["hits"]] == [written.memory_ids[0]]
 
 
+async def test_recall_filtered_by_a_thousand_tags_finds_those_carrying_any_of_them(client):
+    """Each tag was one more OR in the filter's SQL: past about 1,000 SQLite refused the expression as too deep, a 500."""
+    written = await client.add_memories(memories=[{"memory": "tomatoes in the garden", "tags": ["garden"]}, {"memory": "tomatoes in the kitchen", "tags": ["kitchen"]}])
+    many = [f"tag{i}" for i in range(1500)] + ["Garden"]
+    for read in (client.recall, client.search):
+        found = await read("tomatoes", filters={"tags": many}, min_position=written.positions[-1], as_of=written.positions[-1])
+        ranked = found["hits"] if "hits" in found else found["channels"]["lexical"]
+        assert [h["id"] for h in ranked] == [written.memory_ids[0]]
+
+
 async def test_recall_as_of(client):
     first = await client.add_memories({"memory": "The wifi password is hunter2"})
     [memory_id] = first.memory_ids
