@@ -534,6 +534,16 @@ async def test_recall_filtered_by_a_thousand_tags_finds_those_carrying_any_of_th
         assert [h["id"] for h in ranked] == [written.memory_ids[0]]
 
 
+async def test_recall_filtered_by_more_values_than_sqlite_takes_parameters(client):
+    """A value a parameter: past SQLite's limit of bound parameters (250,000 here) the filter was a 500."""
+    written = await client.add_memories(memories=[{"memory": "tomato soup", "doc_id": "d5"}, {"memory": "tomato salad", "doc_id": "d7"}])
+    filters = {"doc_ids": [f"d{i}" for i in range(6, 260_006)], "memory_types": ["UserMemory", "LongTermMemory"] * 130_000}
+    for read in (client.recall, client.search):
+        found = await read("tomato", filters=filters, min_position=written.positions[-1])
+        ranked = found["hits"] if "hits" in found else found["channels"]["lexical"]
+        assert [h["id"] for h in ranked] == [written.memory_ids[1]]
+
+
 async def test_recall_as_of(client):
     first = await client.add_memories({"memory": "The wifi password is hunter2"})
     [memory_id] = first.memory_ids
