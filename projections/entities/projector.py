@@ -40,6 +40,7 @@ from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import setting
 
+from ..filters import one_of
 from ..graph.reads import type_filter
 from ..linking.linker import normalise
 from ..memory_rows import head_clause
@@ -447,7 +448,8 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
     One indexed query per side and 500 nodes: BFS reads a frontier at once.
     """
     valid, params = head_clause(as_of)
-    type_sql = f" AND relation_type IN ({','.join('?' * len(types))})" if types else ""
+    type_sql, type_params = one_of("relation_type", types) if types else ("", ())
+    type_sql = type_sql and f" AND {type_sql}"
     out: dict[str, list[tuple]] = {}
     sides = {"out": ("source_id",), "in": ("target_id",), "both": ("source_id", "target_id")}[direction]
     for side in sides:
@@ -457,7 +459,7 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
             rows = conn.execute(
                 f"SELECT source_id, target_id, relation_type, weight FROM kg_relations WHERE tenant = ?"
                 f" AND {side} IN ({','.join('?' * len(part))}) AND {valid}{type_sql}",
-                (tenant, *part, *params, *types),
+                (tenant, *part, *params, *type_params),
             )
             for source, target, rtype, weight in rows:
                 if outgoing:

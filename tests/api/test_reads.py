@@ -126,6 +126,21 @@ async def test_subgraph_of_an_exact_fit_is_not_truncated(client):
     assert body["truncated"] is False
 
 
+async def test_a_subgraph_and_a_recall_of_more_edge_types_than_sqlite_takes_parameters_follow_those_named(client, api):
+    """A type a bound parameter: past SQLite's limit (250,000 here) the walk was a 500."""
+    center, others = await _star(client, leaves=2)
+    await api.raw.put("/v1/entities/ada", json={"name": "Ada"})
+    await api.raw.put("/v1/entities/bob", json={"name": "Bob"})
+    await api.raw.post("/v1/entities/ada/relations", json={"target_id": "bob", "relation_type": "KNOWS"})
+    many = [f"TYPE_{i}" for i in range(260_000)]
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "edge_types": [*many, "RELATED"]})
+    assert {n["id"] for n in body["nodes"]} == {center, *others} and len(body["edges"]) == 2
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "edge_types": many})
+    assert [n["id"] for n in body["nodes"]] == [center] and body["edges"] == []
+    related = await api.raw.post("/v1/recall", json={"query": "Ada", "strategy": "graph-only", "graph_edge_types": [*many, "KNOWS"]})
+    assert related.status == 200, await related.text()
+
+
 async def test_graph_stats_counts_by_status_and_edge_type(client):
     center, others = await _star(client, leaves=3)
     await client.archive_memory(others[0])
