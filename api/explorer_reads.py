@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.commands.revert import revert_chain
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService
@@ -61,9 +62,10 @@ def neighborhood(
     nodes they link to); ``entity`` walks the entities' relations. Nodes
     come in BFS order, ``limit`` a page from ``offset``; the BFS stops one
     node past the page, so a page costs what its nodes cost, however big the
-    neighbourhood. The memory walk keeps the order it reached the nodes in
+    neighbourhood. Both walks keep the order they reached the nodes in
     (not by score): cut one node past any page, it is the start of the whole
-    walk, so pages neither repeat nor skip a node. A page read at the head
+    walk, so pages neither repeat nor skip a node, and an entity
+    neighbourhood pages past the cap of ``/related``'s walk. A page read at the head
     reads the graph as of the position the projections stand at, and says
     it (``position``): the next pages, read ``as_of`` it, continue the same
     walk while writes go on.
@@ -74,10 +76,10 @@ def neighborhood(
         seed = svc.knowledge.get(tenant, node, as_of=read_at)
         if seed is None:
             raise NotFound("entity", node)
-        reached_all, cut = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=read_at)
-        total: int | None = None if cut else len(reached_all)  # a walk cut at its limit has more than it counts
+        # In walk order, cut just past the page: the first part of the whole walk, whatever its size.
+        reached_all, more = svc.knowledge.related_walk(tenant, node, depth, direction, types, as_of=read_at, max_nodes=offset + limit, by_score=False)
+        total: int | None = None if more else len(reached_all)
         page = reached_all[offset : offset + limit]
-        more = offset + limit < len(reached_all)
         shown = [node, *(r.id for r in page)]
         visible = set(shown)
         edges = {}
@@ -138,12 +140,18 @@ def neighborhood(
 
 
 def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int, limit: int) -> dict[str, Any]:
-    """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it."""
+    """What one correlation (a request, an import, an organizer pass) wrote: a page of its events, and the reverts of it.
+
+    ``reverted`` says whether its changes are undone now: a revert of it that
+    was itself reverted leaves it in effect (``revert_chain``: its revert,
+    the revert of that revert, and so on; odd, it is reverted).
+    """
     floor = since_drop(svc, tenant, 0)
     found = svc.store.read_all(max(after, floor), limit + 1, tenant=tenant, correlation_id=correlation_id)
-    if not found and after == 0:
-        raise NotFound("correlation", correlation_id)
+    if not found and (after <= floor or not svc.store.read_all(floor, 1, tenant=tenant, correlation_id=correlation_id)):
+        raise NotFound("correlation", correlation_id)  # whatever the cursor: an empty last page is one of a correlation that wrote
     page = found[:limit]
+    markers = svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
     reverted_by = [
         {
             "position": r.position,
@@ -153,10 +161,11 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
             "forced": r.event.forced,
             "reverted": len(r.event.reverted_positions),
         }
-        for r in svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
+        for r in markers
         if r.event.correlation_id == correlation_id and r.position > floor
     ]
-    reverts = next((r.event.correlation_id for r in page if isinstance(r.event, c.CorrelationReverted)), None)
+    chain = revert_chain(markers, correlation_id)  # as the revert command reads it: what a revert of it would do now
+    reverts = next((r.event.correlation_id for r in markers if r.metadata.correlation_id == correlation_id and r.position > floor), None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {
         "correlation_id": correlation_id,
@@ -165,4 +174,6 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
         "next_after": page[-1].position if page else after,
         "reverted_by": reverted_by,
         "reverts": reverts,
+        "reverted": len(chain) % 2 == 1,
+        "revert_chain": chain,
     }

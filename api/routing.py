@@ -343,10 +343,10 @@ def query_int(request: web.Request, name: str, default: int | None, *, low: int 
     raw = request.query.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(422, "invalid", f"{name} must be an integer", name) from None
+    digits = raw.strip()
+    if not is_number(digits.removeprefix("-")):  # as as_of: int() would also read '1_0', '+3' and other scripts' digits
+        raise ApiError(422, "invalid", f"{name} must be an integer", name)
+    value = int(digits)
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ApiError(422, "invalid", f"{name} must be {bounds}", name)

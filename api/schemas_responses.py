@@ -505,7 +505,12 @@ class RevertOfCorrelation(msgspec.Struct, kw_only=True):
 
 
 class CorrelationPage(msgspec.Struct, kw_only=True):
-    """A page of one correlation's events; ``reverts``: the correlation this one reverted, if it is a revert."""
+    """A page of one correlation's events; ``reverts``: the correlation this one reverted, if it is a revert.
+
+    ``reverted``: whether its changes are undone now; ``revert_chain``: the
+    revert of it, the revert of that revert, and so on (a revert that was
+    reverted leaves it in effect again: reverted when the chain is odd).
+    """
 
     correlation_id: str
     events: list[EventView]
@@ -513,3 +518,5 @@ class CorrelationPage(msgspec.Struct, kw_only=True):
     next_after: int
     reverted_by: list[RevertOfCorrelation]
     reverts: str | None
+    reverted: bool
+    revert_chain: list[str]

@@ -26,13 +26,19 @@ and the any-of filter is an exact ``instr`` on ``\\x1ftag\\x1f``.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import msgspec
 
-__all__ = ["SearchFilters", "TAG_SEPARATOR", "filter_sql", "tag_field"]
+_json = msgspec.json.Encoder()
+
+__all__ = ["SearchFilters", "TAG_SEPARATOR", "filter_sql", "one_of", "tag_field"]
 
 TAG_SEPARATOR = "\x1f"
+#: The most values a filter binds one parameter each (``IN (?, ?)``, a chain of ORs for tags: the fastest forms); more
+#: are one JSON parameter read through ``json_each``, since SQLite caps the parameters of a statement and the depth of
+#: an expression.
+INLINE_VALUES = 64
 _SEQUENCES = ("status", "memory_types", "tags", "doc_ids")  # the fields of SearchFilters held as tuples
 
 
@@ -75,8 +81,16 @@ def tag_field(tags: Iterable[str]) -> str:
     return TAG_SEPARATOR + TAG_SEPARATOR.join(cleaned) + TAG_SEPARATOR
 
 
+def one_of(column: str, values: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """``column IN (...)`` and its parameters: one a value up to :data:`INLINE_VALUES`, else one JSON array, however long."""
+    if len(values) <= INLINE_VALUES:
+        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+    return f"{column} IN (SELECT value FROM json_each(?))", (_json.encode(list(values)).decode(),)
+
+
 def _in(column: str, values: tuple[str, ...], clauses: list[str], params: list) -> None:
-    clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+    sql, values = one_of(column, values)
+    clauses.append(sql)
     params.extend(values)
 
 
@@ -92,9 +106,13 @@ def filter_sql(filters: SearchFilters | None, alias: str) -> tuple[str, tuple]:
         _in(f"{a}memory_type", tuple(f.memory_types), clauses, params)
     if f.tags:
         wanted = [t for t in dict.fromkeys(_clean_tag(t) for t in f.tags) if t]
-        if wanted:
-            clauses.append("(" + " OR ".join(f"instr({a}tags, ?) > 0" for _ in wanted) + ")")
-            params.extend(TAG_SEPARATOR + t + TAG_SEPARATOR for t in wanted)
+        enclosed = [TAG_SEPARATOR + t + TAG_SEPARATOR for t in wanted]
+        if 0 < len(enclosed) <= INLINE_VALUES:
+            clauses.append("(" + " OR ".join(f"instr({a}tags, ?) > 0" for _ in enclosed) + ")")
+            params.extend(enclosed)
+        elif enclosed:  # json_each reads its JSON again for every row, but has no depth to exceed
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each(?) AS w WHERE instr({a}tags, w.value) > 0)")
+            params.append(_json.encode(enclosed).decode())
     if f.collection is not None:
         clauses.append(f"{a}collection = ?")
         params.append(f.collection)

@@ -500,14 +500,17 @@ async function showCorrelation() {
   const answer = await api("/v1/correlation", { params: { correlation_id: id, limit: CORRELATION_PAGE } });
   if (id !== state.correlationId) return;
   const reverted = answer.reverted_by.map((r) => `reverted at position ${r.position} by ${r.actor || "?"} (${r.correlation_id})`);
+  // A revert that was reverted in turn leaves the correlation in effect again: the chain says which stands.
+  const chain = answer.revert_chain.length > 1 ? ` · revert chain ${answer.revert_chain.join(" → ")}: ${answer.reverted ? "reverted" : "in effect again"}` : "";
   state.correlation = {
-    summary: (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted"),
+    summary: (answer.reverts ? ` · a revert of ${answer.reverts}` : "") + (reverted.length ? ` · ${reverted.join("; ")}` : " · not reverted") + chain,
     shown: 0,
   };
   $("correlation-events").tBodies[0].replaceChildren();
   appendCorrelation(answer);
   const canWrite = state.scopes.includes("write");
-  $("revert").hidden = !(canWrite && answer.reverted_by.length === 0 && !answer.reverts && answer.events.length > 0);
+  const forget = answer.events.some((e) => e.type === "SubjectForgotten"); // a forget cannot be reverted
+  $("revert").hidden = !(canWrite && !answer.reverted && !answer.reverts && !forget && answer.events.length > 0);
 }
 
 // The next page of the open correlation, below the rows shown.

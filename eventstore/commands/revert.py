@@ -29,7 +29,7 @@ conflicts, unless forced. A tenant drop cannot be reverted, nor can a forget.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
@@ -104,6 +104,9 @@ class RevertCommands:
             through = correlation_id = chain[-1]
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
+        if any(isinstance(r.event, c.SubjectForgotten) for r in found):
+            # Its other events (the erased memories leaving working memory) are part of the forget: undone, they would put erased text back.
+            raise ValidationError("correlation_id", f"{correlation_id} forgot a subject: a forget cannot be reverted")
         recorded = [r for r in found if r.type not in UNREVERTED]
         if not recorded:
             if not found:
@@ -159,18 +162,7 @@ class RevertCommands:
         return result
 
     def _reverts_of(self, tenant: str, correlation_id: str) -> list[str]:
-        """The chain of reverts from ``correlation_id``: the revert of it, the revert of that revert, and so on.
-
-        An odd length means it is reverted now; an even one (zero included), that its changes are in effect.
-        """
-        reverted_by: dict[str, str] = {}
-        for recorded in self.store.read_stream(c.tenant_stream(tenant)):
-            if isinstance(recorded.event, c.CorrelationReverted):
-                reverted_by.setdefault(recorded.event.correlation_id, recorded.metadata.correlation_id)
-        chain = []
-        while (correlation_id := reverted_by.get(correlation_id)) is not None and correlation_id not in chain:
-            chain.append(correlation_id)
-        return chain
+        return revert_chain(self.store.read_stream(c.tenant_stream(tenant)), correlation_id)
 
     # -- memories ----------------------------------------------------------------------------
 
@@ -458,6 +450,23 @@ class RevertCommands:
         if not isinstance(event, c.MemoryAdded) or event.working_binding != binding:
             return None
         return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
+
+
+def revert_chain(tenant_events: Iterable[RecordedEvent], correlation_id: str) -> list[str]:
+    """The chain of reverts from ``correlation_id``: the revert of it, the revert of that revert, and so on.
+
+    ``tenant_events`` are the tenant stream's events (its ``CorrelationReverted``
+    markers count, in order). An odd length means it is reverted now; an even
+    one (zero included), that its changes are in effect.
+    """
+    reverted_by: dict[str, str] = {}
+    for recorded in tenant_events:
+        if isinstance(recorded.event, c.CorrelationReverted):
+            reverted_by.setdefault(recorded.event.correlation_id, recorded.metadata.correlation_id)
+    chain: list[str] = []
+    while (correlation_id := reverted_by.get(correlation_id)) is not None and correlation_id not in chain:
+        chain.append(correlation_id)
+    return chain
 
 
 def _through(revert_id: str | None) -> dict[str, str]:

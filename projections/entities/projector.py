@@ -40,6 +40,7 @@ from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import erase
 from mnemolog.eventstore.settings import setting
 
+from ..filters import one_of
 from ..graph.reads import type_filter
 from ..linking.linker import normalise
 from ..memory_rows import head_clause
@@ -447,7 +448,8 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
     One indexed query per side and 500 nodes: BFS reads a frontier at once.
     """
     valid, params = head_clause(as_of)
-    type_sql = f" AND relation_type IN ({','.join('?' * len(types))})" if types else ""
+    type_sql, type_params = one_of("relation_type", types) if types else ("", ())
+    type_sql = type_sql and f" AND {type_sql}"
     out: dict[str, list[tuple]] = {}
     sides = {"out": ("source_id",), "in": ("target_id",), "both": ("source_id", "target_id")}[direction]
     for side in sides:
@@ -457,7 +459,7 @@ def _adjacent(conn, tenant, nodes, direction, types, as_of) -> dict[str, list[tu
             rows = conn.execute(
                 f"SELECT source_id, target_id, relation_type, weight FROM kg_relations WHERE tenant = ?"
                 f" AND {side} IN ({','.join('?' * len(part))}) AND {valid}{type_sql}",
-                (tenant, *part, *params, *types),
+                (tenant, *part, *params, *type_params),
             )
             for source, target, rtype, weight in rows:
                 if outgoing:
@@ -505,6 +507,7 @@ def related_walk(
     as_of: int | None = None,
     *,
     max_nodes: int | None = None,
+    by_score: bool = True,
 ) -> tuple[list[Related], bool]:
     """Entities reached from ``entity_id`` by BFS over relations, and whether the walk stopped at
     ``max_nodes`` (default :data:`RELATED_MAX_NODES`) with more entities beyond.
@@ -514,8 +517,11 @@ def related_walk(
     whatever the order of relation types or of the nodes that lead to it;
     among equally strong paths, the first found (the stronger parent first,
     then relation type, then id).
-    Sorted by score, then depth, then id. ``depth=0`` returns nothing but
-    still raises :class:`NotFound` for an unknown entity.
+    Sorted by score, then depth, then id. With ``by_score`` false, in walk
+    order instead: depth by depth, each depth by score then id, so that the
+    walk cut at ``max_nodes`` is the first part of the whole walk (pages of
+    a neighbourhood). ``depth=0`` returns nothing but still raises
+    :class:`NotFound` for an unknown entity.
     """
     if direction not in DIRECTIONS:
         raise ValidationError("direction", "must be out, in or both")
@@ -540,12 +546,13 @@ def related_walk(
                 best[other] = (score * weight, path + (RelationView(source, target, rtype, weight),))
         visited.update(best)
         following = [(other, score, path) for other, (score, path) in best.items()]
-        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         following.sort(key=lambda step: (-step[1], step[0]))  # the strongest paths expand first
+        reached.extend(Related(id=other, depth=level, score=score, path=path) for other, score, path in following)
         frontier = following
     truncated = len(reached) > max_nodes
     reached = reached[:max_nodes]
-    reached.sort(key=lambda r: (-r.score, r.depth, r.id))
+    if by_score:
+        reached.sort(key=lambda r: (-r.score, r.depth, r.id))
     return reached, truncated
 
 

@@ -53,9 +53,15 @@ class EntityReads:
         relation_types: Sequence[str] | None = None,
         *,
         as_of: Any = None,
+        max_nodes: int | None = None,
+        by_score: bool = True,
     ) -> tuple[list[ents.Related], bool]:
-        """The entities reached from ``entity_id`` by relations, and whether the walk stopped at :data:`~mnemolog.projections.entities.projector.RELATED_MAX_NODES` entities with more beyond."""
-        return ents.related_walk(self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of))
+        """The entities reached from ``entity_id`` by relations, and whether the walk stopped at ``max_nodes`` (default
+        :data:`~mnemolog.projections.entities.projector.RELATED_MAX_NODES`) entities with more beyond; ``by_score``: see
+        :func:`~mnemolog.projections.entities.projector.related_walk`."""
+        return ents.related_walk(
+            self._connect(), tenant, entity_id, depth, direction, relation_types, self._resolve(as_of), max_nodes=max_nodes, by_score=by_score
+        )
 
     def incoming_relations(self, tenant: str, entity_id: str) -> list[tuple[str, str]]:
         """``(source, relation type)`` of the live relations pointing at ``entity_id``."""

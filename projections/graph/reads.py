@@ -17,6 +17,7 @@ from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX, MERGED_EDG
 from mnemolog.eventstore.model import MemoryContent
 
 from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
+from ..filters import one_of
 from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
@@ -265,7 +266,8 @@ def _types_clause(edge_types: Sequence[str] | None) -> tuple[str, tuple[str, ...
     types = type_filter(edge_types)
     if not types:
         return "", ()
-    return f" AND edge_type IN ({','.join('?' * len(types))})", types
+    sql, params = one_of("edge_type", types)
+    return f" AND {sql}", params
 
 
 def edges_between(

@@ -266,6 +266,28 @@ async def test_an_entity_neighbourhood_walks_relations_with_names(api):
     assert [n["id"] for n in second["nodes"]] == ["ada", "cy"] and second["edges"] == [] and not second["more"]
 
 
+async def test_an_entity_neighbourhood_pages_through_all_of_it_breadth_first(api, monkeypatch):
+    """However many entities it reaches (past the walk's cap for /related too), the pages cover them all once, depth by depth."""
+    from mnemolog.projections.entities import projector
+
+    monkeypatch.setattr(projector, "RELATED_MAX_NODES", 4)
+    names = ["hub", "weak", *(f"near{i}" for i in range(5)), "far"]
+    for name in names:
+        await api.raw.put(f"/v1/entities/{name}", json={"name": name.title(), "entity_type": "thing"})
+    await post(api.raw, "/v1/entities/hub/relations", {"target_id": "weak", "relation_type": "KNOWS", "weight": 0.2})
+    for i in range(5):
+        await post(api.raw, "/v1/entities/hub/relations", {"target_id": f"near{i}", "relation_type": "KNOWS"})
+    await post(api.raw, "/v1/entities/near0/relations", {"target_id": "far", "relation_type": "KNOWS"})  # depth 2, stronger than weak
+    seen, depths, offset = [], [], 0
+    while offset is not None:
+        page = await get(api.raw, "/v1/graph/neighborhood", node="hub", kind="entity", depth=2, direction="out", limit=3, offset=offset)
+        seen += [n["id"] for n in page["nodes"][1:]]
+        depths += [n["depth"] for n in page["nodes"][1:]]
+        offset = page["next_offset"]
+    assert sorted(seen) == sorted(names[1:]) and len(seen) == len(set(seen)) and page["total"] == 7
+    assert depths == sorted(depths) and seen[-1] == "far"
+
+
 @pytest.mark.parametrize(
     "params, field",
     [({}, "node"), ({"node": "x", "kind": "person"}, "kind"), ({"node": "x", "depth": 9}, "depth"), ({"node": "x", "direction": "up"}, "direction"),
@@ -274,6 +296,21 @@ async def test_an_entity_neighbourhood_walks_relations_with_names(api):
 async def test_a_bad_neighbourhood_request_names_its_field(api, params, field):
     body = await get(api.raw, "/v1/graph/neighborhood", status=422, **params)
     assert body["error"]["field"] == field
+
+
+@pytest.mark.parametrize("written", ["1_0", "\u0661\u0660", "+3", "3.0", "0x3"])
+async def test_a_page_number_written_other_than_in_digits_is_refused_naming_it(api, written):
+    """As ``as_of`` is: ``int()`` would read '1_0' as 10 and Arabic-Indic digits as theirs, and a typo would page somewhere else."""
+    hub, _, _ = await star(api.raw, 2)
+    for path, params, field in (
+        ("/v1/graph/neighborhood", {"node": hub, "offset": written}, "offset"),
+        ("/v1/graph/neighborhood", {"node": hub, "limit": written}, "limit"),
+        ("/v1/correlation", {"correlation_id": "x", "after": written}, "after"),
+        ("/v1/memories/%s/history" % hub, {"after": written}, "after"),
+        ("/v1/timeline", {"limit": written}, "limit"),
+    ):
+        body = await get(api.raw, path, status=422, **params)
+        assert body["error"]["field"] == field, (path, body)
 
 
 async def test_an_unknown_node_is_not_found(api):
@@ -302,3 +339,54 @@ async def test_a_correlation_lists_its_events_in_pages_and_the_revert_of_it(api)
     hidden = await get(api.raw, "/v1/correlation", correlation_id="import-1", status=404, headers={"X-Mnemolog-Tenant": "other"})
     assert hidden["error"]["code"] == "not_found"
     assert (await get(api.raw, "/v1/correlation", status=422))["error"]["field"] == "correlation_id"
+
+
+async def test_a_correlation_whose_revert_was_reverted_reads_as_in_effect_again(api):
+    """Reverted, the revert reverted, reverted again (through that last revert): each page says whether its changes stand now."""
+    memory = (await add(api.raw, "kept", "import-1"))["memory_ids"][0]
+    first = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert first["reverted"] is False and first["revert_chain"] == []
+    await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-1"})
+    undone = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert undone["reverted"] is True and undone["revert_chain"] == ["undo-1"]
+    await post(api.raw, "/v1/reverts", {"correlation_id": "undo-1"}, {"X-Correlation-Id": "redo-1"})
+    assert (await get(api.raw, f"/v1/memories/{memory}"))["status"] == "activated"
+    again = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert [r["correlation_id"] for r in again["reverted_by"]] == ["undo-1"]
+    assert again["reverted"] is False and again["revert_chain"] == ["undo-1", "redo-1"]  # in effect: a revert would undo it
+    revert_page = await get(api.raw, "/v1/correlation", correlation_id="undo-1")
+    assert revert_page["reverted"] is True and revert_page["revert_chain"] == ["redo-1"] and revert_page["reverts"] == "import-1"
+    through = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-2"})
+    assert through["data"]["through"] == "redo-1" and (await get(api.raw, f"/v1/memories/{memory}"))["status"] == "deleted"
+    last = await get(api.raw, "/v1/correlation", correlation_id="import-1")
+    assert last["reverted"] is True and last["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
+    repeated = await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "undo-3"})
+    assert repeated["data"]["already_reverted"] is True and repeated["positions"] == []
+    assert (await get(api.raw, "/v1/correlation", correlation_id="import-1"))["revert_chain"] == ["undo-1", "redo-1", "undo-2"]
+
+
+async def test_an_unknown_correlation_is_not_found_whatever_the_cursor(api):
+    """As a history or a neighbourhood: the page after any position of a correlation that wrote nothing is a 404, never an empty last page."""
+    written = await add(api.raw, "one", "import-1")
+    position = written["positions"][-1]
+    for after in (0, 1, position, position + 5):
+        missing = await get(api.raw, "/v1/correlation", status=404, correlation_id="import-2", after=after)
+        assert missing["error"]["code"] == "not_found"
+    last = await get(api.raw, "/v1/correlation", correlation_id="import-1", after=position)
+    assert last["events"] == [] and not last["more"] and last["next_after"] == position
+
+
+async def test_every_page_of_a_revert_names_what_it_reverted(api):
+    """``reverts`` describes the correlation, not the page: a later page, or a first page before its marker, names it too."""
+    await post(api.raw, "/v1/memories", {"memories": [{"memory": f"imported {i}"} for i in range(3)]}, {"X-Correlation-Id": "import-1"})
+    await add(api.raw, "written first", "session-1")  # the same correlation id then reverts the import
+    await post(api.raw, "/v1/reverts", {"correlation_id": "import-1"}, {"X-Correlation-Id": "session-1"})
+    after, pages = 0, []
+    while True:
+        page = await get(api.raw, "/v1/correlation", correlation_id="session-1", after=after, limit=1)
+        pages.append(page)
+        if not page["more"]:
+            break
+        after = page["next_after"]
+    assert [p["events"][0]["type"] for p in pages[:2]] == ["MemoryAdded", "CorrelationReverted"] and len(pages) > 2
+    assert [p["reverts"] for p in pages] == ["import-1"] * len(pages)

@@ -223,3 +223,20 @@ async def test_the_events_show_no_alias_of_a_forgotten_subjects_unsealed_mention
         if event["position"] == events[-1]["position"]:
             break
     assert len(streamed) == len(events) and MENTIONED.split()[1].lower() not in _shown_mentions(streamed)
+
+
+async def test_a_forget_cannot_be_reverted_even_where_it_took_memories_out_of_working_memory(api):
+    """The forget's own working-memory withdrawal is part of it: no revert (nor its dry run) puts erased text back there."""
+    added = await api.raw.post("/v1/memories", json={"memories": [{"memory": "Odile's diagnosis", "subject": "u-9"}, {"memory": "the office opens at nine"}]})
+    erased_id, kept_id = (await added.json())["memory_ids"]
+    forgot = await api.raw.post("/v1/subjects/u-9/forget", json={"reason": "request 3"}, headers={"X-Correlation-Id": "forget-u-9"})
+    assert forgot.status == 200
+    working = await (await api.raw.get("/v1/working-memory")).json()
+    assert [e["memory_id"] for e in working["entries"]] == [kept_id]
+    for body in ({"correlation_id": "forget-u-9", "dry_run": True}, {"correlation_id": "forget-u-9"}, {"correlation_id": "forget-u-9", "force": True}):
+        refused = await api.raw.post("/v1/reverts", json=body)
+        assert refused.status == 422, await refused.text()
+        assert (await refused.json())["error"]["field"] == "correlation_id"
+    assert await (await api.raw.get("/v1/working-memory")).json() == working
+    page = await (await api.raw.get("/v1/correlation", params={"correlation_id": "forget-u-9"})).json()
+    assert page["reverted_by"] == [] and erased_id not in str(await (await api.raw.get("/v1/working-memory")).json())

@@ -324,7 +324,7 @@ async def test_a_relations_graph_edge_is_changed_only_through_the_relation(http)
 
 
 async def test_a_walk_of_relations_cut_at_its_limit_says_so(http, monkeypatch):
-    """Past the walk's limit, ``total`` cannot count every entity reached: the answer says it was cut, and the explorer's total is unknown."""
+    """Past the walk's limit, ``total`` cannot count every entity reached: the answer says it was cut (the explorer's pages, cut at each page, are not)."""
     from mnemolog.projections.entities import projector
 
     monkeypatch.setattr(projector, "RELATED_MAX_NODES", 3)
@@ -341,7 +341,7 @@ async def test_a_walk_of_relations_cut_at_its_limit_says_so(http, monkeypatch):
     cut = await call(http, "GET", "/v1/entities/hub/related")
     assert (cut["total"], cut["truncated"], len(cut["related"])) == (3, True, 3)
     page = await call(http, "GET", "/v1/graph/neighborhood", params={"node": "hub", "kind": "entity", "direction": "out"})
-    assert page["total"] is None and len(page["nodes"]) == 4
+    assert page["total"] == 4 and len(page["nodes"]) == 5 and not page["more"]
 
 
 async def test_an_entity_cannot_take_a_memorys_id(http):

@@ -126,6 +126,21 @@ async def test_subgraph_of_an_exact_fit_is_not_truncated(client):
     assert body["truncated"] is False
 
 
+async def test_a_subgraph_and_a_recall_of_more_edge_types_than_sqlite_takes_parameters_follow_those_named(client, api):
+    """A type a bound parameter: past SQLite's limit (250,000 here) the walk was a 500."""
+    center, others = await _star(client, leaves=2)
+    await api.raw.put("/v1/entities/ada", json={"name": "Ada"})
+    await api.raw.put("/v1/entities/bob", json={"name": "Bob"})
+    await api.raw.post("/v1/entities/ada/relations", json={"target_id": "bob", "relation_type": "KNOWS"})
+    many = [f"TYPE_{i}" for i in range(260_000)]
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "edge_types": [*many, "RELATED"]})
+    assert {n["id"] for n in body["nodes"]} == {center, *others} and len(body["edges"]) == 2
+    body = await client.request("POST", "/v1/graph/subgraph", json={"seeds": [center], "edge_types": many})
+    assert [n["id"] for n in body["nodes"]] == [center] and body["edges"] == []
+    related = await api.raw.post("/v1/recall", json={"query": "Ada", "strategy": "graph-only", "graph_edge_types": [*many, "KNOWS"]})
+    assert related.status == 200, await related.text()
+
+
 async def test_graph_stats_counts_by_status_and_edge_type(client):
     center, others = await _star(client, leaves=3)
     await client.archive_memory(others[0])
@@ -522,6 +537,26 @@ async def test_recall_filters_and_limit(client):
     await client.archive_memory(written.memory_ids[0])
     archived = await client.recall("tomatoes", filters={"status": ["archived"]})
     assert [h["id"] for h in archived["hits"]] == [written.memory_ids[0]]
+
+
+async def test_recall_filtered_by_a_thousand_tags_finds_those_carrying_any_of_them(client):
+    """Each tag was one more OR in the filter's SQL: past about 1,000 SQLite refused the expression as too deep, a 500."""
+    written = await client.add_memories(memories=[{"memory": "tomatoes in the garden", "tags": ["garden"]}, {"memory": "tomatoes in the kitchen", "tags": ["kitchen"]}])
+    many = [f"tag{i}" for i in range(1500)] + ["Garden"]
+    for read in (client.recall, client.search):
+        found = await read("tomatoes", filters={"tags": many}, min_position=written.positions[-1], as_of=written.positions[-1])
+        ranked = found["hits"] if "hits" in found else found["channels"]["lexical"]
+        assert [h["id"] for h in ranked] == [written.memory_ids[0]]
+
+
+async def test_recall_filtered_by_more_values_than_sqlite_takes_parameters(client):
+    """A value a parameter: past SQLite's limit of bound parameters (250,000 here) the filter was a 500."""
+    written = await client.add_memories(memories=[{"memory": "tomato soup", "doc_id": "d5"}, {"memory": "tomato salad", "doc_id": "d7"}])
+    filters = {"doc_ids": [f"d{i}" for i in range(6, 260_006)], "memory_types": ["UserMemory", "LongTermMemory"] * 130_000}
+    for read in (client.recall, client.search):
+        found = await read("tomato", filters=filters, min_position=written.positions[-1])
+        ranked = found["hits"] if "hits" in found else found["channels"]["lexical"]
+        assert [h["id"] for h in ranked] == [written.memory_ids[1]]
 
 
 async def test_recall_as_of(client):

@@ -184,7 +184,7 @@ def test_a_forget_cannot_be_reverted_and_a_revert_does_not_bring_erased_text_bac
     mine, _ = _seed(svc)
     update = svc.run(svc.memories.update, CommandContext(tenant="t"), mine[3], {"memory": f"{SECRET} again"})
     forget = svc.forget(CommandContext(tenant="t", actor="privacy-officer"), "u-42")
-    with pytest.raises(ValidationError, match="nothing to revert"):
+    with pytest.raises(ValidationError, match="a forget cannot be reverted"):
         svc.run(svc.reverts.revert, CommandContext(tenant="t"), forget.correlation_id)
     # Both versions read erased, so reverting the update has nothing to change in the memory.
     svc.run(svc.reverts.revert, CommandContext(tenant="t"), update.correlation_id)
