@@ -227,11 +227,14 @@ class MemoryRolledBack(DomainEvent, frozen=True):
 
 
 class WorkingMemoryEvicted(DomainEvent, frozen=True):
-    """The oldest working-memory entries left the FIFO (capacity reached)."""
+    """The oldest working-memory entries left the FIFO (capacity reached). ``reason`` is empty for the evictions
+    of the command that put entries in, and says why otherwise: working memory found over its capacity after
+    concurrent adds, by the policy that keeps it within (see :mod:`mnemolog.projections.policies.working`)."""
 
     bindings: tuple[str, ...]
     memory_ids: tuple[str, ...]
     capacity: int
+    reason: str = ""
 
 
 class WorkingEntry(msgspec.Struct, frozen=True, kw_only=True):

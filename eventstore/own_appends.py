@@ -37,6 +37,7 @@ too. The forget's own event, later in the log, erases what was projected.)
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Callable, NamedTuple, Sequence
 
 from . import sealing
@@ -181,3 +182,48 @@ _PASSING: dict[type, bool] = {}  # event class -> whether the opening pass acts 
 def _passes(cls: type) -> bool:
     passes = _PASSING[cls] = sealing.opens(cls) and not getattr(cls, "personal", ())
     return passes
+
+
+#: At most this many runs of positions are kept by :class:`AppendedHere`: the oldest are then forgotten.
+RUNS_MAX = 4096
+
+
+class AppendedHere:
+    """The positions a store object appended, as runs ``(first, last)``, until a reader takes those up to a
+    position (:meth:`others`): a log follower that need not look at its own process's appends (it decided
+    them on a log it had caught up with) looks at the runs between them only, which another process (or
+    another store object) appended. The oldest runs beyond :data:`RUNS_MAX` are forgotten, and their
+    positions then count as another's: that costs a follower a look, never a miss."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: deque[tuple[int, int]] = deque(maxlen=RUNS_MAX)
+
+    def note(self, first: int, last: int) -> None:
+        """An append committed at positions ``first..last`` (appends come in the order of their positions)."""
+        with self._lock:
+            runs = self._runs
+            if runs and runs[-1][1] + 1 == first:
+                runs[-1] = (runs[-1][0], last)
+            else:
+                runs.append((first, last))
+
+    def others(self, after: int, until: int) -> list[tuple[int, int]]:
+        """The runs of positions after ``after`` up to ``until`` this store object did not append, in order;
+        its own runs up to ``until`` are forgotten."""
+        with self._lock:
+            found, at = [], after + 1
+            for first, last in self._runs:
+                if first > until:
+                    break
+                if first > at:
+                    found.append((at, first - 1))
+                at = max(at, last + 1)
+            if at <= until:
+                found.append((at, until))
+            runs = self._runs
+            while runs and runs[0][1] <= until:
+                runs.popleft()
+            if runs and runs[0][0] <= until:
+                runs[0] = (until + 1, runs[0][1])
+            return found

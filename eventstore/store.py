@@ -36,7 +36,7 @@ from .events import (
 )
 from .log_reads import EventPage
 from .recorded import PAGE_ROWS, PageDecoder, RecordedEvent, decode_rows
-from .own_appends import OwnAppends
+from .own_appends import AppendedHere, OwnAppends
 from .read_ahead import pages_ahead
 from .schema import MAX_FINGERPRINT
 from .recorder import ANY, NO_STREAM, Appended, ExpectedVersion, PendingEvent, PendingWrite, SQLRecorder, utc_stamp
@@ -147,6 +147,7 @@ class EventStore:
         self._pages = PageDecoder()
         #: The latest appends' events, for this store's writer to project without reading them back (see .own_appends).
         self.own_appends = OwnAppends(self._open_sealed)
+        self.appended_here = AppendedHere()  # the positions it appended: what lies between, others did (see .own_appends)
         # Personal fields are sealed on append and opened on read (see .sealing); without a
         # sealer of its own a store seals nothing but still opens what it finds beside its log.
         self.sealer = sealer or Sealer(KeyStore(key_store_path(url, Settings())), enabled=False)
@@ -347,6 +348,7 @@ class EventStore:
                 raise
             if not appended.replayed:
                 self.appended_through = max(self.appended_through, appended.last_position)
+                self.appended_here.note(appended.first_position, appended.last_position)
                 if plain is None or appended.rows is None:
                     self.own_appends.drop()  # imported records: read back
                 else:

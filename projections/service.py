@@ -46,6 +46,7 @@ from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
 from .graph import reads as graph_reads
 from .linking.relink import Linking, command_linker, named_entities
+from .policies.working import WorkingCapacity
 from .recall.searcher import Searcher
 from .runner import ProjectionRunner, Projector
 from .vectors.embedders import get_embedder
@@ -146,6 +147,8 @@ class MemoryService:
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=linker)
         self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)
+        # What concurrent adds leave over the capacity of working memory, evicted once the log shows it.
+        self.working_policy = WorkingCapacity(self, after=self.position())
 
         # Recall: the vector index, kept up to date off the write path, and the fused searcher.
         self.vector_index = self.construct_vector_index()
@@ -268,7 +271,9 @@ class MemoryService:
         Inside a command of :meth:`run` that has appended nothing since the
         last catch-up of its run, there is nothing of this process's to
         apply: the facts a command reads (working memory, node checks) ask
-        for a catch-up, and ``run`` has just made one.
+        for a catch-up, and ``run`` has just made one. Outside a command, the
+        working-memory policy then looks at what the catch-up brought
+        (:mod:`~mnemolog.projections.policies.working`).
         """
         running = self._running
         if running.depth and running.synced == self.store.appended_through:
@@ -276,6 +281,8 @@ class MemoryService:
         applied = self.runner.catch_up()
         if running.depth:
             running.synced = self.store.appended_through
+        else:
+            self.working_policy.follow()
         return applied
 
     def close(self) -> None:
@@ -343,6 +350,8 @@ class MemoryService:
                     # Reads wait for it (they catch up first, and fail alike while the cause lasts): never one without it.
                     self._served_through = max(self._served_through, self.store.appended_through)
                     raise WrittenNotProjected(result, exc) from exc
+                if not running.depth:
+                    self.working_policy.follow()  # another process's add that it was decided without shows now
             else:
                 self.sync()
             running.synced = self.store.appended_through  # an outer command goes on from here

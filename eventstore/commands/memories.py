@@ -23,8 +23,9 @@ from ..model import (
     merge_losses,
     validate_content,
 )
-from ..store import NO_STREAM, EventStore, StreamAppend
-from .context import CommandContext, CommandResult, commit, now_iso, replayed
+from ..recorder import ExpectedVersion
+from ..store import ANY, NO_STREAM, EventStore, StreamAppend
+from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
 from .facts import GraphFacts
 from .edges import MERGED_TO, detached, fold, reattached
 from .mentions import Linker, MemoryMentions
@@ -101,6 +102,20 @@ class MemoryCommands:
             memory_ids=memory_ids,
             data={"evicted": len(evicted[0].events[0].bindings) if evicted else 0, "mentions": len(linked)},
         )
+
+    def evict_beyond_capacity(self, ctx: CommandContext, *, reason: str, expected_version: ExpectedVersion = ANY) -> CommandResult:
+        """Evict the oldest entries the tenant's working memory holds beyond its capacity (none: nothing written), as
+        an add evicts (a ``WorkingMemory`` item archived, its mentions unlinked), with ``reason``. ``expected_version``:
+        the version of the tenant's working stream read before the catch-up this command runs on; another writer's
+        change of working memory since fails it with ``ConcurrencyError`` (see ``WorkingMemory.beyond_capacity``)."""
+        writes = self.working.beyond_capacity(ctx.tenant, reason, now_iso(), expected_version)
+        if not writes:
+            return nothing_done(ctx, evicted=0)
+        evicted = writes[0].events[0]
+        if unlinked := self.working.evicted_mentions(ctx.tenant, writes):
+            writes.append(StreamAppend(c.edges_stream(ctx.tenant), unlinked))
+        request = [list(evicted.bindings), reason]
+        return commit(self.store, ctx, "evict", writes, request=request, data={"evicted": len(evicted.bindings)})
 
     # -- content changes ---------------------------------------------------------
 

@@ -6,6 +6,10 @@ Its changes are events on ``working-<tenant>``, written in the same atomic
 batch as the command that causes them:
 
 - an add beyond the capacity evicts the oldest entries (``WorkingMemoryEvicted``);
+  it decides from working memory as its process last caught up with the log, so
+  two processes adding at once can leave it over its capacity: the oldest beyond
+  it are then evicted with the reason why (:meth:`WorkingMemory.beyond_capacity`,
+  issued by the policy that follows the log, ``projections.policies.working``);
 - a memory that leaves the activated state (merged away, superseded,
   archived, deleted, rolled back to such a version, its subject forgotten)
   leaves working memory (``WorkingMemoryWithdrawn``, with the reason and,
@@ -31,6 +35,7 @@ from .. import catalogue as c
 from ..aggregate import load
 from ..ids import new_ids
 from ..model import MemoryType, NotFound, Status
+from ..recorder import ExpectedVersion
 from ..store import ANY, EventStore, StreamAppend
 from .facts import GraphFacts
 from .mentions import MemoryMentions
@@ -50,9 +55,9 @@ class WorkingMemory:
         self.capacity = capacity
         self.mentions = mentions  # whose mention edges an evicted WorkingMemory item leaves (None: no linker, none)
 
-    def write(self, tenant: str, events: list) -> list[StreamAppend]:
+    def write(self, tenant: str, events: list, expected: ExpectedVersion = ANY) -> list[StreamAppend]:
         """The working-stream write of ``events``, if any."""
-        return [StreamAppend(c.working_stream(tenant), events)] if events else []
+        return [StreamAppend(c.working_stream(tenant), events, expected)] if events else []
 
     # -- the FIFO ---------------------------------------------------------------------------------
 
@@ -62,18 +67,33 @@ class WorkingMemory:
         archive of each ``WorkingMemory`` item it evicts."""
         if not entered or self.capacity is None:
             return []
-        fifo = self.facts.working_memory(tenant) + entered
-        leaving = fifo[: max(0, len(fifo) - self.capacity)]
-        return self._evict(tenant, leaving, {m for _, m, _ in entered}, stamp)
+        return self._evict(tenant, self._oldest_beyond(self.facts.working_memory(tenant) + entered), {m for _, m, _ in entered}, stamp)
 
-    def _evict(self, tenant: str, leaving: list[tuple[str, str, str]], new: set[str], stamp: str) -> list[StreamAppend]:
+    def beyond_capacity(self, tenant: str, reason: str, stamp: str, expected: ExpectedVersion = ANY) -> list[StreamAppend]:
+        """The eviction of the entries working memory holds beyond its capacity, the oldest (none: no write), with
+        ``reason``; the working stream's write expects its version ``expected``: one read before the catch-up these
+        facts come from, so that an eviction decided on entries another writer has evicted or withdrawn since
+        fails (``ConcurrencyError``) instead of evicting more."""
+        if self.capacity is None:
+            return []
+        return self._evict(tenant, self._oldest_beyond(self.facts.working_memory(tenant)), set(), stamp, reason=reason, expected=expected)
+
+    def _oldest_beyond(self, fifo: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The entries of ``fifo`` (oldest first) beyond the capacity: its oldest."""
+        return fifo[: max(0, len(fifo) - self.capacity)]
+
+    def _evict(
+        self, tenant: str, leaving: list[tuple[str, str, str]], new: set[str], stamp: str, *, reason: str = "", expected: ExpectedVersion = ANY
+    ) -> list[StreamAppend]:
         """The eviction of ``leaving`` (``(binding, memory_id, memory_type)``, none: no write), then the archive of each
         ``WorkingMemory`` item among them: such an item lives only in working memory (a deleted one stays deleted).
         ``new``: memories the same batch adds, archived whatever the log says of them."""
         if not leaving:
             return []
-        evicted = c.WorkingMemoryEvicted(bindings=tuple(b for b, _, _ in leaving), memory_ids=tuple(m for _, m, _ in leaving), capacity=self.capacity)
-        writes = self.write(tenant, [evicted])
+        evicted = c.WorkingMemoryEvicted(
+            bindings=tuple(b for b, _, _ in leaving), memory_ids=tuple(m for _, m, _ in leaving), capacity=self.capacity, reason=reason
+        )
+        writes = self.write(tenant, [evicted], expected)
         for _, memory_id, memory_type in leaving:
             if memory_type != MemoryType.WORKING.value:
                 continue

@@ -130,6 +130,27 @@ def test_appends_that_continue_the_held_ones_join_them_and_others_replace_them(t
         same(store.take_own_appends(5, 6), store.read_all(after=5))
 
 
+def test_the_positions_between_a_stores_own_appends_are_others_and_each_is_told_once(tmp_path):
+    with _open(tmp_path) as store, _open(tmp_path) as other:
+        store.append("s", _note(1) * 2)
+        store.append("s", _note(2))  # continues the first: one run, 1..3
+        other.append("s", _note(3) * 2)  # 4..5
+        store.append("s", _note(4))  # 6
+        other.append("s", _note(5))  # 7
+        store.append("s", _note(6))  # 8
+        assert store.appended_here.others(0, 6) == [(4, 5)]
+        assert store.appended_here.others(6, 8) == [(7, 7)]  # its runs up to 6 were forgotten; 8 is its own
+        assert store.appended_here.others(8, 8) == []
+        assert other.appended_here.others(0, 8) == [(1, 3), (6, 6), (8, 8)]
+        with pytest.raises(ConcurrencyError):
+            store.append("s", _note(7), expected_version=NO_STREAM)
+        store.append("s", _note(8), idempotency_key="k")
+        assert store.append("s", _note(8), idempotency_key="k").replayed  # a replay appends no position
+        other.append("s", _note(9))
+        assert store.appended_here.others(8, 10) == [(10, 10)]
+        assert store.appended_here.others(3, 10) == [(4, 10)]  # once forgotten, its positions count as another's
+
+
 def test_nothing_is_held_after_a_failed_append(tmp_path, monkeypatch):
     with _open(tmp_path) as store:
         store.append("s", _note(1), expected_version=NO_STREAM)
