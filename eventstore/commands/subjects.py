@@ -66,7 +66,7 @@ class SubjectCommands:
         ``subject`` is a subject id, or :data:`TENANT_KEY` for the tenant's own key.
         """
         if subject != TENANT_KEY:
-            validate_subject(subject)
+            self._check_subject(ctx.tenant, subject)
         if not isinstance(reason, str):
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
@@ -122,6 +122,20 @@ class SubjectCommands:
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
         self.keys.forget(key_ids)
         return msgspec.structs.replace(result, data=_answer(subject, len(key_ids), erased, plaintext))
+
+    def _check_subject(self, tenant: str, subject: object) -> None:
+        """A subject id (see :func:`validate_subject`), or a name that is not one but that a memory of the tenant or
+        a key of its key store holds: an earlier version took any printable text (``user 7``), and an import of its
+        log brings it. Its data is erased as any other subject's; a name the store holds is never refused."""
+        try:
+            validate_subject(subject)
+        except ValidationError:
+            if not isinstance(subject, str) or subject.startswith("@") or not self._names(tenant, subject):
+                raise
+
+    def _names(self, tenant: str, subject: str) -> bool:
+        """Whether a memory of the tenant, or a key of its key store, names ``subject``."""
+        return bool(self.keys.subject_keys(tenant, subject) or self.facts.subject_memories(tenant, subject))
 
     def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult | tuple[str, ...]:
         """When the subject holds no key in this tenant: its memories no forget erased yet, if every event of

@@ -108,3 +108,39 @@ def test_the_log_shows_a_memory_given_to_a_forgotten_subject_erased(tmp_path):
         assert "Rosalind" not in shown and "bees" not in shown, (argv, shown)
     assert "the hive is behind the shed" in run(data, "log", "--json").stdout
     run(data, "verify")
+
+
+def _legacy_subject_memory(data: Path, subject: str, text: str) -> str:
+    """A memory sealed under ``subject``'s own key, as versions before subject ids had their pattern wrote it
+    (any printable text, e.g. ``user 7``), or as an import of such a log brings it; its id."""
+    from mnemolog.eventstore import EventStore, StreamAppend
+    from mnemolog.eventstore import catalogue as c
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.eventstore.settings import Settings
+
+    store = EventStore.open(data, settings=Settings({"encryption": "on"}, env={}))
+    try:
+        event = c.MemoryAdded(memory_id="m-legacy", content=MemoryContent(memory=text, subject=subject), created_at="2024-01-01T00:00:00Z")
+        store.append_batch([StreamAppend(c.memory_stream("m-legacy"), [event])], tenant="t")
+    finally:
+        store.close()
+    return "m-legacy"
+
+
+def test_a_subject_named_before_subject_ids_had_their_pattern_can_be_forgotten(tmp_path):
+    """A memory whose subject an earlier version accepted (``user 7``: printable, not an id of today's pattern)
+    could never be forgotten: forget refused the name as invalid input, and its text stayed readable for good.
+    A forget takes any subject a memory of the tenant names; a name none does is still refused as invalid."""
+    data = tmp_path / "data"
+    memory = _legacy_subject_memory(data, "user 7", "Philippa Quernstone lives in Lagos")
+    assert "Quernstone" in run(data, "get", memory, "--tenant", "t").stdout
+    done = json.loads(run(data, "forget", "--subject", "user 7", "--tenant", "t", "--reason", "request 4", "--yes", "--json").stdout)
+    assert done["subject"] == "user 7" and done["keys_destroyed"] == 1 and done["memories_erased"] == 1
+    assert json.loads(run(data, "get", memory, "--tenant", "t", "--json").stdout)["erased"] is True
+    assert "Quernstone" not in run(data, "log", "--json").stdout
+    assert not [p for p in data.rglob("*") if p.is_file() and b"Quernstone" in p.read_bytes()]
+    again = run(data, "forget", "--subject", "user 7", "--tenant", "t", "--yes").stdout
+    assert again.startswith("subject user 7 was already forgotten: position ")
+    refused = run(data, "forget", "--subject", "user 8", "--tenant", "t", "--yes", code=2)
+    assert "subject: must be 1 to 200" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    run(data, "verify")
