@@ -144,3 +144,23 @@ def test_a_subject_named_before_subject_ids_had_their_pattern_can_be_forgotten(t
     refused = run(data, "forget", "--subject", "user 8", "--tenant", "t", "--yes", code=2)
     assert "subject: must be 1 to 200" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     run(data, "verify")
+
+
+def test_importing_a_forget_erases_what_the_projections_held_of_the_subject(tmp_path):
+    """A copy read before its source forgot a subject, then given the source's later export: the import destroyed
+    the subject's keys, but ``projections.db`` kept its text (rows, free pages, WAL) until some later command
+    opened the data directory, and a copy nobody opened again kept it for good. The import applies the forget to
+    the projections the data directory holds, and scrubs them, as a forget does."""
+    source, copy = tmp_path / "source", tmp_path / "copy"
+    memory = json.loads(run(source, "add", "Philippa Quernstone lives in Lagos", "--subject", "u-9", "--tenant", "t", "--json").stdout)["memory_ids"][0]
+    run(source, "add", "the office opens at nine", "--tenant", "t")
+    run(source, "export", "-o", str(tmp_path / "before.jsonl"), "--with-keys", str(tmp_path / "before.keys"))
+    run(copy, "import", str(tmp_path / "before.jsonl"), "--keys", str(tmp_path / "before.keys"))
+    assert "Quernstone" in run(copy, "get", memory, "--tenant", "t").stdout  # the copy's projections hold the text
+    run(source, "forget", "--subject", "u-9", "--tenant", "t", "--reason", "request 4", "--yes")
+    run(source, "export", "-o", str(tmp_path / "after.jsonl"))
+
+    run(copy, "import", str(tmp_path / "after.jsonl"))
+    assert not [p.name for p in copy.rglob("*") if p.is_file() and b"Quernstone" in p.read_bytes()]
+    assert json.loads(run(copy, "get", memory, "--tenant", "t", "--json").stdout)["erased"] is True
+    run(copy, "verify")
