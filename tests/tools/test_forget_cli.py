@@ -164,3 +164,18 @@ def test_importing_a_forget_erases_what_the_projections_held_of_the_subject(tmp_
     assert not [p.name for p in copy.rglob("*") if p.is_file() and b"Quernstone" in p.read_bytes()]
     assert json.loads(run(copy, "get", memory, "--tenant", "t", "--json").stdout)["erased"] is True
     run(copy, "verify")
+
+
+def test_a_retry_after_its_subject_was_forgotten_is_not_called_a_different_request(tmp_path):
+    """An add retried with its idempotency key after a forget of its subject was refused as "already used for a
+    different request": it was the same request, which the key, keyed with the destroyed data key, can no longer
+    be compared with. The refusal says so, and what to do."""
+    data = tmp_path / "data"
+    argv = ("add", "Philippa Quernstone lives in Lagos", "--subject", "u-9", "--idempotency-key", "a-1")
+    run(data, *argv)
+    run(data, "forget", "--subject", "u-9", "--reason", "request 4", "--yes")
+    refused = run(data, *argv, code=2).stderr
+    assert "different request" not in refused and "forgotten" in refused and "new idempotency key" in refused, refused
+    assert len(refused.strip().splitlines()) == 1
+    run(data, "add", "another text", "--idempotency-key", "a-2")
+    assert "different request" in run(data, "add", "a third text", "--idempotency-key", "a-2", code=2).stderr
