@@ -39,7 +39,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
-from ..erased import plaintext_positions, stored_events
+from ..erased import holds_plaintext, plaintext_positions, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -190,14 +190,25 @@ class SubjectCommands:
         Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
         the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming
         the memory erases. A memory sealed with the subject's new key was written after the forget began: it
-        stays, as every later one does."""
+        stays, as every later one does. A memory of the subject written unsealed meanwhile (by a process with
+        sealing off) is named too: no key says it came after the forget began, and it is in the log before it."""
         keys = set(key_ids)
         found: dict[str, None] = {}
         for recorded in self.store.read_stored(after, tenant=tenant, until=until):
-            memory_id = getattr(recorded.event, "memory_id", None)
-            if type(memory_id) is str and memory_id not in listed and any(s == subject and k in keys for s, k in sealing.sealed_keys(recorded.event)):
+            event = recorded.event
+            memory_id = getattr(event, "memory_id", None)
+            if type(memory_id) is str and memory_id not in listed and (
+                any(s == subject and k in keys for s, k in sealing.sealed_keys(event)) or self._unsealed_of(event, subject)
+            ):
                 found[memory_id] = None
         return tuple(found)
+
+    @staticmethod
+    def _unsealed_of(event, subject: str) -> bool:
+        """Whether ``event`` (as stored) is a version of a memory of the named ``subject`` holding its personal
+        fields in plaintext."""
+        content = getattr(event, "content", None)
+        return subject != TENANT_SUBJECT and getattr(content, "subject", None) == subject and holds_plaintext(event)
 
     def _finish_replayed(self, ctx: CommandContext, subject: str, done: CommandResult) -> CommandResult:
         """A retried forget: the keys its events name destroyed (a crash may have come between its append and
