@@ -179,3 +179,15 @@ def test_a_retry_after_its_subject_was_forgotten_is_not_called_a_different_reque
     assert len(refused.strip().splitlines()) == 1
     run(data, "add", "another text", "--idempotency-key", "a-2")
     assert "different request" in run(data, "add", "a third text", "--idempotency-key", "a-2", code=2).stderr
+
+
+def test_the_history_names_a_forget_of_the_tenants_key_as_it_was_asked(tmp_path):
+    """A memory erased by ``forget --subject @tenant`` had its history read "forgotten: subject ''": the event
+    names the tenant's key by the empty subject, which no operator types. It reads ``@tenant``, as the forget's answer does."""
+    data = tmp_path / "data"
+    memory = json.loads(run(data, "add", "Ottoline grows saffron", "--tenant", "t", "--json").stdout)["memory_ids"][0]
+    run(data, "forget", "--subject", "@tenant", "--tenant", "t", "--reason", "tenant closed", "--yes")
+    shown = run(data, "history", memory, "--tenant", "t").stdout
+    assert "forgotten: subject '@tenant' at position " in shown, shown
+    [forget] = [json.loads(line) for line in run(data, "history", memory, "--tenant", "t", "--json").stdout.splitlines() if '"event_type":"SubjectForgotten"' in line]
+    assert forget["subject"] == "@tenant" and forget["reason"] == "tenant closed"
