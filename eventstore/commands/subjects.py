@@ -150,11 +150,20 @@ class SubjectCommands:
         erased = {memory_id for r in earlier for memory_id in r.event.memory_ids}
         left = tuple(memory_id for memory_id in self.facts.subject_memories(ctx.tenant, key_subject) if memory_id not in erased)
         if left:
-            if subject != TENANT_KEY and not self._sealed_elsewhere(ctx.tenant, left):
+            elsewhere = self._sealed_elsewhere(ctx.tenant, left)
+            if subject != TENANT_KEY and not elsewhere:
                 return left
+            if not elsewhere:  # the tenant's own key, written unsealed
+                raise Conflict(
+                    f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
+                    " (written with MNEMOLOG_ENCRYPTION=off), and no read erases the tenant's unsealed entities and documents;"
+                    " nothing was forgotten",
+                    field="subject",
+                )
             raise Conflict(
-                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
-                " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
+                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are sealed with a key the key store"
+                f" {self.keys.path} never held (a key store that is not the log's, or a log imported without its key file):"
+                " restore the log's key store, or import its key file (mnemolog import --keys KEYFILE), then forget again;"
                 " nothing was forgotten",
                 field="subject",
             )

@@ -191,3 +191,19 @@ def test_the_history_names_a_forget_of_the_tenants_key_as_it_was_asked(tmp_path)
     assert "forgotten: subject '@tenant' at position " in shown, shown
     [forget] = [json.loads(line) for line in run(data, "history", memory, "--tenant", "t", "--json").stdout.splitlines() if '"event_type":"SubjectForgotten"' in line]
     assert forget["subject"] == "@tenant" and forget["reason"] == "tenant closed"
+
+
+def test_a_forget_refused_for_keys_the_store_never_held_says_how_to_go_on(tmp_path):
+    """With the key store not the log's (``keys.db`` lost or moved), the refusal blamed memories "written with
+    MNEMOLOG_ENCRYPTION=off", which a forget erases, and said no forget could erase them: restoring the key store
+    lets one. It names the cause and the way on; with the key store back, the forget goes through."""
+    data = tmp_path / "data"
+    run(data, "add", "Philippa Quernstone lives in Lagos", "--subject", "u-9")
+    (data / "keys.db").rename(tmp_path / "keys.db")
+    refused = run(data, "forget", "--subject", "u-9", "--reason", "request 4", "--yes", code=2).stderr
+    assert "ENCRYPTION=off" not in refused and "never held" in refused and "--keys" in refused and "keys.db" in refused, refused
+    assert len(refused.strip().splitlines()) == 1
+    for name in ("keys.db", "keys.db-wal", "keys.db-shm"):
+        (data / name).unlink(missing_ok=True)
+    (tmp_path / "keys.db").rename(data / "keys.db")
+    assert json.loads(run(data, "forget", "--subject", "u-9", "--reason", "request 4", "--yes", "--json").stdout)["keys_destroyed"] == 1
