@@ -207,3 +207,12 @@ def test_a_forget_refused_for_keys_the_store_never_held_says_how_to_go_on(tmp_pa
         (data / name).unlink(missing_ok=True)
     (tmp_path / "keys.db").rename(data / "keys.db")
     assert json.loads(run(data, "forget", "--subject", "u-9", "--reason", "request 4", "--yes", "--json").stdout)["keys_destroyed"] == 1
+
+
+def test_a_forget_that_leaves_one_event_in_plaintext_says_so_in_the_singular(tmp_path):
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_ENCRYPTION": "off"}
+    added = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", "Rosalind keeps bees", "--subject", "u-3"], capture_output=True, text=True, env=env, timeout=120)
+    assert added.returncode == 0, added.stderr
+    done = run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes").stdout
+    assert "; 1 event stays in the log in plaintext (position 1): written unsealed, no key can erase it; every read shows it erased" in done, done
