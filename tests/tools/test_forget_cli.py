@@ -216,3 +216,25 @@ def test_a_forget_that_leaves_one_event_in_plaintext_says_so_in_the_singular(tmp
     assert added.returncode == 0, added.stderr
     done = run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes").stdout
     assert "; 1 event stays in the log in plaintext (position 1): written unsealed, no key can erase it; every read shows it erased" in done, done
+
+
+def test_an_erased_memory_restored_or_reverted_back_does_not_come_back_into_working_memory(tmp_path):
+    """A forget withdraws its memories from working memory (an entry of erased text recalls nothing), but a memory
+    archived or deleted before the forget went back in when restored, or when the archive was reverted: an entry
+    reading ``[erased: subject forgotten]`` that took a place of the working memory's capacity."""
+    data = tmp_path / "data"
+    first = json.loads(run(data, "add", "Philippa Quernstone lives in Lagos", "--subject", "u-9", "--json").stdout)["memory_ids"][0]
+    second = json.loads(run(data, "add", "Philippa Quernstone keeps bees", "--subject", "u-9", "--json").stdout)["memory_ids"][0]
+    run(data, "add", "the office opens at nine")
+    run(data, "delete", first)
+    archived = json.loads(run(data, "archive", second, "--json").stdout)["correlation_id"]
+    run(data, "forget", "--subject", "u-9", "--reason", "request 4", "--yes")
+    run(data, "entity", "upsert", "topic:subject", "--name", "Subject", "--alias", "forgotten")
+    restored = json.loads(run(data, "restore", first, "--json").stdout)
+    run(data, "revert", archived, "--force")
+    linked = [json.loads(line) for line in run(data, "log", "--json", "--type", "EdgeLinked").stdout.splitlines()]
+    assert [e for e in linked if e["position"] >= restored["first_position"]] == []  # the marker mentions nothing
+    shown = [json.loads(line) for line in run(data, "working-memory", "--json").stdout.splitlines()]
+    held = json.dumps(shown)
+    assert first not in held and second not in held and "the office opens at nine" in held, shown
+    assert json.loads(run(data, "get", first, "--json").stdout)["status"] == "activated"  # restored all the same, erased
