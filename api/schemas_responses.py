@@ -154,8 +154,9 @@ class MentionLinkView(msgspec.Struct, kw_only=True):
 
 
 class ForgetView(msgspec.Struct, kw_only=True):
-    """A forget that erased the memory: the subject, who, when, why; ``plaintext_kept``: the memory's events
-    before it that the log keeps in plaintext (written unsealed, so no forget erases them; read erased)."""
+    """A forget that erased the memory: the subject (``@tenant``: the tenant's own key), who, when, why;
+    ``plaintext_kept``: the memory's events before it that the log keeps in plaintext (written unsealed, so no
+    forget erases them; read erased)."""
 
     position: int
     recorded_at: str

@@ -25,11 +25,18 @@ class ConcurrencyError(EventStoreError):
 
 
 class IdempotencyConflict(EventStoreError):
-    """An idempotency key was reused for different content."""
+    """An idempotency key was reused for different content (``forgotten``: for a request sealed with a data key
+    a forget destroyed since, which no request can be compared with any more)."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, *, forgotten: bool = False):
         self.key = key
-        super().__init__(f"idempotency key {key!r} was already used for a different request")
+        if forgotten:
+            super().__init__(
+                f"idempotency key {key!r} was already used, for a request whose subject has been forgotten since:"
+                " it can no longer be compared with this one; send it with a new idempotency key"
+            )
+        else:
+            super().__init__(f"idempotency key {key!r} was already used for a different request")
 
 
 class AppendOnlyViolation(EventStoreError):

@@ -30,7 +30,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCo
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.catalogue_graph import MENTIONS
 from mnemolog.eventstore.commands.entities import EntityCommands
-from mnemolog.eventstore.commands.subjects import SubjectCommands
+from mnemolog.eventstore.commands.subjects import TENANT_KEY, SubjectCommands
 from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
@@ -503,8 +503,9 @@ class MemoryService:
         return out
 
     def forgotten(self, tenant: str, memory_id: str) -> list[dict[str, Any]]:
-        """The forgets that erased a memory: subject, who, when, why (from the tenant's stream), and which of
-        the memory's events before each the log keeps in plaintext (written unsealed: no forget erases them)."""
+        """The forgets that erased a memory: subject (``@tenant`` for the tenant's own key, as a forget names it),
+        who, when, why (from the tenant's stream), and which of the memory's events before each the log keeps in
+        plaintext (written unsealed: no forget erases them)."""
         out = []
         for r in self.store.read_all(stream_id=c.tenant_stream(tenant), tenant=tenant, types=["SubjectForgotten"]):
             if memory_id in r.event.memory_ids:
@@ -513,7 +514,7 @@ class MemoryService:
                         "position": r.position,
                         "recorded_at": r.recorded_at.isoformat(),
                         "event_type": r.type,
-                        "subject": r.event.subject,
+                        "subject": r.event.subject or TENANT_KEY,
                         "actor": r.metadata.actor,
                         "correlation_id": r.metadata.correlation_id,
                         "reason": r.event.reason,

@@ -478,15 +478,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     undo = _undo_new_log(args)
     try:
         with open_store(args) as store:
+            before = store.last_position()
             with progress_for(args, "import") as progress:
                 if args.file == "-":
                     report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
                 else:
                     with open(args.file, "rb") as lines:
                         report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+            forgets = bool(store.read_all(before, 1, types=["SubjectForgotten"]))
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
+    if forgets:
+        _apply_imported_forgets(args)
     if args.json:
         print_json_line(report)
     else:
@@ -496,6 +500,22 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"skipped {report.skipped_existing} already present; tenants: {tenants}"
         )
     return 0
+
+
+def _apply_imported_forgets(args: argparse.Namespace) -> None:
+    """Erase from the data directory's projections what the forgets an import brought erase, and scrub their
+    files, as a forget does: the import destroyed the keys, but the projections, built before, hold the text
+    until they catch up, and nothing may open them again. A data directory without projections has none to
+    erase; projections that cannot catch up (a log imported without its key file) are named on stderr."""
+    from mnemolog.projections.service import MemoryService
+
+    root = data_dir(args)
+    if not (root / "projections.db").exists():
+        return
+    try:
+        MemoryService.open(root).close()  # catches up, destroys, compacts and scrubs (MemoryService.finish_erasures)
+    except EventStoreError as exc:
+        print(f"mnemolog: note: the projections in {root} may still hold what the imported forget erases, until they catch up: {exc}", file=sys.stderr)
 
 
 def _undo_new_log(args: argparse.Namespace) -> Callable[[], None]:

@@ -387,9 +387,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
         earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
         text = f"subject {args.subject} was already forgotten: {earlier}; nothing written"
     if plaintext := data.get("plaintext_positions"):
+        one = len(plaintext) == 1
         text += (
-            f"; {len(plaintext)} event{'s' * (len(plaintext) != 1)} stay in the log in plaintext (positions {', '.join(map(str, plaintext))}):"
-            " written unsealed, no key can erase them; every read shows them erased"
+            f"; {len(plaintext)} {'event stays' if one else 'events stay'} in the log in plaintext"
+            f" ({'position' if one else 'positions'} {', '.join(map(str, plaintext))}):"
+            f" written unsealed, no key can erase {'it' if one else 'them'}; every read shows {'it' if one else 'them'} erased"
         )
     return _report(args, result, text)
 

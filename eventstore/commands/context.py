@@ -165,14 +165,18 @@ def check_key(store: EventStore, ctx: CommandContext, command: str, request: Any
     key = stored_key(store, ctx, command)
     row, same = _record(store, key, command, request)
     if row is not None and not same:
-        raise IdempotencyConflict(key)
+        raise IdempotencyConflict(key, forgotten=same is None)
     return row
 
 
 def _record(store: EventStore, key: str | None, command: str, request: Any):
-    """The stored record of ``key`` (None when unused, or no key), and whether it was stored for this very request."""
+    """The stored record of ``key`` (None when unused, or no key), and whether it was stored for this very request
+    (``None``: the record is keyed with a data key destroyed since, so no request can tell)."""
     row = store.recorder.idempotency_record(key) if key is not None else None
-    return row, row is not None and row.fingerprint == _bound(store, row, fingerprint(command, request))
+    if row is None:
+        return None, False
+    bound = _bound(store, row, fingerprint(command, request))
+    return row, None if bound is None else row.fingerprint == bound
 
 
 def _bound(store: EventStore, row, digest: str) -> str | None:

@@ -415,7 +415,7 @@ class MemoryCommands:
         restored = isinstance(event, c.MemoryRestored)
         writes = [StreamAppend(c.memory_stream(state.memory_id), [event], state.version)]
         writes += self._graph_following(ctx, state, Status.ACTIVATED.value if restored else _STATUS_WORD[command])
-        text = state.content.memory if restored else None  # restored: linked again with today's catalogue
+        text = state.content.memory if restored and not state.content.erased else None  # restored: linked again with today's catalogue (erased: the marker mentions nothing)
         word = "restored" if restored else _STATUS_WORD[command]
         writes += self._mention_writes(ctx, state.memory_id, text, state.content, word)
         after = Status.ACTIVATED.value if restored else word

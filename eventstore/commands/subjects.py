@@ -42,7 +42,7 @@ import msgspec
 from .. import catalogue as c
 from .. import sealing
 from ..aggregate import dropped_at
-from ..erased import plaintext_erased, stored_events
+from ..erased import holds_plaintext, plaintext_erased, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..store import EventStore, StreamAppend
@@ -69,7 +69,7 @@ class SubjectCommands:
         ``subject`` is a subject id, or :data:`TENANT_KEY` for the tenant's own key.
         """
         if subject != TENANT_KEY:
-            validate_subject(subject)
+            self._check_subject(ctx.tenant, subject)
         if not isinstance(reason, str):
             raise ValidationError("reason", "must be a string")
         if (done := replayed(self.store, ctx, "forget", [subject, reason])) is not None:
@@ -126,6 +126,20 @@ class SubjectCommands:
         self.keys.forget(key_ids)
         return msgspec.structs.replace(result, data=_answer(subject, len(key_ids), erased, plaintext))
 
+    def _check_subject(self, tenant: str, subject: object) -> None:
+        """A subject id (see :func:`validate_subject`), or a name that is not one but that a memory of the tenant or
+        a key of its key store holds: an earlier version took any printable text (``user 7``), and an import of its
+        log brings it. Its data is erased as any other subject's; a name the store holds is never refused."""
+        try:
+            validate_subject(subject)
+        except ValidationError:
+            if not isinstance(subject, str) or subject.startswith("@") or not self._names(tenant, subject):
+                raise
+
+    def _names(self, tenant: str, subject: str) -> bool:
+        """Whether a memory of the tenant, or a key of its key store, names ``subject``."""
+        return bool(self.keys.subject_keys(tenant, subject) or self.facts.subject_memories(tenant, subject))
+
     def _nothing_to_forget(self, ctx: CommandContext, subject: str, key_subject: str) -> CommandResult | tuple[str, ...]:
         """When the subject holds no key in this tenant: its memories no forget erased yet, if every event of
         them is stored in plaintext or sealed with a key this store holds (written with encryption off, or
@@ -142,8 +156,9 @@ class SubjectCommands:
             if not self._sealed_elsewhere(ctx.tenant, left):
                 return left
             raise Conflict(
-                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are not sealed with a key of this key store"
-                " (written with MNEMOLOG_ENCRYPTION=off, or imported without their key file), so no forget can erase them;"
+                f"subject {subject!r}: {len(left)} of its memories (first {left[0]}) are sealed with a key the key store"
+                f" {self.keys.path} never held (a key store that is not the log's, or a log imported without its key file):"
+                " restore the log's key store, or import its key file (mnemolog import --keys KEYFILE), then forget again;"
                 " nothing was forgotten",
                 field="subject",
             )
@@ -185,14 +200,25 @@ class SubjectCommands:
         Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
         the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming
         the memory erases. A memory sealed with the subject's new key was written after the forget began: it
-        stays, as every later one does."""
+        stays, as every later one does. A memory of the subject written unsealed meanwhile (by a process with
+        sealing off) is named too: no key says it came after the forget began, and it is in the log before it."""
         keys = set(key_ids)
         found: dict[str, None] = {}
         for recorded in self.store.read_stored(after, tenant=tenant, until=until):
-            memory_id = getattr(recorded.event, "memory_id", None)
-            if type(memory_id) is str and memory_id not in listed and any(s == subject and k in keys for s, k in sealing.sealed_keys(recorded.event)):
+            event = recorded.event
+            memory_id = getattr(event, "memory_id", None)
+            if type(memory_id) is str and memory_id not in listed and (
+                any(s == subject and k in keys for s, k in sealing.sealed_keys(event)) or self._unsealed_of(event, subject)
+            ):
                 found[memory_id] = None
         return tuple(found)
+
+    @staticmethod
+    def _unsealed_of(event, subject: str) -> bool:
+        """Whether ``event`` (as stored) is a version of a memory of the named ``subject`` holding its personal
+        fields in plaintext."""
+        content = getattr(event, "content", None)
+        return subject != TENANT_SUBJECT and getattr(content, "subject", None) == subject and holds_plaintext(event)
 
     def _finish_replayed(self, ctx: CommandContext, subject: str, done: CommandResult) -> CommandResult:
         """A retried forget: the keys its events name destroyed (a crash may have come between its append and

@@ -33,6 +33,7 @@ from typing import Iterable
 
 from .. import catalogue as c
 from ..aggregate import load
+from ..erased import erased_through
 from ..ids import new_ids
 from ..model import MemoryType, NotFound, Status
 from ..recorder import ExpectedVersion
@@ -118,7 +119,9 @@ class WorkingMemory:
     def back(self, tenant: str, entries: list[c.WorkingEntry], reason: str, stamp: str, *, leaving: Iterable[str] = ()) -> list[StreamAppend]:
         """``entries`` put back at their places, those the capacity holds (an entry older than the ``capacity``
         newest would have been evicted first), and the oldest entries beyond the capacity then evicted.
-        ``leaving``: bindings of live entries the same batch withdraws first (they hold no place)."""
+        ``leaving``: bindings of live entries the same batch withdraws first (they hold no place). A memory a
+        forget erased stays out, as the forget withdrew it: its entry would recall nothing but take a place."""
+        entries = [e for e in entries if not erased_through(self.store, tenant, e.memory_id)]
         if not entries:
             return []
         if self.capacity is None:

@@ -37,7 +37,7 @@ from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.commands.entities import normalise_tag
 from mnemolog.eventstore.keystore import TENANT_SUBJECT
 from mnemolog.eventstore.model import NotFound, ValidationError
-from mnemolog.eventstore.sealing import erase
+from mnemolog.eventstore.sealing import ERASED_TEXT, erase
 from mnemolog.eventstore.settings import setting
 
 from ..filters import one_of
@@ -377,6 +377,9 @@ def has_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = N
         return False
 
 
+_ERASED_SEARCH_TEXT = normalise(ERASED_TEXT)
+
+
 def find_by_keywords(
     conn: sqlite3.Connection,
     tenant: str,
@@ -401,6 +404,8 @@ def find_by_keywords(
     for word in words:
         sql += " AND instr(search_text, ?) > 0"
         args.append(word)
+    if any(word in _ERASED_SEARCH_TEXT for word in words):  # the marker an erased entity's name reads is no name of it
+        sql += " AND erased = 0"
     if entity_type:
         sql += " AND entity_type = ?"
         args.append(entity_type)

@@ -93,9 +93,10 @@ class CatalogueCache:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        entities = [
+        entities = [  # an erased entity's name is the erasure's marker: nothing mentions it any more
             LinkEntity(e.id, e.name, tuple(e.aliases), tuple(e.tags), e.created_position)
             for e in ents.active_entities(conn, tenant, as_of=as_of)
+            if not e.erased
         ]
         built = (AliasCatalogue.build(entities, include_tags=include_tags, max_alias_document_frequency=max_df), len(entities))
         with self._lock:
@@ -185,24 +186,32 @@ class StoredTexts(msgspec.Struct, kw_only=True):
     memories: list[LinkChunk]
     chunk_ids: set[str]
     memory_ids: set[str]
+    erased_documents: set[str] = set()  # the nodes of documents a forget erased: their mentions stay as they are
     subjects: dict[str, str] = {}  # memory id -> its subject, for those that name one: the key of their mentions' aliases
 
 
 def stored_texts(conn: sqlite3.Connection, tenant: str) -> StoredTexts:
-    """The tenant's activated chunks (with their document when it exists) and memories (topics aside), in one scan."""
-    docs = {d.node for d in ents.list_documents(conn, tenant)}
-    out = StoredTexts(chunks=[], memories=[], chunk_ids=set(), memory_ids=set(), subjects={})
+    """The tenant's activated chunks (with their document when it exists) and memories (topics aside), in one scan.
+
+    Memories a forget erased are left out altogether: their text is the erasure's marker, which mentions
+    nothing, and the mentions their real text made stay as they are (their aliases erased)."""
+    documents = ents.list_documents(conn, tenant)
+    docs = {d.node for d in documents}
+    erased = {d.node for d in documents if d.erased}
+    out = StoredTexts(chunks=[], memories=[], chunk_ids=set(), memory_ids=set(), erased_documents=erased, subjects={})
     rows = conn.execute(
         "SELECT memory_id, status, memory_type, content FROM graph_memories WHERE tenant = ? AND valid_to IS NULL AND memory_type != ?"
         " ORDER BY memory_id",
         (tenant, MemoryType.TOPIC.value),
     )
     for memory_id, status, memory_type, content in rows:
+        body = decode_content(content)
+        if body.erased:
+            continue
         chunk = memory_type == MemoryType.RAW_FILE.value
         (out.chunk_ids if chunk else out.memory_ids).add(memory_id)
         if status != "activated":
             continue
-        body = decode_content(content)
         if body.subject:
             out.subjects[memory_id] = body.subject
         if chunk:
@@ -251,7 +260,10 @@ def plan_relink(
     run_id = new_id()
     wanted = with_subjects(mention_edges(chunk_result, run_id) + mention_edges(memory_result, run_id), texts.subjects)
     owned_ids = texts.chunk_ids | texts.memory_ids
-    owned = [e for e in live_mentions(conn, tenant) if e.source in owned_ids or e.source.startswith(g.DOCUMENT_NODE_PREFIX)]
+    owned = [
+        e for e in live_mentions(conn, tenant)
+        if e.source in owned_ids or (e.source.startswith(g.DOCUMENT_NODE_PREFIX) and e.source not in texts.erased_documents)
+    ]
     live: dict[tuple[str, str], c.EdgeRecord] = {}
     remove: list[c.EdgeRecord] = []
     for edge in owned:

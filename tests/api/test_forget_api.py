@@ -240,3 +240,21 @@ async def test_a_forget_cannot_be_reverted_even_where_it_took_memories_out_of_wo
     assert await (await api.raw.get("/v1/working-memory")).json() == working
     page = await (await api.raw.get("/v1/correlation", params={"correlation_id": "forget-u-9"})).json()
     assert page["reverted_by"] == [] and erased_id not in str(await (await api.raw.get("/v1/working-memory")).json())
+
+
+async def test_a_subject_named_before_subject_ids_had_their_pattern_is_forgotten_over_http(api):
+    """``POST /v1/subjects/user%207/forget`` was a 422 for a subject a memory names (one an earlier version
+    accepted, or an import of its log brought): the memory could never be erased. A name no memory holds stays 422."""
+    from mnemolog.eventstore import StreamAppend
+    from mnemolog.eventstore import catalogue as c
+    from mnemolog.eventstore.model import MemoryContent
+
+    event = c.MemoryAdded(memory_id="m-legacy", content=MemoryContent(memory="Philippa Quernstone", subject="user 7"), created_at="2024-01-01T00:00:00Z")
+    api.service.store.append_batch([StreamAppend(c.memory_stream("m-legacy"), [event])], tenant="default")
+    done = await api.raw.post("/v1/subjects/user%207/forget", json={"reason": "request 4"})
+    body = await done.json()
+    assert done.status == 200 and body["data"]["subject"] == "user 7" and body["data"]["memories_erased"] == 1, body
+    view = await (await api.raw.get("/v1/memories/m-legacy")).json()
+    assert view["erased"] is True and "Quernstone" not in view["memory"]
+    unknown = await api.raw.post("/v1/subjects/user%208/forget", json={"reason": "x"})
+    assert unknown.status == 422 and (await unknown.json())["error"]["field"] == "subject"

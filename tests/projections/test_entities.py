@@ -309,3 +309,15 @@ def test_tenant_drop_clears_the_entity_projection(svc):
         relate(svc, "a", "b", tenant="gone")  # the streams' old events are ignored after the drop
     upsert(svc, "a", tenant="gone")
     assert related(svc, "a", tenant="gone") == {}
+
+
+def test_a_keyword_of_the_erasure_marker_does_not_find_every_erased_entity(svc):
+    """Once the tenant's key was forgotten, each entity's name read as ``[erased: subject forgotten]``, so a search
+    for "subject" or "forgotten" listed every erased entity before the one named so; a tag still finds them."""
+    upsert(svc, "p:a", "Alice Smithers", tags=["staff"])
+    svc.forget(CommandContext(tenant="t", actor="privacy-officer"), "@tenant", reason="tenant closed")
+    upsert(svc, "p:c", "Forgotten Realms")
+    conn = svc.read_conn()
+    assert [e.id for e in ents.find_by_keywords(conn, "t", "forgotten")] == ["p:c"]
+    assert ents.find_by_keywords(conn, "t", "erased subject") == []
+    assert [e.id for e in ents.find_by_keywords(conn, "t", "staff")] == ["p:a"]

@@ -281,7 +281,7 @@ def test_forgetting_the_tenants_key_erases_its_entities_documents_and_memories_e
         assert [link["alias"] for link in svc.mention_links("t", ids["memory"])] == [None]
         assert svc.knowledge.find_by_keywords("t", "quorvath") == [] and not _recall(svc, "Quorvath Belisande Thistlewick Marrowdale")
         [forgotten] = svc.forgotten("t", ids["memory"])
-        assert forgotten["subject"] == "" and forgotten["reason"] == "tenant closed"
+        assert forgotten["subject"] == "@tenant" and forgotten["reason"] == "tenant closed"
 
         assert svc.store.verify().ok and svc.store.verify(against=digest).ok
         live = _projected(svc)

@@ -142,3 +142,33 @@ def test_a_write_sealed_before_the_retirement_that_reaches_the_log_after_the_for
             assert svc.get(TENANT, late).memory == text and svc.store.read_all(after=written.first_position - 1)[0].event.content.memory == text
         other.runner.rebuild()
         assert other.get(TENANT, late).memory == text
+
+
+def test_a_memory_of_the_subject_written_unsealed_meanwhile_is_forgotten_too(tmp_path, monkeypatch):
+    """A process with sealing off (``MNEMOLOG_ENCRYPTION=off``) wrote a memory of the subject after the forget
+    had read the subject's memories and before its event: the memory is in the log before the forget, which did
+    not name it, so it stayed readable in every read and projection, its plaintext in ``projections.db``. No key
+    says it came after the forget began: the forget names it in a second event, and names its plaintext events."""
+    from mnemolog.eventstore.settings import Settings
+
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant=TENANT, actor="privacy-officer")
+    with MemoryService.open(data, settings=Settings({"encryption": "off"}, env={})) as plain, MemoryService.open(data) as forgetter:
+        [first] = forgetter.run(forgetter.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")]).memory_ids
+        late: list[str] = []
+        _between_facts_and_forget(
+            monkeypatch, forgetter,
+            lambda: late.extend(plain.run(plain.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids),
+        )
+        result = forgetter.forget(ctx, "u-9", reason="erasure request 10")
+        monkeypatch.undo()
+        written = [r.position for r in forgetter.store.read_all(types=["MemoryAdded"]) if r.event.memory_id == late[0]]
+        assert result.data["memories_erased"] == 2 and result.data["plaintext_positions"] == written, result.data
+        assert [f.event.memory_ids for f in forgetter.store.read_all(types=["SubjectForgotten"])] == [(first,), (late[0],)]
+        plain.sync()
+        for svc in (forgetter, plain):
+            assert svc.get(TENANT, late[0]).erased
+        forgetter.scrub()
+        assert {name.split("-")[0] for name in _files_hold(data, SECRET)} == {"events.db"}  # the log keeps the unsealed event, and the answer says so
+        forgetter.runner.rebuild()
+        assert forgetter.get(TENANT, late[0]).erased

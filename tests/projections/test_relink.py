@@ -188,3 +188,37 @@ def test_warm_builds_the_catalogues_that_a_first_write_would_build(tmp_path, mon
         assert built == [1, 1, 1, 1]
         written = svc.run(svc.memories.add, ctx("newest"), [MemoryContent(memory="Ada3 Lovelace wrote the notes")])
         assert written.data["mentions"] == 1 and built == [1, 1, 1, 1]  # linked with the warmed catalogue
+
+
+def test_a_relink_leaves_memories_a_forget_erased_as_they_are(svc):
+    """A memory erased by a forget reads ``[erased: subject forgotten]``: a relink linked it to any entity named
+    by a word of that marker ("erased", "subject"), and removed the mentions its real text had made."""
+    from mnemolog.eventstore.model import MemoryContent
+
+    upsert(svc, "place:lagos", "Lagos")
+    [erased] = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="Philippa Quernstone lives in Lagos", subject="u-9")]).memory_ids
+    [kept] = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the office in Lagos opens at nine")]).memory_ids
+    before = [m[:3] for m in mentions(svc) if m[1] == erased]
+    assert [m[2] for m in before] == ["place:lagos"]
+    svc.forget(ctx(actor="privacy-officer"), "u-9", reason="request 4")
+    upsert(svc, "topic:subject", "Subject", aliases=["erased", "forgotten"])
+    report = svc.linking.relink(ctx(), commit=True)
+    assert [m[:3] for m in mentions(svc) if m[1] == erased] == before, report  # its mention stays, its alias erased
+    assert [m[2] for m in mentions(svc) if m[1] == kept] == ["place:lagos"]
+
+
+def test_after_a_forget_of_the_tenants_key_a_relink_and_the_linker_leave_erased_entities_and_documents_alone(svc, tmp_path):
+    """Once ``@tenant`` was forgotten, every entity's name read as the erasure's marker: a new memory quoting it
+    was linked to every erased entity, and a relink removed the mentions of the erased documents."""
+    from mnemolog.eventstore.model import MemoryContent
+
+    upsert(svc, "place:lagos", "Lagos")
+    add_doc(svc, tmp_path, "a.md", "# A\n\nPhilippa lives in Lagos.\n")
+    before = [m[:3] for m in mentions(svc)]
+    assert {m[1] for m in before} >= {"document:a.md"}
+    svc.forget(ctx(actor="privacy-officer"), "@tenant", reason="tenant closed")
+    [quoting] = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the row reads [erased: subject forgotten] now")]).memory_ids
+    assert [m for m in mentions(svc) if m[1] == quoting] == []
+    report = svc.linking.relink(ctx(), commit=True)
+    assert report["add"] == 0 and report["remove"] == 0, report
+    assert [m[:3] for m in mentions(svc)] == before
