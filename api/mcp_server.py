@@ -31,11 +31,8 @@ Built on the SDK's low-level server (``mcp.server.lowlevel.Server``): the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
 import re
-import stat
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -447,6 +444,26 @@ def error_body(error: ApiError) -> dict[str, Any]:
     return {"error": {"code": error.code, "message": error.message, "field": error.field, "status": error.status, **error.extra}}
 
 
+#: The HTTP API's headers a tool takes as arguments: an error naming one names the argument.
+_ARGUMENT_OF_HEADER = {"Idempotency-Key": "idempotency_key"}
+
+
+def tool_error(error: ApiError, raw: dict) -> ApiError:
+    """``error`` naming the tool's argument at fault where the HTTP API names a header, or nothing.
+
+    A conflict with the memory at another version than ``expected_version``
+    names that argument (the HTTP API's ``If-Match``); a conflict of state
+    (an archived memory archived again, at the version expected) names none.
+    """
+    field = _ARGUMENT_OF_HEADER.get(error.field or "", error.field)
+    current, expected = error.extra.get("current_version"), raw.get("expected_version")
+    if error.code == "conflict" and field is None and expected is not None and current is not None and current != expected:
+        field = "expected_version"
+    if field == error.field:
+        return error
+    return ApiError(error.status, error.code, error.message, field, headers=error.headers, **error.extra)
+
+
 def build_server(front: McpFront):
     """The SDK's low-level server with mnemolog's tools, resources and prompt."""
     import logging
@@ -500,7 +517,7 @@ def build_server(front: McpFront):
             if error is None:  # a bug: reported to the client as such, the server carries on
                 log.exception("tool %s failed", params.name)
                 error = ApiError(500, "internal", "internal error", None)
-            return text_result(error_body(error), is_error=True)
+            return text_result(error_body(tool_error(error, raw)), is_error=True)
 
     async def list_resources(ctx, params):
         return types.ListResourcesResult(resources=[])
@@ -590,77 +607,15 @@ async def _serve(front: McpFront, serve: Callable[[Any], Awaitable[None]]) -> No
             pass
 
 
-class _PipeLines:
-    """Lines read from a pipe on the event loop: what the SDK's stdio transport iterates over."""
-
-    def __init__(self, reader: asyncio.StreamReader):
-        self.reader = reader
-
-    def __aiter__(self) -> "_PipeLines":
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self.reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-
-class _PipeWriter:
-    """Text written to a pipe on the event loop: what the SDK's stdio transport writes to."""
-
-    def __init__(self, transport: asyncio.WriteTransport, protocol: Any):
-        self.writer = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
-
-    async def write(self, text: str) -> None:
-        self.writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
-        await self.writer.drain()
-
-
-@contextlib.asynccontextmanager
-async def _stdio_pipes():
-    """stdin and stdout as event-loop pipes, or ``(None, None)`` when they are not pipes.
-
-    The SDK's own stdio streams hand every line read and every write to a
-    worker thread; on busy cores each hand-off costs about a millisecond.
-    Pipes (what an MCP client launching this server gives it) are read and
-    written on the event loop instead. As the SDK does, file descriptors 0
-    and 1 are pointed at the null device and at stderr while serving, so
-    that stray output never corrupts the protocol.
-    """
-    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
-        yield None, None
-        return
-    loop = asyncio.get_running_loop()
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    os.close(devnull)
-    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    in_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0))
-    out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0))
-    try:
-        yield _PipeLines(reader), _PipeWriter(out_transport, out_protocol)
-    finally:
-        in_transport.close()
-        out_transport.close()
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
-
-
 def run_stdio(front: McpFront) -> None:
     """Serve one client over stdin/stdout until it closes them."""
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from .mcp_stdio import stdio_pipes
+
     async def serve(server) -> None:
-        async with _stdio_pipes() as (lines, out):
+        async with stdio_pipes() as (lines, out):
             async with stdio_server(lines, out) as (reader, writer):
                 await server.run(reader, writer, server.create_initialization_options())
 

@@ -338,6 +338,23 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
 
 
 @needs_mcp
+async def test_a_write_refused_for_its_idempotency_key_or_expected_version_names_that_argument(start):
+    """The HTTP API names the headers (Idempotency-Key, If-Match); a tool has arguments, and its error names the argument."""
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+        ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto"}, "idempotency_key": "k1"}))
+        reused = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "My brother lives in Faro"}, "idempotency_key": "k1"}))
+        assert (reused["code"], reused["field"]) == ("idempotency_conflict", "idempotency_key")
+        stale = refused(await mcp.call_tool("update_memory", {"id": cat, "memory": "I adopted two cats", "expected_version": 1}))
+        assert (stale["code"], stale["field"], stale["current_version"]) == ("conflict", "expected_version", 2)
+        stale = refused(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 1}))
+        assert (stale["code"], stale["field"], stale["current_version"]) == ("conflict", "expected_version", 2)
+        ok(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 2}))
+        again = refused(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 3}))  # at that version: the state conflicts
+        assert (again["code"], again["field"], again["current_version"]) == ("conflict", None, 3)
+
+
+@needs_mcp
 async def test_a_memory_added_through_mcp_is_linked_to_the_entities_it_mentions(start):
     api, http, key, lisbon, cat = await seed(start)
     async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
