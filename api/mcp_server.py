@@ -47,7 +47,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant
-from .errors import ApiError, as_api_error
+from .errors import ApiError, as_api_error, error_body
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
@@ -437,11 +437,6 @@ def prompt_text(question: str | None, position: int | None = None) -> str:
 
 
 _encoder = msgspec.json.Encoder()
-
-
-def error_body(error: ApiError) -> dict[str, Any]:
-    """The HTTP API's error envelope, ``{"error": {"code", "message", "field"}}``, plus the status it would have."""
-    return {"error": {"code": error.code, "message": error.message, "field": error.field, "status": error.status, **error.extra}}
 
 
 #: The HTTP API's headers a tool takes as arguments: an error naming one names the argument.

@@ -602,3 +602,25 @@ def test_any_arguments_to_any_tool_are_answered_or_refused_naming_a_4xx_and_the_
     finally:
         errors = server.close()
     assert "Traceback" not in errors, errors[-3000:]
+
+
+@needs_mcp
+def test_a_message_longer_than_the_server_reads_is_refused_and_the_server_carries_on(tmp_path):
+    """A line past the stdio reader's limit stopped the server with a traceback; it is answered as too large, for its id when it comes first."""
+    from mnemolog.api.mcp_stdio import MAX_LINE_BYTES
+
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write")
+    server = RawStdio(data_dir, key, "--allow-writes")
+    try:
+        huge = {"memories": [{"memory": "z" * 90_000}] * (MAX_LINE_BYTES // 90_000 + 1)}
+        answer = server.ask("tools/call", {"name": "add_memory", "arguments": huge})
+        assert answer["error"]["data"]["error"] == {"code": "payload_too_large", "message": answer["error"]["data"]["error"]["message"], "field": "params", "status": 413}
+        assert f"{MAX_LINE_BYTES // 2**20} MiB" in answer["error"]["message"]
+        server.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "add_memory", "arguments": huge}, "id": 99})  # its id past the limit
+        assert json.loads(server.proc.stdout.readline())["id"] is None
+        written = server.ask("tools/call", {"name": "add_memory", "arguments": {"memory": {"memory": "a memory of a usual size"}}})
+        assert json.loads(written["result"]["content"][0]["text"])["positions"] == [1]  # nothing of the huge batches was written
+    finally:
+        errors = server.close()
+    assert "Traceback" not in errors, errors[-3000:]
