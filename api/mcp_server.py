@@ -114,6 +114,7 @@ class LogArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     types: list[str] | None = None
     stream: str | None = None
     correlation_id: str | None = None
+    as_of: AsOf = None  # only the events recorded by then (a position or an ISO-8601 time)
 
 
 class NoArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -324,7 +325,8 @@ async def _entities(front: McpFront, caller: Caller, body: EntitiesArgs, raw: di
 
 async def _log(front: McpFront, caller: Caller, body: LogArgs, raw: dict) -> Any:
     return await front.read(
-        operations.events_page, front.service, caller.tenant, body.after, body.limit, types=body.types, stream=body.stream, correlation_id=body.correlation_id
+        operations.events_page, front.service, caller.tenant, body.after, body.limit, types=body.types, stream=body.stream, correlation_id=body.correlation_id,
+        as_of=operations.check_as_of(body.as_of),
     )
 
 
@@ -385,7 +387,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("related", "A node's edges and the nodes a BFS reaches from it (depth 0..5, direction out|in|both, edge types), each with its path; as_of for the past.", RelatedArgs, "read", _related),
     Tool("relations", "One-hop relation cards for the entities a question names (matched: false when none).", RelationsRequest, "read", _relations),
     Tool("entities", "Look up entities: one by id with its relations, or search by keywords (q), tag or entity_type.", EntitiesArgs, "read", _entities),
-    Tool("log", "The tenant's events after a position, a page at a time (next_after continues), filtered by type, stream or correlation id.", LogArgs, "read", _log),
+    Tool("log", "The tenant's events after a position, a page at a time (next_after continues), filtered by type, stream or correlation id; as_of: only those recorded by then.", LogArgs, "read", _log),
     Tool("capabilities", "Version, head position, projection lags, recall channels, and this session: tenant, actor, correlation id, whether writes are allowed.", NoArgs, "read", _capabilities),
     Tool("add_memory", "Add one memory (memory) or an atomic batch (memories); idempotency_key makes a retry safe. Returns the positions written: pass the last as recall's min_position.", AddMemoryArgs, "write", _add_memory),
     Tool("update_memory", "A new version of a memory: only the fields given change; expected_version refuses the update if someone changed it meanwhile.", UpdateMemoryArgs, "write", _update_memory),

@@ -273,6 +273,18 @@ async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on
 
 
 @needs_mcp
+async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(start):
+    api, http, key, lisbon, cat = await seed(start)
+    second = (await http.list_events(limit=2))["events"][1]
+    async with stdio_client(api.data_dir, key) as mcp:
+        for as_of in (2, second["recorded_at"]):
+            page = ok(await mcp.call_tool("log", {"as_of": as_of}))
+            assert [e["position"] for e in page["events"]] == [1, 2] and page == await http.list_events(as_of=as_of)
+        assert refused(await mcp.call_tool("log", {"as_of": "yesterday-ish"}))["field"] == "as_of"
+        assert refused(await mcp.call_tool("log", {"as_of": 10**6}))["field"] == "as_of"
+
+
+@needs_mcp
 async def test_a_bad_key_is_refused_at_the_first_call(start):
     from mcp.shared.exceptions import MCPError
 
