@@ -83,6 +83,7 @@ class HistoryArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id: ID
     as_of: AsOf = None  # the versions written by then (a position or an ISO-8601 time)
     after: Position = 0  # a page of versions after this one (the last page's next_after)
+    limit: Annotated[int, Meta(ge=1, le=operations.HISTORY_PAGE)] = operations.HISTORY_PAGE  # the versions a page holds at most
 
 
 class RelatedArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -302,7 +303,7 @@ async def _get_memory(front: McpFront, caller: Caller, body: MemoryRef, raw: dic
 
 
 async def _history(front: McpFront, caller: Caller, body: HistoryArgs, raw: dict) -> Any:
-    return await front.read(operations.history, front.service, caller.tenant, body.id, operations.check_as_of(body.as_of), body.after)
+    return await front.read(operations.history, front.service, caller.tenant, body.id, operations.check_as_of(body.as_of), body.after, body.limit)
 
 
 async def _related(front: McpFront, caller: Caller, body: RelatedArgs, raw: dict) -> Any:
@@ -383,7 +384,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories and knowledge graph: each hit has a kind (memory, or entity with its card and the relation path from an entity the question names), says which channels found it at what rank, and the relationships form the answer's subgraph. strategy: hybrid (default), knowledge-only (memories) or graph-only (entities and the memories they lead to); the answer names the strategy used. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
     Tool("search", "The raw recall channels, unfused: each channel's own ranking (POST /v1/search).", SearchRequest, "read", _search),
     Tool("get_memory", "One memory by id, at the head or as of a log position or ISO-8601 time.", MemoryRef, "read", _get_memory),
-    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links). as_of: the versions written by then; up to 1,000 a page (more and next_after lead to the next, as after).", HistoryArgs, "read", _history),
+    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links). as_of: the versions written by then; up to limit (1..1,000) a page (more and next_after lead to the next, as after).", HistoryArgs, "read", _history),
     Tool("related", "A node's edges and the nodes a BFS reaches from it (depth 0..5, direction out|in|both, edge types), each with its path; as_of for the past.", RelatedArgs, "read", _related),
     Tool("relations", "One-hop relation cards for the entities a question names (matched: false when none).", RelationsRequest, "read", _relations),
     Tool("entities", "Look up entities: one by id with its relations, or search by keywords (q), tag or entity_type.", EntitiesArgs, "read", _entities),

@@ -285,6 +285,18 @@ async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(sta
 
 
 @needs_mcp
+async def test_history_reads_a_page_of_the_size_asked_as_the_http_api_does(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        first = ok(await mcp.call_tool("history", {"id": cat, "limit": 1}))
+        assert [v["version"] for v in first["versions"]] == [1] and first == await http.memory_history(cat, limit=1)
+        rest = ok(await mcp.call_tool("history", {"id": cat, "after": first["next_after"], "limit": 1}))
+        assert [v["version"] for v in rest["versions"]] == [2] and rest == await http.memory_history(cat, after=first["next_after"], limit=1)
+        for limit in (0, 1001):
+            assert refused(await mcp.call_tool("history", {"id": cat, "limit": limit}))["field"] == "limit"
+
+
+@needs_mcp
 async def test_a_bad_key_is_refused_at_the_first_call(start):
     from mcp.shared.exceptions import MCPError
 
