@@ -481,12 +481,18 @@ def build_server(front: McpFront):
         return types.CallToolResult(content=[types.TextContent(type="text", text=_encoder.encode(data).decode())], is_error=is_error)
 
     async def list_tools(ctx, params):
+        """The tools the key may call: a key of the write scope alone (an ingesting agent) is shown the write tools."""
         try:
-            caller = front.caller(ctx, "read")
+            caller, reads = front.caller(ctx, "read"), True
         except ApiError as error:
-            raise refuse(error) from None
+            if error.status != 403 or not front.allow_writes:
+                raise refuse(error) from None
+            try:
+                caller, reads = front.caller(ctx, "write"), False
+            except ApiError:
+                raise refuse(error) from None
         writes = front.writes_for(caller.key)
-        shown = [t for t in TOOLS if t.scope == "read" or writes]
+        shown = [t for t in TOOLS if (t.scope == "read" and reads) or (t.scope == "write" and writes)]
         return types.ListToolsResult(
             tools=[
                 types.Tool(

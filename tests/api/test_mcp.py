@@ -406,6 +406,24 @@ async def test_a_read_only_key_cannot_write(start):
 
 
 @needs_mcp
+async def test_a_write_only_key_lists_and_calls_the_write_tools(start):
+    """An ingesting agent's key may write without reading: its client, which lists the tools first, was refused the listing."""
+    from mcp.shared.exceptions import MCPError
+
+    api, http, key, lisbon, cat = await seed(start)
+    writer = create_key(api.data_dir, "default", "write")
+    async with stdio_client(api.data_dir, writer, "--allow-writes") as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == WRITE_TOOLS
+        added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "a note from the ingester"}}))
+        assert refused(await mcp.call_tool("get_memory", {"id": added["memory_ids"][0]}))["code"] == "forbidden"
+    assert (await http.get_memory(added["memory_ids"][0]))["memory"] == "a note from the ingester"
+    async with stdio_client(api.data_dir, writer) as mcp:  # no tool it may call: refused as before, for the read scope
+        with pytest.raises(MCPError) as listing:
+            await mcp.list_tools()
+        assert listing.value.data["error"]["code"] == "forbidden" and "read" in listing.value.data["error"]["message"]
+
+
+@needs_mcp
 async def test_another_tenants_ids_are_invisible(start):
     from mcp.shared.exceptions import MCPError
 
