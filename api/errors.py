@@ -91,6 +91,11 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
     return web.Response(status=status, body=msgspec.json.encode(body), content_type="application/json", headers=headers)
 
 
+def error_body(error: ApiError) -> dict:
+    """The error envelope, ``{"error": {"code", "message", "field"}}``, plus the status it has: what the MCP front end answers."""
+    return {"error": {"code": error.code, "message": error.message, "field": error.field, "status": error.status, **error.extra}}
+
+
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",

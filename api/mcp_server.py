@@ -31,11 +31,8 @@ Built on the SDK's low-level server (``mcp.server.lowlevel.Server``): the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
 import re
-import stat
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +47,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant
-from .errors import ApiError, as_api_error
+from .errors import ApiError, as_api_error, error_body
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
@@ -86,6 +83,7 @@ class HistoryArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id: ID
     as_of: AsOf = None  # the versions written by then (a position or an ISO-8601 time)
     after: Position = 0  # a page of versions after this one (the last page's next_after)
+    limit: Annotated[int, Meta(ge=1, le=operations.HISTORY_PAGE)] = operations.HISTORY_PAGE  # the versions a page holds at most
 
 
 class RelatedArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -117,6 +115,7 @@ class LogArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     types: list[str] | None = None
     stream: str | None = None
     correlation_id: str | None = None
+    as_of: AsOf = None  # only the events recorded by then (a position or an ISO-8601 time)
 
 
 class NoArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -304,7 +303,7 @@ async def _get_memory(front: McpFront, caller: Caller, body: MemoryRef, raw: dic
 
 
 async def _history(front: McpFront, caller: Caller, body: HistoryArgs, raw: dict) -> Any:
-    return await front.read(operations.history, front.service, caller.tenant, body.id, operations.check_as_of(body.as_of), body.after)
+    return await front.read(operations.history, front.service, caller.tenant, body.id, operations.check_as_of(body.as_of), body.after, body.limit)
 
 
 async def _related(front: McpFront, caller: Caller, body: RelatedArgs, raw: dict) -> Any:
@@ -327,7 +326,8 @@ async def _entities(front: McpFront, caller: Caller, body: EntitiesArgs, raw: di
 
 async def _log(front: McpFront, caller: Caller, body: LogArgs, raw: dict) -> Any:
     return await front.read(
-        operations.events_page, front.service, caller.tenant, body.after, body.limit, types=body.types, stream=body.stream, correlation_id=body.correlation_id
+        operations.events_page, front.service, caller.tenant, body.after, body.limit, types=body.types, stream=body.stream, correlation_id=body.correlation_id,
+        as_of=operations.check_as_of(body.as_of),
     )
 
 
@@ -384,11 +384,11 @@ TOOLS: tuple[Tool, ...] = (
     Tool("recall", "Fused recall (lexical, semantic, graph) over the tenant's memories and knowledge graph: each hit has a kind (memory, or entity with its card and the relation path from an entity the question names), says which channels found it at what rank, and the relationships form the answer's subgraph. strategy: hybrid (default), knowledge-only (memories) or graph-only (entities and the memories they lead to); the answer names the strategy used. Filters, channels, weights and as_of (a log position or ISO-8601 time) as in POST /v1/recall; min_position reads your own writes.", RecallRequest, "read", _recall),
     Tool("search", "The raw recall channels, unfused: each channel's own ranking (POST /v1/search).", SearchRequest, "read", _search),
     Tool("get_memory", "One memory by id, at the head or as of a log position or ISO-8601 time.", MemoryRef, "read", _get_memory),
-    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links). as_of: the versions written by then; up to 1,000 a page (more and next_after lead to the next, as after).", HistoryArgs, "read", _history),
+    Tool("history", "Every version of a memory, from its stream: what changed, when, by whom, in which correlation; and the entities it mentions (mention_links). as_of: the versions written by then; up to limit (1..1,000) a page (more and next_after lead to the next, as after).", HistoryArgs, "read", _history),
     Tool("related", "A node's edges and the nodes a BFS reaches from it (depth 0..5, direction out|in|both, edge types), each with its path; as_of for the past.", RelatedArgs, "read", _related),
     Tool("relations", "One-hop relation cards for the entities a question names (matched: false when none).", RelationsRequest, "read", _relations),
     Tool("entities", "Look up entities: one by id with its relations, or search by keywords (q), tag or entity_type.", EntitiesArgs, "read", _entities),
-    Tool("log", "The tenant's events after a position, a page at a time (next_after continues), filtered by type, stream or correlation id.", LogArgs, "read", _log),
+    Tool("log", "The tenant's events after a position, a page at a time (next_after continues), filtered by type, stream or correlation id; as_of: only those recorded by then.", LogArgs, "read", _log),
     Tool("capabilities", "Version, head position, projection lags, recall channels, and this session: tenant, actor, correlation id, whether writes are allowed.", NoArgs, "read", _capabilities),
     Tool("add_memory", "Add one memory (memory) or an atomic batch (memories); idempotency_key makes a retry safe. Returns the positions written: pass the last as recall's min_position.", AddMemoryArgs, "write", _add_memory),
     Tool("update_memory", "A new version of a memory: only the fields given change; expected_version refuses the update if someone changed it meanwhile.", UpdateMemoryArgs, "write", _update_memory),
@@ -442,9 +442,24 @@ def prompt_text(question: str | None, position: int | None = None) -> str:
 _encoder = msgspec.json.Encoder()
 
 
-def error_body(error: ApiError) -> dict[str, Any]:
-    """The HTTP API's error envelope, ``{"error": {"code", "message", "field"}}``, plus the status it would have."""
-    return {"error": {"code": error.code, "message": error.message, "field": error.field, "status": error.status, **error.extra}}
+#: The HTTP API's headers a tool takes as arguments: an error naming one names the argument.
+_ARGUMENT_OF_HEADER = {"Idempotency-Key": "idempotency_key"}
+
+
+def tool_error(error: ApiError, raw: dict) -> ApiError:
+    """``error`` naming the tool's argument at fault where the HTTP API names a header, or nothing.
+
+    A conflict with the memory at another version than ``expected_version``
+    names that argument (the HTTP API's ``If-Match``); a conflict of state
+    (an archived memory archived again, at the version expected) names none.
+    """
+    field = _ARGUMENT_OF_HEADER.get(error.field or "", error.field)
+    current, expected = error.extra.get("current_version"), raw.get("expected_version")
+    if error.code == "conflict" and field is None and expected is not None and current is not None and current != expected:
+        field = "expected_version"
+    if field == error.field:
+        return error
+    return ApiError(error.status, error.code, error.message, field, headers=error.headers, **error.extra)
 
 
 def build_server(front: McpFront):
@@ -466,12 +481,18 @@ def build_server(front: McpFront):
         return types.CallToolResult(content=[types.TextContent(type="text", text=_encoder.encode(data).decode())], is_error=is_error)
 
     async def list_tools(ctx, params):
+        """The tools the key may call: a key of the write scope alone (an ingesting agent) is shown the write tools."""
         try:
-            caller = front.caller(ctx, "read")
+            caller, reads = front.caller(ctx, "read"), True
         except ApiError as error:
-            raise refuse(error) from None
+            if error.status != 403 or not front.allow_writes:
+                raise refuse(error) from None
+            try:
+                caller, reads = front.caller(ctx, "write"), False
+            except ApiError:
+                raise refuse(error) from None
         writes = front.writes_for(caller.key)
-        shown = [t for t in TOOLS if t.scope == "read" or writes]
+        shown = [t for t in TOOLS if (t.scope == "read" and reads) or (t.scope == "write" and writes)]
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -500,7 +521,7 @@ def build_server(front: McpFront):
             if error is None:  # a bug: reported to the client as such, the server carries on
                 log.exception("tool %s failed", params.name)
                 error = ApiError(500, "internal", "internal error", None)
-            return text_result(error_body(error), is_error=True)
+            return text_result(error_body(tool_error(error, raw)), is_error=True)
 
     async def list_resources(ctx, params):
         return types.ListResourcesResult(resources=[])
@@ -590,77 +611,15 @@ async def _serve(front: McpFront, serve: Callable[[Any], Awaitable[None]]) -> No
             pass
 
 
-class _PipeLines:
-    """Lines read from a pipe on the event loop: what the SDK's stdio transport iterates over."""
-
-    def __init__(self, reader: asyncio.StreamReader):
-        self.reader = reader
-
-    def __aiter__(self) -> "_PipeLines":
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self.reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-
-class _PipeWriter:
-    """Text written to a pipe on the event loop: what the SDK's stdio transport writes to."""
-
-    def __init__(self, transport: asyncio.WriteTransport, protocol: Any):
-        self.writer = asyncio.StreamWriter(transport, protocol, None, asyncio.get_running_loop())
-
-    async def write(self, text: str) -> None:
-        self.writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
-        await self.writer.drain()
-
-
-@contextlib.asynccontextmanager
-async def _stdio_pipes():
-    """stdin and stdout as event-loop pipes, or ``(None, None)`` when they are not pipes.
-
-    The SDK's own stdio streams hand every line read and every write to a
-    worker thread; on busy cores each hand-off costs about a millisecond.
-    Pipes (what an MCP client launching this server gives it) are read and
-    written on the event loop instead. As the SDK does, file descriptors 0
-    and 1 are pointed at the null device and at stderr while serving, so
-    that stray output never corrupts the protocol.
-    """
-    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
-        yield None, None
-        return
-    loop = asyncio.get_running_loop()
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    os.close(devnull)
-    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    in_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0))
-    out_transport, out_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0))
-    try:
-        yield _PipeLines(reader), _PipeWriter(out_transport, out_protocol)
-    finally:
-        in_transport.close()
-        out_transport.close()
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
-
-
 def run_stdio(front: McpFront) -> None:
     """Serve one client over stdin/stdout until it closes them."""
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from .mcp_stdio import stdio_pipes
+
     async def serve(server) -> None:
-        async with _stdio_pipes() as (lines, out):
+        async with stdio_pipes() as (lines, out):
             async with stdio_server(lines, out) as (reader, writer):
                 await server.run(reader, writer, server.create_initialization_options())
 

@@ -53,8 +53,8 @@ class Client(SyncMethods):
     """
 
     def __init__(self, base_url: str, **options: Any) -> None:
+        self._async = MnemologClient(base_url, **options)  # first: options it refuses leave no loop running
         self._loop: _Loop | None = _Loop()
-        self._async = MnemologClient(base_url, **options)
         self.base_url = self._async.base_url
 
     def __enter__(self) -> "Client":

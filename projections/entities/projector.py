@@ -40,7 +40,7 @@ from mnemolog.eventstore.model import NotFound, ValidationError
 from mnemolog.eventstore.sealing import ERASED_TEXT, erase
 from mnemolog.eventstore.settings import setting
 
-from ..filters import one_of
+from ..filters import INLINE_VALUES, one_of
 from ..graph.reads import type_filter
 from ..linking.linker import normalise
 from ..memory_rows import head_clause
@@ -398,13 +398,18 @@ def find_by_keywords(
     NFKC, case folded), whatever Unicode form either is written in.
     """
     words = normalise(keywords).split() if isinstance(keywords, str) else [normalise(k).strip() for k in keywords if k and k.strip()]
+    wanted = list(dict.fromkeys(words))
     valid, params = head_clause(as_of)
     sql = f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid}"
     args: list[Any] = [tenant, *params]
-    for word in words:
-        sql += " AND instr(search_text, ?) > 0"
-        args.append(word)
-    if any(word in _ERASED_SEARCH_TEXT for word in words):  # the marker an erased entity's name reads is no name of it
+    if len(wanted) <= INLINE_VALUES:  # one AND each, the fastest form
+        for word in wanted:
+            sql += " AND instr(search_text, ?) > 0"
+            args.append(word)
+    else:  # one JSON parameter: a chain of ANDs deeper than SQLite's expression depth (1,000) is refused
+        sql += " AND NOT EXISTS (SELECT 1 FROM json_each(?) AS w WHERE instr(search_text, w.value) = 0)"
+        args.append(msgspec.json.encode(wanted).decode())
+    if any(word in _ERASED_SEARCH_TEXT for word in wanted):  # the marker an erased entity's name reads is no name of it
         sql += " AND erased = 0"
     if entity_type:
         sql += " AND entity_type = ?"

@@ -273,6 +273,30 @@ async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on
 
 
 @needs_mcp
+async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(start):
+    api, http, key, lisbon, cat = await seed(start)
+    second = (await http.list_events(limit=2))["events"][1]
+    async with stdio_client(api.data_dir, key) as mcp:
+        for as_of in (2, second["recorded_at"]):
+            page = ok(await mcp.call_tool("log", {"as_of": as_of}))
+            assert [e["position"] for e in page["events"]] == [1, 2] and page == await http.list_events(as_of=as_of)
+        assert refused(await mcp.call_tool("log", {"as_of": "yesterday-ish"}))["field"] == "as_of"
+        assert refused(await mcp.call_tool("log", {"as_of": 10**6}))["field"] == "as_of"
+
+
+@needs_mcp
+async def test_history_reads_a_page_of_the_size_asked_as_the_http_api_does(start):
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        first = ok(await mcp.call_tool("history", {"id": cat, "limit": 1}))
+        assert [v["version"] for v in first["versions"]] == [1] and first == await http.memory_history(cat, limit=1)
+        rest = ok(await mcp.call_tool("history", {"id": cat, "after": first["next_after"], "limit": 1}))
+        assert [v["version"] for v in rest["versions"]] == [2] and rest == await http.memory_history(cat, after=first["next_after"], limit=1)
+        for limit in (0, 1001):
+            assert refused(await mcp.call_tool("history", {"id": cat, "limit": limit}))["field"] == "limit"
+
+
+@needs_mcp
 async def test_a_bad_key_is_refused_at_the_first_call(start):
     from mcp.shared.exceptions import MCPError
 
@@ -338,6 +362,23 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
 
 
 @needs_mcp
+async def test_a_write_refused_for_its_idempotency_key_or_expected_version_names_that_argument(start):
+    """The HTTP API names the headers (Idempotency-Key, If-Match); a tool has arguments, and its error names the argument."""
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+        ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto"}, "idempotency_key": "k1"}))
+        reused = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "My brother lives in Faro"}, "idempotency_key": "k1"}))
+        assert (reused["code"], reused["field"]) == ("idempotency_conflict", "idempotency_key")
+        stale = refused(await mcp.call_tool("update_memory", {"id": cat, "memory": "I adopted two cats", "expected_version": 1}))
+        assert (stale["code"], stale["field"], stale["current_version"]) == ("conflict", "expected_version", 2)
+        stale = refused(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 1}))
+        assert (stale["code"], stale["field"], stale["current_version"]) == ("conflict", "expected_version", 2)
+        ok(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 2}))
+        again = refused(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 3}))  # at that version: the state conflicts
+        assert (again["code"], again["field"], again["current_version"]) == ("conflict", None, 3)
+
+
+@needs_mcp
 async def test_a_memory_added_through_mcp_is_linked_to_the_entities_it_mentions(start):
     api, http, key, lisbon, cat = await seed(start)
     async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
@@ -362,6 +403,24 @@ async def test_a_read_only_key_cannot_write(start):
         error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
         assert error["code"] == "forbidden" and "--allow-writes" in error["message"]
     assert (await http.digest())["position"] == head
+
+
+@needs_mcp
+async def test_a_write_only_key_lists_and_calls_the_write_tools(start):
+    """An ingesting agent's key may write without reading: its client, which lists the tools first, was refused the listing."""
+    from mcp.shared.exceptions import MCPError
+
+    api, http, key, lisbon, cat = await seed(start)
+    writer = create_key(api.data_dir, "default", "write")
+    async with stdio_client(api.data_dir, writer, "--allow-writes") as mcp:
+        assert {t.name for t in (await mcp.list_tools()).tools} == WRITE_TOOLS
+        added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "a note from the ingester"}}))
+        assert refused(await mcp.call_tool("get_memory", {"id": added["memory_ids"][0]}))["code"] == "forbidden"
+    assert (await http.get_memory(added["memory_ids"][0]))["memory"] == "a note from the ingester"
+    async with stdio_client(api.data_dir, writer) as mcp:  # no tool it may call: refused as before, for the read scope
+        with pytest.raises(MCPError) as listing:
+            await mcp.list_tools()
+        assert listing.value.data["error"]["code"] == "forbidden" and "read" in listing.value.data["error"]["message"]
 
 
 @needs_mcp
@@ -582,6 +641,28 @@ def test_any_arguments_to_any_tool_are_answered_or_refused_naming_a_4xx_and_the_
         call()
         still = server.ask("tools/call", {"name": "get_memory", "arguments": {"id": memory_id}})
         assert json.loads(still["result"]["content"][0]["text"])["id"] == memory_id
+    finally:
+        errors = server.close()
+    assert "Traceback" not in errors, errors[-3000:]
+
+
+@needs_mcp
+def test_a_message_longer_than_the_server_reads_is_refused_and_the_server_carries_on(tmp_path):
+    """A line past the stdio reader's limit stopped the server with a traceback; it is answered as too large, for its id when it comes first."""
+    from mnemolog.api.mcp_stdio import MAX_LINE_BYTES
+
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write")
+    server = RawStdio(data_dir, key, "--allow-writes")
+    try:
+        huge = {"memories": [{"memory": "z" * 90_000}] * (MAX_LINE_BYTES // 90_000 + 1)}
+        answer = server.ask("tools/call", {"name": "add_memory", "arguments": huge})
+        assert answer["error"]["data"]["error"] == {"code": "payload_too_large", "message": answer["error"]["data"]["error"]["message"], "field": "params", "status": 413}
+        assert f"{MAX_LINE_BYTES // 2**20} MiB" in answer["error"]["message"]
+        server.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "add_memory", "arguments": huge}, "id": 99})  # its id past the limit
+        assert json.loads(server.proc.stdout.readline())["id"] is None
+        written = server.ask("tools/call", {"name": "add_memory", "arguments": {"memory": {"memory": "a memory of a usual size"}}})
+        assert json.loads(written["result"]["content"][0]["text"])["positions"] == [1]  # nothing of the huge batches was written
     finally:
         errors = server.close()
     assert "Traceback" not in errors, errors[-3000:]

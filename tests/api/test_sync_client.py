@@ -43,6 +43,17 @@ def test_the_sync_client_has_every_async_method_with_its_parameters_and_result()
         assert blocking.return_annotation == expected or name == "close", name
 
 
+def test_a_client_refused_its_options_leaves_no_thread_behind():
+    """Each refused construction left a running event loop in a thread of its own, which nothing could stop."""
+    import threading
+
+    before = set(threading.enumerate())
+    for _ in range(3):
+        with pytest.raises(TypeError):
+            mnemolog.Client("http://127.0.0.1:9", api_key="k", timout=5)  # a misspelt option
+    assert [t.name for t in set(threading.enumerate()) - before] == []
+
+
 def test_sync_client_writes_reads_reverts_and_streams(live):
     with mnemolog.Client(live.url, api_key=live.key) as client:
         tip = client.digest()
