@@ -29,7 +29,8 @@ class GraphFacts(Protocol):
 
     def merged_into(self, tenant: str, node_id: str) -> tuple[str, int] | None:
         """The memory a merge made of ``node_id`` (the target of its live ``MERGED_TO`` edge) and the log position
-        of that merge; ``None`` when no merge took it in."""
+        of that merge (not of a later merge of the merged memory, which re-points the edge); ``None`` when no merge
+        took it in."""
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         """The working-memory FIFO, oldest first: ``(binding, memory_id, memory_type)``."""

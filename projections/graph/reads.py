@@ -614,13 +614,23 @@ class ProjectionFacts:
         return row[0] if row else None
 
     def merged_into(self, tenant: str, node_id: str) -> tuple[str, int] | None:
+        """The edge's row starts where a later merge of the merged memory re-pointed it (that merge did not take
+        ``node_id`` in): the merge that did is where the memory's current run of archived versions starts."""
         self._sync()
-        row = self._connect().execute(
+        conn = self._connect()
+        row = conn.execute(
             "SELECT target, valid_from FROM graph_edges WHERE tenant = ? AND source = ? AND edge_type = 'MERGED_TO'"
             " AND edge_id >= ? AND edge_id < ? AND valid_to IS NULL ORDER BY row_id LIMIT 1",
             (tenant, node_id, MERGED_EDGE_PREFIX, MERGED_EDGE_PREFIX[:-1] + ";"),
         ).fetchone()
-        return (row[0], row[1]) if row else None
+        if row is None:
+            return None
+        [archived_at] = conn.execute(
+            "SELECT min(valid_from) FROM graph_memories WHERE tenant = ? AND memory_id = ? AND status = 'archived' AND version >"
+            " (SELECT coalesce(max(version), 0) FROM graph_memories WHERE tenant = ? AND memory_id = ? AND status != 'archived')",
+            (tenant, node_id, tenant, node_id),
+        ).fetchone()
+        return (row[0], row[1] if archived_at is None else archived_at)
 
     def working_memory(self, tenant: str) -> list[tuple[str, str, str]]:
         return [(e.binding, e.memory_id, e.memory_type) for e in self.working_entries(tenant)]

@@ -169,3 +169,35 @@ def test_mentions_brought_back_after_a_merge_stay_with_the_merged_memorys_own(sv
     svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
     assert {e.edge_type for e in svc.edges_of(T, a)} == {e.edge_type for e in svc.edges_of(T, b)} == {"MERGED_TO"}
     assert live(svc, merged) == own
+
+
+def test_reverting_a_merge_of_a_merge_gives_each_source_its_own_merged_to_edge_back(svc):
+    """The second merge moves the first one's ``MERGED_TO`` edges onto the new memory; its revert links them back
+    from their own sources to the first merged memory, one each, none moved to another source nor folded."""
+    a, b, c = add(svc, "likes tea", "likes green tea", "likes black tea")
+    first = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    before = live(svc, a, b, c, first)
+    second = svc.run(svc.memories.merge, ctx(), [first, c])
+    assert {(e.source, e.target) for e in svc.edges_of(T, second.data["merged_id"], edge_types=["MERGED_TO"])} == {
+        (a, second.data["merged_id"]), (b, second.data["merged_id"]), (first, second.data["merged_id"]), (c, second.data["merged_id"])
+    }
+    undo = svc.run(svc.reverts.revert, ctx(), second.correlation_id)
+    assert undo.data["conflicts"] == []
+    assert live(svc, a, b, c, first) == before
+    assert sorted((e.source, e.target, e.merged_from) for e in svc.edges_of(T, first, edge_types=["MERGED_TO"])) == sorted(
+        [(a, first, ()), (b, first, ())]
+    )
+
+
+def test_an_edge_of_a_merged_away_memory_brought_back_stays_there_when_only_its_merged_memory_merged_since(svc):
+    """Linked to ``a`` after ``a`` was merged, the edge was never the merge's to move; a later merge of the merged
+    memory moves ``a``'s ``MERGED_TO`` edge, not ``a``'s other edges, so the edge comes back to ``a`` as it was."""
+    a, b, c, x = add(svc, "likes tea", "likes green tea", "likes black tea", "the tea shop")
+    first = svc.run(svc.memories.merge, ctx(), [a, b]).data["merged_id"]
+    link(svc, x, a, "user:p:1")
+    before = live(svc, a, x)
+    unlinked = svc.run(svc.edges.unlink, ctx(), "user:p:1")
+    svc.run(svc.memories.merge, ctx(), [first, c])
+    svc.run(svc.reverts.revert, ctx(), unlinked.correlation_id)
+    assert [(e.edge_id, e.source, e.target) for e in svc.edges_of(T, x)] == [("user:p:1", x, a)]
+    assert [e for e in live(svc, a, x) if b"user:p:1" in e] == [e for e in before if b"user:p:1" in e]
