@@ -10,6 +10,7 @@ from msgspec import UNSET, Meta, UnsetType
 from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
 from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_REASON_CHARS, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
 from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.projections.filters import MAX_FILTER_TAGS
 from mnemolog.projections.graph.reads import WorkingEntryView
 
 #: Inside a character class: whitespace as Python's ``re`` and ``str.strip`` see it (ECMA's ``\s`` lacks \x1c-\x1f and \x85),
@@ -190,7 +191,7 @@ class WriteResponse(msgspec.Struct):
 
 class Filters(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     memory_types: list[MemoryTypeName] | None = None
-    tags: list[str] | None = None
+    tags: Annotated[list[str], Meta(max_length=MAX_FILTER_TAGS)] | None = None  # any of them
     status: list[Literal["activated", "archived", "deleted"]] | None = None
     collection: str | None = None
     exclude_collection: str | None = None
