@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import sqlite3
 from http import HTTPStatus
 
 import msgspec
@@ -33,7 +32,7 @@ from aiohttp.http_exceptions import (
 )
 from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
-from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_storage_full, sqlite_error_is
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_lock_contention, is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.projections.service import WrittenNotProjected
 
@@ -53,14 +52,6 @@ class ApiError(Exception):
 
 #: Seconds a client is asked to wait (``Retry-After``) when the database stayed busy.
 BUSY_RETRY_AFTER_S = 1
-
-_LOCK_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def is_lock_contention(exc: BaseException) -> bool:
-    """True when ``exc`` is SQLite's "database is locked" / "busy", raw or wrapped by SQLAlchemy (``.orig``)."""
-    return sqlite_error_is(exc, _LOCK_CODES, "locked", "busy")  # BUSY_SNAPSHOT, BUSY_RECOVERY, ... too
-
 
 class ErrorBody(msgspec.Struct):
     code: str

@@ -80,6 +80,14 @@ def sqlite_error_is(exc: BaseException, codes: tuple[int, ...], *words: str) -> 
     return any(word in text for word in words)
 
 
+_LOCK_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def is_lock_contention(exc: BaseException) -> bool:
+    """True when ``exc`` is SQLite's "database is locked" / "busy", raw or wrapped by SQLAlchemy (``.orig``)."""
+    return sqlite_error_is(exc, _LOCK_CODES, "locked", "busy")  # BUSY_SNAPSHOT, BUSY_RECOVERY, ... too
+
+
 def is_storage_full(exc: BaseException) -> bool:
     """True when ``exc`` says the disk (or quota) holding the data is full: SQLite's "database or disk is full",
     raw or wrapped by SQLAlchemy, an ``OSError`` of ``ENOSPC`` or ``EDQUOT``, or PostgreSQL's ``disk_full``."""
@@ -115,10 +123,11 @@ def database_file(exc: BaseException) -> str | None:
 
 
 def log_failure(logger, message: str, *args) -> None:
-    """Log the exception being handled under ``message``: with its traceback, unless it is a full disk, which is
-    no bug and would fill the log (every retry of a background loop) with the same one: then one warning line."""
+    """Log the exception being handled under ``message``: with its traceback, unless it is a full disk or a database
+    that stayed busy past its lock wait (another process holding it), which are no bugs and would fill the log (every
+    retry of a background loop) with the same one: then one warning line."""
     exc = sys.exc_info()[1]
-    if exc is not None and is_storage_full(exc):
+    if exc is not None and (is_storage_full(exc) or is_lock_contention(exc)):
         logger.warning(message + ": %s", *args, exc)
     else:
         logger.exception(message, *args)

@@ -27,3 +27,15 @@ def test_a_full_disk_is_one_warning_line_and_anything_else_keeps_its_traceback(c
     assert full.getMessage() == "catch-up failed (attempt 3): [Errno 28] No space left on device"
     bug = _logged(caplog, KeyError("x"))
     assert bug.levelno == logging.ERROR and bug.exc_info is not None and bug.getMessage() == "catch-up failed (attempt 3)"
+
+
+def test_a_database_that_stays_busy_is_one_warning_line(caplog):
+    """Another process holding the projections (a rebuild, a long import) made every round of the server's catch-up
+    log a full traceback until it let go: waiting on a lock is no bug."""
+    import sqlite3
+
+    busy = _logged(caplog, sqlite3.OperationalError("database is locked"))
+    assert busy.levelno == logging.WARNING and busy.exc_info is None
+    assert busy.getMessage() == "catch-up failed (attempt 3): database is locked"
+    other = _logged(caplog, sqlite3.OperationalError("no such table: graph_nodes"))
+    assert other.levelno == logging.ERROR and other.exc_info is not None
