@@ -168,7 +168,14 @@ def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:
 
 
 def _markdown_title(text: str) -> str | None:
-    """First level-1 heading, else the first heading of any level."""
+    """The front matter's ``title:``, else the first level-1 heading, else the first heading of any level."""
+    end = _front_matter_end(text)
+    if end and (found := _FRONT_TITLE.search(text, 0, end)):
+        title = found.group(1).strip()
+        if len(title) >= 2 and title[0] == title[-1] and title[0] in "'\"":
+            title = title[1:-1].strip()
+        if title:
+            return title
     headings = [(b.level, b.heading) for b in _blocks(text, markdown=True) if b.heading]
     for level, heading in headings:
         if level == 1:
@@ -190,6 +197,16 @@ _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LINE = re.compile(r"[^\n]*\n?")
+_FRONT_MATTER = re.compile(r"---[ \t]*\n(?:[^\n]*\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(\S[^\n]*)$", re.MULTILINE)
+
+
+def _front_matter_end(text: str) -> int:
+    """Where the YAML front matter that opens a Markdown file (between a ``---`` line and a ``---`` or ``...``
+    line) ends; 0 when there is none. Its closing ``---`` is no setext underline: the title was once the front
+    matter itself, ``--- title: Trip notes date: 2024-05-01``."""
+    found = _FRONT_MATTER.match(text)
+    return found.end() if found else 0
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -206,6 +223,9 @@ def _blocks(text: str, *, markdown: bool) -> list[_Block]:
     blocks: list[_Block] = []
     para: list[int] | None = None  # [start, end] of the open paragraph
     fence: str | None = None
+    front = _front_matter_end(text) if markdown else 0
+    if front:  # one plain block, never a heading
+        blocks.append(_Block(*_trim(text, 0, front)))
 
     def close() -> None:
         nonlocal para
@@ -213,7 +233,7 @@ def _blocks(text: str, *, markdown: bool) -> list[_Block]:
             blocks.append(_Block(*_trim(text, para[0], para[1])))
             para = None
 
-    for m in _LINE.finditer(text):
+    for m in _LINE.finditer(text, front):
         line_start, line_end = m.start(), m.end()
         if line_start == line_end:
             break

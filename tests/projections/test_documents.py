@@ -14,6 +14,7 @@ from mnemolog.projections.ingest.documents import (
     Chunk,
     DocumentError,
     ParsedDocument,
+    _markdown_title,
     chunk_document,
     read_document,
 )
@@ -330,3 +331,37 @@ def test_a_pipe_or_a_device_is_refused_without_reading_it(tmp_path):
         with pytest.raises(DocumentError, match="not a regular file") as info:
             read_document(path)
         assert info.value.reason == "unreadable"
+
+
+FRONT_MATTER = "---\ntitle: Trip notes\ndate: 2024-05-01\n---\n\nWe went to Porto.\n\nRain all day.\n---\n\n## Day two\n\nSun.\n"
+
+
+def test_front_matter_is_no_heading_and_its_title_is_the_documents(tmp_path):
+    """YAML front matter between two ``---`` lines was read as a setext heading: the document's title, and the
+    heading of its first chunks, was ``--- title: Trip notes date: 2024-05-01``."""
+    path = tmp_path / "trip.md"
+    path.write_text(FRONT_MATTER, encoding="utf-8")
+    doc = read_document(path)
+    assert doc.title == "Trip notes"
+    chunks = chunk_document(doc, max_chars=60)
+    assert [(c.heading, c.text) for c in chunks] == [
+        (None, "---\ntitle: Trip notes\ndate: 2024-05-01\n---"),
+        (None, "We went to Porto."),
+        ("Day two", "Rain all day.\n---\n\n## Day two\n\nSun."),  # a setext heading after it is still one
+    ]
+    assert chunks[2].text.startswith("Rain") and _markdown_title("Rain all day.\n---\n") == "Rain all day."
+    assert_chunk_invariants(doc, chunks, 60)
+
+
+@pytest.mark.parametrize("text, title", [
+    ("---\nauthor: Ann\n---\n\nBody.\n", "x"),  # no title in it: the file's stem, never the front matter
+    ("---\ntitle: 'Quoted: yes'\n---\n# Heading\n", "Quoted: yes"),
+    ("---\ntitle: Open\n\nno closing line\n", "x"),  # not front matter: plain paragraphs
+    ("Intro\n---\ntitle: Late\n---\n", "Intro"),  # front matter only opens a file
+])
+def test_front_matter_title(tmp_path, text, title):
+    path = tmp_path / "x.md"
+    path.write_text(text, encoding="utf-8")
+    doc = read_document(path)
+    assert doc.title == title
+    assert_chunk_invariants(doc, chunk_document(doc, max_chars=30), 30)
