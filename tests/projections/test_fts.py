@@ -119,6 +119,22 @@ def test_cjk_whole_sentence_query_ranks_the_best_match_first(log, searcher):
     assert "far" not in ids(hits)
 
 
+@pytest.mark.parametrize("text, query", [
+    ("ภาษาไทยเป็นภาษาที่สวยงาม", "ภาษาไทย"),  # Thai
+    ("ພາສາລາວແມ່ນພາສາທີ່ສວຍງາມ", "ພາສາລາວ"),  # Lao
+    ("ភាសាខ្មែរជាភាសាដ៏ស្រស់ស្អាត", "ភាសាខ្មែរ"),  # Khmer
+    ("မြန်မာဘာသာစကားသည်လှပသည်", "ဘာသာစကား"),  # Myanmar
+])
+def test_a_word_of_a_script_written_without_spaces_finds_the_sentence_holding_it(log, searcher, text, query):
+    """Thai, Lao, Khmer and Myanmar write a sentence without spaces, which unicode61 keeps as one token: a word
+    of it found nothing, by any plan, unless it was the whole sentence. They are segmented as CJK text is."""
+    log.add("it", text)
+    log.add("other", "ภูเขา coffee กาแฟ")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", query)) == ["it"]
+    assert ids(fts_search(conn, "t", text)) == ["it"]
+
+
 def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     """unicode61 keeps "我喜欢Python编程" as one token: the word in it is indexed apart, and found by every plan."""
     log.add("py", "我喜欢Python编程")
