@@ -28,6 +28,7 @@ Chunking
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import os
@@ -83,7 +84,7 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
 
     Raises :class:`DocumentError` (and nothing else for bad content) when the
     file type is unsupported, the file is unreadable or empty, text is not
-    valid UTF-8 or holds a NUL byte (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
+    valid UTF-8 (or UTF-16/UTF-32 after its byte-order mark) or holds a NUL (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
     no extractable text.
     """
     p = Path(path)
@@ -101,21 +102,37 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     if doc_type == "pdf":
         pages, title = _read_pdf(raw, where)
     else:
-        if (nul := raw.find(b"\x00")) >= 0:  # no text file holds one: UTF-16 without its byte-order mark, or a binary file
-            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
-                                reason="decode", path=where)
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            bad = raw[exc.start : exc.start + 1]
-            raise DocumentError(f"not valid UTF-8 (byte {exc.start}: {bad!r})",
-                                reason="decode", path=where) from exc
-        text = _normalise_newlines(text)
+        text = _normalise_newlines(_decode_text(raw, where))
         if not text.strip():
             raise DocumentError("empty file (whitespace only)", reason="empty", path=where)
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
     return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+
+
+#: Byte-order marks that say a text file is not UTF-8, UTF-32's first (its little-endian mark begins as UTF-16's).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _decode_text(raw: bytes, where: str) -> str:
+    """A text file's text: UTF-8 (its byte-order mark dropped), or UTF-16 or UTF-32 when its byte-order mark says
+    so (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused: no text holds one,
+    and a file of UTF-16 without its mark, or a binary file, does."""
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
+    if encoding is None:
+        if (nul := raw.find(b"\x00")) >= 0:
+            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
+                                reason="decode", path=where)
+        encoding = "utf-8-sig"
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1]
+        shown = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
+        raise DocumentError(f"not valid {shown} (byte {exc.start}: {bad!r})", reason="decode", path=where) from exc
+    if (nul := text.find("\x00")) >= 0:
+        raise DocumentError(f"binary content (a NUL character at character {nul}): not a text file", reason="decode", path=where)
+    return text
 
 
 def _read_regular_file(p: Path, where: str) -> bytes:

@@ -312,6 +312,31 @@ def test_a_text_file_holding_nul_bytes_is_refused_as_binary(tmp_path, content, a
     assert info.value.reason == "decode"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_text_file_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path, encoding):
+    """A file saved as "Unicode" (UTF-16 with its byte-order mark, as Windows editors write it) was refused as
+    binary for its NUL bytes, though the mark says how to read it."""
+    text = "# Café notes\r\n\r\n会議は金曜日です。\r\n"
+    raw = text.encode(encoding) if encoding != "utf-16-be" else ("\ufeff" + text).encode("utf-16-be")  # utf-16 and utf-32 write the mark
+    path = tmp_path / "notes.md"
+    path.write_bytes(raw)
+    doc = read_document(path)
+    assert (doc.title, doc.text_pages) == ("Café notes", ["# Café notes\n\n会議は金曜日です。\n"])
+    assert doc.content_hash == hashlib.sha256(raw).hexdigest()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("\ufeffnotes\x00binary".encode("utf-16-le"), "a NUL character"),
+    (b"\xff\xfe" + b"\x00\xd8x\x00", "not valid UTF-16"),  # a lone surrogate
+])
+def test_a_utf16_file_that_is_no_text_is_refused(tmp_path, content, message):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError, match=message) as info:
+        read_document(path)
+    assert info.value.reason == "decode"
+
+
 def test_max_chars_beyond_a_memory_is_refused():
     """A chunk larger than a memory takes was cut, then every document failed on its own with a memory's limit."""
     with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
