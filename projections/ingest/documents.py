@@ -116,10 +116,10 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (code
 
 def _decode_text(raw: bytes, where: str) -> str:
     """A text file's text: UTF-8 (its byte-order mark dropped), or UTF-16 or UTF-32 when its byte-order mark says
-    so (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused: no text holds one,
-    and a file of UTF-16 without its mark, or a binary file, does."""
-    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), None)
-    if encoding is None:
+    so and ASCII follows (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused:
+    no text holds one, and a file of UTF-16 without its mark, or a binary file, does."""
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom) and b"\x00" in raw[len(bom):]), None)
+    if encoding is None:  # a mark with no NUL after it is the first bytes of a file in no Unicode form (its text holds no space, digit or line break)
         if (nul := raw.find(b"\x00")) >= 0:
             raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
                                 reason="decode", path=where)

@@ -328,6 +328,7 @@ def test_a_text_file_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path
 @pytest.mark.parametrize("content, message", [
     ("\ufeffnotes\x00binary".encode("utf-16-le"), "a NUL character"),
     (b"\xff\xfe" + b"\x00\xd8x\x00", "not valid UTF-16"),  # a lone surrogate
+    (b"\xff\xfe not utf-8", "not valid UTF-8"),  # the bytes of a mark, but no UTF-16 (no ASCII after them)
 ])
 def test_a_utf16_file_that_is_no_text_is_refused(tmp_path, content, message):
     path = tmp_path / "notes.txt"
