@@ -35,7 +35,7 @@ import os
 import re
 import stat
 import unicodedata
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -43,7 +43,7 @@ import msgspec
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
-__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
+__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "parse_document", "read_document"]
 
 _DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
               ".pdf": "pdf"}
@@ -88,13 +88,17 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     no extractable text.
     """
     p = Path(path)
-    where = str(p)
-    doc_type = _DOC_TYPES.get(p.suffix.lower())
-    if doc_type is None:
-        supported = ", ".join(sorted(_DOC_TYPES))
-        raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
-                            f"supported: {supported}", reason="unsupported", path=where)
-    raw = _read_regular_file(p, where)
+    _doc_type(p, str(p))  # an unsupported file is not read
+    return parse_document(_read_regular_file(p, str(p)), p)
+
+
+def parse_document(raw: bytes, path: str | os.PathLike[str]) -> ParsedDocument:
+    """A document from its bytes: ``path`` gives its type, its title when the text has none, and the
+    :class:`DocumentError`'s path (an upload is parsed as sent: written to a file of its name, an upload named
+    ``..`` or with a name over 255 bytes failed with a server error)."""
+    p = PurePath(path)
+    where = str(path)
+    doc_type = _doc_type(p, where)
     if not raw:
         raise DocumentError("empty file", reason="empty", path=where)
     content_hash = hashlib.sha256(raw).hexdigest()
@@ -133,6 +137,15 @@ def _decode_text(raw: bytes, where: str) -> str:
     if (nul := text.find("\x00")) >= 0:
         raise DocumentError(f"binary content (a NUL character at character {nul}): not a text file", reason="decode", path=where)
     return text
+
+
+def _doc_type(p: PurePath, where: str) -> str:
+    doc_type = _DOC_TYPES.get(p.suffix.lower())
+    if doc_type is None:
+        supported = ", ".join(sorted(_DOC_TYPES))
+        raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
+                            f"supported: {supported}", reason="unsupported", path=where)
+    return doc_type
 
 
 def _read_regular_file(p: Path, where: str) -> bytes:
