@@ -172,10 +172,18 @@ def folded(text: str) -> str:
     ``unicode61`` folds case and diacritics but not these, so both the
     ``cjk`` column and the queries of the lexical channel are folded.
 
-    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ")
-    'ABC 2024 file カタカナ'
+    The invisible characters of :data:`_INVISIBLE` are dropped: inside a word
+    they split it for ``unicode61``, though it reads as one word.
+
+    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee")
+    'ABC 2024 file カタカナ coffee'
     """
-    return unicodedata.normalize("NFKC", text)
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+
+
+#: Characters no reader sees inside a word: zero-width space, soft hyphen, word joiner, zero-width no-break space
+#: (the joiners that shape a script's letters, U+200C and U+200D, are kept).
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff"))
 
 
 def indexed_words(text: str) -> list[str]:

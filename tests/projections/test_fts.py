@@ -174,6 +174,22 @@ def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher
     assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
 
 
+def test_a_word_holding_an_invisible_character_is_found_by_the_word_as_it_reads(log, searcher):
+    """A zero-width space, a word joiner, a zero-width no-break space or a soft hyphen inside a word (pasted from a web
+    page or a PDF) split it in two for the index: "co\u200bffee" reads "coffee", and "coffee" found nothing."""
+    log.add("zwsp", "fresh co\u200bffee beans")
+    log.add("shy", "a hyphen\u00adation example")
+    log.add("wj", "the word\u2060joiner and bom\ufeffword")
+    log.add("plain", "tea leaves")
+    conn = searcher()
+    for exact in (False, True):
+        assert ids(fts_search(conn, "t", "coffee", exact=exact)) == ["zwsp"]
+        assert ids(fts_search(conn, "t", "hyphenation", exact=exact)) == ["shy"]
+        assert ids(fts_search(conn, "t", "wordjoiner bomword", exact=exact)) == ["wj"]
+        assert ids(fts_search(conn, "t", "co\u200bffee", exact=exact)) == ["zwsp"]  # the query as pasted, too
+        assert ids(fts_search(conn, "t", "fresh", exact=exact)) == ["zwsp"]
+
+
 # -- filters before the limit ----------------------------------------------------------------
 
 
