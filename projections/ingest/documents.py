@@ -343,14 +343,17 @@ def _character_cut(text: str, start: int, cut: int) -> int:
     ``cut`` moved back off an accent, a half flag, a joined emoji or a Hangul syllable's jamo; ``cut`` itself
     when one cluster fills the whole span."""
     at = cut
-    while at > start + 1 and not _cluster_boundary(text, at):
+    while at > start + 1 and not _cluster_boundary(text, at, start):
         at -= 1
-    return at if _cluster_boundary(text, at) else cut
+    return at if _cluster_boundary(text, at, start) else cut
 
 
-def _cluster_boundary(text: str, i: int) -> bool:
+def _cluster_boundary(text: str, i: int, floor: int = 0) -> bool:
     """Whether ``text[:i]`` and ``text[i:]`` split no grapheme cluster (Unicode's UAX #29 rules, those that
-    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama)."""
+    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama).
+
+    ``floor`` is a boundary at or before ``i``: flags are paired from it, not from the start of their run
+    (counting the whole run back at every cut made a long run of flags quadratic)."""
     if i <= 0 or i >= len(text):
         return True
     before, after = text[i - 1], text[i]
@@ -361,7 +364,7 @@ def _cluster_boundary(text: str, i: int) -> bool:
         return False
     if _is_ri(b) and _is_ri(a):  # GB12, GB13: flags are pairs of regional indicators
         run = 0
-        while i - 1 - run >= 0 and _is_ri(ord(text[i - 1 - run])):
+        while i - 1 - run >= floor and _is_ri(ord(text[i - 1 - run])):
             run += 1
         return run % 2 == 0
     hb, ha = _hangul(b), _hangul(a)

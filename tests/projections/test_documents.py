@@ -338,6 +338,28 @@ def test_a_utf16_file_that_is_no_text_is_refused(tmp_path, content, message):
     assert info.value.reason == "decode"
 
 
+def test_a_long_run_of_flags_is_cut_in_work_linear_in_its_length(monkeypatch):
+    """Each cut counted the regional indicators back to the start of their run, in a run of flags with no space
+    the whole run so far: a file of 200,000 flags took 40 s to chunk, and the time grew with the square of the
+    run (the import held its server's worker all that time)."""
+    from mnemolog.projections.ingest import documents
+
+    calls = [0]
+    original = documents._is_ri
+
+    def counted(code: int) -> bool:
+        calls[0] += 1
+        return original(code)
+
+    monkeypatch.setattr(documents, "_is_ri", counted)
+    text = "🇵🇹" * 5_000
+    doc = ParsedDocument("x.txt", "x", [text], "text", "0" * 64)
+    chunks = chunk_document(doc, max_chars=101)
+    assert [len(c.text) for c in chunks] == [100] * 100  # whole flags, 50 a chunk
+    code_points = len(text)
+    assert calls[0] < 20 * code_points, calls[0]
+
+
 def test_max_chars_beyond_a_memory_is_refused():
     """A chunk larger than a memory takes was cut, then every document failed on its own with a memory's limit."""
     with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
