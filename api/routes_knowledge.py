@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import tempfile
 import zlib
 from urllib.parse import unquote
 from pathlib import Path
@@ -22,7 +21,7 @@ from msgspec import Meta
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.documents import DOC_ID_RE, DocumentImport, check_doc_id
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
-from mnemolog.projections.ingest.documents import DocumentError, read_document
+from mnemolog.projections.ingest.documents import DocumentError, parse_document
 from mnemolog.eventstore.model import ValidationError
 from mnemolog.projections.entities import projector as ents
 from mnemolog.projections.service import MemoryService
@@ -209,14 +208,11 @@ IMPORT_DOCUMENTS_BODY = RequestBody(
 
 def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
-    safe = Path(name.replace("\x00", "")).name.encode("utf-8", "ignore").decode("utf-8") or "document"  # no NUL, no lone surrogate: a name any file system takes
-    with tempfile.TemporaryDirectory(prefix="mnemolog-import-") as tmp:
-        path = Path(tmp) / safe
-        path.write_bytes(data)
-        try:
-            parsed = read_document(path)
-        except DocumentError as exc:
-            return DocumentError(str(exc).replace(str(path), safe), reason=exc.reason, path=None)
+    safe = Path(name.replace("\x00", "")).name.encode("utf-8", "ignore").decode("utf-8") or "document"  # no NUL, no lone surrogate
+    try:
+        parsed = parse_document(data, safe)
+    except DocumentError as exc:
+        return exc
     return document_import(parsed, path=safe, **options)
 
 

@@ -49,8 +49,21 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors as the one line every other error uses."""
 
+    _intermixing = False
+
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"mnemolog: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """A command taking several positionals (``import docs PATH…``, ``merge ID…``) takes them before, between and
+        after its options: argparse alone refused ``import docs --root DIR a.md`` ("unrecognized arguments: a.md")."""
+        if self._intermixing or not any(a.nargs in ("*", "+") for a in self._get_positional_actions()):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # parse_known_intermixed_args calls this method back
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def build_parser(modules: Sequence[ModuleType] = COMMAND_MODULES) -> Parser:

@@ -136,7 +136,7 @@ class FtsHit(msgspec.Struct, frozen=True):
 
 class FtsProjector:
     name = "fts"
-    schema_version = 3  # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms
+    schema_version = 5  # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms; 4: Thai, Lao, Khmer and Myanmar segmented; 5: invisible characters dropped
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(

@@ -28,6 +28,7 @@ from typing import Literal
 
 __all__ = [
     "CJK_RANGES",
+    "SEGMENTED_RANGES",
     "STOPWORDS",
     "WORD_RE",
     "build_match",
@@ -66,8 +67,18 @@ CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x20000, 0x2FA1F),  # Supplementary ideographs (Ext B onwards, compat supplement)
 )
 
+#: The scripts segmented as CJK is (into character bigrams): CJK itself, and the scripts of South-East Asia that
+#: write a sentence without spaces (Thai, Lao, Khmer, Myanmar), which ``unicode61`` keeps as one token, so that
+#: a word of one was found only as the whole sentence.
+SEGMENTED_RANGES: tuple[tuple[int, int], ...] = tuple(sorted(CJK_RANGES + (
+    (0x0E00, 0x0E7F),    # Thai
+    (0x0E80, 0x0EFF),    # Lao
+    (0x1000, 0x109F),    # Myanmar
+    (0x1780, 0x17FF),    # Khmer
+)))
+
 _CJK_CLASS = "".join(
-    f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CJK_RANGES
+    f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in SEGMENTED_RANGES
 )
 _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 _CJK_CHAR_RE = re.compile(f"[{_CJK_CLASS}]")
@@ -135,7 +146,7 @@ def cjk_segment(text: str) -> str:
 _U61_TOKEN_RE = re.compile(r"[^\W_]+")
 
 #: A GLOB pattern (SQLite compares code points in ``[...]``) true of a term holding a CJK character.
-CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES) + "]*"
+CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in SEGMENTED_RANGES) + "]*"
 
 
 def glued_words(text: str) -> list[str]:
@@ -161,10 +172,18 @@ def folded(text: str) -> str:
     ``unicode61`` folds case and diacritics but not these, so both the
     ``cjk`` column and the queries of the lexical channel are folded.
 
-    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ")
-    'ABC 2024 file カタカナ'
+    The invisible characters of :data:`_INVISIBLE` are dropped: inside a word
+    they split it for ``unicode61``, though it reads as one word.
+
+    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee")
+    'ABC 2024 file カタカナ coffee'
     """
-    return unicodedata.normalize("NFKC", text)
+    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+
+
+#: Characters no reader sees inside a word: zero-width space, soft hyphen, word joiner, zero-width no-break space
+#: (the joiners that shape a script's letters, U+200C and U+200D, are kept).
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff"))
 
 
 def indexed_words(text: str) -> list[str]:

@@ -28,13 +28,14 @@ Chunking
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import os
 import re
 import stat
 import unicodedata
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -42,7 +43,7 @@ import msgspec
 from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
-__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "read_document"]
+__all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "parse_document", "read_document"]
 
 _DOC_TYPES = {".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
               ".pdf": "pdf"}
@@ -83,17 +84,21 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
 
     Raises :class:`DocumentError` (and nothing else for bad content) when the
     file type is unsupported, the file is unreadable or empty, text is not
-    valid UTF-8 or holds a NUL byte (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
+    valid UTF-8 (or UTF-16/UTF-32 after its byte-order mark) or holds a NUL (a binary file), ``pypdf`` is missing, or the PDF is corrupt, encrypted or has
     no extractable text.
     """
     p = Path(path)
-    where = str(p)
-    doc_type = _DOC_TYPES.get(p.suffix.lower())
-    if doc_type is None:
-        supported = ", ".join(sorted(_DOC_TYPES))
-        raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
-                            f"supported: {supported}", reason="unsupported", path=where)
-    raw = _read_regular_file(p, where)
+    _doc_type(p, str(p))  # an unsupported file is not read
+    return parse_document(_read_regular_file(p, str(p)), p)
+
+
+def parse_document(raw: bytes, path: str | os.PathLike[str]) -> ParsedDocument:
+    """A document from its bytes: ``path`` gives its type, its title when the text has none, and the
+    :class:`DocumentError`'s path (an upload is parsed as sent: written to a file of its name, an upload named
+    ``..`` or with a name over 255 bytes failed with a server error)."""
+    p = PurePath(path)
+    where = str(path)
+    doc_type = _doc_type(p, where)
     if not raw:
         raise DocumentError("empty file", reason="empty", path=where)
     content_hash = hashlib.sha256(raw).hexdigest()
@@ -101,21 +106,46 @@ def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     if doc_type == "pdf":
         pages, title = _read_pdf(raw, where)
     else:
-        if (nul := raw.find(b"\x00")) >= 0:  # no text file holds one: UTF-16 without its byte-order mark, or a binary file
-            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
-                                reason="decode", path=where)
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            bad = raw[exc.start : exc.start + 1]
-            raise DocumentError(f"not valid UTF-8 (byte {exc.start}: {bad!r})",
-                                reason="decode", path=where) from exc
-        text = _normalise_newlines(text)
+        text = _normalise_newlines(_decode_text(raw, where))
         if not text.strip():
             raise DocumentError("empty file (whitespace only)", reason="empty", path=where)
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
     return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+
+
+#: Byte-order marks that say a text file is not UTF-8, UTF-32's first (its little-endian mark begins as UTF-16's).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _decode_text(raw: bytes, where: str) -> str:
+    """A text file's text: UTF-8 (its byte-order mark dropped), or UTF-16 or UTF-32 when its byte-order mark says
+    so and ASCII follows (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused:
+    no text holds one, and a file of UTF-16 without its mark, or a binary file, does."""
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom) and b"\x00" in raw[len(bom):]), None)
+    if encoding is None:  # a mark with no NUL after it is the first bytes of a file in no Unicode form (its text holds no space, digit or line break)
+        if (nul := raw.find(b"\x00")) >= 0:
+            raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
+                                reason="decode", path=where)
+        encoding = "utf-8-sig"
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1]
+        shown = "UTF-8" if encoding == "utf-8-sig" else encoding.upper()
+        raise DocumentError(f"not valid {shown} (byte {exc.start}: {bad!r})", reason="decode", path=where) from exc
+    if (nul := text.find("\x00")) >= 0:
+        raise DocumentError(f"binary content (a NUL character at character {nul}): not a text file", reason="decode", path=where)
+    return text
+
+
+def _doc_type(p: PurePath, where: str) -> str:
+    doc_type = _DOC_TYPES.get(p.suffix.lower())
+    if doc_type is None:
+        supported = ", ".join(sorted(_DOC_TYPES))
+        raise DocumentError(f"unsupported file type {p.suffix or '(none)'!r}; "
+                            f"supported: {supported}", reason="unsupported", path=where)
+    return doc_type
 
 
 def _read_regular_file(p: Path, where: str) -> bytes:
@@ -168,7 +198,14 @@ def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:
 
 
 def _markdown_title(text: str) -> str | None:
-    """First level-1 heading, else the first heading of any level."""
+    """The front matter's ``title:``, else the first level-1 heading, else the first heading of any level."""
+    end = _front_matter_end(text)
+    if end and (found := _FRONT_TITLE.search(text, 0, end)):
+        title = found.group(1).strip()
+        if len(title) >= 2 and title[0] == title[-1] and title[0] in "'\"":
+            title = title[1:-1].strip()
+        if title:
+            return title
     headings = [(b.level, b.heading) for b in _blocks(text, markdown=True) if b.heading]
     for level, heading in headings:
         if level == 1:
@@ -190,6 +227,16 @@ _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LINE = re.compile(r"[^\n]*\n?")
+_FRONT_MATTER = re.compile(r"---[ \t]*\n(?:[^\n]*\n)*?(?:---|\.\.\.)[ \t]*(?:\n|\Z)")
+_FRONT_TITLE = re.compile(r"^title:[ \t]*(\S[^\n]*)$", re.MULTILINE)
+
+
+def _front_matter_end(text: str) -> int:
+    """Where the YAML front matter that opens a Markdown file (between a ``---`` line and a ``---`` or ``...``
+    line) ends; 0 when there is none. Its closing ``---`` is no setext underline: the title was once the front
+    matter itself, ``--- title: Trip notes date: 2024-05-01``."""
+    found = _FRONT_MATTER.match(text)
+    return found.end() if found else 0
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -206,6 +253,9 @@ def _blocks(text: str, *, markdown: bool) -> list[_Block]:
     blocks: list[_Block] = []
     para: list[int] | None = None  # [start, end] of the open paragraph
     fence: str | None = None
+    front = _front_matter_end(text) if markdown else 0
+    if front:  # one plain block, never a heading
+        blocks.append(_Block(*_trim(text, 0, front)))
 
     def close() -> None:
         nonlocal para
@@ -213,7 +263,7 @@ def _blocks(text: str, *, markdown: bool) -> list[_Block]:
             blocks.append(_Block(*_trim(text, para[0], para[1])))
             para = None
 
-    for m in _LINE.finditer(text):
+    for m in _LINE.finditer(text, front):
         line_start, line_end = m.start(), m.end()
         if line_start == line_end:
             break
@@ -293,14 +343,17 @@ def _character_cut(text: str, start: int, cut: int) -> int:
     ``cut`` moved back off an accent, a half flag, a joined emoji or a Hangul syllable's jamo; ``cut`` itself
     when one cluster fills the whole span."""
     at = cut
-    while at > start + 1 and not _cluster_boundary(text, at):
+    while at > start + 1 and not _cluster_boundary(text, at, start):
         at -= 1
-    return at if _cluster_boundary(text, at) else cut
+    return at if _cluster_boundary(text, at, start) else cut
 
 
-def _cluster_boundary(text: str, i: int) -> bool:
+def _cluster_boundary(text: str, i: int, floor: int = 0) -> bool:
     """Whether ``text[:i]`` and ``text[i:]`` split no grapheme cluster (Unicode's UAX #29 rules, those that
-    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama)."""
+    text holds: extenders, joiners, regional-indicator pairs, Hangul syllables, conjuncts after a virama).
+
+    ``floor`` is a boundary at or before ``i``: flags are paired from it, not from the start of their run
+    (counting the whole run back at every cut made a long run of flags quadratic)."""
     if i <= 0 or i >= len(text):
         return True
     before, after = text[i - 1], text[i]
@@ -311,7 +364,7 @@ def _cluster_boundary(text: str, i: int) -> bool:
         return False
     if _is_ri(b) and _is_ri(a):  # GB12, GB13: flags are pairs of regional indicators
         run = 0
-        while i - 1 - run >= 0 and _is_ri(ord(text[i - 1 - run])):
+        while i - 1 - run >= floor and _is_ri(ord(text[i - 1 - run])):
             run += 1
         return run % 2 == 0
     hb, ha = _hangul(b), _hangul(a)

@@ -63,3 +63,18 @@ async def test_a_well_formed_upload_beside_them_is_imported(api):
     assert response.status == 200, await response.text()
     report = await response.json()
     assert report["documents"] == 1 and report["results"][0]["filename"] == "a.txt"
+
+
+@pytest.mark.parametrize("name, status", [
+    ("..", "failed"),  # no file type: reported, not a 500 (the upload was written to the temporary folder's parent)
+    ("notes/..", "failed"),
+    ("x/" + "é" * 200 + ".md", "imported"),  # 255 characters, 403 bytes: too long a name for the file system
+])
+async def test_any_file_name_is_imported_or_reported(api, name, status):
+    """Each was a 500: the upload was written to a temporary file of its own name before it was read."""
+    response = await api.raw.post("/v1/import/documents", json={"documents": [{"filename": name, "content": "Ada met Grace."}]})
+    assert response.status == 200, await response.text()
+    [result] = (await response.json())["results"]
+    assert result["status"] == status, result
+    if status == "failed":
+        assert result["reason"] == "unsupported", result

@@ -14,6 +14,7 @@ from mnemolog.projections.ingest.documents import (
     Chunk,
     DocumentError,
     ParsedDocument,
+    _markdown_title,
     chunk_document,
     read_document,
 )
@@ -311,6 +312,54 @@ def test_a_text_file_holding_nul_bytes_is_refused_as_binary(tmp_path, content, a
     assert info.value.reason == "decode"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_text_file_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path, encoding):
+    """A file saved as "Unicode" (UTF-16 with its byte-order mark, as Windows editors write it) was refused as
+    binary for its NUL bytes, though the mark says how to read it."""
+    text = "# Café notes\r\n\r\n会議は金曜日です。\r\n"
+    raw = text.encode(encoding) if encoding != "utf-16-be" else ("\ufeff" + text).encode("utf-16-be")  # utf-16 and utf-32 write the mark
+    path = tmp_path / "notes.md"
+    path.write_bytes(raw)
+    doc = read_document(path)
+    assert (doc.title, doc.text_pages) == ("Café notes", ["# Café notes\n\n会議は金曜日です。\n"])
+    assert doc.content_hash == hashlib.sha256(raw).hexdigest()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("\ufeffnotes\x00binary".encode("utf-16-le"), "a NUL character"),
+    (b"\xff\xfe" + b"\x00\xd8x\x00", "not valid UTF-16"),  # a lone surrogate
+    (b"\xff\xfe not utf-8", "not valid UTF-8"),  # the bytes of a mark, but no UTF-16 (no ASCII after them)
+])
+def test_a_utf16_file_that_is_no_text_is_refused(tmp_path, content, message):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(DocumentError, match=message) as info:
+        read_document(path)
+    assert info.value.reason == "decode"
+
+
+def test_a_long_run_of_flags_is_cut_in_work_linear_in_its_length(monkeypatch):
+    """Each cut counted the regional indicators back to the start of their run, in a run of flags with no space
+    the whole run so far: a file of 200,000 flags took 40 s to chunk, and the time grew with the square of the
+    run (the import held its server's worker all that time)."""
+    from mnemolog.projections.ingest import documents
+
+    calls = [0]
+    original = documents._is_ri
+
+    def counted(code: int) -> bool:
+        calls[0] += 1
+        return original(code)
+
+    monkeypatch.setattr(documents, "_is_ri", counted)
+    text = "🇵🇹" * 5_000
+    doc = ParsedDocument("x.txt", "x", [text], "text", "0" * 64)
+    chunks = chunk_document(doc, max_chars=101)
+    assert [len(c.text) for c in chunks] == [100] * 100  # whole flags, 50 a chunk
+    code_points = len(text)
+    assert calls[0] < 20 * code_points, calls[0]
+
+
 def test_max_chars_beyond_a_memory_is_refused():
     """A chunk larger than a memory takes was cut, then every document failed on its own with a memory's limit."""
     with pytest.raises(ValueError, match="max_chars must be 1 to 100000"):
@@ -330,3 +379,37 @@ def test_a_pipe_or_a_device_is_refused_without_reading_it(tmp_path):
         with pytest.raises(DocumentError, match="not a regular file") as info:
             read_document(path)
         assert info.value.reason == "unreadable"
+
+
+FRONT_MATTER = "---\ntitle: Trip notes\ndate: 2024-05-01\n---\n\nWe went to Porto.\n\nRain all day.\n---\n\n## Day two\n\nSun.\n"
+
+
+def test_front_matter_is_no_heading_and_its_title_is_the_documents(tmp_path):
+    """YAML front matter between two ``---`` lines was read as a setext heading: the document's title, and the
+    heading of its first chunks, was ``--- title: Trip notes date: 2024-05-01``."""
+    path = tmp_path / "trip.md"
+    path.write_text(FRONT_MATTER, encoding="utf-8")
+    doc = read_document(path)
+    assert doc.title == "Trip notes"
+    chunks = chunk_document(doc, max_chars=60)
+    assert [(c.heading, c.text) for c in chunks] == [
+        (None, "---\ntitle: Trip notes\ndate: 2024-05-01\n---"),
+        (None, "We went to Porto."),
+        ("Day two", "Rain all day.\n---\n\n## Day two\n\nSun."),  # a setext heading after it is still one
+    ]
+    assert chunks[2].text.startswith("Rain") and _markdown_title("Rain all day.\n---\n") == "Rain all day."
+    assert_chunk_invariants(doc, chunks, 60)
+
+
+@pytest.mark.parametrize("text, title", [
+    ("---\nauthor: Ann\n---\n\nBody.\n", "x"),  # no title in it: the file's stem, never the front matter
+    ("---\ntitle: 'Quoted: yes'\n---\n# Heading\n", "Quoted: yes"),
+    ("---\ntitle: Open\n\nno closing line\n", "x"),  # not front matter: plain paragraphs
+    ("Intro\n---\ntitle: Late\n---\n", "Intro"),  # front matter only opens a file
+])
+def test_front_matter_title(tmp_path, text, title):
+    path = tmp_path / "x.md"
+    path.write_text(text, encoding="utf-8")
+    doc = read_document(path)
+    assert doc.title == title
+    assert_chunk_invariants(doc, chunk_document(doc, max_chars=30), 30)

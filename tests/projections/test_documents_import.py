@@ -205,6 +205,22 @@ def test_cli_skips_a_corrupt_file_and_imports_the_rest(tmp_path, capsys):
         assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default", collection="kb")] == ["a.md", "b.txt", "d.pdf"]
 
 
+def test_cli_takes_paths_after_options(tmp_path, capsys):
+    """``import docs --root DIR a.md b.txt`` was refused (exit 2, "unrecognized arguments: a.md b.txt"): the paths
+    had to come before every option."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write(docs / "a.md", "# A\n\nAlpha text.\n")
+    write(docs / "b.txt", "Beta text.\n")
+    data = str(tmp_path / "data")
+    code = cli.main(["--data-dir", data, "import", "docs", "--root", str(docs), "--collection", "kb", str(docs / "a.md"), "--lang", "en", str(docs / "b.txt")])
+    assert (code, capsys.readouterr().out.splitlines()[-1].split(" correlation=")[0]) == (0, "documents=2 chunks=2 skipped=0 failed=0")
+    with MemoryService.open(data) as service:
+        assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default", collection="kb")] == ["a.md", "b.txt"]
+    assert cli.main(["--data-dir", data, "import", "docs", "--root", str(docs), str(docs / "a.md"), "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
 def test_cli_log_import_still_works(tmp_path, capsys):
     source = str(tmp_path / "source")
     with MemoryService.open(source) as service:

@@ -119,6 +119,22 @@ def test_cjk_whole_sentence_query_ranks_the_best_match_first(log, searcher):
     assert "far" not in ids(hits)
 
 
+@pytest.mark.parametrize("text, query", [
+    ("ภาษาไทยเป็นภาษาที่สวยงาม", "ภาษาไทย"),  # Thai
+    ("ພາສາລາວແມ່ນພາສາທີ່ສວຍງາມ", "ພາສາລາວ"),  # Lao
+    ("ភាសាខ្មែរជាភាសាដ៏ស្រស់ស្អាត", "ភាសាខ្មែរ"),  # Khmer
+    ("မြန်မာဘာသာစကားသည်လှပသည်", "ဘာသာစကား"),  # Myanmar
+])
+def test_a_word_of_a_script_written_without_spaces_finds_the_sentence_holding_it(log, searcher, text, query):
+    """Thai, Lao, Khmer and Myanmar write a sentence without spaces, which unicode61 keeps as one token: a word
+    of it found nothing, by any plan, unless it was the whole sentence. They are segmented as CJK text is."""
+    log.add("it", text)
+    log.add("other", "ภูเขา coffee กาแฟ")
+    conn = searcher()
+    assert ids(fts_search(conn, "t", query)) == ["it"]
+    assert ids(fts_search(conn, "t", text)) == ["it"]
+
+
 def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     """unicode61 keeps "我喜欢Python编程" as one token: the word in it is indexed apart, and found by every plan."""
     log.add("py", "我喜欢Python编程")
@@ -156,6 +172,22 @@ def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher
     assert ids(fts_search(conn, "t", "ｶﾀｶﾅ")) == ["kana"]
     fast, exact = fts_search(conn, "t", "abc room 2024 file"), fts_search(conn, "t", "abc room 2024 file", exact=True)
     assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
+def test_a_word_holding_an_invisible_character_is_found_by_the_word_as_it_reads(log, searcher):
+    """A zero-width space, a word joiner, a zero-width no-break space or a soft hyphen inside a word (pasted from a web
+    page or a PDF) split it in two for the index: "co\u200bffee" reads "coffee", and "coffee" found nothing."""
+    log.add("zwsp", "fresh co\u200bffee beans")
+    log.add("shy", "a hyphen\u00adation example")
+    log.add("wj", "the word\u2060joiner and bom\ufeffword")
+    log.add("plain", "tea leaves")
+    conn = searcher()
+    for exact in (False, True):
+        assert ids(fts_search(conn, "t", "coffee", exact=exact)) == ["zwsp"]
+        assert ids(fts_search(conn, "t", "hyphenation", exact=exact)) == ["shy"]
+        assert ids(fts_search(conn, "t", "wordjoiner bomword", exact=exact)) == ["wj"]
+        assert ids(fts_search(conn, "t", "co\u200bffee", exact=exact)) == ["zwsp"]  # the query as pasted, too
+        assert ids(fts_search(conn, "t", "fresh", exact=exact)) == ["zwsp"]
 
 
 # -- filters before the limit ----------------------------------------------------------------
