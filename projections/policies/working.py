@@ -92,7 +92,7 @@ class WorkingCapacity:
         with service.writer.lock:  # one look at a time in this process, and its evictions as the writer
             self._looking.now = True
             try:
-                reached = service.position()
+                reached = service.runner.position(service.read_conn())  # every projection has applied the log up to here
                 if reached > self.position:
                     for first, last in service.store.appended_here.others(self.position, reached):
                         self.pending.update(self._entered(first - 1, last))
