@@ -1,7 +1,9 @@
 """The organizer: a log follower that dedups memories and resolves conflicts, as events.
 
-It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (text or key
-changed) after its own checkpoint, in batches. For every memory of a batch
+It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (of any field: the
+text and key are the judge's inputs, the subject picks the candidates, and the
+tags, properties and other fields decide whether a merge would lose a value)
+after its own checkpoint, in batches. For every memory of a batch
 that is still activated it gathers candidates among the activated memories of
 the same tenant, memory type and subject (the batch's other items included,
 since they are projected already; memories of two subjects are facts about
@@ -229,8 +231,6 @@ class Organizer:
         for r in events:
             e = r.event
             if isinstance(e, c.MemoryAdded) and e.origin == "topic":
-                continue
-            if isinstance(e, c.MemoryUpdated) and not {"memory", "key"} & set(e.changed):
                 continue
             if e.content.memory_type in self.types:
                 triggers.setdefault((r.tenant, e.memory_id), r)
