@@ -298,7 +298,8 @@ class Organizer:
                 if {(i.id, i.version) for i in current} != set(planned.versions.items()):
                     return "skipped: changed or no longer activated"
                 older, newer = planned.memory_ids
-                result = memories.supersede(ctx, older, newer, decision=planned.decision)
+                versions = planned.versions  # another process may write between the check above and the command's read
+                result = memories.supersede(ctx, older, newer, decision=planned.decision, expected_version=versions[older], expected_newer_version=versions[newer])
         except (Conflict, NotFound) as exc:
             return f"skipped: {exc}"
         except IdempotencyConflict:

@@ -44,3 +44,21 @@ def test_duplicates_kept_apart_by_a_value_are_merged_once_an_update_makes_it_the
     svc.run(svc.memories.update, CommandContext(tenant=TENANT, actor="someone"), b, {"properties": {"source": "chat"}})
     report = organizer.run_once()
     assert [(p["action"], sorted(p["memory_ids"]), p["outcome"]) for p in report["planned"]] == [("merge", sorted([a, b]), "applied")]
+
+
+@pytest.mark.parametrize("edited", ["older", "newer"])
+def test_a_supersede_is_skipped_when_a_memory_changed_after_the_pass_checked_it(svc, settings, monkeypatch, edited):
+    """The pass checks a contradictory pair's versions on the projection, then supersedes: another process's
+    edit in between was superseded (or stood as the newer value) though the judge never read it."""
+    older, newer = add(svc, MemoryContent(memory="Home city: Paris", key="home city"), MemoryContent(memory="Home city: Rome", key="home city"))
+    changed = {"older": older, "newer": newer}[edited]
+    supersede = svc.memories.supersede
+
+    def edited_meanwhile(ctx, *args, **kwargs):
+        svc.memories.update(CommandContext(tenant=TENANT, actor="someone"), changed, {"memory": "Home city: Rome, since May"})
+        return supersede(ctx, *args, **kwargs)
+
+    monkeypatch.setattr(svc.memories, "supersede", edited_meanwhile)
+    report = Organizer(svc, settings).run_once()
+    outcomes = [(p["action"], p["memory_ids"], p["outcome"].split(":")[0]) for p in report["planned"]]
+    assert outcomes[:1] == [("supersede", [older, newer], "skipped")], outcomes  # the edit is judged afresh, in the next round
