@@ -379,11 +379,15 @@ class TopicBuilder:
 
     def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
         """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
-        quote the members, and a forget between planning and writing must not see them written again."""
+        quote the members, and a forget between planning and writing must not see them written again; nor when
+        one left (deleted, archived, merged away): the topic would hold it and quote it."""
         self.service.sync()
-        erased = sorted(i.id for i in load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members)) if i.content.erased)
+        items = load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members))
+        erased = sorted(i.id for i in items if i.content.erased)
         if erased:
             raise Conflict(f"memory {erased[0]} was erased (its subject was forgotten) since the cluster was planned")
+        if gone := sorted(members - {i.id for i in items}):
+            raise Conflict(f"memory {gone[0]} is no longer activated since the cluster was planned")
         return self.commands.organize(ctx, **changes)
 
     def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = RETIRED_STALE):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.model import MemoryContent
+from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.projections.policies.organizer import Organizer
+from mnemolog.projections.policies.topics import TopicBuilder
 
 import pytest
 
+from tests.projections import test_topics as topics
 from tests.projections.test_organizer import TENANT, activated, add, make_settings
 
 
@@ -62,3 +64,21 @@ def test_a_supersede_is_skipped_when_a_memory_changed_after_the_pass_checked_it(
     report = Organizer(svc, settings).run_once()
     outcomes = [(p["action"], p["memory_ids"], p["outcome"].split(":")[0]) for p in report["planned"]]
     assert outcomes[:1] == [("supersede", [older, newer], "skipped")], outcomes  # the edit is judged afresh, in the next round
+
+
+@pytest.mark.parametrize("how", ["soft_delete", "archive"])
+def test_a_topic_planned_before_a_member_left_is_not_written(svc, settings, how):
+    """A member deleted or archived between a clustering run's read and its write was linked under the new topic
+    anyway: a live PARENT edge on a deleted memory, its words in the topic's title, shown among its members."""
+    for theme in ("kitchen", "space"):
+        topics.add(svc, topics.themed(theme, 14))
+    builder = TopicBuilder(svc, settings, Organizer(svc, settings).vectors)
+    planned = builder.plan(TENANT, "LongTermMemory", deadline=float("inf"))
+    cluster = planned["new"][0]
+    gone = sorted(cluster.all_members)[0]
+    getattr(svc.memories, how)(CommandContext(tenant=TENANT, actor="someone"), gone)
+    with pytest.raises(Conflict, match=f"{gone} is no longer activated"):
+        builder.write(TENANT, "LongTermMemory", cluster, [], "run-1", [0])
+    assert topics.live_topics(svc) == {} and svc.facts.live_edges_of(TENANT, [gone]) == []
+    report = Organizer(svc, settings).cluster()  # the next run clusters the memories as they are now
+    assert report["created"] >= 1 and all(target != gone for _, _, target in topics.parent_edges(svc))
