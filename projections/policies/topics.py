@@ -378,9 +378,10 @@ class TopicBuilder:
         return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, reason=RETIRED_REPLACED)
 
     def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
-        """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
-        quote the members, and a forget between planning and writing must not see them written again; nor when
-        one left (deleted, archived, merged away): the topic would hold it and quote it."""
+        """Write a planned cluster or conversation order (as the writer) unless a member was erased since it was
+        read: a topic's text and key quote the members, and a forget between planning and writing must not see
+        them written again (nor a chain link its erased turns); nor when one left (deleted, archived, merged
+        away): the topic would hold it and quote it, the chain link it."""
         self.service.sync()
         items = load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members))
         erased = sorted(i.id for i in items if i.content.erased)
@@ -470,7 +471,8 @@ class TopicBuilder:
 
     def write_follows(self, tenant: str, unlink: list[str], link: list[c.EdgeRecord], run: str):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self.commands.organize, ctx, link=link, unlink=unlink, reason="conversation order changed")
+        turns = {node for e in link for node in (e.source, e.target)}
+        return self.service.run(self._organize_unerased, ctx, turns, link=link, unlink=unlink, reason="conversation order changed")
 
     # -- a run -----------------------------------------------------------------------------------
 

@@ -82,3 +82,17 @@ def test_a_topic_planned_before_a_member_left_is_not_written(svc, settings, how)
     assert topics.live_topics(svc) == {} and svc.facts.live_edges_of(TENANT, [gone]) == []
     report = Organizer(svc, settings).cluster()  # the next run clusters the memories as they are now
     assert report["created"] >= 1 and all(target != gone for _, _, target in topics.parent_edges(svc))
+
+
+@pytest.mark.parametrize("how", ["soft_delete", "archive"])
+def test_a_conversation_order_planned_before_a_turn_left_is_not_linked(svc, settings, how):
+    """A turn deleted or archived between a run's read of the conversation and its write got FOLLOWS edges anyway."""
+    turns = add(svc, *(MemoryContent(memory=f"chat line {n}", properties={"conv": "chat-9", "turn": n}) for n in (1, 2, 3)))
+    builder = TopicBuilder(svc, settings, Organizer(svc, settings).vectors)
+    [(conv, unlink, link)] = builder.follows_plan(TENANT)
+    getattr(svc.memories, how)(CommandContext(tenant=TENANT, actor="someone"), turns[1])
+    with pytest.raises(Conflict, match=f"{turns[1]} is no longer activated"):
+        builder.write_follows(TENANT, unlink, link, "run-1")
+    assert svc.facts.live_edges_with_prefix(TENANT, "follows:") == []
+    Organizer(svc, settings).cluster()  # the next run links the turns that are left
+    assert [(e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, "follows:")] == [(turns[0], turns[2])]
