@@ -23,7 +23,8 @@ Guard rails, because a wrong merge costs more than a missed one:
   lose a fact;
 * a ``redundant`` answer on a text the prompt cut (at ``max_chars``) is
   independent unless the rule judge, reading both texts whole, finds them
-  redundant too: the LLM never read what a merge keeping one text would lose;
+  redundant too: the LLM never read what a merge keeping one text would lose
+  (and its ``fused_text`` of what it read gives way to :func:`merged_text`);
 * a ``fused_text`` that brings in a number found in neither memory, leaves out
   one of theirs, is implausibly long (or longer than a memory may be), or holds
   a lone surrogate (a character cut in half), is replaced by the rule-based
@@ -411,7 +412,7 @@ class LLMJudge:
                 self.stats["vetoes"] += 1
                 return Verdict("independent", f"llm said redundant ({reason}) on the first {self.max_chars} characters of each text;"
                                f" the rule judge on the whole texts: {rule.label} ({rule.reason})", self.name, self.version, cos)
-        if fused is None or not _plausible_fusion(fused, a.memory, b.memory):
+        if fused is None or cut or not _plausible_fusion(fused, a.memory, b.memory):  # cut: it fused what it read
             fused = merged_text(a, b)
         return Verdict("redundant", reason, self.name, self.version, cos, fused_text=fused)
 

@@ -609,3 +609,18 @@ async def test_a_redundant_answer_on_texts_cut_for_the_prompt_stands_only_where_
     # texts the prompt holds whole are the LLM's to judge, as before
     v = await judge.judge(A, B, 0.95)
     assert (v.label, v.judge) == ("redundant", "llm")
+
+
+async def test_a_fused_text_written_from_texts_cut_for_the_prompt_is_replaced(fake: FakeLLM, make_judge) -> None:
+    """The LLM fuses what it read: of a memory cut for the prompt, its fused text kept the start only, and the
+    merge dropped the rest (a number in it would have been noticed, words were not)."""
+    areas = "sales support hiring travel security training design research legal finance logistics marketing".split()
+    start = " ".join(f"The quarterly report says the team met its goals in {area}." for area in areas)
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "the same report", start[:380])
+
+    fake.behaviour = behaviour
+    longer = JudgedMemory(id="b", memory=start + " It also covers the Lisbon office.")
+    v = await make_judge(max_chars=400).judge(JudgedMemory(id="a", memory=start), longer, 0.99)
+    assert (v.label, v.judge) == ("redundant", "llm") and v.fused_text == longer.memory
