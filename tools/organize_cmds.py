@@ -5,7 +5,8 @@ the log until interrupted (Ctrl-C), standing by while another organizer (a
 running server's) holds the log's lease; ``--once`` makes one dedup pass up
 to the head and one topic clustering run, and is refused while another holds
 the lease; ``--dry-run`` prints what a pass and a clustering run would
-decide, writing nothing. ``--tenant`` restricts it to
+decide, writing nothing (one round: the memories its merges would make are judged
+by the pass once it wrote them, so it says when the pass may decide more). ``--tenant`` restricts it to
 one tenant (following the log too), and is refused when blank or when the log
 holds no event of that tenant; ``--json`` prints one JSON object a line.
 
@@ -86,19 +87,22 @@ def cmd_organize(args: argparse.Namespace) -> int:
         if args.dry_run:
             planned = organizer.dry_run(tenant)
             topics = None if args.no_topics else organizer.cluster(tenant, dry_run=True)
+            # One round: the memories the merges would make are judged by the pass once it has written them.
+            more = any(p["action"] == "merge" for p in planned)
             if args.json:
                 for p in planned:
                     print_json_line({"kind": "decision", **p})
                 for cl in (topics or {}).get("clusters", []):
                     print_json_line({"kind": "topic", **cl})
-                print_json_line({"kind": "summary", "decisions": len(planned), "topics": len((topics or {}).get("clusters", [])), "dry_run": True})
+                print_json_line({"kind": "summary", "decisions": len(planned), "topics": len((topics or {}).get("clusters", [])), "dry_run": True, "may_decide_more": more})
             else:
                 for p in planned:
                     print(_show(p))
                 for cl in (topics or {}).get("clusters", []):
                     print(f"{cl['tenant']}: topic {cl['key']!r} ({cl['size']} memories, {cl['subtopics']} sub-topics, {cl['memory_type']})")
                 n_topics = len((topics or {}).get("clusters", []))
-                print(f"dry run: {len(planned)} decision(s) and {n_topics} new topic(s) would be written; nothing was")
+                then = " (the pass then judges the memories its merges make, and may decide more)" if more else ""
+                print(f"dry run: {len(planned)} decision(s) and {n_topics} new topic(s) would be written; nothing was{then}")
             return 0
         if args.once:
             lease = service.store.lease("organizer")  # one organizer at a time on a log: a running server's, or this one
@@ -148,7 +152,7 @@ def _print_pass(args: argparse.Namespace, report: dict[str, Any], topics: dict[s
 def register(subparsers) -> None:
     p = add_command(subparsers, "organize", cmd_organize, help="dedup, resolve conflicts and build topics (follows the log; --once for one pass)", json=True, tenant=True)
     p.add_argument("--once", action="store_true", help="one pass up to the head and one clustering run, then exit")
-    p.add_argument("--dry-run", action="store_true", help="print what would be decided; write nothing")
+    p.add_argument("--dry-run", action="store_true", help="print what would be decided; write nothing (the memories a merge makes are judged by the pass only)")
     p.add_argument("--no-topics", action="store_true", help="skip the topic clustering run")
 
 

@@ -315,15 +315,19 @@ class MemoryCommands:
         *,
         decision: c.Decision | None = None,
         expected_version: int | None = None,
+        expected_newer_version: int | None = None,
     ) -> CommandResult:
-        """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``)."""
+        """The newer memory replaces the older contradictory one, which is archived (reason ``conflict``).
+
+        ``expected_version`` and ``expected_newer_version``: the versions a judge read (a 409 when either moved on).
+        """
         if older_id == newer_id:
             raise ValidationError("superseded_by", "a memory cannot supersede itself")
-        request = _request([older_id, newer_id], expected_version=expected_version)
+        request = _request([older_id, newer_id], expected_version=expected_version, expected_newer_version=expected_newer_version)
         if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
         older = self._load(ctx, older_id, expected_version)
-        newer = self._load(ctx, newer_id, None)
+        newer = self._load(ctx, newer_id, expected_newer_version)
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:

@@ -21,6 +21,10 @@ Guard rails, because a wrong merge costs more than a missed one:
   the memories hold two slots (different keys) or name two things (different
   identifiers: "invoice 1001" / "invoice 1002"): a merge or a supersede would
   lose a fact;
+* a ``redundant`` answer on a text the prompt cut (at ``max_chars``) is
+  independent unless the rule judge, reading both texts whole, finds them
+  redundant too: the LLM never read what a merge keeping one text would lose
+  (and its ``fused_text`` of what it read gives way to :func:`merged_text`);
 * a ``fused_text`` that brings in a number found in neither memory, leaves out
   one of theirs, is implausibly long (or longer than a memory may be), or holds
   a lone surrogate (a character cut in half), is replaced by the rule-based
@@ -398,12 +402,17 @@ class LLMJudge:
             return Verdict("independent", f"llm said {label} ({reason}); vetoed: {apart}", self.name, self.version, cos)
         if label != "redundant":
             return Verdict(label, reason, self.name, self.version, cos)  # type: ignore[arg-type]
-        if self.veto_conflicts:
+        cut = max(len(a.memory), len(b.memory)) > self.max_chars  # the LLM never read what follows the cut
+        if self.veto_conflicts or cut:
             rule = self.fallback.judge_sync(a, b, cos)
-            if rule.label == "contradictory":  # the rule judge's label, so its verdict: the decision names who saw the conflict
+            if self.veto_conflicts and rule.label == "contradictory":  # the rule judge's label, so its verdict: the decision names who saw the conflict
                 self.stats["vetoes"] += 1
                 return msgspec.structs.replace(rule, reason=f"llm said redundant ({reason}); vetoed: {rule.reason}")
-        if fused is None or not _plausible_fusion(fused, a.memory, b.memory):
+            if cut and rule.label != "redundant":  # a merge keeps one text: the unread rest may hold what it would lose
+                self.stats["vetoes"] += 1
+                return Verdict("independent", f"llm said redundant ({reason}) on the first {self.max_chars} characters of each text;"
+                               f" the rule judge on the whole texts: {rule.label} ({rule.reason})", self.name, self.version, cos)
+        if fused is None or cut or not _plausible_fusion(fused, a.memory, b.memory):  # cut: it fused what it read
             fused = merged_text(a, b)
         return Verdict("redundant", reason, self.name, self.version, cos, fused_text=fused)
 

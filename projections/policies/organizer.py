@@ -1,7 +1,9 @@
 """The organizer: a log follower that dedups memories and resolves conflicts, as events.
 
-It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (text or key
-changed) after its own checkpoint, in batches. For every memory of a batch
+It reads ``MemoryAdded`` / ``MemoriesMerged`` / ``MemoryUpdated`` (of any field: the
+text and key are the judge's inputs, the subject picks the candidates, and the
+tags, properties and other fields decide whether a merge would lose a value)
+after its own checkpoint, in batches. For every memory of a batch
 that is still activated it gathers candidates among the activated memories of
 the same tenant, memory type and subject (the batch's other items included,
 since they are projected already; memories of two subjects are facts about
@@ -230,8 +232,6 @@ class Organizer:
             e = r.event
             if isinstance(e, c.MemoryAdded) and e.origin == "topic":
                 continue
-            if isinstance(e, c.MemoryUpdated) and not {"memory", "key"} & set(e.changed):
-                continue
             if e.content.memory_type in self.types:
                 triggers.setdefault((r.tenant, e.memory_id), r)
         groups: dict[tuple[str, str], list] = defaultdict(list)
@@ -298,7 +298,8 @@ class Organizer:
                 if {(i.id, i.version) for i in current} != set(planned.versions.items()):
                     return "skipped: changed or no longer activated"
                 older, newer = planned.memory_ids
-                result = memories.supersede(ctx, older, newer, decision=planned.decision)
+                versions = planned.versions  # another process may write between the check above and the command's read
+                result = memories.supersede(ctx, older, newer, decision=planned.decision, expected_version=versions[older], expected_newer_version=versions[newer])
         except (Conflict, NotFound) as exc:
             return f"skipped: {exc}"
         except IdempotencyConflict:

@@ -116,6 +116,21 @@ def llm_options(settings: Settings) -> dict | None:
             "retries": retries, "concurrency": concurrency}
 
 
+def check_ranges(settings: Settings) -> None:
+    """Refuse an organizer setting outside its range: a batch of 0 fails every pass, and a cosine no pair reaches,
+    a negative top_k or time budget would be taken and quietly find no candidate, drop one, or stop every
+    clustering run before it began."""
+    for declared in (ORGANIZER_BATCH, ORGANIZER_TOP_K):
+        if (count := int(settings.get(declared.name))) < 1:
+            raise SettingError(f"{declared.env} must be at least 1, got {count}")
+    cosine = float(settings.organizer_min_cosine)
+    if not -1 <= cosine <= 1:  # NaN too
+        raise SettingError(f"{ORGANIZER_MIN_COSINE.env} must be a cosine between -1 and 1, got {cosine:g}")
+    budget = float(settings.organizer_time_budget_s)
+    if not (math.isfinite(budget) and budget > 0):
+        raise SettingError(f"{TIME_BUDGET_S.env} must be a number of seconds greater than 0, got {budget:g}")
+
+
 def check_settings(settings: Settings) -> None:
     """Refuse (:class:`SettingError`, one line naming the setting) what would stop the organizer later:
     called at the start of a server or ``mnemolog organize``, before anything is opened or printed. Every
@@ -124,6 +139,7 @@ def check_settings(settings: Settings) -> None:
     settings.as_dict()
     if settings.organizer_enabled:
         busy_share(settings)
+        check_ranges(settings)
         rule_config(settings)
         llm_options(settings)
 

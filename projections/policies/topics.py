@@ -378,12 +378,17 @@ class TopicBuilder:
         return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, reason=RETIRED_REPLACED)
 
     def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
-        """Write a planned cluster (as the writer) unless a member was erased since it was read: its text and key
-        quote the members, and a forget between planning and writing must not see them written again."""
+        """Write a planned cluster or conversation order (as the writer) unless a member was erased since it was
+        read: a topic's text and key quote the members, and a forget between planning and writing must not see
+        them written again (nor a chain link its erased turns); nor when one left (deleted, archived, merged
+        away): the topic would hold it and quote it, the chain link it."""
         self.service.sync()
-        erased = sorted(i.id for i in load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members)) if i.content.erased)
+        items = load_items(self.service.read_conn(), ctx.tenant, ids=sorted(members))
+        erased = sorted(i.id for i in items if i.content.erased)
         if erased:
             raise Conflict(f"memory {erased[0]} was erased (its subject was forgotten) since the cluster was planned")
+        if gone := sorted(members - {i.id for i in items}):
+            raise Conflict(f"memory {gone[0]} is no longer activated since the cluster was planned")
         return self.commands.organize(ctx, **changes)
 
     def retire(self, tenant: str, topic_ids: list[str], run: str, reason: str = RETIRED_STALE):
@@ -466,7 +471,8 @@ class TopicBuilder:
 
     def write_follows(self, tenant: str, unlink: list[str], link: list[c.EdgeRecord], run: str):
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self.commands.organize, ctx, link=link, unlink=unlink, reason="conversation order changed")
+        turns = {node for e in link for node in (e.source, e.target)}
+        return self.service.run(self._organize_unerased, ctx, turns, link=link, unlink=unlink, reason="conversation order changed")
 
     # -- a run -----------------------------------------------------------------------------------
 

@@ -587,3 +587,40 @@ async def test_a_client_error_that_says_later_is_retried(fake: FakeLLM, make_jud
     fake.behaviour = behaviour
     v = await make_judge().judge(A, B, 0.9)
     assert (v.judge, v.fallback) == ("llm", None) and len(fake.requests) == 2
+
+
+async def test_a_redundant_answer_on_texts_cut_for_the_prompt_stands_only_where_the_rules_agree(fake: FakeLLM, make_judge) -> None:
+    """The prompt cuts a text at max_chars: two long memories alike up to there and apart after (another
+    project lead) were judged redundant on their shared start, and the merge kept one lead and lost the other."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "the same report")
+
+    fake.behaviour = behaviour
+    judge = make_judge(max_chars=400)
+    start = " ".join(f"Paragraph {i} of the quarterly report says the team met its goals." for i in range(20))
+    a = JudgedMemory(id="a", memory=start + " The project was led by Alice Martin.")
+    b = JudgedMemory(id="b", memory=start + " The project was led by Bruno Keller.")
+    v = await judge.judge(a, b, 0.99)
+    assert v.label == "independent" and v.fused_text is None
+    assert v.reason.startswith("llm said redundant (the same report) on the first 400 characters of each text;") and "rule judge" in v.reason
+    # where the rules see the whole texts as one (one holds the other), the LLM's answer stands
+    v = await judge.judge(JudgedMemory(id="a", memory=start), JudgedMemory(id="b", memory=start + " It also covers the Lisbon office."), 0.99)
+    assert (v.label, v.judge) == ("redundant", "llm") and v.fused_text.endswith("Lisbon office.")
+    # texts the prompt holds whole are the LLM's to judge, as before
+    v = await judge.judge(A, B, 0.95)
+    assert (v.label, v.judge) == ("redundant", "llm")
+
+
+async def test_a_fused_text_written_from_texts_cut_for_the_prompt_is_replaced(fake: FakeLLM, make_judge) -> None:
+    """The LLM fuses what it read: of a memory cut for the prompt, its fused text kept the start only, and the
+    merge dropped the rest (a number in it would have been noticed, words were not)."""
+    areas = "sales support hiring travel security training design research legal finance logistics marketing".split()
+    start = " ".join(f"The quarterly report says the team met its goals in {area}." for area in areas)
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "the same report", start[:380])
+
+    fake.behaviour = behaviour
+    longer = JudgedMemory(id="b", memory=start + " It also covers the Lisbon office.")
+    v = await make_judge(max_chars=400).judge(JudgedMemory(id="a", memory=start), longer, 0.99)
+    assert (v.label, v.judge) == ("redundant", "llm") and v.fused_text == longer.memory

@@ -247,3 +247,35 @@ def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(t
         assert "pw" not in err
     assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
     assert not (data / "auth.db").exists()
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"MNEMOLOG_ORGANIZER_BATCH": "0"}, "MNEMOLOG_ORGANIZER_BATCH must be at least 1, got 0"),
+        ({"MNEMOLOG_ORGANIZER_TOP_K": "-1"}, "MNEMOLOG_ORGANIZER_TOP_K must be at least 1, got -1"),
+        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "2"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got 2"),
+        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "nan"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got nan"),
+        ({"MNEMOLOG_ORGANIZER_TIME_BUDGET_S": "-1"}, "MNEMOLOG_ORGANIZER_TIME_BUDGET_S must be a number of seconds greater than 0, got -1"),
+    ],
+)
+def test_an_organizer_setting_out_of_its_range_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):
+    """A batch of 0 failed organize with a traceback (and every pass of a server's organizer); a cosine no pair
+    reaches, a negative top_k or time budget were taken and quietly found no candidates, dropped one, or
+    stopped every clustering run before it began."""
+    from aiohttp import web
+
+    def started(*args, **kwargs):
+        raise AssertionError("the server started")
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    assert run(capsys, "--data-dir", str(data), "add", "a first note")[0] == 0
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(web, "run_app", started)
+    for argv in (["serve", "--port", "0"], ["organize", "--once"], ["organize", "--dry-run"]):
+        code, out, err = run(capsys, "--data-dir", str(data), *argv)
+        assert (code, out, err) == (2, "", f"mnemolog: error: {message}\n")
+    assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -92,3 +93,35 @@ def test_organize_once_is_refused_while_another_organizer_holds_the_lease(tmp_pa
         holder.wait(timeout=30)
     again = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "organize", "--once", "--no-topics"], capture_output=True, env=_env(), timeout=60)
     assert again.returncode == 0, again.stderr  # the killed holder's lease went with it
+
+
+def test_a_dry_run_says_the_pass_may_decide_more_on_the_memories_its_merges_make(tmp_path, capsys):
+    """The dry run stops after one round (it writes no merge to judge again): it printed "1 decision(s) would be
+    written" where the pass then also superseded the merged memory by a newer value of its key."""
+    from mnemolog.tools.cli import main
+
+    def run(*argv) -> tuple[int, str]:
+        code = main(["--data-dir", str(tmp_path / "data"), *argv])
+        return code, capsys.readouterr().out
+
+    for argv in (["Alice lives in Berlin", "--key", "alice home"], ["alice lives in berlin."], ["Alice lives in Paris", "--key", "alice home"]):
+        assert run("add", *argv)[0] == 0
+    code, out = run("organize", "--dry-run", "--no-topics")
+    assert code == 0 and out.count("merge [") == 1 and "supersede" not in out
+    assert out.splitlines()[-1] == (
+        "dry run: 1 decision(s) and 0 new topic(s) would be written; nothing was"
+        " (the pass then judges the memories its merges make, and may decide more)"
+    )
+    code, out = run("--json", "organize", "--dry-run", "--no-topics")
+    assert code == 0 and json.loads(out.splitlines()[-1])["may_decide_more"] is True
+    code, out = run("organize", "--once", "--no-topics")
+    assert code == 0 and out.count("merge [") == 1 and out.count("supersede") == 1
+
+
+def test_a_dry_run_without_a_merge_says_nothing_more(tmp_path, capsys):
+    from mnemolog.tools.cli import main
+
+    assert main(["--data-dir", str(tmp_path / "data"), "add", "Bob plays chess"]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", str(tmp_path / "data"), "--json", "organize", "--dry-run", "--no-topics"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["may_decide_more"] is False
