@@ -229,6 +229,13 @@ def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(t
     """A judge URL without a scheme, or a negative timeout, was accepted: the server printed its banner and every
     judgement then failed and fell back to the rule judge; a bad value it did refuse came from the organizer's
     start, after the banner (with several workers: a worker's exit, code 1). Both commands now refuse it first."""
+    data = _refused_at_start(tmp_path, capsys, monkeypatch, LLM_JUDGE | env, message, (["serve", "--port", "0"], ["organize", "--once"]))
+    assert not (data / "auth.db").exists()
+
+
+def _refused_at_start(tmp_path, capsys, monkeypatch, env: dict, message: str, commands) -> Path:
+    """Each of ``commands``, with only ``env`` of the MNEMOLOG_ settings, exits 2 with ``message`` before the server
+    starts, and writes nothing; the data directory."""
     from aiohttp import web
 
     def started(*args, **kwargs):
@@ -238,15 +245,15 @@ def test_a_bad_llm_judge_setting_stops_serve_and_organize_at_start_in_one_line(t
         monkeypatch.delenv(name)
     data = tmp_path / "data"
     assert run(capsys, "--data-dir", str(data), "add", "a first note")[0] == 0
-    for name, value in (LLM_JUDGE | env).items():
+    for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(web, "run_app", started)
-    for argv in (["serve", "--port", "0"], ["organize", "--once"]):
+    for argv in commands:
         code, out, err = run(capsys, "--data-dir", str(data), *argv)
         assert (code, out, err) == (2, "", f"mnemolog: error: {message}\n")
         assert "pw" not in err
     assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
-    assert not (data / "auth.db").exists()
+    return data
 
 
 @pytest.mark.parametrize(
@@ -263,19 +270,4 @@ def test_an_organizer_setting_out_of_its_range_stops_serve_and_organize_at_start
     """A batch of 0 failed organize with a traceback (and every pass of a server's organizer); a cosine no pair
     reaches, a negative top_k or time budget were taken and quietly found no candidates, dropped one, or
     stopped every clustering run before it began."""
-    from aiohttp import web
-
-    def started(*args, **kwargs):
-        raise AssertionError("the server started")
-
-    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
-        monkeypatch.delenv(name)
-    data = tmp_path / "data"
-    assert run(capsys, "--data-dir", str(data), "add", "a first note")[0] == 0
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(web, "run_app", started)
-    for argv in (["serve", "--port", "0"], ["organize", "--once"], ["organize", "--dry-run"]):
-        code, out, err = run(capsys, "--data-dir", str(data), *argv)
-        assert (code, out, err) == (2, "", f"mnemolog: error: {message}\n")
-    assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
+    _refused_at_start(tmp_path, capsys, monkeypatch, env, message, (["serve", "--port", "0"], ["organize", "--once"], ["organize", "--dry-run"]))
