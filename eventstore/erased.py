@@ -198,10 +198,12 @@ def _erasing(forgets: _Forgets, position: int, event: Any) -> Callable[[Any], bo
     """What of ``event`` (recorded at ``position``) ``forgets`` erase: ``None`` nothing, :func:`_whole` all of it
     (an event of a memory a later forget names; an entity's or document's, before a forget of the tenant's own
     key), or which of its edges (the mentions a later forget erases)."""
+    if forgets.position <= position:
+        return None  # no forget after it: the hot path of a replay
     kind = type(event)
     memory_id = getattr(event, "memory_id", None)
-    if forgets.position <= position or (type(memory_id) is not str and kind not in _ERASABLE):
-        return None  # no forget after it, or nothing a forget erases
+    if type(memory_id) is not str and kind not in _ERASABLE:
+        return None  # nothing a forget erases
     if kind in _EDGE_EVENTS:
         return lambda edge: _erases_mention(forgets, position, edge)
     if kind in _TENANT_EVENTS:
@@ -252,9 +254,6 @@ class ErasedMemories:
         """``event`` as the reads of the log show it: erased when a later forget names its memory, or (an
         entity's or document's) destroys the tenant's own key; an edge event with those of its mentions erased
         that a later forget erases (itself when nothing of it is erased)."""
-        kind = type(event)
-        if type(getattr(event, "memory_id", None)) is not str and kind not in _ERASABLE:
-            return event
         which = _erasing(self.read(tenant), position, event)
         if which is None:
             return event
