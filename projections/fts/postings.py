@@ -16,8 +16,8 @@ and token count; and per stemmed term the rows that hold it in a word column
 (``text``, ``key``, ``tags``, ``background``, and ``cjk`` for the words
 written against CJK text, not its bigrams) with the term's column-weighted
 frequency in that row. Tokens are FTS5's own: rows are tokenised by an FTS5
-table with the projection's tokenizer (``porter unicode61
-remove_diacritics 2``) in a private in-memory database, and so are the query's
+table with the projection's tokenizer
+(:data:`~.textsearch.TOKENIZER`) in a private in-memory database, and so are the query's
 words, so that the index and the query stem alike and the scores equal
 FTS5's (same idf, same average row length, same column weights).
 
@@ -98,19 +98,17 @@ from .. import text_caches
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
 from .postings_segments import Columns, Segment, narrow
-from .textsearch import CJK_GLOB
+from .textsearch import CJK_GLOB, TOKENIZE_SQL
 from .postings_vocabulary import Vocabulary
 
-__all__ = ["POSTINGS_FILE", "PostingsIndex", "TOKENIZER"]
+__all__ = ["POSTINGS_FILE", "PostingsIndex"]
 
 log = logging.getLogger(__name__)
 
 #: The saved index, in the directory of ``projections.db``.
 POSTINGS_FILE = "fts.postings"
 #: The saved file's layout; a file of another format is ignored (rebuilt).
-FILE_FORMAT = 4  # 3: the words of the cjk column are postings; 4: and their NFKC forms
-
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+FILE_FORMAT = 5  # 3: the words of the cjk column are postings; 4: and their NFKC forms; 5: marks inside words
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
 #: No row is valid past this position (stands for an unset ``valid_to``).
 _OPEN = np.iinfo(np.int64).max
@@ -170,9 +168,9 @@ class _Tokenizer:
     def __init__(self) -> None:
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         cols = ", ".join(INDEXED_COLUMNS)
-        self.conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({cols}, tokenize='{TOKENIZER}')")
+        self.conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({cols}, tokenize={TOKENIZE_SQL})")
         self.conn.execute("CREATE VIRTUAL TABLE doc_terms USING fts5vocab(doc, 'instance')")
-        self.conn.execute(f"CREATE VIRTUAL TABLE word USING fts5(w, tokenize='{TOKENIZER}')")
+        self.conn.execute(f"CREATE VIRTUAL TABLE word USING fts5(w, tokenize={TOKENIZE_SQL})")
         self.conn.execute("CREATE VIRTUAL TABLE word_terms USING fts5vocab(word, 'instance')")
         self.lock = threading.Lock()
         self.cache: dict[str, tuple[str, ...]] = {}

@@ -8,7 +8,7 @@ Tables (in ``projections.db``):
 - ``fts_index``: an *external-content* FTS5 table over ``fts_docs``
   (``content='fts_docs', content_rowid='row_id'``), columns
   ``text, key, tags, background, cjk``, tokenised with
-  ``porter unicode61 remove_diacritics 2``. ``cjk`` holds the character
+  :data:`~mnemolog.projections.fts.textsearch.TOKENIZER` (combining marks inside words). ``cjk`` holds the character
   bigrams of the CJK parts (:func:`mnemolog.projections.fts.textsearch.cjk_segment`), so a
   two-character Chinese word is found inside an unbroken sentence, and the
   words written against CJK characters (:func:`mnemolog.projections.fts.textsearch.glued_words`:
@@ -96,6 +96,7 @@ from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, tr
 from .postings import PostingsIndex
 from .textsearch import (
     MAX_TERMS,
+    TOKENIZE_SQL,
     build_match,
     cjk_query_terms,
     STOPWORDS,
@@ -136,7 +137,9 @@ class FtsHit(msgspec.Struct, frozen=True):
 
 class FtsProjector:
     name = "fts"
-    schema_version = 5  # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms; 4: Thai, Lao, Khmer and Myanmar segmented; 5: invisible characters dropped
+    # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms; 4: Thai, Lao, Khmer and Myanmar segmented;
+    # 5: invisible characters dropped; 6: combining marks inside words, and the vowel points of abjads folded
+    schema_version = 6
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -157,7 +160,7 @@ class FtsProjector:
             CREATE VIRTUAL TABLE IF NOT EXISTS fts_index USING fts5(
                 {INDEXED},
                 content='fts_docs', content_rowid='row_id',
-                tokenize='porter unicode61 remove_diacritics 2'
+                tokenize={TOKENIZE_SQL}
             );
             """
         )

@@ -26,10 +26,14 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from .script_marks import MARKS, POINTS
+
 __all__ = [
     "CJK_RANGES",
     "SEGMENTED_RANGES",
     "STOPWORDS",
+    "TOKENIZER",
+    "TOKENIZE_SQL",
     "WORD_RE",
     "build_match",
     "cjk_match_expression",
@@ -83,11 +87,21 @@ _CJK_CLASS = "".join(
 _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 _CJK_CHAR_RE = re.compile(f"[{_CJK_CLASS}]")
 
-#: A word is a maximal run of letters/digits that is not CJK.  Underscore is
-#: excluded because ``unicode61`` treats it as a separator too.
-WORD_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+")
+#: The index's tokenizer: ``unicode61`` folds case and Latin diacritics, ``porter`` stems English, and the
+#: combining marks (:mod:`.script_marks`) are part of words, as letters are: without ``M*`` an Indic word was
+#: cut at each vowel sign ("हिन्दी" indexed as "ह", "न", "द", so that "हंदी नदी" matched it).
+TOKENIZER = "porter unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
+#: :data:`TOKENIZER` as an SQL string literal, for ``CREATE VIRTUAL TABLE ... USING fts5(..., tokenize=...)``.
+TOKENIZE_SQL = "'" + TOKENIZER.replace("'", "''") + "'"
+
+# A letter or digit that is not CJK (underscore excluded: ``unicode61`` treats it as a separator too), and the
+# same followed by the marks written on it: a word's pieces, cut as the tokenizer cuts them.
+_LETTER = f"[^\\W_{_CJK_CLASS}]"
+_MARKED = f"{_LETTER}+(?:[{MARKS}]+{_LETTER}*)*"
+#: A word: a maximal run of letters, digits and combining marks that is not CJK, starting with a letter or digit.
+WORD_RE = re.compile(_MARKED)
 #: Words and CJK runs, in document order.
-_TOKEN_RE = re.compile(f"[^\\W_{_CJK_CLASS}]+|[{_CJK_CLASS}]+")
+_TOKEN_RE = re.compile(f"{_MARKED}|[{_CJK_CLASS}]+")
 
 
 def is_cjk(ch: str) -> bool:
@@ -142,8 +156,8 @@ def cjk_segment(text: str) -> str:
     return " ".join(out)
 
 
-#: unicode61's tokens: runs of letters and digits, CJK characters included.
-_U61_TOKEN_RE = re.compile(r"[^\W_]+")
+#: unicode61's tokens: runs of letters, digits and marks, CJK characters included.
+_U61_TOKEN_RE = re.compile(f"[^\\W_]+(?:[{MARKS}]+[^\\W_]*)*")
 
 #: A GLOB pattern (SQLite compares code points in ``[...]``) true of a term holding a CJK character.
 CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in SEGMENTED_RANGES) + "]*"
@@ -173,17 +187,21 @@ def folded(text: str) -> str:
     ``cjk`` column and the queries of the lexical channel are folded.
 
     The invisible characters of :data:`_INVISIBLE` are dropped: inside a word
-    they split it for ``unicode61``, though it reads as one word.
+    they split it for ``unicode61``, though it reads as one word. So are the
+    vowel points of Arabic, Hebrew and Syriac and the tatweel
+    (:data:`~.script_marks.POINTS`), which a writer adds or leaves out:
+    vocalized "كَتَبَ" and plain "كتب" fold alike.
 
-    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee")
-    'ABC 2024 file カタカナ coffee'
+    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee كَتَبَ")
+    'ABC 2024 file カタカナ coffee كتب'
     """
-    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return unicodedata.normalize("NFKC", text).translate(_DROPPED)
 
 
 #: Characters no reader sees inside a word: zero-width space, soft hyphen, word joiner, zero-width no-break space
 #: (the joiners that shape a script's letters, U+200C and U+200D, are kept).
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff"))
+_DROPPED = {**_INVISIBLE, **POINTS}
 
 
 def indexed_words(text: str) -> list[str]:

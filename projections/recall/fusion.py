@@ -23,7 +23,7 @@ integrator fetches from SQLite/usearch.
    variants ("favorite" -> "fave", "saw" -> "see"); ``is_temporal``; dates in
    the query; capitalised tokens (names).
 2. Lexical channel [FTS5, top ``candidates`` = 100]. The FTS5 table
-   (``tokenize='porter unicode61 remove_diacritics 2'``) has a ``body``
+   (the projection's tokenizer, :data:`~mnemolog.projections.fts.textsearch.TOKENIZER`) has a ``body``
    column (the memory text) and a ``context`` column: the text of the
    memories within ``context_radius`` = 2 places before and after it in the
    same session (FOLLOWS neighbours), kept up to date at ingest. Query::

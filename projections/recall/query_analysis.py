@@ -42,6 +42,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..fts.script_marks import MARKS
+
 __all__ = [
     "QueryAnalysis",
     "TimeExpression",
@@ -104,9 +106,10 @@ _MONTHS = {
     )
     for name in names
 }
-# Runs of letters/digits of any script (a CJK run is one token, as in the
-# index's unicode61 tokenizer), with an optional apostrophe suffix.
-_TOKEN = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
+# Runs of letters/digits of any script and the combining marks written on them (a CJK run is one token, and
+# an Indic word one, as in the index's tokenizer), with an optional apostrophe suffix.
+_RUN = f"[^\\W_]+(?:[{MARKS}]+[^\\W_]*)*"
+_TOKEN = re.compile(f"{_RUN}(?:['\u2019]{_RUN})?")
 
 
 def tokenize(text: str) -> list[str]:

@@ -31,7 +31,7 @@ import numpy as np
 from mnemolog.eventstore.model import MAX_EMBEDDING_DIM
 from mnemolog.eventstore.settings import SetupError
 
-from ..fts.textsearch import CJK_RANGES, WORD_RE
+from ..fts.textsearch import CJK_RANGES, SEGMENTED_RANGES
 
 __all__ = [
     "EMBEDDER_NAMES",
@@ -215,10 +215,16 @@ def _scatter(rows: np.ndarray, keys: np.ndarray, n: int, dim: int) -> np.ndarray
     return flat.astype(np.float64, copy=False).reshape(n, dim)
 
 
+# The words of the word features: runs of letters and digits outside CJK and the scripts the full-text index
+# segments as CJK. Part of the vector space (changing it requires bumping ``HashingEmbedder.VERSION``), so
+# the embedder keeps its own pattern rather than the index's words, which keep marks inside them.
+_WORD_RE = re.compile("[^\\W_" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in SEGMENTED_RANGES) + "]+")
+
+
 def _word_block(docs: list[str], dim: int) -> np.ndarray:
-    """Hashed word unigrams (non-CJK letter/digit runs, see ``WORD_RE``)."""
+    """Hashed word unigrams (see ``_WORD_RE``)."""
     n = len(docs)
-    per_doc = [WORD_RE.findall(d) for d in docs]
+    per_doc = [_WORD_RE.findall(d) for d in docs]
     counts = np.fromiter(map(len, per_doc), dtype=np.int64, count=n)
     words = list(itertools.chain.from_iterable(per_doc))
     if not words:

@@ -135,6 +135,50 @@ def test_a_word_of_a_script_written_without_spaces_finds_the_sentence_holding_it
     assert ids(fts_search(conn, "t", text)) == ["it"]
 
 
+@pytest.mark.parametrize("text, query, near_miss", [
+    ("मैं हिन्दी बोलता हूँ", "हिन्दी", "हंदी नदी किनारे"),  # Hindi: the miss shares the word's consonants
+    ("আমি বাংলা বলি", "বাংলা", "বালি বল"),  # Bengali
+    ("நான் தமிழ் பேசுகிறேன்", "தமிழ்", "தமிழகம் ழ"),  # Tamil
+])
+def test_an_indic_word_is_found_whole_and_not_by_its_consonants(log, searcher, text, query, near_miss):
+    """The tokenizer cut an Indic word at each vowel sign and virama: "हिन्दी" was indexed as "ह", "न", "द", and
+    found every memory holding those letters. Combining marks are now part of their word."""
+    log.add("it", text)
+    log.add("miss", near_miss)
+    conn = searcher()
+    for exact in (False, True):
+        assert ids(fts_search(conn, "t", query, exact=exact)) == ["it"]
+    fast, exact = fts_search(conn, "t", f"{query} {text}"), fts_search(conn, "t", f"{query} {text}", exact=True)
+    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
+@pytest.mark.parametrize("pointed, plain", [
+    ("كَتَبَ الوَلَدُ الدَّرْسَ", "كتب الولد الدرس"),  # Arabic with its harakat and a shadda
+    ("الـقـهـوة", "القهوة"),  # tatweel
+    ("שָׁלוֹם עוֹלָם", "שלום עולם"),  # Hebrew with niqqud
+])
+def test_an_abjad_word_is_found_with_or_without_its_vowel_points(log, searcher, pointed, plain):
+    """Arabic and Hebrew write their vowel points only sometimes: "كتب" found nothing in "كَتَبَ". Both forms
+    now find both, by every plan, and another word does not."""
+    log.add("pointed", pointed)
+    log.add("plain", plain)
+    log.add("other", "كتاب مكتبة ספר")
+    conn = searcher()
+    for exact in (False, True):
+        for query in (plain.split()[0], pointed.split()[0]):
+            assert set(ids(fts_search(conn, "t", query, exact=exact))) == {"pointed", "plain"}
+
+
+def test_a_decomposed_accent_is_found_as_the_composed_one(log, searcher):
+    log.add("decomposed", "a cafe\u0301 in Lisbon")
+    log.add("composed", "the café on the corner")
+    log.add("other", "a cafeteria")
+    conn = searcher()
+    for exact in (False, True):
+        for query in ("café", "cafe", "cafe\u0301"):
+            assert set(ids(fts_search(conn, "t", query, exact=exact))) == {"decomposed", "composed"}
+
+
 def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     """unicode61 keeps "我喜欢Python编程" as one token: the word in it is indexed apart, and found by every plan."""
     log.add("py", "我喜欢Python编程")

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from mnemolog.projections.fts.textsearch import (
     STOPWORDS,
+    TOKENIZE_SQL,
+    WORD_RE,
     build_match,
     cjk_match_expression,
     cjk_query_terms,
@@ -17,13 +19,13 @@ from mnemolog.projections.fts.textsearch import (
     cjk_segment,
     content_terms,
     escape_fts_term,
+    folded,
     fts_match_expression,
     has_cjk,
     is_cjk,
     word_tokens,
 )
 
-TOKENIZE = "porter unicode61 remove_diacritics 2"
 COLUMNS = ("memory", "key", "tags", "background", "cjk")
 
 DOCS = [
@@ -42,7 +44,7 @@ DOCS = [
 def fts() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
     cols = ", ".join(COLUMNS)
-    conn.execute(f"CREATE VIRTUAL TABLE mem USING fts5({cols}, tokenize='{TOKENIZE}')")
+    conn.execute(f"CREATE VIRTUAL TABLE mem USING fts5({cols}, tokenize={TOKENIZE_SQL})")
     for memory, key, tags, background, _ in DOCS:
         conn.execute(
             "INSERT INTO mem (memory, key, tags, background, cjk) VALUES (?, ?, ?, ?, ?)",
@@ -262,3 +264,52 @@ def test_content_terms() -> None:
 def test_word_tokens_follow_unicode61_boundaries() -> None:
     assert word_tokens("snake_case don't Naïve 2024") == ["snake", "case", "don", "t", "naïve", "2024"]
     assert word_tokens("我喜欢coffee") == ["我喜欢", "coffee"]
+    # Combining marks belong to their word: Indic vowel signs and viramas, Arabic points, decomposed accents.
+    assert word_tokens("मैं हिन्दी बोलता हूँ") == ["मैं", "हिन्दी", "बोलता", "हूँ"]
+    assert word_tokens("நான் தமிழ் பேசுகிறேன்") == ["நான்", "தமிழ்", "பேசுகிறேன்"]
+    assert word_tokens("كَتَبَ الدَّرْسَ cafe\u0301") == ["كَتَبَ", "الدَّرْسَ", "cafe\u0301"]
+
+
+@pytest.mark.parametrize("text", [
+    "मैं हिन्दी बोलता हूँ", "নমস্কার বাংলা", "நான் தமிழ் பேசுகிறேன்", "كَتَبَ الوَلَدُ الدَّرْسَ", "שָׁלוֹם עוֹלָם",
+    "cafe\u0301 crème", "snake_case don't 2024", "Привет мир", "x\u0301\u0302y \u0301lead",
+])
+def test_the_words_of_the_python_side_are_the_tokens_of_the_index(text: str) -> None:
+    """What the index holds for a text (FTS5's own tokenizer) is what :data:`WORD_RE` reads from it, word for word:
+    the queries, the ``cjk`` column's extra words and the postings are all built from Python's words."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize={TOKENIZE_SQL})")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    probe = sqlite3.connect(":memory:")
+    probe.execute(f"CREATE VIRTUAL TABLE w USING fts5(x, tokenize={TOKENIZE_SQL})")
+    probe.execute("CREATE VIRTUAL TABLE wv USING fts5vocab(w, 'instance')")
+    conn.execute("INSERT INTO t VALUES (?)", (text,))
+    indexed = [term for (term,) in conn.execute("SELECT term FROM v ORDER BY offset")]
+    words = []
+    for word in WORD_RE.findall(text):  # each Python word is one token of the index
+        probe.execute("DELETE FROM w")
+        probe.execute("INSERT INTO w VALUES (?)", (word,))
+        words.extend(term for (term,) in probe.execute("SELECT term FROM wv ORDER BY offset"))
+    assert words == indexed
+
+
+def test_folding_drops_the_vowel_points_of_abjads_and_keeps_other_marks() -> None:
+    assert folded("كَتَبَ الدَّرْسَ") == "كتب الدرس"
+    assert folded("ـكـتـب") == "كتب"  # tatweel stretches the line, it is no letter
+    assert folded("שָׁלוֹם") == "שלום"
+    assert folded("हिन्दी தமிழ்") == "हिन्दी தமிழ்"  # an Indic vowel sign is part of the letter
+    assert folded("e\u0301") == "é"  # composed, not dropped: unicode61 folds the accent
+
+
+def test_the_table_of_marks_is_unicodes() -> None:
+    """:data:`~.script_marks.MARK_RANGES` was generated from :mod:`unicodedata`: every mark of the running
+    Python's Unicode is in it (when that is the table's version), and nothing else."""
+    import unicodedata
+
+    from mnemolog.projections.fts.script_marks import MARK_RANGES, UNICODE_VERSION
+
+    listed = {cp for lo, hi in MARK_RANGES for cp in range(lo, hi + 1)}
+    assert all(unicodedata.category(chr(cp)).startswith("M") for cp in listed)
+    assert [lo for lo, _ in MARK_RANGES] == sorted(lo for lo, _ in MARK_RANGES)
+    if unicodedata.unidata_version == UNICODE_VERSION:
+        assert listed == {cp for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith("M")}
