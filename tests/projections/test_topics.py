@@ -349,3 +349,13 @@ def test_a_topic_quoting_a_memory_given_to_a_subject_later_is_erased_with_the_su
     assert other_topics and not any(svc.get(TENANT, t).erased for t in other_topics)
     Organizer(svc, settings).cluster()  # the next run goes on (it replaces the erased topic)
     assert all(quoted not in svc.get(TENANT, t).memory for t in live_topics(svc))
+
+
+def test_the_words_of_a_topic_keep_their_marks():
+    """An Indic word was read as its consonants, none three letters long: a cluster of Hindi memories had no
+    distinctive word at all."""
+    from mnemolog.projections.policies.topics import Terms
+
+    terms = Terms(["हिन्दी भाषा सीखना", "हिन्दी भाषा बोलना", "हिन्दी कविता पढ़ना", "coffee beans roasted", "coffee shop opened"])
+    hindi, english = terms.top([[0, 1, 2], [3, 4]])
+    assert "हिन्दी" in hindi and "coffee" in english
