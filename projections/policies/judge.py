@@ -82,7 +82,7 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers; 6: a place and a
 # time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
 # are no contradiction
-RULE_JUDGE_VERSION = "6"
+RULE_JUDGE_VERSION = "7"  # 7: an Indic word read whole, with its vowel signs
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):

@@ -14,6 +14,7 @@ import unicodedata
 from typing import NamedTuple
 
 from .. import text_caches
+from ..fts.script_marks import MARKS
 from .judge_cjk import cjk_relation
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
@@ -42,6 +43,9 @@ def normalize_text(text: str) -> str:
     return " ".join(t.split())
 
 
+# A run of letters and the combining marks written on them: an Indic word whole, so that "रहता" and "रहती"
+# (or "सीता" and "सुनीता") are two words, not the same consonants.
+_LETTERS = f"[^\\W\\d_]+(?:[{MARKS}]+[^\\W\\d_]*)*"
 _TOKEN_RE = re.compile(
     r"""
     (?P<iso>\b\d{4}-\d{1,2}-\d{1,2}\b)
@@ -51,8 +55,8 @@ _TOKEN_RE = re.compile(
   | (?P<code>\b[^\W\d_]+-?\d+(?:[.-]\w+)*\b|\b\d+[^\W\d_]\b)
   | (?P<sep>:)
   | (?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*)(?:(?:st|nd|rd|th)(?![^\W\d_]))?
-  | (?P<word>[^\W\d_]+(?:'[^\W\d_]+)*)
-    """,
+  | (?P<word>LETTERS(?:'LETTERS)*)
+    """.replace("LETTERS", _LETTERS),
     re.X,
 )
 

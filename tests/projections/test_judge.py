@@ -133,6 +133,19 @@ def test_threshold_is_configurable_and_changes_the_version() -> None:
     assert v.judge_version == lenient.version
 
 
+@pytest.mark.parametrize("a, b", [
+    ("मेरी बहन का नाम सीता है", "मेरी बहन का नाम सुनीता है"),  # Sita and Sunita
+    ("राम दिल्ली में रहता है", "राम दिल्ली में रहती है"),  # a vowel sign: another person
+    ("அவள் பெயர் கலா", "அவள் பெயர் கமலா"),  # Tamil: Kala and Kamala
+])
+def test_indic_words_that_differ_by_their_vowel_signs_are_different_words(a: str, b: str) -> None:
+    """The judge read an Indic word as its consonants: "my sister's name is Sita" and "... is Sunita" were
+    judged redundant (word similarity 1.00) and merged into one."""
+    v = judge(a, b, 0.99)
+    assert v.label == "independent" and "different content words" in v.reason
+    assert judge(a, a + "।", 0.99).label == "redundant"
+
+
 @pytest.mark.parametrize("a, b, evidence", [
     ("Alice likes green tea", "Alice likes black tea", "different content words"),
     ("Alice likes Bob", "Bob likes Alice", "word order"),
