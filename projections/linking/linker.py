@@ -18,7 +18,7 @@ Matching
     leftmost. A surface starting with a word character needs a non-word
     character (or the text start) before it; one ending with a word character
     needs a non-word character (or the text end) after it. Word characters are
-    letters, digits and ``_`` of scripts written with spaces; ideographs, kana,
+    letters, digits, ``_`` and combining marks of scripts written with spaces; ideographs, kana,
     hangul and Thai are not. So ``"rust"`` matches neither ``"trust"`` nor
     ``"rusty"``, ``"北京"`` matches inside ``"我住在北京市"`` and ``"rust"`` matches
     in ``"我用rust写代码"``.
@@ -97,7 +97,8 @@ def _is_unspaced_script(ch: str) -> bool:
 
 
 def _is_word_char(ch: str) -> bool:
-    return ch == "_" or (ch.isalnum() and not _is_unspaced_script(ch))
+    """A letter, digit, ``_`` or combining mark (an Indic vowel sign continues its word) of a script written with spaces."""
+    return ch == "_" or ((ch.isalnum() or unicodedata.category(ch)[0] == "M") and not _is_unspaced_script(ch))
 
 
 def _is_hangul_jamo(ch: str) -> bool:

@@ -99,6 +99,19 @@ def test_match_ending_before_combining_mark_keeps_the_mark():
     assert cat.query_entities("在北京\u0301呢") == [("bj", "北京", 1, 4)]
 
 
+@pytest.mark.parametrize("name, text", [
+    ("राम", "रामायण पढ़ी"),  # Ram inside Ramayana: the vowel sign after म continues the word
+    ("सीता", "सीताराम आए"),  # a name ending in a vowel sign, inside a longer name
+    ("கலா", "கலாவதி வந்தாள்"),  # Tamil
+])
+def test_an_indic_name_needs_word_boundaries_around_its_vowel_signs(name, text):
+    """A combining mark was no word character: "राम" was found in "रामायण", and a name ending in a vowel sign
+    had no right boundary at all."""
+    cat = AliasCatalogue.build([ent("e", name)])
+    assert cat.query_entities(text) == []
+    assert entity_ids(cat, f"कल {name} आए") == ["e"] and entity_ids(cat, f"({name})") == ["e"]
+
+
 def test_whitespace_in_text_matches_single_space_alias():
     cat = AliasCatalogue.build([ent("ny", "New   York")])
     assert entity_ids(cat, "new\nyork") == ["ny"]
