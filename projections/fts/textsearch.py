@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from .script_marks import MARKS, POINTS
+from .script_marks import MARK, POINTS
 
 __all__ = [
     "CJK_RANGES",
@@ -97,7 +97,7 @@ TOKENIZE_SQL = "'" + TOKENIZER.replace("'", "''") + "'"
 # A letter or digit that is not CJK (underscore excluded: ``unicode61`` treats it as a separator too), and the
 # same followed by the marks written on it: a word's pieces, cut as the tokenizer cuts them.
 _LETTER = f"[^\\W_{_CJK_CLASS}]"
-_MARKED = f"{_LETTER}+(?:[{MARKS}]+{_LETTER}*)*"
+_MARKED = f"{_LETTER}+(?:{MARK}+{_LETTER}*)*"
 #: A word: a maximal run of letters, digits and combining marks that is not CJK, starting with a letter or digit.
 WORD_RE = re.compile(_MARKED)
 #: Words and CJK runs, in document order.
@@ -157,7 +157,7 @@ def cjk_segment(text: str) -> str:
 
 
 #: unicode61's tokens: runs of letters, digits and marks, CJK characters included.
-_U61_TOKEN_RE = re.compile(f"[^\\W_]+(?:[{MARKS}]+[^\\W_]*)*")
+_U61_TOKEN_RE = re.compile(f"[^\\W_]+(?:{MARK}+[^\\W_]*)*")
 
 #: A GLOB pattern (SQLite compares code points in ``[...]``) true of a term holding a CJK character.
 CJK_GLOB = "*[" + "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}" for lo, hi in SEGMENTED_RANGES) + "]*"

@@ -14,7 +14,7 @@ import unicodedata
 from typing import NamedTuple
 
 from .. import text_caches
-from ..fts.script_marks import MARKS
+from ..fts.script_marks import MARK
 from .judge_cjk import cjk_relation
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
@@ -45,7 +45,7 @@ def normalize_text(text: str) -> str:
 
 # A run of letters and the combining marks written on them: an Indic word whole, so that "रहता" and "रहती"
 # (or "सीता" and "सुनीता") are two words, not the same consonants.
-_LETTERS = f"[^\\W\\d_]+(?:[{MARKS}]+[^\\W\\d_]*)*"
+_LETTERS = f"[^\\W\\d_]+(?:{MARK}+[^\\W\\d_]*)*"
 _TOKEN_RE = re.compile(
     r"""
     (?P<iso>\b\d{4}-\d{1,2}-\d{1,2}\b)

@@ -59,7 +59,7 @@ from mnemolog.eventstore.commands.topics import TopicCommands
 from mnemolog.eventstore.ids import new_id, new_ids
 from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
-from ..fts.script_marks import MARKS
+from ..fts.script_marks import MARK
 from .dedup import ACTOR, Item, Vectors, load_items
 from .llm_judge import LLMUnavailable
 from .settings import type_list
@@ -75,7 +75,7 @@ TENANT_COUNTS = ("created", "retired", "kept", "held", "follows_linked", "follow
 BRANCH = 10  # at most this many clusters per split
 SEED = 7
 # A word of three letters or more, each letter with the marks written on it (an Indic word is one word, not its consonants).
-_WORD = re.compile(f"(?:[^\\W\\d_][{MARKS}]*){{3,}}")
+_WORD = re.compile(f"(?:[^\\W\\d_]{MARK}*){{3,}}")
 _STOP = frozenset(
     "the and for are was were with that this have has had not but you your they them their there from what when "
     "where which who will would should could about into over than then also just very more most some such only "

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..fts.script_marks import MARKS
+from ..fts.script_marks import MARK
 
 __all__ = [
     "QueryAnalysis",
@@ -108,7 +108,7 @@ _MONTHS = {
 }
 # Runs of letters/digits of any script and the combining marks written on them (a CJK run is one token, and
 # an Indic word one, as in the index's tokenizer), with an optional apostrophe suffix.
-_RUN = f"[^\\W_]+(?:[{MARKS}]+[^\\W_]*)*"
+_RUN = f"[^\\W_]+(?:{MARK}+[^\\W_]*)*"
 _TOKEN = re.compile(f"{_RUN}(?:['\u2019]{_RUN})?")
 
 

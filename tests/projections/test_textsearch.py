@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -306,10 +307,13 @@ def test_the_table_of_marks_is_unicodes() -> None:
     Python's Unicode is in it (when that is the table's version), and nothing else."""
     import unicodedata
 
-    from mnemolog.projections.fts.script_marks import MARK_RANGES, UNICODE_VERSION
+    from mnemolog.projections.fts.script_marks import MARK, MARK_RANGES, UNICODE_VERSION
 
     listed = {cp for lo, hi in MARK_RANGES for cp in range(lo, hi + 1)}
     assert all(unicodedata.category(chr(cp)).startswith("M") for cp in listed)
     assert [lo for lo, _ in MARK_RANGES] == sorted(lo for lo, _ in MARK_RANGES)
     if unicodedata.unidata_version == UNICODE_VERSION:
         assert listed == {cp for cp in range(0x110000) if unicodedata.category(chr(cp)).startswith("M")}
+    one_mark = re.compile(MARK)
+    for cp in [*range(0x30000), *range(0xE0000, 0xE0200), 0x10FFFF]:
+        assert bool(one_mark.fullmatch(chr(cp))) == (cp in listed), hex(cp)
