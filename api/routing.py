@@ -232,8 +232,38 @@ def tenant_header(request: web.Request) -> str:
     return check_tenant(header_text(request, "X-Mnemolog-Tenant") or "", "X-Mnemolog-Tenant")
 
 
+#: The scope a request's key was checked for: each read and write the request queues checks the key again as it starts.
+CHECKED_SCOPE: web.RequestKey[str] = web.RequestKey("checked_scope", str)
+
+
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
+    key, tenant = _authorize(request, scope)
+    request[CHECKED_SCOPE] = scope
+    return key, tenant
+
+
+def still_authorized(request: web.Request) -> None:
+    """The request's key checked again, as :func:`authenticate` checked it: a 401 once it has been revoked since.
+
+    A request waits after its key was checked: for the writer, behind other
+    writes; for a reader thread, behind other reads; for the organizer; on an
+    open tail. Revocation takes effect at once, so what it queued does not
+    run with a key revoked meanwhile (the check costs a pragma, see
+    :meth:`~mnemolog.api.auth.KeyStore.authenticate`).
+    """
+    scope = request.get(CHECKED_SCOPE)
+    if scope is not None:
+        _authorize(request, scope)
+
+
+def _as_authorized(request: web.Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, once :func:`still_authorized` finds the request's key good at its turn."""
+    still_authorized(request)
+    return fn(*args, **kwargs)
+
+
+def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     settings = request.app[keys.settings_key]
     if not settings.auth:
         return None, tenant_header(request) or "default"
@@ -281,16 +311,17 @@ def parse_json(body: bytes, kind: Any = Any) -> Any:
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a read in the reader pool: never on the event loop, waiting for the writer only while another
-    process's rebuild has left the projections behind what this server has served (``MemoryService.steady``)."""
+    process's rebuild has left the projections behind what this server has served (``MemoryService.steady``);
+    and only if the request's key is still good when its turn comes (:func:`still_authorized`)."""
     loop = asyncio.get_running_loop()
     service = request.app[keys.service_key]
-    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(service.read, fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(_as_authorized, request, service.read, fn, *args, **kwargs))
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a write on the service's single writer thread."""
+    """Run a write on the service's single writer thread, if the request's key is still good when its turn comes."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(_as_authorized, request, fn, *args, **kwargs))
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:
