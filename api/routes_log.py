@@ -142,7 +142,7 @@ async def digest(request: web.Request) -> DigestResponse:
     response=VerifyResult,
 )
 async def verify(request: web.Request) -> VerifyResult:
-    authenticate(request, "admin")
+    _, tenant = authenticate(request, "admin")
     digests = []
     for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
         if not against:
@@ -160,6 +160,6 @@ async def verify(request: web.Request) -> VerifyResult:
     if start > 1 and start > head:  # an empty range is not a broken chain; the log may reach it later (409, like a stale read)
         raise ApiError(409, "beyond_head", f"from is beyond the log's head ({head})", "from")
     result = await read(request, store.verify, start, end, against=digests or None)
-    if result.ok:  # the events that keep text a forget erased in plaintext: an audit's note
-        result = msgspec.structs.replace(result, plaintext_kept=await read(request, plaintext_kept, store, start, end))
+    if result.ok:  # the events that keep text the tenant's forgets erased in plaintext: an audit's note (the chain is the whole log's)
+        result = msgspec.structs.replace(result, plaintext_kept=await read(request, plaintext_kept, store, start, end, tenant=tenant))
     return result
