@@ -16,7 +16,7 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read, still_authorized
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read, key_check
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
@@ -115,8 +115,10 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
 
 def still_allowed(request: web.Request) -> bool:
     """Whether the tail's key still reads: checked before each event and keep-alive it sends, as each request is."""
+    check = key_check(request)
     try:
-        still_authorized(request)
+        if check is not None:
+            check()
     except ApiError:
         return False
     return True

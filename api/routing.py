@@ -21,7 +21,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
-from .auth import ApiKey, authorize, check_tenant
+from .auth import ApiKey, authorize, check_tenant, still_authorized
 from .errors import ApiError
 from .schemas import WriteResponse
 from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
@@ -243,24 +243,11 @@ def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     return key, tenant
 
 
-def still_authorized(request: web.Request) -> None:
-    """The request's key checked again, as :func:`authenticate` checked it: a 401 once it has been revoked since.
-
-    A request waits after its key was checked: for the writer, behind other
-    writes; for a reader thread, behind other reads; for the organizer; on an
-    open tail. Revocation takes effect at once, so what it queued does not
-    run with a key revoked meanwhile (the check costs a pragma, see
-    :meth:`~mnemolog.api.auth.KeyStore.authenticate`).
-    """
+def key_check(request: web.Request) -> Callable[[], Any] | None:
+    """How the request's key is checked again, as :func:`authenticate` checked it (None: it checked none):
+    a 401 once the key has been revoked since (see :func:`~mnemolog.api.auth.still_authorized`)."""
     scope = request.get(CHECKED_SCOPE)
-    if scope is not None:
-        _authorize(request, scope)
-
-
-def _as_authorized(request: web.Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, once :func:`still_authorized` finds the request's key good at its turn."""
-    still_authorized(request)
-    return fn(*args, **kwargs)
+    return functools.partial(_authorize, request, scope) if scope is not None else None
 
 
 def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
@@ -312,16 +299,16 @@ def parse_json(body: bytes, kind: Any = Any) -> Any:
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a read in the reader pool: never on the event loop, waiting for the writer only while another
     process's rebuild has left the projections behind what this server has served (``MemoryService.steady``);
-    and only if the request's key is still good when its turn comes (:func:`still_authorized`)."""
+    and only if the request's key is still good when its turn comes (:func:`~mnemolog.api.auth.still_authorized`)."""
     loop = asyncio.get_running_loop()
     service = request.app[keys.service_key]
-    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(_as_authorized, request, service.read, fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(still_authorized, key_check(request), service.read, fn, *args, **kwargs))
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a write on the service's single writer thread, if the request's key is still good when its turn comes."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(_as_authorized, request, fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(still_authorized, key_check(request), fn, *args, **kwargs))
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:

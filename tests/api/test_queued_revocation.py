@@ -79,3 +79,37 @@ async def test_a_read_queued_behind_another_is_refused_when_its_key_is_revoked_m
     with pytest.raises(ApiError) as err:
         await pending
     assert (err.value.status, err.value.code) == (401, "unauthorized")
+
+
+async def test_an_mcp_write_queued_behind_another_is_refused_when_its_key_is_revoked_meanwhile(settings_for, monkeypatch):
+    """The MCP front checks each call's key as the HTTP API does, and so again as the write it queued starts."""
+    from types import SimpleNamespace
+
+    from mnemolog.api import operations
+    from mnemolog.api.errors import ApiError as Refused
+    from mnemolog.api.mcp_server import TOOLS_BY_NAME, McpFront
+
+    front = await asyncio.to_thread(McpFront.open, settings_for(auth=True), allow_writes=True)
+    try:
+        secret, record = front.keystore.create("acme", ["read", "write"], name="queued agent")
+        ctx = SimpleNamespace(request=SimpleNamespace(headers={"Authorization": f"Bearer {secret}"}), session=None)
+        tool, raw = TOOLS_BY_NAME["add_memory"], {"memory": {"memory": "queued when the key was revoked"}}
+        caller = front.caller(ctx, tool.scope)
+        tip = front.service.store.last_position()
+        writer = front.service.writer
+        release = threading.Event()
+        busy = writer.submit(release.wait)
+        queued = queued_on(monkeypatch, writer)
+        try:
+            pending = asyncio.ensure_future(tool.run(front, caller, operations.arguments(raw, tool.args), raw))
+            await asyncio.wait_for(queued.wait(), 20)
+            assert front.keystore.revoke(record.key_id)
+        finally:
+            release.set()
+            await asyncio.wrap_future(busy)
+        with pytest.raises(Refused) as err:
+            await pending
+        assert (err.value.status, err.value.field) == (401, "api_key")
+        assert front.service.store.last_position() == tip
+    finally:
+        await asyncio.to_thread(front.close)
