@@ -22,12 +22,15 @@ import threading
 import time
 import unicodedata
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import msgspec
 
 from mnemolog.eventstore.errors import naming_database
 
 from .errors import ApiError
+
+T = TypeVar("T")
 
 SCOPES = ("read", "write", "admin")
 KEY_PREFIX = "mlk_"
@@ -196,3 +199,17 @@ def authorize(
     if not tenant:
         raise ApiError(400, "bad_request", f"a key for every tenant must name one in {tenant_field}", tenant_field)
     return key, tenant
+
+
+def still_authorized(check: Callable[[], Any] | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` once ``check()`` (the caller's key checked again, as it was on arrival) passes.
+
+    A request waits after its key was checked: for the writer, behind other
+    writes; for a reader thread, behind other reads. Revocation takes effect at
+    once, so what it queued runs only if its key is still good when its turn
+    comes; else ``check`` raises the 401 (it costs a pragma, see
+    :meth:`KeyStore.authenticate`). None: no key to check (auth off).
+    """
+    if check is not None:
+        check()
+    return fn(*args, **kwargs)

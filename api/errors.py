@@ -208,7 +208,7 @@ class MalformedRequests(logging.Filter):
             error = error.__cause__
         if isinstance(error, HttpProcessingError) and 400 <= (error.code or 500) < 500:
             peer = record.args[0] if isinstance(record.args, tuple) and record.args else "an unknown peer"
-            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, one_line(error.message))
+            record.msg, record.args = "refused a malformed request from %s (%s): %s", (peer, error.code, parse_error_text(error, part_at_fault(error)))
             record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
             record.exc_info = record.exc_text = None
         return True
@@ -239,9 +239,33 @@ def part_at_fault(exc: HttpProcessingError) -> str | None:
     return "headers" if isinstance(exc, BadHttpMessage) else None
 
 
+#: A bytes literal as aiohttp's parser quotes what it refused (``b'Authorization: Bearer mlk_...'``).
+_QUOTED_BYTES = re.compile(r"""(?<![A-Za-z0-9_])b(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+#: The header's name, when the quoted bytes start with it (the C parser quotes the value alone of a value too long).
+_QUOTED_HEADER_NAME = re.compile(r"^b['\"]([!#$%&*+.^_`|~0-9A-Za-z-]+): ")
+
+
+def parse_error_text(exc: HttpProcessingError, part: str | None) -> str:
+    """What aiohttp's parser says it refused in ``part``, on one line, without the bytes of a header it quotes.
+
+    A header may carry a secret (an API key, a cookie) which neither the
+    answer nor the server's log may show: its bytes are withheld, its name
+    kept when aiohttp gives it.
+    """
+    text = one_line(exc.message)
+    if part != "headers":
+        return text
+
+    def withhold(quoted: re.Match) -> str:
+        name = _QUOTED_HEADER_NAME.match(quoted.group(0))
+        return f"the header {name.group(1)} (its value withheld)" if name else "a header (its bytes withheld)"
+
+    return _QUOTED_BYTES.sub(withhold, text)
+
+
 def malformed_request(exc: HttpProcessingError, part: str | None, status: int = 400) -> ApiError:
     """The request aiohttp's parser refused, as the error naming the part at fault (``part``)."""
-    return ApiError(status, "malformed_request", f"the request does not parse as HTTP: {one_line(exc.message)}", part)
+    return ApiError(status, "malformed_request", f"the request does not parse as HTTP: {parse_error_text(exc, part)}", part)
 
 
 def unparsed_request_response(status: int, exc: BaseException | None) -> web.Response:

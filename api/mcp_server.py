@@ -35,6 +35,7 @@ import functools
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Awaitable, Callable
 
@@ -46,7 +47,7 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
 from . import operations
-from .auth import ApiKey, KeyStore, authorize, check_tenant
+from .auth import ApiKey, KeyStore, authorize, check_tenant, still_authorized
 from .errors import ApiError, as_api_error, error_body
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
@@ -154,6 +155,10 @@ _WRITE_ONLY_ARGS = ("id", "expected_version", "idempotency_key")
 
 # -- the front end --------------------------------------------------------------------------------------------
 
+#: How the call at hand checks its key again (set by :meth:`McpFront.caller`, in the call's task): each read and
+#: write it queues does, as it starts (:func:`~mnemolog.api.auth.still_authorized`).
+_key_check: ContextVar[Callable[[], Any] | None] = ContextVar("mnemolog_mcp_key_check", default=None)
+
 
 class Caller(msgspec.Struct, frozen=True):
     key: ApiKey | None
@@ -229,8 +234,10 @@ class McpFront:
             raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
         session = headers.get("mcp-session-id") or self.run_id
         if not self.settings.auth:
+            _key_check.set(None)
             return Caller(None, tenant or "default", client, session, correlation)
-        key, tenant = authorize(
+        check = functools.partial(
+            authorize,
             self.keystore,
             secret,
             scope,
@@ -239,6 +246,8 @@ class McpFront:
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",
         )
+        key, tenant = check()
+        _key_check.set(check)
         if "mcp-session-id" not in headers and key is not None and bearer:
             # No transport session, and the request brought its own key: the key tells one agent from another.
             session = f"{key.key_id}-{self.run_id}"
@@ -260,12 +269,15 @@ class McpFront:
         return caller.correlation or f"mcp-{caller.client}-{caller.session}"
 
     async def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a read for the call at hand, if its key is still good when the read starts."""
+        read = functools.partial(still_authorized, _key_check.get(), self.service.read, fn, *args, **kwargs)
         if self.inline_reads:
-            return self.service.read(fn, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self.readers, functools.partial(self.service.read, fn, *args, **kwargs))
+            return read()
+        return await asyncio.get_running_loop().run_in_executor(self.readers, read)
 
     async def write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.service.writer, functools.partial(fn, *args, **kwargs))
+        """Run a write for the call at hand on the writer, if its key is still good when the write starts."""
+        return await asyncio.get_running_loop().run_in_executor(self.service.writer, functools.partial(still_authorized, _key_check.get(), fn, *args, **kwargs))
 
 
 def _headers(ctx: Any) -> dict[str, str]:

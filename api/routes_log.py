@@ -16,7 +16,7 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read, key_check
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
@@ -25,6 +25,7 @@ MAX_PAGE = 1000
 FROM_POSITION = Annotated[int, Meta(ge=1, le=MAX_POSITION)]
 AGAINST_RE = r"^(?:[0-9]{1,18}:[0-9a-f]{64})?$"  # what Digest.parse takes (empty: none)
 KEEPALIVE_SECONDS = 15.0  # a comment line on a quiet tail, so that proxies and clients keep the connection
+KEY_CHECK_SECONDS = 1.0  # how often a quiet tail checks its key: a revoked key's tail ends within it, with no event to wait for
 
 
 @routes.get(
@@ -85,23 +86,28 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
     after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = store.subscribe(after, tenant=tenant)
-    # The pending read is kept across keep-alives: cancelling it (as wait_for
+    # The pending read is kept across key checks and keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
     pending: asyncio.Future | None = None
+    clock = asyncio.get_running_loop().time
+    sent_at = clock()
     try:
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(subscription.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+            done, _ = await asyncio.wait({pending}, timeout=min(KEY_CHECK_SECONDS, KEEPALIVE_SECONDS))
             if not still_allowed(request):
                 break  # the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
             if not done:
-                await response.write(b": keep-alive\n\n")
+                if clock() - sent_at >= KEEPALIVE_SECONDS:
+                    await response.write(b": keep-alive\n\n")
+                    sent_at = clock()
                 continue
             recorded, pending = pending.result(), None
             erased.add(recorded)
             data = encoder.encode(erased.mask(recorded).to_dict())
             await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
+            sent_at = clock()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
@@ -114,9 +120,12 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
 
 
 def still_allowed(request: web.Request) -> bool:
-    """Whether the tail's key still reads: checked before each event and keep-alive it sends, as each request is."""
+    """Whether the tail's key still reads: checked before each event it sends, as each request is, and every
+    :data:`KEY_CHECK_SECONDS` while it is quiet."""
+    check = key_check(request)
     try:
-        authenticate(request, "read")
+        if check is not None:
+            check()
     except ApiError:
         return False
     return True
@@ -142,7 +151,7 @@ async def digest(request: web.Request) -> DigestResponse:
     response=VerifyResult,
 )
 async def verify(request: web.Request) -> VerifyResult:
-    authenticate(request, "admin")
+    _, tenant = authenticate(request, "admin")
     digests = []
     for against in request.query.getall("against", []):  # repeatable: the first difference lies between them
         if not against:
@@ -160,6 +169,6 @@ async def verify(request: web.Request) -> VerifyResult:
     if start > 1 and start > head:  # an empty range is not a broken chain; the log may reach it later (409, like a stale read)
         raise ApiError(409, "beyond_head", f"from is beyond the log's head ({head})", "from")
     result = await read(request, store.verify, start, end, against=digests or None)
-    if result.ok:  # the events that keep text a forget erased in plaintext: an audit's note
-        result = msgspec.structs.replace(result, plaintext_kept=await read(request, plaintext_kept, store, start, end))
+    if result.ok:  # the events that keep text the tenant's forgets erased in plaintext: an audit's note (the chain is the whole log's)
+        result = msgspec.structs.replace(result, plaintext_kept=await read(request, plaintext_kept, store, start, end, tenant=tenant))
     return result

@@ -21,7 +21,7 @@ from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
-from .auth import ApiKey, authorize, check_tenant
+from .auth import ApiKey, authorize, check_tenant, still_authorized
 from .errors import ApiError
 from .schemas import WriteResponse
 from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
@@ -232,8 +232,25 @@ def tenant_header(request: web.Request) -> str:
     return check_tenant(header_text(request, "X-Mnemolog-Tenant") or "", "X-Mnemolog-Tenant")
 
 
+#: The scope a request's key was checked for: each read and write the request queues checks the key again as it starts.
+CHECKED_SCOPE: web.RequestKey[str] = web.RequestKey("checked_scope", str)
+
+
 def authenticate(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     """The caller's key and tenant; 401 without a valid key, 403 without the scope."""
+    key, tenant = _authorize(request, scope)
+    request[CHECKED_SCOPE] = scope
+    return key, tenant
+
+
+def key_check(request: web.Request) -> Callable[[], Any] | None:
+    """How the request's key is checked again, as :func:`authenticate` checked it (None: it checked none):
+    a 401 once the key has been revoked since (see :func:`~mnemolog.api.auth.still_authorized`)."""
+    scope = request.get(CHECKED_SCOPE)
+    return functools.partial(_authorize, request, scope) if scope is not None else None
+
+
+def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     settings = request.app[keys.settings_key]
     if not settings.auth:
         return None, tenant_header(request) or "default"
@@ -281,16 +298,17 @@ def parse_json(body: bytes, kind: Any = Any) -> Any:
 
 async def read(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a read in the reader pool: never on the event loop, waiting for the writer only while another
-    process's rebuild has left the projections behind what this server has served (``MemoryService.steady``)."""
+    process's rebuild has left the projections behind what this server has served (``MemoryService.steady``);
+    and only if the request's key is still good when its turn comes (:func:`~mnemolog.api.auth.still_authorized`)."""
     loop = asyncio.get_running_loop()
     service = request.app[keys.service_key]
-    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(service.read, fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.readers_key], functools.partial(still_authorized, key_check(request), service.read, fn, *args, **kwargs))
 
 
 async def write(request: web.Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a write on the service's single writer thread."""
+    """Run a write on the service's single writer thread, if the request's key is still good when its turn comes."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(fn, *args, **kwargs))
+    return await loop.run_in_executor(request.app[keys.service_key].writer, functools.partial(still_authorized, key_check(request), fn, *args, **kwargs))
 
 
 def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> CommandContext:

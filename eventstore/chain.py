@@ -86,8 +86,8 @@ class VerifyResult(msgspec.Struct, frozen=True):
     ``plaintext_kept``: events in the range checked that keep text a forget
     erased (of its memories and their mentions; the tenant's entities and
     documents for its own key), in plaintext (written unsealed: no key could
-    erase them; every read shows them erased). A note for an audit, not a
-    break: the chain is whole.
+    erase them; every read shows them erased); over HTTP, those of the
+    caller's tenant only. A note for an audit, not a break: the chain is whole.
     """
 
     ok: bool

@@ -78,12 +78,13 @@ def plaintext_positions(store, tenant: str, memory_ids: Iterable[str], until: in
     return tuple(sorted(r.position for r in stored_events(store, tenant, memory_ids, until) if holds_plaintext(r.event)))
 
 
-def plaintext_kept(store, start: int = 1, end: int | None = None) -> tuple[int, ...]:
+def plaintext_kept(store, start: int = 1, end: int | None = None, *, tenant: str | None = None) -> tuple[int, ...]:
     """The events from ``start`` to ``end`` that the log keeps in plaintext though a forget erased them (what
     ``verify`` reports): found in the log for every ``SubjectForgotten`` in it, recorded before its
-    ``plaintext_positions`` existed or imported from another log too."""
+    ``plaintext_positions`` existed or imported from another log too; ``tenant``'s alone when given (what
+    one tenant's key may be told: no other tenant's forgets)."""
     by_tenant: dict[str, _Forgets] = {}
-    for recorded in store.read_all(types=["SubjectForgotten"]):
+    for recorded in store.read_all(types=["SubjectForgotten"], tenant=tenant):
         by_tenant.setdefault(recorded.tenant, _Forgets()).add(recorded)
     found = [p for tenant, forgets in by_tenant.items() for p in _kept(store, tenant, forgets, forgets.position)]
     return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))

@@ -4,6 +4,8 @@
 
 const KEY = "mnemolog.explorer.key";
 const TENANT = "mnemolog.explorer.tenant";
+// One sign-in: the tab's history entries it made carry it, and Back restores none made by another sign-in.
+const SIGNIN = "mnemolog.explorer.signin";
 const SVG = "http://www.w3.org/2000/svg";
 const PAGE = 40; // nodes per neighbourhood page
 
@@ -167,15 +169,20 @@ async function signIn() {
 }
 
 function signOut() {
+  forgetSignIn();
+  window.location.reload();
+}
+
+// The key, its tenant and the sign-in they made: what the next person to use the tab must not inherit.
+function forgetSignIn() {
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(TENANT);
-  window.location.reload();
+  sessionStorage.removeItem(SIGNIN);
 }
 
 // Back to the sign-in form, the key forgotten and every view closed.
 function endSession() {
-  sessionStorage.removeItem(KEY);
-  sessionStorage.removeItem(TENANT);
+  forgetSignIn();
   Object.assign(state, { scopes: [], asOf: null, query: "", graph: null, historyId: null, correlationId: null, correlation: null });
   wipeViews();
   $("signin").hidden = false;
@@ -568,7 +575,7 @@ async function confirmRevert(event) {
 // out of the browser's history of addresses.
 
 function snapshot() {
-  return { explorer: 1, query: state.query, graph: state.graph, historyId: state.historyId, correlationId: state.correlationId, asOf: state.asOf };
+  return { explorer: 1, signin: sessionStorage.getItem(SIGNIN), query: state.query, graph: state.graph, historyId: state.historyId, correlationId: state.correlationId, asOf: state.asOf };
 }
 
 // A new entry for a view just opened (``replace``: the same entry, now at another moment).
@@ -577,10 +584,12 @@ function remember(replace = false) {
   else window.history.pushState(snapshot(), "");
 }
 
-// Back or forward: the views of that entry, as of its moment; a view it did not have is emptied.
+// Back or forward: the views of that entry, as of its moment; a view it did not have is emptied. An entry another
+// sign-in made (the person before, with another key) restores nothing: what they searched for and opened is theirs.
 function restore(saved) {
   if ($("views").hidden) return;
-  const entry = saved && saved.explorer ? saved : { query: "", graph: null, historyId: null, correlationId: null, asOf: null };
+  const mine = saved && saved.explorer && saved.signin === sessionStorage.getItem(SIGNIN);
+  const entry = mine ? saved : { query: "", graph: null, historyId: null, correlationId: null, asOf: null };
   clearTimeout(redrawTimer);
   state.query = entry.query;
   state.graph = entry.graph;
@@ -607,12 +616,13 @@ function start() {
   $("signin").addEventListener("submit", async (event) => {
     event.preventDefault();
     sessionStorage.setItem(KEY, $("key").value.trim());
+    sessionStorage.setItem(SIGNIN, Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join(""));
     const tenant = $("tenant").value.trim();
     if (tenant) sessionStorage.setItem(TENANT, tenant);
     else sessionStorage.removeItem(TENANT);
     $("key").value = "";
     await guarded("signed in", signIn);
-    if ($("identity").hidden) sessionStorage.removeItem(KEY); // refused: keep nothing
+    if ($("identity").hidden) forgetSignIn(); // refused: keep nothing
   });
   $("signout").addEventListener("click", signOut);
   $("slider").addEventListener("input", moveSlider);

@@ -358,3 +358,33 @@ def test_the_explorer_as_its_users_push_it(tmp_path, browser):
         assert "401 unauthorized" in text_of(driver, "status") and "sign in again" in text_of(driver, "status")
         assert not driver.find_element(By.ID, "views").is_displayed() and driver.execute_script("return sessionStorage.length") == 0
         assert "counter at" not in driver.execute_script("return document.documentElement.outerHTML")
+
+
+def test_back_after_another_key_signs_in_shows_nothing_the_last_one_opened(tmp_path, browser):
+    """The tab's history entries held what the last person searched for and opened (a query, a correlation id): after
+    they signed out and another key signed in in the same tab, Back put them in the form and ran them again."""
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write")
+    other = create_key(data_dir, "globex", "read")
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        url = server.url
+        call(url, key, "POST", "/v1/memories", {"memory": {"memory": "Marguerite's hazelnut allergy test came back"}}, {"X-Correlation-Id": "clinic-visit"})
+        call(url, key, "POST", "/v1/memories", {"memory": {"memory": "the office opens at nine"}})
+        driver = browser
+        sign_in(driver, url, key)
+        driver.find_element(By.ID, "query").send_keys("Marguerite hazelnut allergy", Keys.ENTER)
+        wait_for(driver, "the memory", lambda d: "allergy test came back" in text_of(d, "results"))
+        driver.find_element(By.ID, "correlation-id").send_keys("clinic-visit", Keys.ENTER)
+        wait_for(driver, "its correlation", lambda d: "allergy test" in text_of(d, "correlation-events"))
+        driver.find_element(By.ID, "signout").click()
+        wait_for(driver, "the sign-in form", lambda d: d.find_element(By.ID, "signin").is_displayed())
+        driver.find_element(By.ID, "key").send_keys(other, Keys.ENTER)
+        wait_for(driver, "the other tenant", lambda d: "tenant globex" in text_of(d, "who"))
+        for _ in range(2):
+            driver.back()
+            wait_for(driver, "the entry before", lambda d: d.execute_script("return document.readyState") == "complete")
+            wait_for(driver, "the views", lambda d: d.find_element(By.ID, "views").is_displayed())
+            shown = driver.execute_script(
+                "return [...document.querySelectorAll('input')].map((e) => e.value).join(' ') + ' ' + document.body.innerText"
+            )
+            assert "Marguerite" not in shown and "hazelnut" not in shown and "clinic-visit" not in shown, shown

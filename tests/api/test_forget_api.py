@@ -196,6 +196,22 @@ async def test_verify_names_the_events_a_forget_left_in_plaintext(start, setting
     assert view["erased"] is True and "hazelnut" not in repr(view) and "hazelnut" not in repr(await client.memory_history(plain))
 
 
+async def test_verify_names_only_the_callers_tenants_events_a_forget_left_in_plaintext(start):
+    """Another tenant's admin key was told the positions of the events this tenant's forget left in plaintext:
+    that it forgot someone, when, and that it had written their data unsealed."""
+    api = await start(auth=True, encryption="off")
+    acme = api.client(api_key=api.key("acme", "read", "write", "admin"))
+    globex = api.client(api_key=api.key("globex", "read", "write", "admin"))
+    await acme.add_memories({"memory": "Marguerite's hazelnuts", "subject": "u-7"})
+    await globex.add_memories({"memory": "globex's own note", "subject": "u-9"})
+    [kept] = (await acme.forget_subject("u-7", reason="request 12")).data["plaintext_positions"]
+    assert (await acme.verify())["plaintext_kept"] == [kept]
+    theirs = await globex.verify()
+    assert theirs["ok"] is True and theirs["plaintext_kept"] == []
+    [own] = (await globex.forget_subject("u-9")).data["plaintext_positions"]
+    assert (await globex.verify())["plaintext_kept"] == [own] and (await acme.verify())["plaintext_kept"] == [kept]
+
+
 async def test_the_events_show_no_alias_of_a_forgotten_subjects_unsealed_mentions(start, settings_for):
     """The memories of a subject written unsealed read erased in ``GET /v1/events`` once it is forgotten, but the
     ``MENTIONS`` edges of those memories still showed the alias the linker matched (and its evidence): they read

@@ -229,6 +229,26 @@ async def test_a_request_that_cannot_be_parsed_is_answered_with_a_json_error_nam
     assert api.service.store.last_position() == head
 
 
+@pytest.mark.parametrize("after_the_key", [b"\x01", b"\x7f", b"x" * 9000], ids=["control-character", "delete", "over-the-limit"])
+@pytest.mark.parametrize("header", [b"Authorization: Bearer ", b"X-API-Key: "], ids=["Authorization", "X-API-Key"])
+async def test_a_key_in_a_header_that_cannot_be_parsed_is_neither_logged_nor_echoed(start, parser, caplog, header, after_the_key):
+    """aiohttp's message quotes the header's bytes, the key among them: the warning line wrote a working key into
+    the server's log (and the answer sent it back), for a key followed by a stray control character or padding."""
+    api = await start(auth=True)
+    secret = api.key("acme", "read").encode()
+    request_bytes = b"GET /v1/capabilities HTTP/1.1\r\n" + HEAD + header + secret + after_the_key + b"\r\nConnection: close\r\n\r\n"
+    with caplog.at_level(logging.INFO, logger="aiohttp.server"):
+        answer = await exchange(api.server, request_bytes)
+    assert answer.split(b" ", 2)[1] == b"400", answer[:300]
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert (body["error"]["code"], body["error"]["field"]) == ("malformed_request", "headers"), body
+    logged = [r.getMessage() for r in caplog.records if r.name == "aiohttp.server"]
+    assert logged and all(m.startswith("refused a malformed request") for m in logged), logged
+    for text in (body["error"]["message"], *logged):
+        assert secret[-24:].decode() not in text and secret.decode() not in text, text
+        assert "withheld" in text, text
+
+
 async def test_an_app_without_the_error_middleware_keeps_aiohttps_own_answer(start, aiohttp_server):
     """The JSON answer belongs to the API's apps (those with its error middleware), not to every server of the process."""
     await start()  # the API's app is made, as in a test that also runs a fake upstream server

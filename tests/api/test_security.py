@@ -544,6 +544,23 @@ async def test_a_live_tail_ends_when_its_key_is_revoked(secured):
     assert err.value.status == 401
 
 
+async def test_a_quiet_live_tail_ends_when_its_key_is_revoked_without_waiting_for_an_event(secured, monkeypatch):
+    """A tail with nothing to send checked its key only at its next keep-alive: the connection of a revoked key
+    stayed open, as if the key still worked, until the tenant wrote again or the keep-alive came."""
+    from mnemolog.api import routes_log
+
+    monkeypatch.setattr(routes_log, "KEEPALIVE_SECONDS", 3600.0)
+    secret, record = secured.keystore.create("acme", ["read"], name="quiet tail")
+    written = await secured.client(api_key=secured.key("acme")).add_memories({"memory": "the one event"})
+    async with secured.raw.get("/v1/events/stream", headers={"Authorization": f"Bearer {secret}"}) as response:
+        assert response.status == 200
+        while not (await asyncio.wait_for(response.content.readline(), 10)).startswith(b"data: "):
+            pass
+        secured.keystore.revoke(record.key_id)
+        rest = await asyncio.wait_for(response.content.read(), 20)  # the tail ends: read() returns at its end
+    assert b"data: " not in rest and written.positions
+
+
 async def test_a_tenant_whose_name_holds_a_slash_has_document_streams_of_its_own(secured, tmp_path, capsys):
     """Tenant ``acme`` with document ``x/y`` and tenant ``acme/x`` with document ``y`` once wrote one stream:
     acme's revert was refused over acme/x's import ("changed after"), and acme/x's export (its drop backup
