@@ -138,7 +138,8 @@ class FtsHit(msgspec.Struct, frozen=True):
 class FtsProjector:
     name = "fts"
     # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms; 4: Thai, Lao, Khmer and Myanmar segmented;
-    # 5: invisible characters dropped; 6: combining marks inside words, and the vowel points of abjads folded
+    # 5: invisible characters dropped; 6: combining marks inside words, the vowel points of abjads and the Arabic script's
+    # letter variants folded, the joiners dropped
     schema_version = 6
 
     def create(self, conn: sqlite3.Connection) -> None:

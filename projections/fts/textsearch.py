@@ -190,18 +190,33 @@ def folded(text: str) -> str:
     they split it for ``unicode61``, though it reads as one word. So are the
     vowel points of Arabic, Hebrew and Syriac and the tatweel
     (:data:`~.script_marks.POINTS`), which a writer adds or leaves out:
-    vocalized "كَتَبَ" and plain "كتب" fold alike.
+    vocalized "كَتَبَ" and plain "كتب" fold alike. The letters of the Arabic
+    script that writers use for one another fold to one form
+    (:data:`_LETTER_VARIANTS`: alef with hamza or madda, alef maqsura, ta
+    marbuta, Persian yeh and keheh), as search engines for Arabic and Persian
+    fold them: "احمد" finds "أحمد", "مدرسه" finds "مدرسة", Persian "کتاب" finds
+    Arabic "كتاب".
 
-    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee كَتَبَ")
-    'ABC 2024 file カタカナ coffee كتب'
+    >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee كَتَبَ أحمد")
+    'ABC 2024 file カタカナ coffee كتب احمد'
     """
-    return unicodedata.normalize("NFKC", text).translate(_DROPPED)
+    return unicodedata.normalize("NFKC", text).translate(_FOLDED)
 
 
-#: Characters no reader sees inside a word: zero-width space, soft hyphen, word joiner, zero-width no-break space
-#: (the joiners that shape a script's letters, U+200C and U+200D, are kept).
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff"))
-_DROPPED = {**_INVISIBLE, **POINTS}
+#: Characters no reader sees inside a word: zero-width space, soft hyphen, word joiner, zero-width no-break space,
+#: and the joiners (U+200C, U+200D): they shape the letters around them (a Persian prefix written apart from its
+#: verb, "می‌خواهم", and typed as often without, "میخواهم"), and a search reads the letters.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff\u200c\u200d"))
+#: The letters of the Arabic script written for one another, each to the one it folds to.
+_LETTER_VARIANTS = {
+    **dict.fromkeys(map(ord, "\u0622\u0623\u0625\u0671"), "\u0627"),  # alef with madda, hamza above or below, wasla: alef
+    ord("\u0649"): "\u064a",  # alef maqsura: yeh
+    ord("\u06cc"): "\u064a",  # Persian yeh: yeh
+    ord("\u06a9"): "\u0643",  # keheh (Persian kaf): kaf
+    ord("\u0629"): "\u0647",  # ta marbuta: heh
+    ord("\u06c0"): "\u0647",  # heh with yeh above (Persian ezafe): heh
+}
+_FOLDED = {**_INVISIBLE, **POINTS, **_LETTER_VARIANTS}
 
 
 def indexed_words(text: str) -> list[str]:

@@ -169,6 +169,25 @@ def test_an_abjad_word_is_found_with_or_without_its_vowel_points(log, searcher, 
             assert set(ids(fts_search(conn, "t", query, exact=exact))) == {"pointed", "plain"}
 
 
+@pytest.mark.parametrize("text, query", [
+    ("أحمد يعمل في المدرسة", "احمد"),  # alef with hamza, typed without
+    ("احمد يعمل في المدرسة", "أحمد"),
+    ("أحمد يعمل في المدرسة", "المدرسه"),  # ta marbuta typed as heh
+    ("ذهب إلى المستشفى", "المستشفي"),  # alef maqsura typed as yeh
+    ("كتاب جديد", "کتاب"),  # Persian keheh for Arabic kaf
+    ("این کتاب را می‌خواهم", "میخواهم"),  # a Persian prefix joined by a ZWNJ, or not
+    ("این کتاب را میخواهم", "می‌خواهم"),
+])
+def test_letters_of_the_arabic_script_written_for_one_another_find_each_other(log, searcher, text, query):
+    """Writers of Arabic and Persian often leave out the hamza on an alef, write ta marbuta as heh, and type
+    Persian or Arabic forms of yeh and kaf: each form now finds the other, as in search engines for them."""
+    log.add("it", text)
+    log.add("other", "كتب الطالب درسا في البيت")
+    conn = searcher()
+    for exact in (False, True):
+        assert ids(fts_search(conn, "t", query, exact=exact)) == ["it"]
+
+
 def test_a_decomposed_accent_is_found_as_the_composed_one(log, searcher):
     log.add("decomposed", "a cafe\u0301 in Lisbon")
     log.add("composed", "the café on the corner")

@@ -300,6 +300,8 @@ def test_folding_drops_the_vowel_points_of_abjads_and_keeps_other_marks() -> Non
     assert folded("שָׁלוֹם") == "שלום"
     assert folded("हिन्दी தமிழ்") == "हिन्दी தமிழ்"  # an Indic vowel sign is part of the letter
     assert folded("e\u0301") == "é"  # composed, not dropped: unicode61 folds the accent
+    assert folded("أحمد إلى آمن المدرسة على کتاب ی") == "احمد الي امن المدرسه علي كتاب ي"  # letters written for one another
+    assert folded("می\u200cخواهم") == "میخواهم".replace("\u06cc", "\u064a")  # the joiner goes; Persian yeh folds
 
 
 def test_the_table_of_marks_is_unicodes() -> None:
