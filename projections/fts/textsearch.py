@@ -190,12 +190,14 @@ def folded(text: str) -> str:
     they split it for ``unicode61``, though it reads as one word. So are the
     vowel points of Arabic, Hebrew and Syriac and the tatweel
     (:data:`~.script_marks.POINTS`), which a writer adds or leaves out:
-    vocalized "كَتَبَ" and plain "كتب" fold alike. The letters of the Arabic
-    script that writers use for one another fold to one form
-    (:data:`_LETTER_VARIANTS`: alef with hamza or madda, alef maqsura, ta
-    marbuta, Persian yeh and keheh), as search engines for Arabic and Persian
-    fold them: "احمد" finds "أحمد", "مدرسه" finds "مدرسة", Persian "کتاب" finds
-    Arabic "كتاب".
+    vocalized "كَتَبَ" and plain "كتب" fold alike. Letters that writers put
+    for one another fold to one form (:data:`_WRITTEN_ALIKE`), as search
+    engines for these languages fold them: in the Arabic script alef with
+    hamza or madda, alef maqsura, ta marbuta, Persian yeh and keheh ("احمد"
+    finds "أحمد", "مدرسه" finds "مدرسة", Persian "کتاب" finds Arabic "كتاب");
+    German ß as ss; Russian ё as е; Greek vowels without their tonos or
+    dialytika ("ελληνικα" finds "Ελληνικά"; ``unicode61`` folds the accents of
+    Latin letters only).
 
     >>> folded("ＡＢＣ ２０２４ ﬁle ｶﾀｶﾅ co\u200bffee كَتَبَ أحمد")
     'ABC 2024 file カタカナ coffee كتب احمد'
@@ -207,16 +209,33 @@ def folded(text: str) -> str:
 #: and the joiners (U+200C, U+200D): they shape the letters around them (a Persian prefix written apart from its
 #: verb, "می‌خواهم", and typed as often without, "میخواهم"), and a search reads the letters.
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u00ad\u2060\ufeff\u200c\u200d"))
-#: The letters of the Arabic script written for one another, each to the one it folds to.
-_LETTER_VARIANTS = {
+
+
+def _greek_unaccented() -> dict[int, str]:
+    """Each accented Greek letter (tonos, dialytika, the polytonic marks) to its letter alone."""
+    out = {}
+    for cp in [*range(0x0370, 0x0400), *range(0x1F00, 0x2000)]:
+        bare = "".join(ch for ch in unicodedata.normalize("NFD", chr(cp)) if not unicodedata.combining(ch))
+        if bare and bare != chr(cp) and all("GREEK" in unicodedata.name(ch, "") for ch in bare):
+            out[cp] = bare
+    return out
+
+
+#: Letters written for one another, each to the form it folds to.
+_WRITTEN_ALIKE = {
     **dict.fromkeys(map(ord, "\u0622\u0623\u0625\u0671"), "\u0627"),  # alef with madda, hamza above or below, wasla: alef
     ord("\u0649"): "\u064a",  # alef maqsura: yeh
     ord("\u06cc"): "\u064a",  # Persian yeh: yeh
     ord("\u06a9"): "\u0643",  # keheh (Persian kaf): kaf
     ord("\u0629"): "\u0647",  # ta marbuta: heh
     ord("\u06c0"): "\u0647",  # heh with yeh above (Persian ezafe): heh
+    ord("ß"): "ss",
+    ord("ẞ"): "SS",
+    ord("ё"): "е",
+    ord("Ё"): "Е",
+    **_greek_unaccented(),
 }
-_FOLDED = {**_INVISIBLE, **POINTS, **_LETTER_VARIANTS}
+_FOLDED = {**_INVISIBLE, **POINTS, **_WRITTEN_ALIKE}
 
 
 def indexed_words(text: str) -> list[str]:

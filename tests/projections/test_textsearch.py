@@ -302,6 +302,7 @@ def test_folding_drops_the_vowel_points_of_abjads_and_keeps_other_marks() -> Non
     assert folded("e\u0301") == "é"  # composed, not dropped: unicode61 folds the accent
     assert folded("أحمد إلى آمن المدرسة على کتاب ی") == "احمد الي امن المدرسه علي كتاب ي"  # letters written for one another
     assert folded("می\u200cخواهم") == "میخواهم".replace("\u06cc", "\u064a")  # the joiner goes; Persian yeh folds
+    assert folded("Straße ẞ ёлка Ελληνικά ΐ ᾅ") == "Strasse SS елка Ελληνικα ι α"
 
 
 def test_the_table_of_marks_is_unicodes() -> None:
