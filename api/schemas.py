@@ -62,8 +62,9 @@ AsOf = AsOfQuery | None
 Subject = Annotated[str, Meta(pattern=SUBJECT_RE.pattern)]
 #: What a forget names: a subject, or ``@tenant`` (the tenant's own key: its entities, documents and memories without a subject).
 ForgetSubject = Annotated[str, Meta(pattern="^(?:@tenant|" + SUBJECT_RE.pattern[1:-1] + ")$")]
-# An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
-IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
+#: An ISO-8601 UTC time (``2026-05-01``, ``2026-05-01T14:02:00Z``; the seconds and the ``Z`` may be left out): a date
+#: or a time of that date, which ``SearchFilters`` compares as a time (a 30 February or a 25th hour is refused).
+IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$", extra_json_schema={"anyOf": [{"format": "date"}, {"format": "date-time"}]})]
 
 
 class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
