@@ -48,6 +48,8 @@ MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\
 FLOAT32_MAX = 3.4028234663852886e38
 #: A caller's embedding: finite numbers a float32 holds, not all zeros (JSON carries no NaN or infinity).
 Embedding = Annotated[list[Annotated[float, Meta(ge=-FLOAT32_MAX, le=FLOAT32_MAX)]], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
+#: A query's embedding: any finite numbers (it ranks by its direction, whatever its scale), not all zeros.
+QueryEmbedding = Annotated[list[float], Meta(extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]
@@ -223,7 +225,7 @@ class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
     fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
     raw_fts: bool = False
-    embedding: list[float] | None = None
+    embedding: QueryEmbedding | None = None
     graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None
