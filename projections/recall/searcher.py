@@ -44,6 +44,7 @@ from mnemolog.eventstore.model import ValidationError
 from mnemolog.eventstore.settings import setting
 
 from . import candidate_reads, entity_walk, fusion, windows
+from .answer_graph import Relationship, relationships
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
@@ -141,13 +142,6 @@ class RecallHit(msgspec.Struct, frozen=True):
     document: DocumentRef | None = None
 
 
-class Relationship(msgspec.Struct, frozen=True):
-    kind: str  # edge | shared_source | same_document
-    a: str
-    b: str
-    detail: dict[str, Any] = {}
-
-
 class ChannelState(msgspec.Struct, frozen=True):
     """A channel's state; the semantic one's names its vectors' ``embedder`` and, when it ran, its query's (``request`` or ``embedder``)."""
 
@@ -191,10 +185,15 @@ class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GraphFindings(msgspec.Struct):
-    """What the graph channel found beyond its ranking: memory paths (edge ids) and entities."""
+    """What the graph channel found beyond its ranking: memory paths (edge ids) and entities.
+
+    ``cut``: entities it reached were left out, beyond their places in the channel (:func:`entity_places`), so
+    that a deeper window holds more of them however few hits the channel returned.
+    """
 
     paths: dict[str, list[str]] = {}
     entities: dict[str, entity_walk.EntityReach] = {}
+    cut: bool = False
 
 
 def scoped(filters: SearchFilters) -> bool:
@@ -445,7 +444,9 @@ class Searcher:
                     ranked_scores[r.id] = r.score
                     entities[r.id] = r
         ranked = fusion.rank(ranked_scores, limit)
-        return ranked, GraphFindings({m: paths[m] for m, _ in ranked if m in paths}, {m: entities[m] for m, _ in ranked if m in entities})
+        return ranked, GraphFindings(
+            {m: paths[m] for m, _ in ranked if m in paths}, {m: entities[m] for m, _ in ranked if m in entities}, cut=entity_items and len(reached_entities) > len(competing),
+        )
 
     # -- fusion ------------------------------------------------------------------------
 
@@ -477,7 +478,7 @@ class Searcher:
             else:
                 fused, found_rows = self._score(conn, tenant, results, weights, analysis, options, propagation, set(found.entities))
                 more = False
-            more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
+            more = more or bool(windows.unfinished(states, found, depth))
             _take(wanted, fused, found_rows, found, options.limit, rows, findings)
             if len(wanted) >= options.limit or not more:
                 break
@@ -672,28 +673,3 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
-
-
-def relationships(conn: sqlite3.Connection, tenant: str, hits: list[RecallHit], as_of: int | None) -> list[Relationship]:
-    """Edges between the results (entity relations and ``MENTIONS`` included: a small answer subgraph), shared sources, results from one document."""
-    ids = [h.id for h in hits]
-    views = [h.memory for h in hits if h.memory is not None]
-    out = [
-        Relationship("edge", e.source, e.target, {"edge_id": e.edge_id, "edge_type": e.edge_type, "weight": e.weight})
-        for e in graph_reads.edges_between(conn, tenant, ids, as_of=as_of)
-    ]
-    by_source: dict[str, list[str]] = {}
-    by_doc: dict[str, list[str]] = {}
-    for v in views:
-        for source in v.sources:
-            by_source.setdefault(source, []).append(v.id)
-        doc = v.metadata.get("doc_id")
-        if doc:
-            by_doc.setdefault(doc, []).append(v.id)
-    for source, members in by_source.items():
-        for a, b in zip(members, members[1:]):
-            out.append(Relationship("shared_source", a, b, {"source": source}))
-    for doc, members in by_doc.items():
-        for a, b in zip(members, members[1:]):
-            out.append(Relationship("same_document", a, b, {"doc_id": doc}))
-    return out
