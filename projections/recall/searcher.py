@@ -422,7 +422,7 @@ class Searcher:
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             mentioning: dict[str, graph_reads.Reached] = {}
             for edge_id, source, target, weight in self.newest_edges.edges_into(
-                conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=MENTIONS_PER_ENTITY
+                conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=mentions_per_entity(limit)
             ):
                 score = entity_seeds[target] * weight
                 if source not in entity_seeds and (source not in mentioning or score > mentioning[source].score):
@@ -430,7 +430,7 @@ class Searcher:
             take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         if _walks_mentions(options):
             take(graph_reads.mention_walk(
-                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
+                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=mentions_per_entity(limit), max_nodes=limit * 4,
                 newest_into=self.newest_edges.edges_into,
             ))
         competing = reached_entities[: entity_places(limit)] if entity_items else []
@@ -654,8 +654,16 @@ def strategy_name(active: Sequence[str]) -> str:
     return "none"
 
 
-#: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
+#: Memories an entity leads to in the graph channel's first window (its most recent mentions): an entity named
+#: everywhere costs a bounded read.
 MENTIONS_PER_ENTITY = 50
+
+
+def mentions_per_entity(depth: int) -> int:
+    """The mentions an entity leads to in a window of ``depth``: as many as the window holds (at least
+    :data:`MENTIONS_PER_ENTITY`), so that a deeper window, searched for a limit the first could not fill, reaches
+    older mentions rather than the same newest ones."""
+    return max(MENTIONS_PER_ENTITY, depth)
 
 #: Hits of each other channel the mention walk starts from, and the score of the first (the n-th: ``1 / (n + 1)``).
 WALK_FROM_HITS = 3

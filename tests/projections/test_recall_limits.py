@@ -140,3 +140,18 @@ def test_every_entity_a_question_reaches_is_returned_when_the_limit_has_room(tmp
         assert {node for node, _ in graph} == reached
     finally:
         service.close()
+
+
+@pytest.mark.parametrize("options", [{"strategy": "knowledge-only"}, {"strategy": "graph-only"}, {"fusion": "rrf"}], ids=["knowledge-only", "graph-only", "rrf"])
+def test_every_memory_mentioning_a_named_entity_is_returned_when_the_limit_has_room(tmp_path, options):
+    """An entity leads to its 50 newest mentions: a question naming one mentioned by 80 memories got 50 of them at
+    any limit, a deeper window reading the same 50 again."""
+    service = MemoryService.open(tmp_path / "data", settings=Settings({}, env={}))
+    try:
+        service.run(service.entities.upsert, CTX, "zc", name="Zorgcorp", entity_type="organization", aliases=["ZCorp"])
+        service.run(service.memories.add, CTX, [MemoryContent(memory=f"ZCorp shipment note {n}") for n in range(80)])
+        service.sync()
+        answer = service.searcher.recall("t", "Tell me about Zorgcorp", RecallOptions(limit=100, **options))
+        assert len({h.id for h in answer.hits if h.kind == "memory"}) == 80
+    finally:
+        service.close()
