@@ -286,12 +286,35 @@ class Searcher:
     # -- channels ------------------------------------------------------------------
 
     def resolve_strategy(self, tenant: str, options: RecallOptions) -> tuple[str | None, str | None]:
-        """The strategy this request runs and, when it is not the one asked for, why."""
+        """The strategy this request runs and, when it is not the one asked for, why; a ValidationError naming
+        ``weights`` when its weights of 0 leave it no channel to run (it could find nothing)."""
         check_strategy(options)
-        if options.strategy == "graph-only" and not ents.has_entities(self.conn(), tenant, as_of=options.as_of):
+        strategy, reason = options.strategy, None
+        if strategy == "graph-only" and not ents.has_entities(self.conn(), tenant, as_of=options.as_of):
             when = f" as of position {options.as_of}" if options.as_of is not None else ""
-            return "knowledge-only", f"graph-only needs entities and the tenant has none{when}: recalled memories (knowledge-only) instead"
-        return options.strategy, None
+            strategy, reason = "knowledge-only", f"graph-only needs entities and the tenant has none{when}: recalled memories (knowledge-only) instead"
+        weights = self.weights_for(options)
+        if 0 in options.weights.values() and all(self.off_reason(name, options, strategy, weights[name]) for name in CHANNELS):
+            raise ValidationError("weights", "the weights of 0 leave this request no channel to run, so it could find nothing; give one a weight above 0")
+        return strategy, reason
+
+    def weights_for(self, options: RecallOptions) -> dict[str, float]:
+        """Each channel's weight for this request: the request's, else the configured one for its fusion."""
+        return {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
+
+    @staticmethod
+    def off_reason(name: str, options: RecallOptions, strategy: str | None, weight: float) -> str | None:
+        """Why channel ``name``, of ``weight``, does not run for this request; None when it runs (asked for by name, or
+        the semantic one by a query embedding, where its configured weight is 0: at :data:`REQUESTED_WEIGHT`)."""
+        if name not in ({"graph"} if strategy == "graph-only" else set(options.channels or CHANNELS)):
+            return "not requested" if strategy != "graph-only" else "strategy graph-only"
+        if weight > 0:
+            return None
+        if options.weights.get(name) is not None:
+            return "weight 0 in the request"
+        if options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None):
+            return None
+        return "weight 0 for this embedder" if name == "semantic" else "weight 0"
 
     def channel_results(
         self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None, memo: dict | None = None
@@ -308,10 +331,7 @@ class Searcher:
         """
         memo = {} if memo is None else memo
         analysis = memo.get("analysis") or memo.setdefault("analysis", analyze(query))
-        weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
-        wanted = set(options.channels or CHANNELS)
-        if strategy == "graph-only":
-            wanted = {"graph"}
+        weights = self.weights_for(options)
         candidates = depth if depth is not None else max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
         states: dict[str, ChannelState] = {}
@@ -319,15 +339,11 @@ class Searcher:
         for name in CHANNELS:
             weight = weights.get(name, 0.0)
             note = None
-            if name not in wanted:
-                states[name] = ChannelState("off", weight=weight, reason="not requested" if strategy != "graph-only" else "strategy graph-only")
+            why = self.off_reason(name, options, strategy, weight)
+            if why is not None:
+                states[name] = ChannelState("off", weight=weight, reason=why)
                 continue
             if weight <= 0:
-                set_here = options.weights.get(name) is not None
-                if set_here or not (options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None)):
-                    why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
-                    states[name] = ChannelState("off", weight=weight, reason=why)
-                    continue
                 # Asked for by name (semantic: or by a query embedding): it contributes, at the weight of a channel with no measured one.
                 configured = "this embedder's weight 0" if name == "semantic" else "the configured weight 0"
                 note = f"requested: weight {REQUESTED_WEIGHT} in place of {configured}"

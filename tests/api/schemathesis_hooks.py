@@ -61,6 +61,10 @@ def breaks_a_rule_across_fields(case) -> str | None:
             return "a weight above 0 for a channel the request leaves out"
         if body.get("embedding") is not None and ("semantic" not in running or weights.get("semantic") == 0):
             return "a query embedding for a request that leaves the semantic channel out"
+        # The server's embedder (hashing) weighs the semantic channel 0: it runs only when asked for by name or by an embedding.
+        semantic_runs = "semantic" in running and (weights.get("semantic") or (weights.get("semantic") is None and (channels or body.get("embedding") is not None)))
+        if 0 in weights.values() and not semantic_runs and all(weights.get(name) == 0 for name in running - {"semantic"}):
+            return "weights of 0 that leave the request no channel to run"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
         documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str) and isinstance(d.get("doc_id"), (str, type(None)))]
         ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]
