@@ -69,8 +69,8 @@ class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
     def __post_init__(self) -> None:
         """Sequences given as lists (or any other iterable) are held as tuples: filters are always hashable, so they can
-        key a memo. Time bounds are held as stored stamps (:func:`_stamp`). More tags than :data:`MAX_FILTER_TAGS` are
-        refused."""
+        key a memo. Time bounds are held as stored stamps (:func:`_stamp`); a range ending where it starts or before is
+        refused, and so are more tags than :data:`MAX_FILTER_TAGS`."""
         for name in _SEQUENCES:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (tuple, str)):
@@ -79,6 +79,10 @@ class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
             value = getattr(self, name)
             if value is not None:
                 msgspec.structs.force_setattr(self, name, _stamp(name, value))
+        for first, last in (("created_from", "created_to"), ("updated_from", "updated_to")):
+            begins, ends = getattr(self, first), getattr(self, last)
+            if begins is not None and ends is not None and ends <= begins:
+                raise ValidationError(f"filters.{last}", f"{last} must be later than {first} ({last} is exclusive): the range holds no time")
         if self.tags is not None and len(self.tags) > MAX_FILTER_TAGS:
             raise ValidationError("filters.tags", f"at most {MAX_FILTER_TAGS} tags, got {len(self.tags)}")
 

@@ -50,3 +50,15 @@ async def test_a_time_bound_that_names_no_time_is_422_naming_it(api, path, field
     answer = await api.raw.post(path, json={"query": "tide", "filters": {field: value}})
     assert answer.status == 422, await answer.text()
     assert (await answer.json())["error"]["field"] == f"filters.{field}"
+
+
+@pytest.mark.parametrize("path", ["/v1/recall", "/v1/search"])
+@pytest.mark.parametrize("prefix", ["created", "updated"])
+@pytest.mark.parametrize("begins,ends", [("2026-05-02", "2026-05-01T23:59:59Z"), ("2026-05-01T10:00Z", "2026-05-01T10:00:00.000000Z")])
+async def test_a_time_range_that_ends_before_it_starts_is_422_naming_its_end(api, path, prefix, begins, ends):
+    """Bounds given the wrong way round (or a range ending where it starts: ``_to`` is exclusive) held no memory,
+    and the answer said nothing of why: no hits, as if none matched."""
+    filters = {f"{prefix}_from": begins, f"{prefix}_to": ends}
+    answer = await api.raw.post(path, json={"query": "tide", "filters": filters})
+    assert answer.status == 422, await answer.text()
+    assert (await answer.json())["error"]["field"] == f"filters.{prefix}_to"
