@@ -170,11 +170,15 @@ def check_applicable(svc: MemoryService, body: RecallQuery, options: RecallOptio
 
 
 def _check_embedding(svc: MemoryService, body: RecallRequest) -> None:
+    """A 422 naming ``embedding`` for a query vector the semantic channel cannot rank by: of another length than the
+    server's, or all zeros (no direction: the channel would answer "ok" having found nothing)."""
     if body.embedding is None:
         return
     dim = svc.embedding_dim
     if len(body.embedding) != dim:
         raise ApiError(422, "invalid", f"embedding must have {dim} dimensions, got {len(body.embedding)}", "embedding")
+    if not any(body.embedding):
+        raise ApiError(422, "invalid", "embedding is all zeros: it has no direction to rank by", "embedding")
 
 
 def recall_options(svc: MemoryService, body: RecallRequest, *, fused: bool) -> RecallOptions:

@@ -48,6 +48,8 @@ MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\
 FLOAT32_MAX = 3.4028234663852886e38
 #: A caller's embedding: finite numbers a float32 holds, not all zeros (JSON carries no NaN or infinity).
 Embedding = Annotated[list[Annotated[float, Meta(ge=-FLOAT32_MAX, le=FLOAT32_MAX)]], Meta(min_length=1, max_length=MAX_EMBEDDING_DIM, extra_json_schema={"contains": {"not": {"const": 0}}})]
+#: A query's embedding: any finite numbers (it ranks by its direction, whatever its scale), not all zeros.
+QueryEmbedding = Annotated[list[float], Meta(extra_json_schema={"contains": {"not": {"const": 0}}})]
 Direction = Literal["out", "in", "both"]
 MemoryTypeName = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "OuterMemory", "RawFileMemory", "TopicMemory"]
 Position = Annotated[int, Meta(ge=0, le=MAX_POSITION)]
@@ -62,8 +64,9 @@ AsOf = AsOfQuery | None
 Subject = Annotated[str, Meta(pattern=SUBJECT_RE.pattern)]
 #: What a forget names: a subject, or ``@tenant`` (the tenant's own key: its entities, documents and memories without a subject).
 ForgetSubject = Annotated[str, Meta(pattern="^(?:@tenant|" + SUBJECT_RE.pattern[1:-1] + ")$")]
-# An ISO-8601 UTC time as memories store it (``2026-05-01``, ``2026-05-01T14:02:00Z``): compared as text.
-IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$")]
+#: An ISO-8601 UTC time (``2026-05-01``, ``2026-05-01T14:02:00Z``; the seconds and the ``Z`` may be left out): a date
+#: or a time of that date, which ``SearchFilters`` compares as a time (a 30 February or a 25th hour is refused).
+IsoTime = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?)?$", extra_json_schema={"anyOf": [{"format": "date"}, {"format": "date-time"}]})]
 
 
 class DocumentFieldsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -222,7 +225,7 @@ class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
     fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
     raw_fts: bool = False
-    embedding: list[float] | None = None
+    embedding: QueryEmbedding | None = None
     graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
     graph_edge_types: list[str] | None = None

@@ -12,9 +12,11 @@ Conventions:
   ``status=None`` (or ``()``) therefore means any status.
 - ``tags`` is any-of: a row matches when it carries at least one of them.
   Filter tags are normalised like stored tags (stripped, lowercased).
-- Time bounds compare ISO-8601 strings: ``*_from`` is inclusive, ``*_to``
-  exclusive. Give them in the same form as the stored stamps (UTC, ``T``
-  separator) so that string order is time order.
+- Time bounds are ISO-8601 times: ``*_from`` is inclusive, ``*_to``
+  exclusive. A bound is held in the form of the stored stamps (UTC,
+  microseconds, ``Z``: :func:`~mnemolog.eventstore.recorder.utc_stamp`), so
+  that the SQL's string order is time order whatever precision the caller
+  gave ("…T10:00Z" sorted after every stamp of that minute as given).
 - The tenant and the point in time (``as_of``) are not filters: the search
   functions take them as arguments, and the tenant is never optional.
 
@@ -31,6 +33,7 @@ from typing import Iterable, Sequence
 import msgspec
 
 from mnemolog.eventstore.model import ValidationError
+from mnemolog.eventstore.recorder import parse_moment, utc_stamp
 
 _json = msgspec.json.Encoder()
 
@@ -45,6 +48,7 @@ INLINE_VALUES = 64
 #: scan of 100,000 rows takes seconds): a longer list held a recall, and the requests behind it, for a minute.
 MAX_FILTER_TAGS = 256
 _SEQUENCES = ("status", "memory_types", "tags", "doc_ids")  # the fields of SearchFilters held as tuples
+_TIME_BOUNDS = ("created_from", "created_to", "updated_from", "updated_to")
 
 
 class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -65,16 +69,33 @@ class SearchFilters(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
     def __post_init__(self) -> None:
         """Sequences given as lists (or any other iterable) are held as tuples: filters are always hashable, so they can
-        key a memo. More tags than :data:`MAX_FILTER_TAGS` are refused."""
+        key a memo. Time bounds are held as stored stamps (:func:`_stamp`); a range ending where it starts or before is
+        refused, and so are more tags than :data:`MAX_FILTER_TAGS`."""
         for name in _SEQUENCES:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (tuple, str)):
                 msgspec.structs.force_setattr(self, name, tuple(value))
+        for name in _TIME_BOUNDS:
+            value = getattr(self, name)
+            if value is not None:
+                msgspec.structs.force_setattr(self, name, _stamp(name, value))
+        for first, last in (("created_from", "created_to"), ("updated_from", "updated_to")):
+            begins, ends = getattr(self, first), getattr(self, last)
+            if begins is not None and ends is not None and ends <= begins:
+                raise ValidationError(f"filters.{last}", f"{last} must be later than {first} ({last} is exclusive): the range holds no time")
         if self.tags is not None and len(self.tags) > MAX_FILTER_TAGS:
             raise ValidationError("filters.tags", f"at most {MAX_FILTER_TAGS} tags, got {len(self.tags)}")
 
 
 DEFAULT_FILTERS = SearchFilters()
+
+
+def _stamp(name: str, value: str) -> str:
+    """The time bound ``value`` as a stored stamp; a ValidationError naming ``filters.<name>`` if it is no time."""
+    try:
+        return utc_stamp(parse_moment(value))
+    except (ValueError, OverflowError):
+        raise ValidationError(f"filters.{name}", f"{name} must be an ISO-8601 time, got {value!r}") from None
 
 
 def _clean_tag(tag: str) -> str:

@@ -5,12 +5,13 @@
 - ``terms``: the content terms, lowercased, in query order, without
   duplicates. Question words (who, what, when ...), auxiliaries, pronouns,
   articles, prepositions and a few words that only frame a question ("kind",
-  "type", "likely" ...) are dropped; possessives lose their ``'s``.
+  "type", "likely" ...) are dropped; possessives lose their ``'s``. A query
+  of such words only keeps them all (what else would it search for?).
 - ``search_terms`` (property): ``terms`` without generic verbs
   (:data:`WEAK_WORDS`: say, tell, make, go ...) plus their variants
   (:data:`VARIANTS`: irregular forms and informal spellings). This is what
   the lexical channel matches.
-- ``semantic_text`` (property): the content terms joined by spaces; what the
+- ``semantic_text`` (property): the terms joined by spaces; what the
   semantic channel embeds (it measured better than the whole question).
 - ``stems``: ``terms`` reduced by :func:`stem`, a light suffix stripper. It is
   used for term-overlap checks on our side (the lexical index stems with its
@@ -374,7 +375,7 @@ class QueryAnalysis:
 
     @property
     def semantic_text(self) -> str:
-        """What the semantic channel embeds: the content terms, else the query."""
+        """What the semantic channel embeds: the terms, else (a query without a word) the query."""
         return " ".join(self.terms) if self.terms else self.query
 
     @property
@@ -392,15 +393,10 @@ class QueryAnalysis:
 def analyze(query: str) -> QueryAnalysis:
     """Analyse ``query`` (see the module docstring). Pure and deterministic."""
     tokens = tokenize(_FRAME.sub(" ", query))
-    terms: list[str] = []
-    seen: set[str] = set()
-    for tok in tokens:
-        low = tok.lower()
-        if low in STOPWORDS or len(low) < 2 and not low.isdigit():
-            continue
-        if low not in seen:
-            seen.add(low)
-            terms.append(low)
+    terms = [low for low in dict.fromkeys(tok.lower() for tok in tokens) if low not in STOPWORDS and (len(low) >= 2 or low.isdigit())]
+    if not terms:
+        # Function words only ("to be or not to be", "who is it?"): they are what is asked for.
+        terms = list(dict.fromkeys(tok.lower() for tok in tokenize(query)))
 
     entities: list[str] = []
     phrases: list[str] = []

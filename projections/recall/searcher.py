@@ -44,6 +44,7 @@ from mnemolog.eventstore.model import ValidationError
 from mnemolog.eventstore.settings import setting
 
 from . import candidate_reads, entity_walk, fusion, windows
+from .answer_graph import Relationship, relationships
 from ..entities import projector as ents
 from ..graph import reads as graph_reads
 from ..graph.newest_edges import NewestEdges
@@ -141,13 +142,6 @@ class RecallHit(msgspec.Struct, frozen=True):
     document: DocumentRef | None = None
 
 
-class Relationship(msgspec.Struct, frozen=True):
-    kind: str  # edge | shared_source | same_document
-    a: str
-    b: str
-    detail: dict[str, Any] = {}
-
-
 class ChannelState(msgspec.Struct, frozen=True):
     """A channel's state; the semantic one's names its vectors' ``embedder`` and, when it ran, its query's (``request`` or ``embedder``)."""
 
@@ -191,10 +185,15 @@ class RecallOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GraphFindings(msgspec.Struct):
-    """What the graph channel found beyond its ranking: memory paths (edge ids) and entities."""
+    """What the graph channel found beyond its ranking: memory paths (edge ids) and entities.
+
+    ``cut``: entities it reached were left out, beyond their places in the channel (:func:`entity_places`), so
+    that a deeper window holds more of them however few hits the channel returned.
+    """
 
     paths: dict[str, list[str]] = {}
     entities: dict[str, entity_walk.EntityReach] = {}
+    cut: bool = False
 
 
 def scoped(filters: SearchFilters) -> bool:
@@ -287,12 +286,35 @@ class Searcher:
     # -- channels ------------------------------------------------------------------
 
     def resolve_strategy(self, tenant: str, options: RecallOptions) -> tuple[str | None, str | None]:
-        """The strategy this request runs and, when it is not the one asked for, why."""
+        """The strategy this request runs and, when it is not the one asked for, why; a ValidationError naming
+        ``weights`` when its weights of 0 leave it no channel to run (it could find nothing)."""
         check_strategy(options)
-        if options.strategy == "graph-only" and not ents.has_entities(self.conn(), tenant, as_of=options.as_of):
+        strategy, reason = options.strategy, None
+        if strategy == "graph-only" and not ents.has_entities(self.conn(), tenant, as_of=options.as_of):
             when = f" as of position {options.as_of}" if options.as_of is not None else ""
-            return "knowledge-only", f"graph-only needs entities and the tenant has none{when}: recalled memories (knowledge-only) instead"
-        return options.strategy, None
+            strategy, reason = "knowledge-only", f"graph-only needs entities and the tenant has none{when}: recalled memories (knowledge-only) instead"
+        weights = self.weights_for(options)
+        if 0 in options.weights.values() and all(self.off_reason(name, options, strategy, weights[name]) for name in CHANNELS):
+            raise ValidationError("weights", "the weights of 0 leave this request no channel to run, so it could find nothing; give one a weight above 0")
+        return strategy, reason
+
+    def weights_for(self, options: RecallOptions) -> dict[str, float]:
+        """Each channel's weight for this request: the request's, else the configured one for its fusion."""
+        return {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
+
+    @staticmethod
+    def off_reason(name: str, options: RecallOptions, strategy: str | None, weight: float) -> str | None:
+        """Why channel ``name``, of ``weight``, does not run for this request; None when it runs (asked for by name, or
+        the semantic one by a query embedding, where its configured weight is 0: at :data:`REQUESTED_WEIGHT`)."""
+        if name not in ({"graph"} if strategy == "graph-only" else set(options.channels or CHANNELS)):
+            return "not requested" if strategy != "graph-only" else "strategy graph-only"
+        if weight > 0:
+            return None
+        if options.weights.get(name) is not None:
+            return "weight 0 in the request"
+        if options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None):
+            return None
+        return "weight 0 for this embedder" if name == "semantic" else "weight 0"
 
     def channel_results(
         self, tenant: str, query: str, options: RecallOptions, strategy: str | None = None, *, depth: int | None = None, memo: dict | None = None
@@ -309,10 +331,7 @@ class Searcher:
         """
         memo = {} if memo is None else memo
         analysis = memo.get("analysis") or memo.setdefault("analysis", analyze(query))
-        weights = {**self.default_weights(self.fusion_mode(options)), **{k: float(v) for k, v in options.weights.items() if v is not None}}
-        wanted = set(options.channels or CHANNELS)
-        if strategy == "graph-only":
-            wanted = {"graph"}
+        weights = self.weights_for(options)
         candidates = depth if depth is not None else max(int(self.settings.recall_candidates), options.limit)
         results: dict[str, list[tuple[str, float]]] = {}
         states: dict[str, ChannelState] = {}
@@ -320,15 +339,11 @@ class Searcher:
         for name in CHANNELS:
             weight = weights.get(name, 0.0)
             note = None
-            if name not in wanted:
-                states[name] = ChannelState("off", weight=weight, reason="not requested" if strategy != "graph-only" else "strategy graph-only")
+            why = self.off_reason(name, options, strategy, weight)
+            if why is not None:
+                states[name] = ChannelState("off", weight=weight, reason=why)
                 continue
             if weight <= 0:
-                set_here = options.weights.get(name) is not None
-                if set_here or not (options.channels or strategy == "graph-only" or (name == "semantic" and options.embedding is not None)):
-                    why = "weight 0 in the request" if set_here else ("weight 0 for this embedder" if name == "semantic" else "weight 0")
-                    states[name] = ChannelState("off", weight=weight, reason=why)
-                    continue
                 # Asked for by name (semantic: or by a query embedding): it contributes, at the weight of a channel with no measured one.
                 configured = "this embedder's weight 0" if name == "semantic" else "the configured weight 0"
                 note = f"requested: weight {REQUESTED_WEIGHT} in place of {configured}"
@@ -423,7 +438,7 @@ class Searcher:
             entity_seeds = {r.id: (1.0 if r.depth == 0 else r.score) * factor for r in reached_entities}
             mentioning: dict[str, graph_reads.Reached] = {}
             for edge_id, source, target, weight in self.newest_edges.edges_into(
-                conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=MENTIONS_PER_ENTITY
+                conn, tenant, list(entity_seeds), g.MENTIONS, as_of=options.as_of, per_target=mentions_per_entity(limit)
             ):
                 score = entity_seeds[target] * weight
                 if source not in entity_seeds and (source not in mentioning or score > mentioning[source].score):
@@ -431,7 +446,7 @@ class Searcher:
             take(sorted(mentioning.values(), key=lambda r: (-r.score, r.node))[: limit * 4])
         if _walks_mentions(options):
             take(graph_reads.mention_walk(
-                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=MENTIONS_PER_ENTITY, max_nodes=limit * 4,
+                conn, tenant, _walk_starts(seeds, found or {}), as_of=options.as_of, per_entity=mentions_per_entity(limit), max_nodes=limit * 4,
                 newest_into=self.newest_edges.edges_into,
             ))
         competing = reached_entities[: entity_places(limit)] if entity_items else []
@@ -445,7 +460,9 @@ class Searcher:
                     ranked_scores[r.id] = r.score
                     entities[r.id] = r
         ranked = fusion.rank(ranked_scores, limit)
-        return ranked, GraphFindings({m: paths[m] for m, _ in ranked if m in paths}, {m: entities[m] for m, _ in ranked if m in entities})
+        return ranked, GraphFindings(
+            {m: paths[m] for m, _ in ranked if m in paths}, {m: entities[m] for m, _ in ranked if m in entities}, cut=entity_items and len(reached_entities) > len(competing),
+        )
 
     # -- fusion ------------------------------------------------------------------------
 
@@ -477,7 +494,7 @@ class Searcher:
             else:
                 fused, found_rows = self._score(conn, tenant, results, weights, analysis, options, propagation, set(found.entities))
                 more = False
-            more = more or any(state.count >= depth for state in states.values() if state.status == "ok")
+            more = more or bool(windows.unfinished(states, found, depth))
             _take(wanted, fused, found_rows, found, options.limit, rows, findings)
             if len(wanted) >= options.limit or not more:
                 break
@@ -653,8 +670,16 @@ def strategy_name(active: Sequence[str]) -> str:
     return "none"
 
 
-#: Memories an entity leads to in the graph channel (its most recent mentions): an entity named everywhere costs a bounded read.
+#: Memories an entity leads to in the graph channel's first window (its most recent mentions): an entity named
+#: everywhere costs a bounded read.
 MENTIONS_PER_ENTITY = 50
+
+
+def mentions_per_entity(depth: int) -> int:
+    """The mentions an entity leads to in a window of ``depth``: as many as the window holds (at least
+    :data:`MENTIONS_PER_ENTITY`), so that a deeper window, searched for a limit the first could not fill, reaches
+    older mentions rather than the same newest ones."""
+    return max(MENTIONS_PER_ENTITY, depth)
 
 #: Hits of each other channel the mention walk starts from, and the score of the first (the n-th: ``1 / (n + 1)``).
 WALK_FROM_HITS = 3
@@ -672,28 +697,3 @@ def _walk_starts(seeds: dict[str, float], found: dict[str, list[tuple[str, float
         for rank, (memory_id, _) in enumerate(hits[:WALK_FROM_HITS], 1):
             starts[memory_id] = max(starts.get(memory_id, 0.0), 1.0 / (rank + 1))
     return starts
-
-
-def relationships(conn: sqlite3.Connection, tenant: str, hits: list[RecallHit], as_of: int | None) -> list[Relationship]:
-    """Edges between the results (entity relations and ``MENTIONS`` included: a small answer subgraph), shared sources, results from one document."""
-    ids = [h.id for h in hits]
-    views = [h.memory for h in hits if h.memory is not None]
-    out = [
-        Relationship("edge", e.source, e.target, {"edge_id": e.edge_id, "edge_type": e.edge_type, "weight": e.weight})
-        for e in graph_reads.edges_between(conn, tenant, ids, as_of=as_of)
-    ]
-    by_source: dict[str, list[str]] = {}
-    by_doc: dict[str, list[str]] = {}
-    for v in views:
-        for source in v.sources:
-            by_source.setdefault(source, []).append(v.id)
-        doc = v.metadata.get("doc_id")
-        if doc:
-            by_doc.setdefault(doc, []).append(v.id)
-    for source, members in by_source.items():
-        for a, b in zip(members, members[1:]):
-            out.append(Relationship("shared_source", a, b, {"source": source}))
-    for doc, members in by_doc.items():
-        for a, b in zip(members, members[1:]):
-            out.append(Relationship("same_document", a, b, {"doc_id": doc}))
-    return out

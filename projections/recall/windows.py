@@ -28,6 +28,12 @@ def depths(window: int, limit: int) -> Iterator[int]:
         depth *= 2
 
 
+def unfinished(states: dict, found: Any, depth: int) -> set[str]:
+    """The channels a window deeper than ``depth`` could add to: each that ran and filled its window, and the graph
+    channel when it left out entities beyond their places (``found.cut``), however few hits it returned."""
+    return {name for name, state in states.items() if state.status == "ok" and (state.count >= depth or (name == "graph" and found.cut))}
+
+
 def channel_rankings(searcher: Any, tenant: str, query: str, options: Any, strategy: str | None) -> tuple[dict[str, list[tuple[str, float]]], dict, Any, Any]:
     """Each channel's own ranking up to ``options.limit``: the first window's, then the new hits of each deeper
     window in their order (with that window's scores), until every channel has the limit or has run out.
@@ -51,6 +57,6 @@ def channel_rankings(searcher: Any, tenant: str, query: str, options: Any, strat
                 findings.paths.setdefault(node, path)
             for node, reach in found.entities.items():
                 findings.entities.setdefault(node, reach)
-        if all(len(rankings.get(name, ())) >= options.limit or state.count < depth for name, state in states.items() if state.status == "ok"):
+        if all(len(rankings.get(name, ())) >= options.limit for name in unfinished(states, found, depth)):
             break
     return rankings, states, findings, analysis

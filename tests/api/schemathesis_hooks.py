@@ -16,6 +16,7 @@ import jsonschema
 import schemathesis
 from schemathesis.core import NOT_SET
 
+from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.projections.ingest.documents import default_doc_id
 
 
@@ -61,6 +62,13 @@ def breaks_a_rule_across_fields(case) -> str | None:
             return "a weight above 0 for a channel the request leaves out"
         if body.get("embedding") is not None and ("semantic" not in running or weights.get("semantic") == 0):
             return "a query embedding for a request that leaves the semantic channel out"
+        # The server's embedder (hashing) weighs the semantic channel 0: it runs only when asked for by name or by an embedding.
+        semantic_runs = "semantic" in running and (weights.get("semantic") or (weights.get("semantic") is None and (channels or body.get("embedding") is not None)))
+        if 0 in weights.values() and not semantic_runs and all(weights.get(name) == 0 for name in running - {"semantic"}):
+            return "weights of 0 that leave the request no channel to run"
+        filters = body.get("filters") if isinstance(body.get("filters"), dict) else {}
+        if any(_ends_first(filters.get(f"{kind}_from"), filters.get(f"{kind}_to")) for kind in ("created", "updated")):
+            return "a time range of the filters ending where it starts or before"
     if case.path == "/v1/import/documents" and isinstance(body.get("documents"), list):
         documents = [d for d in body["documents"] if isinstance(d, dict) and isinstance(d.get("filename"), str) and isinstance(d.get("doc_id"), (str, type(None)))]
         ids = [d.get("doc_id") or default_doc_id(d["filename"]) for d in documents]
@@ -73,6 +81,14 @@ def breaks_a_rule_across_fields(case) -> str | None:
         if len(files) > 1:
             return "several files under one file name"
     return None
+
+
+def _ends_first(begins, ends) -> bool:
+    """Whether the time ``ends`` is no later than ``begins`` (both given, both times)."""
+    try:
+        return parse_moment(ends) <= parse_moment(begins)
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def mislabelled(case) -> str | None:

@@ -147,3 +147,16 @@ async def test_a_query_embedding_for_a_request_without_the_semantic_channel_is_4
     assert response.status == 422 and answer["error"]["field"] == "embedding", answer
     assert "would be ignored" in answer["error"]["message"]
     assert breaks_a_rule_across_fields(SimpleNamespace(path=path, method="POST", body=body, query={}, path_parameters={}))
+
+
+@pytest.mark.parametrize("path", ["/v1/recall", "/v1/search"])
+@pytest.mark.parametrize("value", [0.0, -0.0])
+async def test_a_query_embedding_of_zeros_is_422_naming_it(api, path, value):
+    """A query embedding of zeros has no direction to rank by: the semantic channel answered "ok" with nothing
+    found, as a memory's embedding of zeros is refused."""
+    dim = api.service.embedding_dim
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "harbours and ferries"}})
+    response = await api.raw.post(path, json={"query": "harbours", "channels": ["semantic"], "embedding": [value] * dim})
+    answer = await response.json()
+    assert response.status == 422, answer
+    assert answer["error"]["field"] == "embedding"

@@ -657,6 +657,9 @@ async def test_fusion_is_chosen_per_request_and_rrf_k_takes_effect_under_rrf(cli
         ("/v1/recall", {"fusion": "bayes"}, "fusion"),
         ("/v1/search", {"rrf_k": 10, "fusion": "rrf"}, "rrf_k"),
         ("/v1/search", {"propagation": False}, "propagation"),
+        # Weights of 0 that leave no channel to run (the hashing embedder's semantic weight is 0): nothing could be found.
+        ("/v1/recall", {"channels": ["lexical"], "weights": {"lexical": 0}}, "weights"),
+        ("/v1/search", {"weights": {"lexical": 0, "graph": 0}}, "weights"),
     ],
 )
 async def test_parameters_that_do_not_apply_are_refused(api, path, body, field):

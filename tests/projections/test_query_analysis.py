@@ -29,6 +29,14 @@ def test_terms_drop_question_and_function_words_and_possessives():
     assert "what" not in a.terms and "did" not in a.terms
 
 
+def test_a_query_of_function_words_only_keeps_them_all_as_its_terms():
+    """Dropping every word left recall nothing to search: "To be or not to be" did not find the memory saying so."""
+    assert analyze("To be or not to be").terms == ["to", "be", "or", "not"]
+    assert analyze("Who is it?").search_terms == ["who", "is", "it"]
+    assert analyze("how long ago").terms == ["how", "long", "ago"]
+    assert analyze("What is the capital of it?").terms == ["capital"]  # a content word left: the function words go
+
+
 def test_terms_are_lowercased_and_deduplicated_in_order():
     assert analyze("Paris, paris and PARIS trip").terms == ["paris", "trip"]
 
@@ -55,9 +63,10 @@ def test_expand_terms_keeps_order_and_unknown_words():
     assert expand_terms([]) == []
 
 
-def test_semantic_text_is_content_terms_or_query():
+def test_semantic_text_is_the_terms_or_the_query():
     assert analyze("What does Bob like to cook?").semantic_text == "bob like cook"
-    assert analyze("What is it?").semantic_text == "What is it?"
+    assert analyze("What is it?").semantic_text == "what is it"  # function words only: they are its terms
+    assert analyze("🍕?").semantic_text == "🍕?"  # no word at all
 
 
 def test_entities_and_phrases():

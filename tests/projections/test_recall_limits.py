@@ -116,3 +116,42 @@ def test_each_channel_of_a_search_lists_the_start_of_every_longer_list(svc, monk
         for limit, rankings in answers.items():
             for name, ranking in rankings.items():
                 assert [node for node, _ in ranking[:limit]] == [node for node, _ in longest[name][:limit]], (query, name, limit)
+
+
+@pytest.mark.parametrize("options", [{"strategy": "graph-only"}, {}, {"fusion": "rrf"}], ids=["graph-only", "score", "rrf"])
+def test_every_entity_a_question_reaches_is_returned_when_the_limit_has_room(tmp_path, options):
+    """Entities may take two in five of the graph channel's places (20 of a window of 50): a question reaching
+    30 entities got 20 of them at any limit, since the channel, cut below its window, was taken as exhausted."""
+    from mnemolog.projections.recall import windows
+
+    service = MemoryService.open(tmp_path / "data", settings=Settings({}, env={}))
+    try:
+        service.run(service.entities.upsert, CTX, "hub", name="Zorgcorp", entity_type="organization")
+        for n in range(30):
+            service.run(service.entities.upsert, CTX, f"e{n}", name=f"Employee Number{n}", entity_type="person")
+            service.run(service.entities.set_relation, CTX, f"e{n}", "hub", "WORKS_AT", weight=0.5 + n / 100)
+        service.sync()
+        reached = {"hub"} | {f"e{n}" for n in range(30)}
+        recall = RecallOptions(limit=100, **options)
+        answer = service.searcher.recall("t", "Who works at Zorgcorp?", recall)
+        assert {h.id for h in answer.hits if h.kind == "entity"} == reached
+        strategy = service.searcher.resolve_strategy("t", recall)[0]
+        graph = windows.channel_rankings(service.searcher, "t", "Who works at Zorgcorp?", recall, strategy)[0]["graph"]
+        assert {node for node, _ in graph} == reached
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("options", [{"strategy": "knowledge-only"}, {"strategy": "graph-only"}, {"fusion": "rrf"}], ids=["knowledge-only", "graph-only", "rrf"])
+def test_every_memory_mentioning_a_named_entity_is_returned_when_the_limit_has_room(tmp_path, options):
+    """An entity leads to its 50 newest mentions: a question naming one mentioned by 80 memories got 50 of them at
+    any limit, a deeper window reading the same 50 again."""
+    service = MemoryService.open(tmp_path / "data", settings=Settings({}, env={}))
+    try:
+        service.run(service.entities.upsert, CTX, "zc", name="Zorgcorp", entity_type="organization", aliases=["ZCorp"])
+        service.run(service.memories.add, CTX, [MemoryContent(memory=f"ZCorp shipment note {n}") for n in range(80)])
+        service.sync()
+        answer = service.searcher.recall("t", "Tell me about Zorgcorp", RecallOptions(limit=100, **options))
+        assert len({h.id for h in answer.hits if h.kind == "memory"}) == 80
+    finally:
+        service.close()
