@@ -1,8 +1,8 @@
 """Text helpers for the SQLite FTS5 full-text projection.
 
 The full-text projection indexes memories in an external-content FTS5 table
-tokenised with ``porter unicode61 remove_diacritics 2``.  Two problems are
-solved here rather than in SQL:
+tokenised with :data:`TOKENIZER`.  Two problems are solved here rather than
+in SQL, and the folding of letters written for one another (:func:`folded`):
 
 * **CJK text.**  ``unicode61`` treats an unbroken run of Chinese or Japanese
   characters as a single token, so a two-character query never matches a
