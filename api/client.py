@@ -32,6 +32,20 @@ from urllib.parse import quote
 import aiohttp
 import msgspec
 
+from .client_errors import (
+    ApiError,
+    AuthenticationError,
+    ConflictError,
+    ForbiddenError,
+    IdempotencyConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ServerError,
+    VersionConflictError,
+    error_for,
+    retry_after_seconds,
+)
 from .schemas import (
     ChannelWeights,
     DeleteRequest,
@@ -105,90 +119,6 @@ Upload = Union[str, os.PathLike, IO[bytes], tuple[str, Union[bytes, IO[bytes]]]]
 Written = WriteResponse  # what every write answers
 Direction = Literal["out", "in", "both"]
 T = TypeVar("T")
-
-
-# -- errors ---------------------------------------------------------------------------------------------
-
-
-class ApiError(Exception):
-    """An error answer: ``status``, ``code``, ``message``, the offending ``field`` and the whole JSON ``body``."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None, body: dict[str, Any]):
-        super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.body = body
-
-
-class InvalidInputError(ApiError):
-    """400, 415 or 422: the request is wrong; ``field`` names what (``body`` for the body as a whole)."""
-
-
-class AuthenticationError(ApiError):
-    """401: no key, or an unknown or revoked one."""
-
-
-class ForbiddenError(ApiError):
-    """403: the key lacks the operation's scope."""
-
-
-class NotFoundError(ApiError):
-    """404: no such memory, entity, edge or tenant (at that position)."""
-
-
-class ConflictError(ApiError):
-    """409: the request conflicts with the current state."""
-
-
-class VersionConflictError(ConflictError):
-    """409: ``expected_version`` (``If-Match``) is not the current version; ``current_version`` is."""
-
-    @property
-    def current_version(self) -> int | None:
-        return self.body.get("error", {}).get("current_version")
-
-
-class IdempotencyConflictError(ConflictError):
-    """409: the idempotency key was used before for a different request."""
-
-
-class PayloadTooLargeError(ApiError):
-    """413: the body or an uploaded file is larger than the server takes."""
-
-
-class ServerError(ApiError):
-    """5xx: a server fault (never the caller's)."""
-
-
-_BY_STATUS: dict[int, type[ApiError]] = {400: InvalidInputError, 401: AuthenticationError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 415: InvalidInputError, 422: InvalidInputError}
-_BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
-
-
-def error_for(status: int, body: bytes, *, expected_version: str | None = None) -> ApiError:
-    """The exception for an error answer, by its code, else by its status.
-
-    The server answers every state conflict with code ``conflict`` (a revert
-    that later changes block, an ``as_of`` past the head, an archived memory
-    archived again); it is a :class:`VersionConflictError` only when the
-    request expected a version (``If-Match``: ``expected_version``) and the
-    memory is at another one.
-    """
-    try:
-        decoded = msgspec.json.decode(body) if body else {}
-    except msgspec.DecodeError:
-        decoded = {}
-    error = decoded.get("error") if isinstance(decoded, dict) else None
-    if not isinstance(error, dict):  # not our JSON (a proxy, or the HTTP parser refusing the request)
-        error, decoded = {"code": "http_error", "message": body.decode("utf-8", "replace")[:500]}, {}
-    code = str(error.get("code") or "http_error")
-    current = error.get("current_version")
-    if code == "conflict" and expected_version is not None and current is not None and str(current) != expected_version:
-        kind: type[ApiError] = VersionConflictError
-    else:
-        kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
-    return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
 
 
 # -- the client -------------------------------------------------------------------------------------------
@@ -350,7 +280,7 @@ class MnemologClient:
                 ) as response:
                     body = await response.read()
                     if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
-                        await asyncio.sleep(_retry_after(response.headers["Retry-After"]))  # busy: nothing was written
+                        await asyncio.sleep(retry_after_seconds(response.headers["Retry-After"]))  # busy: nothing was written
                         continue
                     if response.status >= 400:
                         raise error_for(response.status, body, expected_version=expected)
@@ -651,19 +581,6 @@ class MnemologClient:
 
     async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> RelationCardsResponse:
         return await self._read("POST", "/v1/relations", RelationCardsResponse, json=RelationsRequest(question=question, limit=limit, as_of=as_of))
-
-
-#: The longest the client waits on a ``Retry-After`` (a server asking for more is sent the request again after it).
-MAX_RETRY_AFTER_S = 5.0
-
-
-def _retry_after(value: str) -> float:
-    """The seconds a ``Retry-After`` asks for (a number; a date or nonsense: one second), at most :data:`MAX_RETRY_AFTER_S`."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 1.0
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if seconds == seconds else 1.0
 
 
 def _segment(value: str) -> str:
