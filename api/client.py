@@ -5,7 +5,9 @@ Each operation of ``GET /openapi.json`` has a method named by its
 fails on one without). Requests and responses are the Structs the server
 uses (:mod:`mnemolog.api.schemas`, :mod:`mnemolog.api.schemas_knowledge`),
 so a caller gets attributes; an error answer is raised as an
-:class:`ApiError` subclass by kind, carrying the server's JSON error.
+:class:`ApiError` subclass by kind, carrying the server's JSON error, and a
+success status whose body is not the operation's answer (a proxy's own page)
+as :class:`UnexpectedResponseError`.
 
 >>> async with MnemologClient("http://127.0.0.1:8765", api_key="mlk_…") as client:
 ...     written = await client.add_memories(MemoryIn(memory="I moved to Lisbon", key="home city"))
@@ -42,9 +44,11 @@ from .client_errors import (
     NotFoundError,
     PayloadTooLargeError,
     ServerError,
+    UnexpectedResponseError,
     VersionConflictError,
     error_for,
     retry_after_seconds,
+    unexpected_response,
 )
 from .schemas import (
     ChannelWeights,
@@ -108,6 +112,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RecallOptions",
     "ServerError",
+    "UnexpectedResponseError",
     "VersionConflictError",
     "WriteOptions",
     "Written",
@@ -284,7 +289,7 @@ class MnemologClient:
                         continue
                     if response.status >= 400:
                         raise error_for(response.status, body, expected_version=expected)
-                    return msgspec.json.decode(body, type=Any if kind is None else kind) if body else None
+                    return _answer(method, path, response, body, kind)
             except _RETRYABLE:
                 if attempt == self.max_retries:
                     raise
@@ -581,6 +586,20 @@ class MnemologClient:
 
     async def relation_cards(self, question: str, *, limit: int = 10, as_of: AsOf = None) -> RelationCardsResponse:
         return await self._read("POST", "/v1/relations", RelationCardsResponse, json=RelationsRequest(question=question, limit=limit, as_of=as_of))
+
+
+def _answer(method: str, path: str, response: aiohttp.ClientResponse, body: bytes, kind: Any) -> Any:
+    """A success answer decoded as ``kind`` (plain JSON when None); an :class:`UnexpectedResponseError` when it is not that JSON."""
+    if not body:
+        if kind is None:
+            return None
+        problem = "an empty body"
+    else:
+        try:
+            return msgspec.json.decode(body, type=Any if kind is None else kind)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            problem = str(exc)
+    raise unexpected_response(method.upper(), path, response.status, response.content_type, body, problem)
 
 
 def _segment(value: str) -> str:

@@ -63,6 +63,14 @@ class ServerError(ApiError):
     """5xx: a server fault (never the caller's)."""
 
 
+class UnexpectedResponseError(ApiError):
+    """A success status whose body is not the operation's answer: a proxy's own page, an empty body, a server of another version.
+
+    ``code`` is ``unexpected_response``; ``message`` names the request, the
+    content type that came and the start of the body.
+    """
+
+
 _BY_STATUS: dict[int, type[ApiError]] = {400: InvalidInputError, 401: AuthenticationError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 415: InvalidInputError, 422: InvalidInputError}
 _BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
 
@@ -90,6 +98,13 @@ def error_for(status: int, body: bytes, *, expected_version: str | None = None) 
     else:
         kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
     return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
+
+
+def unexpected_response(method: str, path: str, status: int, content_type: str, body: bytes, problem: str) -> UnexpectedResponseError:
+    """The error for a success answer that is not the operation's: what came, and why it is not the answer."""
+    shown = body.decode("utf-8", "replace")[:200]
+    message = f"{method} {path} answered {status} with {content_type or 'no Content-Type'}, not the operation's answer ({problem})"
+    return UnexpectedResponseError(status, "unexpected_response", message + (f": {shown!r}" if shown else ""), None, {})
 
 
 #: The longest the client waits on a ``Retry-After`` (a server asking for more is sent the request again after it).
