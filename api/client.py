@@ -456,10 +456,14 @@ class MnemologClient:
     async def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> AsyncIterator[EventView]:
         """The tenant's events after ``after`` as they are written: an endless async iterator.
 
-        After a dropped connection it reconnects with ``Last-Event-ID`` set to
+        After a dropped connection, or one the server ended (it ends none while
+        it runs and the key reads), it reconnects with ``Last-Event-ID`` set to
         the last event it yielded, so no event is lost or repeated; an event
-        cut off mid-way is never yielded. ``idle_timeout``: how long a silent
-        connection is trusted (the server sends a keep-alive every 15 s).
+        cut off mid-way is never yielded. ``max_retries`` connections in a row
+        lost before an event raise the last one's ``aiohttp.ClientConnectionError``;
+        an answer that is no event stream (a proxy's page) or an event that does
+        not parse raises :class:`UnexpectedResponseError`. ``idle_timeout``: how
+        long a silent connection is trusted (the server sends a keep-alive every 15 s).
         """
         last = after
         failures = 0
@@ -467,21 +471,16 @@ class MnemologClient:
         while True:
             try:
                 headers = {**self._headers, "Last-Event-ID": str(last), "Accept": "text/event-stream"}
-                async with self._open().get(self.base_url + "/v1/events/stream", headers=headers, timeout=timeout) as response:
+                async with self._open().get(self.base_url + _STREAM, headers=headers, timeout=timeout) as response:
                     if response.status >= 400:
                         raise error_for(response.status, await response.read())
-                    event_id, data = None, []
-                    async for raw in response.content:
-                        line = raw.rstrip(b"\r\n")
-                        if line.startswith(b"id:"):
-                            event_id = int(line[3:].strip())
-                        elif line.startswith(b"data:"):
-                            data.append(line[5:].lstrip(b" "))
-                        elif not line and data:
-                            event = msgspec.json.decode(b"\n".join(data), type=EventView)
-                            last = event_id if event_id is not None else event.position
-                            event_id, data, failures = None, [], 0
-                            yield event
+                    if response.content_type != "text/event-stream":
+                        raise unexpected_response("GET", _STREAM, response.status, response.content_type, await response.content.read(200), "not an event stream")
+                    async for event_id, data in _server_sent_events(response.content):
+                        event = _event(event_id, data, response)
+                        last, failures = event.position, 0
+                        yield event
+                raise aiohttp.ServerDisconnectedError(f"the server ended the event stream after position {last}")
             except _RETRYABLE:
                 failures += 1
                 if failures > self.max_retries:
@@ -600,6 +599,35 @@ def _answer(method: str, path: str, response: aiohttp.ClientResponse, body: byte
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             problem = str(exc)
     raise unexpected_response(method.upper(), path, response.status, response.content_type, body, problem)
+
+
+#: The live tail's path.
+_STREAM = "/v1/events/stream"
+
+
+async def _server_sent_events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[bytes | None, bytes]]:
+    """Each whole event of a server-sent event stream, as its ``id`` and its ``data`` lines joined; comments and ``event`` lines skipped."""
+    event_id, data = None, []
+    async for raw in content:
+        line = raw.rstrip(b"\r\n")
+        if line.startswith(b"id:"):
+            event_id = line[3:].strip()
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip(b" "))
+        elif not line and data:
+            yield event_id, b"\n".join(data)
+            event_id, data = None, []
+
+
+def _event(event_id: bytes | None, data: bytes, response: aiohttp.ClientResponse) -> EventView:
+    """One event of the live tail, its position its ``id``'s; an :class:`UnexpectedResponseError` when either does not parse."""
+    try:
+        event = msgspec.json.decode(data, type=EventView)
+        if event_id is not None and int(event_id) != event.position:
+            raise ValueError(f"its id {event_id.decode(errors='replace')!r} is not its position {event.position}")
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        raise unexpected_response("GET", _STREAM, response.status, response.content_type, data, f"an event that does not parse: {exc}") from None
+    return event
 
 
 def _segment(value: str) -> str:

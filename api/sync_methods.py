@@ -185,10 +185,14 @@ class SyncMethods:
     def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> Iterator[EventView]:
         """The tenant's events after ``after`` as they are written: an endless async iterator.
 
-        After a dropped connection it reconnects with ``Last-Event-ID`` set to
+        After a dropped connection, or one the server ended (it ends none while
+        it runs and the key reads), it reconnects with ``Last-Event-ID`` set to
         the last event it yielded, so no event is lost or repeated; an event
-        cut off mid-way is never yielded. ``idle_timeout``: how long a silent
-        connection is trusted (the server sends a keep-alive every 15 s).
+        cut off mid-way is never yielded. ``max_retries`` connections in a row
+        lost before an event raise the last one's ``aiohttp.ClientConnectionError``;
+        an answer that is no event stream (a proxy's page) or an event that does
+        not parse raises :class:`UnexpectedResponseError`. ``idle_timeout``: how
+        long a silent connection is trusted (the server sends a keep-alive every 15 s).
         """
         return self._iterate("stream_events", after=after, idle_timeout=idle_timeout)
 

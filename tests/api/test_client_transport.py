@@ -7,6 +7,10 @@ parsing or an endless retry.
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
+import msgspec
 import pytest
 from aiohttp import web
 
@@ -44,3 +48,64 @@ async def test_a_success_answer_that_is_not_the_apis_json_is_an_unexpected_respo
         with pytest.raises(UnexpectedResponseError) as nothing:
             await client.capabilities()
         assert "empty" in nothing.value.message
+
+
+def event_json(position: int) -> bytes:
+    return msgspec.json.encode(
+        {
+            "position": position, "event_id": f"e{position}", "stream_id": "memory-m", "stream_version": position, "type": "MemoryAdded",
+            "schema_version": 1, "tenant": "default", "recorded_at": "2026-01-01T00:00:00Z", "payload": {}, "metadata": {},
+        }
+    )
+
+
+async def test_an_event_stream_answered_by_a_page_raises_at_once_instead_of_reconnecting_for_ever(aiohttp_server):
+    asked: list[str] = []
+
+    async def page(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        return web.Response(text="<html>sign in to the proxy</html>", content_type="text/html")
+
+    url = await serving(aiohttp_server, **{"/v1/events/stream": page})
+    async with MnemologClient(url) as client:
+        stream = client.stream_events()
+        with pytest.raises(UnexpectedResponseError) as caught:
+            await asyncio.wait_for(stream.__anext__(), 30)
+    assert asked == ["/v1/events/stream"] and "text/html" in caught.value.message
+
+
+async def test_a_stream_the_server_keeps_ending_is_resumed_then_raised_after_the_retries(aiohttp_server):
+    """A stream that ends cleanly is resumed from its last event, as a dropped one; ending again and again without an event is a failure."""
+    resumed_from: list[str | None] = []
+
+    async def ending(request: web.Request) -> web.StreamResponse:
+        resumed_from.append(request.headers.get("Last-Event-ID"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if len(resumed_from) == 1:
+            await response.write(b"id: 7\nevent: MemoryAdded\ndata: " + event_json(7) + b"\n\n")
+        await response.write_eof()
+        return response
+
+    url = await serving(aiohttp_server, **{"/v1/events/stream": ending})
+    async with MnemologClient(url, max_retries=2) as client:
+        stream = client.stream_events(after=6)
+        assert (await asyncio.wait_for(stream.__anext__(), 30)).position == 7
+        with pytest.raises(aiohttp.ClientConnectionError) as caught:
+            await asyncio.wait_for(stream.__anext__(), 30)
+    assert resumed_from == ["6", "7", "7"] and "ended" in str(caught.value)
+
+
+@pytest.mark.parametrize("event", [b"id: seven\ndata: " + event_json(7), b"id: 7\ndata: {not json", b'id: 7\ndata: {"position": 7}'])
+async def test_an_event_that_does_not_parse_is_an_unexpected_response_error(aiohttp_server, event):
+    async def broken(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(event + b"\n\n")
+        return response
+
+    url = await serving(aiohttp_server, **{"/v1/events/stream": broken})
+    async with MnemologClient(url) as client:
+        with pytest.raises(UnexpectedResponseError) as caught:
+            await asyncio.wait_for(client.stream_events().__anext__(), 30)
+    assert "/v1/events/stream" in caught.value.message
