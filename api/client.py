@@ -38,16 +38,19 @@ from .client_errors import (
     ApiError,
     AuthenticationError,
     ConflictError,
+    ConnectionFailedError,
     ForbiddenError,
     IdempotencyConflictError,
     InvalidInputError,
     NotFoundError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     ServerError,
     UnexpectedResponseError,
     VersionConflictError,
     error_for,
     retry_after_seconds,
+    transport_error,
     unexpected_response,
 )
 from .schemas import (
@@ -104,6 +107,7 @@ __all__ = [
     "ApiError",
     "AuthenticationError",
     "ConflictError",
+    "ConnectionFailedError",
     "ForbiddenError",
     "IdempotencyConflictError",
     "InvalidInputError",
@@ -111,6 +115,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "RecallOptions",
+    "RequestTimeoutError",
     "ServerError",
     "UnexpectedResponseError",
     "VersionConflictError",
@@ -210,10 +215,12 @@ class MnemologClient:
     ``tenant`` is sent as ``X-Mnemolog-Tenant`` (for a key valid for every
     tenant, or a server without auth). A request that loses its connection,
     times out or finds the database busy (503 with ``Retry-After``, which it
-    waits, up to 5 s) is retried ``max_retries`` times; every request but a GET
-    carries an ``Idempotency-Key`` (the caller's, else a new one) kept across
-    its retries, so a retry never writes twice. ``timeout``: the seconds one
-    attempt may take, on a ``session`` of the caller's too.
+    waits, up to 5 s) is retried ``max_retries`` times, then raises
+    :class:`ConnectionFailedError` (an ``aiohttp.ClientConnectionError``) or
+    :class:`RequestTimeoutError` (a :class:`TimeoutError`), naming the request;
+    every request but a GET carries an ``Idempotency-Key`` (the caller's, else
+    a new one) kept across its retries, so a retry never writes twice.
+    ``timeout``: the seconds one attempt may take, on a ``session`` of the caller's too.
     """
 
     def __init__(
@@ -290,9 +297,9 @@ class MnemologClient:
                     if response.status >= 400:
                         raise error_for(response.status, body, expected_version=expected)
                     return _answer(method, path, response, body, kind)
-            except _RETRYABLE:
+            except _RETRYABLE as exc:
                 if attempt == self.max_retries:
-                    raise
+                    raise transport_error(method.upper(), self.base_url + path, attempt + 1, exc, self._timeout.total) from exc
                 await asyncio.sleep(0.05 * 2**attempt)
 
     async def _read(self, method: str, path: str, kind: type[T], *, json: Any = None, params: Any = None) -> T:
@@ -481,10 +488,10 @@ class MnemologClient:
                         last, failures = event.position, 0
                         yield event
                 raise aiohttp.ServerDisconnectedError(f"the server ended the event stream after position {last}")
-            except _RETRYABLE:
+            except _RETRYABLE as exc:
                 failures += 1
                 if failures > self.max_retries:
-                    raise
+                    raise transport_error("GET", self.base_url + _STREAM, failures, exc, idle_timeout) from exc
                 await asyncio.sleep(0.05 * 2**failures)
 
     async def digest(self) -> DigestResponse:

@@ -6,8 +6,10 @@ Each carries the server's JSON error (``status``, ``code``, ``message``,
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import aiohttp
 import msgspec
 
 
@@ -98,6 +100,22 @@ def error_for(status: int, body: bytes, *, expected_version: str | None = None) 
     else:
         kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
     return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
+
+
+class ConnectionFailedError(aiohttp.ClientConnectionError):
+    """No answer came on any attempt: the connection was refused, dropped or cut off mid-answer (the last cause chained)."""
+
+
+class RequestTimeoutError(TimeoutError):
+    """No answer came within the client's ``timeout`` on any attempt (a :class:`TimeoutError`)."""
+
+
+def transport_error(method: str, url: str, attempts: int, exc: BaseException, timeout: float | None) -> ConnectionFailedError | RequestTimeoutError:
+    """What a request raises when its last attempt got no answer: the request, how often it was tried, and why."""
+    tried = f"{attempts} attempt" + ("s" if attempts > 1 else "")
+    if isinstance(exc, asyncio.TimeoutError):
+        return RequestTimeoutError(f"{method} {url}: no answer within {timeout:g} s ({tried})")
+    return ConnectionFailedError(f"{method} {url}: {exc or type(exc).__name__} ({tried})")
 
 
 def unexpected_response(method: str, path: str, status: int, content_type: str, body: bytes, problem: str) -> UnexpectedResponseError:

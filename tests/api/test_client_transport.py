@@ -8,13 +8,16 @@ parsing or an endless retry.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import aiohttp
 import msgspec
 import pytest
 from aiohttp import web
 
-from mnemolog.api.client import ApiError, MnemologClient, UnexpectedResponseError
+import mnemolog
+from mnemolog.api.client import ApiError, ConnectionFailedError, MnemologClient, RequestTimeoutError, UnexpectedResponseError
+from mnemolog.api.schemas import MemoryIn
 
 
 async def serving(aiohttp_server, **routes) -> str:
@@ -109,3 +112,46 @@ async def test_an_event_that_does_not_parse_is_an_unexpected_response_error(aioh
         with pytest.raises(UnexpectedResponseError) as caught:
             await asyncio.wait_for(client.stream_events().__anext__(), 30)
     assert "/v1/events/stream" in caught.value.message
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on: connecting is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+async def test_a_refused_connection_raises_a_connection_error_naming_the_request_and_its_attempts():
+    url = closed_port_url()
+    async with MnemologClient(url, max_retries=1) as client:
+        with pytest.raises(ConnectionFailedError) as caught:
+            await client.add_memories(MemoryIn(memory="nowhere to go"))
+    assert isinstance(caught.value, aiohttp.ClientConnectionError)
+    assert f"POST {url}/v1/memories" in str(caught.value) and "2 attempts" in str(caught.value)
+
+
+async def test_a_silent_server_raises_a_timeout_naming_the_request_the_timeout_and_its_attempts():
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # takes the request, never answers
+        held.append(writer)
+        await reader.read(65536)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with MnemologClient(url, timeout=0.2, max_retries=1) as client:
+            with pytest.raises(RequestTimeoutError) as caught:
+                await client.digest()
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+    assert isinstance(caught.value, TimeoutError) and str(caught.value) == f"GET {url}/v1/digest: no answer within 0.2 s (2 attempts)"
+
+
+def test_the_blocking_client_raises_the_same_errors():
+    with mnemolog.Client(closed_port_url(), max_retries=0) as client:
+        with pytest.raises(ConnectionFailedError, match="GET .*/v1/digest.*1 attempt"):
+            client.digest()
