@@ -305,3 +305,26 @@ async def test_a_blank_entity_name_is_refused_by_the_document_as_by_the_server(a
     assert not jsonschema.Draft202012Validator(name_schema).is_valid(name)
     response = await api.raw.put("/v1/entities/person:blank", json={"name": name})
     assert response.status == 422 and (await response.json())["error"]["field"] == "name"
+
+
+def _headers(operation: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "header"}
+
+
+async def test_every_header_a_route_reads_is_a_parameter_of_its_operation(api, document):
+    """Each write takes X-Correlation-Id beside Idempotency-Key (a relink's commit too, its scope read), the live tail Last-Event-ID."""
+    writes = {(r.path, r.method.lower()) for r in ROUTES if r.in_openapi and r.method != "GET" and r.scope in ("write", "admin")} | {("/v1/graph/relink", "post")}
+    for path, method, operation in _operations(document):
+        headers = _headers(operation)
+        takes = {"Idempotency-Key", "X-Correlation-Id"} <= set(headers)
+        assert takes == ((path, method) in writes), (method, path, sorted(headers))
+    correlation = _headers(document["paths"]["/v1/memories"]["post"])["X-Correlation-Id"]["schema"]
+    refused = await api.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Correlation-Id": "c" * (correlation["maxLength"] + 1)})
+    assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Correlation-Id"
+    relinked = await api.raw.post("/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1", "X-Correlation-Id": "relink-c"})
+    again = await api.raw.post("/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1", "X-Correlation-Id": "relink-c"})
+    assert relinked.status == again.status == 200
+    last = _headers(document["paths"]["/v1/events/stream"]["get"])["Last-Event-ID"]["schema"]
+    assert re.fullmatch(last["pattern"], "12") and not re.fullmatch(last["pattern"], "x")
+    bad = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "x"})
+    assert bad.status == 400 and (await bad.json())["error"]["field"] == "Last-Event-ID"
