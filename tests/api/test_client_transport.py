@@ -8,7 +8,9 @@ parsing or an endless retry.
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import threading
 
 import aiohttp
 import msgspec
@@ -155,3 +157,56 @@ def test_the_blocking_client_raises_the_same_errors():
     with mnemolog.Client(closed_port_url(), max_retries=0) as client:
         with pytest.raises(ConnectionFailedError, match="GET .*/v1/digest.*1 attempt"):
             client.digest()
+
+
+class ThreadedServer:
+    """A bare aiohttp app served by an event loop in a thread of its own: for the blocking client, which the test's thread runs."""
+
+    def __init__(self, app: web.Application):
+        self.loop = asyncio.new_event_loop()
+        self.runner = web.AppRunner(app, handler_cancellation=True)  # a handler ends when its client hangs up
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
+        self.loop.close()
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="Ctrl-C reaches the main thread only")
+def test_ctrl_c_in_a_blocking_stream_stops_its_connection_and_raises_the_interrupt():
+    """A notebook's "interrupt" while the blocking client waits for an event: the interrupt is raised, the tail's request ends."""
+    ended = threading.Event()
+
+    async def tail(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the caller is waiting in next() by now
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.set()
+        return response
+
+    async def digest(request: web.Request) -> web.Response:
+        return web.json_response({"position": 1, "hash": "h", "digest": "1:h"})
+
+    app = web.Application()
+    app.router.add_get("/v1/events/stream", tail)
+    app.router.add_get("/v1/digest", digest)
+    server = ThreadedServer(app)
+    try:
+        with mnemolog.Client(server.url) as client:
+            with pytest.raises(KeyboardInterrupt):
+                for _ in client.stream_events():
+                    pass
+            assert ended.wait(30), "the interrupted tail's connection was left open"
+            assert client.digest().position == 1
+    finally:
+        server.close()
