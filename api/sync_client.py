@@ -71,7 +71,11 @@ class Client(SyncMethods):
     """A blocking client; ``with Client(url, api_key=...) as client`` and every :class:`MnemologClient` method.
 
     It takes :class:`MnemologClient`'s options (``api_key``, ``tenant``,
-    ``timeout``, ``max_retries``).
+    ``timeout``, ``max_retries``). It works in a thread that runs an event loop
+    (a notebook's cells run in one), for its calls run on a loop of its own;
+    but it blocks that thread's loop while it waits, so a server served by that
+    same loop (a test's ``aiohttp_server``) cannot answer it and the call times
+    out: there, ``await`` :class:`MnemologClient` instead.
     """
 
     def __init__(self, base_url: str, **options: Any) -> None:

@@ -164,13 +164,16 @@ class ThreadedServer:
 
     def __init__(self, app: web.Application):
         self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(app, handler_cancellation=True)  # a handler ends when its client hangs up
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(app), self.loop).result(30)
+
+    async def _start(self, app: web.Application) -> str:
+        self.runner = web.AppRunner(app, handler_cancellation=True)  # a handler ends when its client hangs up
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
@@ -208,5 +211,22 @@ def test_ctrl_c_in_a_blocking_stream_stops_its_connection_and_raises_the_interru
                     pass
             assert ended.wait(30), "the interrupted tail's connection was left open"
             assert client.digest().position == 1
+    finally:
+        server.close()
+
+
+async def test_the_blocking_client_works_in_a_thread_running_an_event_loop():
+    """As in a notebook, whose cells run in the kernel's event loop: the blocking client runs its own loop, in a thread of its own."""
+
+    async def digest(request: web.Request) -> web.Response:
+        return web.json_response({"position": 3, "hash": "h", "digest": "3:h"})
+
+    app = web.Application()
+    app.router.add_get("/v1/digest", digest)
+    server = ThreadedServer(app)
+    try:
+        asyncio.get_running_loop()  # this test's own loop runs in this thread
+        with mnemolog.Client(server.url) as client:
+            assert client.digest().position == 3
     finally:
         server.close()
