@@ -502,9 +502,9 @@ class MnemologClient:
         return await self._read("GET", "/v1/verify", VerifyResult, params=_params(**{"from": start, "to": end, "against": against}))
 
     async def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> OrganizerStatusResponse:
-        """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
+        """The organizer's state; with ``wait`` (seconds, at most 30, or ``"5s"``), once it has processed ``min_position``."""
         if isinstance(wait, (int, float)):
-            wait = f"{wait}s"
+            wait = f"{round(wait * 1000)}ms"  # the server takes 3 decimals of seconds at most: 1/3 is 333ms
         return await self._read("GET", "/v1/organizer/status", OrganizerStatusResponse, params=_params(min_position=min_position, wait=wait))
 
     # -- entities and tags -----------------------------------------------------------------------

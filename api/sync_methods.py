@@ -204,7 +204,7 @@ class SyncMethods:
         return self._call("verify", start=start, end=end, against=against)
 
     def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> OrganizerStatusResponse:
-        """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
+        """The organizer's state; with ``wait`` (seconds, at most 30, or ``"5s"``), once it has processed ``min_position``."""
         return self._call("organizer_status", min_position=min_position, wait=wait)
 
     def put_entity(self, entity_id: str, entity: EntityIn | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:

@@ -425,3 +425,10 @@ async def test_a_busy_answer_is_sent_again_after_its_retry_after_with_the_same_i
         with pytest.raises(ServerError) as busy:
             await client.digest()
         assert busy.value.status == 503 and busy.value.code == "busy" and seen == ["digest"] * 3
+
+
+@pytest.mark.parametrize("wait", [0.1 + 0.2, 1 / 3, 2, 30.0])
+async def test_organizer_status_takes_any_number_of_seconds_up_to_the_servers_limit(api, wait):
+    """``wait`` in seconds, as its docstring says: a float's long repr is not refused as a malformed duration."""
+    status = await api.typed_client().organizer_status(wait=wait)
+    assert isinstance(status, responses.OrganizerStatusResponse)
