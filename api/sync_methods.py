@@ -183,7 +183,7 @@ class SyncMethods:
         return self._call("list_events", after=after, limit=limit, types=types, stream=stream, correlation_id=correlation_id, as_of=as_of)
 
     def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> Iterator[EventView]:
-        """The tenant's events after ``after`` as they are written: an endless async iterator.
+        """The tenant's events after ``after`` as they are written: an endless iterator.
 
         After a dropped connection, or one the server ended (it ends none while
         it runs and the key reads), it reconnects with ``Last-Event-ID`` set to
