@@ -432,3 +432,13 @@ async def test_organizer_status_takes_any_number_of_seconds_up_to_the_servers_li
     """``wait`` in seconds, as its docstring says: a float's long repr is not refused as a malformed duration."""
     status = await api.typed_client().organizer_status(wait=wait)
     assert isinstance(status, responses.OrganizerStatusResponse)
+
+
+async def test_an_update_struct_clears_an_optional_field_set_to_none(api):
+    """``UpdateMemoryRequest(key=None)`` sends ``"key": null``, which clears the key, as the request's docstring says; a field not given stays."""
+    client = api.typed_client()
+    memory_id = (await client.add_memories(MemoryIn(memory="Ada keeps bees", key="bees", confidence=0.5, collection="notes"))).memory_ids[0]
+    await client.update_memory(memory_id, UpdateMemoryRequest(key=None))
+    await client.update_memory(memory_id, UpdateMemoryRequest(memory="Ada keeps wasps", confidence=None))
+    kept = await client.get_memory(memory_id)
+    assert (kept.memory, kept.key, kept.confidence, kept.metadata.get("collection")) == ("Ada keeps wasps", None, None, "notes")
