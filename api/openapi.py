@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .routing import CORRELATION_ID_MAX_LENGTH, IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, takes_if_match
+from .routing import CORRELATION_ID_MAX_LENGTH, IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, repeatable, takes_if_match
 from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -76,7 +76,10 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
         ]
         for name, desc, *typed in r.query:
             kind, required = typed or (None, False)
-            parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": query_schema(desc, kind)})
+            schema = query_schema(desc, kind)
+            if repeatable(desc):  # the handler reads every value: name=a&name=b
+                schema = {"type": "array", "items": schema}
+            parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": schema})
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.writes:  # a read ignores the headers
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})

@@ -99,6 +99,11 @@ class RouteTable:
 
 
 
+def repeatable(description: str) -> bool:
+    """Whether a query parameter so described is read for every value it is given (``type=a&type=b``): its description says "repeatable"."""
+    return "repeatable" in description
+
+
 def param(name: str, description: str, kind: Any = None, *, required: bool = False) -> tuple[str, str, Any, bool]:
     """A query parameter whose schema is ``kind``'s (a type msgspec describes), for a value no description rule covers."""
     return (name, description, kind, required)
@@ -166,7 +171,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     # The files of a page (the explorer) take any query string, as a page does: a link may carry one.
     declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes if r.in_openapi}
     # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
-    repeatable = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if "repeatable" in description) for r in routes}
+    every_value = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if repeatable(description)) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -182,7 +187,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
-                    if name not in repeatable[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                    if name not in every_value[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
                         raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 

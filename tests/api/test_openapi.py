@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from mnemolog.api import keys
+from mnemolog.api import keys, routing
 from mnemolog.api.app import ROUTES
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -363,3 +363,14 @@ async def test_the_live_tail_answers_as_documented(api, document):
         body = await refused.json()
         assert refused.status == status and body["error"]["field"] == field
         assert not _validate(document, operation["responses"]["4XX"]["content"]["application/json"]["schema"], body)
+
+
+async def test_a_repeatable_query_parameter_is_documented_as_an_array(api, document):
+    """``type=A&type=B``: a parameter the handler reads every value of is an array in the document, not one string."""
+    repeatable = {(r.path, r.method.lower(), name) for r in ROUTES if r.in_openapi for name, description, *_ in r.query if routing.repeatable(description)}
+    assert len(repeatable) >= 5
+    for path, method, name in repeatable:
+        parameter = next(p for p in document["paths"][path][method]["parameters"] if p["name"] == name)
+        assert parameter["schema"]["type"] == "array" and parameter.get("explode", True) is True, (path, name, parameter)
+    events = await api.raw.get("/v1/events", params=[("type", "MemoryAdded"), ("type", "MemoryUpdated")])
+    assert events.status == 200
