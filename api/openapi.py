@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from .auth import MAX_TENANT_CHARS
 from .routing import CORRELATION_ID_MAX_LENGTH, IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, repeatable, takes_if_match
 from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 
@@ -37,6 +38,7 @@ _SERVER_ERRORS = (
     " but the projections could not follow it yet, so do not send it again. A 500 is a bug."
 )
 
+_TENANT = "the tenant to act for: a key for every tenant (*) must name it, a key for one tenant acts for its own; without auth, default \"default\""
 _CORRELATION = "the correlation this write joins (a revert undoes a correlation's writes together); default: one of its own"
 _LAST_EVENT_ID = "the position of the last event received: the tail resumes after it (instead of after)"
 #: A position as ``Last-Event-ID`` carries it (the server also takes spaces around it).
@@ -80,6 +82,8 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
             if repeatable(desc):  # the handler reads every value: name=a&name=b
                 schema = {"type": "array", "items": schema}
             parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": schema})
+        if r.scope is not None:
+            parameters.append({"name": "X-Mnemolog-Tenant", "in": "header", "required": False, "schema": {"type": "string", "maxLength": MAX_TENANT_CHARS}, "description": _TENANT})
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.writes:  # a read ignores the headers
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})

@@ -374,3 +374,15 @@ async def test_a_repeatable_query_parameter_is_documented_as_an_array(api, docum
         assert parameter["schema"]["type"] == "array" and parameter.get("explode", True) is True, (path, name, parameter)
     events = await api.raw.get("/v1/events", params=[("type", "MemoryAdded"), ("type", "MemoryUpdated")])
     assert events.status == 200
+
+
+async def test_every_operation_needing_a_key_documents_the_tenant_header(api, document):
+    """A key for every tenant (``*``) names the tenant it acts for in X-Mnemolog-Tenant: each operation behind a key takes it."""
+    for path, method, operation in _operations(document):
+        tenant = _headers(operation).get("X-Mnemolog-Tenant")
+        assert (tenant is not None) == ("security" in operation), (method, path)
+    schema = _headers(document["paths"]["/v1/digest"]["get"])["X-Mnemolog-Tenant"]["schema"]
+    refused = await api.raw.get("/v1/digest", headers={"X-Mnemolog-Tenant": "t" * (schema["maxLength"] + 1)})
+    assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Mnemolog-Tenant"
+    named = await api.raw.get("/v1/digest", headers={"X-Mnemolog-Tenant": "t" * schema["maxLength"]})
+    assert named.status == 200
