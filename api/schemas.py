@@ -284,9 +284,21 @@ class WorkingMemoryResponse(msgspec.Struct, kw_only=True):
 
 
 class ErrorDetail(msgspec.Struct):
+    """An error: its ``code``, a ``message`` for people and the ``field`` at fault; some errors say more.
+
+    A 409 on a memory's version has its ``current_version``. A 503 or 507
+    whose write the log took (the projections could not follow it yet) says
+    ``written: true`` with its ``correlation_id`` and positions: do not send it again.
+    """
+
     code: str
     message: str
     field: str | None = None
+    current_version: int | None | UnsetType = UNSET
+    written: bool | UnsetType = UNSET
+    correlation_id: str | UnsetType = UNSET
+    first_position: int | UnsetType = UNSET
+    last_position: int | UnsetType = UNSET
 
 
 class ErrorEnvelope(msgspec.Struct):

@@ -168,7 +168,7 @@ async def test_component_schemas_are_json_schema_ish(document):
     assert recall.get("additionalProperties") is False  # unknown fields are refused
     error = schemas["ErrorEnvelope"]["properties"]["error"]
     assert error["$ref"] == "#/components/schemas/ErrorDetail"
-    assert set(schemas["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+    assert {"code", "message", "field"} <= set(schemas["ErrorDetail"]["properties"]) and schemas["ErrorDetail"]["required"] == ["code", "message"]
 
 
 async def test_write_routes_document_idempotency_and_if_match(document):
@@ -386,3 +386,14 @@ async def test_every_operation_needing_a_key_documents_the_tenant_header(api, do
     assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Mnemolog-Tenant"
     named = await api.raw.get("/v1/digest", headers={"X-Mnemolog-Tenant": "t" * schema["maxLength"]})
     assert named.status == 200
+
+
+async def test_every_field_an_error_answer_carries_is_documented(api, document):
+    """A 409 carries the memory's ``current_version``; a 503 or 507 that was written ``written`` and its positions: the schema names them."""
+    detail = set(document["components"]["schemas"]["ErrorDetail"]["properties"])
+    assert {"current_version", "written", "correlation_id", "first_position", "last_position"} <= detail
+    added = await (await api.raw.post("/v1/memories", json={"memory": {"memory": "versioned"}})).json()
+    memory_id = added["memory_ids"][0]
+    stale = await api.raw.patch(f"/v1/memories/{memory_id}", json={"memory": "changed"}, headers={"If-Match": "7"})
+    body = await stale.json()
+    assert stale.status == 409 and body["error"]["current_version"] == 1 and set(body["error"]) <= detail
