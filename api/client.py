@@ -138,7 +138,8 @@ class WriteOptions(TypedDict, total=False):
     """What every write method also takes.
 
     ``idempotency_key``: replaying it answers the first result (default: a new
-    UUID per call, kept across its retries); ``expected_version``: the
+    UUID per call, kept across its retries, and on the error raised when they
+    fail: ``error.idempotency_key``, to send the write again later); ``expected_version``: the
     memory's version the write expects (``If-Match``), else a
     :class:`VersionConflictError` (a memory command's only: another write,
     checking no version, refuses it); ``correlation_id``: this call's correlation
@@ -285,22 +286,26 @@ class MnemologClient:
             data = msgspec.json.encode(_body(json))
             merged["Content-Type"] = "application/json"
         expected = next((value for name, value in merged.items() if name.lower() == "if-match"), None)
-        for attempt in range(self.max_retries + 1):
-            try:
-                async with self._open().request(
-                    method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
-                ) as response:
-                    body = await response.read()
-                    if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
-                        await asyncio.sleep(retry_after_seconds(response.headers["Retry-After"]))  # busy: nothing was written
-                        continue
-                    if response.status >= 400:
-                        raise error_for(response.status, body, expected_version=expected)
-                    return _answer(method, path, response, body, kind)
-            except _RETRYABLE as exc:
-                if attempt == self.max_retries:
-                    raise transport_error(method.upper(), self.base_url + path, attempt + 1, exc, self._timeout.total) from exc
-                await asyncio.sleep(0.05 * 2**attempt)
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    async with self._open().request(
+                        method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
+                    ) as response:
+                        body = await response.read()
+                        if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
+                            await asyncio.sleep(retry_after_seconds(response.headers["Retry-After"]))  # busy: nothing was written
+                            continue
+                        if response.status >= 400:
+                            raise error_for(response.status, body, expected_version=expected)
+                        return _answer(method, path, response, body, kind)
+                except _RETRYABLE as exc:
+                    if attempt == self.max_retries:
+                        raise transport_error(method.upper(), self.base_url + path, attempt + 1, exc, self._timeout.total) from exc
+                    await asyncio.sleep(0.05 * 2**attempt)
+        except (ApiError, ConnectionFailedError, RequestTimeoutError) as error:
+            error.idempotency_key = next((value for name, value in merged.items() if name.lower() == "idempotency-key"), None)
+            raise
 
     async def _read(self, method: str, path: str, kind: type[T], *, json: Any = None, params: Any = None) -> T:
         """A read: its answer decoded as the operation's response Struct ``kind``."""

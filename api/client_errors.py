@@ -14,7 +14,13 @@ import msgspec
 
 
 class ApiError(Exception):
-    """An error answer: ``status``, ``code``, ``message``, the offending ``field`` and the whole JSON ``body``."""
+    """An error answer: ``status``, ``code``, ``message``, the offending ``field`` and the whole JSON ``body``.
+
+    ``idempotency_key``: the key a write was sent with (None for a read), to
+    send the same write again later and have it written once.
+    """
+
+    idempotency_key: str | None = None
 
     def __init__(self, status: int, code: str, message: str, field: str | None, body: dict[str, Any]):
         super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
@@ -103,11 +109,18 @@ def error_for(status: int, body: bytes, *, expected_version: str | None = None) 
 
 
 class ConnectionFailedError(aiohttp.ClientConnectionError):
-    """No answer came on any attempt: the connection was refused, dropped or cut off mid-answer (the last cause chained)."""
+    """No answer came on any attempt: the connection was refused, dropped or cut off mid-answer (the last cause chained).
+
+    A write may have been done all the same: send it again with its ``idempotency_key``.
+    """
+
+    idempotency_key: str | None = None
 
 
 class RequestTimeoutError(TimeoutError):
-    """No answer came within the client's ``timeout`` on any attempt (a :class:`TimeoutError`)."""
+    """No answer came within the client's ``timeout`` on any attempt (a :class:`TimeoutError`); ``idempotency_key`` as for :class:`ConnectionFailedError`."""
+
+    idempotency_key: str | None = None
 
 
 def transport_error(method: str, url: str, attempts: int, exc: BaseException, timeout: float | None) -> ConnectionFailedError | RequestTimeoutError:

@@ -442,3 +442,21 @@ async def test_an_update_struct_clears_an_optional_field_set_to_none(api):
     await client.update_memory(memory_id, UpdateMemoryRequest(memory="Ada keeps wasps", confidence=None))
     kept = await client.get_memory(memory_id)
     assert (kept.memory, kept.key, kept.confidence, kept.metadata.get("collection")) == ("Ada keeps wasps", None, None, "notes")
+
+
+async def test_a_write_that_failed_past_its_retries_carries_its_idempotency_key_to_send_it_again(live):
+    """The answer was lost after the write was done: sent again later with the error's key, it is replayed, not written twice."""
+    import aiohttp
+
+    async with CuttingProxy(live.url) as proxy, MnemologClient(proxy.url, api_key=live.key, max_retries=0) as client:
+        with pytest.raises(aiohttp.ClientConnectionError) as lost:
+            await client.add_memories(MemoryIn(memory="answered to nobody"), correlation_id="lost-answer")
+    key = lost.value.idempotency_key
+    assert key
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        again = await client.add_memories(MemoryIn(memory="answered to nobody"), idempotency_key=key, correlation_id="lost-answer")
+        assert again.replayed is True
+        with pytest.raises(NotFoundError) as missing:
+            await client.archive_memory("01a00000-0000-7000-8000-000000000000", idempotency_key="mine")
+        assert missing.value.idempotency_key == "mine"
+        assert [e.type for e in (await client.list_events(correlation_id="lost-answer")).events] == ["MemoryAdded"]
