@@ -5,7 +5,9 @@ Each operation of ``GET /openapi.json`` has a method named by its
 fails on one without). Requests and responses are the Structs the server
 uses (:mod:`mnemolog.api.schemas`, :mod:`mnemolog.api.schemas_knowledge`),
 so a caller gets attributes; an error answer is raised as an
-:class:`ApiError` subclass by kind, carrying the server's JSON error.
+:class:`ApiError` subclass by kind, carrying the server's JSON error, and a
+success status whose body is not the operation's answer (a proxy's own page)
+as :class:`UnexpectedResponseError`.
 
 >>> async with MnemologClient("http://127.0.0.1:8765", api_key="mlk_…") as client:
 ...     written = await client.add_memories(MemoryIn(memory="I moved to Lisbon", key="home city"))
@@ -32,6 +34,25 @@ from urllib.parse import quote
 import aiohttp
 import msgspec
 
+from .client_errors import (
+    ApiError,
+    AuthenticationError,
+    ConflictError,
+    ConnectionFailedError,
+    ForbiddenError,
+    IdempotencyConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    ServerError,
+    UnexpectedResponseError,
+    VersionConflictError,
+    error_for,
+    retry_after_seconds,
+    transport_error,
+    unexpected_response,
+)
 from .schemas import (
     ChannelWeights,
     DeleteRequest,
@@ -86,6 +107,7 @@ __all__ = [
     "ApiError",
     "AuthenticationError",
     "ConflictError",
+    "ConnectionFailedError",
     "ForbiddenError",
     "IdempotencyConflictError",
     "InvalidInputError",
@@ -93,7 +115,9 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "RecallOptions",
+    "RequestTimeoutError",
     "ServerError",
+    "UnexpectedResponseError",
     "VersionConflictError",
     "WriteOptions",
     "Written",
@@ -107,90 +131,6 @@ Direction = Literal["out", "in", "both"]
 T = TypeVar("T")
 
 
-# -- errors ---------------------------------------------------------------------------------------------
-
-
-class ApiError(Exception):
-    """An error answer: ``status``, ``code``, ``message``, the offending ``field`` and the whole JSON ``body``."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None, body: dict[str, Any]):
-        super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.body = body
-
-
-class InvalidInputError(ApiError):
-    """400, 415 or 422: the request is wrong; ``field`` names what (``body`` for the body as a whole)."""
-
-
-class AuthenticationError(ApiError):
-    """401: no key, or an unknown or revoked one."""
-
-
-class ForbiddenError(ApiError):
-    """403: the key lacks the operation's scope."""
-
-
-class NotFoundError(ApiError):
-    """404: no such memory, entity, edge or tenant (at that position)."""
-
-
-class ConflictError(ApiError):
-    """409: the request conflicts with the current state."""
-
-
-class VersionConflictError(ConflictError):
-    """409: ``expected_version`` (``If-Match``) is not the current version; ``current_version`` is."""
-
-    @property
-    def current_version(self) -> int | None:
-        return self.body.get("error", {}).get("current_version")
-
-
-class IdempotencyConflictError(ConflictError):
-    """409: the idempotency key was used before for a different request."""
-
-
-class PayloadTooLargeError(ApiError):
-    """413: the body or an uploaded file is larger than the server takes."""
-
-
-class ServerError(ApiError):
-    """5xx: a server fault (never the caller's)."""
-
-
-_BY_STATUS: dict[int, type[ApiError]] = {400: InvalidInputError, 401: AuthenticationError, 403: ForbiddenError, 404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 415: InvalidInputError, 422: InvalidInputError}
-_BY_CODE: dict[str, type[ApiError]] = {"version_conflict": VersionConflictError, "idempotency_conflict": IdempotencyConflictError}
-
-
-def error_for(status: int, body: bytes, *, expected_version: str | None = None) -> ApiError:
-    """The exception for an error answer, by its code, else by its status.
-
-    The server answers every state conflict with code ``conflict`` (a revert
-    that later changes block, an ``as_of`` past the head, an archived memory
-    archived again); it is a :class:`VersionConflictError` only when the
-    request expected a version (``If-Match``: ``expected_version``) and the
-    memory is at another one.
-    """
-    try:
-        decoded = msgspec.json.decode(body) if body else {}
-    except msgspec.DecodeError:
-        decoded = {}
-    error = decoded.get("error") if isinstance(decoded, dict) else None
-    if not isinstance(error, dict):  # not our JSON (a proxy, or the HTTP parser refusing the request)
-        error, decoded = {"code": "http_error", "message": body.decode("utf-8", "replace")[:500]}, {}
-    code = str(error.get("code") or "http_error")
-    current = error.get("current_version")
-    if code == "conflict" and expected_version is not None and current is not None and str(current) != expected_version:
-        kind: type[ApiError] = VersionConflictError
-    else:
-        kind = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
-    return kind(status, code, str(error.get("message") or ""), error.get("field"), decoded)
-
-
 # -- the client -------------------------------------------------------------------------------------------
 
 
@@ -198,7 +138,8 @@ class WriteOptions(TypedDict, total=False):
     """What every write method also takes.
 
     ``idempotency_key``: replaying it answers the first result (default: a new
-    UUID per call, kept across its retries); ``expected_version``: the
+    UUID per call, kept across its retries, and on the error raised when they
+    fail: ``error.idempotency_key``, to send the write again later); ``expected_version``: the
     memory's version the write expects (``If-Match``), else a
     :class:`VersionConflictError` (a memory command's only: another write,
     checking no version, refuses it); ``correlation_id``: this call's correlation
@@ -275,10 +216,12 @@ class MnemologClient:
     ``tenant`` is sent as ``X-Mnemolog-Tenant`` (for a key valid for every
     tenant, or a server without auth). A request that loses its connection,
     times out or finds the database busy (503 with ``Retry-After``, which it
-    waits, up to 5 s) is retried ``max_retries`` times; every request but a GET
-    carries an ``Idempotency-Key`` (the caller's, else a new one) kept across
-    its retries, so a retry never writes twice. ``timeout``: the seconds one
-    attempt may take, on a ``session`` of the caller's too.
+    waits, up to 5 s) is retried ``max_retries`` times, then raises
+    :class:`ConnectionFailedError` (an ``aiohttp.ClientConnectionError``) or
+    :class:`RequestTimeoutError` (a :class:`TimeoutError`), naming the request;
+    every request but a GET carries an ``Idempotency-Key`` (the caller's, else
+    a new one) kept across its retries, so a retry never writes twice.
+    ``timeout``: the seconds one attempt may take, on a ``session`` of the caller's too.
     """
 
     def __init__(
@@ -343,22 +286,26 @@ class MnemologClient:
             data = msgspec.json.encode(_body(json))
             merged["Content-Type"] = "application/json"
         expected = next((value for name, value in merged.items() if name.lower() == "if-match"), None)
-        for attempt in range(self.max_retries + 1):
-            try:
-                async with self._open().request(
-                    method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
-                ) as response:
-                    body = await response.read()
-                    if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
-                        await asyncio.sleep(_retry_after(response.headers["Retry-After"]))  # busy: nothing was written
-                        continue
-                    if response.status >= 400:
-                        raise error_for(response.status, body, expected_version=expected)
-                    return msgspec.json.decode(body, type=Any if kind is None else kind) if body else None
-            except _RETRYABLE:
-                if attempt == self.max_retries:
-                    raise
-                await asyncio.sleep(0.05 * 2**attempt)
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    async with self._open().request(
+                        method, self.base_url + path, data=form() if form else data, params=params, headers=merged, timeout=self._timeout
+                    ) as response:
+                        body = await response.read()
+                        if response.status == 503 and attempt < self.max_retries and "Retry-After" in response.headers:
+                            await asyncio.sleep(retry_after_seconds(response.headers["Retry-After"]))  # busy: nothing was written
+                            continue
+                        if response.status >= 400:
+                            raise error_for(response.status, body, expected_version=expected)
+                        return _answer(method, path, response, body, kind)
+                except _RETRYABLE as exc:
+                    if attempt == self.max_retries:
+                        raise transport_error(method.upper(), self.base_url + path, attempt + 1, exc, self._timeout.total) from exc
+                    await asyncio.sleep(0.05 * 2**attempt)
+        except (ApiError, ConnectionFailedError, RequestTimeoutError) as error:
+            error.idempotency_key = next((value for name, value in merged.items() if name.lower() == "idempotency-key"), None)
+            raise
 
     async def _read(self, method: str, path: str, kind: type[T], *, json: Any = None, params: Any = None) -> T:
         """A read: its answer decoded as the operation's response Struct ``kind``."""
@@ -521,10 +468,14 @@ class MnemologClient:
     async def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> AsyncIterator[EventView]:
         """The tenant's events after ``after`` as they are written: an endless async iterator.
 
-        After a dropped connection it reconnects with ``Last-Event-ID`` set to
+        After a dropped connection, or one the server ended (it ends none while
+        it runs and the key reads), it reconnects with ``Last-Event-ID`` set to
         the last event it yielded, so no event is lost or repeated; an event
-        cut off mid-way is never yielded. ``idle_timeout``: how long a silent
-        connection is trusted (the server sends a keep-alive every 15 s).
+        cut off mid-way is never yielded. ``max_retries`` connections in a row
+        lost before an event raise the last one's ``aiohttp.ClientConnectionError``;
+        an answer that is no event stream (a proxy's page) or an event that does
+        not parse raises :class:`UnexpectedResponseError`. ``idle_timeout``: how
+        long a silent connection is trusted (the server sends a keep-alive every 15 s).
         """
         last = after
         failures = 0
@@ -532,25 +483,20 @@ class MnemologClient:
         while True:
             try:
                 headers = {**self._headers, "Last-Event-ID": str(last), "Accept": "text/event-stream"}
-                async with self._open().get(self.base_url + "/v1/events/stream", headers=headers, timeout=timeout) as response:
+                async with self._open().get(self.base_url + _STREAM, headers=headers, timeout=timeout) as response:
                     if response.status >= 400:
                         raise error_for(response.status, await response.read())
-                    event_id, data = None, []
-                    async for raw in response.content:
-                        line = raw.rstrip(b"\r\n")
-                        if line.startswith(b"id:"):
-                            event_id = int(line[3:].strip())
-                        elif line.startswith(b"data:"):
-                            data.append(line[5:].lstrip(b" "))
-                        elif not line and data:
-                            event = msgspec.json.decode(b"\n".join(data), type=EventView)
-                            last = event_id if event_id is not None else event.position
-                            event_id, data, failures = None, [], 0
-                            yield event
-            except _RETRYABLE:
+                    if response.content_type != "text/event-stream":
+                        raise unexpected_response("GET", _STREAM, response.status, response.content_type, await response.content.read(200), "not an event stream")
+                    async for event_id, data in _server_sent_events(response.content):
+                        event = _event(event_id, data, response)
+                        last, failures = event.position, 0
+                        yield event
+                raise aiohttp.ServerDisconnectedError(f"the server ended the event stream after position {last}")
+            except _RETRYABLE as exc:
                 failures += 1
                 if failures > self.max_retries:
-                    raise
+                    raise transport_error("GET", self.base_url + _STREAM, failures, exc, idle_timeout) from exc
                 await asyncio.sleep(0.05 * 2**failures)
 
     async def digest(self) -> DigestResponse:
@@ -561,9 +507,9 @@ class MnemologClient:
         return await self._read("GET", "/v1/verify", VerifyResult, params=_params(**{"from": start, "to": end, "against": against}))
 
     async def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> OrganizerStatusResponse:
-        """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
+        """The organizer's state; with ``wait`` (seconds, at most 30, or ``"5s"``), once it has processed ``min_position``."""
         if isinstance(wait, (int, float)):
-            wait = f"{wait}s"
+            wait = f"{round(wait * 1000)}ms"  # the server takes 3 decimals of seconds at most: 1/3 is 333ms
         return await self._read("GET", "/v1/organizer/status", OrganizerStatusResponse, params=_params(min_position=min_position, wait=wait))
 
     # -- entities and tags -----------------------------------------------------------------------
@@ -653,17 +599,47 @@ class MnemologClient:
         return await self._read("POST", "/v1/relations", RelationCardsResponse, json=RelationsRequest(question=question, limit=limit, as_of=as_of))
 
 
-#: The longest the client waits on a ``Retry-After`` (a server asking for more is sent the request again after it).
-MAX_RETRY_AFTER_S = 5.0
+def _answer(method: str, path: str, response: aiohttp.ClientResponse, body: bytes, kind: Any) -> Any:
+    """A success answer decoded as ``kind`` (plain JSON when None); an :class:`UnexpectedResponseError` when it is not that JSON."""
+    if not body:
+        if kind is None:
+            return None
+        problem = "an empty body"
+    else:
+        try:
+            return msgspec.json.decode(body, type=Any if kind is None else kind)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            problem = str(exc)
+    raise unexpected_response(method.upper(), path, response.status, response.content_type, body, problem)
 
 
-def _retry_after(value: str) -> float:
-    """The seconds a ``Retry-After`` asks for (a number; a date or nonsense: one second), at most :data:`MAX_RETRY_AFTER_S`."""
+#: The live tail's path.
+_STREAM = "/v1/events/stream"
+
+
+async def _server_sent_events(content: aiohttp.StreamReader) -> AsyncIterator[tuple[bytes | None, bytes]]:
+    """Each whole event of a server-sent event stream, as its ``id`` and its ``data`` lines joined; comments and ``event`` lines skipped."""
+    event_id, data = None, []
+    async for raw in content:
+        line = raw.rstrip(b"\r\n")
+        if line.startswith(b"id:"):
+            event_id = line[3:].strip()
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip(b" "))
+        elif not line and data:
+            yield event_id, b"\n".join(data)
+            event_id, data = None, []
+
+
+def _event(event_id: bytes | None, data: bytes, response: aiohttp.ClientResponse) -> EventView:
+    """One event of the live tail, its position its ``id``'s; an :class:`UnexpectedResponseError` when either does not parse."""
     try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 1.0
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S) if seconds == seconds else 1.0
+        event = msgspec.json.decode(data, type=EventView)
+        if event_id is not None and int(event_id) != event.position:
+            raise ValueError(f"its id {event_id.decode(errors='replace')!r} is not its position {event.position}")
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        raise unexpected_response("GET", _STREAM, response.status, response.content_type, data, f"an event that does not parse: {exc}") from None
+    return event
 
 
 def _segment(value: str) -> str:

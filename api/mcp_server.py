@@ -50,6 +50,7 @@ from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant, still_authorized
 from .errors import ApiError, as_api_error, error_body
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
+from .routing import CORRELATION_ID_MAX_LENGTH
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
 
@@ -230,8 +231,8 @@ class McpFront:
         tenant = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant") or self.tenant
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
-        if correlation is not None and len(correlation) > 200:
-            raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
+        if correlation is not None and len(correlation) > CORRELATION_ID_MAX_LENGTH:
+            raise ApiError(400, "bad_request", f"X-Correlation-Id must be at most {CORRELATION_ID_MAX_LENGTH} characters", "X-Correlation-Id")
         session = headers.get("mcp-session-id") or self.run_id
         if not self.settings.auth:
             _key_check.set(None)

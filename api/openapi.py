@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from .routing import IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, takes_if_match
+from .auth import MAX_TENANT_CHARS
+from .routing import CORRELATION_ID_MAX_LENGTH, IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, repeatable, takes_if_match
 from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -36,6 +37,13 @@ _SERVER_ERRORS = (
     " or either with written: true, its correlation_id, first_position and last_position: the log took the write"
     " but the projections could not follow it yet, so do not send it again. A 500 is a bug."
 )
+
+_TENANT = "the tenant to act for: a key for every tenant (*) must name it, a key for one tenant acts for its own; without auth, default \"default\""
+_CORRELATION = "the correlation this write joins (a revert undoes a correlation's writes together); default: one of its own"
+_LAST_EVENT_ID = "the position of the last event received: the tail resumes after it (instead of after)"
+#: A position as ``Last-Event-ID`` carries it (the server also takes spaces around it).
+LAST_EVENT_ID_RE = r"^[0-9]{1,18}$"
+
 
 def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -> dict[str, Any]:
     routes = [r for r in routes if r.in_openapi]
@@ -70,10 +78,20 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
         ]
         for name, desc, *typed in r.query:
             kind, required = typed or (None, False)
-            parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": query_schema(desc, kind)})
-        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.scope in ("write", "admin"):  # a read ignores the header
+            schema = query_schema(desc, kind)
+            if repeatable(desc):  # the handler reads every value: name=a&name=b
+                schema = {"type": "array", "items": schema}
+            parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": schema})
+        if r.scope is not None:
+            parameters.append({"name": "X-Mnemolog-Tenant", "in": "header", "required": False, "schema": {"type": "string", "maxLength": MAX_TENANT_CHARS}, "description": _TENANT})
+        if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.writes:  # a read ignores the headers
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})
+            parameters.append(
+                {"name": "X-Correlation-Id", "in": "header", "required": False, "schema": {"type": "string", "maxLength": CORRELATION_ID_MAX_LENGTH}, "description": _CORRELATION}
+            )
+        if r.media_type == "text/event-stream":
+            parameters.append({"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string", "pattern": LAST_EVENT_ID_RE}, "description": _LAST_EVENT_ID})
         if takes_if_match(r.method, r.path):  # the memory commands check a version
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string", "pattern": IF_MATCH_RE.pattern}, "description": "expected version"})
         if parameters:

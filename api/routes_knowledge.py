@@ -388,7 +388,7 @@ async def import_documents(request: web.Request) -> dict:
 # -- linking -----------------------------------------------------------------------------------------------------
 
 
-@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks and memories: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest, response=RelinkReport)
+@routes.post("/v1/graph/relink", scope="read", summary="Re-run the entity linker over stored chunks and memories: a dry run unless commit is true (then the write scope is needed)", request=RelinkRequest, response=RelinkReport, may_write=True)
 async def relink(request: web.Request) -> dict:
     key, tenant = authenticate(request, "read")
     body = await decode(request, RelinkRequest)

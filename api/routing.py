@@ -46,6 +46,12 @@ class Route(msgspec.Struct, frozen=True):
     media_type: str = "application/json"  # of its success answers
     path_types: tuple[tuple[str, Any], ...] = ()  # (name, type) of path parameters that are not any string
     in_openapi: bool = True  # False: a file of a page (the explorer), not an API operation; still in docs/reference.md
+    may_write: bool = False  # a read that writes when asked (a relink's commit): it takes a write's headers too
+
+    @property
+    def writes(self) -> bool:
+        """Whether it may write, so that it takes ``Idempotency-Key`` and ``X-Correlation-Id``."""
+        return self.may_write or self.scope in ("write", "admin")
 
 
 class RouteTable:
@@ -56,14 +62,14 @@ class RouteTable:
 
     def route(
         self, method: str, path: str, *, scope: str | None, summary: str, request: Any = None, response: Any = None, query=(), body: Any = None, statuses=(200,),
-        media_type: str = "application/json", path_types: dict[str, Any] | None = None, in_openapi: bool = True,
+        media_type: str = "application/json", path_types: dict[str, Any] | None = None, in_openapi: bool = True, may_write: bool = False,
     ):
         def decorate(handler):
             served = answering(handler, response) if response is not None and media_type == "application/json" else handler
             self._routes.append(
                 Route(
                     method, path, served, scope, summary, request, response, tuple(query), body, tuple(statuses), media_type,
-                    tuple((path_types or {}).items()), in_openapi,
+                    tuple((path_types or {}).items()), in_openapi, may_write,
                 )
             )
             return handler
@@ -93,6 +99,11 @@ class RouteTable:
 
 
 
+def repeatable(description: str) -> bool:
+    """Whether a query parameter so described is read for every value it is given (``type=a&type=b``): its description says "repeatable"."""
+    return "repeatable" in description
+
+
 def param(name: str, description: str, kind: Any = None, *, required: bool = False) -> tuple[str, str, Any, bool]:
     """A query parameter whose schema is ``kind``'s (a type msgspec describes), for a value no description rule covers."""
     return (name, description, kind, required)
@@ -109,6 +120,8 @@ def takes_if_match(method: str, path: str) -> bool:
 
 #: ``Idempotency-Key``'s length bounds.
 IDEMPOTENCY_KEY_LENGTH = (1, 200)
+#: The longest ``X-Correlation-Id`` taken.
+CORRELATION_ID_MAX_LENGTH = 200
 
 
 class RequestBody(msgspec.Struct, frozen=True):
@@ -158,7 +171,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     # The files of a page (the explorer) take any query string, as a page does: a link may carry one.
     declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes if r.in_openapi}
     # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
-    repeatable = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if "repeatable" in description) for r in routes}
+    every_value = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if repeatable(description)) for r in routes}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -174,7 +187,7 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")
-                    if name not in repeatable[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
+                    if name not in every_value[(method, resource.canonical)] and len(request.query.getall(name)) > 1:
                         raise ApiError(422, "invalid", f"query parameter {name!r} is given more than once; it takes one value", name)  # never keep one of two silently
         return await handler(request)
 
@@ -322,8 +335,8 @@ def command_context(request: web.Request, tenant: str, key: ApiKey | None) -> Co
     if idem is not None and not (low <= len(idem) <= high):
         raise ApiError(400, "bad_request", f"Idempotency-Key must be {low} to {high} characters", "Idempotency-Key")
     correlation = header_text(request, "X-Correlation-Id") or ""
-    if len(correlation) > 200:
-        raise ApiError(400, "bad_request", "X-Correlation-Id must be at most 200 characters", "X-Correlation-Id")
+    if len(correlation) > CORRELATION_ID_MAX_LENGTH:
+        raise ApiError(400, "bad_request", f"X-Correlation-Id must be at most {CORRELATION_ID_MAX_LENGTH} characters", "X-Correlation-Id")
     return CommandContext(
         tenant=tenant,
         correlation_id=correlation,

@@ -111,17 +111,29 @@ class AddMemoriesRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class UpdateMemoryRequest(DocumentFieldsIn, forbid_unknown_fields=True, kw_only=True):
-    """The fields to change (at least one); those left out keep their value, and null clears an optional one."""
+    """The fields to change (at least one); those left out keep their value, and null clears an optional one.
+
+    Every field defaults to ``UNSET`` (left out), so that ``UpdateMemoryRequest(key=None)`` sends
+    ``"key": null`` and clears the key: the server changes the fields the body names.
+    """
 
     body_required: ClassVar[bool] = True
+    collection: str | None | UnsetType = UNSET
+    doc_type: str | None | UnsetType = UNSET
+    doc_id: str | None | UnsetType = UNSET
+    doc_version: str | None | UnsetType = UNSET
+    lang: str | None | UnsetType = UNSET
+    source_url: str | None | UnsetType = UNSET
+    model: str | None | UnsetType = UNSET
+    embedding: Embedding | None | UnsetType = UNSET
     memory: Text | UnsetType = UNSET
-    key: Annotated[str, Meta(max_length=200)] | None = None
+    key: Annotated[str, Meta(max_length=200)] | None | UnsetType = UNSET
     tags: Annotated[list[MemoryTag], Meta(max_length=MAX_TAGS)] | UnsetType = UNSET
     sources: list[str] | UnsetType = UNSET
-    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None = None  # indexed as the text is
-    confidence: Annotated[float, Meta(ge=0, le=1)] | None = None
+    background: Annotated[str, Meta(max_length=MAX_TEXT_CHARS)] | None | UnsetType = UNSET  # indexed as the text is
+    confidence: Annotated[float, Meta(ge=0, le=1)] | None | UnsetType = UNSET
     properties: dict[str, Any] | UnsetType = UNSET
-    subject: Subject | None = None
+    subject: Subject | None | UnsetType = UNSET
     reason: Reason = ""
 
 
@@ -275,9 +287,21 @@ class WorkingMemoryResponse(msgspec.Struct, kw_only=True):
 
 
 class ErrorDetail(msgspec.Struct):
+    """An error: its ``code``, a ``message`` for people and the ``field`` at fault; some errors say more.
+
+    A 409 on a memory's version has its ``current_version``. A 503 or 507
+    whose write the log took (the projections could not follow it yet) says
+    ``written: true`` with its ``correlation_id`` and positions: do not send it again.
+    """
+
     code: str
     message: str
     field: str | None = None
+    current_version: int | None | UnsetType = UNSET
+    written: bool | UnsetType = UNSET
+    correlation_id: str | UnsetType = UNSET
+    first_position: int | UnsetType = UNSET
+    last_position: int | UnsetType = UNSET
 
 
 class ErrorEnvelope(msgspec.Struct):

@@ -17,6 +17,7 @@ editors and type checkers, with the same response Structs as the async client.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import uuid
@@ -37,7 +38,28 @@ class _Loop:
         self.thread.start()
 
     def run(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+        """Run ``coroutine`` on the loop and wait for its result.
+
+        An interrupt of the wait (Ctrl-C, a notebook's "interrupt") cancels the
+        coroutine and is raised once it has stopped: no request goes on behind
+        the caller's back, and a stream interrupted in ``next()`` closes.
+        """
+        started: concurrent.futures.Future[asyncio.Task] = concurrent.futures.Future()
+        finished = threading.Event()
+
+        def start() -> None:
+            task = self.loop.create_task(coroutine)
+            task.add_done_callback(lambda _: finished.set())
+            started.set_result(task)
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            finished.wait()
+        except BaseException:
+            self.loop.call_soon_threadsafe(started.result().cancel)
+            finished.wait()
+            raise
+        return started.result().result()
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -49,7 +71,11 @@ class Client(SyncMethods):
     """A blocking client; ``with Client(url, api_key=...) as client`` and every :class:`MnemologClient` method.
 
     It takes :class:`MnemologClient`'s options (``api_key``, ``tenant``,
-    ``timeout``, ``max_retries``).
+    ``timeout``, ``max_retries``). It works in a thread that runs an event loop
+    (a notebook's cells run in one), for its calls run on a loop of its own;
+    but it blocks that thread's loop while it waits, so a server served by that
+    same loop (a test's ``aiohttp_server``) cannot answer it and the call times
+    out: there, ``await`` :class:`MnemologClient` instead.
     """
 
     def __init__(self, base_url: str, **options: Any) -> None:

@@ -183,12 +183,16 @@ class SyncMethods:
         return self._call("list_events", after=after, limit=limit, types=types, stream=stream, correlation_id=correlation_id, as_of=as_of)
 
     def stream_events(self, *, after: int = 0, idle_timeout: float = 60.0) -> Iterator[EventView]:
-        """The tenant's events after ``after`` as they are written: an endless async iterator.
+        """The tenant's events after ``after`` as they are written: an endless iterator.
 
-        After a dropped connection it reconnects with ``Last-Event-ID`` set to
+        After a dropped connection, or one the server ended (it ends none while
+        it runs and the key reads), it reconnects with ``Last-Event-ID`` set to
         the last event it yielded, so no event is lost or repeated; an event
-        cut off mid-way is never yielded. ``idle_timeout``: how long a silent
-        connection is trusted (the server sends a keep-alive every 15 s).
+        cut off mid-way is never yielded. ``max_retries`` connections in a row
+        lost before an event raise the last one's ``aiohttp.ClientConnectionError``;
+        an answer that is no event stream (a proxy's page) or an event that does
+        not parse raises :class:`UnexpectedResponseError`. ``idle_timeout``: how
+        long a silent connection is trusted (the server sends a keep-alive every 15 s).
         """
         return self._iterate("stream_events", after=after, idle_timeout=idle_timeout)
 
@@ -200,7 +204,7 @@ class SyncMethods:
         return self._call("verify", start=start, end=end, against=against)
 
     def organizer_status(self, *, min_position: int | None = None, wait: str | float | None = None) -> OrganizerStatusResponse:
-        """The organizer's state; with ``wait`` (seconds, or ``"5s"``), once it has processed ``min_position``."""
+        """The organizer's state; with ``wait`` (seconds, at most 30, or ``"5s"``), once it has processed ``min_position``."""
         return self._call("organizer_status", min_position=min_position, wait=wait)
 
     def put_entity(self, entity_id: str, entity: EntityIn | dict[str, Any], **options: Unpack[WriteOptions]) -> WriteResponse:

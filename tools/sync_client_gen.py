@@ -97,6 +97,8 @@ def _method(name: str, fn) -> tuple[str, set[str]]:
     doc = inspect.getdoc(fn)
     if doc:
         body = doc.replace('"""', '\\"\\"\\"')
+        if stream:  # the blocking twin of an async iterator is a plain one
+            body = re.sub(r"\basync iterator\b", "iterator", body)
         lines.append(textwrap.indent(f'"""{body}"""' if "\n" not in body else f'"""{body}\n"""', " " * 8))
     lines.append(f"        return {call}")
     names = set(_NAME.findall(params.replace("self", "") + " " + returns)) - {p for p in signature.parameters}

@@ -425,3 +425,38 @@ async def test_a_busy_answer_is_sent_again_after_its_retry_after_with_the_same_i
         with pytest.raises(ServerError) as busy:
             await client.digest()
         assert busy.value.status == 503 and busy.value.code == "busy" and seen == ["digest"] * 3
+
+
+@pytest.mark.parametrize("wait", [0.1 + 0.2, 1 / 3, 2, 30.0])
+async def test_organizer_status_takes_any_number_of_seconds_up_to_the_servers_limit(api, wait):
+    """``wait`` in seconds, as its docstring says: a float's long repr is not refused as a malformed duration."""
+    status = await api.typed_client().organizer_status(wait=wait)
+    assert isinstance(status, responses.OrganizerStatusResponse)
+
+
+async def test_an_update_struct_clears_an_optional_field_set_to_none(api):
+    """``UpdateMemoryRequest(key=None)`` sends ``"key": null``, which clears the key, as the request's docstring says; a field not given stays."""
+    client = api.typed_client()
+    memory_id = (await client.add_memories(MemoryIn(memory="Ada keeps bees", key="bees", confidence=0.5, collection="notes"))).memory_ids[0]
+    await client.update_memory(memory_id, UpdateMemoryRequest(key=None))
+    await client.update_memory(memory_id, UpdateMemoryRequest(memory="Ada keeps wasps", confidence=None))
+    kept = await client.get_memory(memory_id)
+    assert (kept.memory, kept.key, kept.confidence, kept.metadata.get("collection")) == ("Ada keeps wasps", None, None, "notes")
+
+
+async def test_a_write_that_failed_past_its_retries_carries_its_idempotency_key_to_send_it_again(live):
+    """The answer was lost after the write was done: sent again later with the error's key, it is replayed, not written twice."""
+    import aiohttp
+
+    async with CuttingProxy(live.url) as proxy, MnemologClient(proxy.url, api_key=live.key, max_retries=0) as client:
+        with pytest.raises(aiohttp.ClientConnectionError) as lost:
+            await client.add_memories(MemoryIn(memory="answered to nobody"), correlation_id="lost-answer")
+    key = lost.value.idempotency_key
+    assert key
+    async with MnemologClient(live.url, api_key=live.key) as client:
+        again = await client.add_memories(MemoryIn(memory="answered to nobody"), idempotency_key=key, correlation_id="lost-answer")
+        assert again.replayed is True
+        with pytest.raises(NotFoundError) as missing:
+            await client.archive_memory("01a00000-0000-7000-8000-000000000000", idempotency_key="mine")
+        assert missing.value.idempotency_key == "mine"
+        assert [e.type for e in (await client.list_events(correlation_id="lost-answer")).events] == ["MemoryAdded"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 
 import pytest
 
-from mnemolog.api import keys
+from mnemolog.api import keys, routing
 from mnemolog.api.app import ROUTES
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -166,7 +168,7 @@ async def test_component_schemas_are_json_schema_ish(document):
     assert recall.get("additionalProperties") is False  # unknown fields are refused
     error = schemas["ErrorEnvelope"]["properties"]["error"]
     assert error["$ref"] == "#/components/schemas/ErrorDetail"
-    assert set(schemas["ErrorDetail"]["properties"]) == {"code", "message", "field"}
+    assert {"code", "message", "field"} <= set(schemas["ErrorDetail"]["properties"]) and schemas["ErrorDetail"]["required"] == ["code", "message"]
 
 
 async def test_write_routes_document_idempotency_and_if_match(document):
@@ -305,3 +307,93 @@ async def test_a_blank_entity_name_is_refused_by_the_document_as_by_the_server(a
     assert not jsonschema.Draft202012Validator(name_schema).is_valid(name)
     response = await api.raw.put("/v1/entities/person:blank", json={"name": name})
     assert response.status == 422 and (await response.json())["error"]["field"] == "name"
+
+
+def _headers(operation: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in operation.get("parameters", []) if p["in"] == "header"}
+
+
+async def test_every_header_a_route_reads_is_a_parameter_of_its_operation(api, document):
+    """Each write takes X-Correlation-Id beside Idempotency-Key (a relink's commit too, its scope read), the live tail Last-Event-ID."""
+    writes = {(r.path, r.method.lower()) for r in ROUTES if r.in_openapi and r.method != "GET" and r.scope in ("write", "admin")} | {("/v1/graph/relink", "post")}
+    for path, method, operation in _operations(document):
+        headers = _headers(operation)
+        takes = {"Idempotency-Key", "X-Correlation-Id"} <= set(headers)
+        assert takes == ((path, method) in writes), (method, path, sorted(headers))
+    correlation = _headers(document["paths"]["/v1/memories"]["post"])["X-Correlation-Id"]["schema"]
+    refused = await api.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Correlation-Id": "c" * (correlation["maxLength"] + 1)})
+    assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Correlation-Id"
+    relinked = await api.raw.post("/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1", "X-Correlation-Id": "relink-c"})
+    again = await api.raw.post("/v1/graph/relink", json={"commit": True}, headers={"Idempotency-Key": "relink-1", "X-Correlation-Id": "relink-c"})
+    assert relinked.status == again.status == 200
+    last = _headers(document["paths"]["/v1/events/stream"]["get"])["Last-Event-ID"]["schema"]
+    assert re.fullmatch(last["pattern"], "12") and not re.fullmatch(last["pattern"], "x")
+    bad = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "x"})
+    assert bad.status == 400 and (await bad.json())["error"]["field"] == "Last-Event-ID"
+
+
+def _validate(document: dict, schema: dict, instance) -> list[str]:
+    """Why ``instance`` breaks ``schema`` (whose refs point into ``document``'s components), with a JSON Schema validator."""
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    registry = Registry().with_resource("urn:openapi", Resource.from_contents(document, default_specification=DRAFT202012))
+    rooted = json.loads(json.dumps(schema).replace('"#/components/', '"urn:openapi#/components/'))
+    return [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(rooted, registry=registry).iter_errors(instance)]
+
+
+async def test_the_live_tail_answers_as_documented(api, document):
+    """The one operation the fuzzing leaves out (it never ends): its events, and its refusals, against the document's schemas."""
+    operation = document["paths"]["/v1/events/stream"]["get"]
+    await api.raw.post("/v1/memories", json={"memory": {"memory": "tailed"}})
+    event_schema = operation["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "0"}) as tail:
+        assert tail.status == 200 and tail.content_type == "text/event-stream"
+        fields: dict[str, str] = {}
+        while (line := (await asyncio.wait_for(tail.content.readline(), 30)).decode().rstrip("\n")) or not fields:
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = value
+    assert not _validate(document, event_schema, fields), fields
+    assert not _validate(document, event_schema["properties"]["data"]["contentSchema"], json.loads(fields["data"]))
+    refusals = [({"after": "x"}, {}, 422, "after"), ({}, {"Last-Event-ID": "x"}, 400, "Last-Event-ID"), ({"later": "1"}, {}, 422, "later")]
+    for params, headers, status, field in refusals:
+        refused = await api.raw.get("/v1/events/stream", params=params, headers=headers)
+        body = await refused.json()
+        assert refused.status == status and body["error"]["field"] == field
+        assert not _validate(document, operation["responses"]["4XX"]["content"]["application/json"]["schema"], body)
+
+
+async def test_a_repeatable_query_parameter_is_documented_as_an_array(api, document):
+    """``type=A&type=B``: a parameter the handler reads every value of is an array in the document, not one string."""
+    repeatable = {(r.path, r.method.lower(), name) for r in ROUTES if r.in_openapi for name, description, *_ in r.query if routing.repeatable(description)}
+    assert len(repeatable) >= 5
+    for path, method, name in repeatable:
+        parameter = next(p for p in document["paths"][path][method]["parameters"] if p["name"] == name)
+        assert parameter["schema"]["type"] == "array" and parameter.get("explode", True) is True, (path, name, parameter)
+    events = await api.raw.get("/v1/events", params=[("type", "MemoryAdded"), ("type", "MemoryUpdated")])
+    assert events.status == 200
+
+
+async def test_every_operation_needing_a_key_documents_the_tenant_header(api, document):
+    """A key for every tenant (``*``) names the tenant it acts for in X-Mnemolog-Tenant: each operation behind a key takes it."""
+    for path, method, operation in _operations(document):
+        tenant = _headers(operation).get("X-Mnemolog-Tenant")
+        assert (tenant is not None) == ("security" in operation), (method, path)
+    schema = _headers(document["paths"]["/v1/digest"]["get"])["X-Mnemolog-Tenant"]["schema"]
+    refused = await api.raw.get("/v1/digest", headers={"X-Mnemolog-Tenant": "t" * (schema["maxLength"] + 1)})
+    assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Mnemolog-Tenant"
+    named = await api.raw.get("/v1/digest", headers={"X-Mnemolog-Tenant": "t" * schema["maxLength"]})
+    assert named.status == 200
+
+
+async def test_every_field_an_error_answer_carries_is_documented(api, document):
+    """A 409 carries the memory's ``current_version``; a 503 or 507 that was written ``written`` and its positions: the schema names them."""
+    detail = set(document["components"]["schemas"]["ErrorDetail"]["properties"])
+    assert {"current_version", "written", "correlation_id", "first_position", "last_position"} <= detail
+    added = await (await api.raw.post("/v1/memories", json={"memory": {"memory": "versioned"}})).json()
+    memory_id = added["memory_ids"][0]
+    stale = await api.raw.patch(f"/v1/memories/{memory_id}", json={"memory": "changed"}, headers={"If-Match": "7"})
+    body = await stale.json()
+    assert stale.status == 409 and body["error"]["current_version"] == 1 and set(body["error"]) <= detail

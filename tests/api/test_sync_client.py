@@ -85,3 +85,8 @@ async def test_sync_client_retries_a_dropped_write_once(live):
 
         written = await asyncio.get_running_loop().run_in_executor(None, write)
     assert written.replayed is True and proxy.connections == 2
+
+
+def test_the_blocking_stream_is_documented_as_the_plain_iterator_it_is():
+    doc = inspect.getdoc(mnemolog.Client.stream_events)
+    assert "iterator" in doc and "async" not in doc.lower()
