@@ -176,15 +176,26 @@ def check_tenant(tenant: str, field: str) -> str:
 
 
 def authorize(
-    keystore: KeyStore, secret: str, scope: str, *, tenant: str | None, secret_field: str, secret_hint: str, tenant_field: str
+    keystore: KeyStore,
+    secret: str,
+    scope: str,
+    *,
+    tenant: str | None,
+    secret_field: str,
+    secret_hint: str,
+    tenant_field: str,
+    requested: str | None = None,
 ) -> tuple[ApiKey, str]:
     """The key for ``secret`` and the tenant it acts for: what every front end checks before a call.
 
     401 without a secret or for an unknown or revoked one, 403 without
     ``scope``; a key for every tenant (``*``) acts for ``tenant``, which must
-    then be named (400). ``secret_field`` and ``tenant_field`` name where the
-    caller gives them (a header over HTTP, an option for MCP) and
-    ``secret_hint`` how, so that the error says what to fix.
+    then be named (400). A key for one tenant acts for it, and refuses a
+    request that names another in ``tenant_field`` (``requested``: 403), which
+    it once served as its own tenant without a word, writes included.
+    ``secret_field`` and ``tenant_field`` name where the caller gives them (a
+    header over HTTP, an option for MCP) and ``secret_hint`` how, so that the
+    error says what to fix.
     """
     if not secret:
         raise ApiError(401, "unauthorized", f"an API key is needed: {secret_hint}", secret_field, headers={"WWW-Authenticate": CHALLENGE})
@@ -195,6 +206,8 @@ def authorize(
         challenge = f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
         raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None, headers={"WWW-Authenticate": challenge})
     if key.tenant != "*":
+        if requested and requested != key.tenant:
+            raise ApiError(403, "forbidden", f"this key acts for tenant {key.tenant!r} only, not {requested!r}", tenant_field)
         return key, key.tenant
     if not tenant:
         raise ApiError(400, "bad_request", f"a key for every tenant must name one in {tenant_field}", tenant_field)

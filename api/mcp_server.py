@@ -228,7 +228,8 @@ class McpFront:
         headers = _headers(ctx)
         bearer = headers.get("authorization", "")
         secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
-        tenant = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant") or self.tenant
+        named = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant")
+        tenant = named or self.tenant
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
         if correlation is not None and len(correlation) > CORRELATION_ID_MAX_LENGTH:
@@ -243,6 +244,7 @@ class McpFront:
             secret,
             scope,
             tenant=tenant,
+            requested=named,
             secret_field="api_key",
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",

@@ -545,6 +545,18 @@ async def test_a_tenant_name_longer_than_any_tenant_is_refused_naming_where_it_c
 
 
 @needs_mcp
+async def test_a_tenant_header_naming_another_tenant_than_the_keys_is_refused(start, http_mcp):
+    """A key bound to one tenant served a request naming another in the header as its own, writes included."""
+    api, http, key, lisbon, cat = await seed(start)
+    url = http_mcp(api.data_dir, None, "--allow-writes")
+    head = (await http.digest())["position"]
+    async with http_client(url, key, **{"X-Mnemolog-Tenant": "someone-else"}) as mcp:
+        error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "meant for someone else"}}))
+        assert (error["status"], error["code"]) == (403, "forbidden"), error
+    assert (await http.digest())["position"] == head
+
+
+@needs_mcp
 async def test_streamable_http_with_the_servers_key(start, http_mcp):
     api, http, key, lisbon, cat = await seed(start)
     url = http_mcp(api.data_dir, key)

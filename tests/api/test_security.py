@@ -227,15 +227,21 @@ async def test_tenant_a_cannot_write_tenant_b(tenants):
     assert [e["edge_id"] for e in (await b.neighbors(b_id))["edges"]] == ["bns:secret:1"]
 
 
-async def test_a_tenant_header_does_not_override_the_keys_tenant(tenants):
+async def test_a_tenant_header_naming_another_tenant_than_the_keys_is_refused(tenants):
+    """A key bound to one tenant acted for it whatever ``X-Mnemolog-Tenant`` said: a client set up for tenant B
+    with A's key read A's memories and wrote B's into A without a word. It is now a 403 naming the header, and
+    nothing is written; the header naming the key's own tenant is accepted."""
     api, a, b, b_id, b_other, a_id = tenants
     secret = api.key("tenant-a", "read", "write")
+    tip = (await b.digest())["position"]
     spoofing = api.client(api_key=secret, tenant="tenant-b")
-    await expect(404, spoofing.get_memory(b_id))
-    written = await spoofing.add_memories({"memory": "lands in tenant A"})
-    view = await a.get_memory(written.memory_ids[0])
-    assert view["tenant"] == "tenant-a"
-    await expect(404, b.get_memory(written.memory_ids[0]))
+    refused = await expect(403, spoofing.get_memory(b_id), code="forbidden")
+    assert refused.field == "X-Mnemolog-Tenant" and "tenant-a" in refused.message
+    await expect(403, spoofing.add_memories({"memory": "meant for tenant B"}), code="forbidden")
+    assert (await b.digest())["position"] == tip
+    own = api.client(api_key=secret, tenant="tenant-a")
+    written = await own.add_memories({"memory": "lands in tenant A"})
+    assert (await a.get_memory(written.memory_ids[0]))["tenant"] == "tenant-a"
 
 
 async def test_sse_tail_only_carries_the_callers_tenant(tenants):
