@@ -30,7 +30,7 @@ from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.runner import not_from_log
 
-from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
+from .common import INTERRUPTED, CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -476,19 +476,26 @@ def cmd_import(args: argparse.Namespace) -> int:
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
         raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is
     undo = _undo_new_log(args)
+    written = 0
     try:
         with open_store(args) as store:
             before = store.last_position()
-            with progress_for(args, "import") as progress:
-                if args.file == "-":
-                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
-                else:
-                    with open(args.file, "rb") as lines:
-                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+            try:
+                with progress_for(args, "import") as progress:
+                    if args.file == "-":
+                        report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+                    else:
+                        with open(args.file, "rb") as lines:
+                            report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+            except KeyboardInterrupt:
+                written = store.last_position() - before
+                raise
             forgets = bool(store.read_all(before, 1, types=["SubjectForgotten"]))
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
+    except KeyboardInterrupt:
+        raise CommandError(_interrupted_import(written, undo), INTERRUPTED) from None
     if forgets:
         _apply_imported_forgets(args)
     if args.json:
@@ -500,6 +507,16 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"skipped {report.skipped_existing} already present; tenants: {tenants}"
         )
     return 0
+
+
+def _interrupted_import(written: int, undo: Callable[[], None]) -> str:
+    """What an import stopped by Ctrl-C says, once the store is closed: it appends its events group by group,
+    each whole or not at all, so the events written stay, and the same import run again finishes it. Stopped
+    before it wrote any, it takes back the data directory it was starting, as a refused import does."""
+    if written == 0:
+        undo()
+        return "import interrupted: no event written"
+    return f"import interrupted after writing {written} events: run the same import again to finish it (the events already here are skipped)"
 
 
 def _apply_imported_forgets(args: argparse.Namespace) -> None:
