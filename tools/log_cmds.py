@@ -27,6 +27,7 @@ from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.recorder import parse_moment
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.runner import not_from_log
 
@@ -39,8 +40,9 @@ _generic = msgspec.json.Decoder()
 
 
 def position_arg(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"expected a position (an integer >= 0), got {text!r}")
+    """A log position, 0 to the largest the log numbers (a larger one would fail in the database, not here)."""
+    if not text.strip().isdigit() or int(text) > MAX_POSITION:
+        raise argparse.ArgumentTypeError(f"expected a position (a whole number from 0 to {MAX_POSITION}), got {text!r}")
     return int(text)
 
 

@@ -169,6 +169,20 @@ def test_log_bad_arguments_exit_2(data, capsys):
     assert_one_line_error(err)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["log", "--after"], ["log", "--until"], ["verify", "--from"], ["verify", "--to"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_position_past_the_largest_the_log_numbers_is_refused_as_it_is_parsed(data, capsys, argv):
+    """A position beyond 2**63 - 1 reached SQLite and failed there: a traceback (OverflowError)."""
+    code, out, err = run(capsys, "--data-dir", data, *argv, 2**63)
+    assert code == 2 and out == "" and f"argument {argv[1]}" in err and str(2**63 - 1) in err
+    assert_one_line_error(err)
+    code, _, err = run(capsys, "--data-dir", data, *argv, 2**63 - 1)
+    assert code in (0, 1) and "Traceback" not in err, err
+
+
 def test_log_follow_in_process(data, capsys):
     codes = []
     follower = threading.Thread(target=lambda: codes.append(main(["--data-dir", str(data), "log", "--follow", "--json", "--limit", "6"])))
