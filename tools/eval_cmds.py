@@ -143,11 +143,11 @@ def run_entity_eval(args: argparse.Namespace) -> int:
     except (EvalInputError, OSError, KeyError, ValueError) as exc:
         raise CommandError(f"{folder}: {exc}") from None
     hybrid = report["strategies"]["hybrid"]["overall"]
-    if args.json:
+    if args.json:  # one JSON line, and nothing else: the headline figures are in it
         print(json.dumps({**report, "strategies": {k: {n: v for n, v in r.items() if n != "rankings"} for k, r in report["strategies"].items()}}))
-    else:
-        for line in entity_evaluation.report_lines(report):
-            print(line)
+        return 0
+    for line in entity_evaluation.report_lines(report):
+        print(line)
     print(headline(hybrid))
     return 0
 
@@ -176,12 +176,12 @@ def run_eval(args: argparse.Namespace) -> int:
         f"mnemolog eval: {len(turns)} turns, {len(questions)} questions, embedder {args.embedder}, "
         f"strategy {info['strategy']}, {'server ' + args.url if args.url else 'in process'}"
     )
-    if args.json:
+    if args.json:  # one JSON line, and nothing else: the headline figures are in it
         print(json.dumps({"overall": overall, "per_category": per_category, **{k: v for k, v in info.items() if k != "explain"}}))
-    else:
-        for line in report_lines(overall, per_category, label):
-            print(line)
-        print(f"\ningest {info['ingest_s']:.1f} s, {info['query_ms']:.1f} ms a question; rankings written to {out}")
+        return 0
+    for line in report_lines(overall, per_category, label):
+        print(line)
+    print(f"\ningest {info['ingest_s']:.1f} s, {info['query_ms']:.1f} ms a question; rankings written to {out}")
     print(headline(overall))
     return 0
 
