@@ -160,6 +160,22 @@ def test_serve_on_port_0_announces_the_port_it_bound_and_a_port_in_use_is_one_li
         proc.wait(timeout=30)
 
 
+def test_serve_on_a_log_it_cannot_open_is_one_line_before_any_banner_or_key(tmp_path):
+    """A log migrated by a newer mnemolog: serve printed "serving … on http://…", made a first-start key (shown
+    once, for a server that never ran) and logged alembic's lines, and only then failed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    data = tmp_path / "data"
+    assert subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", "a memory"], env=env, capture_output=True, timeout=120).returncode == 0
+    conn = sqlite3.connect(data / "events.db")
+    with conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_a_newer_mnemolog'")
+    conn.close()
+    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("mnemolog: error: ") and "'0099_from_a_newer_mnemolog'" in done.stderr, done.stderr
+    assert not (data / "auth.db").exists()
+
+
 def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, capsys, monkeypatch):
     """No traceback and no silent wrap-around (99999 once bound port 34463): ``--port`` is a port number,
     ``MNEMOLOG_PORT`` too, and ``mcp --http`` on a port in use is refused as ``serve`` refuses it."""
