@@ -50,10 +50,56 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 )
 
 
+GIVEN = "_options_given"  # where a parse keeps the options it has read: {dest: (option, value)}
+
+
+def _agree(parser: argparse.ArgumentParser, option: str, first, second) -> None:
+    if first != second:
+        parser.error(f"{option} given twice, as {first!r} and {second!r}")
+
+
+def _remember(parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str, option: str, value) -> None:
+    given = namespace.__dict__.setdefault(GIVEN, {})
+    if dest in given:
+        _agree(parser, option, given[dest][1], value)
+    given[dest] = (option, value)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes a value: given twice, the two must agree. argparse kept the last one silently, so that
+    ``--data-dir`` read or wrote another data directory than the first one named, ``--tenant`` another tenant."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None:
+            _remember(parser, namespace, self.dest, option_string, values)
+        setattr(namespace, self.dest, values)
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """A command's options are read apart from those before its name (``mnemolog --data-dir A stats --data-dir B``):
+    the same option on both sides must agree too."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = dict(getattr(namespace, GIVEN, {}))
+        super().__call__(parser, namespace, values, option_string)
+        after = getattr(namespace, GIVEN, {})
+        for dest, (option, value) in before.items():
+            if dest in after:
+                _agree(parser, option, value, after[dest][1])
+        setattr(namespace, GIVEN, {**before, **after})
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with its errors as the one line every other error uses."""
+    """argparse, with its errors as the one line every other error uses, and an option given twice refused unless
+    both times agree."""
 
     _intermixing = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in (None, "store"):
+            self.register("action", name, _StoreOnce)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"mnemolog: error: {message} (see '{self.prog} --help')\n")
