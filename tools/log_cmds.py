@@ -326,7 +326,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
         wanted = max(args.to or 0, args.from_ or 0)
-        if result.ok and wanted > head:  # a range the log does not reach is not verified: it may have lost its tail
+        past_head = result.ok or (result.broken_at or 0) > head  # a failure past the head is that the log ends there
+        if past_head and wanted > head:  # a range the log does not reach is not verified: it may have lost its tail
             reason = f"the log ends at position {head}, before position {wanted} that was asked for"
             result = msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
         if result.ok and args.to is None:

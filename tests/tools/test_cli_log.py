@@ -260,6 +260,14 @@ def test_verify_of_a_range_the_log_does_not_reach_fails(data, capsys):
     assert_one_line_error(err)
 
 
+@pytest.mark.parametrize("start", [6, 7, 20])
+def test_verify_from_past_the_head_names_where_the_log_ends(data, capsys, start):
+    """On a log of 5 events, ``--from 6`` said the log ends at 5, but ``--from 7`` said "broken at position 6:
+    position 6 is missing" and ``--from 20`` "broken at position 19": the first missing position is 6 each time."""
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--from", start)
+    assert code == 1 and out.startswith("broken at position 6: the log ends at position 5") and f"before position {start}" in out, out
+
+
 def test_verify_against_a_different_digest_fails(data, capsys):
     code, out, _ = run(capsys, "--data-dir", data, "verify", "--against", "5:" + "a" * 64)
     assert code == 1 and "position 5" in out
