@@ -388,7 +388,7 @@ def register(subparsers) -> None:
     p.add_argument("--commit", action="store_true", help="write the run (one batch, undoable with undo-namespace mention:<run>:)")
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
     p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks (of the memories)")
-    p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
+    p.add_argument("--preview", type=_between(0, 1000), default=20, metavar="N", help="edges and document pairs shown, 0 to 1000 (default 20)")
     p.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")
     p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")

@@ -365,3 +365,16 @@ def test_a_blank_as_of_is_refused_not_read_as_the_head(tmp_path, capsys):
             assert main(["--data-dir", data, *argv, "--as-of", blank]) == 2, argv
             out, err = capsys.readouterr()
             assert out == "" and err.startswith("mnemolog: error: argument --as-of: must not be blank") and err.count("\n") == 1, (argv, err)
+
+
+@pytest.mark.parametrize("preview", ["-1", "1001", "x"])
+def test_a_relink_preview_out_of_its_bounds_is_refused_as_the_api_refuses_it(tmp_path, capsys, preview):
+    """``--preview -1`` silently left the last edge and document pair out of the preview (a slice); the API takes 0 to 1000."""
+    from mnemolog.tools.cli import main
+
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "add", "Ada works at Acme"]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", data, "relink", "--preview", preview]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("mnemolog: error: argument --preview") and "0 to 1000" in err and err.count("\n") == 1, err
