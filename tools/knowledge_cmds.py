@@ -30,7 +30,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log, tenant_name
 from .common import command_context as _context
 from .common import between as _between
-from .common import reason_text
+from .common import as_of_arg, reason_text
 from .common import tenant_of as _tenant
 from .progress import progress_for
 
@@ -371,7 +371,7 @@ def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as
         parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
         parser.add_argument("--idempotency-key", metavar="KEY", help="a retry with the same key writes nothing")
     if as_of:
-        parser.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
+        parser.add_argument("--as-of", type=as_of_arg, metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
     return parser
 
 
@@ -388,7 +388,7 @@ def register(subparsers) -> None:
     p.add_argument("--commit", action="store_true", help="write the run (one batch, undoable with undo-namespace mention:<run>:)")
     p.add_argument("--include-tags", action="store_true", help="link entity tags too (default: names and aliases only)")
     p.add_argument("--max-df", type=float, metavar="F", help="drop aliases found in more than this share of the chunks (of the memories)")
-    p.add_argument("--preview", type=int, default=20, metavar="N", help="edges and document pairs shown (default 20)")
+    p.add_argument("--preview", type=_between(0, 1000), default=20, metavar="N", help="edges and document pairs shown, 0 to 1000 (default 20)")
     p.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")
     p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")

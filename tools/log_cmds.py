@@ -27,10 +27,11 @@ from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.recorder import parse_moment
+from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.runner import not_from_log
 
-from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
+from .common import INTERRUPTED, CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -39,8 +40,9 @@ _generic = msgspec.json.Decoder()
 
 
 def position_arg(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"expected a position (an integer >= 0), got {text!r}")
+    """A log position, 0 to the largest the log numbers (a larger one would fail in the database, not here)."""
+    if not text.strip().isdigit() or int(text) > MAX_POSITION:
+        raise argparse.ArgumentTypeError(f"expected a position (a whole number from 0 to {MAX_POSITION}), got {text!r}")
     return int(text)
 
 
@@ -324,7 +326,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 raise CommandError(f"--against {exports[0]}: {exc}" if exports else f"--against: {exc}") from None
         tip = store.digest() if result.last_position is None and args.to is None and args.from_ is None else None
         wanted = max(args.to or 0, args.from_ or 0)
-        if result.ok and wanted > head:  # a range the log does not reach is not verified: it may have lost its tail
+        past_head = result.ok or (result.broken_at or 0) > head  # a failure past the head is that the log ends there
+        if past_head and wanted > head:  # a range the log does not reach is not verified: it may have lost its tail
             reason = f"the log ends at position {head}, before position {wanted} that was asked for"
             result = msgspec.structs.replace(result, ok=False, broken_at=head + 1, reason=reason)
         if result.ok and args.to is None:
@@ -476,19 +479,26 @@ def cmd_import(args: argparse.Namespace) -> int:
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
         raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is
     undo = _undo_new_log(args)
+    written = 0
     try:
         with open_store(args) as store:
             before = store.last_position()
-            with progress_for(args, "import") as progress:
-                if args.file == "-":
-                    report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
-                else:
-                    with open(args.file, "rb") as lines:
-                        report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+            try:
+                with progress_for(args, "import") as progress:
+                    if args.file == "-":
+                        report = import_(store, sys.stdin.buffer, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+                    else:
+                        with open(args.file, "rb") as lines:
+                            report = import_(store, lines, rehash=args.rehash, progress=progress, keys=key_rows, without_keys=args.without_keys)
+            except KeyboardInterrupt:
+                written = store.last_position() - before
+                raise
             forgets = bool(store.read_all(before, 1, types=["SubjectForgotten"]))
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
+    except KeyboardInterrupt:
+        raise CommandError(_interrupted_import(written, undo), INTERRUPTED) from None
     if forgets:
         _apply_imported_forgets(args)
     if args.json:
@@ -500,6 +510,16 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"skipped {report.skipped_existing} already present; tenants: {tenants}"
         )
     return 0
+
+
+def _interrupted_import(written: int, undo: Callable[[], None]) -> str:
+    """What an import stopped by Ctrl-C says, once the store is closed: it appends its events group by group,
+    each whole or not at all, so the events written stay, and the same import run again finishes it. Stopped
+    before it wrote any, it takes back the data directory it was starting, as a refused import does."""
+    if written == 0:
+        undo()
+        return "import interrupted: no event written"
+    return f"import interrupted after writing {written} events: run the same import again to finish it (the events already here are skipped)"
 
 
 def _apply_imported_forgets(args: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log, tenant_name
-from .common import between, reason_text
+from .common import as_of_arg, between, reason_text
 from .common import command_context as _context
 from .common import tenant_of as _tenant
 
@@ -497,16 +497,16 @@ def register(subparsers) -> None:
 
     p = _command(subparsers, "get", cmd_get, "show a memory (as of a position or time)")
     p.add_argument("id", metavar="ID")
-    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
+    p.add_argument("--as-of", type=as_of_arg, metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
     p = _command(subparsers, "history", cmd_history, "list a memory's versions (as of a position or time)")
     p.add_argument("id", metavar="ID")
-    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
+    p.add_argument("--as-of", type=as_of_arg, metavar="P|TIME", help="a log position or an ISO-8601 UTC time: the versions written by then")
     p.add_argument("--after", type=between(0, MAX_POSITION), default=0, metavar="V", help="only the versions after version V")
     p.add_argument("--limit", type=between(1, MAX_POSITION), metavar="N", help="at most N versions (default: all)")
 
     p = _command(subparsers, "working-memory", cmd_working_memory, "list the tenant's working memory, oldest entry first (as of a position or time)")
-    p.add_argument("--as-of", metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
+    p.add_argument("--as-of", type=as_of_arg, metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
 
     p = _command(subparsers, "update", cmd_update, "write a new version of a memory", writes=True)
     p.add_argument("id", metavar="ID")

@@ -61,6 +61,15 @@ Or browse it at {url}/explorer (sign in with the key).
     return secret
 
 
+def _open_log(settings: Settings) -> None:
+    """Open the log once (a new one made, an older one migrated, as the app would) before anything is announced
+    or made: one it cannot open (a newer mnemolog's, not a database) stops ``serve`` as one line, not after its
+    banner, a first-start key shown for a server that never ran, and alembic's log lines."""
+    from mnemolog.eventstore import EventStore
+
+    EventStore.open(settings=settings).close()
+
+
 def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
@@ -95,6 +104,12 @@ def serve(args: argparse.Namespace) -> int:
         sock = None
     if sock is not None:
         port = sock.getsockname()[1]
+    try:
+        _open_log(settings)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:

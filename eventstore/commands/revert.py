@@ -20,7 +20,9 @@ it, by new events in one atomic batch after a ``CorrelationReverted`` marker:
   FIFO's own evictions since are churn, no conflict.
 
 Reverting twice is a no-op, and so is reverting a revert that had nothing to
-compensate (it holds only its marker). A correlation whose revert was
+compensate (it holds only its marker); but a correlation that wrote more under
+its id after its revert (a session that went on) has those later events
+reverted by the next revert of it. A correlation whose revert was
 reverted is in effect again: reverting it again reverts that last revert. When later changes from other
 correlations touched the same memories, documents, entities or edges, or
 hang on a node the revert removes, the revert is refused with the list of
@@ -96,14 +98,19 @@ class RevertCommands:
             raise ValidationError("correlation_id", "a revert cannot revert itself")
         if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
-        chain = self._reverts_of(ctx.tenant, correlation_id)
+        tenant_events = list(self.store.read_stream(c.tenant_stream(ctx.tenant)))
+        chain = revert_chain(tenant_events, correlation_id)
+        asked, through, only = correlation_id, None, None
         if len(chain) % 2:  # its revert is in effect (a revert of that revert, if any, was reverted in turn)
-            return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
-        asked, through = correlation_id, None
-        if chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
+            only = self._not_undone_since_revert(ctx.tenant, tenant_events, correlation_id)
+            if not only:
+                return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
+        elif chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
             through = correlation_id = chain[-1]
         dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
-        found = [r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped]
+        found = [
+            r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped and (only is None or r.position in only)
+        ]
         if any(isinstance(r.event, c.SubjectForgotten) for r in found):
             # Its other events (the erased memories leaving working memory) are part of the forget: undone, they would put erased text back.
             raise ValidationError("correlation_id", f"{correlation_id} forgot a subject: a forget cannot be reverted")
@@ -161,8 +168,19 @@ class RevertCommands:
         result.data.update(reverted=len(recorded), conflicts=conflicts, forced=marker.forced, **_through(through))
         return result
 
-    def _reverts_of(self, tenant: str, correlation_id: str) -> list[str]:
-        return revert_chain(self.store.read_stream(c.tenant_stream(tenant)), correlation_id)
+    def _not_undone_since_revert(self, tenant: str, tenant_events: list[RecordedEvent], correlation_id: str) -> set[int]:
+        """The positions of the events a reverted correlation wrote after its revert (a session that went on under
+        its id) that no revert in effect undoes: its first revert compensated only what came before it, and the
+        reverts of those later events are its markers after the first (each in effect unless reverted in turn)."""
+        markers = [r for r in tenant_events if isinstance(r.event, c.CorrelationReverted) and r.event.correlation_id == correlation_id]
+        undone = {
+            position
+            for marker in markers[1:]
+            if not len(revert_chain(tenant_events, marker.metadata.correlation_id)) % 2
+            for position in marker.event.reverted_positions
+        }
+        later = self.store.read_all(markers[0].position, tenant=tenant, correlation_id=correlation_id)
+        return {r.position for r in later if r.type not in UNREVERTED and r.position not in undone}
 
     # -- memories ----------------------------------------------------------------------------
 

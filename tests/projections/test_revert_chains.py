@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mnemolog.eventstore import catalogue as c
-from mnemolog.eventstore.model import Conflict
+from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
@@ -80,3 +80,22 @@ def test_undo_namespace_takes_whole_segments_never_a_longer_run(svc):
     assert svc.run(svc.edges.undo_namespace, ctx(), "user:").data["removed"] == 2  # a namespace: all of it
     svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
     assert sorted(e.edge_id for e in svc.edges_of("a", a)) == ["user:notes", "user:notes:1", "user:notes:2"]
+
+
+def test_a_session_that_went_on_after_its_revert_is_reverted_again(svc):
+    """A session (one correlation id) is reverted, then writes more under that id: its revert said "already
+    reverted", wrote nothing, and left what the session wrote since. Now it undoes that, and only that; the
+    revert of that revert brings it back."""
+    (first,) = svc.run(svc.memories.add, ctx(correlation_id="sess"), [MemoryContent(memory="before the revert")]).memory_ids
+    svc.run(svc.reverts.revert, ctx(correlation_id="r1"), "sess")
+    assert svc.get("a", first).status == "deleted"
+    (later,) = svc.run(svc.memories.add, ctx(correlation_id="sess"), [MemoryContent(memory="after the revert")]).memory_ids
+    preview = svc.run(svc.reverts.revert, ctx(), "sess", dry_run=True)
+    assert preview.data["would_revert"] == 1 and preview.memory_ids == (later,) and not preview.data.get("already_reverted")
+    again = svc.run(svc.reverts.revert, ctx(correlation_id="r2"), "sess")
+    assert again.positions and again.data["reverted"] == 1
+    assert svc.get("a", later).status == "deleted" and svc.get("a", first).status == "deleted"
+    head = svc.store.last_position()
+    assert svc.run(svc.reverts.revert, ctx(), "sess").data["already_reverted"] and svc.store.last_position() == head
+    svc.run(svc.reverts.revert, ctx(correlation_id="r3"), "r2")
+    assert svc.get("a", later).status == "activated" and svc.get("a", first).status == "deleted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -350,3 +351,30 @@ def test_a_blank_tenant_is_refused_by_every_command_that_takes_one(tmp_path, cap
             err = capsys.readouterr().err
             assert err.count("\n") == 2 and err.count("--tenant: must not be blank") == 2, (argv, err)
     assert head(Path(data)) == 1
+
+
+def test_a_blank_as_of_is_refused_not_read_as_the_head(tmp_path, capsys):
+    """``--as-of "$POS"`` with POS unset answered with the head's state, as if no point in time had been asked for."""
+    from mnemolog.tools.cli import main
+
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "--json", "add", "a first memory"]) == 0
+    memory_id = json.loads(capsys.readouterr().out)["memory_ids"][0]
+    for argv in (["get", memory_id], ["history", memory_id], ["working-memory"], ["entity", "find", "memory"]):
+        for blank in ("", " "):
+            assert main(["--data-dir", data, *argv, "--as-of", blank]) == 2, argv
+            out, err = capsys.readouterr()
+            assert out == "" and err.startswith("mnemolog: error: argument --as-of: must not be blank") and err.count("\n") == 1, (argv, err)
+
+
+@pytest.mark.parametrize("preview", ["-1", "1001", "x"])
+def test_a_relink_preview_out_of_its_bounds_is_refused_as_the_api_refuses_it(tmp_path, capsys, preview):
+    """``--preview -1`` silently left the last edge and document pair out of the preview (a slice); the API takes 0 to 1000."""
+    from mnemolog.tools.cli import main
+
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "add", "Ada works at Acme"]) == 0
+    capsys.readouterr()
+    assert main(["--data-dir", data, "relink", "--preview", preview]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("mnemolog: error: argument --preview") and "0 to 1000" in err and err.count("\n") == 1, err

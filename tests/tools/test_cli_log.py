@@ -169,6 +169,20 @@ def test_log_bad_arguments_exit_2(data, capsys):
     assert_one_line_error(err)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["log", "--after"], ["log", "--until"], ["verify", "--from"], ["verify", "--to"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_position_past_the_largest_the_log_numbers_is_refused_as_it_is_parsed(data, capsys, argv):
+    """A position beyond 2**63 - 1 reached SQLite and failed there: a traceback (OverflowError)."""
+    code, out, err = run(capsys, "--data-dir", data, *argv, 2**63)
+    assert code == 2 and out == "" and f"argument {argv[1]}" in err and str(2**63 - 1) in err
+    assert_one_line_error(err)
+    code, _, err = run(capsys, "--data-dir", data, *argv, 2**63 - 1)
+    assert code in (0, 1) and "Traceback" not in err, err
+
+
 def test_log_follow_in_process(data, capsys):
     codes = []
     follower = threading.Thread(target=lambda: codes.append(main(["--data-dir", str(data), "log", "--follow", "--json", "--limit", "6"])))
@@ -244,6 +258,14 @@ def test_verify_of_a_range_the_log_does_not_reach_fails(data, capsys):
     code, out, err = run(capsys, "--data-dir", data, "verify", "--from", "3", "--to", "2")
     assert code == 2 and out == "" and "--from 3 is after --to 2" in err
     assert_one_line_error(err)
+
+
+@pytest.mark.parametrize("start", [6, 7, 20])
+def test_verify_from_past_the_head_names_where_the_log_ends(data, capsys, start):
+    """On a log of 5 events, ``--from 6`` said the log ends at 5, but ``--from 7`` said "broken at position 6:
+    position 6 is missing" and ``--from 20`` "broken at position 19": the first missing position is 6 each time."""
+    code, out, _ = run(capsys, "--data-dir", data, "verify", "--from", start)
+    assert code == 1 and out.startswith("broken at position 6: the log ends at position 5") and f"before position {start}" in out, out
 
 
 def test_verify_against_a_different_digest_fails(data, capsys):

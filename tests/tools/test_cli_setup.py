@@ -70,6 +70,33 @@ def test_a_global_option_the_command_cannot_use_is_refused(data, capsys, argv, m
     assert len(err.splitlines()) == 1 and message in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--data-dir", "{other}", "stats", "--data-dir", "{data}"),
+        ("--data-dir", "{other}", "--data-dir", "{data}", "stats"),
+        ("log", "--tenant", "acme", "--tenant", "globex"),
+        ("log", "--limit", "1", "--limit", "2"),
+        ("get", "m-1", "--as-of", "1", "--as-of", "2"),
+        ("entity", "related", "e-1", "--depth", "1", "--depth", "2"),
+        ("keys", "create", "--tenant", "acme", "--name", "ci", "--name", "laptop"),
+    ],
+    ids=["data-dir-before-and-after", "data-dir-before", "tenant", "limit", "as-of", "depth", "keys-name"],
+)
+def test_an_option_given_twice_with_two_values_is_refused(data, tmp_path, capsys, argv):
+    """The last one given won, silently: ``--data-dir`` read or wrote another data directory than the first one
+    named, ``--tenant`` acted for another tenant; only ``--tenant`` before and after the command was checked."""
+    assert run(capsys, "--data-dir", str(data), "add", "a memory")[0] == 0
+    capsys.readouterr()
+    argv = [a.format(data=data, other=tmp_path / "other") for a in argv]
+    option = next(a for a in argv if a.startswith("--") and argv.count(a) == 2)
+    code, out, err = run(capsys, "--data-dir", str(data), *argv) if argv[0] != "--data-dir" else run(capsys, *argv)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and f"{option} given twice" in err, err
+    assert not (tmp_path / "other").exists() and not (data / "auth.db").exists()
+    code, out, err = run(capsys, "--data-dir", str(data), "--data-dir", str(data), "--json", "stats", "--json", "--data-dir", str(data))
+    assert code == 0 and json.loads(out)["events"] == 1, err  # the same value twice is no conflict
+
+
 def test_keys_create_takes_the_tenant_before_the_command_too(data, capsys):
     code, out, err = run(capsys, "--tenant", "acme", "--json", "keys", "create", "--scopes", "read")
     assert code == 0, err
@@ -158,6 +185,22 @@ def test_serve_on_port_0_announces_the_port_it_bound_and_a_port_in_use_is_one_li
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_serve_on_a_log_it_cannot_open_is_one_line_before_any_banner_or_key(tmp_path):
+    """A log migrated by a newer mnemolog: serve printed "serving … on http://…", made a first-start key (shown
+    once, for a server that never ran) and logged alembic's lines, and only then failed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    data = tmp_path / "data"
+    assert subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", "a memory"], env=env, capture_output=True, timeout=120).returncode == 0
+    conn = sqlite3.connect(data / "events.db")
+    with conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_a_newer_mnemolog'")
+    conn.close()
+    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "serve", "--port", "0"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("mnemolog: error: ") and "'0099_from_a_newer_mnemolog'" in done.stderr, done.stderr
+    assert not (data / "auth.db").exists()
 
 
 def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, capsys, monkeypatch):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mnemolog.tools import cli
 
 TURNS = [
@@ -76,10 +78,28 @@ def test_eval_entities_json_and_a_set_of_ones_own(tmp_path, capsys):
     (folder / "questions.jsonl").write_text(json.dumps({"qid": "q1", "query": "Where does Ada work?", "gold": ["acme"], "category": "entity"}) + "\n")
     assert cli.main(["eval", "--entities", str(folder), "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    report = json.loads(out[0])
+    report = json.loads(out[0])  # the one line: the headline figures are in it, and no text line follows it
+    assert len(out) == 1, out
     assert report["strategies"]["graph-only"]["entity_answers_found"] == 1
     assert report["strategies"]["knowledge-only"]["overall"]["recall@10"] == 0.0
-    assert "recall@5=1.0000" in out[-1]
+    assert report["strategies"]["hybrid"]["overall"]["recall@5"] == 1.0
+
+
+def test_eval_json_on_a_corpus_is_one_json_line(tmp_path, capsys):
+    """``--json`` printed the headline figures as a text line after the JSON, which a JSON reader of stdout choked on."""
+    assert cli.main(["--data-dir", str(tmp_path / "data"), "eval", *_inputs(tmp_path), "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and json.loads(out[0])["overall"]["recall@1"] == 1.0, out
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "101"])
+def test_eval_refuses_a_limit_recall_does_not_take(tmp_path, capsys, limit):
+    """0 or less ended in a traceback (IndexError) in the middle of the run; above 100 the API refuses it."""
+    for argv in (["--entities"], _inputs(tmp_path)):
+        assert cli.main(["--data-dir", str(tmp_path / "data"), "eval", *argv, "--limit", limit]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("mnemolog: error: argument --limit") and "1 to 100" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "data").exists()
 
 
 def test_eval_entities_refuses_a_corpus_and_a_missing_set(tmp_path, capsys):
