@@ -9,6 +9,7 @@ import importlib
 import os
 import shutil
 import sqlite3
+import stat
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -419,6 +420,8 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
     file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
     path = Path(value)
+    if _written_through(path):
+        raise CommandError(f"{option} {value}: is not a regular file (a pipe or a device); name a file")
     if path.is_dir():
         raise CommandError(f"{option} {value}: is a directory; name a file")
     if not path.parent.is_dir():
@@ -438,6 +441,24 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     return path
 
 
+def _written_through(path: Path) -> bool:
+    """Whether ``path`` exists and is no regular file (a pipe, ``>(gzip > log.gz)``, ``/dev/null``, a terminal):
+    an export is written through it, as to stdout; replacing it with a regular file would destroy it (``/dev/null``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether ``path`` is this process's stdout (``--output /dev/stdout``): the export goes there alone, without the summary line."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
@@ -445,23 +466,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
-    target = None if to_stdout else _output_file(args.output, "--output", args)
+    through = None if to_stdout or not _written_through(Path(args.output)) else Path(args.output)
+    target = None if to_stdout or through else _output_file(args.output, "--output", args)
     key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress:
-            if target is None:
+            if to_stdout or (through is not None and _is_stdout(through)):
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()
+                if key_file:
+                    write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant)
                 return 0
-            # Unnamed until whole (a kill leaves no part of it), and the keys first: the export appears under its name only once both are written.
-            with write_unnamed(target, 0o666, binary=True) as out:
+            # A pipe or a device is written through (it cannot be replaced whole, and must not be replaced at all).
+            # A file is unnamed until whole (a kill leaves no part of it), and the keys first: the export appears
+            # under its name only once both are written.
+            with open(through, "wb") if through is not None else write_unnamed(target, 0o666, binary=True) as out:
                 count = export(store, out, tenant=args.tenant, progress=progress)
                 keys_written = write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant) if key_file else None
     if args.json:
-        print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
+        print_json_line({"exported": count, "file": str(through or target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
-        print(f"exported {count} events to {target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
+        print(f"exported {count} events to {through or target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
     return 0
 
 

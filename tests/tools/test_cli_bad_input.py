@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -312,6 +313,35 @@ def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
                 drain.read()
         writer.join(timeout=30)
     assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
+
+
+def test_an_export_to_a_pipe_is_written_through_it_never_over_it(data, tmp_path):
+    """``export --output FIFO`` (or ``/dev/null``, ``>(gzip > log.gz)``) replaced the pipe or the device with a
+    regular file holding the export (run as root, ``--output /dev/null`` replaced ``/dev/null``): a file that is
+    no regular file is written through, and a key file is never written to one."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there, so the export's open does not wait
+    try:
+        done = run(data, "export", "--output", str(pipe))
+        received = b""
+        while chunk := _read_some(reader):
+            received += chunk
+    finally:
+        os.close(reader)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    lines = received.splitlines()
+    assert lines[0].startswith(b'{"mnemolog_export":2') and lines[-1].startswith(b'{"mnemolog_export_end":true')
+    assert_refused(run(data, "export", "--output", str(tmp_path / "out.jsonl"), "--with-keys", str(pipe)), "--with-keys", "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and not (tmp_path / "out.jsonl").exists()
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""
 
 
 @pytest.mark.parametrize("argv", [("forget", "--subject", "u-1", "--yes"), ("archive", "{memory}"), ("update", "{memory}", "--text", "new text")])
