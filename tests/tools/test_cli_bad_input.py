@@ -315,6 +315,28 @@ def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
     assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"state": None}, {"subject": None}, {"state": "stolen"}, {"state": 7}, {"subject": 7}, {"created_at": 5}],
+    ids=["no-state", "no-subject", "unknown-state", "state-not-text", "subject-not-text", "time-not-text"],
+)
+def test_a_key_file_with_a_malformed_key_is_refused_and_leaves_nothing_behind(data, tmp_path, change):
+    """A key record without its state or subject ended the import in a traceback (``KeyError``) after it had made
+    the fresh data directory's log and key store; an unknown state was dropped without a word."""
+    import json
+
+    export, keys = tmp_path / "log.jsonl", tmp_path / "log.keys"
+    assert run(data, "export", "--output", str(export), "--with-keys", str(keys)).returncode == 0
+    header, first, *rest = keys.read_text().splitlines()
+    row = json.loads(first)
+    for field, value in change.items():
+        row.pop(field) if value is None else row.__setitem__(field, value)
+    keys.write_text("\n".join([header, json.dumps(row), *rest]) + "\n")
+    fresh = tmp_path / "fresh"
+    assert_refused(run(fresh, "import", str(export), "--keys", str(keys)), "nothing written", "line 2", "not a key record")
+    assert not fresh.exists()
+
+
 def test_an_export_to_a_pipe_is_written_through_it_never_over_it(data, tmp_path):
     """``export --output FIFO`` (or ``/dev/null``, ``>(gzip > log.gz)``) replaced the pipe or the device with a
     regular file holding the export (run as root, ``--output /dev/null`` replaced ``/dev/null``): a file that is
