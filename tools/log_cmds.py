@@ -13,7 +13,7 @@ import stat
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 
@@ -459,6 +459,21 @@ def _is_stdout(path: Path) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def _writing_to(output: str) -> Iterator[None]:
+    """A failed write of the export's files (a full disk, a device that takes nothing) is named as that, never
+    blamed on the data directory, which an export only reads; a reader gone away (``| head``) stays quiet."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        where = exc.filename if exc.filename and not str(exc.filename).startswith("/proc/self/fd/") else output
+        raise CommandError(f"the export could not be written to {where}: {exc.strerror or exc}") from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
@@ -471,7 +486,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
         total = None if args.tenant else store.last_position()
-        with progress_for(args, "export", total) as progress:
+        with progress_for(args, "export", total) as progress, _writing_to("stdout" if to_stdout else args.output):
             if to_stdout or (through is not None and _is_stdout(through)):
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()

@@ -359,6 +359,20 @@ def test_an_export_to_a_pipe_is_written_through_it_never_over_it(data, tmp_path)
     assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode), reason="needs /dev/full")
+def test_an_export_to_a_full_disk_names_its_output_not_the_data_directory(data):
+    """An export whose output could not be written (``export > /mnt/full/log.jsonl``) said that "the disk holding
+    the data directory is full", sending the operator to free space where none was missing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    with open("/dev/full", "wb") as full:
+        piped = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "export"], stdout=full, stderr=subprocess.PIPE, env=env, timeout=180)
+    named = run(data, "export", "--output", "/dev/full")
+    for done, where in ((piped, "stdout"), (named, "/dev/full")):
+        assert_refused(done, "export", where, "No space left on device")
+        assert "data directory" not in done.stderr.decode()
+    assert run(data, "verify").returncode == 0
+
+
 def _read_some(fd: int) -> bytes:
     try:
         return os.read(fd, 1 << 16)
