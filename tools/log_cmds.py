@@ -478,6 +478,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
+    if to_stdout and sys.stdout is None:
+        raise CommandError("stdout is closed: name a file with --output FILE")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
@@ -513,6 +515,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
+    if args.file == "-" and sys.stdin is None:
+        raise CommandError("import refused, nothing written: stdin is closed: name the export's file")
     if args.file != "-" and (Path(args.file).is_dir() or not Path(args.file).exists()):  # before a fresh data directory gets an empty log
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
         raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is

@@ -373,6 +373,18 @@ def test_an_export_to_a_full_disk_names_its_output_not_the_data_directory(data):
     assert run(data, "verify").returncode == 0
 
 
+def test_an_export_or_import_over_a_closed_standard_stream_is_one_line(data, tmp_path):
+    """``mnemolog export >&-`` and ``mnemolog import - <&-`` ended in a traceback (Python has no ``sys.stdout`` or
+    ``sys.stdin`` then), the import after making the fresh data directory's log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    fresh = tmp_path / "fresh"
+    for argv, fd, words in ((["--data-dir", str(data), "export"], 1, ("stdout", "--output")), (["--data-dir", str(fresh), "import", "-"], 0, ("stdin",))):
+        done = subprocess.run([str(MNEMOLOG), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=env, timeout=180, preexec_fn=lambda fd=fd: os.close(fd))  # fmt: skip
+        assert_refused(done, "closed", *words)
+    assert not fresh.exists()
+
+
 def _read_some(fd: int) -> bytes:
     try:
         return os.read(fd, 1 << 16)
