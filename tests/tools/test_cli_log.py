@@ -368,6 +368,21 @@ def test_verify_against_a_malformed_export_exits_2(data, tmp_path, capsys, conte
     assert "line 1" in err
 
 
+@pytest.mark.parametrize("keep", ["nothing", "the header", "the first event", "all but the footer"])
+def test_verify_against_an_export_cut_short_exits_2(data, tmp_path, capsys, keep):
+    """A kept export cut short (an empty file, one without its footer) was taken as the whole reference: ``verify``
+    compared the rows it still held, or none, and said "ok" for the log it was kept to check."""
+    kept = tmp_path / "kept.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", kept)[0] == 0
+    lines = kept.read_bytes().splitlines(keepends=True)
+    cut = {"nothing": [], "the header": lines[:1], "the first event": lines[:2], "all but the footer": lines[:-1]}[keep]
+    kept.write_bytes(b"".join(cut))
+    code, out, err = run(capsys, "--data-dir", data, "verify", "--against", kept)
+    assert code == 2 and out == "", (code, out)
+    assert_one_line_error(err)
+    assert str(kept) in err and ("footer" in err or "empty" in err), err
+
+
 def test_verify_against_a_missing_file_exits_2(data, tmp_path, capsys):
     code, _, err = run(capsys, "--data-dir", data, "verify", "--against", tmp_path / "nowhere.jsonl")
     assert code == 2
