@@ -487,6 +487,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     target = None if to_stdout or through else _output_file(args.output, "--output", args)
     key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
+        if args.tenant is not None and next(store.iter_rows(batch_size=1, tenant=args.tenant), None) is None:  # a typo: an empty backup
+            raise CommandError(f"export: tenant {args.tenant!r} not found (no events in this log)")
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress, _writing_to("stdout" if to_stdout else args.output):
             if to_stdout or (through is not None and _is_stdout(through)):

@@ -385,6 +385,18 @@ def test_an_export_or_import_over_a_closed_standard_stream_is_one_line(data, tmp
     assert not fresh.exists()
 
 
+def test_an_export_of_a_tenant_the_log_never_held_is_refused_and_writes_nothing(data, tmp_path):
+    """``export --tenant acem`` (a typo) wrote an empty export and exited 0: a backup that holds nothing."""
+    out = tmp_path / "acme.jsonl"
+    assert_refused(run(data, "--tenant", "acem", "export", "--output", str(out)), "tenant 'acem'", "not found")
+    assert not out.exists()
+    assert_refused(run(data, "--tenant", "acem", "export"), "tenant 'acem'", "not found")
+    assert run(data, "--tenant", "acme", "add", "an acme memory").returncode == 0
+    assert run(data, "--tenant", "acme", "drop-tenant", "--yes").returncode == 0
+    assert run(data, "--tenant", "acme", "export", "--output", str(out)).returncode == 0  # dropped, still in the log
+    assert b'"tenant":"acme"' in out.read_bytes().splitlines()[1]
+
+
 def _read_some(fd: int) -> bytes:
     try:
         return os.read(fd, 1 << 16)
