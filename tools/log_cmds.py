@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 
-from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
+from mnemolog.eventstore import ConcurrencyError, Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
@@ -536,6 +536,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     except ImportRefused as exc:
         undo()  # the store is closed: what this command made goes
         raise CommandError(f"import refused, nothing written: {exc}") from None
+    except ConcurrencyError as exc:  # after the checks, while writing: what either import wrote stays, once
+        raise CommandError(
+            f"import stopped: {exc}: another writer (another import of the same file?) wrote its events meanwhile;"
+            " none is duplicated: run the import again to finish it"
+        ) from None
     if forgets:
         _apply_imported_forgets(args)
     if args.json:

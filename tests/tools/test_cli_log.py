@@ -411,6 +411,34 @@ def test_export_import_round_trip(data, tmp_path, capsys):
     assert json.loads(out) == {"read": 5, "imported": 0, "skipped_existing": 5, "tenants": ["acme", "globex"]}
 
 
+def test_an_import_overtaken_by_another_import_of_the_same_file_says_to_run_it_again(data, tmp_path, capsys, monkeypatch):
+    """Two imports of one file at once: the one overtaken stopped on "stream ... is at version 1, expected 0", which
+    reads as a broken log. It says that another writer got there first, that nothing was duplicated, and that
+    running it again finishes it; run again, it does, and every event is there once."""
+    from mnemolog.eventstore import exchange
+
+    dump = tmp_path / "log.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", dump)[0] == 0
+    target = tmp_path / "target"
+    assert run(capsys, "--data-dir", target, "migrate")[0] == 0
+    writes = exchange._writes
+
+    def overtaken(lines):
+        monkeypatch.setattr(exchange, "_writes", writes)
+        with EventStore.open(target) as other, open(dump, "rb") as again:
+            exchange.import_(other, again)  # the other import, between this one's check and its first write
+        return writes(lines)
+
+    monkeypatch.setattr(exchange, "_writes", overtaken)
+    code, out, err = run(capsys, "--data-dir", target, "import", dump)
+    assert code == 2 and out == ""
+    assert_one_line_error(err)
+    assert "another" in err and "run the import again" in err, err
+    assert run(capsys, "--data-dir", target, "import", dump)[0] == 0
+    with EventStore.open(data) as a, EventStore.open(target) as b:
+        assert a.digest() == b.digest() and b.verify().ok
+
+
 def test_export_one_tenant_to_stdout(data, capsysbinary):
     assert main(["--data-dir", str(data), "export", "--tenant", "acme"]) == 0
     lines = capsysbinary.readouterr().out.splitlines()[1:-1]  # between the header and the footer
