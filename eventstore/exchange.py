@@ -116,6 +116,7 @@ class ExportFooter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 _HEADER_PREFIX = b'{"mnemolog_export":'
 _FOOTER_PREFIX = b'{"mnemolog_export_end":'
+_GZIP_MAGIC = b"\x1f\x8b"
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _footer_decoder = msgspec.json.Decoder(ExportFooter)
 
@@ -223,6 +224,8 @@ class _Frame:
         if self.footer is not None:
             raise ImportRefused(f"line {lineno}: a line after the export's footer (line {self.footer_line})")
         first, self.started, self.last_line = not self.started, True, lineno
+        if first and raw.startswith(_GZIP_MAGIC):
+            raise ImportRefused(f"line {lineno}: the file is gzip-compressed: decompress it first (zcat FILE > FILE.jsonl)")
         if raw.startswith(_HEADER_PREFIX):
             if not first:
                 raise ImportRefused(f"line {lineno}: an export header that is not the first line")

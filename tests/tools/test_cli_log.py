@@ -439,6 +439,22 @@ def test_an_import_overtaken_by_another_import_of_the_same_file_says_to_run_it_a
         assert a.digest() == b.digest() and b.verify().ok
 
 
+def test_a_compressed_export_is_refused_saying_so(data, tmp_path, capsys):
+    """``import log.jsonl.gz`` was refused as "JSON is malformed: invalid character (byte 0)", as if the file were damaged."""
+    import gzip
+
+    dump = tmp_path / "log.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", dump)[0] == 0
+    packed = tmp_path / "log.jsonl.gz"
+    packed.write_bytes(gzip.compress(dump.read_bytes()))
+    for argv in (["--data-dir", tmp_path / "fresh", "import", packed], ["--data-dir", data, "verify", "--against", packed]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == ""
+        assert_one_line_error(err)
+        assert "line 1" in err and "gzip" in err and "zcat" in err, err
+    assert not (tmp_path / "fresh").exists()
+
+
 def test_export_one_tenant_to_stdout(data, capsysbinary):
     assert main(["--data-dir", str(data), "export", "--tenant", "acme"]) == 0
     lines = capsysbinary.readouterr().out.splitlines()[1:-1]  # between the header and the footer
