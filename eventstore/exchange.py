@@ -116,6 +116,7 @@ class ExportFooter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 _HEADER_PREFIX = b'{"mnemolog_export":'
 _FOOTER_PREFIX = b'{"mnemolog_export_end":'
+_GZIP_MAGIC = b"\x1f\x8b"
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 _footer_decoder = msgspec.json.Decoder(ExportFooter)
 
@@ -223,6 +224,8 @@ class _Frame:
         if self.footer is not None:
             raise ImportRefused(f"line {lineno}: a line after the export's footer (line {self.footer_line})")
         first, self.started, self.last_line = not self.started, True, lineno
+        if first and raw.startswith(_GZIP_MAGIC):
+            raise ImportRefused(f"line {lineno}: the file is gzip-compressed: decompress it first (zcat FILE > FILE.jsonl)")
         if raw.startswith(_HEADER_PREFIX):
             if not first:
                 raise ImportRefused(f"line {lineno}: an export header that is not the first line")
@@ -262,10 +265,34 @@ def _chunks(lines: Iterable[bytes], size: int, frame: _Frame, copy: BinaryIO | N
 
 
 def read_export(lines: Iterable[bytes]) -> Iterator[StoredRow]:
-    """The rows of an export as stored, in file order, without its header and footer (``ImportRefused`` names a line that does not parse)."""
-    for chunk in _chunks(lines, GROUP_SIZE, _Frame()):
+    """The rows of an export as stored, in file order, without its header and footer (``ImportRefused`` names a line that does not parse).
+
+    A file cut short is refused once read to its end (``ImportRefused``): an empty one, or one with a header
+    and no footer, would pass for a reference holding only the rows left in it. A file without a header (from
+    before the header and footer) is read as it is.
+    """
+    frame, count = _Frame(), 0
+    for chunk in _chunks(lines, GROUP_SIZE, frame):
         for line in chunk:
+            count += 1
             yield _stored_row(line)
+    if frame.header is not None or not frame.started:
+        _check_whole(frame)
+        _check_count(frame, count)
+
+
+def _check_whole(frame: _Frame) -> None:
+    """The file held something and ended with its footer."""
+    if not frame.started:
+        raise ImportRefused("the file is empty: not an export")
+    if frame.footer is None:
+        raise ImportRefused(f"line {frame.last_line}: the file ends without the export's footer: it was cut short")
+
+
+def _check_count(frame: _Frame, count: int) -> None:
+    """The file holds as many events as its footer counts."""
+    if frame.footer.events != count:
+        raise ImportRefused(f"line {frame.footer_line} (the footer): counts {frame.footer.events} events, the file holds {count}")
 
 
 def _current_versions(store, stream_ids: set[str]) -> dict[str, int]:
@@ -395,13 +422,10 @@ class _Checker:
 
     def _check_footer(self) -> None:
         frame = self.frame
-        if not frame.started:
-            raise ImportRefused("the file is empty: not an export")
-        if frame.header is None:
+        if frame.started and frame.header is None:
             raise ImportRefused("line 1: no export header: import it with --rehash to accept it unchecked")
+        _check_whole(frame)
         footer = frame.footer
-        if footer is None:
-            raise ImportRefused(f"line {frame.last_line}: the file ends without the export's footer: it was cut short")
         where = f"line {frame.footer_line} (the footer)"
         declared = [list(s) for s in footer.slices]
         for n, run in enumerate(self.runs):
@@ -420,8 +444,7 @@ class _Checker:
         if len(declared) > len(self.runs):
             first, last = declared[len(self.runs)]
             raise ImportRefused(f"{where}: {_span(first, last)} missing (the footer lists it)")
-        if footer.events != self.read:
-            raise ImportRefused(f"{where}: counts {footer.events} events, the file holds {self.read}")
+        _check_count(frame, self.read)
         if frame.header.scope == "log":
             tip_position, _, tip_hash = footer.digest.partition(":")
             last = self.previous.event if self.previous is not None else None

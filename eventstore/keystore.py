@@ -411,6 +411,19 @@ def _key_line(row: dict) -> str:
     return json.dumps(row) + "\n"
 
 
+_KEY_STATES = ("live", "retired", "forgotten")
+
+
+def _is_key_record(row: object) -> bool:
+    """Whether ``row`` has every field :meth:`KeyStore.import_rows` takes, each of its type: a key (live or
+    retired) with its subject, or a tombstone."""
+    if not isinstance(row, dict) or not all(isinstance(row.get(f), str) for f in ("key_id", "tenant", "state")):
+        return False
+    if row["state"] not in _KEY_STATES or not all(isinstance(row.get(f), (str, type(None))) for f in ("key", "created_at", "forgotten_at")):
+        return False
+    return row.get("key") is None or (row["state"] != "forgotten" and isinstance(row.get("subject"), str))
+
+
 def read_key_file(path: str | os.PathLike) -> list[dict]:
     """The keys of a file :func:`write_key_file` wrote; ``ValueError`` naming the line if it is not one."""
     import json
@@ -426,12 +439,12 @@ def read_key_file(path: str | os.PathLike) -> list[dict]:
         for lineno, line in enumerate(lines, start=2):
             try:
                 row = json.loads(line)
-                if not isinstance(row, dict) or not isinstance(row.get("key_id"), str) or not isinstance(row.get("tenant"), str):
+                if not _is_key_record(row):
                     raise ValueError
                 if row.get("key") is not None:
                     if len(bytes.fromhex(row["key"])) != KEY_BYTES:
                         raise ValueError
-            except ValueError:
+            except (ValueError, TypeError):
                 raise ValueError(f"{path}: line {lineno} is not a key record") from None
             rows.append(row)
     return rows

@@ -9,14 +9,15 @@ import importlib
 import os
 import shutil
 import sqlite3
+import stat
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 
-from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
+from mnemolog.eventstore import ConcurrencyError, Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
@@ -422,6 +423,8 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
     file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
     path = Path(value)
+    if _written_through(path):
+        raise CommandError(f"{option} {value}: is not a regular file (a pipe or a device); name a file")
     if path.is_dir():
         raise CommandError(f"{option} {value}: is a directory; name a file")
     if not path.parent.is_dir():
@@ -441,30 +444,72 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     return path
 
 
+def _written_through(path: Path) -> bool:
+    """Whether ``path`` exists and is no regular file (a pipe, ``>(gzip > log.gz)``, ``/dev/null``, a terminal):
+    an export is written through it, as to stdout; replacing it with a regular file would destroy it (``/dev/null``)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether ``path`` is this process's stdout (``--output /dev/stdout``): the export goes there alone, without the summary line."""
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def _writing_to(output: str) -> Iterator[None]:
+    """A failed write of the export's files (a full disk, a device that takes nothing) is named as that, never
+    blamed on the data directory, which an export only reads; a reader gone away (``| head``) stays quiet."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        where = exc.filename if exc.filename and not str(exc.filename).startswith("/proc/self/fd/") else output
+        raise CommandError(f"the export could not be written to {where}: {exc.strerror or exc}") from None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
+    if to_stdout and sys.stdout is None:
+        raise CommandError("stdout is closed: name a file with --output FILE")
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
-    target = None if to_stdout else _output_file(args.output, "--output", args)
+    through = None if to_stdout or not _written_through(Path(args.output)) else Path(args.output)
+    target = None if to_stdout or through else _output_file(args.output, "--output", args)
     key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
+        if args.tenant is not None and next(store.iter_rows(batch_size=1, tenant=args.tenant), None) is None:  # a typo: an empty backup
+            raise CommandError(f"export: tenant {args.tenant!r} not found (no events in this log)")
         total = None if args.tenant else store.last_position()
-        with progress_for(args, "export", total) as progress:
-            if target is None:
+        with progress_for(args, "export", total) as progress, _writing_to("stdout" if to_stdout else args.output):
+            if to_stdout or (through is not None and _is_stdout(through)):
                 count = export(store, sys.stdout.buffer, tenant=args.tenant, progress=progress)
                 sys.stdout.buffer.flush()
+                if key_file:
+                    write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant)
                 return 0
-            # Unnamed until whole (a kill leaves no part of it), and the keys first: the export appears under its name only once both are written.
-            with write_unnamed(target, 0o666, binary=True) as out:
+            # A pipe or a device is written through (it cannot be replaced whole, and must not be replaced at all).
+            # A file is unnamed until whole (a kill leaves no part of it), and the keys first: the export appears
+            # under its name only once both are written.
+            with open(through, "wb") if through is not None else write_unnamed(target, 0o666, binary=True) as out:
                 count = export(store, out, tenant=args.tenant, progress=progress)
                 keys_written = write_key_file(store.sealer.keys, str(key_file), tenant=args.tenant) if key_file else None
     if args.json:
-        print_json_line({"exported": count, "file": str(target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
+        print_json_line({"exported": count, "file": str(through or target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
-        print(f"exported {count} events to {target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
+        print(f"exported {count} events to {through or target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
     return 0
 
 
@@ -475,6 +520,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             key_rows = read_key_file(args.keys)
         except (OSError, ValueError) as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
+    if args.file == "-" and sys.stdin is None:
+        raise CommandError("import refused, nothing written: stdin is closed: name the export's file")
     if args.file != "-" and (Path(args.file).is_dir() or not Path(args.file).exists()):  # before a fresh data directory gets an empty log
         problem = "is a directory, not an export" if Path(args.file).is_dir() else "no such file"
         raise CommandError(f"import refused, nothing written: {problem}: {args.file}")  # a pipe is read as stdin is
@@ -499,6 +546,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise CommandError(f"import refused, nothing written: {exc}") from None
     except KeyboardInterrupt:
         raise CommandError(_interrupted_import(written, undo), INTERRUPTED) from None
+    except ConcurrencyError as exc:  # after the checks, while writing: what either import wrote stays, once
+        raise CommandError(
+            f"import stopped: {exc}: another writer (another import of the same file?) wrote its events meanwhile;"
+            " none is duplicated: run the import again to finish it"
+        ) from None
     if forgets:
         _apply_imported_forgets(args)
     if args.json:

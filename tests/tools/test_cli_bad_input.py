@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -313,6 +314,95 @@ def test_an_export_read_from_a_pipe_is_imported(data, tmp_path):
                 drain.read()
         writer.join(timeout=30)
     assert done.returncode == 0 and b"imported 1" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"state": None}, {"subject": None}, {"state": "stolen"}, {"state": 7}, {"subject": 7}, {"created_at": 5}],
+    ids=["no-state", "no-subject", "unknown-state", "state-not-text", "subject-not-text", "time-not-text"],
+)
+def test_a_key_file_with_a_malformed_key_is_refused_and_leaves_nothing_behind(data, tmp_path, change):
+    """A key record without its state or subject ended the import in a traceback (``KeyError``) after it had made
+    the fresh data directory's log and key store; an unknown state was dropped without a word."""
+    import json
+
+    export, keys = tmp_path / "log.jsonl", tmp_path / "log.keys"
+    assert run(data, "export", "--output", str(export), "--with-keys", str(keys)).returncode == 0
+    header, first, *rest = keys.read_text().splitlines()
+    row = json.loads(first)
+    for field, value in change.items():
+        row.pop(field) if value is None else row.__setitem__(field, value)
+    keys.write_text("\n".join([header, json.dumps(row), *rest]) + "\n")
+    fresh = tmp_path / "fresh"
+    assert_refused(run(fresh, "import", str(export), "--keys", str(keys)), "nothing written", "line 2", "not a key record")
+    assert not fresh.exists()
+
+
+def test_an_export_to_a_pipe_is_written_through_it_never_over_it(data, tmp_path):
+    """``export --output FIFO`` (or ``/dev/null``, ``>(gzip > log.gz)``) replaced the pipe or the device with a
+    regular file holding the export (run as root, ``--output /dev/null`` replaced ``/dev/null``): a file that is
+    no regular file is written through, and a key file is never written to one."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there, so the export's open does not wait
+    try:
+        done = run(data, "export", "--output", str(pipe))
+        received = b""
+        while chunk := _read_some(reader):
+            received += chunk
+    finally:
+        os.close(reader)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    lines = received.splitlines()
+    assert lines[0].startswith(b'{"mnemolog_export":2') and lines[-1].startswith(b'{"mnemolog_export_end":true')
+    assert_refused(run(data, "export", "--output", str(tmp_path / "out.jsonl"), "--with-keys", str(pipe)), "--with-keys", "not a regular file")
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode), reason="needs /dev/full")
+def test_an_export_to_a_full_disk_names_its_output_not_the_data_directory(data):
+    """An export whose output could not be written (``export > /mnt/full/log.jsonl``) said that "the disk holding
+    the data directory is full", sending the operator to free space where none was missing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    with open("/dev/full", "wb") as full:
+        piped = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "export"], stdout=full, stderr=subprocess.PIPE, env=env, timeout=180)
+    named = run(data, "export", "--output", "/dev/full")
+    for done, where in ((piped, "stdout"), (named, "/dev/full")):
+        assert_refused(done, "export", where, "No space left on device")
+        assert "data directory" not in done.stderr.decode()
+    assert run(data, "verify").returncode == 0
+
+
+def test_an_export_or_import_over_a_closed_standard_stream_is_one_line(data, tmp_path):
+    """``mnemolog export >&-`` and ``mnemolog import - <&-`` ended in a traceback (Python has no ``sys.stdout`` or
+    ``sys.stdin`` then), the import after making the fresh data directory's log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    fresh = tmp_path / "fresh"
+    for argv, fd, words in ((["--data-dir", str(data), "export"], 1, ("stdout", "--output")), (["--data-dir", str(fresh), "import", "-"], 0, ("stdin",))):
+        done = subprocess.run([str(MNEMOLOG), *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=env, timeout=180, preexec_fn=lambda fd=fd: os.close(fd))  # fmt: skip
+        assert_refused(done, "closed", *words)
+    assert not fresh.exists()
+
+
+def test_an_export_of_a_tenant_the_log_never_held_is_refused_and_writes_nothing(data, tmp_path):
+    """``export --tenant acem`` (a typo) wrote an empty export and exited 0: a backup that holds nothing."""
+    out = tmp_path / "acme.jsonl"
+    assert_refused(run(data, "--tenant", "acem", "export", "--output", str(out)), "tenant 'acem'", "not found")
+    assert not out.exists()
+    assert_refused(run(data, "--tenant", "acem", "export"), "tenant 'acem'", "not found")
+    assert run(data, "--tenant", "acme", "add", "an acme memory").returncode == 0
+    assert run(data, "--tenant", "acme", "drop-tenant", "--yes").returncode == 0
+    assert run(data, "--tenant", "acme", "export", "--output", str(out)).returncode == 0  # dropped, still in the log
+    assert b'"tenant":"acme"' in out.read_bytes().splitlines()[1]
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return b""
 
 
 @pytest.mark.parametrize("argv", [("forget", "--subject", "u-1", "--yes"), ("archive", "{memory}"), ("update", "{memory}", "--text", "new text")])

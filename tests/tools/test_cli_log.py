@@ -390,6 +390,21 @@ def test_verify_against_a_malformed_export_exits_2(data, tmp_path, capsys, conte
     assert "line 1" in err
 
 
+@pytest.mark.parametrize("keep", ["nothing", "the header", "the first event", "all but the footer"])
+def test_verify_against_an_export_cut_short_exits_2(data, tmp_path, capsys, keep):
+    """A kept export cut short (an empty file, one without its footer) was taken as the whole reference: ``verify``
+    compared the rows it still held, or none, and said "ok" for the log it was kept to check."""
+    kept = tmp_path / "kept.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", kept)[0] == 0
+    lines = kept.read_bytes().splitlines(keepends=True)
+    cut = {"nothing": [], "the header": lines[:1], "the first event": lines[:2], "all but the footer": lines[:-1]}[keep]
+    kept.write_bytes(b"".join(cut))
+    code, out, err = run(capsys, "--data-dir", data, "verify", "--against", kept)
+    assert code == 2 and out == "", (code, out)
+    assert_one_line_error(err)
+    assert str(kept) in err and ("footer" in err or "empty" in err), err
+
+
 def test_verify_against_a_missing_file_exits_2(data, tmp_path, capsys):
     code, _, err = run(capsys, "--data-dir", data, "verify", "--against", tmp_path / "nowhere.jsonl")
     assert code == 2
@@ -416,6 +431,50 @@ def test_export_import_round_trip(data, tmp_path, capsys):
     code, out, _ = run(capsys, "--data-dir", fresh, "import", dump, "--json")
     assert code == 0
     assert json.loads(out) == {"read": 5, "imported": 0, "skipped_existing": 5, "tenants": ["acme", "globex"]}
+
+
+def test_an_import_overtaken_by_another_import_of_the_same_file_says_to_run_it_again(data, tmp_path, capsys, monkeypatch):
+    """Two imports of one file at once: the one overtaken stopped on "stream ... is at version 1, expected 0", which
+    reads as a broken log. It says that another writer got there first, that nothing was duplicated, and that
+    running it again finishes it; run again, it does, and every event is there once."""
+    from mnemolog.eventstore import exchange
+
+    dump = tmp_path / "log.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", dump)[0] == 0
+    target = tmp_path / "target"
+    assert run(capsys, "--data-dir", target, "migrate")[0] == 0
+    writes = exchange._writes
+
+    def overtaken(lines):
+        monkeypatch.setattr(exchange, "_writes", writes)
+        with EventStore.open(target) as other, open(dump, "rb") as again:
+            exchange.import_(other, again)  # the other import, between this one's check and its first write
+        return writes(lines)
+
+    monkeypatch.setattr(exchange, "_writes", overtaken)
+    code, out, err = run(capsys, "--data-dir", target, "import", dump)
+    assert code == 2 and out == ""
+    assert_one_line_error(err)
+    assert "another" in err and "run the import again" in err, err
+    assert run(capsys, "--data-dir", target, "import", dump)[0] == 0
+    with EventStore.open(data) as a, EventStore.open(target) as b:
+        assert a.digest() == b.digest() and b.verify().ok
+
+
+def test_a_compressed_export_is_refused_saying_so(data, tmp_path, capsys):
+    """``import log.jsonl.gz`` was refused as "JSON is malformed: invalid character (byte 0)", as if the file were damaged."""
+    import gzip
+
+    dump = tmp_path / "log.jsonl"
+    assert run(capsys, "--data-dir", data, "export", "-o", dump)[0] == 0
+    packed = tmp_path / "log.jsonl.gz"
+    packed.write_bytes(gzip.compress(dump.read_bytes()))
+    for argv in (["--data-dir", tmp_path / "fresh", "import", packed], ["--data-dir", data, "verify", "--against", packed]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == ""
+        assert_one_line_error(err)
+        assert "line 1" in err and "gzip" in err and "zcat" in err, err
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_export_one_tenant_to_stdout(data, capsysbinary):
