@@ -10,12 +10,13 @@ other's, never refused; one that names a version another write changed is a
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import urllib.error
 import urllib.request
 from collections import Counter
 
-from tests.serving import create_key, run_cli, serve
+from tests.serving import clean_env, create_key, run_cli, serve
 
 ROUNDS = 20
 
@@ -58,3 +59,20 @@ def test_updates_naming_no_version_from_two_servers_are_all_applied(tmp_path):
         status, refused = call(first.url, key, "PATCH", f"/v1/memories/{memory_id}", {"memory": "a stale edit"}, {"If-Match": "1"})
         assert (status, refused["error"]["current_version"]) == (409, 2 * ROUNDS + 1)
     assert run_cli(data, "verify").returncode == 0
+
+
+def test_a_command_that_finds_the_log_locked_past_its_lock_wait_says_so_in_one_line(tmp_path):
+    """Another process's write outlasting ``MNEMOLOG_BUSY_TIMEOUT``: nothing written, and a line that says to run it again."""
+    data = tmp_path / "data"
+    assert run_cli(data, "add", "a note written before").returncode == 0
+    writer = sqlite3.connect(str(data / "events.db"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process's long write, in progress
+    try:
+        done = run_cli(data, "add", "a note that waits its turn", env=clean_env(busy_timeout="0.2"))
+    finally:
+        writer.rollback()
+        writer.close()
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert "events.db" in line and "busy" in line and "run the command again" in line, line
+    assert run_cli(data, "--json", "stats").stdout.count('"events":1,') == 1
