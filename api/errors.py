@@ -163,6 +163,10 @@ def _client_gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
+#: The commands' arguments that a request gives in a header: an error naming one names the header.
+_HEADER_OF_ARGUMENT = {"expected_version": "If-Match"}
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     try:
@@ -183,7 +187,8 @@ async def error_middleware(request: web.Request, handler):
         if known is not None:
             if known.status >= 500:  # with the traceback when it is a bug behind a committed write
                 log.warning("%s %s answered %d: %s", request.method, request.path, known.status, exc, exc_info=exc if known.status == 500 else None)
-            return error_response(known.status, known.code, known.message, known.field, known.headers, **known.extra)
+            field = _HEADER_OF_ARGUMENT.get(known.field or "", known.field)
+            return error_response(known.status, known.code, known.message, field, known.headers, **known.extra)
         # a bug: never a client's fault
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal error", None)

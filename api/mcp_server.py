@@ -461,17 +461,15 @@ _encoder = msgspec.json.Encoder()
 _ARGUMENT_OF_HEADER = {"Idempotency-Key": "idempotency_key"}
 
 
-def tool_error(error: ApiError, raw: dict) -> ApiError:
-    """``error`` naming the tool's argument at fault where the HTTP API names a header, or nothing.
+def tool_error(error: ApiError) -> ApiError:
+    """``error`` naming the tool's argument at fault where the HTTP API names a header.
 
     A conflict with the memory at another version than ``expected_version``
-    names that argument (the HTTP API's ``If-Match``); a conflict of state
-    (an archived memory archived again, at the version expected) names none.
+    names that argument as the command does (the HTTP API's ``If-Match``); a
+    conflict of state (an archived memory archived again, at the version
+    expected) names none.
     """
     field = _ARGUMENT_OF_HEADER.get(error.field or "", error.field)
-    current, expected = error.extra.get("current_version"), raw.get("expected_version")
-    if error.code == "conflict" and field is None and expected is not None and current is not None and current != expected:
-        field = "expected_version"
     if field == error.field:
         return error
     return ApiError(error.status, error.code, error.message, field, headers=error.headers, **error.extra)
@@ -536,7 +534,7 @@ def build_server(front: McpFront):
             if error is None:  # a bug: reported to the client as such, the server carries on
                 log.exception("tool %s failed", params.name)
                 error = ApiError(500, "internal", "internal error", None)
-            return text_result(error_body(tool_error(error, raw)), is_error=True)
+            return text_result(error_body(tool_error(error)), is_error=True)
 
     async def list_resources(ctx, params):
         return types.ListResourcesResult(resources=[])

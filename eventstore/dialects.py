@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import select
+import sqlite3
 import struct
 import threading
 from itertools import repeat
@@ -151,7 +152,12 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str, busy_time
     def _on_begin(conn):  # pragma: no cover - exercised by every test
         # Straight to the driver: this runs once per transaction, and the
         # full statement pipeline costs several times the BEGIN itself.
-        conn.connection.driver_connection.execute(begin)
+        try:
+            conn.connection.driver_connection.execute(begin)
+        except sqlite3.Error as exc:  # outside SQLAlchemy's wrapping, so _on_error never sees it: named here
+            if engine.url.database:
+                name_database(exc, engine.url.database)
+            raise
 
 
 #: The transaction-scoped advisory lock every append on PostgreSQL takes (one per database).

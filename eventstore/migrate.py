@@ -58,6 +58,25 @@ def upgrade(engine: Engine, revision: str = "head") -> bool:
     return True
 
 
+def upgrade_on_open(url: str, reader: Engine, busy_timeout: float) -> bool:
+    """Bring the log at ``url`` to the newest schema as a store opens it; True when anything ran.
+
+    The revision is read through ``reader``, in a read transaction: a log
+    already at the newest schema (every open but a new log's or a new
+    version's first) takes no write lock, so a process opening it beside a
+    long write of another one neither waits for that write nor fails when it
+    outlasts the lock wait. Only a log behind takes the lock (see
+    :func:`locked`), and reads its revision again under it.
+    """
+    if current_revision(reader) == head_revision():
+        return False
+    engine = dialects.create_migration_engine(url, busy_timeout)
+    try:
+        return upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 def downgrade(engine: Engine, revision: str) -> None:
     """Take the log's schema back to ``revision`` (its data stays)."""
     _run(engine, command.downgrade, revision)

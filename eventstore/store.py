@@ -171,13 +171,9 @@ class EventStore:
             url = dialects.sqlite_url(Path(target) / "events.db")
         if url.startswith("sqlite:///"):
             Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-        if migrate_schema:
-            engine = dialects.create_migration_engine(url, float(settings.busy_timeout))
-            try:
-                migrate.upgrade(engine)
-            finally:
-                engine.dispose()
         writer, reader = dialects.create_log_engines(url, synchronous=synchronous or settings.synchronous, busy_timeout=float(settings.busy_timeout))
+        if migrate_schema:
+            migrate.upgrade_on_open(url, reader, float(settings.busy_timeout))
         store = cls(SQLRecorder(writer, reader), url, Sealer.open(url, settings))
         store.poll_seconds = float(settings.subscribe_poll_seconds)
         store.finish_forgets()

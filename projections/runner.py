@@ -283,6 +283,7 @@ class ProjectionRunner:
                     batch = ErasedMemories(self.store).masked(self.store.read_all(after=start, limit=batch_size, until=target))
                 if not batch:
                     return applied
+                batch = self._through_its_append(batch, target)
                 done = self._apply(groups[start], start, batch)
                 applied += len(batch)
                 if any(r.type == "SubjectForgotten" for r in batch):
@@ -292,6 +293,19 @@ class ProjectionRunner:
                     progress(batch[-1].position)
                 if len(groups) == 1 and len(done) == len(groups[start]) and batch[-1].position >= target:
                     return applied  # every projection behind was at this batch's start and is at the target now
+
+    def _through_its_append(self, batch: list[RecordedEvent], target: int) -> list[RecordedEvent]:
+        """``batch`` run on to the last event of the append its last event belongs to (the end of its
+        ``event_spans`` row): a batch cut at its size inside an atomic command's append would commit part of
+        it, and a read between the two commits (this process's or another's) would see that part alone."""
+        last = batch[-1].position
+        if last >= target:
+            return batch
+        spans = self.store.recorder.spans_overlapping(last, last)
+        end = min(spans[-1][1], target) if spans else last
+        if end <= last:
+            return batch
+        return batch + ErasedMemories(self.store).masked(self.store.read_all(after=last, until=end))
 
     def erasures_due(self) -> bool:
         """Whether an applied ``SubjectForgotten`` awaits its scrub: a runner (this one or another

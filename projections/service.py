@@ -25,7 +25,7 @@ from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.erased import plaintext_positions
-from mnemolog.eventstore.errors import log_failure
+from mnemolog.eventstore.errors import ConcurrencyError, log_failure
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.catalogue_graph import MENTIONS
@@ -66,6 +66,19 @@ def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
 
 
 log = logging.getLogger(__name__)
+
+#: How many times a command is decided, at most, when another process appends to a stream it read before it
+#: appends (the writer lock is this process's own): each time on the log as it is then.
+COMMAND_ATTEMPTS = 5
+
+
+class StreamMovedMeanwhile(Exception):
+    """A command's append found a stream it read changed by another process since, and wrote nothing: it may be
+    decided again. ``error`` is the store's refusal, reported when no attempt is left."""
+
+    def __init__(self, error: ConcurrencyError):
+        super().__init__(str(error))
+        self.error = error
 
 
 def backups_keep(settings: Settings) -> int:
@@ -325,9 +338,28 @@ class MemoryService:
         The events it appended are projected as the store holds them, not
         read back, when they are exactly the next batch of every projection
         behind (see ``EventStore.take_own_appends``); else they are read.
+
+        When another process appended to a stream the command read before its
+        append (the writer lock is this process's own), the append wrote
+        nothing and the command is decided again on the log as it is then, up
+        to ``COMMAND_ATTEMPTS`` times: a caller that named no version is not
+        refused for a write it never saw, and one that did is refused by the
+        command's own check, with the current version.
         """
 
         def caught_up() -> CommandResult:
+            attempts = 1 if self._running.depth else COMMAND_ATTEMPTS  # a nested command is part of its outer one's decision
+            for _ in range(attempts - 1):
+                try:
+                    return decided_once()
+                except StreamMovedMeanwhile:
+                    continue  # decided again on the log as it is now: a version the caller named is checked then
+            try:
+                return decided_once()
+            except StreamMovedMeanwhile as moved:
+                raise moved.error from None
+
+        def decided_once() -> CommandResult:
             running = self._running
             self.sync()
             appended_before = self.store.appended_through
@@ -335,12 +367,15 @@ class MemoryService:
             running.synced = appended_before
             try:
                 result = command(*args, **kwargs)
-            except BaseException:
+            except BaseException as exc:
                 running.depth -= 1
+                wrote = self.store.appended_through > appended_before
                 try:
                     self.sync()
                 except Exception:  # the command's own error is the one to report; the next catch-up retries
                     log_failure(log, "catching up after a failed command")
+                if isinstance(exc, ConcurrencyError) and not wrote:
+                    raise StreamMovedMeanwhile(exc) from exc
                 raise
             running.depth -= 1
             if self.store.appended_through > appended_before:

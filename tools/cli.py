@@ -27,7 +27,7 @@ try:  # most of the first second of every command: Ctrl-C meanwhile is the one l
     from sqlalchemy.exc import SQLAlchemyError
 
     from mnemolog.eventstore import EventStoreError
-    from mnemolog.eventstore.errors import database_file, is_storage_full
+    from mnemolog.eventstore.errors import database_file, is_lock_contention, is_storage_full
     from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
     from mnemolog.eventstore.settings import SetupError
     from mnemolog.projections.service import WrittenNotProjected
@@ -130,8 +130,20 @@ def build_parser(modules: Sequence[ModuleType] = COMMAND_MODULES) -> Parser:
 
 
 def _describe(exc: BaseException) -> str:
+    """What failed, and what to do about it when something other than the command is at fault."""
+    what = _what_failed(exc)
     if is_storage_full(exc):
-        return f"the disk holding the data directory is full ({_cause(exc)}): free space, then run the command again"
+        return f"{what}: free space, then run the command again"
+    if is_lock_contention(exc):  # another process's write outlasted MNEMOLOG_BUSY_TIMEOUT
+        return f"{what}: run the command again"
+    return what
+
+
+def _what_failed(exc: BaseException) -> str:
+    if is_storage_full(exc):
+        return f"the disk holding the data directory is full ({_cause(exc)})"
+    if is_lock_contention(exc):
+        return f"{database_file(exc) or 'a database of the data directory'} stayed busy past its lock wait (another process is writing it)"
     return _cause(exc)
 
 
@@ -198,7 +210,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except ValidationError as exc:
         return fail(f"invalid input: {exc}")
     except WrittenNotProjected as exc:  # committed: running it again would write it twice
-        return fail(f"{exc.summary}: {_describe(exc.cause)}; do not run it again: the next command catches the projections up")
+        return fail(f"{exc.summary}: {_what_failed(exc.cause)}; do not run it again: the next command catches the projections up")
     except (EventStoreError, SetupError, ValueError, OSError, msgspec.MsgspecError, SQLAlchemyError, sqlite3.Error) as exc:
         return fail(_describe(exc))
 

@@ -238,7 +238,7 @@ class MemoryCommands:
                 raise ValidationError("expected_versions", f"{memory_id!r} is not among memory_ids")
             if not isinstance(version, int) or isinstance(version, bool) or version < 1:
                 raise ValidationError("expected_versions", f"the version of {memory_id!r} must be a number from 1")
-        states = [self._load(ctx, m, expected_versions.get(m)) for m in ids]
+        states = [self._load(ctx, m, expected_versions.get(m), f"expected_versions.{m}") for m in ids]
         for state in states:
             if state.status != Status.ACTIVATED.value:
                 raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
@@ -327,7 +327,7 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
         older = self._load(ctx, older_id, expected_version)
-        newer = self._load(ctx, newer_id, expected_newer_version)
+        newer = self._load(ctx, newer_id, expected_newer_version, "expected_newer_version")
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
@@ -468,7 +468,9 @@ class MemoryCommands:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _load(self, ctx: CommandContext, memory_id: str, expected_version: int | None) -> MemoryState:
+    def _load(self, ctx: CommandContext, memory_id: str, expected_version: int | None, field: str = "expected_version") -> MemoryState:
+        """The memory's state from the log; a :class:`Conflict` naming ``field`` (the argument that gave
+        ``expected_version``) when the memory is at another version."""
         if not isinstance(memory_id, str) or not memory_id:
             raise ValidationError("memory_id", "must be a non-empty string")
         state = load(self.store, ctx.tenant, memory_id)
@@ -476,6 +478,7 @@ class MemoryCommands:
             raise Conflict(
                 f"memory {memory_id} is at version {state.version}, not {expected_version}",
                 current_version=state.version,
+                field=field,
             )
         return state
 

@@ -66,7 +66,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.commands.context import commit
 from mnemolog.eventstore.store import StreamAppend
-from mnemolog.eventstore.errors import IdempotencyConflict, log_failure
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, log_failure
 from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
@@ -300,7 +300,7 @@ class Organizer:
                 older, newer = planned.memory_ids
                 versions = planned.versions  # another process may write between the check above and the command's read
                 result = memories.supersede(ctx, older, newer, decision=planned.decision, expected_version=versions[older], expected_newer_version=versions[newer])
-        except (Conflict, NotFound) as exc:
+        except (Conflict, NotFound, ConcurrencyError) as exc:  # ConcurrencyError: another process wrote after the command's read
             return f"skipped: {exc}"
         except IdempotencyConflict:
             return "replayed"

@@ -134,6 +134,7 @@ async def test_a_merge_checks_the_versions_it_expects(api):
     head = api.service.store.last_position()
     status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {a: 1, b: 1}})
     assert status == 409 and answer["error"]["current_version"] == 2 and b in answer["error"]["message"], answer
+    assert answer["error"]["field"] == f"expected_versions.{b}", answer
     status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {"other": 1}})
     assert (status, answer["error"]["field"]) == (422, "expected_versions"), answer
     status, answer = await post(api, "/v1/memories/merge", {"memory_ids": [a, b], "expected_versions": {a: 0}})

@@ -109,7 +109,7 @@ async def test_update_with_a_stale_if_match_is_409_with_the_current_version(clie
     with pytest.raises(ApiError) as err:
         await client.update_memory(memory_id, {"memory": "Version three?"}, expected_version=1)
     assert err.value.status == 409
-    assert err.value.body["error"]["current_version"] == 2
+    assert (err.value.body["error"]["field"], err.value.body["error"]["current_version"]) == ("If-Match", 2)
     assert await head(client) == before
     assert (await client.get_memory(memory_id))["memory"] == "Version two"
 
@@ -132,10 +132,14 @@ async def test_if_match_on_archive_and_rollback(client):
     with pytest.raises(ApiError) as err:
         await client.archive_memory(memory_id, expected_version=1)
     assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
+    assert err.value.body["error"]["field"] == "If-Match"
     with pytest.raises(ApiError) as err:
         await client.rollback_memory(memory_id, 1, expected_version=1)
     assert err.value.status == 409 and err.value.body["error"]["current_version"] == 2
     assert_positions(await client.archive_memory(memory_id, expected_version=2))
+    with pytest.raises(ApiError) as err:  # at the version named: the state refuses it, not the version
+        await client.archive_memory(memory_id, expected_version=3)
+    assert (err.value.status, err.value.body["error"]["field"]) == (409, None)
 
 
 async def test_concurrent_updates_with_one_if_match_let_exactly_one_win(api, client):

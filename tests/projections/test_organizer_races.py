@@ -96,3 +96,24 @@ def test_a_conversation_order_planned_before_a_turn_left_is_not_linked(svc, sett
     assert svc.facts.live_edges_with_prefix(TENANT, "follows:") == []
     Organizer(svc, settings).cluster()  # the next run links the turns that are left
     assert [(e.source, e.target) for e in svc.facts.live_edges_with_prefix(TENANT, "follows:")] == [(turns[0], turns[2])]
+
+
+def test_a_merge_whose_source_another_process_edits_between_its_read_and_its_append_is_skipped(svc, settings, monkeypatch):
+    """The merge reads its sources' versions from the log, then appends expecting them: another process's edit in
+    between refuses the append, and the pass skips the pair (judged afresh next round) rather than fail and retry whole."""
+    a, b = add(svc, "Alice lives in Berlin.", "alice lives in  berlin")
+    append = svc.store.append_batch
+    edits = [lambda: svc.memories.update(CommandContext(tenant=TENANT, actor="someone"), a, {"tags": ["home"]})]
+
+    def edited_then_append(*args, **kwargs):
+        while edits:
+            edits.pop()()
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(svc.store, "append_batch", edited_then_append)
+    first = Organizer(svc, settings).run_once()
+    assert [p["outcome"].split(":")[0] for p in first["planned"]][:1] == ["skipped"], first
+    monkeypatch.undo()
+    Organizer(svc, settings).run_once()
+    merged = [m for m in activated(svc) if m not in (a, b)]
+    assert len(merged) == 1 and "home" in svc.get(TENANT, merged[0]).tags, activated(svc)

@@ -58,7 +58,8 @@ def test_a_non_utf8_import_is_refused_whole(data, tmp_path, body):
 
 
 def test_a_locked_log_is_one_line_and_nothing_written(data):
-    """Another process holds the log's write lock past the busy timeout (``MNEMOLOG_BUSY_TIMEOUT``): an error line, never a traceback."""
+    """Another process holds the log's write lock past the busy timeout (``MNEMOLOG_BUSY_TIMEOUT``): a write is an
+    error line naming the log and saying to run it again, never a traceback; a read (``verify``) answers from its snapshot."""
     locked, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -79,9 +80,9 @@ def test_a_locked_log_is_one_line_and_nothing_written(data):
             subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
             for argv in commands
         ]
-        for child in children:
-            out, err = child.communicate(timeout=180)
-            assert_refused(subprocess.CompletedProcess(child.args, child.returncode, out, err), "database is locked")
+        (out, err), (verified, _) = (child.communicate(timeout=180) for child in children)
+        assert_refused(subprocess.CompletedProcess(children[0].args, children[0].returncode, out, err), "events.db", "busy", "run the command again")
+        assert children[1].returncode == 0 and verified.startswith(b"ok: 1 events"), verified
     finally:
         release.set()
         holder.join()
