@@ -5,7 +5,7 @@ listed in :data:`COMMAND_MODULES` exposes ``register(subparsers)`` and adds
 subcommands with :func:`mnemolog.tools.common.add_command`, each with a
 ``func(args) -> int``. The list is the whole registry: importing a module
 registers nothing. Modules register in the list's order, which matters once:
-``knowledge_cmds`` extends the ``import`` command that ``log_cmds`` adds.
+``knowledge_cmds`` extends the ``import`` command that ``log_cmds`` adds (from ``exchange_cmds``).
 
 Exit codes: 0 success, 1 a failed check (``verify``), 2 bad arguments or bad
 input, 130 interrupted (Ctrl-C), always as one line ``mnemolog: error: ...``
