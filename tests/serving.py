@@ -4,7 +4,8 @@
 ``MNEMOLOG_*`` environment plus ``settings`` (``MNEMOLOG_`` added to each
 name), waits until ``GET /health`` answers through every worker, and on exit
 kills the supervisor and its workers. ``create_key`` runs ``mnemolog keys
-create`` as an operator would. ``run_cli`` runs any other command the same way.
+create`` as an operator would. ``run_cli`` runs any other command the same way, and
+``http_json`` sends one JSON request to a server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -69,6 +71,21 @@ class Server:
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def http_json(base: str, method: str, path: str, body: dict | None = None, *, key: str | None = None, headers: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, dict]:
+    """The status and the JSON answer of ``method path`` on the server at ``base``, an error status included."""
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode() if body is not None else None, method=method)
+    request.add_header("Content-Type", "application/json")
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as answer:
+        return answer.code, json.loads(answer.read())
 
 
 def _healthy(url: str) -> bool:

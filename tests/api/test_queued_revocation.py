@@ -36,23 +36,31 @@ def queued_on(monkeypatch, executor) -> asyncio.Event:
     return queued
 
 
+async def revoked_while_queued(monkeypatch, executor, call, revoke) -> asyncio.Future:
+    """``call()`` (a coroutine) started while ``executor`` is at work on something else, and ``revoke()`` run once
+    its job waits there; what it comes to, once ``executor`` is free again."""
+    release = threading.Event()
+    busy = executor.submit(release.wait)
+    queued = queued_on(monkeypatch, executor)
+    try:
+        pending = asyncio.ensure_future(call())
+        await asyncio.wait_for(queued.wait(), 20)
+        assert revoke()
+    finally:
+        release.set()
+        await asyncio.wrap_future(busy)
+    return pending
+
+
 async def test_a_write_queued_behind_another_is_refused_when_its_key_is_revoked_meanwhile(secured, monkeypatch):
     secret, record = secured.keystore.create("acme", ["read", "write"], name="queued writer")
     client = secured.client(api_key=secret)
     reader = secured.client(api_key=secured.key("acme", "read"))
     await client.add_memories({"memory": "written while the key is good"})
     tip = (await reader.digest())["position"]
-    writer = secured.service.writer
-    release = threading.Event()
-    busy = writer.submit(release.wait)  # the writer is at work on something else
-    queued = queued_on(monkeypatch, writer)
-    try:
-        pending = asyncio.ensure_future(client.add_memories({"memory": "queued when the key was revoked"}))
-        await asyncio.wait_for(queued.wait(), 20)
-        assert secured.keystore.revoke(record.key_id)
-    finally:
-        release.set()
-        await asyncio.wrap_future(busy)
+    pending = await revoked_while_queued(
+        monkeypatch, secured.service.writer, lambda: client.add_memories({"memory": "queued when the key was revoked"}), lambda: secured.keystore.revoke(record.key_id)
+    )
     with pytest.raises(ApiError) as err:
         await pending
     assert (err.value.status, err.value.code, err.value.field) == (401, "unauthorized", "Authorization")
@@ -65,17 +73,9 @@ async def test_a_read_queued_behind_another_is_refused_when_its_key_is_revoked_m
     written = await writer.add_memories({"memory": "the tenant's private note"})
     secret, record = secured.keystore.create("acme", ["read"], name="queued reader")
     client = secured.client(api_key=secret)
-    readers = secured.app[keys.readers_key]
-    release = threading.Event()
-    busy = readers.submit(release.wait)  # the one reader thread is at work on another read
-    queued = queued_on(monkeypatch, readers)
-    try:
-        pending = asyncio.ensure_future(client.get_memory(written.memory_ids[0]))
-        await asyncio.wait_for(queued.wait(), 20)
-        assert secured.keystore.revoke(record.key_id)
-    finally:
-        release.set()
-        await asyncio.wrap_future(busy)
+    pending = await revoked_while_queued(  # the one reader thread is at work on another read
+        monkeypatch, secured.app[keys.readers_key], lambda: client.get_memory(written.memory_ids[0]), lambda: secured.keystore.revoke(record.key_id)
+    )
     with pytest.raises(ApiError) as err:
         await pending
     assert (err.value.status, err.value.code) == (401, "unauthorized")
@@ -96,17 +96,9 @@ async def test_an_mcp_write_queued_behind_another_is_refused_when_its_key_is_rev
         tool, raw = TOOLS_BY_NAME["add_memory"], {"memory": {"memory": "queued when the key was revoked"}}
         caller = front.caller(ctx, tool.scope)
         tip = front.service.store.last_position()
-        writer = front.service.writer
-        release = threading.Event()
-        busy = writer.submit(release.wait)
-        queued = queued_on(monkeypatch, writer)
-        try:
-            pending = asyncio.ensure_future(tool.run(front, caller, operations.arguments(raw, tool.args), raw))
-            await asyncio.wait_for(queued.wait(), 20)
-            assert front.keystore.revoke(record.key_id)
-        finally:
-            release.set()
-            await asyncio.wrap_future(busy)
+        pending = await revoked_while_queued(
+            monkeypatch, front.service.writer, lambda: tool.run(front, caller, operations.arguments(raw, tool.args), raw), lambda: front.keystore.revoke(record.key_id)
+        )
         with pytest.raises(Refused) as err:
             await pending
         assert (err.value.status, err.value.field) == (401, "api_key")

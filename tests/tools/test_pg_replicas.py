@@ -32,7 +32,7 @@ from mnemolog.projections.assembly import default_projectors
 from mnemolog.projections.runner import ProjectionRunner
 from tests.pg import fresh_database_url
 from tests.projections.support import dump
-from tests.serving import clean_env, run_cli, start
+from tests.serving import clean_env, http_json, run_cli, start
 from tests.tools.test_crash_loops import assert_equal_projections
 from tests.tools.test_crash_serve import Clients, assert_answered_writes_present_once, post
 
@@ -115,14 +115,7 @@ def test_two_servers_on_one_postgresql_log_project_every_event_once_through_a_ki
             assert_equal_projections(found, expected, name)
 
 
-def call(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, headers={"Content-Type": "application/json"}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+call = http_json  # method, path and body to a server's base URL
 
 
 def test_serve_on_a_postgresql_log_writes_recalls_and_forgets_across_servers_sharing_a_key_store(tmp_path):

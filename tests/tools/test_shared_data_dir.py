@@ -9,29 +9,17 @@ other's, never refused; one that names a version another write changed is a
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-import urllib.error
-import urllib.request
 from collections import Counter
 
-from tests.serving import clean_env, create_key, run_cli, serve
+from tests.serving import clean_env, create_key, http_json, run_cli, serve
 
 ROUNDS = 20
 
 
 def call(url: str, key: str, method: str, path: str, body: dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode() if body is not None else None, method=method)
-    request.add_header("Authorization", f"Bearer {key}")
-    request.add_header("Content-Type", "application/json")
-    for name, value in (headers or {}).items():
-        request.add_header(name, value)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as answer:
-        return answer.code, json.loads(answer.read())
+    return http_json(url, method, path, body, key=key, headers=headers)
 
 
 def test_updates_naming_no_version_from_two_servers_are_all_applied(tmp_path):
