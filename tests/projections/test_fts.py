@@ -42,6 +42,12 @@ def ids(hits) -> list[str]:
     return [h.memory_id for h in hits]
 
 
+def assert_plans_agree(conn, query: str) -> None:
+    """The postings answer a word query exactly as the FTS5 statement does, scores included."""
+    fast, exact = fts_search(conn, "t", query), fts_search(conn, "t", query, exact=True)
+    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+
+
 # -- escaping ---------------------------------------------------------------------------
 
 
@@ -148,8 +154,7 @@ def test_an_indic_word_is_found_whole_and_not_by_its_consonants(log, searcher, t
     conn = searcher()
     for exact in (False, True):
         assert ids(fts_search(conn, "t", query, exact=exact)) == ["it"]
-    fast, exact = fts_search(conn, "t", f"{query} {text}"), fts_search(conn, "t", f"{query} {text}", exact=True)
-    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+    assert_plans_agree(conn, f"{query} {text}")
 
 
 @pytest.mark.parametrize("pointed, plain", [
@@ -219,9 +224,7 @@ def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     # A query that writes a word against CJK text searches the word too, beside the CJK bigrams.
     assert ids(fts_search(conn, "t", "Lisbon在哪里")) == ["lisbon"]
     assert ids(fts_search(conn, "t", "python编程"))[0] == "py"
-    # The postings answer word queries exactly as the FTS5 statement does, scores included.
-    fast, exact = fts_search(conn, "t", "python report acme"), fts_search(conn, "t", "python report acme", exact=True)
-    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+    assert_plans_agree(conn, "python report acme")
 
 
 def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher):
@@ -239,8 +242,7 @@ def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher
         assert ids(fts_search(conn, "t", "file signed", exact=exact))[0] == "liga"
     assert ids(fts_search(conn, "t", "カタカナ")) == ["kana"]
     assert ids(fts_search(conn, "t", "ｶﾀｶﾅ")) == ["kana"]
-    fast, exact = fts_search(conn, "t", "abc room 2024 file"), fts_search(conn, "t", "abc room 2024 file", exact=True)
-    assert [(h.row_id, pytest.approx(h.score, rel=1e-9)) for h in fast] == [(h.row_id, h.score) for h in exact]
+    assert_plans_agree(conn, "abc room 2024 file")
 
 
 def test_a_word_holding_an_invisible_character_is_found_by_the_word_as_it_reads(log, searcher):
