@@ -237,7 +237,8 @@ class FtsProjector:
             if content.erased:
                 continue  # a forgotten subject's text: nothing to index
             words = " ".join(t for t in (content.memory, content.key, content.background) if t)
-            cjk = " ".join(part for part in (cjk_segment(folded(words)), " ".join(indexed_words(words))) if part)
+            plain = folded(words)
+            cjk = " ".join(part for part in (cjk_segment(plain), " ".join(indexed_words(words, plain))) if part)
             inserts.append(
                 (
                     row.tenant, row.memory_id, row.version, row.position, row.status, content.memory_type,

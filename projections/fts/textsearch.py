@@ -238,8 +238,9 @@ _WRITTEN_ALIKE = {
 _FOLDED = {**_INVISIBLE, **POINTS, **_WRITTEN_ALIKE}
 
 
-def indexed_words(text: str) -> list[str]:
-    """The words the ``cjk`` column holds beside the bigrams of ``folded(text)``, lowercased, each once.
+def indexed_words(text: str, plain: str | None = None) -> list[str]:
+    """The words the ``cjk`` column holds beside the bigrams of ``folded(text)``, lowercased, each once
+    (``plain``: ``folded(text)``, when the caller has it already).
 
     Those :func:`glued_words` finds in the folded text, and every word whose
     folded form differs from the word written ("Ｒｏｏｍ" as "room"): the
@@ -248,7 +249,7 @@ def indexed_words(text: str) -> list[str]:
     >>> indexed_words("我喜欢Python编程 in Ｒｏｏｍ ７")
     ['python', 'room', '7']
     """
-    plain = folded(text)
+    plain = folded(text) if plain is None else plain
     written = set(WORD_RE.findall(text.lower()))
     changed = [w for w in WORD_RE.findall(plain.lower()) if w not in written]
     return list(dict.fromkeys([w.lower() for w in glued_words(plain)] + changed))
