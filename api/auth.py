@@ -184,15 +184,16 @@ def authorize(
     secret_field: str,
     secret_hint: str,
     tenant_field: str,
-    requested: str | None = None,
+    default_tenant: str | None = None,
 ) -> tuple[ApiKey, str]:
     """The key for ``secret`` and the tenant it acts for: what every front end checks before a call.
 
     401 without a secret or for an unknown or revoked one, 403 without
-    ``scope``; a key for every tenant (``*``) acts for ``tenant``, which must
-    then be named (400). A key for one tenant acts for it, and refuses a
-    request that names another in ``tenant_field`` (``requested``: 403), which
-    it once served as its own tenant without a word, writes included.
+    ``scope``; a key for every tenant (``*``) acts for ``tenant`` (the one the
+    request names in ``tenant_field``, else ``default_tenant``), which must then
+    be named (400). A key for one tenant acts for it, and refuses a request
+    that names another (403), which it once served as its own tenant without a
+    word, writes included.
     ``secret_field`` and ``tenant_field`` name where the caller gives them (a
     header over HTTP, an option for MCP) and ``secret_hint`` how, so that the
     error says what to fix.
@@ -206,9 +207,10 @@ def authorize(
         challenge = f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
         raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None, headers={"WWW-Authenticate": challenge})
     if key.tenant != "*":
-        if requested and requested != key.tenant:
-            raise ApiError(403, "forbidden", f"this key acts for tenant {key.tenant!r} only, not {requested!r}", tenant_field)
+        if tenant and tenant != key.tenant:
+            raise ApiError(403, "forbidden", f"this key acts for tenant {key.tenant!r} only, not {tenant!r}", tenant_field)
         return key, key.tenant
+    tenant = tenant or default_tenant
     if not tenant:
         raise ApiError(400, "bad_request", f"a key for every tenant must name one in {tenant_field}", tenant_field)
     return key, tenant

@@ -229,7 +229,6 @@ class McpFront:
         bearer = headers.get("authorization", "")
         secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
         named = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant")
-        tenant = named or self.tenant
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
         if correlation is not None and len(correlation) > CORRELATION_ID_MAX_LENGTH:
@@ -237,14 +236,14 @@ class McpFront:
         session = headers.get("mcp-session-id") or self.run_id
         if not self.settings.auth:
             _key_check.set(None)
-            return Caller(None, tenant or "default", client, session, correlation)
+            return Caller(None, named or self.tenant or "default", client, session, correlation)
         check = functools.partial(
             authorize,
             self.keystore,
             secret,
             scope,
-            tenant=tenant,
-            requested=named,
+            tenant=named,
+            default_tenant=self.tenant,
             secret_field="api_key",
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",

@@ -269,13 +269,11 @@ def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
         return None, tenant_header(request) or "default"
     header = request.headers.get("Authorization", "")
     secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
-    tenant = tenant_header(request)
     return authorize(
         request.app[keys.keystore_key],
         secret,
         scope,
-        tenant=tenant,
-        requested=tenant,
+        tenant=tenant_header(request),
         secret_field="Authorization",
         secret_hint="Authorization: Bearer <key>",
         tenant_field="X-Mnemolog-Tenant",
