@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from mnemolog.eventstore.errors import naming_database
+from mnemolog.eventstore.sqlite_tx import enter_wal
 
 from .errors import ApiError
 
@@ -60,7 +61,7 @@ class KeyStore:
         self._lock = threading.Lock()
         with naming_database(self.path):  # a message names the file that is a directory, unreadable, no database
             self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            enter_wal(self._conn)
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
                 " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"

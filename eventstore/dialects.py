@@ -23,6 +23,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from .errors import name_database
 from .schema import APPEND_ONLY_TABLES, event_spans, events, idempotency
+from .sqlite_tx import WAL_PRAGMA, enter_wal
 
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -123,13 +124,22 @@ def sqlite_pragmas(synchronous: str, busy_timeout: float = 30.0) -> list[str]:
     ``journal_size_limit`` trims the WAL file back after a checkpoint.
     """
     return [
-        "PRAGMA journal_mode=WAL",
+        WAL_PRAGMA,
         f"PRAGMA synchronous={synchronous}",
         f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}",
         f"PRAGMA journal_size_limit={WAL_AUTOCHECKPOINT_PAGES * 4096 * 2}",
         f"PRAGMA busy_timeout={round(busy_timeout * 1000)}",
         "PRAGMA foreign_keys=ON",
     ]
+
+
+def apply_pragmas(conn: sqlite3.Connection | sqlite3.Cursor, synchronous: str, busy_timeout: float = 30.0) -> None:
+    """Run :func:`sqlite_pragmas` on a new connection, the journal mode through :func:`enter_wal`."""
+    for pragma in sqlite_pragmas(synchronous, busy_timeout):
+        if pragma == WAL_PRAGMA:
+            enter_wal(conn, busy_timeout)
+        else:
+            conn.execute(pragma)
 
 
 def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str, busy_timeout: float) -> None:
@@ -139,8 +149,7 @@ def _configure_sqlite(engine: Engine, *, synchronous: str, begin: str, busy_time
         # "begin" hook below decides how a transaction starts.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        for pragma in sqlite_pragmas(synchronous, busy_timeout):
-            cursor.execute(pragma)
+        apply_pragmas(cursor, synchronous, busy_timeout)
         cursor.close()
 
     @event.listens_for(engine, "handle_error")

@@ -34,7 +34,7 @@ from typing import Iterable
 from .errors import naming_database
 from .files import write_unnamed
 from .ids import new_id
-from .sqlite_tx import immediate
+from .sqlite_tx import enter_wal, immediate
 
 KEY_BYTES = 32
 TENANT_SUBJECT = ""  # the tenant's own key
@@ -75,7 +75,7 @@ class KeyStore:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         try:
             conn.execute("PRAGMA secure_delete = ON")
-            conn.execute("PRAGMA journal_mode = WAL")
+            enter_wal(conn)
             conn.executescript(  # one transaction: one sync for a new file's tables, not one a statement
                 """
                 BEGIN;

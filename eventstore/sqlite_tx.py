@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Iterator
+import time
+from typing import Iterator, Protocol
+
+from .errors import is_lock_contention
 
 
 @contextlib.contextmanager
@@ -27,3 +30,34 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+#: The pragma :func:`enter_wal` runs; :func:`eventstore.dialects.sqlite_pragmas` lists it first.
+WAL_PRAGMA = "PRAGMA journal_mode=WAL"
+
+
+class _Executes(Protocol):
+    def execute(self, sql: str, /) -> object: ...
+
+
+def enter_wal(conn: _Executes, busy_timeout: float = 30.0) -> None:
+    """Put the connection's file in WAL mode, waiting up to ``busy_timeout`` seconds for other connections.
+
+    Leaving rollback mode needs the file's exclusive lock, and while another
+    connection holds its write lock SQLite refuses at once ("database is
+    locked") rather than call the busy handler, which could deadlock. So
+    processes opening a fresh file together, one already writing its tables,
+    would fail; this retries until the deadline. A file already in WAL mode
+    answers at once.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute(WAL_PRAGMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_lock_contention(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)

@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from mnemolog.eventstore import EventStore, RecordedEvent
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.errors import naming_database
-from mnemolog.eventstore.sqlite_tx import immediate
+from mnemolog.eventstore.sqlite_tx import enter_wal, immediate
 
 from . import text_caches
 from .damaged import is_damaged, set_aside
@@ -73,7 +73,7 @@ def connect(path: Path | str, *, readonly: bool = False, reader: bool = False) -
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=30)
         else:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
+            enter_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
         conn.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints: projection batches write many pages
         conn.execute("PRAGMA busy_timeout=30000")

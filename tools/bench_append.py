@@ -63,7 +63,7 @@ import msgspec
 
 from mnemolog.eventstore import DomainEvent, EventStore, Metadata
 from mnemolog.eventstore.chain import CANONICAL_FIELDS
-from mnemolog.eventstore.dialects import sqlite_pragmas
+from mnemolog.eventstore.dialects import apply_pragmas
 from mnemolog.eventstore.store import PAGE_ROWS
 
 from . import bench_replicas
@@ -154,8 +154,7 @@ def time_raw(directory: Path, level: str, rows: list[tuple], batch: int) -> floa
     directory.mkdir()
     conn = sqlite3.connect(directory / "raw.db", isolation_level=None)
     try:
-        for pragma in sqlite_pragmas(level):  # exactly the log's own
-            conn.execute(pragma)
+        apply_pragmas(conn, level)  # exactly the log's own
         conn.execute(_RAW_DDL)
         started = time.perf_counter()
         for start in range(0, len(rows), batch):
@@ -188,8 +187,7 @@ def time_raw_read(path: Path, level: str) -> Result:
     payloads, metadatas = msgspec.json.Decoder(BenchNoted), msgspec.json.Decoder(Metadata)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for pragma in sqlite_pragmas(level):
-            conn.execute(pragma)
+        apply_pragmas(conn, level)
         gc.collect()
         started = time.perf_counter()
         count = 0
