@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 
@@ -320,12 +321,47 @@ async def test_wait_for_returns_once_the_organizer_processed_the_position(svc, s
         await organizer.aclose()
 
 
+UNRELATED = [
+    "The API rate limit is 100 requests per minute",
+    "Bob plays chess on Sundays",
+    "The office plants are watered on Fridays",
+    "Carol drinks green tea every morning",
+    "The ferry to Cacilhas leaves every twenty minutes",
+    "Dave repairs old bicycles in his garage",
+]
+
+
 async def test_commits_while_the_loop_is_busy_wake_the_organizer_once(svc, settings, monkeypatch):
+    """Commits made while the loop is blocked call into it once; once woken and cleared, the next commit calls again.
+
+    ``wait_for`` returns as soon as a pass saves its position, which may be before the follower loops
+    round and clears its flag (and a pass already under way when the commits came leaves a wake-up
+    pending): a commit made then rightly calls nothing. So the test waits, on the follower's own
+    flags, until it has taken its wake-up and cleared them, rather than for a fixed time. The texts
+    are unrelated: the organizer's own merges would commit too, and call into the loop themselves.
+    """
     organizer = Organizer(svc, settings)
     loop = asyncio.get_running_loop()
+    hooks = []
+    hook_into = svc.add_after_commit
+    monkeypatch.setattr(svc, "add_after_commit", lambda hook: (hooks.append(hook), hook_into(hook))[-1])
     task = asyncio.create_task(organizer.follow())
+
+    async def until_cleared() -> None:
+        """Until the follower has no wake-up pending and its next commit calls into the loop."""
+        def cleared() -> bool:
+            if not hooks:
+                return False
+            flags = inspect.getclosurevars(hooks[0]).nonlocals  # the follower's own: ``woken`` (its hook's) and ``wake`` (its loop's)
+            return not flags["woken"].is_set() and not flags["wake"].is_set()
+
+        deadline = loop.time() + 60
+        while not cleared():
+            assert loop.time() < deadline, "the follower never went back to its wait"
+            await asyncio.sleep(0.01)
+
     try:
-        await asyncio.sleep(0.2)  # the follower waits for commits
+        await until_cleared()
         calls = []
         real = loop.call_soon_threadsafe
 
@@ -335,13 +371,14 @@ async def test_commits_while_the_loop_is_busy_wake_the_organizer_once(svc, setti
             return real(*args, **kwargs)
 
         monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
-        for n in range(5):  # the loop is blocked meanwhile: every commit's hooks find it not yet woken
-            add(svc, f"note {n}: the API rate limit is 100 requests per minute")
+        for text in UNRELATED[:5]:  # the loop is blocked meanwhile: every commit's hooks find it not yet woken
+            add(svc, text)
         assert len(calls) == 1
-        assert await organizer.wait_for(svc.store.last_position(), 10) is True
-        add(svc, "the API rate-limit is 100 requests per minute")  # woken and cleared: the next commit wakes it again
+        assert await organizer.wait_for(svc.store.last_position(), 60) is True
+        await until_cleared()
+        add(svc, UNRELATED[5])  # woken and cleared: the next commit wakes it again
         assert len(calls) == 2
-        assert await organizer.wait_for(svc.store.last_position(), 10) is True
+        assert await organizer.wait_for(svc.store.last_position(), 60) is True
     finally:
         organizer.stopped = True
         task.cancel()
