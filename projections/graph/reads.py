@@ -210,8 +210,15 @@ def edges_of(
     """The node's edges, outgoing first, each side in the order linked; at most ``limit`` of them."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
+    return _edges_of(conn, tenant, node_id, direction, _types_clause(edge_types), as_of, limit)
+
+
+def _edges_of(
+    conn: sqlite3.Connection, tenant: str, node_id: str, direction: str, types: tuple[str, tuple[str, ...]], as_of: int | None, limit: int | None = None
+) -> list[EdgeView]:
+    """:func:`edges_of` with its types' clause prepared (:func:`_types_clause`): a walk prepares it once, not once a node."""
     valid, params = head_clause(as_of)
-    type_sql, type_params = _types_clause(edge_types)
+    type_sql, type_params = types
     out: list[EdgeView] = []
     sides = {"out": ("source",), "in": ("target",), "both": ("source", "target")}[direction]
     for side in sides:
@@ -255,10 +262,13 @@ def edges_into(
     return out
 
 
+_TYPE_SEPARATORS = re.compile(r"[\s-]+")
+
+
 def type_filter(types: Iterable[str] | None) -> tuple[str, ...]:
     """Edge or relation types as a filter reads them: trimmed, each run of spaces and dashes an ``_``, in upper
     case, blanks and repeats dropped, as the commands store them (``related`` is ``RELATED``, ``works at`` ``WORKS_AT``)."""
-    return tuple(dict.fromkeys(re.sub(r"[\s-]+", "_", t.strip()).upper() for t in types or () if t and t.strip()))
+    return tuple(dict.fromkeys(_TYPE_SEPARATORS.sub("_", t.strip()).upper() for t in types or () if t and t.strip()))
 
 
 def _types_clause(edge_types: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
@@ -315,6 +325,7 @@ def bfs(
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     if depth < 0:
         raise ValueError("depth must be >= 0")
+    types = _types_clause(edge_types)  # once: a request may name a long list of types, and a walk reads many nodes
     start = dict(seeds) if isinstance(seeds, dict) else {s: 1.0 for s in seeds}
     seen: dict[str, Reached] = {}
     visited = set(start)
@@ -327,7 +338,7 @@ def bfs(
         for parent in frontier:
             if full and not by_score:
                 break
-            for edge in edges_of(conn, tenant, parent.node, direction=direction, edge_types=edge_types, as_of=as_of):
+            for edge in _edges_of(conn, tenant, parent.node, direction, types, as_of):
                 other = edge.target if edge.source == parent.node else edge.source
                 if other in visited:
                     continue

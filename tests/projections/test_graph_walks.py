@@ -133,3 +133,23 @@ def test_a_relation_walk_scores_each_entity_by_its_strongest_shortest_path(svc, 
     best = best_scores(relations, seed, depth, direction, types)
     assert {int(r.id[1:]): r.score for r in found} == pytest.approx(best)
     assert [r.id for r in found] == [r.id for r in sorted(found, key=lambda r: (-r.score, r.depth, r.id))]
+
+
+def test_a_walk_reads_its_edge_types_once_however_many_nodes_it_visits(svc, monkeypatch):
+    """A request may name hundreds of thousands of edge types (one JSON parameter, see ``filters.one_of``): the walk
+    normalised and encoded the whole list again for every node it read the edges of, and a walk of a handful of
+    nodes took tens of seconds on a busy machine (clients gave up on it)."""
+    from mnemolog.projections.graph import reads
+
+    tenant = "many-types"
+    ctx = CommandContext(tenant=tenant)
+    ids = svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"node {n}") for n in range(NODES)]).memory_ids
+    records = [c.EdgeRecord(edge_id=f"user:m:{n}", edge_type="RELATED", source=ids[0], target=ids[n], weight=1.0) for n in range(1, NODES)]
+    svc.run(svc.edges.link_many, ctx, records)
+    prepared = []
+    prepare = reads.type_filter
+    monkeypatch.setattr(reads, "type_filter", lambda types: (prepared.append(1), prepare(types))[-1])
+    many = [f"type {i}" for i in range(1000)] + ["related"]
+    reached = svc.graph.bfs(tenant, [ids[1]], depth=3, direction="both", edge_types=many)
+    assert {r.node for r in reached} == set(ids) - {ids[1]}  # every node read for its edges
+    assert len(prepared) == 1
