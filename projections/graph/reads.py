@@ -17,7 +17,7 @@ from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX, MERGED_EDG
 from mnemolog.eventstore.model import MemoryContent
 
 from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
-from ..filters import one_of
+from ..filters import INLINE_VALUES, one_of
 from ..memory_rows import decode_content, head_clause
 
 DIRECTIONS = ("out", "in", "both")
@@ -325,7 +325,11 @@ def bfs(
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}")
     if depth < 0:
         raise ValueError("depth must be >= 0")
-    types = _types_clause(edge_types)  # once: a request may name a long list of types, and a walk reads many nodes
+    # Prepared once: a request may name a long list of types, and a walk reads many nodes. Past what goes inline,
+    # SQLite would read the list's JSON again in each statement (two a node): the walk keeps it as a set instead.
+    wanted = type_filter(edge_types)
+    kept = frozenset(wanted) if len(wanted) > INLINE_VALUES else None
+    types = ("", ()) if kept is not None else _types_clause(wanted)
     start = dict(seeds) if isinstance(seeds, dict) else {s: 1.0 for s in seeds}
     seen: dict[str, Reached] = {}
     visited = set(start)
@@ -339,6 +343,8 @@ def bfs(
             if full and not by_score:
                 break
             for edge in _edges_of(conn, tenant, parent.node, direction, types, as_of):
+                if kept is not None and edge.edge_type not in kept:
+                    continue
                 other = edge.target if edge.source == parent.node else edge.source
                 if other in visited:
                     continue

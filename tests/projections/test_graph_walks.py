@@ -153,3 +153,25 @@ def test_a_walk_reads_its_edge_types_once_however_many_nodes_it_visits(svc, monk
     reached = svc.graph.bfs(tenant, [ids[1]], depth=3, direction="both", edge_types=many)
     assert {r.node for r in reached} == set(ids) - {ids[1]}  # every node read for its edges
     assert len(prepared) == 1
+
+
+def test_a_walk_hands_sqlite_a_long_list_of_edge_types_at_most_once(svc):
+    """Past ``INLINE_VALUES`` the types go to SQLite as one JSON array that each statement reads again (``json_each``):
+    a walk running two statements a node read the whole list that many times."""
+    from mnemolog.projections.graph import reads
+
+    tenant = "long-type-list"
+    ctx = CommandContext(tenant=tenant)
+    ids = svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"node {n}") for n in range(NODES)]).memory_ids
+    records = [c.EdgeRecord(edge_id=f"user:l:{n}", edge_type=TYPES[n % 2], source=ids[n - 1], target=ids[n], weight=1.0) for n in range(1, NODES)]
+    svc.run(svc.edges.link_many, ctx, records)
+    conn = svc.read_conn()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        many = [f"type {i}" for i in range(1000)] + ["related"]
+        reached = reads.bfs(conn, tenant, [ids[1]], depth=NODES, direction="both", edge_types=many)
+    finally:
+        conn.set_trace_callback(None)
+    assert [r.node for r in reached] == [ids[2]]  # along RELATED only: 1-2 is, 0-1 and 2-3 are KNOWS
+    assert sum("json_each" in s for s in statements) <= 1
