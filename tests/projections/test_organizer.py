@@ -157,6 +157,22 @@ def test_tenants_are_never_mixed(svc, settings):
     assert Organizer(svc, settings).run_once()["applied"] == 0
 
 
+
+def test_texts_differing_in_a_sign_or_a_denial_are_never_merged(svc, settings):
+    """A minus sign was read as punctuation: "-5 degrees" and "5 degrees" had one normalised text and were merged,
+    the archived one's value lost; "X" and "'X' is false" were merged by containment into the denial."""
+    cold, warm, balance, credit = add(svc, "The freezer is set to -18 degrees", "The freezer is set to 18 degrees",
+                                      "My account balance is -250 euros", "my account balance is 250 euros.")
+    stated, denied = add(svc, "The office alarm code is written on the whiteboard",
+                         '"The office alarm code is written on the whiteboard" is false')
+    report = Organizer(svc, settings).run_once()
+    assert not [p for p in report["planned"] if p["action"] == "merge"]
+    assert not events(svc, "MemoriesMerged")
+    assert {stated, denied} <= set(activated(svc))
+    for older, newer in ((cold, warm), (balance, credit)):  # two values: either both stay, or the newer supersedes
+        assert newer in activated(svc) and (older in activated(svc) or view(svc, older).status == "archived")
+
+
 # -- distinct facts are never merged or superseded ------------------------------------------------
 
 
