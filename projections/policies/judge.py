@@ -83,7 +83,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers; 6: a place and a
 # time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
 # are no contradiction; 7: an Indic word read whole, with its vowel signs
-RULE_JUDGE_VERSION = "8"  # 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false no repeat of it
+# 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
+# the past no repeat of it
+RULE_JUDGE_VERSION = "8"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -412,7 +414,7 @@ class RuleJudge:
             lead = _analyse(long_.norm[:at]).seq
             extra = (long_.norm[:at] + " " + long_.norm[at + len(short.norm):]).split()
             if (all(w.startswith("<") or w in _FILLER_STEMS for w in lead) and not _CONTRAST & set(extra)
-                    and not _DENIAL_STEMS & {_stem(w) for w in extra}):
+                    and not _DENIAL_STEMS & {_stem(w) for w in extra} and not _tense_differs(ta, tb)):
                 which = "A" if short is ta else "B"
                 return verdict("redundant", f"containment: {which} ({len(short.norm)} chars) is contained "
                                             f"in the other ({len(long_.norm)} chars)")

@@ -117,7 +117,9 @@ _STOPWORDS = frozenset(
     "while if per via longer more roughly approximately around nearly almost usually always "
     "generally typically definitely".split())
 _CONTRAST = frozenset("but except although though unless however yet instead only excluding".split())
-_DENIALS = frozenset("false wrong untrue incorrect lie lies mistaken inaccurate outdated obsolete".split())  # "X" / "X is false"
+# Words that take back the text they follow ("X" / "X is false", "X (cancelled)"): never a repeat of it.
+_DENIALS = frozenset("false wrong untrue incorrect lie lies mistaken mistake inaccurate outdated obsolete cancelled canceled "
+                     "postponed rumor rumour hoax myth fake retracted revoked deprecated joke".split())
 _PAST_AUX = frozenset("was were had did used formerly previously former".split())
 _PRESENT_AUX = frozenset("is are am has have does currently now".split())
 _PARTICIPLE_AUX = frozenset("is are was were be been being am has have had get gets got".split())

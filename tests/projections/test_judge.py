@@ -136,6 +136,15 @@ def test_a_statement_and_its_denial_are_not_redundant(suffix: str) -> None:
     assert judge(short, f"Note: {short}", 0.8).label == "redundant"
 
 
+@pytest.mark.parametrize("suffix", [" (cancelled)", " was postponed", " - a hoax", " (revoked)", ", formerly", " previously"])
+def test_a_statement_and_one_taking_it_back_or_into_the_past_are_not_redundant(suffix: str) -> None:
+    """"X" and "X (cancelled)", or "X, formerly", were redundant by containment: a merge labelled a change of
+    the fact a repeat of it."""
+    short = "The team meeting is on Monday at the office"
+    assert judge(short, short + suffix, 0.8).label != "redundant"
+    assert judge(short, short + " with coffee and cake", 0.8).label == "redundant"
+
+
 # ---------------------------------------------------------------- cosine rule
 
 
