@@ -173,6 +173,24 @@ def test_texts_differing_in_a_sign_or_a_denial_are_never_merged(svc, settings):
         assert newer in activated(svc) and (older in activated(svc) or view(svc, older).status == "archived")
 
 
+
+def test_two_turns_of_a_conversation_saying_the_same_are_never_merged(svc, settings):
+    """Turns placed in a conversation by their sources ("c1:D1:2", "c1:D1:4") were merged when they said the same
+    ("Okay, sounds good"): sources join, so nothing looked lost, but one turn's place went, and the organizer's own
+    conversation order then read the merged turn at the other's place. The same turn written twice still merges."""
+    texts = ["I just adopted a cat named Milo", "Okay, sounds good to me", "What food does Milo like?", "okay, sounds good to me!", "He likes tuna"]
+    turns = add(svc, *[MemoryContent(memory=t, sources=(f"c1:D1:{i}",)) for i, t in enumerate(texts, 1)])
+    [again] = add(svc, MemoryContent(memory="He likes tuna.", sources=("c1:D1:5",)))
+    organizer = Organizer(svc, settings)
+    organizer.run_once()
+    merged = events(svc, "MemoriesMerged")
+    assert [sorted(e.event.source_ids) for e in merged] == [sorted([turns[4], again])]
+    assert {turns[1], turns[3]} <= set(activated(svc))
+    organizer.cluster(TENANT)
+    chain = {e.source: e.target for e in svc.graph.edges_between(TENANT, list(activated(svc)), edge_types=["FOLLOWS"])}
+    assert [chain.get(t) for t in turns[:3]] == turns[1:4]  # 1 -> 2 -> 3 -> 4, then 4 -> the merged fifth turn
+
+
 # -- distinct facts are never merged or superseded ------------------------------------------------
 
 
