@@ -84,7 +84,7 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
 # are no contradiction; 7: an Indic word read whole, with its vowel signs
 # 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
-# the past no repeat of it
+# the past, or asking what it states ("X?"), no repeat of it
 RULE_JUDGE_VERSION = "8"
 
 
@@ -359,7 +359,7 @@ class RuleJudge:
         keyed = f"same key {a.key!r}" if ka and kb else ""
         if not ta.norm or not tb.norm:
             return verdict("independent", "empty text")
-        if ta.norm == tb.norm:
+        if ta.norm == tb.norm and ta.question == tb.question:
             return verdict("redundant", f"{keyed} and normalised texts equal" if keyed else "normalised texts equal")
         if ta.scripts != tb.scripts:  # a shared key does not make them comparable
             return verdict("independent", f"written in different scripts ({_show(ta.scripts) or 'none'} vs "
@@ -414,7 +414,7 @@ class RuleJudge:
             lead = _analyse(long_.norm[:at]).seq
             extra = (long_.norm[:at] + " " + long_.norm[at + len(short.norm):]).split()
             if (all(w.startswith("<") or w in _FILLER_STEMS for w in lead) and not _CONTRAST & set(extra)
-                    and not _DENIAL_STEMS & {_stem(w) for w in extra} and not _tense_differs(ta, tb)):
+                    and not _DENIAL_STEMS & {_stem(w) for w in extra} and not _tense_differs(ta, tb) and ta.question == tb.question):
                 which = "A" if short is ta else "B"
                 return verdict("redundant", f"containment: {which} ({len(short.norm)} chars) is contained "
                                             f"in the other ({len(long_.norm)} chars)")
@@ -429,6 +429,7 @@ class RuleJudge:
         short_seq, long_seq = (tb.seq, ta.seq) if only_a else (ta.seq, tb.seq) if only_b else (first, second)
         why = (f"different content words: {_show(only_a)} vs {_show(only_b)}" if only_a and only_b
                else "one text has more negations" if ta.n_neg != tb.n_neg
+               else "one text asks what the other states" if ta.question != tb.question
                else f"qualifier {_show((only_a | only_b) & _CONTRAST_STEMS)}" if (only_a | only_b) & _CONTRAST_STEMS
                else f"one text calls the other {_show((only_a | only_b) & _DENIAL_STEMS)}" if (only_a | only_b) & _DENIAL_STEMS
                else f"low word overlap {sim:.2f}" if sim < cfg.redundant_min_jaccard

@@ -215,6 +215,7 @@ class _Analysis(NamedTuple):
     scripts: frozenset[str]  # writing systems of its letters
     past_event: bool  # tells of something that happened (a simple past verb), not of a state
     once: bool  # ... that happens once in a life (born, married, started, moved)
+    question: bool  # ends with a question mark: asks what a statement says
 
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -543,6 +544,7 @@ def _analyse(text: str) -> _Analysis:
         scripts=_scripts(prepared),
         past_event=bool(past_stems - _ONCE_STEMS or "had" in words) and not words & _PRESENT_AUX,
         once=bool((past_stems | plain_stems) & _ONCE_STEMS),
+        question=prepared.rstrip().endswith(("?", "\uff1f")),
     )
 
 

@@ -145,6 +145,20 @@ def test_a_statement_and_one_taking_it_back_or_into_the_past_are_not_redundant(s
     assert judge(short, short + " with coffee and cake", 0.8).label == "redundant"
 
 
+
+@pytest.mark.parametrize("a, b", [
+    ("Alice lives in Berlin", "Alice lives in Berlin?"),
+    ("The release is ready to ship", "the release is ready to ship ?"),
+    ("東京に住んでいます", "東京に住んでいます？"),
+])
+def test_a_question_is_no_repeat_of_the_statement_it_asks_about(a: str, b: str) -> None:
+    """"Alice lives in Berlin?" had the statement's normalised text (the question mark was punctuation): judged
+    redundant, and the merge kept the newer text, the question, in place of the fact."""
+    for cosine in (0.85, 0.99):
+        assert judge(a, b, cosine).label != "redundant"
+    assert judge(b, b.rstrip("?？ ") + " ?", 0.99).label == "redundant"  # two questions alike
+
+
 # ---------------------------------------------------------------- cosine rule
 
 

@@ -174,6 +174,14 @@ def test_texts_differing_in_a_sign_or_a_denial_are_never_merged(svc, settings):
 
 
 
+def test_a_question_is_never_merged_into_the_statement_it_asks_about(svc, settings):
+    """The question mark was punctuation: "Alice lives in Berlin?" merged with "Alice lives in Berlin", and the
+    merged memory kept the newer text, the question."""
+    stated, asked = add(svc, "Alice lives in Berlin", "alice lives in berlin?")
+    assert Organizer(svc, settings).run_once()["applied"] == 0
+    assert activated(svc) == {stated: "Alice lives in Berlin", asked: "alice lives in berlin?"}
+
+
 def test_two_turns_of_a_conversation_saying_the_same_are_never_merged(svc, settings):
     """Turns placed in a conversation by their sources ("c1:D1:2", "c1:D1:4") were merged when they said the same
     ("Okay, sounds good"): sources join, so nothing looked lost, but one turn's place went, and the organizer's own
