@@ -37,9 +37,10 @@ class _PunctuationToSpace(dict):
 _PUNCTUATION_TO_SPACE = _PunctuationToSpace()
 
 
-# A minus sign: a dash right before a digit that follows no letter, digit or separator ("-18", "(-3)"), never the
-# dash of a range or a code ("5-10", "INV-17"); kept as U+2212, a symbol, where other punctuation becomes a space.
-_SIGN = r"(?<![\w.,])[-\u2212](?=\d)"
+# A minus sign: a dash right before a digit that follows no letter, digit, separator or closing bracket ("-18",
+# "(-3)"), never the dash of a range, a code or a phone number ("5-10", "INV-17", "(555)-0100"); kept as U+2212, a
+# symbol, where other punctuation becomes a space.
+_SIGN = r"(?<![\w.,)\]])[-\u2212](?=\d)"
 _SIGN_RE = re.compile(_SIGN)
 
 

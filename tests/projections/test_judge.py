@@ -124,6 +124,7 @@ def test_a_minus_sign_is_part_of_its_number(a: str, b: str) -> None:
         assert judge(a, b, cosine).label != "redundant"
     assert judge(a, a.replace("\u2212", "-") + ".", 0.99).label == "redundant"
     assert normalize_text("Room 5-10") == normalize_text("Room 5 10")  # a range's dash is no sign
+    assert judge("Call (555)-0100", "Call (555) 0100", 0.9).label == "redundant"  # nor a phone number's
 
 
 @pytest.mark.parametrize("suffix", [" is false", ", which is wrong", " (untrue)", ": incorrect", " - that was a lie"])
