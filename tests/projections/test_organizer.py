@@ -339,6 +339,41 @@ def test_revert_of_a_pass_restores_and_sticks(svc, settings):
     assert organizer.run_once()["applied"] == 0  # a revert is not undone by the next pass
 
 
+
+def test_a_merge_the_topics_and_conversation_order_took_in_since_is_still_reverted_without_force(svc):
+    """Once a clustering run had put the merged memory under a topic or in a conversation's order (a server runs one
+    every 100 s), the revert of the merge was refused: the organizer's own PARENT and FOLLOWS edges on the memory
+    it deletes were conflicts, and forcing it also dropped any edge a user had linked there. They now go with it,
+    and the next run derives them again from the memories the revert brought back."""
+    settings = make_settings(organizer_min_group_size=5, organizer_min_cluster_size=2)
+    cats = add(svc, *[f"My cat number {i} likes fish and sleeping on the sofa" for i in range(6)])
+    a, b = add(svc, "My cat number 7 likes fish and sleeping on the sofa!", "my cat number 7 likes fish and sleeping on the sofa")
+    places = [("Do you have pets?", 1), ("Yes, a cat", 2), ("yes, a cat!", 2), ("What is its name?", 3)]  # one turn written twice
+    turns = add(svc, *[MemoryContent(memory=t, sources=(f"c1:D1:{i}",)) for t, i in places])
+    organizer = Organizer(svc, settings)
+    report = organizer.run_once()
+    merged = {tuple(sorted(e.event.source_ids)): e.event.memory_id for e in events(svc, "MemoriesMerged")}
+    assert set(merged) == {tuple(sorted((a, b))), tuple(sorted(turns[1:3]))}
+    run = organizer.cluster(TENANT)
+    assert run["created"] >= 1 and run["follows_linked"] == 2
+    merged_id, merged_turn = merged[tuple(sorted((a, b)))], merged[tuple(sorted(turns[1:3]))]
+    assert [e for e in svc.edges_of(TENANT, merged_id) if e.edge_type == "PARENT"]
+    assert {e.edge_type for e in svc.edges_of(TENANT, merged_turn)} >= {"FOLLOWS"}
+    [mine] = add(svc, "A note of mine about the cat")
+    svc.run(svc.edges.link, CommandContext(tenant=TENANT), mine, merged_id, "RELATED", edge_id="user:notes:1")
+    refused = svc.run(svc.reverts.revert, CommandContext(tenant=TENANT), report["correlation_id"], dry_run=True)
+    assert refused.data["conflicts"] == [f"edge user:notes:1 touches {merged_id}, which the revert removes"]  # a user's edge still is one
+    svc.run(svc.edges.unlink, CommandContext(tenant=TENANT), "user:notes:1")
+    result = svc.run(svc.reverts.revert, CommandContext(tenant=TENANT), report["correlation_id"])
+    assert not result.data["conflicts"] and not result.data["forced"]
+    for gone in (merged_id, merged_turn):
+        assert view(svc, gone).status == "deleted" and not svc.edges_of(TENANT, gone)
+    assert {view(svc, m).status for m in (a, b, *cats, *turns)} == {"activated"}
+    organizer.cluster(TENANT)
+    assert {a, b} & {e.target for e in svc.facts.live_edges_with_prefix(TENANT, "parent:")}
+    assert {e.source for e in svc.facts.live_edges_with_prefix(TENANT, "follows:")} & set(turns[1:3])
+
+
 # -- waiting -------------------------------------------------------------------------------------
 
 
