@@ -44,6 +44,9 @@ RELATION_EDGE_PREFIX = "rel:"
 MERGED_EDGE_PREFIX = "merged:"  # a merge's MERGED_TO edges: merged:<correlation>:<merged id>:<n>
 SUPERSEDED_EDGE_PREFIX = "superseded:"  # a supersede's SUPERSEDED_BY edge: superseded:<correlation>:<older id>
 MENTION_EDGE_PREFIX = "mention:"
+#: The organizer's structure over memories (a topic's PARENT edges, a conversation's FOLLOWS): its clustering runs
+#: write them again from the memories, so a revert removing a memory takes them along, no conflict.
+ORGANIZER_STRUCTURE = (("parent:", "PARENT"), ("follows:", "FOLLOWS"))
 MENTIONS = "MENTIONS"
 
 

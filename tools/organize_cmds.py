@@ -6,7 +6,8 @@ running server's) holds the log's lease; ``--once`` makes one dedup pass up
 to the head and one topic clustering run, and is refused while another holds
 the lease; ``--dry-run`` prints what a pass and a clustering run would
 decide, writing nothing (one round: the memories its merges would make are judged
-by the pass once it wrote them, so it says when the pass may decide more). ``--tenant`` restricts it to
+by the pass once it wrote them, so it says when the pass may decide more); ``--no-topics``
+leaves out topic clustering, the follower's periodic runs included. ``--tenant`` restricts it to
 one tenant (following the log too), and is refused when blank or when the log
 holds no event of that tenant; ``--json`` prints one JSON object a line.
 
@@ -78,7 +79,8 @@ def _known_tenant(service: MemoryService, tenant: str | None) -> str | None:
 def cmd_organize(args: argparse.Namespace) -> int:
     from mnemolog.projections.policies.organizer import Organizer
 
-    with _open(args) as service:
+    # --no-topics: no clustering run, the follower's periodic ones included
+    with _open(args, **({"organizer_cluster_interval_s": 0.0} if args.no_topics else {})) as service:
         tenant = _known_tenant(service, args.tenant)
         organizer = Organizer(service)
         if not organizer.enabled:
@@ -115,7 +117,8 @@ def cmd_organize(args: argparse.Namespace) -> int:
                 lease.release()
             _print_pass(args, report, topics)
             return 0
-        print(f"mnemolog: organizing {'tenant ' + repr(tenant) if tenant else 'every tenant'} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        topics = ", without topics" if args.no_topics else ""
+        print(f"mnemolog: organizing {'tenant ' + repr(tenant) if tenant else 'every tenant'}{topics} (Ctrl-C stops)", file=sys.stderr, flush=True)
 
         async def forever() -> None:
             try:
@@ -153,7 +156,7 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "organize", cmd_organize, help="dedup, resolve conflicts and build topics (follows the log; --once for one pass)", json=True, tenant=True)
     p.add_argument("--once", action="store_true", help="one pass up to the head and one clustering run, then exit")
     p.add_argument("--dry-run", action="store_true", help="print what would be decided; write nothing (the memories a merge makes are judged by the pass only)")
-    p.add_argument("--no-topics", action="store_true", help="skip the topic clustering run")
+    p.add_argument("--no-topics", action="store_true", help="skip topic clustering (following the log too: no periodic clustering run)")
 
 
 # -- the bench -----------------------------------------------------------------------------

@@ -293,7 +293,8 @@ class RevertCommands:
         conflicts: list[str],
         compensated: set[str],
     ) -> list[StreamAppend]:
-        """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced.
+        """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced (the
+        organizer's topic and conversation edges, which its next run derives again, go with the node, no conflict).
 
         ``nodes`` are the other nodes it removes: documents (``document:<doc_id>``), and the memories
         the correlation created, which the revert deletes. Live edges
@@ -308,7 +309,8 @@ class RevertCommands:
         unlinked = {e.edge.edge_id for e in edge_events if isinstance(e, c.EdgeUnlinked)}
         for edge in self.facts.live_edges_of(ctx.tenant, nodes):
             if edge.edge_id not in unlinked:
-                conflicts.append(f"edge {edge.edge_id} touches {edge.source if edge.source in nodes else edge.target}, which the revert removes")
+                if not any(edge.edge_id.startswith(prefix) and edge.edge_type == kind for prefix, kind in g.ORGANIZER_STRUCTURE):
+                    conflicts.append(f"edge {edge.edge_id} touches {edge.source if edge.source in nodes else edge.target}, which the revert removes")
                 edge_events.append(c.EdgeUnlinked(edge=edge, reason=reason))
                 unlinked.add(edge.edge_id)
         writes = []

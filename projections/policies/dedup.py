@@ -15,8 +15,9 @@
   rule, the most informative text. A merge loses nothing: every two members
   of a group were judged redundant (or share their normalised text and key),
   and their tags, properties and other fields hold no two different values
-  (nor more than 8 tags together); otherwise they stay apart. A contradictory pair is a ``supersede`` of
-  the older memory by the newer (by when each was stated, :class:`StatedTimes`), unless either is merged
+  (nor more than 8 tags together), nor do they stand at two places of a
+  conversation (two turns saying the same); otherwise they stay apart. A contradictory pair is a ``supersede`` of
+  the older memory by the newer (by when each was stated, :class:`~mnemolog.projections.policies.stated.StatedTimes`), unless either is merged
   or already superseded in the same batch (the merged memory is judged again
   as a trigger of the next batch).
 - :class:`RevertedDecisions` remembers the pairs of memories that a merge or
@@ -43,6 +44,7 @@ from mnemolog.eventstore.model import MemoryContent, merge_union
 
 from .. import text_caches
 from ..vectors.embedders import embed_rows, get_embedder
+from .conversation import conversation_place
 from .judge import JudgedMemory, Verdict, merged_text, normalize_text
 
 if TYPE_CHECKING:
@@ -434,53 +436,6 @@ class RevertedDecisions:
         return None
 
 
-class StatedTimes:
-    """When a memory's current text was stated, read from the log: which of a contradictory pair is newer.
-
-    A memory's ``updated_at`` is when it last changed, but a merge's product
-    was changed at the merge, not stated then: its text holds what its
-    sources said, as old as the newest of them. So a merge of two old "Editor:
-    Vim" never looks newer than a later "Editor: Emacs". A memory added or
-    updated was stated at that time; a rollback to a version, when that
-    version was; a change of status (archived, restored) states nothing.
-    Times of a version never change (the log is append-only), so they are kept.
-    """
-
-    def __init__(self, store, limit: int = 100_000):
-        self.store, self.limit = store, limit
-        self._times: dict[tuple[str, int], str] = {}  # (memory id, version) -> when its text was stated
-        self._lock = threading.Lock()
-
-    def __call__(self, item: Item) -> str:
-        with self._lock:
-            if len(self._times) > self.limit:
-                self._times.clear()
-            return self._stated(item.id, item.version) or item.updated_at
-
-    def _stated(self, memory_id: str, version: int | None = None, before: int | None = None) -> str:
-        """When ``memory_id`` at ``version`` (or at its last version before position ``before``) was stated."""
-        if version is not None and (found := self._times.get((memory_id, version))) is not None:
-            return found
-        times: list[str] = []  # by version - 1
-        for r in self.store.read_stream(c.memory_stream(memory_id), 1, version):
-            if before is not None and r.position >= before:
-                break
-            e, when = r.event, times[-1] if times else ""
-            if (known := self._times.get((memory_id, r.stream_version))) is not None:
-                when = known
-            elif isinstance(e, c.MemoryAdded):
-                when = e.created_at
-            elif isinstance(e, c.MemoriesMerged):  # what its sources said, each at its last version before the merge
-                when = max((self._stated(s, before=r.position) for s in e.source_ids), default="") or e.created_at
-            elif isinstance(e, c.MemoryUpdated):
-                when = e.updated_at
-            elif isinstance(e, c.MemoryRolledBack) and 1 <= e.to_version <= len(times):
-                when = times[e.to_version - 1]
-            times.append(when)
-            self._times[(memory_id, r.stream_version)] = when
-        return times[-1] if times else ""
-
-
 class Pair(NamedTuple):
     tenant: str
     memory_type: str
@@ -577,7 +532,7 @@ def decide(
 
     A pair that ``reverted`` holds apart never ends up in one merge group.
     Of a contradictory pair, the memory stated last (``stated``, see
-    :class:`StatedTimes`; by default its ``updated_at``) supersedes the other.
+    :class:`~mnemolog.projections.policies.stated.StatedTimes`; by default its ``updated_at``) supersedes the other.
     """
     when = stated or (lambda it: it.updated_at)
     parent: dict[tuple[str, str], tuple[str, str]] = {}
@@ -601,6 +556,11 @@ def decide(
     alike = {frozenset((kind((p.tenant, p.a.id)), kind((p.tenant, p.b.id)))) for p, _ in redundant}  # kinds judged redundant
     kinds: dict[tuple[str, str], set] = {}  # a group's kinds, by its root
     unions: dict[tuple[str, str], MemoryContent] = {}  # a group's contents joined (see merge_union), by its root
+    places: dict[tuple[str, str], frozenset] = {}  # a group's places in conversations (see conversation_place), by its root
+
+    def place(x: tuple[str, str]) -> frozenset:
+        at = conversation_place(items[x].content)
+        return frozenset() if at is None else frozenset([at])
     used: dict[tuple[str, str], list[tuple[Pair, Verdict]]] = defaultdict(list)
     for p, v in redundant:
         ra, rb = find((p.tenant, p.a.id)), find((p.tenant, p.b.id))
@@ -621,11 +581,14 @@ def decide(
         joined, lost = merge_union(unions.get(ra) or items[ra].content, unions.get(rb) or items[rb].content)
         if lost:  # a merge keeps every value of its sources (tags, properties, background, confidence, ...)
             continue
+        pa, pb = places.get(ra, place(ra)), places.get(rb, place(rb))
+        if len(pa | pb) > 1:  # two turns of a conversation: the merged memory would stand at one place, the other's lost
+            continue
         parent[rb] = ra
         members[ra] = ga | gb
         members.pop(rb, None)
-        kinds[ra], unions[ra] = ka | kb, joined
-        kinds.pop(rb, None), unions.pop(rb, None)
+        kinds[ra], unions[ra], places[ra] = ka | kb, joined, pa | pb
+        kinds.pop(rb, None), unions.pop(rb, None), places.pop(rb, None)
         used[ra] += used.pop(rb, []) + [(p, v)]
     planned: list[Planned] = []
     merged: set = set()

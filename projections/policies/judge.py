@@ -58,6 +58,7 @@ from .judge_text import (  # noqa: F401 - normalize_text is part of this module'
     _CONTRAST,
     _CJK_RE,
     _CONTRAST_STEMS,
+    _DENIAL_STEMS,
     _FILLER_STEMS,
     _KINDS,
     _NEGATING_PREFIXES,
@@ -81,8 +82,10 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # relations in Chinese and Japanese (住在, 在…工作, 最喜欢的…是; に住んでいます, で働いています, 好きな…は), Japanese with
 # and without katakana one script, Latin names in CJK text part of it, 3号楼 / 501室 identifiers; 6: a place and a
 # time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
-# are no contradiction
-RULE_JUDGE_VERSION = "7"  # 7: an Indic word read whole, with its vowel signs
+# are no contradiction; 7: an Indic word read whole, with its vowel signs
+# 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
+# the past, or asking what it states ("X?"), no repeat of it
+RULE_JUDGE_VERSION = "8"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -356,7 +359,7 @@ class RuleJudge:
         keyed = f"same key {a.key!r}" if ka and kb else ""
         if not ta.norm or not tb.norm:
             return verdict("independent", "empty text")
-        if ta.norm == tb.norm:
+        if ta.norm == tb.norm and ta.question == tb.question:
             return verdict("redundant", f"{keyed} and normalised texts equal" if keyed else "normalised texts equal")
         if ta.scripts != tb.scripts:  # a shared key does not make them comparable
             return verdict("independent", f"written in different scripts ({_show(ta.scripts) or 'none'} vs "
@@ -410,7 +413,8 @@ class RuleJudge:
                 and short.n_words >= cfg.containment_min_words):
             lead = _analyse(long_.norm[:at]).seq
             extra = (long_.norm[:at] + " " + long_.norm[at + len(short.norm):]).split()
-            if all(w.startswith("<") or w in _FILLER_STEMS for w in lead) and not _CONTRAST & set(extra):
+            if (all(w.startswith("<") or w in _FILLER_STEMS for w in lead) and not _CONTRAST & set(extra)
+                    and not _DENIAL_STEMS & {_stem(w) for w in extra} and not _tense_differs(ta, tb) and ta.question == tb.question):
                 which = "A" if short is ta else "B"
                 return verdict("redundant", f"containment: {which} ({len(short.norm)} chars) is contained "
                                             f"in the other ({len(long_.norm)} chars)")
@@ -425,7 +429,9 @@ class RuleJudge:
         short_seq, long_seq = (tb.seq, ta.seq) if only_a else (ta.seq, tb.seq) if only_b else (first, second)
         why = (f"different content words: {_show(only_a)} vs {_show(only_b)}" if only_a and only_b
                else "one text has more negations" if ta.n_neg != tb.n_neg
+               else "one text asks what the other states" if ta.question != tb.question
                else f"qualifier {_show((only_a | only_b) & _CONTRAST_STEMS)}" if (only_a | only_b) & _CONTRAST_STEMS
+               else f"one text calls the other {_show((only_a | only_b) & _DENIAL_STEMS)}" if (only_a | only_b) & _DENIAL_STEMS
                else f"low word overlap {sim:.2f}" if sim < cfg.redundant_min_jaccard
                else f"word order differs ({order:.2f})" if order < cfg.redundant_min_order
                else "extra words inside the shared text" if not _only_appended(short_seq, long_seq)

@@ -37,9 +37,16 @@ class _PunctuationToSpace(dict):
 _PUNCTUATION_TO_SPACE = _PunctuationToSpace()
 
 
+# A minus sign: a dash right before a digit that follows no letter, digit, separator or closing bracket ("-18",
+# "(-3)"), never the dash of a range, a code or a phone number ("5-10", "INV-17", "(555)-0100"); kept as U+2212, a
+# symbol, where other punctuation becomes a space.
+_SIGN = r"(?<![\w.,)\]])[-\u2212](?=\d)"
+_SIGN_RE = re.compile(_SIGN)
+
+
 def normalize_text(text: str) -> str:
-    """NFKC, casefold, drop apostrophes, punctuation to spaces, collapse whitespace."""
-    t = _prepare(text).replace("'", "").translate(_PUNCTUATION_TO_SPACE)
+    """NFKC, casefold, drop apostrophes, punctuation to spaces (a minus sign kept), collapse whitespace."""
+    t = _SIGN_RE.sub("\u2212", _prepare(text)).replace("'", "").translate(_PUNCTUATION_TO_SPACE)
     return " ".join(t.split())
 
 
@@ -54,9 +61,9 @@ _TOKEN_RE = re.compile(
   | (?P<clock>\b\d{1,2}:\d{2}\b)
   | (?P<code>\b[^\W\d_]+-?\d+(?:[.-]\w+)*\b|\b\d+[^\W\d_]\b)
   | (?P<sep>:)
-  | (?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*)(?:(?:st|nd|rd|th)(?![^\W\d_]))?
+  | (?P<num>(?:SIGN)?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)*))(?:(?:st|nd|rd|th)(?![^\W\d_]))?
   | (?P<word>LETTERS(?:'LETTERS)*)
-    """.replace("LETTERS", _LETTERS),
+    """.replace("LETTERS", _LETTERS).replace("SIGN", _SIGN),
     re.X,
 )
 
@@ -111,6 +118,9 @@ _STOPWORDS = frozenset(
     "while if per via longer more roughly approximately around nearly almost usually always "
     "generally typically definitely".split())
 _CONTRAST = frozenset("but except although though unless however yet instead only excluding".split())
+# Words that take back the text they follow ("X" / "X is false", "X (cancelled)"): never a repeat of it.
+_DENIALS = frozenset("false wrong untrue incorrect lie lies mistaken mistake inaccurate outdated obsolete cancelled canceled "
+                     "postponed rumor rumour hoax myth fake retracted revoked deprecated joke".split())
 _PAST_AUX = frozenset("was were had did used formerly previously former".split())
 _PRESENT_AUX = frozenset("is are am has have does currently now".split())
 _PARTICIPLE_AUX = frozenset("is are was were be been being am has have had get gets got".split())
@@ -157,6 +167,7 @@ for _pair in _OPPOSITE_STEMS:
     for _x in _pair:
         _OPPOSITE_OF[_x] = _OPPOSITE_OF.get(_x, frozenset()) | (_pair - {_x})
 _CONTRAST_STEMS = frozenset(map(_stem, _CONTRAST))
+_DENIAL_STEMS = frozenset(map(_stem, _DENIALS))
 
 # Identifiers: a number after one of these nouns names which thing it is.
 _ID_NOUNS = frozenset(
@@ -205,6 +216,7 @@ class _Analysis(NamedTuple):
     scripts: frozenset[str]  # writing systems of its letters
     past_event: bool  # tells of something that happened (a simple past verb), not of a state
     once: bool  # ... that happens once in a life (born, married, started, moved)
+    question: bool  # ends with a question mark: asks what a statement says
 
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -279,7 +291,9 @@ def _lex(text: str) -> list[tuple[str, str]]:
         elif m.group("sep"):
             out.append(("sep", ":"))
         elif m.group("num"):
-            out.append(("number", _canon_number(m.group("num"))))
+            raw = m.group("num")
+            sign = "-" if raw[0] in "-\u2212" else ""
+            out.append(("number", sign + _canon_number(raw.lstrip("-\u2212"))))
         else:
             word = m.group("word")
             if _CJK_RE.search(word):  # no spaces between words: each character is a token
@@ -531,6 +545,7 @@ def _analyse(text: str) -> _Analysis:
         scripts=_scripts(prepared),
         past_event=bool(past_stems - _ONCE_STEMS or "had" in words) and not words & _PRESENT_AUX,
         once=bool((past_stems | plain_stems) & _ONCE_STEMS),
+        question=prepared.rstrip().endswith(("?", "\uff1f")),
     )
 
 

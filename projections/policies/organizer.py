@@ -19,7 +19,7 @@ judged contradictory, nor where the merge would lose a text or a value, see
 :func:`~mnemolog.projections.policies.dedup.decide`) and each group becomes one ``merge``; a contradictory
 pair becomes a ``supersede`` of the older memory by the newer (by when its text
 was stated: a merge's product as old as its newest source, see
-:class:`~mnemolog.projections.policies.dedup.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
+:class:`~mnemolog.projections.policies.stated.StatedTimes`). Every event carries a :class:`~mnemolog.eventstore.catalogue.Decision`; a pass
 has one correlation id (``revert`` undoes it) and each decision's causation
 id is the triggering event's id. Decisions are appended with an idempotency
 key derived from (organizer, triggering position, members), and the
@@ -73,10 +73,11 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.eventstore.sqlite_tx import immediate
 
 from ..runner import connect
-from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, StatedTimes, Vectors, candidates, decide, load_items
+from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
 from .settings import build_judge, busy_share, type_list
+from .stated import StatedTimes
 
 if TYPE_CHECKING:
     from ..service import MemoryService

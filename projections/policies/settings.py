@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from urllib.parse import urlsplit
 
+from mnemolog.eventstore.model import MemoryType
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from .judge import RuleJudge, RuleJudgeConfig
@@ -119,16 +120,43 @@ def llm_options(settings: Settings) -> dict | None:
 def check_ranges(settings: Settings) -> None:
     """Refuse an organizer setting outside its range: a batch of 0 fails every pass, and a cosine no pair reaches,
     a negative top_k or time budget would be taken and quietly find no candidate, drop one, or stop every
-    clustering run before it began."""
-    for declared in (ORGANIZER_BATCH, ORGANIZER_TOP_K):
-        if (count := int(settings.get(declared.name))) < 1:
-            raise SettingError(f"{declared.env} must be at least 1, got {count}")
-    cosine = float(settings.organizer_min_cosine)
-    if not -1 <= cosine <= 1:  # NaN too
-        raise SettingError(f"{ORGANIZER_MIN_COSINE.env} must be a cosine between -1 and 1, got {cosine:g}")
+    clustering run before it began; a poll interval of 0 (or NaN) makes the background loop spin, a negative
+    clustering interval never clusters, memory types that name none organize nothing, and a judge threshold of
+    NaN passes every comparison it is meant to fail."""
+    for declared, low in ((ORGANIZER_BATCH, 1), (ORGANIZER_TOP_K, 1), (MAX_CLUSTER_SIZE, 2), (MIN_GROUP_SIZE, 1), (MIN_CLUSTER_SIZE, 0)):
+        if (count := int(settings.get(declared.name))) < low:
+            raise SettingError(f"{declared.env} must be at least {low}, got {count}")
+    _cosine(settings, ORGANIZER_MIN_COSINE)
     budget = float(settings.organizer_time_budget_s)
     if not (math.isfinite(budget) and budget > 0):
         raise SettingError(f"{TIME_BUDGET_S.env} must be a number of seconds greater than 0, got {budget:g}")
+    poll = float(settings.organizer_poll_s)
+    if not (math.isfinite(poll) and poll > 0):
+        raise SettingError(f"{ORGANIZER_POLL_S.env} must be a number of seconds greater than 0, got {poll:g}")
+    interval = float(settings.organizer_cluster_interval_s)
+    if not (math.isfinite(interval) and interval >= 0):
+        raise SettingError(f"{CLUSTER_INTERVAL_S.env} must be a number of seconds, 0 or more (0: never), got {interval:g}")
+    types = type_list(settings)
+    known = [t.value for t in MemoryType]
+    for name in types:
+        if name not in known:
+            expected = ", ".join(t for t in known if t != MemoryType.TOPIC.value)
+            raise SettingError(f"{ORGANIZER_TYPES.env}: unknown memory type {name!r} (expected some of {expected})")
+    if not set(types) - {MemoryType.TOPIC.value}:
+        raise SettingError(f"{ORGANIZER_TYPES.env} names no memory type ({ORGANIZER_ENABLED.env}=off turns the organizer off)")
+    for declared in RULE_JUDGE_SETTINGS:
+        if declared.name.endswith("_cosine"):
+            _cosine(settings, declared)
+        elif isinstance(declared.default, int):
+            if (count := int(settings.get(declared.name))) < 0:
+                raise SettingError(f"{declared.env} must be at least 0, got {count}")
+        elif not 0 <= (value := float(settings.get(declared.name))) <= 1:  # NaN too
+            raise SettingError(f"{declared.env} must be a similarity between 0 and 1, got {value:g}")
+
+
+def _cosine(settings: Settings, declared) -> None:
+    if not -1 <= (cosine := float(settings.get(declared.name))) <= 1:  # NaN too
+        raise SettingError(f"{declared.env} must be a cosine between -1 and 1, got {cosine:g}")
 
 
 def check_settings(settings: Settings) -> None:

@@ -60,6 +60,7 @@ from mnemolog.eventstore.ids import new_id, new_ids
 from mnemolog.eventstore.model import Conflict, MemoryContent, MemoryType, NotFound, ValidationError
 
 from ..fts.script_marks import MARK
+from .conversation import conversation_place
 from .dedup import ACTOR, Item, Vectors, load_items
 from .llm_judge import LLMUnavailable
 from .settings import type_list
@@ -81,7 +82,6 @@ _STOP = frozenset(
     "where which who will would should could about into over than then also just very more most some such only "
     "other its it's his her him she he our out all any can did does doing done been being user users".split()
 )
-_TURN_SOURCE = re.compile(r"^(?P<conv>[^\s:/]+)[:/](?P<session>[A-Za-z]+\d+)[:/](?P<turn>\d+)$")
 _props = msgspec.json.Decoder(dict)
 
 
@@ -567,39 +567,3 @@ class TopicBuilder:
                                           "skipped": report["skipped"][marks[0]:], "errors": report["errors"][marks[1]:]}
         report["seconds"] = round(time.monotonic() - t0, 3)
         return report
-
-
-def conversation_place(content: MemoryContent) -> tuple[str, tuple] | None:
-    """``(conversation, order)`` when a memory's properties or sources place it in a conversation."""
-    props = content.properties or {}
-    conv = next((str(props[k]) for k in ("conv", "conversation", "conversation_id") if props.get(k) not in (None, "")), None)
-    session = next((str(props[k]) for k in ("session", "session_id") if props.get(k) not in (None, "")), None)
-    found = None
-    for source in content.sources:
-        m = _TURN_SOURCE.match(source)
-        if m:
-            found = m
-            break
-    turn = props.get("turn")
-    if isinstance(turn, str) and re.fullmatch(r"\d+(\.\d+)?", turn.strip()):
-        turn = float(turn)
-    if not isinstance(turn, (int, float)) or isinstance(turn, bool):
-        turn = None
-    if conv is None:
-        conv = session if session is not None and turn is not None else (found.group("conv") if found else None)
-        session = None if conv == session else session
-    if conv is None:
-        return None
-    if turn is not None:
-        order = (_number(session) if session else (_number(found.group("session")) if found else 0), float(turn))
-    elif found is not None and (found.group("conv") == conv):
-        order = (_number(found.group("session")), float(found.group("turn")))
-    else:
-        return None
-    safe = re.sub(r"[^\w.-]", "_", conv)[:120]
-    return safe, order
-
-
-def _number(label: str) -> int:
-    digits = re.findall(r"\d+", label or "")
-    return int(digits[-1]) if digits else 0

@@ -110,6 +110,56 @@ def test_containment_guards(short: str, long: str) -> None:
     assert judge(short, long, 0.9).label != "redundant"
 
 
+
+@pytest.mark.parametrize("a, b", [
+    ("The freezer is set to -18 degrees", "The freezer is set to 18 degrees"),
+    ("The freezer is set to \u221218 degrees", "The freezer is set to 18 degrees"),
+    ("Balance: -250 EUR", "Balance: 250 EUR"),
+    ("The offset is (-3) hours", "The offset is (3) hours"),
+])
+def test_a_minus_sign_is_part_of_its_number(a: str, b: str) -> None:
+    """A minus sign was punctuation to the judge: "-18" and "18" had one normalised text, judged redundant."""
+    assert normalize_text(a) != normalize_text(b)
+    for cosine in (0.85, 0.99):
+        assert judge(a, b, cosine).label != "redundant"
+    assert judge(a, a.replace("\u2212", "-") + ".", 0.99).label == "redundant"
+    assert normalize_text("Room 5-10") == normalize_text("Room 5 10")  # a range's dash is no sign
+    assert judge("Call (555)-0100", "Call (555) 0100", 0.9).label == "redundant"  # nor a phone number's
+
+
+@pytest.mark.parametrize("suffix", [" is false", ", which is wrong", " (untrue)", ": incorrect", " - that was a lie"])
+def test_a_statement_and_its_denial_are_not_redundant(suffix: str) -> None:
+    """A text contained in another that calls it false was judged redundant (containment, or high cosine with the
+    extra words appended), and the merge kept only the denial."""
+    short = "The office alarm code is written on the whiteboard"
+    for cosine in (0.8, 0.99):
+        assert judge(short, f'"{short}"{suffix}', cosine).label != "redundant"
+    assert judge(short, f"Note: {short}", 0.8).label == "redundant"
+
+
+@pytest.mark.parametrize("suffix", [" (cancelled)", " was postponed", " - a hoax", " (revoked)", ", formerly", " previously"])
+def test_a_statement_and_one_taking_it_back_or_into_the_past_are_not_redundant(suffix: str) -> None:
+    """"X" and "X (cancelled)", or "X, formerly", were redundant by containment: a merge labelled a change of
+    the fact a repeat of it."""
+    short = "The team meeting is on Monday at the office"
+    assert judge(short, short + suffix, 0.8).label != "redundant"
+    assert judge(short, short + " with coffee and cake", 0.8).label == "redundant"
+
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Alice lives in Berlin", "Alice lives in Berlin?"),
+    ("The release is ready to ship", "the release is ready to ship ?"),
+    ("東京に住んでいます", "東京に住んでいます？"),
+])
+def test_a_question_is_no_repeat_of_the_statement_it_asks_about(a: str, b: str) -> None:
+    """"Alice lives in Berlin?" had the statement's normalised text (the question mark was punctuation): judged
+    redundant, and the merge kept the newer text, the question, in place of the fact."""
+    for cosine in (0.85, 0.99):
+        assert judge(a, b, cosine).label != "redundant"
+    assert judge(b, b.rstrip("?？ ") + " ?", 0.99).label == "redundant"  # two questions alike
+
+
 # ---------------------------------------------------------------- cosine rule
 
 

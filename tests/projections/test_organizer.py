@@ -158,6 +158,7 @@ def test_tenants_are_never_mixed(svc, settings):
     assert Organizer(svc, settings).run_once()["applied"] == 0
 
 
+
 # -- distinct facts are never merged or superseded ------------------------------------------------
 
 
@@ -296,6 +297,7 @@ def test_revert_of_a_pass_restores_and_sticks(svc, settings):
     assert view(svc, merged_id).status == "deleted"
     assert not [e for e in svc.edges_of(TENANT, older)]
     assert organizer.run_once()["applied"] == 0  # a revert is not undone by the next pass
+
 
 
 # -- waiting -------------------------------------------------------------------------------------

@@ -307,10 +307,29 @@ def _refused_at_start(tmp_path, capsys, monkeypatch, env: dict, message: str, co
         ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "2"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got 2"),
         ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "nan"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got nan"),
         ({"MNEMOLOG_ORGANIZER_TIME_BUDGET_S": "-1"}, "MNEMOLOG_ORGANIZER_TIME_BUDGET_S must be a number of seconds greater than 0, got -1"),
+        ({"MNEMOLOG_ORGANIZER_POLL_S": "0"}, "MNEMOLOG_ORGANIZER_POLL_S must be a number of seconds greater than 0, got 0"),
+        ({"MNEMOLOG_ORGANIZER_POLL_S": "nan"}, "MNEMOLOG_ORGANIZER_POLL_S must be a number of seconds greater than 0, got nan"),
+        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "-5"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S must be a number of seconds, 0 or more (0: never), got -5"),
+        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "nan"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S must be a number of seconds, 0 or more (0: never), got nan"),
+        ({"MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE": "1"}, "MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE must be at least 2, got 1"),
+        ({"MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE": "0"}, "MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE must be at least 1, got 0"),
+        ({"MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE": "-1"}, "MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE must be at least 0, got -1"),
+        ({"MNEMOLOG_ORGANIZER_TYPES": "LongTermMemory,UserMemroy"},
+         "MNEMOLOG_ORGANIZER_TYPES: unknown memory type 'UserMemroy' (expected some of WorkingMemory, LongTermMemory, UserMemory, OuterMemory,"
+         " RawFileMemory)"),
+        ({"MNEMOLOG_ORGANIZER_TYPES": " , "}, "MNEMOLOG_ORGANIZER_TYPES names no memory type (MNEMOLOG_ORGANIZER_ENABLED=off turns the organizer off)"),
+        ({"MNEMOLOG_JUDGE_REDUNDANT_COSINE": "5"}, "MNEMOLOG_JUDGE_REDUNDANT_COSINE must be a cosine between -1 and 1, got 5"),
+        ({"MNEMOLOG_JUDGE_CONTRADICTION_COSINE": "nan"}, "MNEMOLOG_JUDGE_CONTRADICTION_COSINE must be a cosine between -1 and 1, got nan"),
+        ({"MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD": "nan"}, "MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD must be a similarity between 0 and 1, got nan"),
+        ({"MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY": "-0.5"}, "MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY must be a similarity between 0 and 1, got -0.5"),
+        ({"MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS": "-1"}, "MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS must be at least 0, got -1"),
     ],
 )
 def test_an_organizer_setting_out_of_its_range_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):
     """A batch of 0 failed organize with a traceback (and every pass of a server's organizer); a cosine no pair
     reaches, a negative top_k or time budget were taken and quietly found no candidates, dropped one, or
-    stopped every clustering run before it began."""
+    stopped every clustering run before it began. So were a poll interval of 0 or NaN (a background loop that never
+    sleeps), a negative or NaN clustering interval (clustering quietly never ran), cluster sizes no clustering can
+    meet, memory types that name none (a typo turned dedup off, and organize said it made a pass), and rule judge
+    thresholds outside their range (NaN passed every comparison it was meant to fail)."""
     _refused_at_start(tmp_path, capsys, monkeypatch, env, message, (["serve", "--port", "0"], ["organize", "--once"], ["organize", "--dry-run"]))

@@ -125,3 +125,41 @@ def test_a_dry_run_without_a_merge_says_nothing_more(tmp_path, capsys):
     capsys.readouterr()
     assert main(["--data-dir", str(tmp_path / "data"), "--json", "organize", "--dry-run", "--no-topics"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["may_decide_more"] is False
+
+
+def test_organize_following_the_log_with_no_topics_writes_no_topic(tmp_path, monkeypatch):
+    """``organize --no-topics`` without ``--once`` ignored the option: the follower clustered the memories into
+    topics every ``MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S`` all the same. A clustering run is due right after the
+    first pass (an interval of a millisecond), so once a second pass is recorded, one would have been written."""
+    from mnemolog.projections.service import MemoryService
+    from mnemolog.tools.cli import main
+
+    for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
+        monkeypatch.delenv(name)
+    clustering = {"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "0.001", "MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE": "5",
+                  "MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE": "2"}
+    themes = ("My cat number {} likes fish and sleeping on the sofa", "Car model {} has a diesel engine and four doors")
+    for option, topics in (("--no-topics", False), (None, True)):
+        data = tmp_path / (option or "topics")
+        for i in range(8):
+            assert main(["--data-dir", str(data), "add", themes[i % 2].format(i)]) == 0
+        for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
+            assert main(["--data-dir", str(data), "add", text]) == 0
+        child = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize", *([option] if option else [])],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | clustering, preexec_fn=_ctrl_c_as_at_a_terminal)
+        try:
+            for passes, text in ((1, None), (2, "Bob plays chess every Sunday.")):
+                if text:
+                    for duplicate in (text, text.lower()):
+                        assert main(["--data-dir", str(data), "add", duplicate]) == 0
+                deadline = time.monotonic() + 120
+                while _count(data, "OrganizerPassRecorded", "default") < passes:
+                    assert child.poll() is None and time.monotonic() < deadline, child.communicate(timeout=5)
+                    time.sleep(0.05)
+        finally:
+            child.send_signal(signal.SIGINT)
+            child.communicate(timeout=60)
+        with MemoryService.open(data) as service:
+            written = service.read_conn().execute(
+                "SELECT count(*) FROM graph_memories WHERE json_extract(content, '$.memory_type') = 'TopicMemory'").fetchone()[0]
+        assert bool(written) is topics, (option, written)
