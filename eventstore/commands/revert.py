@@ -89,8 +89,10 @@ class RevertCommands:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
 
         A dry run reports ``would_revert`` (the events it would compensate),
-        ``memory_ids`` (the memories it would touch) and ``conflicts`` (the
-        later changes that would make a real revert refuse unless forced).
+        ``memory_ids`` (the memories it would touch, those working memory's
+        evictions archive included), ``conflicts`` (the later changes that
+        would make a real revert refuse unless forced) and ``forced`` (as the
+        same request, run, would report it).
         """
         if not correlation_id:
             raise ValidationError("correlation_id", "must not be empty")
@@ -138,14 +140,7 @@ class RevertCommands:
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
         writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
-        if dry_run:
-            touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
-            return CommandResult(
-                correlation_id=ctx.correlation_id,
-                memory_ids=touched,
-                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False, **_through(through)},
-            )
-        if conflicts and not force:
+        if conflicts and not force and not dry_run:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"
                 f"{'; …' if len(conflicts) > 10 else ''}); {FORCE_HINT}",
@@ -156,6 +151,13 @@ class RevertCommands:
         writes += self._working_compensations(ctx, recorded, reason, stamp, writes)
         if unlinked := self.working.evicted_mentions(ctx.tenant, writes, writes):  # the WorkingMemory items it evicts mention nothing
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), unlinked))
+        if dry_run:  # what the revert would write, working memory's evictions included, and whether it would force the conflicts
+            touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
+            return CommandResult(
+                correlation_id=ctx.correlation_id,
+                memory_ids=touched,
+                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": bool(force and conflicts), **_through(through)},
+            )
         marker = c.CorrelationReverted(
             correlation_id=correlation_id,
             reverted_positions=tuple(r.position for r in recorded),

@@ -592,6 +592,9 @@ def test_cli_status_merge_links_revert(run_cli):
     assert previewed["dry_run"] and previewed["would_revert"] == 1 and len(previewed["conflicts"]) == 1 and previewed["memory_ids"] == [b]
     assert previewed["first_position"] is None and json.loads(run_cli("log", "--json").splitlines()[-1])["position"] == head
     assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
+    forcing = run_cli("revert", "c-1", "--dry-run", "--force")  # the dry run of the forced revert: it would go ahead
+    assert "would force 1 conflict" in forcing and "refused" not in forcing and "(nothing written)" in forcing
+    assert json.loads(run_cli("revert", "c-1", "--dry-run", "--force", "--json"))["forced"] is True
     assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
     again = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
