@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
-from ..aggregate import dropped_at, load
+from ..aggregate import load
 from ..model import Conflict, MemoryType, NotFound, Status, ValidationError
 from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
@@ -101,6 +101,9 @@ class RevertCommands:
         if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
         tenant_events = list(self.store.read_stream(c.tenant_stream(ctx.tenant)))
+        # A dropped tenant's past cannot be reverted, and its reverts no longer count: a correlation id used again since starts afresh.
+        dropped = max((r.position for r in tenant_events if isinstance(r.event, c.TenantDropped)), default=0)
+        tenant_events = [r for r in tenant_events if r.position > dropped]
         chain = revert_chain(tenant_events, correlation_id)
         asked, through, only = correlation_id, None, None
         if len(chain) % 2:  # its revert is in effect (a revert of that revert, if any, was reverted in turn)
@@ -109,7 +112,6 @@ class RevertCommands:
                 return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
         elif chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
             through = correlation_id = chain[-1]
-        dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [
             r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped and (only is None or r.position in only)
         ]
