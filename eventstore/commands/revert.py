@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import load
-from ..model import Conflict, MemoryType, NotFound, Status, ValidationError
+from ..model import Conflict, MemoryType, NotFound, Status, ValidationError, embeddable
 from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
 from .documents import load_document
@@ -77,10 +77,20 @@ class NetChange:
 class RevertCommands:
     """``working_capacity`` bounds the working memory a revert restores (None: unbounded)."""
 
-    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int | None = None, mentions: MemoryMentions | None = None):
+    def __init__(
+        self,
+        store: EventStore,
+        facts: GraphFacts,
+        *,
+        working_capacity: int | None = None,
+        mentions: MemoryMentions | None = None,
+        embedding_dim: int | None = None,
+    ):
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        #: The length of the read side's vectors: a version brought back with a caller embedding of another length is embedded afresh.
+        self.embedding_dim = embedding_dim
         self.working = WorkingMemory(store, facts, working_capacity, mentions)
         #: A mention edge its memory's text made (a merge ends a source's: a revert does not move one to the merged memory).
         self._mention = mentions.owns if mentions is not None else (lambda edge: False)
@@ -220,7 +230,7 @@ class RevertCommands:
                 event = c.MemoryRolledBack(
                     memory_id=memory_id,
                     to_version=first - 1,
-                    content=before.content,
+                    content=embeddable(before.content, self.embedding_dim),
                     status=state.status if out else before.status,
                     updated_at=stamp,
                     reason=reason,
