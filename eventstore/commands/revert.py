@@ -260,14 +260,15 @@ class RevertCommands:
     def _document_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
     ) -> tuple[list[StreamAppend], list[StreamAppend], list[str], list[str]]:
-        """Each document back to its version before the correlation; the deletion of the live chunks of a document it
-        removes that later versions made; the graph nodes of documents removed, and the ids of those chunks."""
+        """Each document back to its version before the correlation; the deletion of the live chunks later versions
+        made (outside the version it goes back to); the graph nodes of documents removed, and the ids of those chunks."""
         documents = [r for r in recorded if isinstance(r.event, g.DocumentEvent.__args__)]
         for doc_id in sorted({r.event.doc_id for r in documents if r.stream_id != g.document_stream(ctx.tenant, r.event.doc_id)}):
             # written to the stream the tenant's name once shared with other tenants' documents, whose versions do not count its own
             conflicts.append(f"document {doc_id} was written to a stream shared with other tenants: import the version to keep")
         touched = _touched(documents, lambda r: r.event.doc_id if r.stream_id == g.document_stream(ctx.tenant, r.event.doc_id) else None)
         writes, removed, chunk_writes, chunks = [], [], [], []
+        mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}  # the memories the memory compensations settle
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
             conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, now.stream_version)
@@ -277,22 +278,21 @@ class RevertCommands:
             if before is None:
                 event = g.DocumentRemoved(doc_id=doc_id, reason=reason)
                 removed.append(g.document_node(doc_id))
-                # Chunks a later version made (the revert forced past it) go with the document: none stays without it.
-                mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}
-                for chunk_id in now.current.chunk_ids if now.current is not None else ():
-                    if c.memory_stream(chunk_id) in mine or chunk_id in chunks:
-                        continue
-                    try:
-                        state = load(self.store, ctx.tenant, chunk_id)
-                    except NotFound:
-                        continue
-                    if state.status != Status.DELETED.value:
-                        stamp = now_iso()
-                        chunk = c.MemorySoftDeleted(memory_id=chunk_id, updated_at=stamp, reason=reason)
-                        chunk_writes.append(StreamAppend(c.memory_stream(chunk_id), [chunk], state.version))
-                        chunks.append(chunk_id)
             else:
                 event = g.DocumentRolledBack(**_document_record(before), reason=reason)
+            # Chunks a later version made (the revert forced past it) go: none stays active outside the document's version.
+            kept = set(before.chunk_ids) if before is not None else set()
+            for chunk_id in now.current.chunk_ids if now.current is not None else ():
+                if chunk_id in kept or c.memory_stream(chunk_id) in mine or chunk_id in chunks:
+                    continue
+                try:
+                    state = load(self.store, ctx.tenant, chunk_id)
+                except NotFound:
+                    continue
+                if state.status != Status.DELETED.value:
+                    chunk = c.MemorySoftDeleted(memory_id=chunk_id, updated_at=now_iso(), reason=reason)
+                    chunk_writes.append(StreamAppend(c.memory_stream(chunk_id), [chunk], state.version))
+                    chunks.append(chunk_id)
             writes.append(StreamAppend(g.document_stream(ctx.tenant, doc_id), [event], now.stream_version))
         return writes, chunk_writes, removed, chunks
 
