@@ -151,7 +151,7 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
     if not found and (after <= floor or not svc.store.read_all(floor, 1, tenant=tenant, correlation_id=correlation_id)):
         raise NotFound("correlation", correlation_id)  # whatever the cursor: an empty last page is one of a correlation that wrote
     page = found[:limit]
-    markers = svc.store.read_all(tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])
+    markers = svc.store.read_all(floor, tenant=tenant, stream_id=c.tenant_stream(tenant), types=["CorrelationReverted"])  # a drop ends the reverts too
     reverted_by = [
         {
             "position": r.position,
@@ -162,10 +162,10 @@ def correlation(svc: MemoryService, tenant: str, correlation_id: str, after: int
             "reverted": len(r.event.reverted_positions),
         }
         for r in markers
-        if r.event.correlation_id == correlation_id and r.position > floor
+        if r.event.correlation_id == correlation_id
     ]
     chain = revert_chain(markers, correlation_id)  # as the revert command reads it: what a revert of it would do now
-    reverts = next((r.event.correlation_id for r in markers if r.metadata.correlation_id == correlation_id and r.position > floor), None)
+    reverts = next((r.event.correlation_id for r in markers if r.metadata.correlation_id == correlation_id), None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {
         "correlation_id": correlation_id,

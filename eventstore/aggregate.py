@@ -108,6 +108,13 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
             state.merged_into = state.superseded_by = None
         state.version = recorded.stream_version
         previous = state.versions[-1] if state.versions else None
+        if previous is None:
+            changed: tuple[str, ...] = ()
+        elif isinstance(event, c.MemoryUpdated) and state.content.erased:
+            # Erased, the versions' contents read alike; the update's event still names the fields it changed (no personal data).
+            changed = tuple(f for f in CONTENT_FIELDS if f in event.changed)
+        else:
+            changed = changed_fields(previous.content, previous.status, state.content, state.status)
         state.versions.append(
             MemoryVersion(
                 version=recorded.stream_version,
@@ -119,7 +126,7 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
                 recorded_at=recorded.recorded_at.isoformat(),
                 actor=recorded.metadata.actor,
                 correlation_id=recorded.metadata.correlation_id,
-                changed=() if previous is None else changed_fields(previous.content, previous.status, state.content, state.status),
+                changed=changed,
             )
         )
     return state

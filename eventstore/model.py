@@ -178,6 +178,14 @@ def validate_content(content: MemoryContent, *, field_prefix: str = "") -> Memor
 _ONE_VALUE = tuple(f for f in CONTENT_FIELDS if f not in ("memory", "embedding", "tags", "sources", "properties"))
 
 
+def embeddable(content: MemoryContent, dim: int | None) -> MemoryContent:
+    """``content`` without a caller embedding whose length is not ``dim`` (the embedder's; None: any length): one
+    from before the embedder changed would get no vector and never be searched, so the embedder embeds the text afresh."""
+    if content.embedding is not None and dim and len(content.embedding) != dim:
+        return msgspec.structs.replace(content, embedding=None)
+    return content
+
+
 def merge_union(a: MemoryContent, b: MemoryContent) -> tuple[MemoryContent, list[str]]:
     """``a`` with what ``b`` adds, and what of ``b`` it leaves out.
 

@@ -47,6 +47,11 @@ def head_clause(as_of: int | None, alias: str = "") -> tuple[str, tuple]:
     return f"{p}valid_from <= ? AND ({p}valid_to IS NULL OR {p}valid_to > ?)", (as_of, as_of)
 
 
+def known_end(valid_to: int | None, as_of: int | None) -> int | None:
+    """``valid_to`` as a read ``as_of`` a position knows it: an end after that position is not known then (open)."""
+    return valid_to if as_of is None or valid_to is None or valid_to <= as_of else None
+
+
 class Previous(NamedTuple):
     content: MemoryContent
     created_at: str

@@ -156,7 +156,9 @@ class MemoryService:
             store, self.facts, working_capacity=self.working_capacity, linker=linker, embedding_dim=self.embedding_dim
         )
         self.edges = LinkAwareEdgeCommands(store, self.facts)  # undoing a relink run also restores what it removed
-        self.reverts = RevertCommands(store, self.facts, working_capacity=self.working_capacity, mentions=self.memories.mentions)
+        self.reverts = RevertCommands(
+            store, self.facts, working_capacity=self.working_capacity, mentions=self.memories.mentions, embedding_dim=self.embedding_dim
+        )
         self.entities = EntityCommands(store, self.facts, max_tags=int(settings.entity_max_tags), incoming=self._incoming_relations)
         self.documents = DocumentCommands(store, self.facts, linker=linker)
         self.subjects = SubjectCommands(store, self.facts, store.sealer.keys)

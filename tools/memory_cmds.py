@@ -361,7 +361,10 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text += f" ({', '.join(touched)})" if touched else ""
         if data.get("through"):
             text += f", by reverting {data['through']}, the revert that brought it back"
-        text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
+        if data.get("forced"):
+            text += f"; would force {len(conflicts)} conflict(s): " + "; ".join(conflicts)
+        else:
+            text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
         text += " (nothing written)"
     else:
         text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"

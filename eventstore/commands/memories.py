@@ -19,6 +19,7 @@ from ..model import (
     NotFound,
     Status,
     ValidationError,
+    embeddable,
     merge_contents,
     merge_losses,
     validate_content,
@@ -192,18 +193,19 @@ class MemoryCommands:
                 f"revert that correlation to bring it back",
                 current_version=state.version,
             )
+        content = embeddable(target.content, self.embedding_dim)  # a caller embedding from before the embedder changed: embedded afresh
         event = c.MemoryRolledBack(
             memory_id=memory_id,
             to_version=to_version,
-            content=target.content,
+            content=content,
             status=target.status,
             updated_at=now_iso(),
             reason=reason or f"rolled back to version {to_version}",
         )
-        text = target.content.memory if target.status == Status.ACTIVATED.value else None
+        text = content.memory if target.status == Status.ACTIVATED.value else None
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._graph_following(ctx, state, target.status)
-        writes += self._mention_writes(ctx, memory_id, text, target.content, f"rolled back to version {to_version}")
+        writes += self._mention_writes(ctx, memory_id, text, content, f"rolled back to version {to_version}")
         writes += self._working_following(ctx, state, target.status, event.reason, event.updated_at, writes)
         result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
@@ -253,9 +255,7 @@ class MemoryCommands:
         if decision is not None and (lost := merge_losses([s.content for s in states])):
             # An automatic merge keeps every value of its sources; an operator's merge keeps the first source's.
             raise Conflict(f"an automatic merge never drops a value; these memories differ in {'; '.join(lost)}")
-        content = validate_content(merge_contents([s.content for s in states], text))
-        if content.embedding is not None and self.embedding_dim and len(content.embedding) != self.embedding_dim:
-            content = msgspec.structs.replace(content, embedding=None)  # from before the embedder changed: embedded afresh
+        content = embeddable(validate_content(merge_contents([s.content for s in states], text)), self.embedding_dim)
         merged_id = new_ids(1)[0]
         stamp = now_iso()
         writes = [

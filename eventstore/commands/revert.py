@@ -35,8 +35,8 @@ from typing import Any, Iterable
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
-from ..aggregate import dropped_at, load
-from ..model import Conflict, MemoryType, NotFound, Status, ValidationError
+from ..aggregate import load
+from ..model import Conflict, MemoryType, NotFound, Status, ValidationError, embeddable
 from ..store import EventStore, RecordedEvent, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, now_iso, replayed
 from .documents import load_document
@@ -77,10 +77,20 @@ class NetChange:
 class RevertCommands:
     """``working_capacity`` bounds the working memory a revert restores (None: unbounded)."""
 
-    def __init__(self, store: EventStore, facts: GraphFacts, *, working_capacity: int | None = None, mentions: MemoryMentions | None = None):
+    def __init__(
+        self,
+        store: EventStore,
+        facts: GraphFacts,
+        *,
+        working_capacity: int | None = None,
+        mentions: MemoryMentions | None = None,
+        embedding_dim: int | None = None,
+    ):
         self.store = store
         self.facts = facts
         self.working_capacity = working_capacity
+        #: The length of the read side's vectors: a version brought back with a caller embedding of another length is embedded afresh.
+        self.embedding_dim = embedding_dim
         self.working = WorkingMemory(store, facts, working_capacity, mentions)
         #: A mention edge its memory's text made (a merge ends a source's: a revert does not move one to the merged memory).
         self._mention = mentions.owns if mentions is not None else (lambda edge: False)
@@ -89,8 +99,10 @@ class RevertCommands:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
 
         A dry run reports ``would_revert`` (the events it would compensate),
-        ``memory_ids`` (the memories it would touch) and ``conflicts`` (the
-        later changes that would make a real revert refuse unless forced).
+        ``memory_ids`` (the memories it would touch, those working memory's
+        evictions archive included), ``conflicts`` (the later changes that
+        would make a real revert refuse unless forced) and ``forced`` (as the
+        same request, run, would report it).
         """
         if not correlation_id:
             raise ValidationError("correlation_id", "must not be empty")
@@ -99,6 +111,9 @@ class RevertCommands:
         if not dry_run and (done := replayed(self.store, ctx, "revert", [correlation_id, force])) is not None:
             return done
         tenant_events = list(self.store.read_stream(c.tenant_stream(ctx.tenant)))
+        # A dropped tenant's past cannot be reverted, and its reverts no longer count: a correlation id used again since starts afresh.
+        dropped = max((r.position for r in tenant_events if isinstance(r.event, c.TenantDropped)), default=0)
+        tenant_events = [r for r in tenant_events if r.position > dropped]
         chain = revert_chain(tenant_events, correlation_id)
         asked, through, only = correlation_id, None, None
         if len(chain) % 2:  # its revert is in effect (a revert of that revert, if any, was reverted in turn)
@@ -107,7 +122,6 @@ class RevertCommands:
                 return CommandResult(correlation_id=ctx.correlation_id, data={"already_reverted": True, "reverted": 0})
         elif chain:  # it was reverted, and that revert undone: reverting the last revert in the chain reverts it again
             through = correlation_id = chain[-1]
-        dropped = dropped_at(self.store, ctx.tenant)  # a dropped tenant's past cannot be reverted
         found = [
             r for r in self.store.read_all(tenant=ctx.tenant, correlation_id=correlation_id) if r.position > dropped and (only is None or r.position in only)
         ]
@@ -131,21 +145,16 @@ class RevertCommands:
         writes: list[StreamAppend] = []
         removed_memories: list[str] = []
         writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories)
-        documents, removed_documents = self._document_compensations(ctx, recorded, reason, conflicts)
+        documents, chunks, removed_documents, removed_chunks = self._document_compensations(ctx, recorded, reason, conflicts)
+        writes += chunks
+        removed_memories += removed_chunks
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
         edge_events = self._edge_compensations(ctx, recorded, conflicts, settled)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
         writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
-        if dry_run:
-            touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
-            return CommandResult(
-                correlation_id=ctx.correlation_id,
-                memory_ids=touched,
-                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": False, **_through(through)},
-            )
-        if conflicts and not force:
+        if conflicts and not force and not dry_run:
             raise Conflict(
                 f"cannot revert {correlation_id}: later changes touch what it did ({'; '.join(conflicts[:10])}"
                 f"{'; …' if len(conflicts) > 10 else ''}); {FORCE_HINT}",
@@ -156,6 +165,13 @@ class RevertCommands:
         writes += self._working_compensations(ctx, recorded, reason, stamp, writes)
         if unlinked := self.working.evicted_mentions(ctx.tenant, writes, writes):  # the WorkingMemory items it evicts mention nothing
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), unlinked))
+        if dry_run:  # what the revert would write, working memory's evictions included, and whether it would force the conflicts
+            touched = tuple(dict.fromkeys(w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")))
+            return CommandResult(
+                correlation_id=ctx.correlation_id,
+                memory_ids=touched,
+                data={"dry_run": True, "would_revert": len(recorded), "conflicts": conflicts, "forced": bool(force and conflicts), **_through(through)},
+            )
         marker = c.CorrelationReverted(
             correlation_id=correlation_id,
             reverted_positions=tuple(r.position for r in recorded),
@@ -216,7 +232,7 @@ class RevertCommands:
                 event = c.MemoryRolledBack(
                     memory_id=memory_id,
                     to_version=first - 1,
-                    content=before.content,
+                    content=embeddable(before.content, self.embedding_dim),
                     status=state.status if out else before.status,
                     updated_at=stamp,
                     reason=reason,
@@ -243,14 +259,16 @@ class RevertCommands:
 
     def _document_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
-    ) -> tuple[list[StreamAppend], list[str]]:
-        """Each document back to its version before the correlation; the graph nodes of documents removed."""
+    ) -> tuple[list[StreamAppend], list[StreamAppend], list[str], list[str]]:
+        """Each document back to its version before the correlation; the deletion of the live chunks later versions
+        made (outside the version it goes back to); the graph nodes of documents removed, and the ids of those chunks."""
         documents = [r for r in recorded if isinstance(r.event, g.DocumentEvent.__args__)]
         for doc_id in sorted({r.event.doc_id for r in documents if r.stream_id != g.document_stream(ctx.tenant, r.event.doc_id)}):
             # written to the stream the tenant's name once shared with other tenants' documents, whose versions do not count its own
             conflicts.append(f"document {doc_id} was written to a stream shared with other tenants: import the version to keep")
         touched = _touched(documents, lambda r: r.event.doc_id if r.stream_id == g.document_stream(ctx.tenant, r.event.doc_id) else None)
-        writes, removed = [], []
+        writes, removed, chunk_writes, chunks = [], [], [], []
+        mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}  # the memories the memory compensations settle
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
             conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, now.stream_version)
@@ -262,8 +280,21 @@ class RevertCommands:
                 removed.append(g.document_node(doc_id))
             else:
                 event = g.DocumentRolledBack(**_document_record(before), reason=reason)
+            # Chunks a later version made (the revert forced past it) go: none stays active outside the document's version.
+            kept = set(before.chunk_ids) if before is not None else set()
+            for chunk_id in now.current.chunk_ids if now.current is not None else ():
+                if chunk_id in kept or c.memory_stream(chunk_id) in mine or chunk_id in chunks:
+                    continue
+                try:
+                    state = load(self.store, ctx.tenant, chunk_id)
+                except NotFound:
+                    continue
+                if state.status != Status.DELETED.value:
+                    chunk = c.MemorySoftDeleted(memory_id=chunk_id, updated_at=now_iso(), reason=reason)
+                    chunk_writes.append(StreamAppend(c.memory_stream(chunk_id), [chunk], state.version))
+                    chunks.append(chunk_id)
             writes.append(StreamAppend(g.document_stream(ctx.tenant, doc_id), [event], now.stream_version))
-        return writes, removed
+        return writes, chunk_writes, removed, chunks
 
     def _entity_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]

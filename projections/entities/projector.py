@@ -43,7 +43,7 @@ from mnemolog.eventstore.settings import setting
 from ..filters import INLINE_VALUES, one_of
 from ..graph.reads import type_filter
 from ..linking.linker import normalise
-from ..memory_rows import head_clause
+from ..memory_rows import head_clause, known_end
 from ..runner import execute_script
 
 ENTITY_MAX_TAGS = setting("entity_max_tags", 8, "Tags kept per entity; extra tags are cut and the call reports them.")
@@ -324,17 +324,17 @@ _ENTITY_SELECT = (
 )
 
 
-def _entity(row: Sequence) -> EntityView:
+def _entity(row: Sequence, as_of: int | None = None) -> EntityView:
     return EntityView(
         id=row[0], name=row[1], entity_type=row[2], description=row[3], aliases=_list.decode(row[4]), tags=_list.decode(row[5]),
-        properties=_dict.decode(row[6]), created_position=row[7], valid_from=row[8], valid_to=row[9], erased=bool(row[10]),
+        properties=_dict.decode(row[6]), created_position=row[7], valid_from=row[8], valid_to=known_end(row[9], as_of), erased=bool(row[10]),
     )
 
 
 def get_entity(conn: sqlite3.Connection, tenant: str, entity_id: str, *, as_of: int | None = None) -> EntityView | None:
     valid, params = head_clause(as_of)
     row = conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND entity_id = ? AND {valid}", (tenant, entity_id, *params)).fetchone()
-    return _entity(row) if row else None
+    return _entity(row, as_of) if row else None
 
 
 def get_entities(conn: sqlite3.Connection, tenant: str, entity_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, EntityView]:
@@ -345,7 +345,7 @@ def get_entities(conn: sqlite3.Connection, tenant: str, entity_ids: Iterable[str
         part = ids[start : start + 500]
         marks = ",".join("?" * len(part))
         for row in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND entity_id IN ({marks}) AND {valid}", (tenant, *part, *params)):
-            out[row[0]] = _entity(row)
+            out[row[0]] = _entity(row, as_of)
     return out
 
 
@@ -365,7 +365,7 @@ def entity_types(conn: sqlite3.Connection, tenant: str, entity_ids: Sequence[str
 
 def active_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> list[EntityView]:
     valid, params = head_clause(as_of)
-    return [_entity(r) for r in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid} ORDER BY entity_id", (tenant, *params))]
+    return [_entity(r, as_of) for r in conn.execute(f"{_ENTITY_SELECT} WHERE tenant = ? AND {valid} ORDER BY entity_id", (tenant, *params))]
 
 
 def has_entities(conn: sqlite3.Connection, tenant: str, *, as_of: int | None = None) -> bool:
@@ -418,7 +418,7 @@ def find_by_keywords(
         tvalid, tparams = head_clause(as_of)
         sql += f" AND entity_id IN (SELECT entity_id FROM kg_tags WHERE tenant = ? AND tag = ? AND {tvalid})"
         args += [tenant, normalise_tag(tag), *tparams]
-    found = [_entity(r) for r in conn.execute(sql, args)]
+    found = [_entity(r, as_of) for r in conn.execute(sql, args)]
 
     def score(word: str, e: EntityView) -> float:
         name = normalise(e.name)
@@ -581,25 +581,25 @@ _DOC_SELECT = (
 )
 
 
-def _document(row: Sequence) -> DocumentView:
+def _document(row: Sequence, as_of: int | None = None) -> DocumentView:
     return DocumentView(
         doc_id=row[0], node=g.document_node(row[0]), version=row[1], title=row[2], format=row[3], collection=row[4], doc_type=row[5],
         lang=row[6], source_url=row[7], model=row[8], content_hash=row[9], path=row[10], pages=row[11],
-        chunk_ids=_list.decode(row[12]), valid_from=row[13], valid_to=row[14], erased=bool(row[15]),
+        chunk_ids=_list.decode(row[12]), valid_from=row[13], valid_to=known_end(row[14], as_of), erased=bool(row[15]),
     )
 
 
 def get_document(conn: sqlite3.Connection, tenant: str, doc_id: str, *, as_of: int | None = None) -> DocumentView | None:
     valid, params = head_clause(as_of)
     row = conn.execute(f"{_DOC_SELECT} WHERE tenant = ? AND doc_id = ? AND {valid}", (tenant, doc_id, *params)).fetchone()
-    return _document(row) if row else None
+    return _document(row, as_of) if row else None
 
 
 def list_documents(conn: sqlite3.Connection, tenant: str, *, collection: str | None = None, as_of: int | None = None) -> list[DocumentView]:
     valid, params = head_clause(as_of)
     extra, args = ("", ()) if collection is None else (" AND collection = ?", (collection,))
     rows = conn.execute(f"{_DOC_SELECT} WHERE tenant = ? AND {valid}{extra} ORDER BY doc_id", (tenant, *params, *args))
-    return [_document(r) for r in rows]
+    return [_document(r, as_of) for r in rows]
 
 
 # -- graph node resolvers --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from mnemolog.eventstore.model import MemoryContent
 
 from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
 from ..filters import INLINE_VALUES, one_of
-from ..memory_rows import decode_content, head_clause
+from ..memory_rows import decode_content, head_clause, known_end
 
 DIRECTIONS = ("out", "in", "both")
 
@@ -102,7 +102,8 @@ def content_fields(content: MemoryContent) -> dict[str, Any]:
     }
 
 
-def memory_from_row(row: Sequence) -> MemoryView:
+def memory_from_row(row: Sequence, as_of: int | None = None) -> MemoryView:
+    """The view of a stored row; read ``as_of`` a position, an end after it is not known yet (``valid_to`` None)."""
     tenant, memory_id, version, valid_from, valid_to, status, created_at, updated_at, binding, content_text = row
     return MemoryView(
         id=memory_id,
@@ -113,7 +114,7 @@ def memory_from_row(row: Sequence) -> MemoryView:
         updated_at=updated_at,
         working_binding=binding,
         valid_from=valid_from,
-        valid_to=valid_to,
+        valid_to=known_end(valid_to, as_of),
         **content_fields(decode_content(content_text)),
     )
 
@@ -129,11 +130,11 @@ def get_memory(conn: sqlite3.Connection, tenant: str, memory_id: str, *, as_of: 
     row = conn.execute(
         f"{_MEMORY_SELECT} WHERE tenant = ? AND memory_id = ? AND {valid}", (tenant, memory_id, *params)
     ).fetchone()
-    return memory_from_row(row) if row else None
+    return memory_from_row(row, as_of) if row else None
 
 
 def get_memories(conn: sqlite3.Connection, tenant: str, memory_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, MemoryView]:
-    return {m: memory_from_row(row) for m, row in memory_rows(conn, tenant, memory_ids, as_of=as_of).items()}
+    return {m: memory_from_row(row, as_of) for m, row in memory_rows(conn, tenant, memory_ids, as_of=as_of).items()}
 
 
 def memory_rows(conn: sqlite3.Connection, tenant: str, memory_ids: Iterable[str], *, as_of: int | None = None) -> dict[str, tuple]:
@@ -182,7 +183,7 @@ def memories_by_key(conn: sqlite3.Connection, tenant: str, keys: Iterable[str], 
     return [r[0] for r in rows]
 
 
-def _edge_view(row: Sequence) -> EdgeView:
+def _edge_view(row: Sequence, as_of: int | None = None) -> EdgeView:
     edge = edge_from_row(row)
     return EdgeView(
         edge_id=edge.edge_id,
@@ -192,7 +193,7 @@ def _edge_view(row: Sequence) -> EdgeView:
         weight=edge.weight,
         properties=edge.properties,
         valid_from=row[6],
-        valid_to=row[7],
+        valid_to=known_end(row[7], as_of),
         merged_from=edge.merged_from,
     )
 
@@ -229,7 +230,7 @@ def _edges_of(
             f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {side} = ? AND {valid}{type_sql} ORDER BY row_id LIMIT ?",
             (tenant, node_id, *params, *type_params, left),
         )
-        out.extend(_edge_view(r) for r in rows)
+        out.extend(_edge_view(r, as_of) for r in rows)
     return out
 
 
@@ -295,7 +296,7 @@ def edges_between(
         f" AND {valid}{type_sql} ORDER BY row_id",
         (tenant, *ids, *ids, *params, *type_params),
     )
-    return [_edge_view(r) for r in rows]
+    return [_edge_view(r, as_of) for r in rows]
 
 
 def bfs(
@@ -434,7 +435,7 @@ def working_memory(conn: sqlite3.Connection, tenant: str, *, as_of: int | None =
     views = get_memories(conn, tenant, [r[1] for r in rows], as_of=as_of) if memories else {}
     return [
         WorkingEntryView(
-            binding=b, memory_id=m, memory_type=t, entered_at=p, valid_from=vf, valid_to=vt, memory=views.get(m)
+            binding=b, memory_id=m, memory_type=t, entered_at=p, valid_from=vf, valid_to=known_end(vt, as_of), memory=views.get(m)
         )
         for b, m, t, p, vf, vt in rows
     ]

@@ -505,7 +505,7 @@ class Searcher:
         for h in wanted:
             channels = {name: ChannelHit(rank, round(raw, 6), round(h.shares.get(name, 0.0), 6)) for name, (rank, raw) in h.channels.items()}
             if h.memory_id in rows:
-                view = graph_reads.memory_from_row(rows[h.memory_id])  # only the memories returned are decoded whole
+                view = graph_reads.memory_from_row(rows[h.memory_id], options.as_of)  # only the memories returned are decoded whole
                 doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
                 if doc_id and doc_id not in documents:
                     found = ents.get_document(conn, tenant, doc_id, as_of=options.as_of)

@@ -30,6 +30,7 @@ from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, Validat
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.recorder import PendingEvent, PendingWrite
 from mnemolog.eventstore.settings import Settings
+from mnemolog.projections.graph import reads as graph_reads
 from mnemolog.projections.recall.searcher import RecallOptions
 from mnemolog.projections.service import MemoryService
 
@@ -121,9 +122,7 @@ def memory_read(svc: MemoryService, memory_id: str, as_of: int | None) -> dict |
         view = svc.get(TENANT, memory_id, as_of=as_of)
     except NotFound:
         return None
-    shown = msgspec.structs.asdict(view)
-    shown.pop("valid_to")  # ends after P in the whole log, open in the copy
-    return shown
+    return msgspec.structs.asdict(view)
 
 
 def history_read(svc: MemoryService, memory_id: str, upto: int) -> list[dict]:
@@ -139,7 +138,7 @@ def neighbourhood(svc: MemoryService, memory_id: str, as_of: int | None) -> list
 
 
 def working(svc: MemoryService, as_of: int | None) -> list:
-    return [(e.binding, e.memory_id, e.entered_at, e.memory and e.memory.version) for e in svc.graph.working_memory(TENANT, as_of=as_of, memories=True)]
+    return [(e.binding, e.memory_id, e.entered_at, e.valid_to, e.memory and (e.memory.version, e.memory.valid_to)) for e in svc.graph.working_memory(TENANT, as_of=as_of, memories=True)]
 
 
 def stats(svc: MemoryService, as_of: int | None) -> dict:
@@ -240,3 +239,28 @@ def test_a_position_written_by_another_process_is_read_as_of_it_at_once(tmp_path
         assert reader.get(TENANT, memory_id, as_of=at).memory == "written elsewhere"
         assert memory_read(reader, memory_id, at) == memory_read(writer, memory_id, at)
         reader.close()
+
+
+def test_a_read_as_of_a_position_shows_nothing_of_what_ended_after_it(tmp_path):
+    """A version, an edge, a working-memory entry or an entity that held at P and ended later reads as open as of P,
+    as in a log cut at P: when it ended is not known at P. History, which lists every version, keeps when each ended."""
+    with MemoryService.open(tmp_path / "data", settings=settings_for(tmp_path / "keys.db")) as svc:
+        ctx = CommandContext(tenant=TENANT)
+        svc.run(svc.entities.upsert, ctx, "place:river", name="River Tagus")
+        a, b = svc.run(svc.memories.add, ctx, [MemoryContent(memory="the river at dawn"), MemoryContent(memory="the bridge")]).memory_ids
+        svc.run(svc.edges.link, ctx, a, b, "RELATED", edge_id="user:r:1")
+        at = svc.store.last_position()
+        svc.run(svc.memories.update, ctx, a, {"memory": "the river at dusk"})
+        svc.run(svc.edges.unlink, ctx, "user:r:1")
+        svc.run(svc.memories.archive, ctx, a)  # its entry leaves working memory
+        svc.run(svc.entities.upsert, ctx, "place:river", name="Tagus")
+        assert svc.get(TENANT, a, as_of=at).valid_to is None
+        assert [m.valid_to for m in svc.graph.memories(TENANT, [a, b], as_of=at).values()] == [None, None]
+        assert [e.valid_to for e in svc.edges_of(TENANT, a, as_of=at)] == [None]
+        assert [e.valid_to for e in svc.graph.working_memory(TENANT, as_of=at, memories=True)] == [None, None]
+        assert [e.memory.valid_to for e in svc.graph.working_memory(TENANT, as_of=at, memories=True)] == [None, None]
+        assert svc.knowledge.get(TENANT, "place:river", as_of=at).valid_to is None
+        hits = svc.searcher.recall(TENANT, "river", RecallOptions(limit=5, as_of=at, channels=("lexical",)), position=at).hits
+        assert [h.memory.valid_to for h in hits if h.kind == "memory"] == [None]
+        first, second = graph_reads.memory_versions(svc.read_conn(), TENANT, a)[:2]
+        assert first.valid_to == second.valid_from > at  # the versions of a memory keep when each ended

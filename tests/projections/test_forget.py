@@ -72,6 +72,23 @@ def test_forget_erases_every_read_and_keeps_ids_times_and_statuses(svc):
     assert svc.forgotten("t", others[0]) == []
 
 
+def test_history_of_an_erased_memory_still_names_the_fields_each_update_changed(svc):
+    """The text is gone, but which fields an update changed is no personal data, and its event keeps it: the history
+    of an erased memory names them as it did before the forget."""
+    [memory_id] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} note", subject="u-42", tags=("a",))]).memory_ids
+    svc.run(svc.memories.update, CTX, memory_id, {"memory": f"{SECRET} edited", "tags": ["a", "b"]}, reason="typo")
+    svc.run(svc.memories.update, CTX, memory_id, {"confidence": 0.5})
+    svc.run(svc.memories.archive, CTX, memory_id)
+    before = [(v["event_type"], v["changed"]) for v in svc.history("t", memory_id)]
+    assert before == [("MemoryAdded", []), ("MemoryUpdated", ["memory", "tags"]), ("MemoryUpdated", ["confidence"]), ("MemoryArchived", ["status"])]
+    svc.forget(CTX, "u-42", reason="erasure request 8")
+    versions = svc.history("t", memory_id)
+    assert all(v["erased"] and SECRET not in v["memory"] for v in versions)
+    assert [(v["event_type"], v["changed"]) for v in versions] == before
+    svc.runner.rebuild()
+    assert [(v["event_type"], v["changed"]) for v in svc.history("t", memory_id)] == before
+
+
 def test_the_log_still_verifies_against_a_digest_taken_before_the_forget(svc):
     _seed(svc)
     digest = svc.store.digest()

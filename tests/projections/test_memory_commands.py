@@ -592,6 +592,9 @@ def test_cli_status_merge_links_revert(run_cli):
     assert previewed["dry_run"] and previewed["would_revert"] == 1 and len(previewed["conflicts"]) == 1 and previewed["memory_ids"] == [b]
     assert previewed["first_position"] is None and json.loads(run_cli("log", "--json").splitlines()[-1])["position"] == head
     assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
+    forcing = run_cli("revert", "c-1", "--dry-run", "--force")  # the dry run of the forced revert: it would go ahead
+    assert "would force 1 conflict" in forcing and "refused" not in forcing and "(nothing written)" in forcing
+    assert json.loads(run_cli("revert", "c-1", "--dry-run", "--force", "--json"))["forced"] is True
     assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
     again = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
@@ -647,6 +650,29 @@ def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
 def test_a_background_longer_than_a_memory_is_refused_by_the_command(run_cli):
     err = run_cli("add", stdin='{"memory": "fine"}\n{"memory": "long", "background": "' + "w" * 100_001 + '"}\n', code=2)
     assert "memories[1].background" in err and "100000" in err
+
+
+@pytest.mark.parametrize("how", ["rollback", "revert"])
+def test_a_version_brought_back_from_before_the_embedder_changed_is_embedded_afresh(tmp_path, how):
+    """A caller embedding of the length of an embedder used before is no vector for the one in use: brought back by a
+    rollback or a revert (as a merge keeps one), the text is embedded afresh, and semantic search finds it."""
+    from mnemolog.projections.recall.searcher import RecallOptions
+
+    def opened(embedder: str) -> MemoryService:
+        return MemoryService.open(tmp_path, settings=Settings({"synchronous": "NORMAL", "embedder": embedder}, env={}))
+
+    with opened("hashing") as svc:
+        [m] = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the river bank at dawn", embedding=(0.1,) * svc.embedding_dim)]).memory_ids
+        update = svc.run(svc.memories.update, ctx(), m, {"memory": "a quiet harbour"})
+    with opened("hashing-v1-64") as svc:
+        if how == "rollback":
+            svc.run(svc.memories.rollback, ctx(), m, 1)
+        else:
+            svc.run(svc.reverts.revert, ctx(), update.correlation_id)
+        back = load(svc.store, "a", m).content
+        assert back.memory == "the river bank at dawn" and back.embedding is None and not svc.get("a", m).has_embedding
+        found, states, _, _ = svc.searcher.channel_results("a", "the river bank at dawn", RecallOptions(limit=5, channels=("semantic",)))
+        assert [memory_id for memory_id, _ in found["semantic"]] == [m], states["semantic"]
 
 
 def test_a_merge_keeps_the_caller_embedding_of_the_text_it_keeps(svc):

@@ -99,3 +99,25 @@ def test_a_session_that_went_on_after_its_revert_is_reverted_again(svc):
     assert svc.run(svc.reverts.revert, ctx(), "sess").data["already_reverted"] and svc.store.last_position() == head
     svc.run(svc.reverts.revert, ctx(correlation_id="r3"), "r2")
     assert svc.get("a", later).status == "activated" and svc.get("a", first).status == "deleted"
+
+
+@pytest.mark.parametrize("reverts_before_the_drop", [1, 2])
+def test_a_correlation_id_used_again_after_a_tenant_drop_reverts_what_it_wrote_since(svc, reverts_before_the_drop):
+    """A drop ends the tenant's past, its reverts too: the same correlation id used again after it (a client's own
+    id) reads as never reverted, and a revert of it undoes what it wrote since, whatever reverts the dropped past held."""
+    from mnemolog.api import explorer_reads
+
+    svc.run(svc.memories.add, ctx(correlation_id="import-1"), [MemoryContent(memory="before the drop")])
+    chain = ["import-1"]
+    for n in range(reverts_before_the_drop):  # reverted, and that revert reverted in turn
+        svc.run(svc.reverts.revert, ctx(correlation_id=f"undo-{n}"), chain[-1])
+        chain.append(f"undo-{n}")
+    svc.drop_tenant(ctx())
+    (later,) = svc.run(svc.memories.add, ctx(correlation_id="import-1"), [MemoryContent(memory="after the drop")]).memory_ids
+    shown = explorer_reads.correlation(svc, "a", "import-1", 0, 10)
+    assert (shown["reverted"], shown["revert_chain"], shown["reverted_by"]) == (False, [], [])
+    preview = svc.run(svc.reverts.revert, ctx(), "import-1", dry_run=True)
+    assert preview.data["would_revert"] == 1 and preview.memory_ids == (later,) and "through" not in preview.data
+    done = svc.run(svc.reverts.revert, ctx(correlation_id="undo-after"), "import-1")
+    assert done.data["reverted"] == 1 and "through" not in done.data and svc.get("a", later).status == "deleted"
+    assert explorer_reads.correlation(svc, "a", "import-1", 0, 10)["revert_chain"] == ["undo-after"]

@@ -131,6 +131,39 @@ def test_a_document_changed_after_is_a_conflict(known, tmp_path):
         svc.run(svc.reverts.revert, ctx(), first.correlation_id)
 
 
+def test_a_forced_revert_of_a_first_import_removes_the_document_with_the_chunks_of_its_later_versions(known, tmp_path):
+    """Forced past a later import of the same file, the revert of the import that brought the document in removes it,
+    and the chunks that later import made go with it: none is left active without its document."""
+    svc = known
+    path = tmp_path / "notes.md"
+    path.write_text(NOTES, encoding="utf-8")
+    first = do_import(svc, path)
+    path.write_text(CHANGED, encoding="utf-8")
+    second = do_import(svc, path)
+    preview = svc.run(svc.reverts.revert, ctx(), first.correlation_id, force=True, dry_run=True)
+    done = svc.run(svc.reverts.revert, ctx(), first.correlation_id, force=True)
+    assert done.data["forced"] and any("document notes.md changed after" in c for c in done.data["conflicts"])
+    assert svc.knowledge.document(T, "notes.md") is None
+    assert chunks(svc, "notes.md") == {m: "deleted" for m in {*first.memory_ids, *second.memory_ids}}
+    assert set(second.memory_ids) <= set(preview.memory_ids) and sorted(preview.memory_ids) == sorted(set(done.memory_ids))
+    assert [h.id for h in svc.searcher.recall(T, "bridge closed", RecallOptions(limit=10)).hits if h.kind == "memory"] == []
+    # Forced past a later import, the revert of a second import takes the document back to its first version, and
+    # only that version's chunks stay active.
+    path.write_text(NOTES, encoding="utf-8")
+    again = do_import(svc, path)
+    path.write_text(CHANGED, encoding="utf-8")
+    changed = do_import(svc, path)
+    path.write_text(CHANGED + "\n## Day three\n\nAna left.\n", encoding="utf-8")
+    do_import(svc, path)
+    svc.run(svc.reverts.revert, ctx(), changed.correlation_id, force=True)
+    doc = svc.knowledge.document(T, "notes.md")
+    assert doc.chunk_ids == list(again.memory_ids)
+    assert {m for m, s in chunks(svc, "notes.md").items() if s == "activated"} == set(again.memory_ids)
+    # Imported again, it is a document again, its chunks active.
+    third = do_import(svc, path)
+    assert third.data["status"] == "imported" and {m: s for m, s in chunks(svc, "notes.md").items() if s == "activated"} == dict.fromkeys(third.memory_ids, "activated")
+
+
 # -- entities ------------------------------------------------------------------------------------------
 
 

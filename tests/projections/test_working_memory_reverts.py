@@ -125,6 +125,32 @@ def test_a_live_item_the_revert_rolls_back_and_then_evicts_gets_both_in_one_writ
     check(svc)
 
 
+def test_a_dry_run_names_every_memory_the_revert_then_writes_and_whether_it_forces(svc):
+    """The dry run says what the revert does: the WorkingMemory item its restore evicts (and archives) among the
+    memories it touches, and ``forced`` as the forced revert then reports it."""
+    a = add(svc, "a note", WORKING).memory_ids[0]
+    b = add(svc, "b note").memory_ids[0]
+    c_ = add(svc, "c note").memory_ids[0]
+    archive = svc.run(svc.memories.archive, ctx(), b)
+    add(svc, "d note")
+    head = svc.store.last_position()
+    dry = svc.run(svc.reverts.revert, ctx(), archive.correlation_id, dry_run=True)
+    assert svc.store.last_position() == head
+    done = svc.run(svc.reverts.revert, ctx(), archive.correlation_id)
+    assert status(svc, a) == "archived"  # evicted by the revert's restore of b
+    assert sorted(dry.memory_ids) == sorted(set(done.memory_ids)) == sorted([a, b])
+    assert (dry.data["would_revert"], dry.data["conflicts"], dry.data["forced"]) == (done.data["reverted"], done.data["conflicts"], done.data["forced"])
+    # A revert with conflicts, forced: the dry run of the same request says it would force them.
+    update = svc.run(svc.memories.update, ctx(), c_, {"memory": "c note, changed"})
+    svc.run(svc.memories.update, ctx(), c_, {"memory": "c note, changed again"})
+    dry = svc.run(svc.reverts.revert, ctx(), update.correlation_id, force=True, dry_run=True)
+    done = svc.run(svc.reverts.revert, ctx(), update.correlation_id, force=True)
+    assert done.data["forced"] and done.data["conflicts"]
+    assert (dry.data["would_revert"], dry.data["conflicts"], dry.data["forced"]) == (done.data["reverted"], done.data["conflicts"], done.data["forced"])
+    assert sorted(dry.memory_ids) == sorted(set(done.memory_ids))
+    check(svc)
+
+
 @pytest.mark.parametrize("how", ["restore", "rollback", "revert"])
 def test_an_item_evicted_when_an_entry_comes_back_leaves_its_mentions(svc, how):
     svc.run(svc.entities.upsert, ctx(), "acme", name="Acme Corp")
