@@ -40,7 +40,7 @@ from typing import Any
 
 import msgspec
 
-from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
+from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOCUMENT_FIELD_MAX, Chunk, DocumentImport
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "parse_document", "read_document"]
@@ -111,7 +111,18 @@ def parse_document(raw: bytes, path: str | os.PathLike[str]) -> ParsedDocument:
             raise DocumentError("empty file (whitespace only)", reason="empty", path=where)
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
-    return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+    return ParsedDocument(where, shorten(title) if title else p.stem, pages, doc_type, content_hash)
+
+
+def shorten(text: str, limit: int = DOCUMENT_FIELD_MAX["title"]) -> str:
+    """``text``, or when it is longer than ``limit`` its start ending in "…": at its last space in the second half
+    of that, else between two characters as readers see them. A title or a heading found in a document's text is
+    carried by every chunk under it (a heading line of 200,000 characters was written into each)."""
+    if len(text) <= limit:
+        return text
+    cut = _character_cut(text, 0, limit - 1)
+    space = text.rfind(" ", limit // 2, cut + 1)
+    return text[: space if space > 0 else cut].rstrip() + "…"
 
 
 #: Byte-order marks that say a text file is not UTF-8, UTF-32's first (its little-endian mark begins as UTF-16's).
@@ -433,7 +444,7 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
             nonlocal first, last
             if first is not None and last is not None:
                 chunks.append(Chunk(len(chunks), text[first.start:last.end], page,
-                                    first.start, last.end, chunk_heading or None))
+                                    first.start, last.end, shorten(chunk_heading) if chunk_heading else None))
             first = last = None
 
         for block in blocks:
