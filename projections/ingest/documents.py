@@ -134,7 +134,9 @@ def _decode_text(raw: bytes, where: str) -> str:
     so and ASCII follows (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused:
     no text holds one, and a file of UTF-16 without its mark, or a binary file, does."""
     encoding = next((name for bom, name in _BOMS if raw.startswith(bom) and b"\x00" in raw[len(bom):]), None)
-    if encoding is None:  # a mark with no NUL after it is the first bytes of a file in no Unicode form (its text holds no space, digit or line break)
+    if encoding is None:
+        encoding = _utf16_without_nul(raw)
+    if encoding is None:
         if (nul := raw.find(b"\x00")) >= 0:
             raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
                                 reason="decode", path=where)
@@ -148,6 +150,22 @@ def _decode_text(raw: bytes, where: str) -> str:
     if (nul := text.find("\x00")) >= 0:
         raise DocumentError(f"binary content (a NUL character at character {nul}): not a text file", reason="decode", path=where)
     return text
+
+
+def _utf16_without_nul(raw: bytes) -> str | None:
+    """"utf-16" for a file whose UTF-16 byte-order mark is followed by text that holds no NUL byte (CJK alone,
+    without a line break: a one-line note saved as "Unicode"); None when what follows the mark is not text in UTF-16
+    (odd in length, a lone surrogate, control or unassigned characters): the mark's bytes then open a file in no
+    Unicode form, refused as not UTF-8."""
+    if not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in raw:
+        return None
+    try:
+        text = raw.decode("utf-16")
+    except UnicodeDecodeError:
+        return None
+    if any(unicodedata.category(ch) in ("Cc", "Cn", "Co", "Cs") and ch not in "\t\n\r\f" for ch in text):
+        return None
+    return "utf-16"
 
 
 def _doc_type(p: PurePath, where: str) -> str:
