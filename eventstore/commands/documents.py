@@ -392,6 +392,7 @@ class LinkAwareEdgeCommands(EdgeCommands):
                 self.facts.live_edge(ctx.tenant, edge.edge_id) is not None
                 or (edge.source, edge.target) in occupied
                 or not (self.facts.node_exists(ctx.tenant, edge.source) and self.facts.node_exists(ctx.tenant, edge.target))
+                or not self._still_said(ctx.tenant, edge)
             ):
                 skipped += 1
                 continue
@@ -406,6 +407,18 @@ class LinkAwareEdgeCommands(EdgeCommands):
         result = commit(self.store, ctx, "undo-namespace", [StreamAppend(c.edges_stream(ctx.tenant), events)], request=[prefix, reason])
         result.data.update(removed=len(current), restored=len(restore), skipped=skipped, prefix=prefix)
         return result
+
+    def _still_said(self, tenant: str, edge: c.EdgeRecord) -> bool:
+        """Whether the text a removed mention was found in is still current: its memory (a chunk) activated, or for a
+        document's mention one of the chunks it names as evidence. A memory archived since (a re-import replaced the
+        chunk) has no live mentions, and its document no longer says what the old chunk said."""
+        status = self.facts.memory_status(tenant, edge.source)
+        if status is not None:
+            return status == Status.ACTIVATED.value
+        evidence = edge.properties.get("evidence") if edge.source.startswith(g.DOCUMENT_NODE_PREFIX) else None
+        if not isinstance(evidence, list):
+            return True
+        return any(isinstance(m, str) and self.facts.memory_status(tenant, m) == Status.ACTIVATED.value for m in evidence)
 
     def _relink_run(self, tenant: str, run_id: str) -> tuple[int, tuple[c.EdgeRecord, ...]] | None:
         """``(position of the run's NamespaceUndone, edges it removed)`` for a committed run, else None."""
