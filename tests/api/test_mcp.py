@@ -285,6 +285,17 @@ async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(sta
 
 
 @needs_mcp
+async def test_an_empty_list_filters_the_log_by_nothing_as_it_does_every_other_tool(start):
+    """types: [] (no type named) answered an empty page at next_after 0, as if the log held nothing; the HTTP API,
+    the related tool's edge_types and recall's channels all take an empty list as no filter."""
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        page = ok(await mcp.call_tool("log", {"types": [], "limit": 5}))
+        assert page == await http.list_events(limit=5) and len(page["events"]) == 5
+        assert ok(await mcp.call_tool("log", {"types": ["MemoryAdded"]})) == await http.list_events(types=["MemoryAdded"])
+
+
+@needs_mcp
 async def test_history_reads_a_page_of_the_size_asked_as_the_http_api_does(start):
     api, http, key, lisbon, cat = await seed(start)
     async with stdio_client(api.data_dir, key) as mcp:
