@@ -417,6 +417,27 @@ async def test_a_read_only_key_cannot_write(start):
 
 
 @needs_mcp
+async def test_a_server_started_for_another_tenant_than_its_keys_is_refused(start, http_mcp):
+    """mnemolog mcp --tenant acme acting as a key of tenant default served default without a word, writes included,
+    as the HTTP API once served a tenant header naming another tenant than the key's; it is a 403 naming tenant."""
+    api, http, key, lisbon, cat = await seed(start)
+    head = (await http.digest())["position"]
+    async with stdio_client(api.data_dir, key, "--allow-writes", "--tenant", "acme") as mcp:
+        for tool, arguments in (("capabilities", {}), ("add_memory", {"memory": {"memory": "meant for acme"}}), ("get_memory", {"id": cat})):
+            error = refused(await mcp.call_tool(tool, arguments))
+            assert (error["status"], error["code"], error["field"]) == (403, "forbidden", "tenant"), (tool, error)
+            assert "'default'" in error["message"] and "'acme'" in error["message"]
+    url = http_mcp(api.data_dir, key, "--allow-writes", "--tenant", "acme")
+    async with http_client(url, None) as mcp:  # the server's own key, over HTTP
+        assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": "meant for acme"}}))["field"] == "tenant"
+    async with http_client(url, key) as mcp:  # a request's own key acts for its tenant: the option is the default of a key for every tenant
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
+    assert (await http.digest())["position"] == head
+    async with stdio_client(api.data_dir, key, "--tenant", "default") as mcp:
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
+
+
+@needs_mcp
 async def test_a_write_only_key_lists_and_calls_the_write_tools(start):
     """An ingesting agent's key may write without reading: its client, which lists the tools first, was refused the listing."""
     from mcp.shared.exceptions import MCPError
