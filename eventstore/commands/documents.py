@@ -7,7 +7,7 @@ Import
     deleted), ``DocumentImported`` on ``document-<tenant>/<doc_id>``, and the
     ``MENTIONS`` edges of the new chunks (the old chunks' mention edges are
     unlinked). Re-importing content with the same hash writes nothing, unless
-    the current version's chunks are no longer active. The current version is
+    the current version's chunks are no longer active or a forget erased it. The current version is
     folded from the document's stream, so a revert (``DocumentRolledBack``,
     ``DocumentRemoved``) brings it back; version numbers are never used twice
     (the next import takes the number after the highest imported).
@@ -175,8 +175,9 @@ KEPT_METADATA = ("collection", "doc_type", "lang", "source_url", "model")
 
 def _as_asked(current: g.DocumentImported | g.DocumentRolledBack | None, doc: DocumentImport) -> DocumentImport:
     """``doc`` with what it leaves unsaid taken from the document's ``current`` version: each metadata value
-    not given, and a title found in the text when the text is the same (a title given before stays)."""
-    if current is None:
+    not given, and a title found in the text when the text is the same (a title given before stays). Nothing is
+    taken from a version a forget erased: its title and source URL read as the erasure's marker."""
+    if current is None or current.erased:
         return doc
     kept: dict[str, Any] = {name: getattr(current, name) for name in KEPT_METADATA if getattr(doc, name) is None and getattr(current, name) is not None}
     if doc.title_from_text and current.content_hash == doc.content_hash:
@@ -219,7 +220,7 @@ class DocumentCommands:
         if (done := replayed(self.store, ctx, "import-document", asked)) is not None:
             return msgspec.structs.replace(done, data=self._replayed_report(done, report))
         old = self._chunk_states(latest.chunk_ids if latest else ())
-        if latest is not None and _unchanged(latest, doc) and all(s.status == Status.ACTIVATED.value for s in old):
+        if latest is not None and not latest.erased and _unchanged(latest, doc) and all(s.status == Status.ACTIVATED.value and not (s.content and s.content.erased) for s in old):
             return nothing_done(ctx, status="unchanged", version=latest.version, chunks=0, archived=0, mentions=0, **report)
         version = document.highest + 1
         stamp = now_iso()
