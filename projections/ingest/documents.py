@@ -155,9 +155,9 @@ def _decode_text(raw: bytes, where: str) -> str:
 def _utf16_without_nul(raw: bytes) -> str | None:
     """"utf-16" for a file whose UTF-16 byte-order mark is followed by text that holds no NUL byte (CJK alone,
     without a line break: a one-line note saved as "Unicode"); None when what follows the mark is not text in UTF-16
-    (odd in length, a lone surrogate, control or unassigned characters): the mark's bytes then open a file in no
-    Unicode form, refused as not UTF-8."""
-    if not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in raw:
+    (odd in length, a lone surrogate, control or unassigned characters) or is ASCII alone, as CJK text in UTF-16
+    hardly ever is: the mark's bytes then open a file in no Unicode form, refused as not UTF-8."""
+    if not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in raw or raw[2:].isascii():
         return None
     try:
         text = raw.decode("utf-16")

@@ -343,7 +343,7 @@ def test_a_utf16_file_of_cjk_text_alone_is_read(tmp_path, encoding):
     ("\ufeffnotes\x00binary".encode("utf-16-le"), "a NUL character"),
     (b"\xff\xfe\xff\xff\x41\x30", "not valid UTF-8"),  # the bytes of a mark, then a noncharacter: no text in any form
     (b"\xff\xfe" + b"\x00\xd8x\x00", "not valid UTF-16"),  # a lone surrogate
-    (b"\xff\xfe not utf8", "not valid UTF-8"),  # the bytes of a mark, but no UTF-16 (no ASCII after them, an odd length)
+    (b"\xff\xfe not utf-8", "not valid UTF-8"),  # the bytes of a mark, but no UTF-16 (no ASCII after them)
 ])
 def test_a_utf16_file_that_is_no_text_is_refused(tmp_path, content, message):
     path = tmp_path / "notes.txt"
