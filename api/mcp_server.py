@@ -227,7 +227,8 @@ class McpFront:
         """The key, tenant, client name and session of a request; an ApiError for a bad key or a missing scope."""
         headers = _headers(ctx)
         bearer = headers.get("authorization", "")
-        secret = bearer[7:].strip() if bearer.lower().startswith("bearer ") else self.api_key
+        own = not bearer.lower().startswith("bearer ")  # the server acts as its own key
+        secret = self.api_key if own else bearer[7:].strip()
         named = check_tenant(headers.get("x-mnemolog-tenant") or "", "X-Mnemolog-Tenant")
         client = _client_name(ctx)
         correlation = headers.get("x-correlation-id") or None
@@ -237,12 +238,14 @@ class McpFront:
         if not self.settings.auth:
             _key_check.set(None)
             return Caller(None, named or self.tenant or "default", client, session, correlation)
+        # The server's own key is checked against the tenant it was started for (--tenant), as a request's tenant
+        # header is against the request's key; for a request's own key that option is only a default.
         check = functools.partial(
             authorize,
             self.keystore,
             secret,
             scope,
-            tenant=named,
+            tenant=named or (self.tenant if own else None),
             default_tenant=self.tenant,
             secret_field="api_key",
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",

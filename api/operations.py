@@ -302,10 +302,12 @@ def events_page(
     correlation_id: str | None = None,
     as_of: Any = None,
 ) -> dict[str, Any]:
-    """One page of the tenant's events after position ``after`` (as of a position or time: those recorded by then), and where the next page starts."""
+    """One page of the tenant's events after position ``after`` (as of a position or time: those recorded by then), and where the next page starts.
+
+    ``types`` empty names no type: no filter, as the HTTP API's absent ``type`` (not a page of nothing)."""
     until = svc.resolve_as_of(as_of)
     after = since_drop(svc, tenant, after)
-    events = svc.store.read_all(after, limit, tenant=tenant, types=types, until=until, stream_id=stream or None, correlation_id=correlation_id or None)
+    events = svc.store.read_all(after, limit, tenant=tenant, types=types or None, until=until, stream_id=stream or None, correlation_id=correlation_id or None)
     erased = ErasedMemories.of(svc.store, tenant)
     return {"events": [erased.mask(e).to_dict() for e in events], "next_after": events[-1].position if events else after}
 

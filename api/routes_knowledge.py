@@ -19,7 +19,7 @@ from aiohttp import BodyPartReader, MultipartReader, web
 from msgspec import Meta
 
 from mnemolog.eventstore.commands import CommandContext
-from mnemolog.eventstore.commands.documents import DOC_ID_RE, DocumentImport, check_doc_id
+from mnemolog.eventstore.commands.documents import DOC_ID_RE, DocumentImport, check_doc_id, check_document_fields
 from mnemolog.projections.ingest.documents import default_doc_id, document_import, import_report
 from mnemolog.projections.ingest.documents import DocumentError, parse_document
 from mnemolog.eventstore.model import ValidationError
@@ -291,6 +291,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
                 raise ApiError(422, "invalid", f"unknown form field {part.name!r}; expected files and {', '.join(_FORM_FIELDS)}", part.name or "form")
         if not files:
             raise ApiError(422, "invalid", "upload at least one file", "file")
+        check_document_fields(meta)
         doc_id = meta.pop("doc_id", None)
         if doc_id is not None and len(files) != 1:
             raise ApiError(422, "invalid", f"doc_id names one document, but {len(files)} files were uploaded", "doc_id")

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOC_ID_RE
+from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOC_ID_RE, DOCUMENT_FIELD_MAX
 from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
 
 from .schemas import AsOf, Reason, Weight, portable
@@ -52,12 +52,17 @@ class RemoveEntityRequest(msgspec.Struct, forbid_unknown_fields=True):
     reason: Reason = ""
 
 
+def _field(name: str) -> type:
+    """A document's title or metadata value: every chunk carries it, so it is held to :data:`DOCUMENT_FIELD_MAX`."""
+    return Annotated[str, Meta(max_length=DOCUMENT_FIELD_MAX[name])]  # type: ignore[return-value]
+
+
 class DocumentMeta(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    collection: str | None = None
-    doc_type: str | None = None
-    lang: str | None = None
-    source_url: str | None = None
-    model: str | None = None
+    collection: _field("collection") | None = None
+    doc_type: _field("doc_type") | None = None
+    lang: _field("lang") | None = None
+    source_url: _field("source_url") | None = None
+    model: _field("model") | None = None
 
 
 class DocumentIn(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
@@ -72,7 +77,7 @@ class DocumentIn(DocumentMeta, forbid_unknown_fields=True, kw_only=True):
     content: str
     encoding: Literal["text", "base64"] = "text"
     doc_id: DocId | None = None
-    title: str | None = None
+    title: _field("title") | None = None
 
 
 class ImportDocumentsRequest(DocumentMeta, forbid_unknown_fields=True, kw_only=True):

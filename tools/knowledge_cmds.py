@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
-from mnemolog.eventstore.commands.documents import check_doc_id
+from mnemolog.eventstore.commands.documents import check_doc_id, check_document_fields
 from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log, tenant_name
@@ -157,6 +157,10 @@ def cmd_import_docs(args: argparse.Namespace) -> int:
     document_ids(paths, root, args.doc_id)  # refuse bad ids before opening the store
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # a corrupt PDF is reported once, below
     options = {"collection": args.collection, "doc_type": args.doc_type, "lang": args.lang, "source_url": args.source_url, "model": args.model}
+    try:  # every chunk carries them: refused before the store is opened, not file after file
+        check_document_fields(options, names={name: f"--{name.replace('_', '-')}" for name in options})
+    except ValidationError as exc:
+        raise CommandError(str(exc)) from None
     if args.max_chars is not None:
         options["max_chars"] = args.max_chars
     with _open(args, existing=False) as svc, progress_for(args, "import docs", total=len(paths)) as progress:

@@ -70,7 +70,7 @@ def register(subparsers) -> None:
         mcp,
         help="serve memory to MCP clients: stdio by default, --http for streamable HTTP on loopback (needs the mcp extra)",
     )
-    parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant, for a key of every tenant ('*') or with MNEMOLOG_AUTH off (default: default)")
+    parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant a key for every tenant ('*') acts for, or with MNEMOLOG_AUTH off (default: default); the server's own key of one tenant must be of this one")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address for --http (default 127.0.0.1)")
     parser.add_argument("--port", type=port_arg, default=DEFAULT_PORT, help=f"port for --http (default {DEFAULT_PORT}; 0 picks a free one)")

@@ -40,7 +40,7 @@ from typing import Any
 
 import msgspec
 
-from mnemolog.eventstore.commands.documents import DOC_ID_MAX, Chunk, DocumentImport
+from mnemolog.eventstore.commands.documents import DOC_ID_MAX, DOCUMENT_FIELD_MAX, Chunk, DocumentImport
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
 __all__ = ["Chunk", "DocumentError", "ParsedDocument", "chunk_document", "default_doc_id", "document_import", "import_report", "parse_document", "read_document"]
@@ -111,7 +111,18 @@ def parse_document(raw: bytes, path: str | os.PathLike[str]) -> ParsedDocument:
             raise DocumentError("empty file (whitespace only)", reason="empty", path=where)
         pages = [text]
         title = _markdown_title(text) if doc_type == "markdown" else None
-    return ParsedDocument(where, title or p.stem, pages, doc_type, content_hash)
+    return ParsedDocument(where, shorten(title) if title else p.stem, pages, doc_type, content_hash)
+
+
+def shorten(text: str, limit: int = DOCUMENT_FIELD_MAX["title"]) -> str:
+    """``text``, or when it is longer than ``limit`` its start ending in "…": at its last space in the second half
+    of that, else between two characters as readers see them. A title or a heading found in a document's text is
+    carried by every chunk under it (a heading line of 200,000 characters was written into each)."""
+    if len(text) <= limit:
+        return text
+    cut = _character_cut(text, 0, limit - 1)
+    space = text.rfind(" ", limit // 2, cut + 1)
+    return text[: space if space > 0 else cut].rstrip() + "…"
 
 
 #: Byte-order marks that say a text file is not UTF-8, UTF-32's first (its little-endian mark begins as UTF-16's).
@@ -123,7 +134,9 @@ def _decode_text(raw: bytes, where: str) -> str:
     so and ASCII follows (a file saved as "Unicode" was refused as binary for its NUL bytes). A NUL is refused:
     no text holds one, and a file of UTF-16 without its mark, or a binary file, does."""
     encoding = next((name for bom, name in _BOMS if raw.startswith(bom) and b"\x00" in raw[len(bom):]), None)
-    if encoding is None:  # a mark with no NUL after it is the first bytes of a file in no Unicode form (its text holds no space, digit or line break)
+    if encoding is None:
+        encoding = _utf16_without_nul(raw)
+    if encoding is None:
         if (nul := raw.find(b"\x00")) >= 0:
             raise DocumentError(f"binary content (a NUL byte at byte {nul}): not a UTF-8 text file (UTF-16? save it as UTF-8)",
                                 reason="decode", path=where)
@@ -137,6 +150,22 @@ def _decode_text(raw: bytes, where: str) -> str:
     if (nul := text.find("\x00")) >= 0:
         raise DocumentError(f"binary content (a NUL character at character {nul}): not a text file", reason="decode", path=where)
     return text
+
+
+def _utf16_without_nul(raw: bytes) -> str | None:
+    """"utf-16" for a file whose UTF-16 byte-order mark is followed by text that holds no NUL byte (CJK alone,
+    without a line break: a one-line note saved as "Unicode"); None when what follows the mark is not text in UTF-16
+    (odd in length, a lone surrogate, control or unassigned characters) or is ASCII alone, as CJK text in UTF-16
+    hardly ever is: the mark's bytes then open a file in no Unicode form, refused as not UTF-8."""
+    if not raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in raw or raw[2:].isascii():
+        return None
+    try:
+        text = raw.decode("utf-16")
+    except UnicodeDecodeError:
+        return None
+    if any(unicodedata.category(ch) in ("Cc", "Cn", "Co", "Cs") and ch not in "\t\n\r\f" for ch in text):
+        return None
+    return "utf-16"
 
 
 def _doc_type(p: PurePath, where: str) -> str:
@@ -433,7 +462,7 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
             nonlocal first, last
             if first is not None and last is not None:
                 chunks.append(Chunk(len(chunks), text[first.start:last.end], page,
-                                    first.start, last.end, chunk_heading or None))
+                                    first.start, last.end, shorten(chunk_heading) if chunk_heading else None))
             first = last = None
 
         for block in blocks:

@@ -78,3 +78,26 @@ async def test_any_file_name_is_imported_or_reported(api, name, status):
     assert result["status"] == status, result
     if status == "failed":
         assert result["reason"] == "unsupported", result
+
+
+#: (what, Content-Type, body, field): a title or a metadata value that every chunk of the document would carry, too long
+#: for that: a title of 100,000 characters on a document of 100 chunks wrote 10 MB to the log.
+OVERLONG_FIELDS = [
+    ("a title", "application/json", json.dumps({"filename": "a.txt", "content": "Ada met Grace.", "title": "T" * 1001}).encode(), "title"),
+    ("a document's title in a batch", "application/json", json.dumps({"documents": [{"filename": "a.txt", "content": "Ada.", "title": "T" * 1001}]}).encode(), "documents[0].title"),
+    ("a collection for every document", "application/json", json.dumps({"collection": "c" * 201, "documents": [{"filename": "a.txt", "content": "Ada."}]}).encode(), "collection"),
+    ("a source URL", "application/json", json.dumps({"filename": "a.txt", "content": "Ada.", "source_url": "https://e.org/" + "u" * 2000}).encode(), "source_url"),
+    ("a form's collection", FORM, form(field("collection", b"c" * 201), A_FILE), "collection"),
+    ("a form's model", FORM, form(field("model", b"m" * 201), A_FILE), "model"),
+]
+
+
+@pytest.mark.parametrize("what, content_type, body, named", OVERLONG_FIELDS, ids=[m[0] for m in OVERLONG_FIELDS])
+async def test_a_title_or_metadata_every_chunk_would_carry_is_refused_past_its_length_and_writes_nothing(api, what, content_type, body, named):
+    head = api.service.store.last_position()
+    response = await api.raw.post("/v1/import/documents", data=body, headers={"Content-Type": content_type})
+    answer = json.loads(await response.text())
+    assert response.status == 422, (what, answer)
+    assert_error_body(answer, 422)
+    assert answer["error"]["field"] == named, answer
+    assert api.service.store.last_position() == head

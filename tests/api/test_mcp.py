@@ -285,6 +285,17 @@ async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(sta
 
 
 @needs_mcp
+async def test_an_empty_list_filters_the_log_by_nothing_as_it_does_every_other_tool(start):
+    """types: [] (no type named) answered an empty page at next_after 0, as if the log held nothing; the HTTP API,
+    the related tool's edge_types and recall's channels all take an empty list as no filter."""
+    api, http, key, lisbon, cat = await seed(start)
+    async with stdio_client(api.data_dir, key) as mcp:
+        page = ok(await mcp.call_tool("log", {"types": [], "limit": 5}))
+        assert page == await http.list_events(limit=5) and len(page["events"]) == 5
+        assert ok(await mcp.call_tool("log", {"types": ["MemoryAdded"]})) == await http.list_events(types=["MemoryAdded"])
+
+
+@needs_mcp
 async def test_history_reads_a_page_of_the_size_asked_as_the_http_api_does(start):
     api, http, key, lisbon, cat = await seed(start)
     async with stdio_client(api.data_dir, key) as mcp:
@@ -403,6 +414,27 @@ async def test_a_read_only_key_cannot_write(start):
         error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
         assert error["code"] == "forbidden" and "--allow-writes" in error["message"]
     assert (await http.digest())["position"] == head
+
+
+@needs_mcp
+async def test_a_server_started_for_another_tenant_than_its_keys_is_refused(start, http_mcp):
+    """mnemolog mcp --tenant acme acting as a key of tenant default served default without a word, writes included,
+    as the HTTP API once served a tenant header naming another tenant than the key's; it is a 403 naming tenant."""
+    api, http, key, lisbon, cat = await seed(start)
+    head = (await http.digest())["position"]
+    async with stdio_client(api.data_dir, key, "--allow-writes", "--tenant", "acme") as mcp:
+        for tool, arguments in (("capabilities", {}), ("add_memory", {"memory": {"memory": "meant for acme"}}), ("get_memory", {"id": cat})):
+            error = refused(await mcp.call_tool(tool, arguments))
+            assert (error["status"], error["code"], error["field"]) == (403, "forbidden", "tenant"), (tool, error)
+            assert "'default'" in error["message"] and "'acme'" in error["message"]
+    url = http_mcp(api.data_dir, key, "--allow-writes", "--tenant", "acme")
+    async with http_client(url, None) as mcp:  # the server's own key, over HTTP
+        assert refused(await mcp.call_tool("add_memory", {"memory": {"memory": "meant for acme"}}))["field"] == "tenant"
+    async with http_client(url, key) as mcp:  # a request's own key acts for its tenant: the option is the default of a key for every tenant
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
+    assert (await http.digest())["position"] == head
+    async with stdio_client(api.data_dir, key, "--tenant", "default") as mcp:
+        assert ok(await mcp.call_tool("get_memory", {"id": cat})) == await http.get_memory(cat)
 
 
 @needs_mcp

@@ -325,8 +325,23 @@ def test_a_text_file_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path
     assert doc.content_hash == hashlib.sha256(raw).hexdigest()
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_file_of_cjk_text_alone_is_read(tmp_path, encoding):
+    """UTF-16 of CJK text with no ASCII in it (a one-line note saved as "Unicode", which Notepad ends without a line
+    break) holds no NUL byte: it was refused as 'not valid UTF-8', though its byte-order mark says how to read it."""
+    text = "会議は金曜日です。資料は🎉月曜日に送ります。"
+    raw = text.encode(encoding) if encoding != "utf-16-be" else ("\ufeff" + text).encode("utf-16-be")
+    assert b"\x00" not in raw
+    path = tmp_path / "会議.txt"
+    path.write_bytes(raw)
+    doc = read_document(path)
+    assert doc.text_pages == [text]
+    assert [c.text for c in chunk_document(doc, max_chars=13)] == ["会議は金曜日です。", "資料は🎉月曜日に送ります。"]
+
+
 @pytest.mark.parametrize("content, message", [
     ("\ufeffnotes\x00binary".encode("utf-16-le"), "a NUL character"),
+    (b"\xff\xfe\xff\xff\x41\x30", "not valid UTF-8"),  # the bytes of a mark, then a noncharacter: no text in any form
     (b"\xff\xfe" + b"\x00\xd8x\x00", "not valid UTF-16"),  # a lone surrogate
     (b"\xff\xfe not utf-8", "not valid UTF-8"),  # the bytes of a mark, but no UTF-16 (no ASCII after them)
 ])

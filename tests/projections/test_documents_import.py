@@ -233,3 +233,34 @@ def test_cli_log_import_still_works(tmp_path, capsys):
     assert cli.main(["--data-dir", target, "import", str(export), "extra.md"]) == 2
     with MemoryService.open(target) as service:
         assert ents.get_entity(service.read_conn(), "default", "e").name == "E"
+
+
+def test_a_title_or_heading_found_in_the_text_is_shortened_and_a_long_one_given_is_refused(svc, tmp_path):
+    """Every chunk carries the title and its heading: a heading line of 200,000 characters was written into each of
+    the chunks under it, twice (as the title too), and a title given of any length into every chunk."""
+    from mnemolog.eventstore.commands.documents import DOCUMENT_FIELD_MAX
+
+    limit = DOCUMENT_FIELD_MAX["title"]
+    body = "\n\n".join(f"Paragraph {i} says something of its own about the river." for i in range(60))
+    path = write(tmp_path / "long.md", "# " + "word " * 40_000 + "\n\n" + body + "\n")
+    result = do_import(svc, path, max_chars=200)
+    assert result.data["status"] == "imported" and result.data["chunks"] > 10
+    assert len(result.data["title"]) <= limit and result.data["title"].startswith("word word")
+    rows = chunk_rows(svc, "long.md")
+    assert all(len(r[2]["properties"]["title"]) <= limit and len(r[2]["properties"].get("heading", "")) <= limit for r in rows)
+    assert result.data["title"].endswith("…") and not result.data["title"][:-1].endswith(" ")
+    assert any(r[2]["memory"].startswith("# word word") for r in rows)  # the text itself is whole
+
+    cjk = write(tmp_path / "cjk.md", "# " + "会議の記録" * 1000 + "\n\nbody\n")
+    assert len(do_import(svc, cjk).data["title"]) <= limit
+
+    head = svc.store.last_position()
+    other = write(tmp_path / "other.md", "Some text.\n")
+    with pytest.raises(ValidationError) as refused:
+        do_import(svc, other, title="T" * (limit + 1))
+    assert refused.value.field == "title"
+    with pytest.raises(ValidationError) as refused:
+        do_import(svc, other, collection="c" * (DOCUMENT_FIELD_MAX["collection"] + 1))
+    assert refused.value.field == "collection"
+    assert svc.store.last_position() == head
+    assert do_import(svc, other, title="T" * limit).data["status"] == "imported"

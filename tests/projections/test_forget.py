@@ -410,3 +410,26 @@ def test_an_idempotency_key_keeps_no_digest_of_a_forgotten_text(tmp_path):
         svc.run(svc.memories.add, CommandContext(tenant="t", idempotency_key="add-1"), request)
         [plain] = _fingerprints(svc)  # unsealed, the text is in the log anyway: the plain digest, as anyone can compute it
     assert stored[0] != stored[1] and plain not in stored  # two stores' keys differ; no plain digest to compare a guess with
+
+
+def test_a_document_imported_again_after_the_tenants_key_was_forgotten_is_a_new_version_of_its_text(tmp_path):
+    """The re-import of the same file was 'unchanged': the erased version kept its content hash and (taken for the
+    text's own) its erased title, so the document stayed erased, its chunks found by no search, whatever was imported."""
+    from mnemolog.projections.ingest.documents import document_import, read_document
+
+    svc = MemoryService.open(tmp_path / "data")
+    try:
+        ids = _seed_tenant(svc, tmp_path / "docs")
+        svc.forget(CTX, "@tenant", reason="tenant closed")
+        again = svc.run(
+            svc.documents.import_document, CTX, document_import(read_document(tmp_path / "docs" / "doc1.md"), root=tmp_path / "docs", collection="kb")
+        )
+        assert (again.data["status"], again.data["version"], again.data["title"]) == ("imported", 2, "Thistlewick Handbook")
+        document = svc.knowledge.document("t", ids["doc"])
+        assert not document.erased and document.title == "Thistlewick Handbook" and document.source_url is None  # nothing kept of the erased version
+        [chunk] = document.chunk_ids
+        assert svc.get("t", chunk).memory.startswith("# Thistlewick Handbook") and _recall(svc, "Marrowdale charter")[0] == chunk
+        unchanged = svc.run(svc.documents.import_document, CTX, document_import(read_document(tmp_path / "docs" / "doc1.md"), root=tmp_path / "docs"))
+        assert unchanged.data["status"] == "unchanged"  # and imported again, it is unchanged as ever
+    finally:
+        svc.close()

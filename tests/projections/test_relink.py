@@ -222,3 +222,22 @@ def test_after_a_forget_of_the_tenants_key_a_relink_and_the_linker_leave_erased_
     report = svc.linking.relink(ctx(), commit=True)
     assert report["add"] == 0 and report["remove"] == 0, report
     assert [m[:3] for m in mentions(svc)] == before
+
+
+def test_undoing_a_run_after_its_chunks_were_replaced_restores_no_mention_of_the_old_text(svc, tmp_path):
+    """A re-import archives the chunks a run linked: undoing the run brought back the mentions it had removed from
+    them, so the document (whose new text names no one) mentioned Lovelace again, through an archived chunk."""
+    upsert(svc, "person:lovelace", "Lovelace")
+    add_doc(svc, tmp_path, "a.md", "# A\n\nAda Lovelace wrote the notes.\n")
+    kept = add_doc(svc, tmp_path, "b.md", "# B\n\nLovelace read them.\n")
+    upsert(svc, "person:ada", "Ada Lovelace")
+    run = svc.run(svc.linking.relink, ctx(), commit=True)
+    assert run["remove"] == 2 and run["add"] == 2
+    assert add_doc(svc, tmp_path, "a.md", "# A\n\nCharles built the engine.\n").data["version"] == 2
+    before = mentions(svc)
+    assert {m[2] for m in before} == {"person:lovelace"} and {m[1] for m in before} == {"document:b.md", *kept.memory_ids}
+
+    undone = svc.run(svc.edges.undo_namespace, ctx(), f"mention:{run['run_id']}:")
+    assert (undone.data["restored"], undone.data["skipped"]) == (0, 2)
+    assert mentions(svc) == before
+    assert svc.linking.relink(ctx())["remove"] == 0  # nothing left for a relink to clean up

@@ -469,3 +469,13 @@ def test_a_relink_preview_out_of_its_bounds_is_refused_as_the_api_refuses_it(tmp
     assert main(["--data-dir", data, "relink", "--preview", preview]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("mnemolog: error: argument --preview") and "0 to 1000" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("option, value", [("--collection", "c" * 201), ("--source-url", "https://e.org/" + "u" * 2000), ("--model", "m" * 201)])
+def test_import_docs_refuses_metadata_longer_than_every_chunk_may_carry(tmp_path, option, value):
+    """Every chunk carries the document's metadata: each file failed on its own (exit 1) after a log was made."""
+    doc = tmp_path / "notes.txt"
+    doc.write_text("Ada met Grace.\n")
+    target = tmp_path / "data"
+    assert_refused(run(target, "import", "docs", str(doc), "--root", str(tmp_path), option, value), option, "at most")
+    assert not target.exists()
