@@ -281,6 +281,7 @@ class RevertCommands:
             else:
                 event = g.DocumentRolledBack(**_document_record(before), reason=reason)
             # Chunks a later version made (the revert forced past it) go: none stays active outside the document's version.
+            # One archived already (by hand, or by a later import) is no chunk of any version and stays as it is.
             kept = set(before.chunk_ids) if before is not None else set()
             for chunk_id in now.current.chunk_ids if now.current is not None else ():
                 if chunk_id in kept or c.memory_stream(chunk_id) in mine or chunk_id in chunks:
@@ -289,7 +290,7 @@ class RevertCommands:
                     state = load(self.store, ctx.tenant, chunk_id)
                 except NotFound:
                     continue
-                if state.status != Status.DELETED.value:
+                if state.status == Status.ACTIVATED.value:
                     chunk = c.MemorySoftDeleted(memory_id=chunk_id, updated_at=now_iso(), reason=reason)
                     chunk_writes.append(StreamAppend(c.memory_stream(chunk_id), [chunk], state.version))
                     chunks.append(chunk_id)

@@ -491,6 +491,8 @@ def test_reads_as_of_a_position_equal_a_replay_up_to_it(ops, log_url):
 @example(prefix=[("add", 0, 0, 0, 0)] * 9 + [("merge", 0, 0, 0, 0)], last=("link", 0, 0, 0, 0))
 # A merge of a merged memory (it moves the first merge's MERGED_TO edges): its revert gives each source its own back.
 @example(prefix=[("merge", 0, 3, 0, 0)], last=("merge", 0, 5, 0, 0))
+# A chunk archived by hand, then the document imported again: its revert's revert leaves the chunk archived, as it was.
+@example(prefix=[("import", 1, 0, 0, 0), ("archive", 1, 2, 0, 0)], last=("import", 1, 0, 0, 0))
 def test_reverting_a_command_restores_the_visible_state(prefix, last, log_url):
     with tempfile.TemporaryDirectory() as tmp:
         scenario = scenario_run(prefix, tmp, log_url())
