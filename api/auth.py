@@ -29,7 +29,7 @@ import msgspec
 from mnemolog.eventstore.errors import naming_database
 from mnemolog.eventstore.sqlite_tx import enter_wal
 
-from .errors import ApiError
+from .api_error import ApiError
 
 T = TypeVar("T")
 

@@ -36,18 +36,9 @@ from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.projections.service import WrittenNotProjected
 
+from .api_error import ApiError
+
 log = logging.getLogger("mnemolog.api")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None, *, headers: dict[str, str] | None = None, **extra):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.headers = headers
-        self.extra = extra
 
 
 #: Seconds a client is asked to wait (``Retry-After``) when the database stayed busy.

@@ -1,4 +1,10 @@
-"""Schema migrations of the log, run through alembic."""
+"""Schema migrations of the log, run through alembic.
+
+alembic loads for a migration only: an open of a log already at :data:`HEAD`
+(every open but a new log's, or a new version's first) reads its revision
+with one query. Loading alembic and reading its scripts took the most part
+of a short command's start.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +13,25 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine, column, inspect, select, table
 
 from . import dialects
 from .settings import SetupError
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).with_name("migrations")
+#: The newest revision in migrations/versions; a test holds it to alembic's own reading of the scripts.
+HEAD = "0004"
+_VERSIONS = table("alembic_version", column("version_num"))
 
 
 def alembic_config(url: str | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     if url:
@@ -29,17 +41,24 @@ def alembic_config(url: str | None = None) -> Config:
 
 @lru_cache(maxsize=1)
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 @lru_cache(maxsize=1)
 def known_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
     return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The revision the log's schema is at; None for a log never migrated."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table(_VERSIONS.name):
+            return None
+        return conn.execute(select(_VERSIONS.c.version_num)).scalar()
 
 
 def upgrade(engine: Engine, revision: str = "head") -> bool:
@@ -54,7 +73,7 @@ def upgrade(engine: Engine, revision: str = "head") -> bool:
             f"the log's schema is at revision {current!r}, which this mnemolog does not know (its newest is {head_revision()!r}):"
             " a newer mnemolog migrated it; upgrade mnemolog to open it"
         )
-    _run(engine, command.upgrade, revision)
+    _run(engine, "upgrade", revision)
     return True
 
 
@@ -68,7 +87,7 @@ def upgrade_on_open(url: str, reader: Engine, busy_timeout: float) -> bool:
     outlasts the lock wait. Only a log behind takes the lock (see
     :func:`locked`), and reads its revision again under it.
     """
-    if current_revision(reader) == head_revision():
+    if current_revision(reader) == HEAD:
         return False
     engine = dialects.create_migration_engine(url, busy_timeout)
     try:
@@ -79,10 +98,13 @@ def upgrade_on_open(url: str, reader: Engine, busy_timeout: float) -> bool:
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Take the log's schema back to ``revision`` (its data stays)."""
-    _run(engine, command.downgrade, revision)
+    _run(engine, "downgrade", revision)
 
 
-def _run(engine: Engine, step, revision: str) -> None:
+def _run(engine: Engine, step_name: str, revision: str) -> None:
+    from alembic import command
+
+    step = getattr(command, step_name)
     config = alembic_config()
     with locked(engine) as conn:
         config.attributes["connection"] = conn

@@ -12,8 +12,7 @@ import os
 import sys
 
 from mnemolog.api.auth import check_tenant
-from mnemolog.api.errors import ApiError
-from mnemolog.api.mcp_server import INSTALL_HINT, McpUnavailable, client_config, require_sdk
+from mnemolog.api.api_error import ApiError
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.vectors.embedders import get_embedder
 
@@ -25,6 +24,9 @@ DEFAULT_PORT = 8766
 
 
 def mcp(args: argparse.Namespace) -> int:
+    # The server's modules (aiohttp with them) load for this command alone: every other command starts without them.
+    from mnemolog.api.mcp_server import INSTALL_HINT, McpFront, McpUnavailable, client_config, require_sdk, run_http, run_stdio
+
     if args.print_config:
         print(json.dumps(client_config(str(data_dir(args).resolve()), command=_command_path(), allow_writes=args.allow_writes), indent=2))
         return 0
@@ -32,7 +34,6 @@ def mcp(args: argparse.Namespace) -> int:
         require_sdk()
     except McpUnavailable:
         raise CommandError(f"mnemolog mcp needs the optional mcp package: {INSTALL_HINT}") from None
-    from mnemolog.api.mcp_server import McpFront, run_http, run_stdio
 
     settings = Settings({"data_dir": str(data_dir(args))})
     api_key = args.api_key or os.environ.get(API_KEY_ENV, "")

@@ -7,6 +7,8 @@ as anyone holding the file could, never through :class:`EventStore`.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import inspect
@@ -160,6 +162,20 @@ def test_open_migrates_an_empty_file_to_head(tmp_path):
         assert migrate.current_revision(engine) == migrate.head_revision()
     finally:
         engine.dispose()
+
+
+def test_the_head_an_open_checks_without_alembic_is_the_newest_script():
+    # An open of a log at HEAD migrates nothing: were a newer script left out of HEAD, logs would never reach it.
+    assert migrate.HEAD == migrate.head_revision()
+
+
+def test_an_open_of_a_log_at_its_newest_schema_loads_no_alembic(tmp_path):
+    with EventStore.open(tmp_path):
+        pass
+    probe = "import sys, mnemolog.eventstore as e; e.EventStore.open(sys.argv[1]).close(); print(any(m.split('.')[0] == 'alembic' for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_upgrade_is_idempotent(tmp_path):
