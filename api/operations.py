@@ -245,7 +245,7 @@ def search(svc: MemoryService, tenant: str, body: RecallRequest, options: Recall
         return out
 
     channels = {name: [row(name, i, m, s) for i, (m, s) in enumerate(hits[: body.limit], 1)] for name, hits in results.items()}
-    return {"query": body.query, "terms": analysis.terms, "channels": channels, "states": states, "position": position}
+    return {"query": body.query, "terms": analysis.terms, "channels": channels, "states": states, "position": position, "as_of": options.as_of}
 
 
 # -- memories, graph, log ---------------------------------------------------------------------------

@@ -103,13 +103,18 @@ class ChannelRank(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class SearchResponse(msgspec.Struct, kw_only=True):
-    """The raw channels, unfused: each channel's own ranking, and each channel's state."""
+    """The raw channels, unfused: each channel's own ranking, and each channel's state.
+
+    ``position``: the projections' position when read; ``as_of``: the position the channels were read as of (the
+    request's ``as_of`` resolved, a time to the last position written by then), None at the head, as recall says it.
+    """
 
     query: str
     terms: list[str]
     channels: dict[str, list[ChannelRank]]
     states: dict[str, ChannelState]
     position: int
+    as_of: int | None = None
 
 
 # -- memories and the graph ---------------------------------------------------------------------------------

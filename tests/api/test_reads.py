@@ -568,6 +568,10 @@ async def test_recall_as_of(client):
     then = await client.recall("wifi password", as_of=first.positions[-1])
     assert then["as_of"] == first.positions[-1]
     assert then["hits"][0]["memory"]["memory"].endswith("hunter2")
+    # The raw channels say the position they were read as of, as recall does: a time names the last position written by then.
+    searched = await client.search("hunter2", as_of=first.positions[-1])
+    assert searched["as_of"] == first.positions[-1] and [h["id"] for h in searched["channels"]["lexical"]] == [memory_id]
+    assert (await client.search("hunter2"))["as_of"] is None
 
 
 async def test_recall_does_not_write(api, client):
