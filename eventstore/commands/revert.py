@@ -94,6 +94,7 @@ class RevertCommands:
         self.working = WorkingMemory(store, facts, working_capacity, mentions)
         #: A mention edge its memory's text made (a merge ends a source's: a revert does not move one to the merged memory).
         self._mention = mentions.owns if mentions is not None else (lambda edge: False)
+        self.mentions = mentions
 
     def revert(self, ctx: CommandContext, correlation_id: str, *, force: bool = False, dry_run: bool = False) -> CommandResult:
         """Undo ``correlation_id``; with ``dry_run``, write nothing and say what a revert would do.
@@ -151,6 +152,7 @@ class RevertCommands:
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
         settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
         edge_events = self._edge_compensations(ctx, recorded, conflicts, settled)
+        edge_events = self._mentions_following(ctx, writes, edge_events, reason)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
         writes += self._dangling(ctx, removed_entities, removed_documents + removed_memories, edge_events, reason, conflicts, compensated)
@@ -239,6 +241,28 @@ class RevertCommands:
                 )
             writes.append(StreamAppend(c.memory_stream(memory_id), [event], state.version))
         return writes
+
+    def _mentions_following(self, ctx: CommandContext, writes: list[StreamAppend], edge_events: list, reason: str) -> list:
+        """``edge_events`` such that a memory the revert takes back to archived mentions nothing, as after an archive.
+
+        The correlation's own edges are what a revert undoes; forced past later changes, those may have linked the
+        memory's mentions again since (a later restore): they end with it, and none of its mentions is linked back.
+        """
+        if self.mentions is None:
+            return edge_events
+        inactive = {
+            e.memory_id
+            for w in writes
+            if w.stream_id.startswith("memory-")
+            for e in w.events
+            if isinstance(e, c.MemoryRolledBack) and e.status != Status.ACTIVATED.value
+        }
+        if not inactive:
+            return edge_events
+        kept = [e for e in edge_events if not (isinstance(e, c.EdgeLinked) and self._mention(e.edge) and e.edge.source in inactive)]
+        unlinking = {e.edge.edge_id for e in kept if isinstance(e, c.EdgeUnlinked)}
+        live = [e for e in self.mentions.live(ctx.tenant, sorted(inactive)) if e.edge_id not in unlinking]
+        return kept + [c.EdgeUnlinked(edge=e, reason=reason) for e in live]
 
     def _fifo_archives(self, tenant: str, memory_id: str, versions: list[int]) -> set[int]:
         """Those of ``versions`` of the memory's stream that archived it with its eviction from working memory by the FIFO

@@ -236,6 +236,8 @@ OPS = st.lists(
 @example(ops=[("add", "LongTermMemory", 2), ("add", WORKING, 1), ("archive", 1), ("add", "LongTermMemory", 1), ("revert", 1, False)])
 @example(ops=[("add", WORKING, 1), ("add", WORKING, 1), ("add", "LongTermMemory", 1), ("merge", 0, 1), ("add", "LongTermMemory", 2), ("revert", 2, True)])
 @example(ops=[("add", "LongTermMemory", 1), ("archive", 0), ("restore", 0), ("revert", 1, True), ("revert", 1, True)])  # archive, restore, revert both
+# A forced revert of the first restore of two takes the memory back to archived: the mentions the second linked end with it.
+@example(ops=[("add", "LongTermMemory", 1), ("archive", 0), ("restore", 0), ("archive", 0), ("add", "LongTermMemory", 1), ("restore", 1), ("revert", 3, True)])
 def test_working_memory_never_holds_more_than_its_capacity(tmp_path_factory, ops):
     svc = open_service(tmp_path_factory.mktemp("wm") / "data")
     svc.run(svc.entities.upsert, ctx(), "topic", name="topic")  # every note mentions it
