@@ -97,8 +97,25 @@ def _healthy(url: str) -> bool:
 
 
 def start(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Server:
-    """``mnemolog serve`` on a free loopback port, once it answers ``/health`` (and has all its workers)."""
-    port = free_port()
+    """``mnemolog serve`` on a free loopback port, once it answers ``/health`` (and has all its workers).
+
+    The port is free when chosen, yet another process of the suite may take it before the server binds it: the
+    server then stops at once saying it cannot listen, and starts again on another port.
+    """
+    for _ in range(4):
+        try:
+            return _start(data_dir, log_path, free_port(), workers, timeout, settings)
+        except PortTaken:
+            continue
+    raise AssertionError(f"the server found no free port: {log_path.read_text(errors='replace')[-3000:]}")
+
+
+class PortTaken(Exception):
+    pass
+
+
+def _start(data_dir: Path, log_path: Path, port: int, workers: int, timeout: float, settings: dict[str, str]) -> Server:
+    mark = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), "serve", "--port", str(port)],
@@ -113,6 +130,8 @@ def start(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 
         if proc.poll() is not None or time.monotonic() >= deadline:
             if proc.poll() is None:
                 proc.kill()
+            if f"cannot listen on 127.0.0.1:{port}" in log_path.read_bytes()[mark:].decode(errors="replace"):
+                raise PortTaken(port)
             raise AssertionError(f"the server did not start: {server.log_tail()}")
         time.sleep(0.1)
     return server
