@@ -79,6 +79,18 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+# A PDF's text layer holds what its fonts map glyphs to: NUL for a glyph with no character, other control characters
+# for ligatures and private encodings. Such characters are no text of the document (a text file holding a NUL is
+# refused as binary): a page break or vertical tab ends a line, and the other control characters go.
+_PDF_CONTROLS = {c: None for c in range(0x20) if chr(c) not in "\t\n"} | {0x7F: None} | {c: None for c in range(0x80, 0xA0)}
+_PDF_CONTROLS.update({0x0B: "\n", 0x0C: "\n"})
+
+
+def _pdf_text(text: str) -> str:
+    """A PDF's extracted text with its line ends made ``\\n`` and its control characters taken out (see above)."""
+    return _normalise_newlines(text).translate(_PDF_CONTROLS)
+
+
 def read_document(path: str | os.PathLike[str]) -> ParsedDocument:
     """Read a ``.txt``/``.md``/``.markdown``/``.pdf`` file.
 
@@ -210,9 +222,9 @@ def _read_pdf(raw: bytes, where: str) -> tuple[list[str], str | None]:
                 opened = 0
             if not opened:
                 raise DocumentError("PDF is encrypted", reason="encrypted", path=where)
-        pages = [_normalise_newlines(page.extract_text() or "") for page in reader.pages]
+        pages = [_pdf_text(page.extract_text() or "") for page in reader.pages]
         meta = reader.metadata
-        title = str(meta.title).strip() if meta is not None and meta.title else None
+        title = " ".join(_pdf_text(str(meta.title)).split()) if meta is not None and meta.title else None
     except DocumentError:
         raise
     except Exception as exc:

@@ -232,6 +232,15 @@ def test_pdf_pages_and_title(tmp_path):
     assert_chunk_invariants(doc, chunks, 200)
 
 
+def test_control_characters_of_a_pdfs_text_layer_are_no_text_of_it(tmp_path):
+    """A font mapping a glyph to NUL or another control character put it into chunks, searched and shown as text."""
+    path = tmp_path / "fonts.pdf"
+    path.write_bytes(make_pdf([["Alpha\x00beta\x07gamma\x0cdelta\x1b."]], title="Field\x01 report"))
+    doc = read_document(path)
+    assert doc.text_pages == ["Alphabetagamma\ndelta.\n"] and doc.title == "Field report"
+    assert_chunk_invariants(doc, chunk_document(doc, max_chars=200), 200)
+
+
 def test_pdf_without_title_uses_stem(tmp_path):
     path = tmp_path / "scan.pdf"
     path.write_bytes(make_pdf([["Some text."]]))
