@@ -2,7 +2,7 @@
 
 Key checks and tenant names raise it from the command line too (``serve``,
 ``keys``, ``mcp``), which then need not load aiohttp: its import makes TLS
-contexts from the system's certificates, the most part of a command's start.
+contexts from the system's certificates, a good part of a command's start.
 """
 
 from __future__ import annotations

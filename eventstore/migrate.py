@@ -2,7 +2,7 @@
 
 alembic loads for a migration only: an open of a log already at :data:`HEAD`
 (every open but a new log's, or a new version's first) reads its revision
-with one query. Loading alembic and reading its scripts took the most part
+with one query. Loading alembic and reading its scripts took a good part
 of a short command's start.
 """
 
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, column, inspect, select, table
