@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -27,10 +28,19 @@ def assert_refused(done: subprocess.CompletedProcess, *words: str) -> None:
     assert all(w in err for w in words), err
 
 
-@pytest.fixture
-def data(tmp_path) -> Path:
-    path = tmp_path / "data"
+@pytest.fixture(scope="module")
+def first_memory(tmp_path_factory) -> Path:
+    """A data directory holding one memory, written by ``mnemolog add`` once for the module."""
+    path = tmp_path_factory.mktemp("template") / "data"
     assert run(path, "add", "a first memory").returncode == 0
+    return path
+
+
+@pytest.fixture
+def data(tmp_path, first_memory) -> Path:
+    """A copy of ``first_memory`` of the test's own (a closed data directory is its files)."""
+    path = tmp_path / "data"
+    shutil.copytree(first_memory, path)
     return path
 
 
