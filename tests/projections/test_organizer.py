@@ -8,7 +8,6 @@ import json
 import sys
 
 import pytest
-from aiohttp import web
 
 import mnemolog.api.settings  # noqa: F401 - declares the server settings used below
 
@@ -17,7 +16,6 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import Conflict, MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.judge import RuleJudge, normalize_text
-from mnemolog.projections.policies.llm_judge import LLMJudge
 from mnemolog.projections.policies.organizer import TRIGGERS, Organizer
 from mnemolog.projections.service import MemoryService
 
@@ -439,80 +437,6 @@ async def test_status_shows_a_tenant_its_own_share_of_the_last_pass_and_run_only
     theirs = await (await client.get("/v1/organizer/status", headers=other)).json()
     assert theirs["decisions"] == 1 and theirs["last_run"]["applied"] in (0, 1)  # 0: its events were in an earlier pass
     assert {s["tenant"] for s in theirs["last_cluster"]["skipped"]} == {"globex-private"} and "acme" not in json.dumps(theirs)
-
-
-# -- the LLM judge against a fake OpenAI-compatible server ----------------------------------------
-
-
-class FakeLLM:
-    def __init__(self) -> None:
-        self.fail = False
-        self.requests: list[dict] = []
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.requests.append(body)
-        if self.fail:
-            return web.Response(status=503, text="overloaded")
-        user = body["messages"][1]["content"]
-        if "Memories:" in user:
-            answer = {"title": "Travel plans", "summary": "Trips the user is planning."}
-        elif "Lisbon" in user:
-            answer = {"label": "redundant", "reason": "same move, one more detailed", "fused_text": "The user moved to Lisbon in May 2023"}
-        else:
-            answer = {"label": "independent", "reason": "different facts", "fused_text": None}
-        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}]})
-
-
-@pytest.fixture
-async def fake_llm(aiohttp_server):
-    fake = FakeLLM()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = await aiohttp_server(app, host="127.0.0.1")
-    fake.url = str(server.make_url("/v1"))
-    return fake
-
-
-async def test_llm_judge_merges_with_fused_text_and_falls_back_to_rules(svc, settings, fake_llm):
-    judge = LLMJudge(fake_llm.url, "test-model", "sk-test", timeout_s=5, retries=1, backoff_s=0.01, fallback=RuleJudge())
-    organizer = Organizer(svc, settings, judge=judge)
-    loop = asyncio.get_running_loop()
-    try:
-        a, b = await loop.run_in_executor(None, add, svc, "The user moved to Lisbon in May 2023", "The user moved to Lisbon in May")
-        report = await organizer.arun_once()
-        assert report["applied"] == 1 and fake_llm.requests
-        [merged] = events(svc, "MemoriesMerged")
-        assert merged.event.content.memory == "The user moved to Lisbon in May 2023"
-        decision = c.decision_of(merged.event)
-        assert decision.judge == "llm" and decision.judge_version.endswith("test-model") and decision.fallback is None
-        assert decision.reason == "same move, one more detailed"
-
-        fake_llm.fail = True
-        await loop.run_in_executor(None, add, svc, "Bob's birthday is on 12 May.", "bob's birthday is on 12 may")
-        report = await organizer.arun_once()
-        assert report["applied"] == 1
-        fallback = c.decision_of(events(svc, "MemoriesMerged")[-1].event)
-        assert fallback.judge == "rule" and fallback.fallback.startswith("llm failed: HTTP 503")
-    finally:
-        await organizer.aclose()
-
-
-async def test_a_supersede_where_the_rules_vetoed_an_llms_redundant_names_the_rule_judge(svc, settings, fake_llm):
-    """The LLM said redundant, the rules saw two values: the supersede event said judge "llm", which had said otherwise."""
-    judge = LLMJudge(fake_llm.url, "test-model", "sk-test", timeout_s=5, retries=1, backoff_s=0.01, fallback=RuleJudge())
-    organizer = Organizer(svc, settings, judge=judge)
-    try:
-        older, newer = await asyncio.get_running_loop().run_in_executor(None, add, svc, "The Lisbon office has 3 desks", "The Lisbon office has 4 desks")
-        report = await organizer.arun_once()
-        assert report["applied"] == 1
-        [superseded] = events(svc, "MemorySuperseded")
-        assert (superseded.event.memory_id, superseded.event.superseded_by) == (older, newer)
-        decision = c.decision_of(superseded.event)
-        assert (decision.judge, decision.judge_version, decision.fallback) == ("rule", RuleJudge().version, None)
-        assert decision.reason.startswith("llm said redundant (same move, one more detailed); vetoed") and "numbers differ: 3 vs 4" in decision.reason
-    finally:
-        await organizer.aclose()
 
 
 # -- progress in the log, reverts that stick -------------------------------------------------------
