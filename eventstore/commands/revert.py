@@ -261,8 +261,7 @@ class RevertCommands:
             return edge_events
         kept = [e for e in edge_events if not (isinstance(e, c.EdgeLinked) and self._mention(e.edge) and e.edge.source in inactive)]
         unlinking = {e.edge.edge_id for e in kept if isinstance(e, c.EdgeUnlinked)}
-        live = [e for e in self.mentions.live(ctx.tenant, sorted(inactive)) if e.edge_id not in unlinking]
-        return kept + [c.EdgeUnlinked(edge=e, reason=reason) for e in live]
+        return kept + [e for e in self.mentions.unlink(ctx.tenant, sorted(inactive), reason) if e.edge.edge_id not in unlinking]
 
     def _fifo_archives(self, tenant: str, memory_id: str, versions: list[int]) -> set[int]:
         """Those of ``versions`` of the memory's stream that archived it with its eviction from working memory by the FIFO
