@@ -31,13 +31,14 @@ Built on the SDK's low-level server (``mcp.server.lowlevel.Server``): the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Awaitable, Callable
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 import msgspec
 from msgspec import Meta
@@ -612,18 +613,27 @@ def build_server(front: McpFront):
 # -- running it -------------------------------------------------------------------------------------------
 
 
-async def _serve(front: McpFront, serve: Callable[[Any], Awaitable[None]]) -> None:
+@contextlib.asynccontextmanager
+async def serving(front: McpFront) -> AsyncIterator[Any]:
+    """The MCP server of ``front`` (the SDK's low-level ``Server``), with the task that follows the log for
+    its projections running beside it until the block ends: what either transport serves, and what a
+    client of the SDK connects to in-process."""
     from .background import follow
 
     follower = asyncio.create_task(follow(front.service, front.readers))
     try:
-        await serve(build_server(front))
+        yield build_server(front)
     finally:
         follower.cancel()
         try:
             await follower
         except (asyncio.CancelledError, Exception):
             pass
+
+
+async def _serve(front: McpFront, serve: Callable[[Any], Awaitable[None]]) -> None:
+    async with serving(front) as server:
+        await serve(server)
 
 
 def run_stdio(front: McpFront) -> None:

@@ -1,5 +1,6 @@
-"""The MCP server, driven by the MCP SDK's own client: a real ``mnemolog mcp`` subprocess over stdio, and
-a real ``mnemolog mcp --http`` subprocess over streamable HTTP on a free loopback port.
+"""The MCP server, driven by the MCP SDK's own client: a real ``mnemolog mcp`` subprocess over stdio, a real
+``mnemolog mcp --http`` subprocess over streamable HTTP on a free loopback port, and the same server connected
+in-process (:func:`front_client`) where a test is about the tools rather than the transport.
 
 Data is written through the HTTP API (a real aiohttp server on the same data
 directory, with auth), keys come from ``mnemolog keys create``, and every
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import run_main
+
 HAVE_MCP = find_spec("mcp") is not None
 needs_mcp = pytest.mark.skipif(not HAVE_MCP, reason="the mcp package (the mnemolog[mcp] extra) is not installed")
 
@@ -33,12 +36,15 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def mnemolog(data_dir: Path, *argv: str) -> str:
+    """``mnemolog --data-dir DATA *argv`` (through its ``main``, in this process): its stdout; it must succeed."""
+    done = run_main(["--data-dir", str(data_dir), *argv], text=True)
+    assert done.returncode == 0, (argv, done.stderr)
+    return done.stdout
+
+
 def create_key(data_dir: Path, tenant: str, scopes: str) -> str:
-    done = subprocess.run(
-        [MNEMOLOG, "--data-dir", str(data_dir), "keys", "create", "--tenant", tenant, "--scopes", scopes, "--json"],
-        capture_output=True, text=True, env=_env(), check=True,
-    )
-    return json.loads(done.stdout)["key"]
+    return json.loads(mnemolog(data_dir, "keys", "create", "--tenant", tenant, "--scopes", scopes, "--json"))["key"]
 
 
 def _text(result) -> dict:
@@ -68,6 +74,29 @@ async def stdio_client(data_dir: Path, key: str | None, *args: str, env: dict | 
     )
     async with Client(target, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
         yield client
+
+
+@asynccontextmanager
+async def front_client(data_dir: Path, key: str | None, *args: str):
+    """The server ``mnemolog mcp *args`` (``--allow-writes``, ``--tenant T``) serves over stdio, acting as ``key``,
+    connected in-process: the same front and tools, without a Python start and the SDK's imports in a subprocess."""
+    import mcp_types as types
+    from mcp import Client
+
+    from mnemolog.api.mcp_server import McpFront, serving
+    from mnemolog.eventstore.settings import Settings
+
+    rest = [a for a in args if a != "--allow-writes"]
+    assert rest == [] or (len(rest) == 2 and rest[0] == "--tenant"), args
+    tenant = rest[1] if rest else None
+    settings = Settings({"data_dir": str(data_dir)}, env={})
+    front = McpFront.open(settings, api_key=key or "", tenant=tenant, allow_writes="--allow-writes" in args, inline_reads=True)
+    try:
+        async with serving(front) as server:
+            async with Client(server, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
+                yield client
+    finally:
+        front.close()
 
 
 def _free_port() -> int:
@@ -232,7 +261,7 @@ async def test_stdio_read_tools_answer_what_the_http_api_answers(start):
 @needs_mcp
 async def test_resources_and_the_citation_prompt(start):
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         templates = {t.uri_template for t in (await mcp.list_resource_templates()).resource_templates}
         assert templates == {"mnemolog://memory/{id}", "mnemolog://memory/{id}/history"}
         memory = await mcp.read_resource(f"mnemolog://memory/{cat}")
@@ -257,7 +286,7 @@ async def test_resources_and_the_citation_prompt(start):
 @needs_mcp
 async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on(start):
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         assert refused(await mcp.call_tool("recall", {"query": "x", "limit": 0}))["field"] == "limit"
         assert refused(await mcp.call_tool("recall", {"query": "x", "limt": 3}))["field"] == "limt"
         assert refused(await mcp.call_tool("recall", {}))["field"] == "query"
@@ -276,7 +305,7 @@ async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on
 async def test_the_log_reads_as_of_a_position_or_a_time_as_the_http_api_does(start):
     api, http, key, lisbon, cat = await seed(start)
     second = (await http.list_events(limit=2))["events"][1]
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         for as_of in (2, second["recorded_at"]):
             page = ok(await mcp.call_tool("log", {"as_of": as_of}))
             assert [e["position"] for e in page["events"]] == [1, 2] and page == await http.list_events(as_of=as_of)
@@ -289,7 +318,7 @@ async def test_an_empty_list_filters_the_log_by_nothing_as_it_does_every_other_t
     """types: [] (no type named) answered an empty page at next_after 0, as if the log held nothing; the HTTP API,
     the related tool's edge_types and recall's channels all take an empty list as no filter."""
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         page = ok(await mcp.call_tool("log", {"types": [], "limit": 5}))
         assert page == await http.list_events(limit=5) and len(page["events"]) == 5
         assert ok(await mcp.call_tool("log", {"types": ["MemoryAdded"]})) == await http.list_events(types=["MemoryAdded"])
@@ -298,7 +327,7 @@ async def test_an_empty_list_filters_the_log_by_nothing_as_it_does_every_other_t
 @needs_mcp
 async def test_history_reads_a_page_of_the_size_asked_as_the_http_api_does(start):
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         first = ok(await mcp.call_tool("history", {"id": cat, "limit": 1}))
         assert [v["version"] for v in first["versions"]] == [1] and first == await http.memory_history(cat, limit=1)
         rest = ok(await mcp.call_tool("history", {"id": cat, "after": first["next_after"], "limit": 1}))
@@ -312,7 +341,7 @@ async def test_a_bad_key_is_refused_at_the_first_call(start):
     from mcp.shared.exceptions import MCPError
 
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, "mlk_not_a_key") as mcp:
+    async with front_client(api.data_dir, "mlk_not_a_key") as mcp:
         with pytest.raises(MCPError) as listing:
             await mcp.list_tools()
         assert listing.value.data["error"] == {"code": "unauthorized", "message": "unknown or revoked API key", "field": "api_key", "status": 401}
@@ -325,10 +354,10 @@ async def test_a_bad_key_is_refused_at_the_first_call(start):
 @needs_mcp
 async def test_a_revoked_key_is_refused_from_the_next_call(start):
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key) as mcp:
+    async with front_client(api.data_dir, key) as mcp:
         ok(await mcp.call_tool("get_memory", {"id": cat}))
         key_id = key.split("_")[1]
-        subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "keys", "revoke", key_id], check=True, env=_env(), capture_output=True)
+        mnemolog(api.data_dir, "keys", "revoke", key_id)
         assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "unauthorized"
 
 
@@ -365,8 +394,7 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
         assert set(preview["memory_ids"]) == {sister, cat, lisbon}
         assert (await http.digest())["position"] == head  # a dry run writes nothing
 
-    done = subprocess.run([MNEMOLOG, "--data-dir", str(api.data_dir), "revert", session], capture_output=True, text=True, env=_env())
-    assert done.returncode == 0, done.stderr
+    mnemolog(api.data_dir, "revert", session)
     assert (await http.get_memory(sister))["status"] == "deleted"
     assert (await http.get_memory(cat))["memory"] == "I adopted a grey cat called Miso in June"
     assert (await http.get_memory(lisbon))["status"] == "activated"
@@ -376,7 +404,7 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
 async def test_a_write_refused_for_its_idempotency_key_or_expected_version_names_that_argument(start):
     """The HTTP API names the headers (Idempotency-Key, If-Match); a tool has arguments, and its error names the argument."""
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+    async with front_client(api.data_dir, key, "--allow-writes") as mcp:
         ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto"}, "idempotency_key": "k1"}))
         reused = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "My brother lives in Faro"}, "idempotency_key": "k1"}))
         assert (reused["code"], reused["field"]) == ("idempotency_conflict", "idempotency_key")
@@ -392,7 +420,7 @@ async def test_a_write_refused_for_its_idempotency_key_or_expected_version_names
 @needs_mcp
 async def test_a_memory_added_through_mcp_is_linked_to_the_entities_it_mentions(start):
     api, http, key, lisbon, cat = await seed(start)
-    async with stdio_client(api.data_dir, key, "--allow-writes") as mcp:
+    async with front_client(api.data_dir, key, "--allow-writes") as mcp:
         added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "Ada Lovelace wrote about the Analytical Engine"}}))
         assert added["data"]["mentions"] == 2
         history = ok(await mcp.call_tool("history", {"id": added["memory_ids"][0]}))
@@ -404,13 +432,13 @@ async def test_a_read_only_key_cannot_write(start):
     api, http, key, lisbon, cat = await seed(start)
     reader = create_key(api.data_dir, "default", "read")
     head = (await http.digest())["position"]
-    async with stdio_client(api.data_dir, reader, "--allow-writes") as mcp:
+    async with front_client(api.data_dir, reader, "--allow-writes") as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
         error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
         assert error["code"] == "forbidden" and "write" in error["message"]
         assert refused(await mcp.call_tool("revert", {"correlation_id": "x", "dry_run": False}))["code"] == "forbidden"
         assert ok(await mcp.call_tool("capabilities", {}))["session"]["writes"] is False
-    async with stdio_client(api.data_dir, key) as mcp:  # a writer key, but the server was not allowed to write
+    async with front_client(api.data_dir, key) as mcp:  # a writer key, but the server was not allowed to write
         error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
         assert error["code"] == "forbidden" and "--allow-writes" in error["message"]
     assert (await http.digest())["position"] == head
@@ -444,12 +472,12 @@ async def test_a_write_only_key_lists_and_calls_the_write_tools(start):
 
     api, http, key, lisbon, cat = await seed(start)
     writer = create_key(api.data_dir, "default", "write")
-    async with stdio_client(api.data_dir, writer, "--allow-writes") as mcp:
+    async with front_client(api.data_dir, writer, "--allow-writes") as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == WRITE_TOOLS
         added = ok(await mcp.call_tool("add_memory", {"memory": {"memory": "a note from the ingester"}}))
         assert refused(await mcp.call_tool("get_memory", {"id": added["memory_ids"][0]}))["code"] == "forbidden"
     assert (await http.get_memory(added["memory_ids"][0]))["memory"] == "a note from the ingester"
-    async with stdio_client(api.data_dir, writer) as mcp:  # no tool it may call: refused as before, for the read scope
+    async with front_client(api.data_dir, writer) as mcp:  # no tool it may call: refused as before, for the read scope
         with pytest.raises(MCPError) as listing:
             await mcp.list_tools()
         assert listing.value.data["error"]["code"] == "forbidden" and "read" in listing.value.data["error"]["message"]
@@ -461,7 +489,7 @@ async def test_another_tenants_ids_are_invisible(start):
 
     api, http, key, lisbon, cat = await seed(start)
     other = create_key(api.data_dir, "other", "read,write")
-    async with stdio_client(api.data_dir, other, "--allow-writes") as mcp:
+    async with front_client(api.data_dir, other, "--allow-writes") as mcp:
         assert refused(await mcp.call_tool("get_memory", {"id": cat}))["code"] == "not_found"
         assert refused(await mcp.call_tool("history", {"id": cat}))["code"] == "not_found"
         assert ok(await mcp.call_tool("recall", {"query": "which city did I move to?"}))["hits"] == []

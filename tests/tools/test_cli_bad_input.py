@@ -1,4 +1,9 @@
-"""The CLI under bad input and a hostile setup: one line on stderr, exit 2, nothing written (real subprocesses)."""
+"""The CLI under bad input and a hostile setup: one line on stderr, exit 2, nothing written.
+
+Commands run through ``main`` in this process (:func:`tests.in_process.run_main`); those whose subject is the
+process itself (a lock another process holds, bytes in ``argv``, closed standard streams, stdout on a full disk)
+run as real subprocesses.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import run_main
+
 MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 
 
 def run(data: Path, *argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return run_main(["--data-dir", str(data), *argv], stdin=stdin)
+
+
+def spawn(data: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``mnemolog --data-dir DATA *argv`` as a real subprocess."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
-    return subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, input=stdin, env=env, timeout=180)
+    return subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, env=env, timeout=180)
 
 
 def assert_refused(done: subprocess.CompletedProcess, *words: str) -> None:
@@ -135,7 +147,7 @@ def test_a_mistyped_data_dir_is_refused_and_left_absent(tmp_path, capsys, monkey
     from mnemolog.tools.cli import main
 
     missing = tmp_path / "typo"
-    assert_refused(run(missing, "rebuild"), "no log at", str(missing / "events.db"))
+    assert_refused(spawn(missing, "rebuild"), "no log at", str(missing / "events.db"))
     for name in [n for n in os.environ if n.startswith("MNEMOLOG_")]:
         monkeypatch.delenv(name)
     for argv in MISTYPED:

@@ -2,8 +2,9 @@
 
 SQLite says "file is not a database" or "unable to open database file",
 naming neither the file (a data directory holds four) nor why; the CLI
-printed that as it was. Real subprocesses, on a copy of a real data
-directory. Root reads any file: as root the command runs without the
+printed that as it was. On a copy of a real data directory, through the
+CLI's ``main`` in this process, but for an unreadable file as root: root
+reads any file, so that command runs as a subprocess without the
 capabilities that let it (``setpriv``), so that permissions apply.
 """
 
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving import ROOT, clean_env, run_cli
+from tests.in_process import run_main
+from tests.serving import ROOT, clean_env
 
 #: Each file, and the commands that open it.
 COMMANDS = {
@@ -35,7 +37,7 @@ NO_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "-
 def made(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("made") / "data"
     for argv in (["add", "a first memory"], ["rebuild"], ["keys", "create", "--tenant", "default"]):
-        done = run_cli(data, *argv)
+        done = run_main(["--data-dir", str(data), *argv])
         assert done.returncode == 0, done.stderr
     return data
 
@@ -50,10 +52,11 @@ def _damage(path: Path, problem: str) -> None:
         path.chmod(0)
 
 
-def _run(data: Path, argv: list[str]) -> subprocess.CompletedProcess:
-    prefix = NO_OVERRIDE if os.geteuid() == 0 else []
+def _run(data: Path, argv: list[str], problem: str) -> subprocess.CompletedProcess:
+    if problem != "unreadable" or os.geteuid() != 0:
+        return run_main(["--data-dir", str(data), *argv], text=True)
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data), *argv],
+        [*NO_OVERRIDE, sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data), *argv],
         env=clean_env(), cwd=str(ROOT), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -66,6 +69,6 @@ def test_a_bad_database_file_is_named_in_one_line(made, tmp_path, name, problem)
     shutil.copytree(made, data)
     _damage(data / name, problem)
     for argv in COMMANDS[name]:
-        done = _run(data, argv)
+        done = _run(data, argv, problem)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stdout == "", (argv, done.returncode, done.stderr)
         assert done.stderr.startswith(f"mnemolog: error: {data / name}") and PROBLEMS[problem] in done.stderr, (argv, done.stderr)

@@ -1,19 +1,17 @@
-"""``mnemolog forget`` and the key file of ``export --with-keys`` / ``import --keys``, as an operator runs them (real subprocesses)."""
+"""``mnemolog forget`` and the key file of ``export --with-keys`` / ``import --keys``, as an operator runs them
+(through the CLI's ``main``, in this process: see :mod:`tests.in_process`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-MNEMOLOG = Path(sys.executable).with_name("mnemolog")
+from tests.in_process import run_main
 
 
-def run(data: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
-    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, text=True, env=env, timeout=120)
+def run(data: Path, *argv: str, code: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    done = run_main(["--data-dir", str(data), *argv], env=env, text=True)
     assert done.returncode == code, (argv, done.returncode, done.stdout, done.stderr)
     return done
 
@@ -68,13 +66,10 @@ def test_keys_never_go_to_stdout_or_into_the_export_itself(tmp_path):
 
 def test_a_text_that_starts_like_a_token_is_added_read_and_followed_with_encryption_off(tmp_path):
     data = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_ENCRYPTION": "off"}
+    off = {"MNEMOLOG_ENCRYPTION": "off"}
     for text in ("mnemologSealedV2AAAAhello there", "mnemolog:sealed:v1:k:AAAA", "next"):
-        done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", text, "--json"], capture_output=True, text=True, env=env, timeout=120)
-        assert done.returncode == 0, done.stderr
-        memory_id = json.loads(done.stdout)["memory_ids"][0]
-        shown = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "get", memory_id, "--json"], capture_output=True, text=True, env=env, timeout=120)
-        assert json.loads(shown.stdout)["memory"] == text
+        memory_id = json.loads(run(data, "add", text, "--json", env=off).stdout)["memory_ids"][0]
+        assert json.loads(run(data, "get", memory_id, "--json", env=off).stdout)["memory"] == text
     assert len(run(data, "log", "--json").stdout.splitlines()) >= 3
     run(data, "verify")
 
@@ -211,9 +206,7 @@ def test_a_forget_refused_for_keys_the_store_never_held_says_how_to_go_on(tmp_pa
 
 def test_a_forget_that_leaves_one_event_in_plaintext_says_so_in_the_singular(tmp_path):
     data = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_ENCRYPTION": "off"}
-    added = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), "add", "Rosalind keeps bees", "--subject", "u-3"], capture_output=True, text=True, env=env, timeout=120)
-    assert added.returncode == 0, added.stderr
+    run(data, "add", "Rosalind keeps bees", "--subject", "u-3", env={"MNEMOLOG_ENCRYPTION": "off"})
     done = run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes").stdout
     assert "; 1 event stays in the log in plaintext (position 1): written unsealed, no key can erase it; every read shows it erased" in done, done
 
