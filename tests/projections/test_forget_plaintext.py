@@ -5,10 +5,8 @@ nothing derived from the log does, in the live run or in any replay; and the for
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from mnemolog.eventstore.commands import CommandContext
@@ -16,6 +14,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.sealing import ERASED_TEXT
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
+from tests.in_process import run_main
 from tests.projections.test_forget import _projected, _recall
 
 CTX = CommandContext(tenant="t", actor="privacy-officer")
@@ -63,8 +62,7 @@ def _seed(data: Path) -> dict[str, list[str]]:
 
 
 def _cli(data: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")} | {"MNEMOLOG_DATA_DIR": str(data)}
-    return subprocess.run([sys.executable, "-m", "mnemolog.tools.cli", *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_main(list(args), env={"MNEMOLOG_DATA_DIR": str(data)}, text=True)
 
 
 def test_a_rebuild_after_the_forget_projects_none_of_the_plaintext_memories_text(tmp_path):

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -27,18 +25,14 @@ from mnemolog.eventstore.model import MemoryContent, NotFound
 from mnemolog.projections.ingest.documents import ParsedDocument, document_import
 from mnemolog.projections.recall.searcher import RecallOptions
 from mnemolog.projections.service import MemoryService
+from tests.in_process import run_main
 
-MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 TENANTS = ("default", "acme")
 QUERIES = ("Lisbon trams", "cat Miso", "bridge river", "office Porto")
 
 
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
-
-
 def cli(data: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *map(str, argv)], capture_output=True, text=True, env=_clean_env(), timeout=180)
+    done = run_main(["--data-dir", str(data), *map(str, argv)], text=True)
     assert done.returncode == code, (argv, done.returncode, done.stdout, done.stderr)
     return done
 
@@ -114,9 +108,7 @@ def test_an_import_without_its_keys_is_refused_and_leaves_nothing_behind(source)
     export = source["root"] / "log.jsonl"
     fresh = source["root"] / "refused" / "data"
     for argv, stdin in ((["import", export], None), (["import", "-"], export.read_bytes())):
-        done = subprocess.run(
-            [str(MNEMOLOG), "--data-dir", str(fresh), *map(str, argv)], input=stdin, capture_output=True, env=_clean_env(), timeout=180
-        )
+        done = run_main(["--data-dir", str(fresh), *map(str, argv)], stdin=stdin)
         err = done.stderr.decode()
         assert done.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
         assert "--keys" in err and "--without-keys" in err and "import refused, nothing written" in err
