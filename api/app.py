@@ -121,7 +121,7 @@ def create_app(
         factory = service_factory or (lambda s: MemoryService.open(s.data_dir, settings=s))
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
-        app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db")
+        app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db", float(settings.busy_timeout))
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
         app[keys.readers_key].submit(service.warm)  # the lexical index loads while the server already answers
         yield

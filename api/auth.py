@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 
 from mnemolog.eventstore.errors import naming_database
+from mnemolog.eventstore.settings import BUSY_TIMEOUT, Settings
 from mnemolog.eventstore.sqlite_tx import enter_wal
 
 from .api_error import ApiError
@@ -55,19 +56,25 @@ def _digest(secret: str) -> str:
 
 
 class KeyStore:
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT.default):
+        """The API keys in ``path`` (``auth.db``); a connection waits ``busy_timeout`` seconds for another process's lock."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         with naming_database(self.path):  # a message names the file that is a directory, unreadable, no database
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
-            enter_wal(self._conn)
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=busy_timeout)
+            enter_wal(self._conn, busy_timeout)
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
                 " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
             )
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
         self._data_version = self._version()
+
+    @classmethod
+    def of(cls, settings: Settings) -> "KeyStore":
+        """The API keys of ``settings``' data directory (its ``auth.db``), waiting for locks as the log does."""
+        return cls(Path(settings.data_dir) / "auth.db", float(settings.busy_timeout))
 
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
         """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again.
@@ -86,7 +93,7 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         secret = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
         record = ApiKey(key_id, tenant, tuple(dict.fromkeys(scopes)), name, time.time())
-        with self._lock:
+        with self._lock, naming_database(self.path):
             self._conn.execute(
                 "INSERT INTO api_keys VALUES (?,?,?,?,?,?,NULL)",
                 (key_id, _digest(secret), tenant, ",".join(record.scopes), name, record.created_at),
@@ -100,7 +107,7 @@ class KeyStore:
         return [ApiKey(r[0], r[1], tuple(r[2].split(",")), r[3], r[4], r[5]) for r in rows]
 
     def revoke(self, key_id: str) -> bool:
-        with self._lock:
+        with self._lock, naming_database(self.path):
             cur = self._conn.execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (time.time(), key_id)
             )

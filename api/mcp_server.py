@@ -37,7 +37,6 @@ import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 import msgspec
@@ -215,7 +214,7 @@ class McpFront:
     @classmethod
     def open(cls, settings: Settings, **options: Any) -> "McpFront":
         service = MemoryService.open(settings.data_dir, settings=settings)
-        return cls(service, KeyStore(Path(service.data_dir) / "auth.db"), settings, **options)
+        return cls(service, KeyStore.of(settings), settings, **options)
 
     def close(self) -> None:
         self.readers.shutdown(wait=True)

@@ -34,6 +34,7 @@ from typing import Iterable
 from .errors import naming_database
 from .files import write_unnamed
 from .ids import new_id
+from .settings import BUSY_TIMEOUT
 from .sqlite_tx import enter_wal, immediate
 
 KEY_BYTES = 32
@@ -53,8 +54,9 @@ def _now() -> str:
 class KeyStore:
     """Data keys by id, created on demand; thread-safe; shared safely with other processes (SQLite locking)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, busy_timeout: float = BUSY_TIMEOUT.default):
         self.path = Path(path)
+        self.busy_timeout = busy_timeout  # seconds a connection waits for another process's lock (MNEMOLOG_BUSY_TIMEOUT)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._by_id: dict[str, bytes] = {}
@@ -72,10 +74,10 @@ class KeyStore:
 
     def _open(self) -> sqlite3.Connection:
         """A connection to the key store, its tables made (the file made owner-only)."""
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout)
         try:
             conn.execute("PRAGMA secure_delete = ON")
-            enter_wal(conn)
+            enter_wal(conn, self.busy_timeout)
             conn.executescript(  # one transaction: one sync for a new file's tables, not one a statement
                 """
                 BEGIN;

@@ -462,7 +462,7 @@ class Sealer:
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> "Sealer":
-        return cls(KeyStore(key_store_path(url, settings)), enabled=encryption_enabled(settings, url))
+        return cls(KeyStore(key_store_path(url, settings), float(settings.busy_timeout)), enabled=encryption_enabled(settings, url))
 
     def close(self) -> None:
         self.keys.close()

@@ -134,8 +134,8 @@ SYNCHRONOUS = setting(
 BUSY_TIMEOUT = setting(
     "busy_timeout",
     30.0,
-    "Seconds a connection to a SQLite log waits for a lock another process holds (a long import, a held transaction) "
-    "before its command fails with 'database is locked'.",
+    "Seconds a connection to a SQLite file of the data directory (the log, projections.db, keys.db, auth.db) waits for "
+    "a lock another process holds (a long import or rebuild, a held transaction) before its command fails with 'database is locked'.",
 )
 SUBSCRIBE_POLL_SECONDS = setting(
     "subscribe_poll_seconds",

@@ -16,13 +16,19 @@ import sqlite3
 import time
 from typing import Iterator, Protocol
 
-from .errors import is_lock_contention
+from .errors import is_lock_contention, name_database
 
 
 @contextlib.contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``, or a rollback on any error (see the module docstring)."""
-    conn.execute("BEGIN IMMEDIATE")
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or a rollback on any error (see the module docstring). A write lock
+    still held elsewhere past the busy timeout names the database file, for a message that says which."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_lock_contention(exc):
+            name_database(exc, _file_of(conn))
+        raise
     try:
         yield conn
         conn.execute("COMMIT")
@@ -30,6 +36,11 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database (empty for one in memory)."""
+    return next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
 
 
 #: The pragma :func:`enter_wal` runs; :func:`eventstore.dialects.sqlite_pragmas` lists it first.

@@ -19,7 +19,6 @@ from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
 from .graph.projector import GraphProjector
 from .vectors.embedders import get_embedder
-from .runner import connect
 from .vectors.index import VectorIndex
 from .vectors.projector import VectorProjector, vector_search
 
@@ -87,10 +86,12 @@ class IndexFollower(threading.Thread):
     alternated). The adds of a close, when writes have stopped, use every core.
     """
 
-    def __init__(self, index: VectorIndex, path, interval: float = 1.0, max_lag: int = 10_000, max_wait: float = 10.0, threads: int = 1):
+    def __init__(
+        self, index: VectorIndex, connect: Callable[[], sqlite3.Connection], interval: float = 1.0, max_lag: int = 10_000, max_wait: float = 10.0, threads: int = 1
+    ):
         super().__init__(name="mnemolog-vector-index", daemon=True)
         self.index = index
-        self.path = path
+        self.connect = connect  # a new connection to projections.db (the runner's)
         self.interval = interval
         self.max_lag = max_lag
         self.max_wait = max_wait
@@ -125,7 +126,7 @@ class IndexFollower(threading.Thread):
         return 0
 
     def run(self) -> None:
-        conn = connect(self.path)
+        conn = self.connect()
         try:
             while not self.stopping.is_set():
                 self.wake.wait(self.interval)
@@ -141,7 +142,7 @@ class IndexFollower(threading.Thread):
         self.stopping.set()
         self.wake.set()
         self.join(timeout=60)
-        conn = connect(self.path)
+        conn = self.connect()
         try:
             self.index.sync(conn)
             self.index.save(conn)

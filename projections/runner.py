@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from mnemolog.eventstore import EventStore, RecordedEvent
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.errors import naming_database
+from mnemolog.eventstore.settings import BUSY_TIMEOUT as _BUSY_TIMEOUT_SETTING
 from mnemolog.eventstore.sqlite_tx import enter_wal, immediate
 
 from . import text_caches
@@ -55,11 +56,13 @@ class Projector(Protocol):
     def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None: ...
 
 
+BUSY_TIMEOUT: float = _BUSY_TIMEOUT_SETTING.default  # seconds, when no setting is given
 READ_CACHE_KIB = 8192  # per reading connection: more of it is private memory per thread and process
 
 
-def connect(path: Path | str, *, readonly: bool = False, reader: bool = False) -> sqlite3.Connection:
-    """A connection to ``projections.db`` with the pragmas every user needs.
+def connect(path: Path | str, *, readonly: bool = False, reader: bool = False, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+    """A connection to ``projections.db`` with the pragmas every user needs, waiting up to ``busy_timeout``
+    seconds for a lock another connection holds (``MNEMOLOG_BUSY_TIMEOUT``: see :meth:`ProjectionRunner.connection`).
 
     Each connection's page cache is private memory, so reading connections
     (one per reader thread, in every server process) keep a small one and
@@ -70,13 +73,13 @@ def connect(path: Path | str, *, readonly: bool = False, reader: bool = False) -
     """
     with naming_database(path):  # a message names the file that is a directory, unreadable, no database
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=busy_timeout)
         else:
-            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
-            enter_wal(conn)
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout)
+            enter_wal(conn, busy_timeout)
         conn.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-applied from the log
         conn.execute("PRAGMA wal_autocheckpoint=16384")  # fewer, larger checkpoints: projection batches write many pages
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={round(busy_timeout * 1000)}")
         conn.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB if reader else 65536}")
         conn.execute("PRAGMA temp_store=MEMORY")
     return conn
@@ -129,9 +132,11 @@ class ProjectionRunner:
         projectors: Iterable[Projector],
         *,
         after_commit: Callable[[str, int], None] | None = None,
+        busy_timeout: float = BUSY_TIMEOUT,
     ):
         self.store = store
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.projectors = list(projectors)
         self.by_name = {p.name: p for p in self.projectors}
@@ -162,7 +167,7 @@ class ProjectionRunner:
     def _open(self) -> sqlite3.Connection:
         """The writer's connection (only under ``self._lock``, see the module docstring), the bookkeeping tables
         made and the checkpoints read: SQLite reads the pages a start needs, and says if they are damaged."""
-        conn = connect(self.path)
+        conn = self.connection()
         try:
             with immediate(conn):
                 conn.execute(
@@ -182,8 +187,13 @@ class ProjectionRunner:
         """This thread's read connection to ``projections.db`` (never the runner's own one)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = connect(self.path, reader=True)
+            conn = self._local.conn = self.connection(reader=True)
         return conn
+
+    def connection(self, *, reader: bool = False) -> sqlite3.Connection:
+        """A new connection to ``projections.db`` (the caller closes it) that waits for a lock as long as the
+        log's connections do: ``MNEMOLOG_BUSY_TIMEOUT`` holds for every database file of the data directory."""
+        return connect(self.path, reader=reader, busy_timeout=self.busy_timeout)
 
     def checkpoint(self, name: str, conn: sqlite3.Connection | None = None) -> tuple[int, int, str] | None:
         row = (conn or self.read_conn()).execute(

@@ -180,7 +180,9 @@ class MemoryService:
         """The runner over ``projections.db`` (the default projectors unless given)."""
         if projectors is None:
             projectors = default_projectors(self.settings, self.data_dir)
-        return ProjectionRunner(self.store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit)
+        return ProjectionRunner(
+            self.store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit, busy_timeout=float(self.settings.busy_timeout)
+        )
 
     def construct_facts(self) -> graph_reads.ProjectionFacts:
         """What commands check against: the projections at the log's head; entities and documents are nodes too."""
@@ -191,7 +193,7 @@ class MemoryService:
 
     def construct_index_follower(self) -> IndexFollower:
         """The thread that adds new vectors to the index after each projection batch (searches stay exact meanwhile)."""
-        follower = IndexFollower(self.vector_index, self.runner.path)
+        follower = IndexFollower(self.vector_index, self.runner.connection)
         follower.start()
         self.add_after_commit(follower.notify)
         return follower

@@ -113,7 +113,7 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
-        keystore = KeyStore(Path(settings.data_dir) / "auth.db")
+        keystore = KeyStore.of(settings)
         try:
             first_start_key(keystore, host, port)
         finally:
@@ -135,7 +135,7 @@ def keys_create(args: argparse.Namespace) -> int:
     if not args.tenant:
         raise CommandError("name the tenant the key acts for with --tenant ('*' for any)")
     scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
-    store = KeyStore(data_dir(args) / "auth.db")
+    store = KeyStore.of(Settings({"data_dir": str(data_dir(args))}))
     try:
         secret, record = store.create(args.tenant, scopes, args.name or "")
     finally:
@@ -153,7 +153,7 @@ def _existing_keys(args: argparse.Namespace) -> KeyStore:
     (a mistyped ``--data-dir``, or keys never made there) is refused, not given a new, empty one."""
     path = data_dir(args) / "auth.db"
     existing_database(path, f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
-    return KeyStore(path)
+    return KeyStore.of(Settings({"data_dir": str(data_dir(args))}))
 
 
 def keys_list(args: argparse.Namespace) -> int:

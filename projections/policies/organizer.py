@@ -72,7 +72,6 @@ from mnemolog.eventstore.model import Conflict, NotFound
 from mnemolog.eventstore.settings import Settings
 from mnemolog.eventstore.sqlite_tx import immediate
 
-from ..runner import connect
 from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
@@ -101,7 +100,7 @@ class Organizer:
         self.types = set(type_list(self.settings)) - {"TopicMemory"}
         self.vectors = Vectors(service, str(self.settings.embedder))
         self.corpora = CorpusCache(self.vectors)
-        self._conn = connect(service.runner.path)
+        self._conn = service.runner.connection()
         self._conn_lock = threading.Lock()
         with self._conn_lock:
             self._conn.execute("CREATE TABLE IF NOT EXISTS organizer_checkpoint (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")

@@ -354,7 +354,7 @@ def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, lo
     from mnemolog.projections.assembly import IndexFollower
 
     index = open_index(tmp_path, runner)
-    follower = IndexFollower(index, runner.path, max_lag=25)  # never started: each look is one step()
+    follower = IndexFollower(index, runner.connection, max_lag=25)  # never started: each look is one step()
     for i in range(10):
         log.add(f"m{i}", f"note number {i}")
         runner.catch_up()
@@ -369,7 +369,7 @@ def test_the_follower_adds_vectors_once_writes_pause_or_lag_too_far(tmp_path, lo
     runner.catch_up()
     assert follower.step(runner.conn) == 30  # 30 waiting >= max_lag: added although writes may go on
     assert len(index) == 40 and index.synced_row_id == runner.conn.execute("SELECT max(row_id) FROM vec_docs").fetchone()[0]
-    trickle = IndexFollower(index, runner.path, max_lag=1000, max_wait=10.0)
+    trickle = IndexFollower(index, runner.connection, max_lag=1000, max_wait=10.0)
     for i, now in enumerate([100.0, 105.0, 109.0, 110.5]):  # a write before every look: never quiet, never 1,000 behind
         log.add(f"t{i}", f"trickled note {i}")
         runner.catch_up()
@@ -382,7 +382,7 @@ def test_a_commit_wakes_the_follower_only_when_its_last_look_found_nothing_waiti
     from mnemolog.projections.assembly import IndexFollower
 
     index = open_index(tmp_path, runner)
-    follower = IndexFollower(index, runner.path, max_lag=1000)  # never started: each look is one step()
+    follower = IndexFollower(index, runner.connection, max_lag=1000)  # never started: each look is one step()
     follower.notify("vectors", 1)
     assert follower.wake.is_set()  # idle since it began: the first commit wakes it
     follower.wake.clear()
@@ -578,7 +578,7 @@ def test_the_follower_adds_on_one_thread_and_a_close_on_every_core(tmp_path, log
         return real_add(self, keys, vectors, *args, threads=threads, **kwargs)
 
     monkeypatch.setattr(type(index._index), "add", add)
-    follower = IndexFollower(index, runner.path, interval=3600, max_lag=5)  # its own looks wait for close; step() here
+    follower = IndexFollower(index, runner.connection, interval=3600, max_lag=5)  # its own looks wait for close; step() here
     follower.start()
     for i in range(6):
         log.add(f"m{i}", f"note number {i}")

@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,40 @@ def test_a_locked_log_is_one_line_and_nothing_written(data):
     finally:
         release.set()
         holder.join()
+    assert head(data) == 1
+
+
+@pytest.mark.parametrize(
+    "name, argv",
+    [("projections.db", ["rebuild"]), ("keys.db", ["add", "a memory of a new subject", "--subject", "u-2"]), ("auth.db", ["keys", "create", "--tenant", "default"])],
+)
+def test_every_database_of_the_data_directory_waits_for_a_lock_as_long_as_the_setting_says(data, name, argv):
+    """``MNEMOLOG_BUSY_TIMEOUT`` held for the log alone: a lock on projections.db, keys.db or auth.db was waited
+    for 30 s whatever it said, and the error named no file. Held by another connection past one second, each
+    command gives up after about that second, in one line naming the file, and writes nothing."""
+    assert run(data, "keys", "create", "--tenant", "default").returncode == 0  # auth.db made
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(data / name, isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        release.wait(120)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        began = time.monotonic()
+        done = run_main(["--data-dir", str(data), *argv], env={"MNEMOLOG_BUSY_TIMEOUT": "1"})
+        waited = time.monotonic() - began
+    finally:
+        release.set()
+        holder.join()
+    assert_refused(done, str(data / name), "busy", "run the command again")
+    assert waited < 20, waited  # the default would have waited 30 s
     assert head(data) == 1
 
 
