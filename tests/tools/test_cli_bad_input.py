@@ -7,6 +7,7 @@ run as real subprocesses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -80,35 +82,30 @@ def test_a_non_utf8_import_is_refused_whole(data, tmp_path, body):
     assert head(data) == before
 
 
+@contextlib.contextmanager
+def held(path: Path) -> Iterator[None]:
+    """The database ``path`` write-locked (``BEGIN EXCLUSIVE``) by a connection of this process for the block:
+    another connection, of this process or another, finds it busy."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        yield
+    finally:
+        conn.close()  # the transaction rolled back
+
+
 def test_a_locked_log_is_one_line_and_nothing_written(data):
     """Another process holds the log's write lock past the busy timeout (``MNEMOLOG_BUSY_TIMEOUT``): a write is an
     error line naming the log and saying to run it again, never a traceback; a read (``verify``) answers from its snapshot."""
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        conn = sqlite3.connect(data / "events.db", isolation_level=None, check_same_thread=False)
-        conn.execute("BEGIN EXCLUSIVE")
-        locked.set()
-        release.wait(120)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(10)
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}, "MNEMOLOG_BUSY_TIMEOUT": "1"}
-        commands = [["add", "written while locked"], ["verify"]]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}, "MNEMOLOG_BUSY_TIMEOUT": "1"}
+    with held(data / "events.db"):
         children = [
             subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            for argv in commands
+            for argv in (["add", "written while locked"], ["verify"])
         ]
         (out, err), (verified, _) = (child.communicate(timeout=180) for child in children)
-        assert_refused(subprocess.CompletedProcess(children[0].args, children[0].returncode, out, err), "events.db", "busy", "run the command again")
-        assert children[1].returncode == 0 and verified.startswith(b"ok: 1 events"), verified
-    finally:
-        release.set()
-        holder.join()
+    assert_refused(subprocess.CompletedProcess(children[0].args, children[0].returncode, out, err), "events.db", "busy", "run the command again")
+    assert children[1].returncode == 0 and verified.startswith(b"ok: 1 events"), verified
     assert head(data) == 1
 
 
@@ -121,26 +118,10 @@ def test_every_database_of_the_data_directory_waits_for_a_lock_as_long_as_the_se
     for 30 s whatever it said, and the error named no file. Held by another connection past one second, each
     command gives up after about that second, in one line naming the file, and writes nothing."""
     assert run(data, "keys", "create", "--tenant", "default").returncode == 0  # auth.db made
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        conn = sqlite3.connect(data / name, isolation_level=None, check_same_thread=False)
-        conn.execute("BEGIN EXCLUSIVE")
-        locked.set()
-        release.wait(120)
-        conn.execute("ROLLBACK")
-        conn.close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with held(data / name):
         began = time.monotonic()
         done = run_main(["--data-dir", str(data), *argv], env={"MNEMOLOG_BUSY_TIMEOUT": "1"})
         waited = time.monotonic() - began
-    finally:
-        release.set()
-        holder.join()
     assert_refused(done, str(data / name), "busy", "run the command again")
     assert waited < 20, waited  # the default would have waited 30 s
     assert head(data) == 1
