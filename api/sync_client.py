@@ -17,7 +17,6 @@ editors and type checkers, with the same response Structs as the async client.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import threading
 import uuid
@@ -43,23 +42,36 @@ class _Loop:
         An interrupt of the wait (Ctrl-C, a notebook's "interrupt") cancels the
         coroutine and is raised once it has stopped: no request goes on behind
         the caller's back, and a stream interrupted in ``next()`` closes.
+
+        An interrupt may land anywhere, scheduling included: the callback that
+        stops the coroutine is queued after the one that starts it, if that
+        one was queued at all, and runs on the loop's thread after it; so the
+        task is cancelled if it was made, or the coroutine closed if it never
+        will be, and either way the wait ends.
         """
-        started: concurrent.futures.Future[asyncio.Task] = concurrent.futures.Future()
+        started: list[asyncio.Task] = []
         finished = threading.Event()
 
         def start() -> None:
             task = self.loop.create_task(coroutine)
             task.add_done_callback(lambda _: finished.set())
-            started.set_result(task)
+            started.append(task)
 
-        self.loop.call_soon_threadsafe(start)
+        def stop() -> None:
+            if started:
+                started[0].cancel()  # done already: no-op, and ``finished`` is set
+            else:
+                coroutine.close()
+                finished.set()
+
         try:
+            self.loop.call_soon_threadsafe(start)
             finished.wait()
         except BaseException:
-            self.loop.call_soon_threadsafe(started.result().cancel)
+            self.loop.call_soon_threadsafe(stop)
             finished.wait()
             raise
-        return started.result().result()
+        return started[0].result()
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)

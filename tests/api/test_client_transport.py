@@ -230,3 +230,44 @@ async def test_the_blocking_client_works_in_a_thread_running_an_event_loop():
             assert client.digest().position == 3
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("queued", [True, False], ids=["after-the-start-was-queued", "before"])
+def test_an_interrupt_while_the_blocking_client_schedules_a_call_stops_it_all_the_same(queued):
+    """Ctrl-C landing inside the hand-over to the client's loop (after the call was queued, or before) was raised
+    at once, the call left running behind the caller's back: a stream then failed to close ("aclose(): asynchronous
+    generator is already running"). The call is cancelled, or never starts, before the interrupt is raised."""
+    from mnemolog.api.sync_client import _Loop
+
+    runner = _Loop()
+    began, cancelled = threading.Event(), threading.Event()
+
+    async def call() -> None:
+        began.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    original = runner.loop.call_soon_threadsafe
+    calls = []
+
+    def interrupted(callback, *args, **kwargs):
+        calls.append(callback)
+        if len(calls) == 1:  # the hand-over of the call itself
+            if queued:
+                original(callback, *args, **kwargs)
+            raise KeyboardInterrupt
+        return original(callback, *args, **kwargs)
+
+    runner.loop.call_soon_threadsafe = interrupted  # type: ignore[method-assign]
+    coroutine = call()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(coroutine)
+        assert cancelled.is_set() == began.is_set()  # if it began, it was stopped before run() returned
+        assert coroutine.cr_frame is None  # done either way: nothing left to run
+        assert runner.run(asyncio.sleep(0, "next")) == "next"  # the loop goes on serving
+    finally:
+        runner.stop()
