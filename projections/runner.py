@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from mnemolog.eventstore import EventStore, RecordedEvent
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.errors import naming_database
-from mnemolog.eventstore.settings import BUSY_TIMEOUT as _BUSY_TIMEOUT_SETTING
+from mnemolog.eventstore.settings import BUSY_TIMEOUT
 from mnemolog.eventstore.sqlite_tx import enter_wal, immediate
 
 from . import text_caches
@@ -56,11 +56,10 @@ class Projector(Protocol):
     def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None: ...
 
 
-BUSY_TIMEOUT: float = _BUSY_TIMEOUT_SETTING.default  # seconds, when no setting is given
 READ_CACHE_KIB = 8192  # per reading connection: more of it is private memory per thread and process
 
 
-def connect(path: Path | str, *, readonly: bool = False, reader: bool = False, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+def connect(path: Path | str, *, readonly: bool = False, reader: bool = False, busy_timeout: float = BUSY_TIMEOUT.default) -> sqlite3.Connection:
     """A connection to ``projections.db`` with the pragmas every user needs, waiting up to ``busy_timeout``
     seconds for a lock another connection holds (``MNEMOLOG_BUSY_TIMEOUT``: see :meth:`ProjectionRunner.connection`).
 
@@ -132,7 +131,7 @@ class ProjectionRunner:
         projectors: Iterable[Projector],
         *,
         after_commit: Callable[[str, int], None] | None = None,
-        busy_timeout: float = BUSY_TIMEOUT,
+        busy_timeout: float = BUSY_TIMEOUT.default,
     ):
         self.store = store
         self.path = Path(path)

@@ -155,3 +155,13 @@ def choke_on(monkeypatch, word: str, *, queries: bool = True) -> None:
             return inner.embed_query(text)
 
     monkeypatch.setitem(embedders._instances, "hashing", Choking())
+
+
+async def serve_chat_completions(aiohttp_server, handle) -> str:
+    """An OpenAI-compatible ``POST /v1/chat/completions`` on loopback, answered by ``handle``: its base URL (``…/v1``)."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    return str(server.make_url("/v1"))

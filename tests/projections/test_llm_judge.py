@@ -13,6 +13,7 @@ from aiohttp import web
 
 from mnemolog.projections.policies.judge import JudgedMemory, RuleJudge
 from mnemolog.projections.policies.llm_judge import LLMJudge, LLMUnavailable
+from tests.projections.support import serve_chat_completions
 
 A = JudgedMemory(id="a", memory="The user prefers dark mode", key=None, memory_type="preference",
                  updated_at="2024-01-01T00:00:00Z")
@@ -63,10 +64,7 @@ class FakeLLM:
 @pytest.fixture
 async def fake(aiohttp_server) -> FakeLLM:
     fake = FakeLLM()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = await aiohttp_server(app, host="127.0.0.1")
-    fake.url = str(server.make_url("/v1"))
+    fake.url = await serve_chat_completions(aiohttp_server, fake.handle)
     return fake
 
 

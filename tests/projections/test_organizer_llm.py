@@ -14,6 +14,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.projections.policies.judge import RuleJudge
 from mnemolog.projections.policies.llm_judge import LLMJudge
 from mnemolog.projections.policies.organizer import Organizer
+from tests.projections.support import serve_chat_completions
 from tests.projections.test_organizer import add, events, settings  # noqa: F401  (settings: a fixture)
 
 
@@ -40,10 +41,7 @@ class FakeLLM:
 @pytest.fixture
 async def fake_llm(aiohttp_server):
     fake = FakeLLM()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = await aiohttp_server(app, host="127.0.0.1")
-    fake.url = str(server.make_url("/v1"))
+    fake.url = await serve_chat_completions(aiohttp_server, fake.handle)
     return fake
 
 
