@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,9 +100,13 @@ def _healthy(url: str) -> bool:
 def start(data_dir: Path, log_path: Path, *, workers: int = 1, timeout: float = 120, **settings: str) -> Server:
     """``mnemolog serve`` on a free loopback port, once it answers ``/health`` (and has all its workers).
 
-    The port is free when chosen, yet another process of the suite may take it before the server binds it: the
-    server then stops at once saying it cannot listen, and starts again on another port.
+    One worker binds port 0 and the URL is read from the banner it prints, so no other server of the suite
+    can be the one answering. Several workers need a fixed port: one that was free when chosen may be taken
+    by another process of the suite before the server binds it; the server then stops at once saying it
+    cannot listen, and starts again on another port.
     """
+    if workers == 1:
+        return _start(data_dir, log_path, 0, workers, timeout, settings)
     for _ in range(4):
         try:
             return _start(data_dir, log_path, free_port(), workers, timeout, settings)
@@ -114,6 +119,23 @@ class PortTaken(Exception):
     pass
 
 
+#: The line ``mnemolog serve`` prints once its socket is bound: ``mnemolog: serving DIR on http://HOST:PORT …``.
+BANNER = re.compile(r"^mnemolog: serving .* on (http://\S+) ", re.MULTILINE)
+
+
+def announced_url(log_path: Path, mark: int, proc: subprocess.Popen, deadline: float) -> str:
+    """The URL in the serving banner that ``proc`` wrote to ``log_path`` after byte ``mark``, once it is there."""
+    while True:
+        found = BANNER.search(log_path.read_bytes()[mark:].decode(errors="replace"))
+        if found:
+            return found.group(1)
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            if proc.poll() is None:
+                proc.kill()
+            raise AssertionError(f"the server printed no banner: {log_path.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+
+
 def _start(data_dir: Path, log_path: Path, port: int, workers: int, timeout: float, settings: dict[str, str]) -> Server:
     mark = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log:
@@ -124,9 +146,13 @@ def _start(data_dir: Path, log_path: Path, port: int, workers: int, timeout: flo
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    server = Server(proc, f"http://127.0.0.1:{port}", log_path)
     deadline = time.monotonic() + timeout
-    while not ((workers == 1 or len(children(proc.pid)) == workers) and _healthy(server.url)):
+    if port == 0:
+        server = Server(proc, announced_url(log_path, mark, proc, deadline), log_path)
+    else:
+        server = Server(proc, f"http://127.0.0.1:{port}", log_path)
+    # Several workers: they exist only once the supervisor has bound the port itself, so the answer is theirs.
+    while not ((workers == 1 or len(children(proc.pid)) == workers) and _healthy(server.url) and proc.poll() is None):
         if proc.poll() is not None or time.monotonic() >= deadline:
             if proc.poll() is None:
                 proc.kill()

@@ -29,15 +29,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.serving import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -95,12 +94,6 @@ README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
 RUN = [b for b in README_BLOCKS if b.language in RUNNABLE and b.skip is None]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
@@ -124,36 +117,8 @@ def server(tmp_path_factory):
         env=env, capture_output=True, text=True, timeout=120, check=True,
     )
     key = json.loads(created.stdout)["key"]
-    port = _free_port()
-    log = open(data.parent / "serve.log", "w+")
-    process = subprocess.Popen(
-        [str(MNEMOLOG), "serve", "--data-dir", str(data), "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=data.parent
-    )
-    address = f"127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"mnemolog serve exited with {process.returncode}:\n{log.read()}")
-            try:
-                with urllib.request.urlopen(f"http://{address}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("mnemolog serve did not answer /health in time")
-            time.sleep(0.2)
-        yield Server(address, key)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    with serve(data, data.parent / "serve.log") as served:
+        yield Server(served.url.removeprefix("http://"), key)
 
 
 def _run(block: Block, server: Server, workdir: Path) -> subprocess.CompletedProcess:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 from importlib.util import find_spec
 from pathlib import Path
@@ -99,34 +98,24 @@ async def front_client(data_dir: Path, key: str | None, *args: str):
         front.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def http_mcp():
-    """Start ``mnemolog mcp --http`` subprocesses; each is stopped at teardown."""
+    """Start ``mnemolog mcp --http`` subprocesses on a port each binds itself; each is stopped at teardown."""
     started: list[subprocess.Popen] = []
 
     def start(data_dir: Path, key: str | None, *args: str) -> str:
-        port = _free_port()
         extra = {"MNEMOLOG_API_KEY": key} if key is not None else {}
         proc = subprocess.Popen(
-            [MNEMOLOG, "--data-dir", str(data_dir), "mcp", "--http", "--port", str(port), *args],
+            [MNEMOLOG, "--data-dir", str(data_dir), "mcp", "--http", "--port", "0", *args],
             env=_env(**extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         started.append(proc)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    return f"http://127.0.0.1:{port}/mcp"
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("mnemolog mcp --http did not start")
+        printed = []
+        for line in proc.stderr:  # until "mnemolog: MCP over streamable HTTP at http://127.0.0.1:PORT/mcp (Ctrl-C stops)"
+            printed.append(line)
+            if found := re.search(r" at (http://\S+/mcp) ", line):
+                return found.group(1)
+        raise AssertionError(f"mnemolog mcp --http exited with {proc.wait()}: {''.join(printed)}")
 
     yield start
     for proc in started:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from mnemolog.api.client import ApiError, MnemologClient
 from mnemolog.api.app import ROUTES
 from mnemolog.tools import cli
 from mnemolog.tools.serve_cmds import first_start_key
+from tests.serving import BANNER
 
 MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 ROOT = Path(__file__).resolve().parents[2]
@@ -378,14 +378,7 @@ async def test_the_longest_tenant_a_key_may_name_writes_and_reads(secured):
     assert (await client.get_memory(written.memory_ids[0]))["tenant"] == "t" * 200
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
     env["PYTHONUNBUFFERED"] = "1"
     command = [str(MNEMOLOG)] if MNEMOLOG.exists() else [sys.executable, "-m", "mnemolog.tools.cli"]
@@ -394,7 +387,7 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
         *command,
         "serve",
         "--port",
-        str(port),
+        "0",
         "--data-dir",
         str(tmp_path / "data"),
         stdout=asyncio.subprocess.PIPE,
@@ -422,7 +415,8 @@ async def test_real_serve_subprocess_prints_a_key_that_works(tmp_path):
         secret = await asyncio.wait_for(read_banner(), 30)
         assert secret, lines
         banner = "\n".join(lines)
-        url = f"http://127.0.0.1:{port}"
+        url = BANNER.search(banner).group(1)  # the port the server bound
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), banner
         assert f"{url}/v1/memories" in banner and f"{url}/v1/recall" in banner and f"{url}/explorer" in banner
 
         async with MnemologClient(url, api_key=secret, timeout=10) as client:

@@ -40,7 +40,7 @@ from mnemolog.projections.runner import ProjectionRunner
 from mnemolog.projections.service import MemoryService
 from mnemolog.tools.organize_cmds import _ingest, synthetic
 from tests.projections.support import dump, write_log
-from tests.serving import ROOT, clean_env, free_port, run_cli
+from tests.serving import ROOT, clean_env, run_cli
 
 SEED = 20261201
 ROUNDS = 4
@@ -200,7 +200,7 @@ def test_projections_killed_during_catch_up_equal_a_fresh_rebuild(tmp_path):
         kind = "rebuild" if round_ % 2 == 0 else "serve"
         if kind == "serve":
             remove_projections(data_dir)
-            child = spawn(data_dir, "serve", "--port", str(free_port()), log=tmp_path / "children.log", env=READ_ONLY_SERVER_ENV)
+            child = spawn(data_dir, "serve", "--port", "0", log=tmp_path / "children.log", env=READ_ONLY_SERVER_ENV)
         else:
             child = spawn(data_dir, "rebuild", log=tmp_path / "children.log")
         # Once the child is replaying (its lowest checkpoint is behind the head), kill it a random moment later.

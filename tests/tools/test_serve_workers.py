@@ -10,57 +10,32 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from mnemolog.api.client import MnemologClient
-from tests.serving import ROOT, children as _children, clean_env, free_port as _free_port
+from tests.serving import children as _children, start
 
 
 @pytest.fixture
 def served(tmp_path):
-    port = _free_port()
+    """Two workers on one port, both answering; killed with them at teardown if a test left them running."""
     # The organizer is off: it would merge the near-duplicate notes below.
-    env = clean_env(auth="off", workers=2, synchronous="NORMAL", organizer_enabled="off")
-    log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)],
-        env=env,
-        cwd=str(ROOT),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    server = start(tmp_path / "data", tmp_path / "serve.log", workers=2, auth="off", synchronous="NORMAL", organizer_enabled="off")
+    proc = server.proc
     try:
-        yield proc, f"http://127.0.0.1:{port}", tmp_path / "serve.log"
+        yield proc, server.url, server.log_path
     finally:
         if proc.poll() is None:
             proc.kill()
             for child in _children(proc.pid):
                 os.kill(child, signal.SIGKILL)
         proc.wait()
-        log.close()
-
-
-async def _until_both_listen(proc, url: str) -> None:
-    for _ in range(600):
-        if len(_children(proc.pid)) == 2:
-            async with MnemologClient(url, timeout=5) as client:
-                try:
-                    await client.health()
-                    return
-                except OSError:
-                    pass
-        assert proc.poll() is None, "the supervisor exited"
-        await asyncio.sleep(0.1)
-    raise AssertionError("the workers did not start")
 
 
 async def test_writes_through_one_worker_are_read_through_any(served):
     proc, url, log = served
-    await _until_both_listen(proc, url)
     workers = _children(proc.pid)
     assert len(workers) == 2
     written = []
@@ -92,7 +67,6 @@ def _alive(pid: int) -> bool:
 
 async def test_ctrl_c_stops_every_worker_gracefully(served):
     proc, url, log = served
-    await _until_both_listen(proc, url)
     workers = _children(proc.pid)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends the supervisor; the workers have their own sessions
     assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
@@ -101,7 +75,6 @@ async def test_ctrl_c_stops_every_worker_gracefully(served):
 
 async def test_a_killed_supervisor_takes_its_workers_with_it(served):
     proc, url, _ = served
-    await _until_both_listen(proc, url)
     workers = _children(proc.pid)
     proc.kill()
     proc.wait()
