@@ -13,7 +13,6 @@ ids and memory source ids, so gold labels name either.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from mnemolog.eventstore.ids import new_id
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .evaluation import Question, read_jsonl, score
+from .evaluation import Question, read_jsonl, score, work_directory
 
 TENANT = "entity-eval"
 DEFAULT_SET = Path(__file__).with_name("entity_eval")
@@ -65,33 +64,33 @@ def run(folder: Path, *, embedder: str = "hashing", limit: int = 10, work_dir: s
     from mnemolog.projections.service import MemoryService
 
     knowledge, questions = load_set(folder)
-    data_dir = Path(work_dir or tempfile.mkdtemp(prefix="mnemolog-entity-eval-"))
-    settings = Settings({"data_dir": str(data_dir), "embedder": embedder, "synchronous": "NORMAL"})
-    service = MemoryService.open(data_dir, settings=settings)
-    entity_ids = {e["id"] for e in knowledge["entities"]}
-    out: dict[str, Any] = {"questions": len(questions), "entities": len(entity_ids), "relations": len(knowledge["relations"]),
-                           "memories": len(knowledge["memories"]), "strategies": {}}
-    try:
-        source_of = ingest(service, knowledge)
-        for strategy in STRATEGIES:
-            rankings: dict[str, list[str]] = {}
-            used = set()
-            began = time.perf_counter()
-            for q in questions:
-                result = service.searcher.recall(TENANT, q.query, RecallOptions(limit=limit, strategy=strategy))
-                used.add(result.strategy)
-                rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
-            elapsed = time.perf_counter() - began
-            overall, per_category = score(rankings, questions)
-            entity_answers = [q for q in questions if set(q.gold) <= entity_ids]
-            found = sum(1 for q in entity_answers if set(q.gold) & set(rankings[q.qid]))
-            out["strategies"][strategy] = {
-                "used": sorted(used), "overall": overall, "per_category": per_category, "rankings": rankings,
-                "entity_answers": len(entity_answers), "entity_answers_found": found,
-                "query_ms": elapsed / max(len(questions), 1) * 1000,
-            }
-    finally:
-        service.close()
+    with work_directory(work_dir, "mnemolog-entity-eval-") as data_dir:
+        settings = Settings({"data_dir": str(data_dir), "embedder": embedder, "synchronous": "NORMAL"})
+        service = MemoryService.open(data_dir, settings=settings)
+        entity_ids = {e["id"] for e in knowledge["entities"]}
+        out: dict[str, Any] = {"questions": len(questions), "entities": len(entity_ids), "relations": len(knowledge["relations"]),
+                               "memories": len(knowledge["memories"]), "strategies": {}}
+        try:
+            source_of = ingest(service, knowledge)
+            for strategy in STRATEGIES:
+                rankings: dict[str, list[str]] = {}
+                used = set()
+                began = time.perf_counter()
+                for q in questions:
+                    result = service.searcher.recall(TENANT, q.query, RecallOptions(limit=limit, strategy=strategy))
+                    used.add(result.strategy)
+                    rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
+                elapsed = time.perf_counter() - began
+                overall, per_category = score(rankings, questions)
+                entity_answers = [q for q in questions if set(q.gold) <= entity_ids]
+                found = sum(1 for q in entity_answers if set(q.gold) & set(rankings[q.qid]))
+                out["strategies"][strategy] = {
+                    "used": sorted(used), "overall": overall, "per_category": per_category, "rankings": rankings,
+                    "entity_answers": len(entity_answers), "entity_answers_found": found,
+                    "query_ms": elapsed / max(len(questions), 1) * 1000,
+                }
+        finally:
+            service.close()
     return out
 
 

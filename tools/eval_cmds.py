@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, between, data_dir
-from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions
+from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions, work_directory
 
 TENANT = "eval"
 
@@ -65,31 +64,31 @@ def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dic
     from mnemolog.projections.filters import SearchFilters
     from mnemolog.projections.service import MemoryService
 
-    data_dir = Path(args.work_dir or tempfile.mkdtemp(prefix="mnemolog-eval-"))
-    settings = Settings({"data_dir": str(data_dir), "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
-    service = MemoryService.open(data_dir, settings=settings)
-    try:
-        began = time.perf_counter()
-        source_of: dict[str, str] = {}
-        for batch in planned_batches(turns):
-            result = service.run(service.memories.add, CommandContext(tenant=TENANT, actor="eval"), batch)
-            for memory_id, content in zip(result.memory_ids, batch):
-                source_of[memory_id] = content.sources[0]
-        Organizer(service, settings).cluster(TENANT)
-        service.sync()
-        ingest_s = time.perf_counter() - began
-        rankings: dict[str, list[str]] = {}
-        explain: dict[str, Any] = {}
-        began = time.perf_counter()
-        for q in questions:
-            options = RecallOptions(limit=args.limit, filters=SearchFilters(collection=q.conv), channels=tuple(args.channels) if args.channels else None)
-            result = service.searcher.recall(TENANT, q.query, options)
-            rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
-            explain[q.qid] = [{"id": source_of.get(h.id, h.id), "score": h.score, "channels": {k: [v.rank, v.score] for k, v in h.channels.items()}} for h in result.hits]
-        query_s = time.perf_counter() - began
-        strategy = result.strategy if questions else ""
-    finally:
-        service.close()
+    with work_directory(args.work_dir, "mnemolog-eval-") as data_dir:
+        settings = Settings({"data_dir": str(data_dir), "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
+        service = MemoryService.open(data_dir, settings=settings)
+        try:
+            began = time.perf_counter()
+            source_of: dict[str, str] = {}
+            for batch in planned_batches(turns):
+                result = service.run(service.memories.add, CommandContext(tenant=TENANT, actor="eval"), batch)
+                for memory_id, content in zip(result.memory_ids, batch):
+                    source_of[memory_id] = content.sources[0]
+            Organizer(service, settings).cluster(TENANT)
+            service.sync()
+            ingest_s = time.perf_counter() - began
+            rankings: dict[str, list[str]] = {}
+            explain: dict[str, Any] = {}
+            began = time.perf_counter()
+            for q in questions:
+                options = RecallOptions(limit=args.limit, filters=SearchFilters(collection=q.conv), channels=tuple(args.channels) if args.channels else None)
+                result = service.searcher.recall(TENANT, q.query, options)
+                rankings[q.qid] = [source_of.get(h.id, h.id) for h in result.hits]
+                explain[q.qid] = [{"id": source_of.get(h.id, h.id), "score": h.score, "channels": {k: [v.rank, v.score] for k, v in h.channels.items()}} for h in result.hits]
+            query_s = time.perf_counter() - began
+            strategy = result.strategy if questions else ""
+        finally:
+            service.close()
     return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": explain}
 
 
@@ -200,4 +199,4 @@ def register(subparsers) -> None:
     parser.add_argument("--limit", type=between(1, 100), default=10, help="results per question, 1 to 100 as the API's recall takes (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
     parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
-    parser.add_argument("--work-dir", help="data directory for the in-process store (default: a temporary one)")
+    parser.add_argument("--work-dir", help="data directory for the in-process store, kept afterwards (default: a temporary one, removed at the end)")

@@ -14,7 +14,9 @@ MRR@10 the mean of 1/rank of the first gold id within the top 10.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,17 @@ from typing import Any, Iterable, Iterator
 import msgspec
 
 KS = (1, 5, 10)
+
+
+@contextlib.contextmanager
+def work_directory(given: str | None, prefix: str) -> Iterator[Path]:
+    """The data directory an evaluation writes in: ``given`` (``--work-dir``), kept afterwards for a look
+    at what was stored; else a temporary one, removed when the evaluation ends, however it ends."""
+    if given:
+        yield Path(given)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as made:
+        yield Path(made)
 
 
 class Turn(msgspec.Struct):

@@ -53,6 +53,8 @@ class PrivateCluster:
                 self.started = True
             except Exception as exc:  # any failure is a reason to skip, told as one line
                 self.error = f"PostgreSQL could not be started: {exc}"
+                if self.dir:  # a cluster half made (initdb or the role failed) is not left in the temporary directory
+                    self._remove()
             return self.error
 
     def _start(self) -> None:
@@ -89,18 +91,21 @@ class PrivateCluster:
 
     def stop(self) -> None:
         if self.dir and self.started:
+            self._remove()
+
+    def _remove(self) -> None:
+        """Stop the server if it runs, and delete its directory."""
+        if os.path.isdir(os.path.join(self.dir, "data")):
             subprocess.run(
                 self._as_owner([self._bin("pg_ctl"), "-D", os.path.join(self.dir, "data"), "-m", "immediate", "-w", "stop"]),
                 capture_output=True,
                 timeout=60,
             )
-            self.started = False
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self.started = False
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def url(self, database: str, user: str = ROLE) -> str:
         return f"postgresql+psycopg://{user}@/{database}?host={self.dir}"
-
-
 
     def create_database(self) -> str:
         """A new, empty database owned by :data:`ROLE`; its SQLAlchemy URL."""

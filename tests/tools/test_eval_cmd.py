@@ -39,6 +39,25 @@ def test_rankings_go_where_asked(tmp_path, capsys):
     assert json.loads(target.read_text().splitlines()[0])["gold"] == ["t1"]
 
 
+
+def test_the_temporary_store_is_removed_and_a_work_dir_kept(tmp_path, monkeypatch, capsys):
+    """Without ``--work-dir`` each run's store went to a new temporary directory that stayed: runs filled /tmp."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert cli.main(["--data-dir", str(tmp_path / "data"), "eval", *_inputs(tmp_path)]) == 0
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "knowledge.json").write_text(json.dumps({"entities": [{"id": "ada", "name": "Ada", "entity_type": "person"}], "relations": [], "memories": [{"id": "m1", "text": "Ada likes tea"}]}))
+    (folder / "questions.jsonl").write_text(json.dumps({"qid": "q1", "query": "Ada", "gold": ["ada"]}) + "\n")
+    assert cli.main(["eval", "--entities", str(folder)]) == 0
+    assert list(scratch.iterdir()) == []
+    assert cli.main(["--data-dir", str(tmp_path / "data"), "eval", *_inputs(tmp_path), "--work-dir", str(tmp_path / "work")]) == 0
+    assert (tmp_path / "work" / "events.db").is_file()  # asked for: kept, to look at what was stored
+
+
 # -- the entity set -------------------------------------------------------------------------------------
 
 from mnemolog.tools import entity_evaluation  # noqa: E402
