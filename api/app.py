@@ -121,7 +121,11 @@ def create_app(
         factory = service_factory or (lambda s: MemoryService.open(s.data_dir, settings=s))
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
-        app[keys.keystore_key] = KeyStore(Path(service.data_dir) / "auth.db", float(settings.busy_timeout))
+        try:
+            app[keys.keystore_key] = await loop.run_in_executor(None, KeyStore.of, settings, service.data_dir)
+        except BaseException:
+            await loop.run_in_executor(None, service.close)
+            raise
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
         app[keys.readers_key].submit(service.warm)  # the lexical index loads while the server already answers
         yield

@@ -1,7 +1,9 @@
 """API keys: hashed at rest, each mapped to a tenant and scopes.
 
 Keys live in ``<data_dir>/auth.db``, apart from the log: a key is a secret,
-not a domain fact, and must not travel with an export. A key is shown once,
+not a domain fact, and must not travel with an export. Servers sharing a
+PostgreSQL log share their keys in its database instead (see
+:mod:`mnemolog.api.auth_postgres`). A key is shown once,
 when it is created; only its SHA-256 is stored. A key whose tenant is ``*``
 acts for the tenant named in the ``X-Mnemolog-Tenant`` header.
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 import threading
 import time
 import unicodedata
@@ -26,11 +27,10 @@ from typing import Any, Callable, TypeVar
 
 import msgspec
 
-from mnemolog.eventstore.errors import naming_database
 from mnemolog.eventstore.settings import BUSY_TIMEOUT, Settings
-from mnemolog.eventstore.sqlite_tx import enter_wal
 
 from .api_error import ApiError
+from .key_rows import SqliteKeyRows
 
 T = TypeVar("T")
 
@@ -55,26 +55,37 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()  # a header of undecodable bytes arrives with surrogates: it is no key
 
 
+def _record(row: tuple) -> ApiKey:
+    return ApiKey(row[0], row[1], tuple(row[2].split(",")), row[3], row[4], row[5])
+
+
 class KeyStore:
-    def __init__(self, path: Path | str, busy_timeout: float = BUSY_TIMEOUT.default):
-        """The API keys in ``path`` (``auth.db``); a connection waits ``busy_timeout`` seconds for another process's lock."""
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    """The API keys: made, listed, revoked, and looked up for every request, a lookup cached until the keys change.
+
+    The rows are in ``auth.db`` (:class:`SqliteKeyRows`), or, for servers
+    sharing a PostgreSQL log, in that database
+    (:class:`~mnemolog.api.auth_postgres.PostgresKeyRows`): see :meth:`of`.
+    """
+
+    def __init__(self, path: Path | str | None = None, busy_timeout: float = BUSY_TIMEOUT.default, *, rows: Any = None):
+        """The API keys in ``path`` (``auth.db``; a connection waits ``busy_timeout`` seconds for another process's
+        lock), or in ``rows`` (a store of the same methods as :class:`SqliteKeyRows`)."""
+        self._rows = rows if rows is not None else SqliteKeyRows(Path(path), busy_timeout)
         self._lock = threading.Lock()
-        with naming_database(self.path):  # a message names the file that is a directory, unreadable, no database
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=busy_timeout)
-            enter_wal(self._conn, busy_timeout)
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, digest TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL,"
-                " scopes TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)"
-            )
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
-        self._data_version = self._version()
+        self._data_version = self._rows.version()
 
     @classmethod
-    def of(cls, settings: Settings) -> "KeyStore":
-        """The API keys of ``settings``' data directory (its ``auth.db``), waiting for locks as the log does."""
-        return cls(Path(settings.data_dir) / "auth.db", float(settings.busy_timeout))
+    def of(cls, settings: Settings, data_dir: Path | str | None = None) -> "KeyStore":
+        """The API keys of the servers of ``settings``: those of a PostgreSQL log (``MNEMOLOG_LOG_URL``) share them
+        in its database, any key from the data directory's ``auth.db`` taken in; else ``auth.db``, waiting for locks
+        as the log does. ``data_dir``: the data directory, when not ``settings``' own."""
+        local = Path(data_dir or settings.data_dir) / "auth.db"
+        if is_shared(settings):
+            from .auth_postgres import PostgresKeyRows
+
+            return cls(rows=PostgresKeyRows.open(settings.log_url, take_in=local))
+        return cls(local, float(settings.busy_timeout))
 
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
         """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again.
@@ -93,59 +104,51 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         secret = f"{KEY_PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
         record = ApiKey(key_id, tenant, tuple(dict.fromkeys(scopes)), name, time.time())
-        with self._lock, naming_database(self.path):
-            self._conn.execute(
-                "INSERT INTO api_keys VALUES (?,?,?,?,?,?,NULL)",
-                (key_id, _digest(secret), tenant, ",".join(record.scopes), name, record.created_at),
-            )
+        with self._lock:
+            self._rows.insert((key_id, _digest(secret), tenant, ",".join(record.scopes), name, record.created_at, None))
         return secret, record
 
     def list(self) -> list[ApiKey]:
-        rows = self._conn.execute(
-            "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys ORDER BY created_at"
-        ).fetchall()
-        return [ApiKey(r[0], r[1], tuple(r[2].split(",")), r[3], r[4], r[5]) for r in rows]
+        with self._lock:
+            return [_record(row) for row in self._rows.rows()]
 
     def revoke(self, key_id: str) -> bool:
-        with self._lock, naming_database(self.path):
-            cur = self._conn.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL", (time.time(), key_id)
-            )
+        with self._lock:
+            done = self._rows.revoke(key_id, time.time())
             self._cache.clear()
-        return cur.rowcount == 1
+        return done
 
     def count_active(self) -> int:
-        return self._conn.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL").fetchone()[0]
-
-    def _version(self) -> int:
-        """auth.db's data version: it changes when another connection (process, worker, CLI) commits to it."""
-        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+        with self._lock:
+            return self._rows.count_active()
 
     def authenticate(self, secret: str) -> ApiKey | None:
         """The active key for ``secret``, or None; a key revoked anywhere is refused from the next call on."""
         digest = _digest(secret)
         now = time.monotonic()
         with self._lock:
-            version = self._version()
+            version = self._rows.version()
             if version != self._data_version:
                 self._cache.clear()
                 self._data_version = version
             cached = self._cache.get(digest)
             if cached is not None and now - cached[0] < CACHE_SECONDS:
                 return cached[1]
-            row = self._conn.execute(
-                "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_keys WHERE digest = ?", (digest,)
-            ).fetchone()
-            record = None
-            if row is not None and row[5] is None:
-                record = ApiKey(row[0], row[1], tuple(row[2].split(",")), row[3], row[4], None)
+            row = self._rows.find(digest)
+            record = _record(row) if row is not None and row[5] is None else None
             if len(self._cache) > 10_000:
                 self._cache.clear()
             self._cache[digest] = (now, record)
             return record
 
     def close(self) -> None:
-        self._conn.close()
+        self._rows.close()
+
+
+def is_shared(settings: Settings) -> bool:
+    """Whether the keys of ``settings``' servers are shared in their log's database (PostgreSQL), not in ``auth.db``."""
+    url = str(settings.log_url or "")
+    return bool(url) and not url.startswith("sqlite")
 
 
 #: What a refusal over HTTP asks for (RFC 9110 §11.6.1: a 401 names its challenge; RFC 6750 for bearer tokens):

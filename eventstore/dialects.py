@@ -47,10 +47,8 @@ def create_log_engines(url: str, *, synchronous: str = "FULL", busy_timeout: flo
     if level not in SYNCHRONOUS_LEVELS:
         raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}")
     if not url.startswith("sqlite"):
-        writer = create_engine(url, pool_size=1, max_overflow=0)
-        reader = create_engine(url, pool_size=8)
-        for engine in (writer, reader):
-            event.listen(engine, "checkout", _refuse_dropped)
+        writer = refusing_dropped(create_engine(url, pool_size=1, max_overflow=0))
+        reader = refusing_dropped(create_engine(url, pool_size=8))
         return writer, reader
     args = {"check_same_thread": False, "timeout": busy_timeout}
     writer = create_engine(url, connect_args=args, poolclass=QueuePool, pool_size=1, max_overflow=0)
@@ -82,6 +80,12 @@ def connection_dropped(driver) -> bool:
         return bool(select.select([fd], [], [], 0)[0])
     except (OSError, ValueError):
         return False  # cannot tell: used as it is
+
+
+def refusing_dropped(engine: Engine) -> Engine:
+    """``engine`` (PostgreSQL), its pool replacing a connection the server has closed before handing it out."""
+    event.listen(engine, "checkout", _refuse_dropped)
+    return engine
 
 
 def _refuse_dropped(dbapi_connection, _record, _proxy) -> None:

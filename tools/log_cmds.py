@@ -152,6 +152,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             restored = restore_guards(engine)
         finally:
             engine.dispose()
+        if not store.url.startswith("sqlite"):  # the API keys its servers share, beside the log (made as the owner, as the log is)
+            from mnemolog.api.auth_postgres import PostgresKeyRows
+
+            PostgresKeyRows.open(store.url).close()
     if args.json:
         print_json_line(
             {"revision": after, "previous": before, "head": migrate.head_revision(), "migrated": ran, "restored": restored}

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from mnemolog.api.auth import SCOPES, KeyStore
+from mnemolog.api.auth import SCOPES, KeyStore, is_shared
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
 from mnemolog.projections.vectors.embedders import get_embedder
@@ -149,11 +149,14 @@ def keys_create(args: argparse.Namespace) -> int:
 
 
 def _existing_keys(args: argparse.Namespace) -> KeyStore:
-    """The API keys of the data directory, for a command that reads or changes them: one with no key store
-    (a mistyped ``--data-dir``, or keys never made there) is refused, not given a new, empty one."""
-    path = data_dir(args) / "auth.db"
-    existing_database(path, f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
-    return KeyStore.of(Settings({"data_dir": str(data_dir(args))}))
+    """The API keys of the data directory (of the PostgreSQL log, shared), for a command that reads or changes them:
+    a data directory with no key store (a mistyped ``--data-dir``, or keys never made there) is refused, not given
+    a new, empty one."""
+    settings = Settings({"data_dir": str(data_dir(args))})
+    if not is_shared(settings):
+        path = data_dir(args) / "auth.db"
+        existing_database(path, f"no API keys at {path} (mnemolog keys create makes the first): check --data-dir or MNEMOLOG_DATA_DIR")
+    return KeyStore.of(settings)
 
 
 def keys_list(args: argparse.Namespace) -> int:
