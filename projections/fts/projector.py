@@ -12,7 +12,8 @@ Tables (in ``projections.db``):
   bigrams of the CJK parts (:func:`mnemolog.projections.fts.textsearch.cjk_segment`), so a
   two-character Chinese word is found inside an unbroken sentence, and the
   words written against CJK characters (:func:`mnemolog.projections.fts.textsearch.glued_words`:
-  ``unicode61`` keeps "我喜欢Python编程" as one token), so that "Python" finds it,
+  ``unicode61`` keeps "我喜欢Python编程" as one token), so that "Python" finds it, and
+  the symbols (emoji: :func:`mnemolog.projections.fts.textsearch.symbol_words`) as words,
   all of it in NFKC (:func:`mnemolog.projections.fts.textsearch.folded`:
   "ＡＢＣ" as "abc", half-width kana as kana), as the queries are.
 
@@ -107,6 +108,7 @@ from .textsearch import (
     folded,
     has_cjk,
     indexed_words,
+    symbol_words,
 )
 
 __all__ = ["FtsHit", "FtsProjector", "fts_search", "fts_search_sql"]
@@ -139,8 +141,8 @@ class FtsProjector:
     name = "fts"
     # 2: the words written against CJK text indexed in ``cjk``; 3: and NFKC forms; 4: Thai, Lao, Khmer and Myanmar segmented;
     # 5: invisible characters dropped; 6: combining marks inside words, the vowel points of abjads and the Arabic script's
-    # letter variants folded, the joiners dropped
-    schema_version = 6
+    # letter variants folded, the joiners dropped; 7: symbols (emoji) indexed as words in ``cjk``
+    schema_version = 7
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(
@@ -303,13 +305,14 @@ def query_phrases(query: str, terms: Sequence[str] | None = None) -> list[str]:
 
     Words (stopwords dropped, see :func:`~mnemolog.projections.fts.textsearch.content_terms`,
     or ``terms`` when given; a term written against CJK text gives its words)
-    match the word columns; CJK bigrams of the query match ``cjk`` (single
+    and the query's symbols as words (which no term holds) match the word columns; CJK bigrams of the query match ``cjk`` (single
     characters as prefixes, see
     :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
     """
     query = folded(query)
     chosen = content_terms(query) if terms is None else [folded(t).lower() for t in terms]
     words = [w for t in chosen for w in ([t] if not has_cjk(t) else [g for g in WORD_RE.findall(t) if g not in STOPWORDS])]
+    words += symbol_words(query)
     phrases = [f"{_WORD_SPEC} : {escape_fts_term(w)}" for w in words if w.strip()]
     phrases += [f"cjk : {escape_fts_term(t)}" + (" *" if len(t) == 1 else "") for t in cjk_query_terms(query)]
     return list(dict.fromkeys(phrases))[:MAX_TERMS]
@@ -403,7 +406,7 @@ def fts_search(
             return []
         if not exact and not cjk_query_terms(query):
             chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
-            words = [w for w in dict.fromkeys(chosen) if w.strip() and not has_cjk(w)][:MAX_TERMS]
+            words = [w for w in dict.fromkeys(chosen + symbol_words(query)) if w.strip() and not has_cjk(w)][:MAX_TERMS]
             rows = PostingsIndex.for_connection(conn).search(conn, tenant, words, limit=limit, as_of=as_of, filters=filters)
             if rows is not None:
                 return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]

@@ -21,9 +21,10 @@ in SQL, and the folding of letters written for one another (:func:`folded`):
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Literal
 
 from .script_marks import MARK, POINTS
@@ -48,6 +49,7 @@ __all__ = [
     "indexed_words",
     "has_cjk",
     "is_cjk",
+    "symbol_words",
     "word_tokens",
 ]
 
@@ -180,6 +182,55 @@ def glued_words(text: str) -> list[str]:
     return out
 
 
+@functools.cache
+def _symbol_set() -> frozenset[str]:
+    """Every character Unicode calls "Symbol, other" (emoji, dingbats, ©, ♥, ...; none is ASCII, none is past U+1FFFF).
+    Made at the first text that is not ASCII: it takes a scan (some 30 ms)."""
+    return frozenset(ch for ch in map(chr, range(0x80, 0x20000)) if unicodedata.category(ch) == "So")
+
+
+_FLAG_LETTERS = frozenset(map(chr, range(0x1F1E6, 0x1F200)))  # the regional indicators, which a flag writes in pairs
+
+
+def _symbols(text: str, symbols: frozenset[str]) -> Iterator[str]:
+    """The symbols of ``text``: pairs of regional indicators (a flag, "🇵🇹"), and each other character of ``symbols``."""
+    i, end = 0, len(text)
+    while i < end:
+        ch = text[i]
+        if ch in symbols:
+            if ch in _FLAG_LETTERS and i + 1 < end and text[i + 1] in _FLAG_LETTERS:
+                yield text[i : i + 2]
+                i += 1
+            else:
+                yield ch
+        i += 1
+
+
+#: What a symbol's word starts with: each code point follows in hex, closed by an ``x`` ("🍕" is ``sym1f355x``), which
+#: keeps the word as it is through the porter stemmer (it stems a trailing ``e`` or ``ed`` away, never an ``x``).
+SYMBOL_PREFIX = "sym"
+
+
+def symbol_words(text: str) -> list[str]:
+    """The symbols written in ``text`` (emoji, dingbats, ©, ♥: Unicode's "Symbol, other"), each as a word, each once.
+
+    ``unicode61`` takes a symbol for a separator, so a memory's "🍕" could not
+    be searched for at all. The ``cjk`` column holds each symbol as the word
+    :data:`SYMBOL_PREFIX` + its code point in hex + ``x``, which the tokenizer
+    keeps whole, and a query's symbols are searched as those words. A flag
+    (a pair of regional indicators) is one word of both code points, so that
+    "🇵🇹" does not find "🇵🇱". Skin tones, variation selectors and joiners
+    are not symbols: "👍🏽" and "👍" find each other, and a joined emoji
+    ("👩‍🔬") is its symbols.
+
+    >>> symbol_words("Dinner: 🍕🍕 on Friday ❤️ in 🇵🇹")
+    ['sym1f355x', 'sym2764x', 'sym1f1f5x1f1f9x']
+    """
+    if text.isascii() or _symbol_set().isdisjoint(text):
+        return []
+    return list(dict.fromkeys(SYMBOL_PREFIX + "".join(f"{ord(ch):x}x" for ch in found) for found in _symbols(text, _symbol_set())))
+
+
 def folded(text: str) -> str:
     """``text`` in NFKC: full-width letters and digits, ligatures and half-width kana in their plain forms.
 
@@ -242,17 +293,18 @@ def indexed_words(text: str, plain: str | None = None) -> list[str]:
     """The words the ``cjk`` column holds beside the bigrams of ``folded(text)``, lowercased, each once
     (``plain``: ``folded(text)``, when the caller has it already).
 
-    Those :func:`glued_words` finds in the folded text, and every word whose
+    Those :func:`glued_words` finds in the folded text, every word whose
     folded form differs from the word written ("Ｒｏｏｍ" as "room"): the
-    word columns hold them only as written.
+    word columns hold them only as written; and the words of its symbols
+    (:func:`symbol_words`), which no word column holds.
 
-    >>> indexed_words("我喜欢Python编程 in Ｒｏｏｍ ７")
-    ['python', 'room', '7']
+    >>> indexed_words("我喜欢Python编程 in Ｒｏｏｍ ７ 🍕")
+    ['python', 'room', '7', 'sym1f355x']
     """
     plain = folded(text) if plain is None else plain
     written = set(WORD_RE.findall(text.lower()))
     changed = [w for w in WORD_RE.findall(plain.lower()) if w not in written]
-    return list(dict.fromkeys([w.lower() for w in glued_words(plain)] + changed))
+    return list(dict.fromkeys([w.lower() for w in glued_words(plain)] + changed + symbol_words(plain)))
 
 
 def cjk_query_terms(query: str) -> list[str]:

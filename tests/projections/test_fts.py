@@ -227,6 +227,30 @@ def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
     assert_plans_agree(conn, "python report acme")
 
 
+def test_emoji_and_other_symbols_are_found_by_every_plan(log, searcher):
+    """unicode61 takes a symbol for a separator: a memory's "🍕" was found by no query. Each symbol is a word of
+    the ``cjk`` column now, a flag one word of both its letters; a query's symbols are searched as those words."""
+    log.add("pizza", "Dinner plan: 🍕 on Friday")
+    log.add("pt", "Holidays in 🇵🇹 this summer")
+    log.add("pl", "Holidays in 🇵🇱 last summer")
+    log.add("thumbs", "Nice work 👍🏽")
+    log.add("heart", "I ❤️ green tea")
+    log.add("scientist", "She is a 👩‍🔬 at the lab")
+    log.add("plain", "the weather is grey")
+    conn = searcher()
+    for exact in (False, True):
+        assert ids(fts_search(conn, "t", "🍕", exact=exact)) == ["pizza"]
+        assert ids(fts_search(conn, "t", "🇵🇹", exact=exact)) == ["pt"]
+        assert ids(fts_search(conn, "t", "👍", exact=exact)) == ["thumbs"]
+        assert ids(fts_search(conn, "t", "❤", exact=exact)) == ["heart"]
+        assert ids(fts_search(conn, "t", "🔬", exact=exact)) == ["scientist"]
+        assert ids(fts_search(conn, "t", "friday 🍕", exact=exact)) == ["pizza"]
+    # Recall's lexical channel gives the question's terms, which hold no symbol: the query's symbols are searched beside them.
+    assert ids(fts_search(conn, "t", "where is 🍕?", terms=[])) == ["pizza"]
+    assert ids(fts_search(conn, "t", "tea ❤️", terms=["tea"])) == ["heart"]
+    assert_plans_agree(conn, "🍕 summer 🇵🇹")
+
+
 def test_full_width_and_compatibility_forms_find_their_plain_forms(log, searcher):
     """Full-width letters and digits (typed on CJK keyboards), ligatures and half-width kana are found by their NFKC forms, both ways."""
     log.add("wide", "ＡＢＣ全角文字のテスト")

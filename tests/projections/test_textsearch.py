@@ -320,3 +320,31 @@ def test_the_table_of_marks_is_unicodes() -> None:
     one_mark = re.compile(MARK)
     for cp in [*range(0x30000), *range(0xE0000, 0xE0200), 0x10FFFF]:
         assert bool(one_mark.fullmatch(chr(cp))) == (cp in listed), hex(cp)
+
+
+# -- symbols --------------------------------------------------------------------------------------
+
+
+def test_symbols_are_words_each_once_a_flag_whole_and_modifiers_left_out():
+    from mnemolog.projections.fts.textsearch import indexed_words, symbol_words
+
+    assert symbol_words("Dinner: 🍕🍕 on Friday ❤️ in 🇵🇹") == ["sym1f355x", "sym2764x", "sym1f1f5x1f1f9x"]
+    assert symbol_words("👍🏽 👩‍🔬 © ® ♥") == ["sym1f44dx", "sym1f469x", "sym1f52cx", "syma9x", "symaex", "sym2665x"]
+    assert symbol_words("plain ascii text, $5 + 3 = 8 ^_^ |") == []
+    assert symbol_words("我喜欢 Python ÅÄÖ — “quoted” 2024年") == []  # letters, digits and punctuation are no symbols
+    assert indexed_words("Nice 🎉") == ["sym1f389x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(categories=("So", "Sk", "Mn", "Ll", "Nd")), max_size=20) | st.text(max_size=40))
+def test_a_symbol_word_is_one_token_for_the_index_tokenizer(text):
+    """The tokenizer keeps each symbol's word as it is (the porter stemmer would cut ``symae``, for ®, to ``syma``)."""
+    from mnemolog.projections.fts.textsearch import symbol_words
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE v USING fts5(x, tokenize={TOKENIZE_SQL})")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5vocab(v, 'instance')")
+    for word in symbol_words(text):
+        conn.execute("DELETE FROM v")
+        conn.execute("INSERT INTO v (x) VALUES (?)", (word,))
+        assert [r[0] for r in conn.execute("SELECT term FROM t")] == [word]
