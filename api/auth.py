@@ -147,8 +147,12 @@ class KeyStore:
 
 def is_shared(settings: Settings) -> bool:
     """Whether the keys of ``settings``' servers are shared in their log's database (PostgreSQL), not in ``auth.db``."""
-    url = str(settings.log_url or "")
-    return bool(url) and not url.startswith("sqlite")
+    return keys_beside_log(str(settings.log_url or ""))
+
+
+def keys_beside_log(log_url: str) -> bool:
+    """Whether the log at ``log_url`` keeps the API keys of its servers in its own database: a server's (PostgreSQL) does."""
+    return bool(log_url) and not log_url.startswith("sqlite")
 
 
 #: What a refusal over HTTP asks for (RFC 9110 §11.6.1: a 401 names its challenge; RFC 6750 for bearer tokens):

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
+from mnemolog.api.auth import keys_beside_log
 from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefused, RecordedEvent
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
@@ -152,7 +153,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             restored = restore_guards(engine)
         finally:
             engine.dispose()
-        if not store.url.startswith("sqlite"):  # the API keys its servers share, beside the log (made as the owner, as the log is)
+        if keys_beside_log(store.url):  # the API keys its servers share, beside the log (made as the owner, as the log is)
             from mnemolog.api.auth_postgres import PostgresKeyRows
 
             PostgresKeyRows.open(store.url).close()
