@@ -305,9 +305,10 @@ def query_phrases(query: str, terms: Sequence[str] | None = None) -> list[str]:
 
     Words (stopwords dropped, see :func:`~mnemolog.projections.fts.textsearch.content_terms`,
     or ``terms`` when given; a term written against CJK text gives its words)
-    and the query's symbols as words (which no term holds) match the word columns; CJK bigrams of the query match ``cjk`` (single
-    characters as prefixes, see
-    :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
+    and the query's symbols as words (which no term holds, see
+    :func:`~mnemolog.projections.fts.textsearch.symbol_words`) match the word
+    columns; CJK bigrams of the query match ``cjk`` (single characters as
+    prefixes, see :func:`~mnemolog.projections.fts.textsearch.cjk_match_expression`).
     """
     query = folded(query)
     chosen = content_terms(query) if terms is None else [folded(t).lower() for t in terms]
