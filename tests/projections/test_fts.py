@@ -230,21 +230,22 @@ def test_a_word_written_against_cjk_text_is_found_by_the_word(log, searcher):
 def test_emoji_and_other_symbols_are_found_by_every_plan(log, searcher):
     """unicode61 takes a symbol for a separator: a memory's "🍕" was found by no query. Each symbol is a word of
     the ``cjk`` column now, a flag one word of both its letters; a query's symbols are searched as those words."""
-    log.add("pizza", "Dinner plan: 🍕 on Friday")
-    log.add("pt", "Holidays in 🇵🇹 this summer")
-    log.add("pl", "Holidays in 🇵🇱 last summer")
-    log.add("thumbs", "Nice work 👍🏽")
-    log.add("heart", "I ❤️ green tea")
-    log.add("scientist", "She is a 👩‍🔬 at the lab")
-    log.add("plain", "the weather is grey")
+    written = {
+        "pizza": "Dinner plan: 🍕 on Friday",
+        "pt": "Holidays in 🇵🇹 this summer",
+        "pl": "Holidays in 🇵🇱 last summer",
+        "thumbs": "Nice work 👍🏽",
+        "heart": "I ❤️ green tea",
+        "scientist": "She is a 👩‍🔬 at the lab",
+        "plain": "the weather is grey",
+    }
+    for memory_id, text in written.items():
+        log.add(memory_id, text)
     conn = searcher()
-    for exact in (False, True):
-        assert ids(fts_search(conn, "t", "🍕", exact=exact)) == ["pizza"]
-        assert ids(fts_search(conn, "t", "🇵🇹", exact=exact)) == ["pt"]
-        assert ids(fts_search(conn, "t", "👍", exact=exact)) == ["thumbs"]
-        assert ids(fts_search(conn, "t", "❤", exact=exact)) == ["heart"]
-        assert ids(fts_search(conn, "t", "🔬", exact=exact)) == ["scientist"]
-        assert ids(fts_search(conn, "t", "friday 🍕", exact=exact)) == ["pizza"]
+    found = {"🍕": "pizza", "🇵🇹": "pt", "👍": "thumbs", "❤": "heart", "🔬": "scientist", "friday 🍕": "pizza"}
+    assert {(query, exact): ids(fts_search(conn, "t", query, exact=exact)) for query in found for exact in (False, True)} == {
+        (query, exact): [memory_id] for query, memory_id in found.items() for exact in (False, True)
+    }
     # Recall's lexical channel gives the question's terms, which hold no symbol: the query's symbols are searched beside them.
     assert ids(fts_search(conn, "t", "where is 🍕?", terms=[])) == ["pizza"]
     assert ids(fts_search(conn, "t", "tea ❤️", terms=["tea"])) == ["heart"]
