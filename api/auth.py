@@ -74,6 +74,7 @@ class KeyStore:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, ApiKey | None]] = {}
         self._data_version = self._rows.version()
+        self._version_read_at = time.monotonic()
 
     @classmethod
     def of(cls, settings: Settings, data_dir: Path | str | None = None) -> "KeyStore":
@@ -123,14 +124,17 @@ class KeyStore:
             return self._rows.count_active()
 
     def authenticate(self, secret: str) -> ApiKey | None:
-        """The active key for ``secret``, or None; a key revoked anywhere is refused from the next call on."""
+        """The active key for ``secret``, or None; a key revoked anywhere is refused from the next call on (from
+        the store's ``recheck_seconds`` on, for a store whose change marker costs a round trip to a server)."""
         digest = _digest(secret)
         now = time.monotonic()
         with self._lock:
-            version = self._rows.version()
-            if version != self._data_version:
-                self._cache.clear()
-                self._data_version = version
+            if now - self._version_read_at >= self._rows.recheck_seconds:
+                version = self._rows.version()
+                self._version_read_at = now
+                if version != self._data_version:
+                    self._cache.clear()
+                    self._data_version = version
             cached = self._cache.get(digest)
             if cached is not None and now - cached[0] < CACHE_SECONDS:
                 return cached[1]

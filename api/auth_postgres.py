@@ -10,9 +10,12 @@ keys a server used before): a key new to the table is added, and a key
 revoked in either place stays revoked; a key is never revived.
 
 A server caches a lookup until the table changes, as with ``auth.db``: the
-change marker is the count of keys plus the count of revoked ones, which
-only ever grow (keys are made and revoked, never deleted or restored), read
-in one query per request.
+change marker is the pair of the count of keys and the count of revoked
+ones, which only ever grow (keys are made and revoked, never deleted or
+restored). It costs a round trip to the database, so a server reads it at
+most once a second (:attr:`PostgresKeyRows.recheck_seconds`), not on every
+request: a key revoked through one server is refused by the others within a
+second, and by that server at once.
 """
 
 from __future__ import annotations
@@ -46,7 +49,11 @@ _CREATE_LOCK = 0x6D6E656D6F6B6579  # "mnemokey"
 
 
 class PostgresKeyRows:
-    """The rows of the shared ``api_keys`` table (the methods of :class:`~mnemolog.api.auth.SqliteKeyRows`)."""
+    """The rows of the shared ``api_keys`` table (the methods of :class:`~mnemolog.api.key_rows.SqliteKeyRows`)."""
+
+    #: How often a lookup reads the change marker: a round trip to the database, which a request would otherwise
+    #: wait for on the server's event loop. A revocation made elsewhere holds here within this bound.
+    recheck_seconds = 1.0
 
     def __init__(self, url: str):
         self.url = url

@@ -16,6 +16,8 @@ _SELECT = "SELECT key_id, tenant, scopes, name, created_at, revoked_at FROM api_
 class SqliteKeyRows:
     """The rows of ``auth.db``: one connection, used under the lock of :class:`~mnemolog.api.auth.KeyStore`."""
 
+    recheck_seconds = 0.0  # the change marker is a pragma, read on every lookup
+
     def __init__(self, path: Path, busy_timeout: float):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
