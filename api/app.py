@@ -121,16 +121,18 @@ def create_app(
         factory = service_factory or (lambda s: MemoryService.open(s.data_dir, settings=s))
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
-        try:
-            app[keys.keystore_key] = await loop.run_in_executor(None, KeyStore.of, settings, service.data_dir)
-        except BaseException:
-            await loop.run_in_executor(None, service.close)
-            raise
+        if settings.auth:  # without auth no request looks a key up: a PostgreSQL log's serving role needs no grant on its keys
+            try:
+                app[keys.keystore_key] = await loop.run_in_executor(None, KeyStore.of, settings, service.data_dir)
+            except BaseException:
+                await loop.run_in_executor(None, service.close)
+                raise
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
         app[keys.readers_key].submit(service.warm)  # the lexical index loads while the server already answers
         yield
         app[keys.readers_key].shutdown(wait=True)
-        app[keys.keystore_key].close()
+        if keys.keystore_key in app:
+            app[keys.keystore_key].close()
         await loop.run_in_executor(None, service.close)
 
     app.cleanup_ctx.append(resources)

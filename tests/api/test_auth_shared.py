@@ -144,3 +144,29 @@ def test_a_serving_role_that_owns_nothing_uses_the_table_migrate_made_and_is_tol
         assert store.authenticate(secret) == record and store.revoke(record.key_id) and store.authenticate(secret) is None
     finally:
         store.close()
+
+
+async def test_without_auth_a_server_needs_no_grant_on_the_keys(tmp_path, aiohttp_client):
+    """No request looks a key up: a serving role granted only the log's tables serves, with no api_keys table at all."""
+    import uuid
+
+    import psycopg
+
+    from mnemolog.api.app import create_app
+    from mnemolog.eventstore import EventStore
+    from mnemolog.eventstore.dialects import psycopg_conninfo
+    from tests.pg import CLUSTER
+
+    url = fresh_database_url()
+    EventStore.open(url).close()
+    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
+    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
+        owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {serving}")
+        owner.execute(f"GRANT SELECT ON alembic_version TO {serving}")
+    settings = Settings({"log_url": CLUSTER.url(database, user=serving), "data_dir": str(tmp_path / "data"), "auth": False, "organizer_enabled": False}, env={})
+    client = await aiohttp_client(create_app(settings))
+    written = await client.post("/v1/memories", json={"memory": {"memory": "the ferry leaves at nine"}})
+    assert written.status == 201, await written.text()
+    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
+        assert owner.execute("SELECT to_regclass('api_keys')").fetchone()[0] is None
