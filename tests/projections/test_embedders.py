@@ -7,7 +7,6 @@ import re
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -201,13 +200,13 @@ def test_char_trigrams_match_reference() -> None:
         np.testing.assert_array_equal(got[i], want)
 
 
-def test_hashing_batch_throughput_smoke(hashing: HashingEmbedder) -> None:
+def test_a_large_batch_embeds_each_text_as_it_would_alone(hashing: HashingEmbedder) -> None:
+    """A batch of 10,000 (its speed is the ingest bench's to measure, not a test's): each row is the text's own vector."""
     texts = [f"memory number {i} about coffee, tea and a meeting on day {i % 7}" for i in range(10_000)]
-    start = time.perf_counter()
     x = hashing.embed(texts)
-    elapsed = time.perf_counter() - start
     assert x.shape == (10_000, 256)
-    assert elapsed < 5.0, f"10k texts took {elapsed:.2f}s"
+    for i in (0, 1, 4_999, 9_999):
+        np.testing.assert_array_equal(x[i], hashing.embed([texts[i]])[0])
 
 
 # ------------------------------------------------------- helpers / registry
