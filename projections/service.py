@@ -41,6 +41,7 @@ from . import text_caches
 from .backups import new_backup_path, rotate_backups, unnamed_backups, writing_backup
 from .assembly import IndexFollower, default_projectors, lexical_channel, semantic_channel
 from .damaged import discard_set_aside
+from .written import WrittenNotProjected
 from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
@@ -109,18 +110,6 @@ class _RunState(threading.local):
 
     depth = 0
     synced = 0
-
-
-class WrittenNotProjected(Exception):
-    """A command committed its events, then the projections could not follow them (a full disk, a database
-    still busy past its lock wait): the write is in the log, and sending it again would write it twice. The
-    next catch-up projects it; ``cause`` says why this one failed."""
-
-    def __init__(self, result: CommandResult, cause: Exception):
-        self.summary = f"the write was committed (correlation {result.correlation_id}), but the projections could not follow it"
-        super().__init__(f"{self.summary}: {cause}")
-        self.result = result
-        self.cause = cause
 
 
 class MemoryService:

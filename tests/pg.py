@@ -8,9 +8,11 @@ prints.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mnemolog.tools.pg_cluster import ROLE, PrivateCluster
 
-__all__ = ["CLUSTER", "ROLE", "fresh_database_url", "unavailable"]
+__all__ = ["CLUSTER", "ROLE", "ServingRole", "fresh_database_url", "serving_role", "unavailable"]
 
 CLUSTER = PrivateCluster()
 
@@ -32,3 +34,27 @@ def fresh_database_url() -> str:
 
         pytest.skip(reason)
     return CLUSTER.create_database()
+
+
+class ServingRole(NamedTuple):
+    name: str
+    database: str
+    url: str  # the database's URL, as this role
+
+
+def serving_role(url: str, *, log_grants: bool = True) -> ServingRole:
+    """A new login role on the database of ``url`` (a migrated log) that owns nothing, granted what the README
+    grants a serving role on the log's tables (``log_grants``), or nothing at all."""
+    import uuid
+
+    import psycopg
+
+    from mnemolog.eventstore.dialects import psycopg_conninfo
+
+    database, name = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
+    CLUSTER.admin(f"CREATE ROLE {name} LOGIN")
+    if log_grants:
+        with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
+            owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {name}")
+            owner.execute(f"GRANT SELECT ON alembic_version TO {name}")
+    return ServingRole(name, database, CLUSTER.url(database, user=name))

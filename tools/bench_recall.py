@@ -48,12 +48,9 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
-from mnemolog.projections.fts.postings import POSTINGS_FILE
 
 from . import http_load
 from .bench_rebuild import _NAMES, _OBJECTS, sentences
@@ -322,6 +319,8 @@ def _fill(data_dir: Path, texts: list[str]) -> float:
 
 def _baseline(texts: list[str], asks: list[str], runs: int = RUNS) -> list[list[float]]:
     """Brute-force numpy cosine plus one plain FTS5 query: no fusion, no filters, no validity."""
+    import numpy as np
+
     from mnemolog.projections.vectors.embedders import HashingEmbedder
 
     embedder = HashingEmbedder()
@@ -370,6 +369,8 @@ class _MemoryPeak:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mnemolog.projections.fts.postings import POSTINGS_FILE
+
     if args.small < 100 or args.large < args.small:
         raise ValueError("need 100 <= --small <= --large")
     if args.workers < 1:

@@ -30,7 +30,7 @@ try:  # most of the first second of every command: Ctrl-C meanwhile is the one l
     from mnemolog.eventstore.errors import database_file, is_lock_contention, is_storage_full
     from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
     from mnemolog.eventstore.settings import SetupError
-    from mnemolog.projections.service import WrittenNotProjected
+    from mnemolog.projections.written import WrittenNotProjected
 
     from . import bench_cmds, eval_cmds, knowledge_cmds, log_cmds, mcp_cmds, memory_cmds, organize_cmds, serve_cmds
     from .common import INTERRUPTED, CommandError, add_data_dir_option, add_global_options, apply_global_options, database_problem, fail

@@ -14,7 +14,6 @@ import sys
 from mnemolog.api.auth import check_tenant
 from mnemolog.api.api_error import ApiError
 from mnemolog.eventstore.settings import Settings
-from mnemolog.projections.vectors.embedders import get_embedder
 
 from .common import CommandError, add_command, data_dir, listening_socket, port_arg, tenant_name
 from .serve_cmds import is_loopback
@@ -26,6 +25,7 @@ DEFAULT_PORT = 8766
 def mcp(args: argparse.Namespace) -> int:
     # The server's modules (aiohttp with them) load for this command alone: every other command starts without them.
     from mnemolog.api.mcp_server import INSTALL_HINT, McpFront, McpUnavailable, client_config, require_sdk, run_http, run_stdio
+    from mnemolog.projections.vectors.embedders import get_embedder
 
     if args.print_config:
         print(json.dumps(client_config(str(data_dir(args).resolve()), command=_command_path(), allow_writes=args.allow_writes), indent=2))

@@ -12,8 +12,6 @@ from pathlib import Path
 
 from mnemolog.api.auth import SCOPES, KeyStore, is_shared
 from mnemolog.eventstore.settings import Settings
-from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
-from mnemolog.projections.vectors.embedders import get_embedder
 
 from .common import CommandError, add_command, data_dir, existing_database, listening_socket, port_arg, tenant_name
 
@@ -75,6 +73,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from mnemolog.api.app import create_app
     from mnemolog.api.background import default_background, follow_log
+    from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
+    from mnemolog.projections.vectors.embedders import get_embedder
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)

@@ -11,7 +11,7 @@ from mnemolog.api.auth import KeyStore
 from mnemolog.api.auth_postgres import PostgresKeyRows
 from mnemolog.eventstore.settings import Settings
 from tests.in_process import run_main
-from tests.pg import fresh_database_url
+from tests.pg import fresh_database_url, serving_role
 from tests.serving import http_json, start
 
 
@@ -118,20 +118,16 @@ def test_two_servers_on_one_log_take_one_key_and_both_refuse_it_once_revoked(tmp
 
 
 def test_a_serving_role_that_owns_nothing_uses_the_table_migrate_made_and_is_told_when_there_is_none(tmp_path):
-    import uuid
-
     import psycopg
 
     from mnemolog.eventstore import EventStore
     from mnemolog.eventstore.dialects import psycopg_conninfo
     from mnemolog.eventstore.settings import SetupError
-    from tests.pg import CLUSTER
 
     url = fresh_database_url()  # owned by the role that migrates it
     EventStore.open(url).close()
-    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
-    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
-    as_serving = CLUSTER.url(database, user=serving)
+    role = serving_role(url, log_grants=False)
+    serving, as_serving = role.name, role.url
     with pytest.raises(SetupError, match="no api_keys table .* run mnemolog migrate as the tables' owner"):
         shared(as_serving, tmp_path)
     migrated = run_main(["--data-dir", str(tmp_path), "migrate"], env={"MNEMOLOG_LOG_URL": url}, text=True)
@@ -148,23 +144,15 @@ def test_a_serving_role_that_owns_nothing_uses_the_table_migrate_made_and_is_tol
 
 async def test_without_auth_a_server_needs_no_grant_on_the_keys(tmp_path, aiohttp_client):
     """No request looks a key up: a serving role granted only the log's tables serves, with no api_keys table at all."""
-    import uuid
-
     import psycopg
 
     from mnemolog.api.app import create_app
     from mnemolog.eventstore import EventStore
     from mnemolog.eventstore.dialects import psycopg_conninfo
-    from tests.pg import CLUSTER
 
     url = fresh_database_url()
     EventStore.open(url).close()
-    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
-    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
-    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
-        owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {serving}")
-        owner.execute(f"GRANT SELECT ON alembic_version TO {serving}")
-    settings = Settings({"log_url": CLUSTER.url(database, user=serving), "data_dir": str(tmp_path / "data"), "auth": False, "organizer_enabled": False}, env={})
+    settings = Settings({"log_url": serving_role(url).url, "data_dir": str(tmp_path / "data"), "auth": False, "organizer_enabled": False}, env={})
     client = await aiohttp_client(create_app(settings))
     written = await client.post("/v1/memories", json={"memory": {"memory": "the ferry leaves at nine"}})
     assert written.status == 201, await written.text()

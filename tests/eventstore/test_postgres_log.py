@@ -32,7 +32,7 @@ from mnemolog.eventstore.dialects import PgBigints, PgTexts, create_migration_en
 from mnemolog.eventstore.exchange import export, import_
 from mnemolog.eventstore.guards import restore_guards
 from mnemolog.eventstore.schema import APPEND_ONLY_TABLES
-from tests.pg import CLUSTER, fresh_database_url
+from tests.pg import CLUSTER, fresh_database_url, serving_role
 
 
 class PgNoted(DomainEvent, frozen=True):
@@ -187,12 +187,9 @@ def test_a_serving_role_that_does_not_own_the_log_can_append_and_read_but_never_
     last two); a serving role granted INSERT and SELECT by the owner, as the README sets it up, may do none of these."""
     url = fresh_database_url()  # owned by the role that migrates it
     EventStore.open(url).close()
-    database, serving = url.split("/")[3].split("?")[0], f"serving_{uuid.uuid4().hex[:8]}"
-    CLUSTER.admin(f"CREATE ROLE {serving} LOGIN")
-    with psycopg.connect(psycopg_conninfo(url), autocommit=True) as owner:
-        owner.execute(f"GRANT SELECT, INSERT ON events, event_spans, idempotency_keys TO {serving}")
-        owner.execute(f"GRANT SELECT ON alembic_version TO {serving}")
-    with EventStore.open(CLUSTER.url(database, user=serving)) as store:
+    role = serving_role(url)
+    database, serving = role.database, role.name
+    with EventStore.open(role.url) as store:
         store.append("s", [PgNoted(text="one")], idempotency_key="k")
         assert store.append("s", [PgNoted(text="one")], idempotency_key="k").replayed
         assert [r.event.text for r in store.read_all(tenant="default")] == ["one"]

@@ -101,7 +101,7 @@ def test_ctrl_c_as_the_command_starts_is_one_line(tmp_path):
         "import os, signal, sys\n"
         "class InterruptOn:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'numpy':\n"
+        "        if name == 'sqlalchemy.engine':\n"
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "        return None\n"
         "sys.meta_path.insert(0, InterruptOn())\n"
