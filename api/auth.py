@@ -85,7 +85,7 @@ class KeyStore:
         if is_shared(settings):
             from .auth_postgres import PostgresKeyRows
 
-            return cls(rows=PostgresKeyRows.open(settings.log_url, take_in=local))
+            return cls(rows=PostgresKeyRows.open(settings.log_url, take_in=local, busy_timeout=float(settings.busy_timeout)))
         return cls(local, float(settings.busy_timeout))
 
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:

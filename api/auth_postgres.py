@@ -27,7 +27,7 @@ from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from mnemolog.eventstore.dialects import refusing_dropped
-from mnemolog.eventstore.settings import SetupError
+from mnemolog.eventstore.settings import BUSY_TIMEOUT, SetupError
 
 from .key_rows import COLUMNS, SqliteKeyRows
 
@@ -60,8 +60,9 @@ class PostgresKeyRows:
         self._engine = refusing_dropped(create_engine(url, pool_size=1, max_overflow=0))
 
     @classmethod
-    def open(cls, url: str, take_in: Path | None = None) -> "PostgresKeyRows":
-        """The table in the database of ``url``, made if missing, with the keys of the SQLite ``take_in`` (if that file exists) in it."""
+    def open(cls, url: str, take_in: Path | None = None, busy_timeout: float = BUSY_TIMEOUT.default) -> "PostgresKeyRows":
+        """The table in the database of ``url``, made if missing, with the keys of the SQLite ``take_in`` (if that file
+        exists; waiting ``busy_timeout`` seconds for another process's lock on it) in it."""
         rows = cls(url)
         try:
             with rows._engine.begin() as conn:
@@ -75,15 +76,15 @@ class PostgresKeyRows:
                             f" create it: run mnemolog migrate as the tables' owner ({str(exc.orig).strip().splitlines()[0]})"
                         ) from None
             if take_in is not None and take_in.is_file():
-                rows.take_in(take_in)
+                rows.take_in(take_in, busy_timeout)
         except BaseException:
             rows.close()
             raise
         return rows
 
-    def take_in(self, path: Path) -> int:
+    def take_in(self, path: Path, busy_timeout: float = BUSY_TIMEOUT.default) -> int:
         """Add the keys of the ``auth.db`` at ``path`` that the table lacks, and revoke those revoked there; the number of changes."""
-        local = SqliteKeyRows(path, 30.0)
+        local = SqliteKeyRows(path, busy_timeout)
         try:
             found = local.every_row()
         finally:
