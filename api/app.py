@@ -24,7 +24,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys
 from .settings import read_threads  # the module declares the server's settings too
-from .auth import KeyStore
+from .auth import server_keys
 from .errors import error_middleware, handle_malformed_requests
 from .routing import Route, query_parameters_middleware, router_path
 from . import routes_graph, routes_knowledge, routes_log, routes_memories, routes_meta, routes_organizer, routes_recall
@@ -121,12 +121,13 @@ def create_app(
         factory = service_factory or (lambda s: MemoryService.open(s.data_dir, settings=s))
         service = await loop.run_in_executor(None, factory, settings)
         app[keys.service_key] = service
-        if settings.auth:  # without auth no request looks a key up: a PostgreSQL log's serving role needs no grant on its keys
-            try:
-                app[keys.keystore_key] = await loop.run_in_executor(None, KeyStore.of, settings, service.data_dir)
-            except BaseException:
-                await loop.run_in_executor(None, service.close)
-                raise
+        try:
+            keystore = await loop.run_in_executor(None, server_keys, settings, service.data_dir)
+        except BaseException:
+            await loop.run_in_executor(None, service.close)
+            raise
+        if keystore is not None:
+            app[keys.keystore_key] = keystore
         app[keys.readers_key] = ThreadPoolExecutor(max_workers=read_threads(settings), thread_name_prefix="mnemolog-read")
         app[keys.readers_key].submit(service.warm)  # the lexical index loads while the server already answers
         yield

@@ -149,6 +149,12 @@ class KeyStore:
         self._rows.close()
 
 
+def server_keys(settings: Settings, data_dir: Path | str | None = None) -> KeyStore | None:
+    """The key store a server (HTTP or MCP) looks its callers' keys up in (:meth:`KeyStore.of`); None without auth,
+    where no request looks a key up: a PostgreSQL log's serving role then needs no grant on the shared keys, nor the table."""
+    return KeyStore.of(settings, data_dir) if settings.auth else None
+
+
 def is_shared(settings: Settings) -> bool:
     """Whether the keys of ``settings``' servers are shared in their log's database (PostgreSQL), not in ``auth.db``."""
     return keys_beside_log(str(settings.log_url or ""))

@@ -47,7 +47,7 @@ from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
 from . import operations
-from .auth import ApiKey, KeyStore, authorize, check_tenant, still_authorized
+from .auth import ApiKey, KeyStore, authorize, check_tenant, server_keys, still_authorized
 from .errors import ApiError, as_api_error, error_body
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .routing import CORRELATION_ID_MAX_LENGTH
@@ -183,7 +183,7 @@ class McpFront:
     def __init__(
         self,
         service: MemoryService,
-        keystore: KeyStore,
+        keystore: KeyStore | None,
         settings: Settings,
         *,
         api_key: str = "",
@@ -214,11 +214,17 @@ class McpFront:
     @classmethod
     def open(cls, settings: Settings, **options: Any) -> "McpFront":
         service = MemoryService.open(settings.data_dir, settings=settings)
-        return cls(service, KeyStore.of(settings), settings, **options)
+        try:
+            keystore = server_keys(settings)
+        except BaseException:
+            service.close()
+            raise
+        return cls(service, keystore, settings, **options)
 
     def close(self) -> None:
         self.readers.shutdown(wait=True)
-        self.keystore.close()
+        if self.keystore is not None:
+            self.keystore.close()
         self.service.close()
 
     # -- who is calling ---------------------------------------------------------------------
