@@ -6,14 +6,23 @@ from aiohttp import web
 
 from . import keys, operations
 from .openapi import ServerFacts, openapi_document
-from .routing import RouteTable, authenticate, read
+from .routing import RouteTable, authenticate, presents_key, read
 from .schemas_responses import CapabilitiesResponse, HealthResponse, OpenApiDocument
 
 routes = RouteTable()
 
 
-@routes.get("/health", scope=None, summary="Liveness, the log's head position, the projections' lags and this process's vector-index lag", response=HealthResponse)
+@routes.get(
+    "/health",
+    scope=None,
+    summary="Liveness; with a key (or auth off) also the version, the log's head position, the projections' lags and this process's vector-index lag",
+    response=HealthResponse,
+)
 async def health(request: web.Request) -> dict:
+    """A probe without a key under auth gets liveness alone; a key it presents is checked (401 when unknown or revoked)."""
+    if request.app[keys.settings_key].auth and not presents_key(request):
+        return {"status": "ok"}
+    authenticate(request, "read")
     svc = request.app[keys.service_key]
     state = await read(request, operations.state, svc)
     return {"status": "ok", **request.app[keys.version_key], **state}

@@ -263,12 +263,22 @@ def key_check(request: web.Request) -> Callable[[], Any] | None:
     return functools.partial(_authorize, request, scope) if scope is not None else None
 
 
+def _secret(request: web.Request) -> str:
+    """The key a request presents (``Authorization: Bearer``, or ``X-API-Key``); empty without one."""
+    header = request.headers.get("Authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
+
+
+def presents_key(request: web.Request) -> bool:
+    """Whether the request names a key at all (right or wrong)."""
+    return bool(_secret(request))
+
+
 def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     settings = request.app[keys.settings_key]
     if not settings.auth:
         return None, tenant_header(request) or "default"
-    header = request.headers.get("Authorization", "")
-    secret = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
+    secret = _secret(request)
     return authorize(
         request.app[keys.keystore_key],
         secret,

@@ -62,10 +62,19 @@ class ServerState(msgspec.Struct, kw_only=True):
     vector_index_lag: int
 
 
-class HealthResponse(ServerState, kw_only=True):
-    """Liveness (``status`` is ``ok``) and the server's state."""
+class HealthResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Liveness (``status`` is ``ok``) and, for a caller entitled to it, the server's state (see :class:`ServerState`).
+
+    With auth on, a caller without a key learns liveness alone: the log's
+    positions tell how much every tenant writes, and the version which
+    fixes a server needs."""
 
     status: str
+    version: str | None = None
+    commit: str | None = None
+    head_position: int | None = None
+    projection_lags: dict[str, int] | None = None
+    vector_index_lag: int | None = None
 
 
 class CapabilitiesResponse(ServerState, kw_only=True):

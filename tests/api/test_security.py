@@ -60,6 +60,28 @@ async def test_open_routes_need_no_key(secured):
         assert response.status == 200, path
 
 
+async def test_health_tells_a_caller_without_a_key_only_that_the_server_lives(secured):
+    """The log's positions say how much every tenant writes, and the version which fixes a server lacks."""
+    writer = secured.client(secured.key("acme"))
+    await writer.add_memories({"memory": "acme's quarterly numbers"})
+    anonymous = await secured.raw.get("/health")
+    assert anonymous.status == 200
+    assert await anonymous.json() == {"status": "ok"}
+    with_key = await secured.client(secured.key("other", "read")).health()
+    assert with_key["status"] == "ok" and with_key["head_position"] >= 1 and with_key["version"]
+    assert set(with_key["projection_lags"]) and with_key["vector_index_lag"] >= 0
+    for headers, status in (({"Authorization": "Bearer mlk_not-a-key"}, 401), ({"X-API-Key": secured.key("other", "write")}, 403)):
+        refused = await secured.raw.get("/health", headers=headers)
+        assert refused.status == status
+        assert (await refused.json())["error"]["field"] == "Authorization" if status == 401 else True
+    assert (await secured.raw.get("/health", headers={"Authorization": "Bearer "})).status == 200  # an empty key is none
+
+
+async def test_health_without_auth_shows_the_state(api):
+    health = await (await api.raw.get("/health")).json()
+    assert health["status"] == "ok" and health["head_position"] == 0 and "version" in health and "projection_lags" in health
+
+
 @pytest.mark.parametrize("secret", [b"\xed\xb2\x8c\xff", "mlk_\u00e9\u4e2d".encode(), b"\x80abc"])
 async def test_a_key_of_any_bytes_is_401_json_never_500(secured, secret):
     """A header's bytes that are not UTF-8 reach the server as text with surrogates: no key, not an error."""
