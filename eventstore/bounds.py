@@ -13,6 +13,7 @@ hold any string.
 
 from __future__ import annotations
 
+from hashlib import sha256
 from typing import Iterable
 
 from .schema import MAX_NAME, MAX_STREAM_ID
@@ -35,3 +36,9 @@ def check_stream_id(stream_id: str) -> None:
 def holds_nul(values: Iterable[str | None]) -> bool:
     """Whether any of ``values`` holds NUL: as a filter, it matches no stored name."""
     return any(value is not None and "\x00" in value for value in values)
+
+
+def stored_key_form(key: str) -> str:
+    """An idempotency key as the log stores it: whole within the column (:data:`MAX_NAME`), else ``sha256:HEX``
+    (no ``/``, so never a whole key's form, see ``CommandContext.scoped_key``)."""
+    return key if len(key) <= MAX_NAME else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

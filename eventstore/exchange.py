@@ -7,14 +7,19 @@ An export is a header line, one line per event, and a footer line::
      "schema_version":1,"tenant":"…","payload":{…},"metadata":{…},
      "recorded_at":"…Z","prev_hash":"…","hash":"…"}
     …
-    {"mnemolog_export_end":true,"events":221,"digest":"221:…","slices":[[1,221]]}
+    {"mnemolog_idempotency":"acme/add_memories/req-7","fingerprint":"…","first_position":12,"last_position":14}
+    …
+    {"mnemolog_export_end":true,"events":221,"digest":"221:…","slices":[[1,221]],"idempotency_keys":9}
 
 ``scope`` is ``log`` (every event) or ``tenant`` (one tenant's, named by
 ``tenant``). The footer gives the number of events, the source's digest
 (``POSITION:HASH`` of its tip when the export was taken; the export holds
 the events up to it) and the slices it holds: the runs of consecutive
 positions, ``[first, last]``. A full export is one slice from position 1 to
-the digest's position.
+the digest's position. Between the events and the footer come the
+idempotency records of the appends the export holds, which an import
+records at its own positions (see :mod:`.exchange_idempotency`); the footer
+counts them.
 
 Event lines carry each event's envelope exactly as stored: ``payload`` and
 ``metadata`` are the stored JSON text embedded verbatim, so a line's
@@ -55,10 +60,12 @@ from typing import Annotated, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import msgspec
 
+from . import exchange_idempotency
 from .bounds import check_name
 from .chain import GENESIS_HASH, StoredRow, expected_hash
 from .errors import ImportRefused, UnknownEventType, UpcastError
 from .events import decode_payload, metadata_decoder
+from .exchange_idempotency import ExportedIdempotency
 from .recorder import PendingEvent, PendingWrite
 from .schema import MAX_NAME, MAX_STREAM_ID
 from .sealing import sealed_keys
@@ -66,7 +73,7 @@ from .sealing import sealed_keys
 __all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 
 GROUP_SIZE = 1000  # events per import transaction
-FORMAT = 2  # the export format: 2 added the header and footer lines
+FORMAT = 3  # the export format: 2 added the header and footer lines, 3 the idempotency records
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -112,6 +119,7 @@ class ExportFooter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     events: Annotated[int, msgspec.Meta(ge=0)]
     digest: Annotated[str, msgspec.Meta(pattern=r"^\d+:[0-9a-f]{64}$")]
     slices: list[tuple[_Positive, _Positive]]
+    idempotency_keys: Annotated[int, msgspec.Meta(ge=0)] = 0  # format 3
 
 
 _HEADER_PREFIX = b'{"mnemolog_export":'
@@ -126,6 +134,7 @@ class ImportReport(msgspec.Struct, frozen=True):
     imported: int
     skipped_existing: int
     tenants: list[str]
+    idempotency_keys: int = 0  # records taken in (see .exchange_idempotency)
 
 
 _encoder = msgspec.json.Encoder()
@@ -148,7 +157,7 @@ def _exported(row: StoredRow) -> ExportedEvent:
 
 
 def export(store, out: BinaryIO, *, tenant: str | None = None, progress: Progress | None = None, batch_size: int = 5000) -> int:
-    """Write the log (or one tenant's events) to ``out``: header, event lines, footer; returns the event count.
+    """Write the log (or one tenant's events) to ``out``: header, event lines, their idempotency records, footer; returns the event count.
 
     The export holds the events up to the store's tip when it starts (the
     footer's digest). Rows are read in batches, so the log is never held in
@@ -168,7 +177,11 @@ def export(store, out: BinaryIO, *, tenant: str | None = None, progress: Progres
         count += len(rows)
         if progress is not None:
             progress(count)
-    footer = ExportFooter(True, count, f"{tip.position}:{tip.hash}", [(a, b) for a, b in slices])
+    records = 0
+    for batch in exchange_idempotency.exported(store, tip.position, tenant):
+        out.write(_encoder.encode_lines(batch))
+        records += len(batch)
+    footer = ExportFooter(True, count, f"{tip.position}:{tip.hash}", [(a, b) for a, b in slices], records)
     out.write(_encoder.encode(footer) + b"\n")
     return count
 
@@ -218,9 +231,10 @@ class _Frame:
         self.footer_line = 0
         self.last_line = 0  # the last non-blank line
         self.started = False  # a non-blank line was read
+        self.idempotency: list[tuple[int, ExportedIdempotency]] = []  # (line number, record)
 
     def take(self, lineno: int, raw: bytes) -> bool:
-        """True when ``raw`` is the header or the footer (not an event)."""
+        """True when ``raw`` is the header, the footer or an idempotency record (not an event)."""
         if self.footer is not None:
             raise ImportRefused(f"line {lineno}: a line after the export's footer (line {self.footer_line})")
         first, self.started, self.last_line = not self.started, True, lineno
@@ -237,6 +251,9 @@ class _Frame:
             return True
         if raw.startswith(_FOOTER_PREFIX):
             self.footer, self.footer_line = _decode_frame(lineno, raw, _footer_decoder), lineno
+            return True
+        if raw.startswith(exchange_idempotency.PREFIX):
+            self.idempotency.append((lineno, exchange_idempotency.parse(lineno, raw)))
             return True
         return False
 
@@ -445,6 +462,9 @@ class _Checker:
             first, last = declared[len(self.runs)]
             raise ImportRefused(f"{where}: {_span(first, last)} missing (the footer lists it)")
         _check_count(frame, self.read)
+        if footer.idempotency_keys != len(frame.idempotency):
+            raise ImportRefused(f"{where}: counts {footer.idempotency_keys} idempotency records, the file holds {len(frame.idempotency)}")
+        exchange_idempotency.check(frame.idempotency, self.runs)
         if frame.header.scope == "log":
             tip_position, _, tip_hash = footer.digest.partition(":")
             last = self.previous.event if self.previous is not None else None
@@ -553,7 +573,9 @@ def import_(
     ``rehash=True`` accepts lines whose hashes, chain, header or footer do not
     match (an edited file, or one from before the header and footer): the
     store hashes the events into its own chain anyway. Events
-    already present by ``event_id`` are skipped. ``progress(count, stage)`` is
+    already present by ``event_id`` are skipped. The file's idempotency
+    records are recorded at the positions their events have here, after the
+    last group (see :mod:`.exchange_idempotency`). ``progress(count, stage)`` is
     called with stage ``"check"`` while the file is checked, then ``"import"``.
     """
     seekable = lines.seekable()
@@ -573,7 +595,10 @@ def import_(
         source = spool if spool is not None else lines
         source.seek(0 if spool is not None else start)
         imported = skipped = done = 0
+        records = [record for _, record in checker.frame.idempotency]
+        wanted, event_at = exchange_idempotency.wanted_positions(records), {}
         for chunk in _chunks(source, group_size, _Frame()):
+            event_at.update((line.event.position, line.event.event_id) for line in chunk if line.event.position in wanted)
             existing = store.recorder.existing_event_ids([line.event.event_id for line in chunk])
             new = [line for line in chunk if line.event.event_id not in existing]
             skipped += len(chunk) - len(new)
@@ -588,7 +613,8 @@ def import_(
             done += len(chunk)
             if progress is not None:
                 progress(done, "import")
+        recorded = exchange_idempotency.take_in(store, records, event_at)
     finally:
         if spool is not None:
             spool.close()
-    return ImportReport(checker.read, imported, skipped, sorted(checker.tenants))
+    return ImportReport(checker.read, imported, skipped, sorted(checker.tenants), recorded)

@@ -177,7 +177,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         tenants = ", ".join(report.tenants) or "-"
         print(
             f"read {report.read} events: imported {report.imported}, "
-            f"skipped {report.skipped_existing} already present; tenants: {tenants}"
+            f"skipped {report.skipped_existing} already present; {report.idempotency_keys} idempotency keys recorded; tenants: {tenants}"
         )
     return 0
 

@@ -10,22 +10,18 @@ import msgspec
 
 from .. import catalogue as c
 from ..aggregate import dropped_at
+from ..bounds import stored_key_form
 from ..catalogue_graph import MENTION_EDGE_PREFIX as MENTION_PREFIX, tenant_segment
 from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
 from ..keystore import KEYED_FINGERPRINT
-from ..schema import MAX_NAME
 from ..sealing import sealed_keys
 from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-#: The longest idempotency key the log stores (``idempotency_keys.key``; see ..bounds).
-MAX_STORED_KEY = MAX_NAME
 
 
 class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,7 +68,7 @@ class CommandContext(msgspec.Struct, frozen=True, kw_only=True):
             return None
         tenant = tenant_segment(self.tenant) + (f"%@{epoch}" if epoch else "")
         key = f"{tenant}/{command}/{self.idempotency_key}"
-        return key if len(key) <= MAX_STORED_KEY else "sha256:" + sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return stored_key_form(key)
 
 
 class CommandResult(msgspec.Struct, frozen=True, kw_only=True):

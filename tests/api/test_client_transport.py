@@ -36,7 +36,7 @@ async def test_a_success_answer_that_is_not_the_apis_json_is_an_unexpected_respo
         return web.Response(text="<html>sign in to the proxy</html>", content_type="text/html")
 
     async def other_json(request: web.Request) -> web.Response:  # JSON, but not the operation's answer
-        return web.json_response({"status": "up"})
+        return web.json_response({"state": "up"})
 
     async def empty(request: web.Request) -> web.Response:
         return web.Response(status=200)
@@ -49,7 +49,7 @@ async def test_a_success_answer_that_is_not_the_apis_json_is_an_unexpected_respo
         assert "GET /v1/digest" in page.value.message and "text/html" in page.value.message and "sign in to the proxy" in page.value.message
         with pytest.raises(UnexpectedResponseError) as mismatched:
             await client.health()
-        assert "head_position" in mismatched.value.message or "required" in mismatched.value.message
+        assert "status" in mismatched.value.message or "required" in mismatched.value.message
         with pytest.raises(UnexpectedResponseError) as nothing:
             await client.capabilities()
         assert "empty" in nothing.value.message

@@ -55,8 +55,8 @@ def test_export_writes_one_envelope_a_line(source):
     data = dump(source)
     lines = data.splitlines()
     assert len(lines) == 1 + 7 + 1 and data.endswith(b"\n")
-    assert json.loads(lines[0]) == {"mnemolog_export": 2, "scope": "log", "tenant": None}
-    assert json.loads(lines[-1]) == {"mnemolog_export_end": True, "events": 7, "digest": str(source.digest()), "slices": [[1, 7]]}
+    assert json.loads(lines[0]) == {"mnemolog_export": 3, "scope": "log", "tenant": None}
+    assert json.loads(lines[-1]) == {"mnemolog_export_end": True, "events": 7, "digest": str(source.digest()), "slices": [[1, 7]], "idempotency_keys": 0}
     lines = lines[1:-1]
     first = json.loads(lines[0])
     assert list(first) == [
@@ -116,8 +116,8 @@ def test_payload_text_round_trips_byte_for_byte(tmp_path, target):
 def test_tenant_export_and_import(source, target):
     data = dump(source, tenant="globex")
     header, *lines, footer = [json.loads(line) for line in data.splitlines()]
-    assert header == {"mnemolog_export": 2, "scope": "tenant", "tenant": "globex"}
-    assert footer == {"mnemolog_export_end": True, "events": 3, "digest": str(source.digest()), "slices": [[3, 3], [5, 6]]}
+    assert header == {"mnemolog_export": 3, "scope": "tenant", "tenant": "globex"}
+    assert footer == {"mnemolog_export_end": True, "events": 3, "digest": str(source.digest()), "slices": [[3, 3], [5, 6]], "idempotency_keys": 0}
     assert [line["position"] for line in lines] == [3, 5, 6]
     assert {line["tenant"] for line in lines} == {"globex"}
     report = import_(target, io.BytesIO(data))

@@ -394,7 +394,7 @@ def test_an_export_to_a_pipe_is_written_through_it_never_over_it(data, tmp_path)
     assert done.returncode == 0, done.stderr
     assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
     lines = received.splitlines()
-    assert lines[0].startswith(b'{"mnemolog_export":2') and lines[-1].startswith(b'{"mnemolog_export_end":true')
+    assert lines[0].startswith(b'{"mnemolog_export":3') and lines[-1].startswith(b'{"mnemolog_export_end":true')
     assert_refused(run(data, "export", "--output", str(tmp_path / "out.jsonl"), "--with-keys", str(pipe)), "--with-keys", "not a regular file")
     assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and not (tmp_path / "out.jsonl").exists()
 

@@ -421,7 +421,7 @@ def test_export_import_round_trip(data, tmp_path, capsys):
     fresh = tmp_path / "fresh"
     code, out, _ = run(capsys, "--data-dir", fresh, "import", dump)
     assert code == 0
-    assert out.strip() == "read 5 events: imported 5, skipped 0 already present; tenants: acme, globex"
+    assert out.strip() == "read 5 events: imported 5, skipped 0 already present; 0 idempotency keys recorded; tenants: acme, globex"
     with EventStore.open(data) as a, EventStore.open(fresh) as b:
         rows_a = [r for rows in a.iter_rows() for r in rows]
         rows_b = [r for rows in b.iter_rows() for r in rows]
@@ -430,7 +430,7 @@ def test_export_import_round_trip(data, tmp_path, capsys):
         assert a.digest() == b.digest()
     code, out, _ = run(capsys, "--data-dir", fresh, "import", dump, "--json")
     assert code == 0
-    assert json.loads(out) == {"read": 5, "imported": 0, "skipped_existing": 5, "tenants": ["acme", "globex"]}
+    assert json.loads(out) == {"read": 5, "imported": 0, "skipped_existing": 5, "tenants": ["acme", "globex"], "idempotency_keys": 0}
 
 
 def test_an_import_overtaken_by_another_import_of_the_same_file_says_to_run_it_again(data, tmp_path, capsys, monkeypatch):

@@ -46,7 +46,7 @@ def test_a_drop_backup_imports_and_a_cut_one_is_refused(tmp_path, capsys):
     with MemoryService.open(data) as svc:
         backup = str(data / svc.drop_tenant(CommandContext(tenant="acme")).data["backup"])
     lines = open(backup, "rb").read().splitlines(keepends=True)
-    assert json.loads(lines[0]) == {"mnemolog_export": 2, "scope": "tenant", "tenant": "acme"}
+    assert json.loads(lines[0]) == {"mnemolog_export": 3, "scope": "tenant", "tenant": "acme"}
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(b"".join(lines[:-2]))
     assert cli.main(["--data-dir", str(tmp_path / "restored"), "import", str(cut)]) == 2
