@@ -46,6 +46,14 @@ def clean_env(**settings: str) -> dict[str, str]:
     return env
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """A child's ``preexec_fn``: SIGINT reaches it as a terminal's Ctrl-C does, whatever the test process's signal
+    state. A runner started in the background by a shell without job control (``pytest &``, ``nohup``) ignores
+    SIGINT, and a worker may block it; a child inherits both, and would carry on through the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def run_cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "mnemolog.tools.cli", "--data-dir", str(data_dir), *args],

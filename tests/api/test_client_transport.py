@@ -204,6 +204,8 @@ def test_ctrl_c_in_a_blocking_stream_stops_its_connection_and_raises_the_interru
     app.router.add_get("/v1/events/stream", tail)
     app.router.add_get("/v1/digest", digest)
     server = ThreadedServer(app)
+    # SIGINT raises KeyboardInterrupt, as in a terminal's Python, even in a runner started in the background (which ignores it).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with mnemolog.Client(server.url) as client:
             with pytest.raises(KeyboardInterrupt):
@@ -212,6 +214,7 @@ def test_ctrl_c_in_a_blocking_stream_stops_its_connection_and_raises_the_interru
             assert ended.wait(30), "the interrupted tail's connection was left open"
             assert client.digest().position == 1
     finally:
+        signal.signal(signal.SIGINT, previous)
         server.close()
 
 

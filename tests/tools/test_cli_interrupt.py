@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving import clean_env
+from tests.serving import clean_env, ctrl_c_as_at_a_terminal
 
 MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 PIPE_BUFFER = 1 << 16  # Linux's default pipe capacity
 
 
 def run(data: Path, *argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, input=stdin, env=clean_env(), timeout=300)
+    return subprocess.run([str(MNEMOLOG), "--data-dir", str(data), *argv], capture_output=True, input=stdin, env=clean_env(), timeout=300, preexec_fn=ctrl_c_as_at_a_terminal)
 
 
 def interrupt_while_reading(data: Path, argv: list[str], body: bytes) -> subprocess.CompletedProcess:
@@ -31,7 +31,12 @@ def interrupt_while_reading(data: Path, argv: list[str], body: bytes) -> subproc
     waits for the rest (the pipe stays open)."""
     assert len(body) > 4 * PIPE_BUFFER
     child = subprocess.Popen(
-        [str(MNEMOLOG), "--data-dir", str(data), *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env()
+        [str(MNEMOLOG), "--data-dir", str(data), *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     assert child.stdin is not None
     child.stdin.write(body)  # returns once the command has taken all but what the pipe holds
@@ -109,7 +114,11 @@ def test_ctrl_c_as_the_command_starts_is_one_line(tmp_path):
         "sys.exit(main())\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, "--data-dir", str(tmp_path / "data"), "stats"], capture_output=True, env=clean_env(), timeout=120
+        [sys.executable, "-c", code, "--data-dir", str(tmp_path / "data"), "stats"],
+        capture_output=True,
+        env=clean_env(),
+        timeout=120,
+        preexec_fn=ctrl_c_as_at_a_terminal,
     )
     assert_interrupted(done, "interrupted")
     assert not (tmp_path / "data").exists()

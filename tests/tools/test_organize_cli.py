@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.serving import ctrl_c_as_at_a_terminal
+
 MNEMOLOG = Path(sys.executable).with_name("mnemolog")
 
 
@@ -39,7 +41,7 @@ def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, c
             assert main(["--data-dir", str(data), "--tenant", tenant, "add", text]) == 0
     child = subprocess.Popen(
         [str(MNEMOLOG), "--data-dir", str(data), "organize", "--tenant", "a"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | {"PYTHONFAULTHANDLER": "1"}, preexec_fn=_ctrl_c_as_at_a_terminal,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | {"PYTHONFAULTHANDLER": "1"}, preexec_fn=ctrl_c_as_at_a_terminal,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -57,13 +59,6 @@ def test_organize_following_the_log_keeps_to_its_tenant(tmp_path, monkeypatch, c
             child.send_signal(signal.SIGABRT)
             raise AssertionError(f"organize did not stop on Ctrl-C: {child.communicate(timeout=30)[1].decode()[-4000:]}") from None
     assert "organizing tenant 'a'" in err.decode()
-
-
-def _ctrl_c_as_at_a_terminal() -> None:
-    """In the child: SIGINT as a terminal's Ctrl-C finds it, whatever the test process's signal state (which other
-    tests and the runner's worker may have left ignored or blocked; a child inherits both)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def test_organize_once_is_refused_while_another_organizer_holds_the_lease(tmp_path, monkeypatch):
@@ -146,7 +141,7 @@ def test_organize_following_the_log_with_no_topics_writes_no_topic(tmp_path, mon
         for text in ("Alice lives in Berlin.", "alice lives in  berlin"):
             assert main(["--data-dir", str(data), "add", text]) == 0
         child = subprocess.Popen([str(MNEMOLOG), "--data-dir", str(data), "organize", *([option] if option else [])],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | clustering, preexec_fn=_ctrl_c_as_at_a_terminal)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env() | clustering, preexec_fn=ctrl_c_as_at_a_terminal)
         try:
             for passes, text in ((1, None), (2, "Bob plays chess every Sunday.")):
                 if text:
