@@ -169,6 +169,8 @@ def test_the_sealing_cases_compare_sealed_and_plaintext_appends_at_both_durabili
     figures = dict(pair.split("=") for pair in pairs)
     assert {"seal_append_ratio", "seal_append_ratio_full", "append_on_eps_full", "seal_read_ratio", "seal_total_ratio", "forget_s"} <= set(figures)
     assert 0 < float(figures["seal_append_ratio"]) < 10 and 0 < float(figures["seal_append_ratio_full"]) < 10
+    assert 0 < float(figures["seal_single_ratio"]) < 10 and 0 < float(figures["seal_single_ratio_full"]) < 10
+    assert "one event a transaction, sealed (FULL)" in text and "one a transaction:" in text
     assert any("synchronous=FULL" in line for line in seen) and any("synchronous=NORMAL" in line for line in seen)
     assert "(sealed, FULL)" in text and "at FULL" in text and "side by side" in text
     assert not list(tmp_path.iterdir())  # every run's directory removed
