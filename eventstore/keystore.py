@@ -275,11 +275,15 @@ class KeyStore:
         if self._conn is None:  # nothing read from the file yet: nothing cached
             return
         with self._lock:
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version == self._data_version:
-                return
-            self._data_version = version
-            rows = self._conn.execute("SELECT key_id, state FROM data_keys WHERE state != 'live'").fetchall()
+            self._take_changes(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _take_changes(self, version: int) -> None:
+        """With the lock held and ``version`` the file's ``data_version`` now: when another process committed
+        since the last look, drop from the caches the keys no longer live (see :meth:`refresh`)."""
+        if version == self._data_version:
+            return
+        self._data_version = version
+        rows = self._conn.execute("SELECT key_id, state FROM data_keys WHERE state != 'live'").fetchall()
         self._drop_live(key_id for key_id, _ in rows)
         self.forget_cached(key_id for key_id, state in rows if state == "forgotten" and self._by_id.get(key_id))
 
@@ -305,8 +309,8 @@ class KeyStore:
 
     def require_live(self, mark: tuple[int | None, int], key_ids: Iterable[str]) -> None:
         """Raise :class:`KeysRetired` if any of ``key_ids`` is no longer live, where the store changed since
-        :meth:`mark` gave ``mark``: one ``PRAGMA data_version`` when nothing changed, else one read of the
-        keys no longer live.
+        :meth:`mark` gave ``mark``: one ``PRAGMA data_version`` when nothing changed, else the caches
+        refreshed (see :meth:`refresh`) and one read of the keys no longer live.
 
         An append runs it in its transaction on the log (see ``EventStore.append_batch``). A forget retires
         the subject's keys, appends its event, then destroys them: an append that sealed with a key just
@@ -318,8 +322,10 @@ class KeyStore:
         if not ids or self._conn is None:
             return
         with self._lock:
-            if (self._conn.execute("PRAGMA data_version").fetchone()[0], self._drops) == mark:
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if (version, self._drops) == mark:
                 return
+            self._take_changes(version)  # the caches follow, so that the next append's mark is current
             marks = ",".join("?" * len(ids))
             retired = self._conn.execute(f"SELECT 1 FROM data_keys WHERE state != 'live' AND key_id IN ({marks}) LIMIT 1", tuple(ids)).fetchone()
         if retired is not None:

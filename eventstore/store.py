@@ -302,8 +302,9 @@ class EventStore:
             used: set[str] = set()
             check = None
             if self.sealer.enabled:
+                # Another process may have retired a key this one holds: the check in the log's transaction finds
+                # it and refreshes the key caches, and the batch is sealed again, with the subject's new key.
                 keys = self.sealer.keys
-                keys.refresh()  # another process may have retired a key this one holds
                 check = functools.partial(keys.require_live, keys.mark(), used)
             payloads = self.sealer.payloads(events, ids, tenant, used)
             bound = fingerprint

@@ -65,6 +65,23 @@ def test_personal_fields_are_stored_sealed_and_read_in_plaintext(tmp_path):
         assert store.verify().ok
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_an_append_sealed_with_a_key_another_process_forgot_is_sealed_again_with_a_new_one(tmp_path, batch):
+    """The writer's cache still holds the subject's key, and nothing reads between the forget and its append: the
+    check in the log's transaction finds the key gone, and the events are sealed again under the subject's new key."""
+    with _open(tmp_path, encryption="on") as writer, _open(tmp_path, encryption="on") as other:
+        writer.append("memory-0", [_added("Ada lives in Lisbon", memory_id="m-0")], tenant="t")  # caches u-1's key
+        _forget(other, "u-1")
+        [forgotten] = other.read_all(types=["SubjectForgotten"])
+        later = [_added(f"Ada moved to Porto {i}", memory_id=f"m-{i + 1}") for i in range(batch)]
+        writer.append("memory-1", later, tenant="t")
+        for store in (writer, other):
+            events = [r.event for r in store.read_all(types=["MemoryAdded"])]
+            assert [e.content.memory for e in events] == [ERASED_TEXT] + [e.content.memory for e in later]
+        new_keys = writer.sealer.keys.subject_keys("t", "u-1")
+        assert new_keys and not set(new_keys) & set(forgotten.event.key_ids)
+
+
 def test_entities_and_documents_are_sealed_with_the_tenants_key(tmp_path):
     with _open(tmp_path, encryption="on") as store:
         entity = g.EntityUpserted(entity_id="e1", name="Ada Lovelace", description="mathematician", aliases=("Ada",), properties={"born": "1815"})
