@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -70,7 +72,10 @@ log = logging.getLogger(__name__)
 
 #: How many times a command is decided, at most, when another process appends to a stream it read before it
 #: appends (the writer lock is this process's own): each time on the log as it is then.
-COMMAND_ATTEMPTS = 5
+COMMAND_ATTEMPTS = 10
+#: Before deciding again, a pause drawn between 0 and this many seconds, doubled after each refusal (at most
+#: about a second in all): processes racing on one stream fall out of step instead of colliding every time.
+RETRY_PAUSE_S = 0.002
 
 
 class StreamMovedMeanwhile(Exception):
@@ -335,17 +340,19 @@ class MemoryService:
         When another process appended to a stream the command read before its
         append (the writer lock is this process's own), the append wrote
         nothing and the command is decided again on the log as it is then, up
-        to ``COMMAND_ATTEMPTS`` times: a caller that named no version is not
+        to ``COMMAND_ATTEMPTS`` times, after a jittered pause that grows each
+        time (see :data:`RETRY_PAUSE_S`): a caller that named no version is not
         refused for a write it never saw, and one that did is refused by the
         command's own check, with the current version.
         """
 
         def caught_up() -> CommandResult:
             attempts = 1 if self._running.depth else COMMAND_ATTEMPTS  # a nested command is part of its outer one's decision
-            for _ in range(attempts - 1):
+            for attempt in range(attempts - 1):
                 try:
                     return decided_once()
                 except StreamMovedMeanwhile:
+                    time.sleep(random.uniform(0, RETRY_PAUSE_S * 2**attempt))
                     continue  # decided again on the log as it is now: a version the caller named is checked then
             try:
                 return decided_once()

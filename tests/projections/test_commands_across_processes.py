@@ -72,3 +72,29 @@ def test_a_revert_racing_the_same_revert_in_another_process_is_a_no_op(two, monk
     _other_writes_first(monkeypatch, second, lambda: first.run(first.reverts.revert, CommandContext(tenant=TENANT), added.correlation_id))
     result = second.run(second.reverts.revert, CommandContext(tenant=TENANT), added.correlation_id)
     assert (list(result.positions), result.data.get("already_reverted")) == ([], True)
+
+
+def test_an_update_that_loses_the_race_again_and_again_lands_after_growing_pauses(two, monkeypatch):
+    """Another process writes the memory before each of this one's first eight appends: the update naming no version
+    lands on the ninth decision, each after a longer (jittered) pause, and every other process's update stays in the log."""
+    from mnemolog.projections import service as service_module
+
+    first, second = two
+    memory_id = _add(first, "draft 0")
+    rivals = 8
+    append, left = second.store.append_batch, list(range(1, rivals + 1))
+
+    def rival_then_append(*args, **kwargs):
+        if left:
+            first.run(first.memories.update, CommandContext(tenant=TENANT), memory_id, {"memory": f"draft {left.pop(0)}"})
+        return append(*args, **kwargs)
+
+    pauses: list[float] = []
+    monkeypatch.setattr(second.store, "append_batch", rival_then_append)
+    monkeypatch.setattr(service_module.random, "uniform", lambda low, high: pauses.append(high) or 0.0)
+    second.run(second.memories.update, CommandContext(tenant=TENANT), memory_id, {"memory": "the final plan"})
+    assert pauses == [service_module.RETRY_PAUSE_S * 2**n for n in range(rivals)]
+    memory = second.graph.memory(TENANT, memory_id)
+    assert (memory.version, memory.memory) == (rivals + 2, "the final plan")
+    history = [version["memory"] for version in second.history(TENANT, memory_id)]
+    assert history == ["draft 0", *(f"draft {n}" for n in range(1, rivals + 1)), "the final plan"]
