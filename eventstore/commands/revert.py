@@ -26,7 +26,10 @@ reverted by the next revert of it. A correlation whose revert was
 reverted is in effect again: reverting it again reverts that last revert. When later changes from other
 correlations touched the same memories, documents, entities or edges, or
 hang on a node the revert removes, the revert is refused with the list of
-conflicts, unless forced. A tenant drop cannot be reverted, nor can a forget.
+conflicts, unless forced; a later change undone since (its correlation
+reverted, see :func:`undone_correlations`) is none when the thing is back as
+the correlation left it, so that reverts taken newest first need no force.
+A tenant drop cannot be reverted, nor can a forget.
 """
 
 from __future__ import annotations
@@ -145,11 +148,12 @@ class RevertCommands:
         conflicts: list[str] = []
         writes: list[StreamAppend] = []
         removed_memories: list[str] = []
-        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories)
-        documents, chunks, removed_documents, removed_chunks = self._document_compensations(ctx, recorded, reason, conflicts)
+        undone = undone_correlations(tenant_events)
+        writes += self._memory_compensations(ctx, recorded, stamp, reason, conflicts, removed_memories, undone)
+        documents, chunks, removed_documents, removed_chunks = self._document_compensations(ctx, recorded, reason, conflicts, undone)
         writes += chunks
         removed_memories += removed_chunks
-        entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts)
+        entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts, undone)
         settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
         edge_events = self._edge_compensations(ctx, recorded, conflicts, settled)
         edge_events = self._mentions_following(ctx, writes, edge_events, reason)
@@ -203,9 +207,13 @@ class RevertCommands:
     # -- memories ----------------------------------------------------------------------------
 
     def _memory_compensations(
-        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str], removed: list[str]
+        self, ctx: CommandContext, recorded: list[RecordedEvent], stamp: str, reason: str, conflicts: list[str], removed: list[str], undone: set[str]
     ) -> list[StreamAppend]:
-        """Each memory back to its version before the correlation; those it created deleted (their ids added to ``removed``)."""
+        """Each memory back to its version before the correlation; those it created deleted (their ids added to ``removed``).
+
+        Later versions are no conflict when every one of them was written by a correlation whose changes no
+        longer show (``undone``, see :func:`undone_correlations`) and the memory is as the correlation left
+        it: reverts taken in the reverse order of the changes (an undo stack) need no force."""
         touched = _touched(recorded, lambda r: r.stream_id[len("memory-") :] if r.stream_id.startswith("memory-") else None)
         writes = []
         for memory_id, (first, last, others) in touched.items():
@@ -214,7 +222,9 @@ class RevertCommands:
             churn = self._fifo_archives(ctx.tenant, memory_id, [*others, *range(last + 1, state.version + 1)])
             others = [v for v in others if v not in churn]
             later = [v for v in range(last + 1, state.version + 1) if v not in churn]
-            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version if later else last)
+            # Undone since, the memory as the correlation left it: no conflict (what the revert writes is as before).
+            undone_since = later and {state.at(v).correlation_id for v in later} <= undone and _same(state.at(last), state.at(state.version))
+            conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version if later and not undone_since else last)
             if first == 1:
                 if state.status == Status.DELETED.value:
                     continue
@@ -280,11 +290,18 @@ class RevertCommands:
 
     # -- documents and entities ------------------------------------------------------------------
 
+    def _undone_since(self, stream_id: str, last: int, current: int, undone: set[str]) -> bool:
+        """Whether versions ``last + 1``..``current`` of ``stream_id`` were all written by correlations whose changes no
+        longer show (``undone``): then they are no conflict if the thing is as the correlation left it."""
+        later = self.store.read_stream(stream_id, from_version=last + 1, to_version=current)
+        return bool(later) and {r.metadata.correlation_id for r in later} <= undone
+
     def _document_compensations(
-        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
+        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str], undone: set[str]
     ) -> tuple[list[StreamAppend], list[StreamAppend], list[str], list[str]]:
         """Each document back to its version before the correlation; the deletion of the live chunks later versions
-        made (outside the version it goes back to); the graph nodes of documents removed, and the ids of those chunks."""
+        made (outside the version it goes back to); the graph nodes of documents removed, and the ids of those chunks.
+        Later versions that are undone since are no conflict (see :meth:`_memory_compensations`)."""
         documents = [r for r in recorded if isinstance(r.event, g.DocumentEvent.__args__)]
         for doc_id in sorted({r.event.doc_id for r in documents if r.stream_id != g.document_stream(ctx.tenant, r.event.doc_id)}):
             # written to the stream the tenant's name once shared with other tenants' documents, whose versions do not count its own
@@ -294,7 +311,14 @@ class RevertCommands:
         mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}  # the memories the memory compensations settle
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
-            conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, now.stream_version)
+            current = now.stream_version
+            if (
+                current != last
+                and self._undone_since(g.document_stream(ctx.tenant, doc_id), last, current, undone)
+                and _document_record(load_document(self.store, ctx.tenant, doc_id, until_version=last).current) == _document_record(now.current)
+            ):
+                current = last  # undone since: the document is as the correlation left it
+            conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, current)
             before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
             if _document_record(before) == _document_record(now.current):
                 continue
@@ -321,15 +345,23 @@ class RevertCommands:
         return writes, chunk_writes, removed, chunks
 
     def _entity_compensations(
-        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str]
+        self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str], undone: set[str]
     ) -> tuple[list[StreamAppend], list[str]]:
-        """Each entity stream back to its state before the correlation; the ids of entities removed."""
+        """Each entity stream back to its state before the correlation; the ids of entities removed. Later
+        versions that are undone since are no conflict (see :meth:`_memory_compensations`)."""
         prefix = g.entity_stream(ctx.tenant, "")
         touched = _touched(recorded, lambda r: r.stream_id[len(prefix) :] if r.stream_id.startswith(prefix) else None)
         writes, removed = [], []
         for entity_id, (first, last, others) in touched.items():
             now = load_entity(self.store, ctx.tenant, entity_id)
-            conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, now.stream_version)
+            current = now.stream_version
+            if (
+                current != last
+                and self._undone_since(g.entity_stream(ctx.tenant, entity_id), last, current, undone)
+                and _entity_facts(load_entity(self.store, ctx.tenant, entity_id, until_version=last)) == _entity_facts(now)
+            ):
+                current = last  # undone since: the entity is as the correlation left it
+            conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, current)
             before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
             events = _entity_events(entity_id, now, before, reason)
             if events:
@@ -451,7 +483,8 @@ class RevertCommands:
     def _working_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, stamp: str, writes: list[StreamAppend]
     ) -> list[StreamAppend]:
-        """Withdraw the entries the correlation put in, restore those it took out; ``writes``: the revert's other writes.
+        """Withdraw the entries the correlation put in, and those of the memories the revert takes out of the activated
+        state; restore the entries it took out; ``writes``: the revert's other writes.
 
         Working memory is churn, not content: later changes to it are no
         conflict. An entry evicted since is not withdrawn again; restored
@@ -476,10 +509,13 @@ class RevertCommands:
             elif isinstance(event, (c.WorkingMemoryEvicted, c.WorkingMemoryWithdrawn)):
                 for binding, memory_id in zip(event.bindings, event.memory_ids):
                     net.remove(binding, memory_id)
-        if not (net.added or net.removed):
+        # A memory the revert takes out of the activated state leaves working memory, as after any rollback.
+        leaving = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-") and not _activates(w)}
+        if not (net.added or net.removed or leaving):
             return []
         live = {e.binding: e for e in self.facts.working_entries(ctx.tenant)}
         withdraw = [e for b, e in net.added.items() if b not in net.removed and b in live]
+        withdraw += [e for b, e in live.items() if e.memory_id in leaving and e not in withdraw]
         restore = []
         for binding, memory_id in net.removed.items():
             if binding not in net.added and binding not in live:
@@ -525,6 +561,30 @@ class RevertCommands:
         if not isinstance(event, c.MemoryAdded) or event.working_binding != binding:
             return None
         return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
+
+
+def undone_correlations(tenant_events: list[RecordedEvent]) -> set[str]:
+    """The correlations whose changes no longer show: each one reverted now (its chain of reverts of odd length)
+    with every revert in that chain, and the reverts in the chain of one in effect again (undone in pairs)."""
+    markers = [r for r in tenant_events if isinstance(r.event, c.CorrelationReverted)]
+    reverts = {r.metadata.correlation_id for r in markers}
+    found: set[str] = set()
+    for root in {r.event.correlation_id for r in markers} - reverts:
+        chain = revert_chain(tenant_events, root)
+        found.update(chain)
+        if len(chain) % 2:
+            found.add(root)
+    return found
+
+
+def _same(one, other) -> bool:
+    """Whether two versions of a memory hold the same content and status."""
+    return one.content == other.content and one.status == other.status
+
+
+def _entity_facts(state: EntityState) -> tuple:
+    """What an entity is, apart from where its stream and its creation stand."""
+    return tuple(getattr(state, f) for f in EntityState.__struct_fields__ if f not in ("stream_version", "created_position"))
 
 
 def revert_chain(tenant_events: Iterable[RecordedEvent], correlation_id: str) -> list[str]:

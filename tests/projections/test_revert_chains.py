@@ -121,3 +121,41 @@ def test_a_correlation_id_used_again_after_a_tenant_drop_reverts_what_it_wrote_s
     done = svc.run(svc.reverts.revert, ctx(correlation_id="undo-after"), "import-1")
     assert done.data["reverted"] == 1 and "through" not in done.data and svc.get("a", later).status == "deleted"
     assert explorer_reads.correlation(svc, "a", "import-1", 0, 10)["revert_chain"] == ["undo-after"]
+
+
+def test_reverts_taken_in_the_reverse_order_of_the_changes_need_no_force(svc):
+    """An undo stack: each revert undoes the newest change left, and none is refused for the later changes it
+    sees, which the reverts before it undid. A later change still in effect is a conflict, as before."""
+    [m] = add(svc, "v1").memory_ids
+    for n in (2, 3, 4):
+        svc.run(svc.memories.update, ctx(correlation_id=f"u{n}"), m, {"memory": f"v{n}"})
+    svc.run(svc.entities.upsert, ctx(correlation_id="e1"), "ada", name="Ada")
+    svc.run(svc.entities.upsert, ctx(correlation_id="e2"), "ada", name="Ada L")
+    svc.run(svc.entities.upsert, ctx(correlation_id="e3"), "ada", name="Ada Lovelace")
+    refused = svc.run(svc.reverts.revert, ctx(), "u3", dry_run=True)
+    assert refused.data["conflicts"] and "changed after" in refused.data["conflicts"][0]  # u4 is in effect
+    for done, text in (("u4", "v3"), ("u3", "v2"), ("u2", "v1")):
+        result = svc.run(svc.reverts.revert, ctx(correlation_id=f"r-{done}"), done)
+        assert result.data["conflicts"] == [] and not result.data["forced"]
+        assert svc.get("a", m).memory == text
+    for done, name in (("e3", "Ada L"), ("e2", "Ada")):
+        result = svc.run(svc.reverts.revert, ctx(correlation_id=f"r-{done}"), done)
+        assert result.data["conflicts"] == [] and not result.data["forced"]
+        assert svc.knowledge.get("a", "ada").name == name
+    # Redone in the order they were undone, none is refused either; then u3 is in effect again, and reverting u2,
+    # under it, meets it as a later change.
+    for undo, text in (("r-u2", "v2"), ("r-u3", "v3")):
+        result = svc.run(svc.reverts.revert, ctx(correlation_id=f"r{undo}"), undo)
+        assert result.data["conflicts"] == [] and svc.get("a", m).memory == text
+    with pytest.raises(Conflict, match="changed after"):
+        svc.run(svc.reverts.revert, ctx(), "u2")
+
+
+def test_a_later_change_by_hand_to_what_an_undone_change_left_is_still_a_conflict(svc):
+    """The memory is back as the correlation left it, but by a write of someone else's, not by a revert."""
+    [m] = add(svc, "v1").memory_ids
+    svc.run(svc.memories.update, ctx(correlation_id="a"), m, {"memory": "v2"})
+    svc.run(svc.memories.update, ctx(correlation_id="b"), m, {"memory": "v3"})
+    svc.run(svc.memories.update, ctx(correlation_id="c"), m, {"memory": "v2"})
+    with pytest.raises(Conflict, match="changed after"):
+        svc.run(svc.reverts.revert, ctx(), "a")

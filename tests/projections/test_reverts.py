@@ -164,6 +164,19 @@ def test_a_forced_revert_of_a_first_import_removes_the_document_with_the_chunks_
     assert third.data["status"] == "imported" and {m: s for m, s in chunks(svc, "notes.md").items() if s == "activated"} == dict.fromkeys(third.memory_ids, "activated")
 
 
+def test_document_imports_reverted_newest_first_need_no_force(svc, tmp_path):
+    path = tmp_path / "notes.md"
+    path.write_text(NOTES, encoding="utf-8")
+    first = do_import(svc, path)
+    path.write_text(CHANGED, encoding="utf-8")
+    second = do_import(svc, path)
+    for done in (second, first):
+        result = svc.run(svc.reverts.revert, ctx(), done.correlation_id)
+        assert result.data["conflicts"] == [] and not result.data["forced"]
+    assert svc.knowledge.document(T, "notes.md") is None
+    assert "activated" not in chunks(svc, "notes.md").values()
+
+
 # -- entities ------------------------------------------------------------------------------------------
 
 

@@ -238,6 +238,8 @@ OPS = st.lists(
 @example(ops=[("add", "LongTermMemory", 1), ("archive", 0), ("restore", 0), ("revert", 1, True), ("revert", 1, True)])  # archive, restore, revert both
 # A forced revert of the first restore of two takes the memory back to archived: the mentions the second linked end with it.
 @example(ops=[("add", "LongTermMemory", 1), ("archive", 0), ("restore", 0), ("archive", 0), ("add", "LongTermMemory", 1), ("restore", 1), ("revert", 3, True)])
+# A revert of a restore takes the memory back to archived after another revert put it back in working memory: it leaves.
+@example(ops=[("add", "LongTermMemory", 1)] * 4 + [("archive", 3), ("restore", 3), ("revert", 2, False), ("revert", 1, False)])
 def test_working_memory_never_holds_more_than_its_capacity(tmp_path_factory, ops):
     svc = open_service(tmp_path_factory.mktemp("wm") / "data")
     svc.run(svc.entities.upsert, ctx(), "topic", name="topic")  # every note mentions it
