@@ -68,7 +68,7 @@ from .events import decode_payload, metadata_decoder
 from .exchange_idempotency import ExportedIdempotency
 from .recorder import PendingEvent, PendingWrite
 from .schema import MAX_NAME, MAX_STREAM_ID
-from .sealing import sealed_keys
+from .sealed_keys import sealed_keys
 
 __all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 

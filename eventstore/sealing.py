@@ -376,7 +376,7 @@ def _escape_owner(slot: _Slot, owner: Any, index: int | None = None) -> Any:
     return owner
 
 
-def _named_key(blob: bytes) -> tuple[str, int]:
+def named_key(blob: bytes) -> tuple[str, int]:
     """The key id a token's bytes name, and where its nonce starts; ValueError, IndexError or
     UnicodeDecodeError when they are no token."""
     if blob[:12] == _MAGIC:
@@ -388,33 +388,6 @@ def _named_key(blob: bytes) -> tuple[str, int]:
         key_id, _, _ = blob[len(_V1) :].partition(b"\0")
         return key_id.decode("ascii"), len(_V1) + len(key_id) + 1
     raise ValueError
-
-
-def sealed_keys(event: Any) -> list[tuple[str, str]]:
-    """The subject and key id of each sealed Struct of ``event`` as stored (read unopened), in order; a
-    Struct stored in plaintext has none. The subject is ``""`` for the tenant's own key."""
-    plan = plan_of(type(event))
-    found: list[tuple[str, str]] = []
-    if plan is None:
-        return found
-
-    def visit(slot: _Slot, owner: Any, index: int | None) -> Any:
-        token = getattr(owner, slot.group.carrier)
-        try:
-            if type(token) is str and token.startswith(TOKEN_MARK):
-                key_id = _named_key(binascii.a2b_base64(token[:40]))[0]  # 30 bytes: the magic and any UUID reference
-            elif type(token) is str and token.startswith(PREFIX):
-                key_id = token[len(PREFIX) :].partition(":")[0]
-            else:
-                return owner
-        except (ValueError, IndexError, UnicodeDecodeError, binascii.Error):
-            return owner
-        subject = slot.group.subject_of(owner) if slot.group.subject_of is not None else None
-        found.append((subject or TENANT_SUBJECT, key_id))
-        return owner
-
-    each_struct(event, plan, visit)
-    return found
 
 
 def opens(cls: type) -> bool:
@@ -504,8 +477,7 @@ class Sealer:
         """``owners`` (Structs of one group) with their personal fields sealed into their carriers, each with
         the matching key (cipher and token head, see :meth:`_owner_keys`), nonce and associated data. The
         carrier holds the token's bytes (the encoder writes their base64). Each step is one ``map`` over all
-        of them: a run of a batch costs the interpreter no loop per Struct; one Struct (an append of one
-        memory, the commonest write) takes the same steps without the maps, a third of their cost."""
+        of them: a run of a batch costs the interpreter no loop per Struct; one Struct, the same steps without them."""
         if group.erasable and any(map(_ERASED, owners)):
             raise Conflict(f"{type(owners[0]).__name__}: the content of a forgotten subject was erased; it is never written again")
         if len(owners) == 1:
@@ -537,8 +509,14 @@ class Sealer:
         count = len(events)
         if nonces is None:
             nonces = os.urandom(NONCE_BYTES * count)
-        if count == 1 and (plan := plan_of(type(events[0]))) is not None and plan.one is not None:
-            return [self._seal_single(plan, events[0], event_ids[0], tenant, nonces, used)]
+        if count == 1 and (plan := plan_of(type(events[0]))) is not None and (one := plan.one) is not None:
+            # One event holding one Struct (an append of one memory, the commonest write): a run's steps, no bookkeeping.
+            owner = events[0] if one.field is None else one.owner_of(events[0])
+            if one.group.sealable is not None and not one.group.sealable(owner):
+                return [each_struct(events[0], plan, _escape_owner)]
+            keys = self._owner_keys(tenant, _subjects(one.group, (owner,)), used)
+            sealed = self._seal_owners(one.group, (owner,), keys, (nonces,), ((event_ids[0] + one.suffix).encode(),))
+            return sealed if one.field is None else _with_field(events, one.field, sealed)
         out = list(events)
         runs: list[tuple[_Slot, Sequence[int], Sequence, list]] = []  # (slot, indices, events, the Structs to seal)
         one_by_one: list[int] = []  # events holding tuples of Structs
@@ -585,18 +563,6 @@ class Sealer:
         for i in one_by_one:
             out[i] = self._seal_slots(_PLANS[type(events[i])], events[i], event_ids[i], tenant, nonces[slices[i]], used)
         return out
-
-    def _seal_single(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes, used: set[str] | None) -> DomainEvent:
-        """The one event of an append, its plan holding one Struct (see :meth:`seal_batch`): the steps of a run,
-        without the bookkeeping that spreads a batch over its runs (a third of a single append's sealing)."""
-        one = plan.one
-        group = one.group
-        owner = event if one.field is None else one.owner_of(event)
-        if group.sealable is not None and not group.sealable(owner):
-            return each_struct(event, plan, _escape_owner)
-        keys = self._owner_keys(tenant, _subjects(group, (owner,)), used)
-        sealed = self._seal_owners(group, (owner,), keys, (nonce,), ((event_id + one.suffix).encode(),))
-        return sealed[0] if one.field is None else _with_field((event,), one.field, sealed)[0]
 
     def _seal_slots(self, plan: _Plan, event: DomainEvent, event_id: str, tenant: str, nonce: bytes, used: set[str] | None) -> DomainEvent:
         """``event`` sealed Struct by Struct (the first sealed gets ``nonce``, the others their own draws)."""
@@ -683,7 +649,7 @@ class Sealer:
     def _key_of(self, blob: bytes, slot: _Slot, event_id: str) -> tuple[str, int]:
         """The key id a token names, and where its nonce starts (a UUID reference parsed once per key)."""
         try:
-            found = _named_key(blob)
+            found = named_key(blob)
         except (ValueError, IndexError, UnicodeDecodeError):
             raise SealBroken(f"event {event_id}: the sealed {slot.path} is no token") from None
         if found[1] == 29 and blob[12] == 0:

@@ -448,7 +448,7 @@ class EventStore:
 
     def read_stored(self, after: int = 0, *, tenant: str | None = None, until: int | None = None) -> list[RecordedEvent]:
         """Events after ``after`` as stored: their sealed fields the tokens, unopened (whose keys sealed
-        them: :func:`~.sealing.sealed_keys`)."""
+        them: :func:`~.sealed_keys.sealed_keys`)."""
         return self._read_stored(after, None, None, tenant=tenant, until=until)[0]
 
     def iter_all(

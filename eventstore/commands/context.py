@@ -16,7 +16,7 @@ from ..errors import IdempotencyConflict
 from ..events import Metadata
 from ..ids import new_id
 from ..keystore import KEYED_FINGERPRINT
-from ..sealing import sealed_keys
+from ..sealed_keys import sealed_keys
 from ..store import AppendResult, EventStore, RecordedEvent, StreamAppend
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import msgspec
 
 from .. import catalogue as c
-from .. import sealing
+from ..sealed_keys import sealed_keys
 from ..aggregate import dropped_at
 from ..erased import holds_plaintext, plaintext_erased, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
@@ -174,7 +174,7 @@ class SubjectCommands:
     def _sealed_elsewhere(self, tenant: str, memory_ids: tuple[str, ...]) -> bool:
         """Whether an event of ``memory_ids`` is sealed with a key this key store never held (a log imported
         without its key file): its text is readable where that key is, so no forget here can erase it."""
-        keys = {key_id for r in stored_events(self.store, tenant, memory_ids) for _, key_id in sealing.sealed_keys(r.event)}
+        keys = {key_id for r in stored_events(self.store, tenant, memory_ids) for _, key_id in sealed_keys(r.event)}
         return any(self.keys.key(key_id) is None for key_id in keys)
 
     def _own_left(self, tenant: str, earlier: list) -> bool:
@@ -208,7 +208,7 @@ class SubjectCommands:
             event = recorded.event
             memory_id = getattr(event, "memory_id", None)
             if type(memory_id) is str and memory_id not in listed and (
-                any(s == subject and k in keys for s, k in sealing.sealed_keys(event)) or self._unsealed_of(event, subject)
+                any(s == subject and k in keys for s, k in sealed_keys(event)) or self._unsealed_of(event, subject)
             ):
                 found[memory_id] = None
         return tuple(found)

@@ -1,0 +1,42 @@
+"""Which keys sealed a stored event: the subject and key id each of its sealed Structs names, read unopened.
+
+An import checks that its file's keys are at hand, a forget finds the keys
+its subject's events were sealed with, and a sealed write's idempotency
+fingerprint is keyed with them; none of them opens a token (see
+:mod:`.sealing` for the tokens themselves).
+"""
+
+from __future__ import annotations
+
+import binascii
+from typing import Any
+
+from .keystore import TENANT_SUBJECT
+from .sealing import PREFIX, TOKEN_MARK, each_struct, named_key, plan_of
+
+
+def sealed_keys(event: Any) -> list[tuple[str, str]]:
+    """The subject and key id of each sealed Struct of ``event`` as stored (read unopened), in order; a
+    Struct stored in plaintext has none. The subject is ``""`` for the tenant's own key."""
+    plan = plan_of(type(event))
+    found: list[tuple[str, str]] = []
+    if plan is None:
+        return found
+
+    def visit(slot: Any, owner: Any, index: int | None) -> Any:
+        token = getattr(owner, slot.group.carrier)
+        try:
+            if type(token) is str and token.startswith(TOKEN_MARK):
+                key_id = named_key(binascii.a2b_base64(token[:40]))[0]  # 30 bytes: the magic and any UUID reference
+            elif type(token) is str and token.startswith(PREFIX):
+                key_id = token[len(PREFIX) :].partition(":")[0]
+            else:
+                return owner
+        except (ValueError, IndexError, UnicodeDecodeError, binascii.Error):
+            return owner
+        subject = slot.group.subject_of(owner) if slot.group.subject_of is not None else None
+        found.append((subject or TENANT_SUBJECT, key_id))
+        return owner
+
+    each_struct(event, plan, visit)
+    return found
