@@ -34,7 +34,7 @@ A tenant drop cannot be reverted, nor can a forget.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
@@ -290,11 +290,13 @@ class RevertCommands:
 
     # -- documents and entities ------------------------------------------------------------------
 
-    def _undone_since(self, stream_id: str, last: int, current: int, undone: set[str]) -> bool:
-        """Whether versions ``last + 1``..``current`` of ``stream_id`` were all written by correlations whose changes no
-        longer show (``undone``): then they are no conflict if the thing is as the correlation left it."""
+    def _current_unless_undone(self, stream_id: str, last: int, current: int, undone: set[str], as_left: Callable[[], bool]) -> int:
+        """``current``, the stream's version; ``last`` (no later change) when every version after ``last`` was written by
+        a correlation whose changes no longer show (``undone``) and ``as_left()``: the thing is as the correlation left it."""
+        if current == last:
+            return current
         later = self.store.read_stream(stream_id, from_version=last + 1, to_version=current)
-        return bool(later) and {r.metadata.correlation_id for r in later} <= undone
+        return last if later and {r.metadata.correlation_id for r in later} <= undone and as_left() else current
 
     def _document_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str], undone: set[str]
@@ -311,13 +313,8 @@ class RevertCommands:
         mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}  # the memories the memory compensations settle
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
-            current = now.stream_version
-            if (
-                current != last
-                and self._undone_since(g.document_stream(ctx.tenant, doc_id), last, current, undone)
-                and _document_record(load_document(self.store, ctx.tenant, doc_id, until_version=last).current) == _document_record(now.current)
-            ):
-                current = last  # undone since: the document is as the correlation left it
+            left = lambda: _document_record(load_document(self.store, ctx.tenant, doc_id, until_version=last).current)  # noqa: E731
+            current = self._current_unless_undone(g.document_stream(ctx.tenant, doc_id), last, now.stream_version, undone, lambda: left() == _document_record(now.current))
             conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, current)
             before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
             if _document_record(before) == _document_record(now.current):
@@ -354,13 +351,8 @@ class RevertCommands:
         writes, removed = [], []
         for entity_id, (first, last, others) in touched.items():
             now = load_entity(self.store, ctx.tenant, entity_id)
-            current = now.stream_version
-            if (
-                current != last
-                and self._undone_since(g.entity_stream(ctx.tenant, entity_id), last, current, undone)
-                and _entity_facts(load_entity(self.store, ctx.tenant, entity_id, until_version=last)) == _entity_facts(now)
-            ):
-                current = last  # undone since: the entity is as the correlation left it
+            left = lambda: _entity_facts(load_entity(self.store, ctx.tenant, entity_id, until_version=last))  # noqa: E731
+            current = self._current_unless_undone(g.entity_stream(ctx.tenant, entity_id), last, now.stream_version, undone, lambda: left() == _entity_facts(now))
             conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, current)
             before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
             events = _entity_events(entity_id, now, before, reason)
