@@ -19,7 +19,8 @@ routes = RouteTable()
     response=HealthResponse,
 )
 async def health(request: web.Request) -> dict:
-    """A probe without a key under auth gets liveness alone; a key it presents is checked (401 when unknown or revoked)."""
+    """A probe without a key under auth gets liveness alone; a key it presents is checked (401 when unknown or
+    revoked, 403 without the read scope)."""
     if request.app[keys.settings_key].auth and not presents_key(request):
         return {"status": "ok"}
     authenticate(request, "read")

@@ -66,8 +66,8 @@ class HealthResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Liveness (``status`` is ``ok``) and, for a caller entitled to it, the server's state (see :class:`ServerState`).
 
     With auth on, a caller without a key learns liveness alone: the log's
-    positions tell how much every tenant writes, and the version which
-    fixes a server needs."""
+    positions tell how much every tenant writes, and the version tells which
+    fixes a server lacks."""
 
     status: str
     version: str | None = None
