@@ -116,7 +116,7 @@ def take_in(store, records: list[ExportedIdempotency], event_at: dict[int, str])
     position -> event id); returns how many were new. Keys it holds already are left as they are."""
     if not records:
         return 0
-    here = _positions(store, set(event_at.values()))
+    here = store.recorder.event_positions(sorted(set(event_at.values())))
     position = lambda source: here.get(event_at.get(source, ""))  # noqa: E731 - the file's position, here
     rows: dict[str, dict] = {}
     for record in records:
@@ -134,16 +134,6 @@ def take_in(store, records: list[ExportedIdempotency], event_at: dict[int, str])
         if new:
             conn.execute(idempotency.insert(), new)
     return len(new)
-
-
-def _positions(store, event_ids: set[str]) -> dict[str, int]:
-    ids = sorted(event_ids)
-    found: dict[str, int] = {}
-    with store.recorder.reader.connect() as conn:
-        for start in range(0, len(ids), 500):
-            query = select(events.c.event_id, events.c.position).where(events.c.event_id.in_(ids[start : start + 500]))
-            found.update((event_id, position) for event_id, position in conn.execute(query))
-    return found
 
 
 def _epoch(key: str) -> int:

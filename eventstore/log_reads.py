@@ -237,11 +237,16 @@ class LogReads:
             return low
 
     def existing_event_ids(self, event_ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
+        return set(self.event_positions(event_ids))
+
+    def event_positions(self, event_ids: Sequence[str]) -> dict[str, int]:
+        """The position of each of ``event_ids`` the log holds."""
+        found: dict[str, int] = {}
         with self.reader.connect() as conn:
             for start in range(0, len(event_ids), 500):
                 chunk = list(event_ids[start : start + 500])
-                found.update(conn.execute(select(events.c.event_id).where(events.c.event_id.in_(chunk))).scalars())
+                rows = conn.execute(select(events.c.event_id, events.c.position).where(events.c.event_id.in_(chunk)))
+                found.update((event_id, position) for event_id, position in rows)
         return found
 
     def spans_overlapping(self, first: int, last: int) -> list[tuple[int, int, str, str | None]]:

@@ -147,13 +147,10 @@ def run_sealing(root: Path, n: int, forget_n: int, repeat: int, status: Callable
             shutil.rmtree(directory)
     count = len(events)
 
-    def median_tx(level: str, mode: str, what: str = "wall") -> float:
-        """Seconds an event of the median transaction of ``mode`` over every run at ``level``."""
-        return middle(t for timed in runs[level] for t in getattr(timed[mode], what)) / BATCH
-
-    def median_single(level: str, mode: str) -> float:
-        """Seconds of the median single-event append of ``mode`` over every run at ``level``."""
-        return middle(t for timed in singles[level] for t in timed[mode].wall)
+    def median_tx(level: str, mode: str, what: str = "wall", of: dict = runs, per: int = BATCH) -> float:
+        """Seconds an event of the median transaction of ``mode`` over every run at ``level`` (``of``: the runs of
+        ``per`` events a transaction; ``singles``, one)."""
+        return middle(t for timed in of[level] for t in getattr(timed[mode], what)) / per
 
     def total(level: str, mode: str) -> float:
         """Seconds of a whole run's appends (the median run)."""
@@ -172,7 +169,7 @@ def run_sealing(root: Path, n: int, forget_n: int, repeat: int, status: Callable
         shutil.rmtree(directory)
     forget_s = middle(forgets)
     append_ratio, read_ratio, full_ratio = off_append / on_append, off_read / on_read, off_full / on_full
-    single = {level: (median_single(level, "off"), median_single(level, "on")) for level in LEVELS}
+    single = {level: (median_tx(level, "off", of=singles, per=1), median_tx(level, "on", of=singles, per=1)) for level in LEVELS}
     single_ratio = {level: off / on for level, (off, on) in single.items()}
     lines = [
         f"crypto-shredding  (memory events of 50 subjects, {BATCH} per transaction; sealed and plaintext appends side by side,"

@@ -232,7 +232,7 @@ class RevertCommands:
                 removed.append(memory_id)
             else:
                 before = state.at(first - 1)
-                if before.content == state.content and before.status == state.status:
+                if _same(before, state):
                     continue  # nothing to change (both versions erased alike, too)
                 if before.content.erased or state.content.erased:
                     # A forget is final: the memory as it was is gone with its key, so it cannot come back.
@@ -570,7 +570,7 @@ def undone_correlations(tenant_events: list[RecordedEvent]) -> set[str]:
 
 
 def _same(one, other) -> bool:
-    """Whether two versions of a memory hold the same content and status."""
+    """Whether two states of a memory (a version of it, or the memory now) hold the same content and status."""
     return one.content == other.content and one.status == other.status
 
 
