@@ -53,13 +53,10 @@ event_spans = Table(
     Column("correlation_id", String(255), nullable=True),
 )
 Index("ix_event_spans_tenant", event_spans.c.tenant, event_spans.c.last_position)
-Index(
-    "ix_event_spans_correlation",
-    event_spans.c.correlation_id,
-    event_spans.c.last_position,
-    sqlite_where=event_spans.c.correlation_id.isnot(None),
-    postgresql_where=event_spans.c.correlation_id.isnot(None),
-)
+# Partial (``correlation_id IS NOT NULL``) as migration 0002 creates it. The ``where`` is left out here: a
+# ``postgresql_where`` loads SQLAlchemy's PostgreSQL dialect into every process at import, which no read
+# or write of this table needs (migrations, not this metadata, create it).
+Index("ix_event_spans_correlation", event_spans.c.correlation_id, event_spans.c.last_position)
 
 idempotency = Table(
     "idempotency_keys",
