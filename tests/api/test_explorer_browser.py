@@ -186,6 +186,14 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         wait_for(driver, "the revert's report", lambda d: "reverted import-notes: 6 events compensated" in text_of(d, "status"))
         assert not driver.find_element(By.ID, "signin").is_displayed()
         assert call(server.url, key, "GET", "/v1/correlation?correlation_id=import-notes")["reverted_by"][0]["actor"].startswith("api:")
+        # The correlation's headers and identifying cells (position, time, event, actor) keep to one line each:
+        # in a third of the page they broke letter by letter.
+        lines = driver.execute_script(
+            """return [...document.querySelectorAll('#correlation-events th, #correlation-events td:nth-child(-n+3), #correlation-events td:nth-child(5)')]
+                 .map((cell) => { const range = document.createRange(); range.selectNodeContents(cell);
+                                  return [cell.textContent, new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size]; });"""
+        )
+        assert len(lines) == 6 + 6 * 4 and all(count == 1 for _, count in lines), [line for line in lines if line[1] != 1]
         driver.save_screenshot(str(ARTIFACTS / "explorer.png"))
 
         # Nothing was refused by the page's Content-Security-Policy, and no script failed (the wrong key's 401 aside).
