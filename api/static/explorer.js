@@ -73,8 +73,8 @@ function linkButton(label, action, extra = {}) {
   return el("button", { type: "button", class: "link", onclick: action, ...extra }, label);
 }
 
-function plural(n, word) {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
+function plural(n, word, many = `${word}s`) {
+  return `${n} ${n === 1 ? word : many}`;
 }
 
 // At most n characters (code points: an emoji or a rare CJK character is never cut in half).
@@ -354,7 +354,7 @@ async function drawGraph() {
   const shown = page.nodes.length - 1;
   const total = page.total === null ? `more than ${page.offset + shown}` : String(page.total);
   const range = shown > 0 ? `nodes ${page.offset + 1}–${page.offset + shown} of ${total}` : `no neighbours${page.offset > 0 ? ` past ${page.offset}` : ""}`;
-  const edges = `${page.edges.length} edges${page.edges_truncated ? " drawn, more between these nodes" : ""}`;
+  const edges = `${plural(page.edges.length, "edge")}${page.edges_truncated ? " drawn, more between these nodes" : ""}`;
   $("graph-info").textContent = `${page.kind} ${page.node}: ${range} · ${edges}` + (page.as_of !== null ? ` · as of ${page.as_of}` : "");
   $("graph-prev").disabled = page.offset === 0;
   $("graph-next").disabled = !page.more;
@@ -551,7 +551,7 @@ async function askRevert() {
   $("confirm-id").textContent = id;
   $("confirm-text").textContent = d.already_reverted
     ? "It was already reverted."
-    : `${d.would_revert ?? 0} events would be compensated, touching ${preview.memory_ids.length} memories` +
+    : `${plural(d.would_revert ?? 0, "event")} would be compensated, touching ${plural(preview.memory_ids.length, "memory", "memories")}` +
       (d.conflicts && d.conflicts.length ? `; later changes conflict: ${d.conflicts.join("; ")} (it will be refused)` : ".");
   $("confirm-revert").showModal();
 }
@@ -566,7 +566,8 @@ async function confirmRevert(event) {
     await redrawAll();
     const data = done.data || {};
     if (!done.positions.length) return `${id}: nothing reverted${data.already_reverted ? ", it was already reverted" : ""}`; // reverted meanwhile
-    return `reverted ${id}: ${data.reverted ?? 0} events compensated at positions ${done.positions[0]}–${done.positions[done.positions.length - 1]}`;
+    const [first, last] = [done.positions[0], done.positions[done.positions.length - 1]];
+    return `reverted ${id}: ${plural(data.reverted ?? 0, "event")} compensated at ${first === last ? `position ${first}` : `positions ${first}–${last}`}`;
   });
 }
 

@@ -170,6 +170,7 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
         wait_for(driver, "the entity graph", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 2)
         assert len(driver.find_elements(By.CSS_SELECTOR, "#graph line")) == 1 and "Bob" in text_of(driver, "graph-nodes")
+        assert text_of(driver, "graph-info").endswith("nodes 1–1 of 1 · 1 edge")
 
         # The import's correlation, reverted behind the confirmation.
         driver.find_element(By.ID, "correlation-id").send_keys("import-notes", Keys.ENTER)
@@ -179,6 +180,7 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         revert.click()
         dialog = driver.find_element(By.ID, "confirm-revert")
         wait_for(driver, "the confirmation", lambda d: dialog.is_displayed() and "would be compensated" in text_of(d, "confirm-text"))
+        assert text_of(driver, "confirm-text").startswith("6 events would be compensated, touching 1 memory.")
         driver.save_screenshot(str(ARTIFACTS / "explorer-confirm-revert.png"))
         driver.find_element(By.ID, "confirm-ok").click()
         wait_for(driver, "the revert", lambda d: "reverted at position" in text_of(d, "correlation-info"))
