@@ -123,6 +123,11 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+def counted(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` in the number ``n`` asks for: ``1 event``, ``2 events``, ``1 memory``, ``0 memories``."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def one_line(text: object) -> str:
     return " ".join(str(text).split())
 

@@ -17,7 +17,7 @@ from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.settings import Settings
 
-from .common import INTERRUPTED, CommandError, add_command, data_dir, open_store, print_json_line
+from .common import INTERRUPTED, CommandError, add_command, counted, data_dir, open_store, print_json_line
 from .progress import progress_for
 
 
@@ -127,7 +127,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print_json_line({"exported": count, "file": str(through or target), "tenant": args.tenant, "keys": keys_written, "key_file": args.with_keys})
     else:
-        print(f"exported {count} events to {through or target}" + (f"; {keys_written} keys to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
+        print(f"exported {counted(count, 'event')} to {through or target}" + (f"; {counted(keys_written, 'key')} to {args.with_keys} (SECRET: keep it apart)" if args.with_keys else ""))
     return 0
 
 
@@ -176,8 +176,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         tenants = ", ".join(report.tenants) or "-"
         print(
-            f"read {report.read} events: imported {report.imported}, "
-            f"skipped {report.skipped_existing} already present; {report.idempotency_keys} idempotency keys recorded; tenants: {tenants}"
+            f"read {counted(report.read, 'event')}: imported {report.imported}, "
+            f"skipped {report.skipped_existing} already present; {counted(report.idempotency_keys, 'idempotency key')} recorded; tenants: {tenants}"
         )
     return 0
 
@@ -189,7 +189,7 @@ def _interrupted_import(written: int, undo: Callable[[], None]) -> str:
     if written == 0:
         undo()
         return "import interrupted: no event written"
-    return f"import interrupted after writing {written} events: run the same import again to finish it (the events already here are skipped)"
+    return f"import interrupted after writing {counted(written, 'event')}: run the same import again to finish it (the events already here are skipped)"
 
 
 def _apply_imported_forgets(args: argparse.Namespace) -> None:

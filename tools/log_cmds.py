@@ -28,7 +28,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.runner import not_from_log
 
 from . import exchange_cmds
-from .common import CommandError, add_command, data_dir, fail, open_store, print_json_line, sqlite_path
+from .common import CommandError, add_command, counted, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -342,7 +342,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             shown = f"{result.last_position}:{result.tip_hash}"
         else:
             shown = str(tip) if tip is not None else "-"
-        print(f"ok: {result.checked} events, tip {shown}")
+        print(f"ok: {counted(result.checked, 'event')}, tip {shown}")
         if kept := result.plaintext_kept:
             print(
                 f"note: {len(kept)} event{'s keep' if len(kept) != 1 else ' keeps'} text a forget erased in plaintext"
@@ -350,7 +350,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
     else:
         if result.broken_at is not None:
-            print(f"broken at position {result.broken_at}: {result.reason} ({result.checked} events checked before it)")
+            print(f"broken at position {result.broken_at}: {result.reason} ({counted(result.checked, 'event')} checked before it)")
         if result.difference is not None:
             print(f"first difference: {result.difference}")
         for problem in result.guards:

@@ -24,7 +24,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log, tenant_name
-from .common import as_of_arg, between, reason_text
+from .common import as_of_arg, between, counted, reason_text
 from .common import command_context as _context
 from .common import tenant_of as _tenant
 
@@ -283,8 +283,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         result = svc.run(svc.memories.merge, _context(args), args.ids, text=args.text)
     data = result.data
     text = (
-        f"merged {len(data['sources'])} memories into {data['merged_id']}"
-        f" (sources archived, {data['repointed']} edges re-pointed) {_trailer(result)}"
+        f"merged {counted(len(data['sources']), 'memory', 'memories')} into {data['merged_id']}"
+        f" (sources archived, {counted(data['repointed'], 'edge')} re-pointed) {_trailer(result)}"
     )
     return _report(args, result, text)
 
@@ -367,9 +367,9 @@ def cmd_revert(args: argparse.Namespace) -> int:
             text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
         text += " (nothing written)"
     else:
-        text = f"reverted {data['reverted']} events of correlation {args.correlation} {_trailer(result)}"
+        text = f"reverted {counted(data['reverted'], 'event')} of correlation {args.correlation} {_trailer(result)}"
         if data.get("through"):
-            text = f"reverted correlation {args.correlation} again, by reverting {data['through']}, the revert that brought it back: {data['reverted']} events {_trailer(result)}"
+            text = f"reverted correlation {args.correlation} again, by reverting {data['through']}, the revert that brought it back: {counted(data['reverted'], 'event')} {_trailer(result)}"
         if data.get("forced"):
             text += f"; forced over {len(data['conflicts'])} conflict(s): " + "; ".join(data["conflicts"])
     return _report(args, result, text)
@@ -383,8 +383,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         result = svc.forget(ctx, args.subject, reason=args.reason or "")
     data = result.data
     text = (
-        f"forgot subject {args.subject}: {data.get('keys_destroyed', 0)} key(s) destroyed,"
-        f" {data.get('memories_erased', 0)} memories erased {_trailer(result)}"
+        f"forgot subject {args.subject}: {counted(data.get('keys_destroyed', 0), 'key')} destroyed,"
+        f" {counted(data.get('memories_erased', 0), 'memory', 'memories')} erased {_trailer(result)}"
     )
     if data.get("already_forgotten"):
         earlier = "; ".join(f"position {f['position']} at {f['recorded_at']}" + (f" ({f['reason']})" if f["reason"] else "") for f in data["already_forgotten"])
@@ -407,7 +407,7 @@ def cmd_drop_tenant(args: argparse.Namespace) -> int:
     with _open(args) as svc:
         result = svc.drop_tenant(_context(args), reason=args.reason or "")
         data = result.data  # the backup named relative to the data directory, as the log records it
-        text = f"dropped tenant {args.tenant}: {data['events_backed_up']} events backed up to {svc.data_dir / data['backup']} {_trailer(result)}"
+        text = f"dropped tenant {args.tenant}: {counted(data['events_backed_up'], 'event')} backed up to {svc.data_dir / data['backup']} {_trailer(result)}"
     return _report(args, result, text, tenant=args.tenant)
 
 

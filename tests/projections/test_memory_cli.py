@@ -174,7 +174,7 @@ def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
     run_cli("rebuild", "--projection", "nope", code=2)
     run_cli("drop-tenant", "--tenant", "t1", code=2)
     out = run_cli("drop-tenant", "--tenant", "t1", "--yes")
-    assert out.startswith("dropped tenant t1: 1 events backed up to ") and str(tmp_path / "backups") in out
+    assert out.startswith("dropped tenant t1: 1 event backed up to ") and str(tmp_path / "backups") in out
     run_cli("drop-tenant", "--tenant", "t9", "--yes", code=2)
     with sqlite3.connect(tmp_path / "projections.db") as conn:
         assert conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 0

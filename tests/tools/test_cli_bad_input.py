@@ -105,7 +105,7 @@ def test_a_locked_log_is_one_line_and_nothing_written(data):
         ]
         (out, err), (verified, _) = (child.communicate(timeout=180) for child in children)
     assert_refused(subprocess.CompletedProcess(children[0].args, children[0].returncode, out, err), "events.db", "busy", "run the command again")
-    assert children[1].returncode == 0 and verified.startswith(b"ok: 1 events"), verified
+    assert children[1].returncode == 0 and verified.startswith(b"ok: 1 event,"), verified
     assert head(data) == 1
 
 

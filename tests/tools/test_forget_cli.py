@@ -20,7 +20,8 @@ def test_forget_from_the_command_line(tmp_path):
     data = tmp_path / "data"
     added = json.loads(run(data, "add", "Rosalind keeps bees in Porto", "--subject", "u-3", "--tenant", "t", "--json").stdout)
     memory_id = added["memory_ids"][0]
-    run(data, "export", "-o", str(tmp_path / "log.jsonl"), "--with-keys", str(tmp_path / "log.keys"))
+    exported = run(data, "export", "-o", str(tmp_path / "log.jsonl"), "--with-keys", str(tmp_path / "log.keys")).stdout
+    assert exported.startswith("exported 1 event to ") and "; 1 key to " in exported  # one of each, in the singular
     assert "Rosalind" not in (tmp_path / "log.jsonl").read_text()
     assert "SECRET" in (tmp_path / "log.keys").read_text()
 
