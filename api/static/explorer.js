@@ -361,31 +361,39 @@ async function drawGraph() {
   render(page);
 }
 
-// A deterministic layout: the seed in the middle, each BFS depth on its own ring, nodes in BFS order around it.
-function layout(nodes) {
+// A deterministic layout in a drawing width × height: the seed in the middle, each BFS depth on its own ring
+// (wider than tall, as the drawing is), nodes in BFS order around it.
+function layout(nodes, width, height) {
   const byDepth = new Map();
   for (const n of nodes) {
     if (!byDepth.has(n.depth)) byDepth.set(n.depth, []);
     byDepth.get(n.depth).push(n);
   }
   const rings = [...byDepth.keys()].filter((d) => d > 0).sort((a, b) => a - b);
-  const step = rings.length ? 210 / rings.length : 0;
+  const [cx, cy] = [width / 2, height / 2];
+  const step = rings.length ? (cy - 30) / rings.length : 0;
+  const stretch = (cx - 90) / (cy - 30);
   const at = new Map();
-  for (const n of byDepth.get(0) || []) at.set(n.id, [320, 240]);
+  for (const n of byDepth.get(0) || []) at.set(n.id, [cx, cy]);
   rings.forEach((depth, ring) => {
     const members = byDepth.get(depth);
     const radius = step * (ring + 1);
     members.forEach((n, i) => {
       const angle = (2 * Math.PI * i) / members.length + ring * 0.35 - Math.PI / 2;
-      at.set(n.id, [320 + radius * Math.cos(angle) * 1.35, 240 + radius * Math.sin(angle)]);
+      at.set(n.id, [cx + radius * Math.cos(angle) * stretch, cy + radius * Math.sin(angle)]);
     });
   });
   return at;
 }
 
 function render(page) {
-  const at = layout(page.nodes);
   const drawing = $("graph");
+  // One unit of the drawing is one pixel of the page at the width it is drawn: its labels read at their CSS sizes
+  // (a fixed 640-unit drawing shrunk them to 5 px in a third of the page).
+  const width = Math.max(320, Math.round(drawing.clientWidth || 640));
+  const height = Math.round(width * 0.75);
+  drawing.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const at = layout(page.nodes, width, height);
   const parts = [];
   for (const e of page.edges) {
     const a = at.get(e.source);
@@ -397,10 +405,11 @@ function render(page) {
   }
   page.nodes.forEach((n, i) => {
     const [x, y] = at.get(n.id);
-    const dot = svg("circle", { cx: x, cy: y, r: i === 0 ? 9 : 6, class: `${n.kind}${i === 0 ? " seed" : ""}`, "data-id": n.id });
+    const r = i === 0 ? 9 : 6;
+    const dot = svg("circle", { cx: x, cy: y, r, class: `${n.kind}${i === 0 ? " seed" : ""}`, "data-id": n.id });
     dot.append(svg("title", {}, `${n.id}\n${n.label}`));
     dot.addEventListener("click", () => openGraph(n.id, n.kind === "entity" ? "entity" : state.graph.kind === "entity" ? "entity" : "memory"));
-    parts.push(dot, svg("text", { x: x + 9, y: y + 3 }, shorten(n.label, 28)));
+    parts.push(dot, svg("text", { x: x + r + 3, y: y + 4 }, shorten(n.label, 28)));
   });
   drawing.replaceChildren(...parts);
   $("graph-nodes").replaceChildren(

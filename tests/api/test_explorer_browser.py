@@ -171,6 +171,10 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         wait_for(driver, "the entity graph", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 2)
         assert len(driver.find_elements(By.CSS_SELECTOR, "#graph line")) == 1 and "Bob" in text_of(driver, "graph-nodes")
         assert text_of(driver, "graph-info").endswith("nodes 1–1 of 1 · 1 edge")
+        # The labels read at their CSS sizes wherever the drawing sits: a fixed 640-unit drawing in a third of the page
+        # shrank them to about 5 px.
+        heights = driver.execute_script("return [...document.querySelectorAll('#graph text')].map((t) => [t.textContent, t.getBoundingClientRect().height])")
+        assert len(heights) == 3 and all(height >= 10 for _, height in heights), heights
 
         # The import's correlation, reverted behind the confirmation.
         driver.find_element(By.ID, "correlation-id").send_keys("import-notes", Keys.ENTER)
