@@ -503,9 +503,36 @@ function openCorrelation(id) {
   return guarded("correlation", showCorrelation);
 }
 
+// What an event without a text of its own did, by type: an edge's or relation's ends, a document's version, where a
+// memory went (the others read as their text, name or reason).
+const arrow = (source, type, target) => `${source} —${type}→ ${target}`;
+const because = (p) => (p.reason ? ` (${p.reason})` : "");
+const weighing = (weight) => (weight !== undefined && weight !== 1 ? ` ×${weight}` : "");
+const SUMMARIES = {
+  EdgeLinked: (p) => arrow(p.edge.source, p.edge.edge_type, p.edge.target) + weighing(p.edge.weight),
+  EdgeUnlinked: (p) => arrow(p.edge.source, p.edge.edge_type, p.edge.target) + because(p),
+  RelationSet: (p) => arrow(p.source_id, p.relation_type, p.target_id) + weighing(p.weight),
+  RelationRemoved: (p) => arrow(p.source_id, p.relation_type, p.target_id) + because(p),
+  DocumentImported: (p) => `${p.doc_id} v${p.version}: ${p.title} (${plural(p.chunk_ids.length, "chunk")})`,
+  MemoryMergedInto: (p) => `${p.memory_id} merged into ${p.merged_into}`,
+  MemorySuperseded: (p) => `${p.memory_id} superseded by ${p.superseded_by}`,
+  MemoryArchived: (p) => `${p.memory_id} archived${because(p)}`,
+  MemorySoftDeleted: (p) => `${p.memory_id} deleted${because(p)}`,
+  MemoryRestored: (p) => `${p.memory_id} restored${because(p)}`,
+  WorkingMemoryEvicted: (p) => `${plural(p.memory_ids.length, "memory", "memories")} out of working memory${because(p)}`,
+  WorkingMemoryWithdrawn: (p) => `${plural(p.memory_ids.length, "memory", "memories")} out of working memory${because(p)}`,
+};
+
 function eventSummary(e) {
   const p = e.payload || {};
-  const text = p.content?.memory ?? p.memory ?? p.name ?? p.text ?? p.reason ?? p.correlation_id ?? "";
+  let text = p.content?.memory ?? p.memory ?? p.name ?? p.text ?? p.reason ?? p.correlation_id ?? "";
+  if (SUMMARIES[e.type] && !p.content) {
+    try {
+      text = SUMMARIES[e.type](p);
+    } catch {
+      // a payload of another shape (an older event version): its text as before
+    }
+  }
   return shorten(typeof text === "string" ? text : JSON.stringify(text), 160);
 }
 

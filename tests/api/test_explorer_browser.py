@@ -200,6 +200,12 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
                                   return [cell.textContent, new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size]; });"""
         )
         assert len(lines) == 6 + 6 * 4 and all(count == 1 for _, count in lines), [line for line in lines if line[1] != 1]
+        # Every event says what it did, those without a text of their own too: an edge its ends, a document its version.
+        what = {row[2]: row[5] for row in (r.split("\t") for r in driver.execute_script(
+            "return [...document.querySelectorAll('#correlation-events tbody tr')].map((tr) => [...tr.cells].map((c) => c.textContent).join('\\t'))"))}
+        assert all(what.values()), what
+        assert what["DocumentImported"].startswith("notes.md v1: ") and "(1 chunk)" in what["DocumentImported"], what
+        assert what["EdgeLinked"] == "document:notes.md —MENTIONS→ bob", what  # (the last of the four; a weight of 1 unsaid)
         driver.save_screenshot(str(ARTIFACTS / "explorer.png"))
 
         # Nothing was refused by the page's Content-Security-Policy, and no script failed (the wrong key's 401 aside).
