@@ -28,6 +28,7 @@ const VIEWS = {
     info: "graph-info",
     clear: () => {
       $("graph").replaceChildren();
+      $("graph-legend").replaceChildren();
       $("graph-nodes").replaceChildren();
       $("graph-prev").disabled = true;
       $("graph-next").disabled = true;
@@ -361,6 +362,8 @@ async function drawGraph() {
   render(page);
 }
 
+const EDGE_COLOURS = 8; // the classes t0…t7 of explorer.css
+
 // A deterministic layout in a drawing width × height: the seed in the middle, each BFS depth on its own ring
 // (wider than tall, as the drawing is), nodes in BFS order around it.
 function layout(nodes, width, height) {
@@ -371,13 +374,17 @@ function layout(nodes, width, height) {
   }
   const rings = [...byDepth.keys()].filter((d) => d > 0).sort((a, b) => a - b);
   const [cx, cy] = [width / 2, height / 2];
-  const step = rings.length ? (cy - 30) / rings.length : 0;
-  const stretch = (cx - 90) / (cy - 30);
+  const outer = cy - 30;
+  const stretch = (cx - 90) / outer;
+  const around = nodes.length - (byDepth.get(0) || []).length;
   const at = new Map();
   for (const n of byDepth.get(0) || []) at.set(n.id, [cx, cy]);
+  let inside = 0; // nodes on this ring and those within it
   rings.forEach((depth, ring) => {
     const members = byDepth.get(depth);
-    const radius = step * (ring + 1);
+    inside += members.length;
+    // Half by the ring's place, half by the nodes it and those within it hold: a crowded inner ring gets room.
+    const radius = outer * (0.5 * ((ring + 1) / rings.length) + 0.5 * Math.sqrt(inside / around));
     members.forEach((n, i) => {
       const angle = (2 * Math.PI * i) / members.length + ring * 0.35 - Math.PI / 2;
       at.set(n.id, [cx + radius * Math.cos(angle) * stretch, cy + radius * Math.sin(angle)]);
@@ -395,14 +402,22 @@ function render(page) {
   drawing.setAttribute("viewBox", `0 0 ${width} ${height}`);
   const at = layout(page.nodes, width, height);
   const parts = [];
+  // Each edge type its colour (the legend names them); an edge's type is written along it only where it fits and the
+  // drawing holds few edges, else its title (hover) and the legend say it.
+  const types = [...new Set(page.edges.map((e) => e.type))].sort();
+  const colour = (type) => `t${types.indexOf(type) % EDGE_COLOURS}`;
   for (const e of page.edges) {
     const a = at.get(e.source);
     const b = at.get(e.target);
     if (!a || !b) continue;
-    const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1] });
+    const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1], class: colour(e.type) });
     line.append(svg("title", {}, `${e.type} ${e.source} → ${e.target} (weight ${e.weight})`));
-    parts.push(line, svg("text", { x: (a[0] + b[0]) / 2, y: (a[1] + b[1]) / 2, class: "edge" }, e.type));
+    parts.push(line);
+    if (page.edges.length <= 8 && Math.hypot(b[0] - a[0], b[1] - a[1]) >= 7 * e.type.length + 24) {
+      parts.push(svg("text", { x: (a[0] + b[0]) / 2 + 4, y: (a[1] + b[1]) / 2, class: "edge" }, e.type));
+    }
   }
+  $("graph-legend").replaceChildren(...types.map((type) => el("span", { class: "legend" }, el("span", { class: `swatch ${colour(type)}` }), type)));
   page.nodes.forEach((n, i) => {
     const [x, y] = at.get(n.id);
     const r = i === 0 ? 9 : 6;

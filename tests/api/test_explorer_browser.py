@@ -175,6 +175,9 @@ def test_the_explorer_time_travels_diffs_and_reverts_in_a_real_browser(tmp_path,
         # shrank them to about 5 px.
         heights = driver.execute_script("return [...document.querySelectorAll('#graph text')].map((t) => [t.textContent, t.getBoundingClientRect().height])")
         assert len(heights) == 3 and all(height >= 10 for _, height in heights), heights
+        # Each edge type its colour, named in the legend.
+        assert text_of(driver, "graph-legend") == "KNOWS" and driver.find_element(By.CSS_SELECTOR, "#graph line").get_attribute("class") == "t0"
+        assert driver.execute_script("return getComputedStyle(document.querySelector('#graph line')).stroke") == "rgb(79, 131, 199)"
 
         # The import's correlation, reverted behind the confirmation.
         driver.find_element(By.ID, "correlation-id").send_keys("import-notes", Keys.ENTER)
