@@ -15,6 +15,7 @@ Skipped, with the reason, only when Chromium or its driver cannot start.
 from __future__ import annotations
 
 import json
+import math
 import re
 import os
 import shutil
@@ -411,3 +412,37 @@ def test_back_after_another_key_signs_in_shows_nothing_the_last_one_opened(tmp_p
                 "return [...document.querySelectorAll('input')].map((e) => e.value).join(' ') + ' ' + document.body.innerText"
             )
             assert "Marguerite" not in shown and "hazelnut" not in shown and "clinic-visit" not in shown, shown
+
+
+def test_a_deeper_ring_draws_each_node_beyond_its_parent(tmp_path, browser):
+    """Each ring after the first was spread evenly from the top, whatever linked its nodes: a node's edge to its parent
+    crossed the drawing. A node now sits by its parent's angle, its siblings beside it; the legend names each type."""
+    data_dir = tmp_path / "data"
+    key = create_key(data_dir, "default", "read,write")
+    with serve(data_dir, tmp_path / "serve.log", auth="on", organizer_enabled="off", synchronous="NORMAL") as server:
+        for name in ("hub", "a", "b", "c", "d", "e", "x", "y"):
+            call(server.url, key, "PUT", f"/v1/entities/{name}", {"name": name.upper(), "entity_type": "thing"})
+        for name in ("a", "b", "c", "d", "e"):
+            call(server.url, key, "POST", "/v1/entities/hub/relations", {"target_id": name, "relation_type": "HAS"})
+        for name in ("x", "y"):
+            call(server.url, key, "POST", "/v1/entities/d/relations", {"target_id": name, "relation_type": "OWNS"})
+        driver = browser
+        sign_in(driver, server.url, key)
+        driver.find_element(By.ID, "node").send_keys("hub")
+        driver.find_element(By.CSS_SELECTOR, "#graph-form select option[value=entity]").click()
+        driver.find_element(By.CSS_SELECTOR, "#graph-form button[type=submit]").click()
+        wait_for(driver, "the neighbourhood", lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph circle")) == 8)
+        at = {c.get_attribute("data-id"): (float(c.get_attribute("cx")), float(c.get_attribute("cy"))) for c in driver.find_elements(By.CSS_SELECTOR, "#graph circle")}
+        centre = at["hub"]
+
+        def polar(node):
+            dx, dy = at[node][0] - centre[0], at[node][1] - centre[1]
+            return math.hypot(dx, dy), math.atan2(dy, dx)
+
+        parent_radius, parent_angle = polar("d")
+        for child in ("x", "y"):
+            radius, angle = polar(child)
+            turn = abs((angle - parent_angle + math.pi) % (2 * math.pi) - math.pi)
+            assert radius > parent_radius and turn < 0.6, (child, radius, parent_radius, angle, parent_angle)
+        assert math.dist(at["x"], at["y"]) >= 28  # siblings side by side, not on top of each other
+        assert text_of(driver, "graph-legend") == "HAS OWNS"
