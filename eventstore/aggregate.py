@@ -14,6 +14,7 @@ import msgspec
 from . import catalogue as c
 from .erased import erased_recorded, erased_through
 from .model import CONTENT_FIELDS, MemoryContent, NotFound, Status
+from .recorder import utc_stamp
 from .store import EventStore, RecordedEvent
 
 
@@ -123,7 +124,7 @@ def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
                 content=state.content,
                 status=state.status,
                 reason=reason,
-                recorded_at=recorded.recorded_at.isoformat(),
+                recorded_at=utc_stamp(recorded.recorded_at),  # as the log stores it and every other answer gives it
                 actor=recorded.metadata.actor,
                 correlation_id=recorded.metadata.correlation_id,
                 changed=changed,

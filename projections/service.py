@@ -27,6 +27,7 @@ from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.erased import plaintext_positions
+from mnemolog.eventstore.recorder import utc_stamp
 from mnemolog.eventstore.errors import ConcurrencyError, log_failure
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
@@ -547,7 +548,7 @@ class MemoryService:
                 out.append(
                     {
                         "position": r.position,
-                        "recorded_at": r.recorded_at.isoformat(),
+                        "recorded_at": utc_stamp(r.recorded_at),
                         "event_type": r.type,
                         "subject": r.event.subject or TENANT_KEY,
                         "actor": r.metadata.actor,

@@ -30,6 +30,9 @@ async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
     assert (await admin.get_memory(other.memory_ids[0]))["erased"] is False
     history = await admin.memory_history(mine.memory_ids[0])
     assert history["forgotten"][0]["reason"] == "request 12" and history["forgotten"][0]["subject"] == "u-7"
+    forgot = history["forgotten"][0]
+    [event] = [e for e in (await admin.list_events(after=forgot["position"] - 1, limit=1))["events"]]
+    assert forgot["recorded_at"] == event["recorded_at"] and forgot["recorded_at"].endswith("Z")  # the log's own spelling
     assert (await admin.verify())["ok"] is True
 
 

@@ -42,6 +42,10 @@ async def test_history_lists_every_version(client):
     assert versions[1]["reason"] == "typo"
     assert versions[0]["position"] == first.positions[0]
     assert all(v["position"] < w["position"] for v, w in zip(versions, versions[1:]))
+    # Each version's time is its event's, spelled as the log and every other answer spell it (UTC, "Z"; it read "+00:00").
+    stamps = {e["position"]: e["recorded_at"] for e in (await client.list_events(after=versions[0]["position"] - 1))["events"]}
+    assert [v["recorded_at"] for v in versions] == [stamps[v["position"]] for v in versions]
+    assert all(v["recorded_at"].endswith("Z") for v in versions)
     with pytest.raises(ApiError) as err:
         await client.memory_history("no-such-memory")
     assert err.value.status == 404
