@@ -45,6 +45,7 @@ from ..aggregate import dropped_at
 from ..erased import holds_plaintext, plaintext_erased, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
+from ..recorder import utc_stamp
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, replayed, stored_key
 from .facts import GraphFacts
@@ -165,7 +166,7 @@ class SubjectCommands:
         if not earlier:
             raise NotFound("subject", subject)
         forgets = [
-            {"position": r.position, "recorded_at": r.recorded_at.isoformat(), "actor": r.metadata.actor, "reason": r.event.reason}
+            {"position": r.position, "recorded_at": utc_stamp(r.recorded_at), "actor": r.metadata.actor, "reason": r.event.reason}
             for r in earlier
         ]
         plaintext = tuple(p for r in earlier for p in r.event.plaintext_positions)

@@ -33,6 +33,8 @@ async def test_forget_needs_admin_and_erases_the_subjects_memories(secured):
     forgot = history["forgotten"][0]
     [event] = [e for e in (await admin.list_events(after=forgot["position"] - 1, limit=1))["events"]]
     assert forgot["recorded_at"] == event["recorded_at"] and forgot["recorded_at"].endswith("Z")  # the log's own spelling
+    again = await admin.forget_subject("u-7")  # nothing left to forget: the answer names the forget, in the same spelling
+    assert [(f["position"], f["recorded_at"]) for f in again.data["already_forgotten"]] == [(forgot["position"], forgot["recorded_at"])]
     assert (await admin.verify())["ok"] is True
 
 
