@@ -40,6 +40,7 @@ _HEADERS = {
 ASSETS = (
     ("/explorer", "explorer.html", "text/html"),
     ("/explorer/explorer.js", "explorer.js", "text/javascript"),
+    ("/explorer/explorer_graph.js", "explorer_graph.js", "text/javascript"),  # imported by explorer.js
     ("/explorer/explorer.css", "explorer.css", "text/css"),
     ("/explorer/favicon.svg", "favicon.svg", "image/svg+xml"),
 )

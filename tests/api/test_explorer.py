@@ -67,13 +67,15 @@ async def test_the_page_opens_from_a_link_with_a_query_string_or_a_trailing_slas
 
 
 def test_the_page_renders_data_as_text_only_and_loads_nothing_from_elsewhere():
-    script = (routes_explorer.STATIC / "explorer.js").read_text()
+    scripts = {f: (routes_explorer.STATIC / f).read_text() for _, f, _ in routes_explorer.ASSETS if f.endswith(".js")}
     page = (routes_explorer.STATIC / "explorer.html").read_text()
-    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
-        assert forbidden not in script, forbidden
-    assert "sessionStorage" in script and "localStorage" not in script
-    # Every asset the page names is served, from this origin only; no inline script or style.
-    assert set(re.findall(r'(?:src|href)="([^"]+)"', page)) == {p for p, f, _ in routes_explorer.ASSETS if not f.endswith(".html")}
+    for name, script in scripts.items():
+        for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage"):
+            assert forbidden not in script, (name, forbidden)
+    assert "sessionStorage" in scripts["explorer.js"]
+    # Every asset the page names, or its scripts import, is served, from this origin only; no inline script or style.
+    imported = {"/explorer/" + m for script in scripts.values() for m in re.findall(r'^import .* from "\./([^"]+)";$', script, re.M)}
+    assert imported and set(re.findall(r'(?:src|href)="([^"]+)"', page)) | imported == {p for p, f, _ in routes_explorer.ASSETS if not f.endswith(".html")}
     assert "<style" not in page and "style=" not in page and re.search(r"<script(?![^>]*src=)", page) is None
 
 
