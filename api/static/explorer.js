@@ -496,6 +496,7 @@ function openCorrelation(id) {
 const arrow = (source, type, target) => `${source} —${type}→ ${target}`;
 const because = (p) => (p.reason ? ` (${p.reason})` : "");
 const weighing = (weight) => (weight !== undefined && weight !== 1 ? ` ×${weight}` : "");
+const leftWorking = (p) => `${plural(p.memory_ids.length, "memory", "memories")} out of working memory${because(p)}`;
 const SUMMARIES = {
   EdgeLinked: (p) => arrow(p.edge.source, p.edge.edge_type, p.edge.target) + weighing(p.edge.weight),
   EdgeUnlinked: (p) => arrow(p.edge.source, p.edge.edge_type, p.edge.target) + because(p),
@@ -507,8 +508,8 @@ const SUMMARIES = {
   MemoryArchived: (p) => `${p.memory_id} archived${because(p)}`,
   MemorySoftDeleted: (p) => `${p.memory_id} deleted${because(p)}`,
   MemoryRestored: (p) => `${p.memory_id} restored${because(p)}`,
-  WorkingMemoryEvicted: (p) => `${plural(p.memory_ids.length, "memory", "memories")} out of working memory${because(p)}`,
-  WorkingMemoryWithdrawn: (p) => `${plural(p.memory_ids.length, "memory", "memories")} out of working memory${because(p)}`,
+  WorkingMemoryEvicted: leftWorking,
+  WorkingMemoryWithdrawn: leftWorking,
 };
 
 function eventSummary(e) {

@@ -223,7 +223,8 @@ class RevertCommands:
             others = [v for v in others if v not in churn]
             later = [v for v in range(last + 1, state.version + 1) if v not in churn]
             # Undone since, the memory as the correlation left it: no conflict (what the revert writes is as before).
-            undone_since = later and {state.at(v).correlation_id for v in later} <= undone and _same(state.at(last), state.at(state.version))
+            as_left = lambda: _same(state.at(last), state.at(state.version))  # noqa: E731
+            undone_since = _undone_since({state.at(v).correlation_id for v in later}, undone, as_left)
             conflicts += _changed_by_others(f"memory {memory_id}", "version", first, last, others, state.version if later and not undone_since else last)
             if first == 1:
                 if state.status == Status.DELETED.value:
@@ -296,7 +297,7 @@ class RevertCommands:
         if current == last:
             return current
         later = self.store.read_stream(stream_id, from_version=last + 1, to_version=current)
-        return last if later and {r.metadata.correlation_id for r in later} <= undone and as_left() else current
+        return last if _undone_since({r.metadata.correlation_id for r in later}, undone, as_left) else current
 
     def _document_compensations(
         self, ctx: CommandContext, recorded: list[RecordedEvent], reason: str, conflicts: list[str], undone: set[str]
@@ -313,8 +314,10 @@ class RevertCommands:
         mine = {r.stream_id for r in recorded if r.stream_id.startswith("memory-")}  # the memories the memory compensations settle
         for doc_id, (first, last, others) in touched.items():
             now = load_document(self.store, ctx.tenant, doc_id)
-            left = lambda: _document_record(load_document(self.store, ctx.tenant, doc_id, until_version=last).current)  # noqa: E731
-            current = self._current_unless_undone(g.document_stream(ctx.tenant, doc_id), last, now.stream_version, undone, lambda: left() == _document_record(now.current))
+            as_left = lambda: _document_record(load_document(self.store, ctx.tenant, doc_id, until_version=last).current) == (  # noqa: E731
+                _document_record(now.current)
+            )
+            current = self._current_unless_undone(g.document_stream(ctx.tenant, doc_id), last, now.stream_version, undone, as_left)
             conflicts += _changed_by_others(f"document {doc_id}", "stream version", first, last, others, current)
             before = load_document(self.store, ctx.tenant, doc_id, until_version=first - 1).current
             if _document_record(before) == _document_record(now.current):
@@ -351,8 +354,8 @@ class RevertCommands:
         writes, removed = [], []
         for entity_id, (first, last, others) in touched.items():
             now = load_entity(self.store, ctx.tenant, entity_id)
-            left = lambda: _entity_facts(load_entity(self.store, ctx.tenant, entity_id, until_version=last))  # noqa: E731
-            current = self._current_unless_undone(g.entity_stream(ctx.tenant, entity_id), last, now.stream_version, undone, lambda: left() == _entity_facts(now))
+            as_left = lambda: _entity_facts(load_entity(self.store, ctx.tenant, entity_id, until_version=last)) == _entity_facts(now)  # noqa: E731
+            current = self._current_unless_undone(g.entity_stream(ctx.tenant, entity_id), last, now.stream_version, undone, as_left)
             conflicts += _changed_by_others(f"entity {entity_id}", "stream version", first, last, others, current)
             before = load_entity(self.store, ctx.tenant, entity_id, until_version=first - 1)
             events = _entity_events(entity_id, now, before, reason)
@@ -553,6 +556,13 @@ class RevertCommands:
         if not isinstance(event, c.MemoryAdded) or event.working_binding != binding:
             return None
         return c.WorkingEntry(binding=binding, memory_id=memory_id, memory_type=event.content.memory_type, entered_at=first[0].position)
+
+
+def _undone_since(later: set[str | None], undone: set[str], as_left: Callable[[], bool]) -> bool:
+    """Whether changes made after a correlation (``later``: the correlations that wrote them) are no conflict for its
+    revert: there are some, every one of their correlations no longer shows (``undone``), and ``as_left()``: the thing
+    is as the correlation left it."""
+    return bool(later) and later <= undone and as_left()
 
 
 def undone_correlations(tenant_events: list[RecordedEvent]) -> set[str]:
