@@ -71,9 +71,11 @@ the rows chosen are named by one lookup by row id.
 
 Rows are scored, then kept when their tenant matches and they were valid at
 the head (``valid_to`` unset) or at ``as_of`` (validity intervals), and when
-their status passes. Any other filter is checked in SQL on ``fts_docs``,
-best-scored rows first, until ``limit`` rows passed: since every matching row
-was scored, a filter never drops a row an exact filtered search returns.
+their status passes. A search ``as_of`` a position scores with bm25's
+statistics of then (see ``PostingsScoring._statistics``). Any other filter is
+checked in SQL on ``fts_docs``, best-scored rows first, until ``limit`` rows
+passed: since every matching row was scored, a filter never drops a row an
+exact filtered search returns.
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ class PostingsIndex(PostingsScoring):
         self.tenants: dict[str, int] = {}
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
+        self._cut_length: tuple[tuple[int, int], float] = ((0, 0), 0.0)  # ((rows, rows counted as of a position), their total length)
         self._sums = np.zeros(0, np.float64)
         self._bitmaps: dict[str, tuple[int, np.ndarray]] = {}  # frequent terms' rows, least recently used first
         self._known: dict[str, tuple[int, dict]] = {}  # figures about terms' postings (see _Term), by index size
@@ -438,7 +441,7 @@ class PostingsIndex(PostingsScoring):
         now does (module docstring).
         """
         with self.lock:
-            with _one_snapshot(conn):
+            with one_snapshot(conn):
                 self._sync(conn)
             if save:
                 self._save(conn)
@@ -529,6 +532,7 @@ class PostingsIndex(PostingsScoring):
         self.tenants = {t: i for i, t in enumerate(meta["tenants"])}
         self.statuses = {s: i for i, s in enumerate(meta["statuses"])}
         self.total_length = float(meta["total_length"])
+        self._cut_length = ((0, 0), 0.0)
         self.state, self.position = state, int(meta["position"])
         self.saved = (state, int(meta["last_row_id"]))
         self.restored = True
@@ -575,12 +579,12 @@ class PostingsIndex(PostingsScoring):
             return None
         terms = [s[0] for s in stems if s]
         filters = filters or DEFAULT_FILTERS
-        with _one_snapshot(conn), self.lock:
+        with one_snapshot(conn), self.lock:
             self._sync(conn)
             keep = self._passing(tenant, as_of, filters)
             if keep is None:
                 return []
-            postings = self._postings_of(terms)
+            postings = self._postings_of(terms, as_of)
             scored = None
             if len(postings) > 1 and msgspec.structs.replace(filters, status=None) == SearchFilters(status=None):
                 # Every filter is checked here (no SQL one): the best rows that pass bound what the others must reach.
@@ -684,7 +688,7 @@ _WEIGHT_SQL = (
 
 
 @contextmanager
-def _one_snapshot(conn: sqlite3.Connection):
+def one_snapshot(conn: sqlite3.Connection):
     """Read the index and ``fts_docs`` in one read transaction (the caller's, if it holds one)."""
     began = conn.in_transaction
     if not began:

@@ -29,11 +29,11 @@ other load): 100,000 rows 0.77 ms against 0.79 scoring every row, 210,000
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["B", "K1", "PostingsScoring"]
+__all__ = ["B", "K1", "PostingsScoring", "bm25_idf", "bm25_parts"]
 
 #: bm25's parameters, FTS5's.
 K1, B = 1.2, 0.75
@@ -47,10 +47,10 @@ class _Term:
     holds them between searches (the index only grows until it is reset).
     """
 
-    __slots__ = ("term", "rows", "freqs", "lengths", "idf", "known")
+    __slots__ = ("term", "rows", "freqs", "lengths", "idf", "avgdl", "known")
 
-    def __init__(self, term: str, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray, idf: float, known: dict):
-        self.term, self.rows, self.freqs, self.lengths, self.idf, self.known = term, rows, freqs, lengths, idf, known
+    def __init__(self, term: str, rows: np.ndarray, freqs: np.ndarray, lengths: np.ndarray, idf: float, avgdl: float, known: dict):
+        self.term, self.rows, self.freqs, self.lengths, self.idf, self.avgdl, self.known = term, rows, freqs, lengths, idf, avgdl, known
 
     def _figure(self, name: str, compute):
         found = self.known.get(name)
@@ -79,6 +79,29 @@ class _Term:
         return self._figure("odd", compute)
 
 
+def bm25_idf(rows: int, hits: int) -> float:
+    """FTS5's idf of a phrase that ``hits`` of ``rows`` rows match (at least 1e-6)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def bm25_parts(freqs: np.ndarray, lengths: np.ndarray, idf: float, avgdl: float, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """Each posting's bm25 part, ``idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl)))``, in FTS5's
+    order of operations (so that it equals FTS5's to the bit), in ``tf`` and ``norm`` (float64 buffers of the
+    postings' size): the result is ``tf``."""
+    np.copyto(norm, lengths)
+    np.multiply(norm, B, out=norm)
+    np.divide(norm, avgdl, out=norm)
+    np.add(norm, 1.0 - B, out=norm)
+    np.multiply(norm, K1, out=norm)
+    np.copyto(tf, freqs)  # as float64 before any arithmetic
+    np.add(norm, tf, out=norm)
+    np.multiply(tf, K1 + 1.0, out=tf)
+    np.divide(tf, norm, out=tf)
+    np.multiply(tf, idf, out=tf)
+    return tf
+
+
 class PostingsScoring:
     """bm25 over the postings (see the module docstring); mixed into ``PostingsIndex``, whose lock the caller holds."""
 
@@ -88,49 +111,86 @@ class PostingsScoring:
             self._buffers = np.empty((3, max(size, int(self._buffers.shape[1] * 1.5))), np.float64)
         return self._buffers[0, :size], self._buffers[1, :size], self._buffers[2, :size]
 
-    def _postings_of(self, terms: Sequence[str]) -> list[_Term]:
-        """The postings of each of ``terms`` that some row holds, in phrase order, with the term's idf."""
+    def _postings_of(self, terms: Sequence[str], as_of: int | None = None) -> list[_Term]:
+        """The postings of each of ``terms`` that some row holds (held ``as_of`` that position), in phrase order,
+        with the term's idf and the average row length (see :meth:`_statistics`)."""
         n = self.cols.n
         out: list[_Term] = []
         if n == 0:
             return out
+        counted, total, hits_of = self._statistics(as_of)
+        if counted == 0:
+            return out
+        avgdl = total / counted
         for term in terms:
             parts = [p for p in (seg.postings(term) for seg in self.segments) if p is not None]
             if not parts:
                 continue
             # Segments hold consecutive runs of rows, oldest first: the joined postings ascend.
             rows, freqs, lengths = (np.concatenate(column) for column in zip(*parts)) if len(parts) > 1 else parts[0]
-            if not len(rows):
+            hits = hits_of(rows)
+            if not hits:
                 continue
-            hits = len(rows)
-            idf = math.log((n - hits + 0.5) / (hits + 0.5))
             known = self._known.pop(term, None)
             if known is None or known[0] != n:
                 known = (n, {})
             self._known[term] = known  # the most recently used last
-            out.append(_Term(term, rows, freqs, lengths, idf if idf > 0.0 else 1e-6, known[1]))
+            out.append(_Term(term, rows, freqs, lengths, bm25_idf(counted, hits), avgdl, known[1]))
         while len(self._known) > KNOWN_TERMS:
             self._known.pop(next(iter(self._known)))
         return out
 
-    def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, idf: float) -> np.ndarray:
-        """Each posting's bm25 part, ``idf * ((f * (K1 + 1)) / (f + K1 * (1 - B + B * length / avgdl)))``, FTS5's order of operations.
+    def _statistics(self, as_of: int | None) -> tuple[int, float, Callable[[np.ndarray], int]]:
+        """bm25's row count and total row length, and a function of a term's rows to how many of them count.
 
-        Computed in scratch buffers (fresh temporaries of this size cost more
-        in page faults than in arithmetic); the result is valid until the next call.
+        FTS5's statistics count every row its index holds: every tenant's and
+        every version's. At the head that is every row; ``as_of`` a position,
+        the rows indexed by then, so that a search as of a position ranks with
+        the statistics a search at that position had, to the bit (only a
+        forget or a tenant drop since, which took rows out, sets them apart).
+        The FTS projector applies the log in order and its row ids only grow,
+        so the rows indexed by a position (valid from it or before) are the
+        first ones: a binary search finds where they end.
         """
+        cols = self.cols
+        n = cols.n
+        cut = n if as_of is None else int(np.searchsorted(cols.valid_from[:n], as_of, side="right"))
+        if cut == n:
+            return n, self.total_length, len
+        if self._cut_length[0] != (n, cut):
+            self._cut_length = ((n, cut), float(cols.length[:cut].sum()))  # whole numbers: exact in any order of addition
+        return cut, self._cut_length[1], lambda rows: int(np.searchsorted(rows, cut))
+
+    def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, term: _Term) -> np.ndarray:
+        """Each posting's bm25 part for ``term`` (see :func:`bm25_parts`), computed in scratch buffers (fresh
+        temporaries of this size cost more in page faults than in arithmetic); valid until the next call."""
         tf, norm, _ = self._scratch(len(freqs))
-        np.copyto(norm, lengths)
-        np.multiply(norm, B, out=norm)
-        np.divide(norm, self.total_length / self.cols.n, out=norm)
-        np.add(norm, 1.0 - B, out=norm)
-        np.multiply(norm, K1, out=norm)
-        np.copyto(tf, freqs)  # as float64 before any arithmetic
-        np.add(norm, tf, out=norm)
-        np.multiply(tf, K1 + 1.0, out=tf)
-        np.divide(tf, norm, out=tf)
-        np.multiply(tf, idf, out=tf)
-        return tf
+        return bm25_parts(freqs, lengths, term.idf, term.avgdl, tf, norm)
+
+    def figures_as_of(self, conn, as_of: int, row_ids: Sequence[int]) -> tuple[int, float, int, float, int, np.ndarray] | None:
+        """What bm25 as of ``as_of`` needs beside FTS5's answers, read in the caller's read transaction.
+
+        ``(rows, length, rows then, length then, last row then, lengths)``: the
+        rows FTS5's index holds in this snapshot and their total length (its
+        statistics now), the rows indexed by ``as_of`` and theirs (see
+        :meth:`_statistics`), the last of those, and the length of each of
+        ``row_ids``. None when no row was indexed after ``as_of`` (FTS5's
+        statistics are those of then), or a row is not held.
+        """
+        with self.lock:
+            self._sync(conn)
+            cols = self.cols
+            ids = cols.row_id[: cols.n]
+            last = conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0]
+            held = int(np.searchsorted(ids, last, side="right"))  # this snapshot's rows: another thread may have read on
+            counted, total_then, _ = self._statistics(as_of)
+            if counted >= held:
+                return None
+            at = np.searchsorted(ids[:held], np.asarray(row_ids, np.int64))
+            if len(at) and (int(at.max()) >= held or not np.array_equal(ids[at], row_ids)):
+                return None
+            total = self.total_length if held == cols.n else float(cols.length[:held].sum())
+            return held, total, counted, total_then, int(ids[counted - 1]) if counted else 0, cols.length[at].copy()
 
     def _score(self, postings: Sequence[_Term], chosen=None) -> tuple[np.ndarray, np.ndarray] | None:
         """Every row holding some of the terms (row indexes) and its bm25 (positive), any tenant or state.
@@ -153,7 +213,7 @@ class PostingsScoring:
                     rows, freqs, lengths = rows[mask], freqs[mask], lengths[mask]
                     if not len(rows):
                         continue
-                tf = self._impacts(freqs, lengths, term.idf)
+                tf = self._impacts(freqs, lengths, term)
                 held = self._buffers[2, : len(rows)]
                 np.take(sums, rows, out=held)
                 touched.append(rows[held == 0.0])  # a row's first phrase (every phrase adds more than 0)
@@ -189,7 +249,7 @@ class PostingsScoring:
                 np.minimum(where, len(at) - 1, out=where)
                 hit = at[where] == others
                 freqs[where[hit]] = their[hit]
-            scores[held] += self._impacts(freqs, lengths[held], term.idf)
+            scores[held] += self._impacts(freqs, lengths[held], term)
         return scores
 
     def _held(self, term: _Term, rows: np.ndarray) -> np.ndarray:
@@ -248,7 +308,7 @@ class PostingsScoring:
         count = len(postings)
         if count > MAX_PRUNED_TERMS:
             return None
-        bounds = np.array([self._impacts(np.array([t.highest]), np.array([t.shortest]), t.idf)[0] for t in postings])
+        bounds = np.array([self._impacts(np.array([t.highest]), np.array([t.shortest]), t)[0] for t in postings])
         bounds *= 1.0 + 1e-9  # float rounding: a bound never falls below an impact it stands for
         holding: dict[tuple[int, ...], np.ndarray] = {}  # rows holding each set of terms, as found
 
@@ -285,8 +345,7 @@ class PostingsScoring:
         """``term``'s rows whose impact can reach ``need`` at the term's highest frequency: the short enough ones."""
         if need <= 0.0:
             return term.rows
-        f = term.highest
-        avgdl = self.total_length / self.cols.n
+        f, avgdl = term.highest, term.avgdl
         # need = idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl)), solved for length; a margin for rounding.
         longest = ((term.idf * f * (K1 + 1.0) / need - f) / K1 - (1.0 - B)) * avgdl / B
         return term.rows[term.lengths <= np.float64(longest * (1.0 + 1e-6) + 1e-6)]  # compared as float64, whatever the lengths' dtype

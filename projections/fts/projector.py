@@ -94,6 +94,7 @@ from mnemolog.eventstore.model import MemoryContent
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..runner import execute_script
 from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
+from .as_of_ranking import rank_as_of
 from .postings import PostingsIndex
 from .textsearch import (
     MAX_TERMS,
@@ -390,7 +391,8 @@ def fts_search(
     answered from the in-memory postings (the same ranking as the exact
     statement); ``exact=True`` runs the exact FTS5 statement instead, and
     skips the tiered plan (module docstring), which may leave out rows
-    holding only very common terms.
+    holding only very common terms. ``as_of`` a position, bm25's statistics
+    are those of then (:mod:`.as_of_ranking`), but for ``raw`` and ``exact``.
     """
     if not tenant:
         raise ValueError("tenant must not be empty")
@@ -409,6 +411,10 @@ def fts_search(
             chosen = content_terms(query) if terms is None else [t.lower() for t in terms]
             words = [w for w in dict.fromkeys(chosen + symbol_words(query)) if w.strip() and not has_cjk(w)][:MAX_TERMS]
             rows = PostingsIndex.for_connection(conn).search(conn, tenant, words, limit=limit, as_of=as_of, filters=filters)
+            if rows is not None:
+                return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
+        if as_of is not None and not exact:
+            rows = rank_as_of(conn, tenant, phrases, _BM25, limit, as_of, filters)  # bm25's statistics of then
             if rows is not None:
                 return [FtsHit(m, r, v, -score, i) for i, (m, r, v, score) in enumerate(rows, 1)]
         if exact or len(phrases) == 1:

@@ -8,6 +8,7 @@ import sqlite3
 from mnemolog.eventstore import ANY, NO_STREAM, EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.model import MemoryContent
+from mnemolog.projections.fts.projector import DOC_COLUMNS, INDEXED, FtsProjector, fts_search
 from mnemolog.projections.runner import ProjectionRunner
 
 STAMP = "2024-01-01T00:00:00Z"
@@ -165,3 +166,19 @@ async def serve_chat_completions(aiohttp_server, handle) -> str:
     app.router.add_post("/v1/chat/completions", handle)
     server = await aiohttp_server(app, host="127.0.0.1")
     return str(server.make_url("/v1"))
+
+
+def exact_as_of(conn, tenant: str, query: str, limit: int, as_of: int | None, filters, terms=None) -> list:
+    """The exact FTS5 statement's answer over the rows indexed by ``as_of`` (all of them at the head): an index
+    holding only those, as the projection held them then, less what a tenant drop took out since."""
+    if as_of is None:
+        return fts_search(conn, tenant, query, limit=limit, filters=filters, exact=True, terms=terms)
+    copy = sqlite3.connect(":memory:")
+    try:
+        FtsProjector().create(copy)
+        rows = conn.execute(f"SELECT row_id, {DOC_COLUMNS} FROM fts_docs WHERE valid_from <= ? ORDER BY row_id", (as_of,)).fetchall()
+        copy.executemany(f"INSERT INTO fts_docs (row_id, {DOC_COLUMNS}) VALUES ({', '.join('?' * (DOC_COLUMNS.count(',') + 2))})", rows)
+        copy.execute(f"INSERT INTO fts_index (rowid, {INDEXED}) SELECT row_id, {INDEXED} FROM fts_docs")
+        return fts_search(copy, tenant, query, limit=limit, as_of=as_of, filters=filters, exact=True, terms=terms)
+    finally:
+        copy.close()

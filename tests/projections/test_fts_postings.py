@@ -1,4 +1,4 @@
-"""The in-memory postings index answers exactly what the exact FTS5 statement answers."""
+"""The in-memory postings index answers exactly what the exact FTS5 statement answers (as of a position: over the rows indexed by then)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mnemolog.projections.fts import projector as fts_module
 from mnemolog.projections.fts.postings import PostingsIndex
 from mnemolog.projections.fts.projector import FtsProjector, fts_search
 from mnemolog.projections.runner import ProjectionRunner
-from tests.projections.support import Log
+from tests.projections.support import Log, exact_as_of
 
 WORDS = "coffee tea milk sugar bread jam honey lemon running runs ran water juice café".split()
 
@@ -90,7 +90,7 @@ def test_postings_equal_the_exact_statement_under_writes_filters_and_as_of(tmp_p
                 as_of = positions[len(positions) // 2] if past else None
                 for tenant in ("t", "u"):
                     fast = fts_search(runner.conn, tenant, query, limit=limit, as_of=as_of, filters=filters)
-                    exact = fts_search(runner.conn, tenant, query, limit=limit, as_of=as_of, filters=filters, exact=True)
+                    exact = exact_as_of(runner.conn, tenant, query, limit, as_of, filters)
                     assert _key(fast) == _key(exact)
                     assert [h.score for h in fast] == pytest.approx([h.score for h in exact], rel=1e-9, abs=1e-12)
 
@@ -135,6 +135,22 @@ def test_phrases_and_cjk_are_left_to_fts5(log, runner):
     assert index.search(runner.conn, "t", ["e-mail"], limit=5) is None  # two tokens: a phrase
     assert [h.memory_id for h in fts_search(runner.conn, "t", "e-mail", terms=["e-mail"])] == ["m1"]
     assert [h.memory_id for h in fts_search(runner.conn, "t", "咖啡")] == ["zh"]
+
+
+def test_a_search_as_of_a_position_scores_as_the_search_at_that_position_did(log, runner):
+    """bm25's statistics as of a position are those of the rows indexed by then: writes since (another tenant's
+    too, and new versions) change neither the order nor the scores a search as of it gives."""
+    log.add("m1", "coffee with milk and sugar")
+    log.add("m2", "coffee coffee and a long walk along the river in the rain")
+    at = log.add("m3", "tea with honey, never coffee")
+    runner.catch_up()
+    then = fts_search(runner.conn, "t", "coffee milk honey", limit=10)
+    for i in range(30):  # coffee grows common, milk stays rare: without the statistics of then, the order changes
+        log.add(f"u{i}", f"coffee number {i}", tenant="u")
+    log.update("m1", "coffee with milk, sugar and a croissant from the bakery round the corner")
+    runner.catch_up()
+    assert fts_search(runner.conn, "t", "coffee milk honey", limit=10, as_of=at) == then
+    assert fts_search(runner.conn, "t", "coffee milk honey", limit=10) != then  # the head ranks with today's statistics
 
 
 def test_a_rebuild_reloads_the_index(log, runner):
