@@ -69,6 +69,7 @@ from mnemolog.eventstore.store import PAGE_ROWS
 from . import bench_replicas
 from .bench_runs import MIN_RUNS, check_runs, middle
 from .bench_sealing import FORGET_N, run_sealing
+from .common import counted
 
 HELP = (
     "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec;"
@@ -241,7 +242,7 @@ def run_level(root: Path, level: str, events: list[BenchNoted], repeat: int, sta
 
 
 def table(level: str, n: int, repeat: int, results: dict[str, Result]) -> str:
-    lines = [f"synchronous={level}  (N={n:,}; median of {repeat} runs per case)"]
+    lines = [f"synchronous={level}  (N={n:,}; median of {counted(repeat, 'run')} per case)"]
     lines.append(f"  {'case':<46}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs raw':>9}")
     order = ("append_b1", "append_b100", "append_b1000", "raw_b1", "raw_b100", "raw_b1000", "read", "raw_read")
     for key in order:
@@ -338,7 +339,7 @@ def run_postgres(args: argparse.Namespace, events: list[BenchNoted], status: Cal
         replicas = bench_replicas.run_replicas(cluster, args, status)
     finally:
         cluster.stop()
-    lines = [f"PostgreSQL (private cluster, fsync off; N={n:,}; the median of {args.repeat} runs per case)"]
+    lines = [f"PostgreSQL (private cluster, fsync off; N={n:,}; the median of {counted(args.repeat, 'run')} per case)"]
     lines.append(f"  {'case':<50}{'events':>10}{'seconds':>10}{'events/s':>12}{'vs raw':>9}")
     for key in ("append_b1", "append_b100", "raw_b1", "raw_b100"):
         r = results[key]

@@ -42,6 +42,7 @@ from . import http_load
 from .bench_recall import Server, questions
 from .bench_rebuild import sentences
 from .bench_runs import add_runs_arg, check_runs, middle
+from .common import counted
 
 HELP = "the explorer page's calls (recall, neighbourhood, history, timeline, correlation, as_of) over HTTP at 100k memories"
 
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
     p50 = {name: middle(values) for name, values in medians.items()}
     p95 = {name: middle(values) for name, values in p95s.items()}
-    print(f"explorer calls over HTTP at {args.memories:,} memories (store built in {build_s:.0f} s; median of {runs} runs of {args.queries} requests each)")
+    print(f"explorer calls over HTTP at {args.memories:,} memories (store built in {build_s:.0f} s; median of {counted(runs, 'run')} of {counted(args.queries, 'request')} each)")
     print(f"{'call':22} {'p50 ms':>8} {'p95 ms':>8}")
     for name in calls:
         print(f"{name:22} {p50[name]:8.2f} {p95[name]:8.2f}")

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .common import counted
+
 HELP = "sustained ingest over HTTP (4 clients, batches of 10, 30 s) with the organizer on and off, in the same run"
 
 
@@ -161,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     off = statistics.median(load.rate for load in without)
     ratio = on / off if off else float("nan")
     third = args.duration / 3
-    print(f"ingest bench  ({args.clients} clients, batches of {args.batch} distinct memories, {args.duration:g} s per run, "
+    print(f"ingest bench  ({counted(args.clients, 'client')}, batches of {counted(args.batch, 'distinct memory', 'distinct memories')}, {args.duration:g} s per run, "
           f"mnemolog serve with default settings, {args.runs} run(s) each)")
     print(f"  {'run':<30}{'memories':>10}{'mem/s':>9}{'first third':>13}{'last third':>12}{'errors':>8}  organizer at the end")
     for name, loads in (("organizer on", with_organizer), ("organizer off (reference)", without)):

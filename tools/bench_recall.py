@@ -54,6 +54,7 @@ from mnemolog.eventstore.settings import Settings
 
 from . import http_load
 from .bench_rebuild import _NAMES, _OBJECTS, sentences
+from .common import counted
 
 #: The size whose in-process p50 is compared with the baseline (and with the large size).
 REFERENCE = 100_000
@@ -442,7 +443,7 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
     ref_p50 = next(p50 for n, p50, _, _ in curve if n == reference)
     large_p50 = curve[-1][1]
-    print(f"mnemolog bench recall: hybrid recall, hashing embedder, {args.queries} queries; in process: the median of {RUNS} passes\n")
+    print(f"mnemolog bench recall: hybrid recall, hashing embedder, {counted(args.queries, 'query', 'queries')}; in process: the median of {RUNS} passes\n")
     print(f"{'size':6} {'path':34} {'p50 ms':>8} {'p95 ms':>8}")
     for size, path, p50, p95 in rows:
         print(f"{size:6} {path:34} {p50:8.2f} {p95:8.2f}")

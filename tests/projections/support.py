@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
 
 from mnemolog.eventstore import ANY, NO_STREAM, EventStore, StreamAppend
 from mnemolog.eventstore import catalogue as c
@@ -182,3 +184,15 @@ def exact_as_of(conn, tenant: str, query: str, limit: int, as_of: int | None, fi
         return fts_search(copy, tenant, query, limit=limit, as_of=as_of, filters=filters, exact=True, terms=terms)
     finally:
         copy.close()
+
+
+@contextmanager
+def fts_log(path: Path):
+    """A store in ``path`` with the full-text projection's runner and a :class:`Log` writing to it, closed after."""
+    store = EventStore.open(path)
+    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
+    try:
+        yield runner, Log(store)
+    finally:
+        runner.close()
+        store.close()

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mnemolog.eventstore import EventStore
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.fts import as_of_ranking
 from mnemolog.projections.fts.projector import FtsProjector, fts_search
 from mnemolog.projections.runner import ProjectionRunner
-from tests.projections.support import Log, exact_as_of
+from tests.projections.support import Log, exact_as_of, fts_log
 
 WORDS = ["e-mail", "mail", "coffee", "咖啡", "咖啡店", "我们", "今天", "喝", "東京", "tea", "e", "红茶"]
 QUERIES = ["e-mail", "咖啡", "咖", "我们今天喝咖啡", "东京 e-mail", "coffee 咖啡", "e-mail 红茶 tea"]
@@ -48,34 +47,33 @@ def runner(store, tmp_path):
     ),
 )
 def test_phrases_and_cjk_as_of_a_position_score_as_fts5_over_the_rows_indexed_by_then(tmp_path_factory, ops, checks):
-    path = tmp_path_factory.mktemp("as-of")
-    store = EventStore.open(path)
-    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
-    log = Log(store)
-    tenants: dict[str, str] = {}
-    positions = []
-    try:
-        for op in [("add", 0, ["咖啡", "e-mail"], "t", None), *ops]:
-            name = f"m{op[1]}"
-            if op[0] == "add" and name not in tenants:
-                tenants[name] = op[3]
-                positions.append(log.add(name, " ".join(op[2]), tenant=op[3], key=op[4]))
-            elif op[0] == "update" and name in tenants:
-                positions.append(log.update(name, " ".join(op[2]), tenant=tenants[name]))
-            elif op[0] == "archive" and name in tenants:
-                positions.append(log.archive(name, tenant=tenants[name]))
+    with fts_log(tmp_path_factory.mktemp("as-of")) as (runner, log):
+        positions = _write(log, [("add", 0, ["咖啡", "e-mail"], "t", None), *ops])
         runner.catch_up()
         for query, limit, filters, when in checks:
             as_of = positions[min(int(when * len(positions)), len(positions) - 1)]
+            terms = query.split() if "-" in query else None  # a query analysis's terms: "e-mail" stays one phrase
             for tenant in ("t", "u"):
-                terms = query.split() if "-" in query else None  # a query analysis's terms: "e-mail" stays one phrase
                 found = fts_search(runner.conn, tenant, query, limit=limit, as_of=as_of, filters=filters, terms=terms)
                 expected = exact_as_of(runner.conn, tenant, query, limit, as_of, filters, terms)
                 assert [(h.memory_id, h.row_id, h.version) for h in found] == [(h.memory_id, h.row_id, h.version) for h in expected]
                 assert [h.score for h in found] == pytest.approx([h.score for h in expected], rel=1e-12, abs=0.0)
-    finally:
-        runner.close()
-        store.close()
+
+
+def _write(log: Log, ops) -> list[int]:
+    """Write the generated operations that apply (an update or archive of a memory not added yet does not); their positions."""
+    tenants: dict[str, str] = {}
+    positions = []
+    for op in ops:
+        name = f"m{op[1]}"
+        if op[0] == "add" and name not in tenants:
+            tenants[name] = op[3]
+            positions.append(log.add(name, " ".join(op[2]), tenant=op[3], key=op[4]))
+        elif op[0] == "update" and name in tenants:
+            positions.append(log.update(name, " ".join(op[2]), tenant=tenants[name]))
+        elif op[0] == "archive" and name in tenants:
+            positions.append(log.archive(name, tenant=tenants[name]))
+    return positions
 
 
 def test_a_cjk_search_as_of_a_position_scores_as_the_search_at_that_position_did(log, runner):

@@ -12,7 +12,7 @@ from mnemolog.projections.fts import projector as fts_module
 from mnemolog.projections.fts.postings import PostingsIndex
 from mnemolog.projections.fts.projector import FtsProjector, fts_search
 from mnemolog.projections.runner import ProjectionRunner
-from tests.projections.support import Log, exact_as_of
+from tests.projections.support import Log, exact_as_of, fts_log
 
 WORDS = "coffee tea milk sugar bread jam honey lemon running runs ran water juice café".split()
 
@@ -75,14 +75,10 @@ def _key(hits):
     ),
 )
 def test_postings_equal_the_exact_statement_under_writes_filters_and_as_of(tmp_path_factory, ops, queries):
-    path = tmp_path_factory.mktemp("postings")
-    store = EventStore.open(path)
-    runner = ProjectionRunner(store, path / "projections.db", [FtsProjector()])
-    log = Log(store)
     live: dict[str, str] = {}  # memory id -> tenant, for memories not dropped
     used: set[str] = set()  # every stream written (a dropped memory's stream stays)
     positions = [0]
-    try:
+    with fts_log(tmp_path_factory.mktemp("postings")) as (runner, log):
         def check():
             runner.catch_up()
             for words, limit, filters, past in queries:
@@ -100,9 +96,6 @@ def test_postings_equal_the_exact_statement_under_writes_filters_and_as_of(tmp_p
             elif (position := _write(log, op, live, used)) is not None:
                 positions.append(position)
         check()
-    finally:
-        runner.close()
-        store.close()
 
 
 @pytest.fixture
