@@ -245,7 +245,7 @@ class PostingsIndex(PostingsScoring):
         self.tenants: dict[str, int] = {}
         self.statuses: dict[str, int] = {}
         self.total_length = 0.0
-        self._cut_length: tuple[tuple[int, int], float] = ((0, 0), 0.0)  # ((rows, rows counted as of a position), their total length)
+        self._block_sums = np.zeros(1, np.float64)  # running sums of the rows' lengths by block (see PostingsScoring._length_of_first)
         self._sums = np.zeros(0, np.float64)
         self._bitmaps: dict[str, tuple[int, np.ndarray]] = {}  # frequent terms' rows, least recently used first
         self._known: dict[str, tuple[int, dict]] = {}  # figures about terms' postings (see _Term), by index size
@@ -532,7 +532,7 @@ class PostingsIndex(PostingsScoring):
         self.tenants = {t: i for i, t in enumerate(meta["tenants"])}
         self.statuses = {s: i for i, s in enumerate(meta["statuses"])}
         self.total_length = float(meta["total_length"])
-        self._cut_length = ((0, 0), 0.0)
+        self._block_sums = np.zeros(1, np.float64)
         self.state, self.position = state, int(meta["position"])
         self.saved = (state, int(meta["last_row_id"]))
         self.restored = True

@@ -157,9 +157,20 @@ class PostingsScoring:
         cut = n if as_of is None else int(np.searchsorted(cols.valid_from[:n], as_of, side="right"))
         if cut == n:
             return n, self.total_length, len
-        if self._cut_length[0] != (n, cut):
-            self._cut_length = ((n, cut), float(cols.length[:cut].sum()))  # whole numbers: exact in any order of addition
-        return cut, self._cut_length[1], lambda rows: int(np.searchsorted(rows, cut))
+        return cut, self._length_of_first(cut), lambda rows: int(np.searchsorted(rows, cut))
+
+    def _length_of_first(self, count: int) -> float:
+        """The total length of the first ``count`` rows: the running sums of whole blocks of rows (kept as rows
+        are added: a row's length never changes), then the rows past the last whole block. Lengths are whole
+        numbers, exact in float64 in any order of addition, so this equals the total the index had at that size."""
+        cols = self.cols
+        sums = self._block_sums  # sums[k]: the total length of the first k blocks
+        whole = cols.n // LENGTH_BLOCK
+        if len(sums) <= whole:
+            more = cols.length[(len(sums) - 1) * LENGTH_BLOCK : whole * LENGTH_BLOCK].reshape(-1, LENGTH_BLOCK).sum(axis=1)
+            self._block_sums = sums = np.concatenate([sums, sums[-1] + np.cumsum(more)])
+        block = count // LENGTH_BLOCK
+        return float(sums[block] + cols.length[block * LENGTH_BLOCK : count].sum())
 
     def _impacts(self, freqs: np.ndarray, lengths: np.ndarray, term: _Term) -> np.ndarray:
         """Each posting's bm25 part for ``term`` (see :func:`bm25_parts`), computed in scratch buffers (fresh
@@ -400,6 +411,8 @@ class PostingsScoring:
         return float(np.partition(scores, len(scores) - limit)[len(scores) - limit])
 
 
+#: Rows a block of :meth:`PostingsScoring._length_of_first`'s running sums holds.
+LENGTH_BLOCK = 4096
 #: Rows scored exactly to set the pruning threshold (any of them would do: more only sets it higher).
 SEEDS = 1024
 #: A term held by at least one row in this many is kept as a bitmap, for intersections.

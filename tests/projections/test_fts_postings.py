@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from mnemolog.eventstore import EventStore
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.fts import projector as fts_module
+from mnemolog.projections.fts import postings_scoring as scoring_module
 from mnemolog.projections.fts.postings import PostingsIndex
 from mnemolog.projections.fts.projector import FtsProjector, fts_search
 from mnemolog.projections.runner import ProjectionRunner
@@ -145,6 +146,20 @@ def test_a_search_as_of_a_position_scores_as_the_search_at_that_position_did(log
     assert fts_search(runner.conn, "t", "coffee milk honey", limit=10, as_of=at) == then
     now = fts_search(runner.conn, "t", "coffee milk honey", limit=10)
     assert [h.memory_id for h in now] == ["m3", "m1", "m2"] and [h.memory_id for h in then] == ["m1", "m3", "m2"]  # today's statistics
+
+
+def test_the_length_of_the_first_rows_counts_whole_blocks_and_the_rest_as_rows_come(log, runner, monkeypatch):
+    """Searches as of a position take the rows' total length from running sums of whole blocks, kept as rows are added."""
+    monkeypatch.setattr(scoring_module, "LENGTH_BLOCK", 4)
+    index = PostingsIndex.for_connection(runner.conn)
+    for round in range(3):
+        for i in range(7):
+            log.add(f"m{round}-{i}", " ".join(["word"] * (i + round + 1)) + " coffee")
+        runner.catch_up()
+        fts_search(runner.conn, "t", "coffee", limit=5, as_of=1)  # syncs the index and extends the sums
+        lengths = index.cols.length[: index.cols.n]
+        assert [index._length_of_first(k) for k in range(index.cols.n + 1)] == [float(lengths[:k].sum()) for k in range(index.cols.n + 1)]
+    assert len(index._block_sums) == index.cols.n // 4 + 1
 
 
 def test_a_rebuild_reloads_the_index(log, runner):
