@@ -200,7 +200,7 @@ class PostingsScoring:
             at = np.searchsorted(ids[:held], np.asarray(row_ids, np.int64))
             if len(at) and (int(at.max()) >= held or not np.array_equal(ids[at], row_ids)):
                 return None
-            total = self.total_length if held == cols.n else float(cols.length[:held].sum())
+            total = self.total_length if held == cols.n else self._length_of_first(held)
             return held, total, counted, total_then, int(ids[counted - 1]) if counted else 0, cols.length[at].copy()
 
     def _score(self, postings: Sequence[_Term], chosen=None) -> tuple[np.ndarray, np.ndarray] | None:
