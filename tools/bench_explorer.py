@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             server.stop()
     p50 = {name: middle(values) for name, values in medians.items()}
     p95 = {name: middle(values) for name, values in p95s.items()}
-    print(f"explorer calls over HTTP at {args.memories:,} memories (store built in {build_s:.0f} s; median of {counted(runs, 'run')} of {counted(args.queries, 'request')} each)")
+    print(f"explorer calls over HTTP at {counted(args.memories, 'memory', 'memories', grouped=True)} (store built in {build_s:.0f} s; median of {counted(runs, 'run')} of {counted(args.queries, 'request')} each)")
     print(f"{'call':22} {'p50 ms':>8} {'p95 ms':>8}")
     for name in calls:
         print(f"{name:22} {p50[name]:8.2f} {p95[name]:8.2f}")

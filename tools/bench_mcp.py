@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             server.stop()
     http_p50, mcp_p50 = _p(http, 0.5), _p(mcp, 0.5)
-    print(f"mnemolog bench mcp: recall at {args.memories:,} memories, hashing embedder, {counted(args.queries, 'query', 'queries')}, one at a time\n")
+    print(f"mnemolog bench mcp: recall at {counted(args.memories, 'memory', 'memories', grouped=True)}, hashing embedder, {counted(args.queries, 'query', 'queries')}, one at a time\n")
     print(f"{'path':34} {'p50 ms':>8} {'p95 ms':>8}")
     print(f"{'HTTP POST /v1/recall':34} {http_p50:8.2f} {_p(http, 0.95):8.2f}")
     print(f"{'MCP stdio, recall tool':34} {mcp_p50:8.2f} {_p(mcp, 0.95):8.2f}")

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     events = rebuilt["events"]
     timings = rebuilt["timings"]
     graph_fts_s = timings.get("graph", 0.0) + timings.get("fts", 0.0)
-    print(f"mnemolog bench rebuild: {args.n:,} memories, {events:,} events (synchronous=NORMAL; median of {counted(runs, 'run')} per figure)\n")
+    print(f"mnemolog bench rebuild: {counted(args.n, 'memory', 'memories', grouped=True)}, {events:,} events (synchronous=NORMAL; median of {counted(runs, 'run')} per figure)\n")
     print(f"{'phase':42} {'seconds':>9} {'events/s':>12}")
     print(f"{'adds via commands, batches of 100':42} {add_s:9.2f} {args.n / add_s:12,.0f}")
     print(f"{'same events straight to the log (b100)':42} {raw_s:9.2f} {args.n / raw_s:12,.0f}")

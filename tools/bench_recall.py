@@ -382,9 +382,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         small, large = Path(tmp) / "small", Path(tmp) / "large"
         texts_small = sentences(args.small, seed=21)
-        say(f"a knowledge graph beside {args.small:,} memories …")
+        say(f"a knowledge graph beside {counted(args.small, 'memory', 'memories', grouped=True)} …")
         graphs = {args.small: _add_graph(small, args.small)}
-        say(f"ingesting {args.small:,} memories over HTTP …")
+        say(f"ingesting {counted(args.small, 'memory', 'memories', grouped=True)} over HTTP …")
         server = Server(small, args.workers)
         try:
             ingest_runs = _http_ingest(server.url, texts_small)
@@ -409,9 +409,9 @@ def run(args: argparse.Namespace) -> int:
         base_p50 = base_p95 = float("nan")
         for n, where in stores:
             texts = sentences(n, seed=22)
-            say(f"adding {n:,} memories …")
+            say(f"adding {counted(n, 'memory', 'memories', grouped=True)} …")
             fill_mps = _fill(where, texts)
-            say(f"a knowledge graph beside {n:,} memories …")
+            say(f"a knowledge graph beside {counted(n, 'memory', 'memories', grouped=True)} …")
             graphs[n] = _add_graph(where, n)
             passes = _in_process(where, asks)
             curve.append((n, *_median_pass(passes), fill_mps))
@@ -456,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print("cost with size, recall in process p50: " + ", ".join(f"{_label(n)} {p50:.2f} ms" for n, p50, _, _ in curve))
     for n, _, _, fill_mps in curve[1:]:
-        print(f"filling {n:,} memories through the commands, batches of 1,000: {fill_mps:,.0f} memories/s")
+        print(f"filling {counted(n, 'memory', 'memories', grouped=True)} through the commands, batches of 1,000: {fill_mps:,.0f} memories/s")
     processes = f"{args.workers} worker processes" if args.workers > 1 else "one process"
     qps, ingest_mps, command_mps = _median(qps_runs), _median(ingest_runs), _median(command_runs)
     over_small = _median_p(http_small, 0.5) - curve[0][1]
@@ -473,8 +473,8 @@ def run(args: argparse.Namespace) -> int:
         f"POST /v1/memories, batches of 100: {ingest_mps:,.0f} memories/s (runs of {args.small // RUNS:,}: {runs(ingest_runs)});"
         f" reference: the same batches through the commands in process, {command_mps:,.0f} memories/s"
     )
-    print(f"server peak memory holding {args.large:,} memories under load, all processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")
-    print(f"server start over {args.large:,} memories: the first /v1/recall answered {start_s:.1f} s after launch (lexical postings read from {POSTINGS_FILE})")
+    print(f"server peak memory holding {counted(args.large, 'memory', 'memories', grouped=True)} under load, all processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")
+    print(f"server start over {counted(args.large, 'memory', 'memories', grouped=True)}: the first /v1/recall answered {start_s:.1f} s after launch (lexical postings read from {POSTINGS_FILE})")
     scale = ""
     if args.large > reference:
         big = _label(args.large)

@@ -46,6 +46,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
 from .bench_runs import middle
+from .common import counted
 
 LEVELS = ("NORMAL", "FULL")  # NORMAL first: no commit waits for the disk, so the CPU cost of sealing shows
 SEAL_LIMIT = 20_000  # events in the sealed vs plaintext comparison (at most)
@@ -163,7 +164,7 @@ def run_sealing(root: Path, n: int, forget_n: int, repeat: int, status: Callable
     on_total, off_total = total("NORMAL", "on"), total("NORMAL", "off")
     forgets = []
     for run in range(repeat):
-        status(f"sealing: forget a subject with {forget_n:,} memories")
+        status(f"sealing: forget a subject with {counted(forget_n, 'memory', 'memories', grouped=True)}")
         directory = root / f"forget-{run}"
         forgets.append(_forget_once(directory, forget_n))
         shutil.rmtree(directory)
@@ -190,7 +191,7 @@ def run_sealing(root: Path, n: int, forget_n: int, repeat: int, status: Callable
         lines.append(row(f"one event a transaction, sealed ({level})", on, single_ratio[level], events=single_count))
     lines.append(row("read back decoded, encryption off", off_read / count))
     lines.append(row("read back decoded, sealed (opened)", on_read / count, read_ratio))
-    lines.append(f"  forget a subject with {forget_n:,} memories: {forget_s:.2f} s (the median of {repeat} runs)")
+    lines.append(f"  forget a subject with {counted(forget_n, 'memory', 'memories', grouped=True)}: {forget_s:.2f} s (the median of {counted(repeat, 'run')})")
     lines.append(f"  appending thread's CPU an event, median transaction (NORMAL): {off_cpu:.2f} µs off, {on_cpu:.2f} µs sealed ({on_cpu / off_cpu:.2f}x)")
     lines.append(
         f"  whole runs' appends (NORMAL, the median run, collections and checkpoints included): {off_total:.3f} s off,"

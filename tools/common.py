@@ -123,9 +123,11 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
-def counted(n: int, word: str, many: str | None = None) -> str:
-    """``n`` and ``word`` in the number ``n`` asks for: ``1 event``, ``2 events``, ``1 memory``, ``0 memories``."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
+def counted(n: int, word: str, many: str | None = None, *, grouped: bool = False) -> str:
+    """``n`` and ``word`` in the number ``n`` asks for: ``1 event``, ``2 events``, ``1 memory``, ``0 memories``
+    (``grouped``: thousands separated, ``100,000 memories``)."""
+    number = f"{n:,}" if grouped else f"{n}"
+    return f"{number} {word if n == 1 else many or word + 's'}"
 
 
 def one_line(text: object) -> str:

@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .common import CommandError, add_command, data_dir, print_json_line, require_log
+from .common import CommandError, add_command, counted, data_dir, print_json_line, require_log
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -294,7 +294,7 @@ def run_bench(args: argparse.Namespace) -> int:
         for run in range(args.runs):
             where = os.path.join(tmp, f"dedup{run}")
             with MemoryService.open(where, settings=settings) as service:
-                status(f"run {run + 1}/{args.runs}: adding {args.n:,} memories")
+                status(f"run {run + 1}/{args.runs}: adding {counted(args.n, 'memory', 'memories', grouped=True)}")
                 began = time.perf_counter()
                 _ingest(service, "bench", items)
                 ingest_s = time.perf_counter() - began
@@ -310,7 +310,7 @@ def run_bench(args: argparse.Namespace) -> int:
         for run in range(args.runs):
             where = os.path.join(tmp, f"cluster{run}")
             with MemoryService.open(where, settings=settings) as service:
-                status(f"run {run + 1}/{args.runs}: clustering {args.n:,} memories")
+                status(f"run {run + 1}/{args.runs}: clustering {counted(args.n, 'memory', 'memories', grouped=True)}")
                 _ingest(service, "bench", items)
                 organizer = Organizer(service, settings)
                 began, cpu = time.perf_counter(), time.process_time()
@@ -334,7 +334,7 @@ def run_bench(args: argparse.Namespace) -> int:
     cjk = evaluate(judge, CJK_CASES, cosine_fn=cosine)
     mps = args.n / dedup_s if dedup_s else float("inf")
     print(f"organizer bench  (rule judge, embedder {embedder.name}, synchronous={args.synchronous})")
-    print(f"  corpus: {args.n:,} memories; " + ", ".join(f"{v:,} {k}" for k, v in sorted(kinds.items())))
+    print(f"  corpus: {counted(args.n, 'memory', 'memories', grouped=True)}; " + ", ".join(f"{v:,} {k}" for k, v in sorted(kinds.items())))
     print(f"  {'step':<44}{'seconds':>10}{'cpu s':>8}{'memories/s':>12}")
     print(f"  {'ingest (batches of 500, not measured below)':<44}{ingest_s:>10.2f}{'':>8}{args.n / ingest_s:>12,.0f}")
     print(f"  {'dedup pass (find, judge, merge, supersede)':<44}{dedup_s:>10.2f}{dedup_cpu:>8.2f}{mps:>12,.0f}   target >= 1,000")
