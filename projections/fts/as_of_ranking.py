@@ -13,7 +13,7 @@ position whose index has grown since is scored here, from FTS5's own answers:
    only (``bm25 = -idf * f (K1 + 1) / (f + K1 (1 - B + B D / avgdl))``, FTS5's
    statistics now), and how many rows match it now and by then. Knowing
    ``idf`` (from the count now), a row's length ``D`` (from the postings, see
-   :meth:`~.postings_scoring.PostingsScoring.figures_as_of`) and ``avgdl``,
+   :meth:`~.postings_scoring.PostingsScoring.lengths_of`) and ``avgdl``,
    the phrase's weighted frequency ``f`` in the row follows; the column
    weights are multiples of one half, so it is rounded to the nearest one;
 3. each row's bm25 with the statistics of then, summed in phrase order as
@@ -51,33 +51,37 @@ def rank_as_of(
     """
     index = PostingsIndex.for_connection(conn)
     with one_snapshot(conn):
+        figures = index.figures_as_of(conn, as_of)
+        if figures is None:
+            return None
+        rows, total, rows_then, total_then, last_then = figures
         valid, valid_params = head_clause(as_of, "d")
         where, where_params = filter_sql(filters, "d")
         match = "(" + " OR ".join(f"({p})" for p in phrases) + ")"
         found = conn.execute(
             "SELECT d.row_id, d.memory_id, d.version FROM fts_index CROSS JOIN fts_docs AS d ON d.row_id = fts_index.rowid"
-            f" WHERE fts_index MATCH ? AND d.tenant = ? AND {valid} AND {where} ORDER BY d.row_id",
-            (match, tenant, *valid_params, *where_params),
+            f" WHERE fts_index MATCH ? AND fts_index.rowid <= ? AND d.tenant = ? AND {valid} AND {where} ORDER BY d.row_id",
+            (match, last_then, tenant, *valid_params, *where_params),
         ).fetchall()
-        figures = index.figures_as_of(conn, as_of, [r[0] for r in found])
-        if figures is None:
-            return None
         if not found:
             return []
-        rows, total, rows_then, total_then, last_then, lengths = figures
+        lengths = index.lengths_of([r[0] for r in found])
+        if lengths is None:  # the index was reloaded meanwhile (a rebuild): FTS5 ranks
+            return None
         avgdl, avgdl_then = total / rows, total_then / rows_then
         at = {row_id: i for i, (row_id, _, _) in enumerate(found)}
         scores = np.zeros(len(found), np.float64)
         for phrase in phrases:
-            hits = conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH ?", (phrase,)).fetchone()[0]
             matched = conn.execute(
                 f"SELECT rowid, {bm25_sql} FROM fts_index WHERE fts_index MATCH ? AND rowid <= ?", (phrase, last_then)
             ).fetchall()
             held = [(at[row_id], -score) for row_id, score in matched if row_id in at]
             if not held:
                 continue
+            # The rows matching the phrase now: those of then and those indexed after (usually few: a seek past then).
+            later = conn.execute("SELECT count(*) FROM fts_index WHERE fts_index MATCH ? AND rowid > ?", (phrase, last_then)).fetchone()[0]
             which = np.fromiter((i for i, _ in held), np.int64, len(held))
-            parts = np.fromiter((s for _, s in held), np.float64, len(held)) / bm25_idf(rows, hits)
+            parts = np.fromiter((s for _, s in held), np.float64, len(held)) / bm25_idf(rows, len(matched) + later)
             # parts = f (K1 + 1) / (f + K) with K = K1 (1 - B + B D / avgdl): f = parts K / (K1 + 1 - parts).
             k = K1 * (1.0 - B + B * lengths[which] / avgdl)
             freqs = np.round(2.0 * parts * k / (K1 + 1.0 - parts)) / 2.0

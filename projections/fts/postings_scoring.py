@@ -178,15 +178,14 @@ class PostingsScoring:
         tf, norm, _ = self._scratch(len(freqs))
         return bm25_parts(freqs, lengths, term.idf, term.avgdl, tf, norm)
 
-    def figures_as_of(self, conn, as_of: int, row_ids: Sequence[int]) -> tuple[int, float, int, float, int, np.ndarray] | None:
+    def figures_as_of(self, conn, as_of: int) -> tuple[int, float, int, float, int] | None:
         """What bm25 as of ``as_of`` needs beside FTS5's answers, read in the caller's read transaction.
 
-        ``(rows, length, rows then, length then, last row then, lengths)``: the
-        rows FTS5's index holds in this snapshot and their total length (its
+        ``(rows, length, rows then, length then, last row then)``: the rows
+        FTS5's index holds in this snapshot and their total length (its
         statistics now), the rows indexed by ``as_of`` and theirs (see
-        :meth:`_statistics`), the last of those, and the length of each of
-        ``row_ids``. None when no row was indexed after ``as_of`` (FTS5's
-        statistics are those of then), or a row is not held.
+        :meth:`_statistics`), and the last of those. None when no row was
+        indexed after ``as_of``: FTS5's statistics are those of then.
         """
         with self.lock:
             self._sync(conn)
@@ -197,11 +196,17 @@ class PostingsScoring:
             counted, total_then, _ = self._statistics(as_of)
             if counted >= held:
                 return None
-            at = np.searchsorted(ids[:held], np.asarray(row_ids, np.int64))
-            if len(at) and (int(at.max()) >= held or not np.array_equal(ids[at], row_ids)):
-                return None
             total = self.total_length if held == cols.n else self._length_of_first(held)
-            return held, total, counted, total_then, int(ids[counted - 1]) if counted else 0, cols.length[at].copy()
+            return held, total, counted, total_then, int(ids[counted - 1]) if counted else 0
+
+    def lengths_of(self, row_ids: Sequence[int]) -> np.ndarray | None:
+        """The length of each of ``row_ids`` (ascending; a row's length never changes), or None if one is not held."""
+        with self.lock:
+            ids = self.cols.row_id[: self.cols.n]
+            at = np.searchsorted(ids, np.asarray(row_ids, np.int64))
+            if len(at) and (int(at.max()) >= len(ids) or not np.array_equal(ids[at], row_ids)):
+                return None
+            return self.cols.length[at].copy()
 
     def _score(self, postings: Sequence[_Term], chosen=None) -> tuple[np.ndarray, np.ndarray] | None:
         """Every row holding some of the terms (row indexes) and its bm25 (positive), any tenant or state.
