@@ -357,21 +357,21 @@ def cmd_revert(args: argparse.Namespace) -> int:
         text = f"correlation {args.correlation} is a revert that changed nothing: nothing to revert, nothing written"
     elif data.get("dry_run"):
         n, touched, conflicts = data["would_revert"], result.memory_ids, data["conflicts"]
-        text = f"would revert {n} event{'s' * (n != 1)} of correlation {args.correlation}, touching {len(touched)} memor{'ies' if len(touched) != 1 else 'y'}"
+        text = f"would revert {counted(n, 'event')} of correlation {args.correlation}, touching {counted(len(touched), 'memory', 'memories')}"
         text += f" ({', '.join(touched)})" if touched else ""
         if data.get("through"):
             text += f", by reverting {data['through']}, the revert that brought it back"
         if data.get("forced"):
-            text += f"; would force {len(conflicts)} conflict(s): " + "; ".join(conflicts)
+            text += f"; would force {counted(len(conflicts), 'conflict')}: " + "; ".join(conflicts)
         else:
-            text += f"; refused unless --force, {len(conflicts)} conflict(s): " + "; ".join(conflicts) if conflicts else "; no conflict"
+            text += f"; refused unless --force, {counted(len(conflicts), 'conflict')}: " + "; ".join(conflicts) if conflicts else "; no conflict"
         text += " (nothing written)"
     else:
         text = f"reverted {counted(data['reverted'], 'event')} of correlation {args.correlation} {_trailer(result)}"
         if data.get("through"):
             text = f"reverted correlation {args.correlation} again, by reverting {data['through']}, the revert that brought it back: {counted(data['reverted'], 'event')} {_trailer(result)}"
         if data.get("forced"):
-            text += f"; forced over {len(data['conflicts'])} conflict(s): " + "; ".join(data["conflicts"])
+            text += f"; forced over {counted(len(data['conflicts']), 'conflict')}: " + "; ".join(data["conflicts"])
     return _report(args, result, text)
 
 

@@ -149,15 +149,15 @@ def test_cli_status_merge_links_revert(run_cli):
     run_cli("update", b, "--tags", "y")
     head = json.loads(run_cli("log", "--json").splitlines()[-1])["position"]
     preview = run_cli("revert", "c-1", "--dry-run")  # what a revert would do, as POST /v1/reverts with dry_run: nothing written
-    assert preview.startswith("would revert 1 event of correlation c-1, touching 1 memory") and b in preview and "conflict" in preview
+    assert preview.startswith("would revert 1 event of correlation c-1, touching 1 memory") and b in preview and "refused unless --force, 1 conflict: " in preview
     previewed = json.loads(run_cli("revert", "c-1", "--dry-run", "--json"))
     assert previewed["dry_run"] and previewed["would_revert"] == 1 and len(previewed["conflicts"]) == 1 and previewed["memory_ids"] == [b]
     assert previewed["first_position"] is None and json.loads(run_cli("log", "--json").splitlines()[-1])["position"] == head
     assert "pass --force to revert anyway" in run_cli("revert", upd["correlation_id"], code=2)
     forcing = run_cli("revert", "c-1", "--dry-run", "--force")  # the dry run of the forced revert: it would go ahead
-    assert "would force 1 conflict" in forcing and "refused" not in forcing and "(nothing written)" in forcing
+    assert "would force 1 conflict: " in forcing and "refused" not in forcing and "(nothing written)" in forcing
     assert json.loads(run_cli("revert", "c-1", "--dry-run", "--force", "--json"))["forced"] is True
-    assert "forced over 1 conflict" in run_cli("revert", "c-1", "--force")
+    assert "forced over 1 conflict: " in run_cli("revert", "c-1", "--force")
     first = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
     again = json.loads(run_cli("add", "retry me", "--idempotency-key", "k", "--json"))
     assert again["replayed"] and again["memory_ids"] == first["memory_ids"]
