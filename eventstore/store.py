@@ -105,6 +105,10 @@ def _stamp_of(cls: type[DomainEvent]) -> tuple[str, int]:
     return stamp
 
 
+def _ends_before(end: int, wanted: int) -> str:
+    return f"the log ends at position {end}, before position {wanted} that was asked for"
+
+
 def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
     """What an idempotency key is bound to: streams, types and payloads."""
     digest = sha256()
@@ -634,6 +638,7 @@ class EventStore:
         """
         digests = _digests(against)
         check = ReferenceCheck(anchors_of(digests, export)) if digests or export is not None else None
+        wanted = max(from_ if from_ > 1 else 0, to or 0)  # a range the log does not reach is not verified: it may have lost its tail
         if check is not None:
             from_ = 1
             to = max(d.position for d in digests) if digests and export is None else None
@@ -644,6 +649,9 @@ class EventStore:
         else:
             before = self._recorder.row_at(from_ - 1)
             if before is None:
+                head = self.last_position()
+                if head < from_ - 1:
+                    return VerifyResult(False, 0, None, None, None, head + 1, _ends_before(head, wanted), guards=problems)
                 return VerifyResult(False, 0, None, None, None, from_ - 1, f"position {from_ - 1} is missing", guards=problems)
             prev_hash, prev_position = before.hash, before.position
         checked = 0
@@ -671,6 +679,9 @@ class EventStore:
                 differences = {"differs_at": check.first.position, "unchanged_through": check.unchanged_through, "difference": check.describe()}
         if broken is not None:
             return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason, guards=problems, **differences)
+        end = from_ - 1 if last is None else last
+        if check is None and wanted > end:
+            return VerifyResult(False, checked, first, last, last_hash, end + 1, _ends_before(end, wanted), guards=problems)
         if unopened is not None:  # before a digest's disagreement: it names the row itself
             return VerifyResult(False, unopened[0] - first, first, last, last_hash, *unopened, guards=problems, **differences)
         if check is not None and check.last is not None:

@@ -383,6 +383,10 @@ async def test_digest_and_verify_against_it(client):
     assert bad["ok"] is False
     ranged = await client.request("GET", "/v1/verify", params={"from": "2", "to": "3"})
     assert ranged["ok"] is True and ranged["first_position"] == 2 and ranged["last_position"] == 3
+    # A range past the head is not verified (the log may have lost its tail), as the CLI says.
+    short = await client.request("GET", "/v1/verify", params={"to": "99"})
+    assert short["ok"] is False and short["broken_at"] == 6 and short["reason"] == "the log ends at position 5, before position 99 that was asked for"
+    assert short["checked"] == 5
     with pytest.raises(ApiError) as err:
         await client.verify(against="not-a-digest")
     assert err.value.status == 422 and err.value.field == "against"
