@@ -11,7 +11,7 @@ import binascii
 import hashlib
 import zlib
 from urllib.parse import unquote
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import msgspec
@@ -295,7 +295,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         doc_id = meta.pop("doc_id", None)
         if doc_id is not None and len(files) != 1:
             raise ApiError(422, "invalid", f"doc_id names one document, but {len(files)} files were uploaded", "doc_id")
-        ids = [_doc_id(doc_id, name, "doc_id") for name, _ in files]
+        ids = [_doc_id(doc_id, name, "doc_id", "file") for name, _ in files]
         _distinct(ids, ["file"] * len(files))
         return [(name, data, {**meta, "doc_id": i}, None) for (name, data), i in zip(files, ids)]
     raw = await json_body(request)
@@ -304,7 +304,11 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         body = parse_json(raw, ImportDocumentsRequest)
     else:
         body = ImportDocumentsRequest(documents=[parse_json(raw, DocumentIn)])
-    ids = [_doc_id(doc.doc_id, doc.filename, f"documents[{i}].doc_id") for i, doc in enumerate(body.documents)]
+    listed = isinstance(head, dict) and "documents" in head
+    ids = [
+        _doc_id(doc.doc_id, doc.filename, f"documents[{i}].doc_id", f"documents[{i}].filename" if listed else "filename")
+        for i, doc in enumerate(body.documents)
+    ]
     _distinct(ids, [f"documents[{i}].doc_id" for i in range(len(ids))])
     out = []
     for doc, doc_id in zip(body.documents, ids):
@@ -322,9 +326,18 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     return out
 
 
-def _doc_id(given: str | None, filename: str, field: str) -> str:
-    """The caller's id (checked), else the file name with its folders, made safe."""
-    return check_doc_id(given, field) if given is not None else default_doc_id(filename)
+def _doc_id(given: str | None, filename: str, field: str, name_field: str) -> str:
+    """The caller's id (checked), else the file name with its folders, made safe.
+
+    A name with a ``..`` part is refused (422 naming ``name_field``): an upload
+    has no folder to go above, and dropping the part made ``../notes.md`` the
+    document ``notes.md`` (a new version of it) and ``a/../notes.md``
+    ``a/notes.md``, which is not what the path says."""
+    if given is not None:
+        return check_doc_id(given, field)
+    if ".." in PurePosixPath(filename.replace("\\", "/")).parts:
+        raise ApiError(422, "invalid", f"the file name {filename!r} has a '..' part: name the file within its folder, or give doc_id", name_field)
+    return default_doc_id(filename)
 
 
 def _distinct(ids: list[str], fields: list[str]) -> None:

@@ -381,3 +381,22 @@ async def test_an_alias_that_is_the_name_or_another_alias_in_another_form_is_kep
     """Aliases are told apart as the linker tells surfaces apart (NFKC, case folded): a full-width or decomposed copy adds nothing."""
     await call(http, "PUT", "/v1/entities/acme", 201, json={"name": "Acme Café", "aliases": ["ＡＣＭＥ　ＣＡＦＥ\u0301", "Acme", "ａｃｍｅ", "ACME"]})
     assert (await call(http, "GET", "/v1/entities/acme"))["aliases"] == ["Acme"]
+
+
+async def test_a_file_name_that_climbs_out_of_its_folder_is_refused(http):
+    """``../notes.md`` was the document ``notes.md`` (a new version of it, the old one archived), and
+    ``a/../notes.md`` was ``a/notes.md``: a name with a ``..`` part is refused, naming the field, and nothing is written."""
+    await call(http, "POST", "/v1/import/documents", json={"filename": "notes.md", "content": "the first notes\n"})
+    head = (await call(http, "GET", "/v1/digest"))["position"]
+    for name in ("../notes.md", "a/../notes.md", "..\\notes.md"):
+        refused = await call(http, "POST", "/v1/import/documents", 422, json={"filename": name, "content": "other notes\n"})
+        assert refused["error"]["field"] == "filename" and "'..'" in refused["error"]["message"], refused
+        listed = await call(http, "POST", "/v1/import/documents", 422, json={"documents": [{"filename": "ok.md", "content": "x\n"}, {"filename": name, "content": "y\n"}]})
+        assert listed["error"]["field"] == "documents[1].filename"
+        form = aiohttp.FormData()
+        form.add_field("file", b"other notes\n", filename=name, content_type="text/markdown")
+        assert (await call(http, "POST", "/v1/import/documents", 422, data=form))["error"]["field"] == "file"
+    assert (await call(http, "GET", "/v1/digest"))["position"] == head
+    # Dots inside a part are part of a name.
+    done = await call(http, "POST", "/v1/import/documents", json={"filename": "a/..notes.md", "content": "dots\n"})
+    assert done["results"][0]["doc_id"] == "a/notes.md" and done["results"][0]["version"] == 1
