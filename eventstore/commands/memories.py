@@ -206,7 +206,7 @@ class MemoryCommands:
         writes = [StreamAppend(c.memory_stream(memory_id), [event], state.version)]
         writes += self._graph_following(ctx, state, target.status)
         writes += self._mention_writes(ctx, memory_id, text, content, f"rolled back to version {to_version}")
-        writes += self._working_following(ctx, state, target.status, event.reason, event.updated_at, writes)
+        writes += self._working_following(ctx, state, target.status, event.reason, event.updated_at, writes, content.memory_type)
         result = commit(self.store, ctx, "rollback", writes, request=request, memory_ids=[memory_id])
         return _with(result, version=state.version + 1)
 
@@ -454,10 +454,25 @@ class MemoryCommands:
             events += [c.EdgeUnlinked(edge=e, reason=f"memory {memory_id} restored") for e in self.facts.live_edges_of(ctx.tenant, [memory_id]) if left(e)]
         return [StreamAppend(c.edges_stream(ctx.tenant), events)] if events else []
 
-    def _working_following(self, ctx: CommandContext, state: MemoryState, after: str, reason: str, stamp: str, writes: list[StreamAppend]) -> list[StreamAppend]:
+    def _working_following(
+        self, ctx: CommandContext, state: MemoryState, after: str, reason: str, stamp: str, writes: list[StreamAppend], memory_type: str | None = None
+    ) -> list[StreamAppend]:
         """The working-memory writes that follow the memory's change of status to ``after`` (see .working), then the
-        unlinking of the mentions of the ``WorkingMemory`` items it evicts; ``writes``: the batch's writes before."""
+        unlinking of the mentions of the ``WorkingMemory`` items it evicts; ``writes``: the batch's writes before;
+        ``memory_type``: the memory's type after the change (default: its type now).
+
+        A ``WorkingMemory`` item lives only in working memory: one activated again (a restore, a rollback) whose place
+        there is gone (the FIFO evicted it, or newer entries fill the capacity) is refused, where it became an
+        activated memory outside working memory."""
         following = self.working.following(ctx.tenant, state.memory_id, state.status, after, reason, stamp)
+        active = Status.ACTIVATED.value
+        if (memory_type or state.content.memory_type) == MemoryType.WORKING.value and after == active and state.status != active:
+            if not any(isinstance(e, c.WorkingMemoryRestored) and any(entry.memory_id == state.memory_id for entry in e.entries) for w in following for e in w.events):
+                raise Conflict(
+                    f"memory {state.memory_id} is a WorkingMemory item, which lives only in working memory, and its place there is gone"
+                    " (the FIFO evicted it, or newer entries fill the capacity): add it again, or revert the correlation that evicted it",
+                    current_version=state.version,
+                )
         unlinked = self.working.evicted_mentions(ctx.tenant, following, writes)
         return following + ([StreamAppend(c.edges_stream(ctx.tenant), unlinked)] if unlinked else [])
 

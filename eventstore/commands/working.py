@@ -24,7 +24,8 @@ batch as the command that causes them:
 A ``WorkingMemory`` item lives only in working memory: evicted, whatever the
 command that evicts it (an add, a restore, a rollback, a revert), it is
 archived, and its mention edges are unlinked like any archived memory's
-(see .mentions).
+(see .mentions); one whose place is gone is never activated again outside
+it (``MemoryCommands._working_following`` refuses the restore or rollback).
 """
 
 from __future__ import annotations

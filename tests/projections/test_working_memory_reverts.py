@@ -65,12 +65,16 @@ def mentioned(svc, memory_id: str) -> set[str]:
 
 
 def check(svc) -> None:
-    """At most the capacity; a WorkingMemory item in working memory only while activated; only an activated memory
-    mentions an entity; a rebuild equals it."""
+    """At most the capacity; a WorkingMemory item in working memory only while activated, and while activated only
+    there; only an activated memory mentions an entity; a rebuild equals it."""
     entries = graph_reads.working_memory(svc.read_conn(), T)
     assert len(entries) <= CAPACITY
     for entry in entries:
         assert status(svc, entry.memory_id) == "activated", entry
+    held = {e.memory_id for e in entries}
+    items = svc.runner.conn.execute("SELECT memory_id FROM graph_memories WHERE tenant = ? AND memory_type = ? AND status = 'activated' AND valid_to IS NULL", (T, WORKING))
+    for (memory_id,) in items.fetchall():
+        assert memory_id in held, f"WorkingMemory item {memory_id} activated outside working memory"
     live = svc.runner.conn.execute("SELECT source FROM graph_edges WHERE tenant = ? AND edge_type = 'MENTIONS' AND valid_to IS NULL", (T,))
     for (source,) in live.fetchall():
         assert status(svc, source) == "activated", source
@@ -213,7 +217,7 @@ def test_a_real_change_by_another_request_after_an_eviction_still_is_a_conflict(
     first = add(svc, "w note", WORKING)
     w = first.memory_ids[0]
     [add(svc, f"note {i}") for i in range(3)]
-    svc.run(svc.memories.restore, ctx(), w)  # evicted by the FIFO: activated again, not back in working memory
+    svc.run(svc.memories.soft_delete, ctx(), w)  # evicted by the FIFO (archived), then deleted by another request
     dry = svc.run(svc.reverts.revert, ctx(), first.correlation_id, dry_run=True)
     assert any(f"memory {w}" in conflict for conflict in dry.data["conflicts"])
 
@@ -272,3 +276,25 @@ def test_working_memory_never_holds_more_than_its_capacity(tmp_path_factory, ops
             check(svc)
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize("how", ["restore", "rollback"])
+def test_an_item_the_fifo_evicted_is_not_activated_again_outside_working_memory(svc, how):
+    """A WorkingMemory item lives only in working memory: a restore (or a rollback to an activated version) of one the
+    FIFO evicted was answered and left it activated outside working memory; it is refused, and nothing is written."""
+    w = add(svc, "w note", WORKING).memory_ids[0]
+    [add(svc, f"note {i}") for i in range(CAPACITY)]
+    assert w not in fifo(svc) and status(svc, w) == "archived"
+    head = svc.store.last_position()
+    with pytest.raises(Conflict, match="lives only in working memory"):
+        if how == "restore":
+            svc.run(svc.memories.restore, ctx(), w)
+        else:
+            svc.run(svc.memories.rollback, ctx(), w, 1)
+    assert svc.store.last_position() == head and status(svc, w) == "archived"
+    # One archived by hand, whose place the capacity still holds, comes back to it.
+    v = add(svc, "v note", WORKING).memory_ids[0]
+    svc.run(svc.memories.archive, ctx(), v)
+    svc.run(svc.memories.restore, ctx(), v)
+    assert status(svc, v) == "activated" and v in fifo(svc)
+    check(svc)
