@@ -116,7 +116,8 @@ class RevertCommands:
             return done
         tenant_events = list(self.store.read_stream(c.tenant_stream(ctx.tenant)))
         # A dropped tenant's past cannot be reverted, and its reverts no longer count: a correlation id used again since starts afresh.
-        dropped = max((r.position for r in tenant_events if isinstance(r.event, c.TenantDropped)), default=0)
+        drops = [r for r in tenant_events if isinstance(r.event, c.TenantDropped)]
+        dropped = max((r.position for r in drops), default=0)
         tenant_events = [r for r in tenant_events if r.position > dropped]
         chain = revert_chain(tenant_events, correlation_id)
         asked, through, only = correlation_id, None, None
@@ -135,6 +136,8 @@ class RevertCommands:
         recorded = [r for r in found if r.type not in UNREVERTED]
         if not recorded:
             if not found:
+                if any(r.metadata.correlation_id == correlation_id for r in drops):  # the drop itself: the one event before the tenant's new start
+                    raise ValidationError("correlation_id", f"{correlation_id} dropped the tenant: a tenant drop cannot be reverted")
                 raise NotFound("correlation", correlation_id)
             if all(isinstance(r.event, c.CorrelationReverted) for r in found):
                 # A revert that had nothing to compensate changed nothing: undoing it changes nothing either.

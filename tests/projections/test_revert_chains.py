@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mnemolog.eventstore import catalogue as c
-from mnemolog.eventstore.model import Conflict, MemoryContent
+from mnemolog.eventstore.model import Conflict, MemoryContent, NotFound, ValidationError
 from mnemolog.eventstore.settings import Settings
 from mnemolog.projections.service import MemoryService
 
@@ -159,3 +159,18 @@ def test_a_later_change_by_hand_to_what_an_undone_change_left_is_still_a_conflic
     svc.run(svc.memories.update, ctx(correlation_id="c"), m, {"memory": "v2"})
     with pytest.raises(Conflict, match="changed after"):
         svc.run(svc.reverts.revert, ctx(), "a")
+
+
+def test_a_revert_of_a_tenant_drop_is_refused_naming_the_field(svc):
+    """A drop cannot be reverted: its correlation, asked for by a revert, said "not found" (a 404), though the drop
+    is in the log; it is refused as a forget's is (a 422 naming ``correlation_id``), and nothing is written."""
+    add(svc, "before the drop")
+    svc.drop_tenant(ctx(correlation_id="drop-1"))
+    head = svc.store.last_position()
+    for dry_run in (True, False):
+        with pytest.raises(ValidationError, match="a tenant drop cannot be reverted") as refused:
+            svc.run(svc.reverts.revert, ctx(), "drop-1", dry_run=dry_run)
+        assert refused.value.field == "correlation_id"
+    with pytest.raises(NotFound):
+        svc.run(svc.reverts.revert, ctx(), "never-used")
+    assert svc.store.last_position() == head
