@@ -190,6 +190,13 @@ def recall_options(svc: MemoryService, body: RecallRequest, *, fused: bool) -> R
     return options
 
 
+def written(min_position: int, head: int) -> None:
+    """A 409 naming ``min_position`` when the log, whose head is ``head``, has not reached it: the log's state, not the
+    request, falls short (like a stale version)."""
+    if min_position > head:
+        raise ApiError(409, "beyond_head", f"position {min_position} has not been written (head is {head})", "min_position")
+
+
 async def reach(svc: MemoryService, min_position: int | None, readers: Executor) -> int | None:
     """Wait (briefly) until the projections include ``min_position``: read-your-writes.
 
@@ -200,8 +207,7 @@ async def reach(svc: MemoryService, min_position: int | None, readers: Executor)
         return None
     loop = asyncio.get_running_loop()
     head = await loop.run_in_executor(readers, svc.store.last_position)
-    if min_position > head:  # the log's state, not the request, is what falls short: a 409, like a stale version
-        raise ApiError(409, "beyond_head", f"position {min_position} has not been written (head is {head})", "min_position")
+    written(min_position, head)
     for _ in range(100):
         position = await loop.run_in_executor(readers, svc.position)
         if position >= min_position:

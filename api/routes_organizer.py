@@ -23,7 +23,7 @@ from msgspec import Meta
 
 from mnemolog.projections.policies.organizer import Organizer, stored_status
 
-from . import keys
+from . import keys, operations
 from .errors import ApiError
 from .routing import RouteTable, authenticate, param, query_int, read
 from .schemas import Position
@@ -61,6 +61,8 @@ async def organizer_status(request: web.Request) -> dict:
     min_position = query_int(request, "min_position", None, low=0)
     wait = parse_wait(request.query.get("wait"))
     service = request.app[keys.service_key]
+    if min_position is not None:  # a position not written yet: a 409, as recall answers
+        operations.written(min_position, await read(request, service.store.last_position))
     organizer = request.app.get(keys.organizer_key)
     if organizer is None:
         return await read(request, stored_status, service, min_position)

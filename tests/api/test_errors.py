@@ -108,6 +108,8 @@ async def test_wrong_types_and_values_are_422_naming_the_field(api):
     await each(WRONG_VALUES, check)
     # Well formed, but past the log's head: the store's state falls short, a 409 naming the field.
     await call(api, "POST", "/v1/recall", json={"query": "x", "min_position": 10**12}, status=409, field="min_position", code="beyond_head")
+    for query in ("min_position=99999999", "min_position=99999999&wait=1s"):  # answered 200 with caught_up false
+        await call(api, "GET", f"/v1/organizer/status?{query}", status=409, field="min_position", code="beyond_head")
 
 
 async def test_a_multipart_body_without_a_boundary_is_400_naming_the_content_type(api):
