@@ -130,7 +130,11 @@ class SubjectCommands:
     def _check_subject(self, tenant: str, subject: object) -> None:
         """A subject id (see :func:`validate_subject`), or a name that is not one but that a memory of the tenant or
         a key of its key store holds: an earlier version took any printable text (``user 7``), and an import of its
-        log brings it. Its data is erased as any other subject's; a name the store holds is never refused."""
+        log brings it. Its data is erased as any other subject's; a name the store holds is never refused. A blank
+        name is refused first: the key store holds the tenant's own key under the empty subject, which only
+        :data:`TENANT_KEY` names (a blank ``--subject`` destroyed it)."""
+        if isinstance(subject, str) and not subject.strip():
+            raise ValidationError("subject", f"must not be blank (the tenant's own key is forgotten as {TENANT_KEY})")
         try:
             validate_subject(subject)
         except ValidationError:

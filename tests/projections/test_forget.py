@@ -433,3 +433,15 @@ def test_a_document_imported_again_after_the_tenants_key_was_forgotten_is_a_new_
         assert unchanged.data["status"] == "unchanged"  # and imported again, it is unchanged as ever
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t"])
+def test_a_blank_subject_is_refused_and_the_tenants_key_stays(svc, blank):
+    """The key store holds the tenant's own key under the empty subject: a forget of ``""`` destroyed it (and erased
+    every memory without a subject, for good). A blank subject is refused, naming the field, and nothing is written."""
+    _, others = _seed(svc)
+    head = svc.store.last_position()
+    with pytest.raises(ValidationError, match="must not be blank") as refused:
+        svc.forget(CTX, blank, reason="typo")
+    assert refused.value.field == "subject" and svc.store.last_position() == head
+    assert svc.get("t", others[0]).memory == "ordinary harbour memory 0" and svc.store.sealer.keys.subject_keys("t", "")
