@@ -390,7 +390,7 @@ class ProjectionRunner:
         :meth:`catch_up`), and the replay goes on from wherever the
         checkpoints are, so no event is applied twice.
         """
-        names = list(names or self.by_name)
+        names = list(dict.fromkeys(names or self.by_name))  # a name given twice is rebuilt once (twice, its replay applied each batch twice)
         unknown = [n for n in names if n not in self.by_name]
         if unknown:
             raise ValueError(f"unknown projection(s): {', '.join(unknown)}; known: {', '.join(self.by_name)}")

@@ -172,6 +172,12 @@ def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
     assert out.strip().endswith("up to position 1") and " s" in out
     assert json.loads(run_cli("rebuild", "--projection", "graph", "--json"))["name"] == "graph"
     run_cli("rebuild", "--projection", "nope", code=2)
+    # A projection named twice is rebuilt once: its replay applied every event twice (two rows of the one memory).
+    rebuilt = [json.loads(line)["name"] for line in run_cli("rebuild", "--projection", "graph", "--projection", "fts", "--projection", "graph", "--json").splitlines()]
+    assert rebuilt == ["graph", "fts"]
+    with sqlite3.connect(tmp_path / "projections.db") as conn:
+        assert conn.execute("SELECT count(*) FROM graph_memories").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM fts_docs").fetchone()[0] == 1
     run_cli("drop-tenant", "--tenant", "t1", code=2)
     out = run_cli("drop-tenant", "--tenant", "t1", "--yes")
     assert out.startswith("dropped tenant t1: 1 event backed up to ") and str(tmp_path / "backups") in out
