@@ -194,9 +194,12 @@ def key_tenant_problem(tenant: str) -> str | None:
 
 
 def check_tenant(tenant: str, field: str) -> str:
-    """``tenant`` as a caller names it (a header, an option); a 400 naming ``field`` when it is longer than any tenant may be."""
+    """``tenant`` as a caller names it (a header, an option); a 400 naming ``field`` when it is longer than any tenant
+    may be, or ``*``: what a key's tenant says for every tenant, never a tenant (written to, no key of its own reaches it)."""
     if len(tenant) > MAX_TENANT_CHARS:
         raise ApiError(400, "bad_request", f"{field} must be at most {MAX_TENANT_CHARS} characters", field)
+    if tenant == "*":
+        raise ApiError(400, "bad_request", f"{field} names one tenant; '*' (every tenant) is a key's, never a tenant's name", field)
     return tenant
 
 

@@ -49,8 +49,15 @@ DEFAULT_TENANT = "default"
 
 
 def tenant_of(args: argparse.Namespace) -> str:
-    """The tenant a command acts for: ``--tenant``, else ``$MNEMOLOG_TENANT``, else ``default``."""
-    return getattr(args, "tenant", None) or os.environ.get("MNEMOLOG_TENANT") or DEFAULT_TENANT
+    """The tenant a command acts for: ``--tenant``, else ``$MNEMOLOG_TENANT``, else ``default``; a blank
+    ``$MNEMOLOG_TENANT`` is refused, as a blank ``--tenant`` is (it acted for a tenant named by spaces)."""
+    named = getattr(args, "tenant", None)
+    if named:
+        return named
+    env = os.environ.get("MNEMOLOG_TENANT")
+    if env is not None and env and not env.strip():
+        raise CommandError("MNEMOLOG_TENANT must not be blank: name a tenant, or unset it for 'default'")
+    return env or DEFAULT_TENANT
 
 
 def os_user() -> str:
@@ -174,6 +181,8 @@ def apply_global_options(args: argparse.Namespace) -> None:
         if args.tenant is not None and args.tenant != tenant:
             raise CommandError(f"--tenant given twice, as {tenant!r} and {args.tenant!r}")
         args.tenant = tenant
+    if hasattr(args, "tenant"):
+        tenant_of(args)  # a blank $MNEMOLOG_TENANT is refused before anything is opened
 
 
 def add_command(
@@ -200,8 +209,17 @@ def add_command(
 
 
 def data_dir(args: argparse.Namespace) -> Path:
+    """``--data-dir``, else ``$MNEMOLOG_DATA_DIR``, else ``./data``; a blank one is refused (``--data-dir ""`` fell back
+    to ``./data``, and an empty ``$MNEMOLOG_DATA_DIR`` wrote the log into the current directory)."""
     explicit = getattr(args, "data_dir", None)
-    return Path(explicit if explicit else Settings().data_dir)
+    if explicit is not None:
+        if not explicit.strip():
+            raise CommandError("--data-dir must not be blank")
+        return Path(explicit)
+    configured = Settings().data_dir
+    if not str(configured).strip():
+        raise CommandError("MNEMOLOG_DATA_DIR must not be blank: name a directory, or unset it for ./data")
+    return Path(configured)
 
 
 def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool = False) -> EventStore:

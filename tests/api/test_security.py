@@ -295,6 +295,11 @@ async def test_wildcard_key_needs_a_tenant_header(secured):
     error = await expect(400, bare.recall("anything"))
     assert error.field == "X-Mnemolog-Tenant"
     await expect(400, bare.add_memories({"memory": "nowhere"}))
+    # '*' is what a key's tenant says for every tenant, never a tenant: written to, no single-tenant key could read it.
+    star = secured.client(api_key=secret, tenant="*")
+    for call in (star.add_memories({"memory": "in the tenant named *"}), star.recall("anything")):
+        error = await expect(400, call)
+        assert error.field == "X-Mnemolog-Tenant" and "'*'" in error.message
     acme = secured.client(api_key=secret, tenant="acme")
     globex = secured.client(api_key=secret, tenant="globex")
     written = await acme.add_memories({"memory": "acme's memory"})

@@ -517,3 +517,16 @@ def test_import_docs_refuses_metadata_longer_than_every_chunk_may_carry(tmp_path
     target = tmp_path / "data"
     assert_refused(run(target, "import", "docs", str(doc), "--root", str(tmp_path), option, value), option, "at most")
     assert not target.exists()
+
+
+def test_a_blank_data_directory_or_tenant_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    """``MNEMOLOG_DATA_DIR=""`` wrote events.db and keys.db into the current directory, ``--data-dir ""`` fell back to
+    ``./data`` and ``MNEMOLOG_TENANT="   "`` wrote to a tenant named by spaces: each is refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    assert_refused(run_main(["add", "y"], env={"MNEMOLOG_DATA_DIR": ""}), "MNEMOLOG_DATA_DIR must not be blank")
+    assert_refused(run_main(["add", "y"], env={"MNEMOLOG_DATA_DIR": "  "}), "MNEMOLOG_DATA_DIR must not be blank")
+    assert_refused(run_main(["--data-dir", "", "add", "y"]), "--data-dir must not be blank")
+    assert_refused(run_main(["--data-dir", str(tmp_path / "d"), "add", "y"], env={"MNEMOLOG_TENANT": "   "}), "MNEMOLOG_TENANT must not be blank")
+    assert list(tmp_path.iterdir()) == []
+    done = run_main(["--data-dir", str(tmp_path / "d"), "--json", "add", "y"], env={"MNEMOLOG_TENANT": "acme"})
+    assert done.returncode == 0 and json.loads(done.stdout)["memory_ids"]
