@@ -180,12 +180,21 @@ def _text(value: Any, field: str, limit: int, *, required: bool = False) -> str:
     return value
 
 
+def _one_line(value: Any, field: str) -> str:
+    """A name or an alias: its whitespace collapsed to single spaces, and any other control character (NUL, ...)
+    refused: a name of a NUL alone passed as not blank, and named nothing a reader could see."""
+    text = " ".join(_text(value, field, 200, required=field == "name").split())
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        raise ValidationError(field, "must not hold control characters (NUL, ...)")
+    return text
+
+
 def _aliases(values: Iterable[Any] | None, name: str) -> tuple[str, ...]:
     """The aliases, each kept once and none the name, as the linker tells surfaces apart (:func:`~mnemolog.eventstore.catalogue_graph.fold_text`)."""
     seen = {" ".join(g.fold_text(name).split())}
     out: list[str] = []
     for value in values or ():
-        alias = " ".join(_text(value, "aliases", 200).split())
+        alias = _one_line(value, "aliases")
         key = " ".join(g.fold_text(alias).split())
         if alias and key not in seen:
             seen.add(key)
@@ -250,7 +259,7 @@ class EntityCommands:
     ) -> CommandResult:
         """Create or replace an entity (every field given is its new state)."""
         check_entity_id(entity_id)
-        name = " ".join(_text(name, "name", 200, required=True).split())
+        name = _one_line(name, "name")
         kept, dropped = cut_tags(tags, self.max_tags)
         event = g.EntityUpserted(
             entity_id=entity_id,

@@ -321,3 +321,21 @@ def test_a_keyword_of_the_erasure_marker_does_not_find_every_erased_entity(svc):
     assert [e.id for e in ents.find_by_keywords(conn, "t", "forgotten")] == ["p:c"]
     assert ents.find_by_keywords(conn, "t", "erased subject") == []
     assert [e.id for e in ents.find_by_keywords(conn, "t", "staff")] == ["p:a"]
+
+
+def test_names_aliases_and_tags_holding_control_characters_are_refused(svc):
+    """A name of a NUL alone passed as not blank, and a tag or an alias holding NUL was stored as given: each is
+    refused naming its field, and nothing is written. Whitespace inside a name still collapses to one space."""
+    head = svc.store.last_position()
+    for fields, field in (({"name": "\x00"}, "name"), ({"name": "Ada\x00"}, "name"), ({"name": "Ada", "aliases": ["a\x00"]}, "aliases")):
+        with pytest.raises(ValidationError) as err:
+            svc.run(svc.entities.upsert, ctx(), "person:ada", **fields)
+        assert err.value.field == field and "control characters" in str(err.value)
+    for tags in (("a\x00",), ("ok", "b\x07")):
+        with pytest.raises(ValidationError) as err:
+            svc.run(svc.memories.add, ctx(), [MemoryContent(memory="tagged", tags=tags)])
+        assert err.value.field.endswith("tags")
+    assert svc.store.last_position() == head
+    svc.run(svc.entities.upsert, ctx(), "person:ada", name="Ada\n  Lovelace", aliases=["Countess\tof Lovelace"])
+    card = ents.get_entity(svc.read_conn(), "t", "person:ada")
+    assert card.name == "Ada Lovelace" and list(card.aliases) == ["Countess of Lovelace"]
