@@ -420,10 +420,14 @@ class _Checker:
         if self.conflict is not None:
             raise self.conflict
 
-    def check_keys(self, keys: list[dict] | None) -> None:
+    def check_keys(self, keys: list[dict] | None, *, beside: int | None = None) -> None:
         """Every key that sealed an event of the file opens it here or was forgotten: held by this store's key
         store (or a tombstone there), in ``keys`` (the export's key file), or named by a forget of the file.
-        Otherwise the import would leave a data directory whose every read of those events fails."""
+        Otherwise the import would leave a data directory whose every read of those events fails.
+
+        ``beside``: an import ``--without-keys`` into a log that already holds that many events not from the file, refused all the
+        same: the projections of every tenant follow the log in order, so its reads and writes, other tenants'
+        too, would stop at the first event no key opens. Such a copy is an auditor's: a new data directory."""
         known = {row["key_id"] for row in keys or ()} | self.forgotten
         missing = self.store.sealer.keys.unknown(set(self.sealed_with) - known)
         if missing:
@@ -431,6 +435,13 @@ class _Checker:
             key_id = next(k for k in sorted(missing) if self.sealed_with[k] is line)
             more = f" (and {len(missing) - 1} other keys)" if len(missing) > 1 else ""
             given = "the key file given does not hold it" if keys is not None else "no key file was given"
+            if beside is not None:
+                raise ImportRefused(
+                    f"{line.where()}: the event is sealed with key {key_id}{more}, which this data directory's key store does not hold"
+                    f" and {given}: --without-keys imports only into a new data directory (an auditor's copy, to check the chain);"
+                    f" this one's log holds {beside} event{'s' * (beside != 1)} of its own, and every tenant's reads and writes would stop at that event:"
+                    " import the export's key file with --keys KEYFILE, or import into a new data directory"
+                )
             raise ImportRefused(
                 f"{line.where()}: the event is sealed with key {key_id}{more}, which this data directory's key store does not hold"
                 f" and {given}: import the export's key file with --keys KEYFILE (export --with-keys writes it),"
@@ -583,13 +594,17 @@ def import_(
     spool = None if seekable else tempfile.TemporaryFile()
     try:
         checker = _Checker(store, rehash, _Frame())
+        held = store.last_position() if without_keys else 0
+        ours = 0  # of the log's events, those the file holds: all of them, where an import of it was stopped midway
         for chunk in _chunks(lines, group_size, checker.frame, copy=spool):
             checker.check_chunk(chunk)
+            if held:
+                ours += len(store.recorder.existing_event_ids([line.event.event_id for line in chunk]))
             if progress is not None:
                 progress(checker.read, "check")
         checker.finish()
-        if not without_keys:
-            checker.check_keys(keys)
+        if not without_keys or ours < held:
+            checker.check_keys(keys, beside=held - ours if without_keys else None)
         if keys is not None:
             store.sealer.keys.import_rows(keys)
         source = spool if spool is not None else lines

@@ -133,7 +133,22 @@ def test_an_import_without_its_keys_reads_as_errors_naming_the_key(source):
         done = cli(copy, *argv, code=2)
         assert "never held" in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
         assert "Lisbon" not in done.stdout + done.stderr and "Porto" not in done.stdout + done.stderr
+    # Run again (as after a stop midway), it finds only its own events there: nothing new, and nothing refused.
+    assert json.loads(cli(copy, "import", source["root"] / "log.jsonl", "--without-keys", "--json").stdout)["imported"] == 0
     # The same import with the key file: its events are there already, its keys come in, and the copy reads.
     again = json.loads(cli(copy, "import", source["root"] / "log.jsonl", "--keys", source["root"] / "log.keys", "--json").stdout)
     assert again["imported"] == 0 and again["skipped_existing"] == again["read"]
     assert "Lisbon" in json.loads(cli(copy, "get", lisbon, "--json").stdout)["memory"]
+
+
+def test_an_import_without_keys_into_a_log_of_its_own_is_refused(source):
+    """``--without-keys`` into a data directory already in use left every tenant's reads and writes stopped at the
+    first event no key opens (the projections follow the log in order): refused, naming why, and nothing written."""
+    other = source["root"] / "in-use"
+    cli(other, "add", "a note of its own")
+    before = (cli(other, "digest").stdout, (other / "keys.db").read_bytes())
+    done = cli(other, "import", source["root"] / "log.jsonl", "--without-keys", code=2)
+    assert "--without-keys imports only into a new data directory" in done.stderr and "1 event of its own" in done.stderr
+    assert done.stderr.count("\n") == 1 and "nothing written" in done.stderr
+    assert (cli(other, "digest").stdout, (other / "keys.db").read_bytes()) == before
+    cli(other, "add", "a second note")  # the directory goes on
