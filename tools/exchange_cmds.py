@@ -37,11 +37,11 @@ BACKUPS = "backups"
 _DATABASE_MAGIC = b"SQLite format 3\x00"
 
 
-def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
+def output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
     file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
     path = Path(value)
-    if _written_through(path):
+    if written_through(path):
         raise CommandError(f"{option} {value}: is not a regular file (a pipe or a device); name a file")
     if path.is_dir():
         raise CommandError(f"{option} {value}: is a directory; name a file")
@@ -58,11 +58,11 @@ def _output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     except OSError:
         database = False
     if database:
-        raise CommandError(f"{option} {value}: is a database (a log, a key store?), which the export would replace; name another file")
+        raise CommandError(f"{option} {value}: is a database (a log, a key store?), which this command would replace; name another file")
     return path
 
 
-def _written_through(path: Path) -> bool:
+def written_through(path: Path) -> bool:
     """Whether ``path`` exists and is no regular file (a pipe, ``>(gzip > log.gz)``, ``/dev/null``, a terminal):
     an export is written through it, as to stdout; replacing it with a regular file would destroy it (``/dev/null``)."""
     try:
@@ -104,9 +104,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.with_keys and Path(args.with_keys).resolve() == Path(args.output).resolve():
         raise CommandError("--with-keys must name another file than --output")
     # Both files are checked before the log is read: a bad --with-keys must not leave the export written.
-    through = None if to_stdout or not _written_through(Path(args.output)) else Path(args.output)
-    target = None if to_stdout or through else _output_file(args.output, "--output", args)
-    key_file = _output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
+    through = None if to_stdout or not written_through(Path(args.output)) else Path(args.output)
+    target = None if to_stdout or through else output_file(args.output, "--output", args)
+    key_file = output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
         if args.tenant is not None and next(store.iter_rows(batch_size=1, tenant=args.tenant), None) is None:  # a typo: an empty backup
             raise CommandError(f"export: tenant {args.tenant!r} not found (no events in this log)")

@@ -35,6 +35,7 @@ def test_rankings_go_to_the_data_directory_by_default(tmp_path, monkeypatch, cap
 
 def test_rankings_go_where_asked(tmp_path, capsys):
     target = tmp_path / "out" / "ranks.jsonl"
+    target.parent.mkdir()  # a missing folder is refused, never made (tests/tools/test_eval_bad_input.py)
     assert cli.main(["eval", *_inputs(tmp_path), "--rankings", str(target)]) == 0
     assert json.loads(target.read_text().splitlines()[0])["gold"] == ["t1"]
 
