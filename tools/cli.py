@@ -141,6 +141,10 @@ def _describe(exc: BaseException) -> str:
 
 def _what_failed(exc: BaseException) -> str:
     if is_storage_full(exc):
+        if isinstance(exc, OSError):
+            # A file the command writes (an output, a report), or its standard output: not the data directory's disk.
+            where = exc.filename if exc.filename is not None else "the command's output"
+            return f"no space left writing {where} ({exc.strerror or exc})"
         return f"the disk holding the data directory is full ({_cause(exc)})"
     if is_lock_contention(exc):
         return f"{database_file(exc) or 'a database of the data directory'} stayed busy past its lock wait (another process is writing it)"

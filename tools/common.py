@@ -215,11 +215,20 @@ def data_dir(args: argparse.Namespace) -> Path:
     if explicit is not None:
         if not explicit.strip():
             raise CommandError("--data-dir must not be blank")
-        return Path(explicit)
+        return _directory(Path(explicit))
     configured = Settings().data_dir
     if not str(configured).strip():
         raise CommandError("MNEMOLOG_DATA_DIR must not be blank: name a directory, or unset it for ./data")
-    return Path(configured)
+    return _directory(Path(configured))
+
+
+def _directory(path: Path) -> Path:
+    """``path``, refused in one line when something other than a directory holds its name (a file, a link to
+    nowhere): making the data directory there failed as "File exists", which named neither problem nor fix."""
+    if path.is_dir() or not (path.exists() or path.is_symlink()):
+        return path
+    kind = "a link that leads to no directory" if path.is_symlink() and not path.exists() else "not a directory"
+    raise CommandError(f"data directory {path}: {kind}")
 
 
 def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool = False) -> EventStore:
@@ -234,11 +243,11 @@ def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool
     settings = Settings()
     if settings.log_url:
         return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
-    explicit = getattr(args, "data_dir", None)
+    directory = data_dir(args)  # a blank one, or a name held by something other than a directory, is refused here
     if existing:
         require_log(args, settings)
-    if explicit:
-        return EventStore.open(explicit, migrate_schema=migrate)
+    if getattr(args, "data_dir", None):
+        return EventStore.open(directory, migrate_schema=migrate)
     return EventStore.open(settings=settings, migrate_schema=migrate)
 
 

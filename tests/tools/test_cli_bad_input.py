@@ -530,3 +530,23 @@ def test_a_blank_data_directory_or_tenant_is_refused_and_nothing_is_written(tmp_
     assert list(tmp_path.iterdir()) == []
     done = run_main(["--data-dir", str(tmp_path / "d"), "--json", "add", "y"], env={"MNEMOLOG_TENANT": "acme"})
     assert done.returncode == 0 and json.loads(done.stdout)["memory_ids"]
+
+
+def test_a_data_directory_that_is_a_file_or_a_dangling_link_is_named_so(tmp_path):
+    """It failed as "File exists: PATH", which named neither the problem nor its fix."""
+    (tmp_path / "file").write_text("not a directory")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert_refused(run(tmp_path / "file", "add", "x"), "file: not a directory")
+    assert_refused(run(tmp_path / "loop", "add", "x"), "loop: a link that leads to no directory")
+    assert_refused(run(tmp_path / "dangling", "migrate"), "dangling: a link that leads to no directory")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_full_output_is_not_called_a_full_data_directory(first_memory):
+    """``mnemolog log > /dev/full`` said the disk holding the data directory was full."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([str(MNEMOLOG), "--data-dir", str(first_memory), "log"], stdout=full, stderr=subprocess.PIPE, timeout=120,
+                              env={k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")})
+    err = done.stderr.decode()
+    assert done.returncode != 0 and "data directory" not in err and "no space left writing the command's output" in err, err
