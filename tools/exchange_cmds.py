@@ -132,6 +132,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.keys and args.without_keys:
+        raise CommandError("import refused, nothing written: --keys and --without-keys ask for opposite things: give one")
     key_rows = None
     if args.keys:
         try:

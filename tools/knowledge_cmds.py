@@ -206,6 +206,11 @@ def _extend_import(subparsers) -> None:
 
     def dispatch(args: argparse.Namespace) -> int:
         if args.file == "docs":
+            # The export's options, given to a documents import, were ignored without a word.
+            exports = [o for o, given in (("--rehash", getattr(args, "rehash", False)), ("--keys", getattr(args, "keys", None)),
+                                           ("--without-keys", getattr(args, "without_keys", False))) if given]
+            if exports:
+                raise CommandError(f"{' '.join(exports)}: only 'mnemolog import FILE' (an export) takes these, not 'import docs'")
             return cmd_import_docs(args)
         extra = [f"--{o.replace('_', '-')}" for o in (*_DOC_OPTIONS, "max_chars") if getattr(args, o, None) not in (None, "")]
         if args.paths or extra:

@@ -550,3 +550,15 @@ def test_a_full_output_is_not_called_a_full_data_directory(first_memory):
                               env={k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")})
     err = done.stderr.decode()
     assert done.returncode != 0 and "data directory" not in err and "no space left writing the command's output" in err, err
+
+
+def test_import_options_that_contradict_or_do_not_apply_are_refused(tmp_path):
+    """``import docs … --rehash`` (or ``--keys``) ignored the export's options, and ``--keys K --without-keys`` took one
+    of two opposite asks without a word: each is refused in one line, before a data directory is made."""
+    (tmp_path / "a.md").write_text("# A\n\nsome text\n")
+    data = tmp_path / "data"
+    assert_refused(run(data, "import", "docs", str(tmp_path / "a.md"), "--rehash"), "--rehash", "not 'import docs'")
+    assert_refused(run(data, "import", "docs", str(tmp_path / "a.md"), "--keys", str(tmp_path / "k")), "--keys", "not 'import docs'")
+    (tmp_path / "x.jsonl").write_text("")
+    assert_refused(run(data, "import", str(tmp_path / "x.jsonl"), "--keys", str(tmp_path / "k"), "--without-keys"), "opposite things")
+    assert not data.exists()
