@@ -401,7 +401,7 @@ async def test_status_over_http_waits_for_a_position(tmp_path, aiohttp_client):
     assert resp.status == 200 and body["caught_up"] is True and body["enabled"] is True
     assert body["position"] >= head and body["decisions"] == 1 and set(body) >= {"position", "enabled", "last_run", "decisions", "caught_up"}
     resp = await client.get("/v1/organizer/status", params={"min_position": body["position"] + 10_000, "wait": "200ms"})
-    assert (await resp.json())["caught_up"] is False
+    assert resp.status == 409 and (await resp.json())["error"]["code"] == "beyond_head"  # not written yet: as recall answers
     for bad in ("abc", "31s", "-1s"):
         resp = await client.get("/v1/organizer/status", params={"wait": bad})
         assert resp.status == 422 and (await resp.json())["error"]["field"] == "wait"
