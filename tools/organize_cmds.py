@@ -147,7 +147,8 @@ def _print_pass(args: argparse.Namespace, report: dict[str, Any], topics: dict[s
         stopped = f", stopped: {topics['stopped']}" if topics.get("stopped") else ""
         held = f", {topics['held']} held back (a revert undid them)" if topics.get("held") else ""
         print(
-            f"topics {topics.get('correlation_id')}: {topics.get('created', 0)} created, {topics.get('retired', 0)} retired, {topics.get('kept', 0)} kept{held},"
+            f"topics {topics.get('correlation_id')}: {topics.get('created', 0)} created, {topics.get('revised', 0)} revised, {topics.get('retired', 0)} retired,"
+            f" {topics.get('kept', 0)} kept{held},"
             f" FOLLOWS +{topics.get('follows_linked', 0)}/-{topics.get('follows_unlinked', 0)}{stopped}"
         )
 

@@ -41,17 +41,25 @@ class TopicCommands:
         link: Sequence[c.EdgeRecord] = (),
         retire: Sequence[str] = (),
         unlink: Sequence[str] = (),
+        update: Sequence[tuple[str, MemoryContent]] = (),
         reason: str = "replaced by a new clustering",
     ) -> CommandResult:
-        """Archive ``retire`` topics, add ``add`` topics, unlink ``unlink`` edge ids, link ``link``: all or nothing.
+        """Archive ``retire`` topics, add ``add`` topics, revise ``update`` topics, unlink ``unlink`` edge ids, link
+        ``link``: all or nothing.
 
         ``add`` holds ``(memory_id, content)`` pairs whose content must be a
-        ``TopicMemory``; ``retire`` names activated topics of this tenant.
-        Edge endpoints must exist or be added in the same batch.
+        ``TopicMemory``; ``update`` the same for activated topics of this
+        tenant (their new text and properties, one ``MemoryUpdated`` each:
+        a cluster that kept most of its members is revised in place, its
+        member edges changed one by one, where replacing it rewrote every
+        one); ``retire`` names activated topics of this tenant. Edge
+        endpoints must exist or be added in the same batch.
         """
-        if not (add or link or retire or unlink):
+        if not (add or link or retire or unlink or update):
             raise ValidationError("topics", "nothing to write")
         request = [[[m, content] for m, content in add], list(link), list(retire), list(unlink), reason]
+        if update:  # kept out of the request of the writes without it: their idempotency records read as before
+            request.append([[m, content] for m, content in update])
         if (done := replayed(self.store, ctx, "organize-topics", request, [m for m, _ in add])) is not None:
             return done
         stamp = now_iso()
@@ -72,12 +80,23 @@ class TopicCommands:
                 )
             )
         retired = list(dict.fromkeys(retire))
+        for memory_id, content in update:
+            content = validate_content(content)
+            state = self._topic(ctx, memory_id, "update")
+            if memory_id in retired or memory_id in new_ids:
+                raise ValidationError("update", f"topic {memory_id} is revised and added or retired in one batch")
+            changed = tuple(f for f in content.__struct_fields__ if getattr(content, f) != getattr(state.content, f))
+            if content.memory_type != TOPIC:
+                raise ValidationError("memory_type", f"the topic path writes {TOPIC} only")
+            writes.append(
+                StreamAppend(
+                    c.memory_stream(memory_id),
+                    [c.MemoryUpdated(memory_id=memory_id, content=content, changed=changed, updated_at=stamp, reason="revised by a new clustering")],
+                    state.version,
+                )
+            )
         for memory_id in retired:
-            state = load(self.store, ctx.tenant, memory_id)
-            if state.content is None or state.content.memory_type != TOPIC:
-                raise ValidationError("retire", f"memory {memory_id} is not a topic")
-            if state.status != Status.ACTIVATED.value:
-                raise Conflict(f"topic {memory_id} is {state.status}; only an activated topic can be retired", current_version=state.version)
+            state = self._topic(ctx, memory_id, "retire")
             writes.append(
                 StreamAppend(
                     c.memory_stream(memory_id),
@@ -128,5 +147,15 @@ class TopicCommands:
             writes,
             request=request,
             memory_ids=[m for m, _ in add],
-            data={"added": len(add), "retired": len(retired), "linked": len(link), "unlinked": len(gone)},
+            data={"added": len(add), "revised": len(update), "retired": len(retired), "linked": len(link), "unlinked": len(gone)},
         )
+
+    def _topic(self, ctx: CommandContext, memory_id: str, field: str):
+        """The state of the activated topic ``memory_id`` that ``field`` names (to retire or revise it)."""
+        state = load(self.store, ctx.tenant, memory_id)
+        if state.content is None or state.content.memory_type != TOPIC:
+            raise ValidationError(field, f"memory {memory_id} is not a topic")
+        if state.status != Status.ACTIVATED.value:
+            word = "retired" if field == "retire" else "revised"
+            raise Conflict(f"topic {memory_id} is {state.status}; only an activated topic can be {word}", current_version=state.version)
+        return state

@@ -19,10 +19,14 @@ across sibling clusters) and the member nearest its centroid; with an LLM
 judge configured, ``LLMJudge.summarize_topic`` names it, falling back to the
 extractive summary. Its properties hold a membership fingerprint: a cluster
 equal to a live topic's is left alone, so re-running writes nothing. A
-changed cluster is written as ONE atomic batch that adds the new topic nodes
-and PARENT edges (``parent:<run>:<n>``) and retires (archives, unlinking
-their edges) the earlier topics it overlaps; topics left over are retired at
-the end. Before clustering, each run retires the topics with no activated
+changed cluster is written as ONE atomic batch. One that shares a strict
+majority of both memberships with a live one-level topic (a few memories
+added or moved) revises that topic in place: its text and properties
+updated, PARENT edges linked to the members it gains and unlinked from those
+it loses (:func:`revised_topic`), so the log grows with the change, not with
+the topic's size. Any other adds new topic nodes and PARENT edges
+(``parent:<run>:<n>``); either retires (archives, unlinking their edges) the
+other earlier topics it overlaps; topics left over are retired at the end. Before clustering, each run retires the topics with no activated
 memory left under them (their members reverted or deleted), even when too
 few candidates remain to cluster. The time budget is checked between
 clusters, so a run that stops leaves no cluster half-written. A run has one
@@ -72,7 +76,7 @@ TOPIC = MemoryType.TOPIC.value
 RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason its event records)
 RETIRED_ORPHAN = "no activated member left"
 RETIRED_REPLACED = "replaced by a new clustering"
-TENANT_COUNTS = ("created", "retired", "kept", "held", "follows_linked", "follows_unlinked")  # a run's counts, also kept per tenant  # ... when a new cluster takes its members
+TENANT_COUNTS = ("created", "revised", "retired", "kept", "held", "follows_linked", "follows_unlinked")  # a run's counts, also kept per tenant  # ... when a new cluster takes its members
 BRANCH = 10  # at most this many clusters per split
 SEED = 7
 # A word of three letters or more, each letter with the marks written on it (an Indic word is one word, not its consonants).
@@ -110,6 +114,24 @@ class Cluster(msgspec.Struct, kw_only=True):
 def fingerprint(memory_type: str, members: list[str], subs: list[Cluster]) -> str:
     canon = [memory_type, sorted(members), sorted(s.fingerprint for s in subs)]
     return hashlib.sha256(msgspec.json.encode(canon)).hexdigest()[:32]
+
+
+def majority_match(members: set[str], candidates: dict[str, set[str]]) -> str | None:
+    """The candidate (id -> members) sharing with ``members`` a strict majority of both memberships, the most shared
+    (ties to the lower id); None when none does."""
+    best, most = None, 0
+    for candidate, held in sorted(candidates.items()):
+        shared = len(held & members)
+        if 2 * shared > len(members) and 2 * shared > len(held) and shared > most:
+            best, most = candidate, shared
+    return best
+
+
+def revised_topic(cluster: Cluster, overlapping: dict[str, dict[str, Any]]) -> str | None:
+    """The live topic among ``overlapping`` (id -> its members) that ``cluster`` revises in place (a few memories
+    added, gone or moved: :func:`majority_match` of all the members, sub-topics' included); None: the cluster is a
+    new topic, and the topics it overlaps are retired."""
+    return majority_match(cluster.all_members, {topic_id: info["members"] for topic_id, info in overlapping.items()})
 
 
 def split(X: np.ndarray, rows: np.ndarray, max_size: int) -> list:
@@ -192,7 +214,7 @@ class RevertedRuns:
         return self
 
     def _take(self, tenant: str, correlation_id: str) -> None:
-        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "EdgeLinked", "MemoryArchived"]):
+        for r in self.store.read_all(tenant=tenant, correlation_id=correlation_id, types=["MemoryAdded", "MemoryUpdated", "EdgeLinked", "MemoryArchived"]):
             e = r.event
             if isinstance(e, c.MemoryArchived):
                 if r.metadata.actor == ACTOR and e.reason in (RETIRED_STALE, RETIRED_REPLACED):
@@ -200,7 +222,8 @@ class RevertedRuns:
                 elif r.metadata.actor == ACTOR and e.reason == RETIRED_ORPHAN:
                     self.kept_orphans.add((tenant, e.memory_id))
                 continue
-            if isinstance(e, c.MemoryAdded) and e.origin == "topic" and e.content.properties.get("organizer") == "topics":
+            written = isinstance(e, c.MemoryAdded) and e.origin == "topic" or isinstance(e, c.MemoryUpdated) and r.metadata.actor == ACTOR
+            if written and e.content.properties.get("organizer") == "topics":  # a topic added, or revised in place
                 if (fp := e.content.properties.get("fingerprint")) and e.content.properties.get("level", 1) == 1:
                     self.fingerprints.add((tenant, fp))
             elif isinstance(e, c.EdgeLinked) and e.edge.edge_type == "FOLLOWS" and e.edge.edge_id.startswith("follows:"):
@@ -239,13 +262,14 @@ class TopicBuilder:
         return sorted(r[0] for r in rows)
 
     def existing(self, tenant: str, memory_type: str) -> dict[str, dict[str, Any]]:
-        """Live organizer topics of a type: top-level id -> fingerprint, members, sub-topic ids."""
+        """Live organizer topics of a type: top-level id -> fingerprint, members (all), sub-topic ids, direct members,
+        and each sub-topic's members."""
         conn = self.service.read_conn()
         topics: dict[str, dict] = {}
         for item in load_items(conn, tenant, TOPIC):
             p = item.content.properties
             if p.get("organizer") == "topics" and p.get("of_type") == memory_type:
-                topics[item.id] = {"fingerprint": p.get("fingerprint"), "level": p.get("level", 1), "members": set(), "subs": []}
+                topics[item.id] = {"fingerprint": p.get("fingerprint"), "level": p.get("level", 1), "members": set(), "subs": [], "direct": set(), "sub_members": {}}
         children: dict[str, list[str]] = defaultdict(list)
         for source, target in conn.execute(
             "SELECT source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id LIKE 'parent:%'", (tenant,)
@@ -260,8 +284,10 @@ class TopicBuilder:
                 if child in topics:
                     info["subs"].append(child)
                     info["members"].update(children[child])
+                    info["sub_members"][child] = set(children[child])
                 else:
                     info["members"].add(child)
+                    info["direct"].add(child)
             top[topic_id] = info
         return top
 
@@ -360,15 +386,21 @@ class TopicBuilder:
         }
         return MemoryContent(memory=cluster.text, memory_type=TOPIC, key=cluster.key or None, tags=("topic",), properties=props)
 
-    def write(self, tenant: str, memory_type: str, cluster: Cluster, retire: list[str], run: str, counter: list[int]):
-        ids = new_ids(1 + len(cluster.subs))
-        add = [(ids[0], self._content(cluster, memory_type, 1, run))]
+    @staticmethod
+    def _parent_edges(run: str, counter: list[int]) -> tuple[list[c.EdgeRecord], Callable[[str, str, int], None]]:
+        """A run's new PARENT edges, and how one is added to them (``parent:<run>:<n>``, numbered across the run)."""
         edges: list[c.EdgeRecord] = []
 
         def edge(source: str, target: str, level: int) -> None:
             counter[0] += 1
             edges.append(c.EdgeRecord(edge_id=f"parent:{run}:{counter[0]}", edge_type="PARENT", source=source, target=target, properties={"level": level}))
 
+        return edges, edge
+
+    def write(self, tenant: str, memory_type: str, cluster: Cluster, retire: list[str], run: str, counter: list[int]):
+        ids = new_ids(1 + len(cluster.subs))
+        add = [(ids[0], self._content(cluster, memory_type, 1, run))]
+        edges, edge = self._parent_edges(run, counter)
         for sub_id, sub in zip(ids[1:], cluster.subs):
             add.append((sub_id, self._content(sub, memory_type, 2, run)))
             edge(ids[0], sub_id, 1)
@@ -377,7 +409,67 @@ class TopicBuilder:
         for member in cluster.members:
             edge(ids[0], member, 1)
         ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
-        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, reason=RETIRED_REPLACED)
+        unlink = self._other_parents(tenant, cluster, set(), retire)
+        return self.service.run(self._organize_unerased, ctx, cluster.all_members, add=add, link=edges, retire=retire, unlink=unlink, reason=RETIRED_REPLACED)
+
+    @staticmethod
+    def revisions(clusters: list[Cluster], stale: dict[str, dict[str, Any]]) -> list[str | None]:
+        """For each of a run's changed ``clusters``, the live topic it revises in place (:func:`revised_topic`; each
+        topic at most once, to the first cluster that claims it), else None."""
+        claimed: list[str | None] = []
+        for cluster in clusters:
+            free = {tid: info for tid, info in stale.items() if tid not in claimed and info["members"] & cluster.all_members}
+            claimed.append(revised_topic(cluster, free))
+        return claimed
+
+    def _other_parents(self, tenant: str, cluster: Cluster, keep: set[str], retire: list[str]) -> list[str]:
+        """The organizer's live PARENT edges to ``cluster``'s members from topics other than ``keep`` (those the write
+        revises, which see to their own edges) and those retired with it (which take their edges with them): a member
+        moving from a topic another cluster revises."""
+        members = cluster.all_members
+        return sorted({
+            e.edge_id for e in self.service.facts.live_edges_of(tenant, sorted(members))
+            if e.edge_type == "PARENT" and e.edge_id.startswith("parent:") and e.target in members and e.source not in keep and e.source not in retire
+        })
+
+    def revise(self, tenant: str, memory_type: str, cluster: Cluster, topic_id: str, info: dict[str, Any], retire: list[str], run: str, counter: list[int]):
+        """``cluster`` written as the revision of the live topic ``topic_id`` (``info``: its direct members, sub-topics and
+        theirs), in one batch with the retirement of ``retire``: its text and properties updated; each new sub-topic
+        that keeps a majority of an old one's members (:func:`majority_match`) revises it, the others are added and the
+        old ones left over retired; PARENT edges are linked to the members each topic gains and unlinked from those it
+        loses. A run after a few adds changes a few edges, where replacing the topic unlinked and linked again every
+        one of its members."""
+        revised = [(topic_id, self._content(cluster, memory_type, 1, run))]
+        added: list[tuple[str, MemoryContent]] = []
+        edges, edge = self._parent_edges(run, counter)
+        held: dict[str, set[str]] = {topic_id: info["direct"]}  # each kept topic -> the members it holds now
+        wanted: dict[str, set[str]] = {topic_id: set(cluster.members)}  # ... and those it is to hold
+        free = dict(info["sub_members"])
+        for sub in cluster.subs:
+            old = majority_match(set(sub.members), free)
+            if old is None:
+                sub_id = new_id()
+                added.append((sub_id, self._content(sub, memory_type, 2, run)))
+                edge(topic_id, sub_id, 1)
+                for member in sub.members:
+                    edge(sub_id, member, 2)
+                continue
+            held[old], wanted[old] = free.pop(old), set(sub.members)
+            revised.append((old, self._content(sub, memory_type, 2, run)))
+        retire = [*retire, *free]  # the old sub-topics no new one revises (their edges go with them)
+        for kept, members in wanted.items():
+            level = 1 if kept == topic_id else 2
+            for member in sorted(members - held[kept]):
+                edge(kept, member, level)
+        unlink = [
+            e.edge_id for e in self.service.facts.live_edges_of(tenant, sorted(held))
+            if e.edge_type == "PARENT" and e.edge_id.startswith("parent:") and e.source in held and e.target in held[e.source] and e.target not in wanted[e.source]
+        ]
+        unlink += self._other_parents(tenant, cluster, set(held), retire)
+        ctx = CommandContext(tenant=tenant, correlation_id=run, actor=ACTOR)
+        return self.service.run(
+            self._organize_unerased, ctx, cluster.all_members, add=added, update=revised, link=edges, unlink=unlink, retire=retire, reason=RETIRED_REPLACED
+        )
 
     def _organize_unerased(self, ctx: CommandContext, members: set[str], **changes):
         """Write a planned cluster or conversation order (as the writer) unless a member was erased since it was
@@ -488,7 +580,7 @@ class TopicBuilder:
         deadline = self.clock() + float(self.settings.organizer_time_budget_s)
         run = new_id()
         counter = [0]
-        report: dict[str, Any] = {"correlation_id": run, "created": 0, "retired": 0, "kept": 0, "held": 0, "follows_linked": 0, "follows_unlinked": 0,
+        report: dict[str, Any] = {"correlation_id": run, "created": 0, "revised": 0, "retired": 0, "kept": 0, "held": 0, "follows_linked": 0, "follows_unlinked": 0,
                                   "stopped": None, "clusters": [], "skipped": [], "errors": [], "by_tenant": {}}
         await call(write_executor, self.service.sync)
         tenants = [tenant] if tenant else await call(read_executor, self.tenants)
@@ -519,7 +611,8 @@ class TopicBuilder:
                     if not dry_run:
                         await self.summarize(new)
                     stale = planned["stale"]
-                    for cluster in new:
+                    revising = self.revisions(new, stale)
+                    for cluster, revised in zip(new, revising):
                         report["clusters"].append({"tenant": t, "memory_type": memory_type, "key": cluster.key, "size": len(cluster.all_members),
                                                    "subtopics": len(cluster.subs), "fingerprint": cluster.fingerprint})
                         if dry_run:
@@ -527,17 +620,27 @@ class TopicBuilder:
                         if self.clock() > deadline:
                             report["stopped"] = "time budget"
                             break
-                        overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members]
-                        retire = [x for tid in overlap for x in (tid, *stale[tid]["subs"])]
+                        # The topics it overlaps are retired, but those another cluster revises: that one's edges to the members
+                        # this one takes are unlinked here.
+                        overlap = [tid for tid, info in stale.items() if info["members"] & cluster.all_members and (tid == revised or tid not in revising)]
+                        retire = [x for tid in overlap if tid != revised for x in (tid, *stale[tid]["subs"])]
                         try:
-                            await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
+                            if revised is not None:
+                                done = await call(write_executor, self.revise, t, memory_type, cluster, revised, stale[revised], retire, run, counter)
+                            else:
+                                await call(write_executor, self.write, t, memory_type, cluster, retire, run, counter)
                         except (Conflict, NotFound, ValidationError) as exc:  # the graph moved on meanwhile: the next run sees it
                             report["errors"].append(f"{t}/{memory_type}: {exc}")
                             continue
                         for tid in overlap:
                             stale.pop(tid)
-                        report["created"] += 1 + len(cluster.subs)
-                        report["retired"] += len(retire)
+                        if revised is not None:
+                            report["revised"] += done.data["revised"]
+                            report["created"] += done.data["added"]
+                            report["retired"] += done.data["retired"]
+                        else:
+                            report["created"] += 1 + len(cluster.subs)
+                            report["retired"] += len(retire)
                     if stale and not dry_run and report["stopped"] is None:
                         retire = [x for tid, info in stale.items() for x in (tid, *info["subs"])]
                         try:

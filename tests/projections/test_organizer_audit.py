@@ -393,7 +393,7 @@ def test_the_cli_says_which_clusters_a_revert_held_back(tmp_path, capsys, monkey
     assert main(["--data-dir", str(data), "--tenant", TENANT, "revert", run]) == 0
     capsys.readouterr()
     assert main(["--data-dir", str(data), "--tenant", TENANT, "organize", "--once"]) == 0
-    assert "0 created, 0 retired, 0 kept, 3 held back (a revert undid them)" in capsys.readouterr().out
+    assert "0 created, 0 revised, 0 retired, 0 kept, 3 held back (a revert undid them)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("gone", [14, 10], ids=["orphaned", "no-longer-a-cluster"])

@@ -359,3 +359,83 @@ def test_the_words_of_a_topic_keep_their_marks():
     terms = Terms(["हिन्दी भाषा सीखना", "हिन्दी भाषा बोलना", "हिन्दी कविता पढ़ना", "coffee beans roasted", "coffee shop opened"])
     hindi, english = terms.top([[0, 1, 2], [3, 4]])
     assert "हिन्दी" in hindi and "coffee" in english
+
+
+def test_a_cluster_that_keeps_most_of_its_members_revises_its_topic_in_place(svc, settings):
+    """A few memories added to a theme changed its cluster's fingerprint, and the run retired the topic and wrote a
+    new one, unlinking and linking again every member: the log grew by twice the topic's size on each run. The
+    topic is now revised: one update, an edge for each new member; the rest of its edges stay, and a revert of the
+    run brings back its text and members, and sticks."""
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 14))
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    before, before_edges = live_topics(svc), set(parent_edges(svc))
+    newcomers = add(svc, themed("kitchen", 3, seed=3))
+    head = svc.store.last_position()
+    report = organizer.cluster()
+    assert (report["created"], report["revised"], report["retired"], report["kept"]) == (0, 1, 0, 2), report
+    events = svc.store.read_all(after=head, correlation_id=report["correlation_id"])
+    assert sorted(e.type for e in events) == ["EdgeLinked"] * 3 + ["MemoryUpdated"], [e.type for e in events]
+    after, edges = live_topics(svc), set(parent_edges(svc))
+    assert set(after) == set(before) and before_edges < edges
+    (kitchen,) = {s for _, s, t in edges if t in newcomers}
+    assert after[kitchen]["properties"]["size"] == 17 and after[kitchen]["properties"]["fingerprint"] != before[kitchen]["properties"]["fingerprint"]
+    assert after[kitchen]["properties"]["run"] == report["correlation_id"]
+    assert organizer.cluster()["revised"] == 0 and svc.store.last_position() == events[-1].position  # settled: nothing more to write
+
+    svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+    assert live_topics(svc) == before and set(parent_edges(svc)) == before_edges
+    held = organizer.cluster()
+    assert (held["revised"], held["created"], held["held"]) == (0, 0, 1) and live_topics(svc) == before
+    # Once the theme changes again, the cluster is new input: revised again.
+    add(svc, themed("kitchen", 1, seed=4))
+    assert organizer.cluster()["revised"] == 1 and set(live_topics(svc)) == set(before)
+
+
+def test_a_member_that_moves_leaves_one_topic_and_joins_another_by_single_edges(svc, settings):
+    ids = {theme: add(svc, themed(theme, 14)) for theme in ("kitchen", "space")}
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    topic_of = {t: s for _, s, t in parent_edges(svc)}
+    moved = ids["kitchen"][0]
+    svc.run(svc.memories.update, CommandContext(tenant=TENANT), moved, {"memory": "Orbit telescope galaxy nebula comet planet rocket"})
+    head = svc.store.last_position()
+    report = organizer.cluster()
+    assert (report["created"], report["revised"], report["retired"]) == (0, 2, 0), report
+    events = svc.store.read_all(after=head, correlation_id=report["correlation_id"])
+    assert sorted(e.type for e in events) == ["EdgeLinked", "EdgeUnlinked", "MemoryUpdated", "MemoryUpdated"]
+    now = {t: s for _, s, t in parent_edges(svc)}
+    assert now[moved] == topic_of[ids["space"][0]] and now[moved] != topic_of[moved]
+    assert len(parent_edges(svc)) == 28  # one parent per memory
+
+
+def test_two_level_topics_revised_run_after_run_keep_one_parent_per_memory_and_revert_whole(tmp_path):
+    """Topics with sub-topics are revised too (each new sub-topic revises the old one it keeps most of, the others
+    added or retired): after every run each memory has one parent and every topic a child, a rebuild gives the same
+    graph, and a revert of the last run gives back the one before."""
+    settings = make_settings(organizer_max_cluster_size=12, organizer_min_cluster_size=3, organizer_min_group_size=10)
+    rng = random.Random(3)
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        for theme in ("kitchen", "space", "money"):
+            add(svc, themed(theme, 30))
+        organizer = Organizer(svc, settings)
+        organizer.cluster()
+        revised = 0
+        for round_ in range(4):
+            before = (live_topics(svc), set(parent_edges(svc)))
+            add(svc, themed(rng.choice(["kitchen", "space", "money"]), 2, seed=10 + round_))
+            report = organizer.cluster()
+            revised += report["revised"]
+            topics, edges = live_topics(svc), parent_edges(svc)
+            parents = Counter(t for _, _, t in edges if t not in topics)
+            assert set(parents.values()) == {1}, report
+            assert all(any(s == t for _, s, _ in edges) for t in topics), report
+        assert revised and any(c["properties"]["level"] == 2 for c in topics.values())
+        revisions = [r.event.content.properties["level"] for r in svc.store.read_all(tenant=TENANT, types=["MemoryUpdated"])]
+        assert 2 in revisions and 1 in revisions  # sub-topics revised in place too
+        svc.run(svc.reverts.revert, CommandContext(tenant=TENANT, actor="operator"), report["correlation_id"])
+        assert (live_topics(svc), set(parent_edges(svc))) == before
+        graph = set(parent_edges(svc))
+        svc.runner.rebuild(["graph"])
+        assert set(parent_edges(svc)) == graph
