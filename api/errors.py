@@ -17,6 +17,7 @@ import itertools
 import logging
 import re
 from http import HTTPStatus
+from typing import Callable, Iterable
 
 import msgspec
 from aiohttp import StreamReader, web, web_server
@@ -54,18 +55,73 @@ class ErrorResponse(msgspec.Struct):
     error: ErrorBody
 
 
-_PATH = re.compile(r"at `\$\.?([^`]*)`")
-_UNKNOWN = re.compile(r"(?:unknown|missing required) field `([^`]*)`")
+#: Where msgspec says the error is, ending its message: ``at `$.memories[1].tags```, or for an object's key
+#: ``at `key` in `$.properties``` (the object named: msgspec does not say which key).
+_PATH = re.compile(r" - at (?:`key` in )?`\$([^`]*)`$")
+_UNKNOWN = re.compile(r"(?:unknown|missing required) field `(.*?)`(?= - at `[^`]*`$|$)", re.S)
+#: One step of a msgspec error path: ``.name`` (an object's member), ``[3]`` (an array's item) or ``[...]``
+#: (an object's value whose key msgspec does not tell, as it tells none of a dict's).
+_STEP = re.compile(r"\.([^.\[]+)|\[([0-9]+)\]|\[(\.\.\.)\]")
+#: A key that reads the same as a dotted path's part: none of ``.[]"\``.
+_PLAIN_KEY = re.compile(r'[^.\[\]"\\]+')
 
 
-def field_of(exc: msgspec.ValidationError | msgspec.DecodeError) -> str | None:
-    """The dotted path of the offending field; None when the problem is the body as a whole (the callers say "body")."""
+def member(path: str, key: str) -> str:
+    """``path`` with ``key``'s member appended: ``path.key``, as the API names ``expected_versions.<id>`` in a 409, or
+    ``path["a.b"]`` (the key as a JSON string) when the key holds a dot, a bracket, a quote or a backslash, or is
+    empty or unprintable, so that no key reads as two steps (``properties.a.b``) or as another key."""
+    if _PLAIN_KEY.fullmatch(key) and key.isprintable():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{msgspec.json.encode(key).decode()}]"
+
+
+def field_path(steps: Iterable[str | int]) -> str:
+    """Steps (keys and indices) as the dotted path a 422 names: ``memories[1].properties.a``."""
+    path = ""
+    for step in steps:
+        path = f"{path}[{step}]" if isinstance(step, int) else member(path, step)
+    return path
+
+
+def error_steps(exc: msgspec.ValidationError | msgspec.DecodeError) -> list[str | int | None] | None:
+    """The steps to the value msgspec's error is about (None for a step ``[...]``), or None when its message gives no path."""
     found = _PATH.search(str(exc))
-    path = found.group(1) if found else ""
+    if found is None:
+        return [] if _UNKNOWN.search(str(exc)) else None
+    steps: list[str | int | None] = []
+    at = 0
+    for step in _STEP.finditer(found.group(1)):
+        if step.start() != at:
+            return None
+        name, index, _ = step.groups()
+        steps.append(name if name is not None else int(index) if index is not None else None)
+        at = step.end()
+    return steps if at == len(found.group(1)) else None
+
+
+def field_of(exc: msgspec.ValidationError | msgspec.DecodeError, key_at: Callable[[list[str | int]], str | None] | None = None) -> str | None:
+    """The dotted path of the offending field; None when the problem is the body as a whole (the callers say "body").
+
+    msgspec tells an object's value in a dict by ``[...]``, never by its key:
+    ``key_at(steps)``, when given, is the key of the value at fault in the
+    object at ``steps``, or None if it cannot tell. The path stops at that
+    object when no key is told (``properties``, not ``properties[...]``),
+    and so it does for a key at fault (``at `key` in `$.properties```).
+    """
+    steps = error_steps(exc)
+    if steps is None:  # a path of another form: as msgspec gives it
+        found = _PATH.search(str(exc))
+        return found.group(1).lstrip(".") or None if found else None
+    known: list[str | int] = []
+    for step in steps:
+        key = key_at(list(known)) if step is None and key_at is not None else step
+        if key is None:
+            return field_path(known) or None
+        known.append(key)
     unknown = _UNKNOWN.search(str(exc))  # name an unknown or missing field itself, not only the object holding it
-    if unknown:
-        path = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
-    return path or None
+    if unknown and unknown.group(1):
+        known.append(unknown.group(1))
+    return field_path(known) or None
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None, **extra) -> web.Response:
@@ -265,13 +321,15 @@ def malformed_request(exc: HttpProcessingError, part: str | None, status: int = 
 
 
 def unparsed_request_response(status: int, exc: BaseException | None) -> web.Response:
-    """The JSON error answering what aiohttp refused before any handler ran, with the status aiohttp chose."""
+    """The JSON error answering what aiohttp refused before any handler ran, with the status aiohttp chose; it never
+    passes the app's ``on_response_prepare``, so it says ``Cache-Control: no-store`` itself, as every answer does."""
+    uncached = {"Cache-Control": "no-store"}
     if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
         error = malformed_request(exc, part_at_fault(exc), status)
-        return error_response(error.status, error.code, error.message, error.field)
+        return error_response(error.status, error.code, error.message, error.field, headers=uncached)
     if status >= 500:
-        return error_response(status, "internal", "internal error")
-    return error_response(status, _STATUS_CODES.get(status, "http_error"), HTTPStatus(status).phrase)
+        return error_response(status, "internal", "internal error", headers=uncached)
+    return error_response(status, _STATUS_CODES.get(status, "http_error"), HTTPStatus(status).phrase, headers=uncached)
 
 
 class JsonErrorRequestHandler(web.RequestHandler):

@@ -22,9 +22,10 @@ from mnemolog.eventstore.schema import MAX_POSITION
 
 from . import keys
 from .auth import ApiKey, authorize, check_tenant, still_authorized
-from .errors import ApiError
+from .body_fields import check_json, decode_typed, key_at_fault
+from .errors import ApiError, field_of
 from .schemas import WriteResponse
-from .operations import check_as_of, integral_numbers, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
+from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -306,15 +307,22 @@ async def decode(request: web.Request, kind: type) -> Any:
 
 
 def parse_json(body: bytes, kind: Any = Any) -> Any:
-    """``body`` decoded as ``kind``: a 400 naming ``body`` when it is not JSON or nested too deeply, a 422 naming the field it breaks."""
+    """``body`` decoded as ``kind``: a 400 naming ``body`` when it is not JSON or nested too deeply, a 422 naming the field it breaks.
+
+    msgspec stops at the first error it meets, which may come before the
+    bytes that are no JSON (``{"a":`` breaks the type with an unknown field
+    first): a body that breaks its type is checked as JSON, the syntax error
+    winning (:func:`check_json`). Only then: a body that decodes costs
+    nothing more. The field is named by its dotted path, a dict's key
+    included, which msgspec does not tell (:func:`key_at_fault`).
+    """
     try:
         try:
-            return msgspec.json.decode(body, type=kind)
+            return decode_typed(body, kind)
         except msgspec.ValidationError as exc:
-            if "got `float`" not in str(exc):
-                raise
-            # JSON has one kind of number: 5.0 is the integer 5 (as JSON Schema counts it), so it is taken where an integer is.
-            return msgspec.convert(integral_numbers(msgspec.json.decode(body)), kind)
+            check_json(body)
+            field = field_of(exc, functools.partial(key_at_fault, body, kind, str(exc)))
+            raise ApiError(422, "invalid", str(exc), field or "body") from None
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body is nested too deeply", "body") from None
 

@@ -43,7 +43,7 @@ Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
 Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=portable(r"[^\s]"))]  # not blank
 #: A memory's tag as given: the command trims and lower-cases it; inside, no spaces or commas, at most 64 characters.
 #: The command checks it (its error names the tag); the schema says the same.
-MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\s,]{0,64}\s*$")})]
+MemoryTag = Annotated[str, Meta(extra_json_schema={"pattern": portable(r"^\s*[^\s,\x00-\x1f\x7f-\x9f]{0,64}\s*$")})]
 #: The largest magnitude a float32 holds, the vector index's type: a larger number would be infinity there, and the memory never found.
 FLOAT32_MAX = 3.4028234663852886e38
 #: A caller's embedding: finite numbers a float32 holds, not all zeros (JSON carries no NaN or infinity).

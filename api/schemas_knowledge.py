@@ -12,7 +12,12 @@ from mnemolog.eventstore.commands.entities import ENTITY_ID_RE, MAX_PROPERTIES
 
 from .schemas import AsOf, Reason, Weight, portable
 
-Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=portable(r"[^\s]"))]  # not blank: the command collapses whitespace
+#: The control characters that are not whitespace (the command collapses whitespace to one space, and refuses these).
+_CONTROL = r"\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f"
+#: A name: not blank, and no control character but whitespace.
+Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=portable(rf"^(?=[\s\S]*[^\s])[^{_CONTROL}]*$"))]
+#: An alias: no control character but whitespace (a blank one is left out).
+Alias = Annotated[str, Meta(max_length=200, pattern=f"^[^{_CONTROL}]*$")]
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
 #: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
 Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": "^[^,]*$"})]  # checked by the command, whose error names the tag
@@ -27,7 +32,7 @@ class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     name: Name
     entity_type: Annotated[str, Meta(max_length=64)] = ""
     description: Annotated[str, Meta(max_length=4000)] = ""
-    aliases: Annotated[list[str], Meta(max_length=64)] = []
+    aliases: Annotated[list[Alias], Meta(max_length=64)] = []
     tags: Annotated[list[Tag], Meta(max_length=256)] = []
     properties: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=100)], Annotated[str, Meta(max_length=2000)]], Meta(max_length=MAX_PROPERTIES)] = {}
 

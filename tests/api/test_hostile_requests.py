@@ -222,6 +222,7 @@ async def test_a_request_that_cannot_be_parsed_is_answered_with_a_json_error_nam
     headers, _, content = rest.partition(b"\r\n\r\n")
     assert status_line.split(b" ", 2)[1] == b"400", answer[:300]
     assert b"content-type: application/json" in headers.lower(), answer[:300]
+    assert b"cache-control: no-store" in headers.lower(), answer[:300]  # as every answer of the API, this one too
     body = json.loads(content)
     assert_error_body(body, 400)
     assert body["error"]["code"] == "malformed_request" and body["error"]["field"] == field, body
