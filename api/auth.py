@@ -99,6 +99,8 @@ class KeyStore:
             raise ValueError(f"tenant {problem}")
         if any(unicodedata.category(ch) == "Cc" for ch in name):
             raise ValueError("name must not hold control characters (a line break, a tab, NUL, ...)")
+        if len(name) > MAX_KEY_NAME_CHARS:
+            raise ValueError(f"name must be at most {MAX_KEY_NAME_CHARS} characters, got {len(name):,}")
         bad = [s for s in scopes if s not in SCOPES]
         if bad or not scopes:
             raise ValueError(f"scopes must be among {', '.join(SCOPES)}, got {', '.join(scopes) or 'none'}")
@@ -168,6 +170,9 @@ def keys_beside_log(log_url: str) -> bool:
 #: What a refusal over HTTP asks for (RFC 9110 §11.6.1: a 401 names its challenge; RFC 6750 for bearer tokens):
 #: the key as a bearer token, and with a key refused why (``invalid_token``, or ``insufficient_scope`` and the scope needed).
 CHALLENGE = 'Bearer realm="mnemolog"'
+
+#: The longest key name: one line of ``keys list``.
+MAX_KEY_NAME_CHARS = 200
 
 #: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
 MAX_TENANT_CHARS = 200

@@ -333,3 +333,12 @@ def test_an_organizer_setting_out_of_its_range_stops_serve_and_organize_at_start
     meet, memory types that name none (a typo turned dedup off, and organize said it made a pass), and rule judge
     thresholds outside their range (NaN passed every comparison it was meant to fail)."""
     _refused_at_start(tmp_path, capsys, monkeypatch, env, message, (["serve", "--port", "0"], ["organize", "--once"], ["organize", "--dry-run"]))
+
+
+def test_a_key_name_longer_than_a_line_of_keys_list_is_refused(data, capsys):
+    """``keys create --name`` took 100,000 characters, where every other text the product keeps is capped."""
+    code, out, err = run(capsys, "--data-dir", str(data), "keys", "create", "--tenant", "acme", "--name", "n" * 201)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "at most 200 characters" in err, err
+    assert not (data / "auth.db").exists() or "nnnn" not in (data / "auth.db").read_bytes().decode("latin-1")
+    code, out, err = run(capsys, "--data-dir", str(data), "keys", "create", "--tenant", "acme", "--name", "n" * 200)
+    assert code == 0, err
