@@ -323,3 +323,15 @@ def sqlite_path(store: EventStore) -> Path | None:
 def print_json_line(obj: Any) -> None:
     """One JSON object on one line of stdout (Structs, datetimes and dicts alike)."""
     sys.stdout.write(_json.encode(obj).decode() + "\n")
+
+
+def known_tenant(store: EventStore, tenant: str | None, command: str) -> str | None:
+    """``--tenant`` as given (never blank, see :func:`tenant_name`), refused (exit 2) when the log holds no event of
+    that tenant since its last drop: a typo would have ``command`` do nothing and say it did."""
+    from mnemolog.eventstore.aggregate import dropped_at
+
+    if tenant is None:
+        return None
+    if not store.read_all(after=dropped_at(store, tenant), limit=1, tenant=tenant):
+        raise CommandError(f"{command}: tenant {tenant!r} not found (no events in this log)")
+    return tenant

@@ -30,7 +30,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log, tenant_name
 from .common import command_context as _context
 from .common import between as _between
-from .common import as_of_arg, reason_text
+from .common import as_of_arg, known_tenant, reason_text
 from .common import tenant_of as _tenant
 from .progress import progress_for
 
@@ -228,6 +228,7 @@ def _extend_import(subparsers) -> None:
 def cmd_relink(args: argparse.Namespace) -> int:
 
     with _open(args) as svc, progress_for(args, "relink") as progress:
+        known_tenant(svc.store, getattr(args, "tenant", None), "relink")
         report = svc.linking.relink(
             _context(args), commit=args.commit, include_tags=args.include_tags, max_alias_document_frequency=args.max_df, preview=args.preview,
             progress=lambda step, count: progress(count, step),

@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from .common import CommandError, add_command, counted, data_dir, print_json_line, require_log
+from .common import CommandError, add_command, counted, data_dir, known_tenant, print_json_line, require_log
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -64,24 +64,12 @@ def _show(decision: dict[str, Any]) -> str:
     return f"{decision['tenant']}: {what}{outcome}\n    {d['judge']} {d.get('judge_version', '')}, similarity {d.get('similarity')}: {d.get('reason', '')}{fallback}"
 
 
-def _known_tenant(service: MemoryService, tenant: str | None) -> str | None:
-    """``--tenant`` as given (never blank, see ``tenant_name``), refused (exit 2) when the log holds no event of
-    that tenant since its last drop (a typo would organize nothing and say it did)."""
-    from mnemolog.eventstore.aggregate import dropped_at
-
-    if tenant is None:
-        return None
-    if not service.store.read_all(after=dropped_at(service.store, tenant), limit=1, tenant=tenant):
-        raise CommandError(f"organize: tenant {tenant!r} not found (no events in this log)")
-    return tenant
-
-
 def cmd_organize(args: argparse.Namespace) -> int:
     from mnemolog.projections.policies.organizer import Organizer
 
     # --no-topics: no clustering run, the follower's periodic ones included
     with _open(args, **({"organizer_cluster_interval_s": 0.0} if args.no_topics else {})) as service:
-        tenant = _known_tenant(service, args.tenant)
+        tenant = known_tenant(service.store, args.tenant, "organize")
         organizer = Organizer(service)
         if not organizer.enabled:
             print("organizer is disabled (MNEMOLOG_ORGANIZER_ENABLED=off): nothing to do", file=sys.stderr)

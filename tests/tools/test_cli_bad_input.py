@@ -562,3 +562,10 @@ def test_import_options_that_contradict_or_do_not_apply_are_refused(tmp_path):
     (tmp_path / "x.jsonl").write_text("")
     assert_refused(run(data, "import", str(tmp_path / "x.jsonl"), "--keys", str(tmp_path / "k"), "--without-keys"), "opposite things")
     assert not data.exists()
+
+
+def test_relink_of_a_tenant_the_log_never_saw_is_refused_as_organize_is(first_memory):
+    """``--tenant nosuch relink`` reported a relink of nothing, exit 0: a typo looked like a tenant with no mentions."""
+    assert_refused(run(first_memory, "--tenant", "nosuch", "relink"), "relink: tenant 'nosuch' not found")
+    assert_refused(run(first_memory, "organize", "--once", "--tenant", "nosuch"), "organize: tenant 'nosuch' not found")
+    assert run(first_memory, "relink").returncode == 0
