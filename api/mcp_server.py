@@ -679,9 +679,9 @@ def run_http(front: McpFront, host: str, port: int, *, ready: Callable[[str], No
     anyio.run(_serve, front, serve)
 
 
-def client_config(data_dir: str, *, command: str = "mnemolog", allow_writes: bool = False) -> dict[str, Any]:
-    """The ``mcpServers`` entry an MCP client needs to launch this server over stdio."""
-    args = ["--data-dir", data_dir, "mcp"] + (["--allow-writes"] if allow_writes else [])
+def client_config(data_dir: str, *, command: str = "mnemolog", allow_writes: bool = False, tenant: str | None = None) -> dict[str, Any]:
+    """The ``mcpServers`` entry an MCP client needs to launch this server over stdio (for ``tenant``, when named)."""
+    args = ["--data-dir", data_dir, "mcp"] + (["--tenant", tenant] if tenant else []) + (["--allow-writes"] if allow_writes else [])
     return {"mcpServers": {"mnemolog": {"command": command, "args": args, "env": {"MNEMOLOG_API_KEY": "<key from mnemolog keys create>"}}}}
 
 

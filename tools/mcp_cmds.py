@@ -20,6 +20,7 @@ from .serve_cmds import is_loopback
 
 API_KEY_ENV = "MNEMOLOG_API_KEY"
 DEFAULT_PORT = 8766
+DEFAULT_HOST = "127.0.0.1"
 
 
 def mcp(args: argparse.Namespace) -> int:
@@ -28,7 +29,15 @@ def mcp(args: argparse.Namespace) -> int:
     from mnemolog.projections.vectors.embedders import get_embedder
 
     if args.print_config:
-        print(json.dumps(client_config(str(data_dir(args).resolve()), command=_command_path(), allow_writes=args.allow_writes), indent=2))
+        # The entry launches the server over stdio, and holds no secret: what it cannot carry is refused, not dropped.
+        given = [o for o, on in (("--http", args.http), ("--host", args.host != DEFAULT_HOST), ("--port", args.port != DEFAULT_PORT), ("--api-key", args.api_key)) if on]
+        if given:
+            raise CommandError(
+                f"--print-config prints the entry that launches the server over stdio, which takes no {', '.join(given)}:"
+                f" an HTTP client connects to http://HOST:PORT/mcp, and the key goes in the entry's env ({API_KEY_ENV})"
+            )
+        config = client_config(str(data_dir(args).resolve()), command=_command_path(), allow_writes=args.allow_writes, tenant=args.tenant)
+        print(json.dumps(config, indent=2))
         return 0
     try:
         require_sdk()
@@ -73,7 +82,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant a key for every tenant ('*') acts for, or with MNEMOLOG_AUTH off (default: default); the server's own key of one tenant must be of this one")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="loopback address for --http (default 127.0.0.1)")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"loopback address for --http (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=port_arg, default=DEFAULT_PORT, help=f"port for --http (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--api-key", help=f"the API key to act as (default ${API_KEY_ENV}); over HTTP a request's Authorization: Bearer key wins")
     parser.add_argument("--allow-writes", action="store_true", help="offer the write tools (add_memory, update_memory, archive_memory, link, revert) to a key with the write scope")

@@ -179,6 +179,12 @@ def test_print_config_gives_the_client_snippet(tmp_path):
     entry = json.loads(done.stdout)["mcpServers"]["mnemolog"]
     assert entry["args"] == ["--data-dir", str(tmp_path.resolve()), "mcp"]
     assert Path(entry["command"]).name == "mnemolog" and "MNEMOLOG_API_KEY" in entry["env"]
+    # The tenant goes into the entry; what a stdio entry cannot carry was dropped without a word, and is refused.
+    done = subprocess.run([MNEMOLOG, "--data-dir", str(tmp_path), "mcp", "--tenant", "acme", "--allow-writes", "--print-config"], capture_output=True, text=True, env=_env(), check=True)
+    assert json.loads(done.stdout)["mcpServers"]["mnemolog"]["args"][-4:] == ["mcp", "--tenant", "acme", "--allow-writes"]
+    for extra in (["--http"], ["--port", "9999"], ["--api-key", "secret"]):
+        done = subprocess.run([MNEMOLOG, "--data-dir", str(tmp_path), "mcp", *extra, "--print-config"], capture_output=True, text=True, env=_env())
+        assert done.returncode == 2 and extra[0] in done.stderr and len(done.stderr.strip().splitlines()) == 1 and done.stdout == "", done.stderr
 
 
 def test_stdio_without_a_key_is_refused_with_one_line(tmp_path):
