@@ -437,14 +437,21 @@ def read_key_file(path: str | os.PathLike) -> list[dict]:
     import json
 
     with open(path, encoding="utf-8") as lines:
-        header = lines.readline()
         try:
+            header = lines.readline()
             if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
                 raise ValueError
         except (ValueError, AttributeError):
             raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
         rows = []
-        for lineno, line in enumerate(lines, start=2):
+        numbered = enumerate(lines, start=2)
+        while True:
+            try:
+                lineno, line = next(numbered)
+            except StopIteration:
+                break
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}: not a mnemolog key file (not UTF-8 text)") from None
             try:
                 row = json.loads(line)
                 if not _is_key_record(row):

@@ -138,7 +138,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.keys:
         try:
             key_rows = read_key_file(args.keys)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise CommandError(f"import refused, nothing written: --keys {args.keys}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise CommandError(f"import refused, nothing written: {exc}") from None
     if args.file == "-" and sys.stdin is None:
         raise CommandError("import refused, nothing written: stdin is closed: name the export's file")

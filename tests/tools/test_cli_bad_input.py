@@ -569,3 +569,18 @@ def test_relink_of_a_tenant_the_log_never_saw_is_refused_as_organize_is(first_me
     assert_refused(run(first_memory, "--tenant", "nosuch", "relink"), "relink: tenant 'nosuch' not found")
     assert_refused(run(first_memory, "organize", "--once", "--tenant", "nosuch"), "organize: tenant 'nosuch' not found")
     assert run(first_memory, "relink").returncode == 0
+
+
+def test_a_key_file_that_is_missing_or_binary_is_named_without_python_error_text(tmp_path):
+    """``import --keys /nonexistent`` said "[Errno 2] No such file or directory: ...", and a binary key file "'utf-8'
+    codec can't decode bytes ...": one line each, naming the option and the file."""
+    export = tmp_path / "x.jsonl"
+    export.write_text("")
+    missing = run(tmp_path / "data", "import", str(export), "--keys", str(tmp_path / "nowhere.keys"))
+    assert_refused(missing, f"--keys {tmp_path / 'nowhere.keys'}: No such file or directory")
+    assert "Errno" not in missing.stderr.decode()
+    binary = tmp_path / "binary.keys"
+    binary.write_bytes(b'{"mnemolog_keys": 1}\n\xff\xfe\x00 garbage\n')
+    done = run(tmp_path / "data", "import", str(export), "--keys", str(binary))
+    assert done.returncode == 2 and "codec" not in done.stderr.decode() and "not a mnemolog key file" in done.stderr.decode(), done.stderr
+    assert not (tmp_path / "data").exists()
