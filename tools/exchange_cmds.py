@@ -40,6 +40,8 @@ _DATABASE_MAGIC = b"SQLite format 3\x00"
 def output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
     file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
+    if not value.strip():
+        raise CommandError(f"{option} must not be blank: name a file")
     path = Path(value)
     if written_through(path):
         raise CommandError(f"{option} {value}: is not a regular file (a pipe or a device); name a file")
@@ -96,6 +98,8 @@ def _writing_to(output: str) -> Iterator[None]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.with_keys is not None and not args.with_keys.strip():  # "" wrote no key file, without a word
+        raise CommandError("--with-keys must not be blank: name a file")
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")

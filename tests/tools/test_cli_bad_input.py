@@ -584,3 +584,11 @@ def test_a_key_file_that_is_missing_or_binary_is_named_without_python_error_text
     done = run(tmp_path / "data", "import", str(export), "--keys", str(binary))
     assert done.returncode == 2 and "codec" not in done.stderr.decode() and "not a mnemolog key file" in done.stderr.decode(), done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_a_blank_output_is_refused_as_blank(first_memory):
+    """``export -o ""`` said "--output : is a directory; name a file"."""
+    assert_refused(run(first_memory, "export", "-o", ""), "--output must not be blank")
+    for blank in ("", " "):
+        assert_refused(run(first_memory, "export", "-o", str(first_memory.parent / "out.jsonl"), "--with-keys", blank), "--with-keys must not be blank")
+    assert not (first_memory.parent / "out.jsonl").exists()
