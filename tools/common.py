@@ -73,7 +73,10 @@ def os_user() -> str:
 def command_context(args: argparse.Namespace) -> CommandContext:
     """A write's context from its options: the actor (``--actor``, else ``cli:<login name>``: history tells a
     change made at the terminal, and by whom, from one of unknown origin, as the API names its key), the
-    correlation id and the idempotency key."""
+    correlation id and the idempotency key (a blank one is refused: it made a write no retry could find)."""
+    key = getattr(args, "idempotency_key", None)
+    if key is not None and not key.strip():
+        raise CommandError("--idempotency-key must not be blank")
     return CommandContext(
         tenant=tenant_of(args),
         actor=getattr(args, "actor", None) or f"cli:{os_user()}",

@@ -592,3 +592,10 @@ def test_a_blank_output_is_refused_as_blank(first_memory):
     for blank in ("", " "):
         assert_refused(run(first_memory, "export", "-o", str(first_memory.parent / "out.jsonl"), "--with-keys", blank), "--with-keys must not be blank")
     assert not (first_memory.parent / "out.jsonl").exists()
+
+
+def test_a_blank_idempotency_key_is_refused(first_memory):
+    """``add x --idempotency-key ""`` wrote the memory with no key: a retry wrote it twice."""
+    before = run(first_memory, "log", "--json").stdout
+    assert_refused(run(first_memory, "add", "x", "--idempotency-key", ""), "--idempotency-key must not be blank")
+    assert run(first_memory, "log", "--json").stdout == before
