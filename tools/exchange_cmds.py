@@ -136,6 +136,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.keys is not None and not args.keys.strip():
+        raise CommandError("import refused, nothing written: --keys must not be blank: name the export's key file")
     if args.keys and args.without_keys:
         raise CommandError("import refused, nothing written: --keys and --without-keys ask for opposite things: give one")
     key_rows = None

@@ -579,6 +579,7 @@ def test_a_key_file_that_is_missing_or_binary_is_named_without_python_error_text
     missing = run(tmp_path / "data", "import", str(export), "--keys", str(tmp_path / "nowhere.keys"))
     assert_refused(missing, f"--keys {tmp_path / 'nowhere.keys'}: No such file or directory")
     assert "Errno" not in missing.stderr.decode()
+    assert_refused(run(tmp_path / "data", "import", str(export), "--keys", ""), "--keys must not be blank")
     binary = tmp_path / "binary.keys"
     binary.write_bytes(b'{"mnemolog_keys": 1}\n\xff\xfe\x00 garbage\n')
     done = run(tmp_path / "data", "import", str(export), "--keys", str(binary))
