@@ -28,7 +28,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.runner import not_from_log
 
 from . import exchange_cmds
-from .common import CommandError, add_command, counted, data_dir, fail, open_store, print_json_line, sqlite_path
+from .common import CommandError, add_command, between, counted, data_dir, fail, open_store, print_json_line, sqlite_path
 from .progress import progress_for
 
 _generic = msgspec.json.Decoder()
@@ -201,8 +201,6 @@ def _check_types(store, types: list[str] | None) -> None:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 1:
-        return fail("--limit must be at least 1")
     if args.follow and (args.until is not None or args.until_time is not None):
         return fail("--follow cannot be combined with --until or --until-time")
     if args.after is not None and args.until is not None and args.until < args.after:
@@ -454,7 +452,7 @@ def register(subparsers) -> None:
     p.add_argument("--since", type=time_arg, metavar="TIME", help="only events recorded at or after TIME (ISO, UTC)")
     p.add_argument("--until-time", type=time_arg, metavar="TIME", help="only events recorded up to TIME (ISO, UTC)")
     p.add_argument("--correlation", metavar="ID", help="only events with this correlation id")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N events")
+    p.add_argument("--limit", type=between(1, MAX_POSITION), metavar="N", help="at most N events")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
 
     p = add_command(subparsers, "verify", cmd_verify, help="check the hash chain and the append-only triggers", json=True)

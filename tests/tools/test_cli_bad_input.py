@@ -600,3 +600,9 @@ def test_a_blank_idempotency_key_is_refused(first_memory):
     before = run(first_memory, "log", "--json").stdout
     assert_refused(run(first_memory, "add", "x", "--idempotency-key", ""), "--idempotency-key must not be blank")
     assert run(first_memory, "log", "--json").stdout == before
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "abc", "99999999999999999999"])
+def test_log_limit_takes_the_range_every_other_limit_takes(first_memory, limit):
+    """``log --limit 99999999999999999999`` was taken, ``abc`` said "invalid int value": the range, as history says it."""
+    assert_refused(run(first_memory, "log", "--limit", limit), "expected a whole number from 1 to")
