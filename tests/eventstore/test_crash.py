@@ -110,7 +110,31 @@ def run_and_kill(script: Path, data_dir: Path, round_: int, seed: int, rng: rand
     return lines
 
 
+def settled(url: str, timeout: float = 30.0) -> None:
+    """Wait until no other session is left on the PostgreSQL database at ``url``: the server goes on with a killed
+    client's work (a COMMIT it already received) until it notices the client gone, and the log read meanwhile can
+    grow by that batch between two reads of one check."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                others = conn.execute(sqlalchemy.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )).scalar()
+            if not others:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"a killed writer's session still runs on {url} after {timeout} s")
+    finally:
+        engine.dispose()
+
+
 def check_log(data_dir: Path | str, reported: dict[str, tuple[int, int]]) -> int:
+    if isinstance(data_dir, str):
+        settled(data_dir)
     with EventStore.open(data_dir) as store:
         found = positions(data_dir / "events.db") if isinstance(data_dir, Path) else [r.position for r in store.recorder.select_rows()]
         assert_gap_free(found)
