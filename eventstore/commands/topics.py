@@ -85,9 +85,9 @@ class TopicCommands:
             state = self._topic(ctx, memory_id, "update")
             if memory_id in retired or memory_id in new_ids:
                 raise ValidationError("update", f"topic {memory_id} is revised and added or retired in one batch")
-            changed = tuple(f for f in content.__struct_fields__ if getattr(content, f) != getattr(state.content, f))
             if content.memory_type != TOPIC:
                 raise ValidationError("memory_type", f"the topic path writes {TOPIC} only")
+            changed = tuple(f for f in content.__struct_fields__ if getattr(content, f) != getattr(state.content, f))
             writes.append(
                 StreamAppend(
                     c.memory_stream(memory_id),

@@ -20,13 +20,17 @@ judge configured, ``LLMJudge.summarize_topic`` names it, falling back to the
 extractive summary. Its properties hold a membership fingerprint: a cluster
 equal to a live topic's is left alone, so re-running writes nothing. A
 changed cluster is written as ONE atomic batch. One that shares a strict
-majority of both memberships with a live one-level topic (a few memories
-added or moved) revises that topic in place: its text and properties
-updated, PARENT edges linked to the members it gains and unlinked from those
-it loses (:func:`revised_topic`), so the log grows with the change, not with
-the topic's size. Any other adds new topic nodes and PARENT edges
-(``parent:<run>:<n>``); either retires (archives, unlinking their edges) the
-other earlier topics it overlaps; topics left over are retired at the end. Before clustering, each run retires the topics with no activated
+majority of both memberships with a live topic (a few memories added, gone
+or moved) revises that topic in place: its text and properties updated, its
+sub-topics revised likewise where a new one keeps most of an old one's
+members (others added, the old ones left over retired), PARENT edges linked
+to the members each gains and unlinked from those each loses
+(:func:`revised_topic`, :meth:`TopicBuilder.revise`), so the log grows with
+the change, not with the topic's size. Any other adds new topic nodes and
+PARENT edges (``parent:<run>:<n>``); either retires (archives, unlinking their
+edges) the other earlier topics it overlaps, and unlinks the edges to its
+members from topics another cluster revises; topics left over are retired at
+the end. Before clustering, each run retires the topics with no activated
 memory left under them (their members reverted or deleted), even when too
 few candidates remain to cluster. The time budget is checked between
 clusters, so a run that stops leaves no cluster half-written. A run has one
