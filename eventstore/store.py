@@ -696,7 +696,8 @@ class EventStore:
         if problems:
             reason = "; ".join(str(p) for p in problems) + " (mnemolog migrate restores it)"
             return VerifyResult(False, checked, first, last, last_hash, None, reason, guards=problems)
-        return VerifyResult(True, checked, first, last, last_hash)
+        # Against a reference: how far it reaches (a digest, or an export's last row), which the answer says.
+        return VerifyResult(True, checked, first, last, last_hash, unchanged_through=check.unchanged_through if check is not None else None)
 
 
 def _digests(against) -> list[Digest]:

@@ -303,6 +303,21 @@ def _references(values: list[str] | None) -> tuple[list[Digest], list[Path]]:
     return digests, exports
 
 
+def _headerless(exports: list[Path]) -> str:
+    """A note for an export file without the header (written before the header and footer existed): nothing says
+    where it ended, so a file cut short still reads as a reference for the rows it has."""
+    if not exports:
+        return ""
+    try:
+        with open(exports[0], "rb") as file:
+            first = file.readline(200)
+    except OSError:
+        return ""
+    if first.lstrip().startswith(b'{"mnemolog_export"'):
+        return ""
+    return " (the export has no header or footer, the format before them: a file cut short would not show)"
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.from_ is not None and args.to is not None and args.from_ > args.to:
         raise CommandError(f"--from {args.from_} is after --to {args.to}: nothing to check")
@@ -336,6 +351,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else:
             shown = str(tip) if tip is not None else "-"
         print(f"ok: {counted(result.checked, 'event')}, tip {shown}")
+        if result.unchanged_through is not None:
+            print(f"the reference holds the log unchanged through position {result.unchanged_through}{_headerless(exports)}")
         if kept := result.plaintext_kept:
             print(
                 f"note: {len(kept)} event{'s keep' if len(kept) != 1 else ' keeps'} text a forget erased in plaintext"

@@ -618,3 +618,22 @@ def test_log_times_at_the_ends_of_the_calendar(data, capsys, filters, expected):
     code, out, err = run(capsys, "--data-dir", data, "log", "--json", *filters)
     assert (code, err) == (0, "")
     assert positions(out) == expected
+
+
+def test_verify_against_a_reference_says_how_far_it_reaches_and_warns_of_a_headerless_export(tmp_path):
+    """A headerless export (the format before the header and footer) cut down to one row passed as "ok: 5 events",
+    as the whole export did: the answer now says through which position the reference holds the log, and that
+    such a file's end cannot be checked."""
+    from tests.in_process import run_main
+
+    data = tmp_path / "data"
+    for i in range(5):
+        assert run_main(["--data-dir", str(data), "add", f"memory {i}"]).returncode == 0
+    full = tmp_path / "full.jsonl"
+    assert run_main(["--data-dir", str(data), "export", "-o", str(full)]).returncode == 0
+    bare = tmp_path / "bare.jsonl"
+    bare.write_bytes(full.read_bytes().splitlines(keepends=True)[1])
+    whole = run_main(["--data-dir", str(data), "verify", "--against", str(full)], text=True)
+    assert whole.returncode == 0 and "unchanged through position 5\n" in whole.stdout and "header" not in whole.stdout
+    cut = run_main(["--data-dir", str(data), "verify", "--against", str(bare)], text=True)
+    assert cut.returncode == 0 and "unchanged through position 1 (the export has no header or footer" in cut.stdout
