@@ -459,7 +459,8 @@ class TopicBuilder:
                     edge(sub_id, member, 2)
                 continue
             held[old], wanted[old] = free.pop(old), set(sub.members)
-            revised.append((old, self._content(sub, memory_type, 2, run)))
+            if wanted[old] != held[old]:  # a sub-topic whose members stay is left as it is
+                revised.append((old, self._content(sub, memory_type, 2, run)))
         retire = [*retire, *free]  # the old sub-topics no new one revises (their edges go with them)
         for kept, members in wanted.items():
             level = 1 if kept == topic_id else 2
