@@ -156,10 +156,17 @@ def options_from(svc: MemoryService, body: RecallQuery) -> RecallOptions:
 def check_applicable(svc: MemoryService, body: RecallQuery, options: RecallOptions, *, fused: bool) -> None:
     """A 422 naming the first parameter that does not apply to this request's ranking.
 
-    A parameter that only one way of ranking uses (:data:`~mnemolog.api.schemas.FUSION_ONLY`)
-    is refused where it would do nothing, never silently ignored.
+    A parameter that only one way of ranking uses (:data:`~mnemolog.api.schemas.FUSION_ONLY`),
+    or only the graph channel (``graph_depth``, ``graph_direction``, ``graph_edge_types``), is refused
+    where it would do nothing, never silently ignored.
     """
     mode = svc.searcher.fusion_mode(options)
+    graph_only = {"graph_depth": body.graph_depth is not None, "graph_direction": body.graph_direction != "both", "graph_edge_types": bool(body.graph_edge_types)}
+    if any(graph_only.values()):
+        why = svc.searcher.off_reason("graph", options, options.strategy, svc.searcher.weights_for(options)["graph"])
+        if why is not None:
+            name = next(n for n, given in graph_only.items() if given)
+            raise ApiError(422, "invalid", f"{name} applies to the graph channel, which does not run for this request ({why})", name)
     for name, needs in FUSION_ONLY.items():
         if getattr(body, name, None) is None:
             continue

@@ -17,7 +17,8 @@ from msgspec import Meta
 
 from . import explorer_reads, keys
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, param, query_int, read
+from .routing import RouteTable, authenticate, check_as_of, param, query_edge_types, query_int, read
+from .schemas import EdgeType
 from .schemas_responses import CorrelationPage, NeighborhoodPage, TimelineResponse, WhoAmIResponse
 
 routes = RouteTable()
@@ -93,7 +94,7 @@ async def timeline(request: web.Request) -> dict:
         ("kind", "memory|entity"),
         ("depth", "0..5"),
         ("direction", "out|in|both"),
-        ("type", "edge or relation type, repeatable"),
+        param("type", "edge or relation type, repeatable (empty: every type)", EdgeType),
         ("limit", "1..500"),
         ("offset", "0..1000000"),
         ("as_of", "position or time"),
@@ -111,7 +112,7 @@ async def neighborhood(request: web.Request) -> dict:
     depth = query_int(request, "depth", 1, low=0, high=5)
     limit = query_int(request, "limit", 50, low=1, high=500)
     offset = query_int(request, "offset", 0, high=1_000_000)
-    types = [t for t in request.query.getall("type", []) if t] or None
+    types = query_edge_types(request)
     as_of = check_as_of(request.query.get("as_of"))
     node = request.query.get("node")
     if not node:

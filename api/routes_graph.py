@@ -12,8 +12,8 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RouteTable, authenticate, check_as_of, decode, param, query_int, read
-from .schemas import SubgraphRequest
+from .routing import RouteTable, authenticate, check_as_of, decode, param, query_edge_types, query_int, read
+from .schemas import EdgeType, SubgraphRequest
 from .schemas_responses import GraphStatsResponse, NeighborsResponse, SubgraphResponse
 
 routes = RouteTable()
@@ -27,7 +27,7 @@ routes = RouteTable()
         param("node", "node id", Annotated[str, Meta(min_length=1)], required=True),
         ("depth", "0..5"),
         ("direction", "out|in|both"),
-        ("type", "edge type, repeatable"),
+        param("type", "edge type, repeatable", EdgeType),
         ("as_of", "position or time"),
     ),
     response=NeighborsResponse,
@@ -42,7 +42,7 @@ async def neighbors(request: web.Request) -> dict:
     if direction not in ("out", "in", "both"):
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
     svc = request.app[keys.service_key]
-    body = await read(request, operations.neighbors, svc, tenant, node, depth, direction, request.query.getall("type", []) or None, check_as_of(request.query.get("as_of")))
+    body = await read(request, operations.neighbors, svc, tenant, node, depth, direction, query_edge_types(request), check_as_of(request.query.get("as_of")))
     return body
 
 

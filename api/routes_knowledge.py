@@ -28,8 +28,8 @@ from mnemolog.projections.service import MemoryService
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, json_body, parse_json, query_int, read, write, write_request, write_response
-from .schemas import WriteResponse, portable
+from .routing import RequestBody, RouteTable, param, authenticate, command_context, decode, json_body, parse_json, query_edge_types, query_int, read, write, write_request, write_response
+from .schemas import EdgeType, WriteResponse, portable
 from .schemas_responses import (
     DocumentLinksResponse,
     EntitiesResponse,
@@ -166,7 +166,7 @@ def _related(svc: MemoryService, tenant, entity_id, depth, direction, types, lim
     path_types=ENTITY_PATH,
     scope="read",
     summary="Entities reached by BFS over relations (score = product of weights on the strongest shortest path)",
-    query=(("depth", "0..6"), ("direction", "out|in|both"), ("type", "relation type, repeatable"), ("limit", "1..1000"), ("as_of", "position or time")),
+    query=(("depth", "0..6"), ("direction", "out|in|both"), param("type", "relation type, repeatable", EdgeType), ("limit", "1..1000"), ("as_of", "position or time")),
     response=RelatedResponse,
 )
 async def related(request: web.Request) -> dict:
@@ -176,7 +176,7 @@ async def related(request: web.Request) -> dict:
     direction = request.query.get("direction", "out")
     if direction not in ents.DIRECTIONS:
         raise ApiError(422, "invalid", "direction must be out, in or both", "direction")
-    types = request.query.getall("type", []) or None
+    types = query_edge_types(request)
     return await read(request, _related, _svc(request), tenant, request.match_info["id"], depth, direction, types, limit, request.query.get("as_of"))
 
 

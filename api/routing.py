@@ -19,6 +19,7 @@ from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.projections.graph.reads import TYPE_FILTER_RE
 
 from . import keys
 from .auth import ApiKey, authorize, check_tenant, still_authorized
@@ -239,6 +240,20 @@ def header_text(request: web.Request, name: str) -> str | None:
         except UnicodeEncodeError:
             raise ApiError(400, "bad_request", f"{name} must be UTF-8 text", name) from None
     return value
+
+
+def query_edge_types(request: web.Request) -> list[str] | None:
+    """The repeatable ``type`` parameter: edge or relation types as a filter reads them (``works at`` is
+    ``WORKS_AT``; None: every type); an empty one filters nothing (a form's field left blank); a 422 naming it
+    for one that is no type, which matched nothing and answered as if the node had no edges."""
+    types = []
+    for value in request.query.getall("type", []):
+        if not value:
+            continue
+        if len(value) > 64 or not TYPE_FILTER_RE.fullmatch(value):
+            raise ApiError(422, "invalid", f"type {value!r} is no edge or relation type (a letter first, then letters, digits, _, spaces or -; at most 64)", "type")
+        types.append(value)
+    return types or None
 
 
 def tenant_header(request: web.Request) -> str:

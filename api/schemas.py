@@ -11,7 +11,7 @@ from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPA
 from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_REASON_CHARS, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import MAX_FILTER_TAGS
-from mnemolog.projections.graph.reads import WorkingEntryView
+from mnemolog.projections.graph.reads import TYPE_FILTER_RE, WorkingEntryView
 
 #: Inside a character class: whitespace as Python's ``re`` and ``str.strip`` see it (ECMA's ``\s`` lacks \x1c-\x1f and \x85),
 #: so that a published pattern means the same to a JSON Schema validator as to the server.
@@ -38,6 +38,9 @@ def portable(pattern: str) -> str:
 
 
 Limit = Annotated[int, Meta(ge=1, le=100)]
+#: An edge or relation type to filter by, as a filter reads it (``works at`` is ``WORKS_AT``; see ``type_filter``),
+#: or empty (a form's field left blank), which filters nothing.
+EdgeType = Annotated[str, Meta(max_length=64, pattern="^$|" + portable(TYPE_FILTER_RE.pattern))]
 Depth = Annotated[int, Meta(ge=0, le=5)]
 Weight = Annotated[float, Meta(ge=0.0, le=1.0)]
 Text = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT_CHARS, pattern=portable(r"[^\s]"))]  # not blank
@@ -240,7 +243,7 @@ class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     embedding: QueryEmbedding | None = None
     graph_depth: Depth | None = None  # None: 1 along memory edges, MNEMOLOG_RECALL_ENTITY_DEPTH along entity relations
     graph_direction: Direction = "both"
-    graph_edge_types: list[str] | None = None
+    graph_edge_types: list[EdgeType] | None = None
     # hybrid (default): memories and entities; knowledge-only: memories; graph-only: the graph channel alone.
     strategy: Literal["hybrid", "knowledge-only", "graph-only"] | None = None
 
@@ -272,7 +275,7 @@ class SubgraphRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seeds: Annotated[list[str], Meta(min_length=1, max_length=100)]
     depth: Depth = 2
     direction: Direction = "both"
-    edge_types: list[str] | None = None
+    edge_types: list[EdgeType] | None = None
     max_nodes: Annotated[int, Meta(ge=1, le=5000)] = 200
     max_edges: Annotated[int, Meta(ge=1, le=20000)] = 1000
     as_of: AsOf = None

@@ -264,6 +264,9 @@ def edges_into(
 
 
 _TYPE_SEPARATORS = re.compile(r"[\s-]+")
+#: A type as a filter may be written: what :func:`type_filter` reads as an edge or relation type (``works at``, ``WORKS_AT``).
+#: (Each run of separators is followed by a word or ends the text: no two ways to read one text, so no backtracking blow-up.)
+TYPE_FILTER_RE = re.compile(r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$")
 
 
 def type_filter(types: Iterable[str] | None) -> tuple[str, ...]:

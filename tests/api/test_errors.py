@@ -593,3 +593,24 @@ async def test_a_connection_reset_while_the_client_is_still_there_is_a_500_not_i
     response = await client.get("/x")
     assert response.status == 500 and (await response.json())["error"]["code"] == "internal"
     assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)
+
+
+async def test_graph_parameters_where_the_graph_channel_does_not_run_are_422_naming_them(api):
+    """``graph_edge_types``, ``graph_depth`` and ``graph_direction`` of a recall whose graph channel is off were ignored
+    without a word; and a type that is no type matched nothing, as a filter on every endpoint that takes one."""
+    for body, field in (
+        ({"channels": ["lexical"], "graph_edge_types": ["WORKS_AT"]}, "graph_edge_types"),
+        ({"channels": ["lexical"], "graph_depth": 3}, "graph_depth"),
+        ({"channels": ["semantic"], "graph_direction": "in"}, "graph_direction"),
+        ({"weights": {"graph": 0}, "graph_depth": 3}, "graph_depth"),
+        ({"graph_edge_types": ["not valid!"]}, "graph_edge_types[0]"),
+    ):
+        await call(api, "POST", "/v1/recall", json={"query": "vault", **body}, status=422, field=field)
+    for body in ({"graph_edge_types": ["works at"], "graph_depth": 2}, {"channels": ["lexical"], "graph_direction": "both"}):  # the graph runs; a default says nothing
+        response = await api.raw.post("/v1/recall", json={"query": "vault", **body})
+        assert response.status == 200, await response.text()
+    written = await api.raw.post("/v1/memories", json={"memory": {"memory": "a node"}})
+    node = (await written.json())["memory_ids"][0]
+    await call(api, "GET", f"/v1/graph/neighbors?node={node}&type=%26", status=422, field="type")
+    response = await api.raw.get(f"/v1/graph/neighbors?node={node}&type=part-of&type=")  # read as PART_OF; the empty one filters nothing
+    assert response.status == 200, await response.text()
