@@ -146,7 +146,7 @@ class LinkArgs(LinkRequest, forbid_unknown_fields=True, kw_only=True):
 
 
 class RevertArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    correlation_id: Annotated[str, Meta(min_length=1)]
+    correlation_id: Annotated[str, Meta(min_length=1, max_length=200)]  # as POST /v1/reverts takes it
     dry_run: bool = True  # say what would be reverted; pass false to write the compensating events
     force: bool = False
 
@@ -257,7 +257,12 @@ class McpFront:
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",
         )
-        key, tenant = check()
+        try:
+            key, tenant = check()
+        except ApiError as error:
+            if error.status == 403 and error.field is None:  # the key lacks the scope: the key is what is at fault
+                raise ApiError(403, error.code, error.message, "api_key", headers=error.headers, **error.extra) from None
+            raise
         _key_check.set(check)
         if "mcp-session-id" not in headers and key is not None and bearer:
             # No transport session, and the request brought its own key: the key tells one agent from another.

@@ -384,6 +384,8 @@ async def test_writes_carry_the_actor_and_the_session_and_mnemolog_revert_undoes
         assert (await http.memory_history(cat))["versions"][-1]["memory"] == "I adopted two cats"
 
         head = (await http.digest())["position"]
+        too_long = refused(await mcp.call_tool("revert", {"correlation_id": "c" * 201}))  # as POST /v1/reverts refuses it
+        assert (too_long["status"], too_long["field"]) == (422, "correlation_id")
         preview = ok(await mcp.call_tool("revert", {"correlation_id": session}))
         assert preview["positions"] == [] and preview["data"]["dry_run"] is True and preview["data"]["would_revert"] >= 4
         assert set(preview["memory_ids"]) == {sister, cat, lisbon}
@@ -430,7 +432,7 @@ async def test_a_read_only_key_cannot_write(start):
     async with front_client(api.data_dir, reader, "--allow-writes") as mcp:
         assert {t.name for t in (await mcp.list_tools()).tools} == READ_TOOLS
         error = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "sneaky"}}))
-        assert error["code"] == "forbidden" and "write" in error["message"]
+        assert error["code"] == "forbidden" and "write" in error["message"] and error["field"] == "api_key"  # the key lacks the scope
         assert refused(await mcp.call_tool("revert", {"correlation_id": "x", "dry_run": False}))["code"] == "forbidden"
         assert ok(await mcp.call_tool("capabilities", {}))["session"]["writes"] is False
     async with front_client(api.data_dir, key) as mcp:  # a writer key, but the server was not allowed to write
