@@ -128,3 +128,34 @@ def walk(rows: Iterable[StoredRow], *, prev_hash: str | None, prev_position: int
             return ChainBreak(row.position, "correlation_id column does not match the metadata", index)
         expect_hash, expect_position = row.hash, row.position
     return None
+
+
+class Digest(msgspec.Struct, frozen=True):
+    """The chain's tip at a position, ``POSITION:HASH``: kept outside the store, it proves the log up to it unchanged."""
+
+    position: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.position}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Digest":
+        position, sep, digest = text.strip().partition(":")
+        if not sep or not position.isdigit() or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError(f"expected POSITION:HASH (64 hex digits), got {text!r}")
+        return cls(int(position), digest)
+
+
+def digests_of(against) -> list[Digest]:
+    """``against`` (a digest, a ``(position, hash)`` pair, a list of either, or None) as a list of digests."""
+    if against is None:
+        return []
+    if isinstance(against, Digest) or (isinstance(against, tuple) and len(against) == 2 and isinstance(against[0], int)):
+        against = [against]
+    return [a if isinstance(a, Digest) else Digest(*a) for a in against]
+
+
+def ends_before(end: int, wanted: int) -> str:
+    """Why a range the log does not reach is not verified: the log may have lost its tail."""
+    return f"the log ends at position {end}, before position {wanted} that was asked for"

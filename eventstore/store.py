@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from . import dialects, sealing
 from . import migrate
 from .bounds import check_name, check_stream_id
-from .chain import GENESIS_HASH, ChainBreak, StoredRow, VerifyResult, walk
+from .chain import GENESIS_HASH, ChainBreak, Digest, StoredRow, VerifyResult, digests_of, ends_before, walk
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
 from .seal_check import first_unopened
@@ -73,21 +73,6 @@ class StreamAppend(NamedTuple):
     expected_version: ExpectedVersion = ANY
 
 
-class Digest(msgspec.Struct, frozen=True):
-    position: int
-    hash: str
-
-    def __str__(self) -> str:
-        return f"{self.position}:{self.hash}"
-
-    @classmethod
-    def parse(cls, text: str) -> "Digest":
-        position, sep, digest = text.strip().partition(":")
-        if not sep or not position.isdigit() or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise ValueError(f"expected POSITION:HASH (64 hex digits), got {text!r}")
-        return cls(int(position), digest)
-
-
 def resolve_url(settings: Settings | None = None) -> str:
     settings = settings or Settings()
     if settings.log_url:
@@ -103,10 +88,6 @@ _STAMPS: dict[type, tuple[str, int]] = {}  # event class -> (type tag, schema ve
 def _stamp_of(cls: type[DomainEvent]) -> tuple[str, int]:
     stamp = _STAMPS[cls] = (type_name(cls), cls.schema_version)
     return stamp
-
-
-def _ends_before(end: int, wanted: int) -> str:
-    return f"the log ends at position {end}, before position {wanted} that was asked for"
 
 
 def fingerprint_of(writes: Sequence[StreamAppend]) -> str:
@@ -636,7 +617,7 @@ class EventStore:
         With ``guards``, the append-only triggers are checked as well; with
         ``seals``, that every event opens with this key store (see :mod:`.seal_check`).
         """
-        digests = _digests(against)
+        digests = digests_of(against)
         check = ReferenceCheck(anchors_of(digests, export)) if digests or export is not None else None
         wanted = max(from_ if from_ > 1 else 0, to or 0)  # a range the log does not reach is not verified: it may have lost its tail
         if check is not None:
@@ -651,7 +632,7 @@ class EventStore:
             if before is None:
                 head = self.last_position()
                 if head < from_ - 1:
-                    return VerifyResult(False, 0, None, None, None, head + 1, _ends_before(head, wanted), guards=problems)
+                    return VerifyResult(False, 0, None, None, None, head + 1, ends_before(head, wanted), guards=problems)
                 return VerifyResult(False, 0, None, None, None, from_ - 1, f"position {from_ - 1} is missing", guards=problems)
             prev_hash, prev_position = before.hash, before.position
         checked = 0
@@ -681,7 +662,7 @@ class EventStore:
             return VerifyResult(False, checked + broken.checked, first, last, last_hash, broken.position, broken.reason, guards=problems, **differences)
         end = from_ - 1 if last is None else last
         if check is None and wanted > end:
-            return VerifyResult(False, checked, first, last, last_hash, end + 1, _ends_before(end, wanted), guards=problems)
+            return VerifyResult(False, checked, first, last, last_hash, end + 1, ends_before(end, wanted), guards=problems)
         if unopened is not None:  # before a digest's disagreement: it names the row itself
             return VerifyResult(False, unopened[0] - first, first, last, last_hash, *unopened, guards=problems, **differences)
         if check is not None and check.last is not None:
@@ -698,11 +679,3 @@ class EventStore:
             return VerifyResult(False, checked, first, last, last_hash, None, reason, guards=problems)
         # Against a reference: how far it reaches (a digest, or an export's last row), which the answer says.
         return VerifyResult(True, checked, first, last, last_hash, unchanged_through=check.unchanged_through if check is not None else None)
-
-
-def _digests(against) -> list[Digest]:
-    if against is None:
-        return []
-    if isinstance(against, Digest) or (isinstance(against, tuple) and len(against) == 2 and isinstance(against[0], int)):
-        against = [against]
-    return [a if isinstance(a, Digest) else Digest(*a) for a in against]
