@@ -94,7 +94,7 @@ async def timeline(request: web.Request) -> dict:
         ("kind", "memory|entity"),
         ("depth", "0..5"),
         ("direction", "out|in|both"),
-        param("type", "edge or relation type, repeatable (empty: every type)", EdgeType),
+        param("type", "edge or relation type, repeatable; empty: every type", EdgeType),
         ("limit", "1..500"),
         ("offset", "0..1000000"),
         ("as_of", "position or time"),
