@@ -83,6 +83,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     store = request.app[keys.service_key].store
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
     await response.prepare(request)
+    # The headers leave with the first bytes of the body: a tail opened at the head sent nothing until its first
+    # event or keep-alive, 15 s, and a client waiting for the answer's status could take it for a hung server.
+    await response.write(b": tailing\n\n")
     erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
     after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = store.subscribe(after, tenant=tenant)

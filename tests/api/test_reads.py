@@ -6,6 +6,7 @@ import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 
+import aiohttp
 import pytest
 
 from mnemolog.api import routes_log
@@ -314,6 +315,18 @@ async def test_sse_tail_receives_new_events_and_resumes_with_last_event_id(api, 
     async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": new["id"]}) as response:
         frames = await _sse_frames(response, 2)
         assert [int(f["id"]) for f in frames] == missed.positions
+
+
+async def test_an_sse_tail_opened_at_the_head_answers_at_once(api, client):
+    """Nothing to send yet: the status and headers came with the first event or keep-alive, 15 s later."""
+    written = await client.add_memories({"memory": "the head"})
+    started = time.monotonic()
+    async with api.raw.get("/v1/events/stream", params={"after": str(written.positions[-1])}, timeout=aiohttp.ClientTimeout(sock_read=3)) as response:
+        assert response.status == 200 and time.monotonic() - started < 3
+        assert await asyncio.wait_for(response.content.readline(), 3) == b": tailing\n"
+        later = await client.add_memories({"memory": "after the head"})
+        [frame] = await _sse_frames(response, 1)
+        assert int(frame["id"]) == later.positions[0]
 
 
 async def test_sse_tail_through_the_client(api, client):
