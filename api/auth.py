@@ -218,6 +218,7 @@ def authorize(
     secret_hint: str,
     tenant_field: str,
     default_tenant: str | None = None,
+    scope_field: str | None = None,
 ) -> tuple[ApiKey, str]:
     """The key for ``secret`` and the tenant it acts for: what every front end checks before a call.
 
@@ -229,7 +230,8 @@ def authorize(
     word, writes included.
     ``secret_field`` and ``tenant_field`` name where the caller gives them (a
     header over HTTP, an option for MCP) and ``secret_hint`` how, so that the
-    error says what to fix.
+    error says what to fix; ``scope_field`` is what a 403 for a missing scope
+    names (MCP: the key it acts as; HTTP: none, the key being a header).
     """
     if not secret:
         raise ApiError(401, "unauthorized", f"an API key is needed: {secret_hint}", secret_field, headers={"WWW-Authenticate": CHALLENGE})
@@ -238,7 +240,7 @@ def authorize(
         raise ApiError(401, "unauthorized", "unknown or revoked API key", secret_field, headers={"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
     if not key.allows(scope):
         challenge = f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
-        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", None, headers={"WWW-Authenticate": challenge})
+        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope", scope_field, headers={"WWW-Authenticate": challenge})
     if key.tenant != "*":
         if tenant and tenant != key.tenant:
             raise ApiError(403, "forbidden", f"this key acts for tenant {key.tenant!r} only, not {tenant!r}", tenant_field)

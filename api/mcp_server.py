@@ -254,15 +254,11 @@ class McpFront:
             tenant=named or (self.tenant if own else None),
             default_tenant=self.tenant,
             secret_field="api_key",
+            scope_field="api_key",  # a key that lacks the scope: the key is what is at fault
             secret_hint="set MNEMOLOG_API_KEY or pass --api-key (over HTTP, or send Authorization: Bearer <key>)",
             tenant_field="tenant",
         )
-        try:
-            key, tenant = check()
-        except ApiError as error:
-            if error.status == 403 and error.field is None:  # the key lacks the scope: the key is what is at fault
-                raise ApiError(403, error.code, error.message, "api_key", headers=error.headers, **error.extra) from None
-            raise
+        key, tenant = check()
         _key_check.set(check)
         if "mcp-session-id" not in headers and key is not None and bearer:
             # No transport session, and the request brought its own key: the key tells one agent from another.

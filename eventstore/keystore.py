@@ -436,30 +436,27 @@ def read_key_file(path: str | os.PathLike) -> list[dict]:
     """The keys of a file :func:`write_key_file` wrote; ``ValueError`` naming the line if it is not one."""
     import json
 
-    with open(path, encoding="utf-8") as lines:
+    with open(path, "rb") as file:  # a key file is small: read whole, its text checked once
+        raw = file.read()
+    try:
+        header, *lines = raw.decode("utf-8").splitlines() or [""]
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a mnemolog key file (not UTF-8 text)") from None
+    try:
+        if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
+            raise ValueError
+    except (ValueError, AttributeError):
+        raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
+    rows = []
+    for lineno, line in enumerate(lines, start=2):
         try:
-            header = lines.readline()
-            if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
+            row = json.loads(line)
+            if not _is_key_record(row):
                 raise ValueError
-        except (ValueError, AttributeError):
-            raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
-        rows = []
-        numbered = enumerate(lines, start=2)
-        while True:
-            try:
-                lineno, line = next(numbered)
-            except StopIteration:
-                break
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}: not a mnemolog key file (not UTF-8 text)") from None
-            try:
-                row = json.loads(line)
-                if not _is_key_record(row):
+            if row.get("key") is not None:
+                if len(bytes.fromhex(row["key"])) != KEY_BYTES:
                     raise ValueError
-                if row.get("key") is not None:
-                    if len(bytes.fromhex(row["key"])) != KEY_BYTES:
-                        raise ValueError
-            except (ValueError, TypeError):
-                raise ValueError(f"{path}: line {lineno} is not a key record") from None
-            rows.append(row)
+        except (ValueError, TypeError):
+            raise ValueError(f"{path}: line {lineno} is not a key record") from None
+        rows.append(row)
     return rows

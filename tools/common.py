@@ -48,6 +48,13 @@ class CommandError(Exception):
 DEFAULT_TENANT = "default"
 
 
+def not_blank(value: str | None, name: str, then: str = "", *, prefix: str = "") -> None:
+    """Refuse (exit 2) a ``value`` given but blank: ``"$VAR"`` with ``VAR`` unset reads as an option left out, and
+    acted for a default (another directory, tenant or file) or did nothing, without a word. ``then`` says what to do."""
+    if value is not None and not value.strip():
+        raise CommandError(f"{prefix}{name} must not be blank{then}")
+
+
 def tenant_of(args: argparse.Namespace) -> str:
     """The tenant a command acts for: ``--tenant``, else ``$MNEMOLOG_TENANT``, else ``default``; a blank
     ``$MNEMOLOG_TENANT`` is refused, as a blank ``--tenant`` is (it acted for a tenant named by spaces)."""
@@ -55,8 +62,7 @@ def tenant_of(args: argparse.Namespace) -> str:
     if named:
         return named
     env = os.environ.get("MNEMOLOG_TENANT")
-    if env is not None and env and not env.strip():
-        raise CommandError("MNEMOLOG_TENANT must not be blank: name a tenant, or unset it for 'default'")
+    not_blank(env or None, "MNEMOLOG_TENANT", ": name a tenant, or unset it for 'default'")
     return env or DEFAULT_TENANT
 
 
@@ -74,9 +80,7 @@ def command_context(args: argparse.Namespace) -> CommandContext:
     """A write's context from its options: the actor (``--actor``, else ``cli:<login name>``: history tells a
     change made at the terminal, and by whom, from one of unknown origin, as the API names its key), the
     correlation id and the idempotency key (a blank one is refused: it made a write no retry could find)."""
-    key = getattr(args, "idempotency_key", None)
-    if key is not None and not key.strip():
-        raise CommandError("--idempotency-key must not be blank")
+    not_blank(getattr(args, "idempotency_key", None), "--idempotency-key")
     return CommandContext(
         tenant=tenant_of(args),
         actor=getattr(args, "actor", None) or f"cli:{os_user()}",
@@ -216,12 +220,10 @@ def data_dir(args: argparse.Namespace) -> Path:
     to ``./data``, and an empty ``$MNEMOLOG_DATA_DIR`` wrote the log into the current directory)."""
     explicit = getattr(args, "data_dir", None)
     if explicit is not None:
-        if not explicit.strip():
-            raise CommandError("--data-dir must not be blank")
+        not_blank(explicit, "--data-dir")
         return _directory(Path(explicit))
-    configured = Settings().data_dir
-    if not str(configured).strip():
-        raise CommandError("MNEMOLOG_DATA_DIR must not be blank: name a directory, or unset it for ./data")
+    configured = str(Settings().data_dir)
+    not_blank(configured, "MNEMOLOG_DATA_DIR", ": name a directory, or unset it for ./data")
     return _directory(Path(configured))
 
 

@@ -23,7 +23,7 @@ from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command, between, data_dir
+from .common import CommandError, add_command, between, data_dir, not_blank
 from .evaluation import EvalInputError, Question, Turn, headline, read_jsonl, report_lines, score, sessions, work_directory
 from .exchange_cmds import output_file, written_through
 
@@ -163,8 +163,7 @@ def _work_dir(value: str | None) -> None:
     folder with files in it, a file, or one whose parent is missing. A new or empty directory it may be."""
     if value is None:
         return
-    if not value.strip():
-        raise CommandError("--work-dir must not be blank (leave it out for a temporary store)")
+    not_blank(value, "--work-dir", " (leave it out for a temporary store)")
     path = Path(value)
     if path.exists() or path.is_symlink():
         if not path.is_dir():
@@ -190,8 +189,7 @@ def _rankings_file(args: argparse.Namespace) -> Path:
     one was made; never a file of the data directory nor a database); written through a pipe or a device."""
     if args.rankings is None:
         return data_dir(args) / "eval-rankings.jsonl"
-    if not args.rankings.strip():
-        raise CommandError("--rankings must not be blank (leave it out for eval-rankings.jsonl in the data directory)")
+    not_blank(args.rankings, "--rankings", " (leave it out for eval-rankings.jsonl in the data directory)")
     path = Path(args.rankings)
     return path if written_through(path) else output_file(args.rankings, "--rankings", args)
 

@@ -17,7 +17,7 @@ from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.settings import Settings
 
-from .common import INTERRUPTED, CommandError, add_command, counted, data_dir, open_store, print_json_line
+from .common import INTERRUPTED, CommandError, add_command, counted, data_dir, not_blank, open_store, print_json_line
 from .progress import progress_for
 
 
@@ -40,8 +40,7 @@ _DATABASE_MAGIC = b"SQLite format 3\x00"
 def output_file(value: str, option: str, args: argparse.Namespace) -> Path:
     """A file this command may create or replace, checked before any work (exit 2 naming ``option``): never a
     file of the data directory (``--output DATA/events.db`` replaced the log) nor any other database."""
-    if not value.strip():
-        raise CommandError(f"{option} must not be blank: name a file")
+    not_blank(value, option, ": name a file")
     path = Path(value)
     if written_through(path):
         raise CommandError(f"{option} {value}: is not a regular file (a pipe or a device); name a file")
@@ -98,8 +97,7 @@ def _writing_to(output: str) -> Iterator[None]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.with_keys is not None and not args.with_keys.strip():  # "" wrote no key file, without a word
-        raise CommandError("--with-keys must not be blank: name a file")
+    not_blank(args.with_keys, "--with-keys", ": name a file")  # "" wrote no key file, without a word
     to_stdout = args.output in (None, "-")
     if args.with_keys and to_stdout:
         raise CommandError("--with-keys needs --output FILE (the keys go to their own file, never into the export)")
@@ -136,8 +134,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    if args.keys is not None and not args.keys.strip():
-        raise CommandError("import refused, nothing written: --keys must not be blank: name the export's key file")
+    not_blank(args.keys, "--keys", ": name the export's key file", prefix="import refused, nothing written: ")
     if args.keys and args.without_keys:
         raise CommandError("import refused, nothing written: --keys and --without-keys ask for opposite things: give one")
     key_rows = None
