@@ -277,18 +277,21 @@ class MemoryService:
         PostingsIndex.for_connection(self.read_conn()).load(self.read_conn(), save=True)
         self.linking.catalogues.warm(self.read_conn())
 
-    def sync(self) -> int:
+    def sync(self, *, head: bool = False) -> int:
         """Catch the projections up with the log; the events applied.
 
         Inside a command of :meth:`run` that has appended nothing since the
         last catch-up of its run, there is nothing of this process's to
         apply: the facts a command reads (working memory, node checks) ask
-        for a catch-up, and ``run`` has just made one. Outside a command, the
-        working-memory policy then looks at what the catch-up brought
+        for a catch-up, and ``run`` has just made one. ``head=True`` catches
+        up all the same, with what other processes appended since: a forget
+        reads its subject's memories as of a log position it takes after
+        retiring the keys, later than the run's catch-up. Outside a command,
+        the working-memory policy then looks at what the catch-up brought
         (:mod:`~mnemolog.projections.policies.working`).
         """
         running = self._running
-        if running.depth and running.synced == self.store.appended_through:
+        if running.depth and running.synced == self.store.appended_through and not head:
             return 0
         applied = self.runner.catch_up()
         if running.depth:

@@ -45,4 +45,5 @@ class GraphFacts(Protocol):
         """The memory's latest stay in working memory: its entry and the position that ended it (``None``: it holds)."""
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
-        """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key)."""
+        """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key),
+        holding every event the log held when called (what another process appended just before included)."""

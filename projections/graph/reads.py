@@ -545,14 +545,15 @@ class GraphReads:
 class ProjectionFacts:
     """:class:`mnemolog.eventstore.commands.GraphFacts` answered from the graph projection.
 
-    ``sync`` is called first, so answers reflect the log's head. Nodes that
-    are not memories (entities, documents) are found by ``node_resolvers``.
+    ``sync`` is called first, so answers reflect the log's head (``sync(head=True)``: even inside a command
+    that has appended nothing since its catch-up). Nodes that are not memories (entities, documents) are
+    found by ``node_resolvers``.
     """
 
     def __init__(
         self,
         connect: Callable[[], sqlite3.Connection],
-        sync: Callable[[], Any],
+        sync: Callable[..., Any],
         node_resolvers: Sequence[Callable[[sqlite3.Connection, str, str], bool]] = (),
     ):
         self._connect = connect
@@ -603,8 +604,9 @@ class ProjectionFacts:
         return sorted(found)
 
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
-        """Ids of the memories any version of which names ``subject`` (``""``: names none, so the tenant's key sealed it)."""
-        self._sync()
+        """Ids of the memories any version of which names ``subject`` (``""``: names none, so the tenant's key sealed it),
+        as of the log's head when called: a forget takes that position to look for later writes from."""
+        self._sync(head=True)
         named = "IS NULL" if subject == "" else "= ?"
         rows = self._connect().execute(
             f"SELECT DISTINCT memory_id FROM graph_memories WHERE tenant = ? AND json_extract(content, '$.subject') {named}"

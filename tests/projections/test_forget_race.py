@@ -172,3 +172,34 @@ def test_a_memory_of_the_subject_written_unsealed_meanwhile_is_forgotten_too(tmp
         assert {name.split("-")[0] for name in _files_hold(data, SECRET)} == {"events.db"}  # the log keeps the unsealed event, and the answer says so
         forgetter.runner.rebuild()
         assert forgetter.get(TENANT, late[0]).erased
+
+
+def test_a_memory_written_between_the_commands_catch_up_and_the_retirement_is_forgotten(tmp_path, monkeypatch):
+    """The command's catch-up ran before another process appended a memory sealed with the live key; then the
+    forget retired the key, before the writer had projected its memory. The projections had not seen it, and
+    the log up to the retirement was taken for read: the forget named it in neither event, and it stayed
+    readable."""
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant=TENANT, actor="privacy-officer")
+    with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
+        [first] = forgetter.run(forgetter.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")]).memory_ids
+        keys = forgetter.subjects.keys
+        retire = keys.retire
+        late: list[str] = []
+
+        def written_then_retired(tenant: str, subject: str | None) -> list[str]:
+            monkeypatch.setattr(keys, "retire", retire)
+            with monkeypatch.context() as held:  # the writer's own catch-up has not run yet when the key is retired
+                held.setattr(other.runner, "catch_up", lambda **_: 0)
+                late.extend(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids)
+            return retire(tenant, subject)
+
+        monkeypatch.setattr(keys, "retire", written_then_retired)
+        result = forgetter.forget(ctx, "u-9", reason="erasure request 11")
+        assert result.data["memories_erased"] == 2, result.data
+        assert sorted(m for f in forgetter.store.read_all(types=["SubjectForgotten"]) for m in f.event.memory_ids) == sorted([first, *late])
+        other.sync()
+        for svc in (forgetter, other):
+            assert svc.get(TENANT, late[0]).erased
+        forgetter.scrub()
+        assert _files_hold(data, SECRET) == []
