@@ -484,6 +484,11 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("Point 2 of the agreement covers payment terms", None, "Point 3 of the agreement covers payment terms", None, 0.96, _I),
     ("1. Buy milk", None, "2. Buy eggs", None, 0.8, _I),
     ("Lesson 3 is about the past tense", None, "Lesson 4 is about the past tense", None, 0.96, _I),
+    # numbered records of a batch: the number labels the word the text opens with
+    ("bulk 274 imported note about the project", None, "bulk 534 imported note about the project", None, 0.98, _I),
+    ("Record 12 of the import has no date", None, "Record 13 of the import has no date", None, 0.97, _I),
+    ("Sensor 4 reports normal pressure", None, "Sensor 7 reports normal pressure", None, 0.97, _I),
+    ("Entry 5: buy milk", None, "Entry 6: buy milk", None, 0.95, _I),
     # the same key in another language or script
     ("我的家乡是柏林", "home city", "Home city: Berlin", "home city", 0.3, _R),
     ("家乡：北京", "home city", "Home city: Beijing", "home city", 0.2, _R),
@@ -502,6 +507,9 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("我的家乡是柏林", None, "Home city: Berlin", None, 0.3, _R),
     # same subject and attribute, incompatible values: contradictions
     ("Zoe is 30", None, "Zoe is 31", None, None, _C),
+    ("Age 30", None, "Age 31", None, 0.9, _C),
+    ("Weight 70 kg", "weight", "Weight 72 kg", "weight", None, _C),
+    ("Alice owns 3 cats", None, "Alice owns 4 cats", None, 0.97, _C),
     ("Zoe is 30 years old", "zoe.age", "Zoe is 31 years old", "zoe.age", None, _C),
     ("Zoe lives in Paris", None, "Zoe moved to Berlin", None, 0.85, _C),
     ("Zoe lives in Paris", None, "Zoe lives in Berlin", None, 0.93, _C),

@@ -15,8 +15,11 @@ alone is not one:
 * identifiers make two memories different things: a number after an
   identifier noun ("invoice 1001", "recipe number 12", "ticket #57"), a code
   ("JIRA-1203", "v3.1"), a number modifying the subject ("the 2023 tax
-  return", "Hana's first car") or a list item's number ("1. buy milk"), when
-  it comes before the copula.  After it ("the app is on version 2.3") a
+  return", "Hana's first car"), a list item's number ("1. buy milk") or a
+  number right after the word a text opens with ("bulk 274 imported",
+  "sensor 4 reports": the numbered records of a batch; not an attribute's
+  value, "age 30", nor a measure, "weight 70 kg"), when it comes before the
+  copula.  After it ("the app is on version 2.3") a
   number is the value stated;
 * two values conflict only in the same place of the sentence ("Alice has [3]
   cats" / "owns [four] cats", not "Zoe is [30]" / "Zoe has [3] cats");
@@ -84,8 +87,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # time of one relation ("born in Paris" / "born in 1990") and homes and employers stated in the past ("lived in")
 # are no contradiction; 7: an Indic word read whole, with its vowel signs
 # 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
-# the past, or asking what it states ("X?"), no repeat of it
-RULE_JUDGE_VERSION = "8"
+# the past, or asking what it states ("X?"), no repeat of it; 9: a number right after the word a text opens with labels it
+# ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number
+RULE_JUDGE_VERSION = "9"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):

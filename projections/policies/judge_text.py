@@ -178,6 +178,13 @@ _ID_NOUNS = frozenset(
     "contract claim shipment parcel package floor line level module lecture ward bed platform "
     "locker route tram train incident request job run quarter".split())
 _ID_MARKERS = frozenset("number no nr num id ref".split())
+# what follows a number that measures ("70 kg", "10 km", "8 hours"): never a label's number (see _label)
+_MEASURES = frozenset(
+    "% percent kg kgs kilo kilos kilogram kilograms g gram grams lb lbs pound pounds oz km kms kilometre kilometres "
+    "kilometer kilometers m metre metres meter meters cm mm mi mile miles ft foot feet in inch inches mph kmh kph "
+    "l litre litres liter liters ml c f degree degrees celsius fahrenheit kcal calories cal bpm steps reps "
+    "sec secs second seconds min mins minute minutes hour hours hr hrs day days week weeks month months year years "
+    "yr yrs old x times usd eur gbp dollars euros pounds bucks k".split())
 _FUNCTION_WORDS = frozenset("for to from with per via and or nor not but".split())
 _COPULAS = frozenset("is are am was were be been being".split())
 _LIST_ITEM_RE = re.compile(r"\s*\d+[.)]\s")
@@ -382,9 +389,9 @@ def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str
         elif kind == "number" and _cjk_numbered(tokens, i):
             kind = "ident"
         elif kind == "number" and not stated:
-            noun = _id_noun(tokens, i)
             before = tokens[i - 1] if i else ("", "")
             after = tokens[i + 1] if i + 1 < n else ("", "")
+            noun = _id_noun(tokens, i) or _label(tokens, i, after)
             modifier = (before[0] == "poss" or before[1] == "the" or (i == 0 and _is_year(value))) and (
                 after[0] == "month" or (after[0] == "word" and after[1] not in _STOPWORDS))
             if noun or modifier or (list_item and i == 0):
@@ -428,6 +435,19 @@ def _id_noun(tokens: list[tuple[str, str]], i: int) -> str:
     if j >= 0 and tokens[j][0] == "word" and tokens[j][1] in _ID_NOUNS:
         return tokens[j][1]
     return ""
+
+
+def _label(tokens: list[tuple[str, str]], i: int, after: tuple[str, str]) -> str:
+    """The word a number at ``i`` labels when the text opens with that word and the number ("bulk 274 ...",
+    "record 12 of the import", "sensor 4 reports ..."), or ''. Numbered items of a batch read so: a number
+    that counts comes after a verb ("Alice has 3 cats", "owns 3"), and one that measures is followed by its
+    unit ("weight 70 kg"); an attribute's value ("age 30") is no label either."""
+    if i != 1 or tokens[0][0] != "word" or after[1] in _MEASURES:
+        return ""
+    word = tokens[0][1]
+    if word in _STOPWORDS or word in _FUNCTION_WORDS or word in _NEGATIONS or word in _NUMBER_WORDS or _stem(word) in _ATTRIBUTE_STEMS:
+        return ""
+    return word
 
 
 _RELATIONS = {  # (verb forms, prepositions) -> the single-valued relation they state

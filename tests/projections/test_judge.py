@@ -364,6 +364,10 @@ def test_may_the_verb_is_not_a_month() -> None:
     ("Hana's first car was a Volvo", "Hana's second car was a Volvo"),
     ("1. Buy milk", "2. Buy milk"),
     ("Exercise 3 is 10 push-ups", "Exercise 4 is 20 push-ups"),
+    # the text opens with a word and a number: the numbered records of a batch
+    ("bulk 274 imported note about the project", "bulk 534 imported note about the project"),
+    ("Sensor 4 reports normal pressure", "Sensor 7 reports normal pressure"),
+    ("Entry 5: buy milk", "Entry 6: buy milk"),
 ])
 def test_a_differing_identifier_makes_different_things(a: str, b: str) -> None:
     for cosine in (0.8, 0.99, 1.0):
@@ -387,6 +391,17 @@ def test_one_identified_thing_with_different_values_contradicts(a: str, b: str, 
     v = judge(a, b, 0.97)
     assert v.label == "contradictory", v.reason
     assert evidence in v.reason
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Alice owns 3 cats", "Alice owns 4 cats"),  # a count: after the verb
+    ("Age 30", "Age 31"),  # an attribute's value
+    ("Weight 70 kg", "Weight 72 kg"),  # a measure: its unit follows
+    ("Temperature reading 21", "Temperature reading 23"),  # not the text's second word
+])
+def test_a_number_after_the_opening_word_that_counts_or_measures_still_contradicts(a: str, b: str) -> None:
+    v = judge(a, b, 0.97)
+    assert v.label == "contradictory" and "numbers differ" in v.reason, v.reason
 
 
 def test_the_same_identifier_in_other_notations_is_redundant() -> None:
