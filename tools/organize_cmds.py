@@ -276,7 +276,10 @@ def run_bench(args: argparse.Namespace) -> int:
             print(f"bench organize: {text}", file=sys.stderr, flush=True)
 
     settings = Settings({"synchronous": args.synchronous, "organizer_cluster_interval_s": 0.0})
+    refit_settings = Settings({"synchronous": args.synchronous, "organizer_cluster_interval_s": 0.0, "organizer_refit_share": 0.0})
     items, kinds = synthetic(args.n)
+    grown, _ = synthetic(max(30, args.n // 100), seed=12)  # what a tenant gains between two clustering runs: 1% more
+    regrowth: dict[str, list[tuple[float, int, int]]] = {"placed": [], "re-partitioned": []}  # (seconds, events, edges unlinked) of each re-clustering
     dedups: list[tuple[float, float, dict[str, Any]]] = []  # (seconds, cpu seconds, report) of each pass
     clusters: list[tuple[float, float, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
@@ -297,15 +300,26 @@ def run_bench(args: argparse.Namespace) -> int:
             shutil.rmtree(where, ignore_errors=True)
         importlib.import_module("sklearn.cluster")  # its import is not clustering time
         for run in range(args.runs):
-            where = os.path.join(tmp, f"cluster{run}")
-            with MemoryService.open(where, settings=settings) as service:
-                status(f"run {run + 1}/{args.runs}: clustering {counted(args.n, 'memory', 'memories', grouped=True)}")
-                _ingest(service, "bench", items)
-                organizer = Organizer(service, settings)
-                began, cpu = time.perf_counter(), time.process_time()
-                topics = organizer.cluster("bench")
-                clusters.append((time.perf_counter() - began, time.process_time() - cpu, topics))
-            shutil.rmtree(where, ignore_errors=True)
+            # Each run clusters twice side by side: as configured (the live topics placed into), and re-partitioned
+            # every run (organizer_refit_share=0), the reference; then re-clusters both after the same growth.
+            for mode, mode_settings in (("placed", settings), ("re-partitioned", refit_settings)):
+                where = os.path.join(tmp, f"cluster{run}-{mode}")
+                with MemoryService.open(where, settings=mode_settings) as service:
+                    status(f"run {run + 1}/{args.runs}: clustering {counted(args.n, 'memory', 'memories', grouped=True)} ({mode})")
+                    _ingest(service, "bench", items)
+                    organizer = Organizer(service, mode_settings)
+                    began, cpu = time.perf_counter(), time.process_time()
+                    first = organizer.cluster("bench")
+                    if mode == "placed":
+                        clusters.append((time.perf_counter() - began, time.process_time() - cpu, first))
+                        topics = first
+                    _ingest(service, "bench", grown)
+                    head = service.store.last_position()
+                    began = time.perf_counter()
+                    organizer.cluster("bench")
+                    written = service.store.read_all(after=head, tenant="bench")
+                    regrowth[mode].append((time.perf_counter() - began, len(written), sum(r.type == "EdgeUnlinked" for r in written)))
+                shutil.rmtree(where, ignore_errors=True)
     clustered = len(items)
     dedup_s, dedup_cpu = statistics.median(d[0] for d in dedups), statistics.median(d[1] for d in dedups)
     plan_s, apply_s = statistics.median(d[2]["plan_seconds"] for d in dedups), statistics.median(d[2]["apply_seconds"] for d in dedups)
@@ -338,6 +352,11 @@ def run_bench(args: argparse.Namespace) -> int:
           f" {quality['supersedes']:,} supersedes ({quality['planted_supersedes']:,} of the {kinds['contradiction pair']:,} planted same-key pairs),"
           f" {quality['duplicates_left']:,} duplicates left")
     print(f"  topics: {topics.get('created', 0):,} topic nodes, {topics.get('stopped') or 'completed'}")
+    grown_by = counted(len(grown), "memory", "memories", grouped=True)
+    again = {mode: tuple(statistics.median(r[i] for r in runs) for i in range(3)) for mode, runs in regrowth.items()}
+    for mode, label in (("placed", "placed into the live topics (as configured)"), ("re-partitioned", "re-partitioned (organizer_refit_share=0)")):
+        seconds, events, moved = again[mode]
+        print(f"  re-clustering after adding {grown_by}, {label}: {events:,.0f} events, {moved:,.0f} memories moved, {seconds:.2f} s")
     print(f"  rule judge on labelled pairs ({embedder.name} cosine where a pair gives none)")
     print(f"  {'pairs':<44}{'n':>6}{'redundant P':>13}{'R':>7}{'contradiction P':>17}{'R':>7}{'accuracy':>10}")
     for name, s in (("all labelled pairs", scores), ("distinct facts (hard negatives and pairs)", distinct),
@@ -347,7 +366,8 @@ def run_bench(args: argparse.Namespace) -> int:
     print(
         f"dedup_mps={mps:.0f} cluster_10k_s={cluster_s:.2f} redundant_precision={scores['redundant_precision']:.3f}"
         f" redundant_recall={scores['redundant_recall']:.3f} contradiction_precision={scores['contradiction_precision']:.3f}"
-        f" contradiction_recall={scores['contradiction_recall']:.3f}"
+        f" contradiction_recall={scores['contradiction_recall']:.3f} recluster_events={again['placed'][1]:.0f}"
+        f" recluster_events_repartitioned={again['re-partitioned'][1]:.0f}"
     )
     return 0
 

@@ -34,6 +34,13 @@ CLUSTER_INTERVAL_S = setting("organizer_cluster_interval_s", 100.0, "Seconds bet
 MAX_CLUSTER_SIZE = setting("organizer_max_cluster_size", 20, "Topics are split until no cluster has more members than this.")
 MIN_GROUP_SIZE = setting("organizer_min_group_size", 20, "Clustering is skipped for a tenant and type with fewer unparented memories.")
 MIN_CLUSTER_SIZE = setting("organizer_min_cluster_size", 10, "A cluster becomes a topic only with more members than this.")
+REFIT_SHARE = setting(
+    "organizer_refit_share",
+    0.25,
+    "A clustering run re-partitions a type's memories from scratch when more than this share of them is in no live topic;"
+    " otherwise the topics keep their members, the others join the nearest topic, and only a part grown past"
+    " organizer_max_cluster_size is split again (0: re-partition every run).",
+)
 TIME_BUDGET_S = setting("organizer_time_budget_s", 600.0, "A clustering run stops cleanly (between clusters) after this many seconds.")
 
 JUDGE = setting("judge", "rule", "Pair judge of the organizer: rule (default, no model) or llm (an OpenAI-compatible endpoint).")
@@ -127,6 +134,8 @@ def check_ranges(settings: Settings) -> None:
         if (count := int(settings.get(declared.name))) < low:
             raise SettingError(f"{declared.env} must be at least {low}, got {count}")
     _cosine(settings, ORGANIZER_MIN_COSINE)
+    if not 0 <= (share := float(settings.organizer_refit_share)) <= 1:  # NaN too
+        raise SettingError(f"{REFIT_SHARE.env} must be a share between 0 and 1, got {share:g}")
     budget = float(settings.organizer_time_budget_s)
     if not (math.isfinite(budget) and budget > 0):
         raise SettingError(f"{TIME_BUDGET_S.env} must be a number of seconds greater than 0, got {budget:g}")

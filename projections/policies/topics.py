@@ -4,13 +4,16 @@
 memories without a PARENT edge of their own (edges outside the ``parent:``
 namespace, e.g. a user's); memories under the organizer's own topics are
 candidates again, so every run sees the whole picture. Fewer than
-``organizer_min_group_size`` candidates: nothing happens. Otherwise
-``MiniBatchKMeans`` (fixed ``random_state``, input ordered by memory id, so
-the same memories give the same clusters) splits them recursively until no
-cluster has more than ``organizer_max_cluster_size`` members. The top-level
-clusters become topics; a top-level cluster that had to be split becomes two
-levels (topic → sub-topics → memories), its leaves with too few members
-hanging from the topic directly. Only clusters with more than
+``organizer_min_group_size`` candidates: nothing happens. Otherwise they
+are grouped (:mod:`.topic_partition`): re-partitioned by recursive
+``MiniBatchKMeans`` until no cluster has more than
+``organizer_max_cluster_size`` members, when more than
+``organizer_refit_share`` of them are in no live topic (the first run, a
+large import); else placed into the live topics, which keep their members
+while the others join the nearest topic, and only a part grown past the
+maximum is split again. The top-level groups become topics; one that had to
+be split becomes two levels (topic → sub-topics → memories), its leaves with
+too few members hanging from the topic directly. Only groups with more than
 ``organizer_min_cluster_size`` members are kept. Every memory is placed:
 memories without a projected vector are embedded from their text.
 
@@ -52,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import re
 import time
 from collections import defaultdict
@@ -72,6 +74,7 @@ from .conversation import conversation_place
 from .dedup import ACTOR, Item, Vectors, load_items
 from .llm_judge import LLMUnavailable
 from .settings import type_list
+from .topic_partition import partitioned, placed
 
 if TYPE_CHECKING:
     from ..service import MemoryService
@@ -81,8 +84,6 @@ RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason 
 RETIRED_ORPHAN = "no activated member left"
 RETIRED_REPLACED = "replaced by a new clustering"
 TENANT_COUNTS = ("created", "revised", "retired", "kept", "held", "follows_linked", "follows_unlinked")  # a run's counts, also kept per tenant  # ... when a new cluster takes its members
-BRANCH = 10  # at most this many clusters per split
-SEED = 7
 # A word of three letters or more, each letter with the marks written on it (an Indic word is one word, not its consonants).
 _WORD = re.compile(f"(?:[^\\W\\d_]{MARK}*){{3,}}")
 _STOP = frozenset(
@@ -91,10 +92,6 @@ _STOP = frozenset(
     "other its it's his her him she he our out all any can did does doing done been being user users".split()
 )
 _props = msgspec.json.Decoder(dict)
-
-
-class Leaf(msgspec.Struct):
-    rows: list[int]
 
 
 class Cluster(msgspec.Struct, kw_only=True):
@@ -136,27 +133,6 @@ def revised_topic(cluster: Cluster, overlapping: dict[str, dict[str, Any]]) -> s
     added, gone or moved: :func:`majority_match` of all the members, sub-topics' included); None: the cluster is a
     new topic, and the topics it overlaps are retired."""
     return majority_match(cluster.all_members, {topic_id: info["members"] for topic_id, info in overlapping.items()})
-
-
-def split(X: np.ndarray, rows: np.ndarray, max_size: int) -> list:
-    """Recursive MiniBatchKMeans: a leaf (``Leaf``) or a list of children."""
-    from sklearn.cluster import MiniBatchKMeans
-    from threadpoolctl import threadpool_limits
-
-    if len(rows) <= max_size:
-        return Leaf(rows.tolist())
-    k = max(2, min(BRANCH, math.ceil(len(rows) / max_size)))
-    model = MiniBatchKMeans(n_clusters=k, random_state=SEED, n_init=3, batch_size=min(1024, len(rows)), max_iter=100)
-    with threadpool_limits(1):  # small fits: thread start-up costs more than it saves, and results stay reproducible
-        labels = model.fit_predict(X[rows])
-    groups = [rows[labels == label] for label in range(k) if np.any(labels == label)]
-    if len(groups) < 2:  # identical vectors: split deterministically
-        groups = np.array_split(rows, k)
-    return [split(X, g, max_size) for g in groups]
-
-
-def leaves(node) -> list[Leaf]:
-    return [node] if isinstance(node, Leaf) else [leaf for child in node for leaf in leaves(child)]
 
 
 class Terms:
@@ -246,6 +222,7 @@ class TopicBuilder:
         self.max_size = max(2, int(settings.organizer_max_cluster_size))
         self.min_group = int(settings.organizer_min_group_size)
         self.min_cluster = int(settings.organizer_min_cluster_size)
+        self.refit_share = float(settings.organizer_refit_share)
         self.clock = time.monotonic  # the time budget's clock
 
     def _existing(self, tenant: str, node_ids) -> set[str]:
@@ -311,29 +288,21 @@ class TopicBuilder:
             out["skipped"] = f"{len(items)} candidates < organizer_min_group_size {self.min_group}"
             return out
         X = self.vectors.matrix(tenant, items)
-        tree = split(X, np.arange(len(items)), self.max_size)
+        existing = self.existing(tenant, memory_type)
+        live = [(info["direct"], [members for _, members in sorted(info["sub_members"].items())]) for _, info in sorted(existing.items())]
+        groups = placed(X, {item.id: r for r, item in enumerate(items)}, live, self.max_size, self.min_cluster, self.refit_share)
+        if groups is None:
+            groups = partitioned(X, np.arange(len(items)), self.max_size, self.min_cluster)
         if self.clock() > deadline:
             out["skipped"] = "time budget"
             return out
-        tops = [tree] if isinstance(tree, Leaf) else tree
+        groups = [g for g in groups if len(g.rows) > self.min_cluster]
         terms = Terms([i.content.memory for i in items])
         clusters: list[Cluster] = []
-        top_rows = [sorted(r for leaf in leaves(t) for r in leaf.rows) for t in tops]
-        top_terms = terms.top(top_rows)
-        for node, rows, words in zip(tops, top_rows, top_terms):
-            if len(rows) <= self.min_cluster:
-                continue
-            direct: list[int] = []
-            subs: list[Cluster] = []
-            if not isinstance(node, Leaf):
-                kept = [leaf.rows for leaf in leaves(node) if len(leaf.rows) > self.min_cluster]
-                direct = [r for leaf in leaves(node) if len(leaf.rows) <= self.min_cluster for r in leaf.rows]
-                for sub_rows, sub_words in zip(kept, terms.top(kept)):
-                    subs.append(self._cluster(memory_type, items, X, sorted(sub_rows), [], sub_words))
-            else:
-                direct = rows
-            clusters.append(self._cluster(memory_type, items, X, sorted(direct), subs, words, all_rows=rows))
-        existing = self.existing(tenant, memory_type)
+        top_rows = [g.rows for g in groups]
+        for group, rows, words in zip(groups, top_rows, terms.top(top_rows)):
+            subs = [self._cluster(memory_type, items, X, sub_rows, [], sub_words) for sub_rows, sub_words in zip(group.subs, terms.top(group.subs))]
+            clusters.append(self._cluster(memory_type, items, X, group.direct, subs, words, all_rows=rows))
         known = {info["fingerprint"]: topic_id for topic_id, info in existing.items()}
         reverted = self.reverted.refresh().fingerprints
         held: set[str] = set()  # members of the clusters a revert undid: the topics it brought back stay

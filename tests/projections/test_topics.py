@@ -439,3 +439,66 @@ def test_two_level_topics_revised_run_after_run_keep_one_parent_per_memory_and_r
         graph = set(parent_edges(svc))
         svc.runner.rebuild(["graph"])
         assert set(parent_edges(svc)) == graph
+
+
+def _growth(tmp_path, refit_share: float) -> tuple[dict, list, list[str], MemoryService]:
+    """Three themes of 40 clustered into topics with sub-topics; then 3 more memories of one theme, clustered again."""
+    settings = make_settings(organizer_max_cluster_size=12, organizer_min_cluster_size=3, organizer_min_group_size=10, organizer_refit_share=refit_share)
+    svc = MemoryService.open(tmp_path / str(refit_share), settings=settings)
+    for theme in ("kitchen", "space", "money"):
+        add(svc, themed(theme, 40))
+    organizer = Organizer(svc, settings)
+    organizer.cluster()
+    newcomers = add(svc, themed("space", 3, seed=7))
+    head = svc.store.last_position()
+    report = organizer.cluster()
+    return report, svc.store.read_all(after=head), newcomers, svc
+
+
+def test_a_few_new_memories_join_the_live_topics_and_the_rest_stay_put(tmp_path):
+    """Re-partitioned from scratch on every run, 3 new memories among 120 moved dozens of others between
+    sub-topics (each move two edge events): k-means has many near-equal optima. Placed into the live topics,
+    they join the nearest, and only a sub-topic grown past the maximum is split again."""
+    report, written, newcomers, svc = _growth(tmp_path, 0.25)
+    with svc:
+        assert report["created"] == report["retired"] == 0 and not report["errors"], report
+        unlinked = [r for r in written if r.type == "EdgeUnlinked"]
+        linked = {r.event.edge.target for r in written if r.type == "EdgeLinked"}
+        assert set(newcomers) <= linked and len(unlinked) <= 12, [r.type for r in written]  # at most one split sub-topic's share
+        topics, edges = live_topics(svc), parent_edges(svc)
+        parents = Counter(t for _, _, t in edges if t not in topics)
+        assert set(parents.values()) == {1} and len(parents) == 123
+        parent = {t: s for _, s, t in edges}
+        for newcomer in newcomers:  # each joined a topic of its theme
+            top = parent[newcomer] if topics[parent[newcomer]]["properties"]["level"] == 1 else parent[parent[newcomer]]
+            under = [m for m in parents if top in (parent[m], parent.get(parent[m]))]
+            assert themes_of(svc, under).most_common(1)[0][0] == "space"
+        head = svc.store.last_position()
+        assert Organizer(svc, svc.settings).cluster()["revised"] == 0 and svc.store.last_position() == head  # settled
+
+
+def test_re_partitioning_every_run_moves_more(tmp_path):
+    placed = _growth(tmp_path, 0.25)
+    refit = _growth(tmp_path, 0.0)
+    for *_, svc in (placed, refit):
+        svc.close()
+    moved = [sum(r.type == "EdgeUnlinked" for r in written) for _, written, _, _ in (placed, refit)]
+    assert moved[0] < moved[1], moved
+
+
+def test_more_new_memories_than_the_refit_share_re_partition(tmp_path):
+    settings = make_settings(organizer_max_cluster_size=12, organizer_min_cluster_size=3, organizer_min_group_size=10)
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        add(svc, themed("kitchen", 20) + themed("space", 20))
+        organizer = Organizer(svc, settings)
+        organizer.cluster()
+        add(svc, themed("music", 20) + themed("travel", 20))  # half the memories in no topic
+        report = organizer.cluster()
+        topics, edges = live_topics(svc), parent_edges(svc)
+        tops = {s for _, s, t in edges if s in topics and topics[s]["properties"]["level"] == 1}
+        parent = {t: s for _, s, t in edges}
+        by_top = defaultdict(list)
+        for member in (t for t in parent if t not in topics):
+            by_top[parent[member] if parent[member] in tops else parent[parent[member]]].append(member)
+        assert report["created"] >= 1 and len(tops) >= 4, report
+        assert all(len(themes_of(svc, ids)) == 1 for ids in by_top.values())  # music and travel got topics of their own

@@ -174,3 +174,14 @@ def test_the_sealing_cases_compare_sealed_and_plaintext_appends_at_both_durabili
     assert any("synchronous=FULL" in line for line in seen) and any("synchronous=NORMAL" in line for line in seen)
     assert "(sealed, FULL)" in text and "at FULL" in text and "side by side" in text
     assert not list(tmp_path.iterdir())  # every run's directory removed
+
+
+def test_bench_organize_re_clusters_a_grown_tenant_both_ways(capsys, tmp_path):
+    assert cli.main(["bench", "organize", "--n", "600", "--runs", "1", "--tmp-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    figures = dict(pair.split("=") for pair in lines[-1].split())
+    rows = {line.split(", ")[1].split(":")[0]: line for line in lines if "re-clustering after adding 30 memories" in line}
+    assert set(rows) == {"placed into the live topics (as configured)", "re-partitioned (organizer_refit_share=0)"}
+    placed, refit = int(figures["recluster_events"]), int(figures["recluster_events_repartitioned"])
+    assert f"{placed:,} events" in rows["placed into the live topics (as configured)"]
+    assert 30 <= placed < refit  # at least an edge for each new memory; a fit made afresh moves many more

@@ -314,6 +314,8 @@ def _refused_at_start(tmp_path, capsys, monkeypatch, env: dict, message: str, co
         ({"MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE": "1"}, "MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE must be at least 2, got 1"),
         ({"MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE": "0"}, "MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE must be at least 1, got 0"),
         ({"MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE": "-1"}, "MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE must be at least 0, got -1"),
+        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "1.5"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE must be a share between 0 and 1, got 1.5"),
+        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "nan"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE must be a share between 0 and 1, got nan"),
         ({"MNEMOLOG_ORGANIZER_TYPES": "LongTermMemory,UserMemroy"},
          "MNEMOLOG_ORGANIZER_TYPES: unknown memory type 'UserMemroy' (expected some of WorkingMemory, LongTermMemory, UserMemory, OuterMemory,"
          " RawFileMemory)"),
