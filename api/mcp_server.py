@@ -662,8 +662,12 @@ def run_http(front: McpFront, host: str, port: int, *, ready: Callable[[str], No
     import anyio
     import uvicorn
 
+    from .mcp_http import body_limited
+
+    limit = int(front.settings.max_body_bytes)
+
     async def serve(server) -> None:
-        app = server.streamable_http_app(host=host)
+        app = body_limited(server.streamable_http_app(host=host, max_request_body_size=limit), limit)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
         http = uvicorn.Server(config)
         if ready is not None:

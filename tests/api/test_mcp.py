@@ -622,6 +622,32 @@ async def test_streamable_http_with_the_servers_key(start, http_mcp):
         assert ok(await mcp.call_tool("history", {"id": cat})) == await http.memory_history(cat)
 
 
+@needs_mcp
+async def test_streamable_http_takes_the_apis_body_limit_and_refuses_beyond_it_in_json(start, http_mcp):
+    """The SDK refused a body over 4 MiB with a plain-text 413; the HTTP API takes 16 MiB."""
+    import http.client as http_client_lib
+    import socket
+
+    api, http, key, lisbon, cat = await seed(start)
+    url = http_mcp(api.data_dir, key, "--allow-writes")
+    batch = [{"memory": f"note {i} " + "x" * 90_000} for i in range(60)]  # 5.2 MiB: over the SDK's own limit, within the API's
+    async with http_client(url, None) as mcp:
+        added = ok(await mcp.call_tool("add_memory", {"memories": batch}))
+    assert len(added["memory_ids"]) == 60 and (await http.get_memory(added["memory_ids"][-1]))["memory"] == batch[-1]["memory"]
+    # Refused on its declared length, before it is read: the headers alone get the answer.
+    host, port = re.match(r"http://([^/:]+):(\d+)/", url).groups()
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                     f"Content-Length: {2**24 + 1}\r\n\r\n".encode())
+        response = http_client_lib.HTTPResponse(conn)
+        response.begin()
+        assert response.status == 413 and response.getheader("Content-Type") == "application/json"
+        answer = json.loads(response.read())
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None and answer["error"]["code"] == -32600
+    assert answer["error"]["data"]["error"]["code"] == "payload_too_large" and answer["error"]["data"]["error"]["field"] == "body"
+    assert "16,777,216 bytes" in answer["error"]["message"]
+
+
 # -- the HTTP API's revert dry run, which the MCP revert uses -------------------------------------------------------
 
 
