@@ -439,9 +439,10 @@ def _id_noun(tokens: list[tuple[str, str]], i: int) -> str:
 
 def _label(tokens: list[tuple[str, str]], i: int, after: tuple[str, str]) -> str:
     """The word a number at ``i`` labels when the text opens with that word and the number ("bulk 274 ...",
-    "record 12 of the import", "sensor 4 reports ..."), or ''. Numbered items of a batch read so: a number
-    that counts comes after a verb ("Alice has 3 cats", "owns 3"), and one that measures is followed by its
-    unit ("weight 70 kg"); an attribute's value ("age 30") is no label either."""
+    "record 12 of the import", "sensor 4 reports ..."), or ''. Numbered items of a batch read so. A number that
+    counts comes after a subject and its verb ("Alice owns 3 cats"), one that measures is followed by its unit
+    ("weight 70 kg"), and an attribute's value ("age 30") is no label. A note opening with a verb ("bought 3
+    apples") reads as a label too: two such notes are kept side by side, never one superseding the other."""
     if i != 1 or tokens[0][0] != "word" or after[1] in _MEASURES:
         return ""
     word = tokens[0][1]
