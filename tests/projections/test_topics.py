@@ -502,3 +502,19 @@ def test_more_new_memories_than_the_refit_share_re_partition(tmp_path):
             by_top[parent[member] if parent[member] in tops else parent[parent[member]]].append(member)
         assert report["created"] >= 1 and len(tops) >= 4, report
         assert all(len(themes_of(svc, ids)) == 1 for ids in by_top.values())  # music and travel got topics of their own
+
+
+def test_memories_of_a_new_theme_get_a_topic_of_their_own_rather_than_joining_the_nearest(tmp_path, settings):
+    """Fewer than organizer_refit_share of the memories, all of a theme no topic holds: placed into the nearest
+    topics, they were split between the kitchen and the space topics, and never got a topic of their own."""
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        add(svc, themed("kitchen", 30) + themed("space", 30))
+        organizer = Organizer(svc, settings)
+        organizer.cluster()
+        before = live_topics(svc)
+        music = add(svc, themed("music", 14))
+        report = organizer.cluster()
+        topics, edges = live_topics(svc), parent_edges(svc)
+        assert set(before) < set(topics) and report["created"] == 1 and report["revised"] == report["retired"] == 0, report
+        parent = {t: s for _, s, t in edges}
+        assert len({parent[m] for m in music}) == 1 and set(themes_of(svc, [t for t, s in parent.items() if s == parent[music[0]]])) == {"music"}
