@@ -7,15 +7,17 @@ candidates again, so every run sees the whole picture. Fewer than
 ``organizer_min_group_size`` candidates: nothing happens. Otherwise they
 are grouped (:mod:`.topic_partition`): re-partitioned by recursive
 ``MiniBatchKMeans`` until no cluster has more than
-``organizer_max_cluster_size`` members, when more than
+``organizer_max_cluster_size`` members when more than
 ``organizer_refit_share`` of them are in no live topic (the first run, a
-large import); else placed into the live topics, which keep their members
-while the others join the nearest topic, and only a part grown past the
-maximum is split again. The top-level groups become topics; one that had to
-be split becomes two levels (topic → sub-topics → memories), its leaves with
-too few members hanging from the topic directly. Only groups with more than
-``organizer_min_cluster_size`` members are kept. Every memory is placed:
-memories without a projected vector are embedded from their text.
+large import), or when they are more than twice as many as at the last
+re-partition (its count is kept in every topic's ``partitioned_at``), so that
+the topics follow what the tenant has become; else placed into the live
+topics, which keep their members while new ones join the nearest, and only a
+cluster grown past the maximum is split again. The top-level groups become
+topics; one that had to be split becomes two levels (topic → sub-topics →
+memories), its leaves with too few members hanging from the topic directly.
+Only groups with more than ``organizer_min_cluster_size`` members are kept.
+Memories without a projected vector are embedded from their text.
 
 A topic's key and text are extractive: its most distinctive terms (TF-IDF
 across sibling clusters) and the member nearest its centroid; with an LLM
@@ -83,6 +85,7 @@ TOPIC = MemoryType.TOPIC.value
 RETIRED_STALE = "no longer a cluster"  # why a run archives a topic (the reason its event records)
 RETIRED_ORPHAN = "no activated member left"
 RETIRED_REPLACED = "replaced by a new clustering"
+REPARTITION_GROWTH = 2  # a run re-partitions once the candidates are more than this many times those of the last re-partition
 TENANT_COUNTS = ("created", "revised", "retired", "kept", "held", "follows_linked", "follows_unlinked")  # a run's counts, also kept per tenant  # ... when a new cluster takes its members
 # A word of three letters or more, each letter with the marks written on it (an Indic word is one word, not its consonants).
 _WORD = re.compile(f"(?:[^\\W\\d_]{MARK}*){{3,}}")
@@ -106,6 +109,7 @@ class Cluster(msgspec.Struct, kw_only=True):
     representative: str = ""
     summarizer: str = "extractive"
     sample: list[str] = []
+    partitioned_at: int = 0  # the candidates of its type when they were last re-partitioned (see topic_partition)
 
     @property
     def all_members(self) -> set[str]:
@@ -250,7 +254,8 @@ class TopicBuilder:
         for item in load_items(conn, tenant, TOPIC):
             p = item.content.properties
             if p.get("organizer") == "topics" and p.get("of_type") == memory_type:
-                topics[item.id] = {"fingerprint": p.get("fingerprint"), "level": p.get("level", 1), "members": set(), "subs": [], "direct": set(), "sub_members": {}}
+                topics[item.id] = {"fingerprint": p.get("fingerprint"), "level": p.get("level", 1), "members": set(), "subs": [], "direct": set(), "sub_members": {},
+                                   "partitioned_at": p.get("partitioned_at")}
         children: dict[str, list[str]] = defaultdict(list)
         for source, target in conn.execute(
             "SELECT source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'PARENT' AND valid_to IS NULL AND edge_id LIKE 'parent:%'", (tenant,)
@@ -290,9 +295,13 @@ class TopicBuilder:
         X = self.vectors.matrix(tenant, items)
         existing = self.existing(tenant, memory_type)
         live = [(info["direct"], [members for _, members in sorted(info["sub_members"].items())]) for _, info in sorted(existing.items())]
-        groups = placed(X, {item.id: r for r, item in enumerate(items)}, live, self.max_size, self.min_cluster, self.refit_share)
+        # The candidates at the last re-partition (topics written before it was recorded: the members they hold).
+        basis = max((info["partitioned_at"] or 0 for info in existing.values()), default=0) or sum(len(info["members"]) for info in existing.values())
+        groups = None
+        if len(items) <= REPARTITION_GROWTH * basis:  # else the tenant has outgrown the partition its topics came from
+            groups = placed(X, {item.id: r for r, item in enumerate(items)}, live, self.max_size, self.min_cluster, self.refit_share)
         if groups is None:
-            groups = partitioned(X, np.arange(len(items)), self.max_size, self.min_cluster)
+            groups, basis = partitioned(X, np.arange(len(items)), self.max_size, self.min_cluster), len(items)
         if self.clock() > deadline:
             out["skipped"] = "time budget"
             return out
@@ -303,6 +312,9 @@ class TopicBuilder:
         for group, rows, words in zip(groups, top_rows, terms.top(top_rows)):
             subs = [self._cluster(memory_type, items, X, sub_rows, [], sub_words) for sub_rows, sub_words in zip(group.subs, terms.top(group.subs))]
             clusters.append(self._cluster(memory_type, items, X, group.direct, subs, words, all_rows=rows))
+        for cluster in clusters:
+            for planned in (cluster, *cluster.subs):
+                planned.partitioned_at = basis
         known = {info["fingerprint"]: topic_id for topic_id, info in existing.items()}
         reverted = self.reverted.refresh().fingerprints
         held: set[str] = set()  # members of the clusters a revert undid: the topics it brought back stay
@@ -355,7 +367,7 @@ class TopicBuilder:
     def _content(self, cluster: Cluster, memory_type: str, level: int, run: str) -> MemoryContent:
         props = {
             "organizer": "topics", "of_type": memory_type, "level": level, "run": run, "fingerprint": cluster.fingerprint,
-            "size": len(cluster.all_members), "terms": cluster.terms, "representative": cluster.representative, "summarizer": cluster.summarizer,
+            "size": len(cluster.all_members), "partitioned_at": cluster.partitioned_at, "terms": cluster.terms, "representative": cluster.representative, "summarizer": cluster.summarizer,
         }
         return MemoryContent(memory=cluster.text, memory_type=TOPIC, key=cluster.key or None, tags=("topic",), properties=props)
 

@@ -518,3 +518,21 @@ def test_memories_of_a_new_theme_get_a_topic_of_their_own_rather_than_joining_th
         assert set(before) < set(topics) and report["created"] == 1 and report["revised"] == report["retired"] == 0, report
         parent = {t: s for _, s, t in edges}
         assert len({parent[m] for m in music}) == 1 and set(themes_of(svc, [t for t, s in parent.items() if s == parent[music[0]]])) == {"music"}
+
+
+def test_topics_are_re_partitioned_once_the_tenant_has_doubled_since_the_last_partition(tmp_path):
+    """Placed run after run, topics would keep the shape of the tenant's first few memories for good: a run
+    re-partitions once the candidates are more than twice those of the last re-partition (kept in the topics)."""
+    settings = make_settings(organizer_max_cluster_size=12, organizer_min_cluster_size=3, organizer_min_group_size=10)
+    with MemoryService.open(tmp_path, settings=settings) as svc:
+        add(svc, themed("kitchen", 12) + themed("space", 12))
+        organizer = Organizer(svc, settings)
+        organizer.cluster()
+        assert {c["properties"]["partitioned_at"] for c in live_topics(svc).values()} == {24}
+        for round_ in range(4):  # 5 more a round, under the refit share each time: placed, the count kept
+            add(svc, themed(("kitchen", "space")[round_ % 2], 5, seed=20 + round_))
+            organizer.cluster()
+            assert {c["properties"]["partitioned_at"] for c in live_topics(svc).values()} == {24}
+        add(svc, themed("kitchen", 5, seed=30))  # 49 candidates: more than twice 24
+        organizer.cluster()
+        assert {c["properties"]["partitioned_at"] for c in live_topics(svc).values()} == {49}
