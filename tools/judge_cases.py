@@ -471,6 +471,12 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("Renewed the passport in 2015", None, "Renewed the passport in 2025", None, 0.95, _I),
     ("Week 12 of the training plan has three runs", None, "Week 13 of the training plan has three runs", None, 0.97, _I),
     ("Day 3 of the trip is in Kyoto", None, "Day 4 of the trip is in Kyoto", None, 0.96, _I),
+    # observations of something that changes, at different times: both hold
+    ("Temperature at 9am: 21C", None, "Temperature at 3pm: 23C", None, 0.9, _I),
+    ("Alice's blood pressure was 120/80 on Monday", None, "Alice's blood pressure was 130/85 on Friday", None, 0.93, _I),
+    ("The stock closed at 102 on Monday", None, "The stock closed at 99 on Tuesday", None, 0.93, _I),
+    ("Rent was 1,200 euros in 2023", None, "Rent was 1,350 euros in 2024", None, 0.95, _I),
+    ("The meeting is at 3pm", None, "The meeting is at 4pm", None, 0.95, _C),  # the time alone differs: it is what is stated
     # numbered list items
     ("Step 3: add the flour", None, "Step 4: add the sugar", None, 0.9, _I),
     ("Todo item 3: call the plumber", None, "Todo item 4: call the landlord", None, 0.9, _I),

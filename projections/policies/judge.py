@@ -24,8 +24,10 @@ alone is not one:
 * two values conflict only in the same place of the sentence ("Alice has [3]
   cats" / "owns [four] cats", not "Zoe is [30]" / "Zoe has [3] cats");
 * past events that differ only in their date are two occasions ("paid the
-  bill on March 3" / "on April 3"), unless the event happens once (born,
-  married, started) or both name the same thing ("order 5531").
+  bill on March 3" / "on April 3"), and texts stating different times that
+  differ in another value too are two observations of something that changes
+  ("temperature at 9am: 21C" / "at 3pm: 23C"), unless the event happens once
+  (born, married, started) or both name the same thing ("order 5531").
 
 Keys are slots: different keys are independent; the same key names subject
 and attribute, so a value conflict or a different value in an otherwise shared
@@ -69,6 +71,7 @@ from .judge_text import (  # noqa: F401 - normalize_text is part of this module'
     _RELATION_SLOTS,
     _analyse,
     _classify,
+    _is_year,
     _frame,
     _lex,
     _prepare,
@@ -88,8 +91,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # are no contradiction; 7: an Indic word read whole, with its vowel signs
 # 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
 # the past, or asking what it states ("X?"), no repeat of it; 9: a number right after the word a text opens with labels it
-# ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number
-RULE_JUDGE_VERSION = "9"
+# ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number; 10: texts
+# stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C")
+RULE_JUDGE_VERSION = "10"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -237,6 +241,32 @@ def _occasions(a: _Analysis, b: _Analysis) -> bool:
     dates = a.date_numbers | b.date_numbers
     return bool(differing) and all(
         k in _DATE_KINDS or (k == "number" and a.values[k] ^ b.values[k] <= dates) for k in differing)
+
+
+def _dates(t: _Analysis) -> frozenset[str]:
+    """The numbers of a text's dates: beside a month, and years ("September 19, 2024")."""
+    return t.date_numbers | {n for n in t.values["number"] if _is_year(n)}
+
+
+def _when(t: _Analysis) -> frozenset[tuple[str, str]]:
+    """The times, days and dates a text states."""
+    return frozenset({(k, v) for k in _DATE_KINDS for v in t.values[k]} | {("date", n) for n in _dates(t)})
+
+
+def _observations(a: _Analysis, b: _Analysis) -> bool:
+    """Both texts say when, at times neither of which holds the other, and differ in another value too: two
+    observations of something that changes ("temperature at 9am: 21C" / "at 3pm: 23C", "blood pressure was
+    120/80 on Monday" / "130/85 on Friday"); both hold. Not for an event that happens once, nor for one thing
+    both name ("order 5531"); a text differing only in when states the time itself ("departs at 9:40")."""
+    if a.once or b.once or a.idents & b.idents:
+        return False
+    when_a, when_b = _when(a), _when(b)
+    if not when_a or not when_b or when_a <= when_b or when_b <= when_a:
+        return False
+    return any(
+        a.values[k] - _dates(a) != b.values[k] - _dates(b) if k == "number" else a.values[k] != b.values[k]
+        for k in _KINDS if k not in _DATE_KINDS
+    )
 
 
 _STRUCTURE = frozenset({"be", "have", "<not>", "<ident>"}) | _RELATION_SLOTS
@@ -392,6 +422,8 @@ class RuleJudge:
                                               f"{_show(words_a - words_b)} vs {_show(words_b - words_a)}")
             if _occasions(ta, tb):
                 return verdict("independent", f"{evidence}, but of different occasions (past events)")
+            if _observations(ta, tb):
+                return verdict("independent", f"{evidence}, but observed at different times")
             masked = {"<opposite>"} if opposites else set()  # values and opposites count as shared
             sim = _jaccard(words_a | (ta.content - ta.words) | masked, words_b | (tb.content - tb.words) | masked)
             if sim >= cfg.contradiction_similarity:

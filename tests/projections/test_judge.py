@@ -423,6 +423,21 @@ def test_past_events_on_different_dates_are_different_occasions(a: str, b: str) 
 
 
 @pytest.mark.parametrize("a, b", [
+    ("Temperature at 9am: 21C", "Temperature at 3pm: 23C"),
+    ("Alice's blood pressure was 120/80 on Monday", "Alice's blood pressure was 130/85 on Friday"),
+    ("Rent was 1,200 euros in 2023", "Rent was 1,350 euros in 2024"),
+])
+def test_values_observed_at_different_times_both_hold(a: str, b: str) -> None:
+    v = judge(a, b, 0.93)
+    assert v.label == "independent" and v.reason.endswith("but observed at different times"), v.reason
+
+
+def test_a_time_that_alone_differs_is_the_value_stated() -> None:
+    assert judge("The meeting is at 3pm", "The meeting is at 4pm", 0.95).label == "contradictory"
+    assert judge("The quarterly review is on 2024-09-12", "The quarterly review is on September 19, 2024", 0.9).label == "contradictory"
+
+
+@pytest.mark.parametrize("a, b", [
     ("Carol started at the company in 2019", "Carol started at the company in 2021"),  # happens once
     ("Alice was born in 1990", "Alice was born in 1992"),
     ("The team meeting is on Monday", "The team meeting is on Thursday"),  # a state, not an event
