@@ -22,11 +22,11 @@ direct members beside sub-topics are what small leaves left, no cluster to
 join), if it is near enough that centroid (:data:`REACH`): one farther
 from every topic is of something new. Those are partitioned among
 themselves into new topics once they are more than
-``organizer_min_cluster_size``; until then they wait, in no topic, and count
-towards a re-partition. A member whose text changed so that another topic's centroid is
-nearer than its own, by more than :data:`MOVE_MARGIN` in cosine, is placed
-again. Only a cluster that has grown past the maximum is split again, as a
-re-partition would split it. A sub-topic left with too few members
+``organizer_min_cluster_size``; until then they wait, in no topic, and
+count towards a re-partition. A member whose text changed so that another
+topic's centroid is nearer than its own, by more than :data:`MOVE_MARGIN`
+in cosine, is placed again. Only a cluster that has grown past the maximum
+is split again, as a re-partition would split it. A sub-topic left with too few members
 hands them to its topic; a topic left with too few is dropped, and its
 members are placed like new ones. The run then writes what changed: new
 members' edges and the topics' revised texts.
@@ -115,10 +115,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return centroid / norm if norm else centroid
 
 
-def placed(
-    X: np.ndarray, row_of: dict[str, int], live: list[tuple[set[str], list[set[str]]]], max_size: int, min_cluster: int, refit_share: float,
-    move_margin: float = MOVE_MARGIN,
-) -> list[Group] | None:
+def placed(X: np.ndarray, row_of: dict[str, int], live: list[tuple[set[str], list[set[str]]]], max_size: int, min_cluster: int, refit_share: float) -> list[Group] | None:
     """The rows placed into the ``live`` topics (each: its direct members' ids, and each sub-topic's), in their
     order; ``None`` when a re-partition is due: no live topic keeps enough members, or more than ``refit_share``
     of the rows are in none (see the module docstring)."""
@@ -131,12 +128,12 @@ def placed(
         direct = [row_of[m] for m in sorted(direct_ids) if m in row_of and row_of[m] not in taken]
         taken.update(direct)
         topics.append((direct, subs))
-    _leave_for_nearer(X, topics, move_margin)
+    _leave_for_nearer(X, topics)
     kept: list[tuple[list[int], list[list[int]]]] = []
     for direct, subs in topics:
         direct = direct + [r for sub in subs if len(sub) <= min_cluster for r in sub]  # a sub-topic left too small: its members go up
         subs = [sub for sub in subs if len(sub) > min_cluster]
-        if len(direct) + sum(map(len, subs)) > min_cluster:  # else the topic is dropped: its members are placed as new ones
+        if len(_rows(direct, subs)) > min_cluster:  # else the topic is dropped: its members are placed as new ones
             kept.append((direct, subs))
     free = sorted(set(range(len(X))) - {r for direct, subs in kept for r in _rows(direct, subs)})
     if not kept or len(free) > refit_share * len(X):
@@ -164,9 +161,9 @@ def placed(
     return grown
 
 
-def _leave_for_nearer(X: np.ndarray, topics: list[tuple[list[int], list[list[int]]]], margin: float) -> None:
+def _leave_for_nearer(X: np.ndarray, topics: list[tuple[list[int], list[list[int]]]]) -> None:
     """Take out of its topic every member whose vector is nearer another topic's centroid, by more than
-    ``margin`` in cosine, than its own topic's (its text changed since it was placed): it is placed again."""
+    :data:`MOVE_MARGIN` in cosine, than its own topic's (its text changed since it was placed): it is placed again."""
     nonempty = [t for t, (direct, subs) in enumerate(topics) if direct or any(subs)]
     if len(nonempty) < 2:
         return
@@ -179,7 +176,7 @@ def _leave_for_nearer(X: np.ndarray, topics: list[tuple[list[int], list[list[int
             sims = X[part] @ C.T
             own = sims[:, column].copy()
             sims[:, column] = -np.inf
-            part[:] = [r for r, stays in zip(part, sims.max(axis=1) <= own + margin) if stays]
+            part[:] = [r for r, stays in zip(part, sims.max(axis=1) <= own + MOVE_MARGIN) if stays]
 
 
 def _regrown(X: np.ndarray, direct: list[int], subs: list[list[int]], max_size: int, min_cluster: int) -> Group:
@@ -193,5 +190,8 @@ def _regrown(X: np.ndarray, direct: list[int], subs: list[list[int]], max_size: 
             out_subs.append(sub)
             continue
         for leaf in leaves(split(X, np.array(sorted(sub)), max_size)):
-            (out_subs.append(leaf.rows) if len(leaf.rows) > min_cluster else out_direct.extend(leaf.rows))
+            if len(leaf.rows) > min_cluster:
+                out_subs.append(leaf.rows)
+            else:
+                out_direct.extend(leaf.rows)
     return _sorted_group(out_direct, out_subs)
