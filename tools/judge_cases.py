@@ -495,6 +495,8 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("Record 12 of the import has no date", None, "Record 13 of the import has no date", None, 0.97, _I),
     ("Sensor 4 reports normal pressure", None, "Sensor 7 reports normal pressure", None, 0.97, _I),
     ("Entry 5: buy milk", None, "Entry 6: buy milk", None, 0.95, _I),
+    ("Server A has 16 GB RAM", None, "Server B has 32 GB RAM", None, 0.9, _I),
+    ("Server A has 16 GB RAM", None, "Server A has 32 GB RAM", None, 0.97, _C),
     # the same key in another language or script
     ("我的家乡是柏林", "home city", "Home city: Berlin", "home city", 0.3, _R),
     ("家乡：北京", "home city", "Home city: Beijing", "home city", 0.2, _R),

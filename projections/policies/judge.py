@@ -16,10 +16,10 @@ alone is not one:
   identifier noun ("invoice 1001", "recipe number 12", "ticket #57"), a code
   ("JIRA-1203", "v3.1"), a number modifying the subject ("the 2023 tax
   return", "Hana's first car"), a list item's number ("1. buy milk") or a
-  number right after the word a text opens with ("bulk 274 imported",
-  "sensor 4 reports": the numbered records of a batch; not an attribute's
-  value, "age 30", nor a measure, "weight 70 kg"), when it comes before the
-  copula.  After it ("the app is on version 2.3") a
+  number or a capital letter right after the word a text opens with ("bulk
+  274 imported", "sensor 4 reports": the numbered records of a batch;
+  "Server A has": not the pronoun I; not an attribute's value, "age 30", nor a
+  measure, "weight 70 kg"), when it comes before the copula.  After it ("the app is on version 2.3") a
   number is the value stated;
 * two values conflict only in the same place of the sentence ("Alice has [3]
   cats" / "owns [four] cats", not "Zoe is [30]" / "Zoe has [3] cats");
@@ -92,8 +92,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # 8: a minus sign part of its number ("-18" / "18"), and a text calling the other false, cancelling it or putting it in
 # the past, or asking what it states ("X?"), no repeat of it; 9: a number right after the word a text opens with labels it
 # ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number; 10: texts
-# stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C")
-RULE_JUDGE_VERSION = "10"
+# stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C");
+# 11: a capital letter after the word a text opens with labels it ("Server A" / "Server B")
+RULE_JUDGE_VERSION = "11"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):

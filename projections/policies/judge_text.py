@@ -188,6 +188,8 @@ _MEASURES = frozenset(
 _FUNCTION_WORDS = frozenset("for to from with per via and or nor not but".split())
 _COPULAS = frozenset("is are am was were be been being".split())
 _LIST_ITEM_RE = re.compile(r"\s*\d+[.)]\s")
+# a text opening with a word and a capital letter as its label ("Server A has ...", "Plan B is ..."); not "I"
+_LETTER_LABEL_RE = re.compile(r"\s*[^\W\d_]+ ([A-HJ-Z])(?![\w'])")
 # events that happen once: their dates conflict even in the past tense
 _ONCE_STEMS = frozenset(_IRREGULAR_PAST.get(w) or _stem(w) for w in (
     "born died started began joined founded graduated married divorced retired hired moved "
@@ -371,13 +373,15 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str]]:
+def _mark(tokens: list[tuple[str, str]], list_item: bool, letter_label: bool = False) -> list[tuple[str, str]]:
     """Tell identifiers from values: a number naming *which* thing a memory is
     about ("invoice 1001", "recipe number 12", "#57", "JIRA-1203", "the 2023 tax
     return", "1. buy milk") becomes ``("ident", ...)``; so does a code.  Only
     before the first copula ("is", "was", a colon): after it a number or code
-    is the value the memory states ("the app is on version 2.3").  Numbers that
-    are part of a date become ``dnum``."""
+    is the value the memory states ("the app is on version 2.3").  So does a
+    capital letter right after the word a text opens with (``letter_label``:
+    "Server A has ...", read from the text as written).  Numbers that are part
+    of a date become ``dnum``."""
     out: list[tuple[str, str]] = []
     stated = False  # a copula was seen: what follows is a value
     n = len(tokens)
@@ -386,6 +390,8 @@ def _mark(tokens: list[tuple[str, str]], list_item: bool) -> list[tuple[str, str
             stated = True
         elif kind == "code":
             kind, value = ("code", value) if stated else ("ident", value)
+        elif letter_label and i == 1 and kind == "word" and (noun := _label(tokens, i, ("", ""))):
+            kind, value = "ident", f"{noun} {value}"
         elif kind == "number" and _cjk_numbered(tokens, i):
             kind = "ident"
         elif kind == "number" and not stated:
@@ -521,7 +527,7 @@ def _analyse(text: str) -> _Analysis:
     idents: set[str] = set()
     date_numbers: set[str] = set()
     prepared = _prepare(text)
-    tokens = _mark(_classify(_lex(text)), bool(_LIST_ITEM_RE.match(prepared)))
+    tokens = _mark(_classify(_lex(text)), bool(_LIST_ITEM_RE.match(prepared)), bool(_LETTER_LABEL_RE.match(text)))
     for kind, value in tokens:
         before, prev = prev, value
         if kind == "neg":

@@ -368,6 +368,8 @@ def test_may_the_verb_is_not_a_month() -> None:
     ("bulk 274 imported note about the project", "bulk 534 imported note about the project"),
     ("Sensor 4 reports normal pressure", "Sensor 7 reports normal pressure"),
     ("Entry 5: buy milk", "Entry 6: buy milk"),
+    ("Server A has 16 GB RAM", "Server B has 32 GB RAM"),  # a capital letter, as written
+    ("Plan B is to take the train", "Plan C is to take the train"),
 ])
 def test_a_differing_identifier_makes_different_things(a: str, b: str) -> None:
     for cosine in (0.8, 0.99, 1.0):
@@ -398,6 +400,8 @@ def test_one_identified_thing_with_different_values_contradicts(a: str, b: str, 
     ("Age 30", "Age 31"),  # an attribute's value
     ("Weight 70 kg", "Weight 72 kg"),  # a measure: its unit follows
     ("Temperature reading 21", "Temperature reading 23"),  # not the text's second word
+    ("Server A has 16 GB RAM", "Server A has 32 GB RAM"),  # one server
+    ("Today I ran 5 km", "Today I ran 8 km"),  # I: the pronoun, never a label
 ])
 def test_a_number_after_the_opening_word_that_counts_or_measures_still_contradicts(a: str, b: str) -> None:
     v = judge(a, b, 0.97)
