@@ -27,7 +27,9 @@ alone is not one:
   bill on March 3" / "on April 3"), and texts stating different times that
   differ in another value too are two observations of something that changes
   ("temperature at 9am: 21C" / "at 3pm: 23C"), unless the event happens once
-  (born, married, started) or both name the same thing ("order 5531").
+  (born, married, started) or both name the same thing ("order 5531");
+* without keys, a value stated in the past beside one stated now ("weighed
+  85 kg" / "weighs 80 kg") is two times of one thing, not a state reversed.
 
 Keys are slots: different keys are independent; the same key names subject
 and attribute, so a value conflict or a different value in an otherwise shared
@@ -93,8 +95,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # the past, or asking what it states ("X?"), no repeat of it; 9: a number right after the word a text opens with labels it
 # ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number; 10: texts
 # stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C");
-# 11: a capital letter after the word a text opens with labels it ("Server A" / "Server B")
-RULE_JUDGE_VERSION = "11"
+# 11: a capital letter after the word a text opens with labels it ("Server A" / "Server B"); 12: without keys, a value
+# stated in the past beside one stated now is no contradiction ("weighed 85 kg" / "weighs 80 kg")
+RULE_JUDGE_VERSION = "12"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -235,7 +238,9 @@ _DATE_KINDS = frozenset("month weekday day time daypart".split())
 def _occasions(a: _Analysis, b: _Analysis) -> bool:
     """Both texts tell of a past event and differ only in when: two occasions
     ("paid the bill on March 3" / "on April 3"), unless the event happens once
-    (born, married, started) or both name the same thing ("order 5531")."""
+    (born, married, started) or both name the same thing ("order 5531");
+* without keys, a value stated in the past beside one stated now ("weighed
+  85 kg" / "weighs 80 kg") is two times of one thing, not a state reversed."""
     if not (a.past_event and b.past_event) or a.once or b.once or a.idents & b.idents:
         return False
     differing = [k for k in _KINDS if a.values[k] != b.values[k]]
@@ -425,6 +430,9 @@ class RuleJudge:
                 return verdict("independent", f"{evidence}, but of different occasions (past events)")
             if _observations(ta, tb):
                 return verdict("independent", f"{evidence}, but observed at different times")
+            if not opposites and ta.n_neg == tb.n_neg and _tense_differs(ta, tb) and not (ta.once or tb.once):
+                # "weighs 80 kg" / "weighed 85 kg": a value of then beside one of now (not a state reversed)
+                return verdict("independent", f"{evidence}, but one of them in the past")
             masked = {"<opposite>"} if opposites else set()  # values and opposites count as shared
             sim = _jaccard(words_a | (ta.content - ta.words) | masked, words_b | (tb.content - tb.words) | masked)
             if sim >= cfg.contradiction_similarity:

@@ -436,6 +436,14 @@ def test_values_observed_at_different_times_both_hold(a: str, b: str) -> None:
     assert v.label == "independent" and v.reason.endswith("but observed at different times"), v.reason
 
 
+@pytest.mark.parametrize("a, b", [("The user weighed 85 kg last year", "The user weighs 80 kg"), ("Zoe was 29", "Zoe is 30")])
+def test_a_value_of_then_beside_one_of_now_is_no_contradiction_without_a_key(a: str, b: str) -> None:
+    v = judge(a, b, 0.93)
+    assert v.label == "independent" and v.reason.endswith("but one of them in the past"), v.reason
+    assert judge(a, b, 0.93, key_a="weight", key_b="weight").label == "contradictory"  # a key is one slot: its value changed
+    assert judge("Ticket 4521 is open", "Ticket 4521 was closed", 0.95).label == "contradictory"  # a state reversed
+
+
 def test_a_time_that_alone_differs_is_the_value_stated() -> None:
     assert judge("The meeting is at 3pm", "The meeting is at 4pm", 0.95).label == "contradictory"
     assert judge("The quarterly review is on 2024-09-12", "The quarterly review is on September 19, 2024", 0.9).label == "contradictory"
