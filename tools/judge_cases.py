@@ -476,6 +476,8 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("Alice's blood pressure was 120/80 on Monday", None, "Alice's blood pressure was 130/85 on Friday", None, 0.93, _I),
     ("The stock closed at 102 on Monday", None, "The stock closed at 99 on Tuesday", None, 0.93, _I),
     ("Rent was 1,200 euros in 2023", None, "Rent was 1,350 euros in 2024", None, 0.95, _I),
+    ("Bob is not available on Monday", None, "Bob is available on Tuesday", None, 0.93, _I),
+    ("The store is open on Monday", None, "The store is closed on Monday", None, 0.95, _C),
     ("The meeting is at 3pm", None, "The meeting is at 4pm", None, 0.95, _C),  # the time alone differs: it is what is stated
     ("The user weighed 85 kg", None, "The user weighs 80 kg", None, 0.93, _I),  # a value of then beside one of now
     ("The rent was 1,100 euros", None, "The rent is 1,200 euros", None, 0.93, _I),

@@ -96,8 +96,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # ("bulk 274 ...", "sensor 4 reports ..."), unless that word is an attribute or a unit follows the number; 10: texts
 # stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C");
 # 11: a capital letter after the word a text opens with labels it ("Server A" / "Server B"); 12: without keys, a value
-# stated in the past beside one stated now is no contradiction ("weighed 85 kg" / "weighs 80 kg")
-RULE_JUDGE_VERSION = "12"
+# stated in the past beside one stated now is no contradiction ("weighed 85 kg" / "weighs 80 kg"); 13: observations at
+# different times that differ in polarity ("not available on Monday" / "available on Tuesday") both hold
+RULE_JUDGE_VERSION = "13"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):
@@ -259,17 +260,19 @@ def _when(t: _Analysis) -> frozenset[tuple[str, str]]:
     return frozenset({(k, v) for k in _DATE_KINDS for v in t.values[k]} | {("date", n) for n in _dates(t)})
 
 
-def _observations(a: _Analysis, b: _Analysis) -> bool:
-    """Both texts say when, at times neither of which holds the other, and differ in another value too: two
-    observations of something that changes ("temperature at 9am: 21C" / "at 3pm: 23C", "blood pressure was
-    120/80 on Monday" / "130/85 on Friday"); both hold. Not for an event that happens once, nor for one thing
-    both name ("order 5531"); a text differing only in when states the time itself ("departs at 9:40")."""
+def _observations(a: _Analysis, b: _Analysis, opposed: bool) -> bool:
+    """Both texts say when, at times neither of which holds the other, and differ in another value, or in
+    polarity (``opposed``: opposites, or a negation on one side), too: two observations of something that
+    changes ("temperature at 9am: 21C" / "at 3pm: 23C", "blood pressure was 120/80 on Monday" / "130/85 on
+    Friday", "not available on Monday" / "available on Tuesday"); both hold. Not for an event that happens
+    once, nor for one thing both name ("order 5531"); a text differing only in when states the time itself
+    ("departs at 9:40")."""
     if a.once or b.once or a.idents & b.idents:
         return False
     when_a, when_b = _when(a), _when(b)
     if not when_a or not when_b or when_a <= when_b or when_b <= when_a:
         return False
-    return any(
+    return opposed or a.n_neg != b.n_neg or any(
         a.values[k] - _dates(a) != b.values[k] - _dates(b) if k == "number" else a.values[k] != b.values[k]
         for k in _KINDS if k not in _DATE_KINDS
     )
@@ -428,7 +431,7 @@ class RuleJudge:
                                               f"{_show(words_a - words_b)} vs {_show(words_b - words_a)}")
             if _occasions(ta, tb):
                 return verdict("independent", f"{evidence}, but of different occasions (past events)")
-            if _observations(ta, tb):
+            if _observations(ta, tb, bool(opposites)):
                 return verdict("independent", f"{evidence}, but observed at different times")
             if not opposites and ta.n_neg == tb.n_neg and _tense_differs(ta, tb) and not (ta.once or tb.once):
                 # "weighs 80 kg" / "weighed 85 kg": a value of then beside one of now (not a state reversed)

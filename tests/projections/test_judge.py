@@ -430,6 +430,8 @@ def test_past_events_on_different_dates_are_different_occasions(a: str, b: str) 
     ("Temperature at 9am: 21C", "Temperature at 3pm: 23C"),
     ("Alice's blood pressure was 120/80 on Monday", "Alice's blood pressure was 130/85 on Friday"),
     ("Rent was 1,200 euros in 2023", "Rent was 1,350 euros in 2024"),
+    ("Bob is not available on Monday", "Bob is available on Tuesday"),  # polarity, at different times
+    ("Bob is available on Monday", "Bob is unavailable on Tuesday"),
 ])
 def test_values_observed_at_different_times_both_hold(a: str, b: str) -> None:
     v = judge(a, b, 0.93)
@@ -446,6 +448,7 @@ def test_a_value_of_then_beside_one_of_now_is_no_contradiction_without_a_key(a: 
 
 def test_a_time_that_alone_differs_is_the_value_stated() -> None:
     assert judge("The meeting is at 3pm", "The meeting is at 4pm", 0.95).label == "contradictory"
+    assert judge("The store is open on Monday", "The store is closed on Monday", 0.95).label == "contradictory"  # one day
     assert judge("The quarterly review is on 2024-09-12", "The quarterly review is on September 19, 2024", 0.9).label == "contradictory"
 
 
