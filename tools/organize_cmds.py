@@ -279,7 +279,7 @@ def run_bench(args: argparse.Namespace) -> int:
     refit_settings = Settings({"synchronous": args.synchronous, "organizer_cluster_interval_s": 0.0, "organizer_refit_share": 0.0})
     items, kinds = synthetic(args.n)
     grown, _ = synthetic(max(30, args.n // 100), seed=12)  # what a tenant gains between two clustering runs: 1% more
-    regrowth: dict[str, list[tuple[float, int, int]]] = {"placed": [], "re-partitioned": []}  # (seconds, events, edges unlinked) of each re-clustering
+    regrowth: dict[str, list[tuple[float, int, int]]] = {"placed": [], "re-partitioned": []}  # (seconds, events, PARENT edges unlinked) of each re-clustering
     dedups: list[tuple[float, float, dict[str, Any]]] = []  # (seconds, cpu seconds, report) of each pass
     clusters: list[tuple[float, float, dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
@@ -356,7 +356,7 @@ def run_bench(args: argparse.Namespace) -> int:
     again = {mode: tuple(statistics.median(r[i] for r in runs) for i in range(3)) for mode, runs in regrowth.items()}
     for mode, label in (("placed", "placed into the live topics (as configured)"), ("re-partitioned", "re-partitioned (organizer_refit_share=0)")):
         seconds, events, moved = again[mode]
-        print(f"  re-clustering after adding {grown_by}, {label}: {events:,.0f} events, {moved:,.0f} memories moved, {seconds:.2f} s")
+        print(f"  re-clustering after adding {grown_by}, {label}: {events:,.0f} events, {moved:,.0f} parent edges unlinked (members moved or gone), {seconds:.2f} s")
     print(f"  rule judge on labelled pairs ({embedder.name} cosine where a pair gives none)")
     print(f"  {'pairs':<44}{'n':>6}{'redundant P':>13}{'R':>7}{'contradiction P':>17}{'R':>7}{'accuracy':>10}")
     for name, s in (("all labelled pairs", scores), ("distinct facts (hard negatives and pairs)", distinct),
