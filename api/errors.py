@@ -134,6 +134,16 @@ def error_body(error: ApiError) -> dict:
     return {"error": {"code": error.code, "message": error.message, "field": error.field, "status": error.status, **error.extra}}
 
 
+def mcp_message(error: ApiError) -> str:
+    """An MCP error's message: the API error's, with the field it names."""
+    return error.message + (f" (field: {error.field})" if error.field else "")
+
+
+def jsonrpc_refusal(error: ApiError, request_id: int | str | None) -> dict:
+    """The JSON-RPC answer to a message refused before the MCP SDK read it (too large), carrying the API's error."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": mcp_message(error), "data": error_body(error)}}
+
+
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from .errors import ApiError, error_body
+from .errors import ApiError, jsonrpc_refusal
 
 
 def refusal(limit: int) -> bytes:
     """The JSON-RPC answer to a request body over ``limit`` bytes (no id can be read from a body left unread)."""
     error = ApiError(413, "payload_too_large", f"the request body is larger than this server takes ({limit:,} bytes, MNEMOLOG_MAX_BODY_BYTES): send less at a time (a batch in parts)", "body")
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": f"{error.message} (field: body)", "data": error_body(error)}}).encode()
+    return json.dumps(jsonrpc_refusal(error, None)).encode()
 
 
 def body_limited(app: Callable[..., Any], limit: int) -> Callable[..., Any]:

@@ -48,7 +48,7 @@ from mnemolog.projections.service import MemoryService
 
 from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant, server_keys, still_authorized
-from .errors import ApiError, as_api_error, error_body
+from .errors import ApiError, as_api_error, error_body, mcp_message
 from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .routing import CORRELATION_ID_MAX_LENGTH
 from .schemas_knowledge import RelationsRequest
@@ -496,7 +496,7 @@ def build_server(front: McpFront):
 
     def refuse(error: ApiError) -> MCPError:
         code = -32002 if error.status == 404 else types.INVALID_PARAMS
-        return MCPError(code, f"{error.message}" + (f" (field: {error.field})" if error.field else ""), error_body(error))
+        return MCPError(code, mcp_message(error), error_body(error))
 
     def text_result(data: Any, *, is_error: bool = False) -> Any:
         """The HTTP API's JSON, as one text block (a structured copy would double what every call carries and parses)."""

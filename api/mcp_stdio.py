@@ -10,7 +10,7 @@ import re
 import stat
 from typing import Any
 
-from .errors import ApiError, error_body
+from .errors import ApiError, jsonrpc_refusal
 
 #: The longest message (one line) read from stdin; the HTTP API takes bodies of 16 MiB.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -57,8 +57,7 @@ class PipeLines:
             except asyncio.LimitOverrunError as more:
                 await self.reader.readexactly(more.consumed)
         error = ApiError(413, "payload_too_large", f"the message is larger than this server reads ({MAX_LINE_BYTES // 2**20} MiB): send less at a time (a batch in parts)", "params")
-        answer = {"jsonrpc": "2.0", "id": _leading_id(head), "error": {"code": -32600, "message": f"{error.message} (field: params)", "data": error_body(error)}}
-        await self.out.write(json.dumps(answer) + "\n")
+        await self.out.write(json.dumps(jsonrpc_refusal(error, _leading_id(head))) + "\n")
         await self.out.flush()
 
 

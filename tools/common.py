@@ -330,13 +330,14 @@ def print_json_line(obj: Any) -> None:
     sys.stdout.write(_json.encode(obj).decode() + "\n")
 
 
-def known_tenant(store: EventStore, tenant: str | None, command: str) -> str | None:
+def known_tenant(store: EventStore, tenant: str | None, command: str, *, since_drop: bool = True) -> str | None:
     """``--tenant`` as given (never blank, see :func:`tenant_name`), refused (exit 2) when the log holds no event of
-    that tenant since its last drop: a typo would have ``command`` do nothing and say it did."""
+    that tenant since its last drop (``since_drop=False``: ever, as an export of its whole history asks): a typo
+    would have ``command`` do nothing and say it did."""
     from mnemolog.eventstore.aggregate import dropped_at
 
     if tenant is None:
         return None
-    if not store.read_all(after=dropped_at(store, tenant), limit=1, tenant=tenant):
+    if next(store.iter_rows(batch_size=1, after=dropped_at(store, tenant) if since_drop else 0, tenant=tenant), None) is None:
         raise CommandError(f"{command}: tenant {tenant!r} not found (no events in this log)")
     return tenant

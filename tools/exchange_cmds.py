@@ -17,7 +17,7 @@ from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.keystore import read_key_file, write_key_file
 from mnemolog.eventstore.settings import Settings
 
-from .common import INTERRUPTED, CommandError, add_command, counted, data_dir, not_blank, open_store, print_json_line
+from .common import INTERRUPTED, CommandError, add_command, counted, data_dir, known_tenant, not_blank, open_store, print_json_line
 from .progress import progress_for
 
 
@@ -110,8 +110,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     target = None if to_stdout or through else output_file(args.output, "--output", args)
     key_file = output_file(args.with_keys, "--with-keys", args) if args.with_keys else None
     with open_store(args, existing=True) as store:
-        if args.tenant is not None and next(store.iter_rows(batch_size=1, tenant=args.tenant), None) is None:  # a typo: an empty backup
-            raise CommandError(f"export: tenant {args.tenant!r} not found (no events in this log)")
+        known_tenant(store, args.tenant, "export", since_drop=False)  # a typo: an empty backup
         total = None if args.tenant else store.last_position()
         with progress_for(args, "export", total) as progress, _writing_to("stdout" if to_stdout else args.output):
             if to_stdout or (through is not None and _is_stdout(through)):
