@@ -481,6 +481,13 @@ DISTINCT_FACTS = [JudgeCase(*row) for row in [
     ("The meeting is at 3pm", None, "The meeting is at 4pm", None, 0.95, _C),  # the time alone differs: it is what is stated
     ("The user weighed 85 kg", None, "The user weighs 80 kg", None, 0.93, _I),  # a value of then beside one of now
     ("The rent was 1,100 euros", None, "The rent is 1,200 euros", None, 0.93, _I),
+    # times said relative to the writing ("last year", "this week", "two days ago") are times too
+    ("Sales last year were 1,200 units", None, "Sales this year are 1,500 units", None, 0.93, _I),
+    ("The office was closed last year", None, "The office is open this year", None, 0.9, _I),
+    ("I ran 5 km last Monday", None, "I ran 8 km this Monday", None, 0.95, _I),
+    ("Bob was sick two days ago", None, "Bob is not sick today", None, 0.9, _I),
+    ("The launch is next week", None, "The launch is this week", None, 0.97, _C),  # the time alone differs: it is what is stated
+    ("The office is open this week", None, "The office is closed this week", None, 0.95, _C),
     # numbered list items
     ("Step 3: add the flour", None, "Step 4: add the sugar", None, 0.9, _I),
     ("Todo item 3: call the plumber", None, "Todo item 4: call the landlord", None, 0.9, _I),

@@ -97,8 +97,9 @@ LABELS: tuple[str, ...] = ("redundant", "contradictory", "independent")
 # stating different times that differ in another value too are two observations ("at 9am: 21C" / "at 3pm: 23C");
 # 11: a capital letter after the word a text opens with labels it ("Server A" / "Server B"); 12: without keys, a value
 # stated in the past beside one stated now is no contradiction ("weighed 85 kg" / "weighs 80 kg"); 13: observations at
-# different times that differ in polarity ("not available on Monday" / "available on Tuesday") both hold
-RULE_JUDGE_VERSION = "13"
+# different times that differ in polarity ("not available on Monday" / "available on Tuesday") both hold; 14: times said
+# relative to the writing ("last year", "this week", "two days ago") are times
+RULE_JUDGE_VERSION = "14"
 
 
 class JudgedMemory(msgspec.Struct, frozen=True):

@@ -101,6 +101,10 @@ _VALUE_SPECS = {
 _VALUE_WORDS = {w: (kind, v) for kind, spec in _VALUE_SPECS.items() for w, v in _table(spec).items()}
 _KINDS = ("number", "code", *_VALUE_SPECS)
 _AMBIGUOUS_MONTHS = frozenset({"may", "march"})
+# A time said relative to the writing ("last year", "next week", "this monday", "two days ago"): one "day" value
+_RELATIVE_TO = frozenset("last next this past coming previous following".split())
+_PERIODS = frozenset("week weekend month year summer winter spring autumn fall season quarter semester".split())
+_AGO_UNITS = frozenset("day days week weeks month months year years".split())
 _MONTH_CONTEXT = frozenset("in of since until by early late mid next last this during before after "
                            "from till".split())
 
@@ -352,7 +356,10 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
         prev_kind, prev = tokens[i - 1] if i else ("", "")
         nxt_kind, nxt = tokens[i + 1] if i + 1 < n else ("", "")
         i += 1
-        if kind != "word":
+        if kind == "number":
+            out.append(_ago(tokens, i, w))
+            i += out[-1][0] == "day" and 2
+        elif kind != "word":
             out.append((kind, w))
         elif w == "no" and nxt == "one":
             out.append(("neg", "nobody"))
@@ -360,9 +367,14 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
         elif w in _NEGATIONS and not (w == "no" and nxt_kind == "number"):  # "no. 5"
             out.append(("neg", w))
             i += w == "no" and nxt in ("longer", "more")
+        elif w in _RELATIVE_TO and nxt_kind == "word" and (nxt in _PERIODS or (
+                _VALUE_WORDS.get(nxt, ("",))[0] in ("weekday", "month", "daypart") and not (w == "this" and nxt in _AMBIGUOUS_MONTHS))):
+            out.append(("day", f"{w} {_VALUE_WORDS[nxt][1] if nxt in _VALUE_WORDS else nxt}"))  # "last monday"
+            i += 1
         elif w in _NUMBER_WORDS and not (w == "one" and (prev in _NOT_ONE_BEFORE or nxt == "of")):
             value, i = _number_run(tokens, i - 1)
-            out.append(("number", str(value)))
+            out.append(_ago(tokens, i, str(value)))
+            i += out[-1][0] == "day" and 2
         elif w in _VALUE_WORDS and (w not in _AMBIGUOUS_MONTHS or prev in _MONTH_CONTEXT
                                     or {"number", "dnum"} & {nxt_kind, prev_kind}):
             out.append(_VALUE_WORDS[w])
@@ -371,6 +383,14 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
         else:
             out.append(("word", w))
     return out
+
+
+def _ago(tokens: list[tuple[str, str]], i: int, value: str) -> tuple[str, str]:
+    """The number ``value`` (its tokens end before ``i``), or a time relative to the writing when a unit and
+    "ago" follow it ("3 years ago", "two days ago"): the caller skips those two tokens."""
+    if i + 1 < len(tokens) and tokens[i + 1][1] == "ago" and tokens[i][1] in _AGO_UNITS:
+        return ("day", f"{value} {tokens[i][1]} ago")
+    return ("number", value)
 
 
 def _mark(tokens: list[tuple[str, str]], list_item: bool, letter_label: bool = False) -> list[tuple[str, str]]:

@@ -438,6 +438,28 @@ def test_values_observed_at_different_times_both_hold(a: str, b: str) -> None:
     assert v.label == "independent" and v.reason.endswith("but observed at different times"), v.reason
 
 
+@pytest.mark.parametrize("a, b", [
+    ("Sales last year were 1,200 units", "Sales this year are 1,500 units"),
+    ("The office was closed last year", "The office is open this year"),  # polarity
+    ("I ran 5 km last Monday", "I ran 8 km this Monday"),
+    ("Bob was sick two days ago", "Bob is not sick today"),
+])
+def test_times_said_relative_to_the_writing_are_times(a: str, b: str) -> None:
+    v = judge(a, b, 0.93)
+    assert v.label == "independent" and v.reason.endswith("but observed at different times"), v.reason
+    assert judge("The launch is next week", "The launch is this week", 0.97).label == "contradictory"  # the time alone differs
+    assert judge("The office is open this week", "The office is closed this week", 0.95).label == "contradictory"  # one week
+
+
+def test_relative_time_words_in_other_senses_are_no_times() -> None:
+    from mnemolog.projections.policies.judge_text import _analyse
+
+    assert not _analyse("the last time we met").values["day"]
+    assert not _analyse("this may be true").values["day"]
+    assert _analyse("Bob left two days ago").values["day"] == {"2 days ago"}
+    assert _analyse("a 3 day trip").values["number"] == {"3"}  # no "ago": a number
+
+
 @pytest.mark.parametrize("a, b", [("The user weighed 85 kg last year", "The user weighs 80 kg"), ("Zoe was 29", "Zoe is 30")])
 def test_a_value_of_then_beside_one_of_now_is_no_contradiction_without_a_key(a: str, b: str) -> None:
     v = judge(a, b, 0.93)
