@@ -105,6 +105,7 @@ _AMBIGUOUS_MONTHS = frozenset({"may", "march"})
 _RELATIVE_TO = frozenset("last next this past coming previous following".split())
 _PERIODS = frozenset("week weekend month year summer winter spring autumn fall season quarter semester".split())
 _AGO_UNITS = frozenset("day days week weeks month months year years".split())
+_AFTER_MODAL = frozenset("be not have also still never well only even just need".split())  # "this may be true"
 _MONTH_CONTEXT = frozenset("in of since until by early late mid next last this during before after "
                            "from till".split())
 
@@ -375,7 +376,7 @@ def _classify(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
             value, i = _number_run(tokens, i - 1)
             out.append(_ago(tokens, i, str(value)))
             i += out[-1][0] == "day" and 2
-        elif w in _VALUE_WORDS and (w not in _AMBIGUOUS_MONTHS or prev in _MONTH_CONTEXT
+        elif w in _VALUE_WORDS and (w not in _AMBIGUOUS_MONTHS or (prev in _MONTH_CONTEXT and nxt not in _AFTER_MODAL)
                                     or {"number", "dnum"} & {nxt_kind, prev_kind}):
             out.append(_VALUE_WORDS[w])
         elif len(w) > 6 and w[:-1] in _VALUE_WORDS and _VALUE_WORDS[w[:-1]][0] == "weekday":

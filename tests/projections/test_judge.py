@@ -455,7 +455,8 @@ def test_relative_time_words_in_other_senses_are_no_times() -> None:
     from mnemolog.projections.policies.judge_text import _analyse
 
     assert not _analyse("the last time we met").values["day"]
-    assert not _analyse("this may be true").values["day"]
+    assert not _analyse("this may be true").values["day"] and not _analyse("this may be true").values["month"]
+    assert _analyse("since may the office is closed").values["month"] == {"may"}
     assert _analyse("Bob left two days ago").values["day"] == {"2 days ago"}
     assert _analyse("a 3 day trip").values["number"] == {"3"}  # no "ago": a number
 
