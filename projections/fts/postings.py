@@ -100,7 +100,7 @@ from .. import text_caches
 from ..filters import DEFAULT_FILTERS, SearchFilters, filter_sql
 from .postings_scoring import PostingsScoring
 from .postings_segments import Columns, Segment, narrow
-from .textsearch import CJK_GLOB, TOKENIZE_SQL
+from .postings_tokens import INDEXED_COLUMNS, TERM_SQL, WEIGHT_SQL, Tokenizer
 from .postings_vocabulary import Vocabulary
 
 __all__ = ["POSTINGS_FILE", "PostingsIndex"]
@@ -110,8 +110,7 @@ log = logging.getLogger(__name__)
 #: The saved index, in the directory of ``projections.db``.
 POSTINGS_FILE = "fts.postings"
 #: The saved file's layout; a file of another format is ignored (rebuilt).
-FILE_FORMAT = 5  # 3: the words of the cjk column are postings; 4: and their NFKC forms; 5: marks inside words
-INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
+FILE_FORMAT = 6  # 3: the words of the cjk column are postings; 4: and their NFKC forms; 5: marks inside words; 6: long words
 #: No row is valid past this position (stands for an unset ``valid_to``).
 _OPEN = np.iinfo(np.int64).max
 _ids_encoder = msgspec.json.Encoder()
@@ -159,54 +158,6 @@ def _file_lock(path: Path, *, wait: bool):
         yield True
 
 
-class _Tokenizer:
-    """FTS5's tokenizer, run in a private in-memory database: the tokens FTS5 indexes.
-
-    ``tokens(rows)`` yields ``(term, row_id, column)`` for every token of
-    ``rows`` (``(row_id, text, key, tags, background, cjk)``); ``stems(word)``
-    the tokens of one query word (cached).
-    """
-
-    def __init__(self) -> None:
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        cols = ", ".join(INDEXED_COLUMNS)
-        self.conn.execute(f"CREATE VIRTUAL TABLE doc USING fts5({cols}, tokenize={TOKENIZE_SQL})")
-        self.conn.execute("CREATE VIRTUAL TABLE doc_terms USING fts5vocab(doc, 'instance')")
-        self.conn.execute(f"CREATE VIRTUAL TABLE word USING fts5(w, tokenize={TOKENIZE_SQL})")
-        self.conn.execute("CREATE VIRTUAL TABLE word_terms USING fts5vocab(word, 'instance')")
-        self.lock = threading.Lock()
-        self.cache: dict[str, tuple[str, ...]] = {}
-        text_caches.register(self)
-
-    def drop_text(self) -> None:
-        self.cache = {}
-
-    def tokens(self, rows: Sequence[tuple]) -> list[tuple[str, int, str]]:
-        with self.lock:
-            self.conn.execute("BEGIN")
-            try:
-                self.conn.executemany(f"INSERT INTO doc (rowid, {', '.join(INDEXED_COLUMNS)}) VALUES (?,?,?,?,?,?)", rows)
-                found = self.conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM doc_terms").fetchall()  # by term, then row id
-                self.conn.execute("DELETE FROM doc")
-            finally:
-                self.conn.execute("COMMIT")
-            return found
-
-    def stems(self, word: str) -> tuple[str, ...]:
-        found = self.cache.get(word)
-        if found is not None:
-            return found
-        with self.lock:
-            self.conn.execute("INSERT INTO word (rowid, w) VALUES (1, ?)", (word,))
-            terms = self.conn.execute("SELECT term FROM word_terms ORDER BY offset").fetchall()
-            self.conn.execute("DELETE FROM word")
-        found = tuple(t for (t,) in terms)
-        if len(self.cache) > 100_000:
-            self.cache.clear()
-        self.cache[word] = found
-        return found
-
-
 class PostingsIndex(PostingsScoring):
     """The in-memory postings of one ``projections.db`` (module docstring); one per process and database."""
 
@@ -219,7 +170,7 @@ class PostingsIndex(PostingsScoring):
         #: The saved index (None: never saved, e.g. an in-memory database).
         self.path = path
         self.lock = threading.Lock()
-        self.tokenizer = _Tokenizer()
+        self.tokenizer = Tokenizer()
         self._reset()
         self.saved: tuple | None = None  # (state, last row id) of the file on disk, as this process last wrote or read it
         self.restored = False  # whether the rows came from the saved file (else from fts_docs)
@@ -304,7 +255,18 @@ class PostingsIndex(PostingsScoring):
             return index
 
     def _sync(self, conn: sqlite3.Connection) -> None:
-        """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held)."""
+        """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held).
+
+        All or nothing: a failure part way leaves the index empty and unread, to be built afresh by the next
+        search, never holding rows without their postings (nor saved so).
+        """
+        try:
+            self._catch_up(conn)
+        except BaseException:
+            self._reset()
+            raise
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
         state, checkpoint = self._database_state(conn)
         if self.state is None and state != self.state and self.path is not None:
             self._restore(conn, state, checkpoint[1] if checkpoint else 0)
@@ -321,7 +283,7 @@ class PostingsIndex(PostingsScoring):
                 for chunk in iter(lambda: rows.fetchmany(_CHUNK), []):
                     self._add_rows(chunk)
                 conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_index_instances USING fts5vocab(main, fts_index, 'instance')")
-                tokens = conn.execute(f"SELECT term, doc, {_WEIGHT_SQL} FROM temp.fts_index_instances")
+                tokens = conn.execute(f"SELECT {TERM_SQL}, doc, {WEIGHT_SQL} FROM temp.fts_index_instances")
                 self._add_postings(0, iter(lambda: tokens.fetchmany(_CHUNK), []))
             release_freed_memory()
         elif conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0] != last:
@@ -679,12 +641,6 @@ class PostingsIndex(PostingsScoring):
 _CHUNK = 20_000
 _META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
-#: A token's bm25 column weight for a word phrase; the CJK bigrams of ``cjk`` count toward a row's length only,
-#: its words (written against CJK text) weigh as the column does.
-_WEIGHT_SQL = (
-    "CASE col WHEN 'text' THEN 1.0 WHEN 'key' THEN 2.0 WHEN 'tags' THEN 1.5 WHEN 'background' THEN 0.5"
-    f" WHEN 'cjk' THEN (CASE WHEN term GLOB '{CJK_GLOB}' THEN 0.0 ELSE 1.0 END) ELSE 0.0 END"
-)
 
 
 @contextmanager

@@ -587,3 +587,61 @@ def test_discarding_the_saved_file_waits_for_a_save_under_way_in_another_process
     discard.join(5)
     assert not discard.is_alive() and not saved.exists()
     conn.close()
+
+
+def test_a_word_longer_than_fts5_keeps_whole_is_found_and_breaks_no_search(tmp_path, monkeypatch):
+    """FTS5 cuts a token at 32,768 bytes, for most scripts inside a character: such a word, in the text or the
+    background, is found by itself, and every tenant's searches, a rebuild and the next process go on as before."""
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.recall.searcher import RecallOptions
+    from mnemolog.projections.service import MemoryService
+
+    long_cjk, long_latin = "日" * 11_000, "é" * 17_000  # 33,000 and 34,000 bytes
+    data = tmp_path / "data"
+
+    def found(svc, tenant, query):
+        return [h.memory.id for h in svc.searcher.recall(tenant, query, RecallOptions(channels=("lexical",))).hits]
+
+    def searches(svc):
+        conn = svc.read_conn()
+        for query in ("tide", long_latin, long_cjk):
+            assert _key(fts_search(conn, "t", query)) == _key(fts_search(conn, "t", query, exact=True))
+        return found(svc, "t", "tide tables"), found(svc, "t", long_latin), found(svc, "u", "when does the tide turn?")
+
+    _fresh_process(monkeypatch)
+    with MemoryService.open(data) as svc:
+        svc.warm()  # the index is loaded before the long words come: they reach it as new rows
+        added = svc.run(svc.memories.add, CommandContext(tenant="t", actor="test"), [MemoryContent(memory=f"{long_cjk} the tide tables", background=long_latin)])
+        svc.run(svc.memories.add, CommandContext(tenant="u", actor="test"), [MemoryContent(memory="the tide turns at noon")])
+        expected = searches(svc)
+        assert expected[0] == expected[1] == list(added.memory_ids) and len(expected[2]) == 1
+        svc.runner.rebuild(["fts"])
+        assert searches(svc) == expected
+    _fresh_process(monkeypatch)
+    with MemoryService.open(data) as svc:  # the next process loads the file saved at close
+        svc.warm()
+        assert PostingsIndex.for_connection(svc.read_conn()).restored
+        assert searches(svc) == expected
+
+
+def test_an_index_that_fails_part_way_through_new_rows_holds_none_of_them(log, runner, monkeypatch):
+    """A failure while the index takes new rows leaves it unread: the next search builds it whole, never from rows
+    recorded without their postings."""
+    from mnemolog.projections.fts.postings_tokens import Tokenizer
+
+    log.add("m1", "coffee at the harbour")
+    runner.catch_up()
+    assert [h.memory_id for h in fts_search(runner.conn, "t", "coffee")] == ["m1"]
+    log.add("m2", "coffee in the garden")
+    runner.catch_up()
+
+    def fail(self, rows):
+        raise MemoryError("out of memory")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Tokenizer, "tokens", fail)
+        with pytest.raises(MemoryError):
+            fts_search(runner.conn, "t", "garden")
+    assert [h.memory_id for h in fts_search(runner.conn, "t", "garden")] == ["m2"]
+    assert _key(fts_search(runner.conn, "t", "coffee")) == _key(fts_search(runner.conn, "t", "coffee", exact=True))
