@@ -17,7 +17,7 @@ import itertools
 import logging
 import re
 from http import HTTPStatus
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 from aiohttp import StreamReader, web, web_server
@@ -126,7 +126,22 @@ def field_of(exc: msgspec.ValidationError | msgspec.DecodeError, key_at: Callabl
 
 def error_response(status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None, **extra) -> web.Response:
     body = {"error": {"code": code, "message": message, "field": field, **extra}}
-    return web.Response(status=status, body=msgspec.json.encode(body), content_type="application/json", headers=headers)
+    try:
+        data = msgspec.json.encode(body)
+    except UnicodeEncodeError:  # it quotes a client's bytes that are no UTF-8 (aiohttp keeps them as lone surrogates)
+        data = msgspec.json.encode(_escaped(body))
+    return web.Response(status=status, body=data, content_type="application/json", headers=headers)
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings written as its escape (``\\udcff``): JSON holds no such character."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value
 
 
 def error_body(error: ApiError) -> dict:

@@ -16,7 +16,7 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, param, query_int, read, key_check
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, key_check, one_header, param, query_int, read
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
@@ -73,7 +73,7 @@ async def list_events(request: web.Request) -> dict:
 )
 async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
-    last = request.headers.get("Last-Event-ID")
+    last = one_header(request, "Last-Event-ID")
     if last is not None:
         if not is_number(last.strip()) or int(last) > MAX_POSITION:
             raise ApiError(400, "bad_request", "Last-Event-ID must be a position", "Last-Event-ID")

@@ -227,13 +227,21 @@ def answering(handler: Callable[[web.Request], Awaitable[Any]], kind: type) -> C
     return answer
 
 
+def one_header(request: web.Request, name: str) -> str | None:
+    """A header that holds one value, or None; a 400 naming it when it is sent twice (which of two would hold?)."""
+    values = request.headers.getall(name, [])
+    if len(values) > 1:
+        raise ApiError(400, "bad_request", f"{name} is sent {len(values)} times: send it once", name)
+    return values[0] if values else None
+
+
 def header_text(request: web.Request, name: str) -> str | None:
     """A request header's value, or None; a 400 naming it when its bytes are not UTF-8.
 
     aiohttp keeps such bytes as lone surrogates, which no database or JSON
     answer takes: the header is refused before anything is read or written.
     """
-    value = request.headers.get(name)
+    value = one_header(request, name)
     if value is not None:
         try:
             value.encode("utf-8")
@@ -281,8 +289,8 @@ def key_check(request: web.Request) -> Callable[[], Any] | None:
 
 def _secret(request: web.Request) -> str:
     """The key a request presents (``Authorization: Bearer``, or ``X-API-Key``); empty without one."""
-    header = request.headers.get("Authorization", "")
-    return header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("X-API-Key", "")
+    header = one_header(request, "Authorization") or ""
+    return header[7:].strip() if header.lower().startswith("bearer ") else one_header(request, "X-API-Key") or ""
 
 
 def presents_key(request: web.Request) -> bool:
@@ -390,7 +398,7 @@ async def write_request(request: web.Request, kind: type | None = None, *, scope
 
 
 def if_match(request: web.Request) -> int | None:
-    raw = request.headers.get("If-Match")
+    raw = one_header(request, "If-Match")
     if raw is None:
         return None
     found = IF_MATCH_RE.match(raw.strip())

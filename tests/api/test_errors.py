@@ -357,6 +357,36 @@ async def test_bad_write_headers_are_400(api):
     await call(api, "POST", "/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Correlation-Id": "c" * 201}, status=400, field="X-Correlation-Id")
 
 
+async def test_a_one_value_header_sent_twice_is_400_naming_it_and_nothing_is_written(api, memory_id):
+    from multidict import CIMultiDict
+
+    async def check(method, path, name, values, **kw):
+        headers = CIMultiDict((name, v) for v in values)
+        body = await call(api, method, path, headers=headers, status=400, code="bad_request", field=name, **kw)
+        assert "twice" in body["error"]["message"] or "times" in body["error"]["message"]
+
+    write = {"json": {"memory": {"memory": "written only once"}}}
+    await each(
+        [
+            ("POST", "/v1/memories", "X-Mnemolog-Tenant", ["a", "b"], write),
+            ("POST", "/v1/memories", "Idempotency-Key", ["key-one", "key-two"], write),
+            ("POST", "/v1/memories", "X-Correlation-Id", ["c1", "c1"], write),
+            ("PATCH", f"/v1/memories/{memory_id}", "If-Match", ["1", "2"], {"json": {"memory": "changed"}}),
+            ("GET", "/v1/events/stream", "Last-Event-ID", ["1", "2"], {}),
+        ],
+        lambda method, path, name, values, kw: check(method, path, name, values, **kw),
+    )
+    found = await api.client().recall("written only once", channels=["lexical"])
+    assert not found["hits"], found
+    assert (await api.client().get_memory(memory_id))["version"] == 1
+
+
+async def test_a_form_field_name_of_bytes_no_utf8_is_422_quoting_it_escaped(api):
+    body, headers = _multipart(b'Content-Disposition: form-data; name="coll\xffection"')
+    error = await call(api, "POST", "/v1/import/documents", data=body, headers=headers, status=422, code="invalid")
+    assert error["error"]["field"] == "coll\\udcffection" and "coll\\udcffection" in error["error"]["message"]
+
+
 async def test_a_raw_fts_query_that_does_not_parse_is_422(api, client):
     await client.add_memories({"memory": "full text content"})
 
