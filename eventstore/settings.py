@@ -31,9 +31,10 @@ class Setting:
             lowered = raw.strip().lower()
             if lowered in ("1", "true", "yes", "on"):
                 return True
-            if lowered in ("0", "false", "no", "off", ""):
+            if lowered in ("0", "false", "no", "off"):
                 return False
-            raise SettingError(f"{self.env}: expected a boolean, got {raw!r}")
+            # A blank one too: "MNEMOLOG_AUTH=" read as false turned authentication off without a word.
+            raise SettingError(f"{self.env}: expected a boolean (1/0, true/false, yes/no, on/off), got {raw!r}; unset it for the default")
         if kind in (int, float):
             try:
                 return kind(raw)

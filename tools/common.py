@@ -62,7 +62,7 @@ def tenant_of(args: argparse.Namespace) -> str:
     if named:
         return named
     env = os.environ.get("MNEMOLOG_TENANT")
-    not_blank(env or None, "MNEMOLOG_TENANT", ": name a tenant, or unset it for 'default'")
+    not_blank(env, "MNEMOLOG_TENANT", ": name a tenant, or unset it for 'default'")
     return env or DEFAULT_TENANT
 
 

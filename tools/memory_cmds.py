@@ -192,11 +192,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     with _open(args) as svc:  # caught up: the mention links come from the graph projection
         view = svc.history_view(_tenant(args), args.id, args.as_of, after=args.after, limit=args.limit)
     versions, links, forgotten = view["versions"], view["mention_links"], view["forgotten"]
-    if args.json:
-        for version in versions:
-            print_json_line(version)
-        for forget in forgotten:
-            print_json_line(forget)
+    if args.json:  # one object a line, each saying what it is; the page's line last (where the next one starts)
+        for kind, items in (("version", versions), ("forgotten", forgotten), ("mention_link", links)):
+            for item in items:
+                print_json_line({"kind": kind, **item})
+        print_json_line({"kind": "page", "more": view["more"], "next_after": view["next_after"]})
         return 0
     # The correlation id is shown whole: it is what `mnemolog revert` takes.
     correlation_width = max([len("CORRELATION"), *(len(v["correlation_id"] or "-") for v in versions)])

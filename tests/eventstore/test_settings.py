@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from mnemolog.eventstore.settings import SettingError, Settings
+from mnemolog.eventstore.settings import Setting, SettingError, Settings
 
 
 class CountingEnv(Mapping):
@@ -52,3 +52,13 @@ def test_a_bad_value_is_refused_at_every_read():
     for _ in range(2):
         with pytest.raises(SettingError, match="MNEMOLOG_SUBSCRIBE_POLL_SECONDS"):
             settings.subscribe_poll_seconds
+
+
+
+@pytest.mark.parametrize("raw", ["", "  ", "maybe"])
+def test_a_blank_or_unknown_boolean_is_refused_not_read_as_false(raw):
+    """``MNEMOLOG_AUTH=`` read as false turned authentication off without a word."""
+    flag = Setting("auth", True, "Require API keys.")
+    with pytest.raises(SettingError, match="MNEMOLOG_AUTH: expected a boolean .* unset it for the default"):
+        flag.parse(raw)
+    assert [flag.parse(v) for v in (" Off ", "0", "YES", "on")] == [False, False, True, True]

@@ -50,7 +50,7 @@ def test_cli_add_get_update_history(run_cli, monkeypatch):
     run_cli("update", m, "--text", "again", "--if-version", "1", code=2)
     run_cli("update", m, code=2)
     assert "I live in Berlin" in run_cli("get", m, "--as-of", "1")
-    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()][:-1]
     assert [h["memory"] for h in history] == ["I live in Berlin", "I live in Paris"]
     assert "MemoryUpdated" in run_cli("history", m)
     run_cli("get", m, "--tenant", "other", code=2)
@@ -70,7 +70,7 @@ def test_cli_history_table_shows_actor_and_correlation_id(run_cli):
     assert first.split()[:6] == ["1", "1", "activated", "MemoryAdded", "alice", "onboarding-run-0001"]
     row = second.split()
     assert row[4] == "a-very-long-act…"  # cut to its column
-    generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines())][1]
+    generated = [h["correlation_id"] for h in map(json.loads, run_cli("history", m, "--json").splitlines()[:-1])][1]
     assert row[5] == generated and len(generated) > 16  # whole: revert takes it
     assert second.index(generated) == header.index("CORRELATION")
     assert second[header.index("CHANGED") :].split()[0] == "memory" and first[header.index("CHANGED") :].split()[0] == "-"
@@ -87,7 +87,7 @@ def test_cli_changes_without_actor_are_the_clis_in_history_as_entity_changes_are
     run_cli("update", m, "--text", "I live in Paris")
     run_cli("archive", m, "--actor", "ops-alice")
     run_cli("entity", "upsert", "place:paris", "--name", "Paris")
-    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    history = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()][:-1]
     assert [h["actor"] for h in history] == [f"cli:{getpass.getuser()}"] * 2 + ["ops-alice"]
     entity_event = json.loads(run_cli("log", "--json", "--type", "EntityUpserted").splitlines()[-1])
     assert entity_event["metadata"]["actor"] == f"cli:{getpass.getuser()}"
@@ -99,15 +99,16 @@ def test_cli_history_as_of_shows_the_versions_written_by_then(run_cli):
     m = run_cli("add", "I live in Berlin").split(": ", 1)[1].split(" ")[0]
     run_cli("update", m, "--text", "I live in Paris")
     run_cli("update", m, "--text", "I live in Rome")
-    history = [json.loads(line) for line in run_cli("history", m, "--as-of", "2", "--json").splitlines()]
+    history = [json.loads(line) for line in run_cli("history", m, "--as-of", "2", "--json").splitlines()][:-1]  # the page's line last
     assert [h["memory"] for h in history] == ["I live in Berlin", "I live in Paris"]
     assert "I live in Rome" not in run_cli("history", m, "--as-of", "2")
     assert len(run_cli("history", m).splitlines()) == 4  # the header and three versions
     assert "not found" in run_cli("history", m, "--as-of", "0", code=2)
     assert "has not been written" in run_cli("history", m, "--as-of", "99", code=2)
     assert "as_of" in run_cli("history", m, "--as-of", "yesterday", code=2)
-    paged = [json.loads(line)["version"] for line in run_cli("history", m, "--after", "1", "--limit", "1", "--json").splitlines()]
-    assert paged == [2]
+    paged = [json.loads(line) for line in run_cli("history", m, "--after", "1", "--limit", "1", "--json").splitlines()]
+    assert [(p["kind"], p.get("version")) for p in paged] == [("version", 2), ("page", None)]
+    assert paged[-1] == {"kind": "page", "more": True, "next_after": 2}  # where `--after` takes the next page up
     table = run_cli("history", m, "--limit", "2").splitlines()
     assert len(table) == 4 and table[-1] == "more versions follow: --after 2"
     assert "I live in Rome" in run_cli("history", m, "--after", "2")
@@ -189,8 +190,10 @@ def test_cli_projections_rebuild_and_drop(run_cli, tmp_path):
 def test_cli_history_and_relink_show_the_entities_a_memory_mentions(run_cli):
     run_cli("entity", "upsert", "acme", "--name", "Acme Corp")
     m = json.loads(run_cli("add", "Alice joined Acme Corp", "--json"))["memory_ids"][0]
-    [version] = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
-    assert version["mentions"] == ["acme"]
+    version, link, page = [json.loads(line) for line in run_cli("history", m, "--json").splitlines()]
+    assert version["kind"] == "version" and version["mentions"] == ["acme"]
+    assert (link["kind"], link["entity_id"], link["alias"], link["weight"], link["unlinked_at"]) == ("mention_link", "acme", "acme corp", 1.0, None)
+    assert page == {"kind": "page", "more": False, "next_after": 1}
     assert "mentions:\n  acme (acme corp, 1.0) since position" in run_cli("history", m)
     run_cli("entity", "upsert", "alice", "--name", "Alice")
     out = run_cli("relink")

@@ -527,9 +527,17 @@ def test_a_blank_data_directory_or_tenant_is_refused_and_nothing_is_written(tmp_
     assert_refused(run_main(["add", "y"], env={"MNEMOLOG_DATA_DIR": "  "}), "MNEMOLOG_DATA_DIR must not be blank")
     assert_refused(run_main(["--data-dir", "", "add", "y"]), "--data-dir must not be blank")
     assert_refused(run_main(["--data-dir", str(tmp_path / "d"), "add", "y"], env={"MNEMOLOG_TENANT": "   "}), "MNEMOLOG_TENANT must not be blank")
+    assert_refused(run_main(["--data-dir", str(tmp_path / "d"), "add", "y"], env={"MNEMOLOG_TENANT": ""}), "MNEMOLOG_TENANT must not be blank")
     assert list(tmp_path.iterdir()) == []
     done = run_main(["--data-dir", str(tmp_path / "d"), "--json", "add", "y"], env={"MNEMOLOG_TENANT": "acme"})
     assert done.returncode == 0 and json.loads(done.stdout)["memory_ids"]
+
+
+@pytest.mark.parametrize("name", ["MNEMOLOG_AUTH", "MNEMOLOG_ORGANIZER_ENABLED"])
+def test_a_blank_boolean_setting_stops_the_server_before_it_listens(tmp_path, name):
+    """``MNEMOLOG_AUTH=`` was read as false: the server ran with authentication off."""
+    assert_refused(run_main(["--data-dir", str(tmp_path / "d"), "serve", "--port", "0"], env={name: ""}), name, "expected a boolean")
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_data_directory_that_is_a_file_or_a_dangling_link_is_named_so(tmp_path):

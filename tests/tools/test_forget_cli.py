@@ -85,7 +85,7 @@ def test_a_forget_from_the_command_line_records_who_ran_it(tmp_path):
     second = json.loads(run(data, "add", "Rosalind keeps wasps", "--subject", "u-4", "--json").stdout)["memory_ids"][0]
     run(data, "forget", "--subject", "u-3", "--reason", "request 12", "--yes")
     run(data, "forget", "--subject", "u-4", "--reason", "request 13", "--actor", "dpo@example.org", "--yes")
-    [forget] = [json.loads(line) for line in run(data, "history", first, "--json").stdout.splitlines() if '"subject"' in line and "reason" in line and "version" not in line]
+    [forget] = [h for h in map(json.loads, run(data, "history", first, "--json").stdout.splitlines()) if h["kind"] == "forgotten"]
     assert forget["actor"] == f"cli:{getpass.getuser()}" and forget["reason"] == "request 12"
     assert f"by cli:{getpass.getuser()}," in run(data, "history", first).stdout
     assert "by dpo@example.org," in run(data, "history", second).stdout
