@@ -81,10 +81,12 @@ async def follow_log(app: web.Application) -> AsyncIterator[None]:
         pass
 
 
-def default_background(settings: Settings) -> list[Callable[[web.Application], AsyncIterator[None]]]:
+def default_background(settings: Settings, *, runs_organizer: bool = True) -> list[Callable[[web.Application], AsyncIterator[None]]]:
+    """Following the log, and the organizer where it is on (``runs_organizer`` false: a worker of ``serve`` other than
+    the one that runs it, which reports the organizer's stored progress and waits for it)."""
     tasks: list = [follow_log]
-    from .routes_organizer import organizer_task  # declares the organizer's settings too
+    from .routes_organizer import organizer_elsewhere, organizer_task  # declares the organizer's settings too
 
     if settings.organizer_enabled:
-        tasks.append(organizer_task)
+        tasks.append(organizer_task if runs_organizer else organizer_elsewhere)
     return tasks

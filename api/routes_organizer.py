@@ -21,7 +21,7 @@ from typing import Annotated, AsyncIterator
 from aiohttp import web
 from msgspec import Meta
 
-from mnemolog.projections.policies.organizer import Organizer, stored_status
+from mnemolog.projections.policies.organizer import Organizer, OrganizerElsewhere, stored_status
 
 from . import keys, operations
 from .errors import ApiError
@@ -87,3 +87,9 @@ async def organizer_task(app: web.Application) -> AsyncIterator[None]:
     except (asyncio.CancelledError, Exception):
         pass
     await organizer.aclose()
+
+
+async def organizer_elsewhere(app: web.Application) -> AsyncIterator[None]:
+    """For a worker of ``serve`` other than the organizer's: its status and waits follow the stored checkpoint."""
+    app[keys.organizer_key] = OrganizerElsewhere(app[keys.service_key], app[keys.readers_key])
+    yield

@@ -264,7 +264,11 @@ class DigestResponse(msgspec.Struct, kw_only=True):
 
 
 class OrganizerStatusResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The organizer's position and last runs; ``caught_up``: it has processed the position asked about."""
+    """The organizer's position and last runs; ``caught_up``: it has processed the position asked about.
+
+    ``runs_here`` is false when another worker of the server runs it: ``position`` and ``caught_up`` are then
+    its stored progress, and its last runs and decision counts are that worker's to tell (null and 0 here).
+    """
 
     position: int
     enabled: bool
@@ -273,6 +277,7 @@ class OrganizerStatusResponse(msgspec.Struct, kw_only=True, omit_defaults=True):
     caught_up: bool
     last_cluster: dict[str, Any] | None = None
     decisions_by_action: dict[str, int] = {}
+    runs_here: bool = True
 
 
 # -- entities --------------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from mnemolog.api.app import create_app
-    from mnemolog.api.background import default_background, follow_log
+    from mnemolog.api.background import default_background
     from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
     from mnemolog.projections.vectors.embedders import get_embedder
 
@@ -83,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
     worker = getattr(args, "worker", None)
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
-        background = default_background(settings) if worker == 0 else [follow_log]
+        background = default_background(settings, runs_organizer=worker == 0)
         web.run_app(create_app(settings, background=background), host=host, port=port, reuse_port=True, print=None, access_log=None)
         return 0
     if not settings.auth and not is_loopback(host):

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import threading
 import time
 from collections import Counter, defaultdict
@@ -548,11 +549,46 @@ def stored_checkpoint(conn, name: str = "organizer") -> int:
     return row[0] if row else 0
 
 
-def stored_status(service: MemoryService, min_position: int | None = None) -> dict[str, Any]:
-    """The status when no organizer runs in this process: its stored checkpoint, if any."""
+def stored_position(service: MemoryService) -> int:
+    """How far the organizer of ``service``'s data directory has come, as it stored it (0: it never ran)."""
     try:
-        position = stored_checkpoint(service.read_conn())
-    except Exception:  # never ran: no table yet
-        position = 0
+        return stored_checkpoint(service.read_conn())
+    except sqlite3.OperationalError:  # never ran: no table yet
+        return 0
+
+
+def stored_status(service: MemoryService, min_position: int | None = None, *, enabled: bool = False) -> dict[str, Any]:
+    """The status when no organizer runs in this process: its stored checkpoint, if any (``enabled``: another
+    process of this server runs it, which alone knows its last runs and decisions)."""
+    position = stored_position(service)
     target = service.store.last_position() if min_position is None else min_position
-    return {"position": position, "enabled": False, "last_run": None, "decisions": 0, "caught_up": position >= target}
+    return {"position": position, "enabled": enabled, "last_run": None, "decisions": 0, "caught_up": position >= target} | (
+        {"runs_here": False} if enabled else {}
+    )
+
+
+class OrganizerElsewhere:
+    """The organizer as a worker of ``serve`` that does not run it sees it: worker 0 runs it over the same
+    ``projections.db``, whose stored checkpoint tells how far it has come; a wait polls that checkpoint."""
+
+    enabled = True
+    #: How often a wait looks at the stored checkpoint.
+    POLL_S = 0.05
+
+    def __init__(self, service: MemoryService, executor=None) -> None:
+        self.service = service
+        self.executor = executor
+
+    async def wait_for(self, position: int, timeout: float) -> bool:
+        """Wait until the organizer has stored a checkpoint at ``position`` or past it; False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, float(timeout))
+        while (await loop.run_in_executor(self.executor, stored_position, self.service)) < position:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.sleep(min(self.POLL_S, remaining))
+        return True
+
+    def status(self, tenant: str, min_position: int | None = None) -> dict[str, Any]:
+        return stored_status(self.service, min_position, enabled=True)

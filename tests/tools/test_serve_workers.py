@@ -86,6 +86,30 @@ async def test_a_killed_supervisor_takes_its_workers_with_it(served):
     raise AssertionError("workers outlived their supervisor")
 
 
+async def test_every_worker_reports_the_organizer_and_waits_for_it(tmp_path):
+    """Worker 0 runs the organizer; the others said it was off (capabilities, status) and answered at once."""
+    server = start(tmp_path / "data", tmp_path / "serve.log", workers=2, auth="off", synchronous="NORMAL")
+    try:
+        async with MnemologClient(server.url, timeout=30) as client:
+            written = await client.add_memories(
+                memories=[{"memory": f"the heron nests by the north pond, note {i}", "key": f"heron {i}"} for i in range(3)]
+            )
+        seen = set()
+        for _ in range(600):  # separate connections: SO_REUSEPORT spreads them over both workers, once both listen
+            async with MnemologClient(server.url, timeout=30) as client:
+                assert (await client.capabilities()).organizer is True
+                status = await client.organizer_status(min_position=written.positions[-1], wait="20s")
+                assert status.enabled and status.caught_up and status.position >= written.positions[-1], status
+                seen.add(status.runs_here)
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert seen == {True, False}  # both workers answered
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=30) == 0, server.log_path.read_text(errors="replace")[-2000:]
+
+
 def test_bench_recall_measures_every_worker(capsys):
     from mnemolog.tools import cli
 
