@@ -174,6 +174,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
     declared = {(r.method, r.path): frozenset(name for name, *_ in r.query) for r in routes if r.in_openapi}
     # The parameters a route reads every value of (``request.query.getall``): their description says "repeatable".
     every_value = {(r.method, r.path): frozenset(name for name, description, *_ in r.query if repeatable(description)) for r in routes}
+    # The routes whose body takes as_of (recall): a query's as_of there belongs in the body.
+    as_of_in_body = {(r.method, r.path) for r in routes if "as_of" in getattr(r.request, "__struct_fields__", ())}
 
     @web.middleware
     async def check_query_parameters(request: web.Request, handler):
@@ -185,7 +187,8 @@ def query_parameters_middleware(routes: "Iterable[Route]"):
             if allowed is not None:
                 for name in request.query:
                     if name == "as_of" and name not in allowed:
-                        raise ApiError(422, "invalid", f"{request.method} {resource.canonical} does not take as_of: it answers at the head only", "as_of")
+                        where = "send as_of in the body" if (method, resource.canonical) in as_of_in_body else "it answers at the head only"
+                        raise ApiError(422, "invalid", f"{request.method} {resource.canonical} takes no as_of in the query: {where}", "as_of")
                     if name not in allowed:
                         takes = ", ".join(sorted(allowed)) if allowed else "no query parameters"
                         raise ApiError(422, "invalid", f"unknown query parameter {name!r}; {request.method} {resource.canonical} takes {takes}", name or "query")

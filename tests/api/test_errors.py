@@ -329,6 +329,11 @@ async def test_unknown_query_parameters_are_422_naming_the_parameter(api, memory
         check,
     )
     await call(api, "POST", "/v1/recall?limit=3", json={"query": "x"}, status=422, field="limit", code="invalid")
+    # as_of in the query of a route that takes it in its body says where it goes; elsewhere, that the route has no past
+    moved = await call(api, "POST", "/v1/recall?as_of=1", json={"query": "x"}, status=422, field="as_of")
+    assert "send as_of in the body" in moved["error"]["message"], moved
+    head = await call(api, "GET", "/v1/capabilities?as_of=1", status=422, field="as_of")
+    assert "answers at the head only" in head["error"]["message"], head
     # Declared parameters still work, repeated ones included, and every route's declared list is accepted.
     found = await api.client().request("GET", "/v1/entities", params={"q": "ada"})
     assert [e["id"] for e in found["entities"]] == ["person:ada"]
