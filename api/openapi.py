@@ -83,7 +83,7 @@ def openapi_document(routes, version: str, facts: ServerFacts = ServerFacts()) -
                 schema = {"type": "array", "items": schema}
             parameters.append({"name": name, "in": "query", "required": required, "description": desc, "schema": schema})
         if r.scope is not None:
-            parameters.append({"name": "X-Mnemolog-Tenant", "in": "header", "required": False, "schema": {"type": "string", "maxLength": MAX_TENANT_CHARS}, "description": _TENANT})
+            parameters.append({"name": "X-Mnemolog-Tenant", "in": "header", "required": False, "schema": {"type": "string", "maxLength": MAX_TENANT_CHARS, "not": {"const": "*"}}, "description": _TENANT})
         if r.method in ("POST", "PATCH", "PUT", "DELETE") and r.writes:  # a read ignores the headers
             low, high = IDEMPOTENCY_KEY_LENGTH
             parameters.append({"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string", "minLength": low, "maxLength": high}})

@@ -409,8 +409,8 @@ async def relink(request: web.Request) -> dict:
     svc = _svc(request)
     options = {"include_tags": body.include_tags, "max_alias_document_frequency": body.max_alias_document_frequency, "preview": body.preview}
     if not body.commit:
-        ctx = CommandContext(tenant=tenant)
-        return await read(request, svc.linking.relink, ctx, commit=False, **options)
+        command_context(request, tenant, key)  # a write's headers, refused as a commit refuses them (the document lists them)
+        return await read(request, svc.linking.relink, CommandContext(tenant=tenant), commit=False, **options)
     key, tenant = authenticate(request, "write")
     ctx = command_context(request, tenant, key)
     return await write(request, svc.linking.relink, ctx, commit=True, **options)

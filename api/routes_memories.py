@@ -28,6 +28,7 @@ from .schemas import (
     Position,
     DeleteRequest,
     DropTenantRequest,
+    EdgeId,
     LinkRequest,
     MergeRequest,
     ReasonRequest,
@@ -169,7 +170,10 @@ async def link(request: web.Request) -> web.Response:
     return write_response(result, status=201)
 
 
-@routes.delete("/v1/edges/{edge_id}", scope="write", summary="Unlink an edge (the body, optional, gives the reason)", request=ReasonRequest, response=WriteResponse)
+@routes.delete(
+    "/v1/edges/{edge_id}", scope="write", summary="Unlink an edge (the body, optional, gives the reason)", request=ReasonRequest, response=WriteResponse,
+    path_types={"edge_id": EdgeId},
+)
 async def unlink(request: web.Request) -> web.Response:
     ctx, body, svc = await write_request(request, ReasonRequest)
     result = await write(request, svc.run, svc.edges.unlink, ctx, request.match_info["edge_id"], reason=body.reason)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from mnemolog.eventstore.commands.edges import EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
+from mnemolog.eventstore.commands.edges import DERIVED_EDGES, EDGE_ID_RE, EDGE_TYPE_RE, NAMESPACE_RE
 from mnemolog.eventstore.model import MAX_EMBEDDING_DIM, MAX_REASON_CHARS, MAX_TAGS, MAX_TEXT_CHARS, SUBJECT_RE
 from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.projections.filters import MAX_FILTER_TAGS
@@ -174,17 +175,24 @@ class SupersedeRequest(msgspec.Struct, forbid_unknown_fields=True):
     superseded_by: Annotated[str, Meta(min_length=1)]
 
 
+#: Not under a prefix of the edges that mirror another record (``rel:``, ``merged:``, ``superseded:``): they change
+#: only with that record, and the edge commands refuse them (422).
+_NOT_DERIVED = {"not": {"pattern": "^(?:" + "|".join(re.escape(p) for p in DERIVED_EDGES) + ")"}}
+#: An edge id a caller names: namespaced (``user:notes:1``), and none of the derived edges' (:data:`_NOT_DERIVED`).
+EdgeId = Annotated[str, Meta(pattern=portable(EDGE_ID_RE.pattern), max_length=255, extra_json_schema=_NOT_DERIVED)]
+
+
 class LinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     source: str
     target: str
     edge_type: Annotated[str, Meta(pattern=EDGE_TYPE_RE.pattern)] = "RELATED"
     weight: Weight = 1.0
-    edge_id: Annotated[str, Meta(pattern=portable(EDGE_ID_RE.pattern), max_length=255)] | None = None  # and distinct from the others
+    edge_id: EdgeId | None = None  # and distinct from the others
     properties: dict[str, Any] = {}
 
 
 class UndoNamespaceRequest(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=portable(NAMESPACE_RE.pattern))]
+    prefix: Annotated[str, Meta(min_length=2, max_length=255, pattern=portable(NAMESPACE_RE.pattern), extra_json_schema=_NOT_DERIVED)]
     reason: Reason = ""
 
 

@@ -397,3 +397,39 @@ async def test_every_field_an_error_answer_carries_is_documented(api, document):
     stale = await api.raw.patch(f"/v1/memories/{memory_id}", json={"memory": "changed"}, headers={"If-Match": "7"})
     body = await stale.json()
     assert stale.status == 409 and body["error"]["current_version"] == 1 and set(body["error"]) <= detail
+
+
+async def test_what_the_document_takes_of_tenants_and_edge_ids_the_server_takes(api, document):
+    """Found by ``schemathesis run``: the tenant ``*`` and edge ids under the derived edges' prefixes (``rel:``,
+    ``merged:``, ``superseded:``) were valid by the document, and refused by the server."""
+    import jsonschema
+
+    tenant = _headers(document["paths"]["/v1/memories"]["post"])["X-Mnemolog-Tenant"]["schema"]
+    assert not jsonschema.Draft202012Validator(tenant).is_valid("*") and jsonschema.Draft202012Validator(tenant).is_valid("acme")
+    refused = await api.raw.post("/v1/memories", json={"memory": {"memory": "x"}}, headers={"X-Mnemolog-Tenant": "*"})
+    assert refused.status == 400 and (await refused.json())["error"]["field"] == "X-Mnemolog-Tenant"
+    link = document["components"]["schemas"]["LinkRequest"]
+    unlink = next(p for p in document["paths"]["/v1/edges/{edge_id}"]["delete"]["parameters"] if p["name"] == "edge_id")["schema"]
+    undo = document["components"]["schemas"]["UndoNamespaceRequest"]["properties"]["prefix"]
+    for edge_id in ("rel:person:a:works_at:org:b", "merged:c1:m1:0", "superseded:c1:m2"):
+        assert _validate(document, link, {"source": "a", "target": "b", "edge_id": edge_id})
+        assert not jsonschema.Draft202012Validator(unlink).is_valid(edge_id) and not jsonschema.Draft202012Validator(undo).is_valid(edge_id)
+        answer = await api.raw.post("/v1/edges", json={"source": "a", "target": "b", "edge_id": edge_id})
+        assert answer.status == 422 and (await answer.json())["error"]["field"] == "edge_id", await answer.text()
+        answer = await api.raw.delete(f"/v1/edges/{edge_id}")
+        assert answer.status == 422, await answer.text()
+    assert not _validate(document, link, {"source": "a", "target": "b", "edge_id": "user:notes:1"})
+    assert jsonschema.Draft202012Validator(unlink).is_valid("user:notes:1") and jsonschema.Draft202012Validator(undo).is_valid("relations:")
+
+
+async def test_a_relink_dry_run_refuses_the_write_headers_a_commit_refuses(api):
+    """The document lists a write's headers on relink (its commit writes): a dry run took bad ones without a word."""
+    for headers, field in (
+        ({"X-Correlation-Id": "c" * 201}, "X-Correlation-Id"),
+        ({"Idempotency-Key": ""}, "Idempotency-Key"),
+        ({"If-Match": "3"}, "If-Match"),
+    ):
+        for body in ({"commit": False}, None):
+            answer = await api.raw.post("/v1/graph/relink", json=body, headers=headers)
+            assert answer.status == 400 and (await answer.json())["error"]["field"] == field, (headers, body, await answer.text())
+    assert (await api.raw.post("/v1/graph/relink", json={}, headers={"X-Correlation-Id": "c1", "Idempotency-Key": "dry-run-1"})).status == 200
