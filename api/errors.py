@@ -154,9 +154,10 @@ def mcp_message(error: ApiError) -> str:
     return error.message + (f" (field: {error.field})" if error.field else "")
 
 
-def jsonrpc_refusal(error: ApiError, request_id: int | str | None) -> dict:
-    """The JSON-RPC answer to a message refused before the MCP SDK read it (too large), carrying the API's error."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32600, "message": mcp_message(error), "data": error_body(error)}}
+def jsonrpc_refusal(error: ApiError, request_id: int | str | None, code: int = -32600) -> dict:
+    """The JSON-RPC answer to a message refused before the MCP SDK read it (too large, or no message it reads),
+    carrying the API's error; ``code``: -32600 (invalid request) or -32700 (parse error)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": mcp_message(error), "data": error_body(error)}}
 
 
 _STATUS_CODES = {

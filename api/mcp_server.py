@@ -49,7 +49,7 @@ from mnemolog.projections.service import MemoryService
 from . import operations
 from .auth import ApiKey, KeyStore, authorize, check_tenant, server_keys, still_authorized
 from .errors import ApiError, as_api_error, error_body, mcp_message
-from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
+from .schemas import AddMemoriesRequest, AsOf, Depth, Direction, EdgeType, LinkRequest, Position, Reason, RecallRequest, SearchRequest, UpdateMemoryRequest
 from .routing import CORRELATION_ID_MAX_LENGTH
 from .schemas_knowledge import RelationsRequest
 from .settings import read_threads
@@ -94,7 +94,7 @@ class RelatedArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     node: ID
     depth: Depth = 1
     direction: Direction = "both"
-    edge_types: list[str] | None = None
+    edge_types: list[EdgeType] | None = None  # as the HTTP route's type: one that is no type would match nothing
     as_of: AsOf = None
 
 
@@ -332,7 +332,8 @@ async def _history(front: McpFront, caller: Caller, body: HistoryArgs, raw: dict
 
 async def _related(front: McpFront, caller: Caller, body: RelatedArgs, raw: dict) -> Any:
     as_of = operations.check_as_of(body.as_of)
-    return await front.read(operations.neighbors, front.service, caller.tenant, body.node, body.depth, body.direction, body.edge_types, as_of)
+    types = [t for t in body.edge_types or () if t] or None  # an empty one filters nothing, as over HTTP
+    return await front.read(operations.neighbors, front.service, caller.tenant, body.node, body.depth, body.direction, types, as_of)
 
 
 async def _relations(front: McpFront, caller: Caller, body: RelationsRequest, raw: dict) -> Any:

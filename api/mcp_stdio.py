@@ -44,7 +44,14 @@ class PipeLines:
                 continue
             if not line:
                 raise StopAsyncIteration
-            return line.decode("utf-8", errors="replace")
+            text = line.decode("utf-8", errors="replace")
+            if not text.strip():
+                continue
+            refusal = _unreadable(text, line)
+            if refusal is None:
+                return text
+            await self.out.write(json.dumps(refusal) + "\n")
+            await self.out.flush()
 
     async def _refuse(self, head: bytes) -> None:
         """Drop the rest of an overlong line and answer it, naming the request by the id ``head`` starts with."""
@@ -59,6 +66,29 @@ class PipeLines:
         error = ApiError(413, "payload_too_large", f"the message is larger than this server reads ({MAX_LINE_BYTES // 2**20} MiB): send less at a time (a batch in parts)", "params")
         await self.out.write(json.dumps(jsonrpc_refusal(error, _leading_id(head))) + "\n")
         await self.out.flush()
+
+
+def _unreadable(text: str, line: bytes) -> dict | None:
+    """The JSON-RPC error answering ``text`` when it is no message the SDK reads (None when it is one).
+
+    The SDK's stdio transport drops such a line without a word (not JSON, a
+    number out of its range, an escaped lone surrogate, a batch, nesting too
+    deep), and a client waiting for its answer waits for ever. It is read
+    here as the SDK reads it, and answered: a parse error, or an invalid
+    request, for its id when the message names it first.
+    """
+    import pydantic
+    from mcp import types
+
+    try:
+        types.jsonrpc_message_adapter.validate_json(text, by_name=False)  # as the SDK reads a line
+        return None
+    except pydantic.ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        parse = problem["type"] == "json_invalid"
+        what = problem["msg"] if parse else "not a JSON-RPC request, notification or response (one message a line; no batches)"
+        error = ApiError(400, "bad_request", f"the message does not read: {what}", "params")
+        return jsonrpc_refusal(error, _leading_id(line[:4096]), -32700 if parse else -32600)
 
 
 def _leading_id(head: bytes) -> int | str | None:

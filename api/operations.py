@@ -40,6 +40,15 @@ def is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+def whole_number(text: str) -> int | None:
+    """``text`` as a number when it is ASCII digits, else None; past 19 digits, beyond any position or count,
+    ``MAX_POSITION + 1`` (``int()`` refuses more than 4,300 digits, and no more of them would mean anything)."""
+    if not is_number(text):
+        return None
+    significant = text.lstrip("0")
+    return MAX_POSITION + 1 if len(significant) > 19 else int(significant or "0")
+
+
 def integral_numbers(value: Any) -> Any:
     """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
@@ -96,9 +105,9 @@ def check_as_of(value: Any, field: str = "as_of") -> Any:
     """
     number = value
     if isinstance(value, str) and value.strip().isdigit():
-        if not is_number(value.strip()):
+        number = whole_number(value.strip())
+        if number is None:
             raise ApiError(422, "invalid", f"{field} must be a position or an ISO-8601 time", field)
-        number = int(value.strip())
     if isinstance(number, int) and number > MAX_POSITION:
         raise ApiError(422, "invalid", f"{field} is too large for a position", field)
     return value

@@ -16,7 +16,8 @@ from mnemolog.eventstore.events import encoder
 
 from . import keys, operations
 from .errors import ApiError
-from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, is_number, key_check, one_header, param, query_int, read
+from .operations import whole_number
+from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, key_check, one_header, param, query_int, read
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
 routes = RouteTable()
@@ -75,9 +76,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     _, tenant = authenticate(request, "read")
     last = one_header(request, "Last-Event-ID")
     if last is not None:
-        if not is_number(last.strip()) or int(last) > MAX_POSITION:
+        after = whole_number(last.strip())
+        if after is None or after > MAX_POSITION:
             raise ApiError(400, "bad_request", "Last-Event-ID must be a position", "Last-Event-ID")
-        after = int(last)
     else:
         after = query_int(request, "after", 0)
     store = request.app[keys.service_key].store

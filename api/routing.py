@@ -26,7 +26,7 @@ from .auth import ApiKey, authorize, check_tenant, still_authorized
 from .body_fields import check_json, decode_typed, key_at_fault
 from .errors import ApiError, field_of
 from .schemas import WriteResponse
-from .operations import check_as_of, is_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
+from .operations import check_as_of, whole_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -419,9 +419,10 @@ def query_int(request: web.Request, name: str, default: int | None, *, low: int 
     if raw is None:
         return default
     digits = raw.strip()
-    if not is_number(digits.removeprefix("-")):  # as as_of: int() would also read '1_0', '+3' and other scripts' digits
+    magnitude = whole_number(digits.removeprefix("-"))  # as as_of: int() would also read '1_0', '+3' and other scripts' digits
+    if magnitude is None:
         raise ApiError(422, "invalid", f"{name} must be an integer", name)
-    value = int(digits)
+    value = -magnitude if digits.startswith("-") else magnitude
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ApiError(422, "invalid", f"{name} must be {bounds}", name)

@@ -432,7 +432,10 @@ class MemoryService:
         if isinstance(value, str):
             text = value.strip()
             if text.isascii() and text.isdigit():
-                return self.resolve_as_of(int(text))
+                significant = text.lstrip("0") or "0"  # int() refuses more than 4,300 digits, leading zeros too
+                if len(significant) > 19:
+                    raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
+                return self.resolve_as_of(int(significant))
             try:
                 value = parse_moment(text)
             except ValueError:

@@ -406,6 +406,26 @@ async def test_a_raw_fts_query_that_does_not_parse_is_422(api, client):
     assert [h["memory"]["memory"] for h in raw["hits"]] == ["full text content"]
 
 
+async def test_a_number_of_thousands_of_digits_is_too_large_not_a_500(api, memory_id):
+    """``int()`` refuses more than 4,300 digits: such a parameter was a 500 on every route reading a number."""
+    huge = "9" * 5000
+    for path, field in (
+        (f"/v1/events?after={huge}", "after"),
+        (f"/v1/events?after=-{huge}", "after"),
+        (f"/v1/memories/{memory_id}/history?limit={huge}", "limit"),
+        (f"/v1/memories/{memory_id}?as_of={huge}", "as_of"),
+        (f"/v1/timeline?limit={huge}", "limit"),
+    ):
+        await call(api, "GET", path, status=422, field=field)
+    await call(api, "POST", "/v1/recall", json={"query": "x", "as_of": huge}, status=422, field="as_of")
+    await call(api, "GET", "/v1/events/stream", headers={"Last-Event-ID": huge}, status=400, field="Last-Event-ID")
+    one = "0" * 5000 + "1"  # leading zeros: still the number 1
+    assert (await api.raw.get(f"/v1/memories/{memory_id}", params={"as_of": one})).status == 200
+    await call(api, "GET", f"/v1/memories/{memory_id}", params={"as_of": "0" * 1000 + "9" * 4400}, status=422, field="as_of")
+    page = await api.raw.get("/v1/events", params={"after": one})
+    assert page.status == 200 and [e["position"] for e in (await page.json())["events"]] == [], await page.text()
+
+
 async def test_every_route_survives_hostile_as_of_values(api, memory_id):
     """``as_of`` travels to SQLite on many routes: impossible positions and look-alike digits are 4xx everywhere."""
     failures = []
@@ -413,7 +433,7 @@ async def test_every_route_survives_hostile_as_of_values(api, memory_id):
         if r.path == "/v1/events/stream":
             continue
         path = r.path.replace("{id}", memory_id).replace("{edge_id}", "user:x:1")
-        for value in ("\u00b2", "\u0661", "9" * 25, "-1", "garbage", "2024-99-99"):
+        for value in ("\u00b2", "\u0661", "9" * 25, "9" * 5000, "-1", "garbage", "2024-99-99"):
             if r.method == "GET":
                 response = await api.raw.get(path, params={"as_of": value, "node": memory_id})
             else:

@@ -288,6 +288,11 @@ async def test_errors_are_tool_errors_naming_the_field_and_the_server_carries_on
         assert refused(await mcp.call_tool("recall", {"query": "x", "filters": {"status": ["gone"]}}))["field"] == "filters.status[0]"
         assert refused(await mcp.call_tool("get_memory", {"id": cat, "as_of": "yesterday-ish"}))["field"] == "as_of"
         assert refused(await mcp.call_tool("related", {"node": lisbon, "direction": "sideways"}))["field"] == "direction"
+        # a type that is no type matched nothing, and answered as if the node had no edges
+        assert refused(await mcp.call_tool("related", {"node": lisbon, "edge_types": ["RELATED", "%%"]}))["field"] == "edge_types[1]"
+        assert ok(await mcp.call_tool("related", {"node": lisbon, "edge_types": [""]})) == ok(await mcp.call_tool("related", {"node": lisbon}))
+        # int() refuses more than 4,300 digits: such a position was a 500
+        assert refused(await mcp.call_tool("recall", {"query": "x", "as_of": "9" * 5000}))["field"] == "as_of"
         missing = refused(await mcp.call_tool("get_memory", {"id": "nope"}))
         assert missing["code"] == "not_found" and missing["status"] == 404
         assert refused(await mcp.call_tool("entities", {"id": "person:ada", "q": "ada"}))["field"] == "id"

@@ -105,3 +105,25 @@ def test_a_message_longer_than_the_server_reads_is_refused_and_the_server_carrie
     assert json.loads(server.proc.stdout.readline())["id"] is None
     written = server.ask("tools/call", {"name": "add_memory", "arguments": {"memory": {"memory": "a memory of a usual size"}}})
     assert json.loads(written["result"]["content"][0]["text"])["positions"] == [1]  # nothing of the huge batches was written
+
+
+@needs_mcp
+def test_a_line_that_is_no_message_the_sdk_reads_is_answered_and_the_server_carries_on(stdio_server):
+    """The SDK dropped such lines without a word, and a client waiting for the answer waited for ever."""
+    server = stdio_server
+    call = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": %s}}}'
+    for line, request_id, code in (
+        (call % (7, "9" * 5000), 7, -32700),  # valid JSON, past the SDK's numbers: its id is still read
+        (call % (8, '"\\ud800"'), 8, -32700),  # an escaped lone surrogate
+        ("this is not json", None, -32700),
+        ("[" * 5000 + "]" * 5000, None, -32700),  # nesting past the SDK's parser
+        ('[{"jsonrpc": "2.0", "id": 9, "method": "ping"}]', None, -32600),  # a batch
+        ('{"jsonrpc": "2.0", "id": 10}', 10, -32600),  # no method, no result
+    ):
+        server.proc.stdin.write(line + "\n")
+        server.proc.stdin.flush()
+        answer = json.loads(server.proc.stdout.readline())
+        assert (answer["id"], answer["error"]["code"]) == (request_id, code), (line[:80], answer)
+        assert answer["error"]["data"]["error"]["field"] == "params" and answer["error"]["data"]["error"]["status"] == 400
+    server.proc.stdin.write("\n")  # a blank line is no message: nothing to answer
+    assert server.ask("ping", {})["result"] == {}
