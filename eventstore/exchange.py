@@ -55,8 +55,9 @@ positions and hashes: they join the target's chain.
 from __future__ import annotations
 
 import tempfile
+from datetime import datetime, timedelta, timezone
 from operator import attrgetter
-from typing import Annotated, BinaryIO, Callable, Iterable, Iterator, Literal
+from typing import Annotated, Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
 import msgspec
 
@@ -66,9 +67,9 @@ from .chain import GENESIS_HASH, StoredRow, expected_hash
 from .errors import ImportRefused, UnknownEventType, UpcastError
 from .events import decode_payload, metadata_decoder
 from .exchange_idempotency import ExportedIdempotency
-from .recorder import PendingEvent, PendingWrite
+from .recorder import PendingEvent, PendingWrite, utc_stamp
 from .schema import MAX_NAME, MAX_STREAM_ID
-from .sealed_keys import sealed_keys
+from .sealed_keys import opens_with, sealed_keys
 
 __all__ = ["ExportedEvent", "ExportFooter", "ExportHeader", "ImportReport", "export", "import_", "read_export", "FORMAT", "GROUP_SIZE"]
 
@@ -77,7 +78,10 @@ FORMAT = 3  # the export format: 2 added the header and footer lines, 3 the idem
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 _Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
-_Stamp = Annotated[str, msgspec.Meta(max_length=40, pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")]
+# Microseconds always, as every log writes them: the stamps are compared as text ("…17Z" sorts after "…17.9Z").
+_Stamp = Annotated[str, msgspec.Meta(max_length=40, pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")]
+#: How far past this machine's clock an imported event's time may be (another machine's clock runs ahead).
+CLOCK_SKEW = timedelta(minutes=10)
 # Ids and type names never need escaping in JSON: readers render them as
 # they are (see dialects.envelope_json), so only these characters get in.
 _EventId = Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z-]{1,36}$")]
@@ -213,6 +217,8 @@ def _parse(lineno: int, raw: bytes) -> _Line:
         check_name("correlation_id", correlation_id)
     except (msgspec.MsgspecError, ValueError) as exc:
         raise ImportRefused(f"line {lineno}: {exc}") from None
+    except RecursionError:  # msgspec's decoder, on JSON nested some thousand deep
+        raise ImportRefused(f"line {lineno}: JSON nested too deep") from None
     return _Line(lineno, event, payload, metadata, correlation_id)
 
 
@@ -334,6 +340,8 @@ class _Checker:
         self.read = 0
         self.conflict: ImportRefused | None = None  # the first clash with the store, raised once the file holds
         self.sealed_with: dict[str, _Line] = {}  # key id -> the first line sealed with it
+        self.first_sealed: dict[str, Any] = {}  # key id -> that line's event, decoded (unopened)
+        self.latest = utc_stamp(datetime.now(timezone.utc) + CLOCK_SKEW)
         self.forgotten: set[str] = set()  # key ids a SubjectForgotten of the file names
 
     def check_chunk(self, chunk: list[_Line]) -> None:
@@ -373,6 +381,11 @@ class _Checker:
     def _check_line(self, line: _Line) -> None:
         event = line.event
         self.read += 1
+        if event.recorded_at > self.latest:  # recorded times never go back: every later write would take this time
+            raise ImportRefused(
+                f"{line.where()}: recorded_at {event.recorded_at} is later than this machine's clock allows ({self.latest}):"
+                " an edited file, or a clock set wrong here or where it was exported"
+            )
         self.tenants.add(event.tenant)
         if event.event_id in self.event_ids:
             raise ImportRefused(f"{line.where()}: event_id {event.event_id} appears twice in the file")
@@ -388,7 +401,8 @@ class _Checker:
             self._check_chain(line)
         decoded = _check_readable(line)
         for _, key_id in sealed_keys(decoded):
-            self.sealed_with.setdefault(key_id, line)
+            if key_id not in self.sealed_with:
+                self.sealed_with[key_id], self.first_sealed[key_id] = line, decoded
         if event.type == "SubjectForgotten":
             self.forgotten.update(getattr(decoded, "key_ids", ()))
         self.previous = line
@@ -447,6 +461,21 @@ class _Checker:
                 f" and {given}: import the export's key file with --keys KEYFILE (export --with-keys writes it),"
                 " or pass --without-keys to import the sealed fields unreadable"
             )
+        self._check_key_bytes(keys)
+
+    def _check_key_bytes(self, keys: list[dict] | None) -> None:
+        """Each key opens the first event sealed with it: a key of the right id and other bytes (another export's
+        key file, or an edited one) was taken, and every read of the log failed from that event on, every tenant's."""
+        given = {row["key_id"]: bytes.fromhex(row["key"]) for row in keys or () if row.get("key")}
+        for key_id, line in self.sealed_with.items():
+            held = self.store.sealer.keys.key(key_id)
+            key = held if held is not None else given.get(key_id)
+            if key and not opens_with(self.first_sealed[key_id], line.event.event_id, key_id, key):
+                where = "this data directory's key store holds" if held is not None else "the key file given holds"
+                raise ImportRefused(
+                    f"{line.where()}: the event is sealed with key {key_id}, and the key {where} under that id does not open it"
+                    " (the key file of another export, or an edited one): import the key file written with this export"
+                )
 
     def _check_footer(self) -> None:
         frame = self.frame

@@ -445,7 +445,7 @@ def read_key_file(path: str | os.PathLike) -> list[dict]:
     try:
         if json.loads(header).get("mnemolog_keys") != KEY_FILE_FORMAT:
             raise ValueError
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         raise ValueError(f"{path}: not a mnemolog key file (line 1 is no key-file header)") from None
     rows = []
     for lineno, line in enumerate(lines, start=2):
@@ -456,7 +456,7 @@ def read_key_file(path: str | os.PathLike) -> list[dict]:
             if row.get("key") is not None:
                 if len(bytes.fromhex(row["key"])) != KEY_BYTES:
                     raise ValueError
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested some thousand deep
             raise ValueError(f"{path}: line {lineno} is not a key record") from None
         rows.append(row)
     return rows

@@ -3,7 +3,8 @@
 An import checks that its file's keys are at hand, a forget finds the keys
 its subject's events were sealed with, and a sealed write's idempotency
 fingerprint is keyed with them; none of them opens a token (see
-:mod:`.sealing` for the tokens themselves).
+:mod:`.sealing` for the tokens themselves). :func:`opens_with` does, with one
+key given: whether a key file's key is the one that sealed the event.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import binascii
 from typing import Any
 
 from .keystore import TENANT_SUBJECT
-from .sealing import PREFIX, TOKEN_MARK, each_struct, named_key, plan_of
+from .errors import SealBroken
+from .keystore import FORGOTTEN
+from .sealing import PREFIX, TOKEN_MARK, Sealer, each_struct, named_key, plan_of
 
 
 def sealed_keys(event: Any) -> list[tuple[str, str]]:
@@ -40,3 +43,28 @@ def sealed_keys(event: Any) -> list[tuple[str, str]]:
 
     each_struct(event, plan, visit)
     return found
+
+
+class _OneKey:
+    """A key store holding one key (every other reads as forgotten, so that only that key's Structs are opened)."""
+
+    _drops = 0
+    path = "(the key given)"
+
+    def __init__(self, key_id: str, key: bytes):
+        self._by_id = {key_id: key}
+
+    def key(self, key_id: str) -> bytes:
+        return self._by_id.get(key_id, FORGOTTEN)
+
+    def forget_cached(self, key_ids: Any) -> None:
+        pass
+
+
+def opens_with(event: Any, event_id: str, key_id: str, key: bytes) -> bool:
+    """Whether ``key`` opens the Structs of ``event`` (as stored, decoded unopened) sealed with ``key_id``."""
+    try:
+        Sealer(_OneKey(key_id, key), enabled=False).unseal(event, event_id)  # type: ignore[arg-type]
+    except SealBroken:
+        return False
+    return True

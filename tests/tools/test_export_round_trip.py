@@ -152,3 +152,58 @@ def test_an_import_without_keys_into_a_log_of_its_own_is_refused(source):
     assert done.stderr.count("\n") == 1 and "nothing written" in done.stderr
     assert (cli(other, "digest").stdout, (other / "keys.db").read_bytes()) == before
     cli(other, "add", "a second note")  # the directory goes on
+
+
+def _edited(path: Path, target: Path, line: int, edit) -> Path:
+    """A copy of a JSON-lines file with line ``line`` (0-based) replaced by ``edit(its object)``."""
+    lines = path.read_bytes().split(b"\n")
+    lines[line] = json.dumps(edit(json.loads(lines[line]))).encode()
+    target.write_bytes(b"\n".join(lines))
+    return target
+
+
+def test_a_key_file_key_that_does_not_open_its_events_is_refused_and_nothing_written(source):
+    """A key of the right id and other bytes was taken: the import said done, and from that event on every read of
+    the data directory failed, other tenants' too, with no way back (the same import again kept the wrong key)."""
+    root = source["root"]
+    wrong = _edited(root / "log.keys", root / "wrong.keys", 1, lambda row: {**row, "key": "00" * 32})
+    other = root / "wrong-key"
+    cli(other, "add", "a note of its own")
+    before = (cli(other, "digest").stdout, (other / "keys.db").read_bytes())
+    done = cli(other, "import", root / "log.jsonl", "--keys", wrong, code=2)
+    assert "does not open it" in done.stderr and "import refused, nothing written" in done.stderr and done.stderr.count("\n") == 1
+    assert (cli(other, "digest").stdout, (other / "keys.db").read_bytes()) == before
+    cli(other, "import", root / "log.jsonl", "--keys", root / "log.keys")  # the right key file then imports
+    cli(other, "verify")
+    cli(other, "add", "a second note")
+
+
+def test_json_nested_too_deep_in_an_export_or_a_key_file_is_refused_in_one_line(source):
+    """msgspec and json stop at some thousand levels with a RecursionError: a traceback, and an empty log left."""
+    root = source["root"]
+    deep = "[" * 3000 + "]" * 3000
+    nested = _edited(root / "log.jsonl", root / "deep.jsonl", 3, lambda e: {**e, "content_deep": None})
+    nested.write_bytes(nested.read_bytes().replace(b'"content_deep": null', b'"content_deep": ' + deep.encode()))
+    keys = root / "deep.keys"
+    keys.write_bytes((root / "log.keys").read_bytes().split(b"\n")[0] + b"\n" + deep.encode() + b"\n")
+    for argv in (["import", nested, "--keys", root / "log.keys"], ["import", root / "log.jsonl", "--keys", keys]):
+        fresh = root / "deep" / "data"
+        done = cli(fresh, *argv, code=2)
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1 and "nothing written" in done.stderr, done.stderr
+        assert not fresh.exists()
+
+
+def test_a_digest_past_any_position_is_refused_not_a_traceback(source):
+    done = cli(source["data"], "verify", "--against", "9" * 30 + ":" + "0" * 64, code=2)
+    assert "a position up to" in done.stderr or "export file" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("stamp, why", [("2026-12-04T03:40:17Z", "recorded_at"), ("2099-01-01T00:00:00.000000Z", "later than this machine's clock")])
+def test_a_recorded_time_in_another_form_or_in_the_future_is_refused(source, stamp, why):
+    """Times are compared as text: "…17Z" sorted after "…17.9Z" and as-of reads by time answered wrong; a time in
+    2099 would have stamped every later write 2099 (recorded times never go back)."""
+    root = source["root"]
+    edited = _edited(root / "log.jsonl", root / "stamp.jsonl", 2, lambda e: {**e, "recorded_at": stamp})
+    done = cli(root / "stamped", "import", edited, "--keys", root / "log.keys", "--rehash", code=2)
+    assert why in done.stderr and done.stderr.count("\n") == 1 and not (root / "stamped").exists()
