@@ -128,6 +128,11 @@ def import_documents(svc: MemoryService, ctx: CommandContext, paths: list[Path],
     for n, path in enumerate(paths):
         if progress is not None:
             progress(n, path.name)
+        shown = str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+        if shown != str(path):  # a name of bytes that are no UTF-8 (kept by Python as lone surrogates): no field holds it
+            error = f"{shown}: the file name is not valid UTF-8: rename the file"
+            results.append({"path": shown, "doc_id": ids[path].encode("utf-8", "backslashreplace").decode("utf-8"), "status": "failed", "reason": "invalid", "error": error})
+            continue
         try:
             prepared = document_import(read_document(path), doc_id=ids[path], path=str(path), **options)
             result = svc.run(svc.documents.import_document, ctx, prepared)

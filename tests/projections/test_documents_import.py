@@ -205,6 +205,26 @@ def test_cli_skips_a_corrupt_file_and_imports_the_rest(tmp_path, capsys):
         assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default", collection="kb")] == ["a.md", "b.txt", "d.pdf"]
 
 
+def test_cli_reports_a_file_whose_name_is_not_utf8_and_imports_the_rest(tmp_path, capsys):
+    """Such a name (kept by Python as lone surrogates) failed its write with a UnicodeEncodeError: the command stopped
+    at it (exit 2, no report, no file named), the files before it imported and those after it not."""
+    import os
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write(docs / "a.md", "Alpha text.\n")
+    (Path(os.fsdecode(bytes(docs) + b"/b\xffname.md"))).write_text("Beta text.\n")
+    write(docs / "c.md", "Gamma text.\n")
+    data = str(tmp_path / "data")
+    code = cli.main(["--data-dir", data, "import", "docs", str(docs), "--root", str(docs), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["documents"], report["failed"]) == (1, 2, 1)
+    [failed] = [r for r in report["results"] if r["status"] == "failed"]
+    assert failed["path"].endswith("b\\udcffname.md") and "not valid UTF-8" in failed["error"]
+    with MemoryService.open(data) as service:
+        assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default")] == ["a.md", "c.md"]
+
+
 def test_cli_takes_paths_after_options(tmp_path, capsys):
     """``import docs --root DIR a.md b.txt`` was refused (exit 2, "unrecognized arguments: a.md b.txt"): the paths
     had to come before every option."""
