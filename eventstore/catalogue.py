@@ -354,6 +354,10 @@ class SubjectForgotten(DomainEvent, frozen=True):
     their bytes (every read and projection shows them erased). A forget of the
     tenant's own key when the tenant holds none (everything written with
     encryption off) destroys no key and erases all of them so.
+    ``kept_from``: of ``memory_ids``, those given another subject (or none,
+    the tenant's) since their last version of ``subject``, by the position of
+    their first version after it: their events from there on are that other
+    subject's, and stay (only those before it are erased).
     """
 
     subject: str
@@ -361,6 +365,16 @@ class SubjectForgotten(DomainEvent, frozen=True):
     memory_ids: tuple[str, ...] = ()
     reason: str = ""
     plaintext_positions: tuple[int, ...] = ()
+    kept_from: dict[str, int] = {}
+
+    def erased_before(self, memory_id: str, position: int) -> int:
+        """The position before which the memory's events are erased, for this forget recorded at ``position``."""
+        return self.kept_from.get(memory_id, position)
+
+    def erased_rows(self, position: int) -> list[tuple[str, int]]:
+        """``(memory id, the position before which its events are erased)`` for each memory it names, this forget
+        recorded at ``position``: what a projection erases, the rows of versions written before that position."""
+        return [(memory_id, self.erased_before(memory_id, position)) for memory_id in self.memory_ids]
 
 
 class OrganizerPassRecorded(DomainEvent, frozen=True):

@@ -3,7 +3,8 @@
 A forget destroys the keys that sealed its subject's memories, so their
 events read as erased everywhere. Its ``SubjectForgotten`` also names each
 memory of the subject, and every projection erases those memories whole,
-every version. A version sealed with a key that still exists (a memory given
+every version (but those of a memory given another subject since, from its
+first version of that one: ``kept_from``). A version sealed with a key that still exists (a memory given
 its subject by a later version, or written unsealed, with encryption off)
 would still show its text where the events themselves are read: ``mnemolog
 log``, ``GET /v1/events`` and its live stream, the explorer's correlation
@@ -90,14 +91,15 @@ def plaintext_kept(store, start: int = 1, end: int | None = None, *, tenant: str
     return tuple(p for p in sorted(found) if p >= start and (end is None or p <= end))
 
 
-def plaintext_erased(store, tenant: str, subject: str | None, memory_ids: Iterable[str]) -> tuple[int, ...]:
+def plaintext_erased(store, tenant: str, subject: str | None, memory_ids: Iterable[str], kept_from: dict[str, int] | None = None) -> tuple[int, ...]:
     """The events a forget about to be recorded erases that hold personal fields in plaintext, oldest first: the
-    events of ``memory_ids``, the mentions it erases (of those memories, or recorded under ``subject``; ``None``:
-    none by subject) and, for the tenant's own key (``""``), its entities and documents (see :class:`ErasedMemories`)."""
+    events of ``memory_ids`` (before ``kept_from``'s position for those it names), the mentions it erases (of those
+    memories, or recorded under ``subject``; ``None``: none by subject) and, for the tenant's own key (``""``), its
+    entities and documents (see :class:`ErasedMemories`)."""
     head = store.last_position()
     pending = _Forgets()
     pending.position = head + 1
-    pending.through = dict.fromkeys(memory_ids, head + 1)
+    pending.through = {memory_id: (kept_from or {}).get(memory_id, head + 1) for memory_id in memory_ids}
     if subject is not None:
         pending.subjects[subject] = head + 1
     return _kept(store, tenant, pending, head)
@@ -155,8 +157,9 @@ class _Forgets:
 
     def add(self, recorded: RecordedEvent) -> None:
         """Take in the tenant's next ``SubjectForgotten``."""
-        for memory_id in recorded.event.memory_ids:
-            self.through[memory_id] = recorded.position
+        event = recorded.event
+        for memory_id in event.memory_ids:  # a memory given another subject since keeps its events from then on
+            self.through[memory_id] = max(self.through.get(memory_id, 0), event.erased_before(memory_id, recorded.position))
         self.subjects[recorded.event.subject] = recorded.position
         self.position = max(self.position, recorded.position)
 

@@ -44,6 +44,10 @@ class GraphFacts(Protocol):
     def working_stay(self, tenant: str, memory_id: str) -> tuple[WorkingEntry, int | None] | None:
         """The memory's latest stay in working memory: its entry and the position that ended it (``None``: it holds)."""
 
+    def moved_away(self, tenant: str, subject: str, memory_ids: Sequence[str]) -> dict[str, int]:
+        """Of ``memory_ids``, those whose latest version names another subject than ``subject`` (``""``: none), by
+        the position of their first version after their last one of ``subject``."""
+
     def subject_memories(self, tenant: str, subject: str) -> list[str]:
         """Ids of the memories any version of which names ``subject`` (``""``: names none: the tenant's own key),
         holding every event the log held when called (what another process appended just before included)."""

@@ -85,13 +85,15 @@ class SubjectCommands:
             if isinstance(found, CommandResult):
                 return found
             memory_ids = found
+        # One given another subject since (or none) keeps its versions from then on: they are that subject's.
+        kept_from = self.facts.moved_away(ctx.tenant, key_subject, memory_ids)
         # A topic over one of them, or a merge of one, quotes its text, sealed with another key when the memory was given
         # the subject after the topic was written: the forget erases those too.
         memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
             memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
-        plaintext = plaintext_erased(self.store, ctx.tenant, key_subject, memory_ids)
+        plaintext = plaintext_erased(self.store, ctx.tenant, key_subject, memory_ids, kept_from)
         result = commit(
             self.store,
             ctx,
@@ -99,9 +101,13 @@ class SubjectCommands:
             [
                 StreamAppend(
                     c.tenant_stream(ctx.tenant),
-                    [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext)],
+                    [
+                        c.SubjectForgotten(
+                            subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext, kept_from=kept_from
+                        )
+                    ],
                 ),
-                *self._leaving(ctx.tenant, memory_ids),
+                *self._leaving(ctx.tenant, tuple(m for m in memory_ids if m not in kept_from)),
             ],
             request=[subject, reason],
         )

@@ -224,7 +224,7 @@ class FtsProjector:
                 self._rows(pending, conn, inserts, previous, flush)
                 pending = []
                 flush()
-                self._erase(conn, recorded.tenant, recorded.event.memory_ids)
+                self._erase(conn, recorded.tenant, recorded.event.erased_rows(recorded.position))
         self._rows(pending, conn, inserts, previous, flush)
         flush()
 
@@ -261,10 +261,15 @@ class FtsProjector:
         FtsProjector._delete_rows(conn, "tenant = ?", (tenant,))
 
     @staticmethod
-    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> None:
-        """A forgotten subject's memories leave the index (the runner then merges its segments, see :meth:`purge`)."""
-        ids = _ids_encoder.encode(list(memory_ids)).decode()
-        FtsProjector._delete_rows(conn, "tenant = ? AND memory_id IN (SELECT value FROM json_each(?))", (tenant, ids))
+    def _erase(conn: sqlite3.Connection, tenant: str, erased: Sequence[tuple[str, int]]) -> None:
+        """A forgotten subject's memories leave the index, the rows of the versions written before the position
+        ``erased`` gives each (the runner then merges its segments, see :meth:`purge`)."""
+        FtsProjector._delete_rows(
+            conn,
+            "row_id IN (SELECT d.row_id FROM json_each(?) AS j JOIN fts_docs AS d ON d.tenant = ?"
+            " AND d.memory_id = json_extract(j.value, '$[0]') WHERE d.valid_from < json_extract(j.value, '$[1]'))",
+            (_ids_encoder.encode(erased).decode(), tenant),
+        )
 
     @staticmethod
     def _delete_rows(conn: sqlite3.Connection, where: str, params: tuple) -> None:

@@ -155,8 +155,9 @@ class GraphProjector:
                 for table in ("graph_memories", "graph_edges", "graph_working"):
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
             elif isinstance(event, c.SubjectForgotten):
-                self._erase(conn, recorded.tenant, event.memory_ids)
-                self._erase_edges(conn, recorded.tenant, event.subject, event.memory_ids)
+                erased = _edge_props.encode(event.erased_rows(recorded.position)).decode()
+                self._erase(conn, recorded.tenant, erased)
+                self._erase_edges(conn, recorded.tenant, event.subject, erased)
         flush_links()
         self._memories(memory_events, conn, inserts, working, previous, flush)
         flush()
@@ -192,11 +193,13 @@ class GraphProjector:
                 working.append((row.tenant, row.working_binding, row.memory_id, content.memory_type, row.position, row.position))
 
     @staticmethod
-    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids) -> None:
-        """Every version of a forgotten subject's memories reads as erased: ids, times and statuses stay."""
+    def _erase(conn: sqlite3.Connection, tenant: str, erased: str) -> None:
+        """Every version of a forgotten subject's memories reads as erased (those written before the position that
+        ``erased``, JSON ``[[memory id, position], …]``, gives each): ids, times and statuses stay."""
         rows = conn.execute(
-            "SELECT row_id, content FROM graph_memories WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))",
-            (tenant, _edge_props.encode(list(memory_ids)).decode()),
+            "SELECT g.row_id, g.content FROM json_each(?) AS j JOIN graph_memories AS g"
+            " ON g.tenant = ? AND g.memory_id = json_extract(j.value, '$[0]') WHERE g.valid_from < json_extract(j.value, '$[1]')",
+            (erased, tenant),
         ).fetchall()
         conn.executemany(
             "UPDATE graph_memories SET content = ?, key = NULL WHERE row_id = ?",
@@ -204,14 +207,16 @@ class GraphProjector:
         )
 
     @staticmethod
-    def _erase_edges(conn: sqlite3.Connection, tenant: str, subject: str, memory_ids) -> None:
-        """The properties of the subject's mention edges and of the mentions of ``memory_ids`` (their aliases and
-        evidence) read as erased, as a replay reads them: a mention recorded before its memory had the subject
-        (sealed with the tenant's key, or unsealed) is its memory's too."""
+    def _erase_edges(conn: sqlite3.Connection, tenant: str, subject: str, erased: str) -> None:
+        """The properties of the subject's mention edges and of the mentions of the memories ``erased`` names
+        (recorded before its position for each; see :meth:`_erase`), their aliases and evidence, read as erased, as
+        a replay reads them: a mention recorded before its memory had the subject (sealed with the tenant's key, or
+        unsealed) is its memory's too."""
         conn.execute(
             "UPDATE graph_edges SET properties = '{}' WHERE tenant = ? AND edge_type = ? AND properties != '{}'"
-            " AND (ifnull(subject, '') = ? OR source IN (SELECT value FROM json_each(?)))",
-            (tenant, g.MENTIONS, subject, _edge_props.encode(list(memory_ids)).decode()),
+            " AND (ifnull(subject, '') = ? OR EXISTS (SELECT 1 FROM json_each(?) AS j"
+            " WHERE json_extract(j.value, '$[0]') = source AND valid_from < json_extract(j.value, '$[1]')))",
+            (tenant, g.MENTIONS, subject, erased),
         )
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:

@@ -6,6 +6,7 @@ in SQL; ``as_of`` (a log position) reads the rows valid at that position.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from typing import Any, Callable, Iterable, Sequence
@@ -614,6 +615,22 @@ class ProjectionFacts:
             (tenant,) if subject == "" else (tenant, subject),
         )
         return [r[0] for r in rows]
+
+    def moved_away(self, tenant: str, subject: str, memory_ids: Sequence[str]) -> dict[str, int]:
+        """Of ``memory_ids``, those whose latest version names another subject than ``subject`` (``""``: none), by
+        the position of their first version after their last one of ``subject``: from there on they are another's."""
+        rows = self._connect().execute(
+            "SELECT g.memory_id, g.valid_from, ifnull(json_extract(g.content, '$.subject'), '') FROM json_each(?) AS j"
+            " JOIN graph_memories AS g ON g.tenant = ? AND g.memory_id = j.value ORDER BY g.memory_id, g.valid_from",
+            (msgspec.json.encode(list(memory_ids)).decode(), tenant),
+        )
+        found: dict[str, int] = {}
+        for memory_id, group in itertools.groupby(rows, key=lambda r: r[0]):
+            versions = list(group)
+            named = [i for i, v in enumerate(versions) if v[2] == subject]
+            if named and named[-1] < len(versions) - 1:
+                found[memory_id] = versions[named[-1] + 1][1]
+        return found
 
     def live_edge(self, tenant: str, edge_id: str) -> c.EdgeRecord | None:
         self._sync()

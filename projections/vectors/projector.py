@@ -202,7 +202,7 @@ class VectorProjector:
             elif isinstance(recorded.event, c.SubjectForgotten):
                 self._apply_memories(segment, conn)
                 segment = []
-                self._erase(conn, recorded.tenant, recorded.event.memory_ids)
+                self._erase(conn, recorded.tenant, recorded.event.erased_rows(recorded.position))
         self._apply_memories(segment, conn)
 
     def _apply_memories(self, events: list[RecordedEvent], conn: sqlite3.Connection) -> None:
@@ -387,19 +387,27 @@ class VectorProjector:
 
 
     @staticmethod
-    def _erase(conn: sqlite3.Connection, tenant: str, memory_ids: Sequence[str]) -> None:
-        """A forgotten subject's memories: their rows, skips and cached embeddings go (the
-        cache keeps a text another memory still holds), and ``erasures`` makes the HNSW index start over."""
-        ids = _ids_encoder.encode(list(memory_ids)).decode()
-        mine = "SELECT row_id FROM vec_docs WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))"
+    def _erase(conn: sqlite3.Connection, tenant: str, erased: Sequence[tuple[str, int]]) -> None:
+        """A forgotten subject's memories (the versions written before the position ``erased`` gives each): their
+        rows, skips and cached embeddings go (the cache keeps a text another memory still holds), and ``erasures``
+        makes the HNSW index start over."""
+        ids = _ids_encoder.encode(erased).decode()
+        mine = (
+            "SELECT v.row_id FROM json_each(?) AS j JOIN vec_docs AS v ON v.tenant = ?"
+            " AND v.memory_id = json_extract(j.value, '$[0]') WHERE v.valid_from < json_extract(j.value, '$[1]')"
+        )
         conn.execute(
             "DELETE FROM embedding_cache WHERE content_hash IN"
             f" (SELECT content_hash FROM vec_docs WHERE row_id IN ({mine}) AND content_hash IS NOT NULL)"
             f" AND content_hash NOT IN (SELECT content_hash FROM vec_docs WHERE row_id NOT IN ({mine}) AND content_hash IS NOT NULL)",
-            (tenant, ids, tenant, ids),
+            (ids, tenant, ids, tenant),
         )
-        deleted = conn.execute(f"DELETE FROM vec_docs WHERE row_id IN ({mine})", (tenant, ids)).rowcount
-        conn.execute("DELETE FROM vec_skipped WHERE tenant = ? AND memory_id IN (SELECT value FROM json_each(?))", (tenant, ids))
+        deleted = conn.execute(f"DELETE FROM vec_docs WHERE row_id IN ({mine})", (ids, tenant)).rowcount
+        conn.execute(
+            "DELETE FROM vec_skipped WHERE tenant = ? AND EXISTS (SELECT 1 FROM json_each(?) AS j"
+            " WHERE json_extract(j.value, '$[0]') = memory_id AND position < json_extract(j.value, '$[1]'))",
+            (tenant, ids),
+        )
         conn.execute("UPDATE vec_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
         conn.execute("INSERT INTO vec_stats (name, value) VALUES ('erasures', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
 

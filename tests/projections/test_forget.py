@@ -445,3 +445,28 @@ def test_a_blank_subject_is_refused_and_the_tenants_key_stays(svc, blank):
         svc.forget(CTX, blank, reason="typo")
     assert refused.value.field == "subject" and svc.store.last_position() == head
     assert svc.get("t", others[0]).memory == "ordinary harbour memory 0" and svc.store.sealer.keys.subject_keys("t", "")
+
+
+@pytest.mark.parametrize("first, then, forgotten", [("u-42", "u-43", "u-42"), (None, "u-43", "@tenant"), ("u-42", None, "u-42")])
+def test_a_memory_given_another_subject_since_keeps_the_versions_written_for_it(tmp_path, first, then, forgotten):
+    """``forget @tenant`` erased a memory the tenant had given to a named subject since (and a forget of that
+    subject, one given back to the tenant), its versions of the other subject too: data lost, though its key stays."""
+    from mnemolog.eventstore.commands.subjects import TENANT_KEY
+
+    data = tmp_path / "data"
+    with MemoryService.open(data) as svc:
+        [memory] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} plays the oboe", subject=first)]).memory_ids
+        svc.run(svc.memories.update, CTX, memory, {"subject": then, "memory": "Lemonvexal Mangowhirl keeps the hives"})
+        svc.run(svc.memories.archive, CTX, memory)  # a later version of the other subject too
+        [other] = svc.run(svc.memories.add, CTX, [MemoryContent(memory=f"{SECRET} sails", subject=first)]).memory_ids
+        svc.forget(CTX, TENANT_KEY if forgotten == "@tenant" else forgotten, reason="request 9")
+        history = svc.history_view("t", memory)["versions"]
+        assert [v["memory"] for v in history] == [ERASED_TEXT] + ["Lemonvexal Mangowhirl keeps the hives"] * 2
+        assert not svc.get("t", memory).erased and svc.get("t", memory).status == "archived" and svc.get("t", memory, as_of=1).erased
+        assert svc.get("t", other).erased
+        svc.run(svc.memories.restore, CTX, memory)
+        assert _recall(svc, "Lemonvexal hives") == [memory] and _recall(svc, "Quillbert oboe") == []
+        live = _rows(svc)
+        svc.runner.rebuild()
+        assert _rows(svc) == live
+    _assert_clean([p for p in data.rglob("*") if p.is_file()])
