@@ -81,6 +81,7 @@ def document_paths(paths: list[str]) -> list[Path]:
     """Files named directly (any suffix: unsupported ones are reported) and supported files under directories.
 
     A path that does not exist is a typo, not a file to report and skip: the whole run is refused before anything is written.
+    A link under a directory to nothing is a file that cannot be read: reported, where it was left out without a word.
     """
     out: list[Path] = []
     for raw in paths:
@@ -88,7 +89,8 @@ def document_paths(paths: list[str]) -> list[Path]:
         if not path.exists():
             raise CommandError(f"no such file or directory: {raw} (nothing imported)")
         if path.is_dir():
-            out.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DOC_SUFFIXES))
+            found = (p for p in path.rglob("*") if p.is_file() or (p.is_symlink() and not p.exists()))
+            out.extend(sorted(p for p in found if p.suffix.lower() in DOC_SUFFIXES))
         else:
             out.append(path)
     return list(dict.fromkeys(out))

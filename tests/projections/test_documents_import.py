@@ -215,12 +215,14 @@ def test_cli_reports_a_file_whose_name_is_not_utf8_and_imports_the_rest(tmp_path
     write(docs / "a.md", "Alpha text.\n")
     (Path(os.fsdecode(bytes(docs) + b"/b\xffname.md"))).write_text("Beta text.\n")
     write(docs / "c.md", "Gamma text.\n")
+    (docs / "d.md").symlink_to(docs / "gone.md")  # a link to nothing: left out without a word, it is reported too
     data = str(tmp_path / "data")
     code = cli.main(["--data-dir", data, "import", "docs", str(docs), "--root", str(docs), "--json"])
     report = json.loads(capsys.readouterr().out)
-    assert (code, report["documents"], report["failed"]) == (1, 2, 1)
-    [failed] = [r for r in report["results"] if r["status"] == "failed"]
+    assert (code, report["documents"], report["failed"]) == (1, 2, 2)
+    failed, gone = [r for r in report["results"] if r["status"] == "failed"]
     assert failed["path"].endswith("b\\udcffname.md") and "not valid UTF-8" in failed["error"]
+    assert gone["path"].endswith("d.md") and gone["reason"] == "unreadable"
     with MemoryService.open(data) as service:
         assert [d.doc_id for d in ents.list_documents(service.read_conn(), "default")] == ["a.md", "c.md"]
 
