@@ -12,9 +12,8 @@ from __future__ import annotations
 import binascii
 from typing import Any
 
-from .keystore import TENANT_SUBJECT
 from .errors import SealBroken
-from .keystore import FORGOTTEN
+from .keystore import FORGOTTEN, TENANT_SUBJECT
 from .sealing import PREFIX, TOKEN_MARK, Sealer, each_struct, named_key, plan_of
 
 
