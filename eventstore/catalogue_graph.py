@@ -88,7 +88,15 @@ def document_node(doc_id: str) -> str:
     return DOCUMENT_NODE_PREFIX + doc_id
 
 
-def relation_edge_id(source_id: str, relation_type: str, target_id: str) -> str:
+def relation_edge_id(source_id: str, relation_type: str, target_id: str, *, escaped: bool = False) -> str:
+    """The id of the graph edge that mirrors a relation, ``rel:<source>:<TYPE>:<target>``.
+
+    Entity ids may hold ``:``, so two relations can spell one id (``p:Q:q -R-> s`` and ``p -Q-> q:R:s``): the
+    one set second takes the ``escaped`` id, its entity ids' ``:`` written ``%3A``, which no entity id holds,
+    so no other relation spells it. The commands find a relation's edge by its triple, whatever its id.
+    """
+    if escaped:
+        source_id, target_id = source_id.replace(":", "%3A"), target_id.replace(":", "%3A")
     return f"{RELATION_EDGE_PREFIX}{source_id}:{relation_type}:{target_id}"
 
 

@@ -48,6 +48,7 @@ from .written import WrittenNotProjected
 from .entities import projector as ents
 from .entities.reads import EntityReads
 from .fts.postings import PostingsIndex
+from .graph import facts as graph_facts
 from .graph import reads as graph_reads
 from .linking.relink import Linking, command_linker, named_entities
 from .policies.working import WorkingCapacity
@@ -179,9 +180,9 @@ class MemoryService:
             self.store, self.data_dir / "projections.db", projectors, after_commit=self._after_commit, busy_timeout=float(self.settings.busy_timeout)
         )
 
-    def construct_facts(self) -> graph_reads.ProjectionFacts:
+    def construct_facts(self) -> graph_facts.ProjectionFacts:
         """What commands check against: the projections at the log's head; entities and documents are nodes too."""
-        return graph_reads.ProjectionFacts(self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists])
+        return graph_facts.ProjectionFacts(self.read_conn, self.sync, node_resolvers=[ents.entity_node_exists, ents.document_node_exists])
 
     def construct_vector_index(self) -> VectorIndex:
         return VectorIndex.open(self.data_dir, self.read_conn(), embedder_name=self.embedder.name, dim=self.embedder.dim)

@@ -379,15 +379,17 @@ class EntityCommands:
         source = self._active(ctx.tenant, source_id, "source_id")
         self._active(ctx.tenant, target_id, "target_id")
         previous = source.relations.get((target_id, rtype))
-        live = self.facts.live_edge(ctx.tenant, edge_id)
+        live = self.facts.relation_edge(ctx.tenant, source_id, rtype, target_id)
+        if live is not None:
+            edge_id = live.edge_id
+        elif self.facts.live_edge(ctx.tenant, edge_id) is not None:  # another relation spells this id (see relation_edge_id)
+            edge_id = g.relation_edge_id(source_id, rtype, target_id, escaped=True)
         if previous == weight and live is not None and live.weight == weight:
             return nothing_done(ctx, created=False, changed=False, edge_id=edge_id, previous_weight=previous)
         # Also when only the graph edge is missing (or stale): a log written before rel: edges were kept to their relations may hold one unlinked alone.
         edge = c.EdgeRecord(edge_id=edge_id, edge_type=rtype, source=source_id, target=target_id, weight=weight)
         edge_events: list = []
         if live is not None:
-            if (live.source, live.target, live.edge_type) != (source_id, target_id, rtype):
-                raise Conflict(f"edge {edge_id!r} already links {live.source} to {live.target}; unlink it first")
             edge_events.append(c.EdgeUnlinked(edge=live, reason="relation weight changed"))
         edge_events.append(c.EdgeLinked(edge=edge))
         event = g.RelationSet(source_id=source_id, target_id=target_id, relation_type=rtype, weight=weight)
@@ -411,8 +413,9 @@ class EntityCommands:
             raise NotFound("relation", f"{source_id} -{rtype}-> {target_id}")
         event = g.RelationRemoved(source_id=source_id, target_id=target_id, relation_type=rtype, reason=reason)
         writes = [StreamAppend(g.entity_stream(ctx.tenant, source_id), [event], source.expected)]
-        live = self.facts.live_edge(ctx.tenant, edge_id)
+        live = self.facts.relation_edge(ctx.tenant, source_id, rtype, target_id)
         if live is not None:
+            edge_id = live.edge_id
             writes.append(StreamAppend(c.edges_stream(ctx.tenant), [c.EdgeUnlinked(edge=live, reason=reason or "relation removed")]))
         result = commit(self.store, ctx, "remove-relation", writes, request=request)
         return _with(result, edge_id=edge_id)

@@ -44,6 +44,9 @@ class GraphFacts(Protocol):
     def working_stay(self, tenant: str, memory_id: str) -> tuple[WorkingEntry, int | None] | None:
         """The memory's latest stay in working memory: its entry and the position that ended it (``None``: it holds)."""
 
+    def relation_edge(self, tenant: str, source: str, relation_type: str, target: str) -> EdgeRecord | None:
+        """The live ``rel:`` edge mirroring the relation ``(source, relation_type, target)``, whatever its id."""
+
     def moved_away(self, tenant: str, subject: str, memory_ids: Sequence[str]) -> dict[str, int]:
         """Of ``memory_ids``, those whose latest version names another subject than ``subject`` (``""``: none), by
         the position of their first version after their last one of ``subject``."""

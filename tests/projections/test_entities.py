@@ -213,6 +213,23 @@ def test_setting_a_relation_again_brings_back_a_graph_edge_unlinked_alone(svc):
     assert not relate(svc, "a", "b", weight=0.4).data["changed"]  # and then, as ever, nothing to do
 
 
+def test_two_relations_whose_ids_spell_one_edge_id_are_both_set_and_removed(svc):
+    """Entity ids hold ':': (p:Q:q -R-> s) and (p -Q-> q:R:s) both spell rel:p:Q:q:R:s, and the second was a 409
+    ("unlink it first") that nothing could get past."""
+    for entity_id in ("p", "q:R:s", "p:Q:q", "s"):
+        upsert(svc, entity_id)
+    assert relate(svc, "p:Q:q", "s", "R").data["edge_id"] == "rel:p:Q:q:R:s"
+    second = relate(svc, "p", "q:R:s", "Q", 0.5)
+    assert second.data["created"] and second.data["edge_id"] == "rel:p:Q:q%3AR%3As"
+    assert sorted(rel_edges(svc)) == [("rel:p:Q:q%3AR%3As", "p", "q:R:s", 0.5), ("rel:p:Q:q:R:s", "p:Q:q", "s", 1.0)]
+    assert relate(svc, "p", "q:R:s", "Q", 0.7).data["previous_weight"] == 0.5  # found by its triple, whatever its id
+    assert sorted(rel_edges(svc)) == [("rel:p:Q:q%3AR%3As", "p", "q:R:s", 0.7), ("rel:p:Q:q:R:s", "p:Q:q", "s", 1.0)]
+    assert svc.run(svc.entities.remove_relation, ctx(), "p", "q:R:s", "Q").data["edge_id"] == "rel:p:Q:q%3AR%3As"
+    assert rel_edges(svc) == [("rel:p:Q:q:R:s", "p:Q:q", "s", 1.0)]
+    svc.run(svc.entities.remove_relation, ctx(), "p:Q:q", "s", "R")
+    assert rel_edges(svc) == [] and related(svc, "p") == {} and related(svc, "p:Q:q") == {}
+
+
 def test_remove_cascades_relations_both_ways(svc):
     for e in ("x", "y", "z"):
         upsert(svc, e)
