@@ -306,13 +306,15 @@ def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     if not settings.auth:
         return None, tenant_header(request) or "default"
     secret = _secret(request)
+    # The header the key came in is the one an error names (a key given in neither: Authorization, the usual one).
+    field = "X-API-Key" if secret and not (one_header(request, "Authorization") or "").lower().startswith("bearer ") else "Authorization"
     return authorize(
         request.app[keys.keystore_key],
         secret,
         scope,
         tenant=tenant_header(request),
-        secret_field="Authorization",
-        secret_hint="Authorization: Bearer <key>",
+        secret_field=field,
+        secret_hint="X-API-Key: <key>" if field == "X-API-Key" else "Authorization: Bearer <key>",
         tenant_field="X-Mnemolog-Tenant",
     )
 

@@ -75,6 +75,9 @@ async def test_health_tells_a_caller_without_a_key_only_that_the_server_lives(se
         assert refused.status == status
         assert (await refused.json())["error"]["field"] == "Authorization" if status == 401 else True
     assert (await secured.raw.get("/health", headers={"Authorization": "Bearer "})).status == 200  # an empty key is none
+    # A wrong key is named where it came: X-API-Key named Authorization, with a hint of Bearer only
+    refused = await (await secured.raw.get("/v1/capabilities", headers={"X-API-Key": "mlk_not-a-key"})).json()
+    assert refused["error"]["field"] == "X-API-Key" and "Bearer" not in refused["error"]["message"], refused
 
 
 async def test_health_without_auth_shows_the_state(api):
