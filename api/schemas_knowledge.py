@@ -20,7 +20,9 @@ Name = Annotated[str, Meta(min_length=1, max_length=200, pattern=portable(rf"^(?
 Alias = Annotated[str, Meta(max_length=200, pattern=f"^[^{_CONTROL}]*$")]
 EntityId = Annotated[str, Meta(min_length=1, max_length=100, pattern=ENTITY_ID_RE.pattern)]
 #: A tag as given: no commas, at most 64 characters (the command trims, lower-cases and turns spaces into ``-``).
-Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": "^[^,]*$"})]  # checked by the command, whose error names the tag
+Tag = Annotated[str, Meta(extra_json_schema={"maxLength": 64, "pattern": f"^[^,{_CONTROL}]*$"})]  # checked by the command, whose error names the tag
+#: A type or a description: no control character but whitespace.
+NoControls = Annotated[str, Meta(pattern=f"^[^{_CONTROL}]*$")]
 #: A relation type as given: letters, digits, ``_``, spaces or ``-`` (a run of spaces and dashes becomes ``_``), upper-cased by the command.
 RelationType = Annotated[str, Meta(min_length=1, max_length=40, pattern=portable(r"^\s*[A-Za-z][A-Za-z0-9_]*(?:[\s-]+[A-Za-z0-9_]+)*[\s-]*$"))]
 DocId = Annotated[str, Meta(max_length=DOC_ID_MAX, pattern=DOC_ID_RE.pattern)]
@@ -30,8 +32,8 @@ class EntityIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The entity's whole new state; tags beyond the limit are cut and reported, not refused."""
 
     name: Name
-    entity_type: Annotated[str, Meta(max_length=64)] = ""
-    description: Annotated[str, Meta(max_length=4000)] = ""
+    entity_type: Annotated[NoControls, Meta(max_length=64)] = ""
+    description: Annotated[NoControls, Meta(max_length=4000)] = ""
     aliases: Annotated[list[Alias], Meta(max_length=64)] = []
     tags: Annotated[list[Tag], Meta(max_length=256)] = []
     properties: Annotated[dict[Annotated[str, Meta(min_length=1, max_length=100)], Annotated[str, Meta(max_length=2000)]], Meta(max_length=MAX_PROPERTIES)] = {}

@@ -103,7 +103,7 @@ class Conflict(Exception):
         super().__init__(message)
 
 
-_TAG_RE = re.compile(r"^[^\s,\x00-\x1f\x7f-\x9f]{1,64}$")  # no space, comma or control character (NUL, ...)
+TAG_RE = re.compile(r"^[^\s,\x00-\x1f\x7f-\x9f]{1,64}$")  # no space, comma or control character (NUL, ...)
 
 
 def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> tuple[str, ...]:
@@ -118,7 +118,7 @@ def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> 
         tag = tag.strip().lower()
         if not tag:
             continue
-        if not _TAG_RE.fullmatch(tag):
+        if not TAG_RE.fullmatch(tag):
             raise ValidationError(field, f"invalid tag {tag!r} (no spaces, commas or control characters, at most 64 characters)")
         if tag not in out:
             out.append(tag)

@@ -43,7 +43,7 @@ import msgspec
 from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import dropped_at
-from ..model import Conflict, NotFound, ValidationError
+from ..model import TAG_RE, Conflict, NotFound, ValidationError
 from ..store import NO_STREAM, EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
@@ -52,7 +52,6 @@ DEFAULT_MAX_TAGS = 8
 ENTITY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+#~-]{0,99}$")
 RELATION_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,39}$")
 RESERVED_RELATION_TYPES = frozenset({"MENTIONS", "FOLLOWS", "PARENT", "MERGED_TO", "SUPERSEDED_BY"})
-_TAG_RE = re.compile(r"^[^\s,]{1,64}$")
 MAX_ALIASES = 64
 MAX_PROPERTIES = 64
 
@@ -160,8 +159,8 @@ def cut_tags(tags: Any, limit: int, field: str = "tags") -> tuple[tuple[str, ...
         tag = normalise_tag(tag)
         if not tag:
             continue
-        if not _TAG_RE.fullmatch(tag):
-            raise ValidationError(field, f"invalid tag {tag!r} (no commas, at most 64 characters)")
+        if not TAG_RE.fullmatch(tag):  # as a memory's tags
+            raise ValidationError(field, f"invalid tag {tag!r} (no commas or control characters, at most 64 characters)")
         if tag not in out:
             out.append(tag)
     return tuple(out[:limit]), tuple(out[limit:])
@@ -180,11 +179,15 @@ def _text(value: Any, field: str, limit: int, *, required: bool = False) -> str:
     return value
 
 
-def _one_line(value: Any, field: str) -> str:
-    """A name or an alias: its whitespace collapsed to single spaces, and any other control character (NUL, ...)
-    refused: a name of a NUL alone passed as not blank, and named nothing a reader could see."""
-    text = " ".join(_text(value, field, 200, required=field == "name").split())
-    if any(unicodedata.category(ch) == "Cc" for ch in text):
+def _one_line(value: Any, field: str, limit: int = 200) -> str:
+    """A name, an alias or a type: its whitespace collapsed to single spaces, and any other control character (NUL,
+    ...) refused: a name of a NUL alone passed as not blank, and named nothing a reader could see."""
+    return _no_controls(" ".join(_text(value, field, limit, required=field == "name").split()), field)
+
+
+def _no_controls(text: str, field: str) -> str:
+    """``text``, or a 422 naming ``field`` when it holds a control character that is no whitespace (NUL, ...)."""
+    if any(unicodedata.category(ch) == "Cc" and not ch.isspace() for ch in text):
         raise ValidationError(field, "must not hold control characters (NUL, ...)")
     return text
 
@@ -264,8 +267,8 @@ class EntityCommands:
         event = g.EntityUpserted(
             entity_id=entity_id,
             name=name,
-            entity_type=_text(entity_type, "entity_type", 64),
-            description=_text(description, "description", 4000),
+            entity_type=_one_line(entity_type, "entity_type", 64),
+            description=_no_controls(_text(description, "description", 4000), "description"),
             aliases=_aliases(aliases, name),
             tags=kept,
             properties=_properties(properties),

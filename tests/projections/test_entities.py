@@ -344,7 +344,11 @@ def test_names_aliases_and_tags_holding_control_characters_are_refused(svc):
     """A name of a NUL alone passed as not blank, and a tag or an alias holding NUL was stored as given: each is
     refused naming its field, and nothing is written. Whitespace inside a name still collapses to one space."""
     head = svc.store.last_position()
-    for fields, field in (({"name": "\x00"}, "name"), ({"name": "Ada\x00"}, "name"), ({"name": "Ada", "aliases": ["a\x00"]}, "aliases")):
+    for fields, field in (
+        ({"name": "\x00"}, "name"), ({"name": "Ada\x00"}, "name"), ({"name": "Ada", "aliases": ["a\x00"]}, "aliases"),
+        ({"name": "Ada", "tags": ["x\x00y"]}, "tags"), ({"name": "Ada", "description": "a\x00b"}, "description"),
+        ({"name": "Ada", "entity_type": "per\x07son"}, "entity_type"),
+    ):  # fmt: skip
         with pytest.raises(ValidationError) as err:
             svc.run(svc.entities.upsert, ctx(), "person:ada", **fields)
         assert err.value.field == field and "control characters" in str(err.value)
@@ -353,6 +357,6 @@ def test_names_aliases_and_tags_holding_control_characters_are_refused(svc):
             svc.run(svc.memories.add, ctx(), [MemoryContent(memory="tagged", tags=tags)])
         assert err.value.field.endswith("tags")
     assert svc.store.last_position() == head
-    svc.run(svc.entities.upsert, ctx(), "person:ada", name="Ada\n  Lovelace", aliases=["Countess\tof Lovelace"])
+    svc.run(svc.entities.upsert, ctx(), "person:ada", name="Ada\n  Lovelace", aliases=["Countess\tof Lovelace"], description="Mathematician.\n\tWrote the first program.")
     card = ents.get_entity(svc.read_conn(), "t", "person:ada")
-    assert card.name == "Ada Lovelace" and list(card.aliases) == ["Countess of Lovelace"]
+    assert card.name == "Ada Lovelace" and list(card.aliases) == ["Countess of Lovelace"] and "\n\t" in card.description
