@@ -138,7 +138,7 @@ def normalise_relation_type(value: Any) -> str:
 def check_weight(weight: Any) -> float:
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or not 0.0 <= weight <= 1.0:
         raise ValidationError("weight", "must be a number between 0 and 1")
-    return float(weight)
+    return float(weight) + 0.0  # -0.0 is 0.0 (it was stored and shown as -0.0)
 
 
 def normalise_tag(tag: str) -> str:

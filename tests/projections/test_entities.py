@@ -230,6 +230,16 @@ def test_two_relations_whose_ids_spell_one_edge_id_are_both_set_and_removed(svc)
     assert rel_edges(svc) == [] and related(svc, "p") == {} and related(svc, "p:Q:q") == {}
 
 
+def test_a_weight_of_minus_zero_is_zero(svc):
+    import math
+
+    upsert(svc, "a")
+    upsert(svc, "b")
+    relate(svc, "a", "b", weight=-0.0)
+    [(_, _, _, weight)] = rel_edges(svc)
+    assert weight == 0.0 and math.copysign(1.0, weight) == 1.0  # stored and shown as -0.0 before
+
+
 def test_remove_cascades_relations_both_ways(svc):
     for e in ("x", "y", "z"):
         upsert(svc, e)
