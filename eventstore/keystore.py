@@ -207,14 +207,22 @@ class KeyStore:
             return {r[0] for r in self._connection().execute("SELECT key_id FROM data_keys WHERE state = 'retired'")}
 
     def retire(self, tenant: str, subject: str | None) -> list[str]:
-        """Stop sealing with the subject's keys (new events get a new key); the ids retired or already retired."""
+        """Stop sealing with the subject's keys (new events get a new key); the ids retired or already retired.
+
+        One transaction: a key another process makes for the subject just after (its next write) is live, and
+        neither named nor destroyed by this forget; listed after the update, it was named and then destroyed.
+        """
         subject = subject or TENANT_SUBJECT
         with self._lock:
             conn = self._connection()
-            conn.execute("UPDATE data_keys SET state = 'retired' WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject))
+            with immediate(conn):
+                conn.execute("UPDATE data_keys SET state = 'retired' WHERE tenant = ? AND subject = ? AND state = 'live'", (tenant, subject))
+                rows = conn.execute(
+                    "SELECT key_id FROM data_keys WHERE tenant = ? AND subject = ? AND state = 'retired' ORDER BY created_at, key_id", (tenant, subject)
+                ).fetchall()
             self._live.pop((tenant, subject), None)
             self._drops += 1
-        return self.subject_keys(tenant, subject)
+        return [r[0] for r in rows]
 
     def forget(self, key_ids: Iterable[str]) -> int:
         """Destroy the keys: the rows become tombstones, and the file is rewritten without the key bytes."""
