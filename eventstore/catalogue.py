@@ -366,6 +366,9 @@ class SubjectForgotten(DomainEvent, frozen=True):
     reason: str = ""
     plaintext_positions: tuple[int, ...] = ()
     kept_from: dict[str, int] = {}
+    #: The log position up to which ``memory_ids`` were read (0: not recorded): the memories sealed with ``key_ids``
+    #: after it and before this event are another process's late writes, which a second event names.
+    checked_through: int = 0
 
     def erased_before(self, memory_id: str, position: int) -> int:
         """The position before which the memory's events are erased, for this forget recorded at ``position``."""

@@ -40,9 +40,10 @@ from . import catalogue as c
 from . import catalogue_graph as g
 from .keystore import TENANT_SUBJECT
 from .recorded import RecordedEvent, decode_rows
+from .sealed_keys import sealed_keys
 from .sealing import each_struct, erase, erase_owner, is_sealed, plan_of
 
-__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_erased", "plaintext_kept", "plaintext_positions", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
 
 
 def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
@@ -121,6 +122,58 @@ def _kept(store, tenant: str, forgets: "_Forgets", until: int) -> list[int]:
         if which is not None and holds_plaintext(recorded.event, None if which is _whole else which):
             found.append(recorded.position)
     return sorted(found)
+
+
+def sealed_meanwhile(store, tenant: str, subject: str, key_ids: Iterable[str], after: int, until: int, listed: Iterable[str]) -> tuple[str, ...]:
+    """The memories another process wrote with the subject's retired keys between a forget's read of the facts
+    (``after``) and its event (``until``), but those ``listed``: the forget names them in a second event (and an
+    open of the store does, for a forget killed in between: ``EventStore.finish_forgets``). (Also what the keys
+    sealed before a drop of the tenant, which the projections no longer hold.)
+
+    Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
+    the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming
+    the memory erases. A memory sealed with the subject's new key was written after the forget began: it
+    stays, as every later one does. A memory of the subject written unsealed meanwhile (by a process with
+    sealing off) is named too: no key says it came after the forget began, and it is in the log before it."""
+    keys, skip = set(key_ids), set(listed)
+    found: dict[str, None] = {}
+    for recorded in store.read_stored(after, tenant=tenant, until=until):
+        event = recorded.event
+        memory_id = getattr(event, "memory_id", None)
+        if type(memory_id) is str and memory_id not in skip and (
+            any(s == subject and k in keys for s, k in sealed_keys(event)) or _unsealed_of(event, subject)
+        ):
+            found[memory_id] = None
+    return tuple(found)
+
+
+def _unsealed_of(event: Any, subject: str) -> bool:
+    """Whether ``event`` (as stored) is a version of a memory of the named ``subject`` holding its personal
+    fields in plaintext."""
+    content = getattr(event, "content", None)
+    return subject != TENANT_SUBJECT and getattr(content, "subject", None) == subject and holds_plaintext(event)
+
+
+def name_late_writes(store, forgets: list[RecordedEvent], pending: set[str]) -> None:
+    """Name in a second ``SubjectForgotten`` the memories another process sealed with a forget's keys (those of
+    ``pending`` it names) after it read the subject's memories and before its event, where the forget was killed
+    before it named them itself (its keys still retired): unnamed, their plaintext stayed in the projections.
+    ``EventStore.finish_forgets`` calls it before it destroys the keys."""
+    from .events import Metadata
+    from .store import StreamAppend
+
+    for r in forgets:
+        event = r.event
+        if not pending & set(event.key_ids):
+            continue
+        named = {m for f in forgets if f.tenant == r.tenant and f.event.subject == event.subject for m in f.event.memory_ids}
+        late = sealed_meanwhile(store, r.tenant, event.subject, event.key_ids, event.checked_through, r.position - 1, named)
+        if late:
+            finished = c.SubjectForgotten(
+                subject=event.subject, key_ids=event.key_ids, memory_ids=late, reason=event.reason, plaintext_positions=plaintext_erased(store, r.tenant, None, late)
+            )
+            metadata = Metadata(actor=r.metadata.actor, correlation_id=r.metadata.correlation_id)
+            store.append_batch([StreamAppend(c.tenant_stream(r.tenant), [finished])], tenant=r.tenant, metadata=metadata)
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:

@@ -26,6 +26,7 @@ from .chain import GENESIS_HASH, ChainBreak, Digest, StoredRow, VerifyResult, di
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
 from .seal_check import first_unopened
+from .erased import name_late_writes
 from .ids import new_ids
 from .events import (
     DomainEvent,
@@ -183,11 +184,12 @@ class EventStore:
         if not retired:
             keys.scrub_if_due()  # killed after destroying the keys, before rewriting the key file
             return 0
-        recorded = {k for r in self.read_all(types=["SubjectForgotten"]) for k in r.event.key_ids}
-        pending = sorted(retired & recorded)
+        forgets = self.read_all(types=["SubjectForgotten"])
+        pending = sorted(retired & {k for r in forgets for k in r.event.key_ids})
         if not pending:
             keys.scrub_if_due()
             return 0
+        name_late_writes(self, forgets, set(pending))
         return keys.forget(pending)
 
     poll_seconds: float = 1.0

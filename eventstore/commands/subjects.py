@@ -42,7 +42,7 @@ import msgspec
 from .. import catalogue as c
 from ..sealed_keys import sealed_keys
 from ..aggregate import dropped_at
-from ..erased import holds_plaintext, plaintext_erased, stored_events
+from ..erased import plaintext_erased, sealed_meanwhile, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..recorder import utc_stamp
@@ -52,7 +52,7 @@ from .facts import GraphFacts
 from .working import WorkingMemory
 
 
-_LATE = "forget-late"  # the command name of a forget's second event (see SubjectCommands._sealed_meanwhile)
+_LATE = "forget-late"  # the command name of a forget's second event (see erased.sealed_meanwhile)
 TENANT_KEY = "@tenant"  # the subject name that forgets the tenant's own key (never a subject id: those never start with @)
 
 
@@ -92,7 +92,7 @@ class SubjectCommands:
         memory_ids += tuple(self.facts.quoting_memories(ctx.tenant, memory_ids))
         dropped = dropped_at(self.store, ctx.tenant)
         if dropped:  # the projections hold nothing from before the tenant's drop: the log names what its keys sealed
-            memory_ids += self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
+            memory_ids += sealed_meanwhile(self.store, ctx.tenant, key_subject, key_ids, 0, dropped, memory_ids)
         plaintext = plaintext_erased(self.store, ctx.tenant, key_subject, memory_ids, kept_from)
         result = commit(
             self.store,
@@ -103,7 +103,8 @@ class SubjectCommands:
                     c.tenant_stream(ctx.tenant),
                     [
                         c.SubjectForgotten(
-                            subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext, kept_from=kept_from
+                            subject=key_subject, key_ids=tuple(key_ids), memory_ids=memory_ids, reason=reason, plaintext_positions=plaintext,
+                            kept_from=kept_from, checked_through=read_from,
                         )
                     ],
                 ),
@@ -112,7 +113,7 @@ class SubjectCommands:
             request=[subject, reason],
         )
         erased = len(memory_ids)
-        late = self._sealed_meanwhile(ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
+        late = sealed_meanwhile(self.store, ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
         if late:
             late_plaintext = plaintext_erased(self.store, ctx.tenant, None, late)
             plaintext += late_plaintext
@@ -202,34 +203,6 @@ class SubjectCommands:
     def _leaving(self, tenant: str, memory_ids: tuple[str, ...]) -> list[StreamAppend]:
         """The erased memories leave working memory with the forget: an entry of erased text recalls nothing."""
         return self.working.write(tenant, self.working.leaving(tenant, memory_ids, "subject forgotten"))
-
-    def _sealed_meanwhile(self, tenant: str, subject: str, key_ids: list[str], after: int, until: int, listed: tuple[str, ...]) -> tuple[str, ...]:
-        """The memories another process wrote with the subject's retired keys between the read of the facts
-        (``after``) and the forget's event (``until``): the forget names them in a second event. (Also what the
-        keys sealed before a drop of the tenant, which the projections no longer hold.)
-
-        Such a writer sealed with a key it held just before the retirement, so the memory is unreadable once
-        the keys are destroyed, and it may have projected the memory's plaintext, which only an event naming
-        the memory erases. A memory sealed with the subject's new key was written after the forget began: it
-        stays, as every later one does. A memory of the subject written unsealed meanwhile (by a process with
-        sealing off) is named too: no key says it came after the forget began, and it is in the log before it."""
-        keys = set(key_ids)
-        found: dict[str, None] = {}
-        for recorded in self.store.read_stored(after, tenant=tenant, until=until):
-            event = recorded.event
-            memory_id = getattr(event, "memory_id", None)
-            if type(memory_id) is str and memory_id not in listed and (
-                any(s == subject and k in keys for s, k in sealed_keys(event)) or self._unsealed_of(event, subject)
-            ):
-                found[memory_id] = None
-        return tuple(found)
-
-    @staticmethod
-    def _unsealed_of(event, subject: str) -> bool:
-        """Whether ``event`` (as stored) is a version of a memory of the named ``subject`` holding its personal
-        fields in plaintext."""
-        content = getattr(event, "content", None)
-        return subject != TENANT_SUBJECT and getattr(content, "subject", None) == subject and holds_plaintext(event)
 
     def _finish_replayed(self, ctx: CommandContext, subject: str, done: CommandResult) -> CommandResult:
         """A retried forget: the keys its events name destroyed (a crash may have come between its append and

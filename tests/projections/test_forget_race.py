@@ -203,3 +203,50 @@ def test_a_memory_written_between_the_commands_catch_up_and_the_retirement_is_fo
             assert svc.get(TENANT, late[0]).erased
         forgetter.scrub()
         assert _files_hold(data, SECRET) == []
+
+
+def test_a_forget_killed_before_naming_the_memories_written_meanwhile_is_finished_by_the_next_open(tmp_path, monkeypatch):
+    """Killed between its event and the second one naming the memories another process sealed meanwhile with the
+    retired key: the next open destroyed the key but named nothing, so that memory's plaintext stayed in the
+    projections (``get`` showed it, unlike a rebuild) until a rebuild."""
+    from mnemolog.eventstore.commands import subjects
+
+    data = tmp_path / "data"
+    ctx = CommandContext(tenant=TENANT, actor="privacy-officer")
+    with MemoryService.open(data) as other, MemoryService.open(data) as forgetter:
+        [first] = other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory="an early note", subject="u-9")]).memory_ids
+        late: list[str] = []
+        keys = other.store.sealer.keys
+        live = dict(keys._live)  # the other process still holds the key it looked up before the retirement
+
+        def write_with_the_old_key() -> None:
+            monkeypatch.setattr(keys, "_live", live)
+            monkeypatch.setattr(keys, "require_live", lambda mark, key_ids: None)
+            late.extend(other.run(other.memories.add, CommandContext(tenant=TENANT), [MemoryContent(memory=f"{SECRET} lives on Kastellorizo", subject="u-9")]).memory_ids)
+
+        _between_facts_and_forget(monkeypatch, forgetter, write_with_the_old_key)
+
+        def killed(*args, **kwargs):
+            raise SystemExit("killed")
+
+        monkeypatch.setattr(subjects, "sealed_meanwhile", killed)
+        try:
+            forgetter.forget(ctx, "u-9", reason="erasure request 9")
+        except SystemExit:
+            pass
+        monkeypatch.undo()
+        assert [f.event.memory_ids for f in forgetter.store.read_all(types=["SubjectForgotten"])] == [(first,)]
+        other.sync()
+        assert other.get(TENANT, late[0]).memory.startswith(SECRET)  # the key still there: readable, and projected
+    with MemoryService.open(data) as svc:  # the next open finishes the forget: names the late memory, then destroys the key
+        forgets = svc.store.read_all(types=["SubjectForgotten"])
+        assert [f.event.memory_ids for f in forgets] == [(first,), (late[0],)]
+        assert forgets[1].metadata.actor == "privacy-officer" and forgets[1].event.reason == "erasure request 9"
+        view = svc.get(TENANT, late[0])
+        assert view.erased and view.memory == ERASED_TEXT
+        live_rows = {name: svc.read_conn().execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in ("fts_docs", "vec_docs", "graph_memories")}
+        svc.scrub()
+        assert _files_hold(data, SECRET) == []
+        svc.runner.rebuild()
+        assert {name: svc.read_conn().execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in live_rows} == live_rows
+        assert svc.get(TENANT, late[0]).erased
