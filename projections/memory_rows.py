@@ -130,3 +130,18 @@ def close_rows(conn: sqlite3.Connection, table: str, tenant: str, memory_id: str
         f"UPDATE {table} SET valid_to = ? WHERE tenant = ? AND memory_id = ? AND valid_to IS NULL",
         (position, tenant, memory_id),
     )
+
+
+#: A forget's memories and the position before which each one's rows are erased (see :func:`erased_rows`).
+ERASED = "temp.erased_before"
+
+
+def erased_rows(conn: sqlite3.Connection, recorded: RecordedEvent) -> str:
+    """Load a ``SubjectForgotten``'s memories into :data:`ERASED` (``memory_id`` -> ``position``: the rows of
+    versions written before it are erased) and name that table, for joins by its key: a join against
+    ``json_each`` of thousands of ids ran as a nested scan, and a forget of 2,000 memories took 8 s. (The joins
+    write ``+valid_from``: an index on it would have the planner scan a tenant's rows for each memory.)"""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {ERASED} (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL)")
+    conn.execute(f"DELETE FROM {ERASED}")
+    conn.executemany(f"INSERT OR REPLACE INTO {ERASED} (memory_id, position) VALUES (?, ?)", recorded.event.erased_rows(recorded.position))
+    return ERASED

@@ -93,7 +93,7 @@ from mnemolog.eventstore.model import MemoryContent
 
 from ..filters import SearchFilters, filter_sql, tag_field
 from ..runner import execute_script
-from ..memory_rows import Previous, close_rows, dropped_tenants, head_clause, transitions
+from ..memory_rows import Previous, close_rows, dropped_tenants, erased_rows, head_clause, transitions
 from .as_of_ranking import rank_as_of
 from .postings import PostingsIndex
 from .textsearch import (
@@ -224,7 +224,7 @@ class FtsProjector:
                 self._rows(pending, conn, inserts, previous, flush)
                 pending = []
                 flush()
-                self._erase(conn, recorded.tenant, recorded.event.erased_rows(recorded.position))
+                self._erase(conn, recorded.tenant, erased_rows(conn, recorded))
         self._rows(pending, conn, inserts, previous, flush)
         flush()
 
@@ -261,14 +261,14 @@ class FtsProjector:
         FtsProjector._delete_rows(conn, "tenant = ?", (tenant,))
 
     @staticmethod
-    def _erase(conn: sqlite3.Connection, tenant: str, erased: Sequence[tuple[str, int]]) -> None:
+    def _erase(conn: sqlite3.Connection, tenant: str, erased: str) -> None:
         """A forgotten subject's memories leave the index, the rows of the versions written before the position
-        ``erased`` gives each (the runner then merges its segments, see :meth:`purge`)."""
+        the table ``erased`` gives each (the runner then merges its segments, see :meth:`purge`)."""
         FtsProjector._delete_rows(
             conn,
-            "row_id IN (SELECT d.row_id FROM json_each(?) AS j JOIN fts_docs AS d ON d.tenant = ?"
-            " AND d.memory_id = json_extract(j.value, '$[0]') WHERE d.valid_from < json_extract(j.value, '$[1]'))",
-            (_ids_encoder.encode(erased).decode(), tenant),
+            f"row_id IN (SELECT d.row_id FROM {erased} AS b CROSS JOIN fts_docs AS d ON d.tenant = ?"
+            " AND d.memory_id = b.memory_id WHERE +d.valid_from < b.position)",
+            (tenant,),
         )
 
     @staticmethod

@@ -94,7 +94,7 @@ class ProjectionFacts:
         the position of their first version after their last one of ``subject``: from there on they are another's."""
         rows = self._connect().execute(
             "SELECT g.memory_id, g.valid_from, ifnull(json_extract(g.content, '$.subject'), '') FROM json_each(?) AS j"
-            " JOIN graph_memories AS g ON g.tenant = ? AND g.memory_id = j.value ORDER BY g.memory_id, g.valid_from",
+            " CROSS JOIN graph_memories AS g ON g.tenant = ? AND g.memory_id = j.value ORDER BY g.memory_id, g.valid_from",
             (msgspec.json.encode(list(memory_ids)).decode(), tenant),
         )
         found: dict[str, int] = {}

@@ -28,7 +28,7 @@ from mnemolog.eventstore import catalogue_graph as g
 from mnemolog.eventstore.sealing import erase
 
 from ..runner import execute_script
-from ..memory_rows import Previous, close_rows, decode_content, encode_content, transitions
+from ..memory_rows import Previous, close_rows, decode_content, encode_content, erased_rows, transitions
 
 _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)
@@ -155,7 +155,7 @@ class GraphProjector:
                 for table in ("graph_memories", "graph_edges", "graph_working"):
                     conn.execute(f"DELETE FROM {table} WHERE tenant = ?", (recorded.tenant,))
             elif isinstance(event, c.SubjectForgotten):
-                erased = _edge_props.encode(event.erased_rows(recorded.position)).decode()
+                erased = erased_rows(conn, recorded)
                 self._erase(conn, recorded.tenant, erased)
                 self._erase_edges(conn, recorded.tenant, event.subject, erased)
         flush_links()
@@ -194,12 +194,12 @@ class GraphProjector:
 
     @staticmethod
     def _erase(conn: sqlite3.Connection, tenant: str, erased: str) -> None:
-        """Every version of a forgotten subject's memories reads as erased (those written before the position that
-        ``erased``, JSON ``[[memory id, position], …]``, gives each): ids, times and statuses stay."""
+        """Every version of a forgotten subject's memories reads as erased (those written before the position the
+        table ``erased`` gives each, see :func:`~mnemolog.projections.memory_rows.erased_rows`): ids, times and statuses stay."""
         rows = conn.execute(
-            "SELECT g.row_id, g.content FROM json_each(?) AS j JOIN graph_memories AS g"
-            " ON g.tenant = ? AND g.memory_id = json_extract(j.value, '$[0]') WHERE g.valid_from < json_extract(j.value, '$[1]')",
-            (erased, tenant),
+            f"SELECT g.row_id, g.content FROM {erased} AS b CROSS JOIN graph_memories AS g"
+            " ON g.tenant = ? AND g.memory_id = b.memory_id WHERE +g.valid_from < b.position",
+            (tenant,),
         ).fetchall()
         conn.executemany(
             "UPDATE graph_memories SET content = ?, key = NULL WHERE row_id = ?",
@@ -214,9 +214,8 @@ class GraphProjector:
         unsealed) is its memory's too."""
         conn.execute(
             "UPDATE graph_edges SET properties = '{}' WHERE tenant = ? AND edge_type = ? AND properties != '{}'"
-            " AND (ifnull(subject, '') = ? OR EXISTS (SELECT 1 FROM json_each(?) AS j"
-            " WHERE json_extract(j.value, '$[0]') = source AND valid_from < json_extract(j.value, '$[1]')))",
-            (tenant, g.MENTIONS, subject, erased),
+            f" AND (ifnull(subject, '') = ? OR valid_from < (SELECT b.position FROM {erased} AS b WHERE b.memory_id = source))",
+            (tenant, g.MENTIONS, subject),
         )
 
     def _edge(self, recorded: RecordedEvent, conn: sqlite3.Connection) -> None:

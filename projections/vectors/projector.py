@@ -72,7 +72,7 @@ from mnemolog.eventstore.model import MemoryContent
 
 from .embedders import Embedder, content_hash, embed_rows
 from ..filters import SearchFilters, filter_sql, tag_field
-from ..memory_rows import Previous, dropped_tenants, head_clause, transitions
+from ..memory_rows import Previous, dropped_tenants, erased_rows, head_clause, transitions
 from ..runner import execute_script
 
 __all__ = ["EXACT_THRESHOLD", "VecHit", "VectorProjector", "projector_version", "unit_vector", "vector_search"]
@@ -202,7 +202,7 @@ class VectorProjector:
             elif isinstance(recorded.event, c.SubjectForgotten):
                 self._apply_memories(segment, conn)
                 segment = []
-                self._erase(conn, recorded.tenant, recorded.event.erased_rows(recorded.position))
+                self._erase(conn, recorded.tenant, erased_rows(conn, recorded))
         self._apply_memories(segment, conn)
 
     def _apply_memories(self, events: list[RecordedEvent], conn: sqlite3.Connection) -> None:
@@ -387,26 +387,21 @@ class VectorProjector:
 
 
     @staticmethod
-    def _erase(conn: sqlite3.Connection, tenant: str, erased: Sequence[tuple[str, int]]) -> None:
-        """A forgotten subject's memories (the versions written before the position ``erased`` gives each): their
-        rows, skips and cached embeddings go (the cache keeps a text another memory still holds), and ``erasures``
-        makes the HNSW index start over."""
-        ids = _ids_encoder.encode(erased).decode()
-        mine = (
-            "SELECT v.row_id FROM json_each(?) AS j JOIN vec_docs AS v ON v.tenant = ?"
-            " AND v.memory_id = json_extract(j.value, '$[0]') WHERE v.valid_from < json_extract(j.value, '$[1]')"
-        )
+    def _erase(conn: sqlite3.Connection, tenant: str, erased: str) -> None:
+        """A forgotten subject's memories (the versions written before the position the table ``erased`` gives
+        each): their rows, skips and cached embeddings go (the cache keeps a text another memory still holds),
+        and ``erasures`` makes the HNSW index start over."""
+        mine = f"SELECT v.row_id FROM {erased} AS b CROSS JOIN vec_docs AS v ON v.tenant = ? AND v.memory_id = b.memory_id WHERE +v.valid_from < b.position"
         conn.execute(
             "DELETE FROM embedding_cache WHERE content_hash IN"
             f" (SELECT content_hash FROM vec_docs WHERE row_id IN ({mine}) AND content_hash IS NOT NULL)"
             f" AND content_hash NOT IN (SELECT content_hash FROM vec_docs WHERE row_id NOT IN ({mine}) AND content_hash IS NOT NULL)",
-            (ids, tenant, ids, tenant),
+            (tenant, tenant),
         )
-        deleted = conn.execute(f"DELETE FROM vec_docs WHERE row_id IN ({mine})", (ids, tenant)).rowcount
+        deleted = conn.execute(f"DELETE FROM vec_docs WHERE row_id IN ({mine})", (tenant,)).rowcount
         conn.execute(
-            "DELETE FROM vec_skipped WHERE tenant = ? AND EXISTS (SELECT 1 FROM json_each(?) AS j"
-            " WHERE json_extract(j.value, '$[0]') = memory_id AND position < json_extract(j.value, '$[1]'))",
-            (tenant, ids),
+            f"DELETE FROM vec_skipped WHERE tenant = ? AND position < (SELECT b.position FROM {erased} AS b WHERE b.memory_id = vec_skipped.memory_id)",
+            (tenant,),
         )
         conn.execute("UPDATE vec_stats SET value = value + ? WHERE name = 'deletions'", (deleted,))
         conn.execute("INSERT INTO vec_stats (name, value) VALUES ('erasures', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
