@@ -154,14 +154,15 @@ def _unsealed_of(event: Any, subject: str) -> bool:
     return subject != TENANT_SUBJECT and getattr(content, "subject", None) == subject and holds_plaintext(event)
 
 
-def name_late_writes(store, forgets: list[RecordedEvent], pending: set[str]) -> None:
-    """Name in a second ``SubjectForgotten`` the memories another process sealed with a forget's keys (those of
-    ``pending`` it names) after it read the subject's memories and before its event, where the forget was killed
-    before it named them itself (its keys still retired): unnamed, their plaintext stayed in the projections.
-    ``EventStore.finish_forgets`` calls it before it destroys the keys."""
+def late_forgets(store, forgets: list[RecordedEvent], pending: set[str]) -> list[tuple[str, Any, Any]]:
+    """The second ``SubjectForgotten`` each of ``forgets`` naming a key of ``pending`` (still retired) owes, as
+    ``(tenant, event, metadata)``: naming the memories another process sealed with its keys after it read the
+    subject's memories and before its event, where the forget was killed before it named them itself
+    (unnamed, their plaintext stayed in the projections). ``EventStore.finish_forgets`` appends them before
+    it destroys the keys."""
     from .events import Metadata
-    from .store import StreamAppend
 
+    owed = []
     for r in forgets:
         event = r.event
         if not pending & set(event.key_ids):
@@ -172,8 +173,8 @@ def name_late_writes(store, forgets: list[RecordedEvent], pending: set[str]) -> 
             finished = c.SubjectForgotten(
                 subject=event.subject, key_ids=event.key_ids, memory_ids=late, reason=event.reason, plaintext_positions=plaintext_erased(store, r.tenant, None, late)
             )
-            metadata = Metadata(actor=r.metadata.actor, correlation_id=r.metadata.correlation_id)
-            store.append_batch([StreamAppend(c.tenant_stream(r.tenant), [finished])], tenant=r.tenant, metadata=metadata)
+            owed.append((r.tenant, finished, Metadata(actor=r.metadata.actor, correlation_id=r.metadata.correlation_id)))
+    return owed
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:

@@ -19,6 +19,7 @@ from typing import AsyncIterator, Callable, Iterable, Iterator, NamedTuple, Sequ
 import msgspec
 from sqlalchemy import Connection
 
+from . import catalogue as c
 from . import dialects, sealing
 from . import migrate
 from .bounds import check_name, check_stream_id
@@ -26,7 +27,7 @@ from .chain import GENESIS_HASH, ChainBreak, Digest, StoredRow, VerifyResult, di
 from .guards import GuardProblem, check_guards
 from .reference import ReferenceCheck, anchors_of
 from .seal_check import first_unopened
-from .erased import name_late_writes
+from .erased import late_forgets
 from .ids import new_ids
 from .events import (
     DomainEvent,
@@ -189,7 +190,8 @@ class EventStore:
         if not pending:
             keys.scrub_if_due()
             return 0
-        name_late_writes(self, forgets, set(pending))
+        for tenant, event, metadata in late_forgets(self, forgets, set(pending)):
+            self.append_batch([StreamAppend(c.tenant_stream(tenant), [event])], tenant=tenant, metadata=metadata)
         return keys.forget(pending)
 
     poll_seconds: float = 1.0

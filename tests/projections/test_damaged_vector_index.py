@@ -86,7 +86,7 @@ def test_an_index_with_flipped_bits_is_set_aside_and_rebuilt_and_recall_answers_
     rebuilt = json.loads((data / f"{INDEX_FILE}.json").read_text())
     assert rebuilt["count"] == checkpoint["count"] and rebuilt["sha256"] != checkpoint.get("sha256")
     with serve(data, tmp_path / "again.log", **SETTINGS) as server:  # the rebuilt index is saved, and loads as it is
-        assert _semantic_ranks(server.url) == before
+        assert _semantic_ranks(server.url) == after  # as the rebuilt index answered
     assert " WARNING " not in (tmp_path / "again.log").read_text()
 
 
