@@ -38,12 +38,13 @@ import msgspec
 
 from . import catalogue as c
 from . import catalogue_graph as g
+from .events import Metadata
 from .keystore import TENANT_SUBJECT
 from .recorded import RecordedEvent, decode_rows
 from .sealed_keys import sealed_keys
 from .sealing import each_struct, erase, erase_owner, is_sealed, plan_of
 
-__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "late_forgets", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
 
 
 def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
@@ -160,8 +161,6 @@ def late_forgets(store, forgets: list[RecordedEvent], pending: set[str]) -> list
     subject's memories and before its event, where the forget was killed before it named them itself
     (unnamed, their plaintext stayed in the projections). ``EventStore.finish_forgets`` appends them before
     it destroys the keys."""
-    from .events import Metadata
-
     owed = []
     for r in forgets:
         event = r.event
