@@ -24,7 +24,7 @@ from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import MemoryContent, NotFound, ValidationError
-from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.eventstore.schema import MAX_POSITION, whole_number
 from mnemolog.projections.filters import SearchFilters
 from mnemolog.projections.recall import windows
 from mnemolog.projections.recall.searcher import RecallOptions, check_strategy
@@ -34,20 +34,6 @@ from mnemolog.projections.vectors.projector import unit_vector
 from .errors import ApiError, is_lock_contention
 from .schemas import FUSION_ONLY, AddMemoriesRequest, MemoryIn, RecallQuery, RecallRequest, UpdateMemoryRequest
 from .schemas_knowledge import RelationsRequest
-
-def is_number(text: str) -> bool:
-    """ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
-    return text.isascii() and text.isdigit()
-
-
-def whole_number(text: str) -> int | None:
-    """``text`` as a number when it is ASCII digits, else None; past 19 digits, beyond any position or count,
-    ``MAX_POSITION + 1`` (``int()`` refuses more than 4,300 digits, and no more of them would mean anything)."""
-    if not is_number(text):
-        return None
-    significant = text.lstrip("0")
-    return MAX_POSITION + 1 if len(significant) > 19 else int(significant or "0")
-
 
 def integral_numbers(value: Any) -> Any:
     """``value`` with every float that is a whole number made an int (so that ``5.0`` fills an int field)."""

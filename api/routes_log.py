@@ -13,10 +13,10 @@ from msgspec import Meta
 from mnemolog.eventstore import Digest
 from mnemolog.eventstore.erased import ErasedMemories, plaintext_kept
 from mnemolog.eventstore.events import encoder
+from mnemolog.eventstore.schema import whole_number
 
 from . import keys, operations
 from .errors import ApiError
-from .operations import whole_number
 from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, key_check, one_header, param, query_int, read
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 

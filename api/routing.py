@@ -18,7 +18,7 @@ import msgspec
 from aiohttp import web
 
 from mnemolog.eventstore.commands import CommandContext, CommandResult
-from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.eventstore.schema import MAX_POSITION, whole_number
 from mnemolog.projections.graph.reads import TYPE_FILTER_RE
 
 from . import keys
@@ -26,7 +26,7 @@ from .auth import ApiKey, authorize, check_tenant, still_authorized
 from .body_fields import check_json, decode_typed, key_at_fault
 from .errors import ApiError, field_of
 from .schemas import WriteResponse
-from .operations import check_as_of, whole_number, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
+from .operations import check_as_of, write_result  # noqa: F401 - check_as_of is re-exported for the route modules
 
 if TYPE_CHECKING:
     from mnemolog.projections.service import MemoryService
@@ -290,24 +290,26 @@ def key_check(request: web.Request) -> Callable[[], Any] | None:
     return functools.partial(_authorize, request, scope) if scope is not None else None
 
 
-def _secret(request: web.Request) -> str:
-    """The key a request presents (``Authorization: Bearer``, or ``X-API-Key``); empty without one."""
+def _secret(request: web.Request) -> tuple[str, str]:
+    """The key a request presents (``Authorization: Bearer``, or ``X-API-Key``; empty without one), and the
+    header an error about it names (``Authorization`` when it presents none)."""
     header = one_header(request, "Authorization") or ""
-    return header[7:].strip() if header.lower().startswith("bearer ") else one_header(request, "X-API-Key") or ""
+    if header.lower().startswith("bearer "):
+        return header[7:].strip(), "Authorization"
+    other = one_header(request, "X-API-Key") or ""
+    return other, "X-API-Key" if other else "Authorization"
 
 
 def presents_key(request: web.Request) -> bool:
     """Whether the request names a key at all (right or wrong)."""
-    return bool(_secret(request))
+    return bool(_secret(request)[0])
 
 
 def _authorize(request: web.Request, scope: str) -> tuple[ApiKey | None, str]:
     settings = request.app[keys.settings_key]
     if not settings.auth:
         return None, tenant_header(request) or "default"
-    secret = _secret(request)
-    # The header the key came in is the one an error names (a key given in neither: Authorization, the usual one).
-    field = "X-API-Key" if secret and not (one_header(request, "Authorization") or "").lower().startswith("bearer ") else "Authorization"
+    secret, field = _secret(request)
     return authorize(
         request.app[keys.keystore_key],
         secret,

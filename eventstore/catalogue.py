@@ -374,7 +374,7 @@ class SubjectForgotten(DomainEvent, frozen=True):
         """The position before which the memory's events are erased, for this forget recorded at ``position``."""
         return self.kept_from.get(memory_id, position)
 
-    def erased_rows(self, position: int) -> list[tuple[str, int]]:
+    def erased_before_each(self, position: int) -> list[tuple[str, int]]:
         """``(memory id, the position before which its events are erased)`` for each memory it names, this forget
         recorded at ``position``: what a projection erases, the rows of versions written before that position."""
         return [(memory_id, self.erased_before(memory_id, position)) for memory_id in self.memory_ids]

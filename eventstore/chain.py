@@ -15,7 +15,7 @@ from typing import Iterable, NamedTuple
 import msgspec
 
 from .guards import GuardProblem
-from .schema import MAX_POSITION
+from .schema import MAX_POSITION, whole_number
 
 GENESIS_HASH = "0" * 64
 
@@ -143,13 +143,10 @@ class Digest(msgspec.Struct, frozen=True):
     @classmethod
     def parse(cls, text: str) -> "Digest":
         position, sep, digest = text.strip().partition(":")
-        significant = position.lstrip("0") or "0"  # int() refuses more than 4,300 digits, leading zeros too
-        if (
-            not sep or not (position.isascii() and position.isdigit()) or len(significant) > 19 or int(significant) > MAX_POSITION
-            or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest)
-        ):  # fmt: skip
+        number = whole_number(position)
+        if not sep or number is None or number > MAX_POSITION or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise ValueError(f"expected POSITION:HASH (a position up to {MAX_POSITION}, then 64 hex digits), got {text[:100]!r}")
-        return cls(int(significant), digest)
+        return cls(number, digest)
 
 
 def digests_of(against) -> list[Digest]:

@@ -44,7 +44,7 @@ from .recorded import RecordedEvent, decode_rows
 from .sealed_keys import sealed_keys
 from .sealing import each_struct, erase, erase_owner, is_sealed, plan_of
 
-__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "late_forgets", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "late_forget", "late_forgets", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
 
 
 def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
@@ -169,11 +169,17 @@ def late_forgets(store, forgets: list[RecordedEvent], pending: set[str]) -> list
         named = {m for f in forgets if f.tenant == r.tenant and f.event.subject == event.subject for m in f.event.memory_ids}
         late = sealed_meanwhile(store, r.tenant, event.subject, event.key_ids, event.checked_through, r.position - 1, named)
         if late:
-            finished = c.SubjectForgotten(
-                subject=event.subject, key_ids=event.key_ids, memory_ids=late, reason=event.reason, plaintext_positions=plaintext_erased(store, r.tenant, None, late)
-            )
+            finished = late_forget(store, r.tenant, event.subject, event.key_ids, late, event.reason)
             owed.append((r.tenant, finished, Metadata(actor=r.metadata.actor, correlation_id=r.metadata.correlation_id)))
     return owed
+
+
+def late_forget(store, tenant: str, subject: str, key_ids: Iterable[str], late: tuple[str, ...], reason: str) -> Any:
+    """A forget's second ``SubjectForgotten``, naming the memories ``late`` sealed meanwhile with its keys (see
+    :func:`sealed_meanwhile`), with the events of theirs the log keeps in plaintext."""
+    return c.SubjectForgotten(
+        subject=subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason, plaintext_positions=plaintext_erased(store, tenant, None, late)
+    )
 
 
 def erased_recorded(recorded: RecordedEvent) -> RecordedEvent:

@@ -10,6 +10,16 @@ metadata = MetaData()
 #: a larger one can only be a caller's mistake.
 MAX_POSITION = 2**63 - 1
 
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a number when it is ASCII digits, else None (``int()`` would also read '1_0', '+3' and other
+    scripts' digits); past 19 digits, beyond any position or count, ``MAX_POSITION + 1`` (``int()`` refuses more
+    than 4,300 digits, leading zeros too, and no more of them would mean anything)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0")
+    return MAX_POSITION + 1 if len(significant) > 19 else int(significant or "0")
+
 #: The longest stream id, in characters. The longest the product makes is
 #: 520 (``document-<tenant>/<doc id>``, each of those 255); 600 characters
 #: of up to four UTF-8 bytes stay within PostgreSQL's largest b-tree index

@@ -143,5 +143,5 @@ def erased_rows(conn: sqlite3.Connection, recorded: RecordedEvent) -> str:
     write ``+valid_from``: an index on it would have the planner scan a tenant's rows for each memory.)"""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {ERASED} (memory_id TEXT PRIMARY KEY, position INTEGER NOT NULL)")
     conn.execute(f"DELETE FROM {ERASED}")
-    conn.executemany(f"INSERT OR REPLACE INTO {ERASED} (memory_id, position) VALUES (?, ?)", recorded.event.erased_rows(recorded.position))
+    conn.executemany(f"INSERT OR REPLACE INTO {ERASED} (memory_id, position) VALUES (?, ?)", recorded.event.erased_before_each(recorded.position))
     return ERASED

@@ -37,7 +37,7 @@ from mnemolog.eventstore.commands.subjects import TENANT_KEY, SubjectCommands
 from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
-from mnemolog.eventstore.schema import MAX_POSITION
+from mnemolog.eventstore.schema import MAX_POSITION, whole_number
 from mnemolog.eventstore.settings import Settings, SettingError, setting
 
 from . import text_caches
@@ -432,11 +432,9 @@ class MemoryService:
             return value
         if isinstance(value, str):
             text = value.strip()
-            if text.isascii() and text.isdigit():
-                significant = text.lstrip("0") or "0"  # int() refuses more than 4,300 digits, leading zeros too
-                if len(significant) > 19:
-                    raise ValidationError("as_of", f"a position must be between 0 and {MAX_POSITION}")
-                return self.resolve_as_of(int(significant))
+            number = whole_number(text)
+            if number is not None:
+                return self.resolve_as_of(number)  # past MAX_POSITION: refused as a position
             try:
                 value = parse_moment(text)
             except ValueError:

@@ -42,7 +42,7 @@ import msgspec
 from .. import catalogue as c
 from ..sealed_keys import sealed_keys
 from ..aggregate import dropped_at
-from ..erased import plaintext_erased, sealed_meanwhile, stored_events
+from ..erased import late_forget, plaintext_erased, sealed_meanwhile, stored_events
 from ..keystore import FORGOTTEN, TENANT_SUBJECT, KeyStore
 from ..model import Conflict, NotFound, ValidationError, validate_subject
 from ..recorder import utc_stamp
@@ -115,19 +115,13 @@ class SubjectCommands:
         erased = len(memory_ids)
         late = sealed_meanwhile(self.store, ctx.tenant, key_subject, key_ids, read_from, result.first_position - 1, memory_ids)
         if late:
-            late_plaintext = plaintext_erased(self.store, ctx.tenant, None, late)
-            plaintext += late_plaintext
+            second = late_forget(self.store, ctx.tenant, key_subject, key_ids, late, reason)
+            plaintext += second.plaintext_positions
             more = commit(
                 self.store,
                 ctx,
                 _LATE,
-                [
-                    StreamAppend(
-                        c.tenant_stream(ctx.tenant),
-                        [c.SubjectForgotten(subject=key_subject, key_ids=tuple(key_ids), memory_ids=late, reason=reason, plaintext_positions=late_plaintext)],
-                    ),
-                    *self._leaving(ctx.tenant, late),
-                ],
+                [StreamAppend(c.tenant_stream(ctx.tenant), [second]), *self._leaving(ctx.tenant, late)],
                 request=[subject, reason, late],
             )
             result, erased = msgspec.structs.replace(result, last_position=more.last_position), erased + len(late)
