@@ -244,7 +244,7 @@ class RecallQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     filters: Filters = msgspec.field(default_factory=Filters)
     as_of: AsOf = None
     min_position: Annotated[int, Meta(ge=0)] | None = None
-    channels: list[Literal["lexical", "semantic", "graph"]] | None = None
+    channels: Annotated[list[Literal["lexical", "semantic", "graph"]], Meta(min_length=1)] | None = None  # [] would run no channel: left out means the defaults
     weights: ChannelWeights = msgspec.field(default_factory=ChannelWeights)
     fusion: Literal["score", "rrf"] | None = None  # None: MNEMOLOG_RECALL_FUSION
     raw_fts: bool = False

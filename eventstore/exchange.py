@@ -228,6 +228,23 @@ def _stored_row(line: _Line) -> StoredRow:
     return StoredRow(**fields)
 
 
+#: What an event is, apart from where a log holds it: ``position``, the chain's hashes and ``recorded_at`` (which
+#: an import moves up to the time of the event before it, so that recorded times never go back).
+_CONTENT = ("stream_id", "stream_version", "type", "schema_version", "tenant")
+
+
+def _differs(stored: StoredRow, line: _Line) -> str | None:
+    """The first field in which the event the store holds differs from the file's line of the same ``event_id``."""
+    for name in _CONTENT:
+        if getattr(stored, name) != getattr(line.event, name):
+            return name
+    for name in ("payload", "metadata"):  # compared as JSON: a file's spacing or key order is not a difference
+        mine, theirs = getattr(stored, name), getattr(line, name)
+        if mine != theirs and msgspec.json.decode(mine) != msgspec.json.decode(theirs):
+            return name
+    return None
+
+
 class _Frame:
     """An export's header and footer lines, as the lines are read."""
 
@@ -355,11 +372,17 @@ class _Checker:
 
     def _check_store(self, chunk: list[_Line]) -> None:
         """The chunk against the store: streams must continue where the store has them."""
-        existing = self.store.recorder.existing_event_ids([line.event.event_id for line in chunk])
+        existing = self.store.recorder.rows_by_event_id([line.event.event_id for line in chunk])
         first_new: dict[str, _Line] = {}
         for line in chunk:
             stream = line.event.stream_id
             if line.event.event_id in existing:
+                differs = _differs(existing[line.event.event_id], line)
+                if differs:
+                    raise ImportRefused(
+                        f"{line.where()}: event {line.event.event_id} is already in this store with another {differs}: "
+                        "an event once written is never replaced (an edited event needs an event_id of its own)"
+                    )
                 if stream in self.continued:
                     raise ImportRefused(
                         f"{line.where()}: event {line.event.event_id} is already in this store "

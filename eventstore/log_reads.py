@@ -241,13 +241,16 @@ class LogReads:
 
     def event_positions(self, event_ids: Sequence[str]) -> dict[str, int]:
         """The position of each of ``event_ids`` the log holds."""
-        found: dict[str, int] = {}
+        return {row.event_id: row.position for row in self._by_event_id((events.c.event_id, events.c.position), event_ids)}
+
+    def rows_by_event_id(self, event_ids: Sequence[str]) -> dict[str, StoredRow]:
+        """The stored row of each of ``event_ids`` the log holds."""
+        return {row.event_id: StoredRow._make(row) for row in self._by_event_id(_COLUMNS, event_ids)}
+
+    def _by_event_id(self, columns, event_ids: Sequence[str]) -> Iterator:
         with self.reader.connect() as conn:
             for start in range(0, len(event_ids), 500):
-                chunk = list(event_ids[start : start + 500])
-                rows = conn.execute(select(events.c.event_id, events.c.position).where(events.c.event_id.in_(chunk)))
-                found.update((event_id, position) for event_id, position in rows)
-        return found
+                yield from conn.execute(select(*columns).where(events.c.event_id.in_(list(event_ids[start : start + 500]))))
 
     def spans_overlapping(self, first: int, last: int) -> list[tuple[int, int, str, str | None]]:
         """``event_spans`` rows that overlap positions ``first..last``, in order."""

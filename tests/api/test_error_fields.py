@@ -129,3 +129,9 @@ async def test_a_body_that_is_not_json_is_400_though_it_breaks_the_type_first(ap
     # Valid JSON that breaks the type stays a 422 naming the field.
     await call(api, "POST", "/v1/memories", data=b'{"a": 1}', headers=JSON, status=422, field="a")
     await call(api, "POST", "/v1/memories", data=memory_with(f'{{"a": {HUGE}}}'), headers=JSON, status=422, field="memory.properties.a")
+
+
+async def test_an_empty_channels_list_is_422_naming_channels(api):
+    """``"channels": []`` would run no channel; it was read as "the default channels", the opposite of what it says."""
+    for path in ("/v1/recall", "/v1/search"):
+        await call(api, "POST", path, json={"query": "harbour", "channels": []}, status=422, field="channels", code="invalid")

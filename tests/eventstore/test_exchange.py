@@ -168,6 +168,23 @@ def test_rehash_accepts_an_edited_file(source, target):
     assert target.read_stream("notes-1")[2].event.text == "CAFé ☕"
 
 
+def test_an_edited_event_the_store_holds_is_refused_not_skipped(source, target):
+    """An edited event keeps its ``event_id``: imported with --rehash into the store it came from, it was counted as
+    already there and left out, so the edit was lost without a word. It is refused, naming the line and the field."""
+    data = dump(source)
+    import_(target, io.BytesIO(data))
+    tip = target.digest()
+    edited = tampered(data, 5, b"\"text\":\"caf", b"\"text\":\"CAF")
+    with pytest.raises(ImportRefused, match=r"line 5 .*already in this store with another payload"):
+        import_(target, io.BytesIO(edited), rehash=True)
+    reattributed = tampered(data, 8, b'"bob"', b'"eve"')
+    with pytest.raises(ImportRefused, match=r"line 8 .*another metadata"):
+        import_(target, io.BytesIO(reattributed), rehash=True)
+    assert target.digest() == tip
+    respaced = tampered(data, 5, b"\"text\":\"caf", b"\"text\":  \"caf")  # the same event, spelt otherwise
+    assert import_(target, io.BytesIO(respaced), rehash=True).skipped_existing == 7
+
+
 @pytest.mark.parametrize(
     "bad, lineno",
     [
