@@ -188,7 +188,7 @@ def as_api_error(exc: BaseException) -> ApiError | None:
     if isinstance(exc, msgspec.DecodeError):
         return ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc) or "body")
     if isinstance(exc, NotFound):
-        return ApiError(404, "not_found", str(exc), None)
+        return ApiError(404, "not_found", str(exc), exc.field)
     if isinstance(exc, Conflict):
         return ApiError(409, "conflict", str(exc), exc.field, current_version=exc.current_version)
     if isinstance(exc, ConcurrencyError):

@@ -88,9 +88,10 @@ class ValidationError(ValueError):
 class NotFound(LookupError):
     """A memory, edge or entity that the command names does not exist for this tenant."""
 
-    def __init__(self, what: str, ident: str):
+    def __init__(self, what: str, ident: str, *, field: str | None = None):
         self.what = what
         self.ident = ident
+        self.field = field  # the request's field that named it, when not the path
         super().__init__(f"{what} {ident!r} not found")
 
 

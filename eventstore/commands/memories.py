@@ -240,18 +240,18 @@ class MemoryCommands:
                 raise ValidationError("expected_versions", f"{memory_id!r} is not among memory_ids")
             if not isinstance(version, int) or isinstance(version, bool) or version < 1:
                 raise ValidationError("expected_versions", f"the version of {memory_id!r} must be a number from 1")
-        states = [self._load(ctx, m, expected_versions.get(m), f"expected_versions.{m}") for m in ids]
+        states = [self._load(ctx, m, expected_versions.get(m), f"expected_versions.{m}", "memory_ids") for m in ids]
         for state in states:
             if state.status != Status.ACTIVATED.value:
-                raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version)
+                raise Conflict(f"memory {state.memory_id} is {state.status}; only activated memories merge", current_version=state.version, field="memory_ids")
             if state.content.erased:
-                raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version)
+                raise Conflict(f"memory {state.memory_id} was erased (its subject was forgotten)", current_version=state.version, field="memory_ids")
         topics = [s.memory_id for s in states if s.content.memory_type == MemoryType.TOPIC.value]
         if topics and len(topics) < len(states):  # a topic's members would hang on a memory, or a memory become the organizer's topic
             raise Conflict(f"memory {topics[0]} is a TopicMemory: topics merge only with topics", field="memory_ids")
         if len({s.content.subject for s in states}) > 1:
             # A merged memory has one subject: forgetting one of them must not leave its text in another's.
-            raise Conflict("memories of different subjects do not merge")
+            raise Conflict("memories of different subjects do not merge", field="memory_ids")
         if decision is not None and (lost := merge_losses([s.content for s in states])):
             # An automatic merge keeps every value of its sources; an operator's merge keeps the first source's.
             raise Conflict(f"an automatic merge never drops a value; these memories differ in {'; '.join(lost)}")
@@ -327,17 +327,20 @@ class MemoryCommands:
         if (done := replayed(self.store, ctx, "supersede", request, [older_id, newer_id])) is not None:
             return done
         older = self._load(ctx, older_id, expected_version)
-        newer = self._load(ctx, newer_id, expected_newer_version, "expected_newer_version")
+        newer = self._load(ctx, newer_id, expected_newer_version, "expected_newer_version", "superseded_by")
         if older.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {older_id} is {older.status}; only an activated memory can be superseded", current_version=older.version)
         if newer.status != Status.ACTIVATED.value:
             raise Conflict(f"memory {newer_id} is {newer.status}; it cannot supersede another", current_version=newer.version, field="superseded_by")
+        # An erased memory says nothing: it would supersede a fact with "[erased]", and one superseded is gone already
+        # (a decision's reason, which quotes both memories, is never written once they were erased either).
+        if older.content.erased:
+            raise Conflict(f"memory {older_id} was erased (its subject was forgotten)", current_version=older.version)
+        if newer.content.erased:
+            raise Conflict(f"memory {newer_id} was erased (its subject was forgotten)", current_version=newer.version, field="superseded_by")
         if decision is not None:
             # A decision's reason quotes both memories and is sealed under their subject: it is never written for another
-            # subject's memory (forgetting that one must erase it too), nor once they were erased (it was judged on their text).
-            if older.content.erased or newer.content.erased:
-                erased = older_id if older.content.erased else newer_id
-                raise Conflict(f"memory {erased} was erased (its subject was forgotten)", current_version=older.version)
+            # subject's memory (forgetting that one must erase it too).
             if older.content.subject != newer.content.subject:
                 raise Conflict("an automatic decision never supersedes a memory of one subject by another's")
         stamp = now_iso()
@@ -483,12 +486,18 @@ class MemoryCommands:
 
     # -- helpers -----------------------------------------------------------------------
 
-    def _load(self, ctx: CommandContext, memory_id: str, expected_version: int | None, field: str = "expected_version") -> MemoryState:
+    def _load(
+        self, ctx: CommandContext, memory_id: str, expected_version: int | None, field: str = "expected_version", named_by: str | None = None
+    ) -> MemoryState:
         """The memory's state from the log; a :class:`Conflict` naming ``field`` (the argument that gave
-        ``expected_version``) when the memory is at another version."""
+        ``expected_version``) when the memory is at another version, a :class:`NotFound` naming ``named_by``
+        (the argument that gave ``memory_id``, when not the path)."""
         if not isinstance(memory_id, str) or not memory_id:
-            raise ValidationError("memory_id", "must be a non-empty string")
-        state = load(self.store, ctx.tenant, memory_id)
+            raise ValidationError(named_by or "memory_id", "must be a non-empty string")
+        try:
+            state = load(self.store, ctx.tenant, memory_id)
+        except NotFound as exc:
+            raise NotFound(exc.what, exc.ident, field=named_by) from None
         if expected_version is not None and expected_version != state.version:
             raise Conflict(
                 f"memory {memory_id} is at version {state.version}, not {expected_version}",

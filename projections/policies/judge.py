@@ -511,6 +511,12 @@ def about_different_things(a: JudgedMemory, b: JudgedMemory) -> str:
     return _different_keys(a, b) or _different_things(_analyse(a.memory or ""), _analyse(b.memory or ""))
 
 
+def words_kept(fused: str, text: str) -> float:
+    """The share of ``text``'s content words (stemmed, values apart) that ``fused`` says too; 1 when it has none."""
+    words = _analyse(text).words
+    return len(words & _analyse(fused).words) / len(words) if words else 1.0
+
+
 def merged_text(a: JudgedMemory | str, b: JudgedMemory | str) -> str:
     """The more informative of two redundant texts, as written (stripped): the
     longer normalised text, then more content words, then the newer

@@ -47,6 +47,7 @@ back to an extractive summary (so does a summary longer than
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import json
 import math
@@ -63,7 +64,7 @@ import yarl
 
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
-from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text
+from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text, words_kept
 
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION", "clean_api_key"]
 
@@ -110,6 +111,7 @@ _MAX_OBJECT_STARTS = 64
 #: Client errors that say "later", not "never": request timeout (a gateway's), too early, too many requests.
 _RETRIED_STATUSES = frozenset({408, 425, 429})
 _DIGITS_RE = re.compile(r"\d+(?:[.,]\d+)*")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 class LLMUnavailable(RuntimeError):
@@ -305,8 +307,8 @@ class LLMJudge:
                 if resp.status in _RETRIED_STATUSES or resp.status >= 500:
                     raise _Retry(f"HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After")))
                 try:
-                    body = raw.decode(resp.get_encoding(), errors="replace" if resp.status >= 400 else "strict")
-                except (UnicodeError, LookupError) as exc:  # bytes not in the charset it names, or an unknown charset
+                    body = raw.decode(_charset(resp), errors="replace" if resp.status >= 400 else "strict")
+                except UnicodeError as exc:  # bytes not in the charset it names
                     raise _Retry(f"bad answer: undecodable body ({exc})") from None
                 if resp.status == 400 and "response_format" in payload and "response_format" in body.lower():
                     raise _NoJsonMode()
@@ -430,6 +432,17 @@ class LLMJudge:
         return await self._chat(_TOPIC_SYSTEM, user, _parse_topic)
 
 
+def _charset(resp: aiohttp.ClientResponse) -> str:
+    """The charset the answer names, else UTF-8 (JSON's own), as for one it names that Python does not know.
+
+    Not ``resp.get_encoding()``: with no charset named on a type other than JSON it guesses from the body,
+    which it raises on once the body was read as a stream (as :func:`_read_capped` reads it)."""
+    try:
+        return codecs.lookup(resp.charset).name if resp.charset else "utf-8"
+    except LookupError:
+        return "utf-8"
+
+
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
     """The body, refused (a bad answer) once it passes ``cap`` bytes, without reading the rest: a chat
     completion for a pair is a few hundred bytes, and an endpoint that answers megabytes (or without end)
@@ -474,6 +487,13 @@ def _retry_after(value: str | None) -> float | None:
 
 def _plausible_fusion(fused: str, a: str, b: str) -> bool:
     """A fused text keeps every number of both memories and brings in none of its own (a number is a detail a
-    merge must not lose nor invent), does not balloon in size, and is no longer than a memory may be."""
+    merge must not lose nor invent), nor a control character of its own; says at least half of each memory's
+    content words (a fusion restates both: a text about something else would replace them); does not balloon
+    in size, and is no longer than a memory may be."""
     known = set(_DIGITS_RE.findall(a)) | set(_DIGITS_RE.findall(b))
-    return set(_DIGITS_RE.findall(fused)) == known and len(fused) <= min(len(a) + len(b) + 40, MAX_TEXT_CHARS)
+    return (
+        set(_DIGITS_RE.findall(fused)) == known
+        and set(_CONTROL_RE.findall(fused)) <= set(_CONTROL_RE.findall(a + b))
+        and len(fused) <= min(len(a) + len(b) + 40, MAX_TEXT_CHARS)
+        and min(words_kept(fused, a), words_kept(fused, b)) >= 0.5
+    )

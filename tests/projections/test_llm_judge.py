@@ -363,6 +363,42 @@ async def test_an_undecodable_answer_falls_back_with_its_reason(fake: FakeLLM, m
     assert len(fake.requests) == 2 and judge.stats["fallbacks"] == 1
 
 
+def _chat_bytes(fused: str) -> bytes:
+    content = json.dumps({"label": "redundant", "reason": "same preference", "fused_text": fused})
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
+
+
+@pytest.mark.parametrize(
+    "content_type, charset",
+    [("text/plain", None), ("application/octet-stream", None), ("text/plain", "utf-8"), ("text/html", "no-such-charset")],
+)
+async def test_an_answer_sent_as_another_type_than_json_is_read(fake: FakeLLM, make_judge, content_type, charset) -> None:
+    """An answer whose type names no charset and is not JSON made the body's charset a guess that aiohttp refuses
+    once the body was read as a stream: the judge raised, and the organizer retried its pass for good."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return web.Response(body=_chat_bytes("The user prefers dark mode."), content_type=content_type, charset=charset)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.93)
+    assert (v.label, v.judge, v.fused_text, v.fallback) == ("redundant", "llm", "The user prefers dark mode.", None)
+
+
+@pytest.mark.parametrize(
+    "fused",
+    [
+        "Bob works at Google",  # about something else: it would replace both memories
+        "The user prefers dark mode\x00\x01",  # a control character neither memory holds
+    ],
+)
+async def test_a_fused_text_that_does_not_restate_both_memories_is_replaced(fake: FakeLLM, make_judge, fused) -> None:
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return answer("redundant", "same preference", fused)
+
+    fake.behaviour = behaviour
+    v = await make_judge().judge(A, B, 0.93)
+    assert (v.label, v.judge, v.fused_text) == ("redundant", "llm", B.memory)  # the rule-based merge
+
+
 @pytest.mark.parametrize(
     "a, b, fused",
     [
