@@ -33,7 +33,8 @@ from aiohttp.http_exceptions import (
 )
 from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
-from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_lock_contention, is_storage_full
+from mnemolog.eventstore.bounds import NameRefused
+from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_database_unreachable, is_lock_contention, is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.projections.service import WrittenNotProjected
 
@@ -187,6 +188,8 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         return ApiError(422, "invalid", str(exc), field_of(exc) or "body")
     if isinstance(exc, msgspec.DecodeError):
         return ApiError(400, "malformed_json", f"the body is not valid JSON: {exc}", field_of(exc) or "body")
+    if isinstance(exc, NameRefused):  # a name no check of the request's own caught (the MCP tools check theirs)
+        return ApiError(422, "invalid", str(exc), exc.field)
     if isinstance(exc, NotFound):
         return ApiError(404, "not_found", str(exc), exc.field)
     if isinstance(exc, Conflict):
@@ -213,6 +216,11 @@ def as_api_error(exc: BaseException) -> ApiError | None:
         )
     if is_storage_full(exc):
         return ApiError(507, "insufficient_storage", "the disk holding the data directory is full: free space, then send the request again", None)
+    if is_database_unreachable(exc):
+        return ApiError(
+            503, "unavailable", "the log's database could not be reached; send the request again (under its Idempotency-Key, a write is applied once)",
+            None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
+        )
     if is_lock_contention(exc):
         return ApiError(
             503, "busy", "the database stayed busy past its lock wait; send the request again", None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}

@@ -58,8 +58,8 @@ INSTALL_HINT = "pip install -e '.[mcp]' from a checkout, or pip install 'mnemolo
 SERVER_NAME = "mnemolog"
 URI_SCHEME = "mnemolog"
 MEMORY_URI = re.compile(rf"^{URI_SCHEME}://memory/(?P<id>[^/]+)(?P<history>/history)?$")
-ID = Annotated[str, Meta(min_length=1, max_length=200)]
-IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
+ID = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]  # no NUL: no backend stores it in a name
+IdempotencyKey = ID
 
 
 class McpUnavailable(ImportError):

@@ -19,14 +19,22 @@ from typing import Iterable
 from .schema import MAX_NAME, MAX_STREAM_ID
 
 
+class NameRefused(ValueError):
+    """A name of an append that no backend holds alike; ``field`` names it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field} {message}")
+        self.field = field
+
+
 def check_name(field: str, value: str | None, most: int = MAX_NAME) -> None:
     """Refuse ``value`` (None passes) when it is longer than ``most`` characters or holds NUL."""
     if value is None:
         return
     if len(value) > most:
-        raise ValueError(f"{field} must be at most {most} characters, got {len(value)}")
+        raise NameRefused(field, f"must be at most {most} characters, got {len(value)}")
     if "\x00" in value:
-        raise ValueError(f"{field} must not contain NUL (U+0000)")
+        raise NameRefused(field, "must not contain NUL (U+0000)")
 
 
 def check_stream_id(stream_id: str) -> None:

@@ -609,27 +609,40 @@ def installed_triggers(conn: Connection) -> dict[str, InstalledTrigger]:
 REFUSED_PRIVILEGES = ("UPDATE", "DELETE", "TRUNCATE")
 
 
-def revoke_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[str]:
-    """Statements that take the refused privileges from the connected role and from PUBLIC."""
+def revoke_ddl(dialect_name: str, tables: Sequence[str] = APPEND_ONLY_TABLES, roles: Sequence[str] = ()) -> list[str]:
+    """Statements that take the refused privileges from the connected role, from PUBLIC and from ``roles`` (quoted names)."""
     if dialect_name != "postgresql":
         return []
-    return [f"REVOKE {', '.join(REFUSED_PRIVILEGES)} ON {', '.join(tables)} FROM PUBLIC, CURRENT_USER"]
+    return [f"REVOKE {', '.join(REFUSED_PRIVILEGES)} ON {', '.join(tables)} FROM {', '.join(('PUBLIC', 'CURRENT_USER', *roles))}"]
 
 
-def held_privileges(conn: Connection, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[tuple[str, str]]:
-    """``(table, privilege)`` of each refused privilege the connected role holds (PostgreSQL only).
+#: Each refused privilege granted on the tables named, to a role or to PUBLIC (grantee 0), as the tables' ACLs say.
+_GRANTED = text(
+    "SELECT c.relname, a.privilege_type, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END "
+    "FROM pg_class AS c CROSS JOIN LATERAL aclexplode(c.relacl) AS a "
+    "WHERE c.oid IN (SELECT to_regclass(t) FROM unnest(CAST(:tables AS text[])) AS t) "
+    "AND a.privilege_type = ANY(CAST(:privileges AS text[]))"
+)
+
+
+def held_privileges(conn: Connection, tables: Sequence[str] = APPEND_ONLY_TABLES) -> list[tuple[str, str, str]]:
+    """``(table, privilege, role)`` of each refused privilege held (PostgreSQL only): by the connected role, or
+    granted to any other role or to PUBLIC (a serving role that owns nothing, seen by the owner that migrates).
 
     A superuser holds every privilege whatever was revoked, so a log served
     by one is reported as such.
     """
     if conn.dialect.name != "postgresql":
         return []
-    held = []
-    for table in tables:
-        for privilege in REFUSED_PRIVILEGES:
-            if conn.execute(text("SELECT has_table_privilege(current_user, :t, :p)"), {"t": table, "p": privilege}).scalar():
-                held.append((table, privilege))
-    return held
+    me = conn.execute(text("SELECT current_user")).scalar()
+    held = {
+        (table, privilege, me)
+        for table in tables
+        for privilege in REFUSED_PRIVILEGES
+        if conn.execute(text("SELECT has_table_privilege(current_user, :t, :p)"), {"t": table, "p": privilege}).scalar()
+    }
+    held.update(tuple(row) for row in conn.execute(_GRANTED, {"tables": list(tables), "privileges": list(REFUSED_PRIVILEGES)}))
+    return sorted(held)
 
 
 # The envelope of one event as a JSON array of RecordedEvent's fields in

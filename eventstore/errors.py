@@ -99,6 +99,23 @@ def is_storage_full(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == _PG_DISK_FULL
 
 
+#: PostgreSQL's connection exceptions (class 08) and the server going away (admin or crash shutdown, starting up).
+_PG_GONE = ("08", "57P01", "57P02", "57P03")
+
+
+def is_database_unreachable(exc: BaseException) -> bool:
+    """True when ``exc`` says the log's database server (PostgreSQL) could not be reached or went away: a connection
+    SQLAlchemy found broken, or psycopg's ``OperationalError`` with no answer from the server or one of class 08."""
+    if getattr(exc, "connection_invalidated", False):
+        return True
+    orig = getattr(exc, "orig", None) or exc
+    psycopg = sys.modules.get("psycopg")  # not loaded: no error of it
+    if psycopg is None or not isinstance(orig, psycopg.OperationalError):
+        return False
+    sqlstate = getattr(orig, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(_PG_GONE)
+
+
 def name_database(exc: BaseException, path: str | os.PathLike) -> None:
     """Record on an SQLite error (raw, or wrapped by SQLAlchemy as ``.orig``) the database file it is about, for a
     message that names it (see :func:`database_file`); an error that names one already keeps it."""

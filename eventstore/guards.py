@@ -27,10 +27,11 @@ class GuardProblem(msgspec.Struct, frozen=True, omit_defaults=True):
     trigger: str
     problem: Literal["missing", "altered", "granted"]
     privilege: str = ""
+    role: str = ""  # the role that holds ``privilege`` (PUBLIC: every role)
 
     def __str__(self) -> str:
         if self.problem == "granted":
-            return f"the serving role holds {self.privilege} on {self.table}"
+            return f"role {self.role} holds {self.privilege} on {self.table}"
         return f"trigger {self.trigger} on {self.table} is {self.problem}"
 
 
@@ -48,8 +49,8 @@ def check_guards(conn: Connection) -> list[GuardProblem]:
             problems.append(GuardProblem(trigger.table, trigger.name, "missing"))
         elif found.table != trigger.table or (found.sql is not None and _normalised(found.sql) != _normalised(trigger.create)):
             problems.append(GuardProblem(trigger.table, trigger.name, "altered"))
-    for table, privilege in dialects.held_privileges(conn, APPEND_ONLY_TABLES):
-        problems.append(GuardProblem(table, "", "granted", privilege))
+    for table, privilege, role in dialects.held_privileges(conn, APPEND_ONLY_TABLES):
+        problems.append(GuardProblem(table, "", "granted", privilege, role))
     return problems
 
 
@@ -61,8 +62,10 @@ def restore_guards(engine: Engine) -> list[GuardProblem]:
             if not problems:
                 return []
             wanted = {p.trigger for p in problems if p.problem != "granted"}
-            if any(p.problem == "granted" for p in problems):
-                for statement in dialects.revoke_ddl(conn.dialect.name):
+            if granted := {p.role for p in problems if p.problem == "granted"}:
+                me = conn.execute(text("SELECT current_user")).scalar()
+                roles = [conn.dialect.identifier_preparer.quote(role) for role in sorted(granted - {"PUBLIC", me})]
+                for statement in dialects.revoke_ddl(conn.dialect.name, roles=roles):
                     conn.execute(text(statement))
             for statement in dialects.guard_setup_ddl(conn.dialect.name):
                 conn.execute(text(statement))

@@ -89,7 +89,8 @@ ENCRYPTION = setting(
     "encryption",
     "auto",
     "Seal the personal fields of new events with per-subject keys (AES-256-GCM) so that forget can erase them: "
-    "auto (on when the crypto extra is installed, for a PostgreSQL log only with MNEMOLOG_KEY_STORE set), on, off. "
+    "auto (on when the crypto extra is installed, for a PostgreSQL log only with MNEMOLOG_KEY_STORE set), on "
+    "(for a PostgreSQL log, with MNEMOLOG_KEY_STORE set), off. "
     "Plaintext events written before stay readable, and stay in the log after a forget (which erases them from every read and names them).",
 )
 KEY_STORE = setting(
@@ -144,6 +145,11 @@ def encryption_enabled(settings: Settings, url: str = "sqlite:///") -> bool:
     if mode in ("on", "true", "1", "yes"):
         if not crypto_available():
             raise SetupError("MNEMOLOG_ENCRYPTION=on needs the cryptography package: pip install 'mnemolog[crypto]'")
+        if not url.startswith("sqlite") and not settings.key_store:  # each server would seal with keys only it holds
+            raise SettingError(
+                "MNEMOLOG_ENCRYPTION=on with a PostgreSQL log needs MNEMOLOG_KEY_STORE: the key store every server "
+                "of the log shares (the data directory's keys.db for a single server), or the others cannot read what one seals"
+            )
         return True
     if mode in ("off", "false", "0", "no"):
         return False

@@ -671,3 +671,33 @@ async def test_graph_parameters_where_the_graph_channel_does_not_run_are_422_nam
     await call(api, "GET", f"/v1/graph/neighbors?node={node}&type=%26", status=422, field="type")
     response = await api.raw.get(f"/v1/graph/neighbors?node={node}&type=part-of&type=")  # read as PART_OF; the empty one filters nothing
     assert response.status == 200, await response.text()
+
+
+def test_a_name_the_log_refuses_is_a_422_naming_it_wherever_it_comes_from():
+    """A name no request check caught (the log's own check of its stream ids, keys and tenants) was a 500."""
+    from mnemolog.api.errors import as_api_error
+    from mnemolog.eventstore.bounds import check_name
+
+    with pytest.raises(ValueError) as refused:
+        check_name("idempotency_key", "k\x00ey")
+    error = as_api_error(refused.value)
+    assert (error.status, error.code, error.field) == (422, "invalid", "idempotency_key")
+
+
+def test_a_log_database_that_cannot_be_reached_is_a_503_saying_so(tmp_path):
+    """PostgreSQL down was a bare 500 "internal error" on every request until it came back."""
+    pytest.importorskip("psycopg")
+    import sqlalchemy
+
+    from mnemolog.api.errors import as_api_error
+
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://nobody@/log?host={tmp_path}&connect_timeout=2")  # no server listens there
+    try:
+        with pytest.raises(sqlalchemy.exc.OperationalError) as refused:
+            engine.connect()
+    finally:
+        engine.dispose()
+    error = as_api_error(refused.value)
+    assert (error.status, error.code, error.headers["Retry-After"]) == (503, "unavailable", "1")
+    assert "could not be reached" in error.message
+    assert as_api_error(sqlalchemy.exc.OperationalError("SELECT 1", {}, ValueError("other"))) is None  # not every OperationalError

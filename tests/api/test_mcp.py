@@ -410,6 +410,10 @@ async def test_a_write_refused_for_its_idempotency_key_or_expected_version_names
         ok(await mcp.call_tool("add_memory", {"memory": {"memory": "My sister lives in Porto"}, "idempotency_key": "k1"}))
         reused = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "My brother lives in Faro"}, "idempotency_key": "k1"}))
         assert (reused["code"], reused["field"]) == ("idempotency_conflict", "idempotency_key")
+        nul = refused(await mcp.call_tool("add_memory", {"memory": {"memory": "x"}, "idempotency_key": "k\x00ey"}))  # was a 500
+        assert (nul["status"], nul["field"]) == (422, "idempotency_key")
+        nul = refused(await mcp.call_tool("archive_memory", {"id": "a\x00b"}))
+        assert (nul["status"], nul["field"]) == (422, "id")
         stale = refused(await mcp.call_tool("update_memory", {"id": cat, "memory": "I adopted two cats", "expected_version": 1}))
         assert (stale["code"], stale["field"], stale["current_version"]) == ("conflict", "expected_version", 2)
         stale = refused(await mcp.call_tool("archive_memory", {"id": cat, "expected_version": 1}))

@@ -251,7 +251,9 @@ def test_the_encryption_setting(tmp_path):
     postgres = "postgresql+psycopg://u@h/db"
     assert encryption_enabled(_settings(encryption="auto"), postgres) is False  # each server has its own data directory
     assert encryption_enabled(_settings(encryption="auto", key_store=str(tmp_path / "shared.db")), postgres) is True
-    assert encryption_enabled(_settings(encryption="on"), postgres) is True
+    assert encryption_enabled(_settings(encryption="on", key_store=str(tmp_path / "keys.db")), postgres) is True
+    with pytest.raises(SettingError, match="MNEMOLOG_KEY_STORE"):  # two servers would each seal with keys the other lacks
+        encryption_enabled(_settings(encryption="on"), postgres)
     with pytest.raises(SettingError):
         encryption_enabled(_settings(encryption="maybe"))
 
