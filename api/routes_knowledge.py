@@ -210,10 +210,9 @@ def _prepare(name: str, data: bytes, options: dict[str, Any]):
     """Parse and chunk one uploaded file; a :class:`DocumentError` is returned, not raised."""
     safe = Path(name.replace("\x00", "")).name.encode("utf-8", "ignore").decode("utf-8") or "document"  # no NUL, no lone surrogate
     try:
-        parsed = parse_document(data, safe)
+        return document_import(parse_document(data, safe), path=safe, **options)
     except DocumentError as exc:
         return exc
-    return document_import(parsed, path=safe, **options)
 
 
 MALFORMED_MULTIPART = "a multipart/form-data body needs a boundary and parts"

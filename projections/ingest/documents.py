@@ -36,7 +36,7 @@ import re
 import stat
 import unicodedata
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -55,7 +55,7 @@ class DocumentError(Exception):
 
     ``reason`` is a stable code for callers: ``unsupported``, ``unreadable``,
     ``empty``, ``decode``, ``missing-dependency``, ``corrupt``, ``encrypted``,
-    ``no-text``, ``outside-root`` (see :func:`default_doc_id`).
+    ``no-text``, ``outside-root`` (see :func:`default_doc_id`), ``too-large`` (see :data:`MAX_CHUNKS`).
     """
 
     def __init__(self, message: str, *, reason: str, path: str | None = None) -> None:
@@ -81,13 +81,14 @@ def _normalise_newlines(text: str) -> str:
 
 # A PDF's text layer holds what its fonts map glyphs to: NUL for a glyph with no character, other control characters
 # for ligatures and private encodings. Such characters are no text of the document (a text file holding a NUL is
-# refused as binary): a page break or vertical tab ends a line, and the other control characters go.
+# refused as binary): a page break or vertical tab ends a line, and the other control characters go, as do lone
+# surrogates (a font mapping a glyph to half a UTF-16 pair): no UTF-8 text holds one, so no event could.
 _PDF_CONTROLS = {c: None for c in range(0x20) if chr(c) not in "\t\n"} | {0x7F: None} | {c: None for c in range(0x80, 0xA0)}
-_PDF_CONTROLS.update({0x0B: "\n", 0x0C: "\n"})
+_PDF_CONTROLS.update({0x0B: "\n", 0x0C: "\n"} | {c: None for c in range(0xD800, 0xE000)})
 
 
 def _pdf_text(text: str) -> str:
-    """A PDF's extracted text with its line ends made ``\\n`` and its control characters taken out (see above)."""
+    """A PDF's extracted text with its line ends made ``\\n`` and its control characters and lone surrogates taken out (see above)."""
     return _normalise_newlines(text).translate(_PDF_CONTROLS)
 
 
@@ -445,6 +446,19 @@ def _hangul(code: int) -> str | None:
 # ------------------------------------------------------------------ chunking
 
 
+#: The most chunks one document makes: each is a memory written in the import's one batch, so a small file of
+#: many headings (or pages, or a small ``max_chars``) would otherwise hold the writer and the server's memory for minutes.
+MAX_CHUNKS = 20_000
+_SPACE_RE = re.compile(r"\s+")
+
+
+def _too_many_chunks(doc: ParsedDocument, max_chars: int) -> NoReturn:
+    raise DocumentError(
+        f"cut into chunks of at most {max_chars:,} characters, it makes more than the {MAX_CHUNKS:,} chunks a document may have: "
+        "split the file, or import it with a larger max_chars", reason="too-large", path=doc.path,
+    )
+
+
 def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]:
     """Cut ``doc`` into chunks of at most ``max_chars`` characters each.
 
@@ -452,6 +466,10 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
     """
     if not 1 <= max_chars <= MAX_TEXT_CHARS:  # a chunk is a memory
         raise ValueError(f"max_chars must be 1 to {MAX_TEXT_CHARS}")
+    # Each chunk holds at most max_chars characters, so the text's non-space characters over max_chars is a count
+    # of chunks it cannot go below: a file past the cap is refused before it is cut.
+    if sum(len(_SPACE_RE.sub("", text)) for text in doc.text_pages) > MAX_CHUNKS * max_chars:
+        _too_many_chunks(doc, max_chars)
     markdown = doc.doc_type == "markdown"
     chunks: list[Chunk] = []
     heading: str | None = None  # heading in effect, carried across pages
@@ -473,6 +491,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
         def flush() -> None:
             nonlocal first, last
             if first is not None and last is not None:
+                if len(chunks) == MAX_CHUNKS:
+                    _too_many_chunks(doc, max_chars)
                 chunks.append(Chunk(len(chunks), text[first.start:last.end], page,
                                     first.start, last.end, shorten(chunk_heading) if chunk_heading else None))
             first = last = None

@@ -104,3 +104,15 @@ async def test_a_title_or_metadata_every_chunk_would_carry_is_refused_past_its_l
     assert_error_body(answer, 422)
     assert answer["error"]["field"] == named, answer
     assert api.service.store.last_position() == head
+
+
+async def test_a_file_of_more_chunks_than_a_document_may_have_is_reported_failed_and_the_others_imported(api):
+    """A small file of many headings was 20,000 memories (200,000 for 3 MB) in one batch, holding the writer for minutes."""
+    from mnemolog.projections.ingest.documents import MAX_CHUNKS
+
+    many = (['Content-Disposition: form-data; name="file"; filename="many.md"'], b"# h\nb\n" * (MAX_CHUNKS + 1))
+    response = await api.raw.post("/v1/import/documents", data=form(many, A_FILE), headers={"Content-Type": FORM})
+    assert response.status == 200, await response.text()
+    results = {r["filename"]: r for r in (await response.json())["results"]}
+    assert (results["many.md"]["status"], results["many.md"]["reason"]) == ("failed", "too-large")
+    assert results["a.txt"]["status"] == "imported"

@@ -24,16 +24,26 @@ def _pdf_literal(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
-    """A minimal valid PDF: one Helvetica text line per string, one page per list."""
+def make_pdf(pages: list[list[str]], title: str | None = None, to_unicode: dict[str, str] | None = None) -> bytes:
+    """A minimal valid PDF: one Helvetica text line per string, one page per list; ``to_unicode`` maps a
+    character code (two hex digits) to what the font's ToUnicode CMap says it is (UTF-16 hex)."""
     n = len(pages)
     page_ids = [5 + 2 * i for i in range(n)]
+    cmap_ref = f" /ToUnicode {5 + 2 * n} 0 R" if to_unicode else ""
     objs = {
         1: "<< /Type /Catalog /Pages 2 0 R >>",
         2: f"<< /Type /Pages /Kids [{' '.join(f'{p} 0 R' for p in page_ids)}] /Count {n} >>",
-        3: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        3: f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica{cmap_ref} >>",
         4: f"<< /Title ({_pdf_literal(title or '')}) >>",
     }
+    if to_unicode:
+        chars = " ".join(f"<{code}> <{utf16}>" for code, utf16 in to_unicode.items())
+        cmap = (
+            "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /X def "
+            f"1 begincodespacerange <00> <FF> endcodespacerange {len(to_unicode)} beginbfchar {chars} endbfchar "
+            "endcmap CMapName currentdict /CMap defineresource pop end end"
+        )
+        objs[5 + 2 * n] = f"<< /Length {len(cmap)} >>\nstream\n{cmap}\nendstream"
     for pid, lines in zip(page_ids, pages):
         ops = " ".join(f"({_pdf_literal(line)}) Tj 0 -16 Td" for line in lines)
         stream = f"BT /F1 12 Tf 72 720 Td {ops} ET"
@@ -241,6 +251,16 @@ def test_control_characters_of_a_pdfs_text_layer_are_no_text_of_it(tmp_path):
     assert_chunk_invariants(doc, chunk_document(doc, max_chars=200), 200)
 
 
+def test_a_glyph_a_pdfs_font_maps_to_a_lone_surrogate_is_no_text_of_it(tmp_path):
+    """No UTF-8 text holds a lone surrogate: the chunk could not be written, and the request importing it was a 500
+    after the documents before it were imported."""
+    path = tmp_path / "fonts.pdf"
+    path.write_bytes(make_pdf([["A yak"]], to_unicode={"41": "D800", "20": "0020", "79": "0079", "61": "0061", "6B": "006B"}))
+    doc = read_document(path)
+    assert doc.text_pages[0].strip() == "yak"
+    assert all(not 0xD800 <= ord(ch) < 0xE000 for ch in doc.text_pages[0])
+
+
 def test_pdf_without_title_uses_stem(tmp_path):
     path = tmp_path / "scan.pdf"
     path.write_bytes(make_pdf([["Some text."]]))
@@ -437,3 +457,20 @@ def test_front_matter_title(tmp_path, text, title):
     doc = read_document(path)
     assert doc.title == title
     assert_chunk_invariants(doc, chunk_document(doc, max_chars=30), 30)
+
+
+def test_a_document_of_more_chunks_than_a_document_may_have_is_refused_before_it_is_written(tmp_path):
+    """A 120 kB file of headings made 20,000 memories in one batch (a 3 MB one 200,000: minutes of the writer and
+    a gigabyte of the server's memory). Past MAX_CHUNKS it is refused, naming the way out; at it, it is cut."""
+    from mnemolog.projections.ingest.documents import MAX_CHUNKS
+
+    path = tmp_path / "headings.md"
+    path.write_text("# h\nb\n" * MAX_CHUNKS)
+    assert len(chunk_document(read_document(path))) == MAX_CHUNKS
+    path.write_text("# h\nb\n" * (MAX_CHUNKS + 1))
+    with pytest.raises(DocumentError, match="more than the 20,000 chunks") as refused:
+        chunk_document(read_document(path))
+    assert refused.value.reason == "too-large"
+    path.write_text("word " * 30_000)  # 120,000 letters: over the cap at 5 characters a chunk, refused before it is cut
+    with pytest.raises(DocumentError, match="chunks of at most 5 characters"):
+        chunk_document(read_document(path), max_chars=5)
