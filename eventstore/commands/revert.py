@@ -158,7 +158,8 @@ class RevertCommands:
         removed_memories += removed_chunks
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts, undone)
         settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
-        edge_events = self._edge_compensations(ctx, recorded, conflicts, settled)
+        rolled_back = {g.document_node(e.doc_id) for w in documents for e in w.events if isinstance(e, g.DocumentRolledBack)}
+        edge_events = self._edge_compensations(ctx, recorded, conflicts, settled, rolled_back)
         edge_events = self._mentions_following(ctx, writes, edge_events, reason)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
@@ -417,9 +418,11 @@ class RevertCommands:
 
     # -- edges --------------------------------------------------------------------------------------
 
-    def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str], settled: set[str]) -> list:
+    def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str], settled: set[str], rolled_back: set[str]) -> list:
         """The inverse of the correlation's net effect on each edge id. An edge linked back whose end a merge archived
-        since (but a memory in ``settled``, which the revert itself sets) follows the merge (see ``following_merges``)."""
+        since (but a memory in ``settled``, which the revert itself sets) follows the merge (see ``following_merges``).
+        The live mentions of the documents ``rolled_back`` go, whoever linked them (a later import the revert is forced
+        past, a relink): they would stand in the way of those of the version it goes back to."""
         net = NetChange()
         for r in recorded:
             if isinstance(r.event, c.EdgeEvent.__args__):
@@ -449,6 +452,10 @@ class RevertCommands:
                 events.append(c.EdgeUnlinked(edge=live, reason="revert"))
             relink.append(edge)
         unlinking = {e.edge.edge_id for e in events}
+        for live in self.facts.live_edges_of(ctx.tenant, sorted(rolled_back)) if rolled_back else ():
+            if live.source in rolled_back and self._mention(live) and live.edge_id not in unlinking:
+                events.append(c.EdgeUnlinked(edge=live, reason="revert"))
+                unlinking.add(live.edge_id)
         # Only a merge after the correlation began moved what it took out: an edge live then beside a merge made before
         # was linked to the archived memory as it is.
         relink, folds = following_merges(
@@ -674,19 +681,10 @@ def _entity_events(entity_id: str, now: EntityState, before: EntityState, reason
     events: list = []
     fields = lambda s: (s.name, s.entity_type, s.description, s.aliases, s.properties, s.created_position)  # noqa: E731
     if not now.active or fields(now) != fields(before):
-        events.append(
-            g.EntityRolledBack(
-                entity_id=entity_id,
-                name=before.name,
-                entity_type=before.entity_type,
-                description=before.description,
-                aliases=before.aliases,
-                tags=before.tags,
-                properties=dict(before.properties),
-                created_position=before.created_position,
-                reason=reason,
-            )
-        )
+        events.append(g.EntityRolledBack(
+            entity_id=entity_id, name=before.name, entity_type=before.entity_type, description=before.description, aliases=before.aliases,
+            tags=before.tags, properties=dict(before.properties), created_position=before.created_position, reason=reason,
+        ))
     elif now.tags != before.tags:
         events.append(g.EntityTagsSet(entity_id=entity_id, tags=before.tags))
     for target, rtype in sorted(set(now.relations) - set(before.relations)):

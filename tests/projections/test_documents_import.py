@@ -159,6 +159,22 @@ def test_import_links_mentions_and_reimport_moves_them(svc, tmp_path):
     assert live == {second.memory_ids[1], "document:notes.md"}
 
 
+def test_a_revert_forced_past_a_later_import_leaves_the_document_mentioning_what_its_version_does(svc, tmp_path):
+    """Versions 1, 2, 3 each mention the bridge; reverting 2 forced takes the document back to 1 and deletes 3's chunks.
+    3's mention from the document node stayed (its evidence a deleted chunk), and stood in the way of 1's, never linked back."""
+    svc.run(svc.entities.upsert, ctx(), "place:bridge", name="Old Bridge", aliases=["the bridge"])
+    path = write(tmp_path / "notes.md", NOTES)
+    first = do_import(svc, path)
+    before = {(e.edge_id, e.source) for e in svc.edges_of("t", "place:bridge")}
+    second = do_import(svc, write(path, NOTES.replace("river", "creek")))
+    third = do_import(svc, write(path, NOTES.replace("river", "stream")))
+    done = svc.run(svc.reverts.revert, ctx(), second.correlation_id, force=True)
+    assert done.data["forced"] is True
+    assert {(e.edge_id, e.source) for e in svc.edges_of("t", "place:bridge")} == before  # version 1's mentions, and only they
+    assert {r[0]: r[1] for r in chunk_rows(svc, "notes.md")}[third.memory_ids[1]] == "deleted"
+    assert ents.get_document(svc.read_conn(), "t", "notes.md").chunk_ids == list(first.memory_ids)
+
+
 def test_revert_then_reimport_writes_again(svc, tmp_path):
     path = write(tmp_path / "notes.md", NOTES)
     first = do_import(svc, path)
