@@ -402,9 +402,11 @@ class MemoryCommands:
         if evolve_to is not None:
             if evolve_to == memory_id:
                 raise ValidationError("evolve_to", "a memory cannot evolve into itself")
-            target = self._load(ctx, evolve_to, None)
+            target = self._load(ctx, evolve_to, None, named_by="evolve_to")
             if target.status != Status.ACTIVATED.value:
                 raise Conflict(f"memory {evolve_to} is {target.status}; a memory evolves only into an activated one", field="evolve_to")
+            if target.content.erased:  # as for a supersede: the fact would live on as "[erased]"
+                raise Conflict(f"memory {evolve_to} was erased (its subject was forgotten)", field="evolve_to")
         event = c.MemorySoftDeleted(memory_id=memory_id, updated_at=now_iso(), reason=reason, evolve_to=evolve_to)
         return self._status_change(ctx, "delete", state, event, request)
 

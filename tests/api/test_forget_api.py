@@ -281,7 +281,7 @@ async def test_a_subject_named_before_subject_ids_had_their_pattern_is_forgotten
     assert unknown.status == 422 and (await unknown.json())["error"]["field"] == "subject"
 
 
-async def test_an_erased_memory_neither_supersedes_nor_is_superseded_nor_merges_and_the_refusal_names_the_field(api):
+async def test_an_erased_memory_neither_supersedes_nor_is_superseded_nor_merges_nor_is_evolved_into_and_the_refusal_names_the_field(api):
     """An operator's supersede took an erased memory as the replacement: the fact it archived read on as "[erased]"."""
     added = await api.raw.post("/v1/memories", json={"memories": [{"memory": "Odile lives in Lyon", "subject": "u-9"}, {"memory": "the office opens at nine"}]})
     erased_id, kept_id = (await added.json())["memory_ids"]
@@ -290,6 +290,7 @@ async def test_an_erased_memory_neither_supersedes_nor_is_superseded_nor_merges_
         (f"/v1/memories/{kept_id}/supersede", {"superseded_by": erased_id}, "superseded_by"),
         (f"/v1/memories/{erased_id}/supersede", {"superseded_by": kept_id}, None),
         ("/v1/memories/merge", {"memory_ids": [kept_id, erased_id]}, "memory_ids"),
+        (f"/v1/memories/{kept_id}/delete", {"evolve_to": erased_id}, "evolve_to"),
     ):
         refused = await api.raw.post(path, json=body)
         assert refused.status == 409, await refused.text()
@@ -298,6 +299,7 @@ async def test_an_erased_memory_neither_supersedes_nor_is_superseded_nor_merges_
     for path, body, field in (
         (f"/v1/memories/{kept_id}/supersede", {"superseded_by": "no-such-memory"}, "superseded_by"),
         ("/v1/memories/merge", {"memory_ids": [kept_id, "no-such-memory"]}, "memory_ids"),
+        (f"/v1/memories/{kept_id}/delete", {"evolve_to": "no-such-memory"}, "evolve_to"),
     ):
         missing = await api.raw.post(path, json=body)
         assert missing.status == 404 and (await missing.json())["error"]["field"] == field
