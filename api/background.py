@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mnemolog.background")
 
-FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server catches projections up with writes from other processes.")
+FOLLOW_SECONDS = setting("projection_follow_seconds", 1.0, "How often the server catches projections up with writes from other processes.", above=0)
 
 
 async def follow(service: "MemoryService", readers: Executor, wake: asyncio.Event | None = None) -> None:

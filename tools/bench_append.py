@@ -69,7 +69,7 @@ from mnemolog.eventstore.store import PAGE_ROWS
 from . import bench_replicas
 from .bench_runs import MIN_RUNS, check_runs, middle
 from .bench_sealing import FORGET_N, run_sealing
-from .common import counted
+from .common import between, counted
 
 HELP = (
     "append throughput (1, 100, 1,000 per transaction) against raw sqlite3, and decoded reads against sqlite3 + msgspec;"
@@ -386,7 +386,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tmp-dir", metavar="DIR", help="where to make the temporary directory (default: the system's)")
     bench_replicas.add_args(parser)
-    parser.add_argument("--forget-n", type=int, default=FORGET_N, help=f"memories of the subject forgotten (default {FORGET_N:,}, at most --n)")
+    parser.add_argument("--forget-n", type=between(1, 10_000_000), default=FORGET_N, help=f"memories of the subject forgotten (default {FORGET_N:,}, at most --n)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -412,7 +412,7 @@ def run(args: argparse.Namespace) -> int:
             print(table(level, args.n, args.repeat, results), flush=True)
             print()
             pairs.extend(keys(results, args.n, "" if level == "FULL" else "_" + level.lower()))
-        text, sealing = run_sealing(Path(tmp), args.n, max(1, min(args.forget_n, args.n)), args.repeat, status)
+        text, sealing = run_sealing(Path(tmp), args.n, min(args.forget_n, args.n), args.repeat, status)
         print(text, flush=True)
         print()
         pairs.extend(sealing)

@@ -38,7 +38,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.store import NO_STREAM, StreamAppend
 
 from .bench_runs import add_runs_arg, check_runs, middle
-from .common import print_json_line
+from .common import CommandError, between, print_json_line
 
 # The product's read side is imported inside each bench, so that the CLI starts
 # without loading it.
@@ -188,11 +188,11 @@ def bench_bfs(n_relations: int = 100_000, n_entities: int = 20_000, *, depth: in
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--relations", type=int, default=100_000, metavar="N", help="relations in the BFS graph (default 100,000)")
-    parser.add_argument("--entities", type=int, default=20_000, metavar="N", help="entities in the BFS graph (default 20,000)")
-    parser.add_argument("--queries", type=int, default=300, metavar="N", help="BFS queries timed (default 300)")
-    parser.add_argument("--chunks", type=int, default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
-    parser.add_argument("--aliases", type=int, default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
+    parser.add_argument("--relations", type=between(1, 10_000_000), default=100_000, metavar="N", help="relations in the BFS graph (default 100,000)")
+    parser.add_argument("--entities", type=between(2, 10_000_000), default=20_000, metavar="N", help="entities in the BFS graph (default 20,000)")
+    parser.add_argument("--queries", type=between(1, 1_000_000), default=300, metavar="N", help="BFS queries timed (default 300)")
+    parser.add_argument("--chunks", type=between(1, 1_000_000), default=10_000, metavar="N", help="chunks for the linker and relink (default 10,000)")
+    parser.add_argument("--aliases", type=between(1, 1_000_000), default=5_000, metavar="N", help="aliases in the catalogue (default 5,000)")
     add_runs_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
@@ -203,6 +203,8 @@ def _relink_run(chunks: int, aliases: int, memory_type: str = "RawFileMemory") -
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.relations > (pairs := args.entities * (args.entities - 1)):  # each relation joins two entities of its own
+        raise CommandError(f"--relations: {args.entities:,} entities hold at most {pairs:,} relations, not {args.relations:,}")
     runs = range(check_runs(args.runs))
     bfs = middle([bench_bfs(args.relations, args.entities, depth=3, queries=args.queries) for _ in runs], key=lambda r: r["p50_ms"])
     link = middle([bench_linker(args.chunks, args.aliases) for _ in runs], key=lambda r: r["link_s"])
@@ -217,9 +219,10 @@ def run(args: argparse.Namespace) -> int:
         ("relink (commit)", f"{rel['chunks']:,} chunks x {rel['aliases']:,} aliases", f"{rel['seconds']} s, {rel['added']:,} edges added"),
         ("relink (commit)", f"{relm['chunks']:,} memories x {relm['aliases']:,} aliases", f"{relm['seconds']} s, {relm['added']:,} edges added"),
     ]
-    if not args.json:
-        print(f"median run of {args.runs} per measurement")
-        for name, size, result in rows:
-            print(f"{name:<16} {size:<40} {result}")
+    if args.json:
+        return 0
+    print(f"median run of {args.runs} per measurement")
+    for name, size, result in rows:
+        print(f"{name:<16} {size:<40} {result}")
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0

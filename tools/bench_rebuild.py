@@ -34,7 +34,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
 from .bench_runs import add_runs_arg, check_runs, middle
-from .common import counted
+from .common import between, counted
 
 HELP = "rebuild all projections from a log of N added memories; as-of vs head search; command-layer adds"
 
@@ -58,7 +58,7 @@ def sentences(n: int, seed: int = 11) -> list[str]:
 
 def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=100_000, help="memories to add (default 100000)")
-    parser.add_argument("--queries", type=int, default=200, help="searches per measurement (default 200)")
+    parser.add_argument("--queries", type=between(1, 1_000_000), default=200, help="searches per measurement (default 200)")
     parser.add_argument("--keep", metavar="DIR", help="use and keep this directory instead of a temporary one")
     add_runs_arg(parser, what="each phase")
 

@@ -215,9 +215,19 @@ def add_command(
     return parser
 
 
+def checked_settings() -> Settings:
+    """The settings, with every one the command's modules declare read from the environment and checked now: a bad
+    ``MNEMOLOG_*`` value stops the command (one line) before it opens or makes anything, not once it is first read."""
+    settings = Settings()
+    settings.as_dict()
+    return settings
+
+
 def data_dir(args: argparse.Namespace) -> Path:
     """``--data-dir``, else ``$MNEMOLOG_DATA_DIR``, else ``./data``; a blank one is refused (``--data-dir ""`` fell back
-    to ``./data``, and an empty ``$MNEMOLOG_DATA_DIR`` wrote the log into the current directory)."""
+    to ``./data``, and an empty ``$MNEMOLOG_DATA_DIR`` wrote the log into the current directory). Every setting is
+    checked first (see :func:`checked_settings`)."""
+    checked_settings()
     explicit = getattr(args, "data_dir", None)
     if explicit is not None:
         not_blank(explicit, "--data-dir")
@@ -245,7 +255,7 @@ def open_store(args: argparse.Namespace, *, migrate: bool = True, existing: bool
     rather than given a new, empty log: ``verify`` of a mistyped directory
     must not pass over zero events.
     """
-    settings = Settings()
+    settings = checked_settings()
     if settings.log_url:
         return EventStore.open(settings.log_url, settings=settings, migrate_schema=migrate)
     directory = data_dir(args)  # a blank one, or a name held by something other than a directory, is refused here

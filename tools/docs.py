@@ -90,7 +90,10 @@ def commands() -> list[tuple[str, str, list[str]]]:
                 continue
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, sub in action.choices.items():
-                options = [_argument(a) for a in sub._actions if a.dest not in ("help", "data_dir") and not isinstance(a, argparse._SubParsersAction)]
+                options = [
+                    _argument(a) for a in sub._actions
+                    if a.dest not in ("help", "data_dir") and a.help != argparse.SUPPRESS and not isinstance(a, argparse._SubParsersAction)
+                ]  # an option hidden from --help (serve's --worker, for its supervisor's processes) is no user's
                 found.append((" ".join(("mnemolog", *prefix, name)), helps.get(name, ""), options))
                 walk(sub, (*prefix, name))
 
@@ -136,10 +139,10 @@ def _tool_rows() -> Iterator[str]:
 
 
 def _setting_rows() -> Iterator[str]:
-    yield "| setting | default | meaning |"
-    yield "|---|---|---|"
+    yield "| setting | default | takes | meaning |"
+    yield "|---|---|---|---|"
     for s in settings():
-        yield f"| `{s.env}` | {_default(s.default)} | {_cell(s.help)} |"
+        yield f"| `{s.env}` | {_default(s.default)} | {s.takes()} | {_cell(s.help)} |"
 
 
 def _command_rows() -> Iterator[str]:

@@ -60,8 +60,11 @@ class EvalInputError(ValueError):
 
 
 def read_jsonl(path: Path, kind: type) -> list[Any]:
+    """The lines of ``path`` as ``kind``; each one's id (a turn's ``id``, a question's ``qid``) its own: rankings and
+    scores are keyed by it, so a second line of one id took the first's place unseen."""
     decoder = msgspec.json.Decoder(kind)
-    out = []
+    id_field = kind.__struct_fields__[0]
+    out, seen = [], {}
     with open(path, "rb") as handle:
         for n, line in enumerate(handle, 1):
             if not line.strip():
@@ -70,6 +73,9 @@ def read_jsonl(path: Path, kind: type) -> list[Any]:
                 out.append(decoder.decode(line))
             except msgspec.MsgspecError as exc:
                 raise EvalInputError(f"{path}:{n}: {exc}") from None
+            ident = getattr(out[-1], id_field)
+            if (first := seen.setdefault(ident, n)) != n:
+                raise EvalInputError(f"{path}:{n}: {id_field} {ident!r} again (line {first}): each line needs an {id_field} of its own")
     if not out:
         raise EvalInputError(f"{path}: no lines")
     return out

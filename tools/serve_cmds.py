@@ -78,8 +78,6 @@ def serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
-    if not 0 <= port <= 65535:  # --port is checked as it is parsed; MNEMOLOG_PORT here
-        raise CommandError(f"MNEMOLOG_PORT must be a port number from 0 to 65535, got {port}")
     worker = getattr(args, "worker", None)
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
@@ -89,8 +87,6 @@ def serve(args: argparse.Namespace) -> int:
     if not settings.auth and not is_loopback(host):
         raise CommandError(f"refusing to bind {host} without auth: set MNEMOLOG_AUTH=on or bind 127.0.0.1")
     workers = int(settings.workers)
-    if workers < 1:
-        raise CommandError("MNEMOLOG_WORKERS must be at least 1")
     from mnemolog.projections.service import backups_keep
 
     backups_keep(settings)  # a drop must keep its backup: refuse to start rather than fail on the first drop

@@ -46,7 +46,7 @@ from ..linking.linker import normalise
 from ..memory_rows import head_clause, known_end
 from ..runner import execute_script
 
-ENTITY_MAX_TAGS = setting("entity_max_tags", 8, "Tags kept per entity; extra tags are cut and the call reports them.")
+ENTITY_MAX_TAGS = setting("entity_max_tags", 8, "Tags kept per entity; extra tags are cut and the call reports them.", minimum=1)
 DIRECTIONS = ("out", "in", "both")
 _json = msgspec.json.Encoder()
 _list = msgspec.json.Decoder(list)

@@ -59,6 +59,8 @@ MAX_DF = setting(
     "linker_max_alias_document_frequency",
     0.0,
     "Drop aliases found in more than this share of a relink's chunks (0 = keep every alias).",
+    minimum=0,
+    maximum=1,
 )
 _roundtrip = msgspec.json.Decoder(dict)
 _encode = msgspec.json.Encoder()

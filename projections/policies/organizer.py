@@ -76,7 +76,7 @@ from mnemolog.eventstore.sqlite_tx import immediate
 from .dedup import ACTOR, CorpusCache, Pair, Planned, RevertedDecisions, Vectors, candidates, decide, load_items
 from .judge import Verdict
 from .pacing import Pacer
-from .settings import build_judge, busy_share, type_list
+from .settings import build_judge, type_list
 from .stated import StatedTimes
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class Organizer:
         self._own_judge = judge is None
         self.judge = judge if judge is not None else build_judge(self.settings)
         self.enabled = bool(self.settings.organizer_enabled)
-        self.busy_share = busy_share(self.settings)  # a bad value stops the server at start, not the organizer later
+        self.busy_share = float(self.settings.organizer_busy_share)
         self.types = set(type_list(self.settings)) - {"TopicMemory"}
         self.vectors = Vectors(service, str(self.settings.embedder))
         self.corpora = CorpusCache(self.vectors)

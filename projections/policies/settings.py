@@ -6,7 +6,6 @@ Every setting is read from ``MNEMOLOG_<NAME>`` (see :mod:`mnemolog.eventstore.se
 
 from __future__ import annotations
 
-import math
 from urllib.parse import urlsplit
 
 from mnemolog.eventstore.model import MemoryType
@@ -15,41 +14,51 @@ from mnemolog.eventstore.settings import Settings, SettingError, setting
 from .judge import RuleJudge, RuleJudgeConfig
 
 ORGANIZER_ENABLED = setting("organizer_enabled", True, "Run the organizer (dedup, conflicts, topics); off: it does nothing.")
-ORGANIZER_MIN_COSINE = setting("organizer_min_cosine", 0.80, "Candidates for a pair judgement: activated memories of the same type with at least this cosine.")
-ORGANIZER_TOP_K = setting("organizer_top_k", 10, "At most this many vector candidates per new or updated memory.")
+ORGANIZER_MIN_COSINE = setting(
+    "organizer_min_cosine", 0.80, "Candidates for a pair judgement: activated memories of the same type with at least this cosine.", minimum=-1, maximum=1
+)
+ORGANIZER_TOP_K = setting("organizer_top_k", 10, "At most this many vector candidates per new or updated memory.", minimum=1)
 ORGANIZER_TYPES = setting(
     "organizer_types",
     "LongTermMemory,UserMemory,OuterMemory",
     "Memory types the organizer dedups and clusters (comma-separated); working memory and document chunks are left alone by default.",
 )
-ORGANIZER_BATCH = setting("organizer_batch", 1000, "Memory events the organizer reads per batch (one checkpoint move per batch).")
+ORGANIZER_BATCH = setting("organizer_batch", 1000, "Memory events the organizer reads per batch (one checkpoint move per batch).", minimum=1)
 ORGANIZER_BUSY_SHARE = setting(
     "organizer_busy_share",
     0.25,
     "While other writes arrive, the background organizer rests between short slices of work so that its passes take about this share"
     " of the time (1: never rest); with the log otherwise quiet it runs at full speed.",
+    above=0,  # at 0 a busy organizer would never work
+    maximum=1,
 )
-ORGANIZER_POLL_S = setting("organizer_poll_s", 1.0, "How often the background organizer looks for events written by other processes.")
-CLUSTER_INTERVAL_S = setting("organizer_cluster_interval_s", 100.0, "Seconds between two topic clustering runs of the background organizer (0: never).")
-MAX_CLUSTER_SIZE = setting("organizer_max_cluster_size", 20, "Topics are split until no cluster has more members than this.")
-MIN_GROUP_SIZE = setting("organizer_min_group_size", 20, "Clustering is skipped for a tenant and type with fewer unparented memories.")
-MIN_CLUSTER_SIZE = setting("organizer_min_cluster_size", 10, "A cluster becomes a topic only with more members than this.")
+ORGANIZER_POLL_S = setting("organizer_poll_s", 1.0, "How often the background organizer looks for events written by other processes.", above=0)
+CLUSTER_INTERVAL_S = setting(
+    "organizer_cluster_interval_s", 100.0, "Seconds between two topic clustering runs of the background organizer (0: never).", minimum=0
+)
+MAX_CLUSTER_SIZE = setting("organizer_max_cluster_size", 20, "Topics are split until no cluster has more members than this.", minimum=2)
+MIN_GROUP_SIZE = setting("organizer_min_group_size", 20, "Clustering is skipped for a tenant and type with fewer unparented memories.", minimum=1)
+MIN_CLUSTER_SIZE = setting("organizer_min_cluster_size", 10, "A cluster becomes a topic only with more members than this.", minimum=0)
 REFIT_SHARE = setting(
     "organizer_refit_share",
     0.25,
     "A clustering run re-partitions a type's memories from scratch when more than this share of them is in no live topic;"
     " otherwise the topics keep their members, the others join the nearest topic, and only a part grown past"
     " organizer_max_cluster_size is split again (0: re-partition every run).",
+    minimum=0,
+    maximum=1,
 )
-TIME_BUDGET_S = setting("organizer_time_budget_s", 600.0, "A clustering run stops cleanly (between clusters) after this many seconds.")
+TIME_BUDGET_S = setting("organizer_time_budget_s", 600.0, "A clustering run stops cleanly (between clusters) after this many seconds.", above=0)
 
-JUDGE = setting("judge", "rule", "Pair judge of the organizer: rule (default, no model) or llm (an OpenAI-compatible endpoint).")
+JUDGE = setting(
+    "judge", "rule", "Pair judge of the organizer: rule (default, no model) or llm (an OpenAI-compatible endpoint).", choices=("rule", "llm")
+)
 LLM_URL = setting("llm_url", "", "Base URL of an OpenAI-compatible API (…/v1) for the llm judge and topic titles.")
 LLM_MODEL = setting("llm_model", "", "Model name sent to the LLM endpoint.")
 LLM_API_KEY = setting("llm_api_key", "", "Bearer key for the LLM endpoint (empty: none).")
-LLM_TIMEOUT_S = setting("llm_timeout_s", 20.0, "Timeout of one LLM request.")
-LLM_RETRIES = setting("llm_retries", 2, "Retries (with exponential backoff) of a failed LLM request before falling back to the rule judge.")
-LLM_CONCURRENCY = setting("llm_concurrency", 4, "LLM requests in flight at once.")
+LLM_TIMEOUT_S = setting("llm_timeout_s", 20.0, "Timeout of one LLM request.", above=0)
+LLM_RETRIES = setting("llm_retries", 2, "Retries (with exponential backoff) of a failed LLM request before falling back to the rule judge.", minimum=0)
+LLM_CONCURRENCY = setting("llm_concurrency", 4, "LLM requests in flight at once.", minimum=1)
 
 _DEFAULT_RULES = RuleJudgeConfig()
 RULE_SETTINGS = {
@@ -62,15 +71,18 @@ RULE_SETTINGS = {
     "judge_containment_min_chars": ("containment_min_chars", "Rule judge: a contained text counts as redundant from this many characters."),
     "judge_containment_min_words": ("containment_min_words", "Rule judge: … and this many words."),
 }
-RULE_JUDGE_SETTINGS = tuple(setting(name, getattr(_DEFAULT_RULES, field), help) for name, (field, help) in RULE_SETTINGS.items())
 
 
-def busy_share(settings: Settings) -> float:
-    """``MNEMOLOG_ORGANIZER_BUSY_SHARE``, refused outside (0, 1]: at 0 a busy organizer would never work."""
-    share = float(settings.organizer_busy_share)
-    if not 0 < share <= 1:
-        raise SettingError(f"{ORGANIZER_BUSY_SHARE.env} must be greater than 0 and at most 1, got {share:g}")
-    return share
+def _rule_bounds(name: str, default: float) -> dict[str, float]:
+    """A rule judge threshold's range: a cosine's [-1, 1], a count's 0 and up, a similarity's [0, 1]."""
+    if name.endswith("_cosine"):
+        return {"minimum": -1, "maximum": 1}
+    return {"minimum": 0} if isinstance(default, int) else {"minimum": 0, "maximum": 1}
+
+
+RULE_JUDGE_SETTINGS = tuple(
+    setting(name, getattr(_DEFAULT_RULES, field), help, **_rule_bounds(name, getattr(_DEFAULT_RULES, field))) for name, (field, help) in RULE_SETTINGS.items()
+)
 
 
 def type_list(settings: Settings) -> tuple[str, ...]:
@@ -89,11 +101,8 @@ def llm_options(settings: Settings) -> dict | None:
     host, or a timeout that is not a positive number of seconds, stops them at start in one line naming
     the setting, rather than every judgement failing later and falling back unseen.
     """
-    kind = str(settings.judge).strip().lower()
-    if kind == "rule":
+    if str(settings.judge).strip().lower() == "rule":  # else llm: JUDGE takes no other
         return None
-    if kind != "llm":
-        raise SettingError(f"{JUDGE.env}: expected rule or llm, got {settings.judge!r}")
     url, model = str(settings.llm_url).strip(), str(settings.llm_model).strip()
     if not url or not model:
         raise SettingError(f"{JUDGE.env}=llm needs {LLM_URL.env} and {LLM_MODEL.env}")
@@ -106,14 +115,7 @@ def llm_options(settings: Settings) -> dict | None:
         raise SettingError(f"{LLM_URL.env} must be an http:// or https:// URL naming a host (such as https://host/v1)")
     if parts.query or parts.fragment:
         raise SettingError(f"{LLM_URL.env} must not hold a query or fragment: the judge adds /chat/completions to it")
-    timeout = float(settings.llm_timeout_s)
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise SettingError(f"{LLM_TIMEOUT_S.env} must be a number of seconds greater than 0, got {timeout:g}")
-    retries, concurrency = int(settings.llm_retries), int(settings.llm_concurrency)
-    if retries < 0:
-        raise SettingError(f"{LLM_RETRIES.env} must be at least 0, got {retries}")
-    if concurrency < 1:
-        raise SettingError(f"{LLM_CONCURRENCY.env} must be at least 1, got {concurrency}")
+    timeout, retries, concurrency = float(settings.llm_timeout_s), int(settings.llm_retries), int(settings.llm_concurrency)  # in range, as declared
     from .llm_judge import clean_api_key
 
     try:
@@ -124,27 +126,10 @@ def llm_options(settings: Settings) -> dict | None:
             "retries": retries, "concurrency": concurrency}
 
 
-def check_ranges(settings: Settings) -> None:
-    """Refuse an organizer setting outside its range: a batch of 0 fails every pass, and a cosine no pair reaches,
-    a negative top_k or time budget would be taken and quietly find no candidate, drop one, or stop every
-    clustering run before it began; a poll interval of 0 (or NaN) makes the background loop spin, a negative
-    clustering interval never clusters, memory types that name none organize nothing, and a judge threshold of
-    NaN passes every comparison it is meant to fail."""
-    for declared, low in ((ORGANIZER_BATCH, 1), (ORGANIZER_TOP_K, 1), (MAX_CLUSTER_SIZE, 2), (MIN_GROUP_SIZE, 1), (MIN_CLUSTER_SIZE, 0)):
-        if (count := int(settings.get(declared.name))) < low:
-            raise SettingError(f"{declared.env} must be at least {low}, got {count}")
-    _cosine(settings, ORGANIZER_MIN_COSINE)
-    if not 0 <= (share := float(settings.organizer_refit_share)) <= 1:  # NaN too
-        raise SettingError(f"{REFIT_SHARE.env} must be a share between 0 and 1, got {share:g}")
-    budget = float(settings.organizer_time_budget_s)
-    if not (math.isfinite(budget) and budget > 0):
-        raise SettingError(f"{TIME_BUDGET_S.env} must be a number of seconds greater than 0, got {budget:g}")
-    poll = float(settings.organizer_poll_s)
-    if not (math.isfinite(poll) and poll > 0):
-        raise SettingError(f"{ORGANIZER_POLL_S.env} must be a number of seconds greater than 0, got {poll:g}")
-    interval = float(settings.organizer_cluster_interval_s)
-    if not (math.isfinite(interval) and interval >= 0):
-        raise SettingError(f"{CLUSTER_INTERVAL_S.env} must be a number of seconds, 0 or more (0: never), got {interval:g}")
+def check_types(settings: Settings) -> None:
+    """Refuse memory types that name none (the organizer would organize nothing) or one that does not exist; the other
+    settings' ranges (a batch of 0 failed every pass, a poll interval of 0 spun the background loop, a judge threshold
+    of NaN passed every comparison it is meant to fail) are refused as they are read (see their declarations)."""
     types = type_list(settings)
     known = [t.value for t in MemoryType]
     for name in types:
@@ -153,19 +138,6 @@ def check_ranges(settings: Settings) -> None:
             raise SettingError(f"{ORGANIZER_TYPES.env}: unknown memory type {name!r} (expected some of {expected})")
     if not set(types) - {MemoryType.TOPIC.value}:
         raise SettingError(f"{ORGANIZER_TYPES.env} names no memory type ({ORGANIZER_ENABLED.env}=off turns the organizer off)")
-    for declared in RULE_JUDGE_SETTINGS:
-        if declared.name.endswith("_cosine"):
-            _cosine(settings, declared)
-        elif isinstance(declared.default, int):
-            if (count := int(settings.get(declared.name))) < 0:
-                raise SettingError(f"{declared.env} must be at least 0, got {count}")
-        elif not 0 <= (value := float(settings.get(declared.name))) <= 1:  # NaN too
-            raise SettingError(f"{declared.env} must be a similarity between 0 and 1, got {value:g}")
-
-
-def _cosine(settings: Settings, declared) -> None:
-    if not -1 <= (cosine := float(settings.get(declared.name))) <= 1:  # NaN too
-        raise SettingError(f"{declared.env} must be a cosine between -1 and 1, got {cosine:g}")
 
 
 def check_settings(settings: Settings) -> None:
@@ -175,9 +147,7 @@ def check_settings(settings: Settings) -> None:
     stops the start rather than every pass of the background loop that reads it."""
     settings.as_dict()
     if settings.organizer_enabled:
-        busy_share(settings)
-        check_ranges(settings)
-        rule_config(settings)
+        check_types(settings)
         llm_options(settings)
 
 

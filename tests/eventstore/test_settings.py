@@ -62,3 +62,29 @@ def test_a_blank_or_unknown_boolean_is_refused_not_read_as_false(raw):
     with pytest.raises(SettingError, match="MNEMOLOG_AUTH: expected a boolean .* unset it for the default"):
         flag.parse(raw)
     assert [flag.parse(v) for v in (" Off ", "0", "YES", "on")] == [False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "declared, raw, message",
+    [
+        (Setting("recall_candidates", 50, "h", minimum=1, maximum=10_000), "0", "expected a whole number from 1 to 10000, got 0"),  # recall looped forever
+        (Setting("projection_follow_seconds", 1.0, "h", above=0), "0", "expected a number above 0, got 0.0"),  # an idle server spun a core
+        (Setting("busy_timeout", 30.0, "h", minimum=0), "nan", "expected a number at least 0, got nan"),
+        (Setting("recall_weight_lexical", 1.0, "h", minimum=0, maximum=10), "inf", "expected a number from 0 to 10, got inf"),
+        (Setting("recall_fusion", "score", "h", choices=("score", "rrf")), "bogus", "expected one of score, rrf, got 'bogus'"),  # every recall was a 500
+        (Setting("data_dir", "./data", "h"), "caf\udce9", "not valid UTF-8 text"),  # the server's index file could not be named
+    ],
+)
+def test_a_value_outside_what_a_setting_takes_is_refused_naming_it(declared, raw, message):
+    with pytest.raises(SettingError) as refused:
+        declared.parse(raw)
+    assert str(refused.value) == f"{declared.env}: {message}"
+    assert Setting("recall_fusion", "score", "h", choices=("score", "rrf")).parse(" RRF") == " RRF"  # compared without case
+
+
+def test_every_declared_setting_takes_its_own_default():
+    import mnemolog.tools.docs  # noqa: F401 - declares every setting
+    from mnemolog.eventstore.settings import REGISTRY
+
+    for declared in REGISTRY.values():
+        assert declared._checked(declared.default) == declared.default, declared.env

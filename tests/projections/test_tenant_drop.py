@@ -41,7 +41,7 @@ def test_a_keep_below_one_is_refused_before_anything_is_written(tmp_path, keep):
         svc.drop_tenant(ctx("a"))
         kept, head = backups(data), svc.store.last_position()
     with MemoryService.open(data, settings=Settings({"backups_keep": keep})) as svc:
-        with pytest.raises(SettingError, match="MNEMOLOG_BACKUPS_KEEP must be at least 1"):
+        with pytest.raises(SettingError, match="MNEMOLOG_BACKUPS_KEEP: expected a whole number at least 1"):
             svc.drop_tenant(ctx("b"))
         assert svc.store.last_position() == head and backups(data) == kept  # no drop, no file removed
 
@@ -93,7 +93,7 @@ def test_serve_refuses_to_start_with_a_keep_below_one(tmp_path, monkeypatch, cap
     monkeypatch.setenv("MNEMOLOG_BACKUPS_KEEP", "0")
     monkeypatch.setenv("MNEMOLOG_AUTH", "off")
     assert cli.main(["--data-dir", str(tmp_path / "data"), "serve", "--port", "0"]) == 2
-    assert "MNEMOLOG_BACKUPS_KEEP must be at least 1" in capsys.readouterr().err
+    assert "MNEMOLOG_BACKUPS_KEEP: expected a whole number at least 1" in capsys.readouterr().err
 
 
 def test_cli_drop_of_a_dropped_tenant_exits_like_an_unknown_one(tmp_path, monkeypatch, capsys):

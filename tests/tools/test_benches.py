@@ -60,17 +60,32 @@ def test_the_bfs_bench_reaches_past_the_first_hop():
     assert figures["p50_ms"] <= figures["p95_ms"]
 
 
-def test_bench_graph_ends_with_its_figures(capsys):
-    assert cli.main(["bench", "graph", *SMALL_GRAPH, "--json"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    report, last = json.loads(lines[0]), lines[-1]
-    figures = dict(pair.split("=") for pair in last.split())
+def test_bench_graph_ends_with_its_figures_and_with_json_prints_one_object(capsys):
+    assert cli.main(["bench", "graph", *SMALL_GRAPH]) == 0
+    figures = dict(pair.split("=") for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
     assert list(figures) == ["bfs3_p50_ms", "link_chunks_per_s", "relink_10k_s", "relink_memories_10k_s"]
-    assert float(figures["bfs3_p50_ms"]) == report["bfs"]["p50_ms"]
-    assert float(figures["link_chunks_per_s"]) == report["linker"]["chunks_per_s"]
-    assert float(figures["relink_10k_s"]) == report["relink"]["seconds"]
+    assert cli.main(["bench", "graph", *SMALL_GRAPH, "--json"]) == 0
+    [line] = capsys.readouterr().out.strip().splitlines()  # the figures' line followed it
+    report = json.loads(line)
+    assert report["bfs3_p50_ms"] == report["bfs"]["p50_ms"] and report["link_chunks_per_s"] == report["linker"]["chunks_per_s"]
+    assert report["relink_10k_s"] == report["relink"]["seconds"] and report["relink_memories_10k_s"] == report["relink_memories"]["seconds"]
     assert report["linker"]["n_chunks"] == report["relink"]["chunks"] == report["relink_memories"]["chunks"] == 200
-    assert float(figures["relink_memories_10k_s"]) == report["relink_memories"]["seconds"] and report["relink_memories"]["added"] >= 200
+    assert report["relink_memories"]["added"] >= 200
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--relations", "100", "--entities", "10"], "--relations"),  # more than the 90 pairs of ten entities: looped forever
+        (["--aliases", "0"], "--aliases"),  # a traceback
+        (["--entities", "1"], "--entities"),
+        (["--queries", "0"], "--queries"),
+    ],
+)
+def test_bench_graph_refuses_counts_it_cannot_run_naming_the_option(capsys, argv, named):
+    assert cli.main(["bench", "graph", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mnemolog: error: ") and named in err and err.count("\n") == 1, err
 
 
 def test_bench_ingest_runs_a_real_server_with_and_without_the_organizer(tmp_path):

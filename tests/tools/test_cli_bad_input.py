@@ -614,3 +614,25 @@ def test_a_blank_idempotency_key_is_refused(first_memory):
 def test_log_limit_takes_the_range_every_other_limit_takes(first_memory, limit):
     """``log --limit 99999999999999999999`` was taken, ``abc`` said "invalid int value": the range, as history says it."""
     assert_refused(run(first_memory, "log", "--limit", limit), "expected a whole number from 1 to")
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("MNEMOLOG_SYNCHRONOUS", "bogus"),  # left an empty data directory
+        ("MNEMOLOG_BUSY_TIMEOUT", "nan"),  # left events.db, and named nothing
+        ("MNEMOLOG_WORKING_MEMORY_CAPACITY", "0"),  # refused after a first-start key and the banner
+        ("MNEMOLOG_RECALL_CANDIDATES", "0"),  # accepted: every recall then looped forever
+        ("MNEMOLOG_RECALL_FUSION", "bogus"),  # accepted: every recall then a 500
+        ("MNEMOLOG_DATA_DIR", "caf\udce9"),  # bytes that are no UTF-8: a traceback after the banner
+    ],
+)
+def test_a_bad_setting_stops_a_command_naming_it_before_anything_is_made(tmp_path, name, value):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOLOG_")}
+    env[name] = value
+    target = tmp_path / "data"
+    argv = [] if name == "MNEMOLOG_DATA_DIR" else ["--data-dir", os.fsencode(target)]
+    for command in (["serve", "--port", "0"], ["add", "a memory"]):
+        done = subprocess.run([str(MNEMOLOG), *argv, *command], capture_output=True, env={k: os.fsencode(v) for k, v in env.items()}, cwd=tmp_path, timeout=60)
+        assert_refused(done, name)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], command

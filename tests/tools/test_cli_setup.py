@@ -217,7 +217,7 @@ def test_a_port_out_of_range_or_in_use_is_one_line_for_serve_and_mcp(tmp_path, c
         assert code == 2 and out == "" and err.startswith("mnemolog: error: argument --port: expected a port number") and err.count("\n") == 1, err
     monkeypatch.setenv("MNEMOLOG_PORT", "70000")
     code, _, err = run(capsys, "--data-dir", data, "serve")
-    assert code == 2 and err == "mnemolog: error: MNEMOLOG_PORT must be a port number from 0 to 65535, got 70000\n"
+    assert code == 2 and err == "mnemolog: error: MNEMOLOG_PORT: expected a whole number from 0 to 65535, got 70000\n"
     monkeypatch.delenv("MNEMOLOG_PORT")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -241,7 +241,7 @@ def test_a_working_memory_capacity_below_one_is_refused_before_anything_is_writt
     monkeypatch.setenv("MNEMOLOG_WORKING_MEMORY_CAPACITY", capacity)
     for argv in (["add", "scratch note", "--type", "WorkingMemory"], ["working-memory"]):
         code, out, err = run(capsys, "--data-dir", str(data), *argv)
-        assert code == 2 and out == "" and err == f"mnemolog: error: MNEMOLOG_WORKING_MEMORY_CAPACITY must be at least 1, got {capacity}\n", err
+        assert code == 2 and out == "" and err == f"mnemolog: error: MNEMOLOG_WORKING_MEMORY_CAPACITY: expected a whole number at least 1, got {capacity}\n", err
     assert sqlite3.connect(data / "events.db").execute("SELECT count(*) FROM events").fetchone()[0] == 1
 
 
@@ -256,12 +256,12 @@ LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1
         ({"MNEMOLOG_LLM_URL": "http://ho st/v1"}, "MNEMOLOG_LLM_URL must be an http:// or https:// URL naming a host (such as https://host/v1)"),
         ({"MNEMOLOG_LLM_URL": "http://host:port/v1"}, "MNEMOLOG_LLM_URL is not a URL: Port could not be cast to integer value as 'port'"),
         ({"MNEMOLOG_LLM_URL": "http://host/v1?key=1"}, "MNEMOLOG_LLM_URL must not hold a query or fragment: the judge adds /chat/completions to it"),
-        ({"MNEMOLOG_LLM_TIMEOUT_S": "-1"}, "MNEMOLOG_LLM_TIMEOUT_S must be a number of seconds greater than 0, got -1"),
-        ({"MNEMOLOG_LLM_TIMEOUT_S": "nan"}, "MNEMOLOG_LLM_TIMEOUT_S must be a number of seconds greater than 0, got nan"),
-        ({"MNEMOLOG_LLM_RETRIES": "-1"}, "MNEMOLOG_LLM_RETRIES must be at least 0, got -1"),
-        ({"MNEMOLOG_LLM_CONCURRENCY": "0"}, "MNEMOLOG_LLM_CONCURRENCY must be at least 1, got 0"),
+        ({"MNEMOLOG_LLM_TIMEOUT_S": "-1"}, "MNEMOLOG_LLM_TIMEOUT_S: expected a number above 0, got -1.0"),
+        ({"MNEMOLOG_LLM_TIMEOUT_S": "nan"}, "MNEMOLOG_LLM_TIMEOUT_S: expected a number above 0, got nan"),
+        ({"MNEMOLOG_LLM_RETRIES": "-1"}, "MNEMOLOG_LLM_RETRIES: expected a whole number at least 0, got -1"),
+        ({"MNEMOLOG_LLM_CONCURRENCY": "0"}, "MNEMOLOG_LLM_CONCURRENCY: expected a whole number at least 1, got 0"),
         ({"MNEMOLOG_LLM_MODEL": " "}, "MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL"),
-        ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected rule or llm, got 'gpt'"),
+        ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected one of rule, llm, got 'gpt'"),
         ({"MNEMOLOG_LLM_API_KEY": "sk-pw\r\nX-Other: 1"}, "MNEMOLOG_LLM_API_KEY holds a control character (a line break?) inside it"),
         # a value of the wrong type for a setting a background loop reads: it failed every pass, at every retry
         ({"MNEMOLOG_ORGANIZER_BATCH": "abc"}, "MNEMOLOG_ORGANIZER_BATCH: expected a whole number, got 'abc'"),
@@ -302,29 +302,29 @@ def _refused_at_start(tmp_path, capsys, monkeypatch, env: dict, message: str, co
 @pytest.mark.parametrize(
     "env, message",
     [
-        ({"MNEMOLOG_ORGANIZER_BATCH": "0"}, "MNEMOLOG_ORGANIZER_BATCH must be at least 1, got 0"),
-        ({"MNEMOLOG_ORGANIZER_TOP_K": "-1"}, "MNEMOLOG_ORGANIZER_TOP_K must be at least 1, got -1"),
-        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "2"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got 2"),
-        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "nan"}, "MNEMOLOG_ORGANIZER_MIN_COSINE must be a cosine between -1 and 1, got nan"),
-        ({"MNEMOLOG_ORGANIZER_TIME_BUDGET_S": "-1"}, "MNEMOLOG_ORGANIZER_TIME_BUDGET_S must be a number of seconds greater than 0, got -1"),
-        ({"MNEMOLOG_ORGANIZER_POLL_S": "0"}, "MNEMOLOG_ORGANIZER_POLL_S must be a number of seconds greater than 0, got 0"),
-        ({"MNEMOLOG_ORGANIZER_POLL_S": "nan"}, "MNEMOLOG_ORGANIZER_POLL_S must be a number of seconds greater than 0, got nan"),
-        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "-5"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S must be a number of seconds, 0 or more (0: never), got -5"),
-        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "nan"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S must be a number of seconds, 0 or more (0: never), got nan"),
-        ({"MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE": "1"}, "MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE must be at least 2, got 1"),
-        ({"MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE": "0"}, "MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE must be at least 1, got 0"),
-        ({"MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE": "-1"}, "MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE must be at least 0, got -1"),
-        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "1.5"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE must be a share between 0 and 1, got 1.5"),
-        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "nan"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE must be a share between 0 and 1, got nan"),
+        ({"MNEMOLOG_ORGANIZER_BATCH": "0"}, "MNEMOLOG_ORGANIZER_BATCH: expected a whole number at least 1, got 0"),
+        ({"MNEMOLOG_ORGANIZER_TOP_K": "-1"}, "MNEMOLOG_ORGANIZER_TOP_K: expected a whole number at least 1, got -1"),
+        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "2"}, "MNEMOLOG_ORGANIZER_MIN_COSINE: expected a number from -1 to 1, got 2.0"),
+        ({"MNEMOLOG_ORGANIZER_MIN_COSINE": "nan"}, "MNEMOLOG_ORGANIZER_MIN_COSINE: expected a number from -1 to 1, got nan"),
+        ({"MNEMOLOG_ORGANIZER_TIME_BUDGET_S": "-1"}, "MNEMOLOG_ORGANIZER_TIME_BUDGET_S: expected a number above 0, got -1.0"),
+        ({"MNEMOLOG_ORGANIZER_POLL_S": "0"}, "MNEMOLOG_ORGANIZER_POLL_S: expected a number above 0, got 0.0"),
+        ({"MNEMOLOG_ORGANIZER_POLL_S": "nan"}, "MNEMOLOG_ORGANIZER_POLL_S: expected a number above 0, got nan"),
+        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "-5"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S: expected a number at least 0, got -5.0"),
+        ({"MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S": "nan"}, "MNEMOLOG_ORGANIZER_CLUSTER_INTERVAL_S: expected a number at least 0, got nan"),
+        ({"MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE": "1"}, "MNEMOLOG_ORGANIZER_MAX_CLUSTER_SIZE: expected a whole number at least 2, got 1"),
+        ({"MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE": "0"}, "MNEMOLOG_ORGANIZER_MIN_GROUP_SIZE: expected a whole number at least 1, got 0"),
+        ({"MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE": "-1"}, "MNEMOLOG_ORGANIZER_MIN_CLUSTER_SIZE: expected a whole number at least 0, got -1"),
+        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "1.5"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE: expected a number from 0 to 1, got 1.5"),
+        ({"MNEMOLOG_ORGANIZER_REFIT_SHARE": "nan"}, "MNEMOLOG_ORGANIZER_REFIT_SHARE: expected a number from 0 to 1, got nan"),
         ({"MNEMOLOG_ORGANIZER_TYPES": "LongTermMemory,UserMemroy"},
          "MNEMOLOG_ORGANIZER_TYPES: unknown memory type 'UserMemroy' (expected some of WorkingMemory, LongTermMemory, UserMemory, OuterMemory,"
          " RawFileMemory)"),
         ({"MNEMOLOG_ORGANIZER_TYPES": " , "}, "MNEMOLOG_ORGANIZER_TYPES names no memory type (MNEMOLOG_ORGANIZER_ENABLED=off turns the organizer off)"),
-        ({"MNEMOLOG_JUDGE_REDUNDANT_COSINE": "5"}, "MNEMOLOG_JUDGE_REDUNDANT_COSINE must be a cosine between -1 and 1, got 5"),
-        ({"MNEMOLOG_JUDGE_CONTRADICTION_COSINE": "nan"}, "MNEMOLOG_JUDGE_CONTRADICTION_COSINE must be a cosine between -1 and 1, got nan"),
-        ({"MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD": "nan"}, "MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD must be a similarity between 0 and 1, got nan"),
-        ({"MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY": "-0.5"}, "MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY must be a similarity between 0 and 1, got -0.5"),
-        ({"MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS": "-1"}, "MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS must be at least 0, got -1"),
+        ({"MNEMOLOG_JUDGE_REDUNDANT_COSINE": "5"}, "MNEMOLOG_JUDGE_REDUNDANT_COSINE: expected a number from -1 to 1, got 5.0"),
+        ({"MNEMOLOG_JUDGE_CONTRADICTION_COSINE": "nan"}, "MNEMOLOG_JUDGE_CONTRADICTION_COSINE: expected a number from -1 to 1, got nan"),
+        ({"MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD": "nan"}, "MNEMOLOG_JUDGE_REDUNDANT_MIN_JACCARD: expected a number from 0 to 1, got nan"),
+        ({"MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY": "-0.5"}, "MNEMOLOG_JUDGE_CONTRADICTION_SIMILARITY: expected a number from 0 to 1, got -0.5"),
+        ({"MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS": "-1"}, "MNEMOLOG_JUDGE_CONTAINMENT_MIN_WORDS: expected a whole number at least 0, got -1"),
     ],
 )
 def test_an_organizer_setting_out_of_its_range_stops_serve_and_organize_at_start_in_one_line(tmp_path, capsys, monkeypatch, env, message):

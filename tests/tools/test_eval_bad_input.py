@@ -205,3 +205,15 @@ def test_a_missing_or_unreadable_corpus_or_queries_is_one_line(tmp_path, inputs)
     refused(run_main(["eval", "--corpus", corpus, "--queries", str(missing)]), f"--queries {missing}: no such file")
     refused(run_main(["eval", "--corpus", str(tmp_path), "--queries", queries]), f"--corpus {tmp_path}: is a directory")
     refused(run_main(["eval", "--corpus", corpus, "--queries", corpus]), f"--queries {corpus}:1: ", "qid")
+
+
+@pytest.mark.parametrize("option, lines, words", [
+    ("--queries", [*QUESTIONS, {**QUESTIONS[0], "query": "What pet did Ann adopt?", "gold": ["c:3"]}], ["queries.jsonl:2", "qid 'q1' again (line 1)"]),
+    ("--corpus", [*TURNS, {**TURNS[0], "text": "Ann: I moved to Porto"}], ["corpus.jsonl:4", "id 'c:1' again (line 1)"]),
+])
+def test_a_second_line_of_one_id_is_refused_naming_both_lines(tmp_path, inputs, option, lines, words):
+    """Rankings are keyed by qid: two questions of one qid were both scored against the last one's ranking."""
+    path = Path(inputs[inputs.index(option) + 1])
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    refused(run_main(["eval", *inputs, "--work-dir", str(tmp_path / "work")]), option, *words)
+    assert not (tmp_path / "work").exists()

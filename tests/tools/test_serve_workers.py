@@ -124,7 +124,7 @@ def test_bench_recall_measures_every_worker(capsys):
 
 @pytest.mark.parametrize(
     "workers, port, message",
-    [("0", "8765", "MNEMOLOG_WORKERS must be at least 1"), ("two", "8765", "MNEMOLOG_WORKERS"), ("2", "0", "need a fixed port")],
+    [("0", "8765", "MNEMOLOG_WORKERS: expected a whole number at least 1, got 0"), ("two", "8765", "MNEMOLOG_WORKERS"), ("2", "0", "need a fixed port")],
 )
 def test_bad_worker_settings_are_refused_with_one_line(tmp_path, monkeypatch, capsys, workers, port, message):
     from mnemolog.tools import cli
