@@ -167,7 +167,7 @@ def same_lexical(whole: list[tuple[str, float]], cut: list[tuple[str, float]], e
 EVERY_KIND = [
     ("add", 3, 4, 0), ("update", 0, 0, 0), ("merge", 2, 0, 0), ("link", 1, 0, 0), ("rollback", 0, 0, 0), ("revert", 6, 0, 0),
     ("forget", 0, 0, 1), ("relink", 0, 0, 0), ("archive", 0, 0, 0), ("restore", 0, 0, 0), ("delete", 3, 0, 0),
-    ("supersede", 0, 0, 0), ("link", 2, 0, 0), ("undo", 0, 0, 0), ("revert", 9, 0, 0), ("delete", 4, 0, 1), ("add", 0, 1, 0),
+    ("supersede", 0, 3, 0), ("link", 2, 0, 0), ("undo", 0, 0, 0), ("revert", 9, 0, 0), ("delete", 4, 0, 1), ("add", 0, 1, 0),
 ]  # fmt: skip
 
 
