@@ -42,12 +42,16 @@ class Setting:
 
     def _checked(self, value: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            low = (self.minimum, ">=") if self.minimum is not None else (self.above, ">") if self.above is not None else None
-            if not math.isfinite(value) or (low and (value < low[0] or value == low[0] and low[1] == ">")) or (self.maximum is not None and value > self.maximum):
+            if not self._within(value):
                 raise SettingError(f"{self.env}: expected {self._range()}, got {value!r}")
         elif self.choices and str(value).strip().lower() not in self.choices:
             raise SettingError(f"{self.env}: expected {self.takes()}, got {value!r}")
         return value
+
+    def _within(self, value: float) -> bool:
+        if not math.isfinite(value) or (self.minimum is not None and value < self.minimum) or (self.above is not None and value <= self.above):
+            return False
+        return self.maximum is None or value <= self.maximum
 
     def takes(self) -> str:
         """What the setting takes, as its refusal says it (see the reference)."""
