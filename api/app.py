@@ -98,6 +98,12 @@ async def no_store(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.setdefault("Cache-Control", "no-store")
 
 
+async def closing(app: web.Application) -> None:
+    """The server is shutting down: its live tails end now, rather than hold the shutdown for its whole grace period
+    (an idle tail sends nothing for a client to answer, and would be cut off only when it ran out)."""
+    app[keys.closing_key].set()
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -111,6 +117,8 @@ def create_app(
     app[keys.version_key] = version_info()
     app[keys.routes_key] = ROUTES
     app.on_response_prepare.append(no_store)
+    app[keys.closing_key] = asyncio.Event()
+    app.on_shutdown.append(closing)
     for r in ROUTES:
         app.router.add_route(r.method, router_path(r, ROUTES), r.handler, name=r.handler.__name__ + ":" + r.method)
         if r.method == "GET" and r.media_type != "text/event-stream":  # RFC 9110: HEAD wherever GET, its headers without the body (an endless tail has none to give)

@@ -261,7 +261,7 @@ async def error_middleware(request: web.Request, handler):
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return error_response(exc.status, code, message, "body" if exc.status == 413 else None, headers)
     except Exception as exc:
-        if isinstance(exc, ConnectionResetError) and _client_gone(request):  # not a bug: nothing to answer, nothing done
+        if isinstance(exc, ConnectionError) and _client_gone(request):  # not a bug: nothing to answer, nothing done
             log.info("%s %s: the client hung up before its request was read", request.method, request.path)
             return error_response(400, "bad_request", "the connection closed before the request body was read whole", "body")
         known = as_api_error(exc)

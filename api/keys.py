@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -21,3 +22,4 @@ readers_key: web.AppKey[ThreadPoolExecutor] = web.AppKey("readers", ThreadPoolEx
 organizer_key: web.AppKey[object] = web.AppKey("organizer", object)
 version_key: web.AppKey[dict] = web.AppKey("version", dict)
 routes_key: web.AppKey[tuple] = web.AppKey("routes", tuple)  # the Routes served (mnemolog.api.routing.Route)
+closing_key: web.AppKey[asyncio.Event] = web.AppKey("closing", asyncio.Event)  # set as the server shuts down: live tails end

@@ -11,7 +11,7 @@ from aiohttp import web
 from msgspec import Meta
 
 from mnemolog.eventstore import Digest
-from mnemolog.eventstore.erased import ErasedMemories, plaintext_kept
+from mnemolog.eventstore.erased import ErasedMemories, live_events, plaintext_kept
 from mnemolog.eventstore.events import encoder
 from mnemolog.eventstore.schema import whole_number
 
@@ -87,9 +87,10 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     # The headers leave with the first bytes of the body: a tail opened at the head sent nothing until its first
     # event or keep-alive, 15 s, and a client waiting for the answer's status could take it for a hung server.
     await response.write(b": tailing\n\n")
-    erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones as they come
+    erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones before each part is sent
     after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
-    subscription = store.subscribe(after, tenant=tenant)
+    subscription = live_events(store, after, erased, tenant=tenant)
+    closing = asyncio.ensure_future(request.app[keys.closing_key].wait())  # the server shutting down ends the tail at once
     # The pending read is kept across key checks and keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
     pending: asyncio.Future | None = None
@@ -99,32 +100,36 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(subscription.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=min(KEY_CHECK_SECONDS, KEEPALIVE_SECONDS))
-            if not still_allowed(request):
-                break  # the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
-            if not done:
+            done, _ = await asyncio.wait({pending, closing}, timeout=min(KEY_CHECK_SECONDS, KEEPALIVE_SECONDS), return_when=asyncio.FIRST_COMPLETED)
+            if closing.done() or not still_allowed(request):
+                break  # shutting down, or the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
+            if pending not in done:
                 if clock() - sent_at >= KEEPALIVE_SECONDS:
                     await response.write(b": keep-alive\n\n")
                     sent_at = clock()
                 continue
-            recorded, pending = pending.result(), None
-            erased.add(recorded)
-            data = encoder.encode(erased.mask(recorded).to_dict())
-            await response.write(b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), data))
+            part, pending = pending.result(), None
+            await response.write(b"".join(_frame(recorded) for recorded in part))
             sent_at = clock()
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except (ConnectionError, asyncio.CancelledError):
+        pass  # the client went away (or the server stopped waiting for the tail)
     finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending
+        for waiting in (pending, closing):
+            if waiting is not None:
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await waiting
         await subscription.aclose()
     return response
 
 
+def _frame(recorded) -> bytes:
+    """One event as a server-sent event: its position as the id a client resumes from, its type, its view."""
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (recorded.position, recorded.type.encode(), encoder.encode(recorded.to_dict()))
+
+
 def still_allowed(request: web.Request) -> bool:
-    """Whether the tail's key still reads: checked before each event it sends, as each request is, and every
+    """Whether the tail's key still reads: checked before each part of events it sends, as each request is, and every
     :data:`KEY_CHECK_SECONDS` while it is quiet."""
     check = key_check(request)
     try:

@@ -30,9 +30,10 @@ forget in the log (:func:`plaintext_kept`).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
-from typing import Any, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 import msgspec
 
@@ -44,7 +45,7 @@ from .recorded import RecordedEvent, decode_rows
 from .sealed_keys import sealed_keys
 from .sealing import each_struct, erase, erase_owner, is_sealed, plan_of
 
-__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "late_forget", "late_forgets", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
+__all__ = ["ErasedMemories", "erase_where", "erased_recorded", "erased_through", "holds_plaintext", "late_forget", "late_forgets", "live_events", "plaintext_erased", "plaintext_kept", "plaintext_positions", "sealed_meanwhile", "stored_events"]
 
 
 def holds_plaintext(event: Any, which: Callable[[Any], bool] | None = None) -> bool:
@@ -308,6 +309,16 @@ class ErasedMemories:
                 found = self._tenants[tenant] = known.copy()
         return found
 
+    def refresh(self) -> None:
+        """Take in the forgets recorded since each tenant's were read: a live read sends events it read ahead (see
+        :func:`live_events`), and one a forget erased meanwhile, in this process or another, must not leave with its
+        text."""
+        for tenant, known in list(self._tenants.items()):
+            fresh = _forgets(self.store, tenant)
+            with fresh.lock:
+                if fresh.position > known.position:
+                    self._tenants[tenant] = fresh.copy()
+
     def add(self, recorded: RecordedEvent) -> None:
         """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
         if recorded.type == "SubjectForgotten" and recorded.position > self.read(recorded.tenant).position:
@@ -343,3 +354,22 @@ class ErasedMemories:
                     out = list(batch)
                 out[i] = masked
         return out
+
+
+#: How many events a live read hands on at once (:func:`live_events`): the forgets are read again before each part.
+LIVE_PART = 100
+
+
+async def live_events(store, after: int, erased: ErasedMemories, *, tenant: str | None = None, types: Sequence[str] | None = None) -> AsyncIterator[list[RecordedEvent]]:
+    """The log's events after ``after`` (``tenant``'s alone when given), as ``store.subscribe_batches`` yields them,
+    each as the reads of the log show it (:meth:`ErasedMemories.mask`), in parts of at most :data:`LIVE_PART`.
+
+    The subscription reads and opens up to a thousand events ahead of a slow reader. The forgets are read again
+    (in an executor) before each part is handed on, so that no event a forget erased leaves after the forget
+    committed, whether it was recorded in this process or another."""
+    loop = asyncio.get_running_loop()
+    async for batch in store.subscribe_batches(after, tenant=tenant, types=types):
+        for start in range(0, len(batch), LIVE_PART):
+            part = batch[start : start + LIVE_PART]
+            await loop.run_in_executor(None, erased.refresh)
+            yield erased.masked(part)

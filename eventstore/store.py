@@ -532,7 +532,22 @@ class EventStore:
         batch_size: int = 1000,
         poll_seconds: float | None = None,
     ) -> AsyncIterator[RecordedEvent]:
-        """Catch up from ``after``, then wait for new commits and yield them.
+        """Catch up from ``after``, then wait for new commits and yield them (see :meth:`subscribe_batches`)."""
+        async for batch in self.subscribe_batches(after, tenant=tenant, types=types, batch_size=batch_size, poll_seconds=poll_seconds):
+            for recorded in batch:
+                yield recorded
+
+    async def subscribe_batches(
+        self,
+        after: int = 0,
+        *,
+        tenant: str | None = None,
+        types: Sequence[str] | None = None,
+        batch_size: int = 1000,
+        poll_seconds: float | None = None,
+    ) -> AsyncIterator[list[RecordedEvent]]:
+        """Catch up from ``after``, then wait for new commits and yield them, as read: in lists of at most
+        ``batch_size`` (never empty).
 
         Only events after ``after`` are ever yielded, even when ``after``
         lies beyond the current head.
@@ -553,8 +568,8 @@ class EventStore:
             while True:
                 wake.clear()
                 head, batch = await loop.run_in_executor(None, self._read_tail, position, batch_size, tenant, types)
-                for recorded in batch:
-                    yield recorded
+                if batch:
+                    yield batch
                 # Never back: ``after`` may lie beyond the head (a client
                 # resuming from another replica, or ahead of this one).
                 position = max(position, head)

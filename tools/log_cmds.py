@@ -19,7 +19,7 @@ from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefus
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
-from mnemolog.eventstore.erased import ErasedMemories, plaintext_kept
+from mnemolog.eventstore.erased import ErasedMemories, live_events, plaintext_kept
 from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import read_export
 from mnemolog.eventstore.guards import restore_guards
@@ -251,14 +251,15 @@ def cmd_log(args: argparse.Namespace) -> int:
             table._line(Table.HEADERS)
             sys.stdout.flush()
         try:
-            asyncio.run(_follow(store, args, max(after, head), emit))
+            asyncio.run(_follow(store, args, max(after, head), emit, erased))
         except KeyboardInterrupt:
             pass
     return 0
 
 
-async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]], bool]) -> None:
-    """Tail the log through ``store.subscribe`` until --limit is reached (or Ctrl-C)."""
+async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]], bool], erased: ErasedMemories) -> None:
+    """Tail the log through :func:`live_events` (erased as forgets go, those recorded while it runs too) until
+    --limit is reached (or Ctrl-C)."""
 
     def wanted(stream_id: str, correlation_id: str | None) -> bool:
         return (args.stream is None or stream_id == args.stream) and (
@@ -268,16 +269,17 @@ async def _follow(store, args, after: int, emit: Callable[[list[dict[str, Any]]]
     position = after
     while True:
         try:
-            async for recorded in store.subscribe(after=position, tenant=args.tenant, types=args.types):
-                position = recorded.position
-                if wanted(recorded.stream_id, recorded.metadata.correlation_id) and not emit([recorded_dict(recorded)]):
-                    return
+            async for part in live_events(store, position, erased, tenant=args.tenant, types=args.types):
+                for recorded in part:
+                    position = recorded.position
+                    if wanted(recorded.stream_id, recorded.metadata.correlation_id) and not emit([recorded_dict(recorded)]):
+                        return
         except (EventStoreError, msgspec.MsgspecError):
             # A type this process cannot decode: show the next rows as stored, then resubscribe.
             rows = store.recorder.select_rows(after=position, limit=1000, tenant=args.tenant, types=args.types)
             for row in rows:
                 position = row.position
-                if wanted(row.stream_id, row.correlation_id) and not emit([row_dict(row, store.sealer)]):
+                if wanted(row.stream_id, row.correlation_id) and not emit([row_dict(row, store.sealer, erased)]):
                     return
 
 

@@ -371,6 +371,18 @@ async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client
         assert '"later 3"' in frames[0]["data"]
 
 
+async def test_the_server_shutting_down_ends_its_live_tails_at_once(api, client):
+    """An idle tail sends nothing a client answers: it held a shutdown for the whole grace period (a minute)."""
+    await client.add_memories({"memory": "before the shutdown"})
+    async with api.raw.get("/v1/events/stream") as response:
+        [frame] = await _sse_frames(response, 1)
+        assert frame["event"] == "MemoryAdded"
+        started = time.monotonic()
+        await asyncio.wait_for(api.server.close(), 20)
+        assert time.monotonic() - started < 20
+        assert await asyncio.wait_for(response.content.read(), 5) == b""  # the tail ended: the answer is whole
+
+
 async def test_sse_bad_last_event_id_is_400(api):
     response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
     assert response.status == 400
@@ -698,3 +710,4 @@ async def test_the_server_default_fusion_decides_what_applies(start):
         await client.recall("anything", propagation=True)
     assert (err.value.status, err.value.field) == (422, "propagation")
     assert (await client.recall("anything", fusion="score", propagation=True))["fusion"] == "score"
+
