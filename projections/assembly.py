@@ -77,17 +77,11 @@ class IndexFollower(threading.Thread):
     index catches up; ``max_lag`` bounds that tail (10,000 rows: about 13 ms
     more per semantic search while a bulk write goes on).
 
-    Its adds run on ``threads`` of usearch's (default one): beside a stream of
-    writes, which keeps a core busy itself, a second thread of adds took
-    the writer's core and added no faster (measured on 2 cores shared with
-    other load: 100,000 vectors at 2,905 a second on one thread, 1,935 on
-    two; filling 150,000 memories beside the follower, 2,372 and 5,182
-    memories/s with one thread against 1,598 and 2,017 with two, runs
-    alternated). The adds of a close, when writes have stopped, use every core.
+    Its adds run on one of usearch's threads (see :meth:`VectorIndex.sync`).
     """
 
     def __init__(
-        self, index: VectorIndex, connect: Callable[[], sqlite3.Connection], interval: float = 1.0, max_lag: int = 10_000, max_wait: float = 10.0, threads: int = 1
+        self, index: VectorIndex, connect: Callable[[], sqlite3.Connection], interval: float = 1.0, max_lag: int = 10_000, max_wait: float = 10.0
     ):
         super().__init__(name="mnemolog-vector-index", daemon=True)
         self.index = index
@@ -95,7 +89,6 @@ class IndexFollower(threading.Thread):
         self.interval = interval
         self.max_lag = max_lag
         self.max_wait = max_wait
-        self.threads = threads
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self._seen: int | None = None
@@ -122,7 +115,7 @@ class IndexFollower(threading.Thread):
         if quiet or behind >= self.max_lag or now - self._waiting_since >= self.max_wait:
             self._waiting_since = None
             self._idle = True
-            return self.index.sync(conn, self.threads)
+            return self.index.sync(conn)
         return 0
 
     def run(self) -> None:

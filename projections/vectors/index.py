@@ -153,7 +153,6 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._closed = False
         self._index = self._new_index()
-        self._add_threads: int | None = None  # see _threads
         # usearch adds vectors on its own native threads: an interpreter that
         # exits in the middle of an add aborts. Wait for the batch at exit.
         atexit.register(_close_at_exit, weakref.ref(self))
@@ -240,7 +239,6 @@ class VectorIndex:
         loaded.expansion_search = self.options["expansion_search"]
         loaded.expansion_add = self.options["expansion_add"]
         self._index = loaded
-        self._add_threads = 1  # see _threads
         self.generation = generation
         self.synced_row_id = int(state.get("synced_row_id", 0))
         self.deletions = int(state.get("deletions", 0))
@@ -258,7 +256,6 @@ class VectorIndex:
 
     def _reset(self, generation: str | None) -> None:
         self._index = self._new_index()
-        self._add_threads = None
         self.generation = generation
         self.synced_row_id = 0
         self.deletions = 0
@@ -270,13 +267,19 @@ class VectorIndex:
         """True while the index belongs to the projection generation in ``conn``."""
         return self.generation == current_generation(conn)
 
-    def sync(self, conn: sqlite3.Connection, threads: int = 0) -> int:
+    def sync(self, conn: sqlite3.Connection) -> int:
         """Add the rows past the checkpoint (rebuild after a projection rebuild); entries added.
 
-        ``threads``: usearch's threads for the adds (0: one per core).
+        usearch adds them on one thread. On several, entries added at once are
+        linked without seeing each other, and near-alike ones (as the hashing
+        embedder gives texts sharing their words) were left where no search
+        reaches them: a few in 3,000 missed a search for their own vector, a
+        semantic search for a memory's exact text among them, after a first
+        build on two cores. Added on one thread, the index found every one, and
+        is the same index whenever it is built from the same rows.
         """
         with self._lock:
-            return self._sync(conn, threads)
+            return self._sync(conn)
 
     def lag(self, conn: sqlite3.Connection) -> tuple[int, int]:
         """``(top, behind)``: the last ``vec_docs`` row id, and how many row ids past the checkpoint it is.
@@ -299,7 +302,7 @@ class VectorIndex:
         with self._lock:
             pass
 
-    def _sync(self, conn: sqlite3.Connection, threads: int = 0) -> int:
+    def _sync(self, conn: sqlite3.Connection) -> int:
         if self._closed:
             return 0
         generation = current_generation(conn)
@@ -339,26 +342,10 @@ class VectorIndex:
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
             fresh = ~np.asarray(self._index.contains(keys), dtype=bool)
             if fresh.any():
-                self._index.add(keys[fresh], matrix[fresh], threads=self._threads(threads))
+                self._index.add(keys[fresh], matrix[fresh], threads=1)
                 added += int(fresh.sum())
             self.synced_row_id = int(rows[-1][0]) if len(rows) == SYNC_BATCH else top
         return added
-
-    def _threads(self, wanted: int) -> int:
-        """The usearch threads an add runs on (0: every core), given that ``wanted`` are.
-
-        usearch sizes an index's per-thread search state once: at its first
-        add, or for one thread when it is loaded from a file. An add on more
-        threads than that shares the state between threads and races: its
-        entries are linked wrongly, and some are never found by a search again
-        (an index loaded, then added to on all cores, lost about 1 in 100 of
-        the new entries). So a new index's first add sizes it for every core,
-        and a loaded one adds on one thread until it is rebuilt.
-        """
-        if self._add_threads is None:
-            self._add_threads = 0
-            return 0
-        return wanted if self._add_threads == 0 else self._add_threads
 
     def _remove_dropped(self, conn: sqlite3.Connection) -> None:
         if not len(self._index):
