@@ -489,8 +489,10 @@ class Searcher:
         rows: dict[str, tuple] = {}
         findings = GraphFindings()
         memo: dict = {}
+        rankings = windows.Rankings()  # the channels' rankings across the windows: a hit's ranks are its places there, as /v1/search gives them
         for depth in windows.depths(int(self.settings.recall_candidates), options.limit):
             results, states, found, analysis = self.channel_results(tenant, query, options, strategy, depth=depth, memo=memo)
+            rankings.extend(results)
             weights = {name: state.weight for name, state in states.items() if state.status == "ok"}
             if mode == "rrf":
                 fused, found_rows, more = self._rrf(conn, tenant, results, weights, analysis, options, depth)
@@ -506,7 +508,7 @@ class Searcher:
         documents: dict[str, DocumentRef | None] = {}
         hits = []
         for h in wanted:
-            channels = {name: ChannelHit(rank, round(raw, 6), round(h.shares.get(name, 0.0), 6)) for name, (rank, raw) in h.channels.items()}
+            channels = {name: ChannelHit(rankings.rank(name, h.memory_id), round(raw, 6), round(h.shares.get(name, 0.0), 6)) for name, (_, raw) in h.channels.items()}
             if h.memory_id in rows:
                 view = graph_reads.memory_from_row(rows[h.memory_id], options.as_of)  # only the memories returned are decoded whole
                 doc_id = view.metadata.get("doc_id") if view.memory_type == "RawFileMemory" else None
@@ -595,8 +597,7 @@ class Searcher:
             apart = fusion.combine({"graph": [h for h in results["graph"] if h[0] in alone]}, {"graph": weights.get("graph", 0.0)}, method="absolute")
             found, found_facts = candidate_reads.rows_and_facts(self.graph_memo, conn, tenant, [h.memory_id for h in apart if h.score * ceiling >= floor], options.as_of, analysis.is_temporal)
             rows.update(found)
-            fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)
-            _restore_ranks(fused, "graph", results["graph"])
+            fused = fusion.with_priors(fused + [h for h in apart if h.memory_id in found], found_facts, analysis, params)  # their ranks: see recall
         return [h for h in fused if h.memory_id in rows or h.memory_id in entity_ids], rows
 
     def _rrf(self, conn, tenant, results, weights, analysis, options, depth):
@@ -641,16 +642,6 @@ def _take(
 def entity_places(depth: int) -> int:
     """The graph channel's places that entities may take among its ``depth``: two in five (20 of a window of 50)."""
     return max(1, depth * 2 // 5)
-
-
-def _restore_ranks(hits: list[fusion.FusedHit], channel: str, ranked: list[tuple[str, float]]) -> None:
-    """Give ``hits`` their rank in the whole ``ranked`` list of ``channel`` (they were fused from parts of it)."""
-    rank: dict[str, int] = {}
-    for position, (m, _) in enumerate(ranked, 1):
-        rank.setdefault(m, position)
-    for h in hits:
-        if channel in h.channels:
-            h.channels[channel] = (rank[h.memory_id], h.channels[channel][1])
 
 
 def _graph_alone(results: dict[str, list[tuple[str, float]]], entity_ids: set[str], follows: dict[str, list]) -> set[str]:

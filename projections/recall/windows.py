@@ -34,22 +34,38 @@ def unfinished(states: dict, found: Any, depth: int) -> set[str]:
     return {name for name, state in states.items() if state.status == "ok" and (state.count >= depth or (name == "graph" and found.cut))}
 
 
+class Rankings:
+    """Each channel's ranking across the windows: the first window's, then the hits each deeper window adds, in their
+    order (with that window's scores). A hit's rank in a channel is its place here, whichever window it came from."""
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[tuple[str, float]]] = {}
+        self._places: dict[str, dict[str, int]] = {}
+
+    def extend(self, results: dict[str, list[tuple[str, float]]]) -> None:
+        """Take in one window's channel results."""
+        for name, hits in results.items():
+            ranking, places = self.lists.setdefault(name, []), self._places.setdefault(name, {})
+            for node, score in hits:
+                if node not in places:
+                    ranking.append((node, score))
+                    places[node] = len(ranking)
+
+    def rank(self, name: str, node: str) -> int:
+        """``node``'s rank (from 1) in channel ``name``."""
+        return self._places[name][node]
+
+
 def channel_rankings(searcher: Any, tenant: str, query: str, options: Any, strategy: str | None) -> tuple[dict[str, list[tuple[str, float]]], dict, Any, Any]:
     """Each channel's own ranking up to ``options.limit``: the first window's, then the new hits of each deeper
     window in their order (with that window's scores), until every channel has the limit or has run out.
     The channel states of the last window searched, the graph's findings for every hit, and the query's analysis."""
-    rankings: dict[str, list[tuple[str, float]]] = {}
-    seen: dict[str, set[str]] = {}
+    rankings = Rankings()
     findings = None  # the first window's, with each deeper window's new paths and entities added
     memo: dict = {}
     for depth in depths(int(searcher.settings.recall_candidates), options.limit):
         results, states, found, analysis = searcher.channel_results(tenant, query, options, strategy, depth=depth, memo=memo)
-        for name, hits in results.items():
-            ranking, had = rankings.setdefault(name, []), seen.setdefault(name, set())
-            for node, score in hits:
-                if node not in had:
-                    had.add(node)
-                    ranking.append((node, score))
+        rankings.extend(results)
         if findings is None:
             findings = found
         else:
@@ -57,6 +73,6 @@ def channel_rankings(searcher: Any, tenant: str, query: str, options: Any, strat
                 findings.paths.setdefault(node, path)
             for node, reach in found.entities.items():
                 findings.entities.setdefault(node, reach)
-        if all(len(rankings.get(name, ())) >= options.limit for name in unfinished(states, found, depth)):
+        if all(len(rankings.lists.get(name, ())) >= options.limit for name in unfinished(states, found, depth)):
             break
-    return rankings, states, findings, analysis
+    return rankings.lists, states, findings, analysis

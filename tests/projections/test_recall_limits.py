@@ -155,3 +155,20 @@ def test_every_memory_mentioning_a_named_entity_is_returned_when_the_limit_has_r
         assert len({h.id for h in answer.hits if h.kind == "memory"}) == 80
     finally:
         service.close()
+
+
+@pytest.mark.parametrize("options", [{}, {"fusion": "rrf"}, {"strategy": "graph-only"}, {"weights": {"semantic": 0.5}}], ids=["score", "rrf", "graph-only", "semantic"])
+def test_a_hits_channel_ranks_are_its_places_in_the_channels_rankings_whichever_window_it_came_from(svc, options):
+    """A hit taken from a deeper window gave its rank in that window's search: the graph's counted from 1 again,
+    so that one answer held two hits of graph rank 1, and neither agreed with ``/v1/search``."""
+    from mnemolog.projections.recall import windows
+
+    for query in QUERIES:
+        recall = RecallOptions(limit=100, **options)
+        answer = svc.searcher.recall("t", query, recall)
+        rankings = windows.channel_rankings(svc.searcher, "t", query, recall, svc.searcher.resolve_strategy("t", recall)[0])[0]
+        places = {name: {node: n for n, (node, _) in enumerate(ranking, 1)} for name, ranking in rankings.items()}
+        for name in places:
+            ranks = [h.channels[name].rank for h in answer.hits if name in h.channels]
+            assert len(ranks) == len(set(ranks)), (query, name)
+            assert ranks == [places[name][h.id] for h in answer.hits if name in h.channels], (query, name)
