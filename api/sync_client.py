@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import uuid
 from typing import Any, Iterator
@@ -26,6 +27,10 @@ from .client import MnemologClient, _correlation
 from .sync_methods import SyncMethods
 
 __all__ = ["Client"]
+
+#: What forked children inherited from their parent's clients (see :meth:`Client._after_fork`): kept, so that no
+#: collection closes a connection the parent still uses.
+_INHERITED: list[tuple[Any, Any]] = []
 
 
 class _Loop:
@@ -94,6 +99,8 @@ class Client(SyncMethods):
         self._async = MnemologClient(base_url, **options)  # first: options it refuses leave no loop running
         self._loop: _Loop | None = _Loop()
         self.base_url = self._async.base_url
+        self._options = options
+        self._pid = os.getpid()
 
     def __enter__(self) -> "Client":
         return self
@@ -103,8 +110,9 @@ class Client(SyncMethods):
 
     def close(self) -> None:
         if self._loop is not None:
-            self._loop.run(self._async.close())
-            self._loop.stop()
+            loop = self._running()  # in a forked child, its own: the parent's connections stay open for the parent
+            loop.run(self._async.close())
+            loop.stop()
             self._loop = None
 
     @contextlib.contextmanager
@@ -120,7 +128,19 @@ class Client(SyncMethods):
     def _running(self) -> _Loop:
         if self._loop is None:
             raise RuntimeError("the client is closed")
+        if self._pid != os.getpid():
+            self._after_fork()
         return self._loop
+
+    def _after_fork(self) -> None:
+        """A forked child (a ``multiprocessing`` worker, a pre-forking server) inherits the client without the thread
+        that ran its loop, and with its parent's connections: a call waited for ever. The child makes a loop and
+        connections of its own; the inherited ones are kept aside, never used nor closed (the connections are still
+        the parent's)."""
+        _INHERITED.append((self._async, self._loop))
+        self._async = MnemologClient(self.base_url, **self._options)
+        self._loop = _Loop()
+        self._pid = os.getpid()
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         cid = _correlation.get()

@@ -75,6 +75,28 @@ def test_sync_client_writes_reads_reverts_and_streams(live):
         assert client.get_memory(two.memory_ids[0]).status == "deleted"
 
 
+def test_a_client_made_before_a_fork_works_in_the_child_and_still_in_the_parent(live):
+    """The child inherited the client without the thread that ran its loop: its first call waited for ever."""
+    import multiprocessing
+
+    with mnemolog.Client(live.url, api_key=live.key) as client:
+        mine = client.add_memories(MemoryIn(memory="written before the fork")).memory_ids[0]
+        results = multiprocessing.get_context("fork").Queue()
+        child = multiprocessing.get_context("fork").Process(target=_in_child, args=(client, mine, results))
+        child.start()
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+        assert child.exitcode == 0 and results.get(timeout=5) == "written before the fork"
+        assert client.get_memory(mine).memory == "written before the fork"  # the parent's connections were left to it
+
+
+def _in_child(client, memory_id, results) -> None:
+    note = client.get_memory(memory_id).memory
+    client.close()
+    results.put(note)
+
+
 async def test_sync_client_retries_a_dropped_write_once(live):
     import asyncio
 
