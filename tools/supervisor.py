@@ -9,8 +9,9 @@ Each worker is ``mnemolog serve --worker N``, binding with SO_REUSEPORT so
 that the kernel spreads connections over them. Worker 0 starts first and
 readies the data directory (migrations, projection catch-up, the vector
 index) and runs the organizer; the others start once it listens. SIGINT or
-SIGTERM stops them all, each worker asked once; a worker that exits stops
-the rest; a supervisor that is killed takes its workers with it (Linux).
+SIGTERM stops them all, each worker asked once; a worker that exits is
+started again (see :data:`RESTART_PAUSE`), unless it keeps exiting; a
+supervisor that is killed takes its workers with it (Linux).
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ import socket
 import subprocess
 import sys
 import time
+
+
+#: A worker that exits while the server runs (killed, out of memory, a crash) is started again, after a pause
+#: that doubles from RESTART_PAUSE to RESTART_PAUSE_MAX seconds while it keeps exiting; the others serve meanwhile.
+#: One that exits RESTART_LIMIT times within RESTART_WINDOW seconds will not stay up: the server stops, code 1.
+RESTART_PAUSE = 0.5
+RESTART_PAUSE_MAX = 30.0
+RESTART_LIMIT = 5
+RESTART_WINDOW = 60.0
 
 
 def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
@@ -46,14 +56,38 @@ def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
     for index in range(1, workers):
         if not stopping:
             processes.append(start(base + ["--worker", str(index)]))
-    while not stopping and all(p.poll() is None for p in processes):
+    exits: list[list[float]] = [[] for _ in processes]  # each worker's exits within the last RESTART_WINDOW seconds
+    due: dict[int, float] = {}  # the workers waiting to start again, and when
+    gave_up: int | None = None  # the worker that kept exiting
+    while not stopping:
         time.sleep(0.2)
+        now = time.monotonic()
+        for index, process in enumerate(processes):
+            if stopping or index in due or process.poll() is None:
+                continue
+            exits[index] = [t for t in exits[index] if now - t < RESTART_WINDOW] + [now]
+            if len(exits[index]) >= RESTART_LIMIT:
+                say(f"worker {index} exited with code {process.returncode} {RESTART_LIMIT} times within {RESTART_WINDOW:g} s: stopping the server")
+                gave_up = index
+                stop()
+                break
+            pause = min(RESTART_PAUSE * 2 ** (len(exits[index]) - 1), RESTART_PAUSE_MAX)
+            say(f"worker {index} exited with code {process.returncode}: starting it again in {pause:g} s")
+            due[index] = now + pause
+        for index, when in list(due.items()):
+            if not stopping and when <= now:
+                del due[index]
+                processes[index] = start(base + ["--worker", str(index)])
     stop()
     codes = [p.wait() for p in processes]
-    failed = [(index, code) for index, code in enumerate(codes) if code not in (0, -signal.SIGTERM, -signal.SIGINT)]
+    failed = [(index, code) for index, code in enumerate(codes) if index not in due and index != gave_up and code not in (0, -signal.SIGTERM, -signal.SIGINT)]
     for index, code in failed:
-        print(f"mnemolog: worker {index} exited with code {code}", file=sys.stderr, flush=True)
-    return 1 if failed else 0
+        say(f"worker {index} exited with code {code}")
+    return 1 if failed or gave_up is not None else 0
+
+
+def say(message: str) -> None:
+    print(f"mnemolog: {message}", file=sys.stderr, flush=True)
 
 
 def start(command: list[str]) -> subprocess.Popen:

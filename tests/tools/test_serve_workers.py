@@ -187,3 +187,49 @@ def test_a_forget_racing_writes_through_two_workers_names_every_memory_its_keys_
         assert missed == []
     finally:
         store.close()
+
+
+async def test_a_killed_worker_is_started_again_while_the_other_serves(served):
+    """A worker killed (out of memory, an operator's kill -9) stopped the whole server."""
+    proc, url, log = served
+    workers = sorted(_children(proc.pid))
+    os.kill(workers[-1], signal.SIGKILL)
+    for _ in range(300):
+        now = _children(proc.pid)
+        if len(now) == 2 and workers[-1] not in now:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(log.read_text(errors="replace")[-2000:])
+    assert proc.poll() is None
+    assert f"exited with code {-signal.SIGKILL}: starting it again" in log.read_text(errors="replace")
+    for i in range(8):  # both workers answer again (separate connections: SO_REUSEPORT spreads them)
+        async with MnemologClient(url, timeout=30) as client:
+            assert (await client.add_memories({"memory": f"after the restart {i}"})).memory_ids
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+
+
+def test_a_worker_that_keeps_exiting_stops_the_server_naming_it(monkeypatch, capsys):
+    from mnemolog.tools import supervisor
+
+    class Exits:
+        """A worker that has exited already (code 3) by the supervisor's first look."""
+
+        pid, returncode = 0, 3
+
+        def poll(self):
+            return 3
+
+        wait = poll
+
+    started = []
+    monkeypatch.setattr(supervisor, "start", lambda command: started.append(command[-1]) or Exits())
+    monkeypatch.setattr(supervisor, "listening", lambda *args: True)
+    monkeypatch.setattr(supervisor, "RESTART_PAUSE", 0.01)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # the test runner's own handlers stay
+    assert supervisor.supervise("data", "127.0.0.1", 9, 2) == 1
+    assert started.count("0") == supervisor.RESTART_LIMIT and started.count("1") >= 1
+    err = capsys.readouterr().err
+    assert "worker 0 exited with code 3: starting it again in 0.01 s" in err and "worker 0 exited with code 3: starting it again in 0.02 s" in err
+    assert f"worker 0 exited with code 3 {supervisor.RESTART_LIMIT} times within 60 s: stopping the server" in err
