@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import ipaddress
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from mnemolog.api.auth import SCOPES, KeyStore, is_shared
 from mnemolog.eventstore.settings import Settings
@@ -68,6 +70,24 @@ def _open_log(settings: Settings) -> None:
     EventStore.open(settings=settings).close()
 
 
+#: The ``MNEMOLOG_*`` variables read that are no setting: the CLI's tenant, the MCP server's key.
+OTHER_VARIABLES = frozenset({"MNEMOLOG_TENANT", "MNEMOLOG_API_KEY"})
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each ``MNEMOLOG_*`` variable of the environment that names no setting (once the server's modules
+    declared theirs), with the setting it may be a misspelling of: such a variable is ignored, and a typo in a
+    setting's name left its default in force without a word."""
+    from mnemolog.eventstore.settings import REGISTRY
+
+    known = {f"MNEMOLOG_{name.upper()}" for name in REGISTRY} | OTHER_VARIABLES
+    lines = []
+    for name in sorted(n for n in (os.environ if environ is None else environ) if n.startswith("MNEMOLOG_") and n not in known):
+        near = difflib.get_close_matches(name.removeprefix("MNEMOLOG_"), sorted(k.removeprefix("MNEMOLOG_") for k in known), n=1, cutoff=0.75)
+        lines.append(f"{name} names no setting and is ignored" + (f" (did you mean MNEMOLOG_{near[0]}?)" if near else ""))
+    return lines
+
+
 def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
@@ -107,6 +127,8 @@ def serve(args: argparse.Namespace) -> int:
             sock.close()
         raise
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for line in unknown_variables():
+        print(f"mnemolog: warning: {line}", file=sys.stderr, flush=True)
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.auth:
         keystore = KeyStore.of(settings)

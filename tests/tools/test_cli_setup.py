@@ -344,3 +344,19 @@ def test_a_key_name_longer_than_a_line_of_keys_list_is_refused(data, capsys):
     assert not (data / "auth.db").exists() or "nnnn" not in (data / "auth.db").read_bytes().decode("latin-1")
     code, out, err = run(capsys, "--data-dir", str(data), "keys", "create", "--tenant", "acme", "--name", "n" * 200)
     assert code == 0, err
+
+
+def test_serve_warns_of_each_variable_that_names_no_setting_with_the_one_it_may_misspell(tmp_path):
+    """A misspelt setting (MNEMOLOG_RECAL_CANDIDATES) was ignored without a word: its default stayed in force."""
+    from tests.serving import serve
+
+    env = {"recal_candidates": "5", "colour": "blue"}
+    with serve(tmp_path / "data", tmp_path / "serve.log", auth="off", organizer_enabled="off", **env) as server:
+        log = server.log_path.read_text()
+    assert "mnemolog: warning: MNEMOLOG_RECAL_CANDIDATES names no setting and is ignored (did you mean MNEMOLOG_RECALL_CANDIDATES?)\n" in log
+    assert "mnemolog: warning: MNEMOLOG_COLOUR names no setting and is ignored\n" in log
+    assert log.count("warning: MNEMOLOG_") == 2  # every setting's own name, the tenant and the MCP key pass
+    from mnemolog.tools import docs, serve_cmds
+
+    every = {f"MNEMOLOG_{s.name.upper()}": "x" for s in docs.settings()} | dict.fromkeys(serve_cmds.OTHER_VARIABLES, "x")
+    assert serve_cmds.unknown_variables(every) == []
