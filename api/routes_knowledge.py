@@ -248,6 +248,15 @@ def _field_text(part: BodyPartReader, data: bytes) -> str:
         raise ApiError(422, "invalid", f"form field {part.name!r} does not decode: {exc}", part.name) from None
 
 
+def _file_bytes(part: BodyPartReader, data: bytes) -> tuple[bytes | None, str | None]:
+    """An uploaded file's bytes, decoded as its part's Content-Transfer-Encoding says (base64, quoted-printable:
+    they were stored as sent, the encoded text as the document), or the error that makes it a bad file."""
+    try:
+        return bytes(part.decode(data)), None
+    except (ValueError, RuntimeError) as exc:  # bad base64, an unknown transfer encoding
+        return None, f"the file does not decode as its Content-Transfer-Encoding says: {exc}"
+
+
 def _file_name(raw: str) -> str:
     """An uploaded file's name (aiohttp's client percent-encodes "/"); a 422 when it is not text (bytes that are not UTF-8)."""
     name = unquote(raw)
@@ -268,7 +277,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
     """
     settings = request.app[keys.settings_key]
     if request.content_type.startswith("multipart/"):
-        files: list[tuple[str, bytes]] = []
+        files: list[tuple[str, bytes | None, str | None]] = []
         meta: dict[str, Any] = {}
         budget = int(settings.max_body_bytes)
         try:
@@ -279,7 +288,7 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
             if part.filename:
                 data = await _part_bytes(part, budget, "file")
                 budget -= len(data)
-                files.append((_file_name(part.filename), data))
+                files.append((_file_name(part.filename), *_file_bytes(part, data)))
             elif part.name in _FORM_FIELDS:
                 if part.name in meta:  # one value a field: never keep one of two silently
                     raise ApiError(422, "invalid", f"form field {part.name!r} is given more than once", part.name)
@@ -294,9 +303,9 @@ async def _uploads(request: web.Request) -> list[tuple[str, bytes | None, dict[s
         doc_id = meta.pop("doc_id", None)
         if doc_id is not None and len(files) != 1:
             raise ApiError(422, "invalid", f"doc_id names one document, but {len(files)} files were uploaded", "doc_id")
-        ids = [_doc_id(doc_id, name, "doc_id", "file") for name, _ in files]
+        ids = [_doc_id(doc_id, name, "doc_id", "file") for name, _, _ in files]
         _distinct(ids, ["file"] * len(files))
-        return [(name, data, {**meta, "doc_id": i}, None) for (name, data), i in zip(files, ids)]
+        return [(name, data, {**meta, "doc_id": i}, error) for (name, data, error), i in zip(files, ids)]
     raw = await json_body(request)
     head = parse_json(raw)
     if isinstance(head, dict) and "documents" in head:

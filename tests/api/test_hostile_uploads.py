@@ -65,6 +65,20 @@ async def test_a_well_formed_upload_beside_them_is_imported(api):
     assert report["documents"] == 1 and report["results"][0]["filename"] == "a.txt"
 
 
+async def test_a_file_in_a_transfer_encoding_is_imported_decoded_and_a_bad_one_reported(api):
+    """A file part in base64 or quoted-printable was stored as sent: the document was the encoded text."""
+    encoded = (['Content-Disposition: form-data; name="file"; filename="b64.txt"', "Content-Transfer-Encoding: base64"], b"QWRhIG1ldCBHcmFjZSBpbiBMb25kb24u")
+    quoted = (['Content-Disposition: form-data; name="file"; filename="qp.txt"', "Content-Transfer-Encoding: quoted-printable"], b"Caf=C3=A9 au lait with Grace.")
+    broken = (['Content-Disposition: form-data; name="file"; filename="bad.txt"', "Content-Transfer-Encoding: base64"], b"QWR")
+    response = await api.raw.post("/v1/import/documents", data=form(encoded, quoted, broken), headers={"Content-Type": FORM})
+    assert response.status == 200, await response.text()
+    results = {r["filename"]: r for r in (await response.json())["results"]}
+    assert results["b64.txt"]["status"] == results["qp.txt"]["status"] == "imported"
+    assert (results["bad.txt"]["status"], results["bad.txt"]["reason"]) == ("failed", "corrupt") and "Content-Transfer-Encoding" in results["bad.txt"]["error"]
+    found = await (await api.raw.post("/v1/recall", json={"query": "Grace", "channels": ["lexical"]})).json()
+    assert sorted(hit["memory"]["memory"] for hit in found["hits"]) == ["Ada met Grace in London.", "Café au lait with Grace."]
+
+
 @pytest.mark.parametrize("name, status", [
     ("..", "refused"),  # a 500 once (the upload was written to the temporary folder's parent); a '..' part names no file
     ("notes/..", "refused"),
