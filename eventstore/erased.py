@@ -286,7 +286,7 @@ def _erases_mention(forgets: _Forgets, position: int, edge: c.EdgeRecord) -> boo
 class ErasedMemories:
     """What the reads of the log show of memories a forget named: each event of one written before the last
     forget naming it, and each mention of one (or recorded under a subject whose key a forget destroyed) before
-    that forget, erased. Live reads take in the forgets they meet (:meth:`add`)."""
+    that forget, erased. Live reads take in the forgets recorded since (:meth:`refresh`)."""
 
     def __init__(self, store):
         self.store = store
@@ -318,11 +318,6 @@ class ErasedMemories:
             with fresh.lock:
                 if fresh.position > known.position:
                     self._tenants[tenant] = fresh.copy()
-
-    def add(self, recorded: RecordedEvent) -> None:
-        """Take in a ``SubjectForgotten`` (a live read meets them as they are written; any other event is passed over)."""
-        if recorded.type == "SubjectForgotten" and recorded.position > self.read(recorded.tenant).position:
-            self._tenants[recorded.tenant].add(recorded)
 
     def event(self, tenant: str, position: int, event: Any) -> Any:
         """``event`` as the reads of the log show it: erased when a later forget names its memory, or (an

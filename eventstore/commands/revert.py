@@ -47,6 +47,7 @@ from .edges import following_merges
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
 from .mentions import MemoryMentions
+from .revert_ends import NodesAfter
 from .working import EVICTED, WorkingMemory
 
 # Events that a revert leaves alone: the markers of reverts, drops, and how far the organizer got.
@@ -159,7 +160,8 @@ class RevertCommands:
         entities, removed_entities = self._entity_compensations(ctx, recorded, reason, conflicts, undone)
         settled = {w.stream_id[len("memory-") :] for w in writes if w.stream_id.startswith("memory-")}  # whose status the revert sets
         rolled_back = {g.document_node(e.doc_id) for w in documents for e in w.events if isinstance(e, g.DocumentRolledBack)}
-        edge_events = self._edge_compensations(ctx, recorded, conflicts, settled, rolled_back)
+        after = NodesAfter(self.facts, ctx.tenant, writes + documents + entities)
+        edge_events = self._edge_compensations(ctx, recorded, conflicts, settled, rolled_back, after)
         edge_events = self._mentions_following(ctx, writes, edge_events, reason)
         writes += documents + entities
         compensated = {w.stream_id for w in entities}
@@ -418,11 +420,14 @@ class RevertCommands:
 
     # -- edges --------------------------------------------------------------------------------------
 
-    def _edge_compensations(self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str], settled: set[str], rolled_back: set[str]) -> list:
+    def _edge_compensations(
+        self, ctx: CommandContext, recorded: list[RecordedEvent], conflicts: list[str], settled: set[str], rolled_back: set[str], after: NodesAfter
+    ) -> list:
         """The inverse of the correlation's net effect on each edge id. An edge linked back whose end a merge archived
         since (but a memory in ``settled``, which the revert itself sets) follows the merge (see ``following_merges``).
         The live mentions of the documents ``rolled_back`` go, whoever linked them (a later import the revert is forced
-        past, a relink): they would stand in the way of those of the version it goes back to."""
+        past, a relink): they would stand in the way of those of the version it goes back to. An edge whose end is gone
+        ``after`` the revert is not linked back (a conflict)."""
         net = NetChange()
         for r in recorded:
             if isinstance(r.event, c.EdgeEvent.__args__):
@@ -461,7 +466,7 @@ class RevertCommands:
         relink, folds = following_merges(
             self.facts, ctx.tenant, relink, settled=settled, unlinking=unlinking, ended=self._mention, since=recorded[0].position - 1
         )
-        relink = self._not_mentioned_yet(ctx.tenant, relink, unlinking)
+        relink = after.keep(self._not_mentioned_yet(ctx.tenant, relink, unlinking), self._mention, conflicts)
         if relink:
             events.append(c.NamespaceRestored(prefix="", edges=tuple(relink), undo_position=recorded[-1].position))
         return events + folds

@@ -371,3 +371,37 @@ def test_a_revert_over_a_forgotten_subject_says_so_and_forced_leaves_it_erased(s
     assert svc.graph.memory(T, other).memory == "the hive is blue"  # the rest reverted
     kept = svc.graph.memory(T, mara)
     assert kept.erased and kept.status == "archived"  # the forgotten one stays as it is
+
+
+# -- edges linked back -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gone", ["memory deleted", "entity removed"])
+def test_a_revert_links_no_edge_back_onto_a_node_gone_since_and_says_so(svc, gone):
+    """A revert linked the edges its correlation removed back onto a memory deleted or an entity removed since,
+    reporting nothing: the graph held live edges onto nodes no read shows (a link onto them is refused)."""
+    a, b = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the ferry leaves at six"), MemoryContent(memory="the ferry is late")]).memory_ids
+    other = b
+    if gone == "entity removed":
+        svc.run(svc.entities.upsert, ctx(), "place:pier", name="North Pier")
+        other = "place:pier"
+    svc.run(svc.edges.link, ctx(), a, other, "RELATED", edge_id="user:ferry:1")
+    undone = svc.run(svc.edges.undo_namespace, ctx(), "user:ferry:")
+    if gone == "entity removed":
+        svc.run(svc.entities.remove, ctx(), "place:pier")
+    else:
+        svc.run(svc.memories.soft_delete, ctx(), b)
+    with pytest.raises(Conflict, match="edge user:ferry:1 is not linked back"):
+        svc.run(svc.reverts.revert, ctx(), undone.correlation_id)
+    forced = svc.run(svc.reverts.revert, ctx(), undone.correlation_id, force=True)
+    assert forced.data["forced"] and any("user:ferry:1" in conflict for conflict in forced.data["conflicts"])
+    assert svc.facts.live_edge(T, "user:ferry:1") is None and svc.edges_of(T, a) == []
+
+
+def test_a_revert_that_brings_a_memory_back_links_its_edges_back_with_it(svc):
+    a, b = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the ferry leaves at six"), MemoryContent(memory="the ferry is late")]).memory_ids
+    svc.run(svc.edges.link, ctx(), a, b, "RELATED", edge_id="user:ferry:1")
+    deleted = svc.run(svc.memories.soft_delete, ctx(), b)
+    assert svc.facts.live_edge(T, "user:ferry:1") is None
+    undo = svc.run(svc.reverts.revert, ctx(), deleted.correlation_id)
+    assert undo.data["conflicts"] == [] and svc.facts.live_edge(T, "user:ferry:1") is not None
