@@ -40,6 +40,7 @@ Everything here is pure, deterministic and model-free.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -349,6 +350,10 @@ _FRAME = re.compile(
 )
 
 
+#: What is around a word as written rather than part of it (a question mark, quotes, brackets).
+_AROUND_WORDS = string.punctuation + "“”‘’«»¿¡…"
+
+
 @dataclass(frozen=True)
 class QueryAnalysis:
     """The result of :func:`analyze` (see the module docstring)."""
@@ -361,6 +366,17 @@ class QueryAnalysis:
     is_temporal: bool = False
     temporal_kind: str = ""
     time_expressions: list[TimeExpression] = field(default_factory=list)
+
+    @property
+    def keys(self) -> list[str]:
+        """What may name a memory's key (compared without case): a quoted or capitalised phrase, a word, two adjacent
+        words or all of them ("home city"), of the terms and of the words as written, their inner punctuation kept:
+        the terms split "project-x" and "travel_budget", which no key then matched."""
+        written = [w for w in (word.strip(_AROUND_WORDS) for word in self.query.split()) if w]
+        found = list(self.phrases)
+        for words in (self.terms, written):
+            found += words + [" ".join(pair) for pair in zip(words, words[1:])] + [" ".join(words)]
+        return list(dict.fromkeys(found))
 
     @property
     def search_terms(self) -> list[str]:

@@ -414,10 +414,7 @@ class Searcher:
         """
         conn = self.conn()
         seeds: dict[str, float] = {}
-        # A memory's key may be named by a phrase, a word, two adjacent words or all of them ("home city").
-        terms = list(analysis.terms)
-        keys = list(analysis.phrases) + terms + [" ".join(pair) for pair in zip(terms, terms[1:])] + [" ".join(terms)]
-        for memory_id in graph_reads.memories_by_key(conn, tenant, keys, as_of=options.as_of):
+        for memory_id in graph_reads.memories_by_key(conn, tenant, analysis.keys, as_of=options.as_of):
             seeds[memory_id] = 1.0
         reached_entities = self._entities(conn, tenant, analysis, options, limit, {} if memo is None else memo)
         scores: dict[str, float] = dict(seeds)

@@ -28,6 +28,8 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.projections.entities import projector as ents
+from mnemolog.projections.recall import windows
+from mnemolog.projections.recall.searcher import RecallOptions
 
 NODES = 5
 TYPES = ("RELATED", "KNOWS")
@@ -175,3 +177,18 @@ def test_a_walk_hands_sqlite_a_long_list_of_edge_types_at_most_once(svc):
         conn.set_trace_callback(None)
     assert [r.node for r in reached] == [ids[2]]  # along RELATED only: 1-2 is, 0-1 and 2-3 are KNOWS
     assert sum("json_each" in s for s in statements) <= 1
+
+
+@pytest.mark.parametrize("query", ["project-x", "what is project-x?", "travel_budget", "my travel_budget", "what is my home city", '"project-x"'])
+def test_the_graph_channel_seeds_a_memory_named_by_its_key_as_written(svc, query):
+    """A key holding '-' or '_' was never named unless quoted: the query's terms split it, and no term matched it."""
+    ctx = CommandContext(tenant="keys")
+    ids = svc.run(svc.memories.add, ctx, [
+        MemoryContent(memory="Launch plan for the rocket", key="project-x"),
+        MemoryContent(memory="Budget is 3000 euros", key="travel_budget"),
+        MemoryContent(memory="I live in Lisbon", key="home city"),
+    ]).memory_ids
+    named = {"project": ids[0], "travel": ids[1], "home": ids[2]}[next(w for w in ("project", "travel", "home") if w in query)]
+    options = RecallOptions(strategy="graph-only")
+    graph = windows.channel_rankings(svc.searcher, "keys", query, options, svc.searcher.resolve_strategy("keys", options)[0])[0]["graph"]
+    assert (named, 1.0) in graph, graph
