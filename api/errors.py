@@ -36,6 +36,7 @@ from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 from mnemolog.eventstore.bounds import NameRefused
 from mnemolog.eventstore.errors import ConcurrencyError, IdempotencyConflict, is_database_unreachable, is_lock_contention, is_storage_full
 from mnemolog.eventstore.model import Conflict, NotFound, ValidationError
+from mnemolog.projections.runner import ProjectionsReplaced
 from mnemolog.projections.service import WrittenNotProjected
 
 from .api_error import ApiError
@@ -221,6 +222,8 @@ def as_api_error(exc: BaseException) -> ApiError | None:
             503, "unavailable", "the log's database could not be reached; send the request again (under its Idempotency-Key, a write is applied once)",
             None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)},
         )
+    if isinstance(exc, ProjectionsReplaced):  # an operator's doing, which only a restart undoes: no retry helps before
+        return ApiError(503, "unavailable", str(exc), None)
     if is_lock_contention(exc):
         return ApiError(
             503, "busy", "the database stayed busy past its lock wait; send the request again", None, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}

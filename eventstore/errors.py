@@ -139,12 +139,16 @@ def database_file(exc: BaseException) -> str | None:
     return getattr(getattr(exc, "orig", None) or exc, "database_file", None)
 
 
+class OutsideChange(RuntimeError):
+    """Something outside the process changed a file it holds open (deleted it, put another in its place): no bug."""
+
+
 def log_failure(logger, message: str, *args) -> None:
-    """Log the exception being handled under ``message``: with its traceback, unless it is a full disk or a database
-    that stayed busy past its lock wait (another process holding it), which are no bugs and would fill the log (every
-    retry of a background loop) with the same one: then one warning line."""
+    """Log the exception being handled under ``message``: with its traceback, unless it is a full disk, a database
+    that stayed busy past its lock wait (another process holding it) or an :class:`OutsideChange`, which are no bugs
+    and would fill the log (every retry of a background loop) with the same one: then one warning line."""
     exc = sys.exc_info()[1]
-    if exc is not None and (is_storage_full(exc) or is_lock_contention(exc)):
+    if exc is not None and (is_storage_full(exc) or is_lock_contention(exc) or isinstance(exc, OutsideChange)):
         logger.warning(message + ": %s", *args, exc)
     else:
         logger.exception(message, *args)

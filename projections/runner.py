@@ -25,6 +25,7 @@ the write lock or has committed since that snapshot was taken.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -34,7 +35,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from mnemolog.eventstore import EventStore, RecordedEvent
 from mnemolog.eventstore.erased import ErasedMemories
-from mnemolog.eventstore.errors import naming_database
+from mnemolog.eventstore.errors import OutsideChange, naming_database
 from mnemolog.eventstore.settings import BUSY_TIMEOUT
 from mnemolog.eventstore.sqlite_tx import enter_wal, immediate
 
@@ -54,6 +55,19 @@ class Projector(Protocol):
     def drop(self, conn: sqlite3.Connection) -> None: ...
 
     def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None: ...
+
+
+class ProjectionsReplaced(OutsideChange):
+    """``projections.db`` is no longer the file this process opened (see :meth:`ProjectionRunner.connection`)."""
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The file at ``path`` (device, inode); None when there is none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 READ_CACHE_KIB = 8192  # per reading connection: more of it is private memory per thread and process
@@ -149,6 +163,7 @@ class ProjectionRunner:
                 raise
             set_aside(self.path, exc)
             self.conn = self._open()
+        self._identity = file_identity(self.path)  # the file its connections open (see connection)
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         # The checkpoints before the head: another process that appends and projects in between moves the
@@ -166,7 +181,7 @@ class ProjectionRunner:
     def _open(self) -> sqlite3.Connection:
         """The writer's connection (only under ``self._lock``, see the module docstring), the bookkeeping tables
         made and the checkpoints read: SQLite reads the pages a start needs, and says if they are damaged."""
-        conn = self.connection()
+        conn = connect(self.path, busy_timeout=self.busy_timeout)
         try:
             with immediate(conn):
                 conn.execute(
@@ -191,7 +206,13 @@ class ProjectionRunner:
 
     def connection(self, *, reader: bool = False) -> sqlite3.Connection:
         """A new connection to ``projections.db`` (the caller closes it) that waits for a lock as long as the
-        log's connections do: ``MNEMOLOG_BUSY_TIMEOUT`` holds for every database file of the data directory."""
+        log's connections do: ``MNEMOLOG_BUSY_TIMEOUT`` holds for every database file of the data directory.
+
+        The file must still be the one this runner opened. Deleted while the process runs (the next start rebuilds
+        it), a new connection made an empty file and failed every read on it; another database moved over it
+        answered that database's memories. The connections open keep the file they opened, and go on answering."""
+        if file_identity(self.path) != self._identity:
+            raise ProjectionsReplaced(f"{self.path} was deleted or replaced while this process ran: restart it, and the projections are rebuilt from the log")
         return connect(self.path, reader=reader, busy_timeout=self.busy_timeout)
 
     def checkpoint(self, name: str, conn: sqlite3.Connection | None = None) -> tuple[int, int, str] | None:

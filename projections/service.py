@@ -28,7 +28,7 @@ from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
 from mnemolog.eventstore.erased import plaintext_positions
 from mnemolog.eventstore.recorder import utc_stamp
-from mnemolog.eventstore.errors import ConcurrencyError, log_failure
+from mnemolog.eventstore.errors import ConcurrencyError, OutsideChange, log_failure
 from mnemolog.eventstore.commands import CommandContext, CommandResult, MemoryCommands, RevertCommands
 from mnemolog.eventstore.commands.documents import DocumentCommands, LinkAwareEdgeCommands
 from mnemolog.eventstore.catalogue_graph import MENTIONS
@@ -309,6 +309,8 @@ class MemoryService:
         for step in steps:
             try:
                 step()
+            except OutsideChange as exc:  # projections.db deleted or replaced: nothing of it to save, the next start rebuilds it
+                log.warning("%s", exc)
             except Exception as exc:
                 failures.append(exc)
         if failures:

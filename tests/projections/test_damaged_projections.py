@@ -83,3 +83,42 @@ def test_a_forget_removes_the_set_aside_file_that_still_holds_the_subject(tmp_pa
         assert (data / "projections.db.damaged").exists()
         svc.forget(FORGETTER, "u-42")
     _assert_clean([p for p in data.rglob("*") if p.is_file()], _needles())
+
+
+@pytest.mark.parametrize("change", ["deleted", "replaced"])
+def test_a_projections_file_deleted_or_replaced_while_open_is_never_read_anew_and_the_next_start_rebuilds_it(tmp_path, change):
+    """A connection opened after the file was deleted made an empty one and failed every read ("no such table");
+    after another database was moved over it, it read that database's memories. The connections open keep the
+    file they opened; a new one is refused, naming the file; closing saves nothing into it."""
+    import os
+    import shutil
+    import threading
+
+    from mnemolog.projections.runner import ProjectionsReplaced
+
+    ids, _ = _written(tmp_path / "data")
+    _written(tmp_path / "other")
+    svc = MemoryService.open(tmp_path / "data")
+    held = svc.read_conn()
+    path = tmp_path / "data" / "projections.db"
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{path}{suffix}"):
+            os.remove(f"{path}{suffix}")
+    if change == "replaced":
+        shutil.copy(tmp_path / "other" / "projections.db", path)
+    found: list = []
+    thread = threading.Thread(target=lambda: found.append(_attempt(svc.read_conn)))
+    thread.start()
+    thread.join()
+    assert isinstance(found[0], ProjectionsReplaced) and str(path) in str(found[0])
+    assert held.execute("SELECT count(*) FROM graph_memories WHERE memory_id = ?", (ids[0],)).fetchone()[0] == 1  # the file it opened
+    svc.close()  # nothing to save into: no error
+    with MemoryService.open(tmp_path / "data") as again:  # the next start rebuilds it from the log
+        assert again.read_conn().execute("SELECT count(*) FROM graph_memories WHERE tenant = ?", (T,)).fetchone()[0] == len(TEXTS)
+
+
+def _attempt(call):
+    try:
+        return call()
+    except Exception as exc:
+        return exc
