@@ -91,6 +91,13 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = live_events(store, after, erased, tenant=tenant)
     closing = asyncio.ensure_future(request.app[keys.closing_key].wait())  # the server shutting down ends the tail at once
+    writing = False
+
+    def cut(_: asyncio.Future) -> None:
+        if writing and request.transport is not None:  # a client that takes nothing holds the write: the shutdown does not wait for it
+            request.transport.abort()
+
+    closing.add_done_callback(cut)
     # The pending read is kept across key checks and keep-alives: cancelling it (as wait_for
     # does on a timeout) would close the subscription's generator for good.
     pending: asyncio.Future | None = None
@@ -105,12 +112,14 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
                 break  # shutting down, or the key was revoked meanwhile: nothing more is sent, and a reconnection is answered 401
             if pending not in done:
                 if clock() - sent_at >= KEEPALIVE_SECONDS:
+                    writing = True
                     await response.write(b": keep-alive\n\n")
-                    sent_at = clock()
+                    writing, sent_at = False, clock()
                 continue
             part, pending = pending.result(), None
+            writing = True
             await response.write(b"".join(_frame(recorded) for recorded in part))
-            sent_at = clock()
+            writing, sent_at = False, clock()
     except (ConnectionError, asyncio.CancelledError):
         pass  # the client went away (or the server stopped waiting for the tail)
     finally:

@@ -19,7 +19,7 @@ from mnemolog.eventstore import Digest, EventStore, EventStoreError, ImportRefus
 from mnemolog.eventstore import dialects
 from mnemolog.eventstore import migrate
 from mnemolog.eventstore.chain import StoredRow, VerifyResult
-from mnemolog.eventstore.erased import ErasedMemories, live_events, plaintext_kept
+from mnemolog.eventstore.erased import LIVE_PART, ErasedMemories, live_events, plaintext_kept
 from mnemolog.eventstore.events import decode_payload, registered_types
 from mnemolog.eventstore.exchange import read_export
 from mnemolog.eventstore.guards import restore_guards
@@ -237,8 +237,12 @@ def cmd_log(args: argparse.Namespace) -> int:
         going = True
         erased = ErasedMemories.of(store, args.tenant)  # the memories forgets erased: their events read erased, as everywhere
         for rows in store.iter_rows(after, until=until, batch_size=batch, **filters):
-            if not emit([row_dict(r, store.sealer, erased) for r in rows]):
-                going = False
+            for start in range(0, len(rows), LIVE_PART):  # the forgets read again before each part, as a live read does
+                erased.refresh()
+                if not emit([row_dict(r, store.sealer, erased) for r in rows[start : start + LIVE_PART]]):
+                    going = False
+                    break
+            if not going:
                 break
         if not args.follow:
             if emitted == 0 and table is not None:

@@ -383,6 +383,23 @@ async def test_the_server_shutting_down_ends_its_live_tails_at_once(api, client)
         assert await asyncio.wait_for(response.content.read(), 5) == b""  # the tail ended: the answer is whole
 
 
+async def test_the_server_shutting_down_ends_a_tail_whose_client_takes_nothing(api, client):
+    """The tail's write waited for a client that reads nothing: the shutdown waited its whole grace period, twice."""
+    import socket
+
+    await client.add_memories(memories=[{"memory": f"bulky {i} " + "x" * 8000} for i in range(800)])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # a client that takes nothing: the server's write waits
+    sock.connect(("127.0.0.1", api.server.port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(f"GET /v1/events/stream HTTP/1.1\r\nHost: 127.0.0.1:{api.server.port}\r\n\r\n".encode())
+    assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+    await asyncio.sleep(1)
+    await asyncio.wait_for(api.server.close(), 20)
+    writer.close()
+
+
 async def test_sse_bad_last_event_id_is_400(api):
     response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
     assert response.status == 400
