@@ -9,10 +9,10 @@ of a short command's start.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import Connection, Engine, column, inspect, select, table
 
@@ -52,28 +52,56 @@ def known_revisions() -> frozenset[str]:
     return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
 
 
-def current_revision(engine: Engine) -> str | None:
+def current_revision(engine: Engine | Connection) -> str | None:
     """The revision the log's schema is at; None for a log never migrated."""
-    with engine.connect() as conn:
+    with engine.connect() if isinstance(engine, Engine) else nullcontext(engine) as conn:
         if not inspect(conn).has_table(_VERSIONS.name):
             return None
         return conn.execute(select(_VERSIONS.c.version_num)).scalar()
 
 
+class Upgrade(NamedTuple):
+    """What :func:`upgrade_log` did: the revision the log was at (read under the migration lock) and whether any
+    migration ran."""
+
+    previous: str | None
+    ran: bool
+
+
 def upgrade(engine: Engine, revision: str = "head") -> bool:
     """Bring the log's schema to ``revision`` (the newest by default); True when anything ran."""
+    return upgrade_log(engine, revision).ran
+
+
+def upgrade_log(engine: Engine, revision: str = "head") -> Upgrade:
+    """Bring the log's schema to ``revision`` (the newest by default). The revision is read again under the lock:
+    a process that waited for another's migration says it found the log migrated, not that it migrated it from
+    where the log was before it waited."""
     target = head_revision() if revision == "head" else revision
     current = current_revision(engine)
     if current == target:
-        return False
+        return Upgrade(current, False)
+    _known(current)
+    from alembic import command
+
+    with locked(engine) as conn:
+        current = current_revision(conn)
+        if current == target:
+            return Upgrade(current, False)
+        _known(current)
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+    return Upgrade(current, True)
+
+
+def _known(current: str | None) -> None:
     if current is not None and current not in known_revisions():
         # A newer mnemolog migrated this log: alembic could only fail on it (a traceback), and nothing here may change it.
         raise SetupError(
             f"the log's schema is at revision {current!r}, which this mnemolog does not know (its newest is {head_revision()!r}):"
             " a newer mnemolog migrated it; upgrade mnemolog to open it"
         )
-    _run(engine, "upgrade", revision)
-    return True
 
 
 def upgrade_on_open(url: str, reader: Engine, busy_timeout: float) -> bool:

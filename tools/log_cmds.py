@@ -145,10 +145,9 @@ class Table:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     with open_store(args, migrate=False) as store:
-        before = migrate.current_revision(store.recorder.reader)
         engine = dialects.create_migration_engine(store.url)
         try:
-            ran = migrate.upgrade(engine)
+            before, ran = migrate.upgrade_log(engine)
             after = migrate.current_revision(engine)
             restored = restore_guards(engine)
         finally:

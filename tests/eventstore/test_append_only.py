@@ -192,6 +192,23 @@ def test_upgrade_is_idempotent(tmp_path):
         engine.dispose()
 
 
+def test_an_upgrade_that_waited_for_another_says_where_it_found_the_log(tmp_path, monkeypatch):
+    """A migrate that read the revision before another process migrated the log said it migrated it (and from the
+    revision it had read), though it ran nothing: the revision is read again under the migration lock."""
+    path = tmp_path / "events.db"
+    engine = create_migration_engine(sqlite_url(path))
+    try:
+        migrate.upgrade(engine, "0001")
+        stale = migrate.current_revision(engine)
+        migrate.upgrade(engine)  # the other process, between this one's first read and its lock
+        reads = iter([stale])
+        real = migrate.current_revision
+        monkeypatch.setattr(migrate, "current_revision", lambda where: next(reads, None) or real(where))
+        assert migrate.upgrade_log(engine) == (migrate.head_revision(), False)
+    finally:
+        engine.dispose()
+
+
 def test_plain_alembic_from_the_repository_root_migrates_the_configured_data_directory(tmp_path):
     """``alembic upgrade head`` works too (alembic.ini at the root); a data directory not made yet failed "unable to open database file"."""
     import os
