@@ -523,17 +523,10 @@ class EventStore:
 
     # -- following ---------------------------------------------------------
 
-    async def subscribe(
-        self,
-        after: int = 0,
-        *,
-        tenant: str | None = None,
-        types: Sequence[str] | None = None,
-        batch_size: int = 1000,
-        poll_seconds: float | None = None,
-    ) -> AsyncIterator[RecordedEvent]:
-        """Catch up from ``after``, then wait for new commits and yield them (see :meth:`subscribe_batches`)."""
-        async for batch in self.subscribe_batches(after, tenant=tenant, types=types, batch_size=batch_size, poll_seconds=poll_seconds):
+    async def subscribe(self, after: int = 0, **options) -> AsyncIterator[RecordedEvent]:
+        """Catch up from ``after``, then wait for new commits and yield them, one at a time: :meth:`subscribe_batches`
+        (with its keyword options: ``tenant``, ``types``, ``batch_size``, ``poll_seconds``) unbatched."""
+        async for batch in self.subscribe_batches(after, **options):
             for recorded in batch:
                 yield recorded
 
