@@ -237,15 +237,32 @@ def reattached(store: EventStore, facts: GraphFacts, tenant: str, memory_id: str
     if not found or found[0].event.reason != _deleted_reason(memory_id):
         return []
     edges = []
+    reverted = links_reverted_since(store, tenant, deleted_at)
     for edge in found[0].event.edges:
         other = edge.target if edge.source == memory_id else edge.source
-        if skip(edge) or facts.live_edge(tenant, edge.edge_id) is not None or not facts.node_exists(tenant, other):
+        if skip(edge) or edge.edge_id in reverted or facts.live_edge(tenant, edge.edge_id) is not None or not facts.node_exists(tenant, other):
             continue
         if facts.memory_status(tenant, other) == Status.DELETED.value:
             continue
         edges.append(edge)
     edges, folds = following_merges(facts, tenant, edges, settled={memory_id}, since=deleted_at)
     return ([c.NamespaceRestored(prefix="", edges=tuple(edges), undo_position=found[0].position)] if edges else []) + folds
+
+
+def links_reverted_since(store: EventStore, tenant: str, since: int) -> set[str]:
+    """The ids of the edges linked before ``since`` by correlations a revert after it undid (and no later revert
+    redid): a forced revert that found such an edge taken out with a deleted memory could not unlink it, and the
+    memory's restore must not link it back (it did, and a revert of that correlation again did nothing)."""
+    from .revert import revert_chain  # the reverts build on this module
+
+    markers = store.read_all(tenant=tenant, types=["CorrelationReverted"])
+    found: set[str] = set()
+    for correlation_id in {m.event.correlation_id for m in markers if m.position > since}:
+        if len(revert_chain(markers, correlation_id)) % 2:
+            for r in store.read_all(tenant=tenant, correlation_id=correlation_id, until=since):
+                if isinstance(r.event, c.EdgeEvent.__args__):
+                    found.update(edge.edge_id for edge in c.edge_changes(r.event)[1])
+    return found
 
 
 # -- edges linked back to a memory merged away since ------------------------------------------------

@@ -405,3 +405,14 @@ def test_a_revert_that_brings_a_memory_back_links_its_edges_back_with_it(svc):
     assert svc.facts.live_edge(T, "user:ferry:1") is None
     undo = svc.run(svc.reverts.revert, ctx(), deleted.correlation_id)
     assert undo.data["conflicts"] == [] and svc.facts.live_edge(T, "user:ferry:1") is not None
+
+
+def test_a_restore_links_no_edge_back_whose_link_a_forced_revert_undid_meanwhile(svc):
+    """The memory's delete took the edge out, so the forced revert of its link found nothing to unlink; the restore
+    then linked it back, and a revert of the link again did nothing: the reverted link stayed for good."""
+    a, b = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the ferry leaves at six"), MemoryContent(memory="the ferry is late")]).memory_ids
+    linked = svc.run(svc.edges.link, ctx(), a, b, "RELATED", edge_id="user:ferry:1")
+    svc.run(svc.memories.soft_delete, ctx(), a)
+    svc.run(svc.reverts.revert, ctx(), linked.correlation_id, force=True)
+    svc.run(svc.memories.restore, ctx(), a)
+    assert svc.facts.live_edge(T, "user:ferry:1") is None and svc.edges_of(T, a) == []
