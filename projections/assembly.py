@@ -20,7 +20,7 @@ from .entities.projector import EntityProjector
 from .graph.projector import GraphProjector
 from .vectors.embedders import get_embedder
 from .vectors.index import VectorIndex
-from .vectors.projector import VectorProjector, vector_search
+from .vectors.projector import ForeignVectors, VectorProjector, vector_search
 
 
 log = logging.getLogger("mnemolog.vectors")
@@ -43,10 +43,13 @@ def lexical_channel(read_conn: Callable[[], sqlite3.Connection]):
     return search
 
 
-def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorIndex):
-    """Recall's semantic channel over the vector projection and its index."""
+def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorIndex, foreign: dict[str, str]):
+    """Recall's semantic channel over the vector projection and its index (``foreign``: the runner's, see
+    ``ProjectionRunner._foreign``; a vector projection another embedder rebuilt is not searched)."""
 
     def search(tenant, vector, limit, as_of, filters):
+        if "vectors" in foreign:
+            raise ForeignVectors(foreign["vectors"])
         hits = vector_search(read_conn(), index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
         return [(h.memory_id, h.score) for h in hits]
 
@@ -126,6 +129,9 @@ class IndexFollower(threading.Thread):
                 self.wake.clear()
                 try:
                     self.step(conn)
+                except ForeignVectors as exc:  # another embedder's vectors: nothing to add until a restart with its settings
+                    log.warning("vector index sync stopped: %s", exc)
+                    return
                 except Exception:  # the next round retries; searches stay exact meanwhile
                     log_failure(log, "vector index sync failed")
         finally:

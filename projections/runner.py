@@ -25,6 +25,7 @@ the write lock or has committed since that snapshot was taken.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -56,6 +57,8 @@ class Projector(Protocol):
 
     def apply(self, events: Sequence[RecordedEvent], conn: sqlite3.Connection) -> None: ...
 
+
+log = logging.getLogger(__name__)
 
 class ProjectionsReplaced(OutsideChange):
     """``projections.db`` is no longer the file this process opened (see :meth:`ProjectionRunner.connection`)."""
@@ -164,6 +167,7 @@ class ProjectionRunner:
             set_aside(self.path, exc)
             self.conn = self._open()
         self._identity = file_identity(self.path)  # the file its connections open (see connection)
+        self.foreign: dict[str, str] = {}  # the projections another process rebuilt at another schema version, and why they stand still here
         self.rebuilt_on_start: list[str] = []
         self._compacted_through = 0  # the last erasure mark this runner compacted after (see erasures_due)
         # The checkpoints before the head: another process that appends and projects in between moves the
@@ -274,10 +278,16 @@ class ProjectionRunner:
         written but not committed, which no reader can see yet, and a read
         on it from another thread would break the next ``BEGIN IMMEDIATE``.
         """
-        if not self.projectors:
+        following = self.following()
+        if not following:
             return 0
         found = self._positions(conn)  # every read asks: one query
-        return min(found.get(p.name, 0) for p in self.projectors)
+        return min(found.get(p.name, 0) for p in following)
+
+    def following(self) -> list[Projector]:
+        """The projectors this process keeps up to date: all but those another process rebuilt at another schema
+        version (see :meth:`_foreign`), which stand still here and wait for nothing."""
+        return [p for p in self.projectors if p.name not in self.foreign] if self.foreign else self.projectors
 
     def _positions(self, conn: sqlite3.Connection | None = None) -> dict[str, int]:
         """Every projection's checkpoint position, in one query."""
@@ -299,7 +309,7 @@ class ProjectionRunner:
             while True:
                 groups: dict[int, list[Projector]] = {}
                 positions = self._positions(self.conn)  # one query: each command asks twice (before and after)
-                for projector in self.projectors:
+                for projector in self.following():
                     position = positions.get(projector.name, 0)
                     if position < target:
                         groups.setdefault(position, []).append(projector)
@@ -381,10 +391,15 @@ class ProjectionRunner:
         end = batch[-1].position
         done: list[str] = []
         with self._transaction() as conn:
-            # Re-read inside the write lock: another runner may have moved on.
-            positions = self._positions(conn)
+            # Re-read inside the write lock: another runner may have moved on, or rebuilt a projection at another
+            # schema version (another embedder): this process's events must not be mixed into it.
+            checkpoints = {name: (position, version) for name, position, version in conn.execute("SELECT name, position, schema_version FROM checkpoints")}
             for projector in projectors:
-                if positions.get(projector.name) != start:
+                position, version = checkpoints.get(projector.name, (None, projector.schema_version))
+                if position != start:
+                    continue
+                if version != projector.schema_version:
+                    self._foreign(projector, version)
                     continue
                 began = time.perf_counter()
                 projector.apply(batch, conn)
@@ -401,6 +416,15 @@ class ProjectionRunner:
             for name in done:
                 self._after_commit(name, end)
         return done
+
+    def _foreign(self, projector: Projector, version: int) -> None:
+        """Note (and warn, once) that another process rebuilt ``projector``'s projection at schema ``version``."""
+        if projector.name not in self.foreign:
+            self.foreign[projector.name] = (
+                f"another process rebuilt the {projector.name} projection at schema version {version} (this one projects"
+                f" version {projector.schema_version}: another MNEMOLOG_EMBEDDER?); restart this one with the same settings"
+            )
+            log.warning("%s", self.foreign[projector.name])
 
     def rebuild(self, names: Sequence[str] | None = None, *, progress=None) -> dict[str, float]:
         """Drop and replay projections from position 0; seconds spent per projector.

@@ -51,6 +51,7 @@ from ..graph.newest_edges import NewestEdges
 from ..state_memo import StateMemo
 from ..filters import DEFAULT_FILTERS, SearchFilters
 from ..vectors.embedders import query_vector
+from ..vectors.projector import ForeignVectors
 from .query_analysis import analyze, stem, tokenize
 
 FUSION = setting(
@@ -365,7 +366,11 @@ class Searcher:
                 if self.semantic is None or vector is None:
                     states[name] = ChannelState("unavailable", weight=weight, reason=memo.get("vector_error") or "no vector projection or embedder")
                     continue
-                hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
+                try:
+                    hits = self.semantic(tenant, vector, candidates, options.as_of, options.filters)
+                except ForeignVectors as exc:
+                    states[name] = ChannelState("unavailable", weight=weight, reason=str(exc))
+                    continue
             else:
                 hits, findings = self._graph(
                     tenant, analysis, options, candidates, results, entity_items=strategy != "knowledge-only" and not scoped(options.filters), memo=memo

@@ -71,6 +71,7 @@ from usearch.index import Index
 from mnemolog.eventstore.files import file_sha256, replace_durably
 
 from ..damaged import move_aside
+from .projector import ForeignVectors
 
 __all__ = ["INDEX_FILE", "VectorIndex", "current_generation"]
 
@@ -335,7 +336,7 @@ class VectorIndex:
                 break
             keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
             if len(rows[0][1]) != 4 * self.dim:
-                raise ValueError(
+                raise ForeignVectors(
                     f"vec_docs holds {len(rows[0][1]) // 4}-dimension vectors; this index is for {self.dim}"
                     f" ({self.embedder_name}): open it with the projection's embedder"
                 )

@@ -68,6 +68,7 @@ import numpy as np
 
 from mnemolog.eventstore import RecordedEvent
 from mnemolog.eventstore import catalogue as c
+from mnemolog.eventstore.errors import OutsideChange
 from mnemolog.eventstore.model import MemoryContent
 
 from .embedders import Embedder, content_hash, embed_rows
@@ -119,6 +120,11 @@ def unit_vector(values) -> np.ndarray | None:
 def projector_version(embedder_name: str) -> int:
     """The projection's schema version for an embedder: changes with the embedder and the table layout."""
     return 1000 + zlib.crc32(f"{LAYOUT_VERSION}:{embedder_name}".encode()) % 1_000_000
+
+
+class ForeignVectors(OutsideChange, ValueError):
+    """The vector projection holds another embedder's vectors than this process embeds with (another process with
+    another ``MNEMOLOG_EMBEDDER`` rebuilt it): the semantic channel cannot search it."""
 
 
 class VecHit(msgspec.Struct, frozen=True):
@@ -475,7 +481,7 @@ def _scores(blobs: list[bytes], query: np.ndarray) -> np.ndarray:
     """
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
     if matrix.shape[1] != query.shape[0]:
-        raise ValueError(f"query has {query.shape[0]} dimensions, stored vectors have {matrix.shape[1]}")
+        raise ForeignVectors(f"the query has {query.shape[0]} dimensions, the stored vectors {matrix.shape[1]}: another embedder's")
     dots = (matrix * query).sum(axis=1)
     norms = np.sqrt((matrix * matrix).sum(axis=1))
     return (dots / np.where(norms > 0, norms, 1.0)).astype(np.float64)

@@ -122,3 +122,28 @@ def _attempt(call):
         return call()
     except Exception as exc:
         return exc
+
+
+def test_a_vector_projection_another_embedder_rebuilt_is_neither_searched_nor_mixed_into(tmp_path):
+    """A command run with another MNEMOLOG_EMBEDDER rebuilt the projection a server shared: every recall of the
+    server was then a 500 (the query's dimensions against the stored ones), its next write added its embedder's
+    vectors beside the other's, and its vector index retried every second. Now the semantic channel says why it is
+    unavailable, the server's writes go on without it, and nothing is mixed."""
+    from mnemolog.eventstore.settings import Settings
+    from mnemolog.projections.recall.searcher import RecallOptions
+
+    data = tmp_path / "data"
+    server = MemoryService.open(data, settings=Settings({"embedder": "hashing-v1-128"}, env={}))
+    try:
+        server.run(server.memories.add, CommandContext(tenant=T), [MemoryContent(memory="the ferry leaves at six")])
+        with MemoryService.open(data, settings=Settings({}, env={})) as other:  # the default embedder: it rebuilds the projection
+            other.run(other.memories.add, CommandContext(tenant=T), [MemoryContent(memory="the ferry is late today")])
+        written = server.run(server.memories.add, CommandContext(tenant=T), [MemoryContent(memory="the last ferry is cancelled")])
+        assert written.memory_ids  # its projections followed (but the foreign one): the write did not wait for it
+        answer = server.searcher.recall(T, "ferry", RecallOptions(channels=("lexical", "semantic")))
+        assert answer.channels["semantic"].status == "unavailable" and "another" in answer.channels["semantic"].reason
+        assert {h.memory.memory for h in answer.hits} >= {"the last ferry is cancelled", "the ferry is late today"}  # the lexical channel answers
+        embedders = server.read_conn().execute("SELECT DISTINCT embedder FROM vec_docs").fetchall()
+        assert embedders == [("hashing-v1-256",)]
+    finally:
+        server.close()
