@@ -69,12 +69,16 @@ class NodesAfter:
         return None
 
     def keep(self, edges: list[c.EdgeRecord], mention: Callable[[c.EdgeRecord], bool], conflicts: list[str]) -> list[c.EdgeRecord]:
-        """``edges`` without those that cannot be linked back, each of which is named in ``conflicts``."""
+        """``edges`` without those that cannot be linked back, each of which is named in ``conflicts`` when a later
+        change took its end away; not when the revert itself does (a memory it takes back to archived or deleted:
+        churn, as working memory's, is no conflict). A relation's ``rel:`` edge follows its relation, which the
+        entity compensations handle."""
         kept = []
         for edge in edges:
-            why = self.gone(edge, mention(edge))
+            own = any(self.statuses.get(node, Status.ACTIVATED.value) != Status.ACTIVATED.value for node in (edge.source, edge.target))
+            why = None if edge.edge_id.startswith(g.RELATION_EDGE_PREFIX) else self.gone(edge, mention(edge))
             if why is None:
                 kept.append(edge)
-            else:
+            elif not own:
                 conflicts.append(f"edge {edge.edge_id} is not linked back: {why}")
         return kept

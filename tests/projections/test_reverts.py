@@ -416,3 +416,29 @@ def test_a_restore_links_no_edge_back_whose_link_a_forced_revert_undid_meanwhile
     svc.run(svc.reverts.revert, ctx(), linked.correlation_id, force=True)
     svc.run(svc.memories.restore, ctx(), a)
     assert svc.facts.live_edge(T, "user:ferry:1") is None and svc.edges_of(T, a) == []
+
+
+def test_reverting_an_update_of_a_working_memory_item_evicted_since_is_no_conflict(small):
+    """The item evicted since (churn) stays archived, with its text back and no mention: the mention the update
+    ended is not linked back, and the revert was refused over it ("archived: it mentions nothing")."""
+    svc = small
+    svc.run(svc.entities.upsert, ctx(), "person:ana", name="Ana")
+    [item] = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="Ana is here", memory_type="WorkingMemory")]).memory_ids
+    changed = svc.run(svc.memories.update, ctx(), item, {"memory": "nobody is here"})
+    svc.run(svc.memories.add, ctx(), [MemoryContent(memory=f"note {i}") for i in range(3)])  # the FIFO evicts the item
+    undo = svc.run(svc.reverts.revert, ctx(), changed.correlation_id)
+    assert undo.data["conflicts"] == [] and not undo.data["forced"]
+    view = svc.get(T, item)
+    assert (view.status, view.memory) == ("archived", "Ana is here") and svc.edges_of(T, item) == []
+
+
+def test_a_forced_revert_of_an_entity_removal_keeps_its_relation_and_the_relations_edge_together(svc):
+    svc.run(svc.entities.upsert, ctx(), "person:ana", name="Ana")
+    svc.run(svc.entities.upsert, ctx(), "org:choir", name="Choir")
+    svc.run(svc.entities.set_relation, ctx(), "person:ana", "org:choir", "MEMBER_OF")
+    removed = svc.run(svc.entities.remove, ctx(), "person:ana")
+    svc.run(svc.entities.remove, ctx(), "org:choir")
+    svc.run(svc.reverts.revert, ctx(), removed.correlation_id, force=True)
+    relations = [r.target_id for r in ents.relations_of(svc.read_conn(), T, "person:ana")]
+    edges = [e.target for e in svc.edges_of(T, "person:ana") if e.edge_id.startswith("rel:")]
+    assert relations == edges == ["org:choir"]  # as before the revert: the relation into the entity removed since is the entities' matter
