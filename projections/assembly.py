@@ -18,7 +18,7 @@ from mnemolog.eventstore.errors import log_failure
 from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
 from .graph.projector import GraphProjector
-from .vectors.embedders import get_embedder
+from .vectors.embedders import configured_embedder
 from .vectors.index import VectorIndex
 from .vectors.projector import ForeignVectors, VectorProjector, vector_search
 
@@ -27,7 +27,7 @@ log = logging.getLogger("mnemolog.vectors")
 
 
 def default_projectors(settings: Settings, data_dir: Path) -> list[Any]:
-    return [GraphProjector(), FtsProjector(), VectorProjector(get_embedder(settings.embedder)), EntityProjector()]
+    return [GraphProjector(), FtsProjector(), VectorProjector(configured_embedder(settings)), EntityProjector()]
 
 
 def lexical_channel(read_conn: Callable[[], sqlite3.Connection]):

@@ -54,7 +54,7 @@ from .linking.relink import Linking, command_linker, named_entities
 from .policies.working import WorkingCapacity
 from .recall.searcher import Searcher
 from .runner import ProjectionRunner, Projector
-from .vectors.embedders import get_embedder
+from .vectors.embedders import configured_embedder
 from .vectors.index import VectorIndex
 from .writer import Writer
 
@@ -137,7 +137,7 @@ class MemoryService:
         self.facts = self.construct_facts()
 
         # The embedder first: its vector length is what a memory's own embedding must have.
-        self.embedder = get_embedder(settings.embedder)
+        self.embedder = configured_embedder(settings)
         self.embedding_dim = self.embedder.dim
 
         # Commands, run through ``run`` (the writer).

@@ -26,7 +26,7 @@ DEFAULT_HOST = "127.0.0.1"
 def mcp(args: argparse.Namespace) -> int:
     # The server's modules (aiohttp with them) load for this command alone: every other command starts without them.
     from mnemolog.api.mcp_server import INSTALL_HINT, McpFront, McpUnavailable, client_config, require_sdk, run_http, run_stdio
-    from mnemolog.projections.vectors.embedders import get_embedder
+    from mnemolog.projections.vectors.embedders import configured_embedder
 
     if args.print_config:
         # The entry launches the server over stdio, and holds no secret: what it cannot carry is refused, not dropped.
@@ -54,7 +54,7 @@ def mcp(args: argparse.Namespace) -> int:
         raise CommandError(error.message) from None
     if args.http and not is_loopback(args.host):
         raise CommandError(f"mnemolog mcp --http serves loopback only, not {args.host}: use 127.0.0.1, ::1 or localhost")
-    get_embedder(str(settings.embedder))  # a missing extra stops here, as one line
+    configured_embedder(settings)  # a missing extra stops here, as one line
     sock = listening_socket(args.host, args.port) if args.http else None  # a port in use, too
     front = McpFront.open(settings, api_key=api_key, tenant=args.tenant, allow_writes=args.allow_writes, inline_reads=not args.http)
     try:

@@ -258,7 +258,7 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     from mnemolog.eventstore.settings import Settings
-    from mnemolog.projections.vectors.embedders import get_embedder
+    from mnemolog.projections.vectors.embedders import configured_embedder
     from .judge_cases import CASES, CJK_CASES, DISTINCT_FACTS, evaluate
     from mnemolog.projections.policies.organizer import Organizer
     from mnemolog.projections.policies.settings import rule_config
@@ -325,7 +325,7 @@ def run_bench(args: argparse.Namespace) -> int:
     plan_s, apply_s = statistics.median(d[2]["plan_seconds"] for d in dedups), statistics.median(d[2]["apply_seconds"] for d in dedups)
     cluster_s, cluster_cpu = statistics.median(c[0] for c in clusters), statistics.median(c[1] for c in clusters)
     report = dedups[0][2]
-    embedder = get_embedder(str(settings.embedder))
+    embedder = configured_embedder(settings)
 
     def cosine(a: str, b: str) -> float:
         va, vb = embedder.embed([a, b])

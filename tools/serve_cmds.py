@@ -94,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     from mnemolog.api.app import create_app
     from mnemolog.api.background import default_background
     from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
-    from mnemolog.projections.vectors.embedders import get_embedder
+    from mnemolog.projections.vectors.embedders import configured_embedder
 
     settings = _settings(args, host=args.host, port=args.port)
     host, port = settings.host, int(settings.port)
@@ -112,7 +112,7 @@ def serve(args: argparse.Namespace) -> int:
     backups_keep(settings)  # a drop must keep its backup: refuse to start rather than fail on the first drop
     if workers > 1 and port == 0:
         raise CommandError("several workers need a fixed port (MNEMOLOG_PORT or --port)")
-    get_embedder(str(settings.embedder))  # bad setup (a missing extra) stops here, as one line, before anything is made
+    configured_embedder(settings)  # bad setup (a missing extra) stops here, as one line, before anything is made
     check_organizer_settings(settings)  # so does a judge's bad URL or timeout, not the organizer's start after the banner
     sock = listening_socket(host, port)  # a port in use stops here, as one line
     if workers > 1:

@@ -45,12 +45,13 @@ from mnemolog.eventstore.model import MemoryContent, merge_union
 from .. import text_caches
 from ..vectors.embedders import embed_rows, get_embedder
 from .conversation import conversation_place
-from .judge import JudgedMemory, Verdict, merged_text, normalize_text
+from .judge import JudgedMemory, Verdict, clipped, merged_text, normalize_text
 
 if TYPE_CHECKING:
     from ..service import MemoryService
 
 ACTOR = "organizer"
+DECISION_CHARS = 500  # what a decision records at most of its reason, and of why a judge fell back to another
 _content = msgspec.json.Decoder(MemoryContent)
 
 
@@ -648,12 +649,11 @@ def _decision(verdicts: list[Verdict], similarity: float) -> c.Decision:
         reasons = list(dict.fromkeys(f"{v.judge}: {v.reason}" for v in verdicts))
     else:
         reasons = list(dict.fromkeys(v.reason for v in verdicts))
-    reason = "; ".join(reasons)
     fallbacks = [v.fallback for v in verdicts if v.fallback]
     return c.Decision(
         judge="+".join(judges),
         judge_version="+".join(dict.fromkeys(v.judge_version for v in verdicts)),
         similarity=round(float(similarity), 4),
-        reason=reason if len(reason) <= 500 else reason[:499] + "\u2026",
-        fallback=fallbacks[0] if fallbacks else None,
+        reason=clipped("; ".join(reasons), DECISION_CHARS),
+        fallback=clipped(fallbacks[0], DECISION_CHARS) if fallbacks else None,  # an endpoint's answer quoted in it may be of any length
     )

@@ -511,6 +511,12 @@ def about_different_things(a: JudgedMemory, b: JudgedMemory) -> str:
     return _different_keys(a, b) or _different_things(_analyse(a.memory or ""), _analyse(b.memory or ""))
 
 
+def clipped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis: what a decision records of a reason, or an
+    error of an endpoint's answer (which may be of any length)."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def words_kept(fused: str, text: str) -> float:
     """The share of ``text``'s content words (stemmed, values apart) that ``fused`` says too; 1 when it has none."""
     words = _analyse(text).words

@@ -64,7 +64,7 @@ import yarl
 
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
-from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, merged_text, words_kept
+from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, clipped, merged_text, words_kept
 
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION", "clean_api_key"]
 
@@ -187,7 +187,7 @@ def _parse_verdict(content: str) -> tuple[str, str, str | None]:
     raw = str(obj.get("label") or "").strip().casefold()
     label = _LABEL_ALIASES.get(raw)
     if label is None:
-        raise _Retry(f"bad answer: unknown label {_text(raw)!r}")
+        raise _Retry(f"bad answer: unknown label {_clip(_text(raw))!r}")
     reason = _text(str(obj.get("reason") or "")).strip() or "no reason given"
     fused = obj.get("fused_text")
     fused = fused.strip() if isinstance(fused, str) and fused.strip() else None
@@ -208,8 +208,7 @@ def _parse_topic(content: str) -> tuple[str, str]:
 
 
 def _clip(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return clipped(" ".join(text.split()), limit)
 
 
 def _describe(label: str, m: JudgedMemory, max_chars: int) -> str:

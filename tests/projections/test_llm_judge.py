@@ -154,6 +154,20 @@ async def test_bad_json_then_success_is_retried(fake: FakeLLM, make_judge) -> No
     assert len(fake.requests) == 3
 
 
+async def test_an_answer_of_any_length_is_quoted_short_in_the_fallback_a_decision_records(fake: FakeLLM, make_judge) -> None:
+    """An unknown label of 900,000 characters was quoted whole: one merge wrote 900 KB to the append-only log."""
+    from mnemolog.projections.policies.dedup import DECISION_CHARS, _decision
+
+    async def behaviour(n: int, body: dict) -> web.Response:
+        return completion(json.dumps({"label": "x" * 900_000, "reason": "?"}))
+
+    fake.behaviour = behaviour
+    v = await make_judge(retries=0).judge(A, B, 0.9)
+    assert v.fallback.startswith("llm failed: ") and len(v.fallback) < 1_000
+    decision = _decision([msgspec.structs.replace(v, fallback="y" * 10_000)], 0.9)
+    assert len(decision.fallback) == DECISION_CHARS and decision.fallback.endswith("\u2026")
+
+
 async def test_always_500_falls_back_to_rule_judge(fake: FakeLLM, make_judge) -> None:
     async def behaviour(n: int, body: dict) -> web.Response:
         return web.Response(status=503, text="unavailable")

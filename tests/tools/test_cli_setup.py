@@ -262,6 +262,7 @@ LLM_JUDGE = {"MNEMOLOG_JUDGE": "llm", "MNEMOLOG_LLM_URL": "http://127.0.0.1:9/v1
         ({"MNEMOLOG_LLM_CONCURRENCY": "0"}, "MNEMOLOG_LLM_CONCURRENCY: expected a whole number at least 1, got 0"),
         ({"MNEMOLOG_LLM_MODEL": " "}, "MNEMOLOG_JUDGE=llm needs MNEMOLOG_LLM_URL and MNEMOLOG_LLM_MODEL"),
         ({"MNEMOLOG_JUDGE": "gpt"}, "MNEMOLOG_JUDGE: expected one of rule, llm, got 'gpt'"),
+        ({"MNEMOLOG_EMBEDDER": "hashing-v1-8"}, "MNEMOLOG_EMBEDDER: the hashing embedder's dimension must be from 16 to 4096, got 8"),
         ({"MNEMOLOG_LLM_API_KEY": "sk-pw\r\nX-Other: 1"}, "MNEMOLOG_LLM_API_KEY holds a control character (a line break?) inside it"),
         # a value of the wrong type for a setting a background loop reads: it failed every pass, at every retry
         ({"MNEMOLOG_ORGANIZER_BATCH": "abc"}, "MNEMOLOG_ORGANIZER_BATCH: expected a whole number, got 'abc'"),
