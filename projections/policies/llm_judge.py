@@ -331,10 +331,12 @@ class LLMJudge:
     async def _chat(self, system: str, user: str, parse: Callable[[str], T]) -> T:
         """Ask, parse, retry with exponential backoff; raise :class:`LLMUnavailable`.
 
-        After ``breaker_failures`` questions in a row got no usable answer, none is asked for
-        ``breaker_cooldown_s`` (each fails at once, saying why): an endpoint that is down or hangs would
-        otherwise hold a pass for its every pair's timeouts and retries (1,000 pairs, 3 attempts of 20 s,
-        4 at a time: four hours). After the pause, one failure more pauses again; an answer closes it.
+        After ``breaker_failures`` attempts in a row got no usable answer (a question's retries count, whichever
+        question they were for), none is asked for ``breaker_cooldown_s`` (each fails at once, saying why): an
+        endpoint that is down or hangs would otherwise hold a pass for its every pair's timeouts and retries
+        (1,000 pairs, 3 attempts of 20 s, 4 at a time: four hours). Counted by question, the breaker opened only
+        once a question had spent all its retries, behind the first attempts of every pair of the pass queued
+        before them. After the pause, one failure more pauses again; an answer closes it.
         """
         payload = {
             "model": self.model,
@@ -349,16 +351,18 @@ class LLMJudge:
                 async with self._semaphore:
                     if (left := self._open_until - time.monotonic()) > 0:  # checked in turn: others may have failed meanwhile
                         self.stats["paused"] += 1
-                        raise LLMUnavailable(f"not asked: {self._failed_in_row} questions in a row got no usable answer"
+                        raise LLMUnavailable(f"not asked: {self._failed_in_row} attempts in a row got no usable answer"
                                              f" (the last: {self._last_failure}); asking again in {left:.0f}s")
                     content = await self._post(payload)
                 result = parse(content)
                 self._failed_in_row = 0
                 return result
             except _Fatal as exc:
+                self._attempt_failed(str(exc))
                 raise self._failed(str(exc)) from None
             except _Retry as exc:
                 why = str(exc)
+                self._attempt_failed(why)
                 if attempt == self.retries:
                     break
                 self.stats["retries"] += 1
@@ -369,15 +373,17 @@ class LLMJudge:
         attempts = self.retries + 1
         raise self._failed(f"{why} (after {attempts} attempt{'s' if attempts > 1 else ''})")
 
-    def _failed(self, why: str) -> LLMUnavailable:
-        """A question that got no usable answer: counted (the breaker opens at ``breaker_failures`` in a row)."""
-        self.stats["failures"] += 1
-        why = self._redact(why)
+    def _attempt_failed(self, why: str) -> None:
+        """An attempt that got no usable answer: counted (the breaker opens at ``breaker_failures`` in a row)."""
         self._failed_in_row += 1
-        self._last_failure = _clip(why, 160)
+        self._last_failure = _clip(self._redact(why), 160)
         if self._failed_in_row >= self.breaker_failures:
             self._open_until = time.monotonic() + self.breaker_cooldown_s
-        return LLMUnavailable(why)
+
+    def _failed(self, why: str) -> LLMUnavailable:
+        """A question that got no usable answer."""
+        self.stats["failures"] += 1
+        return LLMUnavailable(self._redact(why))
 
     def _redact(self, why: str) -> str:
         """``why`` without the API key or the URL's password: an endpoint's error may quote the key it was sent

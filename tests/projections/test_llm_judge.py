@@ -577,20 +577,19 @@ async def test_an_endpoint_that_keeps_failing_is_not_asked_for_a_while(fake: Fak
     fake.behaviour = behaviour
     judge = make_judge(retries=1, breaker_failures=3, breaker_cooldown_s=0.5)
     verdicts = [await judge.judge(A, B, 0.9) for _ in range(10)]
-    assert len(fake.requests) == 6  # 3 questions of 2 attempts
+    assert len(fake.requests) == 3  # 3 attempts: a question's 2, the next question's first (its retry is not asked)
     assert all(v.judge == "rule" for v in verdicts)
-    assert verdicts[2].fallback == "llm failed: HTTP 503 (after 2 attempts)"
-    assert verdicts[3].fallback.startswith("llm failed: not asked: 3 questions in a row got no usable answer (the last: HTTP 503")
+    assert verdicts[0].fallback == "llm failed: HTTP 503 (after 2 attempts)"
+    assert verdicts[1].fallback.startswith("llm failed: not asked: 3 attempts in a row got no usable answer (the last: HTTP 503")
     await asyncio.sleep(0.6)
-    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # asked again: paused again
+    assert (await judge.judge(A, B, 0.9)).fallback.startswith("llm failed: not asked: 4 attempts")  # asked again once: paused again
     assert (await judge.judge(A, B, 0.9)).fallback.startswith("llm failed: not asked")
-    assert len(fake.requests) == 8
+    assert len(fake.requests) == 4
     await asyncio.sleep(0.6)
     down = False
     assert [(await judge.judge(A, B, 0.9)).judge for _ in range(2)] == ["llm", "llm"]
     down = True
-    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # one failure: no pause
-    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"
+    assert (await judge.judge(A, B, 0.9)).fallback == "llm failed: HTTP 503 (after 2 attempts)"  # two failed attempts: no pause
 
 
 async def test_a_hanging_endpoint_holds_a_batch_of_pairs_for_a_few_timeouts_only(fake: FakeLLM, make_judge) -> None:
@@ -603,6 +602,22 @@ async def test_a_hanging_endpoint_holds_a_batch_of_pairs_for_a_few_timeouts_only
     began = asyncio.get_running_loop().time()
     verdicts = await asyncio.gather(*(judge.judge(A, B, 0.9) for _ in range(40)))
     assert asyncio.get_running_loop().time() - began < 2  # 10 rounds of 4 timeouts would take 2 s at least
+    assert all(v.judge == "rule" and v.fallback for v in verdicts)
+    assert len(fake.requests) <= 8
+
+
+async def test_a_hanging_endpoint_with_retries_holds_a_batch_for_a_few_timeouts_only(fake: FakeLLM, make_judge) -> None:
+    """With retries, every pair's first attempt was queued before any question had spent its retries: the breaker,
+    counting questions, opened after about pairs x timeout / concurrency (80 pairs: 168 requests, 21 s)."""
+    async def behaviour(n: int, body: dict) -> web.Response:
+        await asyncio.sleep(5)
+        return answer("independent")
+
+    fake.behaviour = behaviour
+    judge = make_judge(timeout_s=0.2, retries=2, concurrency=4, breaker_failures=5, breaker_cooldown_s=60)
+    began = asyncio.get_running_loop().time()
+    verdicts = await asyncio.gather(*(judge.judge(A, B, 0.9) for _ in range(80)))
+    assert asyncio.get_running_loop().time() - began < 2
     assert all(v.judge == "rule" and v.fallback for v in verdicts)
     assert len(fake.requests) <= 8
 
