@@ -517,10 +517,18 @@ def clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def words_kept(fused: str, text: str) -> float:
-    """The share of ``text``'s content words (stemmed, values apart) that ``fused`` says too; 1 when it has none."""
-    words = _analyse(text).words
-    return len(words & _analyse(fused).words) / len(words) if words else 1.0
+def restates(fused: str, a: str, b: str, kept: float) -> bool:
+    """Whether ``fused`` says what ``a`` and ``b`` say: at least a share ``kept`` of each one's content words
+    (stemmed, values apart), few of its own (one, or a fifth of its words), and the negations they hold, no other
+    ("never eats meat" is not "eats meat")."""
+    said, ta, tb = _analyse(fused), _analyse(a), _analyse(b)
+    share = lambda words: len(words & said.words) / len(words) if words else 1.0  # noqa: E731
+    return (
+        min(share(ta.words), share(tb.words)) >= kept
+        and len(said.words - ta.words - tb.words) <= max(1, len(said.words) // 5)
+        and said.negated == ta.negated | tb.negated
+        and (said.n_neg > 0) == (ta.n_neg + tb.n_neg > 0)
+    )
 
 
 def merged_text(a: JudgedMemory | str, b: JudgedMemory | str) -> str:

@@ -64,7 +64,7 @@ import yarl
 
 from mnemolog.eventstore.model import MAX_TEXT_CHARS
 
-from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, clipped, merged_text, words_kept
+from .judge import JudgedMemory, RuleJudge, Verdict, about_different_things, clipped, merged_text, restates
 
 __all__ = ["LLMJudge", "LLMUnavailable", "PROMPT_VERSION", "clean_api_key"]
 
@@ -490,15 +490,21 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+#: The share of each memory's content words a fused text must say.
+FUSION_WORDS_KEPT = 0.8
+
+
 def _plausible_fusion(fused: str, a: str, b: str) -> bool:
     """A fused text keeps every number of both memories and brings in none of its own (a number is a detail a
-    merge must not lose nor invent), nor a control character of its own; says at least half of each memory's
-    content words (a fusion restates both: a text about something else would replace them); does not balloon
-    in size, and is no longer than a memory may be."""
+    merge must not lose nor invent), nor a control character of its own; says at least
+    :data:`FUSION_WORDS_KEPT` of each memory's content words and brings in few of its own (a fusion restates
+    both: "in the blue drawer of the bedroom desk" is not "in a drawer"); negates what they negate and nothing
+    else ("never eats meat" is not "eats meat"); does not balloon in size, and is no longer than a memory may
+    be. A fusion refused is no merge refused: the merge keeps the more informative text as written."""
     known = set(_DIGITS_RE.findall(a)) | set(_DIGITS_RE.findall(b))
     return (
         set(_DIGITS_RE.findall(fused)) == known
         and set(_CONTROL_RE.findall(fused)) <= set(_CONTROL_RE.findall(a + b))
         and len(fused) <= min(len(a) + len(b) + 40, MAX_TEXT_CHARS)
-        and min(words_kept(fused, a), words_kept(fused, b)) >= 0.5
+        and restates(fused, a, b, FUSION_WORDS_KEPT)
     )

@@ -419,9 +419,13 @@ async def test_a_fused_text_that_does_not_restate_both_memories_is_replaced(fake
         # a detail of one memory left out: the time, the flight number
         ("Alice's flight to Paris leaves at 9:30", "Alice flies to Paris at 9:30 on flight 402", "Alice flies to Paris on flight 402"),
         ("Alice's flight to Paris leaves at 9:30", "Alice flies to Paris at 9:30 on flight 402", "Alice flies to Paris at 9:30"),
+        # the negation turned over, a detail dropped, words of its own: each passed when half the words were kept
+        ("Bob never eats meat or fish at dinner", "Bob never eats meat or fish at dinner parties", "Bob eats red meat at dinner parties with his friends"),
+        ("Alice keeps her passport in a drawer", "Alice keeps her passport in the blue drawer of the bedroom desk", "Alice keeps her passport in a drawer"),
+        ("Bob does not drink coffee at work", "Bob does not drink coffee at work on Mondays", "Bob drinks coffee at work on Mondays"),
     ],
 )
-async def test_a_fused_text_that_drops_a_number_is_replaced(fake: FakeLLM, make_judge, a, b, fused) -> None:
+async def test_a_fused_text_that_drops_a_detail_or_turns_a_negation_over_is_replaced(fake: FakeLLM, make_judge, a, b, fused) -> None:
     async def behaviour(n: int, body: dict) -> web.Response:
         return answer("redundant", "same flight", fused)
 
