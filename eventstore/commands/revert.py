@@ -256,6 +256,8 @@ class RevertCommands:
                     updated_at=stamp,
                     reason=reason,
                 )
+                if event.status == Status.DELETED.value != state.status:
+                    removed.append(memory_id)  # deleted again: the edges linked onto it since go, as with a delete
             writes.append(StreamAppend(c.memory_stream(memory_id), [event], state.version))
         return writes
 
@@ -384,12 +386,10 @@ class RevertCommands:
         """What later changes hung on the nodes this revert removes: conflicts, and their removal when forced (the
         organizer's topic and conversation edges, which its next run derives again, go with the node, no conflict).
 
-        ``nodes`` are the other nodes it removes: documents (``document:<doc_id>``), and the memories
-        the correlation created, which the revert deletes. Live edges
-        touching a removed node (other than those the
-        revert unlinks) are appended to ``edge_events`` as unlinks; relations
-        into a removed entity from entities the revert leaves alone are removed
-        on their streams (returned).
+        ``nodes`` are the other nodes it removes: documents (``document:<doc_id>``), and the memories it deletes
+        (created by the correlation, or deleted before it). Live edges touching a removed node (other than those
+        the revert unlinks) are appended to ``edge_events`` as unlinks; relations into a removed entity from
+        entities the revert leaves alone are removed on their streams (returned).
         """
         nodes = entities + nodes
         if not nodes:

@@ -442,3 +442,16 @@ def test_a_forced_revert_of_an_entity_removal_keeps_its_relation_and_the_relatio
     relations = [r.target_id for r in ents.relations_of(svc.read_conn(), T, "person:ana")]
     edges = [e.target for e in svc.edges_of(T, "person:ana") if e.edge_id.startswith("rel:")]
     assert relations == edges == ["org:choir"]  # as before the revert: the relation into the entity removed since is the entities' matter
+
+
+def test_a_revert_that_deletes_a_memory_again_takes_the_edges_linked_onto_it_since(svc):
+    """Reverting a restore deleted the memory again but left the edges linked onto it since live: every walk and
+    neighbourhood reached a deleted memory. They are a conflict now, unlinked when forced, as a delete unlinks."""
+    m, n = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="the ferry leaves at six"), MemoryContent(memory="the ferry is late")]).memory_ids
+    svc.run(svc.memories.soft_delete, ctx(), n)
+    restored = svc.run(svc.memories.restore, ctx(), n)
+    svc.run(svc.edges.link, ctx(), m, n, "RELATED", edge_id="user:z:1")
+    with pytest.raises(Conflict, match="edge user:z:1 touches"):
+        svc.run(svc.reverts.revert, ctx(), restored.correlation_id)
+    svc.run(svc.reverts.revert, ctx(), restored.correlation_id, force=True)
+    assert svc.get(T, n).status == "deleted" and svc.edges_of(T, m) == []
