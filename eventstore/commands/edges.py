@@ -294,7 +294,7 @@ def following_merges(
         if node in settled:
             return node
         if node not in found:
-            found[node] = _merged_into(facts, tenant, node, since)
+            found[node] = _merged_into(facts, tenant, node, since, unlinking)
         return found[node]
 
     moved: dict[tuple[str, str, str], list[c.EdgeRecord]] = {}
@@ -322,14 +322,18 @@ def following_merges(
     return plain + link, folds
 
 
-def _merged_into(facts: GraphFacts, tenant: str, node: str, since: int) -> str:
+def _merged_into(facts: GraphFacts, tenant: str, node: str, since: int, unlinking: Collection[str] = ()) -> str:
     """The memory ``node`` was merged into after position ``since``, through merges of merges (their live
     ``MERGED_TO`` edges), or ``node``. A merge before ``since`` was already made when the edge was live with this
-    end: the edge was linked to the archived memory as it is (a merge would have moved it), and stays so."""
+    end: the edge was linked to the archived memory as it is (a merge would have moved it), and stays so. A merge
+    whose ``MERGED_TO`` edge the caller's batch unlinks (``unlinking``) is not followed: a revert that redoes a
+    merge of a merge undoes the first merge's re-pointing, and followed, it moved the edges onto the middle one."""
     seen = {node}
     while facts.memory_status(tenant, node) == Status.ARCHIVED.value:
         merge = facts.merged_into(tenant, node)
         if merge is None or merge[1] <= since or merge[0] in seen:
+            break
+        if unlinking and any(e.edge_id in unlinking for e in facts.live_edges_of(tenant, [node]) if e.source == node and e.edge_id.startswith(MERGED_EDGE_PREFIX)):
             break
         node = merge[0]
         seen.add(node)

@@ -455,3 +455,24 @@ def test_a_revert_that_deletes_a_memory_again_takes_the_edges_linked_onto_it_sin
         svc.run(svc.reverts.revert, ctx(), restored.correlation_id)
     svc.run(svc.reverts.revert, ctx(), restored.correlation_id, force=True)
     assert svc.get(T, n).status == "deleted" and svc.edges_of(T, m) == []
+
+
+def test_undoing_and_redoing_a_merge_of_a_merge_gives_every_merged_to_edge_back(svc):
+    """Redone, the second merge's edges from the first merge's sources followed their own MERGED_TO edge, which the
+    same revert unlinks, and were folded into the middle memory's: a and b lost their lineage."""
+    a, b, c_ = svc.run(svc.memories.add, ctx(), [MemoryContent(memory="likes tea"), MemoryContent(memory="drinks tea"), MemoryContent(memory="has tea")]).memory_ids
+    first = svc.run(svc.memories.merge, ctx(), [a, b], text="drinks tea")
+    second = svc.run(svc.memories.merge, ctx(), [first.memory_ids[0], c_], text="tea")
+    m1, m2 = first.memory_ids[0], second.memory_ids[0]
+
+    def lineage():
+        rows = svc.read_conn().execute("SELECT source, target FROM graph_edges WHERE tenant = ? AND edge_type = 'MERGED_TO' AND valid_to IS NULL", (T,))
+        return sorted(rows.fetchall())
+
+    merged = lineage()
+    assert merged == sorted([(a, m2), (b, m2), (c_, m2), (m1, m2)])
+    undo_second = svc.run(svc.reverts.revert, ctx(), second.correlation_id)
+    undo_first = svc.run(svc.reverts.revert, ctx(), first.correlation_id)
+    svc.run(svc.reverts.revert, ctx(), undo_first.correlation_id)
+    redone = svc.run(svc.reverts.revert, ctx(), undo_second.correlation_id)
+    assert redone.data["conflicts"] == [] and lineage() == merged
