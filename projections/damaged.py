@@ -83,6 +83,19 @@ def move_aside(path: Path, suffixes: tuple[str, ...] = ("",)) -> None:
             os.replace(found, path.with_name(f"{path.name}.damaged{suffix}"))
 
 
+def discard_orphans(path: Path) -> None:
+    """Remove ``path``'s ``-wal`` and ``-shm`` when ``path`` itself is gone: deleted while another process had it
+    open (a server's worker), they are still that file's. A new file made beside them was taken by SQLite for
+    theirs ("disk I/O error"): a worker started again after the deletion failed at each start, until the server
+    gave up on it. The process that has them open keeps them; they hold the deleted file's text."""
+    if path.exists():
+        return
+    with _locked(path):
+        if not path.exists():
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
 def discard_set_aside(path: Path) -> None:
     """Remove the copy of ``path`` set aside as damaged (with its ``-wal`` and ``-shm``): a forget's scrub, since
     whatever of it is still readable holds the projected text of every subject, the forgotten one's too."""

@@ -41,7 +41,7 @@ from mnemolog.eventstore.settings import BUSY_TIMEOUT
 from mnemolog.eventstore.sqlite_tx import enter_wal, immediate
 
 from . import text_caches
-from .damaged import is_damaged, set_aside
+from .damaged import discard_orphans, is_damaged, set_aside
 
 DEFAULT_BATCH = 2000
 REBUILD_BATCH = 10_000
@@ -159,6 +159,7 @@ class ProjectionRunner:
         self._after_commit = after_commit
         self._lock = threading.Lock()
         self._local = threading.local()
+        discard_orphans(self.path)
         try:
             self.conn = self._open()
         except sqlite3.DatabaseError as exc:  # a file SQLite cannot read: set aside, and every projection rebuilt

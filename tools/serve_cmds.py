@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
 import ipaddress
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -88,6 +90,20 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     return lines
 
 
+def steady(app):
+    """``app``, whose shutdown, once begun, a second SIGTERM does not cut short: a service manager signals every
+    process of the server at once (systemd's default), and the supervisor passes the signal on to its workers,
+    which got it already; aiohttp took the second for another request to stop, raised inside the graceful
+    shutdown (saving the vector index, closing the databases), and the worker exited 1. Ctrl-C twice still stops
+    at once."""
+
+    async def ignore_sigterm(_app) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: None)
+
+    app.on_shutdown.insert(0, ignore_sigterm)
+    return app
+
+
 def serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
@@ -102,7 +118,7 @@ def serve(args: argparse.Namespace) -> int:
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
         background = default_background(settings, runs_organizer=worker == 0)
-        web.run_app(create_app(settings, background=background), host=host, port=port, reuse_port=True, print=None, access_log=None)
+        web.run_app(steady(create_app(settings, background=background)), host=host, port=port, reuse_port=True, print=None, access_log=None)
         return 0
     if not settings.auth and not is_loopback(host):
         raise CommandError(f"refusing to bind {host} without auth: set MNEMOLOG_AUTH=on or bind 127.0.0.1")
@@ -139,7 +155,7 @@ def serve(args: argparse.Namespace) -> int:
     where = f"{Path(settings.data_dir).resolve()} on {url_of(host, port)}"
     if sock is not None:
         print(f"mnemolog: serving {where} (Ctrl-C stops)", flush=True)
-        app = create_app(settings, background=default_background(settings))
+        app = steady(create_app(settings, background=default_background(settings)))
         web.run_app(app, sock=sock, print=None, access_log=None)
         return 0
     print(f"mnemolog: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)

@@ -24,7 +24,8 @@ import time
 
 
 #: A worker that exits while the server runs (killed, out of memory, a crash) is started again, after a pause
-#: that doubles from RESTART_PAUSE to RESTART_PAUSE_MAX seconds while it keeps exiting; the others serve meanwhile.
+#: that doubles from RESTART_PAUSE to RESTART_PAUSE_MAX seconds while it keeps exiting (each time within
+#: RESTART_WINDOW seconds of its start; one that ran longer starts the count again); the others serve meanwhile.
 #: One that exits RESTART_LIMIT times within RESTART_WINDOW seconds will not stay up: the server stops, code 1.
 RESTART_PAUSE = 0.5
 RESTART_PAUSE_MAX = 30.0
@@ -57,6 +58,8 @@ def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
         if not stopping:
             processes.append(start(base + ["--worker", str(index)]))
     exits: list[list[float]] = [[] for _ in processes]  # each worker's exits within the last RESTART_WINDOW seconds
+    streak = [0] * len(processes)  # each worker's exits in a row, each soon after its start
+    started = [time.monotonic()] * len(processes)
     due: dict[int, float] = {}  # the workers waiting to start again, and when
     gave_up: int | None = None  # the worker that kept exiting
     while not stopping:
@@ -71,13 +74,14 @@ def supervise(data_dir: str, host: str, port: int, workers: int) -> int:
                 gave_up = index
                 stop()
                 break
-            pause = min(RESTART_PAUSE * 2 ** (len(exits[index]) - 1), RESTART_PAUSE_MAX)
+            streak[index] = streak[index] + 1 if now - started[index] < RESTART_WINDOW else 1
+            pause = min(RESTART_PAUSE * 2 ** (streak[index] - 1), RESTART_PAUSE_MAX)
             say(f"worker {index} exited with code {process.returncode}: starting it again in {pause:g} s")
             due[index] = now + pause
         for index, when in list(due.items()):
             if not stopping and when <= now:
                 del due[index]
-                processes[index] = start(base + ["--worker", str(index)])
+                processes[index], started[index] = start(base + ["--worker", str(index)]), now
     stop()
     codes = [p.wait() for p in processes]
     failed = [(index, code) for index, code in enumerate(codes) if index not in due and index != gave_up and code not in (0, -signal.SIGTERM, -signal.SIGINT)]

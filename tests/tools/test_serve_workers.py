@@ -74,6 +74,17 @@ async def test_ctrl_c_stops_every_worker_gracefully(served):
     assert not any(_alive(pid) for pid in workers)
 
 
+async def test_sigterm_to_every_process_at_once_stops_the_server_gracefully(served):
+    """What a service manager sends (systemd signals every process of the service): the supervisor passed it on to
+    workers that had it already, and the second one cut their shutdown short, exit 1."""
+    proc, url, log = served
+    workers = _children(proc.pid)
+    for pid in [proc.pid, *workers]:
+        os.kill(pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+    assert not any(_alive(pid) for pid in workers)
+
+
 async def test_a_killed_supervisor_takes_its_workers_with_it(served):
     proc, url, _ = served
     workers = _children(proc.pid)
@@ -233,3 +244,67 @@ def test_a_worker_that_keeps_exiting_stops_the_server_naming_it(monkeypatch, cap
     err = capsys.readouterr().err
     assert "worker 0 exited with code 3: starting it again in 0.01 s" in err and "worker 0 exited with code 3: starting it again in 0.02 s" in err
     assert f"worker 0 exited with code 3 {supervisor.RESTART_LIMIT} times within 60 s: stopping the server" in err
+
+
+def test_the_pause_before_a_restart_doubles_to_its_ceiling_for_a_worker_that_keeps_exiting_soon_after_its_start(monkeypatch, capsys):
+    """Counted from the exits within the window (at most four before the limit), the pause never passed 4 s."""
+    from mnemolog.tools import supervisor
+
+    clock = [0.0]
+    runs = []
+
+    class ExitsAfterAWhile:
+        """A worker that exits 16 s (of the supervisor's clock) after its start, then is looked at again."""
+
+        pid, returncode = 0, 3
+
+        def __init__(self):
+            self.ends = clock[0] + 16
+
+        def poll(self):
+            return 3 if clock[0] >= self.ends else None
+
+        wait = poll
+
+        def terminate(self):
+            self.ends = clock[0]
+
+    def started(command):
+        runs.append(command[-1])
+        if len(runs) > 12:
+            supervisor_stop()
+        return ExitsAfterAWhile()
+
+    handlers = {}
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: handlers.setdefault(sig, handler))
+    supervisor_stop = lambda: handlers[signal.SIGTERM]()  # noqa: E731
+    monkeypatch.setattr(supervisor, "start", started)
+    monkeypatch.setattr(supervisor, "listening", lambda *args: True)
+    monkeypatch.setattr(supervisor.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    monkeypatch.setattr(supervisor.time, "monotonic", lambda: clock[0])
+    supervisor.supervise("data", "127.0.0.1", 9, 1)
+    pauses = [float(line.split(" in ")[1].split(" s")[0]) for line in capsys.readouterr().err.splitlines() if "starting it again" in line]
+    assert pauses[:8] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+
+
+async def test_a_worker_started_again_after_projections_db_was_deleted_serves(served):
+    """The deleted file's -wal and -shm, worker 0's still, were taken by SQLite for the new file's: the worker
+    started again failed at each start ("disk I/O error") until the supervisor stopped the whole server."""
+    proc, url, log = served
+    async with MnemologClient(url, timeout=30) as client:
+        for i in range(5):
+            await client.add_memories({"memory": f"a note before the deletion {i}"})
+    data = Path(log).parent / "data"
+    os.remove(data / "projections.db")
+    workers = sorted(_children(proc.pid))
+    os.kill(workers[-1], signal.SIGKILL)
+    for _ in range(100):  # the new worker 1, up and listening
+        now = _children(proc.pid)
+        if len(now) == 2 and workers[-1] not in now and "starting it again" in log.read_text(errors="replace"):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(6)  # long enough for four failed starts
+    text = log.read_text(errors="replace")
+    assert proc.poll() is None and "disk I/O error" not in text and text.count("starting it again") == 1, text[-2000:]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
