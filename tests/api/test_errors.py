@@ -702,10 +702,3 @@ def test_a_log_database_that_cannot_be_reached_is_a_503_saying_so(tmp_path):
     assert "could not be reached" in error.message
     assert as_api_error(sqlalchemy.exc.OperationalError("SELECT 1", {}, ValueError("other"))) is None  # not every OperationalError
 
-
-def test_a_projections_file_replaced_under_the_server_is_a_503_naming_it():
-    from mnemolog.api.errors import as_api_error
-    from mnemolog.projections.runner import ProjectionsReplaced
-
-    known = as_api_error(ProjectionsReplaced("/data/projections.db was deleted or replaced while this process ran: restart it"))
-    assert (known.status, known.code, known.field) == (503, "unavailable", None) and "/data/projections.db" in known.message

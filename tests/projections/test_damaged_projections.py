@@ -147,3 +147,11 @@ def test_a_vector_projection_another_embedder_rebuilt_is_neither_searched_nor_mi
         assert embedders == [("hashing-v1-256",)]
     finally:
         server.close()
+
+
+def test_a_projections_file_replaced_under_the_server_is_a_503_naming_it():
+    from mnemolog.api.errors import as_api_error
+    from mnemolog.projections.runner import ProjectionsReplaced
+
+    known = as_api_error(ProjectionsReplaced("/data/projections.db was deleted or replaced while this process ran: restart it"))
+    assert (known.status, known.code, known.field) == (503, "unavailable", None) and "/data/projections.db" in known.message
