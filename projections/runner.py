@@ -60,6 +60,7 @@ class Projector(Protocol):
 
 log = logging.getLogger(__name__)
 
+
 class ProjectionsReplaced(OutsideChange):
     """``projections.db`` is no longer the file this process opened (see :meth:`ProjectionRunner.connection`)."""
 
@@ -448,7 +449,7 @@ class ProjectionRunner:
         with self._lock:
             while True:
                 positions = self._positions(self.conn)
-                behind = [p for p in chosen if positions.get(p.name, 0) < target]
+                behind = [p for p in chosen if positions.get(p.name, 0) < target and p.name not in self.foreign]
                 if not behind:
                     break
                 start = min(positions.get(p.name, 0) for p in behind)
