@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from mnemolog.eventstore import catalogue as c
-from mnemolog.eventstore.commands.revert import revert_chain
+from mnemolog.eventstore.commands.revert_chains import revert_chain
 from mnemolog.eventstore.erased import ErasedMemories
 from mnemolog.eventstore.model import NotFound
 from mnemolog.projections.service import MemoryService

@@ -17,6 +17,7 @@ from ..model import Conflict, NotFound, Status, ValidationError
 from ..store import EventStore, StreamAppend
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
+from .revert_chains import revert_chain
 
 EDGE_ID_RE = re.compile(r"^[a-z][a-z0-9_-]*:[^\s]+$")
 EDGE_TYPE_RE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
@@ -253,8 +254,6 @@ def links_reverted_since(store: EventStore, tenant: str, since: int) -> set[str]
     """The ids of the edges linked before ``since`` by correlations a revert after it undid (and no later revert
     redid): a forced revert that found such an edge taken out with a deleted memory could not unlink it, and the
     memory's restore must not link it back (it did, and a revert of that correlation again did nothing)."""
-    from .revert import revert_chain  # the reverts build on this module
-
     markers = store.read_all(tenant=tenant, types=["CorrelationReverted"])
     found: set[str] = set()
     for correlation_id in {m.event.correlation_id for m in markers if m.position > since}:

@@ -34,7 +34,7 @@ A tenant drop cannot be reverted, nor can a forget.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .. import catalogue as c
 from .. import catalogue_graph as g
@@ -47,6 +47,7 @@ from .edges import following_merges
 from .entities import EntityState, load_entity
 from .facts import GraphFacts
 from .mentions import MemoryMentions
+from .revert_chains import revert_chain, undone_correlations
 from .revert_ends import NodesAfter
 from .working import EVICTED, WorkingMemory
 
@@ -580,20 +581,6 @@ def _undone_since(later: set[str | None], undone: set[str], as_left: Callable[[]
     return bool(later) and later <= undone and as_left()
 
 
-def undone_correlations(tenant_events: list[RecordedEvent]) -> set[str]:
-    """The correlations whose changes no longer show: each one reverted now (its chain of reverts of odd length)
-    with every revert in that chain, and the reverts in the chain of one in effect again (undone in pairs)."""
-    markers = [r for r in tenant_events if isinstance(r.event, c.CorrelationReverted)]
-    reverts = {r.metadata.correlation_id for r in markers}
-    found: set[str] = set()
-    for root in {r.event.correlation_id for r in markers} - reverts:
-        chain = revert_chain(tenant_events, root)
-        found.update(chain)
-        if len(chain) % 2:
-            found.add(root)
-    return found
-
-
 def _same(one, other) -> bool:
     """Whether two states of a memory (a version of it, or the memory now) hold the same content and status."""
     return one.content == other.content and one.status == other.status
@@ -602,23 +589,6 @@ def _same(one, other) -> bool:
 def _entity_facts(state: EntityState) -> tuple:
     """What an entity is, apart from where its stream and its creation stand."""
     return tuple(getattr(state, f) for f in EntityState.__struct_fields__ if f not in ("stream_version", "created_position"))
-
-
-def revert_chain(tenant_events: Iterable[RecordedEvent], correlation_id: str) -> list[str]:
-    """The chain of reverts from ``correlation_id``: the revert of it, the revert of that revert, and so on.
-
-    ``tenant_events`` are the tenant stream's events (its ``CorrelationReverted``
-    markers count, in order). An odd length means it is reverted now; an even
-    one (zero included), that its changes are in effect.
-    """
-    reverted_by: dict[str, str] = {}
-    for recorded in tenant_events:
-        if isinstance(recorded.event, c.CorrelationReverted):
-            reverted_by.setdefault(recorded.event.correlation_id, recorded.metadata.correlation_id)
-    chain: list[str] = []
-    while (correlation_id := reverted_by.get(correlation_id)) is not None and correlation_id not in chain:
-        chain.append(correlation_id)
-    return chain
 
 
 def _through(revert_id: str | None) -> dict[str, str]:
