@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mnemolog.eventstore.settings import Settings
-from mnemolog.eventstore.errors import log_failure
+from mnemolog.eventstore.errors import OutsideChange, log_failure
 
 from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
@@ -122,14 +122,18 @@ class IndexFollower(threading.Thread):
         return 0
 
     def run(self) -> None:
-        conn = self.connect()
+        try:
+            conn = self.connect()
+        except OutsideChange as exc:  # projections.db deleted or replaced before the thread began: nothing to follow
+            log.warning("vector index sync stopped: %s", exc)
+            return
         try:
             while not self.stopping.is_set():
                 self.wake.wait(self.interval)
                 self.wake.clear()
                 try:
                     self.step(conn)
-                except ForeignVectors as exc:  # another embedder's vectors: nothing to add until a restart with its settings
+                except OutsideChange as exc:  # another embedder's vectors, or the file gone: nothing to add until a restart
                     log.warning("vector index sync stopped: %s", exc)
                     return
                 except Exception:  # the next round retries; searches stay exact meanwhile
