@@ -131,3 +131,9 @@ async def api(start) -> Api:
 @pytest.fixture
 async def client(api) -> MnemologClient:
     return api.client()
+
+
+@pytest.fixture
+async def memory_id(client) -> str:
+    """A memory the tests of bad input aim their routes at."""
+    return (await client.add_memories({"memory": "an existing memory", "key": "existing"})).memory_ids[0]

@@ -1,15 +1,12 @@
-"""Reads over real HTTP: time travel, history, graph, the log and its live tail, audit, recall explanations."""
+"""Reads over real HTTP: time travel, history, graph, the log, audit, recall explanations (the live tail: test_live_tail)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import datetime, timedelta, timezone
 
-import aiohttp
 import pytest
 
-from mnemolog.api import routes_log
 from mnemolog.api.client import ApiError
 from mnemolog.projections.filters import MAX_FILTER_TAGS
 
@@ -271,110 +268,6 @@ async def test_events_filters(client):
     correlated = await client.list_events(correlation_id="corr-f")
     assert [e["type"] for e in correlated["events"]] == ["EdgeLinked"]
     assert (await client.list_events(types=["NoSuchType"]))["events"] == []
-
-
-# -- the live tail --------------------------------------------------------------------------
-
-
-async def _sse_frames(response, count: int, timeout: float = 10.0) -> list[dict[str, str]]:
-    """Read ``count`` SSE frames (comments skipped) as dicts of their fields."""
-    frames, current = [], {}
-
-    async def read():
-        nonlocal current
-        while len(frames) < count:
-            line = (await response.content.readline()).decode()
-            if not line:
-                raise AssertionError("the stream ended")
-            line = line.rstrip("\n")
-            if line == "":
-                if current:
-                    frames.append(current)
-                current = {}
-            elif not line.startswith(":"):
-                name, _, value = line.partition(": ")
-                current[name] = value
-
-    await asyncio.wait_for(read(), timeout)
-    return frames
-
-
-async def test_sse_tail_receives_new_events_and_resumes_with_last_event_id(api, client):
-    await client.add_memories({"memory": "before the tail"})
-    async with api.raw.get("/v1/events/stream") as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        [old] = await _sse_frames(response, 1)
-        assert old["id"] == "1" and old["event"] == "MemoryAdded"
-        written = await client.add_memories({"memory": "written while tailing"})
-        [new] = await _sse_frames(response, 1)
-        assert int(new["id"]) == written.positions[0]
-        assert '"written while tailing"' in new["data"]
-    # Two more writes while disconnected; resume after the last id seen.
-    missed = await client.add_memories(memories=[{"memory": "missed one"}, {"memory": "missed two"}])
-    async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": new["id"]}) as response:
-        frames = await _sse_frames(response, 2)
-        assert [int(f["id"]) for f in frames] == missed.positions
-
-
-async def test_an_sse_tail_opened_at_the_head_answers_at_once(api, client):
-    """Nothing to send yet: the status and headers came with the first event or keep-alive, 15 s later."""
-    written = await client.add_memories({"memory": "the head"})
-    started = time.monotonic()
-    async with api.raw.get("/v1/events/stream", params={"after": str(written.positions[-1])}, timeout=aiohttp.ClientTimeout(sock_read=3)) as response:
-        assert response.status == 200 and time.monotonic() - started < 3
-        assert await asyncio.wait_for(response.content.readline(), 3) == b": tailing\n"
-        later = await client.add_memories({"memory": "after the head"})
-        [frame] = await _sse_frames(response, 1)
-        assert int(frame["id"]) == later.positions[0]
-
-
-async def test_sse_tail_through_the_client(api, client):
-    written = await client.add_memories(memories=[{"memory": "tail a"}, {"memory": "tail b"}])
-    received = []
-    async for event in client.stream_events(after=written.positions[0]):
-        received.append(event)
-        break
-    assert received[0]["position"] == written.positions[1]
-    assert received[0]["payload"]["content"]["memory"] == "tail b"
-
-
-async def test_sse_tail_survives_keep_alives(api, client, monkeypatch):
-    monkeypatch.setattr(routes_log, "KEEPALIVE_SECONDS", 0.1, raising=False)
-    async with api.raw.get("/v1/events/stream") as response:
-        assert response.status == 200
-        comments = 0
-        deadline = time.monotonic() + 5
-        while comments < 3 and time.monotonic() < deadline:
-            line = await asyncio.wait_for(response.content.readline(), 5)
-            comments += line.startswith(b": keep-alive")
-        assert comments == 3
-        written = await client.add_memories({"memory": "after a quiet spell"})
-        [frame] = await _sse_frames(response, 1)
-        assert int(frame["id"]) == written.positions[0]
-
-
-@pytest.mark.parametrize("resume", ["query", "Last-Event-ID"])
-async def test_sse_tail_from_beyond_the_head_sends_only_later_events(api, client, resume):
-    await client.add_memories({"memory": "already there"})
-    ahead = 4
-    if resume == "query":
-        request = api.raw.get("/v1/events/stream", params={"after": str(ahead)})
-    else:
-        request = api.raw.get("/v1/events/stream", headers={"Last-Event-ID": str(ahead)})
-    async with request as response:
-        assert response.status == 200
-        written = await client.add_memories(memories=[{"memory": f"later {i}"} for i in range(5)])
-        assert written.positions == [2, 3, 4, 5, 6]
-        frames = await _sse_frames(response, 2)
-        assert [int(f["id"]) for f in frames] == [5, 6]
-        assert '"later 3"' in frames[0]["data"]
-
-
-async def test_sse_bad_last_event_id_is_400(api):
-    response = await api.raw.get("/v1/events/stream", headers={"Last-Event-ID": "abc"})
-    assert response.status == 400
-    assert (await response.json())["error"]["field"] == "Last-Event-ID"
 
 
 # -- auditing --------------------------------------------------------------------------------
