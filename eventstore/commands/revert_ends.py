@@ -58,14 +58,14 @@ class NodesAfter:
 
     def gone(self, edge: c.EdgeRecord, mention: bool) -> str | None:
         """Why ``edge`` (a ``mention`` of its source memory, or not) cannot be linked back after the revert, or None."""
-        for node in (edge.source, edge.target):
-            status = self.status(node)
+        source = self.status(edge.source)
+        for node, status in ((edge.source, source), (edge.target, self.status(edge.target))):
             if status == Status.DELETED.value:
                 return f"memory {node} is deleted"
             if status is None and not (self.present[node] if node in self.present else self.facts.node_exists(self.tenant, node)):
                 return f"{node} no longer exists"
-        if mention and self.status(edge.source) not in (None, Status.ACTIVATED.value):
-            return f"memory {edge.source} is {self.status(edge.source)}: it mentions nothing"
+        if mention and source not in (None, Status.ACTIVATED.value):
+            return f"memory {edge.source} is {source}: it mentions nothing"
         return None
 
     def keep(self, edges: list[c.EdgeRecord], mention: Callable[[c.EdgeRecord], bool], conflicts: list[str]) -> list[c.EdgeRecord]:
@@ -75,10 +75,9 @@ class NodesAfter:
         entity compensations handle."""
         kept = []
         for edge in edges:
-            own = any(self.statuses.get(node, Status.ACTIVATED.value) != Status.ACTIVATED.value for node in (edge.source, edge.target))
             why = None if edge.edge_id.startswith(g.RELATION_EDGE_PREFIX) else self.gone(edge, mention(edge))
             if why is None:
                 kept.append(edge)
-            elif not own:
-                conflicts.append(f"edge {edge.edge_id} is not linked back: {why}")
+            elif not any(self.statuses.get(node, Status.ACTIVATED.value) != Status.ACTIVATED.value for node in (edge.source, edge.target)):
+                conflicts.append(f"edge {edge.edge_id} is not linked back: {why}")  # a later change's doing, not the revert's own
         return kept
