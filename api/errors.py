@@ -250,6 +250,27 @@ def _client_gone(request: web.Request) -> bool:
 #: The commands' arguments that a request gives in a header: an error naming one names the header.
 _HEADER_OF_ARGUMENT = {"expected_version": "If-Match"}
 
+#: The response a handler streams, once its status and headers are sent (see :func:`start_stream`).
+STREAMED: web.RequestKey[web.StreamResponse] = web.RequestKey("streamed", web.StreamResponse)
+
+
+async def start_stream(request: web.Request, response: web.StreamResponse) -> None:
+    """Send ``response``'s status and headers. An error raised after this cannot be answered: the middleware
+    logs it and ends the stream where it is (a client resumes, and is answered the error), instead of writing a
+    second answer, status line and headers, into the body the client is reading."""
+    await response.prepare(request)
+    request[STREAMED] = response
+
+
+def _ended_stream(request: web.Request, exc: BaseException) -> web.StreamResponse | None:
+    """The stream the error ``exc`` ends, logged; None when the request's answer has not started."""
+    streamed = request.get(STREAMED)
+    if streamed is None:
+        return None
+    bug = not isinstance(exc, web.HTTPException) and as_api_error(exc) is None  # logged with its traceback
+    log.warning("%s %s ended its stream: %s", request.method, request.path, exc, exc_info=exc if bug else None)
+    return streamed
+
 
 @web.middleware
 async def error_middleware(request: web.Request, handler):
@@ -258,12 +279,16 @@ async def error_middleware(request: web.Request, handler):
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if (streamed := _ended_stream(request, exc)) is not None:
+            return streamed
         code = _STATUS_CODES.get(exc.status, "http_error")
         message = exc.reason if exc.status != 413 else "the request body is too large"
         # A 405 keeps its Allow header (RFC 9110: the methods the resource takes).
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return error_response(exc.status, code, message, "body" if exc.status == 413 else None, headers)
     except Exception as exc:
+        if (streamed := _ended_stream(request, exc)) is not None:
+            return streamed
         if isinstance(exc, ConnectionError) and _client_gone(request):  # not a bug: nothing to answer, nothing done
             log.info("%s %s: the client hung up before its request was read", request.method, request.path)
             return error_response(400, "bad_request", "the connection closed before the request body was read whole", "body")

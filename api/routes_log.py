@@ -16,7 +16,7 @@ from mnemolog.eventstore.events import encoder
 from mnemolog.eventstore.schema import whole_number
 
 from . import keys, operations
-from .errors import ApiError
+from .errors import ApiError, start_stream
 from .routing import MAX_POSITION, RouteTable, authenticate, check_as_of, key_check, one_header, param, query_int, read
 from .schemas_responses import DigestResponse, EventsPage, EventView, VerifyResult
 
@@ -82,13 +82,14 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     else:
         after = query_int(request, "after", 0)
     store = request.app[keys.service_key].store
+    # Read before the status is sent: a store that cannot answer is a 503 the client sees as one.
+    erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones before each part is sent
+    after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})  # Cache-Control: no-store, as every answer (app.no_store)
-    await response.prepare(request)
+    await start_stream(request, response)
     # The headers leave with the first bytes of the body: a tail opened at the head sent nothing until its first
     # event or keep-alive, 15 s, and a client waiting for the answer's status could take it for a hung server.
     await response.write(b": tailing\n\n")
-    erased = await read(request, ErasedMemories.of, store, tenant)  # the forgets so far; later ones before each part is sent
-    after = await read(request, operations.since_drop, request.app[keys.service_key], tenant, after)  # from the tenant's last drop on
     subscription = live_events(store, after, erased, tenant=tenant)
     closing = asyncio.ensure_future(request.app[keys.closing_key].wait())  # the server shutting down ends the tail at once
     writing = False

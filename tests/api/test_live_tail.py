@@ -139,3 +139,47 @@ async def test_the_server_shutting_down_ends_a_tail_whose_client_takes_nothing(a
     await asyncio.sleep(1)
     await asyncio.wait_for(api.server.close(), 20)
     writer.close()
+
+
+def _replaced(*_args, **_kwargs):
+    from mnemolog.projections.runner import ProjectionsReplaced
+
+    raise ProjectionsReplaced("/data/projections.db was deleted or replaced while this process ran: restart it")
+
+
+async def _raw_answer(api, path: str) -> bytes:
+    """Everything the server sends for a GET of ``path`` until it closes the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.server.port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{api.server.port}\r\nConnection: close\r\n\r\n".encode())
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+async def test_a_tail_whose_first_reads_fail_is_answered_their_error(api, client, monkeypatch):
+    """The tail read the forgets after its 200 and headers had left: a 503 went out as a second answer inside the stream."""
+    await client.add_memories({"memory": "before the tail"})
+    monkeypatch.setattr(routes_log.ErasedMemories, "of", _replaced)
+    answer = await _raw_answer(api, "/v1/events/stream")
+    assert answer.startswith(b"HTTP/1.1 503") and answer.count(b"HTTP/1.1") == 1
+    assert b'"code":"unavailable"' in answer and b"projections.db" in answer
+
+
+async def test_a_tail_failing_midway_ends_its_stream_and_a_resumption_is_answered_the_error(api, client, monkeypatch):
+    written = await client.add_memories({"memory": "sent before the failure"})
+    tail = routes_log.live_events
+
+    async def failing(*args, **kwargs):
+        async for part in tail(*args, **kwargs):
+            yield part
+            _replaced()
+
+    monkeypatch.setattr(routes_log, "live_events", failing)
+    answer = await _raw_answer(api, "/v1/events/stream")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1") == 1  # no second answer inside the body
+    assert b"sent before the failure" in body and body.endswith(b"0\r\n\r\n")  # the event, then the stream's proper end
+    monkeypatch.setattr(routes_log.ErasedMemories, "of", _replaced)
+    async with api.raw.get("/v1/events/stream", headers={"Last-Event-ID": str(written.positions[0])}) as response:
+        assert response.status == 503 and (await response.json())["error"]["code"] == "unavailable"
