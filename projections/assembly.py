@@ -43,14 +43,15 @@ def lexical_channel(read_conn: Callable[[], sqlite3.Connection]):
     return search
 
 
-def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorIndex, foreign: dict[str, str]):
-    """Recall's semantic channel over the vector projection and its index (``foreign``: the runner's, see
-    ``ProjectionRunner._foreign``; a vector projection another embedder rebuilt is not searched)."""
+def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorIndex, foreign: Callable[[str, sqlite3.Connection], str | None]):
+    """Recall's semantic channel over the vector projection and its index (``foreign``: the runner's
+    :meth:`~.runner.ProjectionRunner.foreign_reason`; a vector projection another embedder rebuilt is not searched)."""
 
     def search(tenant, vector, limit, as_of, filters):
-        if "vectors" in foreign:
-            raise ForeignVectors(foreign["vectors"])
-        hits = vector_search(read_conn(), index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
+        conn = read_conn()
+        if (reason := foreign("vectors", conn)) is not None:
+            raise ForeignVectors(reason)
+        hits = vector_search(conn, index, tenant, vector, limit=limit, as_of=as_of, filters=filters)
         return [(h.memory_id, h.score) for h in hits]
 
     return search

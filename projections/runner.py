@@ -419,6 +419,17 @@ class ProjectionRunner:
                 self._after_commit(name, end)
         return done
 
+    def foreign_reason(self, name: str, conn: sqlite3.Connection) -> str | None:
+        """Why projection ``name`` is not this process's to read (another process rebuilt it at another schema
+        version), as ``conn`` sees its checkpoint; None while it is. A read asks before it searches: a process that
+        writes nothing would only notice at its next batch, and search another embedder's vectors until then."""
+        if name not in self.foreign:
+            row = conn.execute("SELECT schema_version FROM checkpoints WHERE name = ?", (name,)).fetchone()
+            projector = next((p for p in self.projectors if p.name == name), None)
+            if row is not None and projector is not None and row[0] != projector.schema_version:
+                self._foreign(projector, row[0])
+        return self.foreign.get(name)
+
     def _foreign(self, projector: Projector, version: int) -> None:
         """Note (and warn, once) that another process rebuilt ``projector``'s projection at schema ``version``."""
         if projector.name not in self.foreign:

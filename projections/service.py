@@ -193,7 +193,7 @@ class MemoryService:
         searcher = Searcher(
             self.read_conn,
             lexical_channel(self.read_conn),
-            semantic_channel(self.read_conn, self.vector_index, self.runner.foreign),
+            semantic_channel(self.read_conn, self.vector_index, self.runner.foreign_reason),
             self.embedder.embed_query,
             self.embedder.name,
             self.settings,

