@@ -17,7 +17,9 @@ from .textsearch import CJK_GLOB, TOKENIZE_SQL
 INDEXED_COLUMNS = ("text", "key", "tags", "background", "cjk")
 #: A term as the index holds it: FTS5 cuts a token at 32,768 bytes, in a character's middle when it must, which is
 #: no UTF-8 to decode; the first 8,000 characters of so long a word (of the text's and the query's alike) name it.
-TERM_SQL = "substr(term, 1, 8000)"
+#: A token of nothing but marks the tokenizer removes (an accent standing alone) is an empty term, which FTS5 holds
+#: and matches, and ``fts5vocab`` reports as NULL: the empty string here.
+TERM_SQL = "coalesce(substr(term, 1, 8000), '')"
 #: A token's bm25 column weight for a word phrase; the CJK bigrams of ``cjk`` count toward a row's length only,
 #: its words (written against CJK text) weigh as the column does.
 WEIGHT_SQL = (
