@@ -18,6 +18,7 @@ that BFS touches only the edges it follows.
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 from typing import Sequence
 
 import msgspec
@@ -34,6 +35,12 @@ _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)
 _ids_decoder = msgspec.json.Decoder(list[str])
 
+def folded_key(key: str | None) -> str | None:
+    """A memory's key as ``graph_memories`` holds it and a query's spelling of it is looked up: NFKC, case folded.
+    SQLite's ``lower`` folds ASCII only ("Москва" never matched itself), and "café" is written in two forms."""
+    return None if key is None else unicodedata.normalize("NFKC", key).casefold()
+
+
 MEMORY_COLUMNS = (
     "tenant, memory_id, version, valid_from, valid_to, status, memory_type, key, collection, doc_type, doc_id,"
     " model, created_at, updated_at, working_binding, content"
@@ -42,7 +49,9 @@ MEMORY_COLUMNS = (
 
 class GraphProjector:
     name = "graph"
-    schema_version = 7  # 6: graph_edges.merged_from (the edges a merge folded into one); 7: a forget erases its memories' mentions
+    # 6: graph_edges.merged_from (the edges a merge folded into one); 7: a forget erases its memories' mentions;
+    # 8: graph_memories.key holds the key folded (see folded_key)
+    schema_version = 8
 
     def create(self, conn: sqlite3.Connection) -> None:
         execute_script(conn, 
@@ -57,7 +66,7 @@ class GraphProjector:
                 content TEXT NOT NULL
             );
             CREATE INDEX IF NOT EXISTS ix_graph_memories_id ON graph_memories (tenant, memory_id, valid_from);
-            CREATE INDEX IF NOT EXISTS ix_graph_memories_key ON graph_memories (tenant, lower(key)) WHERE key IS NOT NULL;
+            CREATE INDEX IF NOT EXISTS ix_graph_memories_folded_key ON graph_memories (tenant, key) WHERE key IS NOT NULL;
             CREATE TABLE IF NOT EXISTS graph_edges (
                 row_id INTEGER PRIMARY KEY,
                 tenant TEXT NOT NULL, edge_id TEXT NOT NULL, edge_type TEXT NOT NULL,
@@ -178,7 +187,7 @@ class GraphProjector:
                     row.position,
                     row.status,
                     content.memory_type,
-                    content.key,
+                    folded_key(content.key),
                     content.collection,
                     content.doc_type,
                     content.doc_id,

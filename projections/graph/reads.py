@@ -15,7 +15,7 @@ import msgspec
 from mnemolog.eventstore.catalogue_graph import DOCUMENT_NODE_PREFIX
 from mnemolog.eventstore.model import MemoryContent
 
-from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row
+from .projector import EDGE_COLUMNS as _EDGE_COLUMNS, edge_from_row, folded_key
 from ..filters import INLINE_VALUES, one_of
 from ..memory_rows import decode_content, head_clause, known_end
 
@@ -168,14 +168,14 @@ def content_facts(row: Sequence) -> ContentFacts:
 
 
 def memories_by_key(conn: sqlite3.Connection, tenant: str, keys: Iterable[str], *, as_of: int | None = None) -> list[str]:
-    """Ids of memories whose ``key`` equals one of ``keys`` (case-insensitive)."""
-    wanted = [k.lower() for k in keys if k]
+    """Ids of memories whose ``key`` equals one of ``keys`` (both folded: without case, in one Unicode form)."""
+    wanted = list(dict.fromkeys(folded_key(k) for k in keys if k))
     if not wanted:
         return []
     valid, params = head_clause(as_of)
     marks = ",".join("?" * len(wanted))
     rows = conn.execute(
-        f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND lower(key) IN ({marks}) AND key IS NOT NULL AND {valid}"
+        f"SELECT memory_id FROM graph_memories WHERE tenant = ? AND key IN ({marks}) AND key IS NOT NULL AND {valid}"
         " AND status = 'activated'",
         (tenant, *wanted, *params),
     )

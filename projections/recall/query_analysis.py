@@ -352,6 +352,8 @@ _FRAME = re.compile(
 
 #: What is around a word as written rather than part of it (a question mark, quotes, brackets).
 _AROUND_WORDS = string.punctuation + "“”‘’«»¿¡…"
+#: What ends or opens a sentence or a quotation: around a word, never part of a key such as "C++", "#general" or ".NET".
+_AROUND_SENTENCES = ",;:!?\"'()[]{}“”‘’«»¿¡…"
 
 
 @dataclass(frozen=True)
@@ -370,11 +372,12 @@ class QueryAnalysis:
     @property
     def keys(self) -> list[str]:
         """What may name a memory's key (compared without case): a quoted or capitalised phrase, a word, two adjacent
-        words or all of them ("home city"), of the terms and of the words as written, their inner punctuation kept:
-        the terms split "project-x" and "travel_budget", which no key then matched."""
-        written = [w for w in (word.strip(_AROUND_WORDS) for word in self.query.split()) if w]
+        words or all of them ("home city"), of the terms and of the words as written, their inner punctuation kept
+        (the terms split "project-x" and "travel_budget", which no key then matched), and their punctuation at either
+        end kept too but for a sentence's ("C++", "#general", "50%", ".NET", "what?" as written; "C++" of "C++?")."""
+        written = [[w for w in (word.strip(around) for word in self.query.split()) if w] for around in (_AROUND_WORDS, _AROUND_SENTENCES, "")]
         found = list(self.phrases)
-        for words in (self.terms, written):
+        for words in (self.terms, *written):
             found += words + [" ".join(pair) for pair in zip(words, words[1:])] + [" ".join(words)]
         return list(dict.fromkeys(found))
 

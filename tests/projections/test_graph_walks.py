@@ -192,3 +192,29 @@ def test_the_graph_channel_seeds_a_memory_named_by_its_key_as_written(svc, query
     options = RecallOptions(strategy="graph-only")
     graph = windows.channel_rankings(svc.searcher, "keys", query, options, svc.searcher.resolve_strategy("keys", options)[0])[0]["graph"]
     assert (named, 1.0) in graph, graph
+
+
+@pytest.mark.parametrize(
+    ("key", "query"),
+    [
+        ("Москва", "Москва"),
+        ("Élan Vital", "what is élan vital"),
+        ("café plans", "cafe\u0301 plans"),  # the same words, the accent written apart (as macOS writes names)
+        ("Straße", "STRASSE"),
+        ("C++", "C++"),
+        ("C++", "do I like C++?"),
+        ("#general", "#general"),
+        ("50%", "the 50% plan"),
+        (".NET", ".NET"),
+        ("$HOME", "where is $HOME"),
+    ],
+)
+def test_the_graph_channel_matches_a_key_without_case_in_either_unicode_form_with_its_own_punctuation(svc, key, query):
+    """SQLite's lower() folds ASCII only, forms were compared as stored, and the punctuation at a word's ends was
+    dropped from the query: none of these keys was matched by the query naming it."""
+    ctx = CommandContext(tenant="folded-keys")
+    [named] = svc.run(svc.memories.add, ctx, [MemoryContent(memory="a memory with a key", key=key)]).memory_ids
+    svc.run(svc.memories.add, ctx, [MemoryContent(memory="another memory", key="other")])
+    options = RecallOptions(strategy="graph-only")
+    graph = windows.channel_rankings(svc.searcher, "folded-keys", query, options, svc.searcher.resolve_strategy("folded-keys", options)[0])[0]["graph"]
+    assert (named, 1.0) in graph, graph
