@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import unicodedata
 from typing import Any, ClassVar
 
 import msgspec
@@ -107,6 +108,12 @@ class Conflict(Exception):
 TAG_RE = re.compile(r"^[^\s,\x00-\x1f\x7f-\x9f]{1,64}$")  # no space, comma or control character (NUL, ...)
 
 
+def folded_tag(tag: str) -> str:
+    """A tag as it is stored and filtered by: stripped, lowercased, in NFC (a tag written with its accents apart,
+    as macOS writes names, is the same tag as one written with them composed)."""
+    return unicodedata.normalize("NFC", tag.strip().lower())
+
+
 def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> tuple[str, ...]:
     if tags is None:
         return ()
@@ -116,7 +123,7 @@ def normalise_tags(tags: Any, *, field: str = "tags", limit: int = MAX_TAGS) -> 
     for tag in tags:
         if not isinstance(tag, str):
             raise ValidationError(field, "tags must be strings")
-        tag = tag.strip().lower()
+        tag = folded_tag(tag)
         if not tag:
             continue
         if not TAG_RE.fullmatch(tag):

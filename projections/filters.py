@@ -11,7 +11,7 @@ Conventions:
 - ``None`` or an empty sequence means "no restriction" for every field;
   ``status=None`` (or ``()``) therefore means any status.
 - ``tags`` is any-of: a row matches when it carries at least one of them.
-  Filter tags are normalised like stored tags (stripped, lowercased).
+  Filter tags are normalised like stored tags (stripped, lowercased, NFC).
 - Time bounds are ISO-8601 times: ``*_from`` is inclusive, ``*_to``
   exclusive. A bound is held in the form of the stored stamps (UTC,
   microseconds, ``Z``: :func:`~mnemolog.eventstore.recorder.utc_stamp`), so
@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import msgspec
 
-from mnemolog.eventstore.model import ValidationError
+from mnemolog.eventstore.model import ValidationError, folded_tag
 from mnemolog.eventstore.recorder import parse_moment, utc_stamp
 
 _json = msgspec.json.Encoder()
@@ -99,7 +99,7 @@ def _stamp(name: str, value: str) -> str:
 
 
 def _clean_tag(tag: str) -> str:
-    return tag.replace(TAG_SEPARATOR, " ").strip().lower()
+    return folded_tag(tag.replace(TAG_SEPARATOR, " "))
 
 
 def tag_field(tags: Iterable[str]) -> str:

@@ -551,13 +551,14 @@ def _safe_part(part: str) -> str:
     """One part of a path as an id's part: ASCII as it is, spaces and the like made ``-`` (``My Notes.md`` ->
     ``My-Notes.md``). A part with letters beyond ASCII keeps their nearest ASCII (accents dropped) and gains a
     digest of the part as written, so that ``会議.md`` and ``報告.md`` (or ``Café.md`` and ``Cafe.md``) stay two
-    documents: without it every letter outside ASCII was dropped, and both were document ``md``."""
+    documents: without it every letter outside ASCII was dropped, and both were document ``md``. The digest is
+    of the part in NFC: ``résumé.md`` with its accents apart (as macOS writes names) is the same document."""
     if part.isascii():
         return _UNSAFE.sub("-", part).strip("-._")
     suffix = found.group(0) if (found := _SUFFIX.search(part)) else ""
     stem = part[: len(part) - len(suffix)]
     base = _UNSAFE.sub("-", unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()).strip("-._")
-    digest = hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    digest = hashlib.sha256(unicodedata.normalize("NFC", part).encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{base}-{digest}{suffix}" if base else f"{digest}{suffix}"
 
 

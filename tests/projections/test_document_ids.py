@@ -144,3 +144,25 @@ def test_names_in_other_scripts_are_distinct_documents(tmp_path, monkeypatch, ca
     with MemoryService.open(data) as svc:
         assert sorted(d.version for d in ents.list_documents(svc.read_conn(), "default")) == [1, 1]
         assert A.strip() in recalled(svc, "PostgreSQL storage") and B.strip() in recalled(svc, "Redis cache")
+
+
+def test_a_name_with_its_accents_apart_is_the_same_document():
+    """macOS writes names with their accents apart (NFD): the same file uploaded from there was a second document."""
+    assert default_doc_id("notes/r\u00e9sum\u00e9.md") == default_doc_id("notes/re\u0301sume\u0301.md")
+    assert default_doc_id("Caf\u00e9.md") != default_doc_id("Cafe.md")
+
+
+def test_a_tag_with_its_accents_apart_is_the_same_tag(svc):
+    from mnemolog.eventstore.commands import CommandContext
+    from mnemolog.eventstore.model import MemoryContent
+    from mnemolog.projections.filters import SearchFilters
+
+    ctx = CommandContext(tenant="tags")
+    decomposed, composed = svc.run(svc.memories.add, ctx, [
+        MemoryContent(memory="zebra lunch spot", tags=("cafe\u0301",)),
+        MemoryContent(memory="zebra dinner spot", tags=("CAF\u00c9",)),
+    ]).memory_ids  # fmt: skip
+    assert tuple(svc.get("tags", decomposed).tags) == tuple(svc.get("tags", composed).tags) == ("caf\u00e9",)
+    for tag in ("caf\u00e9", "cafe\u0301"):
+        options = RecallOptions(channels=("lexical",), filters=SearchFilters(tags=(tag,)))
+        assert {h.memory.id for h in svc.searcher.recall("tags", "zebra", options).hits} == {decomposed, composed}
