@@ -161,8 +161,17 @@ class FusedHit:
     shares: dict[str, float] = field(default_factory=dict)
 
 
+def _hit_key(hit: FusedHit) -> tuple[float, int, str]:
+    """Best score first; a tie to the hit a channel ranked higher (a channel's own order of equal scores: as
+    one channel answers, recall answers), then to the id's text, so that no order depends on a dict's or set's."""
+    return (-hit.score, min((rank for rank, _ in hit.channels.values()), default=_NO_RANK), str(hit.memory_id))
+
+
+_NO_RANK = 1 << 62  # a hit no channel returned (a neighbour that propagation added): after every ranked one of its score
+
+
 def _sorted_hits(hits: Iterable[FusedHit]) -> list[FusedHit]:
-    return sorted(hits, key=lambda h: (-h.score, str(h.memory_id)))
+    return sorted(hits, key=_hit_key)
 
 
 def _channel_ranks(results: Mapping[str, Ranked], active: Iterable[str]) -> dict[MemoryId, dict[str, tuple[int, float]]]:

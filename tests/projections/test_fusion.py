@@ -78,6 +78,14 @@ def test_rrf_ties_break_by_id_and_input_order_does_not_matter():
     assert [(h.memory_id, h.score) for h in swapped] == [(h.memory_id, h.score) for h in hits]
 
 
+def test_equal_scores_keep_the_order_a_channel_gave_them():
+    """Ties went by id: a recall of one channel ordered equal scores unlike the channel, and at a limit chose others."""
+    ranked = {"lexical": [("z", 1e-06), ("m", 1e-06), ("a", 1e-06)]}
+    assert [h.memory_id for h in combine(ranked)] == ["z", "m", "a"]
+    assert [h.memory_id for h in combine({**ranked, "graph": [("q", 1.0)]}, {"lexical": 1.0, "graph": 1.0})] == ["q", "z", "m", "a"]
+    assert [h.memory_id for h in weighted_rrf({"one": [("b", 1.0)], "two": [("a", 1.0)]})] == ["a", "b"]  # the same rank: by id
+
+
 def test_rrf_empty_and_limit():
     assert weighted_rrf({}) == []
     assert weighted_rrf({"lexical": []}) == []

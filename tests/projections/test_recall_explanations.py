@@ -101,3 +101,24 @@ def test_an_rrf_hit_is_recomputed_from_its_ranks(svc):
         for hit in result.hits:
             expected = sum(result.channels[name].weight / (k + found.rank) for name, found in hit.channels.items()) + hit.overlap_bonus
             assert hit.score == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("fusion_name", ["score", "rrf"])
+def test_a_recall_of_one_channel_keeps_its_order_among_equal_scores(svc, fusion_name):
+    """A word in most rows scores bm25's floor in each: recall ordered those ties by id, unlike the channel (the
+    first memory's row is its newest, after two updates), so its hits' ranks went 3, 1, 2 and a limit chose others."""
+    ctx = CommandContext(tenant="ties")
+    ids = svc.run(svc.memories.add, ctx, [MemoryContent(memory=f"lemon w{i}") for i in range(3)] + [MemoryContent(memory="other words")]).memory_ids
+    svc.run(svc.memories.update, ctx, ids[0], {"tags": ("x",)})
+    svc.run(svc.memories.update, ctx, ids[0], {"tags": ()})
+    channel = [memory_id for memory_id, _ in svc.searcher.lexical("ties", "lemon", 3, None, False, fusion_filters())]
+    for limit in (1, 2, 3):
+        hits = svc.searcher.recall("ties", "lemon", RecallOptions(limit=limit, channels=("lexical",), fusion=fusion_name)).hits
+        assert [h.id for h in hits] == channel[:limit]
+        assert [h.channels["lexical"].rank for h in hits] == list(range(1, limit + 1))
+
+
+def fusion_filters():
+    from mnemolog.projections.filters import SearchFilters
+
+    return SearchFilters()
