@@ -94,13 +94,22 @@ def steady(app):
     """``app``, whose shutdown, once begun, a second SIGTERM does not cut short: a service manager signals every
     process of the server at once (systemd's default), and the supervisor passes the signal on to its workers,
     which got it already; aiohttp took the second for another request to stop, raised inside the graceful
-    shutdown (saving the vector index, closing the databases), and the worker exited 1. Ctrl-C twice still stops
-    at once."""
+    shutdown (saving the vector index, closing the databases), and the worker exited 1. The first SIGTERM is
+    taken as aiohttp takes it, from the start of the app's startup on (a worker still opening its data directory
+    when the stop came took the second inside its cleanup, and exited 1 too); later ones are ignored. Ctrl-C
+    twice still stops at once."""
+    from aiohttp.web_runner import GracefulExit
 
-    async def ignore_sigterm(_app) -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: None)
+    async def sigterm_once(_app) -> None:
+        loop = asyncio.get_running_loop()
 
-    app.on_shutdown.insert(0, ignore_sigterm)
+        def stop() -> None:
+            loop.add_signal_handler(signal.SIGTERM, lambda: None)
+            raise GracefulExit()
+
+        loop.add_signal_handler(signal.SIGTERM, stop)
+
+    app.on_startup.insert(0, sigterm_once)
     return app
 
 

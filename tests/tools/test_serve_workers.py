@@ -308,3 +308,51 @@ async def test_a_worker_started_again_after_projections_db_was_deleted_serves(se
     assert proc.poll() is None and "disk I/O error" not in text and text.count("starting it again") == 1, text[-2000:]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, log.read_text(errors="replace")[-2000:]
+
+
+_SLOW_START = """
+import asyncio
+from aiohttp import web
+from mnemolog.tools.serve_cmds import steady
+
+async def follower():
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:  # a background task that takes a moment to stop (a thread to join, a file to save)
+        print("stopping", flush=True)
+        await asyncio.sleep(2)
+        print("stopped", flush=True)
+        raise
+
+async def warming(app):
+    asyncio.get_running_loop().create_task(follower())
+    print("starting", flush=True)
+    await asyncio.sleep(30)  # still starting (a vector index to build) when the stop comes
+    yield
+
+app = web.Application()
+app.cleanup_ctx.append(warming)
+web.run_app(steady(app), host="127.0.0.1", port=0, print=None, access_log=None)
+"""
+
+
+def test_a_worker_stopped_while_it_starts_takes_the_second_sigterm_in_its_stride(tmp_path):
+    """A stop came while worker 0 was still starting: the first SIGTERM ended its startup, aiohttp's handler stayed,
+    and the supervisor's, passed on while the worker's tasks were stopping, cut them short: exit 1."""
+    import subprocess
+    import sys
+
+    from tests.serving import clean_env
+
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_START], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        assert proc.stdout.readline() == "starting\n"
+        proc.send_signal(signal.SIGTERM)  # the service manager's
+        assert proc.stdout.readline() == "stopping\n"
+        proc.send_signal(signal.SIGTERM)  # the supervisor's, passed on while the worker's tasks stop
+        assert proc.stdout.readline() == "stopped\n"
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
