@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import time
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterable, Iterator
@@ -25,11 +26,16 @@ BACKUP_STAMP_CHARS = 26
 def backup_label(tenant: str) -> str:
     """The tenant as it appears in a backup's file name: letters, digits and ``-_.`` kept, the rest ``_``,
     at most 64 characters; a name that had to change also carries the start of its SHA-256, so that
-    two tenants never share a label and any tenant (however long, whatever its characters) can be dropped."""
+    two tenants never share a label and any tenant (however long, whatever its characters) can be dropped.
+    So does a name that ends as such a label does (``a_b-c14cddc033f6``, the label of ``a/b``): kept as it
+    was, it was that other tenant's label, and its drop removed the other's backup as one of its own."""
     safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "_" for ch in tenant)[:64]
-    if safe != tenant:
+    if safe != tenant or _DIGESTED.search(tenant):
         safe += "-" + hashlib.sha256(tenant.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return safe
+
+
+_DIGESTED = re.compile(r"-[0-9a-f]{12}\Z")  # how a label that carries a digest ends
 
 
 def new_backup_path(backups: Path, tenant: str) -> Path:

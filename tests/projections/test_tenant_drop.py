@@ -74,6 +74,22 @@ def test_a_tenants_drops_never_remove_another_tenants_backup(tmp_path):
         assert backups(data) == sorted([kept, *mine])
 
 
+def test_a_tenant_named_as_another_tenants_label_never_takes_that_tenants_backup(tmp_path):
+    """A name of safe characters was its own label: ``a_b-<12 hex>`` is the label of ``a/b``, and its drop removed
+    ``a/b``'s backup (the only copy of that tenant) as one of its own that no tombstone of its named."""
+    import hashlib
+
+    data = tmp_path / "data"
+    twin = "a_b-" + hashlib.sha256(b"a/b").hexdigest()[:12]
+    with MemoryService.open(data) as svc:
+        add(svc, "the only copy of a/b", "a/b")
+        svc.drop_tenant(ctx("a/b"))
+        add(svc, "another tenant", twin)
+        svc.drop_tenant(ctx(twin))
+        assert backups(data) == sorted(r.backup.rsplit("/", 1)[-1] for r in drops(svc))
+        assert len(backups(data)) == 2
+
+
 def test_dropped_and_unknown_tenants_are_answered_alike(tmp_path):
     data = tmp_path / "data"
     with MemoryService.open(data) as svc:
