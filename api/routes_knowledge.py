@@ -258,11 +258,13 @@ def _file_bytes(part: BodyPartReader, data: bytes) -> tuple[bytes | None, str | 
 
 
 def _file_name(raw: str) -> str:
-    """An uploaded file's name (aiohttp's client percent-encodes "/"); a 422 when it is not text (bytes that are not UTF-8)."""
-    name = unquote(raw)
+    """An uploaded file's name (aiohttp's client percent-encodes "/"); a 422 when it is not text: bytes, sent as they
+    are or percent-encoded, that are not UTF-8 (decoded with replacement characters, ``%FF.md`` and ``%FE.md`` were
+    one document, the second replacing the first)."""
     try:
+        name = unquote(raw, errors="strict")
         name.encode("utf-8")
-    except UnicodeEncodeError:
+    except UnicodeError:
         raise ApiError(422, "invalid", "the file name is not valid UTF-8", "file") from None
     return name
 

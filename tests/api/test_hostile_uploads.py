@@ -35,6 +35,8 @@ MALFORMED = [
     ("a field in an unknown transfer encoding", FORM, form(field("lang", b"en", "Content-Transfer-Encoding: x-bogus"), A_FILE), 422, "invalid", "lang"),
     ("a part that is itself multipart", FORM, form((['Content-Disposition: form-data; name="file"; filename="a.txt"', "Content-Type: multipart/mixed; boundary=in"], b"--in\r\n\r\nx\r\n--in--\r\n")), 422, "invalid", "file"),
     ("a file name whose bytes are not UTF-8", FORM, form((['Content-Disposition: form-data; name="file"; filename="a\xff.txt"'], b"Ada met Grace.")), 422, "invalid", "file"),
+    # Decoded with replacement characters, "%FF.md" and "%FE.md" were one document, the second replacing the first.
+    ("a percent-encoded file name whose bytes are not UTF-8", FORM, form((['Content-Disposition: form-data; name="file"; filename="%FF.md"'], b"Ada met Grace.")), 422, "invalid", "file"),
     # The JSON form of the import, as strict as every other JSON body.
     ("JSON nested past the decoder's depth", "application/json", b"[" * 5000, 400, "malformed_json", "body"),
     ("a document nested past the decoder's depth", "application/json", b'{"documents": ' + b"[" * 5000, 400, "malformed_json", "body"),
