@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import msgspec
+
 from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import load
@@ -440,7 +442,7 @@ class RevertCommands:
         events: list = []
         for edge_id, edge in net.added.items():
             live = self.facts.live_edge(ctx.tenant, edge_id)
-            if live is None:
+            if live is None or (edge_id not in net.removed and _another_relation(live, edge)):  # that one is not this one's
                 conflicts.append(f"edge {edge_id} was already removed later")
                 continue
             if live != edge:
@@ -451,6 +453,9 @@ class RevertCommands:
         relink = []
         for edge_id, edge in net.removed.items():
             live = self.facts.live_edge(ctx.tenant, edge_id)
+            if live is not None and edge_id not in net.added and _another_relation(live, edge):
+                edge = _escaped_relation_edge(edge)  # its id spelled since by another relation, as set_relation names it then
+                edge_id, live = edge.edge_id, self.facts.live_edge(ctx.tenant, edge.edge_id)
             if live is not None and edge_id not in net.added:
                 conflicts.append(f"edge {edge_id} was linked again later")
                 continue
@@ -668,3 +673,13 @@ def _entity_events(entity_id: str, now: EntityState, before: EntityState, reason
         if now.relations.get((target, rtype)) != weight:
             events.append(g.RelationSet(source_id=entity_id, target_id=target, relation_type=rtype, weight=weight))
     return events
+
+
+def _another_relation(live: c.EdgeRecord, edge: c.EdgeRecord) -> bool:
+    """Whether ``live`` mirrors another relation than ``edge`` under the same id: entity ids may hold ``:``, so two
+    relations can spell one (see :func:`~mnemolog.eventstore.catalogue_graph.relation_edge_id`)."""
+    return edge.edge_id.startswith(g.RELATION_EDGE_PREFIX) and (live.source, live.edge_type, live.target) != (edge.source, edge.edge_type, edge.target)
+
+
+def _escaped_relation_edge(edge: c.EdgeRecord) -> c.EdgeRecord:
+    return msgspec.structs.replace(edge, edge_id=g.relation_edge_id(edge.source, edge.edge_type, edge.target, escaped=True))

@@ -174,3 +174,30 @@ def test_a_revert_of_a_tenant_drop_is_refused_naming_the_field(svc):
     with pytest.raises(NotFound):
         svc.run(svc.reverts.revert, ctx(), "never-used")
     assert svc.store.last_position() == head
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_reverted_relation_removal_comes_back_with_its_edge_when_another_relation_spells_its_edge_id(svc, force):
+    """``a:B -C-> d`` and ``a -B-> C:d`` both spell ``rel:a:B:C:d``: the second, set after the first was removed, held
+    the id; the revert of the removal was a false conflict, and forced it set the relation back without its edge."""
+    for entity in ("a:B", "d", "a", "C:d"):
+        svc.run(svc.entities.upsert, ctx(), entity, name=f"entity {entity}")
+    svc.run(svc.entities.set_relation, ctx(), "a:B", "d", "C")
+    svc.run(svc.entities.remove_relation, ctx(correlation_id="rm"), "a:B", "d", "C")
+    svc.run(svc.entities.set_relation, ctx(), "a", "C:d", "B")
+    svc.run(svc.reverts.revert, ctx(), "rm", force=force)
+    edges = {(e.source, e.edge_type, e.target) for node in ("d", "C:d") for e in svc.edges_of("a", node)}
+    assert edges == {("a:B", "C", "d"), ("a", "B", "C:d")}
+    assert len({e.edge_id for node in ("d", "C:d") for e in svc.edges_of("a", node)}) == 2
+
+
+def test_a_forced_revert_of_a_relation_never_takes_the_edge_of_another_relation_spelling_its_id(svc):
+    for entity in ("a:B", "d", "a", "C:d"):
+        svc.run(svc.entities.upsert, ctx(), entity, name=f"entity {entity}")
+    svc.run(svc.entities.set_relation, ctx(correlation_id="set"), "a:B", "d", "C")
+    svc.run(svc.entities.remove_relation, ctx(), "a:B", "d", "C")
+    svc.run(svc.entities.set_relation, ctx(), "a", "C:d", "B")  # holds rel:a:B:C:d now
+    with pytest.raises(Conflict):
+        svc.run(svc.reverts.revert, ctx(), "set")
+    svc.run(svc.reverts.revert, ctx(), "set", force=True)
+    assert {(e.source, e.edge_type, e.target) for e in svc.edges_of("a", "C:d")} == {("a", "B", "C:d")}
