@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 
 import msgspec
 
+from mnemolog.eventstore.bounds import MAX_TENANT_CHARS, tenant_problem
 from mnemolog.eventstore.settings import BUSY_TIMEOUT, Settings
 
 from .api_error import ApiError
@@ -91,10 +92,10 @@ class KeyStore:
     def create(self, tenant: str, scopes: tuple[str, ...] | list[str], name: str = "") -> tuple[str, ApiKey]:
         """A new key: ``(secret, record)``. The secret is not stored and cannot be shown again.
 
-        The tenant is one a request can act for (see :func:`key_tenant_problem`); the name is
+        The tenant is one a request can act for (see :func:`~mnemolog.eventstore.bounds.tenant_problem`); the name is
         one line of text, as ``keys list`` shows it.
         """
-        problem = key_tenant_problem(tenant)
+        problem = tenant_problem(tenant)
         if problem:
             raise ValueError(f"tenant {problem}")
         if any(unicodedata.category(ch) == "Cc" for ch in name):
@@ -173,30 +174,6 @@ CHALLENGE = 'Bearer realm="mnemolog"'
 
 #: The longest key name: one line of ``keys list``.
 MAX_KEY_NAME_CHARS = 200
-
-#: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
-MAX_TENANT_CHARS = 200
-
-
-def key_tenant_problem(tenant: str) -> str | None:
-    """What keeps ``tenant`` from being a key's tenant, or None.
-
-    A key's tenant is the one every request with it acts for, so it must be
-    one a request can name and the log can hold: not empty, at most
-    :data:`MAX_TENANT_CHARS` characters, no control character (no header
-    carries one) and no space around it (a header's value is read without,
-    so ``" acme "`` would be another tenant than the ``acme`` it looks like).
-    """
-    if not tenant:
-        return "must not be empty"
-    if len(tenant) > MAX_TENANT_CHARS:
-        return f"must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}"
-    if any(unicodedata.category(ch) == "Cc" for ch in tenant):
-        return "must not hold control characters (a line break, a tab, NUL, ...)"
-    if tenant != tenant.strip():
-        return "must not start or end with a space"
-    return None
-
 
 def check_tenant(tenant: str, field: str) -> str:
     """``tenant`` as a caller names it (a header, an option); a 400 naming ``field`` when it is longer than any tenant

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgspec
 
-from .auth import MAX_TENANT_CHARS
+from mnemolog.eventstore.bounds import MAX_TENANT_CHARS
+
 from .routing import CORRELATION_ID_MAX_LENGTH, IDEMPOTENCY_KEY_LENGTH, IF_MATCH_RE, MAX_POSITION, RequestBody, repeatable, takes_if_match
 from .schemas import FUSION_ONLY, AsOfQuery, ErrorEnvelope
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, 
 import msgspec
 from aiohttp import web
 
+from mnemolog.eventstore.bounds import MAX_CORRELATION_CHARS
 from mnemolog.eventstore.commands import CommandContext, CommandResult
 from mnemolog.eventstore.schema import MAX_POSITION, whole_number
 from mnemolog.projections.graph.reads import TYPE_FILTER_RE
@@ -123,7 +124,7 @@ def takes_if_match(method: str, path: str) -> bool:
 #: ``Idempotency-Key``'s length bounds.
 IDEMPOTENCY_KEY_LENGTH = (1, 200)
 #: The longest ``X-Correlation-Id`` taken.
-CORRELATION_ID_MAX_LENGTH = 200
+CORRELATION_ID_MAX_LENGTH = MAX_CORRELATION_CHARS
 
 
 class RequestBody(msgspec.Struct, frozen=True):

@@ -13,10 +13,40 @@ hold any string.
 
 from __future__ import annotations
 
+import unicodedata
 from hashlib import sha256
 from typing import Iterable
 
 from .schema import MAX_NAME, MAX_STREAM_ID
+
+
+#: The longest tenant name a caller may give: the log's tenant column and the ``tenant-<name>`` stream id take 255 characters.
+MAX_TENANT_CHARS = 200
+
+
+def tenant_problem(tenant: str) -> str | None:
+    """What keeps ``tenant`` from being a tenant a caller names (a key's, a ``--tenant``), or None (``*``, a key's
+    for every tenant, is one).
+
+    A key's tenant is the one every request with it acts for, so it must be
+    one a request can name and the log can hold: not empty, at most
+    :data:`MAX_TENANT_CHARS` characters, no control character (no header
+    carries one) and no space around it (a header's value is read without,
+    so ``" acme "`` would be another tenant than the ``acme`` it looks like).
+    """
+    if not tenant:
+        return "must not be empty"
+    if len(tenant) > MAX_TENANT_CHARS:
+        return f"must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}"
+    if any(unicodedata.category(ch) == "Cc" for ch in tenant):
+        return "must not hold control characters (a line break, a tab, NUL, ...)"
+    if tenant != tenant.strip():
+        return "must not start or end with a space"
+    return None
+
+
+#: The longest correlation id a caller may give (a header, a ``--correlation-id``), as reverts and reads take it.
+MAX_CORRELATION_CHARS = 200
 
 
 class NameRefused(ValueError):

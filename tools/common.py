@@ -21,7 +21,7 @@ from typing import Any, Callable
 import msgspec
 
 from mnemolog.eventstore import EventStore
-from mnemolog.eventstore.bounds import check_name
+from mnemolog.eventstore.bounds import MAX_CORRELATION_CHARS, check_name, tenant_problem
 from mnemolog.eventstore.errors import sqlite_error_is
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MAX_REASON_CHARS
@@ -63,6 +63,11 @@ def tenant_of(args: argparse.Namespace) -> str:
         return named
     env = os.environ.get("MNEMOLOG_TENANT")
     not_blank(env, "MNEMOLOG_TENANT", ": name a tenant, or unset it for 'default'")
+    if env:
+        try:
+            tenant_name(env)  # as a --tenant is checked
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(f"MNEMOLOG_TENANT {exc}") from None
     return env or DEFAULT_TENANT
 
 
@@ -98,11 +103,30 @@ def reason_text(text: str) -> str:
 
 def tenant_name(text: str) -> str:
     """An argparse type: a ``--tenant``, never blank (``--tenant "$T"`` with ``T`` unset would otherwise act for
-    ``default``, or for every tenant where the option is a filter)."""
+    ``default``, or for every tenant where the option is a filter), and one the API could name too (see
+    :func:`~mnemolog.eventstore.bounds.tenant_problem`): ``" acme "``, ``*`` or a name of 255 characters, taken
+    here, held memories no key and no request could ever reach."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be blank")
+    if text == "*":
+        raise argparse.ArgumentTypeError("names one tenant; '*' (every tenant) is a key's, never a tenant's name")
+    problem = tenant_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def key_tenant_name(text: str) -> str:
+    """An argparse type: the ``--tenant`` of a key: one tenant (see :func:`tenant_name`), or ``*`` for every tenant."""
+    return text if text == "*" else tenant_name(text)
+
+
+def correlation_id(text: str) -> str:
+    """An argparse type: a ``--correlation-id``, as the API takes one (at most
+    :data:`~mnemolog.eventstore.bounds.MAX_CORRELATION_CHARS` characters, no NUL): a longer one, taken here, was
+    one no revert or correlation read over HTTP could name."""
     try:
-        check_name("tenant", text)
+        check_name("correlation_id", text, MAX_CORRELATION_CHARS)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

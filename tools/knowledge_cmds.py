@@ -30,7 +30,7 @@ from mnemolog.eventstore.model import MAX_TEXT_CHARS, NotFound, ValidationError
 from .common import CommandError, add_command, data_dir, one_line, print_json_line, require_log, tenant_name
 from .common import command_context as _context
 from .common import between as _between
-from .common import as_of_arg, known_tenant, reason_text
+from .common import as_of_arg, correlation_id, known_tenant, reason_text
 from .common import tenant_of as _tenant
 from .progress import progress_for
 
@@ -208,7 +208,7 @@ def _extend_import(subparsers) -> None:
     docs.add_argument("--max-chars", type=int, metavar="N", help="largest chunk, in characters (default 1200)")
     docs.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     docs.add_argument("--actor", metavar="NAME", help="who imports (kept in the events' metadata)")
-    docs.add_argument("--correlation-id", metavar="ID", help="correlation id of the import run (default: a new one)")
+    docs.add_argument("--correlation-id", metavar="ID", type=correlation_id, help="correlation id of the import run (default: a new one)")
     parser.epilog = "'mnemolog import docs PATH…' imports documents; exit 1 when a file failed (the rest is imported)."
 
     def dispatch(args: argparse.Namespace) -> int:
@@ -385,7 +385,7 @@ def _entity_command(sub, name: str, func, help: str, *, writes: bool = False, as
     parser.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     if writes:
         parser.add_argument("--actor", metavar="NAME", help="who makes the change")
-        parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
+        parser.add_argument("--correlation-id", metavar="ID", type=correlation_id, help="correlation id (default: a new one)")
         parser.add_argument("--idempotency-key", metavar="KEY", help="a retry with the same key writes nothing")
     if as_of:
         parser.add_argument("--as-of", type=as_of_arg, metavar="P|TIME", help="a log position or an ISO-8601 UTC time")
@@ -408,7 +408,7 @@ def register(subparsers) -> None:
     p.add_argument("--preview", type=_between(0, 1000), default=20, metavar="N", help="edges and document pairs shown, 0 to 1000 (default 20)")
     p.add_argument("--tenant", metavar="TENANT", type=tenant_name, help="the tenant (default: $MNEMOLOG_TENANT or 'default')")
     p.add_argument("--actor", metavar="NAME", help="who runs it")
-    p.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one)")
+    p.add_argument("--correlation-id", metavar="ID", type=correlation_id, help="correlation id (default: a new one)")
 
     group = add_command(subparsers, "entity", None, help="entities and relations: upsert, remove, relate, related, find, …")
     sub = group.add_subparsers(dest="entity_command", metavar="ACTION", required=True)

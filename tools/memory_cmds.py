@@ -24,7 +24,7 @@ from mnemolog.eventstore.schema import MAX_POSITION
 from mnemolog.eventstore.model import CONTENT_FIELDS, Conflict, MemoryContent, ValidationError
 
 from .common import CommandError, add_command, data_dir, fail, one_line, print_json_line, require_log, tenant_name
-from .common import as_of_arg, between, counted, reason_text
+from .common import as_of_arg, between, correlation_id, counted, reason_text
 from .common import command_context as _context
 from .common import tenant_of as _tenant
 
@@ -476,7 +476,7 @@ def _tenant_option(parser: argparse.ArgumentParser) -> None:
 
 def _writer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--actor", metavar="NAME", help="who makes the change (kept in the events' metadata)")
-    parser.add_argument("--correlation-id", metavar="ID", help="correlation id (default: a new one), for a later revert")
+    parser.add_argument("--correlation-id", metavar="ID", type=correlation_id, help="correlation id (default: a new one), for a later revert")
     parser.add_argument("--idempotency-key", metavar="KEY", help="a retry with the same key writes nothing and answers the same")
 
 

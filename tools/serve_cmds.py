@@ -17,7 +17,7 @@ from typing import Mapping
 from mnemolog.api.auth import SCOPES, KeyStore, is_shared
 from mnemolog.eventstore.settings import Settings
 
-from .common import CommandError, add_command, data_dir, existing_database, listening_socket, port_arg, tenant_name
+from .common import CommandError, add_command, data_dir, existing_database, listening_socket, port_arg, key_tenant_name
 
 
 def _settings(args: argparse.Namespace, **overrides) -> Settings:
@@ -237,7 +237,7 @@ def register(subparsers) -> None:
     keys = subparsers.add_parser("keys", help="manage API keys (hashed at rest)")
     keys_sub = keys.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     create = add_command(keys_sub, "create", keys_create, help="create a key (shown once)", json=True)
-    create.add_argument("--tenant", type=tenant_name, help="tenant the key acts for ('*' for any, chosen per request); required")
+    create.add_argument("--tenant", type=key_tenant_name, help="tenant the key acts for ('*' for any, chosen per request); required")
     create.add_argument("--scopes", default="read,write", help=f"comma-separated among {','.join(SCOPES)} (default read,write)")
     create.add_argument("--name", help="a label for the key")
     add_command(keys_sub, "list", keys_list, help="list keys (never their secrets)", json=True)

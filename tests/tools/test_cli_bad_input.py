@@ -636,3 +636,26 @@ def test_a_bad_setting_stops_a_command_naming_it_before_anything_is_made(tmp_pat
         done = subprocess.run([str(MNEMOLOG), *argv, *command], capture_output=True, env={k: os.fsencode(v) for k, v in env.items()}, cwd=tmp_path, timeout=60)
         assert_refused(done, name)
         assert sorted(p.name for p in tmp_path.iterdir()) == [], command
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (("--tenant", "*"), ("--tenant", "never a tenant's name")),
+        (("--tenant", " acme "), ("--tenant", "start or end with a space")),
+        (("--tenant", "a\nb"), ("--tenant", "control characters")),
+        (("--tenant", "t" * 201), ("--tenant", "at most 200")),
+        (("--correlation-id", "c" * 201), ("--correlation-id", "at most 200")),
+    ],
+    ids=["star", "spaces", "line-break", "long-tenant", "long-correlation"],
+)
+def test_a_write_names_its_tenant_and_correlation_as_the_api_would(data, argv, words):
+    """Each was taken: memories of a tenant no key and no request could reach, a correlation no revert over HTTP could name."""
+    before = head(data)
+    assert_refused(run(data, "add", *argv, "a memory"), *words)
+    assert head(data) == before
+
+
+def test_a_key_for_every_tenant_is_still_made(data):
+    done = run(data, "keys", "create", "--tenant", "*", "--scopes", "read")
+    assert done.returncode == 0, done.stderr
