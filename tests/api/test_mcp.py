@@ -66,12 +66,16 @@ async def stdio_client(data_dir: Path, key: str | None, *args: str, env: dict | 
     import mcp_types as types
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import stdio_client as stdio_transport
 
     extra = {"MNEMOLOG_API_KEY": key} if key is not None else {}
     target = StdioServerParameters(
         command=MNEMOLOG, args=["--data-dir", str(data_dir), "mcp", *args], env=_env(**extra, **(env or {}))
     )
-    async with Client(target, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
+    # The server's stderr to this process's own: the transport's default is the sys.stderr of the moment mcp was first
+    # imported, which a test capturing its output (capsys) may have replaced with a stream that has no file.
+    transport = stdio_transport(target, errlog=sys.__stderr__)
+    async with Client(transport, client_info=types.Implementation(name=CLIENT_NAME, version="1"), read_timeout_seconds=60) as client:
         yield client
 
 
