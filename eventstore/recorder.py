@@ -160,6 +160,20 @@ class SQLRecorder(LogReads):
                 dialects.lock_log(conn)
                 yield conn
 
+    def settle(self) -> None:
+        """Wait until no append is in flight, in this process or another: take the log's write lock, and leave it.
+
+        An append stamps its events' time before it commits; until then a reader of the time after that stamp
+        finds the log without them, and once it commits, with them. A read at a time past the log's last
+        event settles first (see ``EventStore.position_at``): an append that starts after this stamps a later
+        time. A thread inside an append of its own has nothing of another's in flight."""
+        with self._lock:
+            conn = self._held_connection()
+            if conn.in_transaction():
+                return
+            with conn.begin():
+                dialects.lock_log(conn)
+
     def append(
         self,
         writes: Sequence[PendingWrite],

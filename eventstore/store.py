@@ -497,6 +497,9 @@ class EventStore:
 
         A moment in datetime's range only in its own offset (``0001-01-01T00:30+01:00``,
         ``9999-12-31T23:30-01:00``) is before, or after, every event.
+
+        A moment past the log's last event waits for an append in flight, stamped before it but not committed
+        yet (:meth:`~.recorder.SQLRecorder.settle`): a past moment gives the same position whenever asked.
         """
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
@@ -504,7 +507,11 @@ class EventStore:
             stamp = utc_stamp(moment)
         except OverflowError:
             return 0 if moment.year == 1 else self.last_position()
-        return self._recorder.position_at(stamp)
+        position = self._recorder.position_at(stamp)
+        if position == self.last_position():
+            self._recorder.settle()
+            position = self._recorder.position_at(stamp)
+        return position
 
     def tenant_commits(self, tenant: str, limit: int = 500, *, since: int = 0) -> tuple[int, list[Commit]]:
         """How many commits (runs of one append's events, one correlation id) the tenant has, and up to about ``limit`` of them.

@@ -13,6 +13,7 @@ Only the public :class:`EventStore` API is used here, nothing dialect-specific.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -489,6 +490,38 @@ class EventStoreContract:
         answers = [store.position_at(s) for s in stamps]
         assert answers == sorted(answers)
         assert all(answer >= r.position for answer, r in zip(answers, recorded))
+
+    def test_a_moment_an_append_in_flight_has_stamped_is_answered_once_it_commits(self, store, tmp_path):
+        """An append stamps its events' time before it commits: asked in between for a moment after that stamp,
+        another store answered without them, and with them once committed: a past moment's answer changed."""
+        other = self.open_another(store, tmp_path)
+        try:
+            store.append("a", notes("1"))
+            stamped, go = threading.Event(), threading.Event()
+            chain = store._recorder._chain_rows
+
+            def held(*args):
+                rows = chain(*args)
+                stamped.set()
+                go.wait(10)  # stamped, written, not committed
+                return rows
+
+            store._recorder._chain_rows = held
+            writer = threading.Thread(target=store.append, args=("a", notes("2")))
+            writer.start()
+            assert stamped.wait(10)
+            moment = datetime.now(timezone.utc)
+            answers: list[int] = []
+            reader = threading.Thread(target=lambda: answers.append(other.position_at(moment)))
+            reader.start()
+            reader.join(0.5)
+            go.set()
+            writer.join(10)
+            reader.join(10)
+            assert answers == [2] and other.position_at(moment) == 2
+        finally:
+            go.set()
+            other.close()
 
     # -- the hand-over of this store's own appends ---------------------------
 
