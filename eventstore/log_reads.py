@@ -219,8 +219,8 @@ class LogReads:
         with self.reader.connect() as conn:
             return conn.execute(select(func.max(events.c.stream_version)).where(events.c.stream_id == stream_id)).scalar() or 0
 
-    def position_at(self, stamp: str) -> int:
-        """The last position recorded at or before ``stamp`` (0 if none).
+    def position_and_head(self, stamp: str) -> tuple[int, int]:
+        """The last position recorded at or before ``stamp`` (0 if none), and the log's head, as one read saw them.
 
         Recorded times never go backwards, so a binary search over positions
         (primary-key lookups) finds it without an index on the time.
@@ -228,13 +228,14 @@ class LogReads:
         query = select(events.c.recorded_at).where(events.c.position == bindparam("p"))
         with self.reader.begin() as conn:
             low, high = 0, self.last_position(conn)
+            head = high
             while low < high:
                 middle = (low + high + 1) // 2
                 if conn.execute(query, {"p": middle}).scalar() <= stamp:
                     low = middle
                 else:
                     high = middle - 1
-            return low
+            return low, head
 
     def existing_event_ids(self, event_ids: Sequence[str]) -> set[str]:
         return set(self.event_positions(event_ids))

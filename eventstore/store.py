@@ -493,25 +493,24 @@ class EventStore:
         return self._recorder.last_position()
 
     def position_at(self, moment: datetime) -> int:
-        """The log's position as it stood at ``moment`` (UTC if naive).
+        """The log's position as it stood at ``moment`` (UTC if naive): :meth:`position_and_head`'s position."""
+        return self.position_and_head(moment)[0]
 
-        A moment in datetime's range only in its own offset (``0001-01-01T00:30+01:00``,
-        ``9999-12-31T23:30-01:00``) is before, or after, every event.
-
-        A moment past the log's last event waits for an append in flight, stamped before it but not committed
-        yet (:meth:`~.recorder.SQLRecorder.settle`): a past moment gives the same position whenever asked.
-        """
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+    def position_and_head(self, moment: datetime) -> tuple[int, int]:
+        """The log's position at ``moment`` (UTC if naive) and its head, as one read saw them. A moment past the last
+        event waits for an append in flight, stamped but not committed (:meth:`~.recorder.SQLRecorder.settle`): a past
+        moment gives the same position whenever asked. One in range only in its own offset is before or after all."""
+        moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
         try:
             stamp = utc_stamp(moment)
         except OverflowError:
-            return 0 if moment.year == 1 else self.last_position()
-        position = self._recorder.position_at(stamp)
-        if position == self.last_position():
+            head = self.last_position()
+            return (0 if moment.year == 1 else head), head
+        position, head = self._recorder.position_and_head(stamp)
+        if position == head:
             self._recorder.settle()
-            position = self._recorder.position_at(stamp)
-        return position
+            position, head = self._recorder.position_and_head(stamp)
+        return position, head
 
     def tenant_commits(self, tenant: str, limit: int = 500, *, since: int = 0) -> tuple[int, list[Commit]]:
         """How many commits (runs of one append's events, one correlation id) the tenant has, and up to about ``limit`` of them.

@@ -436,9 +436,9 @@ class MemoryService:
             except ValueError:
                 raise ValidationError("as_of", f"expected a position or an ISO-8601 time, got {value!r}") from None
         if isinstance(value, datetime):
-            position = self.store.position_at(value)
+            position, head = self.store.position_and_head(value)  # one read: a commit between two let a future time through
             moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-            if moment > datetime.now(timezone.utc) and position >= (head := self.store.last_position()):
+            if moment > datetime.now(timezone.utc) and position >= head:
                 # Events written from now on are recorded before that time: as for a position, its answer would change.
                 raise Conflict(
                     f"as_of: {value.isoformat()} is later than now: read now, it would answer with the log's head ({head}),"

@@ -153,6 +153,29 @@ def test_entity_reads_equal_the_projection_functions_at_every_position(svc):
     assert [e.id for e in svc.knowledge.find_by_keywords("other", "engine")] == []
 
 
+def test_a_time_later_than_now_is_refused_though_a_write_commits_while_it_is_resolved(svc, monkeypatch):
+    """The position at the time and the head were two reads: a write committed between them made the head pass the
+    position, and the time to come was answered (with a position that changes once more is written by then)."""
+    from datetime import datetime, timedelta, timezone
+
+    from mnemolog.eventstore.model import Conflict
+
+    svc.run(svc.memories.add, ctx(), [MemoryContent(memory="before")])
+    head, calls = svc.store.last_position, []
+
+    def written_meanwhile():
+        calls.append(1)
+        if len(calls) == 1:  # the head read apart from the position: a write commits before it
+            monkeypatch.setattr(svc.store, "last_position", head)
+            svc.run(svc.memories.add, ctx(), [MemoryContent(memory="meanwhile")])
+        return head()
+
+    monkeypatch.setattr(svc.store, "last_position", written_meanwhile)
+    with pytest.raises(Conflict) as refused:
+        svc.resolve_as_of(datetime.now(timezone.utc) + timedelta(minutes=5))
+    assert refused.value.field == "as_of"
+
+
 def test_reads_resolve_as_of_times_and_refuse_bad_ones(svc):
     first = svc.run(svc.entities.upsert, ctx(), "ada", name="Ada")
     at = svc.store.read_all(after=first.last_position - 1, limit=1)[0].recorded_at
