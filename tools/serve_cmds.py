@@ -90,32 +90,29 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     return lines
 
 
-def steady(app):
-    """``app``, whose shutdown, once begun, a second SIGTERM does not cut short: a service manager signals every
-    process of the server at once (systemd's default), and the supervisor passes the signal on to its workers,
-    which got it already; aiohttp took the second for another request to stop, raised inside the graceful
-    shutdown (saving the vector index, closing the databases), and the worker exited 1. The first SIGTERM is
-    taken as aiohttp takes it, from the start of the app's startup on (a worker still opening its data directory
-    when the stop came took the second inside its cleanup, and exited 1 too); later ones are ignored. Ctrl-C
-    twice still stops at once."""
+def run_steadily(app, **options) -> None:
+    """Serve ``app`` (aiohttp's ``run_app`` with ``options``), the first SIGTERM stopping it gracefully and later
+    ones ignored. A service manager signals every process of the server at once (systemd's default), and the
+    supervisor passes the signal on to its workers, which got it already. aiohttp's own handler raised its stop
+    once per signal: the second, raised inside the graceful shutdown (saving the vector index, closing the
+    databases), or queued beside the first while a worker was busy opening its data directory, escaped, and the
+    worker exited 1. Ctrl-C stops it as Python's KeyboardInterrupt does (twice: at once)."""
+    from aiohttp import web
     from aiohttp.web_runner import GracefulExit
 
-    async def sigterm_once(_app) -> None:
-        loop = asyncio.get_running_loop()
+    loop = asyncio.new_event_loop()
+    stopping: list[bool] = []
 
-        def stop() -> None:
-            loop.add_signal_handler(signal.SIGTERM, lambda: None)
+    def stop() -> None:
+        if not stopping:
+            stopping.append(True)
             raise GracefulExit()
 
-        loop.add_signal_handler(signal.SIGTERM, stop)
-
-    app.on_startup.insert(0, sigterm_once)
-    return app
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    web.run_app(app, loop=loop, handle_signals=False, **options)
 
 
 def serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
     from mnemolog.api.app import create_app
     from mnemolog.api.background import default_background
     from mnemolog.projections.policies.settings import check_settings as check_organizer_settings
@@ -127,7 +124,7 @@ def serve(args: argparse.Namespace) -> int:
     if worker is not None:  # one of serve_workers' processes
         logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[{worker}]: %(message)s")
         background = default_background(settings, runs_organizer=worker == 0)
-        web.run_app(steady(create_app(settings, background=background)), host=host, port=port, reuse_port=True, print=None, access_log=None)
+        run_steadily(create_app(settings, background=background), host=host, port=port, reuse_port=True, print=None, access_log=None)
         return 0
     if not settings.auth and not is_loopback(host):
         raise CommandError(f"refusing to bind {host} without auth: set MNEMOLOG_AUTH=on or bind 127.0.0.1")
@@ -164,8 +161,7 @@ def serve(args: argparse.Namespace) -> int:
     where = f"{Path(settings.data_dir).resolve()} on {url_of(host, port)}"
     if sock is not None:
         print(f"mnemolog: serving {where} (Ctrl-C stops)", flush=True)
-        app = steady(create_app(settings, background=default_background(settings)))
-        web.run_app(app, sock=sock, print=None, access_log=None)
+        run_steadily(create_app(settings, background=default_background(settings)), sock=sock, print=None, access_log=None)
         return 0
     print(f"mnemolog: serving {where} with {workers} worker processes (Ctrl-C stops)", flush=True)
     # The supervisor holds no data and needs none of the libraries loaded here:
