@@ -164,7 +164,8 @@ class FusedHit:
 def _hit_key(hit: FusedHit) -> tuple[float, int, str]:
     """Best score first; a tie to the hit a channel ranked higher (a channel's own order of equal scores: as
     one channel answers, recall answers), then to the id's text, so that no order depends on a dict's or set's."""
-    return (-hit.score, min((rank for rank, _ in hit.channels.values()), default=_NO_RANK), str(hit.memory_id))
+    ranked = hit.channels  # channel -> (rank, raw score): the least tuple holds the best rank
+    return (-hit.score, min(ranked.values())[0] if ranked else _NO_RANK, str(hit.memory_id))
 
 
 _NO_RANK = 1 << 62  # a hit no channel returned (a neighbour that propagation added): after every ranked one of its score
