@@ -35,6 +35,7 @@ _edge_props = msgspec.json.Encoder()
 _dict_decoder = msgspec.json.Decoder(dict)
 _ids_decoder = msgspec.json.Decoder(list[str])
 
+
 def folded_key(key: str | None) -> str | None:
     """A memory's key as ``graph_memories`` holds it and a query's spelling of it is looked up: NFKC, case folded.
     SQLite's ``lower`` folds ASCII only ("Москва" never matched itself), and "café" is written in two forms."""
