@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 
 import msgspec
 
-from mnemolog.eventstore.bounds import MAX_TENANT_CHARS, tenant_problem
+from mnemolog.eventstore.bounds import EVERY_TENANT_REFUSED, MAX_TENANT_CHARS, tenant_problem
 from mnemolog.eventstore.settings import BUSY_TIMEOUT, Settings
 
 from .api_error import ApiError
@@ -181,7 +181,7 @@ def check_tenant(tenant: str, field: str) -> str:
     if len(tenant) > MAX_TENANT_CHARS:
         raise ApiError(400, "bad_request", f"{field} must be at most {MAX_TENANT_CHARS} characters", field)
     if tenant == "*":
-        raise ApiError(400, "bad_request", f"{field} names one tenant; '*' (every tenant) is a key's, never a tenant's name", field)
+        raise ApiError(400, "bad_request", f"{field} {EVERY_TENANT_REFUSED}", field)
     return tenant
 
 

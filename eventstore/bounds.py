@@ -45,6 +45,10 @@ def tenant_problem(tenant: str) -> str | None:
     return None
 
 
+#: Why ``*`` names no tenant, after the name of what gave it.
+EVERY_TENANT_REFUSED = "names one tenant; '*' (every tenant) is a key's, never a tenant's name"
+
+
 #: The longest correlation id a caller may give (a header, a ``--correlation-id``), as reverts and reads take it.
 MAX_CORRELATION_CHARS = 200
 

@@ -400,8 +400,7 @@ class ProjectionRunner:
                 position, version = checkpoints.get(projector.name, (None, projector.schema_version))
                 if position != start:
                     continue
-                if version != projector.schema_version:
-                    self._foreign(projector, version)
+                if self._foreign(projector, version):
                     continue
                 began = time.perf_counter()
                 projector.apply(batch, conn)
@@ -426,18 +425,22 @@ class ProjectionRunner:
         if name not in self.foreign:
             row = conn.execute("SELECT schema_version FROM checkpoints WHERE name = ?", (name,)).fetchone()
             projector = next((p for p in self.projectors if p.name == name), None)
-            if row is not None and projector is not None and row[0] != projector.schema_version:
+            if row is not None and projector is not None:
                 self._foreign(projector, row[0])
         return self.foreign.get(name)
 
-    def _foreign(self, projector: Projector, version: int) -> None:
-        """Note (and warn, once) that another process rebuilt ``projector``'s projection at schema ``version``."""
+    def _foreign(self, projector: Projector, version: int) -> bool:
+        """Whether ``projector``'s projection, at schema ``version`` in the file, is another process's rebuild (another
+        schema version than this one projects); noted, and warned of once."""
+        if version == projector.schema_version:
+            return False
         if projector.name not in self.foreign:
             self.foreign[projector.name] = (
                 f"another process rebuilt the {projector.name} projection at schema version {version} (this one projects"
                 f" version {projector.schema_version}: another MNEMOLOG_EMBEDDER?); restart this one with the same settings"
             )
             log.warning("%s", self.foreign[projector.name])
+        return True
 
     def rebuild(self, names: Sequence[str] | None = None, *, progress=None) -> dict[str, float]:
         """Drop and replay projections from position 0; seconds spent per projector.

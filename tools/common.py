@@ -21,7 +21,7 @@ from typing import Any, Callable
 import msgspec
 
 from mnemolog.eventstore import EventStore
-from mnemolog.eventstore.bounds import MAX_CORRELATION_CHARS, check_name, tenant_problem
+from mnemolog.eventstore.bounds import EVERY_TENANT_REFUSED, MAX_CORRELATION_CHARS, check_name, tenant_problem
 from mnemolog.eventstore.errors import sqlite_error_is
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MAX_REASON_CHARS
@@ -109,7 +109,7 @@ def tenant_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be blank")
     if text == "*":
-        raise argparse.ArgumentTypeError("names one tenant; '*' (every tenant) is a key's, never a tenant's name")
+        raise argparse.ArgumentTypeError(EVERY_TENANT_REFUSED)
     problem = tenant_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)

@@ -18,7 +18,6 @@ that BFS touches only the edges it follows.
 from __future__ import annotations
 
 import sqlite3
-import unicodedata
 from typing import Sequence
 
 import msgspec
@@ -37,9 +36,10 @@ _ids_decoder = msgspec.json.Decoder(list[str])
 
 
 def folded_key(key: str | None) -> str | None:
-    """A memory's key as ``graph_memories`` holds it and a query's spelling of it is looked up: NFKC, case folded.
-    SQLite's ``lower`` folds ASCII only ("Москва" never matched itself), and "café" is written in two forms."""
-    return None if key is None else unicodedata.normalize("NFKC", key).casefold()
+    """A memory's key as ``graph_memories`` holds it and a query's spelling of it is looked up: folded as entity
+    names are (:func:`~mnemolog.eventstore.catalogue_graph.fold_text`). SQLite's ``lower`` folds ASCII only
+    ("Москва" never matched itself), and "café" is written in two forms."""
+    return None if key is None else g.fold_text(key)
 
 
 MEMORY_COLUMNS = (
