@@ -7,7 +7,7 @@ version is its stream version: every change, content or status, is one.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import msgspec
 
@@ -16,6 +16,7 @@ from .erased import erased_recorded, erased_through
 from .model import CONTENT_FIELDS, MemoryContent, NotFound, Status
 from .recorder import utc_stamp
 from .store import EventStore, RecordedEvent
+from .stream_folds import folds_of
 
 
 class MemoryVersion(msgspec.Struct, frozen=True):
@@ -52,8 +53,8 @@ class MemoryState(msgspec.Struct):
         return self.versions[version - 1]
 
 
-def fold(memory_id: str, events: Iterable[RecordedEvent]) -> MemoryState | None:
-    state: MemoryState | None = None
+def fold(memory_id: str, events: Iterable[RecordedEvent], state: MemoryState | None = None) -> MemoryState | None:
+    """The memory's state after ``events``, folded into ``state`` (changed in place; None: from nothing)."""
     for recorded in events:
         event = recorded.event
         if state is None:
@@ -156,17 +157,40 @@ def dropped_at(store: EventStore, tenant: str) -> int:
 def load(store: EventStore, tenant: str, memory_id: str, *, until: int | None = None) -> MemoryState:
     """The memory's state (as of position ``until``), or :class:`NotFound` for other tenants too.
 
-    A memory of a tenant that was dropped after it was created is not found either.
+    A memory of a tenant that was dropped after it was created is not found either. At the head, a long
+    stream's state is continued from the one this process folded last (see :mod:`.stream_folds`).
     """
-    events = store.read_stream(c.memory_stream(memory_id))
-    if until is not None:
-        events = [e for e in events if e.position <= until]
     # A version a forget erased reads erased even when a key that still exists sealed it (the memory given its
     # subject later, a topic quoting it): no command writes its text back (see .erased).
-    erased_to = erased_through(store, tenant, memory_id) if events and events[0].tenant == tenant else 0
-    if erased_to:
-        events = [erased_recorded(e) if e.position < erased_to else e for e in events]
-    state = fold(memory_id, events)
-    if state is None or state.tenant != tenant or events[0].position < dropped_at(store, tenant):
+    erased_to = erased_through(store, tenant, memory_id)
+
+    def step(state: MemoryState | None, events: Sequence[RecordedEvent]) -> MemoryState | None:
+        if erased_to and events[0].tenant == tenant:
+            events = [erased_recorded(e) if e.position < erased_to else e for e in events]
+        return fold(memory_id, events, state)
+
+    stream = c.memory_stream(memory_id)
+    if until is None:
+        state, first = folds_of(store).fold(tenant, stream, step, _copy_state, _weight, basis=erased_to)
+    else:
+        events = [e for e in store.read_stream(stream) if e.position <= until]
+        state, first = (step(None, events), events[0]) if events else (None, None)
+    if state is None or state.tenant != tenant or first.position < dropped_at(store, tenant):
         raise NotFound("memory", memory_id)
     return state
+
+
+def _copy_state(state: MemoryState) -> MemoryState:
+    """A copy that folding more events into leaves ``state`` as it is (its versions are frozen)."""
+    return msgspec.structs.replace(state, versions=list(state.versions))
+
+
+def _weight(events: Sequence[RecordedEvent]) -> int:
+    """About the bytes a memory's versions from ``events`` hold: its text and embedding each."""
+    total = 0
+    for recorded in events:
+        content = getattr(recorded.event, "content", None)
+        if content is not None:
+            total += len(content.memory or "") + len(content.background or "") + 8 * len(content.embedding or ())
+        total += 300
+    return total

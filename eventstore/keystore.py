@@ -63,6 +63,9 @@ class KeyStore:
         self._live: dict[tuple[str, str], tuple[str, bytes]] = {}
         self._data_version: int | None = None  # the file's PRAGMA data_version when the caches were last checked (see refresh)
         self._drops = 0  # keys this process has dropped from its cache of live keys (see mark)
+        #: How many times this process saw keys forgotten (its own forgets, and others' that :meth:`refresh` took
+        #: in): what was opened with them before reads erased now (see ``stream_folds``).
+        self.forgotten = 0
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -241,6 +244,7 @@ class KeyStore:
                     conn.execute("INSERT OR IGNORE INTO scrub_due (key_id) VALUES (?)", (key_id,))  # until :meth:`scrub` has rewritten the file
             for key_id in ids:
                 self._by_id[key_id] = FORGOTTEN
+            self.forgotten += 1
             self._drop_live(ids)
             self.scrub()
         return len(ids)
@@ -298,6 +302,8 @@ class KeyStore:
     def forget_cached(self, key_ids: Iterable[str]) -> None:
         """Drop keys another process forgot from this process's cache."""
         ids = set(key_ids)
+        if ids:
+            self.forgotten += 1
         for key_id in ids:
             self._by_id.pop(key_id, None)
         self._drop_live(ids)

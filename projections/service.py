@@ -13,6 +13,7 @@ connection and never block the writer.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import random
@@ -26,6 +27,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from mnemolog.eventstore import EventStore
 from mnemolog.eventstore import catalogue as c
 from mnemolog.eventstore.aggregate import load
+from mnemolog.eventstore.stream_folds import folds_of
 from mnemolog.eventstore.erased import plaintext_positions
 from mnemolog.eventstore.recorder import utc_stamp
 from mnemolog.eventstore.errors import ConcurrencyError, OutsideChange, log_failure
@@ -89,6 +91,10 @@ class StreamMovedMeanwhile(Exception):
         self.error = error
 
 
+def _version_number(version: Any) -> int:
+    return version.version
+
+
 def backups_keep(settings: Settings) -> int:
     """``MNEMOLOG_BACKUPS_KEEP``, at least 1 (as declared): a drop must never delete the backup it just wrote."""
     return int(settings.backups_keep)
@@ -119,6 +125,7 @@ class MemoryService:
 
     def __init__(self, store: EventStore, data_dir: Path, settings: Settings, projectors: Sequence[Projector] | None = None):
         self.store = store
+        text_caches.register(folds_of(store))  # the states commands fold from long streams: texts too
         self.data_dir = Path(data_dir)
         self.settings = settings
         self.working_capacity = working_capacity(settings)
@@ -458,7 +465,7 @@ class MemoryService:
             raise NotFound("memory", memory_id)
         return view
 
-    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None) -> list[dict[str, Any]]:
+    def history(self, tenant: str, memory_id: str, *, as_of: int | None = None, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Every version of a memory, read from its stream: its text and metadata, the fields it changed from the
         version before, the event behind it, and the entities it mentioned (see :meth:`mention_links`).
 
@@ -467,12 +474,18 @@ class MemoryService:
         A version written before a forget that names the memory reads as
         erased, as every projection shows it, even when a key that still
         exists sealed it (see :mod:`mnemolog.eventstore.erased`).
+
+        With ``after`` and ``limit``, only the versions after version ``after``, at most ``limit`` of them (a
+        page of a long history builds only its own).
         """
         state = load(self.store, tenant, memory_id)
         links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
         out = []
-        ends = [v.position - 1 for v in state.versions[1:]] + [None]
-        for v, end in zip(state.versions, ends):
+        first = bisect.bisect_right(state.versions, after, key=_version_number)
+        versions = state.versions[first:] if limit is None else state.versions[first : first + limit]
+        ends = [v.position - 1 for v in state.versions[first + 1 : first + 1 + len(versions)]]
+        ends += [None] * (len(versions) - len(ends))  # the last version holds on
+        for v, end in zip(versions, ends):
             if as_of is not None:
                 end = as_of if end is None else min(end, as_of)
             mentioned = [e.target for e in links if _holds(e.valid_from, e.valid_to, end)]
@@ -506,20 +519,20 @@ class MemoryService:
         """
         position = self.resolve_as_of(as_of)
         forgets = self.forgotten(tenant, memory_id)
-        versions = self.history(tenant, memory_id, as_of=position)
+        after = max(after, 0)
+        versions = self.history(tenant, memory_id, as_of=position, after=after, limit=None if limit is None else limit + 1)
         if position is not None:
             versions = [v for v in versions if v["position"] <= position]
-            if not versions:
-                raise NotFound("memory", memory_id)
-        following = [v for v in versions if v["version"] > after]
-        page = following if limit is None else following[:limit]
+            if not versions and self.history(tenant, memory_id, limit=1)[0]["position"] > position:
+                raise NotFound("memory", memory_id)  # not written yet then
+        page = versions if limit is None else versions[:limit]
         forgotten = [f for f in forgets if position is None or f["position"] <= position]
         return {
             "memory_id": memory_id,
             "versions": page,
             "mention_links": self.mention_links(tenant, memory_id, as_of=position),
             "forgotten": forgotten,
-            "more": len(following) > len(page),
+            "more": len(versions) > len(page),
             "next_after": page[-1]["version"] if page else after,
         }
 

@@ -7,7 +7,7 @@ analyses of texts and keys and its stems of words, whether a text names a
 time, the organizer's embeddings by text, the normal forms of entity names,
 the alias catalogues of entity names and aliases (a forget of the tenant's
 key erases those), the rows recall holds per projection state, the writer's hand-over of its
-latest append. Each of those registers here, and :func:`drop` empties them
+latest append, the states commands fold from long streams. Each of those registers here, and :func:`drop` empties them
 all, so that no forgotten text stays in the memory of a process that goes
 on running:
 

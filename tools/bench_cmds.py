@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable, NamedTuple
 
-from . import bench_append, bench_explorer, bench_graph, bench_ingest, bench_mcp, bench_rebuild, bench_recall, organize_cmds
+from . import bench_append, bench_explorer, bench_graph, bench_ingest, bench_mcp, bench_rebuild, bench_recall, bench_streams, organize_cmds
 from .common import add_command
 
 
@@ -29,6 +29,7 @@ BENCHES: dict[str, Bench] = {
     "mcp": Bench(bench_mcp.HELP, bench_mcp.add_args, bench_mcp.run),
     "ingest": Bench(bench_ingest.HELP, bench_ingest.add_args, bench_ingest.run),
     "explorer": Bench(bench_explorer.HELP, bench_explorer.add_args, bench_explorer.run),
+    "streams": Bench(bench_streams.HELP, bench_streams.add_args, bench_streams.run),
     "organize": Bench(
         "organizer: dedup throughput at 10k memories, clustering 10k, rule judge precision/recall",
         organize_cmds.add_bench_args,

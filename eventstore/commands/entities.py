@@ -44,7 +44,8 @@ from .. import catalogue as c
 from .. import catalogue_graph as g
 from ..aggregate import dropped_at
 from ..model import TAG_RE, Conflict, NotFound, ValidationError
-from ..store import NO_STREAM, EventStore, StreamAppend
+from ..store import NO_STREAM, EventStore, RecordedEvent, StreamAppend
+from ..stream_folds import folds_of
 from .context import CommandContext, CommandResult, commit, nothing_done, replayed
 from .facts import GraphFacts
 
@@ -78,15 +79,32 @@ class EntityState(msgspec.Struct):
 
 
 def load_entity(store: EventStore, tenant: str, entity_id: str, *, since: int | None = None, until_version: int | None = None) -> EntityState:
-    """Fold an entity's stream; events before the tenant's last drop are ignored.
+    """Fold an entity's stream; events before the tenant's last drop (or ``since``) are ignored.
 
     ``until_version`` folds only the stream's events up to that version (the
     state a revert brings the entity back to); ``stream_version`` stays the
-    stream's last, for the append's expected version.
+    stream's last, for the append's expected version. Without it, a long
+    stream's state is continued from the one this process folded last (see
+    :mod:`~mnemolog.eventstore.stream_folds`).
     """
-    recorded = store.read_stream(g.entity_stream(tenant, entity_id))
-    state = EntityState(entity_id=entity_id, stream_version=recorded[-1].stream_version if recorded else 0)
+    stream = g.entity_stream(tenant, entity_id)
     floor = dropped_at(store, tenant) if since is None else since
+
+    def step(state: EntityState | None, recorded: Sequence[RecordedEvent]) -> EntityState:
+        state = state or EntityState(entity_id=entity_id)
+        state.stream_version = recorded[-1].stream_version
+        _fold_entity(state, recorded, tenant, floor, until_version)
+        return state
+
+    if until_version is None:
+        state, _ = folds_of(store).fold(tenant, stream, step, _copy_entity, _entity_weight, basis=floor)
+        return state or EntityState(entity_id=entity_id)
+    recorded = store.read_stream(stream)
+    return step(None, recorded) if recorded else EntityState(entity_id=entity_id)
+
+
+def _fold_entity(state: EntityState, recorded: Sequence[RecordedEvent], tenant: str, floor: int, until_version: int | None) -> None:
+    entity_id = state.entity_id
     for r in recorded:
         if r.position < floor or r.tenant != tenant:
             continue
@@ -110,7 +128,16 @@ def load_entity(store: EventStore, tenant: str, entity_id: str, *, since: int | 
             state.relations[(event.target_id, event.relation_type)] = event.weight
         elif isinstance(event, g.RelationRemoved) and event.source_id == entity_id:
             state.relations.pop((event.target_id, event.relation_type), None)
-    return state
+
+
+def _copy_entity(state: EntityState) -> EntityState:
+    """A copy that folding more events into leaves ``state`` as it is (its relations are changed in place)."""
+    return msgspec.structs.replace(state, relations=dict(state.relations))
+
+
+def _entity_weight(recorded: Sequence[RecordedEvent]) -> int:
+    """About the bytes holding an entity's state costs for ``recorded``: a relation each at most, or its fields."""
+    return 200 * len(recorded)
 
 
 # -- validation -----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 The caches a process keeps of what it computed from texts (the rule judge's
 analyses and stems, whether a text names a time, the organizer's corpora and
 embeddings by text, entity names' normal forms, recall's held rows, the
-writer's hand-over of its latest append) are emptied by the process that
+writer's hand-over of its latest append, the states folded from long streams) are emptied by the process that
 applies the forget, and by every other process once it sees the forget in the
 log (a server's follower, every round).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from mnemolog.eventstore.commands import CommandContext
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
+from mnemolog.eventstore.stream_folds import folds_of
 from mnemolog.projections import text_caches
 from mnemolog.projections.fts.postings import PostingsIndex
 from mnemolog.projections.linking import linker
@@ -41,7 +42,7 @@ def _settings() -> Settings:
 
 def _fill(svc: MemoryService) -> Organizer:
     """Write the subject's memories, an entity, recall them and run the organizer: every cache gets their text."""
-    svc.run(
+    ids = svc.run(
         svc.memories.add,
         CTX,
         [
@@ -49,7 +50,9 @@ def _fill(svc: MemoryService) -> Organizer:
             for i, what in enumerate(("oboe", "flute"))
         ]
         + [MemoryContent(memory=f"{SECRET} played the oboe yesterday", subject="u-9")],
-    )
+    ).memory_ids
+    folds_of(svc.store).min_events = 1  # every stream's folded state held, short ones too
+    svc.history("t", ids[0])
     svc.run(svc.entities.upsert, CTX, "person:q", name=SECRET, entity_type="person")
     svc.searcher.recall("t", "when did Quillbert play the oboe yesterday?", RecallOptions(limit=10))
     organizer = Organizer(svc, _settings())
@@ -62,6 +65,7 @@ def _held(svc: MemoryService, organizer: Organizer) -> dict[str, int]:
     sizes["organizer embeddings by text"] = len(organizer.vectors.cache) + len(organizer.vectors.norms)
     sizes["recall's held rows"] = len(svc.searcher.graph_memo._held)
     sizes["lexical index rows"] = PostingsIndex.for_connection(svc.read_conn()).cols.n
+    sizes["folded streams"] = len(folds_of(svc.store))
     return sizes
 
 

@@ -17,7 +17,7 @@ SMALL_GRAPH = ["--relations", "2000", "--entities", "500", "--queries", "10", "-
 
 
 def test_every_bench_is_in_the_one_registry_and_on_the_command_line():
-    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize", "ingest", "explorer"}
+    assert set(BENCHES) == {"append", "rebuild", "recall", "graph", "mcp", "organize", "ingest", "explorer", "streams"}
     # A fresh interpreter: the commands come from the list, not from what happened to be imported first.
     listing = subprocess.run(
         [sys.executable, "-c", "from mnemolog.tools import cli; cli.main(['bench', '--help'])"],
@@ -200,3 +200,14 @@ def test_bench_organize_re_clusters_a_grown_tenant_both_ways(capsys, tmp_path):
     placed, refit = int(figures["recluster_events"]), int(figures["recluster_events_repartitioned"])
     assert f"{placed:,} events" in rows["placed into the live topics (as configured)"]
     assert 30 <= placed < refit  # at least an edge for each new memory; a fit made afresh moves many more
+
+
+def test_bench_streams_times_each_write_both_ways(capsys):
+    assert cli.main(["bench", "streams", "--n", "64", "--samples", "5"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    figures = {key: float(value) for key, value in (pair.split("=") for pair in lines[-1].split())}
+    assert set(figures) == {f"{what}_{how}_ms" for what in ("update", "relation", "history") for how in ("held", "whole")}
+    assert all(value > 0 for value in figures.values())
+    assert [line.split("  ")[0] for line in lines if line.startswith(("memory update", "relation weight", "history page"))] == [
+        "memory update", "relation weight set", "history page (1 version)"
+    ]
