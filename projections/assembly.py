@@ -15,6 +15,7 @@ from typing import Any, Callable
 from mnemolog.eventstore.settings import Settings
 from mnemolog.eventstore.errors import OutsideChange, log_failure
 
+from .fts.postings import PostingsIndex
 from .fts.projector import FtsProjector, fts_search
 from .entities.projector import EntityProjector
 from .graph.projector import GraphProjector
@@ -57,8 +58,31 @@ def semantic_channel(read_conn: Callable[[], sqlite3.Connection], index: VectorI
     return search
 
 
+class _Due:
+    """When a follower catches an in-memory index up: once its source has not moved for one look, or lags
+    ``max_lag`` row ids, or its oldest row has waited ``max_wait`` seconds (a steady trickle of writes)."""
+
+    def __init__(self, max_lag: int, max_wait: float):
+        self.max_lag, self.max_wait = max_lag, max_wait
+        self._seen: int | None = None
+        self._waiting_since: float | None = None
+
+    def __call__(self, top: int, behind: int, now: float) -> bool:
+        quiet, self._seen = top == self._seen, top
+        if not behind:
+            self._waiting_since = None
+            return False
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if quiet or behind >= self.max_lag or now - self._waiting_since >= self.max_wait:
+            self._waiting_since = None
+            return True
+        return False
+
+
 class IndexFollower(threading.Thread):
-    """Adds new vectors to the HNSW index in the background, out of the write path, once writes pause.
+    """Adds new vectors to the HNSW index, and new rows to the in-memory lexical index, in the background, out
+    of the write path, once writes pause.
 
     An HNSW insert costs about what the rest of a memory's write costs
     (command, append, every projection), and every server process keeps its
@@ -68,6 +92,12 @@ class IndexFollower(threading.Thread):
     ``max_lag`` row ids are waiting, or until the oldest has waited
     ``max_wait`` seconds (a steady trickle of writes), then adds everything
     waiting in one batch (usearch spreads a batch over the cores).
+
+    The lexical index (:class:`~.fts.postings.PostingsIndex`) follows
+    ``fts_docs`` the same way, in a process that has searched it (a server
+    loads it at start): otherwise the first search after a large import
+    would take in every new row itself, seconds after tens of thousands of
+    document chunks.
 
     It looks once every ``interval``, and at once when a commit of the
     projection (:meth:`notify`) finds it idle (its last look found nothing
@@ -79,7 +109,8 @@ class IndexFollower(threading.Thread):
     Searches stay exact meanwhile: rows past the index's checkpoint are
     scored exactly (``vector_search``'s tail), so nothing is missed while the
     index catches up; ``max_lag`` bounds that tail (10,000 rows: about 13 ms
-    more per semantic search while a bulk write goes on).
+    more per semantic search while a bulk write goes on). A lexical search
+    takes in the rows its index lacks before it answers.
 
     Its adds run on one of usearch's threads (see :meth:`VectorIndex.sync`).
     """
@@ -91,12 +122,10 @@ class IndexFollower(threading.Thread):
         self.index = index
         self.connect = connect  # a new connection to projections.db (the runner's)
         self.interval = interval
-        self.max_lag = max_lag
-        self.max_wait = max_wait
         self.wake = threading.Event()
         self.stopping = threading.Event()
-        self._seen: int | None = None
-        self._waiting_since: float | None = None
+        self._vectors_due = _Due(max_lag, max_wait)
+        self._postings_due = _Due(max_lag, max_wait)
         self._idle = True  # the last look found nothing waiting: the next commit wakes it
 
     def notify(self, name: str, _position: int) -> None:
@@ -105,22 +134,25 @@ class IndexFollower(threading.Thread):
             self.wake.set()
 
     def step(self, conn: sqlite3.Connection, now: float | None = None) -> int:
-        """One look: sync if the projection stood still since the last look, or lags too far or too long; entries added."""
+        """One look: each index caught up if its projection stood still since the last look, or lags too far or
+        too long; the vectors added."""
         now = time.monotonic() if now is None else now
         self._idle = True  # a commit from now on wakes the next look, unless this one finds rows waiting
         top, behind = self.index.lag(conn)
-        quiet, self._seen = top == self._seen, top
-        if not behind:
-            self._waiting_since = None
-            return 0
-        self._idle = False
-        if self._waiting_since is None:
-            self._waiting_since = now
-        if quiet or behind >= self.max_lag or now - self._waiting_since >= self.max_wait:
-            self._waiting_since = None
-            self._idle = True
-            return self.index.sync(conn)
-        return 0
+        added, waiting = 0, False
+        if self._vectors_due(top, behind, now):
+            added = self.index.sync(conn)
+        else:
+            waiting = bool(behind)
+        postings = PostingsIndex.made_for(conn)
+        top, behind = postings.lag(conn) if postings is not None else (0, 0)
+        if self._postings_due(top, behind, now):
+            postings.load(conn)
+        else:
+            waiting = waiting or bool(behind)
+        if waiting:
+            self._idle = False
+        return added
 
     def run(self) -> None:
         try:

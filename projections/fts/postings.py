@@ -174,6 +174,7 @@ class PostingsIndex(PostingsScoring):
         self._reset()
         self.saved: tuple | None = None  # (state, last row id) of the file on disk, as this process last wrote or read it
         self.restored = False  # whether the rows came from the saved file (else from fts_docs)
+        self.used = False  # whether this process has brought it up to date once: a follower keeps it so (see lag)
         text_caches.register(self)
 
     def drop_text(self) -> None:
@@ -205,7 +206,7 @@ class PostingsIndex(PostingsScoring):
     @classmethod
     def save_loaded(cls, conn: sqlite3.Connection) -> bool:
         """Save the index of ``conn``'s database if this process loaded one (see :meth:`save`); whether it wrote."""
-        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        path = database_key(conn)[0]
         with cls._registry_lock:
             index = cls._indexes.get(path) if path else None
         if index is None:
@@ -231,7 +232,7 @@ class PostingsIndex(PostingsScoring):
 
         A process that loaded the index writes it afresh at its next save.
         """
-        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        path = database_key(conn)[0]
         if not path:
             return
         with cls._registry_lock:
@@ -246,13 +247,19 @@ class PostingsIndex(PostingsScoring):
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "PostingsIndex":
-        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-        key = path or f"memory:{id(conn)}"
+        """The index of ``conn``'s database in this process, made on first use."""
+        path, key = database_key(conn)
         with cls._registry_lock:
             index = cls._indexes.get(key)
             if index is None:
                 index = cls._indexes[key] = cls(Path(path).with_name(POSTINGS_FILE) if path else None)
             return index
+
+    @classmethod
+    def made_for(cls, conn: sqlite3.Connection) -> "PostingsIndex | None":
+        """The index of ``conn``'s database if this process has made one (None: it never searched it)."""
+        with cls._registry_lock:
+            return cls._indexes.get(database_key(conn)[1])
 
     def _sync(self, conn: sqlite3.Connection) -> None:
         """Bring the index to ``fts_docs`` as the current read transaction sees it (lock held).
@@ -265,6 +272,24 @@ class PostingsIndex(PostingsScoring):
         except BaseException:
             self._reset()
             raise
+        self.used = True
+
+    def lag(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        """``(top, behind)``: the last ``fts_docs`` row id, and how many row ids past the index's last it is
+        (all of ``top``, at least 1, when the index must start over: a rebuild, a forget); ``(0, 0)`` in a
+        process that never searched, which need not hold the index at all. One or two cheap queries, for
+        a follower that catches the index up off the search path (see ``assembly.IndexFollower``)."""
+        if not self.used:
+            return 0, 0
+        try:
+            top = conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0]
+            state, _ = self._database_state(conn)
+        except sqlite3.OperationalError:
+            return 0, 0  # the projection's tables do not exist (yet)
+        with self.lock:
+            if state != self.state:
+                return top, max(top, 1)
+            return top, max(0, top - self._last_row_id())
 
     def _catch_up(self, conn: sqlite3.Connection) -> None:
         state, checkpoint = self._database_state(conn)
@@ -641,6 +666,13 @@ class PostingsIndex(PostingsScoring):
 _CHUNK = 20_000
 _META_SQL = "SELECT row_id, tenant, NULL, version, valid_from, valid_to, status FROM fts_docs"
 _ROWS_SQL = f"SELECT row_id, tenant, memory_id, version, valid_from, valid_to, status, {', '.join(INDEXED_COLUMNS)} FROM fts_docs"
+
+
+def database_key(conn: sqlite3.Connection) -> tuple[str, str]:
+    """``(path, key)``: the file of ``conn``'s main database ("" in memory), and what a process's caches of it
+    are kept under (the path, or the connection for a database in memory)."""
+    path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+    return path, path or f"memory:{id(conn)}"
 
 
 @contextmanager

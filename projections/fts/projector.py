@@ -95,7 +95,7 @@ from ..filters import SearchFilters, filter_sql, tag_field
 from ..runner import execute_script
 from ..memory_rows import Previous, close_rows, dropped_tenants, erased_rows, head_clause, transitions
 from .as_of_ranking import rank_as_of
-from .postings import PostingsIndex
+from .postings import PostingsIndex, database_key
 from .textsearch import (
     MAX_TERMS,
     TOKENIZE_SQL,
@@ -535,8 +535,7 @@ class _DfStats:
 
     @classmethod
     def for_connection(cls, conn: sqlite3.Connection) -> "_DfStats":
-        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
-        key = path or f"memory:{id(conn)}"
+        key = database_key(conn)[1]
         with cls._lock:
             stats = cls._caches.setdefault(key, cls())
         n_upper = conn.execute("SELECT coalesce(max(row_id), 0) FROM fts_docs").fetchone()[0]
