@@ -224,3 +224,33 @@ def test_a_fold_read_before_a_forget_s_drop_is_not_held(pair):
     one.store.read_stream = read_then_drop
     assert load(one.store, "t", memory_id).version == MIN_EVENTS + 6
     assert len(folds) == 0
+
+
+def test_what_is_held_is_weighed_whole_properties_and_embeddings_too(tmp_path):
+    """Every version keeps its whole content: a large ``properties`` carried by each version was held unweighed,
+    so a process held many times its limit."""
+    import gc
+    import tracemalloc
+
+    with MemoryService.open(tmp_path) as svc:
+        props = {f"k{i}": "x" * 200 for i in range(100)}
+        [memory_id] = svc.run(svc.memories.add, CTX, [MemoryContent(memory="v0", properties=props)]).memory_ids
+        for i in range(1, MIN_EVENTS + 6):
+            svc.run(svc.memories.update, CTX, memory_id, {"memory": f"v{i}"})
+        folds = folds_of(svc.store)
+        folds.drop_text()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            load(svc.store, "t", memory_id)
+            gc.collect()
+            kept = sum(stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename"))
+        finally:
+            tracemalloc.stop()
+        assert len(folds) == 1 and kept > (MIN_EVENTS + 6) * 20_000  # each version holds its 20 kB of properties
+        assert folds._weight >= kept
+        folds.max_weight = kept // 2  # past the limit: nothing is held
+        folds.drop_text()
+        load(svc.store, "t", memory_id)
+        assert len(folds) == 0 and folds._weight == 0
