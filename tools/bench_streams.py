@@ -15,6 +15,7 @@ ways in turn, and the median of ``--runs`` runs is printed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -71,15 +72,20 @@ def run(args: argparse.Namespace) -> int:
                 service.run(service.entities.set_relation, CTX, "user", f"thing-{i}", "KNOWS")
             folds = folds_of(service.store)
             version = [args.n]
+            updates, weights = itertools.count(1), itertools.cycle((0.75, 0.5))  # each timed write changes something
 
-            def update(i: int) -> None:
-                service.run(service.memories.update, CTX, memory_id, {"memory": f"the user's profile, sample {i}"})
+            def wrote(result) -> None:
+                if result.first_position is None:
+                    raise RuntimeError("a timed write appended nothing: the figure would not be of writes")
+
+            def update(_: int) -> None:
+                wrote(service.run(service.memories.update, CTX, memory_id, {"memory": f"the user's profile, write {next(updates)}"}))
                 version[0] += 1
 
-            def relate(i: int) -> None:
-                service.run(service.entities.set_relation, CTX, "user", "thing-0", "KNOWS", weight=0.5 + (i % 2) / 4)
+            def relate(_: int) -> None:
+                wrote(service.run(service.entities.set_relation, CTX, "user", "thing-0", "KNOWS", weight=next(weights)))
 
-            def page(i: int) -> None:
+            def page(_: int) -> None:
                 service.history_view("bench", memory_id, after=version[0] - 1, limit=1)
 
             measures = {"memory update": update, "relation weight set": relate, "history page (1 version)": page}
