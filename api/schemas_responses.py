@@ -114,7 +114,9 @@ class ChannelRank(msgspec.Struct, kw_only=True, omit_defaults=True):
 class SearchResponse(msgspec.Struct, kw_only=True):
     """The raw channels, unfused: each channel's own ranking, and each channel's state.
 
-    ``position``: the projections' position when read; ``as_of``: the position the channels were read as of (the
+    ``position``: the position the projections had reached when the read began (a head read sees at least what
+    it held: a write committed while the channels read may show too; read ``as_of`` a position for answers that
+    hold still); ``as_of``: the position the channels were read as of (the
     request's ``as_of`` resolved, a time to the last position written by then), None at the head, as recall says it.
     """
 
