@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 from datetime import datetime, timezone
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -89,10 +90,6 @@ class StreamMovedMeanwhile(Exception):
     def __init__(self, error: ConcurrencyError):
         super().__init__(str(error))
         self.error = error
-
-
-def _version_number(version: Any) -> int:
-    return version.version
 
 
 def backups_keep(settings: Settings) -> int:
@@ -481,7 +478,7 @@ class MemoryService:
         state = load(self.store, tenant, memory_id)
         links = self.graph.edge_lives(tenant, memory_id, MENTIONS)
         out = []
-        first = bisect.bisect_right(state.versions, after, key=_version_number)
+        first = bisect.bisect_right(state.versions, after, key=attrgetter("version"))
         versions = state.versions[first:] if limit is None else state.versions[first : first + limit]
         ends = [v.position - 1 for v in state.versions[first + 1 : first + 1 + len(versions)]]
         ends += [None] * (len(versions) - len(ends))  # the last version holds on
