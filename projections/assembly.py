@@ -170,7 +170,7 @@ class IndexFollower(threading.Thread):
                     log.warning("vector index sync stopped: %s", exc)
                     return
                 except Exception:  # the next round retries; searches stay exact meanwhile
-                    log_failure(log, "vector index sync failed")
+                    log_failure(log, "index sync failed (vector or lexical)")
         finally:
             conn.close()
 
