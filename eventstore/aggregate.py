@@ -138,7 +138,7 @@ def changed_fields(before: MemoryContent, before_status: str, after: MemoryConte
     """The content fields that differ between two versions, in their order, then ``status`` if it differs."""
     if before is after:
         return ("status",) if before_status != after_status else ()
-    fields = tuple(f for f in CONTENT_FIELDS if getattr(before, f) != getattr(after, f))
+    fields = tuple(f for f, a, b in zip(CONTENT_FIELDS, _astuple(before), _astuple(after)) if a != b)  # the Struct's order
     return fields + ("status",) if before_status != after_status else fields
 
 
@@ -193,3 +193,4 @@ def _weight(events: Sequence[RecordedEvent]) -> int:
 
 
 _encode = msgspec.json.Encoder().encode
+_astuple = msgspec.structs.astuple
