@@ -160,6 +160,9 @@ class IndexFollower(threading.Thread):
         except OutsideChange as exc:  # projections.db deleted or replaced before the thread began: nothing to follow
             log.warning("vector index sync stopped: %s", exc)
             return
+        except Exception:  # unopenable (replaced mid-open, a disk error): searches catch up themselves meanwhile
+            log_failure(log, "index sync stopped: projections.db could not be opened")
+            return
         try:
             while not self.stopping.is_set():
                 self.wake.wait(self.interval)

@@ -61,3 +61,16 @@ def test_the_follower_starts_over_after_a_forget_and_leaves_unused_indexes_alone
             assert index.lag(conn)[1] == 0 and index.cols.n == _rows(conn)
         finally:
             conn.close()
+
+
+def test_a_follower_that_cannot_open_its_database_stops_and_says_so(tmp_path, caplog):
+    """A projections file replaced while the thread opened it was a disk I/O error that killed the thread unlogged."""
+    import logging
+    import sqlite3
+
+    def unopenable():
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with MemoryService.open(tmp_path) as svc, caplog.at_level(logging.ERROR, logger="mnemolog.vectors"):
+        IndexFollower(svc.vector_index, unopenable).run()  # returns, rather than raising out of the thread
+    assert "could not be opened" in caplog.text
