@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ from mnemolog.eventstore.settings import Settings
 from . import http_load
 from .bench_recall import Server, questions
 from .bench_rebuild import sentences
-from .bench_runs import add_runs_arg, check_runs, middle
+from .bench_runs import add_runs_arg, check_runs, middle, status_line
 from .common import counted
 
 HELP = "the explorer page's calls (recall, neighbourhood, history, timeline, correlation, as_of) over HTTP at 100k memories"
@@ -129,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     runs = check_runs(args.runs)
     if args.memories < 3000:
         raise ValueError("--memories must be at least 3000")
-    say = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
+    say = status_line()
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-", dir=args.tmp_dir) as tmp:
         data_dir = Path(tmp) / "data"
         began = time.perf_counter()

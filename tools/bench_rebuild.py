@@ -33,7 +33,7 @@ from mnemolog.eventstore.ids import new_ids
 from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 
-from .bench_runs import add_runs_arg, check_runs, middle
+from .bench_runs import add_runs_arg, check_runs, middle, status_line
 from .common import between, counted
 
 HELP = "rebuild all projections from a log of N added memories; as-of vs head search; command-layer adds"
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if args.n < 1000:
         raise ValueError("--n must be at least 1000")
     runs = check_runs(args.runs)
-    status = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
+    status = status_line()
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         root = Path(args.keep) if args.keep else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)

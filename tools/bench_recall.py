@@ -54,6 +54,7 @@ from mnemolog.eventstore.settings import Settings
 
 from . import http_load
 from .bench_rebuild import _NAMES, _OBJECTS, sentences
+from .bench_runs import status_line
 from .common import counted
 
 #: The size whose in-process p50 is compared with the baseline (and with the large size).
@@ -376,7 +377,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("need 100 <= --small <= --large")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
-    say = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
+    say = status_line()
     asks = questions(args.queries)
     rows: list[tuple[str, str, float, float]] = []
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:

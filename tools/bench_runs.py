@@ -8,6 +8,7 @@ reference beside it, is steadier than one run and honester than the fastest.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, Callable, Iterable, TypeVar
 
 MIN_RUNS = 3
@@ -39,3 +40,11 @@ def middle(samples: Iterable[T], key: Callable[[T], Any] | None = None) -> T:
     if not ordered:
         raise ValueError("no runs to take the median of")
     return ordered[(len(ordered) - 1) // 2]
+
+
+def status_line() -> Callable[[str], None]:
+    """What a bench says of its progress: a line on stderr when that is a terminal, else nothing (its output
+    stays the table and the figures)."""
+    if sys.stderr.isatty():
+        return lambda text: print(f"  {text}", file=sys.stderr, flush=True)
+    return lambda text: None

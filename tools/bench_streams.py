@@ -28,7 +28,7 @@ from mnemolog.eventstore.model import MemoryContent
 from mnemolog.eventstore.settings import Settings
 from mnemolog.eventstore.stream_folds import MIN_EVENTS, folds_of
 
-from .bench_runs import add_runs_arg, check_runs, middle
+from .bench_runs import add_runs_arg, check_runs, middle, status_line
 from .common import between
 
 HELP = "writes to a memory with N versions and an entity with N relations: held folded states vs whole-stream folds"
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from mnemolog.projections.service import MemoryService
 
     runs = check_runs(args.runs)
-    status = (lambda text: print(f"  {text}", file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda text: None)
+    status = status_line()
     with tempfile.TemporaryDirectory(prefix="mnemolog-bench-") as tmp:
         data = Path(tmp) / "data"
         service = MemoryService.open(data, settings=Settings({"data_dir": str(data), "synchronous": "NORMAL"}, env={}))
