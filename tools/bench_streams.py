@@ -42,12 +42,12 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     add_runs_arg(parser, what="both ways")
 
 
-def _timed(samples: int, write: Callable[[int], object]) -> float:
-    """The median milliseconds of ``samples`` calls of ``write(i)``."""
+def _timed(samples: int, write: Callable[[], object]) -> float:
+    """The median milliseconds of ``samples`` calls of ``write()``."""
     took = []
-    for i in range(samples):
+    for _ in range(samples):
         began = time.perf_counter()
-        write(i)
+        write()
         took.append(time.perf_counter() - began)
     return statistics.median(took) * 1000
 
@@ -78,14 +78,14 @@ def run(args: argparse.Namespace) -> int:
                 if result.first_position is None:
                     raise RuntimeError("a timed write appended nothing: the figure would not be of writes")
 
-            def update(_: int) -> None:
+            def update() -> None:
                 wrote(service.run(service.memories.update, CTX, memory_id, {"memory": f"the user's profile, write {next(updates)}"}))
                 version[0] += 1
 
-            def relate(_: int) -> None:
+            def relate() -> None:
                 wrote(service.run(service.entities.set_relation, CTX, "user", "thing-0", "KNOWS", weight=next(weights)))
 
-            def page(_: int) -> None:
+            def page() -> None:
                 service.history_view("bench", memory_id, after=version[0] - 1, limit=1)
 
             measures = {"memory update": update, "relation weight set": relate, "history page (1 version)": page}
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 status(f"measuring (run {r + 1} of {runs}) …")
                 for name, write in measures.items():
                     folds.min_events = MIN_EVENTS
-                    write(-1)  # the state held, as a process that wrote to it before holds it
+                    write()  # the state held, as a process that wrote to it before holds it
                     held = _timed(args.samples, write)
                     if not len(folds):
                         raise RuntimeError("no folded state was held: the figure would be of whole folds")
