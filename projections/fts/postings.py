@@ -277,7 +277,7 @@ class PostingsIndex(PostingsScoring):
     def lag(self, conn: sqlite3.Connection) -> tuple[int, int]:
         """``(top, behind)``: the last ``fts_docs`` row id, and how many row ids past the index's last it is
         (all of ``top``, at least 1, when the index must start over: a rebuild, a forget); ``(0, 0)`` in a
-        process that never searched, which need not hold the index at all. One or two cheap queries, for
+        process that never searched, which need not hold the index at all. A few cheap queries, for
         a follower that catches the index up off the search path (see ``assembly.IndexFollower``)."""
         if not self.used:
             return 0, 0
