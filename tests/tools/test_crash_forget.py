@@ -237,13 +237,14 @@ def test_forgets_killed_at_random_moments_are_finished_or_absent_after_a_restart
         server = spawn(data, "serve", "--port", "0", log=tmp_path / "children.log", env=clean_env(synchronous="NORMAL", auth="off", organizer_enabled="off")) if with_server else None
         before = head(data)
         child = spawn(data, *FORGET[:2], subject, *FORGET[3:], log=tmp_path / "children.log")
-        if rng.random() < 0.3:  # around the moment it opens the data directory
+        last_chance = round_ == ROUNDS - 1 and not any(killed for killed, _ in outcomes)  # on a fast machine every forget may have finished first
+        if rng.random() < 0.3 and not last_chance:  # around the moment it opens the data directory
             time.sleep(rng.uniform(0.8, 1.3) * startup)
         else:  # once its event is appended: destroying the key, erasing, compacting, scrubbing
             deadline = time.monotonic() + 60
             while child.poll() is None and head(data) == before and time.monotonic() < deadline:
                 time.sleep(0.001)
-            time.sleep(rng.uniform(0.0, 0.4))
+            time.sleep(0.0 if last_chance else rng.uniform(0.0, 0.4))
         killed = kill(child)
         if server is not None:
             kill(server)
